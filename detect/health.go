@@ -1,0 +1,218 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// UnknownAdapterError is returned for an id no adapter has. The daemon maps
+// it to JSON-RPC -32602; the message lists the known ids so the caller can
+// fix the request.
+type UnknownAdapterError struct {
+	ID    string
+	Known []string
+}
+
+func (e *UnknownAdapterError) Error() string {
+	return fmt.Sprintf("unknown agent %q: known agents are %s", e.ID, strings.Join(e.Known, ", "))
+}
+
+// NotInstalledError: detection found no binary for the adapter.
+type NotInstalledError struct {
+	ID, Binary, PinEnv, InstallHint string
+}
+
+func (e *NotInstalledError) Error() string {
+	return fmt.Sprintf("%s is not installed: no `%s` on the daemon's search path; %s, or set %s to its path, then refresh detection",
+		e.ID, e.Binary, e.InstallHint, e.PinEnv)
+}
+
+// UnusableError: detection found the binary but the OS will not run it.
+type UnusableError struct {
+	ID, Path, Reason string
+}
+
+func (e *UnusableError) Error() string {
+	return fmt.Sprintf("%s cannot run: %s", e.ID, e.Reason)
+}
+
+func unknownAdapter(id string) error { return &UnknownAdapterError{ID: id, Known: sortedKnown()} }
+
+// Binary returns the binary to invoke for id, from detection (cached unless
+// nothing is cached yet), or a typed error: *UnknownAdapterError,
+// *NotInstalledError or *UnusableError carrying detection's reason.
+func (d *Detector) Binary(ctx context.Context, id string) (string, ExternalAgentSpec, error) {
+	desc, ok := Lookup(id)
+	if !ok {
+		return "", ExternalAgentSpec{}, unknownAdapter(id)
+	}
+	spec, found := d.specFor(ctx, id)
+	if !found {
+		return "", ExternalAgentSpec{}, &NotInstalledError{ID: id, Binary: desc.Binary, PinEnv: desc.PinEnv, InstallHint: desc.InstallHint}
+	}
+	if reason, bad := spec.UnusableReason(); bad {
+		return "", spec, &UnusableError{ID: id, Path: spec.BinaryPath, Reason: reason}
+	}
+	return spec.BinaryPath, spec, nil
+}
+
+func (d *Detector) specFor(ctx context.Context, id string) (ExternalAgentSpec, bool) {
+	for _, s := range d.Detect(ctx, false) {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return ExternalAgentSpec{}, false
+}
+
+// Health answers whether adapter id is ready to invoke. Answers are cached for
+// HealthTTL; force bypasses the cache. Concurrent callers for the same adapter
+// share one probe, so a burst of requests starts one status command. Health
+// never changes a spec's execution: a binary detection found unusable is
+// reported not_executable with detection's reason and no command is run.
+func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalAgentHealth, error) {
+	desc, ok := Lookup(id)
+	if !ok {
+		return ExternalAgentHealth{}, unknownAdapter(id)
+	}
+	spec, found := d.specFor(ctx, id)
+	if !found {
+		err := &NotInstalledError{ID: id, Binary: desc.Binary, PinEnv: desc.PinEnv, InstallHint: desc.InstallHint}
+		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: err.Error()}), nil
+	}
+	if reason, bad := spec.UnusableReason(); bad {
+		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: reason}), nil
+	}
+
+	d.mu.Lock()
+	if e, ok := d.health[id]; ok && !force && d.opts.Now().Sub(e.at) < d.opts.HealthTTL {
+		d.mu.Unlock()
+		return e.h, nil
+	}
+	f := d.probing[id]
+	if f == nil {
+		f = &flight[ExternalAgentHealth]{done: make(chan struct{})}
+		d.probing[id] = f
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			h := d.probeHealth(d.base, desc, spec.BinaryPath)
+			d.mu.Lock()
+			f.val = h
+			d.health[id] = healthEntry{h: h, at: d.opts.Now()}
+			delete(d.probing, id)
+			d.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	d.mu.Unlock()
+
+	select {
+	case <-f.done:
+		return f.val, nil
+	case <-ctx.Done():
+		return ExternalAgentHealth{}, fmt.Errorf("health check of %s abandoned: %w", id, ctx.Err())
+	}
+}
+
+// HealthAll checks every known adapter concurrently, in registry order.
+// Adapters that are not installed are included as not_executable, so a host
+// can show why an agent it expected is missing.
+func (d *Detector) HealthAll(ctx context.Context, force bool) []ExternalAgentHealth {
+	ids := Known()
+	out := make([]ExternalAgentHealth, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := d.Health(ctx, id, force)
+			if err != nil {
+				h = d.stamp(id, HealthVerdict{Status: StatusUnknown, Reason: err.Error()})
+			}
+			out[i] = h
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// WithHealth returns specs with Health filled in for each (the
+// include_health form of agents.detect).
+func (d *Detector) WithHealth(ctx context.Context, specs []ExternalAgentSpec, force bool) []ExternalAgentSpec {
+	out := cloneSpecs(specs)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := d.Health(ctx, out[i].ID, force)
+			if err != nil {
+				h = d.stamp(out[i].ID, HealthVerdict{Status: StatusUnknown, Reason: err.Error()})
+			}
+			out[i].Health = &h
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (d *Detector) stamp(id string, v HealthVerdict) ExternalAgentHealth {
+	details := Redact(v.Details)
+	if details == nil {
+		details = map[string]any{}
+	}
+	return ExternalAgentHealth{ID: id, Status: v.Status, Details: details, Reason: v.Reason, CheckedAt: d.unixNow()}
+}
+
+func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string) ExternalAgentHealth {
+	if desc.Health == nil {
+		return d.stamp(desc.ID, HealthVerdict{Status: StatusUnknown, Reason: "card has no health check for " + desc.DisplayName})
+	}
+	pathValue := d.opts.Search.PATH()
+	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
+	dir := probeDir(d.opts.Home)
+	in := HealthInput{
+		Binary: bin,
+		Home:   d.opts.Home,
+		Getenv: d.opts.Getenv,
+		Now:    func() int64 { return d.opts.Now().UnixMilli() },
+		Run: func(ctx context.Context, args ...string) ProbeOutput {
+			return runProbe(ctx, bin, args, env, dir, d.opts.HealthTimeout)
+		},
+	}
+	v := desc.Health(ctx, in)
+	if v.Status != StatusReady && v.Reason == "" {
+		v.Reason = desc.DisplayName + " reported no reason; run its status command by hand to see why"
+	}
+	return d.stamp(desc.ID, v)
+}
+
+// commonHealthFailure maps a status command that did not answer to a
+// verdict, or returns false when the output should be parsed.
+func commonHealthFailure(name string, out ProbeOutput) (HealthVerdict, bool) {
+	switch {
+	case out.TimedOut:
+		return HealthVerdict{Status: StatusUnknown, Reason: fmt.Sprintf("`%s` did not answer within the health timeout; try again, or run it by hand to see whether it is waiting on the network", name)}, true
+	case out.StartErr != nil:
+		return HealthVerdict{Status: StatusUnknown, Reason: fmt.Sprintf("`%s` could not be started: %v", name, out.StartErr)}, true
+	case out.Signal != 0:
+		return HealthVerdict{Status: StatusUnknown, Reason: fmt.Sprintf("`%s` was killed by signal %d (%s)", name, int(out.Signal), out.Signal)}, true
+	}
+	if looksLikeNetworkError(out.Stdout + "\n" + out.Stderr) {
+		return HealthVerdict{Status: StatusNetworkError, Reason: fmt.Sprintf("`%s` could not reach the vendor: %s; check the network or proxy settings", name, firstLine(out.Stderr, out.Stdout))}, true
+	}
+	return HealthVerdict{}, false
+}
+
+func looksLikeNetworkError(s string) bool {
+	s = strings.ToLower(s)
+	for _, m := range []string{"enotfound", "econnrefused", "econnreset", "etimedout", "eai_again", "network error", "getaddrinfo", "unable to connect", "could not resolve host"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,200 @@
+package detect
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SearchPath is the ordered list of directories detection searches and later
+// spawns put on PATH, with where each one came from.
+//
+// A daemon started by launchd or systemd sees PATH=/usr/bin:/bin, while the
+// agent CLIs live in ~/.local/bin, nvm or Homebrew directories that only the
+// user's login shell adds. Resolving this once at startup, and using the same
+// list for probes and spawns, means a CLI found by detection also finds its
+// `node` when it runs.
+type SearchPath struct {
+	Dirs    []string
+	Sources map[string]Source // dir → where it came from
+}
+
+// PATH renders the directories as a PATH value.
+func (s SearchPath) PATH() string { return strings.Join(s.Dirs, string(os.PathListSeparator)) }
+
+// SourceOf says where dir came from; SourcePath when it is not known.
+func (s SearchPath) SourceOf(dir string) Source {
+	if src, ok := s.Sources[filepath.Clean(dir)]; ok {
+		return src
+	}
+	return SourcePath
+}
+
+// add appends dir once. Relative and empty entries are dropped: they resolve
+// against whatever the daemon's working directory is, which lets a project
+// directory plant a binary named `claude`.
+func (s *SearchPath) add(dir string, src Source) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return
+	}
+	dir = filepath.Clean(dir)
+	if s.Sources == nil {
+		s.Sources = map[string]Source{}
+	}
+	if _, dup := s.Sources[dir]; dup {
+		return
+	}
+	s.Sources[dir] = src
+	s.Dirs = append(s.Dirs, dir)
+}
+
+// NewSearchPath builds a search path from a PATH value, every entry tagged
+// SourcePath. Useful for tests and for a daemon told not to consult the login
+// shell.
+func NewSearchPath(pathValue string) SearchPath {
+	var s SearchPath
+	for _, d := range filepath.SplitList(pathValue) {
+		s.add(d, SourcePath)
+	}
+	return s
+}
+
+// loginShellTimeout bounds the login-shell query. A profile that runs a
+// network command or waits for input must not delay startup by more.
+const loginShellTimeout = 2500 * time.Millisecond
+
+// ResolveSearchPath builds the daemon's search path: its own PATH, then what
+// the user's login shell adds, then well-known per-user install directories
+// that exist. The login shell is asked once, bounded by a timeout, its
+// process group killed on timeout, and any failure is ignored (the other two
+// parts still apply). getenv reads the daemon's environment; home is the
+// user's home directory.
+func ResolveSearchPath(ctx context.Context, getenv func(string) string, home string) SearchPath {
+	shellPath := loginShellPATH(ctx, getenv, home, loginShellTimeout)
+	return buildSearchPath(getenv("PATH"), shellPath, wellKnownDirs(home, getenv))
+}
+
+// buildSearchPath is the pure core of ResolveSearchPath.
+func buildSearchPath(daemonPATH, shellPATH string, wellKnown []string) SearchPath {
+	s := NewSearchPath(daemonPATH)
+	for _, d := range filepath.SplitList(shellPATH) {
+		s.add(d, SourceLoginShell)
+	}
+	for _, d := range wellKnown {
+		s.add(d, SourceWellKnown)
+	}
+	return s
+}
+
+const (
+	pathMarkerStart = "__CARD_PATH_START__"
+	pathMarkerEnd   = "__CARD_PATH_END__"
+)
+
+// loginShellPATH asks $SHELL (or /bin/sh) for the PATH a login session gets.
+// Profiles often print banners, so the value is fenced by markers and only
+// what lies between them is used.
+func loginShellPATH(ctx context.Context, getenv func(string) string, home string, timeout time.Duration) string {
+	shell := getenv("SHELL")
+	if shell == "" || !filepath.IsAbs(shell) {
+		shell = "/bin/sh"
+	}
+	script := `printf '` + pathMarkerStart + `%s` + pathMarkerEnd + `' "$PATH"`
+	env := probeEnv(os.Environ(), getenv("PATH"), home)
+	out := runProbe(ctx, shell, []string{"-l", "-c", script}, env, probeDir(home), timeout)
+	if out.StartErr != nil || out.TimedOut {
+		return ""
+	}
+	return extractMarked(out.Stdout)
+}
+
+func extractMarked(s string) string {
+	_, rest, ok := strings.Cut(s, pathMarkerStart)
+	if !ok {
+		return ""
+	}
+	val, _, ok := strings.Cut(rest, pathMarkerEnd)
+	if !ok {
+		return ""
+	}
+	return val
+}
+
+// wellKnownDirs lists the per-user and vendor directories agent CLIs are
+// installed into by their official installers and the common Node version
+// managers, in the order a person would expect to win. Only existing
+// directories are returned.
+func wellKnownDirs(home string, getenv func(string) string) []string {
+	var dirs []string
+	if home != "" {
+		dirs = append(dirs,
+			filepath.Join(home, ".local", "bin"),
+			filepath.Join(home, ".claude", "local"),
+			filepath.Join(home, ".npm-global", "bin"),
+			filepath.Join(home, ".volta", "bin"),
+			filepath.Join(home, ".bun", "bin"),
+		)
+		if nvmBin := getenv("NVM_BIN"); nvmBin != "" {
+			dirs = append(dirs, nvmBin)
+		}
+		dirs = append(dirs, nvmNodeBins(filepath.Join(home, ".nvm", "versions", "node"))...)
+		dirs = append(dirs,
+			filepath.Join(home, ".yarn", "bin"),
+			filepath.Join(home, ".local", "share", "pnpm"),
+			filepath.Join(home, "Library", "pnpm"),
+		)
+	}
+	dirs = append(dirs, "/opt/homebrew/bin", "/usr/local/bin")
+	var out []string
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// nvmNodeBins returns nvm's installed node bin dirs, newest version first, so
+// a CLI installed under the current node wins over a stale one.
+func nvmNodeBins(root string) []string {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return versionLess(names[j], names[i]) })
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, filepath.Join(root, n, "bin"))
+	}
+	return out
+}
+
+// versionLess compares "v20.11.1"-style names numerically.
+func versionLess(a, b string) bool {
+	pa := strings.Split(strings.TrimPrefix(a, "v"), ".")
+	pb := strings.Split(strings.TrimPrefix(b, "v"), ".")
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		na, ea := strconv.Atoi(pa[i])
+		nb, eb := strconv.Atoi(pb[i])
+		if ea != nil || eb != nil {
+			if pa[i] != pb[i] {
+				return pa[i] < pb[i]
+			}
+			continue
+		}
+		if na != nb {
+			return na < nb
+		}
+	}
+	return len(pa) < len(pb)
+}
