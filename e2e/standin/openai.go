@@ -1,0 +1,172 @@
+package standin
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// DefaultOpenAIModel is the model the helpers ask for. Codex 0.171 has no
+// offline metadata for it and says so in an item of type "error" before the
+// turn ("Model metadata for `gpt-5` not found"), then carries on: parsers
+// must not treat that item as a failed run.
+const DefaultOpenAIModel = "gpt-5"
+
+// CodexProvider is the provider name CodexExtras registers.
+const CodexProvider = "cardstandin"
+
+// CodexKeyEnv is the env var Codex is told to read the stand-in's key from.
+const CodexKeyEnv = "CARD_STANDIN_OPENAI_KEY"
+
+// NewOpenAI serves the OpenAI Responses API (POST /v1/responses, SSE, what
+// Codex speaks) and Chat Completions (POST /v1/chat/completions, streamed or
+// not, what OpenAI-compatible BYOK providers of Copilot and Pi speak), plus
+// GET /v1/models.
+func NewOpenAI(t testing.TB, script Script) *Server {
+	return start(t, OpenAI, DefaultOpenAIModel, script, serveOpenAI)
+}
+
+type openAIRequest struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+}
+
+func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request, body []byte) {
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodGet && strings.HasSuffix(p, "/models"):
+		// Codex asks its provider for a model catalogue; an empty one makes it
+		// fall back to built-in metadata, which is all a stand-in needs.
+		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
+			map[string]any{"id": s.Model, "object": "model", "owned_by": "card-standin"}}, "models": []any{}})
+		return
+	case r.Method == http.MethodPost && (strings.HasSuffix(p, "/responses") || strings.HasSuffix(p, "/chat/completions")):
+	default:
+		openAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "card stand-in does not serve "+r.Method+" "+p)
+		return
+	}
+	var req openAIRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "request body is not JSON: "+err.Error())
+		return
+	}
+	if req.Model == "" {
+		req.Model = s.Model
+	}
+	if s.script.failing() {
+		typ, code, msg := openAIErrorKind(s.script.Status)
+		if s.script.Message != "" {
+			msg = s.script.Message
+		}
+		if s.script.Status == http.StatusTooManyRequests {
+			retryAfter(w, s.script.RetryAfter)
+		}
+		openAIError(w, s.script.Status, typ, code, msg)
+		return
+	}
+	if strings.HasSuffix(p, "/responses") {
+		s.responses(w, req)
+		return
+	}
+	s.chatCompletions(w, req)
+}
+
+func (s *Server) responses(w http.ResponseWriter, req openAIRequest) {
+	in, out := s.script.usage()
+	created := time.Now().Unix()
+	resp := func(status string, output []any, usage any) map[string]any {
+		return map[string]any{"id": "resp_standin", "object": "response", "created_at": created,
+			"status": status, "model": req.Model, "output": output, "usage": usage}
+	}
+	msg := func(status string, content []any) map[string]any {
+		return map[string]any{"id": "msg_standin", "type": "message", "status": status, "role": "assistant", "content": content}
+	}
+	text := map[string]any{"type": "output_text", "text": s.script.answer(), "annotations": []any{}}
+	usage := map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"output_tokens": out, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": in + out}
+
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, resp("completed", []any{msg("completed", []any{text})}, usage))
+		return
+	}
+	e := startSSE(w)
+	seq := 0
+	ev := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		fields["sequence_number"] = seq
+		seq++
+		e.event(typ, fields)
+	}
+	ev("response.created", map[string]any{"response": resp("in_progress", []any{}, nil)})
+	ev("response.in_progress", map[string]any{"response": resp("in_progress", []any{}, nil)})
+	ev("response.output_item.added", map[string]any{"output_index": 0, "item": msg("in_progress", []any{})})
+	ev("response.content_part.added", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0,
+		"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+	for _, d := range s.script.deltas() {
+		ev("response.output_text.delta", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": d})
+	}
+	ev("response.output_text.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "text": s.script.answer()})
+	ev("response.content_part.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "part": text})
+	ev("response.output_item.done", map[string]any{"output_index": 0, "item": msg("completed", []any{text})})
+	ev("response.completed", map[string]any{"response": resp("completed", []any{msg("completed", []any{text})}, usage)})
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, req openAIRequest) {
+	in, out := s.script.usage()
+	created := time.Now().Unix()
+	usage := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-standin", "object": "chat.completion", "created": created,
+			"model": req.Model, "choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": s.script.answer()}}}, "usage": usage})
+		return
+	}
+	e := startSSE(w)
+	chunk := func(delta map[string]any, finish any, u any) map[string]any {
+		c := map[string]any{"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		if u != nil {
+			c["usage"] = u
+		}
+		return c
+	}
+	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
+	for _, d := range s.script.deltas() {
+		e.event("", chunk(map[string]any{"content": d}, nil, nil))
+	}
+	e.event("", chunk(map[string]any{}, "stop", usage))
+	e.raw("data: [DONE]\n\n")
+}
+
+func openAIErrorKind(status int) (typ, code, msg string) {
+	switch status {
+	case http.StatusUnauthorized:
+		return "invalid_request_error", "invalid_api_key", "Incorrect API key provided (card stand-in)."
+	case http.StatusForbidden:
+		return "invalid_request_error", "unsupported_country_region_territory", "Forbidden (card stand-in)."
+	case http.StatusTooManyRequests:
+		return "requests", "rate_limit_exceeded", "Rate limit reached for requests (card stand-in)."
+	}
+	return "server_error", "server_error", statusText(status) + " (card stand-in)"
+}
+
+func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
+}
+
+// CodexExtras returns the `-c` overrides that point Codex at this stand-in as
+// a custom provider, and the env that carries its key. The retry knobs are
+// the provider's own: Codex retries a failed request 4 times and a dropped
+// stream 5 times by default, with backoff, which turns a scripted 429 into a
+// minute-long test; here each is 0 so an error surfaces on the first attempt.
+func (s *Server) CodexExtras() (args []string, env map[string]string) {
+	provider := `{name="card stand-in", base_url="` + s.URL + `/v1", env_key="` + CodexKeyEnv +
+		`", wire_api="responses", request_max_retries=0, stream_max_retries=0, stream_idle_timeout_ms=30000}`
+	return []string{
+		"-c", "model_providers." + CodexProvider + "=" + provider,
+		"-c", `model_provider="` + CodexProvider + `"`,
+		"-c", `model="` + s.Model + `"`,
+	}, map[string]string{CodexKeyEnv: APIKey}
+}
