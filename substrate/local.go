@@ -1,0 +1,367 @@
+package substrate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Defaults for Local. They bound what one client request can cost the host.
+const (
+	// DefaultCommandTimeout applies when RunCommand is given no timeout, so
+	// no command can run unbounded on a daemon that lives for months.
+	DefaultCommandTimeout = 10 * time.Minute
+	// DefaultMaxOutput caps each of stdout and stderr of one command; a
+	// runaway `cat /dev/urandom` must not exhaust the daemon's memory.
+	DefaultMaxOutput = 4 << 20
+	// DefaultKillGrace is how long a timed-out process group gets between
+	// SIGTERM and SIGKILL.
+	DefaultKillGrace = 2 * time.Second
+)
+
+// Local is the host itself: its filesystem and its processes.
+//
+// Paths must be absolute. The reference implementation joined relative paths
+// to the process working directory, but a daemon's working directory is
+// wherever its supervisor started it (often "/"), which means nothing to a
+// client, so a relative path is refused with an error naming it instead of
+// silently landing somewhere surprising.
+//
+// Commands run with `sh -c` in Dir (default: the user's home directory, the
+// one place every client can reason about), in their own process group, with
+// stdin from /dev/null. When a command exits or times out, whatever is left of
+// its process group is killed, so no background job outlives its request.
+//
+// The zero value is not ready; use NewLocal. Close ends every PTY session.
+type Local struct {
+	// Dir is the working directory of commands and PTYs.
+	Dir string
+	// DefaultTimeout bounds a RunCommand called with timeout 0.
+	DefaultTimeout time.Duration
+	// MaxOutput caps each of stdout and stderr; the excess is dropped and a
+	// marker line says how much.
+	MaxOutput int
+	// KillGrace is the SIGTERM→SIGKILL interval for a timed-out group.
+	KillGrace time.Duration
+
+	ptys *ptyTable
+}
+
+// NewLocal returns a Local with the defaults above, working in the user's
+// home directory (or "/" when the daemon's user has none).
+func NewLocal() *Local {
+	dir, err := os.UserHomeDir()
+	if err != nil || dir == "" {
+		dir = "/"
+	}
+	return &Local{
+		Dir:            dir,
+		DefaultTimeout: DefaultCommandTimeout,
+		MaxOutput:      DefaultMaxOutput,
+		KillGrace:      DefaultKillGrace,
+		ptys:           newPTYTable(),
+	}
+}
+
+// Close kills every PTY session still open and waits for them to be reaped.
+func (l *Local) Close() error {
+	if l.ptys != nil {
+		l.ptys.closeAll(l.grace())
+	}
+	return nil
+}
+
+func (l *Local) Name() string  { return "local" }
+func (l *Local) IsLocal() bool { return true }
+
+// DisplayPath shows an absolute path in its clean form; a relative path is
+// echoed unchanged, since Local will refuse it anyway.
+func (l *Local) DisplayPath(path string) string {
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	return path
+}
+
+// resolve is the single host-locality rule: absolute paths only.
+func resolve(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("empty path: substrate paths must be absolute")
+	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return "", fmt.Errorf("path %q contains a NUL byte", path)
+	}
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("path %q is relative: the daemon's working directory means nothing to its clients, so give an absolute path", path)
+	}
+	return filepath.Clean(path), nil
+}
+
+func (l *Local) ReadText(ctx context.Context, path string) (string, error) {
+	b, err := l.readFile(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func (l *Local) readFile(ctx context.Context, path string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	full, err := resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		return nil, fmt.Errorf("read file %s: %w", full, unwrapPathError(err))
+	}
+	return b, nil
+}
+
+func (l *Local) WriteText(ctx context.Context, path, content string) error {
+	return l.writeFile(ctx, path, []byte(content), false)
+}
+
+func (l *Local) WriteBytes(ctx context.Context, path string, data []byte) error {
+	return l.writeFile(ctx, path, data, false)
+}
+
+// writeTextCreateOnly creates path only if nothing is there, atomically: the
+// O_EXCL open refuses an existing entry (a dangling symlink included), so no
+// race between a presence check and the write can clobber a file.
+func (l *Local) writeTextCreateOnly(ctx context.Context, path, content string) error {
+	return l.writeFile(ctx, path, []byte(content), true)
+}
+
+func (l *Local) writeFile(ctx context.Context, path string, data []byte, exclusive bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	full, err := resolve(path)
+	if err != nil {
+		return err
+	}
+	parent := filepath.Dir(full)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("create parent directory %s of %s: %w", parent, full, unwrapPathError(err))
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if exclusive {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(full, flags, 0o644)
+	if err != nil {
+		if exclusive && errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("refusing to create %s: %w", full, ErrPathExists)
+		}
+		return fmt.Errorf("write file %s: %w", full, unwrapPathError(err))
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write file %s: %w", full, unwrapPathError(err))
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write file %s: %w", full, unwrapPathError(err))
+	}
+	return nil
+}
+
+func (l *Local) PathState(ctx context.Context, path string) PathState {
+	if err := ctx.Err(); err != nil {
+		return PathState{Status: PathUnknown, Reason: fmt.Sprintf("inspect %s: %v", path, err)}
+	}
+	full, err := resolve(path)
+	if err != nil {
+		return PathState{Status: PathUnknown, Reason: err.Error()}
+	}
+	_, err = os.Lstat(full)
+	return pathStateFromLstat(full, err)
+}
+
+// pathStateFromLstat decides presence from an lstat outcome. Only ENOENT
+// proves absence: EACCES on a parent, ENOTDIR, ELOOP and the rest say the
+// question could not be answered, and a guarded write must not take them for
+// "missing".
+func pathStateFromLstat(path string, err error) PathState {
+	switch {
+	case err == nil:
+		return PathState{Status: PathExists}
+	case errors.Is(err, syscall.ENOENT):
+		return PathState{Status: PathMissing}
+	default:
+		return PathState{Status: PathUnknown, Reason: fmt.Sprintf("cannot inspect %s: %v", path, unwrapPathError(err))}
+	}
+}
+
+func (l *Local) ReadBytes(ctx context.Context, path string, offset, length int64) ([]byte, error) {
+	if offset < 0 {
+		return nil, fmt.Errorf("read bytes of %s: negative offset %d", path, offset)
+	}
+	b, err := l.readFile(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return window(b, offset, length), nil
+}
+
+// window clips [offset, offset+length) to b, the reference's semantics: past
+// the end is empty, a negative length means to the end.
+func window(b []byte, offset, length int64) []byte {
+	n := int64(len(b))
+	if offset >= n {
+		return []byte{}
+	}
+	end := n
+	if length >= 0 && length < n-offset {
+		end = offset + length
+	}
+	return bytes.Clone(b[offset:end])
+}
+
+// unwrapPathError drops the *PathError wrapper, whose text repeats the path
+// and op we already put in our own message.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// gitRedirects are environment variables that point git at another
+// repository. A command line run here acts on the repository it runs in,
+// not on one the daemon's own environment happens to name.
+var gitRedirects = []string{
+	"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+}
+
+// commandEnv is the daemon's environment minus git redirects.
+func commandEnv(base []string) []string {
+	out := make([]string, 0, len(base))
+outer:
+	for _, kv := range base {
+		for _, k := range gitRedirects {
+			if strings.HasPrefix(kv, k+"=") {
+				continue outer
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func (l *Local) grace() time.Duration {
+	if l.KillGrace > 0 {
+		return l.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+func (l *Local) RunCommand(ctx context.Context, cmd string, timeout time.Duration) (CommandResult, error) {
+	if strings.TrimSpace(cmd) == "" {
+		return CommandResult{}, errors.New("run_command: empty command")
+	}
+	if timeout <= 0 {
+		timeout = l.DefaultTimeout
+		if timeout <= 0 {
+			timeout = DefaultCommandTimeout
+		}
+	}
+	max := l.MaxOutput
+	if max <= 0 {
+		max = DefaultMaxOutput
+	}
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	c := exec.CommandContext(runCtx, "sh", "-c", cmd)
+	c.Dir = l.Dir
+	c.Env = commandEnv(os.Environ())
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout := &cappedBuffer{max: max}
+	stderr := &cappedBuffer{max: max}
+	c.Stdout, c.Stderr = stdout, stderr
+	// On timeout or cancel the whole group gets SIGTERM; WaitDelay then
+	// bounds how long we wait for it (and for pipes a stray descendant holds
+	// open) before the group is SIGKILLed below.
+	c.Cancel = func() error { return killGroup(c.Process.Pid, syscall.SIGTERM) }
+	c.WaitDelay = l.grace()
+
+	if err := c.Start(); err != nil {
+		return CommandResult{}, fmt.Errorf("run_command %q: start sh in %s: %w", cmd, l.Dir, err)
+	}
+	waitErr := c.Wait()
+	// Whatever is left of the group (background jobs, a child that ignored
+	// SIGTERM) dies with the request: the daemon leaves no orphans.
+	_ = killGroup(c.Process.Pid, syscall.SIGKILL)
+
+	res := CommandResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: -1}
+	if c.ProcessState != nil {
+		res.ExitCode = c.ProcessState.ExitCode()
+	}
+	switch {
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		return res, &TimeoutError{Command: cmd, After: timeout, Detail: "its process group was terminated"}
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("run_command %q: %w; its process group was terminated", cmd, ctx.Err())
+	}
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("run_command %q: %w", cmd, waitErr)
+	}
+	return res, nil
+}
+
+// killGroup signals a whole process group; "already gone" is success.
+func killGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 0 {
+		return nil
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// cappedBuffer keeps the first max bytes written and counts the rest. It
+// never returns a short write, so the child is not killed by SIGPIPE merely
+// for being chatty.
+type cappedBuffer struct {
+	buf     bytes.Buffer
+	max     int
+	dropped int64
+}
+
+var _ io.Writer = (*cappedBuffer)(nil)
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	room := b.max - b.buf.Len()
+	if room >= len(p) {
+		b.buf.Write(p)
+		return len(p), nil
+	}
+	if room > 0 {
+		b.buf.Write(p[:room])
+	}
+	b.dropped += int64(len(p) - max(room, 0))
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	if b.dropped == 0 {
+		return b.buf.String()
+	}
+	return fmt.Sprintf("%s\n[card: output truncated, %d bytes dropped after the first %d]\n", b.buf.String(), b.dropped, b.max)
+}
