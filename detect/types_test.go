@@ -1,0 +1,201 @@
+package detect
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func baseSpec() ExternalAgentSpec {
+	return ExternalAgentSpec{
+		ID:          "codex",
+		DisplayName: "Codex CLI",
+		BinaryPath:  "/opt/homebrew/bin/codex",
+		AuthKind:    AuthKindUnknown,
+		Execution:   Runnable(),
+	}
+}
+
+func TestRunnableSpecSerialisesToThePinnedBytes(t *testing.T) {
+	s := baseSpec()
+	s.Version = "0.171.0"
+	s.Capabilities = Capabilities{ToolUse: true, Streaming: true}
+	s.DetectedAt = 1700000000
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex","version":"0.171.0","auth_kind":"unknown","capabilities":{"tool_use":true,"mcp":false,"hooks":false,"sessions":false,"streaming":true,"images":false},"detected_at":1700000000,"execution":{"state":"runnable"}}`, string(b))
+}
+
+func TestUnusableSpecWithHealthAndAdditiveFieldsSerialisesToThePinnedBytes(t *testing.T) {
+	s := baseSpec()
+	s.AuthKind = AuthSubscription
+	s.Execution = Unusable("bad", 5)
+	s.Health = &ExternalAgentHealth{ID: "codex", Status: StatusNotExecutable, Reason: "bad", CheckedAt: 7}
+	s.Source = SourceLoginShell
+	s.ReadOnlyEnforcement = EnforcedByOSSandbox
+	s.SpawnBlockReason = "cycle"
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex","auth_kind":"subscription","capabilities":{"tool_use":false,"mcp":false,"hooks":false,"sessions":false,"streaming":false,"images":false},"detected_at":0,"health":{"id":"codex","status":"not_executable","details":{},"reason":"bad","checked_at":7},"execution":{"state":"unusable","reason":"bad","checked_at":5},"source":"login_shell","read_only_enforcement":"os_sandbox","spawn_block_reason":"cycle"}`, string(b))
+}
+
+func TestUnusableWithZeroTimeStillCarriesCheckedAt(t *testing.T) {
+	b, err := json.Marshal(Unusable("r", 0))
+	require.NoError(t, err)
+	assert.Equal(t, `{"state":"unusable","reason":"r","checked_at":0}`, string(b))
+}
+
+func TestZeroAuthKindIsWrittenAsUnknownAndAbsentAuthKindReadsAsUnknown(t *testing.T) {
+	s := baseSpec()
+	s.AuthKind = ""
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"auth_kind":"unknown"`)
+
+	var back ExternalAgentSpec
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"codex","display_name":"Codex CLI","binary_path":"/x","capabilities":{}}`), &back))
+	assert.Equal(t, AuthKindUnknown, back.AuthKind)
+}
+
+func TestEnumStringsMatchTheWire(t *testing.T) {
+	pairs := [][2]string{
+		{string(AuthSubscription), "subscription"},
+		{string(AuthAPIKey), "api_key"},
+		{string(AuthKindUnknown), "unknown"},
+		{string(AuthUnauthenticated), "unauthenticated"},
+		{string(StatusReady), "ready"},
+		{string(StatusNotConfigured), "not_configured"},
+		{string(StatusExpired), "expired"},
+		{string(StatusNetworkError), "network_error"},
+		{string(StatusNotExecutable), "not_executable"},
+		{string(StatusUnknown), "unknown"},
+		{ClaudeCode, "claude-code"},
+		{Codex, "codex"},
+		{Gemini, "gemini"},
+		{string(SourcePin), "pin"},
+		{string(SourcePath), "path"},
+		{string(SourceLoginShell), "login_shell"},
+		{string(SourceWellKnown), "well_known"},
+		{string(EnforcedByOSSandbox), "os_sandbox"},
+		{string(EnforcedByAllowlist), "allowlist"},
+		{string(EnforcedByAgentDefault), "agent_default"},
+		{string(NotEnforced), "not_enforced"},
+	}
+	for _, p := range pairs {
+		assert.Equal(t, p[1], p[0])
+	}
+}
+
+func specWithHealth(status *HealthStatus) ExternalAgentSpec {
+	s := baseSpec()
+	if status != nil {
+		s.Health = &ExternalAgentHealth{ID: "codex", Status: *status, Details: map[string]any{}, Reason: "killed by signal 9"}
+	}
+	return s
+}
+
+// Seed: unusable_reason_only_fires_for_not_executable.
+func TestUnusableReasonFiresOnlyForNotExecutable(t *testing.T) {
+	ne := StatusNotExecutable
+	reason, bad := specWithHealth(&ne).UnusableReason()
+	assert.True(t, bad)
+	assert.Equal(t, "killed by signal 9", reason)
+	for _, ok := range []HealthStatus{StatusReady, StatusNotConfigured, StatusExpired, StatusNetworkError, StatusUnknown} {
+		_, bad := specWithHealth(&ok).UnusableReason()
+		assert.False(t, bad, "%s describes auth state and must not block invocation", ok)
+	}
+	_, bad = specWithHealth(nil).UnusableReason()
+	assert.False(t, bad, "unprobed health must not read as broken")
+}
+
+// Seed: a_health_refresh_cannot_overwrite_the_execution_verdict.
+func TestAHealthRefreshCannotOverwriteTheExecutionVerdict(t *testing.T) {
+	s := baseSpec()
+	s.Execution = Unusable("quarantined at /opt/homebrew/bin/codex", 42)
+	s.Health = &ExternalAgentHealth{ID: "codex", Status: StatusUnknown, Details: map[string]any{}, CheckedAt: 99}
+	reason, bad := s.UnusableReason()
+	assert.True(t, bad)
+	assert.Equal(t, "quarantined at /opt/homebrew/bin/codex", reason)
+}
+
+// Seed: a_runnable_binary_with_auth_problems_is_still_runnable.
+func TestARunnableBinaryWithAuthProblemsIsStillRunnable(t *testing.T) {
+	s := baseSpec()
+	for _, st := range []HealthStatus{StatusUnknown, StatusNotConfigured, StatusExpired, StatusReady} {
+		s.Health = &ExternalAgentHealth{ID: "codex", Status: st, Reason: "some auth detail", CheckedAt: 1}
+		_, bad := s.UnusableReason()
+		assert.False(t, bad, "%s is not an exec fault", st)
+	}
+}
+
+// Seed: a_pre_split_spec_is_still_understood.
+func TestAPreSplitSpecIsStillUnderstood(t *testing.T) {
+	var s ExternalAgentSpec
+	require.NoError(t, json.Unmarshal([]byte(`{
+		"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex",
+		"auth_kind":"unknown","capabilities":{},"detected_at":0,
+		"health":{"id":"codex","status":"not_executable","details":{},"reason":"quarantined at /opt/homebrew/bin/codex","checked_at":7}}`), &s))
+	assert.True(t, s.Execution.IsRunnable(), "absent execution reads as runnable")
+	reason, bad := s.UnusableReason()
+	assert.True(t, bad)
+	assert.Equal(t, "quarantined at /opt/homebrew/bin/codex", reason)
+}
+
+func TestPreSplitNotExecutableWithoutReasonStillBlocks(t *testing.T) {
+	var s ExternalAgentSpec
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"codex","display_name":"Codex CLI","binary_path":"/x","capabilities":{},"health":{"id":"codex","status":"not_executable","details":{},"checked_at":7}}`), &s))
+	reason, bad := s.UnusableReason()
+	assert.True(t, bad)
+	assert.Equal(t, "binary is not executable", reason)
+}
+
+// Seed: execution_defaults_to_runnable_and_adds_no_bytes_for_the_common_case.
+func TestExecutionDefaultsToRunnable(t *testing.T) {
+	var zero ExecutableStatus
+	assert.True(t, zero.IsRunnable())
+	b, err := json.Marshal(zero)
+	require.NoError(t, err)
+	assert.Equal(t, `{"state":"runnable"}`, string(b))
+}
+
+// Seed: unusable_round_trips_on_the_wire.
+func TestUnusableRoundTripsOnTheWire(t *testing.T) {
+	s := baseSpec()
+	s.Execution = Unusable("bad", 5)
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	var back ExternalAgentSpec
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, s.Execution, back.Execution)
+	reason, _ := back.Execution.UnusableReason()
+	assert.Equal(t, "bad", reason)
+	assert.Equal(t, uint64(5), back.Execution.CheckedAt())
+}
+
+func TestAnUnknownExecutionStateIsRejectedNotReadAsRunnable(t *testing.T) {
+	var e ExecutableStatus
+	assert.Error(t, json.Unmarshal([]byte(`{"state":"quarantined"}`), &e))
+}
+
+func TestHealthWithNilDetailsSerialisesAnEmptyObject(t *testing.T) {
+	b, err := json.Marshal(ExternalAgentHealth{ID: "gemini", Status: StatusReady, CheckedAt: 3})
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":"gemini","status":"ready","details":{},"checked_at":3}`, string(b))
+}
+
+func TestEveryAdapterDisclosesItsReadOnlyEnforcement(t *testing.T) {
+	want := map[string]ReadOnlyEnforcement{ClaudeCode: EnforcedByAllowlist, Codex: EnforcedByOSSandbox, Gemini: EnforcedByAgentDefault}
+	assert.Equal(t, []string{ClaudeCode, Codex, Gemini}, Known())
+	for id, ro := range want {
+		d, ok := Lookup(id)
+		require.True(t, ok)
+		assert.Equal(t, ro, d.ReadOnly, id)
+		assert.NotEmpty(t, d.PinEnv)
+		assert.NotNil(t, d.Health)
+		assert.NotNil(t, d.AuthKind)
+	}
+	_, ok := Lookup("nope")
+	assert.False(t, ok)
+}
