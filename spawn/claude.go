@@ -1,0 +1,124 @@
+package spawn
+
+import (
+	"strconv"
+	"strings"
+)
+
+// claudeModeTools are the built-in tools each mode makes available. Read-only
+// has no Bash: with Bash the model can write anywhere, whatever the mode
+// says. Edit adds the file tools and still no Bash, for the same reason.
+// Bypass inherits Claude's whole built-in set.
+var claudeModeTools = map[Mode][]string{
+	ModeReadOnly: {"Read", "Grep", "Glob"},
+	ModeEdit:     {"Read", "Grep", "Glob", "Edit", "Write", "NotebookEdit"},
+}
+
+// claudePermissionMode maps card's mode onto Claude's --permission-mode.
+//
+//   - read_only → dontAsk: anything not in --allowedTools is denied without
+//     asking. `default` would also deny in -p (nobody to ask), but only by
+//     accident of being headless; dontAsk says it.
+//   - edit → acceptEdits: file edits are auto-accepted inside the working
+//     dir only; an edit elsewhere needs a prompt, which headless means no.
+//   - bypass → bypassPermissions (operator-allowed only).
+func claudePermissionMode(m Mode) string {
+	return modeValue(m, "dontAsk", "acceptEdits", "bypassPermissions")
+}
+
+func init() {
+	Register(Adapter{ID: "claude-code", Build: buildClaude, NewParser: func() Parser { return newClaudeParser() }})
+}
+
+// buildClaude follows seed 004: every flag that decides the boundary is set
+// explicitly, because an unset flag is filled from the user's own settings.
+func buildClaude(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	// Operator extras first: for single-valued options the last occurrence
+	// wins, so card's boundary flags after them cannot be overridden.
+	args := append([]string{}, req.Extras.Args...)
+	args = append(args,
+		"-p", "--output-format", "stream-json", "--verbose",
+		"--permission-mode", claudePermissionMode(mode),
+		// Task spawns nested agents that would escape the turn cap and
+		// the loop guard's view; never offered.
+		"--disallowedTools", "Task",
+		// No settings files: user or project settings can add hooks and
+		// permission rules that widen the boundary (seed 004).
+		"--setting-sources", "",
+		// Only MCP servers card passes, which is none: a project's
+		// .mcp.json is code a cloned repository chose.
+		"--strict-mcp-config",
+	)
+
+	tools, allowed, err := claudeTools(mode, req.AllowedTools)
+	if err != nil {
+		return Plan{}, err
+	}
+	// Always set --tools, even empty, so ambient tool config is not
+	// inherited (seed 004).
+	args = append(args, "--tools", strings.Join(tools, ","))
+	if len(allowed) > 0 {
+		args = append(args, "--allowedTools")
+		args = append(args, allowed...)
+	}
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if req.Effort != "" {
+		args = append(args, "--effort", req.Effort)
+	}
+	if req.MaxTurns > 0 {
+		args = append(args, "--max-turns", strconv.Itoa(req.MaxTurns))
+	}
+	switch {
+	case req.SessionID != "":
+		args = append(args, "--session-id", req.SessionID)
+	case req.Resume != "":
+		args = append(args, "--resume", req.Resume)
+	case req.NoSession:
+		args = append(args, "--no-session-persistence")
+	}
+	if req.SystemPrompt != "" {
+		flag := "--system-prompt-file"
+		if req.SystemPromptAppend {
+			flag = "--append-system-prompt-file"
+		}
+		p.Files = append(p.Files, PlanFile{Path: "system-prompt.txt", Content: []byte(req.SystemPrompt), Mode: 0o600})
+		args = append(args, flag, FileRef("system-prompt.txt"))
+	}
+	p.Args = args
+	return p, nil
+}
+
+// claudeTools returns the --tools base names and the --allowedTools entries
+// for a mode, narrowed by the request. A requested entry whose base tool the
+// mode does not offer is refused rather than dropped: the client asked for
+// something it will not get, and should hear so.
+func claudeTools(mode Mode, requested []string) (tools, allowed []string, err error) {
+	offered, bounded := claudeModeTools[mode]
+	if requested == nil {
+		if !bounded {
+			return []string{"default"}, nil, nil
+		}
+		return offered, offered, nil
+	}
+	for _, entry := range requested {
+		base, _, _ := strings.Cut(entry, "(")
+		if strings.EqualFold(base, "Task") {
+			return nil, nil, &FieldError{"allowed_tools", "Task is never allowed: nested agents escape the turn cap and the loop guard"}
+		}
+		if bounded && !contains(offered, base) {
+			return nil, nil, &FieldError{"allowed_tools", base + " is not available in " + string(mode) + " mode (it offers " + strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
+		}
+		if !contains(tools, base) {
+			tools = append(tools, base)
+		}
+		allowed = append(allowed, entry)
+	}
+	if tools == nil {
+		tools = []string{}
+	}
+	return tools, allowed, nil
+}

@@ -1,0 +1,260 @@
+package spawn
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// claudeParser reads `claude -p --output-format stream-json --verbose`.
+type claudeParser struct {
+	sessionID   string
+	toolCalls   int
+	assistantN  int
+	lastText    string
+	apiErr      string // the assistant message's `error` (authentication_failed, rate_limit, ...)
+	result      *claudeResult
+	resultUsage Usage
+}
+
+func newClaudeParser() *claudeParser { return &claudeParser{} }
+
+type claudeLine struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	// system/api_retry
+	Attempt      int             `json:"attempt"`
+	MaxRetries   int             `json:"max_retries"`
+	RetryDelayMs float64         `json:"retry_delay_ms"`
+	ErrorStatus  json.RawMessage `json:"error_status"`
+	Error        json.RawMessage `json:"error"`
+	// assistant / user
+	Message *struct {
+		Model   string          `json:"model"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+	// stream_event (only with --include-partial-messages)
+	Event *struct {
+		Type  string `json:"type"`
+		Delta *struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"delta"`
+	} `json:"event"`
+	claudeResult
+}
+
+type claudeResult struct {
+	IsError        bool            `json:"is_error"`
+	APIErrorStatus json.RawMessage `json:"api_error_status"`
+	DurationMs     int64           `json:"duration_ms"`
+	NumTurns       int             `json:"num_turns"`
+	Result         string          `json:"result"`
+	TotalCostUSD   *float64        `json:"total_cost_usd"`
+	Usage          *struct {
+		InputTokens              int64 `json:"input_tokens"`
+		OutputTokens             int64 `json:"output_tokens"`
+		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	} `json:"usage"`
+	Errors []string `json:"errors"`
+	// subtype lives on the outer line
+	subtype string
+}
+
+type claudeBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+func (p *claudeParser) Feed(line []byte) []Event {
+	var l claudeLine
+	if err := json.Unmarshal(line, &l); err != nil || l.Type == "" {
+		return []Event{otherEvent("", line)}
+	}
+	if l.SessionID != "" {
+		p.sessionID = l.SessionID
+	}
+	switch l.Type {
+	case "system":
+		switch l.Subtype {
+		case "init":
+			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model}}
+		case "api_retry":
+			return []Event{{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxRetries,
+				DelayMs: int64(l.RetryDelayMs), Error: rawText(l.Error, rawText(l.ErrorStatus, ""))}}
+		}
+		return []Event{otherEvent("system/"+l.Subtype, line)}
+	case "assistant":
+		if l.Message == nil {
+			return []Event{otherEvent(l.Type, line)}
+		}
+		p.assistantN++
+		var evs []Event
+		var text strings.Builder
+		for _, b := range blocks(l.Message.Content) {
+			switch b.Type {
+			case "text":
+				text.WriteString(b.Text)
+				evs = append(evs, Event{Kind: EventText, Text: b.Text})
+			case "tool_use":
+				p.toolCalls++
+				evs = append(evs, Event{Kind: EventToolUse, Tool: &Tool{Name: b.Name, ID: b.ID, Input: validRaw(b.Input)}})
+			}
+		}
+		if text.Len() > 0 {
+			p.lastText = clip(text.String(), maxAnswer)
+		}
+		if e := rawText(l.Error, ""); e != "" {
+			p.apiErr = e
+			evs = append(evs, Event{Kind: EventError, Error: e})
+		}
+		return evs
+	case "user":
+		if l.Message == nil {
+			return []Event{otherEvent(l.Type, line)}
+		}
+		var evs []Event
+		for _, b := range blocks(l.Message.Content) {
+			if b.Type == "tool_result" {
+				evs = append(evs, Event{Kind: EventToolResult, Tool: &Tool{ID: b.ToolUseID},
+					Output: clip(contentText(b.Content), maxOutput), IsError: b.IsError})
+			}
+		}
+		return evs
+	case "stream_event":
+		if l.Event != nil && l.Event.Delta != nil && l.Event.Delta.Type == "text_delta" {
+			return []Event{{Kind: EventText, Text: l.Event.Delta.Text, Delta: true}}
+		}
+		return nil
+	case "result":
+		r := l.claudeResult
+		r.subtype = l.Subtype
+		p.result = &r
+		if r.Usage != nil {
+			p.resultUsage = Usage{InputTokens: r.Usage.InputTokens + r.Usage.CacheCreationInputTokens,
+				OutputTokens: r.Usage.OutputTokens, CachedInputTokens: r.Usage.CacheReadInputTokens}
+			u := p.resultUsage
+			return []Event{{Kind: EventUsage, Usage: &u}}
+		}
+		return nil
+	}
+	return []Event{otherEvent(l.Type, line)}
+}
+
+func (p *claudeParser) Finish(exit ExitInfo) Result {
+	res := Result{SessionID: p.sessionID, ToolCalls: p.toolCalls, Turns: p.assistantN, Answer: p.lastText}
+	r := p.result
+	if r == nil {
+		if exit.Code == 0 && exit.StdoutBytes > 0 {
+			res.IsError = true
+			res.Error = failure(KindBadOutput, "claude exited 0 without a result line; its stream-json output was cut short or changed shape")
+		} else if p.apiErr != "" {
+			res.IsError = true
+			res.Error = failure(claudeErrorKind(p.apiErr, nil), "claude reported "+p.apiErr)
+		}
+		return res
+	}
+	res.Answer = clip(r.Result, maxAnswer)
+	res.Turns = r.NumTurns
+	res.DurationMs = r.DurationMs
+	res.CostUSD = r.TotalCostUSD
+	res.Usage = p.resultUsage
+	if r.IsError || strings.HasPrefix(r.subtype, "error") {
+		res.IsError = true
+		kind := claudeErrorKind(p.apiErr, r.APIErrorStatus)
+		msg := r.Result
+		if r.subtype == "error_max_turns" {
+			kind = KindMaxTurns
+			msg = fmt.Sprintf("claude stopped at the turn cap after %d turns; raise max_turns or narrow the task", r.NumTurns)
+		} else if msg == "" && len(r.Errors) > 0 {
+			msg = strings.Join(r.Errors, "; ")
+		}
+		if msg == "" {
+			msg = "claude reported an error (" + r.subtype + ")"
+		}
+		if kind == KindAuth {
+			msg += " — sign in with `claude auth login` or set ANTHROPIC_API_KEY for the daemon"
+		}
+		res.Error = failure(kind, clip(msg, 2048))
+	}
+	return res
+}
+
+// claudeErrorKind classifies from the assistant message's `error` and the
+// result's api_error_status, the two signals Claude Code gives.
+func claudeErrorKind(apiErr string, status json.RawMessage) string {
+	switch apiErr {
+	case "authentication_failed", "oauth_org_not_allowed":
+		return KindAuth
+	case "rate_limit":
+		return KindRateLimit
+	}
+	var code int
+	if json.Unmarshal(status, &code) == nil && code != 0 {
+		switch {
+		case code == 401 || code == 403:
+			return KindAuth
+		case code == 429:
+			return KindRateLimit
+		}
+	}
+	return KindAPI
+}
+
+func blocks(raw json.RawMessage) []claudeBlock {
+	var bs []claudeBlock
+	if len(raw) > 0 && raw[0] == '[' {
+		_ = json.Unmarshal(raw, &bs)
+	}
+	return bs
+}
+
+// contentText flattens a tool_result's content: a string, or text blocks.
+func contentText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []claudeBlock
+	if json.Unmarshal(raw, &parts) == nil {
+		var b strings.Builder
+		for _, x := range parts {
+			b.WriteString(x.Text)
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// rawText reads a JSON string or number as text; def when absent or null.
+func rawText(raw json.RawMessage, def string) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return def
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return clip(s, 2048)
+	}
+	return clip(string(raw), 2048)
+}
+
+// validRaw keeps raw only if it is valid and bounded JSON, so an Event always
+// marshals.
+func validRaw(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || len(raw) > maxRaw || !json.Valid(raw) {
+		return nil
+	}
+	return append(json.RawMessage(nil), raw...)
+}

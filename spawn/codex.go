@@ -1,0 +1,78 @@
+package spawn
+
+func init() {
+	Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() }})
+}
+
+// codexSandbox maps card's mode onto `codex exec --sandbox`. Codex's boundary
+// is the OS sandbox (Landlock/seccomp on Linux, Seatbelt on macOS), so the
+// model may run any command and the kernel refuses the writes.
+func codexSandbox(m Mode) string {
+	return modeValue(m, "read-only", "workspace-write", "danger-full-access")
+}
+
+// buildCodex follows seed 003, checked against `codex exec --help` of 0.171.0.
+//
+//   - --ignore-user-config and --ignore-rules: the sandbox a flag asks for is
+//     not the one that runs if ~/.codex/config.toml or execpolicy rules say
+//     otherwise.
+//   - -c approval_policy="never": `codex exec` has no --ask-for-approval; with
+//     "never" a refused command goes back to the model instead of waiting for
+//     a human who is not there until the deadline.
+//   - --color never keeps escape sequences out of the JSON lines.
+//   - --skip-git-repo-check: the working dir is the client's choice, not
+//     necessarily a git repository.
+//   - the trailing `-` makes stdin the whole prompt.
+func buildCodex(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	if req.AllowedTools != nil {
+		return Plan{}, errUnsupported("allowed_tools", "codex", "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode")
+	}
+	if req.MaxTurns > 0 {
+		return Plan{}, errUnsupported("max_turns", "codex", "codex exec has no turn cap; use timeout_secs")
+	}
+	if req.SessionID != "" {
+		return Plan{}, errUnsupported("session_id", "codex", "Codex assigns its own thread id (reported in the session event); use resume with it")
+	}
+	if req.SystemPromptAppend {
+		return Plan{}, errUnsupported("system_prompt", "codex", "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	args := []string{"exec"}
+	// Operator extras (e.g. -c model_providers.x={...}) before card's own:
+	// for -c overrides the last one wins, and CheckExtras already refused
+	// any that touch the sandbox or approval keys.
+	args = append(args, req.Extras.Args...)
+	args = append(args,
+		"--json",
+		"--ignore-user-config",
+		"--ignore-rules",
+		"--color", "never",
+		"--skip-git-repo-check",
+		"--sandbox", codexSandbox(mode),
+		"-c", `approval_policy="never"`,
+	)
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if req.Effort != "" {
+		args = append(args, "-c", `model_reasoning_effort="`+req.Effort+`"`)
+	}
+	if req.NoSession {
+		args = append(args, "--ephemeral")
+	}
+	if req.SystemPrompt != "" {
+		p.Files = append(p.Files, PlanFile{Path: "instructions.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
+		args = append(args, "-c", `model_instructions_file="`+FileRef("instructions.md")+`"`)
+	}
+	if req.Resume != "" {
+		// `exec resume` has no --sandbox of its own; the exec-level flags
+		// above apply to it (checked: clap parses them before the
+		// subcommand). -c sandbox_mode says it once more in the resumed
+		// session's own config layer.
+		args = append(args, "-c", `sandbox_mode="`+codexSandbox(mode)+`"`, "resume", req.Resume)
+	}
+	args = append(args, "-")
+	p.Args = args
+	return p, nil
+}

@@ -1,0 +1,176 @@
+package spawn
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// codexParser reads `codex exec --json` (0.171.0): thread.started,
+// turn.started/completed/failed, item.started/updated/completed, error.
+type codexParser struct {
+	sessionID string
+	turns     int
+	toolIDs   map[string]bool
+	toolCalls int
+	answer    string
+	usage     Usage
+	failed    *Failure
+	completed bool
+}
+
+func newCodexParser() *codexParser { return &codexParser{toolIDs: map[string]bool{}} }
+
+type codexLine struct {
+	Type     string `json:"type"`
+	ThreadID string `json:"thread_id"`
+	Message  string `json:"message"`
+	Usage    *struct {
+		InputTokens       int64 `json:"input_tokens"`
+		CachedInputTokens int64 `json:"cached_input_tokens"`
+		OutputTokens      int64 `json:"output_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+	Item *struct {
+		ID               string          `json:"id"`
+		Type             string          `json:"type"`
+		Text             string          `json:"text"`
+		Message          string          `json:"message"`
+		Command          string          `json:"command"`
+		AggregatedOutput string          `json:"aggregated_output"`
+		ExitCode         *int            `json:"exit_code"`
+		Status           string          `json:"status"`
+		Server           string          `json:"server"`
+		Tool             string          `json:"tool"`
+		Arguments        json.RawMessage `json:"arguments"`
+		Changes          json.RawMessage `json:"changes"`
+		Query            string          `json:"query"`
+		Result           json.RawMessage `json:"result"`
+		Error            *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	} `json:"item"`
+}
+
+func (p *codexParser) Feed(line []byte) []Event {
+	var l codexLine
+	if err := json.Unmarshal(line, &l); err != nil || l.Type == "" {
+		return []Event{otherEvent("", line)}
+	}
+	switch l.Type {
+	case "thread.started":
+		p.sessionID = l.ThreadID
+		return []Event{{Kind: EventSession, SessionID: l.ThreadID}}
+	case "turn.started":
+		p.turns++
+		return nil
+	case "turn.completed":
+		p.completed = true
+		if l.Usage == nil {
+			return nil
+		}
+		p.usage.InputTokens += l.Usage.InputTokens
+		p.usage.OutputTokens += l.Usage.OutputTokens
+		p.usage.CachedInputTokens += l.Usage.CachedInputTokens
+		u := p.usage
+		return []Event{{Kind: EventUsage, Usage: &u}}
+	case "turn.failed":
+		msg := "codex turn failed"
+		if l.Error != nil && l.Error.Message != "" {
+			msg = l.Error.Message
+		}
+		p.failed = failure(classifyMessage(msg), clip(msg, 2048))
+		return []Event{{Kind: EventError, Error: clip(msg, 2048)}}
+	case "error":
+		// A stream-level error: the CLI is about to give up (or retrying;
+		// a later turn.completed clears it).
+		msg := clip(l.Message, 2048)
+		p.failed = failure(classifyMessage(msg), msg)
+		return []Event{{Kind: EventError, Error: msg}}
+	case "item.started", "item.updated", "item.completed":
+		if l.Item == nil {
+			return []Event{otherEvent(l.Type, line)}
+		}
+		return p.item(l.Type, l, line)
+	}
+	return []Event{otherEvent(l.Type, line)}
+}
+
+func (p *codexParser) item(phase string, l codexLine, line []byte) []Event {
+	it := l.Item
+	done := phase == "item.completed"
+	switch it.Type {
+	case "agent_message":
+		if !done {
+			return nil
+		}
+		p.answer = clip(it.Text, maxAnswer)
+		return []Event{{Kind: EventText, Text: it.Text}}
+	case "error":
+		// Item errors are warnings the run survives (the fixture's "model
+		// metadata not found"); only turn.failed / error end it.
+		return []Event{{Kind: EventError, Error: clip(it.Message, 2048)}}
+	case "command_execution", "mcp_tool_call", "file_change", "web_search":
+		name, input := codexTool(l)
+		var evs []Event
+		if !p.toolIDs[it.ID] {
+			if len(p.toolIDs) < 1<<16 {
+				p.toolIDs[it.ID] = true
+			}
+			p.toolCalls++
+			evs = append(evs, Event{Kind: EventToolUse, Tool: &Tool{Name: name, ID: it.ID, Input: input}})
+		}
+		if done {
+			out := it.AggregatedOutput
+			if out == "" && len(it.Result) > 0 {
+				out = string(it.Result)
+			}
+			isErr := it.Status == "failed" || it.Status == "declined" || (it.ExitCode != nil && *it.ExitCode != 0)
+			if it.Error != nil && it.Error.Message != "" {
+				out, isErr = it.Error.Message, true
+			}
+			evs = append(evs, Event{Kind: EventToolResult, Tool: &Tool{Name: name, ID: it.ID}, Output: clip(out, maxOutput), IsError: isErr})
+		}
+		return evs
+	}
+	if !done {
+		return nil
+	}
+	return []Event{otherEvent(phase+"/"+it.Type, line)}
+}
+
+func codexTool(l codexLine) (string, json.RawMessage) {
+	it := l.Item
+	var v any
+	name := it.Type
+	switch it.Type {
+	case "command_execution":
+		v = map[string]string{"command": it.Command}
+	case "mcp_tool_call":
+		name = it.Server + "." + it.Tool
+		return name, validRaw(it.Arguments)
+	case "file_change":
+		return name, validRaw(it.Changes)
+	case "web_search":
+		v = map[string]string{"query": it.Query}
+	}
+	b, _ := json.Marshal(v)
+	return name, validRaw(b)
+}
+
+func (p *codexParser) Finish(exit ExitInfo) Result {
+	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
+	switch {
+	case p.failed != nil && !(p.completed && exit.Code == 0):
+		res.IsError, res.Error = true, p.failed
+		if p.failed.Kind == KindAuth {
+			p.failed.Message += " — sign in with `codex login` or give the provider's key to the daemon's environment"
+		}
+	case exit.Code != 0 && strings.Contains(exit.StderrTail, "Not logged in"):
+		res.IsError, res.Error = true, failure(KindAuth, "codex is not logged in — run `codex login`")
+	case exit.Code == 0 && exit.StdoutBytes > 0 && !p.completed:
+		res.IsError, res.Error = true, failure(KindBadOutput, "codex exited 0 without turn.completed; its --json output was cut short or changed shape")
+	}
+	return res
+}

@@ -1,0 +1,65 @@
+package spawn
+
+func init() {
+	Register(Adapter{ID: "gemini", Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }})
+}
+
+// geminiApprovalMode maps card's mode onto `gemini --approval-mode`
+// (choices in 0.61.0: default, auto_edit, yolo, plan).
+//
+//   - read_only → plan: Gemini's own read-only mode.
+//   - edit → auto_edit: edit tools are auto-approved; shell still needs an
+//     approval that headless cannot give, so it is refused.
+//   - bypass → yolo (operator-allowed only).
+func geminiApprovalMode(m Mode) string {
+	return modeValue(m, "plan", "auto_edit", "yolo")
+}
+
+// buildGemini runs Gemini headless: stdin not a terminal and no -p makes it
+// read the whole prompt from stdin (checked against 0.61.0), so the prompt
+// never reaches argv.
+//
+// Workspace trust: card does NOT pass --skip-trust. Trusting a folder makes
+// Gemini load that folder's .gemini/settings.json, MCP servers and hooks —
+// code a cloned repository chose. In an untrusted folder Gemini exits 55 and
+// the parser reports `untrusted_workspace` with what to do: trust the folder
+// once in interactive `gemini`, or have the operator opt in for every run
+// with args = ["--skip-trust"] (or env GEMINI_CLI_TRUST_WORKSPACE = "true")
+// in card.toml [adapters.gemini]. An untrusted folder would also silently
+// downgrade plan to default, so refusing is the honest outcome.
+func buildGemini(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	if req.AllowedTools != nil {
+		return Plan{}, errUnsupported("allowed_tools", "gemini", "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode")
+	}
+	if req.MaxTurns > 0 {
+		return Plan{}, errUnsupported("max_turns", "gemini", "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs")
+	}
+	if req.Effort != "" {
+		return Plan{}, errUnsupported("effort", "gemini", "Gemini CLI has no effort flag")
+	}
+	if req.NoSession {
+		return Plan{}, errUnsupported("session_id", "gemini", "Gemini CLI always records its session; it cannot discard it")
+	}
+	if req.SystemPromptAppend {
+		return Plan{}, errUnsupported("system_prompt", "gemini", "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	args := append([]string{}, req.Extras.Args...)
+	args = append(args, "--output-format", "stream-json", "--approval-mode", geminiApprovalMode(mode))
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	switch {
+	case req.SessionID != "":
+		args = append(args, "--session-id", req.SessionID)
+	case req.Resume != "":
+		args = append(args, "--resume", req.Resume)
+	}
+	if req.SystemPrompt != "" {
+		p.Files = append(p.Files, PlanFile{Path: "system.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
+		p.Env["GEMINI_SYSTEM_MD"] = FileRef("system.md")
+	}
+	p.Args = args
+	return p, nil
+}

@@ -1,0 +1,300 @@
+// Package spawn runs an agent CLI headless inside its boundary.
+//
+// It has three parts, each usable on its own: one argv builder per adapter
+// (the boundary: which flags keep the agent read-only, editing, or — only when
+// the operator allowed it — unprotected), the subprocess runner (prompt on
+// stdin, deadline, cancel, process group, output limits), and one parser per
+// adapter that turns the CLI's JSON stream into one event model and a result.
+//
+// Nothing else in the project builds an agent argv: a second builder would be
+// a second boundary that the tests here do not pin.
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Mode is the permission mode a client asks for on the wire.
+type Mode string
+
+const (
+	// ModeReadOnly lets the agent read the working dir and nothing else. The
+	// default, because a client that forgets to say is not asking for writes.
+	ModeReadOnly Mode = "read_only"
+	// ModeEdit lets the agent change files under the working dir, with no
+	// shell: a shell can write anywhere, which is more than "edit" promises.
+	ModeEdit Mode = "edit"
+	// ModeBypass removes the agent-side protection. Refused unless the
+	// operator set allow_bypass = true in card.toml.
+	ModeBypass Mode = "bypass"
+)
+
+// Modes lists every mode, in the order docs and tests walk them.
+var Modes = []Mode{ModeReadOnly, ModeEdit, ModeBypass}
+
+// EffortLevels are the reasoning-effort levels a request may name. They are
+// Claude's own (`--effort low|medium|high|xhigh|max`); anything else is
+// refused at validation so a typo never reaches a CLI as a spawn failure.
+var EffortLevels = []string{"low", "medium", "high", "xhigh", "max"}
+
+// Request is everything a client may ask of one run that shapes the argv.
+type Request struct {
+	Adapter string
+	// Mode is empty for the default, ModeReadOnly.
+	Mode Mode
+	// AllowedTools may only narrow what Mode allows. nil means "the mode's
+	// default set"; an empty non-nil slice means "no tools at all".
+	AllowedTools []string
+	Model        string
+	// MaxTurns is 0 for "the CLI's default".
+	MaxTurns int
+	Effort   string
+	// SystemPrompt travels in a private file, never on argv: argv is
+	// readable by every process of every user on the machine.
+	SystemPrompt string
+	// SystemPromptAppend appends SystemPrompt to the agent's own instead of
+	// replacing it.
+	SystemPromptAppend bool
+	// SessionID is a new session id (a UUID) for the run to use.
+	SessionID string
+	// Resume is an existing session to continue.
+	Resume string
+	// NoSession discards the session instead of leaving a resumable one.
+	NoSession bool
+	// Cwd is where the agent runs: an absolute, existing directory.
+	Cwd string
+	// Extras are the operator's [adapters.<id>] args and env from card.toml.
+	Extras Extras
+	// AllowBypass is the operator's allow_bypass from card.toml.
+	AllowBypass bool
+}
+
+// EffectiveMode is the mode a request runs in, with the default filled in.
+func (r Request) EffectiveMode() Mode {
+	if r.Mode == "" {
+		return ModeReadOnly
+	}
+	return r.Mode
+}
+
+// FieldError says which request field is wrong and why; the daemon answers
+// it as JSON-RPC -32602 naming Field.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// BypassRefusedError is returned for a bypass request the operator has not
+// allowed. It is its own type because the daemon answers it with its own
+// code, and the person reading it needs the config key, not a field name.
+type BypassRefusedError struct{ Adapter string }
+
+func (e *BypassRefusedError) Error() string {
+	return fmt.Sprintf("permission_mode %q is refused for %s: the operator has not set allow_bypass = true in card.toml; "+
+		"use read_only or edit, or ask the operator to enable it", ModeBypass, e.Adapter)
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// sessionRE keeps a resume id to the shape the CLIs use, so it can never be
+// read as a flag (`--resume --yolo`) or carry a path.
+var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// Validate checks what can be checked without knowing the adapter's flags.
+// It returns *FieldError or *BypassRefusedError.
+func (r Request) Validate() error {
+	switch r.EffectiveMode() {
+	case ModeReadOnly, ModeEdit:
+	case ModeBypass:
+		if !r.AllowBypass {
+			return &BypassRefusedError{Adapter: r.Adapter}
+		}
+	default:
+		return &FieldError{"permission_mode", fmt.Sprintf("unknown mode %q; use read_only (default), edit or bypass", r.Mode)}
+	}
+	if r.Effort != "" && !contains(EffortLevels, r.Effort) {
+		return &FieldError{"effort", fmt.Sprintf("unknown effort %q; use one of %s", r.Effort, strings.Join(EffortLevels, ", "))}
+	}
+	if r.MaxTurns < 0 {
+		return &FieldError{"max_turns", "must be a positive number of turns (or omitted)"}
+	}
+	if strings.HasPrefix(r.Model, "-") || strings.ContainsAny(r.Model, "\x00\n\r") {
+		return &FieldError{"model", fmt.Sprintf("%q is not a model name", r.Model)}
+	}
+	for _, t := range r.AllowedTools {
+		if t == "" || strings.HasPrefix(t, "-") || strings.ContainsAny(t, ",\x00\n\r") {
+			return &FieldError{"allowed_tools", fmt.Sprintf("%q is not a tool name (no commas, no leading dash)", t)}
+		}
+	}
+	if r.SessionID != "" && !uuidRE.MatchString(r.SessionID) {
+		return &FieldError{"session_id", "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000"}
+	}
+	if r.Resume != "" && !sessionRE.MatchString(r.Resume) {
+		return &FieldError{"resume", "must be a session id the agent reported (letters, digits, '-', '.', '_', ':')"}
+	}
+	n := 0
+	for _, b := range []bool{r.SessionID != "", r.Resume != "", r.NoSession} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		return &FieldError{"session_id", "choose one of session_id (new), resume, or discarding the session"}
+	}
+	if strings.ContainsRune(r.SystemPrompt, 0) {
+		return &FieldError{"system_prompt", "contains a NUL byte"}
+	}
+	if r.SystemPromptAppend && r.SystemPrompt == "" {
+		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
+	}
+	return nil
+}
+
+// Extras are the operator's additions for one adapter, from card.toml
+// [adapters.<id>]: args = [...] and env = {...}. They exist so a person can
+// point an agent at their own provider (for example Codex's
+// `-c model_providers.<name>={...}`), never to widen the boundary.
+type Extras struct {
+	Args []string
+	Env  map[string]string
+}
+
+// ForbiddenFlags turn an agent's own protection off. None may appear in any
+// argv card writes except the mapping of an operator-allowed bypass, and none
+// may appear in operator extras at all: an extra is applied in every mode.
+var ForbiddenFlags = []string{
+	"--dangerously-skip-permissions",
+	"--allow-dangerously-skip-permissions",
+	"bypassPermissions",
+	"--yolo",
+	"--full-auto",
+	"--dangerously-bypass-approvals-and-sandbox",
+	"--dangerously-allow-all",
+	"--skip-permissions-unsafe",
+	"--allow-all-tools",
+	"--allow-all-paths",
+	"--auto",
+}
+
+// boundaryFlags are flags card sets itself to draw the boundary. An operator
+// extra that sets one of them would fight the mode mapping (and for some
+// parsers the last occurrence wins), so they are refused at config load.
+var boundaryFlags = map[string][]string{
+	"claude-code": {"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
+		"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
+		"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
+	"codex": {"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust",
+		"--profile", "-p"},
+	"gemini": {"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
+		"--prompt-interactive", "-i"},
+}
+
+// boundaryConfigKeys are Codex `-c key=value` overrides that move the
+// sandbox or approval policy.
+var boundaryConfigKeys = []string{"sandbox_mode", "sandbox_workspace_write", "approval_policy", "sandbox_permissions",
+	"model_instructions_file", "developer_instructions"}
+
+// CheckExtras refuses operator extras that could widen the boundary: a
+// forbidden flag anywhere (alone, as --flag=value, or inside one arg such as
+// "--approval-mode yolo"), a flag card itself owns for that adapter, or an
+// env key that would rewrite the agent-loop guard's stamp. The daemon calls
+// it at config load so a bad card.toml fails at startup, not mid-run.
+func CheckExtras(adapter string, e Extras) error {
+	for i, a := range e.Args {
+		where := fmt.Sprintf("card.toml [adapters.%s] args[%d]", adapter, i)
+		if strings.Contains(a, filePrefix) {
+			return fmt.Errorf("%s: %q uses card's private file placeholder; remove it", where, a)
+		}
+		for _, tok := range argTokens(a) {
+			for _, f := range ForbiddenFlags {
+				if tok == f {
+					return fmt.Errorf("%s: %q turns off the agent's protection (%s); remove it — bypass is a per-request mode the operator enables with allow_bypass = true", where, a, f)
+				}
+			}
+			if tok == "yolo" && adapter == "gemini" {
+				return fmt.Errorf("%s: %q sets Gemini's yolo mode; remove it — bypass is a per-request mode the operator enables with allow_bypass = true", where, a)
+			}
+			for _, f := range boundaryFlags[adapter] {
+				if tok == f {
+					return fmt.Errorf("%s: %q sets %s, which card sets itself from the permission mode; remove it", where, a, f)
+				}
+			}
+		}
+		if adapter == "codex" {
+			if key := codexConfigKey(e.Args, i); key != "" {
+				for _, k := range boundaryConfigKeys {
+					if key == k || strings.HasPrefix(key, k+".") {
+						return fmt.Errorf("%s: -c %s overrides the sandbox or approval policy card sets from the permission mode; remove it", where, key)
+					}
+				}
+			}
+		}
+	}
+	for k := range e.Env {
+		if strings.HasPrefix(k, "CAR_") || k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("card.toml [adapters.%s] env: key %q is not allowed (CAR_* belongs to the agent-loop guard)", adapter, k)
+		}
+	}
+	return nil
+}
+
+// argTokens splits one argument the ways a CLI might read it: whole, on
+// whitespace (an arg holding "--approval-mode yolo"), and on '=' (--flag=v).
+func argTokens(a string) []string {
+	var out []string
+	for _, w := range strings.Fields(a) {
+		out = append(out, w)
+		if k, v, ok := strings.Cut(w, "="); ok {
+			out = append(out, k, v)
+		}
+	}
+	return out
+}
+
+// codexConfigKey returns the key of a `-c key=value` override whose value is
+// args[i] (or args[i] itself in the --config=key=value form).
+func codexConfigKey(args []string, i int) string {
+	a := args[i]
+	var kv string
+	switch {
+	case strings.HasPrefix(a, "--config="):
+		kv = strings.TrimPrefix(a, "--config=")
+	case strings.HasPrefix(a, "-c") && len(a) > 2 && a[2] != '=':
+		kv = a[2:]
+	case i > 0 && (args[i-1] == "-c" || args[i-1] == "--config"):
+		kv = a
+	default:
+		return ""
+	}
+	k, _, _ := strings.Cut(kv, "=")
+	return strings.TrimSpace(k)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// errUnsupported builds the FieldError an adapter returns for a request
+// field its CLI cannot honour. Refusing beats silently dropping: a client
+// that asked for a turn cap and did not get one has lost a limit it relied on.
+func errUnsupported(field, adapter, why string) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf("not supported by %s: %s", adapter, why)}
+}
+
+// IsRequestError reports whether err is a refusal of the request itself
+// (bad field or bypass not allowed), as opposed to a failure to run.
+func IsRequestError(err error) bool {
+	var fe *FieldError
+	var be *BypassRefusedError
+	return errors.As(err, &fe) || errors.As(err, &be)
+}
