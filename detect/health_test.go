@@ -1,0 +1,416 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Real texts from shared/fixtures/cli/auth-status.txt.
+const (
+	claudeLoggedOut = `{
+  "loggedIn": false,
+  "authMethod": "none",
+  "apiProvider": "firstParty"
+}`
+	claudeAPIKey = `{
+  "loggedIn": true,
+  "authMethod": "api_key",
+  "apiProvider": "firstParty",
+  "apiKeySource": "ANTHROPIC_API_KEY"
+}`
+	codexTmpWarning = `WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir "/tmp" (codex_home: AbsolutePathBuf("/home/user/.codex"))`
+)
+
+// statusCLI writes a fake CLI that prints version for --version and, for the
+// status subcommand, appends to the counter, sleeps, prints out/err and exits.
+func statusCLI(t *testing.T, dir, name, version, stdout, stderr string, exit int, sleep string, cnt string) {
+	t.Helper()
+	outFile := filepath.Join(t.TempDir(), "out")
+	errFile := filepath.Join(t.TempDir(), "err")
+	must(t, os.WriteFile(outFile, []byte(stdout), 0o644))
+	must(t, os.WriteFile(errFile, []byte(stderr), 0o644))
+	fakeCLI(t, dir, name, `if [ "$1" = "--version" ]; then echo "`+version+`"; exit 0; fi
+echo run >> '`+cnt+`'
+sleep `+sleep+`
+cat '`+outFile+`'
+cat '`+errFile+`' >&2
+exit `+itoa(exit))
+}
+
+func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
+	cases := []struct {
+		name, stdout, stderr string
+		exit                 int
+		want                 HealthStatus
+		reason               string
+	}{
+		{"logged out", claudeLoggedOut, "", 1, StatusNotConfigured, "claude auth login"},
+		{"api key in the environment", claudeAPIKey, "", 0, StatusReady, ""},
+		{"expired login", `{"loggedIn": false, "authMethod": "claude.ai", "error": "OAuth token expired"}`, "", 1, StatusExpired, "claude auth login"},
+		{"network failure", "", "Error: getaddrinfo ENOTFOUND api.anthropic.com", 1, StatusNetworkError, "network"},
+		{"output card cannot read", "Usage: claude [options]", "", 2, StatusUnknown, "cannot read"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cnt, runs := counter(t)
+			statusCLI(t, dir, "claude", "2.1.197 (Claude Code)", c.stdout, c.stderr, c.exit, "0", cnt)
+			d := newTestDetector(t, "", dir)
+			h, err := d.Health(ctx, ClaudeCode, false)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, h.Status, h.Reason)
+			assert.Equal(t, ClaudeCode, h.ID)
+			assert.Contains(t, h.Reason, c.reason)
+			assert.Equal(t, 1, runs())
+			if c.want != StatusReady {
+				assert.NotEmpty(t, h.Reason, "every status but ready says what to do")
+			}
+		})
+	}
+}
+
+func TestClaudeReadyDetailsKeepTheKeySourceButNoSecret(t *testing.T) {
+	dir := t.TempDir()
+	cnt, _ := counter(t)
+	statusCLI(t, dir, "claude", "2.1.197", `{"loggedIn": true, "authMethod": "api_key", "apiKeySource": "ANTHROPIC_API_KEY", "apiKey": "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "oauthToken": "x"}`, "", 0, "0", cnt)
+	d := newTestDetector(t, "", dir)
+	h, err := d.Health(ctx, ClaudeCode, false)
+	require.NoError(t, err)
+	assert.Equal(t, StatusReady, h.Status)
+	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["apiKeySource"])
+	assert.Equal(t, true, h.Details["loggedIn"])
+	b, _ := json.Marshal(h)
+	assert.NotContains(t, string(b), "sk-ant")
+	assert.NotContains(t, string(b), "oauthToken")
+}
+
+func TestCodexHealthFollowsLoginStatus(t *testing.T) {
+	cases := []struct {
+		name, stderr string
+		exit         int
+		want         HealthStatus
+		method       string
+	}{
+		{"logged out (real text with the /tmp warning)", codexTmpWarning + "\nNot logged in\n", 1, StatusNotConfigured, ""},
+		{"chatgpt", "Logged in using ChatGPT\n", 0, StatusReady, "chatgpt"},
+		{"api key", "Logged in using an API key - sk-proj-***************************ABCD\n", 0, StatusReady, "api_key"},
+		{"expired", "Error: your access token has expired; please log in again\n", 1, StatusExpired, ""},
+		{"unrecognised", "panic: something\n", 101, StatusUnknown, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cnt, _ := counter(t)
+			statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", c.stderr, c.exit, "0", cnt)
+			d := newTestDetector(t, "", dir)
+			h, err := d.Health(ctx, Codex, false)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, h.Status, h.Reason)
+			if c.method != "" {
+				assert.Equal(t, c.method, h.Details["auth_method"])
+			}
+			if c.want != StatusReady {
+				assert.NotEmpty(t, h.Reason)
+			}
+			b, _ := json.Marshal(h)
+			assert.NotContains(t, string(b), "sk-proj", "the masked key is not passed on")
+		})
+	}
+}
+
+func TestAStatusCommandThatHangsIsKilledAndReportedUnknown(t *testing.T) {
+	dir := t.TempDir()
+	cnt, _ := counter(t)
+	statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", "Logged in using ChatGPT", 0, "30", cnt)
+	d := newDetectorWith(t, Options{HealthTimeout: 300 * time.Millisecond}, dir)
+	start := time.Now()
+	h, err := d.Health(ctx, Codex, false)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Equal(t, StatusUnknown, h.Status)
+	assert.Contains(t, h.Reason, "did not answer")
+}
+
+func TestAnUnusableBinaryIsNotExecutableWithDetectionsReasonAndNoStatusCommandRuns(t *testing.T) {
+	dir := t.TempDir()
+	cnt, runs := counter(t)
+	must(t, os.WriteFile(filepath.Join(dir, "claude"), []byte("#!/bin/sh\necho run >> "+cnt+"\n"), 0o644))
+	d := newTestDetector(t, "", dir)
+	spec, _ := specByID(d.Detect(ctx, false), ClaudeCode)
+	detReason, _ := spec.UnusableReason()
+
+	h, err := d.Health(ctx, ClaudeCode, true)
+	require.NoError(t, err)
+	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Equal(t, detReason, h.Reason)
+	assert.Equal(t, 0, runs())
+
+	after, _ := specByID(d.Detect(ctx, false), ClaudeCode)
+	assert.Equal(t, spec.Execution, after.Execution, "a health check never changes execution")
+}
+
+func TestAnAdapterThatIsNotInstalledIsNotExecutableSayingHowToInstallIt(t *testing.T) {
+	d := newTestDetector(t, "", t.TempDir())
+	h, err := d.Health(ctx, Codex, false)
+	require.NoError(t, err)
+	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Contains(t, h.Reason, "npm install -g @openai/codex")
+}
+
+func TestAnUnknownIDIsATypedErrorListingTheKnownIDs(t *testing.T) {
+	d := newTestDetector(t, "", t.TempDir())
+	_, err := d.Health(ctx, "cursor", false)
+	var ue *UnknownAdapterError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, "cursor", ue.ID)
+	assert.ElementsMatch(t, Known(), ue.Known)
+	assert.Contains(t, err.Error(), "claude-code, codex, gemini")
+
+	_, _, err = d.Binary(ctx, "cursor")
+	require.ErrorAs(t, err, &ue)
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func TestHealthIsCachedForTheTTLAndForceBypassesIt(t *testing.T) {
+	dir := t.TempDir()
+	cnt, runs := counter(t)
+	statusCLI(t, dir, "claude", "2.1.197", claudeAPIKey, "", 0, "0", cnt)
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	d := newDetectorWith(t, Options{Now: clock.Now}, dir)
+
+	h1, err := d.Health(ctx, ClaudeCode, false)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1_800_000_000), h1.CheckedAt)
+	clock.Advance(29 * time.Second)
+	h2, _ := d.Health(ctx, ClaudeCode, false)
+	assert.Equal(t, 1, runs(), "within 30 s the cached answer is served")
+	assert.Equal(t, h1.CheckedAt, h2.CheckedAt)
+
+	clock.Advance(2 * time.Second)
+	h3, _ := d.Health(ctx, ClaudeCode, false)
+	assert.Equal(t, 2, runs(), "after the TTL the status command runs again")
+	assert.Equal(t, uint64(1_800_000_031), h3.CheckedAt)
+
+	_, _ = d.Health(ctx, ClaudeCode, true)
+	assert.Equal(t, 3, runs(), "force bypasses the cache")
+}
+
+func TestConcurrentHealthCallersShareOneStatusCommand(t *testing.T) {
+	dir := t.TempDir()
+	cnt, runs := counter(t)
+	statusCLI(t, dir, "claude", "2.1.197", claudeAPIKey, "", 0, "0.3", cnt)
+	d := newTestDetector(t, "", dir)
+	d.Detect(ctx, false)
+
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := d.Health(ctx, ClaudeCode, true)
+			assert.NoError(t, err)
+			assert.Equal(t, StatusReady, h.Status)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, runs(), "ten windows opening at once start one `claude auth status`")
+}
+
+func TestACallerThatGivesUpDoesNotKillTheSharedProbe(t *testing.T) {
+	dir := t.TempDir()
+	cnt, runs := counter(t)
+	statusCLI(t, dir, "claude", "2.1.197", claudeAPIKey, "", 0, "0.3", cnt)
+	d := newTestDetector(t, "", dir)
+	d.Detect(ctx, false)
+	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err := d.Health(c, ClaudeCode, false)
+	require.Error(t, err)
+	h, err := d.Health(ctx, ClaudeCode, false)
+	require.NoError(t, err)
+	assert.Equal(t, StatusReady, h.Status)
+	assert.Equal(t, 1, runs())
+}
+
+func TestHealthAllAnswersForEveryKnownAdapterInOrder(t *testing.T) {
+	dir := t.TempDir()
+	cnt, _ := counter(t)
+	statusCLI(t, dir, "claude", "2.1.197", claudeLoggedOut, "", 1, "0", cnt)
+	statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", "Not logged in", 1, "0", cnt)
+	d := newTestDetector(t, "", dir)
+	all := d.HealthAll(ctx, false)
+	require.Len(t, all, 3)
+	assert.Equal(t, []string{ClaudeCode, Codex, Gemini}, []string{all[0].ID, all[1].ID, all[2].ID})
+	assert.Equal(t, StatusNotConfigured, all[0].Status)
+	assert.Equal(t, StatusNotConfigured, all[1].Status)
+	assert.Equal(t, StatusNotExecutable, all[2].Status, "gemini is not installed here")
+
+	specs := d.WithHealth(ctx, d.Detect(ctx, false), false)
+	require.Len(t, specs, 2)
+	require.NotNil(t, specs[0].Health)
+	assert.Equal(t, StatusNotConfigured, specs[0].Health.Status)
+}
+
+func TestGeminiIsNeverRunForHealthAndSaysItsAnswerIsFileBased(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	cnt, runs := counter(t)
+	statusCLI(t, dir, "gemini", "0.61.0", "", "", 0, "0", cnt)
+	d := newTestDetector(t, home, dir)
+	h, err := d.Health(ctx, Gemini, false)
+	require.NoError(t, err)
+	assert.Equal(t, StatusNotConfigured, h.Status)
+	assert.Contains(t, h.Reason, "no status command")
+	assert.Contains(t, h.Reason, "GEMINI_API_KEY")
+	assert.Equal(t, 0, runs(), "running gemini bare would open a browser login")
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	must(t, os.WriteFile(path, b, 0o600))
+}
+
+func TestGeminiHealthIsDecidedFromSettingsEnvironmentAndSavedLogin(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	past, future := now.Add(-time.Hour).UnixMilli(), now.Add(time.Hour).UnixMilli()
+	settings := func(typ string) map[string]any {
+		return map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": typ}}}
+	}
+	cases := []struct {
+		name     string
+		settings map[string]any
+		creds    map[string]any
+		env      []string
+		want     HealthStatus
+		kind     AuthKind
+	}{
+		{"nothing configured", nil, nil, nil, StatusNotConfigured, AuthUnauthenticated},
+		{"GEMINI_API_KEY alone", nil, nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
+		{"api key selected but not set", settings("gemini-api-key"), nil, nil, StatusNotConfigured, AuthAPIKey},
+		{"api key selected and set", settings("gemini-api-key"), nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
+		{"vertex with an API key", nil, nil, []string{"GOOGLE_GENAI_USE_VERTEXAI=true", "GOOGLE_API_KEY=x"}, StatusReady, AuthAPIKey},
+		{"vertex with a project and location", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us"}, StatusReady, AuthAPIKey},
+		{"vertex with nothing", settings("vertex-ai"), nil, nil, StatusNotConfigured, AuthAPIKey},
+		{"google login with a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "refresh_token": "r", "expiry_date": past}, nil, StatusReady, AuthSubscription},
+		{"google login expired without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": past}, nil, StatusExpired, AuthSubscription},
+		{"google login still valid without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": future}, nil, StatusReady, AuthSubscription},
+		{"google login selected but never done", settings("oauth-personal"), nil, nil, StatusNotConfigured, AuthUnauthenticated},
+		{"GCA from the environment with a saved login", nil, map[string]any{"refresh_token": "r"}, []string{"GOOGLE_GENAI_USE_GCA=true"}, StatusReady, AuthSubscription},
+		{"older settings key", map[string]any{"selectedAuthType": "gemini-api-key"}, nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
+		{"cloud shell", settings("cloud-shell"), nil, nil, StatusUnknown, AuthKindUnknown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			if c.settings != nil {
+				writeJSON(t, filepath.Join(home, ".gemini", "settings.json"), c.settings)
+			}
+			if c.creds != nil {
+				writeJSON(t, filepath.Join(home, ".gemini", "oauth_creds.json"), c.creds)
+			}
+			getenv := envFunc(c.env)
+			f := readGeminiFacts(home, getenv)
+			v := geminiVerdict(f, getenv, now.UnixMilli())
+			assert.Equal(t, c.want, v.Status, v.Reason)
+			assert.Contains(t, v.Reason, "no status command")
+			assert.Equal(t, c.kind, geminiAuthKind(AuthInput{Home: home, Getenv: getenv}))
+			b, _ := json.Marshal(Redact(v.Details))
+			assert.NotContains(t, string(b), `"r"`, "no credential value reaches details")
+		})
+	}
+}
+
+func TestABrokenGeminiSettingsFileIsUnknownNotReady(t *testing.T) {
+	home := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(home, ".gemini"), 0o700))
+	must(t, os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte("{not json"), 0o600))
+	v := geminiVerdict(readGeminiFacts(home, envFunc(nil)), envFunc([]string{"GEMINI_API_KEY=x"}), 0)
+	assert.Equal(t, StatusUnknown, v.Status)
+	assert.Contains(t, v.Reason, "settings.json")
+}
+
+func envFunc(kv []string) func(string) string {
+	return func(k string) string {
+		for _, e := range kv {
+			if n, v, ok := cutEnv(e); ok && n == k {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+func cutEnv(e string) (string, string, bool) {
+	for i := 0; i < len(e); i++ {
+		if e[i] == '=' {
+			return e[:i], e[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+func TestAuthKindIsReadFromCredentialFileShape(t *testing.T) {
+	home := t.TempDir()
+	in := AuthInput{Home: home, Getenv: envFunc(nil), GOOS: "linux"}
+	assert.Equal(t, AuthUnauthenticated, claudeAuthKind(in))
+	assert.Equal(t, AuthKindUnknown, claudeAuthKind(AuthInput{Home: home, Getenv: envFunc(nil), GOOS: "darwin"}), "macOS keeps the login in the keychain")
+	assert.Equal(t, AuthAPIKey, claudeAuthKind(AuthInput{Home: home, Getenv: envFunc([]string{"ANTHROPIC_API_KEY=x"}), GOOS: "linux"}))
+	writeJSON(t, filepath.Join(home, ".claude", ".credentials.json"), map[string]any{"claudeAiOauth": map[string]any{"accessToken": "x"}})
+	assert.Equal(t, AuthSubscription, claudeAuthKind(in))
+	writeJSON(t, filepath.Join(home, ".claude", ".credentials.json"), map[string]any{"somethingNew": 1})
+	assert.Equal(t, AuthKindUnknown, claudeAuthKind(in))
+
+	assert.Equal(t, AuthUnauthenticated, codexAuthKind(in))
+	writeJSON(t, filepath.Join(home, ".codex", "auth.json"), map[string]any{"auth_mode": "chatgpt", "tokens": map[string]any{"id_token": "x"}})
+	assert.Equal(t, AuthSubscription, codexAuthKind(in))
+	writeJSON(t, filepath.Join(home, ".codex", "auth.json"), map[string]any{"OPENAI_API_KEY": "sk-x", "tokens": nil})
+	assert.Equal(t, AuthAPIKey, codexAuthKind(in))
+	custom := t.TempDir()
+	writeJSON(t, filepath.Join(custom, "auth.json"), map[string]any{"auth_mode": "apikey"})
+	assert.Equal(t, AuthAPIKey, codexAuthKind(AuthInput{Home: home, Getenv: envFunc([]string{"CODEX_HOME=" + custom})}))
+	writeJSON(t, filepath.Join(home, ".codex", "auth.json"), map[string]any{"OPENAI_API_KEY": nil, "tokens": nil})
+	assert.Equal(t, AuthKindUnknown, codexAuthKind(in))
+}
+
+func TestRedactDropsSecretShapedKeysAndValues(t *testing.T) {
+	in := map[string]any{
+		"loggedIn":     true,
+		"apiKeySource": "ANTHROPIC_API_KEY",
+		"apiKey":       "whatever",
+		"access_token": "short",
+		"password":     "p",
+		"email":        "a@example.com",
+		"note":         "Logged in using ChatGPT",
+		"blob":         "AbCdEf0123456789AbCdEf0123456789AbCdEf",
+		"jwt":          "eyJhbGciOiJIUzI1NiJ9.e30.x",
+		"nested":       map[string]any{"refreshToken": "r", "plan": "max"},
+		"list":         []any{"sk-ant-api03-xxxxxxxx", "ok"},
+	}
+	out := Redact(in)
+	assert.Equal(t, map[string]any{
+		"loggedIn":     true,
+		"apiKeySource": "ANTHROPIC_API_KEY",
+		"email":        "a@example.com",
+		"note":         "Logged in using ChatGPT",
+		"nested":       map[string]any{"plan": "max"},
+		"list":         []any{"ok"},
+	}, out)
+	assert.Nil(t, Redact(nil))
+}
