@@ -217,6 +217,9 @@ func (t Target) validate() error {
 			return fmt.Errorf("the %s path %q contains a control character, which no service definition can carry: move it", p.name, p.value)
 		}
 	}
+	if t.supervisor() == Systemd && strings.ContainsAny(t.Binary, `"'\\`) {
+		return fmt.Errorf("systemd refuses to run an executable whose path contains a quote or a backslash (%q): move the card binary to a plain path such as ~/.local/bin/card and install from there", t.Binary)
+	}
 	if hasControl(t.Addr) {
 		return fmt.Errorf("the listen address %q contains a control character", t.Addr)
 	}

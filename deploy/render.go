@@ -19,7 +19,7 @@ var templates embed.FS
 // wrong syntax: a path is safe in a unit, a plist and a .desktop file for different reasons.
 var (
 	unitTemplate = template.Must(template.New("card.service").Option("missingkey=error").
-			Funcs(template.FuncMap{"systemdArg": systemdArg, "systemdEnv": systemdEnv}).
+			Funcs(template.FuncMap{"systemdExec": systemdExec, "systemdArg": systemdArg, "systemdEnv": systemdEnv}).
 			ParseFS(templates, "systemd/card.service"))
 	plistTemplate = template.Must(template.New(Label+".plist").Option("missingkey=error").
 			Funcs(template.FuncMap{"xmlText": xmlText}).
@@ -73,6 +73,13 @@ func render(t Target, tmpl *template.Template) ([]byte, error) {
 		return nil, fmt.Errorf("render %s: %w", tmpl.Name(), err)
 	}
 	return buf.Bytes(), nil
+}
+
+// systemdExec writes the executable of a unit-file command line. systemd expands % specifiers
+// there but, unlike in the arguments, not $VAR, so only % is doubled. It refuses executables with
+// quotes or backslashes outright; validate rejects those paths first with advice.
+func systemdExec(s string) string {
+	return systemdQuote(s)
 }
 
 // systemdArg writes one word of a unit-file command line. systemd expands % specifiers and $VAR
