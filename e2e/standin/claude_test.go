@@ -78,6 +78,7 @@ func TestClaudeCodeReportsAScriptedAPIErrorAsAFailedRun(t *testing.T) {
 		{http.StatusTooManyRequests, "rate_limit"},
 	} {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			t.Parallel()
 			s := NewAnthropic(t, Script{Status: tc.status})
 			home, project := sandbox(t)
 			res := runCLI(t, 90*time.Second, project, s.ClaudeEnv(home, nodePath()), "say pong", bin, claudeArgs...)

@@ -60,6 +60,7 @@ func TestCodexReportsAScriptedAPIErrorAsAFailedTurn(t *testing.T) {
 	bin := cliPath(t, "codex")
 	for _, status := range []int{http.StatusUnauthorized, http.StatusTooManyRequests} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
 			s := NewOpenAI(t, Script{Status: status})
 			home, project := sandbox(t)
 			res := runCLI(t, 90*time.Second, project, codexEnv(s, home), "say pong", bin, codexArgs(s)...)

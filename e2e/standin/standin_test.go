@@ -1,0 +1,266 @@
+package standin
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type sseEvent struct {
+	Name string
+	Data map[string]any
+	Raw  string
+}
+
+func post(t *testing.T, url, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			cur.Name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.Raw = strings.TrimPrefix(line, "data: ")
+			if cur.Raw != "[DONE]" {
+				require.NoError(t, json.Unmarshal([]byte(cur.Raw), &cur.Data), cur.Raw)
+			}
+		case line == "":
+			if cur.Raw != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func names(evs []sseEvent) []string {
+	var n []string
+	for _, e := range evs {
+		n = append(n, e.Name)
+	}
+	return n
+}
+
+func TestAnthropicStreamsTheAnswerAsTextDeltasBetweenMessageStartAndStop(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "hello there world", OutputTokens: 7})
+	resp := post(t, s.URL+"/v1/messages?beta=true", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"x-api-key": "secret-value"})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	evs := readSSE(t, resp.Body)
+	assert.Equal(t, []string{"message_start", "content_block_start", "ping", "content_block_delta", "content_block_delta",
+		"content_block_delta", "content_block_stop", "message_delta", "message_stop"}, names(evs))
+	var text string
+	for _, e := range evs {
+		if e.Name == "content_block_delta" {
+			text += e.Data["delta"].(map[string]any)["text"].(string)
+		}
+	}
+	assert.Equal(t, "hello there world", text)
+	assert.EqualValues(t, 7, evs[7].Data["usage"].(map[string]any)["output_tokens"])
+}
+
+func TestAnthropicAnswersANonStreamingCallWithOneMessage(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "title"})
+	resp := post(t, s.URL+"/v1/messages", `{"model":"m","messages":[]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var m struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	require.Len(t, m.Content, 1)
+	assert.Equal(t, "title", m.Content[0].Text)
+}
+
+// Each vendor's SDK decides retry and error kind from the status, the body's
+// error type and the retry headers; a stand-in that gets them wrong would test
+// card against errors no real vendor sends.
+func TestScriptedErrorsSpeakEachVendorsErrorShape(t *testing.T) {
+	cases := []struct {
+		name      string
+		start     func(testing.TB, Script) *Server
+		path      string
+		status    int
+		kindPath  []string
+		wantKind  string
+		wantRetry bool
+	}{
+		{"anthropic 401", NewAnthropic, "/v1/messages", 401, []string{"error", "type"}, "authentication_error", false},
+		{"anthropic 429", NewAnthropic, "/v1/messages", 429, []string{"error", "type"}, "rate_limit_error", true},
+		{"openai 401", NewOpenAI, "/v1/responses", 401, []string{"error", "code"}, "invalid_api_key", false},
+		{"openai 429", NewOpenAI, "/v1/chat/completions", 429, []string{"error", "code"}, "rate_limit_exceeded", true},
+		{"gemini 403", NewGemini, "/v1beta/models/g:streamGenerateContent", 403, []string{"error", "status"}, "PERMISSION_DENIED", false},
+		{"gemini 429", NewGemini, "/v1beta/models/g:generateContent", 429, []string{"error", "status"}, "RESOURCE_EXHAUSTED", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.start(t, Script{Status: tc.status, RetryAfter: 2 * time.Second})
+			resp := post(t, s.URL+tc.path, `{"model":"m","stream":true}`, nil)
+			assert.Equal(t, tc.status, resp.StatusCode)
+			var body map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+			var v any = body
+			for _, k := range tc.kindPath {
+				v = v.(map[string]any)[k]
+			}
+			assert.Equal(t, tc.wantKind, v)
+			if tc.wantRetry {
+				assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+				assert.Equal(t, "2000", resp.Header.Get("Retry-After-Ms"))
+			} else {
+				assert.Empty(t, resp.Header.Get("Retry-After"))
+			}
+			require.Len(t, s.ModelCalls(), 1)
+			assert.Equal(t, tc.status, s.ModelCalls()[0].Status)
+		})
+	}
+}
+
+func TestOpenAIResponsesStreamEndsWithCompletedAndUsage(t *testing.T) {
+	s := NewOpenAI(t, Script{Answer: "two words"})
+	resp := post(t, s.URL+"/v1/responses", `{"model":"gpt-x","stream":true,"input":[]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	evs := readSSE(t, resp.Body)
+	n := names(evs)
+	require.NotEmpty(t, n)
+	assert.Equal(t, "response.created", n[0])
+	assert.Equal(t, "response.completed", n[len(n)-1])
+	assert.Contains(t, n, "response.output_item.added")
+	assert.Contains(t, n, "response.output_item.done")
+	var text string
+	for i, e := range evs {
+		assert.Equal(t, e.Name, e.Data["type"], "event name and payload type agree")
+		assert.EqualValues(t, i, e.Data["sequence_number"])
+		if e.Name == "response.output_text.delta" {
+			text += e.Data["delta"].(string)
+		}
+	}
+	assert.Equal(t, "two words", text)
+	done := evs[len(evs)-1].Data["response"].(map[string]any)
+	assert.Equal(t, "gpt-x", done["model"])
+	assert.EqualValues(t, 15, done["usage"].(map[string]any)["total_tokens"])
+}
+
+func TestOpenAIChatCompletionsStreamEndsWithDone(t *testing.T) {
+	s := NewOpenAI(t, Script{Answer: "chat answer"})
+	resp := post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	evs := readSSE(t, resp.Body)
+	require.GreaterOrEqual(t, len(evs), 3)
+	assert.Equal(t, "[DONE]", evs[len(evs)-1].Raw)
+	var text string
+	for _, e := range evs[:len(evs)-1] {
+		ch := e.Data["choices"].([]any)[0].(map[string]any)
+		if c, ok := ch["delta"].(map[string]any)["content"].(string); ok {
+			text += c
+		}
+	}
+	assert.Equal(t, "chat answer", text)
+	last := evs[len(evs)-2].Data
+	assert.Equal(t, "stop", last["choices"].([]any)[0].(map[string]any)["finish_reason"])
+	assert.NotNil(t, last["usage"])
+}
+
+func TestGeminiStreamsChunksAndPutsUsageOnTheLast(t *testing.T) {
+	s := NewGemini(t, Script{Answer: "gem answer"})
+	resp := post(t, s.URL+"/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=secret-value", `{"contents":[]}`, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	evs := readSSE(t, resp.Body)
+	require.Len(t, evs, 2)
+	var text string
+	for _, e := range evs {
+		c := e.Data["candidates"].([]any)[0].(map[string]any)
+		text += c["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string)
+	}
+	assert.Equal(t, "gem answer", text)
+	assert.Nil(t, evs[0].Data["usageMetadata"])
+	assert.NotNil(t, evs[1].Data["usageMetadata"])
+	assert.Equal(t, "STOP", evs[1].Data["candidates"].([]any)[0].(map[string]any)["finishReason"])
+}
+
+func TestRecordedRequestsKeepTheCredentialsNameButNeverItsValue(t *testing.T) {
+	s := NewGemini(t, Script{})
+	post(t, s.URL+"/v1beta/models/g:generateContent?key=secret-value", `{"contents":[{"parts":[{"text":"the prompt"}]}]}`,
+		map[string]string{"x-goog-api-key": "secret-value", "Authorization": "Bearer secret-value"})
+	reqs := s.Requests()
+	require.Len(t, reqs, 1)
+	r := reqs[0]
+	assert.Equal(t, Redacted, r.Header.Get("X-Goog-Api-Key"))
+	assert.Equal(t, Redacted, r.Header.Get("Authorization"))
+	assert.NotContains(t, r.Query, "secret-value")
+	assert.Contains(t, string(r.Body), "the prompt", "bodies are kept so tests can find the prompt")
+	var body map[string]any
+	require.NoError(t, r.JSON(&body))
+}
+
+func TestUnknownEndpointsAreRecordedAndAnswered404(t *testing.T) {
+	for _, start := range []func(testing.TB, Script) *Server{NewAnthropic, NewOpenAI, NewGemini} {
+		s := start(t, Script{})
+		resp := post(t, s.URL+"/v9/nothing", `{}`, nil)
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, s.Vendor)
+		require.Len(t, s.Requests(), 1)
+		assert.Empty(t, s.ModelCalls())
+	}
+}
+
+func TestHelpersPointEachCLIAtItsServer(t *testing.T) {
+	a := NewAnthropic(t, Script{})
+	env := a.ClaudeEnv("/h", "/bin")
+	assert.Contains(t, env, "ANTHROPIC_BASE_URL="+a.URL)
+	assert.Contains(t, env, "HOME=/h")
+	assert.Contains(t, env, "CLAUDE_CODE_MAX_RETRIES=0")
+
+	o := NewOpenAI(t, Script{})
+	args, oenv := o.CodexExtras()
+	joined := strings.Join(args, " ")
+	assert.Contains(t, joined, `base_url="`+o.URL+`/v1"`)
+	assert.Contains(t, joined, `wire_api="responses"`)
+	assert.Contains(t, joined, "request_max_retries=0")
+	assert.Contains(t, joined, `model_provider="`+CodexProvider+`"`)
+	assert.Equal(t, APIKey, oenv[CodexKeyEnv])
+
+	g := NewGemini(t, Script{})
+	home := t.TempDir()
+	genv, err := g.GeminiSetup(home, "/bin")
+	require.NoError(t, err)
+	assert.Contains(t, genv, "GOOGLE_GEMINI_BASE_URL="+g.URL)
+	raw, err := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
+	require.NoError(t, err)
+	var settings struct {
+		Security struct {
+			Auth struct{ SelectedType string } `json:"auth"`
+		} `json:"security"`
+		General struct{ MaxAttempts int } `json:"general"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &settings))
+	assert.Equal(t, "gemini-api-key", settings.Security.Auth.SelectedType)
+	assert.Equal(t, 1, settings.General.MaxAttempts)
+}
