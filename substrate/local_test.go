@@ -132,7 +132,14 @@ func TestLocalRunCommandRunsInTheConfiguredDirectory(t *testing.T) {
 	assert.Equal(t, dir, strings.TrimSpace(out.Stdout))
 }
 
+// processAlive reports whether pid is running. A zombie counts as dead: it
+// has been killed and only waits for its (re)parent to reap it.
 func processAlive(pid int) bool {
+	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) {
+			return stat[i+2] != 'Z'
+		}
+	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }

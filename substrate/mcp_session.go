@@ -118,7 +118,10 @@ func (c *sdkCaller) CallTool(ctx context.Context, tool string, args map[string]a
 	defer cancel()
 	res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		if errors.Is(err, mcp.ErrConnectionClosed) {
+		// A dropped connection (the SDK reports a dead stdio bridge first as
+		// a bare EOF, then as ErrConnectionClosed) will not come back: drop
+		// the session so the retry dials a fresh one.
+		if classify(err) == faultDrop {
 			c.forget(cs)
 		}
 		if ctx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {

@@ -17,7 +17,9 @@ type bare struct {
 	substrate.NoPTY
 }
 
-func (b bare) PTYStart(ctx context.Context, cmd string) (int, error) { return b.NoPTY.PTYStart(ctx, cmd) }
+func (b bare) PTYStart(ctx context.Context, cmd string) (int, error) {
+	return b.NoPTY.PTYStart(ctx, cmd)
+}
 func (b bare) PTYInput(ctx context.Context, pid int, d string) error {
 	return b.NoPTY.PTYInput(ctx, pid, d)
 }
