@@ -26,6 +26,10 @@ const (
 	// DefaultKillGrace is how long a timed-out process group gets between
 	// SIGTERM and SIGKILL.
 	DefaultKillGrace = 2 * time.Second
+	// DefaultMaxRead caps one read answer. A client that asks for a 10 GB
+	// log in one call gets an error telling it to read windows, not a daemon
+	// that runs out of memory.
+	DefaultMaxRead = 32 << 20
 )
 
 // Local is the host itself: its filesystem and its processes.
@@ -52,6 +56,8 @@ type Local struct {
 	MaxOutput int
 	// KillGrace is the SIGTERM→SIGKILL interval for a timed-out group.
 	KillGrace time.Duration
+	// MaxRead caps the bytes one ReadText or ReadBytes returns.
+	MaxRead int64
 
 	ptys *ptyTable
 }
@@ -68,6 +74,7 @@ func NewLocal() *Local {
 		DefaultTimeout: DefaultCommandTimeout,
 		MaxOutput:      DefaultMaxOutput,
 		KillGrace:      DefaultKillGrace,
+		MaxRead:        DefaultMaxRead,
 		ptys:           newPTYTable(),
 	}
 }
@@ -107,24 +114,71 @@ func resolve(path string) (string, error) {
 }
 
 func (l *Local) ReadText(ctx context.Context, path string) (string, error) {
-	b, err := l.readFile(ctx, path)
+	b, err := l.readWindow(ctx, "read_text", path, 0, ToEnd)
 	if err != nil {
 		return "", err
 	}
 	return string(b), nil
 }
 
-func (l *Local) readFile(ctx context.Context, path string) ([]byte, error) {
+// readWindow reads [offset, offset+length) of the file without loading the
+// rest of it, refusing an answer larger than MaxRead.
+func (l *Local) readWindow(ctx context.Context, op, path string, offset, length int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", op, path, err)
 	}
 	full, err := resolve(path)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(full)
+	if offset < 0 {
+		return nil, fmt.Errorf("%s %s: negative offset %d", op, full, offset)
+	}
+	f, err := os.Open(full)
 	if err != nil {
-		return nil, fmt.Errorf("read file %s: %w", full, unwrapPathError(err))
+		return nil, fmt.Errorf("%s %s: %w", op, full, unwrapPathError(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, full, unwrapPathError(err))
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%s %s: it is a directory", op, full)
+	}
+	limit := l.MaxRead
+	if limit <= 0 {
+		limit = DefaultMaxRead
+	}
+	want := length
+	if fi.Mode().IsRegular() {
+		// The reference's window: clipped to the file, empty past its end.
+		remain := max(fi.Size()-offset, 0)
+		if want < 0 || want > remain {
+			want = remain
+		}
+	} else if want < 0 {
+		// A special file has no meaningful size: read one byte past the
+		// limit to notice an oversized answer.
+		want = limit + 1
+	}
+	if want > limit {
+		return nil, fmt.Errorf("%s %s: the answer would exceed %d bytes; read it in windows with read_bytes offset/length", op, full, limit)
+	}
+	if offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("%s %s: seek to %d: %w", op, full, offset, err)
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, want))
+	if b == nil {
+		b = []byte{}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, full, unwrapPathError(err))
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s %s: the answer would exceed %d bytes; read it in windows with read_bytes offset/length", op, full, limit)
 	}
 	return b, nil
 }
@@ -205,28 +259,7 @@ func pathStateFromLstat(path string, err error) PathState {
 }
 
 func (l *Local) ReadBytes(ctx context.Context, path string, offset, length int64) ([]byte, error) {
-	if offset < 0 {
-		return nil, fmt.Errorf("read bytes of %s: negative offset %d", path, offset)
-	}
-	b, err := l.readFile(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	return window(b, offset, length), nil
-}
-
-// window clips [offset, offset+length) to b, the reference's semantics: past
-// the end is empty, a negative length means to the end.
-func window(b []byte, offset, length int64) []byte {
-	n := int64(len(b))
-	if offset >= n {
-		return []byte{}
-	}
-	end := n
-	if length >= 0 && length < n-offset {
-		end = offset + length
-	}
-	return bytes.Clone(b[offset:end])
+	return l.readWindow(ctx, "read_bytes", path, offset, length)
 }
 
 // unwrapPathError drops the *PathError wrapper, whose text repeats the path

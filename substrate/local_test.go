@@ -196,3 +196,49 @@ func TestLocalRefusesAnEmptyCommand(t *testing.T) {
 	_, err := newLocal(t).RunCommand(context.Background(), "  ", 0)
 	require.ErrorContains(t, err, "empty command")
 }
+
+func TestLocalByteWindowsClipToTheFileLikeTheReference(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t)
+	path := filepath.Join(t.TempDir(), "w.txt")
+	require.NoError(t, os.WriteFile(path, []byte("hello world"), 0o600))
+	cases := []struct {
+		off, n int64
+		want   string
+	}{
+		{0, substrate.ToEnd, "hello world"},
+		{6, 5, "world"},
+		{6, substrate.ToEnd, "world"},
+		{6, 1 << 40, "world"},
+		{11, substrate.ToEnd, ""},
+		{50, 3, ""},
+		{0, 0, ""},
+	}
+	for _, tc := range cases {
+		got, err := l.ReadBytes(ctx, path, tc.off, tc.n)
+		require.NoError(t, err, "offset %d length %d", tc.off, tc.n)
+		assert.Equal(t, tc.want, string(got), "offset %d length %d", tc.off, tc.n)
+	}
+	_, err := l.ReadBytes(ctx, path, -1, 2)
+	require.ErrorContains(t, err, "negative offset")
+}
+
+func TestLocalRefusesAReadLargerThanItsCapAndPointsAtWindows(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t)
+	l.MaxRead = 8
+	path := filepath.Join(t.TempDir(), "big.txt")
+	require.NoError(t, os.WriteFile(path, []byte("0123456789abcdef"), 0o600))
+
+	_, err := l.ReadText(ctx, path)
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, "read it in windows")
+	_, err = l.ReadBytes(ctx, path, 0, substrate.ToEnd)
+	require.ErrorContains(t, err, "exceed 8 bytes")
+
+	win, err := l.ReadBytes(ctx, path, 8, 8)
+	require.NoError(t, err, "a window within the cap is fine")
+	assert.Equal(t, "89abcdef", string(win))
+	_, err = l.ReadText(ctx, filepath.Dir(path))
+	require.ErrorContains(t, err, "is a directory")
+}

@@ -407,25 +407,6 @@ func TestShellQuoteSurvivesTheShell(t *testing.T) {
 	}
 }
 
-func TestWindowClipsToTheFileLikeTheReference(t *testing.T) {
-	data := []byte("hello world")
-	cases := []struct {
-		off, n int64
-		want   string
-	}{
-		{0, ToEnd, "hello world"},
-		{6, 5, "world"},
-		{6, ToEnd, "world"},
-		{6, 100, "world"},
-		{11, ToEnd, ""},
-		{50, 3, ""},
-		{0, 0, ""},
-	}
-	for _, tc := range cases {
-		assert.Equal(t, tc.want, string(window(data, tc.off, tc.n)), "offset %d length %d", tc.off, tc.n)
-	}
-}
-
 func TestOnlyNotFoundProvesAPathMissing(t *testing.T) {
 	cases := []struct {
 		err  error

@@ -144,3 +144,11 @@ func (e *TimeoutError) Error() string {
 
 // Timeout lets callers test with the conventional interface{ Timeout() bool }.
 func (e *TimeoutError) Timeout() bool { return true }
+
+// The variants satisfy the interface; a method drifting from it is a build
+// error here, not a surprise in the daemon.
+var (
+	_ Substrate = (*Local)(nil)
+	_ Substrate = (*MCP)(nil)
+	_ Substrate = readOnly{}
+)
