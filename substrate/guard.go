@@ -70,6 +70,9 @@ func ReadOnly(s Substrate) Substrate { return readOnly{inner: s} }
 
 type readOnly struct{ inner Substrate }
 
+// hasPTY is false: a read-only substrate refuses to start a terminal.
+func (r readOnly) hasPTY() bool { return false }
+
 func (r readOnly) Name() string                   { return r.inner.Name() }
 func (r readOnly) IsLocal() bool                  { return r.inner.IsLocal() }
 func (r readOnly) DisplayPath(path string) string { return r.inner.DisplayPath(path) }

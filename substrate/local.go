@@ -99,16 +99,20 @@ func (l *Local) DisplayPath(path string) string {
 	return path
 }
 
+// ErrInvalidPath is wrapped by the refusal of a path Local cannot use
+// (relative, empty, NUL byte): the caller's mistake, answered as bad params.
+var ErrInvalidPath = errors.New("invalid path")
+
 // resolve is the single host-locality rule: absolute paths only.
 func resolve(path string) (string, error) {
 	if path == "" {
-		return "", errors.New("empty path: substrate paths must be absolute")
+		return "", fmt.Errorf("%w: empty path; substrate paths must be absolute", ErrInvalidPath)
 	}
 	if strings.IndexByte(path, 0) >= 0 {
-		return "", fmt.Errorf("path %q contains a NUL byte", path)
+		return "", fmt.Errorf("%w: path %q contains a NUL byte", ErrInvalidPath, path)
 	}
 	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("path %q is relative: the daemon's working directory means nothing to its clients, so give an absolute path", path)
+		return "", fmt.Errorf("%w: path %q is relative: the daemon's working directory means nothing to its clients, so give an absolute path", ErrInvalidPath, path)
 	}
 	return filepath.Clean(path), nil
 }

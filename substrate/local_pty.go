@@ -58,6 +58,8 @@ type ptySession struct {
 	readerDone chan struct{} // closed when the output pump has stopped
 }
 
+func (l *Local) hasPTY() bool { return true }
+
 func (l *Local) table() (*ptyTable, error) {
 	if l.ptys == nil {
 		return nil, errors.New("local substrate not initialised: use NewLocal")

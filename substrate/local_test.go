@@ -242,3 +242,12 @@ func TestLocalRefusesAReadLargerThanItsCapAndPointsAtWindows(t *testing.T) {
 	_, err = l.ReadText(ctx, filepath.Dir(path))
 	require.ErrorContains(t, err, "is a directory")
 }
+
+func TestLocalPathRefusalsAreInvalidParams(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t)
+	for _, p := range []string{"", "rel/x", "/a\x00b"} {
+		_, err := l.ReadText(ctx, p)
+		require.ErrorIs(t, err, substrate.ErrInvalidPath, "%q", p)
+	}
+}

@@ -92,6 +92,9 @@ func (e *TransportError) Unwrap() error { return e.Err }
 type MCP struct {
 	name   string
 	caller ToolCaller
+	// pty is whether the bridge serves pty_start (assumed until a tool list
+	// says otherwise).
+	pty bool
 
 	// backoff is the base of the linear retry backoff; sleep waits it out
 	// (replaced in tests to observe the waits without spending them).
@@ -102,7 +105,7 @@ type MCP struct {
 // NewMCP wraps caller as a substrate named name (e.g. "vm"); the name is a
 // label for users and need not match the bridge's server name.
 func NewMCP(name string, caller ToolCaller) *MCP {
-	return &MCP{name: name, caller: caller, backoff: RetryBackoff, sleep: sleepCtx}
+	return &MCP{name: name, caller: caller, pty: true, backoff: RetryBackoff, sleep: sleepCtx}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -115,6 +118,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+func (m *MCP) hasPTY() bool { return m.pty }
 
 func (m *MCP) Name() string                   { return m.name }
 func (m *MCP) IsLocal() bool                  { return false }

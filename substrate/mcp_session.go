@@ -50,10 +50,27 @@ func ConnectMCP(ctx context.Context, name string, newTransport TransportFactory,
 		defaultTimeout: timeout,
 		client:         mcp.NewClient(&mcp.Implementation{Name: "card", Version: "substrate"}, nil),
 	}
-	if _, err := c.session(ctx); err != nil {
+	cs, err := c.session(ctx)
+	if err != nil {
 		return nil, nil, err
 	}
-	return NewMCP(name, c), c, nil
+	m := NewMCP(name, c)
+	// The tool list says whether the bridge has a terminal; a bridge that
+	// cannot list its tools is still usable, so a failure keeps the default.
+	listCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hasPTY, listed := false, true
+	for t, err := range cs.Tools(listCtx, nil) {
+		if err != nil {
+			listed = false
+			break
+		}
+		hasPTY = hasPTY || t.Name == "pty_start"
+	}
+	if listed {
+		m.pty = hasPTY
+	}
+	return m, c, nil
 }
 
 // session returns the live session, dialing one if there is none.

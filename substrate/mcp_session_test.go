@@ -320,3 +320,24 @@ func TestOpenExplainsABadBridgeConfiguration(t *testing.T) {
 }
 
 var _ io.Closer = (*substrate.Local)(nil)
+
+func TestDescribeReportsNameLocalityPTYAndReadOnly(t *testing.T) {
+	m, _ := connectInMemory(t, newLocal(t), 10*time.Second)
+	assert.Equal(t, substrate.Info{Name: "vm", PTY: true}, substrate.Describe(m), "the bridge lists pty_start")
+	assert.Equal(t, substrate.Info{Name: "local", Local: true, PTY: true}, substrate.Describe(newLocal(t)))
+	assert.Equal(t, substrate.Info{Name: "local", Local: true, ReadOnly: true}, substrate.Describe(substrate.ReadOnly(newLocal(t))))
+	assert.False(t, substrate.Describe(bare{Substrate: newLocal(t)}).PTY, "a substrate without its own PTY has none")
+}
+
+func TestABridgeWithoutPtyStartIsDescribedWithoutAPTY(t *testing.T) {
+	ctx := context.Background()
+	b := bridgetest.New(newLocal(t))
+	b.Server.RemoveTools("pty_start")
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ss, err := b.Server.Connect(ctx, serverT, nil)
+	require.NoError(t, err)
+	m, closer, err := substrate.ConnectMCP(ctx, "vm", func() (mcp.Transport, error) { return clientT, nil }, 5*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = closer.Close(); _ = ss.Wait() }()
+	assert.False(t, substrate.Describe(m).PTY)
+}

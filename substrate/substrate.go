@@ -145,6 +145,31 @@ func (e *TimeoutError) Error() string {
 // Timeout lets callers test with the conventional interface{ Timeout() bool }.
 func (e *TimeoutError) Timeout() bool { return true }
 
+// Info is what a client needs to know about the substrate before using it
+// (the `substrate.info` answer).
+type Info struct {
+	Name  string `json:"name"`
+	Local bool   `json:"local"`
+	// PTY reports whether PTYStart can succeed here.
+	PTY bool `json:"pty"`
+	// ReadOnly reports `[substrate] read_only = true`.
+	ReadOnly bool `json:"read_only"`
+}
+
+// ptyReporter is implemented by substrates that know whether they have a
+// PTY; the others are assumed not to.
+type ptyReporter interface{ hasPTY() bool }
+
+// Describe answers Info for s.
+func Describe(s Substrate) Info {
+	info := Info{Name: s.Name(), Local: s.IsLocal()}
+	if r, ok := s.(ptyReporter); ok {
+		info.PTY = r.hasPTY()
+	}
+	_, info.ReadOnly = s.(readOnly)
+	return info
+}
+
 // The variants satisfy the interface; a method drifting from it is a build
 // error here, not a surprise in the daemon.
 var (
