@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// AppendEvent records one streamed event of a run under its seq.
+//
+// Events are bounded per run by Options.MaxEventsPerRun. Past the bound an
+// event is not stored; Run.EventsDropped counts it instead, so a replay can
+// say that something is missing rather than silently ending early. The
+// terminal kinds EventDone and EventError are the exception and are always
+// stored: they carry the result, and a subscriber that replays a run must
+// always learn how it ended. A seq already recorded for the run is an error.
+func (s *Store) AppendEvent(ctx context.Context, runID string, seq int64, kind string, payload json.RawMessage) error {
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	if !json.Valid(payload) {
+		return fmt.Errorf("store: event %d of run %s: payload is not valid JSON", seq, runID)
+	}
+	terminal := kind == EventDone || kind == EventError
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE runs SET events_stored = events_stored + 1 WHERE id = ? AND (events_stored < ? OR ?)`,
+			runID, s.maxEvents, terminal)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			res, err := tx.ExecContext(ctx, `UPDATE runs SET events_dropped = events_dropped + 1 WHERE id = ?`, runID)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return ErrNotFound
+			}
+			return nil
+		}
+		_, err = tx.ExecContext(ctx,
+			`INSERT INTO events (run_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
+			runID, seq, kind, string(payload), ms(s.now()))
+		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return fmt.Errorf("seq %d is already recorded; seq must increase per run", seq)
+		}
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("store: event %d of run %s: %w", seq, runID, ErrNotFound)
+		}
+		return fmt.Errorf("store: event %d of run %s: %w", seq, runID, err)
+	}
+	return nil
+}
+
+// Events returns a run's recorded events with seq > afterSeq, in seq order,
+// at most limit of them (zero means DefaultEventsLimit; clamped to
+// MaxEventsLimit). An unknown run is an error wrapping ErrNotFound; a known
+// run with nothing after afterSeq is an empty slice.
+func (s *Store) Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error) {
+	switch {
+	case limit <= 0:
+		limit = DefaultEventsLimit
+	case limit > MaxEventsLimit:
+		limit = MaxEventsLimit
+	}
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT seq, kind, payload, created_at FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		runID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: events of run %s: %w", runID, err)
+	}
+	events := []Event{}
+	for rows.Next() {
+		var (
+			e       = Event{RunID: runID}
+			payload string
+			created int64
+		)
+		if err := rows.Scan(&e.Seq, &e.Kind, &payload, &created); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: events of run %s: %w", runID, err)
+		}
+		e.Payload, e.CreatedAt = json.RawMessage(payload), fromMs(created)
+		events = append(events, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: events of run %s: %w", runID, err)
+	}
+	if len(events) == 0 {
+		// Only now ask whether the run exists: the common case pays nothing.
+		var one int
+		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("store: events of run %s: %w", runID, ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: events of run %s: %w", runID, err)
+		}
+	}
+	return events, nil
+}

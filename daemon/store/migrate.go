@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order at Open; the schema version is their count,
+// kept in PRAGMA user_version. Never edit or reorder an entry once released:
+// append a new one, since a database in the field has already run the old.
+var migrations = [][]string{
+	// 1: runs and their events.
+	{
+		`CREATE TABLE runs (
+			id              TEXT PRIMARY KEY,
+			adapter         TEXT NOT NULL,
+			status          TEXT NOT NULL CHECK (status IN ('running','succeeded','failed','cancelled','timed_out','refused','interrupted')),
+			invoked_by      TEXT NOT NULL DEFAULT '',
+			ancestry        TEXT NOT NULL DEFAULT '[]',
+			cwd             TEXT NOT NULL DEFAULT '',
+			permission_mode TEXT NOT NULL DEFAULT '',
+			model           TEXT NOT NULL DEFAULT '',
+			created_at      INTEGER NOT NULL,
+			started_at      INTEGER,
+			ended_at        INTEGER,
+			duration_ms     INTEGER,
+			exit_code       INTEGER,
+			session_id      TEXT NOT NULL DEFAULT '',
+			answer          TEXT NOT NULL DEFAULT '',
+			error           TEXT,
+			usage           TEXT,
+			total_cost_usd  REAL,
+			turns           INTEGER NOT NULL DEFAULT 0,
+			tool_calls      INTEGER NOT NULL DEFAULT 0,
+			task            TEXT NOT NULL DEFAULT '',
+			task_len        INTEGER NOT NULL DEFAULT 0,
+			task_sha256     TEXT NOT NULL DEFAULT '',
+			pgid            INTEGER,
+			refusal_reason  TEXT NOT NULL DEFAULT '',
+			events_stored   INTEGER NOT NULL DEFAULT 0,
+			events_dropped  INTEGER NOT NULL DEFAULT 0
+		)`,
+		`CREATE INDEX runs_by_adapter ON runs (adapter, id)`,
+		`CREATE INDEX runs_by_status ON runs (status, id)`,
+		`CREATE TABLE events (
+			run_id     TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+			seq        INTEGER NOT NULL,
+			kind       TEXT NOT NULL,
+			payload    TEXT NOT NULL,
+			created_at INTEGER NOT NULL,
+			PRIMARY KEY (run_id, seq)
+		) WITHOUT ROWID`,
+	},
+}
+
+// SchemaVersion is the schema this code writes.
+func SchemaVersion() int { return len(migrations) }
+
+// migrate brings db up to SchemaVersion in one transaction, so a crash
+// mid-migration leaves the old schema rather than half of the new one. A
+// database from a newer card is refused: running old code over it would
+// write rows the newer schema does not expect, a silent downgrade.
+func migrate(ctx context.Context, db *sql.DB, path string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var have int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&have); err != nil {
+		return fmt.Errorf("store: read schema version of %s: %w", path, err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("store: %s has schema version %d but this card knows only up to %d; upgrade card, or point it at another home: %w",
+			path, have, len(migrations), ErrSchemaTooNew)
+	}
+	if have == len(migrations) {
+		return nil
+	}
+	for v := have; v < len(migrations); v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("store: migrate %s to version %d: %w", path, v+1, err)
+			}
+		}
+	}
+	// PRAGMA takes no bound parameters; the value is our own integer.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+		return fmt.Errorf("store: set schema version of %s: %w", path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Status is where a run is in its life. Every status but StatusRunning is
+// terminal: once a run has one, its recorded outcome never changes.
+type Status string
+
+const (
+	StatusRunning     Status = "running"
+	StatusSucceeded   Status = "succeeded"
+	StatusFailed      Status = "failed"
+	StatusCancelled   Status = "cancelled"
+	StatusTimedOut    Status = "timed_out"
+	StatusRefused     Status = "refused"
+	StatusInterrupted Status = "interrupted"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled, StatusTimedOut, StatusRefused, StatusInterrupted}
+
+// Valid reports whether s is one of Statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether s ends a run.
+func (s Status) Terminal() bool { return s.Valid() && s != StatusRunning }
+
+// Event kinds the store treats specially: a run's last event says how it
+// ended, and a subscriber that replays a run must always be able to see it,
+// so these are stored even past Options.MaxEventsPerRun.
+const (
+	EventDone  = "done"
+	EventError = "error"
+)
+
+// Run is one invocation of an agent, as recorded. The daemon returns it as is
+// for runs.get and runs.list, so the JSON names are the wire names. Times are
+// UTC with millisecond precision (what the store keeps).
+type Run struct {
+	RunID   string `json:"run_id"`
+	Adapter string `json:"adapter"`
+	Status  Status `json:"status"`
+	// InvokedBy is the caller's own adapter id as it named itself, if it did.
+	InvokedBy string `json:"invoked_by,omitempty"`
+	// Ancestry is the seeded chain the guard judged this run against.
+	Ancestry       []string `json:"ancestry"`
+	Cwd            string   `json:"cwd,omitempty"`
+	PermissionMode string   `json:"permission_mode,omitempty"`
+	Model          string   `json:"model,omitempty"`
+
+	CreatedAt time.Time  `json:"created_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// DurationMs is EndedAt minus StartedAt (or CreatedAt when the child
+	// never started); absent while running.
+	DurationMs *int64 `json:"duration_ms,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+
+	SessionID    string    `json:"session_id,omitempty"`
+	Answer       string    `json:"answer,omitempty"`
+	Error        *RunError `json:"error,omitempty"`
+	Usage        *Usage    `json:"usage,omitempty"`
+	TotalCostUSD *float64  `json:"total_cost_usd,omitempty"`
+	Turns        int       `json:"turns"`
+	ToolCalls    int       `json:"tool_calls"`
+
+	// Task is the task text, empty when the operator set record_tasks =
+	// false; TaskLen and TaskSHA256 identify it either way (see SetTask).
+	Task       string `json:"task,omitempty"`
+	TaskLen    int    `json:"task_len"`
+	TaskSHA256 string `json:"task_sha256,omitempty"`
+
+	// Pgid is the child's process group, recorded so a daemon restarted after
+	// a crash can end a group its predecessor left behind.
+	Pgid int `json:"pgid,omitempty"`
+	// RefusalReason is the guard's (or another gate's) text for a refused run.
+	RefusalReason string `json:"refusal_reason,omitempty"`
+	// EventsDropped counts events not stored because the run passed
+	// Options.MaxEventsPerRun.
+	EventsDropped int64 `json:"events_dropped"`
+}
+
+// SetTask records task on r. TaskLen (bytes) and TaskSHA256 are always set, so
+// two runs of the same task can be matched; the text itself is kept only when
+// keepText is true (config record_tasks), because a task can hold secrets an
+// operator does not want on disk.
+func (r *Run) SetTask(task string, keepText bool) {
+	r.TaskLen, r.TaskSHA256 = TaskDigest(task)
+	r.Task = ""
+	if keepText {
+		r.Task = task
+	}
+}
+
+// TaskDigest is the length in bytes and the hex SHA-256 of task.
+func TaskDigest(task string) (length int, sha256Hex string) {
+	sum := sha256.Sum256([]byte(task))
+	return len(task), hex.EncodeToString(sum[:])
+}
+
+// RunError is why a run did not succeed.
+type RunError struct {
+	// Kind is a short machine-readable class (e.g. "auth", "rate_limit",
+	// "timeout", "interrupted").
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	// ExitCode is the child's exit code when the error came from it.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// StderrExcerpt is a bounded tail of the child's stderr.
+	StderrExcerpt string `json:"stderr_excerpt,omitempty"`
+}
+
+// Usage is token accounting as the agent reported it.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+}
+
+// Finish is the outcome of a run, recorded once.
+type Finish struct {
+	// Status must be terminal.
+	Status Status
+	// EndedAt defaults to the store's clock.
+	EndedAt      time.Time
+	ExitCode     *int
+	SessionID    string
+	Answer       string
+	Error        *RunError
+	Usage        *Usage
+	TotalCostUSD *float64
+	Turns        int
+	ToolCalls    int
+	// RefusalReason is for a run refused after it was created (e.g. by the
+	// concurrency cap).
+	RefusalReason string
+}
+
+// Event is one streamed event of a run, as recorded for runs.subscribe.
+type Event struct {
+	RunID     string          `json:"run_id"`
+	Seq       int64           `json:"seq"`
+	Kind      string          `json:"kind"`
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// ListQuery selects runs for runs.list.
+type ListQuery struct {
+	// Limit is clamped to [1, MaxListLimit]; zero means DefaultListLimit.
+	Limit int
+	// Before is a run id cursor: only runs older than it are listed. Pass the
+	// last run_id of one page to get the next.
+	Before string
+	// Adapter and Status filter when not empty.
+	Adapter string
+	Status  Status
+}
+
+// List limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
