@@ -186,7 +186,12 @@ func classify(err error) fault {
 		}
 		return faultTask
 	}
+	var ce *connectError
 	switch {
+	case errors.As(err, &ce):
+		return faultDrop
+	case errors.Is(err, ErrClosed):
+		return faultTransport
 	case errors.Is(err, context.Canceled):
 		return faultCanceled
 	case errors.Is(err, context.DeadlineExceeded):

@@ -441,3 +441,16 @@ func TestCappedBufferKeepsTheHeadAndSaysWhatItDropped(t *testing.T) {
 	assert.True(t, strings.HasPrefix(b.String(), "abcd\n"))
 	assert.Contains(t, b.String(), "4 bytes dropped")
 }
+
+func TestAFailedReconnectIsRetriedAndAClosedSubstrateIsTagged(t *testing.T) {
+	sub, f, _ := newFlaky(&connectError{errors.New("connect to bridge \"vm\": calling \"initialize\": EOF")}, 2)
+	_, err := sub.RunCommand(context.Background(), "true", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 2, f.attempts, "the request never left: safe to retry")
+
+	sub, f, _ = newFlaky(fmt.Errorf("bridge \"vm\": %w", ErrClosed), never)
+	_, err = sub.RunCommand(context.Background(), "true", 0)
+	require.ErrorIs(t, err, ErrClosed)
+	assert.True(t, strings.HasPrefix(err.Error(), TransportErrorPrefix))
+	assert.Equal(t, 1, f.attempts)
+}

@@ -21,6 +21,16 @@ const DefaultMCPTimeout = 60 * time.Second
 // substrate dead until the daemon restarts.
 type TransportFactory func() (mcp.Transport, error)
 
+// ErrClosed is wrapped by calls made after the substrate's closer ran.
+var ErrClosed = errors.New("the substrate is closed")
+
+// connectError is a failure to (re)connect to the bridge. The request was
+// never sent, so the call is safe to retry like a connection drop.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
 // sdkCaller is the ToolCaller over the official SDK's client session.
 type sdkCaller struct {
 	bridge         string
@@ -78,21 +88,21 @@ func (c *sdkCaller) session(ctx context.Context) (*mcp.ClientSession, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, fmt.Errorf("bridge %q: the substrate is closed", c.bridge)
+		return nil, fmt.Errorf("bridge %q: %w", c.bridge, ErrClosed)
 	}
 	if c.cs != nil {
 		return c.cs, nil
 	}
 	t, err := c.newTransport()
 	if err != nil {
-		return nil, fmt.Errorf("bridge %q: %w", c.bridge, err)
+		return nil, &connectError{fmt.Errorf("bridge %q: %w", c.bridge, err)}
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, c.defaultTimeout)
 	defer cancel()
 	cs, err := c.client.Connect(dialCtx, t, nil)
 	if err != nil {
 		cleanupTransport(t)
-		return nil, fmt.Errorf("connect to bridge %q: %w%s", c.bridge, err, describeTransport(t))
+		return nil, &connectError{fmt.Errorf("connect to bridge %q: %w%s", c.bridge, err, describeTransport(t))}
 	}
 	c.cs, c.tr = cs, t
 	return cs, nil

@@ -341,3 +341,35 @@ func TestABridgeWithoutPtyStartIsDescribedWithoutAPTY(t *testing.T) {
 	defer func() { _ = closer.Close(); _ = ss.Wait() }()
 	assert.False(t, substrate.Describe(m).PTY)
 }
+
+func TestACallAfterCloseIsRefusedAsATransportFault(t *testing.T) {
+	ctx := context.Background()
+	b := bridgetest.New(newLocal(t))
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ss, err := b.Server.Connect(ctx, serverT, nil)
+	require.NoError(t, err)
+	m, closer, err := substrate.ConnectMCP(ctx, "vm", func() (mcp.Transport, error) { return clientT, nil }, 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, closer.Close())
+	_ = ss.Wait()
+	_, err = m.ReadText(ctx, "/etc/hostname")
+	require.ErrorIs(t, err, substrate.ErrClosed)
+	assert.Contains(t, err.Error(), "/etc/hostname")
+}
+
+func TestABridgeThatKeepsDyingIsGivenUpOnAfterThreeAttemptsAndTagged(t *testing.T) {
+	ctx := context.Background()
+	s, closer, err := substrate.Open(ctx, substrate.Config{MCP: &substrate.MCPConfig{
+		Name:    "vm",
+		Command: []string{testBinary(t), "-test.run=^$"},
+		Env:     map[string]string{bridgeEnv: "1", dieEnv: "1", "GORACE": noExitSleep},
+		Timeout: 10 * time.Second,
+	}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, closer.Close()) }()
+	_, err = s.RunCommand(ctx, "echo never", 0)
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), substrate.TransportErrorPrefix), err.Error())
+	assert.Contains(t, err.Error(), `"echo never"`)
+	assert.Contains(t, err.Error(), "gave up after 3 attempts")
+}
