@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults for Local. They bound what one client request can cost the host.
@@ -117,12 +118,31 @@ func resolve(path string) (string, error) {
 	return filepath.Clean(path), nil
 }
 
+// ReadText refuses a file that is not valid UTF-8 (use ReadBytes): passing
+// it on would have JSON replace the bad bytes silently.
 func (l *Local) ReadText(ctx context.Context, path string) (string, error) {
 	b, err := l.readWindow(ctx, "read_text", path, 0, ToEnd)
 	if err != nil {
 		return "", err
 	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("read_text %s: not valid UTF-8 text; read it with read_bytes", l.DisplayPath(path))
+	}
 	return string(b), nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "special file " + m.Type().String()
 }
 
 // readWindow reads [offset, offset+length) of the file without loading the
@@ -138,6 +158,13 @@ func (l *Local) readWindow(ctx context.Context, op, path string, offset, length 
 	if offset < 0 {
 		return nil, fmt.Errorf("%s %s: negative offset %d", op, full, offset)
 	}
+	// Stat before opening: opening a named pipe blocks until a writer
+	// comes, which would hang the request past any deadline.
+	if fi, err := os.Stat(full); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, full, unwrapPathError(err))
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %s: not a regular file (%s)", op, full, fileKind(fi.Mode()))
+	}
 	f, err := os.Open(full)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, full, unwrapPathError(err))
@@ -147,26 +174,26 @@ func (l *Local) readWindow(ctx context.Context, op, path string, offset, length 
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, full, unwrapPathError(err))
 	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("%s %s: it is a directory", op, full)
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %s: not a regular file (%s)", op, full, fileKind(fi.Mode()))
 	}
 	limit := l.MaxRead
 	if limit <= 0 {
 		limit = DefaultMaxRead
 	}
 	want := length
-	if fi.Mode().IsRegular() {
+	if fi.Size() > 0 {
 		// The reference's window: clipped to the file, empty past its end.
 		remain := max(fi.Size()-offset, 0)
 		if want < 0 || want > remain {
 			want = remain
 		}
 	} else if want < 0 {
-		// A special file has no meaningful size: read one byte past the
-		// limit to notice an oversized answer.
+		// Size 0 may be a generated file (/proc): read one byte past the
+		// limit, and the check after the read notices an oversized answer.
 		want = limit + 1
 	}
-	if want > limit {
+	if sized := length >= 0 || fi.Size() > 0; sized && want > limit {
 		return nil, fmt.Errorf("%s %s: the answer would exceed %d bytes; read it in windows with read_bytes offset/length", op, full, limit)
 	}
 	if offset > 0 {

@@ -240,7 +240,7 @@ func TestLocalRefusesAReadLargerThanItsCapAndPointsAtWindows(t *testing.T) {
 	require.NoError(t, err, "a window within the cap is fine")
 	assert.Equal(t, "89abcdef", string(win))
 	_, err = l.ReadText(ctx, filepath.Dir(path))
-	require.ErrorContains(t, err, "is a directory")
+	require.ErrorContains(t, err, "not a regular file (a directory)")
 }
 
 func TestLocalPathRefusalsAreInvalidParams(t *testing.T) {
@@ -249,5 +249,30 @@ func TestLocalPathRefusalsAreInvalidParams(t *testing.T) {
 	for _, p := range []string{"", "rel/x", "/a\x00b"} {
 		_, err := l.ReadText(ctx, p)
 		require.ErrorIs(t, err, substrate.ErrInvalidPath, "%q", p)
+	}
+}
+
+func TestLocalRefusesToReadANamedPipeInsteadOfHanging(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	_, err := newLocal(t).ReadText(context.Background(), fifo)
+	require.ErrorContains(t, err, "not a regular file (a named pipe)")
+}
+
+func TestLocalReadTextRefusesInvalidUTF8AndGeneratedFilesStillRead(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t)
+	bin := filepath.Join(t.TempDir(), "bin")
+	require.NoError(t, os.WriteFile(bin, []byte{0xff, 0xfe, 'a'}, 0o600))
+	_, err := l.ReadText(ctx, bin)
+	require.ErrorContains(t, err, "not valid UTF-8")
+	b, err := l.ReadBytes(ctx, bin, 0, substrate.ToEnd)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0xff, 0xfe, 'a'}, b)
+
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		status, err := l.ReadText(ctx, "/proc/self/status")
+		require.NoError(t, err)
+		assert.Contains(t, status, "Pid:", "a file reporting size 0 is still read")
 	}
 }
