@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/rpc"
+)
+
+// Exit codes a script can act on.
+const (
+	exitOK        = 0
+	exitFailure   = 1
+	exitUsage     = 2
+	exitNoDaemon  = 3
+	exitRefused   = 4
+	exitCancelled = 130
+)
+
+const usage = `card — run the coding agents installed on this machine, over one local API.
+
+Usage:
+  card serve [--home DIR] [--addr HOST:PORT] [--log-level LEVEL]
+  card info [--home DIR]
+  card token rotate [--home DIR]
+  card version
+
+Home defaults to $CARD_HOME, else ~/.local/state/card (Linux) or
+~/Library/Application Support/card (macOS).
+`
+
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := env{stdin, stdout, stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return e.serve(args[1:])
+	case "info":
+		return e.info(args[1:])
+	case "token":
+		return e.token(args[1:])
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "card: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+func (e env) flags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("card "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	home := fs.String("home", "", "state directory (default $CARD_HOME or the platform default)")
+	return fs, home
+}
+
+func (e env) serve(args []string) int {
+	fs, home := e.flags("serve")
+	addr := fs.String("addr", "", "listen address, e.g. 127.0.0.1:0 (port 0 = any free port)")
+	level := fs.String("log-level", "", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
+		var already *daemon.AlreadyRunningError
+		if errors.As(err, &already) {
+			return exitRefused
+		}
+		return exitFailure
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// resolveHome applies the same rule as the daemon.
+func resolveHome(flagHome string) (string, error) {
+	if flagHome != "" {
+		return flagHome, nil
+	}
+	return daemon.DefaultHome(os.Getenv)
+}
+
+// connect finds the running daemon through daemon.json and the token file.
+func (e env) connect(ctx context.Context, flagHome string, opts rpc.ClientOptions) (*rpc.Client, string, error) {
+	home, err := resolveHome(flagHome)
+	if err != nil {
+		return nil, "", err
+	}
+	disc, err := daemon.ReadDiscovery(home)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, home, &noDaemonError{home: home}
+	}
+	if err != nil {
+		return nil, home, err
+	}
+	tok, err := daemon.ReadToken(home)
+	if err != nil {
+		return nil, home, fmt.Errorf("read the token of home %s: %w", home, err)
+	}
+	c, err := rpc.Dial(ctx, disc.URL, tok, opts)
+	if err != nil {
+		var de *rpc.DialError
+		if errors.As(err, &de) && de.Status == 0 {
+			return nil, home, &noDaemonError{home: home, stale: disc.PID, cause: err}
+		}
+		return nil, home, err
+	}
+	return c, home, nil
+}
+
+type noDaemonError struct {
+	home  string
+	stale int
+	cause error
+}
+
+func (e *noDaemonError) Error() string {
+	if e.stale != 0 {
+		return fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v): start it with `card serve`", e.home, e.stale, e.cause)
+	}
+	return fmt.Sprintf("no daemon running for home %s: start it with `card serve`", e.home)
+}
+
+func (e env) fail(cmd string, err error) int {
+	fmt.Fprintf(e.stderr, "card %s: %v\n", cmd, err)
+	var nd *noDaemonError
+	if errors.As(err, &nd) {
+		return exitNoDaemon
+	}
+	var re *rpc.Error
+	if errors.As(err, &re) && re.Code != rpc.CodeInternalError {
+		return exitRefused
+	}
+	return exitFailure
+}
+
+func (e env) info(args []string) int {
+	fs, home := e.flags("info")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
+	if err != nil {
+		return e.fail("info", err)
+	}
+	defer c.Close()
+	var info daemon.Info
+	if err := c.Call(ctx, "daemon.info", nil, &info); err != nil {
+		return e.fail("info", err)
+	}
+	return printJSON(e.stdout, info)
+}
+
+func (e env) token(args []string) int {
+	if len(args) == 0 || args[0] != "rotate" {
+		fmt.Fprintln(e.stderr, "usage: card token rotate [--home DIR]")
+		return exitUsage
+	}
+	fs, home := e.flags("token rotate")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	h, err := resolveHome(*home)
+	if err != nil {
+		return e.fail("token rotate", err)
+	}
+	if _, err := daemon.RotateToken(h); err != nil {
+		return e.fail("token rotate", err)
+	}
+	fmt.Fprintf(e.stdout, "token rotated in %s; new connections need the new token, open ones stay open\n", h)
+	return exitOK
+}

@@ -1,0 +1,6 @@
+// Command card is the daemon and its command-line client.
+package main
+
+import "os"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

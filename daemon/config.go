@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ConfigFileName is the optional config file inside the home directory.
+const ConfigFileName = "card.toml"
+
+// Config is everything card.toml can set. Every field has a working default,
+// so a daemon with no file at all is fully usable; flags override the file.
+type Config struct {
+	// Addr is the listen address. Port 0 picks a free port; clients find it
+	// in daemon.json. A non-loopback host needs AllowNonLoopback.
+	Addr             string `toml:"addr"`
+	AllowNonLoopback bool   `toml:"allow_non_loopback"`
+	LogLevel         string `toml:"log_level"`
+
+	// AllowedOrigins are browser origins allowed to connect. Empty: none.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// AllowedHosts are extra Host header names, for a non-loopback listener.
+	AllowedHosts []string `toml:"allowed_hosts"`
+
+	MaxMessageBytes  int64 `toml:"max_message_bytes"`
+	MaxConnections   int   `toml:"max_connections"`
+	MaxInFlight      int   `toml:"max_inflight_per_connection"`
+	ShutdownGraceSec int   `toml:"shutdown_grace_secs"`
+
+	// AllowBypass lets a request use permission_mode = "bypass", which turns
+	// off the agent's own protections. Off by default.
+	AllowBypass bool `toml:"allow_bypass"`
+	// RecordTasks keeps the task text in the run history; when false only
+	// its length and SHA-256 are kept.
+	RecordTasks *bool `toml:"record_tasks"`
+	// CancelOnDisconnect ends a client's runs when its connection closes.
+	// By default a run belongs to the daemon and outlives the socket.
+	CancelOnDisconnect bool  `toml:"cancel_on_disconnect"`
+	MaxConcurrentRuns  int   `toml:"max_concurrent_runs"`
+	MaxEventsPerRun    int   `toml:"max_events_per_run"`
+	MaxOutputBytes     int64 `toml:"max_output_bytes"`
+	ProbeTimeoutSec    int   `toml:"probe_timeout_secs"`
+	LoginShellPath     *bool `toml:"login_shell_path"`
+
+	// Adapters holds per-adapter operator settings, keyed by adapter id.
+	Adapters map[string]AdapterConfig `toml:"adapters"`
+
+	Substrate SubstrateConfig `toml:"substrate"`
+}
+
+// AdapterConfig is an operator's [adapters.<id>] table.
+type AdapterConfig struct {
+	// Bin pins the binary, like CAR_<ID>_BIN; the environment wins over it.
+	Bin string `toml:"bin"`
+	// Args are appended to every invocation (e.g. a Codex
+	// `-c model_providers.<name>={…}` provider). Forbidden flags that remove
+	// the agent's boundary are refused at load.
+	Args []string `toml:"args"`
+	// Env is added to the agent's environment.
+	Env map[string]string `toml:"env"`
+}
+
+// SubstrateConfig is the [substrate] table.
+type SubstrateConfig struct {
+	ReadOnly bool                `toml:"read_only"`
+	MCP      *SubstrateMCPConfig `toml:"mcp"`
+}
+
+// SubstrateMCPConfig names an MCP bridge: a stdio command or an HTTP URL.
+type SubstrateMCPConfig struct {
+	Command    []string          `toml:"command"`
+	Env        map[string]string `toml:"env"`
+	URL        string            `toml:"url"`
+	TimeoutSec int               `toml:"timeout_secs"`
+}
+
+// DefaultConfig is the embedded default: what runs with no card.toml.
+func DefaultConfig() Config {
+	t := true
+	return Config{
+		Addr:              "127.0.0.1:0",
+		LogLevel:          "info",
+		MaxMessageBytes:   4 << 20,
+		MaxConnections:    128,
+		MaxInFlight:       64,
+		ShutdownGraceSec:  10,
+		RecordTasks:       &t,
+		MaxConcurrentRuns: 8,
+		MaxEventsPerRun:   10000,
+		MaxOutputBytes:    64 << 20,
+		ProbeTimeoutSec:   5,
+		LoginShellPath:    &t,
+	}
+}
+
+// ShutdownGrace is how long a graceful shutdown waits for work to end.
+func (c Config) ShutdownGrace() time.Duration {
+	return time.Duration(c.ShutdownGraceSec) * time.Second
+}
+
+// LoadConfig reads path over the defaults. A missing file is the defaults;
+// an unknown key is an error naming it, so a typo is never silently ignored.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return ParseConfig(path, string(b))
+}
+
+// ParseConfig parses card.toml text over the defaults; path is for messages.
+func ParseConfig(path, text string) (Config, error) {
+	cfg := DefaultConfig()
+	md, err := toml.Decode(text, &cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		sort.Strings(keys)
+		return cfg, fmt.Errorf("config %s: unknown key(s) %s; see docs/protocol.md#configuration for the keys card.toml takes", path, strings.Join(keys, ", "))
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ExtrasChecker vets operator extras for an adapter; the daemon installs the
+// spawn package's check so config stays free of agent knowledge.
+var ExtrasChecker func(adapter string, args []string, env map[string]string) error
+
+// Validate checks values that decode but make no sense.
+func (c Config) Validate() error {
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("addr %q: %v (want host:port, e.g. 127.0.0.1:0)", c.Addr, err)
+	}
+	if !c.AllowNonLoopback && !isLoopbackHost(host) {
+		return fmt.Errorf("addr %q is not loopback; set allow_non_loopback = true if you really mean to expose card beyond this machine", c.Addr)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	for _, o := range c.AllowedOrigins {
+		if o == "null" || o == "*" || !strings.Contains(o, "://") {
+			return fmt.Errorf("allowed_origins: %q is not an exact origin like \"https://app.example\" (\"null\" and \"*\" are never allowed)", o)
+		}
+	}
+	checks := []struct {
+		name string
+		v    int64
+		min  int64
+	}{
+		{"max_message_bytes", c.MaxMessageBytes, 1024},
+		{"max_connections", int64(c.MaxConnections), 1},
+		{"max_inflight_per_connection", int64(c.MaxInFlight), 1},
+		{"shutdown_grace_secs", int64(c.ShutdownGraceSec), 1},
+		{"max_concurrent_runs", int64(c.MaxConcurrentRuns), 1},
+		{"max_events_per_run", int64(c.MaxEventsPerRun), 10},
+		{"max_output_bytes", c.MaxOutputBytes, 4096},
+		{"probe_timeout_secs", int64(c.ProbeTimeoutSec), 1},
+	}
+	for _, ch := range checks {
+		if ch.v < ch.min {
+			return fmt.Errorf("%s = %d is below the minimum of %d", ch.name, ch.v, ch.min)
+		}
+	}
+	for id, a := range c.Adapters {
+		if ExtrasChecker != nil {
+			if err := ExtrasChecker(id, a.Args, a.Env); err != nil {
+				return fmt.Errorf("adapters.%s: %w", id, err)
+			}
+		}
+	}
+	if m := c.Substrate.MCP; m != nil {
+		if (len(m.Command) == 0) == (m.URL == "") {
+			return errors.New("substrate.mcp: set exactly one of command (a stdio bridge) or url (a streamable-HTTP bridge)")
+		}
+	}
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

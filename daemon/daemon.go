@@ -1,0 +1,332 @@
+// Package daemon is the running service: startup, config, lifecycle and
+// graceful shutdown, and the methods that join the domain packages to the
+// wire. It is the one place where rpc/ meets detect/, guard/, spawn/ and
+// substrate/.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/rpc"
+)
+
+// Version is the daemon's version, set at build time with
+// -ldflags "-X github.com/card-dev/card/daemon.Version=…".
+var Version = "0.1.0-dev"
+
+// ProtocolVersion is the wire protocol's version. Additive changes (a new
+// method, a new optional field) keep the major number; anything a current
+// client could misread bumps it. See docs/protocol.md#versioning.
+const ProtocolVersion = "1.0"
+
+// Options are what the caller of New decides; everything else comes from
+// card.toml and the embedded defaults.
+type Options struct {
+	// Home is the state directory; empty means CARD_HOME or the default.
+	Home string
+	// Addr and LogLevel override card.toml when set (the --addr and
+	// --log-level flags).
+	Addr     string
+	LogLevel string
+	// Logger, when set, is used as is (tests); otherwise one is built for
+	// LogOutput (default stderr).
+	Logger    *zap.Logger
+	LogOutput io.Writer
+	// Environ is the environment read once at startup; nil means
+	// os.Environ(). Nothing after startup reads the process environment, so
+	// what a request is judged by cannot change under it.
+	Environ []string
+}
+
+// Daemon is one running card service bound to one home directory.
+type Daemon struct {
+	cfg       Config
+	home      string
+	log       *zap.Logger
+	env       map[string]string
+	startedAt time.Time
+	pid       int
+
+	lock     *homeLock
+	tokens   *tokenFile
+	registry *rpc.Registry
+	rpcSrv   *rpc.Server
+	httpSrv  *http.Server
+	ln       net.Listener
+	url      string
+	serveErr chan error
+
+	// ctx lives as long as the daemon; background work hangs off it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+
+	// closers run at shutdown in reverse order, after connections close.
+	closers []func(context.Context)
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New prepares a daemon: home, config, token and the home lock. It does not
+// listen yet; Start does.
+func New(opts Options) (*Daemon, error) {
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	env := envMap(environ)
+	getenv := func(k string) string { return env[k] }
+
+	home := opts.Home
+	var err error
+	if home == "" {
+		if home, err = DefaultHome(getenv); err != nil {
+			return nil, err
+		}
+	}
+	if home, err = filepath.Abs(home); err != nil {
+		return nil, err
+	}
+	if err := EnsureHome(home); err != nil {
+		return nil, err
+	}
+	cfg, err := LoadConfig(filepath.Join(home, ConfigFileName))
+	if err != nil {
+		return nil, err
+	}
+	if opts.Addr != "" {
+		cfg.Addr = opts.Addr
+	}
+	if opts.LogLevel != "" {
+		cfg.LogLevel = opts.LogLevel
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		out := opts.LogOutput
+		if out == nil {
+			out = os.Stderr
+		}
+		if log, err = NewLogger(out, cfg.LogLevel); err != nil {
+			return nil, err
+		}
+	}
+
+	lock, err := lockHome(home)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := LoadOrCreateToken(home); err != nil {
+		lock.release()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Daemon{
+		cfg:       cfg,
+		home:      home,
+		log:       log,
+		env:       env,
+		startedAt: time.Now().UTC(),
+		pid:       os.Getpid(),
+		lock:      lock,
+		tokens:    &tokenFile{home: home},
+		registry:  rpc.NewRegistry(),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	if err := d.setup(); err != nil {
+		d.closeAll(context.Background())
+		lock.release()
+		cancel()
+		return nil, err
+	}
+	return d, nil
+}
+
+// onClose registers cleanup to run at shutdown, last registered first.
+func (d *Daemon) onClose(f func(context.Context)) { d.closers = append(d.closers, f) }
+
+func (d *Daemon) closeAll(ctx context.Context) {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i](ctx)
+	}
+	d.closers = nil
+}
+
+// Start listens, writes daemon.json and tells systemd it is ready.
+func (d *Daemon) Start() error {
+	ln, err := net.Listen("tcp", d.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pick another with --addr or addr in card.toml)", d.cfg.Addr, err)
+	}
+	d.ln = ln
+	port := ln.Addr().(*net.TCPAddr).Port
+	d.url = fmt.Sprintf("ws://%s/rpc", hostForURL(ln.Addr().(*net.TCPAddr)))
+
+	d.rpcSrv = rpc.NewServer(rpc.ServerConfig{
+		Registry: d.registry,
+		Gate: &rpc.Gate{
+			Token:          d.tokens.current,
+			AllowedOrigins: d.cfg.AllowedOrigins,
+			AllowedHosts:   d.cfg.AllowedHosts,
+			Port:           port,
+		},
+		ReadLimit:   d.cfg.MaxMessageBytes,
+		MaxConns:    d.cfg.MaxConnections,
+		MaxInFlight: d.cfg.MaxInFlight,
+		Logger:      d.log.Named("rpc"),
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/rpc", d.rpcSrv)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not found: card serves WebSocket JSON-RPC at /rpc", http.StatusNotFound)
+	})
+	d.httpSrv = &http.Server{
+		Handler: mux,
+		// Slow-loris upgrades must not hold a connection slot forever.
+		ReadHeaderTimeout: 5 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+	}
+	d.serveErr = make(chan error, 1)
+	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
+
+	disc := Discovery{URL: d.url, PID: d.pid, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
+	if err := writeDiscovery(d.home, disc); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(d.home, DiscoveryFileName), err)
+	}
+	if err := sdNotify(d.env["NOTIFY_SOCKET"], "READY=1\nMAINPID="+fmt.Sprint(d.pid)); err != nil {
+		d.log.Warn("could not notify systemd", zap.Error(err))
+	}
+	d.log.Info("card is listening", zap.String("url", d.url), zap.String("home", d.home),
+		zap.String("version", Version), zap.Int("pid", d.pid))
+	return nil
+}
+
+// URL is the WebSocket endpoint, once started.
+func (d *Daemon) URL() string { return d.url }
+
+// Home is the daemon's state directory.
+func (d *Daemon) Home() string { return d.home }
+
+// Run starts the daemon and serves until ctx is done (SIGTERM or SIGINT in
+// `card serve`), then shuts down gracefully.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.Start(); err != nil {
+		d.Shutdown(context.Background())
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		d.log.Info("shutting down", zap.Duration("grace", d.cfg.ShutdownGrace()))
+	case err := <-d.serveErr:
+		d.log.Error("listener failed", zap.Error(err))
+		d.Shutdown(context.Background())
+		return err
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownGrace())
+	defer cancel()
+	return d.Shutdown(gctx)
+}
+
+// Shutdown stops accepting, closes every connection with 1001, ends or
+// records in-flight work within ctx, removes daemon.json and releases the
+// home. It is safe to call more than once.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.shutdownOnce.Do(func() {
+		_ = sdNotify(d.env["NOTIFY_SOCKET"], "STOPPING=1")
+		if d.httpSrv != nil {
+			// Stop accepting first; hijacked WebSocket connections are the
+			// rpc server's to close.
+			_ = d.ln.Close()
+		}
+		if d.rpcSrv != nil {
+			if err := d.rpcSrv.Shutdown(ctx); err != nil {
+				d.log.Warn("connections did not close within the grace period; closed them hard", zap.Error(err))
+			}
+		}
+		if d.httpSrv != nil {
+			_ = d.httpSrv.Shutdown(ctx)
+		}
+		d.closeAll(ctx)
+		d.cancel()
+		d.bg.Wait()
+		removeDiscovery(d.home, d.pid)
+		d.lock.release()
+		d.log.Info("card stopped")
+		_ = d.log.Sync()
+	})
+	return d.shutdownErr
+}
+
+// setup builds the pieces and registers the methods.
+func (d *Daemon) setup() error {
+	d.registerInfo()
+	return nil
+}
+
+func hostForURL(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return fmt.Sprintf("127.0.0.1:%d", a.Port)
+	}
+	if a.IP.To4() == nil {
+		return fmt.Sprintf("[%s]:%d", a.IP, a.Port)
+	}
+	return fmt.Sprintf("%s:%d", a.IP, a.Port)
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// tokenFile serves the current token to the gate, re-reading the file only
+// when it changed, so a rotation takes effect for the next connection.
+type tokenFile struct {
+	home string
+	mu   sync.Mutex
+	mod  time.Time
+	size int64
+	ino  uint64
+	tok  []byte
+}
+
+func (t *tokenFile) current() ([]byte, error) {
+	path := filepath.Join(t.home, TokenFileName)
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	ino := inode(st)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok != nil && st.ModTime().Equal(t.mod) && st.Size() == t.size && ino == t.ino {
+		return t.tok, nil
+	}
+	tok, err := ReadToken(t.home)
+	if err != nil {
+		return nil, err
+	}
+	t.tok, t.mod, t.size, t.ino = []byte(tok), st.ModTime(), st.Size(), ino
+	return t.tok, nil
+}
+

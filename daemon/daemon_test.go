@@ -1,0 +1,369 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/rpc"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// modernc sqlite and zap keep package-level workers; none of ours.
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+	)
+}
+
+// testDaemon is a real daemon on a random loopback port in a temp home.
+type testDaemon struct {
+	*daemon.Daemon
+	home  string
+	token string
+}
+
+func startDaemon(t *testing.T, environ ...string) *testDaemon {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	d, err := daemon.New(daemon.Options{
+		Home:    home,
+		Addr:    "127.0.0.1:0",
+		Logger:  zaptest.NewLogger(t),
+		Environ: append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, environ...),
+	})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	tok, err := daemon.ReadToken(home)
+	require.NoError(t, err)
+	return &testDaemon{Daemon: d, home: home, token: tok}
+}
+
+func (td *testDaemon) client(t *testing.T, opts rpc.ClientOptions) *rpc.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := rpc.Dial(ctx, td.URL(), td.token, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawConn is a bare WebSocket to send frames the Go client never would.
+func (td *testDaemon) rawConn(t *testing.T) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h := http.Header{"Authorization": {"Bearer " + td.token}}
+	c, _, err := websocket.Dial(ctx, td.URL(), &websocket.DialOptions{HTTPHeader: h})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func TestDaemonInfoReportsWhoItIs(t *testing.T) {
+	td := startDaemon(t)
+	c := td.client(t, rpc.ClientOptions{})
+	var info daemon.Info
+	require.NoError(t, c.Call(context.Background(), "daemon.info", nil, &info))
+	assert.Equal(t, daemon.Version, info.Version)
+	assert.Equal(t, daemon.ProtocolVersion, info.ProtocolVersion)
+	assert.Equal(t, os.Getpid(), info.PID)
+	assert.Equal(t, td.home, info.Home)
+	assert.Equal(t, td.URL(), info.URL)
+	assert.True(t, strings.HasPrefix(info.Addr, "127.0.0.1:"))
+	_, err := time.Parse(time.RFC3339, info.StartedAt)
+	assert.NoError(t, err)
+
+	disc, err := daemon.ReadDiscovery(td.home)
+	require.NoError(t, err)
+	assert.Equal(t, td.URL(), disc.URL)
+	assert.Equal(t, os.Getpid(), disc.PID)
+	assert.Equal(t, info.StartedAt, disc.StartedAt)
+}
+
+func TestHomeAndTokenFilesArePrivate(t *testing.T) {
+	td := startDaemon(t)
+	st, err := os.Stat(td.home)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+	st, err = os.Stat(filepath.Join(td.home, daemon.TokenFileName))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	assert.GreaterOrEqual(t, len(td.token), 64, "256 bits, hex-encoded")
+}
+
+func TestUpgradeRefusals(t *testing.T) {
+	td := startDaemon(t)
+	port := strings.TrimPrefix(strings.TrimSuffix(td.URL(), "/rpc"), "ws://127.0.0.1:")
+	cases := []struct {
+		name   string
+		url    string
+		header http.Header
+		host   string
+		protos []string
+		status int
+	}{
+		{name: "no token", status: 401},
+		{name: "wrong token", header: http.Header{"Authorization": {"Bearer " + strings.Repeat("0", 64)}}, status: 401},
+		{name: "token only in the query", url: td.URL() + "?token=" + td.token, status: 401},
+		{name: "correct token in the query as well as the header", url: td.URL() + "?access_token=" + td.token,
+			header: http.Header{"Authorization": {"Bearer " + td.token}}, status: 401},
+		{name: "wrong token in the subprotocol", protos: []string{"card.bearer.nope"}, status: 401},
+		{name: "bad Host", host: "evil.example:" + port, header: http.Header{"Authorization": {"Bearer " + td.token}}, status: 403},
+		{name: "loopback Host with another port", host: "127.0.0.1:1", header: http.Header{"Authorization": {"Bearer " + td.token}}, status: 403},
+		{name: "bad Origin", header: http.Header{"Authorization": {"Bearer " + td.token}, "Origin": {"https://evil.example"}}, status: 403},
+		{name: "Origin null", header: http.Header{"Authorization": {"Bearer " + td.token}, "Origin": {"null"}}, status: 403},
+		{name: "localhost Origin is still a browser page", header: http.Header{"Authorization": {"Bearer " + td.token}, "Origin": {"http://localhost:" + port}}, status: 403},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			u := tc.url
+			if u == "" {
+				u = td.URL()
+			}
+			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: tc.header, Host: tc.host, Subprotocols: tc.protos})
+			require.Error(t, err)
+			require.NotNil(t, resp, "a refusal is a plain HTTP answer, not a dropped connection")
+			assert.Equal(t, tc.status, resp.StatusCode)
+		})
+	}
+}
+
+func TestTheSubprotocolFormOfTheTokenIsAccepted(t *testing.T) {
+	td := startDaemon(t)
+	c := td.client(t, rpc.ClientOptions{TokenInSubprotocol: true})
+	var info daemon.Info
+	require.NoError(t, c.Call(context.Background(), "daemon.info", nil, &info))
+	assert.Equal(t, td.home, info.Home)
+}
+
+func TestEveryLoopbackHostFormIsAccepted(t *testing.T) {
+	td := startDaemon(t)
+	port := strings.TrimPrefix(strings.TrimSuffix(td.URL(), "/rpc"), "ws://127.0.0.1:")
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port} {
+		t.Run(host, func(t *testing.T) {
+			c := td.client(t, rpc.ClientOptions{Host: host})
+			require.NoError(t, c.Call(context.Background(), "daemon.info", nil, nil))
+		})
+	}
+}
+
+func TestRotatedTokenTakesEffectForNewConnections(t *testing.T) {
+	td := startDaemon(t)
+	old := td.client(t, rpc.ClientOptions{})
+	newTok, err := daemon.RotateToken(td.home)
+	require.NoError(t, err)
+	require.NotEqual(t, td.token, newTok)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = rpc.Dial(ctx, td.URL(), td.token, rpc.ClientOptions{})
+	var de *rpc.DialError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, 401, de.Status)
+
+	c, err := rpc.Dial(ctx, td.URL(), newTok, rpc.ClientOptions{})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Call(ctx, "daemon.info", nil, nil))
+	require.NoError(t, old.Call(ctx, "daemon.info", nil, nil), "open connections stay open")
+}
+
+func TestOversizeFrameClosesTheConnectionWith1009(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "card.toml"), []byte("max_message_bytes = 4096\n"), 0o600))
+	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zaptest.NewLogger(t), Environ: []string{}})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	tok, _ := daemon.ReadToken(home)
+	td := &testDaemon{Daemon: d, home: home, token: tok}
+
+	c := td.rawConn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	big := `{"jsonrpc":"2.0","method":"daemon.info","id":1,"params":{"pad":"` + strings.Repeat("x", 8192) + `"}}`
+	_ = c.Write(ctx, websocket.MessageText, []byte(big))
+	_, _, err = c.Read(ctx)
+	require.Error(t, err)
+	assert.Equal(t, websocket.StatusMessageTooBig, websocket.CloseStatus(err))
+
+	// The daemon itself goes on serving.
+	c2 := td.client(t, rpc.ClientOptions{})
+	require.NoError(t, c2.Call(ctx, "daemon.info", nil, nil))
+}
+
+// The examples of section 7 of the JSON-RPC 2.0 specification, against the
+// real daemon. Each gets the answer the specification gives, and the
+// connection stays open afterwards.
+func TestJSONRPCSpecificationExamples(t *testing.T) {
+	td := startDaemon(t)
+	cases := []struct {
+		name  string
+		frame string
+		// want is the expected answer as JSON; "" means no answer at all.
+		want string
+	}{
+		{"invalid JSON", `{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}`},
+		{"invalid request object", `{"jsonrpc": "2.0", "method": 1, "params": "bar"}`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600}}`},
+		{"invalid JSON batch", `[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},{"jsonrpc": "2.0", "method"]`,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}`},
+		{"empty batch", `[]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600}}`},
+		{"invalid batch of one", `[1]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600}}]`},
+		{"invalid batch of three", `[1,2,3]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600}},{"jsonrpc":"2.0","id":null,"error":{"code":-32600}},{"jsonrpc":"2.0","id":null,"error":{"code":-32600}}]`},
+		{"mixed batch answers its requests only",
+			`[{"jsonrpc":"2.0","method":"daemon.info","id":"1"},
+			  {"jsonrpc":"2.0","method":"daemon.info"},
+			  {"jsonrpc":"2.0","method":"no.such.method","id":"2"},
+			  {"foo":"boo"},
+			  {"jsonrpc":"2.0","method":"daemon.info","params":{"verbose":true},"id":"5"},
+			  {"jsonrpc":"2.0","method":"daemon.info","id":"9"}]`,
+			`[{"jsonrpc":"2.0","id":"1","result":{}},
+			  {"jsonrpc":"2.0","id":"2","error":{"code":-32601}},
+			  {"jsonrpc":"2.0","id":null,"error":{"code":-32600}},
+			  {"jsonrpc":"2.0","id":"5","error":{"code":-32602}},
+			  {"jsonrpc":"2.0","id":"9","result":{}}]`},
+		{"batch of notifications only", `[{"jsonrpc":"2.0","method":"daemon.info","params":{}},{"jsonrpc":"2.0","method":"daemon.info"}]`, ""},
+		{"notification", `{"jsonrpc":"2.0","method":"daemon.info"}`, ""},
+		{"unknown method", `{"jsonrpc":"2.0","method":"foobar","id":"1"}`, `{"jsonrpc":"2.0","id":"1","error":{"code":-32601}}`},
+		{"bad params name the field", `{"jsonrpc":"2.0","method":"daemon.info","params":{"verbose":true},"id":7}`,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"data":{"field":"verbose"}}}`},
+		{"params that are not structured", `{"jsonrpc":"2.0","method":"daemon.info","params":"bar","id":8}`,
+			`{"jsonrpc":"2.0","id":8,"error":{"code":-32600}}`},
+		{"wrong jsonrpc version", `{"jsonrpc":"1.0","method":"daemon.info","id":10}`,
+			`{"jsonrpc":"2.0","id":10,"error":{"code":-32600}}`},
+		{"a negative id comes back as sent", `{"jsonrpc":"2.0","method":"no.such","id":-3}`,
+			`{"jsonrpc":"2.0","id":-3,"error":{"code":-32601}}`},
+		{"a fractional id comes back as sent", `{"jsonrpc":"2.0","method":"no.such","id":1.5}`,
+			`{"jsonrpc":"2.0","id":1.5,"error":{"code":-32601}}`},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"method\":\"\xff\xfe\",\"id\":1}",
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}`},
+	}
+	c := td.rawConn(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(tc.frame)))
+			// A sentinel request after every frame proves the connection
+			// is still open, and that nothing else was answered.
+			require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","method":"daemon.info","id":"sentinel"}`)))
+			// Answers may come in any order (requests run concurrently).
+			frames := 1
+			if tc.want != "" {
+				frames = 2
+			}
+			sawSentinel := false
+			for i := 0; i < frames; i++ {
+				_, got, err := c.Read(ctx)
+				require.NoError(t, err, "the connection must stay open")
+				var sentinel struct {
+					ID any `json:"id"`
+				}
+				_ = json.Unmarshal(got, &sentinel)
+				if sentinel.ID == "sentinel" && !sawSentinel {
+					sawSentinel = true
+					continue
+				}
+				require.NotEmpty(t, tc.want, "an unexpected extra answer: %s", got)
+				assertAnswerMatches(t, tc.want, string(got))
+			}
+			assert.True(t, sawSentinel)
+		})
+	}
+}
+
+func TestBinaryFramesAreAnsweredNotDropped(t *testing.T) {
+	td := startDaemon(t)
+	c := td.rawConn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, c.Write(ctx, websocket.MessageBinary, []byte(`{"jsonrpc":"2.0","method":"daemon.info","id":1}`)))
+	_, got, err := c.Read(ctx)
+	require.NoError(t, err)
+	assertAnswerMatches(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600}}`, string(got))
+}
+
+// assertAnswerMatches compares an answer with an expected shape: ids, codes
+// and data fields must match; a result of {} matches any object; batch
+// answers may come in any order.
+func assertAnswerMatches(t *testing.T, want, got string) {
+	t.Helper()
+	var w, g any
+	require.NoError(t, json.Unmarshal([]byte(want), &w))
+	require.NoError(t, json.Unmarshal([]byte(got), &g), got)
+	wl, wIsList := w.([]any)
+	gl, gIsList := g.([]any)
+	require.Equal(t, wIsList, gIsList, "batch vs single: %s", got)
+	if !wIsList {
+		wl, gl = []any{w}, []any{g}
+	}
+	require.Len(t, gl, len(wl), got)
+	used := make([]bool, len(gl))
+	for _, we := range wl {
+		found := false
+		for i, ge := range gl {
+			if !used[i] && answerFits(we.(map[string]any), ge.(map[string]any)) {
+				used[i], found = true, true
+				break
+			}
+		}
+		assert.True(t, found, "no answer like %v in %s", we, got)
+	}
+}
+
+func answerFits(want, got map[string]any) bool {
+	if got["jsonrpc"] != "2.0" {
+		return false
+	}
+	if !assert.ObjectsAreEqual(want["id"], got["id"]) {
+		return false
+	}
+	if _, ok := want["result"]; ok {
+		_, isObj := got["result"].(map[string]any)
+		return isObj && got["error"] == nil
+	}
+	we, _ := want["error"].(map[string]any)
+	ge, _ := got["error"].(map[string]any)
+	if we == nil || ge == nil || we["code"] != ge["code"] {
+		return false
+	}
+	if msg, _ := ge["message"].(string); msg == "" {
+		return false
+	}
+	if wd, ok := we["data"].(map[string]any); ok {
+		gd, _ := ge["data"].(map[string]any)
+		for k, v := range wd {
+			if gd == nil || gd[k] != v {
+				return false
+			}
+		}
+	}
+	return true
+}

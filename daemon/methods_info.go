@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/card-dev/card/rpc"
+)
+
+// InfoParams is daemon.info's (empty) params.
+type InfoParams struct{}
+
+// Info is what daemon.info answers: enough for a client to check it reached
+// the daemon it meant to and speaks its protocol.
+type Info struct {
+	Version         string   `json:"version"`
+	ProtocolVersion string   `json:"protocol_version"`
+	PID             int      `json:"pid"`
+	StartedAt       string   `json:"started_at"`
+	Home            string   `json:"home"`
+	Addr            string   `json:"addr"`
+	URL             string   `json:"url"`
+	Ancestry        []string `json:"ancestry"`
+	MaxChain        int      `json:"max_chain"`
+}
+
+func (d *Daemon) registerInfo() {
+	rpc.Register(d.registry, "daemon.info", rpc.Doc{
+		Summary:     "Who this daemon is: version, protocol version, pid, start time, home, address, and the guard's base ancestry.",
+		Description: "Takes no params. `ancestry` is the CAR_INVOKED_BY chain the daemon read once at startup (empty when it was started by a supervisor), `max_chain` the chain limit.",
+	}, func(ctx context.Context, _ InfoParams) (Info, error) {
+		return d.info(), nil
+	})
+}
+
+func (d *Daemon) info() Info {
+	addr := ""
+	if d.ln != nil {
+		addr = d.ln.Addr().String()
+	}
+	return Info{
+		Version:         Version,
+		ProtocolVersion: ProtocolVersion,
+		PID:             os.Getpid(),
+		StartedAt:       d.startedAt.Format(time.RFC3339),
+		Home:            d.home,
+		Addr:            addr,
+		URL:             d.url,
+		Ancestry:        []string{},
+		MaxChain:        3,
+	}
+}

@@ -1,0 +1,162 @@
+package rpc
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// SubprotocolVersion is the WebSocket subprotocol a client may offer beside a
+// card.bearer.<token> one, so the server need not echo the token back.
+const SubprotocolVersion = "card.v1"
+
+// BearerSubprotocolPrefix carries the token for clients that cannot set
+// headers on a WebSocket upgrade (a browser's WebSocket constructor).
+const BearerSubprotocolPrefix = "card.bearer."
+
+// Gate is every security check of the listener, in one place, applied before
+// the upgrade. A browser page can open a WebSocket to any localhost port and
+// DNS rebinding defeats a same-origin check, so a daemon that spawns coding
+// agents must prove the caller read the token file, and must refuse requests
+// addressed to a name that is not loopback or sent from a web origin the
+// operator did not allow.
+type Gate struct {
+	// Token returns the current token. It is asked on every upgrade, so a
+	// `card token rotate` takes effect without a restart.
+	Token func() ([]byte, error)
+	// AllowedOrigins are exact origins ("https://app.example") whose pages
+	// may connect. Empty by default: every browser origin is refused.
+	AllowedOrigins []string
+	// AllowedHosts are host names accepted in the Host header besides the
+	// loopback literals; only for an operator who listens elsewhere.
+	AllowedHosts []string
+	// Port, when set, must match a port named in the Host header.
+	Port int
+}
+
+// Refusal is a reason the gate turned an upgrade away.
+type Refusal struct {
+	Status int
+	Reason string
+}
+
+// Check decides an upgrade request. It returns the subprotocol to select
+// (empty when none) or a refusal. The token is never part of a refusal text.
+func (g *Gate) Check(r *http.Request) (subprotocol string, refusal *Refusal) {
+	if !g.hostAllowed(r.Host) {
+		return "", &Refusal{http.StatusForbidden, "forbidden: the Host header must be localhost, 127.0.0.1 or [::1] with the daemon's port (DNS-rebinding protection)"}
+	}
+	if origin, present := r.Header["Origin"]; present {
+		if !g.originAllowed(strings.Join(origin, ",")) {
+			return "", &Refusal{http.StatusForbidden, "forbidden: this Origin is not on the daemon's allowlist (allowed_origins in card.toml); native clients send no Origin"}
+		}
+	}
+	if r.URL.RawQuery != "" {
+		if queryLooksLikeCredential(r.URL.Query()) {
+			return "", &Refusal{http.StatusUnauthorized, "unauthorized: a token in the URL is refused (URLs end up in logs and history); send it as Authorization: Bearer <token> or the card.bearer.<token> subprotocol"}
+		}
+		return "", &Refusal{http.StatusBadRequest, "bad request: /rpc takes no query parameters"}
+	}
+	given, viaSubprotocol, offeredVersion := bearer(r)
+	if given == "" {
+		return "", &Refusal{http.StatusUnauthorized, "unauthorized: missing token; send Authorization: Bearer <token> with the contents of <home>/token"}
+	}
+	want, err := g.Token()
+	if err != nil || len(want) == 0 {
+		return "", &Refusal{http.StatusServiceUnavailable, "service unavailable: the daemon cannot read its token file"}
+	}
+	if subtle.ConstantTimeCompare([]byte(given), want) != 1 {
+		return "", &Refusal{http.StatusUnauthorized, "unauthorized: wrong token; read it again from <home>/token (it changes on `card token rotate`)"}
+	}
+	switch {
+	case offeredVersion:
+		return SubprotocolVersion, nil
+	case viaSubprotocol:
+		// The client offered only the bearer subprotocol; a browser fails
+		// the handshake unless one offered protocol is selected.
+		return BearerSubprotocolPrefix + given, nil
+	}
+	return "", nil
+}
+
+func queryLooksLikeCredential(q url.Values) bool {
+	for k := range q {
+		switch strings.ToLower(k) {
+		case "token", "access_token", "bearer", "auth", "authorization", "key", "api_key":
+			return true
+		}
+	}
+	return false
+}
+
+// bearer finds the token in the Authorization header or the subprotocols.
+func bearer(r *http.Request) (token string, viaSubprotocol, offeredVersion bool) {
+	for _, p := range websocketProtocols(r) {
+		if p == SubprotocolVersion {
+			offeredVersion = true
+		}
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok), false, offeredVersion
+		}
+		return "", false, offeredVersion
+	}
+	for _, p := range websocketProtocols(r) {
+		if tok, ok := strings.CutPrefix(p, BearerSubprotocolPrefix); ok {
+			return tok, true, offeredVersion
+		}
+	}
+	return "", false, offeredVersion
+}
+
+func websocketProtocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (g *Gate) hostAllowed(hostport string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if port != "" && g.Port != 0 && port != strconv.Itoa(g.Port) {
+		return false
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	for _, h := range g.AllowedHosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// originAllowed compares exactly. "null" (sandboxed frames, file: pages) is
+// never allowed: it names no one.
+func (g *Gate) originAllowed(origin string) bool {
+	if origin == "" || origin == "null" {
+		return false
+	}
+	for _, o := range g.AllowedOrigins {
+		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}

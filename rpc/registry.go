@@ -1,0 +1,290 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Doc describes a method or notification. A method cannot be registered
+// without a summary: rpc.discover and docs/protocol.md are built from these,
+// and an undocumented method is one no client author can use correctly.
+type Doc struct {
+	Summary     string
+	Description string
+	// Errors lists the application codes (from Codes) the method may answer
+	// with, beyond the standard JSON-RPC ones every method can return.
+	Errors []int64
+}
+
+// Validator is implemented by params types that check themselves after
+// decoding. Returning a *FieldError names the field in the -32602 answer.
+type Validator interface {
+	Validate() error
+}
+
+// MethodInfo is what the registry knows about one method, for discovery.
+type MethodInfo struct {
+	Name    string
+	Doc     Doc
+	Params  reflect.Type
+	Result  reflect.Type
+	AliasOf string
+}
+
+// NotificationInfo documents a server-to-client notification.
+type NotificationInfo struct {
+	Name   string
+	Doc    Doc
+	Params reflect.Type
+}
+
+type method struct {
+	info MethodInfo
+	call func(ctx context.Context, params json.RawMessage) (any, error)
+}
+
+// Registry maps method names to typed handlers. Params are decoded and
+// validated here, once, so no handler parses JSON or invents its own error
+// shape for bad input.
+type Registry struct {
+	mu            sync.RWMutex
+	methods       map[string]*method
+	notifications []NotificationInfo
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{methods: map[string]*method{}}
+}
+
+// Register adds a method with typed params P and result R. It panics on a
+// missing summary or a duplicate name: both are programming errors that must
+// fail at startup, not at the first call.
+func Register[P, R any](r *Registry, name string, doc Doc, fn func(ctx context.Context, params P) (R, error)) {
+	if strings.TrimSpace(doc.Summary) == "" {
+		panic(fmt.Sprintf("rpc: method %q registered without a summary", name))
+	}
+	pt := reflect.TypeFor[P]()
+	m := &method{
+		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: reflect.TypeFor[R]()},
+		call: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			var p P
+			if err := decodeParams(raw, pt, &p); err != nil {
+				return nil, err
+			}
+			if v, ok := any(&p).(Validator); ok {
+				if err := v.Validate(); err != nil {
+					return nil, err
+				}
+			}
+			return fn(ctx, p)
+		},
+	}
+	r.add(name, m)
+}
+
+// Alias registers another name for an existing method, with the same shapes.
+// The CAR-compatible names are aliases, so they cannot drift from the
+// methods they stand for.
+func (r *Registry) Alias(alias, target string) {
+	r.mu.RLock()
+	m, ok := r.methods[target]
+	r.mu.RUnlock()
+	if !ok {
+		panic(fmt.Sprintf("rpc: alias %q for unknown method %q", alias, target))
+	}
+	a := &method{info: m.info, call: m.call}
+	a.info.Name = alias
+	a.info.AliasOf = target
+	r.add(alias, a)
+}
+
+func (r *Registry) add(name string, m *method) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.methods[name]; dup {
+		panic(fmt.Sprintf("rpc: method %q registered twice", name))
+	}
+	r.methods[name] = m
+}
+
+// Notify documents a server-to-client notification whose params are P.
+func Notification[P any](r *Registry, name string, doc Doc) {
+	if strings.TrimSpace(doc.Summary) == "" {
+		panic(fmt.Sprintf("rpc: notification %q registered without a summary", name))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notifications = append(r.notifications, NotificationInfo{Name: name, Doc: doc, Params: reflect.TypeFor[P]()})
+}
+
+// Methods lists every registered method, sorted by name.
+func (r *Registry) Methods() []MethodInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]MethodInfo, 0, len(r.methods))
+	for _, m := range r.methods {
+		out = append(out, m.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Notifications lists the documented server-to-client notifications.
+func (r *Registry) Notifications() []NotificationInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]NotificationInfo(nil), r.notifications...)
+}
+
+// Dispatch runs a method. It never panics: a handler panic becomes -32603 and
+// is reported to onPanic, so one bad request cannot take the daemon down.
+func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMessage) (result any, err *Error) {
+	r.mu.RLock()
+	m, ok := r.methods[name]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q (rpc.discover lists the methods)", name), Data: map[string]any{"method": name}}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			result = nil
+			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
+			if h := panicHook(ctx); h != nil {
+				h(name, p, debug.Stack())
+			}
+		}
+	}()
+	res, herr := m.call(ctx, params)
+	if herr != nil {
+		return nil, ToError(herr)
+	}
+	return res, nil
+}
+
+// ToError maps a handler's error onto the wire error.
+func ToError(err error) *Error {
+	var re *Error
+	if errors.As(err, &re) {
+		return re
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		data := map[string]any{}
+		if fe.Field != "" {
+			data["field"] = fe.Field
+		}
+		return &Error{Code: CodeInvalidParams, Message: "invalid params: " + fe.Error(), Data: data}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Code: CodeInternalError, Message: "the request was cancelled: the connection closed or the daemon is shutting down"}
+	}
+	return &Error{Code: CodeInternalError, Message: err.Error()}
+}
+
+var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]*)"`)
+
+// decodeParams decodes params strictly: an unknown field is an error that
+// names it, so a misspelt option is never silently ignored.
+func decodeParams(raw json.RawMessage, t reflect.Type, dst any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	k := t.Kind()
+	if k == reflect.Pointer {
+		k = t.Elem().Kind()
+	}
+	if k == reflect.Struct && raw[0] != '{' {
+		return &FieldError{Message: "params must be an object of named parameters"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				return &FieldError{Message: fmt.Sprintf("params must be %s, not %s", jsonKind(te.Type), te.Value)}
+			}
+			return &FieldError{Field: field, Message: fmt.Sprintf("must be %s, not %s", jsonKind(te.Type), te.Value)}
+		}
+		if m := unknownFieldRE.FindStringSubmatch(err.Error()); m != nil {
+			return &FieldError{Field: m[1], Message: "unknown field" + knownFields(t)}
+		}
+		return &FieldError{Message: err.Error()}
+	}
+	return nil
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return t.String()
+}
+
+// knownFields lists the JSON names a params struct accepts, for the message
+// that refuses an unknown one.
+func knownFields(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return "; this method takes no params"
+	}
+	return "; known fields: " + strings.Join(names, ", ")
+}
+
+type panicHookKey struct{}
+
+// WithPanicHook lets the server log a handler panic with its stack.
+func withPanicHook(ctx context.Context, h func(method string, p any, stack []byte)) context.Context {
+	return context.WithValue(ctx, panicHookKey{}, h)
+}
+
+func panicHook(ctx context.Context) func(string, any, []byte) {
+	h, _ := ctx.Value(panicHookKey{}).(func(string, any, []byte))
+	return h
+}

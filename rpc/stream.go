@@ -1,0 +1,388 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+)
+
+// internalIDPrefix marks request ids the stream rewrote. It starts with NUL so
+// no sensible client id collides with it, and a client id that does start
+// with it is rewritten too, so a collision cannot misroute an answer.
+const internalIDPrefix = "\x00card:"
+
+// internalIDMarker is the prefix as json.Marshal writes it inside a string.
+var internalIDMarker = []byte(`"\u0000card:`)
+
+// frameStream is the jsonrpc2.ObjectStream over one WebSocket connection: one
+// JSON-RPC message or batch per text frame.
+//
+// sourcegraph/jsonrpc2 closes the connection on any frame it cannot decode
+// and knows nothing of batches, so on the server side the stream stands in
+// front of it: it answers malformed input itself, exactly as section 7 of the
+// JSON-RPC 2.0 specification says, and keeps the connection open; it splits a
+// batch into single requests and gathers their answers back into one array;
+// and it rewrites the ids jsonrpc2 cannot carry (null, negative, fractional or
+// huge numbers) and restores them on the way out. Well-formed single requests
+// with ordinary ids pass through untouched, which keeps the common path cheap.
+type frameStream struct {
+	conn         *websocket.Conn
+	ctx          context.Context
+	server       bool
+	writeTimeout time.Duration
+	maxBatch     int
+	log          *zap.Logger
+
+	// queue holds batch members not yet handed to jsonrpc2. Only the read
+	// goroutine touches it.
+	queue [][]byte
+
+	mu        sync.Mutex
+	nextID    uint64
+	rewritten map[string]*pendingAnswer
+	// rewrites counts entries in rewritten, so WriteObject can skip the
+	// id check without taking the lock when nothing was rewritten.
+	rewrites atomic.Int64
+}
+
+// pendingAnswer remembers a rewritten request: its original id and, for a
+// batch member, the batch its answer belongs to.
+type pendingAnswer struct {
+	origID json.RawMessage
+	batch  *batch
+}
+
+type batch struct {
+	answers []json.RawMessage
+	pending int
+}
+
+func newFrameStream(ctx context.Context, conn *websocket.Conn, server bool, writeTimeout time.Duration, maxBatch int, log *zap.Logger) *frameStream {
+	return &frameStream{
+		conn:         conn,
+		ctx:          ctx,
+		server:       server,
+		writeTimeout: writeTimeout,
+		maxBatch:     maxBatch,
+		log:          log,
+		rewritten:    map[string]*pendingAnswer{},
+	}
+}
+
+// ReadObject hands jsonrpc2 the next well-formed message. Every read error
+// becomes io.EOF, so jsonrpc2 does not log an ordinary disconnect as a
+// "protocol error"; the stream logs the real cause at the right level.
+func (s *frameStream) ReadObject(v any) error {
+	for {
+		if len(s.queue) > 0 {
+			msg := s.queue[0]
+			s.queue = s.queue[1:]
+			return json.Unmarshal(msg, v)
+		}
+		typ, data, err := s.conn.Read(s.ctx)
+		if err != nil {
+			s.logReadEnd(err)
+			return io.EOF
+		}
+		if !s.server {
+			if typ != websocket.MessageText {
+				continue
+			}
+			if err := json.Unmarshal(data, v); err != nil {
+				s.log.Warn("ignoring a frame from the daemon that is not JSON-RPC", zap.Error(err))
+				continue
+			}
+			return nil
+		}
+		if typ != websocket.MessageText {
+			s.writeError(nil, CodeInvalidRequest, "invalid request: binary frames are not accepted; send each JSON-RPC message as one UTF-8 text frame")
+			continue
+		}
+		if msg := s.admit(data); msg != nil {
+			return json.Unmarshal(msg, v)
+		}
+	}
+}
+
+func (s *frameStream) logReadEnd(err error) {
+	switch {
+	case errors.Is(err, websocket.ErrMessageTooBig):
+		s.log.Info("closed connection: a frame exceeded the read limit (close code 1009)", zap.Error(err))
+	case websocket.CloseStatus(err) == websocket.StatusNormalClosure,
+		websocket.CloseStatus(err) == websocket.StatusGoingAway,
+		errors.Is(err, io.EOF), errors.Is(err, context.Canceled):
+		s.log.Debug("connection closed", zap.Error(err))
+	default:
+		s.log.Debug("connection ended", zap.Error(err))
+	}
+}
+
+// admit checks one frame and returns the message to pass to jsonrpc2, or nil
+// when the stream answered (or, for notifications, dropped) it itself.
+func (s *frameStream) admit(data []byte) []byte {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	if !utf8.Valid(data) {
+		s.writeError(nil, CodeParseError, "parse error: the frame is not valid UTF-8")
+		return nil
+	}
+	if !json.Valid(data) {
+		s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
+		return nil
+	}
+	if data[0] != '[' {
+		msg, errAnswer := s.prepare(data, nil)
+		if errAnswer != nil {
+			s.write(errAnswer)
+		}
+		return msg
+	}
+
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		s.writeError(nil, CodeParseError, "parse error: "+err.Error())
+		return nil
+	}
+	if len(items) == 0 {
+		s.writeError(nil, CodeInvalidRequest, "invalid request: an empty batch")
+		return nil
+	}
+	if len(items) > s.maxBatch {
+		s.writeError(nil, CodeInvalidRequest, fmt.Sprintf("invalid request: a batch of %d messages exceeds the limit of %d", len(items), s.maxBatch))
+		return nil
+	}
+	b := &batch{}
+	var forward [][]byte
+	s.mu.Lock()
+	for _, item := range items {
+		msg, errAnswer := s.prepareLocked(item, b)
+		if errAnswer != nil {
+			b.answers = append(b.answers, errAnswer)
+		}
+		if msg != nil {
+			forward = append(forward, msg)
+		}
+	}
+	complete := b.pending == 0
+	s.mu.Unlock()
+	if complete && len(b.answers) > 0 {
+		// Nothing to wait for: every member was invalid or a notification.
+		s.write(joinBatch(b.answers))
+	}
+	if len(forward) == 0 {
+		return nil
+	}
+	s.queue = append(s.queue, forward[1:]...)
+	return forward[0]
+}
+
+func (s *frameStream) prepare(raw []byte, b *batch) (msg, errAnswer []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prepareLocked(raw, b)
+}
+
+// prepareLocked validates one request object. It returns the message to
+// forward (possibly with a rewritten id), or the error answer to send, or
+// neither for an invalid notification... which cannot exist: a message whose
+// shape is wrong is answered with id null, as the specification says.
+func (s *frameStream) prepareLocked(raw []byte, b *batch) (msg, errAnswer []byte) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: a JSON-RPC message must be an object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: "+err.Error())
+	}
+	id, hasID := fields["id"]
+	idKind := classifyID(id, hasID)
+	answerID := id
+	if idKind == idInvalid {
+		answerID = nil
+	}
+	if v := fields["jsonrpc"]; string(v) != `"2.0"` {
+		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "jsonrpc" must be exactly "2.0"`)
+	}
+	method, ok := fields["method"]
+	if !ok || len(method) == 0 || method[0] != '"' {
+		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "method" must be a string`)
+	}
+	if p, ok := fields["params"]; ok && len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
+		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "params" must be an object or an array`)
+	}
+	if idKind == idInvalid {
+		return nil, errorAnswer(nil, CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
+	}
+	if idKind == idNone {
+		return raw, nil
+	}
+	if idKind == idPlain && b == nil {
+		return raw, nil
+	}
+	// Rewrite the id: jsonrpc2 cannot carry it, or the answer must be
+	// gathered into a batch.
+	s.nextID++
+	internal := internalIDPrefix + strconv.FormatUint(s.nextID, 10)
+	fields["id"], _ = json.Marshal(internal)
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return nil, errorAnswer(answerID, CodeInvalidRequest, "invalid request: "+err.Error())
+	}
+	s.rewritten[internal] = &pendingAnswer{origID: id, batch: b}
+	s.rewrites.Add(1)
+	if b != nil {
+		b.pending++
+	}
+	return out, nil
+}
+
+type idKind int
+
+const (
+	idNone idKind = iota
+	idPlain
+	idRewrite
+	idInvalid
+)
+
+// classifyID sorts an id into what jsonrpc2 can carry as is (strings and
+// non-negative integers that fit), what the stream must rewrite (null,
+// negative, fractional, exponent or huge numbers, and strings that look like
+// the stream's own), and what is not an id at all.
+func classifyID(id json.RawMessage, present bool) idKind {
+	if !present {
+		return idNone
+	}
+	if len(id) == 0 {
+		return idInvalid
+	}
+	switch c := id[0]; {
+	case c == '"':
+		if bytes.HasPrefix(id, internalIDMarker) {
+			return idRewrite
+		}
+		return idPlain
+	case c == 'n':
+		return idRewrite
+	case c == '-' || (c >= '0' && c <= '9'):
+		if _, err := strconv.ParseInt(string(id), 10, 64); err == nil && c != '-' {
+			return idPlain
+		}
+		return idRewrite
+	default:
+		return idInvalid
+	}
+}
+
+// WriteObject writes one answer or notification as one text frame, restoring
+// a rewritten id and gathering batch answers into their array.
+func (s *frameStream) WriteObject(obj any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if s.rewrites.Load() > 0 && bytes.Contains(b, internalIDMarker) {
+		var done bool
+		b, done = s.restore(b)
+		if !done {
+			return nil
+		}
+	}
+	return s.write(b)
+}
+
+// restore puts the client's id back into an answer. For a batch member it
+// stores the answer and reports done only when the whole batch is answered,
+// returning the joined array.
+func (s *frameStream) restore(b []byte) ([]byte, bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return b, true
+	}
+	var internal string
+	if err := json.Unmarshal(fields["id"], &internal); err != nil || !strings.HasPrefix(internal, internalIDPrefix) {
+		return b, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.rewritten[internal]
+	if !ok {
+		return b, true
+	}
+	delete(s.rewritten, internal)
+	s.rewrites.Add(-1)
+	if p.origID == nil {
+		fields["id"] = json.RawMessage("null")
+	} else {
+		fields["id"] = p.origID
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return b, true
+	}
+	if p.batch == nil {
+		return out, true
+	}
+	p.batch.answers = append(p.batch.answers, out)
+	p.batch.pending--
+	if p.batch.pending > 0 {
+		return nil, false
+	}
+	return joinBatch(p.batch.answers), true
+}
+
+func (s *frameStream) write(b []byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.writeTimeout)
+	defer cancel()
+	return s.conn.Write(ctx, websocket.MessageText, b)
+}
+
+func (s *frameStream) writeError(id json.RawMessage, code int64, message string) {
+	if err := s.write(errorAnswer(id, code, message)); err != nil {
+		s.log.Debug("could not answer a malformed frame", zap.Error(err))
+	}
+}
+
+// Close ends the connection with a normal close; the server closes with 1001
+// first when it is shutting down.
+func (s *frameStream) Close() error {
+	return s.conn.Close(websocket.StatusNormalClosure, "")
+}
+
+type errorEnvelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   wireError       `json:"error"`
+}
+
+func errorAnswer(id json.RawMessage, code int64, message string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: wireError{Code: code, Message: message}})
+	return b
+}
+
+func joinBatch(answers []json.RawMessage) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, a := range answers {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(a)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes()
+}
