@@ -329,4 +329,3 @@ func (t *tokenFile) current() ([]byte, error) {
 	t.tok, t.mod, t.size, t.ino = []byte(tok), st.ModTime(), st.Size(), ino
 	return t.tok, nil
 }
-
