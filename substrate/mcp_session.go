@@ -38,8 +38,9 @@ type sdkCaller struct {
 	defaultTimeout time.Duration
 	client         *mcp.Client
 
-	// mu guards cs and closed only; it is never held while a tool call is in
-	// flight or while a retry waits.
+	// mu guards cs, tr and closed. It is held while dialing (every caller
+	// needs that session anyway, and the dial is bounded by the default
+	// timeout) but never while a tool call is in flight or a retry waits.
 	mu     sync.Mutex
 	cs     *mcp.ClientSession
 	tr     mcp.Transport // the transport cs was dialed over
