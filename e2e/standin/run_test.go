@@ -143,7 +143,12 @@ func capture(t *testing.T, name, home string, res cliResult) {
 		if strings.TrimSpace(text) == "" {
 			return
 		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name+suffix), []byte(scrubHome(text, home)), 0o644))
+		text = scrubHome(text, home)
+		// Stack traces name the install dir; make it the usual global one.
+		if mods, err := filepath.Abs(filepath.Join("..", "agents", "node_modules")); err == nil {
+			text = strings.ReplaceAll(text, mods, "/usr/lib/node_modules")
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+suffix), []byte(text), 0o644))
 	}
 	write(".jsonl", res.Stdout)
 	write(".stderr", res.Stderr)
