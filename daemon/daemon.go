@@ -18,6 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -59,6 +61,8 @@ type Daemon struct {
 	pid       int
 
 	lock     *homeLock
+	guard    guard.Snapshot
+	detector *detect.Detector
 	tokens   *tokenFile
 	registry *rpc.Registry
 	rpcSrv   *rpc.Server
@@ -276,6 +280,11 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 // setup builds the pieces and registers the methods.
 func (d *Daemon) setup() error {
 	d.registerInfo()
+	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSubstrate, d.setupDiscover} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -47,7 +47,7 @@ func (d *Daemon) info() Info {
 		Home:            d.home,
 		Addr:            addr,
 		URL:             d.url,
-		Ancestry:        []string{},
-		MaxChain:        3,
+		Ancestry:        append([]string{}, d.guard.Ancestry...),
+		MaxChain:        d.guard.MaxChain,
 	}
 }

@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/rpc"
+)
+
+// DetectParams are agents.detect's params (and its CAR aliases').
+type DetectParams struct {
+	// IncludeHealth adds each adapter's health (cached for 30 s).
+	IncludeHealth bool `json:"include_health,omitempty"`
+	// Refresh re-detects instead of serving the cached answer.
+	Refresh bool `json:"refresh,omitempty"`
+	// InvokedBy is the calling host's own adapter id; adapters this caller
+	// could not spawn carry spawn_block_reason.
+	InvokedBy string `json:"invoked_by,omitempty"`
+}
+
+// HealthParams are agents.health_external's params.
+type HealthParams struct {
+	// ID asks for one adapter; without it the answer is an array of all.
+	ID string `json:"id,omitempty"`
+	// Force bypasses the 30 s cache.
+	Force bool `json:"force,omitempty"`
+}
+
+// newDetector builds the detector the way the daemon does: the search path is
+// the startup PATH plus the login shell's PATH and the well-known install
+// dirs, because a supervisor-started daemon sees only /usr/bin:/bin.
+func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect.Detector {
+	getenv := func(k string) string { return env[k] }
+	home := env["HOME"]
+	var sp detect.SearchPath
+	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
+		sp = detect.ResolveSearchPath(ctx, getenv, home)
+	} else {
+		sp = detect.NewSearchPath(env["PATH"])
+	}
+	pins := map[string]string{}
+	for id, a := range cfg.Adapters {
+		if a.Bin != "" {
+			pins[id] = a.Bin
+		}
+	}
+	environ := make([]string, 0, len(env))
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	return detect.New(detect.Options{
+		Search:       sp,
+		Home:         home,
+		Env:          environ,
+		Getenv:       getenv,
+		Pins:         pins,
+		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
+	})
+}
+
+// LocalDetector builds, for the CLI's no-daemon fallback, the same detector
+// a daemon on home would use.
+func LocalDetector(ctx context.Context, home string, environ []string) (*detect.Detector, error) {
+	cfg, err := LoadConfig(filepath.Join(home, ConfigFileName))
+	if err != nil {
+		return nil, err
+	}
+	return newDetector(ctx, cfg, envMap(environ)), nil
+}
+
+// setupAgents reads the guard's inputs once and starts detection in the
+// background: readiness does not wait for the CLIs to print versions.
+func (d *Daemon) setupAgents() error {
+	d.guard = guard.Snapshot{
+		Ancestry: guard.ParseAncestry(d.env[guard.AncestryEnv]),
+		MaxChain: guard.ParseMaxChain(d.env[guard.MaxChainEnv]),
+	}
+	d.detector = newDetector(d.ctx, d.cfg, d.env)
+	d.onClose(func(context.Context) { d.detector.Close() })
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		start := time.Now()
+		specs := d.detector.Detect(d.ctx, false)
+		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
+	}()
+
+	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
+	rpc.Register(d.registry, "agents.detect", rpc.Doc{
+		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
+		Description: detectDoc + " Served from the cache unless `refresh`.",
+	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
+		return d.detectAgents(ctx, p, p.Refresh), nil
+	})
+	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
+		Summary:     "CAR-compatible name of agents.detect that always serves the cached detection.",
+		Description: detectDoc,
+	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
+		return d.detectAgents(ctx, p, p.Refresh), nil
+	})
+	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
+		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
+		Description: detectDoc,
+	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
+		return d.detectAgents(ctx, p, true), nil
+	})
+	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
+		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
+		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
+	}, func(ctx context.Context, p HealthParams) (any, error) {
+		if p.ID == "" {
+			return d.detector.HealthAll(ctx, p.Force), nil
+		}
+		h, err := d.detector.Health(ctx, p.ID, p.Force)
+		if err != nil {
+			return nil, agentError(err)
+		}
+		return h, nil
+	})
+	return nil
+}
+
+func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) []detect.ExternalAgentSpec {
+	specs := d.detector.Detect(ctx, refresh)
+	if p.IncludeHealth {
+		specs = d.detector.WithHealth(ctx, specs, false)
+	}
+	seeded := guard.Seed(d.guard.Ancestry, p.InvokedBy)
+	out := make([]detect.ExternalAgentSpec, len(specs))
+	for i, s := range specs {
+		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
+			s.SpawnBlockReason = r.Error()
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// agentError maps detection's typed errors onto the wire.
+func agentError(err error) error {
+	var unknown *detect.UnknownAdapterError
+	if errors.As(err, &unknown) {
+		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
+			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}
+	}
+	var missing *detect.NotInstalledError
+	if errors.As(err, &missing) {
+		return &rpc.Error{Code: rpc.CodeAgentNotInstalled, Message: missing.Error(),
+			Data: map[string]any{"adapter": missing.ID, "binary": missing.Binary, "pin_env": missing.PinEnv, "install_hint": missing.InstallHint}}
+	}
+	var unusable *detect.UnusableError
+	if errors.As(err, &unusable) {
+		return &rpc.Error{Code: rpc.CodeAgentUnusable, Message: unusable.Error(),
+			Data: map[string]any{"adapter": unusable.ID, "path": unusable.Path, "reason": unusable.Reason}}
+	}
+	return err
+}
