@@ -134,7 +134,7 @@ const (
 // object travels as Raw, anything else as (valid UTF-8) Text.
 func otherEvent(typ string, line []byte) Event {
 	ev := Event{Kind: EventOther, Type: typ}
-	if len(line) <= maxRaw && json.Valid(line) {
+	if len(line) <= maxRaw && len(line) > 0 && line[0] == '{' && json.Valid(line) {
 		ev.Raw = append(json.RawMessage(nil), line...)
 		return ev
 	}

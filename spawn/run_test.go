@@ -1,0 +1,286 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rawParser keeps stdout verbatim, for runner tests that check bytes.
+type rawParser struct{ b strings.Builder }
+
+func (p *rawParser) Feed(line []byte) []Event {
+	p.b.Write(line)
+	p.b.WriteByte('\n')
+	return nil
+}
+func (p *rawParser) Finish(ExitInfo) Result { return Result{Answer: p.b.String()} }
+
+func shPlan(t *testing.T, script string) Plan {
+	t.Helper()
+	return Plan{Program: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir()}
+}
+
+func runErr(t *testing.T, err error) *Error {
+	t.Helper()
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	return e
+}
+
+// alive is true while pid exists and is not a zombie: a killed grandchild
+// reparented to an init that reaps slowly is dead for every purpose here.
+func alive(pid int) bool {
+	if runtime.GOOS == "linux" {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+	}
+	return syscall.Kill(pid, 0) == nil
+}
+
+func TestCatEchoesThePromptFromStdin(t *testing.T) {
+	p := &rawParser{}
+	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "cat", Dir: t.TempDir()}, Prompt: "hello prompt\n", Parser: p})
+	require.NoError(t, err)
+	assert.Equal(t, "hello prompt\n", res.Answer)
+	assert.False(t, res.IsError)
+}
+
+func TestNonZeroExitIsAnExitFailureWithStderr(t *testing.T) {
+	res, err := Run(context.Background(), RunSpec{Plan: shPlan(t, "echo 'no such model' >&2; exit 3"), Parser: &rawParser{}})
+	e := runErr(t, err)
+	assert.Equal(t, KindExit, e.Kind)
+	assert.Equal(t, 3, e.ExitCode)
+	assert.Contains(t, e.StderrExcerpt, "no such model")
+	require.NotNil(t, res.Error)
+	assert.Equal(t, KindExit, res.Error.Kind)
+	require.NotNil(t, res.Error.ExitCode)
+	assert.Equal(t, 3, *res.Error.ExitCode)
+	assert.True(t, res.IsError)
+}
+
+func TestEmptyOutputIsAnError(t *testing.T) {
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "true", Dir: t.TempDir()}, Prompt: "x", Parser: &rawParser{}})
+	assert.Equal(t, KindEmpty, runErr(t, err).Kind)
+}
+
+func TestMissingProgramIsASpawnFailureNamingTheCommand(t *testing.T) {
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "/nonexistent/definitely-not-an-agent", Args: []string{"-p"}, Dir: t.TempDir()}, Prompt: "secret task"})
+	e := runErr(t, err)
+	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, "/nonexistent/definitely-not-an-agent -p", e.Command)
+	assert.NotContains(t, e.Error(), "secret task", "the prompt never appears in an error")
+}
+
+func TestWorkingDirMustBeAbsoluteAndExisting(t *testing.T) {
+	for _, dir := range []string{"", "relative/dir", "/nonexistent/card/dir", "/etc/hostname"} {
+		_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "pwd", Dir: dir}})
+		e := runErr(t, err)
+		assert.Equal(t, KindSpawn, e.Kind, dir)
+		assert.Contains(t, e.Message, "working directory", dir)
+	}
+}
+
+func TestTheChildRunsInTheDirectoryItWasGiven(t *testing.T) {
+	dir := t.TempDir()
+	want, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	p := &rawParser{}
+	_, err = Run(context.Background(), RunSpec{Plan: Plan{Program: "pwd", Dir: dir}, Parser: p})
+	require.NoError(t, err)
+	got, err := filepath.EvalSymlinks(strings.TrimSpace(p.b.String()))
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}
+
+func TestCancelKillsTheChildPromptly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := Run(ctx, RunSpec{Plan: Plan{Program: "sleep", Args: []string{"600"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
+	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
+	assert.Equal(t, KindCancelled, res.Error.Kind)
+	assert.Less(t, time.Since(start), 3*time.Second, "child was not killed promptly")
+}
+
+func TestCancelCauseIsNamed(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(50*time.Millisecond, func() { cancel(errors.New("daemon shutting down")) })
+	_, err := Run(ctx, RunSpec{Plan: Plan{Program: "sleep", Args: []string{"600"}, Dir: t.TempDir()}})
+	e := runErr(t, err)
+	assert.Equal(t, KindCancelled, e.Kind)
+	assert.Contains(t, e.Message, "daemon shutting down")
+}
+
+func TestDeadlineKillsTheChildPromptlyAndIsATimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Run(ctx, RunSpec{Plan: Plan{Program: "sleep", Args: []string{"30"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
+	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
+	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestAChildIgnoringSIGTERMIsKilledAfterTheGrace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Run(ctx, RunSpec{Plan: shPlan(t, "trap '' TERM; echo started; while :; do sleep 0.05; done"),
+		Parser: &rawParser{}, Limits: Limits{KillGrace: 300 * time.Millisecond}})
+	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
+	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestAGrandchildInTheGroupIsGoneAfterACancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var pids []int
+	var pgid int
+	_, err := Run(ctx, RunSpec{
+		Plan:    shPlan(t, "sleep 600 & echo $!; sleep 600"),
+		OnStart: func(_, g int) { pgid = g },
+		OnEvent: func(ev Event) {
+			if pid, err := strconv.Atoi(strings.TrimSpace(ev.Text)); err == nil {
+				pids = append(pids, pid)
+				cancel()
+			}
+		},
+		Limits: Limits{KillGrace: time.Second},
+	})
+	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
+	require.Len(t, pids, 1)
+	assert.False(t, alive(pids[0]), "grandchild %d survived the cancel", pids[0])
+	assert.False(t, groupAlive(pgid) && anyAliveInGroup(pgid), "process group %d survived", pgid)
+}
+
+func TestAGrandchildLeftBehindByANormalExitIsEnded(t *testing.T) {
+	var pid int
+	start := time.Now()
+	_, err := Run(context.Background(), RunSpec{
+		// The background sleep keeps stdout open; without ending the group
+		// the run would last 600 s.
+		Plan: shPlan(t, "sleep 600 & echo $!; exit 0"),
+		OnEvent: func(ev Event) {
+			if p, err := strconv.Atoi(strings.TrimSpace(ev.Text)); err == nil {
+				pid = p
+			}
+		},
+		Limits: Limits{KillGrace: 500 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	require.NotZero(t, pid)
+	assert.False(t, alive(pid), "grandchild %d outlived its agent", pid)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// anyAliveInGroup looks past zombies, which kill(-pgid, 0) still counts.
+func anyAliveInGroup(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestALargePromptDoesNotDeadlockAgainstAnEchoingChild(t *testing.T) {
+	big := strings.Repeat("line of prompt text\n", 60_000) // 1.2 MB
+	p := &rawParser{}
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "cat", Dir: t.TempDir()}, Prompt: big, Parser: p})
+	require.NoError(t, err)
+	assert.Equal(t, len(big), p.b.Len())
+}
+
+func TestOutputBeyondTheLimitEndsTheRunWithOutputLimit(t *testing.T) {
+	start := time.Now()
+	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "yes", Args: []string{"spam"}, Dir: t.TempDir()},
+		Parser: &rawParser{}, Limits: Limits{MaxOutput: 1 << 20, KillGrace: time.Second}})
+	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
+	assert.Equal(t, KindOutputLimit, res.Error.Kind)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestStderrFloodKeepsOnlyTheTail(t *testing.T) {
+	_, err := Run(context.Background(), RunSpec{Plan: shPlan(t, "i=0; while [ $i -lt 2000 ]; do echo noise-$i >&2; i=$((i+1)); done; echo LAST-LINE >&2; exit 1"),
+		Limits: Limits{StderrTail: 256}})
+	e := runErr(t, err)
+	assert.LessOrEqual(t, len(e.StderrExcerpt), 600)
+	assert.Contains(t, e.StderrExcerpt, "LAST-LINE")
+	assert.NotContains(t, e.StderrExcerpt, "noise-1\n")
+}
+
+func TestAnOverlongLineIsSkippedAndTheRestStillParses(t *testing.T) {
+	var evs []Event
+	res, err := Run(context.Background(), RunSpec{
+		Plan:    shPlan(t, `head -c 300000 /dev/zero | tr '\0' 'x'; echo; cat testdata/claude-stream-success.jsonl`),
+		Parser:  newClaudeParser(),
+		OnEvent: func(ev Event) { evs = append(evs, ev) },
+		Limits:  Limits{MaxLine: 100_000},
+	}.withDir(t))
+	require.NoError(t, err)
+	assert.Equal(t, "PONG from fake anthropic", res.Answer)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, EventOther, evs[0].Kind)
+	assert.Contains(t, evs[0].Text, "line limit")
+}
+
+// withDir runs the spec in the package directory so testdata paths resolve.
+func (s RunSpec) withDir(t *testing.T) RunSpec {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	s.Plan.Dir = wd
+	return s
+}
+
+func TestEnvIsTheBaseEnvPlusThePlanAdditions(t *testing.T) {
+	p := &rawParser{}
+	plan := shPlan(t, `echo "$CAR_INVOKED_BY|$EXTRA|$PATH_SEEN"`)
+	plan.Env = map[string]string{"EXTRA": "x1", "PATH_SEEN": "override"}
+	_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: p,
+		BaseEnv: []string{"PATH=/usr/bin:/bin", "CAR_INVOKED_BY=card", "PATH_SEEN=base"}})
+	require.NoError(t, err)
+	assert.Equal(t, "card|x1|override\n", p.b.String())
+}
+
+func TestPrivateFilesAreWritten0600InA0700DirAndRemoved(t *testing.T) {
+	p := &rawParser{}
+	plan := shPlan(t, `f="$1"; stat -c '%a' "$f" "$(dirname "$f")"; cat "$f"; echo; echo "$(dirname "$f")"`)
+	plan.Args = append(plan.Args, "sh", FileRef("system-prompt.txt"))
+	plan.Files = []PlanFile{{Path: "system-prompt.txt", Content: []byte("be terse")}}
+	_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: p})
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(p.b.String()), "\n")
+	require.Len(t, lines, 4)
+	assert.Equal(t, []string{"600", "700", "be terse"}, lines[:3])
+	_, statErr := os.Stat(lines[3])
+	assert.True(t, os.IsNotExist(statErr), "private dir %s must be removed after the run", lines[3])
+}
+
+func TestRunReportsStartWithTheChildsOwnGroup(t *testing.T) {
+	var pid, pgid int
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "cat", Dir: t.TempDir()}, Prompt: "x",
+		Parser: &rawParser{}, OnStart: func(p, g int) { pid, pgid = p, g }})
+	require.NoError(t, err)
+	assert.NotZero(t, pid)
+	assert.Equal(t, pid, pgid)
+	assert.NotEqual(t, syscall.Getpgrp(), pgid)
+}
