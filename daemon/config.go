@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/card-dev/card/spawn"
 )
 
 // ConfigFileName is the optional config file inside the home directory.
@@ -141,10 +143,6 @@ func ParseConfig(path, text string) (Config, error) {
 	return cfg, nil
 }
 
-// ExtrasChecker vets operator extras for an adapter; the daemon installs the
-// spawn package's check so config stays free of agent knowledge.
-var ExtrasChecker func(adapter string, args []string, env map[string]string) error
-
 // Validate checks values that decode but make no sense.
 func (c Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
@@ -182,10 +180,11 @@ func (c Config) Validate() error {
 		}
 	}
 	for id, a := range c.Adapters {
-		if ExtrasChecker != nil {
-			if err := ExtrasChecker(id, a.Args, a.Env); err != nil {
-				return fmt.Errorf("adapters.%s: %w", id, err)
-			}
+		if _, ok := spawn.Lookup(id); !ok {
+			return fmt.Errorf("[adapters.%s]: unknown adapter; known: %s", id, strings.Join(spawn.IDs(), ", "))
+		}
+		if err := spawn.CheckExtras(id, spawn.Extras{Args: a.Args, Env: a.Env}); err != nil {
+			return fmt.Errorf("[adapters.%s]: %w", id, err)
 		}
 	}
 	if m := c.Substrate.MCP; m != nil {

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNoConfigFileMeansTheEmbeddedDefaults(t *testing.T) {
+	cfg, err := LoadConfig(t.TempDir() + "/card.toml")
+	require.NoError(t, err)
+	assert.Equal(t, DefaultConfig(), cfg)
+	assert.Equal(t, "127.0.0.1:0", cfg.Addr)
+	assert.EqualValues(t, 4<<20, cfg.MaxMessageBytes)
+}
+
+func TestConfigRefusals(t *testing.T) {
+	cases := []struct {
+		name, text, wantInError string
+	}{
+		{"unknown top-level key is named", "adr = \"127.0.0.1:0\"\n", "adr"},
+		{"unknown nested key is named", "[substrate]\nreadonly = true\n", "substrate.readonly"},
+		{"non-loopback listen needs an explicit opt-in", "addr = \"0.0.0.0:7000\"\n", "allow_non_loopback"},
+		{"origin null is never allowed", "allowed_origins = [\"null\"]\n", "null"},
+		{"wildcard origin is never allowed", "allowed_origins = [\"*\"]\n", "*"},
+		{"a forbidden flag in operator extras", "[adapters.claude-code]\nargs = [\"--dangerously-skip-permissions\"]\n", "--dangerously-skip-permissions"},
+		{"a forbidden flag hidden in a value", "[adapters.gemini]\nargs = [\"--approval-mode=yolo\"]\n", "yolo"},
+		{"an unknown adapter table", "[adapters.clod]\nargs = []\n", "clod"},
+		{"a tiny frame limit", "max_message_bytes = 10\n", "max_message_bytes"},
+		{"an MCP bridge with neither command nor url", "[substrate.mcp]\ntimeout_secs = 3\n", "substrate.mcp"},
+		{"bad log level", "log_level = \"loud\"\n", "log_level"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("card.toml", tc.text)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantInError)
+		})
+	}
+}
+
+func TestOperatorExtrasThatPointAtAProviderAreAccepted(t *testing.T) {
+	cfg, err := ParseConfig("card.toml", `
+[adapters.codex]
+args = ["-c", "model_providers.local={name=\"local\", base_url=\"http://127.0.0.1:9/v1\", env_key=\"LOCAL_KEY\", wire_api=\"responses\"}", "-c", "model_provider=\"local\""]
+env = { LOCAL_KEY = "x" }
+`)
+	require.NoError(t, err)
+	assert.Len(t, cfg.Adapters["codex"].Args, 4)
+}
