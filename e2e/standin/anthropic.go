@@ -75,6 +75,7 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 		"content_block": map[string]any{"type": "text", "text": ""}})
 	e.event("ping", map[string]any{"type": "ping"})
+	s.stall(r)
 	for _, d := range s.script.deltas() {
 		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 			"delta": map[string]any{"type": "text_delta", "text": d}})

@@ -76,6 +76,9 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 			chunk["usageMetadata"] = usage
 		}
 		e.event("", chunk)
+		if i == 0 {
+			s.stall(r)
+		}
 	}
 }
 

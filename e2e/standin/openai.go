@@ -67,13 +67,13 @@ func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	if strings.HasSuffix(p, "/responses") {
-		s.responses(w, req)
+		s.responses(w, r, req)
 		return
 	}
-	s.chatCompletions(w, req)
+	s.chatCompletions(w, r, req)
 }
 
-func (s *Server) responses(w http.ResponseWriter, req openAIRequest) {
+func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIRequest) {
 	in, out := s.script.usage()
 	created := time.Now().Unix()
 	resp := func(status string, output []any, usage any) map[string]any {
@@ -101,6 +101,7 @@ func (s *Server) responses(w http.ResponseWriter, req openAIRequest) {
 	}
 	ev("response.created", map[string]any{"response": resp("in_progress", []any{}, nil)})
 	ev("response.in_progress", map[string]any{"response": resp("in_progress", []any{}, nil)})
+	s.stall(r)
 	ev("response.output_item.added", map[string]any{"output_index": 0, "item": msg("in_progress", []any{})})
 	ev("response.content_part.added", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0,
 		"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
@@ -113,7 +114,7 @@ func (s *Server) responses(w http.ResponseWriter, req openAIRequest) {
 	ev("response.completed", map[string]any{"response": resp("completed", []any{msg("completed", []any{text})}, usage)})
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, req openAIRequest) {
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req openAIRequest) {
 	in, out := s.script.usage()
 	created := time.Now().Unix()
 	usage := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
@@ -133,6 +134,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, req openAIRequest) {
 		return c
 	}
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
+	s.stall(r)
 	for _, d := range s.script.deltas() {
 		e.event("", chunk(map[string]any{"content": d}, nil, nil))
 	}

@@ -17,34 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// cliPath finds a real CLI: CARD_E2E_BIN_DIR, else e2e/agents/node_modules/.bin
-// next to this package. A missing CLI skips loudly, or fails when CI says the
-// CLIs must be there (CARD_E2E_REQUIRED=1), so CI can never pass by skipping.
-//
-// Real-CLI runs take seconds each (tens on a loaded machine), so they run
-// only when asked: CARD_E2E=1, or CARD_E2E_REQUIRED=1 in CI. The default
-// `go test` then stays fast and still exercises every stand-in over HTTP.
-// The tests run in parallel with each other: each has its own server and HOME.
+// cliPath is CLI plus t.Parallel: each real-CLI test has its own server and
+// HOME, and running them side by side keeps the opt-in suite under a minute.
 func cliPath(t *testing.T, name string) string {
 	t.Helper()
-	if os.Getenv("CARD_E2E") != "1" && os.Getenv("CARD_E2E_REQUIRED") != "1" {
-		t.Skip("real-CLI end-to-end test skipped: set CARD_E2E=1 to run " + name + " against its stand-in")
-	}
+	p := CLI(t, name)
 	t.Parallel()
-	dir := os.Getenv("CARD_E2E_BIN_DIR")
-	if dir == "" {
-		abs, err := filepath.Abs(filepath.Join("..", "agents", "node_modules", ".bin"))
-		require.NoError(t, err)
-		dir = abs
-	}
-	p := filepath.Join(dir, name)
-	if _, err := os.Stat(p); err != nil {
-		msg := "REAL CLI MISSING: " + p + " (run `npm install` in e2e/agents or set CARD_E2E_BIN_DIR); end-to-end test NOT RUN"
-		if os.Getenv("CARD_E2E_REQUIRED") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
 	return p
 }
 

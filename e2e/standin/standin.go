@@ -56,6 +56,11 @@ type Script struct {
 	Message string
 	// InputTokens and OutputTokens are reported as usage (defaults 10 and 5).
 	InputTokens, OutputTokens int
+	// Stall makes a streamed model call send its first event and then hold
+	// the stream open, sending nothing more, until the client goes away or the
+	// server closes: the shape of a hung vendor, for deadline and cancel tests
+	// with a real CLI.
+	Stall bool
 }
 
 func (s Script) answer() string {
@@ -125,6 +130,8 @@ type Server struct {
 
 	script Script
 	srv    *httptest.Server
+	done   chan struct{} // closed by Close; releases stalled streams
+	once   sync.Once
 	mu     sync.Mutex
 	reqs   []Recorded
 }
@@ -161,11 +168,27 @@ func isModelCall(v Vendor, path string) bool {
 }
 
 // Close stops the server; safe to call more than once.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	// httptest.Server.Close waits for handlers, so stalled streams are
+	// released first or Close would hang.
+	s.once.Do(func() { close(s.done) })
+	s.srv.Close()
+}
+
+// stall holds a streaming response open when the script says so.
+func (s *Server) stall(r *http.Request) {
+	if !s.script.Stall {
+		return
+	}
+	select {
+	case <-r.Context().Done():
+	case <-s.done:
+	}
+}
 
 func start(t testing.TB, v Vendor, model string, script Script, h func(*Server, http.ResponseWriter, *http.Request, []byte)) *Server {
 	t.Helper()
-	s := &Server{Vendor: v, Model: model, script: script}
+	s := &Server{Vendor: v, Model: model, script: script, done: make(chan struct{})}
 	// httptest binds 127.0.0.1 only: a stand-in must never be reachable
 	// from the network, since it answers any caller as a model vendor.
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package standin
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -263,4 +264,52 @@ func TestHelpersPointEachCLIAtItsServer(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &settings))
 	assert.Equal(t, "gemini-api-key", settings.Security.Auth.SelectedType)
 	assert.Equal(t, 1, settings.General.MaxAttempts)
+}
+
+// A stalled stream must hold until the client gives up, and Close must still
+// return: otherwise a deadline test would hang the suite instead of the CLI.
+func TestAStalledStreamHoldsUntilTheClientLeavesAndCloseStillReturns(t *testing.T) {
+	for _, tc := range []struct {
+		start func(testing.TB, Script) *Server
+		path  string
+	}{
+		{NewAnthropic, "/v1/messages"},
+		{NewOpenAI, "/v1/responses"},
+		{NewOpenAI, "/v1/chat/completions"},
+		{NewGemini, "/v1beta/models/g:streamGenerateContent"},
+	} {
+		s := tc.start(t, Script{Stall: true, Answer: "never sent in full"})
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+tc.path, strings.NewReader(`{"stream":true}`))
+		require.NoError(t, err)
+		begin := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err, "headers and the first event arrive before the stall")
+		_, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		cancel()
+		assert.Error(t, err, "%s %s: the body never ends on its own", s.Vendor, tc.path)
+		assert.GreaterOrEqual(t, time.Since(begin), 250*time.Millisecond)
+
+		// A second stalled request left open: Close must release it.
+		started, finished := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(finished)
+			resp, err := http.Post(s.URL+tc.path, "application/json", strings.NewReader(`{"stream":true}`))
+			close(started)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+		<-started // headers are sent with the first event, before the stall
+		closed := make(chan struct{})
+		go func() { s.Close(); close(closed) }()
+		select {
+		case <-closed:
+			<-finished
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Close hung on a stalled stream", s.Vendor)
+		}
+	}
 }
