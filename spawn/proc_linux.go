@@ -2,7 +2,12 @@
 
 package spawn
 
-import "syscall"
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
 
 // sysProcAttr puts the child in its own process group, so a deadline or
 // cancel can end it with everything it started, and asks the kernel to
@@ -12,4 +17,39 @@ import "syscall"
 // this package never does.)
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// groupMembersLive scans /proc for a member of the group that is not a
+// zombie. kill(-pgid, 0) counts zombies, and a grandchild reparented to an
+// init that reaps slowly (containers) would otherwise hold a run open for
+// the whole grace period after it is already dead.
+func groupMembersLive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing paren: state ppid pgrp ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid && pid > 0 {
+			return true
+		}
+	}
+	return false
 }

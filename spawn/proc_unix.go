@@ -20,12 +20,15 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 	return syscall.Kill(-pgid, sig)
 }
 
-// groupAlive reports whether any process (zombies included) is still in the
+// groupAlive reports whether any live (non-zombie) process is still in the
 // group.
 func groupAlive(pgid int) bool {
 	if pgid <= 1 {
 		return false
 	}
 	err := syscall.Kill(-pgid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return groupMembersLive(pgid)
 }

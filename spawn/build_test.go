@@ -1,0 +1,286 @@
+package spawn
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const cwd = "/home/user/project"
+
+// The whole argv, per adapter × mode. This is the boundary: a change here is
+// a change to what an agent may do on someone's machine, and must show up in
+// review as a change to this table.
+func TestTheWholeArgvIsPinnedPerAdapterAndMode(t *testing.T) {
+	cases := []struct {
+		adapter string
+		mode    Mode
+		want    string
+	}{
+		{"claude-code", ModeReadOnly, `-p --output-format stream-json --verbose --permission-mode dontAsk --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob --allowedTools Read Grep Glob`},
+		{"claude-code", ModeEdit, `-p --output-format stream-json --verbose --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob,Edit,Write,NotebookEdit --allowedTools Read Grep Glob Edit Write NotebookEdit`},
+		{"claude-code", ModeBypass, `-p --output-format stream-json --verbose --permission-mode bypassPermissions --disallowedTools Task --setting-sources  --strict-mcp-config --tools default`},
+		{"codex", ModeReadOnly, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox read-only -c approval_policy="never" -`},
+		{"codex", ModeEdit, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox workspace-write -c approval_policy="never" -`},
+		{"codex", ModeBypass, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox danger-full-access -c approval_policy="never" -`},
+		{"gemini", ModeReadOnly, `--output-format stream-json --approval-mode plan`},
+		{"gemini", ModeEdit, `--output-format stream-json --approval-mode auto_edit`},
+		{"gemini", ModeBypass, `--output-format stream-json --approval-mode yolo`},
+	}
+	for _, c := range cases {
+		t.Run(c.adapter+"/"+string(c.mode), func(t *testing.T) {
+			p, err := Build("/usr/bin/"+c.adapter, Request{Adapter: c.adapter, Mode: c.mode, Cwd: cwd, AllowBypass: true})
+			require.NoError(t, err)
+			assert.Equal(t, c.want, strings.Join(p.Args, " "))
+			assert.Equal(t, "/usr/bin/"+c.adapter, p.Program)
+			assert.Equal(t, cwd, p.Dir)
+			assert.Empty(t, p.Files)
+		})
+	}
+}
+
+func TestClaudeEmptyToolsIsAnExplicitEmptyArgument(t *testing.T) {
+	p, err := Build("claude", Request{Adapter: "claude-code", Cwd: cwd, AllowedTools: []string{}})
+	require.NoError(t, err)
+	i := indexOf(p.Args, "--tools")
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "", p.Args[i+1], "--tools must be set even when empty, so ambient tools are not inherited")
+	assert.NotContains(t, p.Args, "--allowedTools")
+	assert.Equal(t, "", p.Args[indexOf(p.Args, "--setting-sources")+1])
+}
+
+func TestEveryRequestOptionLandsOnClaudesArgv(t *testing.T) {
+	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeEdit, AllowedTools: []string{"Read", "Edit"},
+		Model: "opus", MaxTurns: 7, Effort: "xhigh", SystemPrompt: "You are terse.", SystemPromptAppend: true,
+		SessionID: "123e4567-e89b-12d3-a456-426614174000"})
+	require.NoError(t, err)
+	assert.Equal(t, `-p --output-format stream-json --verbose --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Edit --allowedTools Read Edit --model opus --effort xhigh --max-turns 7 --session-id 123e4567-e89b-12d3-a456-426614174000 --append-system-prompt-file {{card-file:system-prompt.txt}}`,
+		strings.Join(p.Args, " "))
+	require.Len(t, p.Files, 1)
+	assert.Equal(t, "You are terse.", string(p.Files[0].Content))
+	assert.EqualValues(t, 0o600, p.Files[0].Mode)
+
+	p, err = Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Resume: "942c07c4-8230-4293-9685-338fbcab211c", SystemPrompt: "replace"})
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(p.Args, " "), "--resume 942c07c4-8230-4293-9685-338fbcab211c --system-prompt-file {{card-file:system-prompt.txt}}")
+
+	p, err = Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, NoSession: true})
+	require.NoError(t, err)
+	assert.Contains(t, p.Args, "--no-session-persistence")
+}
+
+func TestCodexResumeKeepsTheSandboxAndStdinPrompt(t *testing.T) {
+	p, err := Build("/bin/codex", Request{Adapter: "codex", Cwd: cwd, Resume: "01a22933-78e1-7402-8487-514b5febcff9",
+		Model: "gpt-5", Effort: "high", SystemPrompt: "rules", Extras: Extras{Args: []string{"-c", `model_provider="fake"`}}})
+	require.NoError(t, err)
+	assert.Equal(t, `exec -c model_provider="fake" --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox read-only -c approval_policy="never" --model gpt-5 -c model_reasoning_effort="high" -c model_instructions_file="{{card-file:instructions.md}}" -c sandbox_mode="read-only" resume 01a22933-78e1-7402-8487-514b5febcff9 -`,
+		strings.Join(p.Args, " "))
+}
+
+func TestGeminiSystemPromptTravelsAsAFileNamedInTheEnv(t *testing.T) {
+	p, err := Build("/bin/gemini", Request{Adapter: "gemini", Cwd: cwd, SystemPrompt: "be brief", Model: "gemini-2.5-flash",
+		SessionID: "123e4567-e89b-12d3-a456-426614174000", Extras: Extras{Args: []string{"--skip-trust"}, Env: map[string]string{"GEMINI_API_KEY": "k"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "--skip-trust --output-format stream-json --approval-mode plan --model gemini-2.5-flash --session-id 123e4567-e89b-12d3-a456-426614174000", strings.Join(p.Args, " "))
+	assert.Equal(t, FileRef("system.md"), p.Env["GEMINI_SYSTEM_MD"])
+	assert.Equal(t, "k", p.Env["GEMINI_API_KEY"])
+}
+
+// Every adapter × mode × a request carrying every option: no forbidden flag
+// outside an operator-allowed bypass, and neither the prompt nor the system
+// prompt anywhere in argv.
+func TestNoAdapterInAnyModeGetsAForbiddenFlagOrThePromptInArgv(t *testing.T) {
+	const secret = "SYSTEM-PROMPT-SECRET do not leak"
+	for _, id := range IDs() {
+		for _, mode := range Modes {
+			for _, withPrompt := range []bool{false, true} {
+				req := Request{Adapter: id, Mode: mode, Cwd: cwd, AllowBypass: true, Model: "m"}
+				if withPrompt {
+					req.SystemPrompt = secret
+				}
+				p, err := Build("/opt/bin/"+id, req)
+				require.NoError(t, err, "%s/%s", id, mode)
+				argv := strings.Join(append([]string{p.Program}, p.Args...), " ")
+				assert.NotContains(t, argv, secret, "%s/%s: system prompt on argv", id, mode)
+				for _, v := range p.Env {
+					assert.NotContains(t, v, secret, "%s/%s: system prompt in env", id, mode)
+				}
+				for _, a := range p.Args {
+					for _, tok := range argTokens(a) {
+						for _, f := range ForbiddenFlags {
+							if tok == f {
+								assert.True(t, mode == ModeBypass && isBypassMapping(id, f),
+									"%s/%s must never be given %s: %s", id, mode, f, argv)
+							}
+						}
+					}
+				}
+				if mode != ModeBypass {
+					assert.NotContains(t, argv, "yolo", "%s/%s", id, mode)
+					assert.NotContains(t, argv, "danger-full-access", "%s/%s", id, mode)
+				}
+				for _, flag := range []string{"--cwd", "--workspace", "-C ", "--cd"} {
+					assert.NotContains(t, argv, flag, "%s takes its directory from Plan.Dir", id)
+				}
+			}
+		}
+	}
+}
+
+// isBypassMapping names the one forbidden value each adapter may carry, and
+// only as the mapping of an operator-allowed bypass.
+func isBypassMapping(adapter, flag string) bool {
+	return adapter == "claude-code" && flag == "bypassPermissions"
+}
+
+func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
+	for _, id := range IDs() {
+		_, err := Build("/bin/x", Request{Adapter: id, Mode: ModeBypass, Cwd: cwd})
+		var be *BypassRefusedError
+		require.ErrorAs(t, err, &be, id)
+		assert.Contains(t, err.Error(), "allow_bypass")
+		assert.True(t, IsRequestError(err))
+	}
+}
+
+func TestRequestValidationNamesTheField(t *testing.T) {
+	cases := []struct {
+		name  string
+		req   Request
+		field string
+		msg   string
+	}{
+		{"unknown effort", Request{Effort: "ultra"}, "effort", "low, medium, high, xhigh, max"},
+		{"unknown mode", Request{Mode: "yolo"}, "permission_mode", "read_only"},
+		{"negative turns", Request{MaxTurns: -1}, "max_turns", "positive"},
+		{"model that is a flag", Request{Model: "--yolo"}, "model", "not a model"},
+		{"tool with a comma", Request{AllowedTools: []string{"Read,Write"}}, "allowed_tools", "comma"},
+		{"session id not a uuid", Request{SessionID: "abc"}, "session_id", "UUID"},
+		{"resume that is a flag", Request{Resume: "--dangerously-skip-permissions"}, "resume", "session id"},
+		{"two session choices", Request{Resume: "abc", NoSession: true}, "session_id", "one of"},
+		{"append with no prompt", Request{SystemPromptAppend: true}, "system_prompt", "empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.Adapter = "claude-code"
+			err := c.req.Validate()
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, c.field, fe.Field)
+			assert.Contains(t, fe.Message, c.msg)
+		})
+	}
+	assert.NoError(t, Request{Adapter: "claude-code", Effort: "max"}.Validate())
+}
+
+func TestAllowedToolsMayOnlyNarrowTheMode(t *testing.T) {
+	_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, AllowedTools: []string{"Read", "Bash(git log:*)"}})
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "allowed_tools", fe.Field)
+	assert.Contains(t, fe.Message, "Bash is not available in read_only")
+
+	_, err = Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeBypass, AllowBypass: true, AllowedTools: []string{"Task"}})
+	require.ErrorAs(t, err, &fe)
+	assert.Contains(t, fe.Message, "Task is never allowed")
+
+	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeBypass, AllowBypass: true, AllowedTools: []string{"Bash(git *)", "Read"}})
+	require.NoError(t, err)
+	assert.Equal(t, "Bash,Read", p.Args[indexOf(p.Args, "--tools")+1])
+	assert.Equal(t, []string{"Bash(git *)", "Read"}, p.Args[indexOf(p.Args, "--allowedTools")+1:])
+}
+
+func TestFieldsACLICannotHonourAreRefusedNotDropped(t *testing.T) {
+	cases := []struct {
+		req   Request
+		field string
+	}{
+		{Request{Adapter: "codex", AllowedTools: []string{"Read"}}, "allowed_tools"},
+		{Request{Adapter: "codex", MaxTurns: 3}, "max_turns"},
+		{Request{Adapter: "codex", SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
+		{Request{Adapter: "codex", SystemPrompt: "x", SystemPromptAppend: true}, "system_prompt"},
+		{Request{Adapter: "gemini", AllowedTools: []string{}}, "allowed_tools"},
+		{Request{Adapter: "gemini", MaxTurns: 3}, "max_turns"},
+		{Request{Adapter: "gemini", Effort: "low"}, "effort"},
+		{Request{Adapter: "gemini", NoSession: true}, "session_id"},
+		{Request{Adapter: "gemini", SystemPrompt: "x", SystemPromptAppend: true}, "system_prompt"},
+		{Request{Adapter: "nope"}, "id"},
+	}
+	for _, c := range cases {
+		c.req.Cwd = cwd
+		_, err := Build("/bin/x", c.req)
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, "%+v", c.req)
+		assert.Equal(t, c.field, fe.Field, "%+v", c.req)
+	}
+}
+
+func TestExtrasThatWidenTheBoundaryAreRefusedAtConfigLoad(t *testing.T) {
+	bad := []struct {
+		adapter string
+		args    []string
+	}{
+		{"claude-code", []string{"--dangerously-skip-permissions"}},
+		{"claude-code", []string{"--permission-mode=bypassPermissions"}},
+		{"claude-code", []string{"--permission-mode", "acceptEdits"}},
+		{"claude-code", []string{"--tools", "default"}},
+		{"claude-code", []string{"--verbose --dangerously-skip-permissions"}},
+		{"codex", []string{"--full-auto"}},
+		{"codex", []string{"--dangerously-bypass-approvals-and-sandbox"}},
+		{"codex", []string{"--yolo"}},
+		{"codex", []string{"-c", "sandbox_mode=danger-full-access"}},
+		{"codex", []string{"-c", `approval_policy="on-request"`}},
+		{"codex", []string{"--config=sandbox_workspace_write.network_access=true"}},
+		{"codex", []string{"-csandbox_mode=danger-full-access"}},
+		{"codex", []string{"--sandbox=danger-full-access"}},
+		{"gemini", []string{"--approval-mode yolo"}},
+		{"gemini", []string{"--approval-mode=yolo"}},
+		{"gemini", []string{"-y"}},
+		{"gemini", []string{"--yolo"}},
+		{"copilot", []string{"--allow-all-tools"}},
+		{"copilot", []string{"--allow-all-paths"}},
+		{"droid", []string{"--auto", "high"}},
+		{"droid", []string{"--skip-permissions-unsafe"}},
+		{"copilot", []string{"--dangerously-allow-all"}},
+		{"claude-code", []string{"{{card-file:x}}"}},
+	}
+	for _, c := range bad {
+		err := CheckExtras(c.adapter, Extras{Args: c.args})
+		require.Error(t, err, "%s %q", c.adapter, c.args)
+		assert.Contains(t, err.Error(), "card.toml [adapters."+c.adapter+"]")
+	}
+	assert.Error(t, CheckExtras("codex", Extras{Env: map[string]string{"CAR_INVOKED_BY": "x"}}), "the guard stamp is not the operator's")
+
+	good := []struct {
+		adapter string
+		e       Extras
+	}{
+		{"codex", Extras{Args: []string{"-c", `model_providers.fake={name="fake",base_url="http://127.0.0.1:9/v1",wire_api="responses"}`, "-c", `model_provider="fake"`}}},
+		{"gemini", Extras{Args: []string{"--skip-trust"}, Env: map[string]string{"GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"}}},
+		{"claude-code", Extras{Env: map[string]string{"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}}},
+	}
+	for _, c := range good {
+		assert.NoError(t, CheckExtras(c.adapter, c.e), "%s %+v", c.adapter, c.e)
+	}
+}
+
+func TestTheRegistryListsEveryAdapterOnce(t *testing.T) {
+	assert.Equal(t, []string{"claude-code", "codex", "gemini"}, IDs())
+	for _, id := range IDs() {
+		a, ok := Lookup(id)
+		require.True(t, ok)
+		assert.NotNil(t, a.NewParser())
+	}
+	assert.Panics(t, func() { Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() }}) })
+}
+
+func indexOf(xs []string, s string) int {
+	for i, x := range xs {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
