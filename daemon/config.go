@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/card-dev/card/spawn"
+	"github.com/card-dev/card/substrate"
 )
 
 // ConfigFileName is the optional config file inside the home directory.
@@ -55,7 +56,9 @@ type Config struct {
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
-	Substrate SubstrateConfig `toml:"substrate"`
+	// Substrate is the [substrate] table: read_only, and an optional MCP
+	// bridge ([substrate.mcp] command or url).
+	Substrate substrate.Config `toml:"substrate"`
 }
 
 // AdapterConfig is an operator's [adapters.<id>] table.
@@ -68,20 +71,6 @@ type AdapterConfig struct {
 	Args []string `toml:"args"`
 	// Env is added to the agent's environment.
 	Env map[string]string `toml:"env"`
-}
-
-// SubstrateConfig is the [substrate] table.
-type SubstrateConfig struct {
-	ReadOnly bool                `toml:"read_only"`
-	MCP      *SubstrateMCPConfig `toml:"mcp"`
-}
-
-// SubstrateMCPConfig names an MCP bridge: a stdio command or an HTTP URL.
-type SubstrateMCPConfig struct {
-	Command    []string          `toml:"command"`
-	Env        map[string]string `toml:"env"`
-	URL        string            `toml:"url"`
-	TimeoutSec int               `toml:"timeout_secs"`
 }
 
 // DefaultConfig is the embedded default: what runs with no card.toml.

@@ -28,7 +28,7 @@ func TestConfigRefusals(t *testing.T) {
 		{"a forbidden flag hidden in a value", "[adapters.gemini]\nargs = [\"--approval-mode=yolo\"]\n", "yolo"},
 		{"an unknown adapter table", "[adapters.clod]\nargs = []\n", "clod"},
 		{"a tiny frame limit", "max_message_bytes = 10\n", "max_message_bytes"},
-		{"an MCP bridge with neither command nor url", "[substrate.mcp]\ntimeout_secs = 3\n", "substrate.mcp"},
+		{"an MCP bridge with neither command nor url", "[substrate.mcp]\ntimeout = \"3s\"\n", "substrate.mcp"},
 		{"bad log level", "log_level = \"loud\"\n", "log_level"},
 	}
 	for _, tc := range cases {

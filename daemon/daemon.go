@@ -60,16 +60,17 @@ type Daemon struct {
 	startedAt time.Time
 	pid       int
 
-	lock     *homeLock
-	guard    guard.Snapshot
-	detector *detect.Detector
-	tokens   *tokenFile
-	registry *rpc.Registry
-	rpcSrv   *rpc.Server
-	httpSrv  *http.Server
-	ln       net.Listener
-	url      string
-	serveErr chan error
+	lock      *homeLock
+	guard     guard.Snapshot
+	detector  *detect.Detector
+	substrate *lazySubstrate
+	tokens    *tokenFile
+	registry  *rpc.Registry
+	rpcSrv    *rpc.Server
+	httpSrv   *http.Server
+	ln        net.Listener
+	url       string
+	serveErr  chan error
 
 	// ctx lives as long as the daemon; background work hangs off it.
 	ctx    context.Context

@@ -1,5 +1,273 @@
 package daemon
 
-// setupSubstrate registers the substrate methods; it is filled in by the issue that owns
-// them and kept as its own file so those changes do not collide.
-func (d *Daemon) setupSubstrate() error { return nil }
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/substrate"
+)
+
+// Params and results of the substrate.* methods. Paths are absolute: the
+// daemon's own working directory means nothing to its clients, so a relative
+// path is refused rather than resolved against it.
+type (
+	SubstrateInfoParams struct{}
+
+	RunCommandParams struct {
+		Command string `json:"command"`
+		// TimeoutSecs bounds the command; absent means the substrate's
+		// default (10 minutes locally).
+		TimeoutSecs int `json:"timeout_secs,omitempty"`
+	}
+	PathParams struct {
+		Path string `json:"path"`
+	}
+	ReadTextResult struct {
+		Content string `json:"content"`
+	}
+	WriteTextParams struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+		// CreateOnly writes only to a path confirmed missing; an existing
+		// or unknown path is refused (fails closed).
+		CreateOnly bool `json:"create_only,omitempty"`
+	}
+	ReadBytesParams struct {
+		Path   string `json:"path"`
+		Offset int64  `json:"offset,omitempty"`
+		// Length absent reads to the end of the file.
+		Length *int64 `json:"length,omitempty"`
+	}
+	BytesResult struct {
+		ContentB64 string `json:"content_b64"`
+	}
+	WriteBytesParams struct {
+		Path       string `json:"path"`
+		ContentB64 string `json:"content_b64"`
+	}
+	WriteResult struct {
+		Path  string `json:"path"`
+		Bytes int    `json:"bytes"`
+	}
+	PTYStartParams struct {
+		Command string `json:"command"`
+	}
+	PTYResult struct {
+		PID int `json:"pid"`
+	}
+	PTYInputParams struct {
+		PID  int    `json:"pid"`
+		Data string `json:"data"`
+	}
+	PTYPIDParams struct {
+		PID int `json:"pid"`
+	}
+	PTYReadResult struct {
+		Data string `json:"data"`
+	}
+	PTYResizeParams struct {
+		PID  int    `json:"pid"`
+		Rows uint16 `json:"rows"`
+		Cols uint16 `json:"cols"`
+	}
+	OKResult struct {
+		OK bool `json:"ok"`
+	}
+)
+
+func (p RunCommandParams) Validate() error {
+	if p.Command == "" {
+		return rpc.InvalidField("command", "is required")
+	}
+	if p.TimeoutSecs < 0 || p.TimeoutSecs > 86400 {
+		return rpc.InvalidField("timeout_secs", "must be between 1 and 86400 seconds, or absent")
+	}
+	return nil
+}
+
+func requirePath(p string) error {
+	if p == "" {
+		return rpc.InvalidField("path", "is required")
+	}
+	return nil
+}
+
+func (p PathParams) Validate() error       { return requirePath(p.Path) }
+func (p WriteTextParams) Validate() error  { return requirePath(p.Path) }
+func (p WriteBytesParams) Validate() error { return requirePath(p.Path) }
+func (p ReadBytesParams) Validate() error {
+	if err := requirePath(p.Path); err != nil {
+		return err
+	}
+	if p.Offset < 0 {
+		return rpc.InvalidField("offset", "must not be negative")
+	}
+	if p.Length != nil && *p.Length < 0 {
+		return rpc.InvalidField("length", "must not be negative; leave it out to read to the end")
+	}
+	return nil
+}
+func (p PTYStartParams) Validate() error {
+	if p.Command == "" {
+		return rpc.InvalidField("command", "is required")
+	}
+	return nil
+}
+func (p PTYResizeParams) Validate() error {
+	if p.Rows == 0 || p.Cols == 0 {
+		return rpc.InvalidField("rows", "rows and cols must both be at least 1")
+	}
+	return nil
+}
+
+// lazySubstrate opens the configured substrate on first use, so a bridge
+// that is down does not stop the daemon from starting, and a failed open is
+// tried again by the next call.
+type lazySubstrate struct {
+	cfg    substrate.Config
+	mu     sync.Mutex
+	s      substrate.Substrate
+	closer io.Closer
+}
+
+func (l *lazySubstrate) get(ctx context.Context) (substrate.Substrate, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s != nil {
+		return l.s, nil
+	}
+	s, c, err := substrate.Open(ctx, l.cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.s, l.closer = s, c
+	return s, nil
+}
+
+func (l *lazySubstrate) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closer != nil {
+		_ = l.closer.Close()
+	}
+	l.s, l.closer = nil, nil
+}
+
+// substrateError maps the substrate's typed errors onto the wire codes.
+func substrateError(err error) error {
+	var ro *substrate.ReadOnlyError
+	var te *substrate.TransportError
+	var to *substrate.TimeoutError
+	switch {
+	case errors.As(err, &ro) || errors.Is(err, substrate.ErrReadOnly):
+		return &rpc.Error{Code: rpc.CodeSubstrateReadOnly, Message: err.Error(), Data: map[string]any{"config_key": "[substrate] read_only"}}
+	case errors.Is(err, substrate.ErrInvalidPath):
+		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: path: " + err.Error(), Data: map[string]any{"field": "path"}}
+	case errors.Is(err, substrate.ErrNotSupported):
+		return &rpc.Error{Code: rpc.CodeSubstrateNotSupport, Message: err.Error()}
+	case errors.As(err, &te):
+		return &rpc.Error{Code: rpc.CodeSubstrateTransport, Message: err.Error(), Data: map[string]any{"op": te.Op, "target": te.Target, "timeout": te.Timeout, "attempts": te.Attempts}}
+	case errors.As(err, &to):
+		return &rpc.Error{Code: rpc.CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "timeout", "command": to.Command, "after_secs": to.After.Seconds()}}
+	case errors.Is(err, substrate.ErrPathExists), errors.Is(err, substrate.ErrPathStateUnknown):
+		return &rpc.Error{Code: rpc.CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
+	}
+	return &rpc.Error{Code: rpc.CodeSubstrateFailed, Message: err.Error()}
+}
+
+// subMethod registers one substrate method whose handler gets the opened
+// substrate; every error goes through substrateError.
+func subMethod[P, R any](d *Daemon, name string, doc rpc.Doc, fn func(ctx context.Context, s substrate.Substrate, p P) (R, error)) {
+	doc.Errors = append(doc.Errors, rpc.CodeSubstrateReadOnly, rpc.CodeSubstrateFailed, rpc.CodeSubstrateTransport, rpc.CodeSubstrateNotSupport)
+	rpc.Register(d.registry, name, doc, func(ctx context.Context, p P) (R, error) {
+		var zero R
+		s, err := d.substrate.get(ctx)
+		if err != nil {
+			return zero, substrateError(err)
+		}
+		r, err := fn(ctx, s, p)
+		if err != nil {
+			return zero, substrateError(err)
+		}
+		return r, nil
+	})
+}
+
+func (d *Daemon) setupSubstrate() error {
+	d.substrate = &lazySubstrate{cfg: d.cfg.Substrate}
+	d.onClose(func(context.Context) { d.substrate.close() })
+
+	subMethod(d, "substrate.info", rpc.Doc{Summary: "Which environment the substrate methods act on: its name, whether it is the local host, whether it has a PTY, whether it is read-only."},
+		func(ctx context.Context, s substrate.Substrate, _ SubstrateInfoParams) (substrate.Info, error) {
+			return substrate.Describe(s), nil
+		})
+	subMethod(d, "substrate.run_command", rpc.Doc{Summary: "Run a shell command (sh -c) in the substrate and return its stdout, stderr and exit code.",
+		Description: "Locally the command runs in the user's home directory in its own process group; a timeout ends the whole group and is an error, not a result. A command that ran and failed is a result with a nonzero exit_code."},
+		func(ctx context.Context, s substrate.Substrate, p RunCommandParams) (substrate.CommandResult, error) {
+			return s.RunCommand(ctx, p.Command, time.Duration(p.TimeoutSecs)*time.Second)
+		})
+	subMethod(d, "substrate.read_text", rpc.Doc{Summary: "Read a whole UTF-8 text file (absolute path)."},
+		func(ctx context.Context, s substrate.Substrate, p PathParams) (ReadTextResult, error) {
+			c, err := s.ReadText(ctx, p.Path)
+			return ReadTextResult{Content: c}, err
+		})
+	subMethod(d, "substrate.write_text", rpc.Doc{Summary: "Write a text file, truncating it and creating parent directories; with create_only, only where the path is confirmed missing."},
+		func(ctx context.Context, s substrate.Substrate, p WriteTextParams) (WriteResult, error) {
+			var err error
+			if p.CreateOnly {
+				err = substrate.WriteTextCreateOnly(ctx, s, p.Path, p.Content)
+			} else {
+				err = s.WriteText(ctx, p.Path, p.Content)
+			}
+			return WriteResult{Path: p.Path, Bytes: len(p.Content)}, err
+		})
+	subMethod(d, "substrate.read_bytes", rpc.Doc{Summary: "Read a window of a file as base64: offset (default 0) and length (default: to the end), clipped to the file's size."},
+		func(ctx context.Context, s substrate.Substrate, p ReadBytesParams) (BytesResult, error) {
+			length := substrate.ToEnd
+			if p.Length != nil {
+				length = *p.Length
+			}
+			b, err := s.ReadBytes(ctx, p.Path, p.Offset, length)
+			return BytesResult{ContentB64: base64.StdEncoding.EncodeToString(b)}, err
+		})
+	subMethod(d, "substrate.write_bytes", rpc.Doc{Summary: "Write a file from base64 content, truncating it and creating parent directories."},
+		func(ctx context.Context, s substrate.Substrate, p WriteBytesParams) (WriteResult, error) {
+			b, err := base64.StdEncoding.DecodeString(p.ContentB64)
+			if err != nil {
+				return WriteResult{}, rpc.InvalidField("content_b64", "is not standard base64: %v", err)
+			}
+			return WriteResult{Path: p.Path, Bytes: len(b)}, s.WriteBytes(ctx, p.Path, b)
+		})
+	subMethod(d, "substrate.path_state", rpc.Doc{Summary: "Whether something is at a path: missing, exists (a dangling symlink exists), or unknown with a reason (an unreadable parent is unknown, not missing)."},
+		func(ctx context.Context, s substrate.Substrate, p PathParams) (substrate.PathState, error) {
+			return s.PathState(ctx, p.Path), nil
+		})
+	subMethod(d, "substrate.pty_start", rpc.Doc{Summary: "Start a command in a pseudo-terminal; answers its numeric pid."},
+		func(ctx context.Context, s substrate.Substrate, p PTYStartParams) (PTYResult, error) {
+			pid, err := s.PTYStart(ctx, p.Command)
+			return PTYResult{PID: pid}, err
+		})
+	subMethod(d, "substrate.pty_input", rpc.Doc{Summary: "Type data into a PTY."},
+		func(ctx context.Context, s substrate.Substrate, p PTYInputParams) (OKResult, error) {
+			return OKResult{OK: true}, s.PTYInput(ctx, p.PID, p.Data)
+		})
+	subMethod(d, "substrate.pty_read", rpc.Doc{Summary: "What a PTY printed since the last read (waits only briefly when nothing is buffered)."},
+		func(ctx context.Context, s substrate.Substrate, p PTYPIDParams) (PTYReadResult, error) {
+			data, err := s.PTYRead(ctx, p.PID)
+			return PTYReadResult{Data: data}, err
+		})
+	subMethod(d, "substrate.pty_resize", rpc.Doc{Summary: "Resize a PTY to rows × cols."},
+		func(ctx context.Context, s substrate.Substrate, p PTYResizeParams) (OKResult, error) {
+			return OKResult{OK: true}, s.PTYResize(ctx, p.PID, p.Rows, p.Cols)
+		})
+	subMethod(d, "substrate.pty_kill", rpc.Doc{Summary: "End a PTY's process group and free it."},
+		func(ctx context.Context, s substrate.Substrate, p PTYPIDParams) (OKResult, error) {
+			return OKResult{OK: true}, s.PTYKill(ctx, p.PID)
+		})
+	return nil
+}
