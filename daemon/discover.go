@@ -1,5 +1,19 @@
 package daemon
 
-// setupDiscover registers the discover methods; it is filled in by the issue that owns
-// them and kept as its own file so those changes do not collide.
-func (d *Daemon) setupDiscover() error { return nil }
+import "github.com/card-dev/card/rpc"
+
+// setupDiscover registers rpc.discover. It runs last in setup, but the
+// document is built per call from the registry, so it also describes
+// methods registered after it.
+func (d *Daemon) setupDiscover() error {
+	rpc.RegisterDiscover(d.registry, func() rpc.ServiceInfo {
+		return rpc.ServiceInfo{
+			Title:           "card",
+			Version:         Version,
+			ProtocolVersion: ProtocolVersion,
+			Description:     "Run the coding-agent CLIs installed on this machine over one localhost WebSocket JSON-RPC 2.0 API. docs/protocol.md is the prose version of this document.",
+			URL:             d.url,
+		}
+	})
+	return nil
+}

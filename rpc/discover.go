@@ -1,0 +1,394 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"reflect"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+)
+
+// OpenRPCVersion is the OpenRPC specification version rpc.discover's
+// document follows.
+const OpenRPCVersion = "1.3.2"
+
+// DiscoverMethod is the OpenRPC service-discovery method name.
+const DiscoverMethod = "rpc.discover"
+
+// componentPrefix is where every named Go type's schema lives in the
+// document, so a type used by ten methods is described once.
+const (
+	schemaRefPrefix = "#/components/schemas/"
+	errorRefPrefix  = "#/components/errors/"
+)
+
+// standardErrors are the codes any method can answer with, whatever its
+// Doc says: the request can be cut short by the transport (-32001, -32002)
+// or fail to decode (-32602) before the handler runs.
+var standardErrors = []int64{CodeInvalidParams, CodeInternalError, CodeTooManyRequests, CodeShuttingDown}
+
+// ServiceInfo is what the registry cannot know about the service it serves:
+// the document's info object and its one server.
+type ServiceInfo struct {
+	Title           string
+	Version         string
+	ProtocolVersion string
+	Description     string
+	// URL is the endpoint clients reach (ws://127.0.0.1:PORT/rpc); empty
+	// before the daemon listens.
+	URL string
+}
+
+// OpenRPCDocument is rpc.discover's result: an OpenRPC 1.x document.
+//
+// OpenRPC has no object for server-to-client notifications, so they are
+// listed in the x-notifications extension, each shaped like a method
+// without a result.
+type OpenRPCDocument struct {
+	OpenRPC       string                `json:"openrpc"`
+	Info          OpenRPCInfo           `json:"info"`
+	Servers       []OpenRPCServer       `json:"servers,omitempty"`
+	Methods       []OpenRPCMethod       `json:"methods"`
+	Components    OpenRPCComponents     `json:"components"`
+	Notifications []OpenRPCNotification `json:"x-notifications,omitempty"`
+}
+
+// OpenRPCInfo is the document's info object.
+type OpenRPCInfo struct {
+	Title           string `json:"title"`
+	Version         string `json:"version"`
+	Description     string `json:"description,omitempty"`
+	ProtocolVersion string `json:"x-protocol-version,omitempty"`
+}
+
+// OpenRPCServer names the endpoint the document describes.
+type OpenRPCServer struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// OpenRPCMethod is one method object. Params are by name: every params type
+// is a JSON object, and the registry refuses positional arrays.
+type OpenRPCMethod struct {
+	Name           string              `json:"name"`
+	Summary        string              `json:"summary"`
+	Description    string              `json:"description,omitempty"`
+	ParamStructure string              `json:"paramStructure"`
+	Params         []ContentDescriptor `json:"params"`
+	Result         ContentDescriptor   `json:"result"`
+	Errors         []OpenRPCReference  `json:"errors,omitempty"`
+	// AliasOf names the method this one is another name for (the CAR
+	// compatibility names); its shapes are the target's.
+	AliasOf string `json:"x-alias-of,omitempty"`
+}
+
+// OpenRPCNotification is a server-to-client notification in x-notifications.
+type OpenRPCNotification struct {
+	Name           string              `json:"name"`
+	Summary        string              `json:"summary"`
+	Description    string              `json:"description,omitempty"`
+	ParamStructure string              `json:"paramStructure"`
+	Params         []ContentDescriptor `json:"params"`
+}
+
+// ContentDescriptor is an OpenRPC content descriptor: a named schema.
+type ContentDescriptor struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	Schema      any    `json:"schema"`
+}
+
+// OpenRPCReference points into components.
+type OpenRPCReference struct {
+	Ref string `json:"$ref"`
+}
+
+// OpenRPCError is an OpenRPC error object, one per row of Codes().
+type OpenRPCError struct {
+	Code    int64  `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// OpenRPCComponents holds the shared schemas and the error-code table.
+type OpenRPCComponents struct {
+	Schemas map[string]any          `json:"schemas"`
+	Errors  map[string]OpenRPCError `json:"errors"`
+}
+
+// RegisterDiscover registers rpc.discover on r. info is called per request,
+// so the document carries the address the daemon ended up listening on.
+func RegisterDiscover(r *Registry, info func() ServiceInfo) {
+	Register(r, DiscoverMethod, Doc{
+		Summary:     "This API described as an OpenRPC 1.x document, generated from the method registry.",
+		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), CAR alias names marked with x-alias-of, and the server-to-client notifications in x-notifications.",
+	}, func(ctx context.Context, _ struct{}) (*OpenRPCDocument, error) {
+		return r.OpenRPC(info())
+	})
+}
+
+// OpenRPC builds the document for every method and notification registered
+// now. It is built from the same reflect.Types the dispatcher decodes into,
+// so the description cannot drift from what the server accepts.
+func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
+	sb := newSchemaBuilder()
+	doc := &OpenRPCDocument{
+		OpenRPC: OpenRPCVersion,
+		Info: OpenRPCInfo{
+			Title:           info.Title,
+			Version:         info.Version,
+			Description:     info.Description,
+			ProtocolVersion: info.ProtocolVersion,
+		},
+		Methods:    []OpenRPCMethod{},
+		Components: OpenRPCComponents{Errors: map[string]OpenRPCError{}},
+	}
+	if doc.Info.Title == "" {
+		doc.Info.Title = "card"
+	}
+	if doc.Info.Version == "" {
+		doc.Info.Version = "0"
+	}
+	if info.URL != "" {
+		doc.Servers = []OpenRPCServer{{Name: "card daemon", URL: info.URL}}
+	}
+	names := map[int64]string{}
+	for _, c := range Codes() {
+		names[c.Code] = c.Name
+		doc.Components.Errors[c.Name] = OpenRPCError{Code: c.Code, Message: c.Meaning}
+	}
+	for _, m := range r.Methods() {
+		params, err := sb.params(m.Params)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.discover: params of %s: %w", m.Name, err)
+		}
+		result, err := sb.schema(m.Result)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.discover: result of %s: %w", m.Name, err)
+		}
+		om := OpenRPCMethod{
+			Name:           m.Name,
+			Summary:        m.Doc.Summary,
+			Description:    m.Doc.Description,
+			ParamStructure: "by-name",
+			Params:         params,
+			Result:         ContentDescriptor{Name: "result", Schema: result},
+			AliasOf:        m.AliasOf,
+		}
+		if m.AliasOf != "" {
+			om.Description = strings.TrimSpace(fmt.Sprintf("Alias of %s, with the same params, result and errors. %s", m.AliasOf, om.Description))
+		}
+		for _, code := range methodErrors(m.Doc.Errors) {
+			name, ok := names[code]
+			if !ok {
+				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in rpc.Codes(): add it to the table", m.Name, code)
+			}
+			om.Errors = append(om.Errors, OpenRPCReference{Ref: errorRefPrefix + name})
+		}
+		doc.Methods = append(doc.Methods, om)
+	}
+	for _, n := range r.Notifications() {
+		params, err := sb.params(n.Params)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.discover: params of notification %s: %w", n.Name, err)
+		}
+		doc.Notifications = append(doc.Notifications, OpenRPCNotification{
+			Name: n.Name, Summary: n.Doc.Summary, Description: n.Doc.Description,
+			ParamStructure: "by-name", Params: params,
+		})
+	}
+	doc.Components.Schemas = sb.defs
+	return doc, nil
+}
+
+// methodErrors is the method's own codes followed by the standard ones, each
+// once, in that order.
+func methodErrors(own []int64) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for _, c := range append(append([]int64{}, own...), standardErrors...) {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// schemaBuilder reflects Go types into JSON Schema and collects every named
+// type into one shared set of definitions.
+type schemaBuilder struct {
+	refl *jsonschema.Reflector
+	defs map[string]any
+	// owner remembers which Go type a definition name stands for, so two
+	// types that would share a name are an error rather than one silently
+	// describing the other.
+	owner map[string]reflect.Type
+}
+
+func newSchemaBuilder() *schemaBuilder {
+	return &schemaBuilder{
+		refl: &jsonschema.Reflector{
+			Anonymous: true,
+			// A field without omitempty is always written by the server, so
+			// it is required in results; params mark optional fields with
+			// omitempty throughout.
+			Namer: schemaName,
+		},
+		defs:  map[string]any{},
+		owner: map[string]reflect.Type{},
+	}
+}
+
+// schemaName qualifies a type with its package ("daemon.Info"), because
+// several packages define a Params or a Result.
+func schemaName(t reflect.Type) string {
+	if t.Name() == "" || t.PkgPath() == "" {
+		return ""
+	}
+	return path.Base(t.PkgPath()) + "." + t.Name()
+}
+
+// reflect returns the root schema of t and its definitions, as plain JSON
+// values with references pointing into components.schemas.
+func (b *schemaBuilder) reflect(t reflect.Type) (root map[string]any, defs map[string]any, err error) {
+	if t.Kind() == reflect.Interface {
+		// any: the result's shape depends on the params (e.g. one health
+		// record or an array of them); the description says which.
+		return map[string]any{}, nil, nil
+	}
+	s := b.refl.ReflectFromType(t)
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, nil, err
+	}
+	rewriteRefs(v)
+	defs, _ = v["$defs"].(map[string]any)
+	delete(v, "$defs")
+	delete(v, "$schema")
+	delete(v, "$id")
+	for name, def := range defs {
+		b.defs[name] = def
+	}
+	b.noteOwners(t, map[reflect.Type]bool{})
+	for name := range defs {
+		if _, ok := b.owner[name]; !ok {
+			return nil, nil, fmt.Errorf("definition %q has no Go type", name)
+		}
+	}
+	return v, defs, nil
+}
+
+// noteOwners walks t's named types and refuses a name used by two types.
+func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if seen[t] {
+		return
+	}
+	seen[t] = true
+	if name := schemaName(t); name != "" {
+		if prev, ok := b.owner[name]; ok && prev != t {
+			panic(fmt.Sprintf("rpc.discover: types %v and %v both want the schema name %q", prev, t, name))
+		}
+		b.owner[name] = t
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		b.noteOwners(t.Elem(), seen)
+	case reflect.Map:
+		b.noteOwners(t.Elem(), seen)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if t.Field(i).IsExported() || t.Field(i).Anonymous {
+				b.noteOwners(t.Field(i).Type, seen)
+			}
+		}
+	}
+}
+
+// schema is the schema of a result or a single value.
+func (b *schemaBuilder) schema(t reflect.Type) (any, error) {
+	root, _, err := b.reflect(t)
+	return root, err
+}
+
+// params turns a params struct into by-name content descriptors, one per
+// field, in field order; a non-struct params type is one descriptor.
+func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
+	st := t
+	for st.Kind() == reflect.Pointer {
+		st = st.Elem()
+	}
+	if st.Kind() != reflect.Struct {
+		s, err := b.schema(t)
+		if err != nil {
+			return nil, err
+		}
+		return []ContentDescriptor{{Name: "params", Required: true, Schema: s}}, nil
+	}
+	// Reflect the struct expanded, with the same reflector settings, so the
+	// fields come out in declaration order.
+	r := *b.refl
+	r.ExpandedStruct = true
+	s := r.ReflectFromType(st)
+	out := []ContentDescriptor{}
+	required := map[string]bool{}
+	for _, n := range s.Required {
+		required[n] = true
+	}
+	// The nested definitions still need collecting.
+	if _, _, err := b.reflect(st); err != nil {
+		return nil, err
+	}
+	if s.Properties == nil {
+		return out, nil
+	}
+	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+		raw, err := json.Marshal(p.Value)
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		rewriteRefs(v)
+		var desc string
+		if m, ok := v.(map[string]any); ok {
+			desc, _ = m["description"].(string)
+		}
+		out = append(out, ContentDescriptor{Name: p.Key, Description: desc, Required: required[p.Key], Schema: v})
+	}
+	return out, nil
+}
+
+// rewriteRefs points the reflector's local "#/$defs/X" references at the
+// document's shared components.
+func rewriteRefs(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && k == "$ref" {
+				if name, ok := strings.CutPrefix(s, "#/$defs/"); ok {
+					x[k] = schemaRefPrefix + name
+				}
+				continue
+			}
+			rewriteRefs(e)
+		}
+	case []any:
+		for _, e := range x {
+			rewriteRefs(e)
+		}
+	}
+}

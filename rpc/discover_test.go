@@ -1,0 +1,208 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type discoverTestParams struct {
+	ID    string   `json:"id"`
+	Force bool     `json:"force,omitempty"`
+	Tags  []string `json:"tags,omitempty"`
+}
+
+type discoverTestItem struct {
+	Name string `json:"name"`
+}
+
+type discoverTestResult struct {
+	Items []discoverTestItem `json:"items"`
+	Note  *discoverTestItem  `json:"note,omitempty"`
+}
+
+type discoverTestEvent struct {
+	RunID string          `json:"run_id"`
+	Seq   int64           `json:"seq"`
+	Event json.RawMessage `json:"event"`
+}
+
+func discoverTestRegistry() *Registry {
+	r := NewRegistry()
+	Register(r, "things.list", Doc{Summary: "List things.", Errors: []int64{CodeRunNotFound}},
+		func(ctx context.Context, p discoverTestParams) (discoverTestResult, error) {
+			return discoverTestResult{}, nil
+		})
+	Register(r, "things.any", Doc{Summary: "Answer one of two shapes."},
+		func(ctx context.Context, p struct{}) (any, error) { return nil, nil })
+	r.Alias("things.list_external", "things.list")
+	Notification[discoverTestEvent](r, "things.event", Doc{Summary: "A thing happened."})
+	RegisterDiscover(r, func() ServiceInfo {
+		return ServiceInfo{Title: "card", Version: "9.9", ProtocolVersion: "1.0", URL: "ws://127.0.0.1:1/rpc"}
+	})
+	return r
+}
+
+// discover calls rpc.discover the way a client does and returns the
+// document as generic JSON, so the test sees exactly what goes on the wire.
+func discover(t *testing.T, r *Registry) map[string]any {
+	t.Helper()
+	res, rerr := r.Dispatch(context.Background(), DiscoverMethod, json.RawMessage(`{}`))
+	require.Nil(t, rerr)
+	raw, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.True(t, json.Valid(raw))
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	return doc
+}
+
+func methodByName(t *testing.T, doc map[string]any, name string) map[string]any {
+	t.Helper()
+	for _, m := range doc["methods"].([]any) {
+		if mm := m.(map[string]any); mm["name"] == name {
+			return mm
+		}
+	}
+	t.Fatalf("method %s is not in rpc.discover's output", name)
+	return nil
+}
+
+func TestDiscoverListsEveryRegisteredMethodInAnOpenRPC1Document(t *testing.T) {
+	r := discoverTestRegistry()
+	doc := discover(t, r)
+	assert.True(t, strings.HasPrefix(doc["openrpc"].(string), "1."), "openrpc is %v", doc["openrpc"])
+	var listed []string
+	for _, m := range doc["methods"].([]any) {
+		listed = append(listed, m.(map[string]any)["name"].(string))
+	}
+	var registered []string
+	for _, m := range r.Methods() {
+		registered = append(registered, m.Name)
+	}
+	assert.ElementsMatch(t, registered, listed)
+	assert.Contains(t, listed, DiscoverMethod, "rpc.discover describes itself")
+	assert.Equal(t, "ws://127.0.0.1:1/rpc", doc["servers"].([]any)[0].(map[string]any)["url"])
+}
+
+func TestDiscoverDescribesParamsByNameWithRequiredFromOmitempty(t *testing.T) {
+	m := methodByName(t, discover(t, discoverTestRegistry()), "things.list")
+	assert.Equal(t, "by-name", m["paramStructure"])
+	params := m["params"].([]any)
+	require.Len(t, params, 3)
+	id := params[0].(map[string]any)
+	assert.Equal(t, "id", id["name"])
+	assert.Equal(t, true, id["required"])
+	assert.Equal(t, "string", id["schema"].(map[string]any)["type"])
+	force := params[1].(map[string]any)
+	assert.Equal(t, "force", force["name"])
+	assert.Nil(t, force["required"], "an omitempty field is optional")
+	assert.Equal(t, "array", params[2].(map[string]any)["schema"].(map[string]any)["type"])
+}
+
+func TestDiscoverReferencesResolveInsideTheDocument(t *testing.T) {
+	doc := discover(t, discoverTestRegistry())
+	comps := doc["components"].(map[string]any)
+	schemas := comps["schemas"].(map[string]any)
+	errs := comps["errors"].(map[string]any)
+	var refs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				// A schema property may itself be named $ref (the
+				// OpenRPCReference type); only string values are references.
+				if s, ok := e.(string); ok && k == "$ref" {
+					refs = append(refs, s)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	require.NotEmpty(t, refs)
+	for _, ref := range refs {
+		switch {
+		case strings.HasPrefix(ref, "#/components/schemas/"):
+			assert.Contains(t, schemas, strings.TrimPrefix(ref, "#/components/schemas/"), ref)
+		case strings.HasPrefix(ref, "#/components/errors/"):
+			assert.Contains(t, errs, strings.TrimPrefix(ref, "#/components/errors/"), ref)
+		default:
+			t.Errorf("reference %s points outside the document", ref)
+		}
+	}
+	assert.Contains(t, schemas, "rpc.discoverTestItem")
+}
+
+func TestDiscoverListsTheMethodsOwnErrorsThenTheStandardOnesAndTheWholeCodeTable(t *testing.T) {
+	doc := discover(t, discoverTestRegistry())
+	m := methodByName(t, doc, "things.list")
+	var refs []string
+	for _, e := range m["errors"].([]any) {
+		refs = append(refs, e.(map[string]any)["$ref"].(string))
+	}
+	assert.Equal(t, []string{
+		"#/components/errors/run_not_found",
+		"#/components/errors/invalid_params",
+		"#/components/errors/internal_error",
+		"#/components/errors/too_many_requests",
+		"#/components/errors/shutting_down",
+	}, refs)
+	errs := doc["components"].(map[string]any)["errors"].(map[string]any)
+	assert.Len(t, errs, len(Codes()))
+	for _, c := range Codes() {
+		require.Contains(t, errs, c.Name)
+		assert.EqualValues(t, c.Code, errs[c.Name].(map[string]any)["code"])
+	}
+}
+
+func TestDiscoverMarksAliasesWithTheirTarget(t *testing.T) {
+	doc := discover(t, discoverTestRegistry())
+	a := methodByName(t, doc, "things.list_external")
+	assert.Equal(t, "things.list", a["x-alias-of"])
+	assert.Contains(t, a["description"], "Alias of things.list")
+	assert.Equal(t, methodByName(t, doc, "things.list")["params"], a["params"])
+	assert.Nil(t, methodByName(t, doc, "things.list")["x-alias-of"])
+}
+
+func TestDiscoverListsNotificationsInTheExtension(t *testing.T) {
+	doc := discover(t, discoverTestRegistry())
+	notes := doc["x-notifications"].([]any)
+	require.Len(t, notes, 1)
+	n := notes[0].(map[string]any)
+	assert.Equal(t, "things.event", n["name"])
+	var names []string
+	for _, p := range n["params"].([]any) {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"run_id", "seq", "event"}, names)
+}
+
+func TestDiscoverRefusesAnErrorCodeMissingFromTheTable(t *testing.T) {
+	r := NewRegistry()
+	Register(r, "bad.codes", Doc{Summary: "Lists a code nobody documented.", Errors: []int64{-32999}},
+		func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, nil })
+	_, err := r.OpenRPC(ServiceInfo{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-32999")
+	assert.Contains(t, err.Error(), "bad.codes")
+}
+
+func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
+	r := NewRegistry()
+	assert.Panics(t, func() {
+		Register(r, "no.doc", Doc{Description: "only a description"},
+			func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, nil })
+	})
+	assert.Panics(t, func() { Notification[struct{}](r, "no.doc", Doc{Summary: "  "}) })
+	assert.Empty(t, r.Methods())
+}
