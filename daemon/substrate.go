@@ -163,7 +163,10 @@ func substrateError(err error) error {
 	var ro *substrate.ReadOnlyError
 	var te *substrate.TransportError
 	var to *substrate.TimeoutError
+	var fe *rpc.FieldError
 	switch {
+	case errors.As(err, &fe):
+		return err
 	case errors.As(err, &ro) || errors.Is(err, substrate.ErrReadOnly):
 		return &rpc.Error{Code: rpc.CodeSubstrateReadOnly, Message: err.Error(), Data: map[string]any{"config_key": "[substrate] read_only"}}
 	case errors.Is(err, substrate.ErrInvalidPath):
