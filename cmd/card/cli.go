@@ -31,7 +31,10 @@ const usage = `card — run the coding agents installed on this machine, over on
 Usage:
   card serve [--home DIR] [--addr HOST:PORT] [--log-level LEVEL]
   card info [--home DIR]
+  card detect [--health] [--refresh] [--json] [--home DIR]
+  card health [ID] [--force] [--json] [--home DIR]
   card token rotate [--home DIR]
+  card service install|uninstall|status [--dry-run] [--home DIR]
   card version
 
 Home defaults to $CARD_HOME, else ~/.local/state/card (Linux) or
@@ -54,8 +57,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.serve(args[1:])
 	case "info":
 		return e.info(args[1:])
+	case "detect":
+		return e.detect(args[1:])
+	case "health":
+		return e.health(args[1:])
 	case "token":
 		return e.token(args[1:])
+	case "service":
+		return e.service(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
 		return exitOK
