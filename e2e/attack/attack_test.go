@@ -1,0 +1,356 @@
+// Package attack holds the real-browser attack test: a page from another
+// local origin, loaded in headless Chromium, tries every way a web page could
+// reach the daemon's WebSocket, and each attempt must fail and be logged.
+//
+// A browser page can open a WebSocket to any localhost port, and DNS
+// rebinding defeats a same-origin check; a daemon that spawns coding agents is
+// remote code execution if a page gets through. Unit tests of the gate prove
+// the rules over synthetic requests; this proves them against what a real
+// browser actually sends (its Origin, its Host, its subprotocol header).
+package attack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/card-dev/card/daemon"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// modernc sqlite keeps a package-level opener; none of ours.
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+	)
+}
+
+// attempt is one way the page tries to open the daemon's socket.
+type attempt struct {
+	Name        string   `json:"name"`
+	URL         string   `json:"url"`
+	Protocols   []string `json:"protocols"`
+	ExpectOpen  bool     `json:"expect_open"`
+	WantStatus  int      `json:"-"`
+	WantLogHost string   `json:"-"`
+}
+
+// outcome is what the page saw for one attempt.
+type outcome struct {
+	Name     string `json:"name"`
+	Opened   bool   `json:"opened"`
+	Errored  bool   `json:"errored"`
+	Closed   bool   `json:"closed"`
+	Code     int    `json:"code"`
+	Answer   string `json:"answer"`
+	TimedOut bool   `json:"timed_out"`
+}
+
+// The page runs the attempts one after another, records each outcome in the
+// DOM and the title, and posts the verdict back to the server that served it
+// (same origin, so no CORS question), which is how the test reads it.
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>running</title></head>
+<body><pre id="results"></pre>
+<script>
+const attempts = {{.}};
+function tryOne(a) {
+  return new Promise((resolve) => {
+    const r = {name: a.name, opened: false, errored: false, closed: false, code: 0, answer: "", timed_out: false};
+    let ws;
+    const timer = setTimeout(() => { r.timed_out = true; try { ws.close(); } catch (e) {} resolve(r); }, 5000);
+    try {
+      ws = a.protocols && a.protocols.length ? new WebSocket(a.url, a.protocols) : new WebSocket(a.url);
+    } catch (e) {
+      r.errored = true; r.answer = "constructor: " + e; clearTimeout(timer); resolve(r); return;
+    }
+    ws.onopen = () => {
+      r.opened = true;
+      ws.send(JSON.stringify({jsonrpc: "2.0", id: 1, method: "daemon.info"}));
+    };
+    ws.onmessage = (ev) => { r.answer = String(ev.data); ws.close(1000); };
+    ws.onerror = () => { r.errored = true; };
+    ws.onclose = (ev) => { r.closed = true; r.code = ev.code; clearTimeout(timer); resolve(r); };
+  });
+}
+(async () => {
+  const out = [];
+  for (const a of attempts) {
+    const r = await tryOne(a);
+    out.push(r);
+    document.getElementById("results").textContent = JSON.stringify(out, null, 1);
+  }
+  document.title = "DONE";
+  await fetch("/verdict", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(out)});
+})();
+</script></body></html>`))
+
+// page is a local web origin serving the attack page and collecting its verdict.
+type page struct {
+	srv     *httptest.Server
+	verdict chan []outcome
+}
+
+func newPage(t *testing.T) *page {
+	p := &page{verdict: make(chan []outcome, 1)}
+	p.srv = httptest.NewUnstartedServer(nil)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *page) origin() string { return "http://" + p.srv.Listener.Addr().String() }
+
+func (p *page) start(t *testing.T, attempts []attempt) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err := pageTmpl.Execute(w, attempts); err != nil {
+			t.Errorf("render the attack page: %v", err)
+		}
+	})
+	mux.HandleFunc("/verdict", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		var got []outcome
+		if err == nil {
+			err = json.Unmarshal(body, &got)
+		}
+		if err != nil {
+			t.Errorf("the page posted an unreadable verdict %q: %v", body, err)
+			return
+		}
+		select {
+		case p.verdict <- got:
+		default:
+		}
+	})
+	p.srv.Config.Handler = mux
+	p.srv.Start()
+}
+
+// findChromium locates Debian's chromium. Without it the test cannot run;
+// that is a loud skip locally and a failure in CI (CARD_E2E_REQUIRED=1),
+// so the proof never silently goes missing.
+func findChromium(t *testing.T) string {
+	for _, name := range []string{os.Getenv("CARD_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "!!! BROWSER ATTACK TEST DID NOT RUN: no chromium on PATH (apt-get install -y chromium, or set CARD_CHROMIUM). " +
+		"The listener's browser defences are UNPROVEN in this run."
+	if os.Getenv("CARD_E2E_REQUIRED") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// runChromium loads url headless and waits for the page's verdict. Chromium
+// runs in its own process group, killed whole (SIGTERM, then SIGKILL) when
+// the verdict arrives or the deadline passes, so no renderer is left behind.
+func runChromium(t *testing.T, bin, url string, p *page) []outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	profile := t.TempDir()
+	cmd := exec.Command(bin,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--no-first-run", "--disable-quic", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir="+profile,
+		"--host-resolver-rules=MAP rebind.test 127.0.0.1",
+		"--remote-debugging-port=0", // keeps the new headless mode running until killed
+		url)
+	cmd.Dir = profile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr strings.Builder
+	cmd.Stdout = io.Discard
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 64 << 10}
+	require.NoError(t, cmd.Start(), "start %s", bin)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(3 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		// Renderers may outlive the browser process briefly; the group
+		// kill reaches them too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}()
+	select {
+	case v := <-p.verdict:
+		return v
+	case err := <-exited:
+		t.Fatalf("chromium exited before the page reported (%v); stderr:\n%s", err, stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("no verdict from %s within 60s; stderr:\n%s", url, stderr.String())
+	}
+	return nil
+}
+
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	if l.n <= 0 {
+		return len(b), nil
+	}
+	k := min(len(b), l.n)
+	l.n -= k
+	_, err := l.w.Write(b[:k])
+	return len(b), err
+}
+
+// refusals are the daemon's "refused websocket upgrade" log lines.
+func refusals(logs *observer.ObservedLogs) []map[string]any {
+	var out []map[string]any
+	for _, e := range logs.FilterMessage("refused websocket upgrade").All() {
+		out = append(out, e.ContextMap())
+	}
+	return out
+}
+
+func TestABrowserPageCannotReachTheDaemonByAnyRoute(t *testing.T) {
+	bin := findChromium(t)
+
+	attacker := newPage(t)
+	allowed := newPage(t)
+
+	home := filepath.Join(t.TempDir(), "home")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	// The operator allowed exactly one web origin: the positive control's.
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName),
+		fmt.Appendf(nil, "allowed_origins = [%q]\n", allowed.origin()), 0o600))
+
+	core, logs := observer.New(zapcore.DebugLevel)
+	d, err := daemon.New(daemon.Options{
+		Home:    home,
+		Addr:    "127.0.0.1:0",
+		Logger:  zap.New(core),
+		Environ: []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"},
+	})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	token, err := daemon.ReadToken(home)
+	require.NoError(t, err)
+
+	wsURL := d.URL() // ws://127.0.0.1:PORT/rpc
+	_, port, err := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(wsURL, "ws://"), "/rpc"))
+	require.NoError(t, err)
+	rebindHost := "rebind.test:" + port
+	rebindURL := "ws://" + rebindHost + "/rpc"
+	guessed := strings.Repeat("0", len(token))
+	bearer := "card.bearer."
+
+	// From an origin the operator never allowed. The attacker is even handed
+	// the real token (as if it leaked): the Origin rule alone must stop it.
+	attackerAttempts := []attempt{
+		{Name: "no token", URL: wsURL, WantStatus: 403},
+		{Name: "guessed token as subprotocol", URL: wsURL, Protocols: []string{bearer + guessed}, WantStatus: 403},
+		{Name: "guessed token with card.v1", URL: wsURL, Protocols: []string{"card.v1", bearer + guessed}, WantStatus: 403},
+		{Name: "leaked token as subprotocol", URL: wsURL, Protocols: []string{bearer + token}, WantStatus: 403},
+		{Name: "leaked token in the query", URL: wsURL + "?token=" + token, WantStatus: 403},
+		{Name: "DNS rebinding with the leaked token", URL: rebindURL, Protocols: []string{bearer + token}, WantStatus: 403, WantLogHost: rebindHost},
+	}
+	// From the allowed origin: the token is still required, never accepted
+	// in the URL, and the Host rule still holds; then the positive control
+	// proves the harness can see a connection succeed.
+	allowedAttempts := []attempt{
+		{Name: "allowed origin, no token", URL: wsURL, WantStatus: 401},
+		{Name: "allowed origin, guessed token", URL: wsURL, Protocols: []string{bearer + guessed}, WantStatus: 401},
+		{Name: "allowed origin, correct token in the query", URL: wsURL + "?token=" + token, WantStatus: 401},
+		{Name: "allowed origin, DNS rebinding with the correct token", URL: rebindURL, Protocols: []string{bearer + token}, WantStatus: 403, WantLogHost: rebindHost},
+		{Name: "allowed origin, correct token as subprotocol (positive control)", URL: wsURL, Protocols: []string{"card.v1", bearer + token}, ExpectOpen: true},
+	}
+	attacker.start(t, attackerAttempts)
+	allowed.start(t, allowedAttempts)
+
+	check := func(origin string, attempts []attempt, got []outcome, before int) {
+		t.Helper()
+		require.Len(t, got, len(attempts), "the page from %s reported a different number of attempts", origin)
+		var wantRefusals []attempt
+		for i, a := range attempts {
+			o := got[i]
+			require.Equal(t, a.Name, o.Name)
+			assert.False(t, o.TimedOut, "%s: the attempt neither opened nor failed within 5s", a.Name)
+			if a.ExpectOpen {
+				assert.True(t, o.Opened, "%s: the positive control did not connect (%+v)", a.Name, o)
+				assert.Contains(t, o.Answer, `"protocol_version"`, "%s: daemon.info was not answered", a.Name)
+				continue
+			}
+			assert.False(t, o.Opened, "%s: THE BROWSER PAGE CONNECTED (%+v)", a.Name, o)
+			assert.True(t, o.Errored || o.Closed, "%s: no error or close seen", a.Name)
+			wantRefusals = append(wantRefusals, a)
+		}
+		// Every refused attempt must have reached the daemon and been
+		// logged with its status: a page that never ran, or a browser
+		// that blocked the request itself, cannot pass for the daemon.
+		logged := refusals(logs)[before:]
+		require.Len(t, logged, len(wantRefusals), "refusal log lines for the page from %s: %v", origin, logged)
+		for i, a := range wantRefusals {
+			e := logged[i]
+			assert.EqualValues(t, a.WantStatus, e["status"], "%s: logged %v", a.Name, e)
+			if a.WantLogHost != "" {
+				assert.Equal(t, a.WantLogHost, e["host"], "%s: the rebinding name did not reach the daemon as Host", a.Name)
+			} else {
+				assert.Equal(t, origin, e["origin"], "%s: logged %v", a.Name, e)
+			}
+			for k, v := range e {
+				assert.NotContains(t, fmt.Sprint(v), token, "the refusal log field %q holds the token", k)
+			}
+		}
+	}
+
+	before := len(refusals(logs))
+	got := runChromium(t, bin, attacker.origin()+"/", attacker)
+	t.Logf("attacker page verdict: %+v", got)
+	check(attacker.origin(), attackerAttempts, got, before)
+
+	before = len(refusals(logs))
+	got = runChromium(t, bin, allowed.origin()+"/", allowed)
+	t.Logf("allowed page verdict: %+v", got)
+	check(allowed.origin(), allowedAttempts, got, before)
+
+	if t.Failed() {
+		var all []string
+		for _, e := range logs.All() {
+			all = append(all, fmt.Sprintf("%s %v", e.Message, e.ContextMap()))
+		}
+		t.Logf("daemon log:\n%s", strings.Join(all, "\n"))
+	}
+}
