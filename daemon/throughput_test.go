@@ -1,0 +1,149 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+// The throughput comparison of issue 2 (and issue 4 for cached
+// agents.detect): 64 concurrent connections, each sending one request and
+// waiting for its answer, against the real daemon and against a bare
+// coder/websocket echo server that answers every frame with the same bytes
+// the daemon answers. Both run in this process, in alternating rounds, so a
+// noisy machine slows both alike; the ratio is what counts.
+//
+//	CARD_BENCH=1 go test -run TestThroughputAgainstTheEchoCeiling -v ./daemon/
+func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
+	if os.Getenv("CARD_BENCH") != "1" {
+		t.Skip("set CARD_BENCH=1 to measure daemon throughput against the WebSocket echo ceiling")
+	}
+	td := startDaemon(t, fakeAgents(t)...)
+	for _, method := range []string{"daemon.info", "agents.detect"} {
+		t.Run(method, func(t *testing.T) {
+			request := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q}`, method))
+			answer := oneAnswer(t, td, request)
+			echo := echoServer(t, answer)
+
+			const conns, rounds = 64, 4
+			round := 1500 * time.Millisecond
+			var daemonLat, echoLat []time.Duration
+			var daemonN, echoN int
+			var daemonT, echoT time.Duration
+			for r := 0; r < rounds; r++ {
+				n, lat, el := hammer(t, echo, "", request, conns, round)
+				echoN, echoLat, echoT = echoN+n, append(echoLat, lat...), echoT+el
+				n, lat, el = hammer(t, td.URL(), td.token, request, conns, round)
+				daemonN, daemonLat, daemonT = daemonN+n, append(daemonLat, lat...), daemonT+el
+			}
+			echoRate := float64(echoN) / echoT.Seconds()
+			daemonRate := float64(daemonN) / daemonT.Seconds()
+			ratio := daemonRate / echoRate
+			t.Logf("%s: %d conns, %d rounds of %v, answer %d bytes", method, conns, rounds, round, len(answer))
+			t.Logf("echo ceiling: %8.0f req/s  p50 %v  p99 %v", echoRate, pct(echoLat, 50), pct(echoLat, 99))
+			t.Logf("card daemon:  %8.0f req/s  p50 %v  p99 %v", daemonRate, pct(daemonLat, 50), pct(daemonLat, 99))
+			t.Logf("ratio %.2fx of the echo ceiling (goal >= 0.50x, p99 <= 5ms)", ratio)
+		})
+	}
+}
+
+func oneAnswer(t *testing.T, td *testDaemon, request []byte) []byte {
+	c := td.rawConn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, c.Write(ctx, websocket.MessageText, request))
+	_, b, err := c.Read(ctx)
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(b), `"result"`), string(b))
+	return b
+}
+
+func echoServer(t *testing.T, answer []byte) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(4 << 20)
+		for {
+			_, _, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), websocket.MessageText, answer); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/rpc"
+}
+
+// hammer runs conns closed-loop clients for d and returns the answers
+// counted, every latency, and the wall time.
+func hammer(t *testing.T, url, token string, request []byte, conns int, d time.Duration) (int, []time.Duration, time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	clients := make([]*websocket.Conn, conns)
+	for i := range clients {
+		h := http.Header{}
+		if token != "" {
+			h.Set("Authorization", "Bearer "+token)
+		}
+		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+		require.NoError(t, err)
+		c.SetReadLimit(4 << 20)
+		clients[i] = c
+	}
+	var mu sync.Mutex
+	var all []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for _, c := range clients {
+		wg.Add(1)
+		go func(c *websocket.Conn) {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				if err := c.Write(ctx, websocket.MessageText, request); err != nil {
+					break
+				}
+				if _, _, err := c.Read(ctx); err != nil {
+					break
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, c := range clients {
+		c.Close(websocket.StatusNormalClosure, "")
+	}
+	return len(all), all, elapsed
+}
+
+func pct(lat []time.Duration, p int) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100].Round(10 * time.Microsecond)
+}
