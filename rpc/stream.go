@@ -194,9 +194,9 @@ func (s *frameStream) prepare(raw []byte, b *batch) (msg, errAnswer []byte) {
 }
 
 // prepareLocked validates one request object. It returns the message to
-// forward (possibly with a rewritten id), or the error answer to send, or
-// neither for an invalid notification... which cannot exist: a message whose
-// shape is wrong is answered with id null, as the specification says.
+// forward (possibly with a rewritten id) or the error answer to send. A
+// malformed message is always answered, even without an id: the
+// specification answers {"method": 1} with -32600 and id null.
 func (s *frameStream) prepareLocked(raw []byte, b *batch) (msg, errAnswer []byte) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: a JSON-RPC message must be an object")
@@ -288,7 +288,16 @@ func classifyID(id json.RawMessage, present bool) idKind {
 // WriteObject writes one answer or notification as one text frame, restoring
 // a rewritten id and gathering batch answers into their array.
 func (s *frameStream) WriteObject(obj any) error {
-	b, err := json.Marshal(obj)
+	var b []byte
+	var err error
+	// jsonrpc2's messages marshal themselves into compact JSON; calling
+	// MarshalJSON directly skips encoding/json re-validating and compacting
+	// every answer a second time on the hot path.
+	if m, ok := obj.(json.Marshaler); ok {
+		b, err = m.MarshalJSON()
+	} else {
+		b, err = json.Marshal(obj)
+	}
 	if err != nil {
 		return err
 	}
