@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/card-dev/card/rpc"
+)
+
+// harness knows how to start live daemons for the phases.
+type harness struct {
+	bin  string
+	tmp  string
+	opts options
+	n    int
+}
+
+func buildCard(ctx context.Context, out string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/card")
+	cmd.Dir = moduleRoot()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/card in %s: %v\n%s", cmd.Dir, err, stderr.String())
+	}
+	return nil
+}
+
+// moduleRoot walks up from the working directory to go.mod, so the soak can
+// be run from anywhere inside the repository.
+func moduleRoot() string {
+	dir, _ := os.Getwd()
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
+}
+
+// liveDaemon is one `card serve` child in its own process group.
+type liveDaemon struct {
+	home   string
+	url    string
+	token  string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+	log    string
+}
+
+// daemonSetup says how to start a daemon.
+type daemonSetup struct {
+	home   string // reuse a home (restart after a crash); empty makes a new one
+	config string // card.toml text
+	env    []string
+}
+
+func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error) {
+	h.n++
+	home := s.home
+	if home == "" {
+		home = filepath.Join(h.tmp, fmt.Sprintf("home-%d", h.n))
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, err
+		}
+		if s.config != "" {
+			if err := os.WriteFile(filepath.Join(home, "card.toml"), []byte(s.config), 0o600); err != nil {
+				return nil, err
+			}
+		}
+	}
+	_ = os.Remove(filepath.Join(home, "daemon.json"))
+	logPath := filepath.Join(h.tmp, fmt.Sprintf("daemon-%d.log", h.n))
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(h.bin, "serve", "--home", home, "--addr", "127.0.0.1:0", "--log-level", "info")
+	cmd.Dir = home
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s serve: %w", h.bin, err)
+	}
+	d := &liveDaemon{home: home, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	go func() {
+		d.err = cmd.Wait()
+		logf.Close()
+		close(d.exited)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(home, "daemon.json")); err == nil {
+			var disc struct {
+				URL string `json:"url"`
+				PID int    `json:"pid"`
+			}
+			if json.Unmarshal(b, &disc) == nil && disc.PID == cmd.Process.Pid {
+				d.url = disc.URL
+				break
+			}
+		}
+		select {
+		case <-d.exited:
+			return nil, fmt.Errorf("card serve exited before it was ready (%v); log %s:\n%s", d.err, logPath, tail(logPath, 2000))
+		case <-ctx.Done():
+			d.kill()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			d.kill()
+			return nil, fmt.Errorf("card serve wrote no daemon.json within 20s; log %s", logPath)
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(home, "token"))
+	if err != nil {
+		d.kill()
+		return nil, err
+	}
+	d.token = strings.TrimSpace(string(tok))
+	return d, nil
+}
+
+func (d *liveDaemon) pid() int { return d.cmd.Process.Pid }
+
+// stop sends SIGTERM and waits for a clean exit, SIGKILLing the group after
+// the grace period; it returns the exit code (-1 when killed).
+func (d *liveDaemon) stop(grace time.Duration) (int, error) {
+	_ = syscall.Kill(d.pid(), syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(grace):
+		d.kill()
+		return -1, fmt.Errorf("card serve did not exit within %s of SIGTERM", grace)
+	}
+	_ = syscall.Kill(-d.pid(), syscall.SIGKILL) // anything left in its group
+	return d.cmd.ProcessState.ExitCode(), nil
+}
+
+// kill SIGKILLs the daemon alone (a crash), not its group: the point of the
+// crash phase is what a restarted daemon does about children left behind.
+func (d *liveDaemon) crash() {
+	_ = syscall.Kill(d.pid(), syscall.SIGKILL)
+	<-d.exited
+}
+
+func (d *liveDaemon) kill() {
+	_ = syscall.Kill(-d.pid(), syscall.SIGKILL)
+	<-d.exited
+}
+
+func (d *liveDaemon) dial(ctx context.Context) (*rpc.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return rpc.Dial(ctx, d.url, d.token, rpc.ClientOptions{})
+}
+
+// procStatus reads a field (in kB for the memory ones) of /proc/<pid>/status.
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+func countDir(path string) int {
+	es, err := os.ReadDir(path)
+	if err != nil {
+		return -1
+	}
+	return len(es)
+}
+
+// procSnap is what the soak can see of the daemon from outside. card exposes
+// no goroutine count, so threads (/proc/<pid>/task) and open descriptors
+// (/proc/<pid>/fd) stand in: a leaked connection holds a descriptor.
+type procSnap struct {
+	rssKB, hwmKB int64
+	threads, fds int
+}
+
+func snap(pid int) procSnap {
+	return procSnap{
+		rssKB:   procStatus(pid, "VmRSS"),
+		hwmKB:   procStatus(pid, "VmHWM"),
+		threads: countDir(fmt.Sprintf("/proc/%d/task", pid)),
+		fds:     countDir(fmt.Sprintf("/proc/%d/fd", pid)),
+	}
+}
+
+func mib(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
+
+// latencies summarises durations.
+type latencies []time.Duration
+
+func (l latencies) pct(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := append(latencies(nil), l...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+// result is one phase's table: rows of metric, value, goal, ok.
+type result struct {
+	rows    [][4]string
+	misses  int
+	skipped string
+}
+
+func (r *result) add(metric, value, goal string, ok bool) {
+	mark := "ok"
+	if goal == "" {
+		mark = ""
+	} else if !ok {
+		mark = "MISSED"
+		r.misses++
+	}
+	r.rows = append(r.rows, [4]string{metric, value, goal, mark})
+}
+
+func (r *result) info(metric, value string) { r.add(metric, value, "", true) }
+
+func (r *result) fail(metric string, err error) {
+	r.add(metric, "error: "+err.Error(), "no error", false)
+}
+
+func (r *result) skip(why string) *result { r.skipped = why; return r }
+
+func (r *result) failed() bool { return r.misses > 0 }
+
+func (r *result) verdict() string {
+	switch {
+	case r.skipped != "":
+		return "SKIPPED (" + r.skipped + ")"
+	case r.misses > 0:
+		return fmt.Sprintf("%d goal(s) MISSED", r.misses)
+	}
+	return "all goals met"
+}
+
+func (r *result) print(w io.Writer) {
+	if r.skipped != "" && len(r.rows) == 0 {
+		fmt.Fprintf(w, "SKIPPED: %s\n", r.skipped)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "| metric\t| value\t| goal\t| \t|")
+	fmt.Fprintln(tw, "| ---\t| ---\t| ---\t| ---\t|")
+	for _, row := range r.rows {
+		fmt.Fprintf(tw, "| %s\t| %s\t| %s\t| %s\t|\n", row[0], row[1], row[2], row[3])
+	}
+	_ = tw.Flush()
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// countLog counts log lines containing s.
+func countLog(path, s string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte(s))
+}
+
+var errSkip = errors.New("skip")
