@@ -273,7 +273,9 @@ func TestTheRegistryListsEveryAdapterOnce(t *testing.T) {
 		require.True(t, ok)
 		assert.NotNil(t, a.NewParser())
 	}
-	assert.Panics(t, func() { Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() }}) })
+	assert.Panics(t, func() {
+		Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() }})
+	})
 }
 
 func indexOf(xs []string, s string) int {

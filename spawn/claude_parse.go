@@ -31,9 +31,11 @@ type claudeLine struct {
 	ErrorStatus  json.RawMessage `json:"error_status"`
 	Error        json.RawMessage `json:"error"`
 	// assistant / user
+	// Content is decoded in the same pass as the line: a second Unmarshal
+	// of a RawMessage doubles the cost on the hot path (assistant text).
 	Message *struct {
-		Model   string          `json:"model"`
-		Content json.RawMessage `json:"content"`
+		Model   string        `json:"model"`
+		Content []claudeBlock `json:"content"`
 	} `json:"message"`
 	// stream_event (only with --include-partial-messages)
 	Event *struct {
@@ -77,7 +79,7 @@ type claudeBlock struct {
 
 func (p *claudeParser) Feed(line []byte) []Event {
 	var l claudeLine
-	if err := json.Unmarshal(line, &l); err != nil || l.Type == "" {
+	if err := decodeLine(line, &l); (err != nil && !isTypeError(err)) || l.Type == "" {
 		return []Event{otherEvent("", line)}
 	}
 	if l.SessionID != "" {
@@ -98,20 +100,20 @@ func (p *claudeParser) Feed(line []byte) []Event {
 			return []Event{otherEvent(l.Type, line)}
 		}
 		p.assistantN++
-		var evs []Event
-		var text strings.Builder
-		for _, b := range blocks(l.Message.Content) {
+		evs := make([]Event, 0, len(l.Message.Content))
+		text := ""
+		for _, b := range l.Message.Content {
 			switch b.Type {
 			case "text":
-				text.WriteString(b.Text)
+				text += b.Text // one block is the common case: no copy
 				evs = append(evs, Event{Kind: EventText, Text: b.Text})
 			case "tool_use":
 				p.toolCalls++
 				evs = append(evs, Event{Kind: EventToolUse, Tool: &Tool{Name: b.Name, ID: b.ID, Input: validRaw(b.Input)}})
 			}
 		}
-		if text.Len() > 0 {
-			p.lastText = clip(text.String(), maxAnswer)
+		if text != "" {
+			p.lastText = clip(text, maxAnswer)
 		}
 		if e := rawText(l.Error, ""); e != "" {
 			p.apiErr = e
@@ -123,7 +125,7 @@ func (p *claudeParser) Feed(line []byte) []Event {
 			return []Event{otherEvent(l.Type, line)}
 		}
 		var evs []Event
-		for _, b := range blocks(l.Message.Content) {
+		for _, b := range l.Message.Content {
 			if b.Type == "tool_result" {
 				evs = append(evs, Event{Kind: EventToolResult, Tool: &Tool{ID: b.ToolUseID},
 					Output: clip(contentText(b.Content), maxOutput), IsError: b.IsError})
@@ -208,14 +210,6 @@ func claudeErrorKind(apiErr string, status json.RawMessage) string {
 		}
 	}
 	return KindAPI
-}
-
-func blocks(raw json.RawMessage) []claudeBlock {
-	var bs []claudeBlock
-	if len(raw) > 0 && raw[0] == '[' {
-		_ = json.Unmarshal(raw, &bs)
-	}
-	return bs
 }
 
 // contentText flattens a tool_result's content: a string, or text blocks.

@@ -55,7 +55,7 @@ type codexLine struct {
 
 func (p *codexParser) Feed(line []byte) []Event {
 	var l codexLine
-	if err := json.Unmarshal(line, &l); err != nil || l.Type == "" {
+	if err := decodeLine(line, &l); (err != nil && !isTypeError(err)) || l.Type == "" {
 		return []Event{otherEvent("", line)}
 	}
 	switch l.Type {

@@ -146,16 +146,18 @@ func otherEvent(typ string, line []byte) Event {
 	return ev
 }
 
-// clip shortens s to at most n bytes on a rune boundary and makes it valid
-// UTF-8, so it can go on the wire as a JSON string.
+// clip shortens s to at most n bytes on a rune boundary. Strings decoded by
+// encoding/json are already valid UTF-8, and json.Marshal replaces invalid
+// bytes anyway, so an in-bound string is returned as is (the hot path).
 func clip(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-		for len(s) > 0 && !utf8.ValidString(s) && len(s) > n-4 {
-			s = s[:len(s)-1]
-		}
+	if len(s) <= n {
+		return s
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	s = s[:n]
+	for i := 0; i < 3 && len(s) > 0 && !utf8.ValidString(s); i++ {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // answerBuf accumulates answer text up to maxAnswer.

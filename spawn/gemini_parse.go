@@ -49,7 +49,7 @@ type geminiLine struct {
 
 func (p *geminiParser) Feed(line []byte) []Event {
 	var l geminiLine
-	if err := json.Unmarshal(line, &l); err != nil || l.Type == "" {
+	if err := decodeLine(line, &l); (err != nil && !isTypeError(err)) || l.Type == "" {
 		return []Event{otherEvent("", line)}
 	}
 	assistant := false

@@ -242,7 +242,7 @@ func TestGeminiResultStatusErrorIsClassified(t *testing.T) {
 
 	for stream, kind := range map[string]string{
 		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 429 RESOURCE_EXHAUSTED quota]"}}`: KindRateLimit,
-		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 401 API key not valid]"}}`:         KindAuth,
+		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 401 API key not valid]"}}`:        KindAuth,
 		`{"type":"message","role":"assistant","content":"half","delta":true}`:                                             KindBadOutput,
 	} {
 		_, res := feedAll(t, "gemini", stream+"\n", ExitInfo{})
@@ -299,4 +299,13 @@ func TestEventsUseSnakeCaseWireNames(t *testing.T) {
 	b, err = json.Marshal(Result{Answer: "a", CostUSD: &cost, IsError: true, Error: &Failure{Kind: KindAuth, Message: "m", ExitCode: &code}})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"answer":"a","turns":0,"tool_calls":0,"duration_ms":0,"total_cost_usd":0.5,"usage":{"input_tokens":0,"output_tokens":0,"cached_input_tokens":0},"is_error":true,"error":{"kind":"auth","message":"m","exit_code":41}}`, string(b))
+}
+
+func TestAFieldOfAnUnexpectedShapeDoesNotCostTheLine(t *testing.T) {
+	stream := `{"type":"assistant","message":{"content":"a plain string"},"session_id":"s3"}` + "\n" +
+		`{"type":"result","subtype":"success","is_error":false,"result":"fine","session_id":"s3"}`
+	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
+	assert.NotContains(t, kinds(evs), EventOther)
+	assert.Equal(t, "s3", res.SessionID)
+	assert.Equal(t, "fine", res.Answer)
 }
