@@ -1,0 +1,122 @@
+package spawn
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// realCLI finds an agent CLI installed by `npm install` in e2e/agents (or in
+// CARD_E2E_BIN_DIR). Missing is a loud skip, or a failure when CI says the
+// CLIs must be there.
+func realCLI(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("CARD_E2E_BIN_DIR")
+	if dir == "" {
+		_, file, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(file), "..", "e2e", "agents", "node_modules", ".bin")
+	}
+	bin := filepath.Join(dir, name)
+	if _, err := os.Stat(bin); err != nil {
+		msg := "REAL CLI MISSING: " + bin + " — run `npm install` in e2e/agents (or set CARD_E2E_BIN_DIR); the flag check against the real --help is NOT running"
+		if os.Getenv("CARD_E2E_REQUIRED") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+func cliOutput(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	home := t.TempDir()
+	cmd.Dir = home
+	cmd.Env = append(os.Environ(), "HOME="+home, "NO_COLOR=1")
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// flagsOf lists the flags card passes for an adapter across every mode and
+// every request option.
+func flagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
+	flags := map[string]bool{}
+	for _, mode := range Modes {
+		for _, r := range reqs {
+			r.Adapter, r.Mode, r.Cwd, r.AllowBypass = adapter, mode, "/tmp", true
+			p, err := Build("/bin/"+adapter, r)
+			require.NoError(t, err)
+			for _, a := range p.Args {
+				if strings.HasPrefix(a, "-") && a != "-" {
+					flags[a] = true
+				}
+			}
+		}
+	}
+	return flags
+}
+
+func inHelp(help, flag string) bool {
+	return regexp.MustCompile(`(^|[\s,])` + regexp.QuoteMeta(flag) + `([\s,=]|$)`).MatchString(help)
+}
+
+// Every flag card passes exists in the installed CLI: a flag the CLI does
+// not know is a spawn failure on every run, found here instead.
+func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real CLIs (about 8 s); skipped in -short")
+	}
+	const id = "123e4567-e89b-12d3-a456-426614174000"
+	t.Run("claude", func(t *testing.T) {
+		t.Parallel()
+		bin := realCLI(t, "claude")
+		help := cliOutput(t, bin, "--help")
+		// Hidden flags (not in --help, used by the seeds and the SDK): the CLI
+		// parses options in order, so an unknown-option error naming the
+		// probe that follows proves the hidden flag before it was accepted.
+		hidden := map[string]string{"--system-prompt-file": "/nonexistent/p", "--append-system-prompt-file": "/nonexistent/p", "--max-turns": "2"}
+		for f := range flagsOf(t, "claude-code", Request{Model: "m", MaxTurns: 2, Effort: "low", SessionID: id, SystemPrompt: "s"},
+			Request{Resume: "r1", SystemPrompt: "s", SystemPromptAppend: true}, Request{NoSession: true}) {
+			if _, ok := hidden[f]; ok {
+				continue
+			}
+			assert.True(t, inHelp(help, f), "claude --help has no %s", f)
+		}
+		for f, v := range hidden {
+			out := cliOutput(t, bin, "-p", f, v, "--card-unknown-probe")
+			assert.Contains(t, out, "unknown option '--card-unknown-probe'", "%s is not accepted by claude: %s", f, out)
+		}
+	})
+	t.Run("codex", func(t *testing.T) {
+		t.Parallel()
+		bin := realCLI(t, "codex")
+		help := cliOutput(t, bin, "exec", "--help")
+		for f := range flagsOf(t, "codex", Request{Model: "m", Effort: "low", SystemPrompt: "s"}, Request{NoSession: true}) {
+			assert.True(t, inHelp(help, f), "codex exec --help has no %s", f)
+		}
+		resume := cliOutput(t, bin, "exec", "--json", "--sandbox", "read-only", "--color", "never", "resume", "--help")
+		assert.Contains(t, resume, "SESSION_ID", "exec-level flags before `resume` must parse")
+	})
+	t.Run("gemini", func(t *testing.T) {
+		t.Parallel()
+		bin := realCLI(t, "gemini")
+		help := cliOutput(t, bin, "--help")
+		for f := range flagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}) {
+			assert.True(t, inHelp(help, f), "gemini --help has no %s", f)
+		}
+		for _, m := range []string{"plan", "auto_edit", "yolo"} {
+			assert.Contains(t, help, `"`+m+`"`, "gemini --approval-mode has no %s", m)
+		}
+	})
+}
