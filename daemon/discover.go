@@ -17,3 +17,8 @@ func (d *Daemon) setupDiscover() error {
 	})
 	return nil
 }
+
+// Registry is the daemon's method registry. The protocol-doc test decodes
+// docs/protocol.md's examples into the exact Go types registered here, so
+// the prose cannot drift from the code.
+func (d *Daemon) Registry() *rpc.Registry { return d.registry }
