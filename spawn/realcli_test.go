@@ -120,3 +120,38 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		}
 	})
 }
+
+// The whole chain against the real CLIs, signed out in an empty HOME (no
+// network needed): Build, Run and the parser must turn each CLI's own
+// not-signed-in signal into error kind "auth" with what to do next.
+func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real CLIs; skipped in -short")
+	}
+	for _, c := range []struct{ adapter, bin, says string }{
+		{"claude-code", "claude", "claude auth login"},
+		{"gemini", "gemini", "GEMINI_API_KEY"},
+	} {
+		t.Run(c.adapter, func(t *testing.T) {
+			t.Parallel()
+			bin := realCLI(t, c.bin)
+			home, work := t.TempDir(), t.TempDir()
+			plan, err := Build(bin, Request{Adapter: c.adapter, Cwd: work})
+			require.NoError(t, err)
+			a, _ := Lookup(c.adapter)
+			env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CAR_INVOKED_BY=card", "NO_COLOR=1"}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			var evs []Event
+			res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "say pong", BaseEnv: env, Parser: a.NewParser(),
+				OnEvent: func(ev Event) { evs = append(evs, ev) }})
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, KindAuth, e.Kind, "%v", err)
+			require.NotNil(t, res.Error)
+			assert.Equal(t, KindAuth, res.Error.Kind)
+			assert.Contains(t, res.Error.Message, c.says)
+			assert.NotContains(t, e.Command, "say pong")
+		})
+	}
+}
