@@ -408,12 +408,23 @@ func crashRound(ctx context.Context, h *harness, r *result, env []string, cwd st
 		ids[id] = true
 		order = append(order, id)
 	}
-	// Let every agent start and spawn its child.
+	// Let every agent start and spawn its child, so the crash leaves real
+	// orphans (the agent dies with the daemon through Pdeathsig; its child
+	// does not) for the restarted daemon to find.
+	withChild := func() int {
+		n := 0
+		for _, pids := range leftovers(ids) {
+			if len(pids) >= 2 {
+				n++
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && len(leftovers(ids)) < len(ids) {
+	for time.Now().Before(deadline) && withChild() < len(ids) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	running := len(leftovers(ids))
+	running := withChild()
 	c.Close()
 
 	exitCode := -1
@@ -460,7 +471,7 @@ func crashRound(ctx context.Context, h *harness, r *result, env []string, cwd st
 	}
 	left := waitNoLeftovers(ids, 5*time.Second)
 
-	r.add(name+": runs started / agents seen running", fmt.Sprintf("%d / %d", len(order), running), "8 / 8", len(order) == 8 && running == 8)
+	r.add(name+": runs started / agents seen running with a child", fmt.Sprintf("%d / %d", len(order), running), "8 / 8", len(order) == 8 && running == 8)
 	if sig == syscall.SIGTERM {
 		r.add(name+": daemon exit code", fmt.Sprintf("%d after %s", exitCode, stopTook.Round(time.Millisecond)), "0", exitCode == 0)
 		r.add(name+": processes left right after exit", fmt.Sprint(leftBefore), "0", leftBefore == 0)
