@@ -1,0 +1,528 @@
+// Package docs holds the checks that keep docs/protocol.md true: every
+// registered method and notification has a heading, every JSON example
+// parses and decodes strictly into the Go types the daemon registers, and
+// the error table is rpc.Codes(). Run with CARD_DOCS_CAPTURE=FILE to
+// capture fresh examples from a live daemon.
+package docs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/rpc"
+)
+
+const protocolDoc = "protocol.md"
+
+// startDaemon builds a daemon the way `card serve` does, in a temp home
+// whose only agent is the fake Claude Code of testdata, and the login-shell
+// PATH off so no CLI installed on this machine leaks into the examples.
+func startDaemon(t *testing.T, home string, listen bool) *daemon.Daemon {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte("login_shell_path = false\n"), 0o600))
+	fake, err := filepath.Abs(filepath.Join("testdata", "fake-claude.sh"))
+	require.NoError(t, err)
+	d, err := daemon.New(daemon.Options{
+		Home:    home,
+		Addr:    "127.0.0.1:0",
+		Logger:  zap.NewNop(),
+		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + home, "CAR_CLAUDE_CODE_BIN=" + fake},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	if listen {
+		require.NoError(t, d.Start())
+	}
+	return d
+}
+
+// example is one marked ```json block of the doc.
+type example struct {
+	Line   int
+	Method string
+	Kind   string // request, response or notification
+	JSON   string
+}
+
+type parsedDoc struct {
+	Headings []string
+	JSON     []example // every ```json block; Method is empty when unmarked
+}
+
+var markerRE = regexp.MustCompile(`^<!-- example: (\S+) (request|response|notification) -->$`)
+
+// parseDoc reads headings and ```json blocks, pairing each block with the
+// marker comment on the last non-blank line before its fence.
+func parseDoc(text string) (parsedDoc, error) {
+	var d parsedDoc
+	lines := strings.Split(text, "\n")
+	lastText := ""
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimRight(lines[i], " \t\r")
+		switch {
+		case strings.HasPrefix(l, "```"):
+			lang := strings.TrimSpace(strings.TrimPrefix(l, "```"))
+			start := i + 1
+			j := start
+			for j < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
+				j++
+			}
+			if j == len(lines) {
+				return d, fmt.Errorf("line %d: code block never closed", i+1)
+			}
+			if lang == "json" {
+				ex := example{Line: i + 1, JSON: strings.Join(lines[start:j], "\n")}
+				if m := markerRE.FindStringSubmatch(lastText); m != nil {
+					ex.Method, ex.Kind = m[1], m[2]
+				}
+				d.JSON = append(d.JSON, ex)
+			}
+			i = j
+			lastText = ""
+		case strings.HasPrefix(l, "#"):
+			d.Headings = append(d.Headings, l)
+			lastText = l
+		case strings.TrimSpace(l) != "":
+			lastText = strings.TrimSpace(l)
+		}
+	}
+	return d, nil
+}
+
+// resultAlternatives names the concrete types of results registered as any:
+// their shape depends on the params, and an example must fit one of them.
+func resultAlternatives(method string) []reflect.Type {
+	switch method {
+	case "agents.health_external":
+		return healthResultTypes()
+	case "agents.invoke", "agents.invoke_external":
+		return invokeResultTypes()
+	}
+	return nil
+}
+
+// decodeStrict decodes raw into a new value of t, refusing unknown fields
+// and trailing data, the way the registry decodes params.
+func decodeStrict(raw json.RawMessage, t reflect.Type) error {
+	v := reflect.New(t)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v.Interface()); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the value")
+	}
+	return nil
+}
+
+type wireRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+type wireResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpc.Error      `json:"error,omitempty"`
+}
+
+// checkExample decodes one marked example into the registered types. It is
+// the part of the doc test that fails when a field is renamed or removed.
+func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[string]rpc.NotificationInfo) error {
+	raw := json.RawMessage(ex.JSON)
+	switch ex.Kind {
+	case "request", "notification":
+		var req wireRequest
+		if err := decodeStrict(raw, reflect.TypeFor[wireRequest]()); err != nil {
+			return fmt.Errorf("not a JSON-RPC %s: %w", ex.Kind, err)
+		}
+		_ = json.Unmarshal(raw, &req)
+		if req.JSONRPC != "2.0" || req.Method != ex.Method {
+			return fmt.Errorf("jsonrpc %q method %q, want 2.0 and %q", req.JSONRPC, req.Method, ex.Method)
+		}
+		var pt reflect.Type
+		if ex.Kind == "request" {
+			m, ok := methods[ex.Method]
+			if !ok {
+				return fmt.Errorf("method %s is not registered", ex.Method)
+			}
+			if req.ID == nil {
+				return errors.New("a request example needs an id")
+			}
+			pt = m.Params
+		} else {
+			n, ok := notes[ex.Method]
+			if !ok {
+				return fmt.Errorf("notification %s is not registered", ex.Method)
+			}
+			if req.ID != nil {
+				return errors.New("a notification has no id")
+			}
+			pt = n.Params
+		}
+		if len(req.Params) == 0 {
+			return nil
+		}
+		if err := decodeStrict(req.Params, pt); err != nil {
+			return fmt.Errorf("params do not fit %v: %w", pt, err)
+		}
+	case "response":
+		m, ok := methods[ex.Method]
+		if !ok {
+			return fmt.Errorf("method %s is not registered", ex.Method)
+		}
+		var resp wireResponse
+		if err := decodeStrict(raw, reflect.TypeFor[wireResponse]()); err != nil {
+			return fmt.Errorf("not a JSON-RPC response: %w", err)
+		}
+		_ = json.Unmarshal(raw, &resp)
+		if resp.JSONRPC != "2.0" || (resp.Result == nil) == (resp.Error == nil) {
+			return errors.New("a response has jsonrpc 2.0 and exactly one of result and error")
+		}
+		if resp.Error != nil {
+			return checkErrorExample(ex.Method, m, resp.Error)
+		}
+		types := resultAlternatives(ex.Method)
+		if types == nil {
+			types = []reflect.Type{m.Result}
+		}
+		var errs []error
+		for _, t := range types {
+			err := decodeStrict(resp.Result, t)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("%v: %w", t, err))
+		}
+		return fmt.Errorf("result fits no registered type: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkErrorExample requires the code to be in the table and be one the
+// method may answer with.
+func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error) error {
+	known := false
+	for _, c := range rpc.Codes() {
+		known = known || c.Code == e.Code
+	}
+	if !known {
+		return fmt.Errorf("error code %d is not in rpc.Codes()", e.Code)
+	}
+	allowed := []int64{rpc.CodeParseError, rpc.CodeInvalidRequest, rpc.CodeMethodNotFound, rpc.CodeInvalidParams,
+		rpc.CodeInternalError, rpc.CodeTooManyRequests, rpc.CodeShuttingDown}
+	for _, c := range append(allowed, m.Doc.Errors...) {
+		if c == e.Code {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s's Doc.Errors does not list code %d", method, e.Code)
+}
+
+func loadDoc(t *testing.T) parsedDoc {
+	t.Helper()
+	b, err := os.ReadFile(protocolDoc)
+	require.NoError(t, err)
+	d, err := parseDoc(string(b))
+	require.NoError(t, err)
+	return d
+}
+
+func registry(t *testing.T) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
+	t.Helper()
+	d := startDaemon(t, t.TempDir(), false)
+	methods := map[string]rpc.MethodInfo{}
+	for _, m := range d.Registry().Methods() {
+		methods[m.Name] = m
+	}
+	notes := map[string]rpc.NotificationInfo{}
+	for _, n := range d.Registry().Notifications() {
+		notes[n.Name] = n
+	}
+	return methods, notes
+}
+
+func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *testing.T) {
+	doc := loadDoc(t)
+	methods, notes := registry(t)
+	require.NotEmpty(t, methods)
+	hasHeading := func(name string) bool {
+		for _, h := range doc.Headings {
+			if strings.Contains(h, "`"+name+"`") {
+				return true
+			}
+		}
+		return false
+	}
+	for name := range methods {
+		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for method `%s`", name)
+	}
+	for name := range notes {
+		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for notification `%s`", name)
+	}
+}
+
+func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
+	doc := loadDoc(t)
+	methods, notes := registry(t)
+	seen := map[string]bool{}
+	for _, ex := range doc.JSON {
+		seen[ex.Method+" "+ex.Kind] = true
+	}
+	for name, m := range methods {
+		if m.AliasOf != "" {
+			continue // same shapes as the target's examples
+		}
+		assert.True(t, seen[name+" request"], "no `<!-- example: %s request -->` block", name)
+		assert.True(t, seen[name+" response"], "no `<!-- example: %s response -->` block", name)
+	}
+	for name := range notes {
+		assert.True(t, seen[name+" notification"], "no `<!-- example: %s notification -->` block", name)
+	}
+}
+
+func TestEveryJSONBlockParsesAndEveryExampleFitsTheRegisteredTypes(t *testing.T) {
+	doc := loadDoc(t)
+	methods, notes := registry(t)
+	require.NotEmpty(t, doc.JSON)
+	for _, ex := range doc.JSON {
+		if !json.Valid([]byte(ex.JSON)) {
+			t.Errorf("docs/protocol.md:%d: the json block does not parse", ex.Line)
+			continue
+		}
+		if ex.Method == "" {
+			continue
+		}
+		if err := checkExample(ex, methods, notes); err != nil {
+			t.Errorf("docs/protocol.md:%d: %s %s example: %v", ex.Line, ex.Method, ex.Kind, err)
+		}
+	}
+}
+
+func TestTheErrorTableIsRPCCodes(t *testing.T) {
+	b, err := os.ReadFile(protocolDoc)
+	require.NoError(t, err)
+	rowRE := regexp.MustCompile("(?m)^\\| `?(-32[0-9]{3})`? \\| `([a-z_]+)` \\|")
+	rows := map[string]string{}
+	for _, m := range rowRE.FindAllStringSubmatch(string(b), -1) {
+		rows[m[1]] = m[2]
+	}
+	for _, c := range rpc.Codes() {
+		assert.Equal(t, c.Name, rows[fmt.Sprint(c.Code)], "error table row for %d", c.Code)
+	}
+	assert.Len(t, rows, len(rpc.Codes()), "the table has codes rpc.Codes() does not")
+}
+
+func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
+	b, err := os.ReadFile(protocolDoc)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), fmt.Sprintf("`protocol_version` is `%s`", daemon.ProtocolVersion))
+}
+
+// The checker itself must be able to fail, or the tests above prove nothing.
+func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
+	methods, notes := registry(t)
+	bad := []example{
+		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.detect","params":{"include_helth":true}}`},
+		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.list_external","params":{}}`},
+		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","method":"agents.detect","params":{}}`},
+		{Method: "daemon.info", Kind: "response", JSON: `{"jsonrpc":"2.0","id":1,"result":{"version":"1","renamed_field":2}}`},
+		{Method: "daemon.info", Kind: "response", JSON: `{"jsonrpc":"2.0","id":1,"error":{"code":-32016,"message":"no run"}}`},
+		{Method: "daemon.info", Kind: "response", JSON: `{"jsonrpc":"2.0","id":1,"error":{"code":-32099,"message":"?"}}`},
+		{Method: "no.such", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"no.such"}`},
+	}
+	for _, ex := range bad {
+		assert.Error(t, checkExample(ex, methods, notes), "%s", ex.JSON)
+	}
+	good := example{Method: "daemon.info", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"daemon.info","params":{}}`}
+	assert.NoError(t, checkExample(good, methods, notes))
+
+	d, err := parseDoc("## `x`\n\n<!-- example: daemon.info request -->\n```json\n{\"a\":1}\n```\n```json\n{}\n```\n")
+	require.NoError(t, err)
+	require.Len(t, d.JSON, 2)
+	assert.Equal(t, "daemon.info", d.JSON[0].Method)
+	assert.Empty(t, d.JSON[1].Method, "a marker applies to the next block only")
+}
+
+// TestCaptureExamples talks to a live daemon and writes what it answered
+// as marked examples to $CARD_DOCS_CAPTURE, for pasting into protocol.md.
+func TestCaptureExamples(t *testing.T) {
+	out := os.Getenv("CARD_DOCS_CAPTURE")
+	if out == "" {
+		t.Skip("set CARD_DOCS_CAPTURE=FILE to capture protocol examples from a live daemon")
+	}
+	home := filepath.Join(os.TempDir(), "card-example-home")
+	_ = os.RemoveAll(home)
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	d := startDaemon(t, home, true)
+	tok, err := daemon.ReadToken(home)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, d.URL(), &websocket.DialOptions{HTTPHeader: map[string][]string{"Authorization": {"Bearer " + tok}}})
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	ws.SetReadLimit(16 << 20)
+
+	c := &capturer{t: t, ctx: ctx, ws: ws}
+	call := c.call
+	// Let the background detection finish, so the answers are stable.
+	call("agents.detect", `{"refresh":true}`)
+	for _, c := range []struct{ method, params string }{
+		{"daemon.info", ""},
+		{"agents.list_external", ""},
+		{"agents.detect_external", `{"invoked_by":"claude-code"}`},
+		{"agents.detect", `{"include_health":true,"invoked_by":"codex"}`},
+		{"agents.health_external", `{"id":"claude-code"}`},
+		{"agents.health_external", `{"id":"gemini"}`},
+		{"agents.health_external", `{"id":"no-such-agent"}`},
+		{"agents.health_external", `{}`},
+		{"rpc.discover", ""},
+		{"substrate.info", ""},
+		{"substrate.run_command", `{"command":"echo hello","timeout_secs":5}`},
+		{"substrate.write_text", `{"path":"` + home + `/notes.txt","content":"hello\n"}`},
+		{"substrate.read_text", `{"path":"` + home + `/notes.txt"}`},
+		{"substrate.read_text", `{"path":"notes.txt"}`},
+		{"substrate.write_bytes", `{"path":"` + home + `/blob.bin","content_b64":"AAEC"}`},
+		{"substrate.read_bytes", `{"path":"` + home + `/blob.bin","offset":1,"length":2}`},
+		{"substrate.path_state", `{"path":"` + home + `/missing"}`},
+		{"substrate.pty_start", `{"command":"cat"}`},
+	} {
+		res := call(c.method, c.params)
+		if c.method == "substrate.pty_start" && res != nil {
+			var p struct {
+				PID int `json:"pid"`
+			}
+			require.NoError(t, json.Unmarshal(res, &p))
+			pid := fmt.Sprint(p.PID)
+			call("substrate.pty_input", `{"pid":`+pid+`,"data":"hi\n"}`)
+			time.Sleep(200 * time.Millisecond)
+			call("substrate.pty_read", `{"pid":`+pid+`}`)
+			call("substrate.pty_resize", `{"pid":`+pid+`,"rows":40,"cols":120}`)
+			call("substrate.pty_kill", `{"pid":`+pid+`}`)
+		}
+	}
+	captureRuns(c, home)
+
+	// Transport examples: frames that are not one well-formed request.
+	raw := func(name, frame string) {
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(frame)))
+		_, msg, err := ws.Read(ctx)
+		require.NoError(t, err)
+		fmt.Fprintf(&c.buf, "<!-- raw: %s -->\n```\n%s\n```\n```\n%s\n```\n\n", name, frame, msg)
+	}
+	raw("parse", `{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]`)
+	raw("batch", `[{"jsonrpc":"2.0","id":101,"method":"daemon.info"},{"jsonrpc":"2.0","method":"daemon.info"},{"jsonrpc":"2.0","id":102,"method":1}]`)
+	disc, err := os.ReadFile(filepath.Join(home, "daemon.json"))
+	require.NoError(t, err)
+	fmt.Fprintf(&c.buf, "<!-- raw: daemon.json -->\n```\n%s\n```\n\n", bytes.TrimSpace(disc))
+	require.NoError(t, os.WriteFile(out, c.buf.Bytes(), 0o644))
+}
+
+// capturer sends requests to a live daemon and records every frame as a
+// marked example.
+type capturer struct {
+	t   *testing.T
+	ctx context.Context
+	ws  *websocket.Conn
+	buf bytes.Buffer
+	id  int
+	// quiet drops notifications (a replay would repeat the run's events).
+	quiet bool
+}
+
+func (c *capturer) emit(method, kind string, raw []byte) {
+	var b bytes.Buffer
+	require.NoError(c.t, json.Indent(&b, raw, "", "  "))
+	fmt.Fprintf(&c.buf, "<!-- example: %s %s -->\n```json\n%s\n```\n\n", method, kind, b.String())
+}
+
+// read returns the next frame's method (for a notification) or id, and the
+// frame, recording notifications.
+func (c *capturer) read() (method string, id int, result json.RawMessage, msg []byte) {
+	_, msg, err := c.ws.Read(c.ctx)
+	require.NoError(c.t, err)
+	var probe struct {
+		ID     *int            `json:"id"`
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+	}
+	require.NoError(c.t, json.Unmarshal(msg, &probe))
+	if probe.Method != "" {
+		if !c.quiet {
+			c.emit(probe.Method, "notification", msg)
+		}
+		return probe.Method, 0, nil, msg
+	}
+	if probe.ID != nil {
+		id = *probe.ID
+	}
+	return "", id, probe.Result, msg
+}
+
+// call sends one request and records it, the notifications that arrive
+// before its answer, and the answer.
+func (c *capturer) call(method, params string) json.RawMessage {
+	c.id++
+	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q`, c.id, method)
+	if params != "" {
+		req += `,"params":` + params
+	}
+	req += "}"
+	fmt.Fprintf(&c.buf, "### %s\n\n", method)
+	c.emit(method, "request", []byte(req))
+	require.NoError(c.t, c.ws.Write(c.ctx, websocket.MessageText, []byte(req)))
+	for {
+		m, id, result, msg := c.read()
+		if m == "" && id == c.id {
+			c.emit(method, "response", msg)
+			return result
+		}
+	}
+}
+
+// drainRun reads notifications until the run's terminal event.
+func (c *capturer) drainRun() {
+	for {
+		m, _, _, msg := c.read()
+		if m != "agents.event" {
+			continue
+		}
+		var ev struct {
+			Kind string `json:"kind"`
+		}
+		var note struct {
+			Params json.RawMessage `json:"params"`
+		}
+		require.NoError(c.t, json.Unmarshal(msg, &note))
+		require.NoError(c.t, json.Unmarshal(note.Params, &ev))
+		if ev.Kind == "done" || ev.Kind == "error" {
+			return
+		}
+	}
+}
