@@ -64,6 +64,7 @@ type Daemon struct {
 	guard     guard.Snapshot
 	detector  *detect.Detector
 	substrate *lazySubstrate
+	runs      *runManager
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server

@@ -1,0 +1,78 @@
+//go:build linux
+
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// endLeftoverGroup ends the processes of process group pgid that belong to
+// run runID, and returns how many it signalled. A pgid is only a number: by
+// the time a crashed daemon restarts, the kernel may have given it to an
+// unrelated process group, so a process counts as the run's only when its
+// environment carries CARD_RUN_ID=<runID>, which card set on the agent and
+// every process it started inherits. Only processes of this user are
+// readable, which is also the set card may signal.
+func endLeftoverGroup(pgid int, runID string) int {
+	if pgid <= 1 || runID == "" {
+		return 0
+	}
+	pids := leftoverPIDs(pgid, runID)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(killGrace)
+	for len(leftoverPIDs(pgid, runID)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, pid := range leftoverPIDs(pgid, runID) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return len(pids)
+}
+
+// leftoverPIDs lists live (non-zombie) processes in group pgid whose
+// environment names runID.
+func leftoverPIDs(pgid int, runID string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(RunIDEnv + "=" + runID + "\x00")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err != nil || g != pgid {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
