@@ -526,3 +526,31 @@ func (c *capturer) drainRun() {
 		}
 	}
 }
+
+func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotification(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), false)
+	res, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
+	require.Nil(t, rerr)
+	raw, err := json.Marshal(res)
+	require.NoError(t, err)
+	var doc struct {
+		OpenRPC string `json:"openrpc"`
+		Methods []struct {
+			Name string `json:"name"`
+		} `json:"methods"`
+		Notifications []struct {
+			Name string `json:"name"`
+		} `json:"x-notifications"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	assert.True(t, strings.HasPrefix(doc.OpenRPC, "1."))
+	listed := map[string]bool{}
+	for _, m := range doc.Methods {
+		listed[m.Name] = true
+	}
+	for _, m := range d.Registry().Methods() {
+		assert.True(t, listed[m.Name], "rpc.discover does not list %s", m.Name)
+	}
+	assert.Len(t, doc.Methods, len(d.Registry().Methods()))
+	assert.Len(t, doc.Notifications, len(d.Registry().Notifications()))
+}
