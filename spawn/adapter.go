@@ -19,7 +19,25 @@ type Adapter struct {
 	Build func(bin string, req Request) (Plan, error)
 	// NewParser returns a fresh parser for one run's stdout.
 	NewParser func() Parser
+	// ReadOnly says how read_only is enforced, for disclosure to clients:
+	// ReadOnlyOSSandbox, ReadOnlyAllowlist, ReadOnlyAgentDefault or
+	// ReadOnlyNotEnforced.
+	ReadOnly string
+	// OwnedFlags are flags the builder sets from the mode; operator extras
+	// may not set them (CheckExtras).
+	OwnedFlags []string
+	// CheckExtraArg, when set, refuses an adapter-specific widening in
+	// args[i] (Codex's `-c sandbox_mode=...`); it returns the reason.
+	CheckExtraArg func(args []string, i int) string
 }
+
+// How an adapter's read_only mode is enforced (issue 9's disclosure).
+const (
+	ReadOnlyOSSandbox    = "os_sandbox"
+	ReadOnlyAllowlist    = "allowlist"
+	ReadOnlyAgentDefault = "agent_default"
+	ReadOnlyNotEnforced  = "not_enforced"
+)
 
 var (
 	registryMu sync.RWMutex

@@ -27,7 +27,12 @@ func claudePermissionMode(m Mode) string {
 }
 
 func init() {
-	Register(Adapter{ID: "claude-code", Build: buildClaude, NewParser: func() Parser { return newClaudeParser() }})
+	Register(Adapter{ID: "claude-code", Build: buildClaude, NewParser: func() Parser { return newClaudeParser() },
+		ReadOnly: ReadOnlyAllowlist,
+		OwnedFlags: []string{"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
+			"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
+			"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
+	})
 }
 
 // buildClaude follows seed 004: every flag that decides the boundary is set

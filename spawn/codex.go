@@ -1,7 +1,13 @@
 package spawn
 
+import "strings"
+
 func init() {
-	Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() }})
+	Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() },
+		ReadOnly:      ReadOnlyOSSandbox,
+		OwnedFlags:    []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p"},
+		CheckExtraArg: codexCheckExtraArg,
+	})
 }
 
 // codexSandbox maps card's mode onto `codex exec --sandbox`. Codex's boundary
@@ -75,4 +81,44 @@ func buildCodex(bin string, req Request) (Plan, error) {
 	args = append(args, "-")
 	p.Args = args
 	return p, nil
+}
+
+// boundaryConfigKeys are Codex `-c key=value` overrides that move the
+// sandbox or approval policy.
+var boundaryConfigKeys = []string{"sandbox_mode", "sandbox_workspace_write", "approval_policy", "sandbox_permissions",
+	"model_instructions_file", "developer_instructions"}
+
+// codexCheckExtraArg refuses a `-c` override of the sandbox or approval
+// policy: for -c the last occurrence wins, and an operator line in card.toml
+// must not quietly undo the mode a client asked for.
+func codexCheckExtraArg(args []string, i int) string {
+	key := codexConfigKey(args, i)
+	if key == "" {
+		return ""
+	}
+	for _, k := range boundaryConfigKeys {
+		if key == k || strings.HasPrefix(key, k+".") {
+			return "-c " + key + " overrides the sandbox or approval policy card sets from the permission mode"
+		}
+	}
+	return ""
+}
+
+// codexConfigKey returns the key of a `-c key=value` override whose value is
+// args[i] (or args[i] itself in the --config=key=value form).
+func codexConfigKey(args []string, i int) string {
+	a := args[i]
+	var kv string
+	switch {
+	case strings.HasPrefix(a, "--config="):
+		kv = strings.TrimPrefix(a, "--config=")
+	case strings.HasPrefix(a, "-c") && len(a) > 2 && a[2] != '=':
+		kv = a[2:]
+	case i > 0 && (args[i-1] == "-c" || args[i-1] == "--config"):
+		kv = a
+	default:
+		return ""
+	}
+	k, _, _ := strings.Cut(kv, "=")
+	return strings.TrimSpace(k)
 }

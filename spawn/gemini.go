@@ -1,7 +1,13 @@
 package spawn
 
 func init() {
-	Register(Adapter{ID: "gemini", Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }})
+	Register(Adapter{ID: "gemini", Build: buildGemini, NewParser: func() Parser { return newGeminiParser() },
+		// plan mode is a policy inside the agent that admits read-only
+		// tools only: an allowlist, not a kernel sandbox.
+		ReadOnly: ReadOnlyAllowlist,
+		OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
+			"--prompt-interactive", "-i"},
+	})
 }
 
 // geminiApprovalMode maps card's mode onto `gemini --approval-mode`

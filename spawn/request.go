@@ -181,30 +181,13 @@ var ForbiddenFlags = []string{
 	"--auto",
 }
 
-// boundaryFlags are flags card sets itself to draw the boundary. An operator
-// extra that sets one of them would fight the mode mapping (and for some
-// parsers the last occurrence wins), so they are refused at config load.
-var boundaryFlags = map[string][]string{
-	"claude-code": {"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
-		"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
-		"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
-	"codex": {"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust",
-		"--profile", "-p"},
-	"gemini": {"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
-		"--prompt-interactive", "-i"},
-}
-
-// boundaryConfigKeys are Codex `-c key=value` overrides that move the
-// sandbox or approval policy.
-var boundaryConfigKeys = []string{"sandbox_mode", "sandbox_workspace_write", "approval_policy", "sandbox_permissions",
-	"model_instructions_file", "developer_instructions"}
-
 // CheckExtras refuses operator extras that could widen the boundary: a
 // forbidden flag anywhere (alone, as --flag=value, or inside one arg such as
 // "--approval-mode yolo"), a flag card itself owns for that adapter, or an
 // env key that would rewrite the agent-loop guard's stamp. The daemon calls
 // it at config load so a bad card.toml fails at startup, not mid-run.
 func CheckExtras(adapter string, e Extras) error {
+	ad, _ := Lookup(adapter) // unknown adapter: only the universal rules apply
 	for i, a := range e.Args {
 		where := fmt.Sprintf("card.toml [adapters.%s] args[%d]", adapter, i)
 		if strings.Contains(a, filePrefix) {
@@ -219,19 +202,15 @@ func CheckExtras(adapter string, e Extras) error {
 			if tok == "yolo" && adapter == "gemini" {
 				return fmt.Errorf("%s: %q sets Gemini's yolo mode; remove it — bypass is a per-request mode the operator enables with allow_bypass = true", where, a)
 			}
-			for _, f := range boundaryFlags[adapter] {
+			for _, f := range ad.OwnedFlags {
 				if tok == f {
 					return fmt.Errorf("%s: %q sets %s, which card sets itself from the permission mode; remove it", where, a, f)
 				}
 			}
 		}
-		if adapter == "codex" {
-			if key := codexConfigKey(e.Args, i); key != "" {
-				for _, k := range boundaryConfigKeys {
-					if key == k || strings.HasPrefix(key, k+".") {
-						return fmt.Errorf("%s: -c %s overrides the sandbox or approval policy card sets from the permission mode; remove it", where, key)
-					}
-				}
+		if ad.CheckExtraArg != nil {
+			if why := ad.CheckExtraArg(e.Args, i); why != "" {
+				return fmt.Errorf("%s: %s; remove it", where, why)
 			}
 		}
 	}
@@ -254,25 +233,6 @@ func argTokens(a string) []string {
 		}
 	}
 	return out
-}
-
-// codexConfigKey returns the key of a `-c key=value` override whose value is
-// args[i] (or args[i] itself in the --config=key=value form).
-func codexConfigKey(args []string, i int) string {
-	a := args[i]
-	var kv string
-	switch {
-	case strings.HasPrefix(a, "--config="):
-		kv = strings.TrimPrefix(a, "--config=")
-	case strings.HasPrefix(a, "-c") && len(a) > 2 && a[2] != '=':
-		kv = a[2:]
-	case i > 0 && (args[i-1] == "-c" || args[i-1] == "--config"):
-		kv = a
-	default:
-		return ""
-	}
-	k, _, _ := strings.Cut(kv, "=")
-	return strings.TrimSpace(k)
 }
 
 func contains(list []string, s string) bool {
