@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
 )
 
@@ -15,9 +16,10 @@ func healthResultTypes() []reflect.Type {
 }
 
 // invokeResultTypes: agents.invoke answers the finished run, or with stream
-// the acceptance. Until daemon/invoke.go is committed its examples are only
-// checked as JSON; the strict types join here when it lands.
-func invokeResultTypes() []reflect.Type { return nil }
+// the acceptance.
+func invokeResultTypes() []reflect.Type {
+	return []reflect.Type{reflect.TypeFor[daemon.InvokeResult](), reflect.TypeFor[daemon.InvokeAccepted]()}
+}
 
 // captureRuns records a streamed run, a finished one, a cancel, the run
 // history and two refusals.
