@@ -2,9 +2,9 @@ package spawn
 
 func init() {
 	Register(Adapter{ID: "gemini", Build: buildGemini, NewParser: func() Parser { return newGeminiParser() },
-		// plan mode is a policy inside the agent that admits read-only
-		// tools only: an allowlist, not a kernel sandbox.
-		ReadOnly: ReadOnlyAllowlist,
+		// read_only asks for plan mode, Gemini's own read-only policy: the
+		// agent enforces it, not card's tool list and not a kernel sandbox.
+		ReadOnly: ReadOnlyAgentDefault,
 		OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
 			"--prompt-interactive", "-i"},
 	})
