@@ -57,6 +57,9 @@ var registry = []Descriptor{
 	claudeCodeAdapter,
 	codexAdapter,
 	geminiAdapter,
+	copilotAdapter,
+	droidAdapter,
+	piAdapter,
 }
 
 // Known returns every adapter id, in registry order.

@@ -172,7 +172,7 @@ func TestAnUnknownIDIsATypedErrorListingTheKnownIDs(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, "cursor", ue.ID)
 	assert.ElementsMatch(t, Known(), ue.Known)
-	assert.Contains(t, err.Error(), "claude-code, codex, gemini")
+	assert.Contains(t, err.Error(), "claude-code, codex, copilot, droid, gemini, pi")
 
 	_, _, err = d.Binary(ctx, "cursor")
 	require.ErrorAs(t, err, &ue)
@@ -254,8 +254,12 @@ func TestHealthAllAnswersForEveryKnownAdapterInOrder(t *testing.T) {
 	statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", "Not logged in", 1, "0", cnt)
 	d := newTestDetector(t, "", dir)
 	all := d.HealthAll(ctx, false)
-	require.Len(t, all, 3)
-	assert.Equal(t, []string{ClaudeCode, Codex, Gemini}, []string{all[0].ID, all[1].ID, all[2].ID})
+	require.Len(t, all, 6)
+	var ids []string
+	for _, h := range all {
+		ids = append(ids, h.ID)
+	}
+	assert.Equal(t, []string{ClaudeCode, Codex, Gemini, Copilot, Droid, Pi}, ids)
 	assert.Equal(t, StatusNotConfigured, all[0].Status)
 	assert.Equal(t, StatusNotConfigured, all[1].Status)
 	assert.Equal(t, StatusNotExecutable, all[2].Status, "gemini is not installed here")

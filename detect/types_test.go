@@ -186,8 +186,9 @@ func TestHealthWithNilDetailsSerialisesAnEmptyObject(t *testing.T) {
 }
 
 func TestEveryAdapterDisclosesItsReadOnlyEnforcement(t *testing.T) {
-	want := map[string]ReadOnlyEnforcement{ClaudeCode: EnforcedByAllowlist, Codex: EnforcedByOSSandbox, Gemini: EnforcedByAgentDefault}
-	assert.Equal(t, []string{ClaudeCode, Codex, Gemini}, Known())
+	want := map[string]ReadOnlyEnforcement{ClaudeCode: EnforcedByAllowlist, Codex: EnforcedByOSSandbox, Gemini: EnforcedByAgentDefault,
+		Copilot: EnforcedByAllowlist, Droid: EnforcedByAgentDefault, Pi: NotEnforced}
+	assert.Equal(t, []string{ClaudeCode, Codex, Gemini, Copilot, Droid, Pi}, Known())
 	for id, ro := range want {
 		d, ok := Lookup(id)
 		require.True(t, ok)

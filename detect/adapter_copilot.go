@@ -1,0 +1,166 @@
+package detect
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Copilot is the adapter id of GitHub Copilot CLI.
+const Copilot = "copilot"
+
+var copilotAdapter = Descriptor{
+	ID:          Copilot,
+	DisplayName: "GitHub Copilot CLI",
+	Binary:      "copilot",
+	PinEnv:      "CAR_COPILOT_BIN",
+	InstallHint: "install it with `npm install -g @github/copilot`",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+	},
+	// Read-only runs name the tools Copilot may use (--allow-tool) and deny
+	// `write` outright (a deny beats any allow); Copilot's own code keeps
+	// that fence, nothing beneath it does.
+	ReadOnly: EnforcedByAllowlist,
+	AuthKind: copilotAuthKind,
+	Health:   copilotHealth,
+}
+
+// copilotTokenEnv are the variables Copilot CLI takes a GitHub token from,
+// in its own order of precedence (`copilot help environment`).
+var copilotTokenEnv = []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}
+
+// copilotFacts is what the Copilot decision looks at: names and presence
+// only, never a token.
+type copilotFacts struct {
+	TokenEnv []string // which of copilotTokenEnv are set
+	// BYOK: a custom provider (COPILOT_PROVIDER_BASE_URL) needs no GitHub
+	// sign-in at all, but does need a model named.
+	ProviderURL   bool
+	ProviderModel bool
+	ProviderKey   bool
+	// LoggedInUser: ~/.copilot/config.json records a /login account (the
+	// token itself lives in the OS keychain).
+	LoggedInUser bool
+	ConfigErr    error
+	// GHHost: the GitHub CLI has a github.com login Copilot falls back to.
+	GHHost bool
+}
+
+func copilotHome(home string, getenv func(string) string) string {
+	if h := strings.TrimSpace(getenv("COPILOT_HOME")); h != "" {
+		return h
+	}
+	return filepath.Join(home, ".copilot")
+}
+
+// readCopilotFacts is the thin edge over env and files.
+func readCopilotFacts(home string, getenv func(string) string) copilotFacts {
+	var f copilotFacts
+	for _, n := range copilotTokenEnv {
+		if strings.TrimSpace(getenv(n)) != "" {
+			f.TokenEnv = append(f.TokenEnv, n)
+		}
+	}
+	f.ProviderURL = strings.TrimSpace(getenv("COPILOT_PROVIDER_BASE_URL")) != ""
+	f.ProviderModel = strings.TrimSpace(getenv("COPILOT_MODEL")) != "" || strings.TrimSpace(getenv("COPILOT_PROVIDER_MODEL_ID")) != ""
+	for _, n := range []string{"COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_PROVIDER_API_KEY_COMMAND"} {
+		if strings.TrimSpace(getenv(n)) != "" {
+			f.ProviderKey = true
+		}
+	}
+	keys, exists, err := readJSONShape(filepath.Join(copilotHome(home, getenv), "config.json"))
+	f.ConfigErr = err
+	if exists && err == nil {
+		f.LoggedInUser = rawPresent(keys, "logged_in_users") || rawPresent(keys, "last_logged_in_user")
+	}
+	f.GHHost = ghHasGitHubLogin(home, getenv)
+	return f
+}
+
+// ghHasGitHubLogin reports whether the GitHub CLI's hosts.yml has a
+// github.com entry. It reads host names only (top-level keys), never a
+// token line.
+func ghHasGitHubLogin(home string, getenv func(string) string) bool {
+	dir := strings.TrimSpace(getenv("GH_CONFIG_DIR"))
+	if dir == "" {
+		if x := strings.TrimSpace(getenv("XDG_CONFIG_HOME")); x != "" {
+			dir = filepath.Join(x, "gh")
+		} else {
+			dir = filepath.Join(home, ".config", "gh")
+		}
+	}
+	fh, err := os.Open(filepath.Join(dir, "hosts.yml"))
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "github.com:") {
+			return true
+		}
+	}
+	return false
+}
+
+func copilotAuthKind(in AuthInput) AuthKind {
+	f := readCopilotFacts(in.Home, in.Getenv)
+	switch {
+	case f.ConfigErr != nil:
+		return AuthKindUnknown
+	case f.ProviderURL:
+		return AuthAPIKey
+	case len(f.TokenEnv) > 0 || f.LoggedInUser || f.GHHost:
+		return AuthSubscription
+	}
+	return AuthUnauthenticated
+}
+
+// copilotFileBased is appended to every Copilot reason: `copilot login` is
+// interactive OAuth and there is no offline status command, so the answer
+// rests on the environment and files, not on asking GitHub.
+const copilotFileBased = " (decided from the daemon's environment, ~/.copilot/config.json and the GitHub CLI's hosts.yml: Copilot CLI has no offline status command)"
+
+const copilotLoginHint = "run `copilot` once and use /login, set COPILOT_GITHUB_TOKEN (a fine-grained token with the Copilot Requests permission) in the daemon's environment, or run `gh auth login`"
+
+func copilotHealth(_ context.Context, in HealthInput) HealthVerdict {
+	return copilotVerdict(readCopilotFacts(in.Home, in.Getenv))
+}
+
+// copilotVerdict is the pure decision over the facts.
+func copilotVerdict(f copilotFacts) HealthVerdict {
+	env := make([]any, 0, len(f.TokenEnv))
+	for _, n := range f.TokenEnv {
+		env = append(env, n)
+	}
+	details := map[string]any{
+		"decided_from":       "files",
+		"env_set":            env,
+		"byok_provider":      f.ProviderURL,
+		"login_recorded":     f.LoggedInUser,
+		"gh_cli_github_host": f.GHHost,
+	}
+	v := func(s HealthStatus, reason string) HealthVerdict {
+		return HealthVerdict{Status: s, Reason: reason + copilotFileBased, Details: details}
+	}
+	switch {
+	case f.ConfigErr != nil:
+		return v(StatusUnknown, "~/.copilot/config.json could not be read ("+f.ConfigErr.Error()+"); fix or remove it")
+	case f.ProviderURL && !f.ProviderModel:
+		return v(StatusNotConfigured, "COPILOT_PROVIDER_BASE_URL is set but COPILOT_MODEL is not; a custom provider needs the model named")
+	case f.ProviderURL && f.ProviderKey:
+		return v(StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL with a key from the environment (no GitHub sign-in needed)")
+	case f.ProviderURL:
+		return v(StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL without a key (a local provider)")
+	case len(f.TokenEnv) > 0:
+		return v(StatusReady, "a GitHub token is set in "+f.TokenEnv[0]+"; card did not ask GitHub whether it is valid or has Copilot access")
+	case f.LoggedInUser:
+		return v(StatusReady, "~/.copilot/config.json records a /login account (its token is in the OS keychain, which card does not read)")
+	case f.GHHost:
+		return v(StatusReady, "the GitHub CLI is signed in to github.com, which Copilot uses when nothing else is set")
+	}
+	return v(StatusNotConfigured, "GitHub Copilot CLI is not signed in: "+copilotLoginHint)
+}

@@ -1,0 +1,112 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Droid is the adapter id of Factory Droid.
+const Droid = "droid"
+
+var droidAdapter = Descriptor{
+	ID:          Droid,
+	DisplayName: "Factory Droid",
+	Binary:      "droid",
+	PinEnv:      "CAR_DROID_BIN",
+	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+	},
+	// `droid exec` without --auto is read-only by Droid's own autonomy
+	// rules: card's boundary is the flags it does not pass, and Droid's code
+	// is what refuses the writes.
+	ReadOnly: EnforcedByAgentDefault,
+	AuthKind: droidAuthKind,
+	Health:   droidHealth,
+}
+
+// droidLoginFiles are the files Droid 0.225 keeps a Factory sign-in in
+// (names found in the binary). Their contents are encrypted or point at the
+// OS keyring; only their existence is looked at.
+var droidLoginFiles = []string{"auth.v2.file", "auth.v2.key", "auth.v2.keyring", "auth.encrypted", "auth.json"}
+
+// droidFacts is what the Droid decision looks at: names and presence only.
+type droidFacts struct {
+	APIKeyEnv    bool   // FACTORY_API_KEY is set
+	LoginFile    string // the first droidLoginFiles entry present, "" for none
+	CustomModels int    // BYOK entries in ~/.factory/settings.json
+	SettingsErr  error
+}
+
+func readDroidFacts(home string, getenv func(string) string) droidFacts {
+	f := droidFacts{APIKeyEnv: strings.TrimSpace(getenv("FACTORY_API_KEY")) != ""}
+	dir := filepath.Join(home, ".factory")
+	if o := strings.TrimSpace(getenv("FACTORY_HOME_OVERRIDE")); o != "" {
+		dir = filepath.Join(o, ".factory")
+	}
+	for _, name := range droidLoginFiles {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+			f.LoginFile = name
+			break
+		}
+	}
+	keys, exists, err := readJSONShape(filepath.Join(dir, "settings.json"))
+	f.SettingsErr = err
+	if exists && err == nil && rawPresent(keys, "customModels") {
+		var models []json.RawMessage // counted, never decoded: entries hold API keys
+		if json.Unmarshal(keys["customModels"], &models) == nil {
+			f.CustomModels = len(models)
+		}
+	}
+	return f
+}
+
+func droidAuthKind(in AuthInput) AuthKind {
+	f := readDroidFacts(in.Home, in.Getenv)
+	switch {
+	case f.APIKeyEnv || f.CustomModels > 0:
+		return AuthAPIKey
+	case f.LoginFile != "":
+		return AuthSubscription
+	case f.SettingsErr != nil:
+		return AuthKindUnknown
+	}
+	return AuthUnauthenticated
+}
+
+// droidFileBased is appended to every Droid reason: `droid doctor` calls
+// Factory's servers, so health is decided offline from what is on disk.
+const droidFileBased = " (decided from FACTORY_API_KEY in the daemon's environment and ~/.factory: card does not run `droid doctor`, which calls Factory's servers)"
+
+const droidLoginHint = "run `droid` once and sign in, set FACTORY_API_KEY in the daemon's environment (https://app.factory.ai/settings/api-keys), or add a BYOK entry to customModels in ~/.factory/settings.json"
+
+func droidHealth(_ context.Context, in HealthInput) HealthVerdict {
+	return droidVerdict(readDroidFacts(in.Home, in.Getenv))
+}
+
+// droidVerdict is the pure decision over the facts.
+func droidVerdict(f droidFacts) HealthVerdict {
+	details := map[string]any{
+		"decided_from":        "files",
+		"factory_api_key_set": f.APIKeyEnv, // whether the variable is set, never its value
+		"login_file":          f.LoginFile,
+		"custom_model_count":  f.CustomModels,
+	}
+	v := func(s HealthStatus, reason string) HealthVerdict {
+		return HealthVerdict{Status: s, Reason: reason + droidFileBased, Details: details}
+	}
+	switch {
+	case f.APIKeyEnv:
+		return v(StatusReady, "FACTORY_API_KEY is set; card did not ask Factory whether it is valid")
+	case f.LoginFile != "":
+		return v(StatusReady, "a Factory sign-in is saved in ~/.factory/"+f.LoginFile+" (card cannot check whether it has expired)")
+	case f.SettingsErr != nil:
+		return v(StatusUnknown, "~/.factory/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
+	case f.CustomModels > 0:
+		return v(StatusReady, "~/.factory/settings.json has "+itoa(f.CustomModels)+" BYOK custom model(s); only `custom:` models work without a Factory sign-in, so invoke with model `custom:<displayName>-<index>`")
+	}
+	return v(StatusNotConfigured, "Factory Droid is not signed in: "+droidLoginHint)
+}

@@ -1,0 +1,188 @@
+package detect
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// capture reads a real CLI capture from e2e/fixtures/cli.
+func capture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "e2e", "fixtures", "cli", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestTheNewAdaptersVersionsParseFromTheirRealOutput(t *testing.T) {
+	cases := []struct{ file, want string }{
+		{"copilot-version.stdout", "1.0.102"},
+		{"pi-version.stderr", "0.73.1"},
+		{"droid-version-platform-0.225.2.stdout", "0.225.2"},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, ParseVersion(capture(t, c.file)), c.file)
+	}
+	// Copilot's stderr banner carries a number but no version.
+	assert.Equal(t, "", ParseVersion(capture(t, "copilot-version.stderr")))
+}
+
+func TestTheNewAdaptersAreDescribedAsTheIssueNamesThem(t *testing.T) {
+	cases := []struct {
+		id, name, bin, pin, npm string
+		ro                      ReadOnlyEnforcement
+	}{
+		{Copilot, "GitHub Copilot CLI", "copilot", "CAR_COPILOT_BIN", "@github/copilot", EnforcedByAllowlist},
+		{Droid, "Factory Droid", "droid", "CAR_DROID_BIN", "@factory/cli", EnforcedByAgentDefault},
+		{Pi, "Pi", "pi", "CAR_PI_BIN", "@mariozechner/pi-coding-agent", NotEnforced},
+	}
+	for _, c := range cases {
+		d, ok := Lookup(c.id)
+		require.True(t, ok, c.id)
+		assert.Equal(t, c.name, d.DisplayName)
+		assert.Equal(t, c.bin, d.Binary)
+		assert.Equal(t, c.pin, d.PinEnv)
+		assert.Contains(t, d.InstallHint, c.npm)
+		assert.Equal(t, c.ro, d.ReadOnly)
+	}
+}
+
+// Pi prints its version on stderr with nothing on stdout; a probe that read
+// stdout alone would report Pi without a version.
+func TestPiVersionOnStderrIsDetected(t *testing.T) {
+	dir := t.TempDir()
+	fakeCLI(t, dir, "pi", `echo 0.73.1 >&2`)
+	d := newTestDetector(t, "", dir)
+	s, ok := specByID(d.Detect(ctx, false), Pi)
+	require.True(t, ok)
+	assert.Equal(t, "0.73.1", s.Version)
+	assert.True(t, s.Execution.IsRunnable())
+	assert.Equal(t, NotEnforced, s.ReadOnlyEnforcement)
+}
+
+// The Droid npm launcher without its platform package exits 1 with the
+// message below (captured from the real launcher). Detection must report it
+// unusable with that cause, not runnable with no version.
+func TestDroidLauncherWithoutItsPlatformBinaryIsUnusableWithTheLaunchersCause(t *testing.T) {
+	dir := t.TempDir()
+	msg := filepath.Join(t.TempDir(), "stderr")
+	must(t, os.WriteFile(msg, []byte(capture(t, "droid-missing-platform-binary.stderr")), 0o600))
+	fakeCLI(t, dir, "droid", "cat "+msg+" >&2; exit 1")
+	d := newTestDetector(t, "", dir)
+	s, ok := specByID(d.Detect(ctx, false), Droid)
+	require.True(t, ok)
+	reason, bad := s.UnusableReason()
+	require.True(t, bad, "%+v", s)
+	assert.Contains(t, reason, "Could not find the droid binary for linux-x64")
+	assert.Contains(t, reason, filepath.Join(dir, "droid"))
+	h, err := d.Health(ctx, Droid, false)
+	require.NoError(t, err)
+	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Contains(t, h.Reason, "Could not find the droid binary")
+}
+
+func TestANewAdapterPinThatDoesNotResolveNamesThePin(t *testing.T) {
+	d := newDetectorWith(t, Options{Env: testEnv("CAR_COPILOT_BIN=/nonexistent/copilot")}, t.TempDir())
+	s, ok := specByID(d.Detect(ctx, false), Copilot)
+	require.True(t, ok)
+	reason, bad := s.UnusableReason()
+	require.True(t, bad)
+	assert.Contains(t, reason, "CAR_COPILOT_BIN")
+	assert.Equal(t, SourcePin, s.Source)
+}
+
+func envOf(kv ...string) func(string) string {
+	m := map[string]string{}
+	for _, e := range kv {
+		k, v, _ := strings.Cut(e, "=")
+		m[k] = v
+	}
+	return func(k string) string { return m[k] }
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	must(t, os.WriteFile(path, []byte(content), 0o600))
+}
+
+const fakeSecret = "ghp_SECRETVALUEthatmustneverleak0123456789"
+
+// Each case: a home laid out by setup, an environment, and the status the
+// adapter must decide. Every reason says how it was decided, and no secret
+// value from env or files reaches the verdict.
+func TestNewAdapterHealthIsDecidedFromEnvAndFilesByPresenceOnly(t *testing.T) {
+	cases := []struct {
+		name   string
+		id     string
+		env    []string
+		files  map[string]string
+		want   HealthStatus
+		reason string
+		kind   AuthKind
+	}{
+		{"copilot empty home", Copilot, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
+		{"copilot token env", Copilot, []string{"GH_TOKEN=" + fakeSecret}, nil, StatusReady, "GH_TOKEN", AuthSubscription},
+		{"copilot token precedence", Copilot, []string{"GITHUB_TOKEN=" + fakeSecret, "COPILOT_GITHUB_TOKEN=" + fakeSecret}, nil, StatusReady, "COPILOT_GITHUB_TOKEN", AuthSubscription},
+		{"copilot byok", Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1", "COPILOT_MODEL=m", "COPILOT_PROVIDER_API_KEY=" + fakeSecret}, nil, StatusReady, "custom provider", AuthAPIKey},
+		{"copilot byok without model", Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1"}, nil, StatusNotConfigured, "COPILOT_MODEL", AuthAPIKey},
+		{"copilot /login recorded", Copilot, nil, map[string]string{".copilot/config.json": `{"last_logged_in_user":{"host":"https://github.com","login":"u"}}`}, StatusReady, "/login", AuthSubscription},
+		{"copilot gh cli", Copilot, nil, map[string]string{".config/gh/hosts.yml": "github.com:\n    oauth_token: " + fakeSecret + "\n    user: u\n"}, StatusReady, "GitHub CLI", AuthSubscription},
+		{"copilot broken config", Copilot, nil, map[string]string{".copilot/config.json": `{`}, StatusUnknown, "could not be read", AuthKindUnknown},
+
+		{"droid empty home", Droid, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
+		{"droid api key", Droid, []string{"FACTORY_API_KEY=fk-" + fakeSecret}, nil, StatusReady, "FACTORY_API_KEY", AuthAPIKey},
+		{"droid saved login", Droid, nil, map[string]string{".factory/auth.v2.file": "ciphertext " + fakeSecret}, StatusReady, "auth.v2.file", AuthSubscription},
+		{"droid byok custom model", Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[{"model":"m","apiKey":"` + fakeSecret + `"}]}`}, StatusReady, "custom:", AuthAPIKey},
+		{"droid settings without models", Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[]}`}, StatusNotConfigured, "not signed in", AuthUnauthenticated},
+		{"droid broken settings", Droid, nil, map[string]string{".factory/settings.json": `nope`}, StatusUnknown, "could not be read", AuthKindUnknown},
+
+		{"pi empty home", Pi, nil, nil, StatusNotConfigured, "no provider credentials", AuthUnauthenticated},
+		{"pi provider env", Pi, []string{"ANTHROPIC_API_KEY=sk-ant-" + fakeSecret}, nil, StatusReady, "ANTHROPIC_API_KEY", AuthAPIKey},
+		{"pi oauth login", Pi, nil, map[string]string{".pi/agent/auth.json": `{"anthropic":{"type":"oauth","refresh":"` + fakeSecret + `"}}`}, StatusReady, "anthropic", AuthSubscription},
+		{"pi api key login", Pi, nil, map[string]string{".pi/agent/auth.json": `{"openai":{"type":"api_key","key":"` + fakeSecret + `"}}`}, StatusReady, "openai", AuthAPIKey},
+		{"pi custom provider", Pi, nil, map[string]string{".pi/agent/models.json": `{"providers":{"local":{"baseUrl":"http://127.0.0.1:1","apiKey":"` + fakeSecret + `"}}}`}, StatusReady, "models.json", AuthAPIKey},
+		{"pi broken auth", Pi, nil, map[string]string{".pi/agent/auth.json": `[`}, StatusUnknown, "could not be read", AuthKindUnknown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			for p, content := range c.files {
+				writeFile(t, filepath.Join(home, p), content)
+			}
+			desc, _ := Lookup(c.id)
+			getenv := envOf(c.env...)
+			v := desc.Health(ctx, HealthInput{Home: home, Getenv: getenv, Now: func() int64 { return 0 }})
+			assert.Equal(t, c.want, v.Status, v.Reason)
+			assert.Contains(t, v.Reason, c.reason)
+			assert.Contains(t, v.Reason, "decided from", "the reason says how it was decided")
+			b, err := json.Marshal(Redact(v.Details))
+			require.NoError(t, err)
+			assert.NotContains(t, string(b)+v.Reason, "SECRETVALUE")
+			assert.Equal(t, "files", v.Details["decided_from"])
+			assert.Equal(t, c.kind, desc.AuthKind(AuthInput{Home: home, Getenv: getenv, GOOS: "linux"}))
+		})
+	}
+}
+
+// The health check runs nothing: none of the three has a status command
+// that works offline, so a counting fake binary must never be started.
+func TestNewAdapterHealthNeverRunsTheBinary(t *testing.T) {
+	dir := t.TempDir()
+	cnt, runs := counter(t)
+	for _, b := range []string{"copilot", "droid", "pi"} {
+		fakeCLI(t, dir, b, `case "$1" in --version) echo 1.2.3;; *) echo x >> `+cnt+`;; esac`)
+	}
+	d := newTestDetector(t, "", dir)
+	for _, id := range []string{Copilot, Droid, Pi} {
+		h, err := d.Health(ctx, id, true)
+		require.NoError(t, err)
+		assert.Equal(t, StatusNotConfigured, h.Status, "%s in an empty home: %s", id, h.Reason)
+	}
+	assert.Equal(t, 0, runs())
+}
