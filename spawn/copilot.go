@@ -1,0 +1,121 @@
+package spawn
+
+import "strings"
+
+func init() {
+	Register(Adapter{ID: "copilot", Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() },
+		// read_only names the tools Copilot may use and denies write and
+		// shell outright; Copilot's own code keeps that fence.
+		ReadOnly: ReadOnlyAllowlist,
+		// Flags card sets itself from the mode; an operator extra that set
+		// one would fight the mapping.
+		OwnedFlags: []string{"--allow-tool", "--deny-tool", "--available-tools", "--excluded-tools",
+			"--allow-all", "--allow-all-urls", "--allow-url", "--add-dir", "--trust-folder", "-C", "-p", "--prompt",
+			"-i", "--interactive", "--mode", "--autopilot", "--plan", "--agent", "--additional-mcp-config",
+			"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
+			"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
+			"--output-format", "--fleet", "--acp", "--remote", "--connect"},
+	})
+}
+
+// copilotModeTools are the permission kinds (`--allow-tool`) each mode
+// grants, and the ones it denies outright. Read-only has no `shell`: a shell
+// can write anywhere, whatever the mode says; edit adds `write` (Copilot's
+// path verification keeps it to the working dir, and --disallow-temp-dir
+// takes away the temp dir it would otherwise add) and still no shell.
+// Bypass grants every built-in kind by name rather than --allow-all-tools or
+// --allow-all-paths, which card never passes: path verification stays on.
+var copilotModeTools = map[Mode]struct{ allow, deny []string }{
+	ModeReadOnly: {allow: []string{"read"}, deny: []string{"write", "shell"}},
+	ModeEdit:     {allow: []string{"read", "write"}, deny: []string{"shell"}},
+	ModeBypass:   {allow: []string{"read", "write", "shell"}},
+}
+
+// buildCopilot follows seed 003, checked against `copilot --help` of 1.0.102.
+//
+//   - No -p: piped stdin is the prompt, and Copilot ignores piped input when
+//     -p is given, so both together would send an empty prompt.
+//   - --output-format json: one JSON event per line (JSONL).
+//   - --no-ask-user: nobody is there to answer; a question would stall the
+//     run until its deadline.
+//   - --deny-tool write (and shell) in read_only: a deny beats any allow,
+//     so the allowlist and the deny cannot be talked out of agreeing.
+//   - --no-custom-instructions, --disable-builtin-mcps: a cloned
+//     repository's AGENTS.md and GitHub's MCP servers are not part of the
+//     request.
+//   - --no-auto-update and COPILOT_AUTO_UPDATE=false: the binary detection
+//     probed is the one that runs.
+//   - COPILOT_ALLOW_ALL=false: an inherited COPILOT_ALLOW_ALL would grant
+//     every tool (and "true" also trusts the folder's hooks).
+func buildCopilot(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	if req.MaxTurns > 0 {
+		return Plan{}, errUnsupported("max_turns", "copilot", "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs")
+	}
+	if req.NoSession {
+		return Plan{}, errUnsupported("session_id", "copilot", "Copilot CLI always saves its session; it cannot discard it")
+	}
+	if req.SystemPrompt != "" {
+		return Plan{}, errUnsupported("system_prompt", "copilot", "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
+	}
+	allow, err := copilotAllow(mode, req.AllowedTools)
+	if err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	p.Env["COPILOT_ALLOW_ALL"] = "false"
+	p.Env["COPILOT_AUTO_UPDATE"] = "false"
+	args := append([]string{}, req.Extras.Args...)
+	args = append(args,
+		"--output-format", "json",
+		"--no-ask-user",
+		"--no-auto-update",
+		"--no-custom-instructions",
+		"--disable-builtin-mcps",
+		"--disallow-temp-dir",
+		"--no-color",
+	)
+	// One flag per tool: the options are variadic, and one value each
+	// cannot be split differently by a later release.
+	for _, t := range copilotModeTools[mode].deny {
+		args = append(args, "--deny-tool", t)
+	}
+	for _, t := range allow {
+		args = append(args, "--allow-tool", t)
+	}
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if req.Effort != "" {
+		args = append(args, "--reasoning-effort", req.Effort)
+	}
+	switch {
+	case req.SessionID != "":
+		args = append(args, "--session-id", req.SessionID)
+	case req.Resume != "":
+		// --resume takes an optional value: only the = form binds it.
+		args = append(args, "--resume="+req.Resume)
+	}
+	p.Args = args
+	return p, nil
+}
+
+// copilotAllow returns the --allow-tool entries for a mode narrowed by the
+// request. An entry is a permission kind with an optional argument
+// ("shell(git log:*)"); its kind must be one the mode grants.
+func copilotAllow(mode Mode, requested []string) ([]string, error) {
+	granted := copilotModeTools[mode].allow
+	if requested == nil {
+		return granted, nil
+	}
+	out := []string{}
+	for _, entry := range requested {
+		kind, _, _ := strings.Cut(entry, "(")
+		if !contains(granted, kind) {
+			return nil, &FieldError{"allowed_tools", kind + " is not available in " + string(mode) + " mode for copilot (it grants " +
+				strings.Join(granted, ", ") + "); allowed_tools may only narrow the mode"}
+		}
+		out = append(out, entry)
+	}
+	return out, nil
+}

@@ -1,0 +1,191 @@
+package spawn
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// copilotParser reads `copilot --output-format json` (1.0.102): session.*,
+// user.message, assistant.turn_start, assistant.message_delta,
+// assistant.message, assistant.turn_retry, tool.execution_start/complete,
+// assistant.usage, session.error and a final `result` with exitCode.
+// Failures are a session.error with data.errorType ("authentication",
+// "rate_limit", …) and data.statusCode, then result.exitCode 1.
+type copilotParser struct {
+	sessionID   string
+	sentSession bool
+	model       string
+	answer      string
+	streamed    map[string]bool // messageIds whose text arrived as deltas
+	turns       int
+	toolCalls   int
+	usage       Usage
+	result      *copilotLine
+	err         *Failure
+	retries     int
+}
+
+func newCopilotParser() *copilotParser { return &copilotParser{streamed: map[string]bool{}} }
+
+type copilotLine struct {
+	Type string `json:"type"`
+	Data struct {
+		SessionID     string          `json:"sessionId"`
+		SelectedModel string          `json:"selectedModel"`
+		Model         string          `json:"model"`
+		MessageID     string          `json:"messageId"`
+		DeltaContent  string          `json:"deltaContent"`
+		Content       string          `json:"content"`
+		ToolCallID    string          `json:"toolCallId"`
+		ToolName      string          `json:"toolName"`
+		Arguments     json.RawMessage `json:"arguments"`
+		Success       *bool           `json:"success"`
+		Result        *struct {
+			Content string `json:"content"`
+		} `json:"result"`
+		// Error is an object on tool.execution_complete; session.error
+		// carries errorType and message instead.
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		ErrorType       string `json:"errorType"`
+		Message         string `json:"message"`
+		StatusCode      int    `json:"statusCode"`
+		Reason          string `json:"reason"`
+		InputTokens     int64  `json:"inputTokens"`
+		OutputTokens    int64  `json:"outputTokens"`
+		CacheReadTokens int64  `json:"cacheReadTokens"`
+	} `json:"data"`
+	SessionID string `json:"sessionId"`
+	ExitCode  *int   `json:"exitCode"`
+	Usage     *struct {
+		SessionDurationMs int64 `json:"sessionDurationMs"`
+	} `json:"usage"`
+}
+
+func (p *copilotParser) session(id, model string) []Event {
+	if id != "" {
+		p.sessionID = id
+	}
+	if model != "" {
+		p.model = model
+	}
+	if p.sentSession || p.sessionID == "" {
+		return nil
+	}
+	p.sentSession = true
+	return []Event{{Kind: EventSession, SessionID: p.sessionID, Model: p.model}}
+}
+
+func (p *copilotParser) Feed(line []byte) []Event {
+	var l copilotLine
+	if err := decodeLine(line, &l); (err != nil && !isTypeError(err)) || l.Type == "" {
+		return []Event{otherEvent("", line)}
+	}
+	d := &l.Data
+	switch l.Type {
+	case "session.start", "session.resume":
+		return p.session(d.SessionID, d.SelectedModel)
+	case "session.tools_updated", "session.model_change":
+		if d.Model != "" {
+			p.model = d.Model
+		}
+		return nil
+	case "user.message":
+		// The echo of the prompt; the client has it.
+		return nil
+	case "assistant.turn_start":
+		p.turns++
+		return nil
+	case "assistant.message_delta":
+		if d.DeltaContent == "" {
+			return nil
+		}
+		p.streamed[d.MessageID] = true
+		return []Event{{Kind: EventText, Text: d.DeltaContent, Delta: true}}
+	case "assistant.message":
+		if d.Model != "" {
+			p.model = d.Model
+		}
+		if strings.TrimSpace(d.Content) != "" {
+			// The answer is the last thing the agent said, not every
+			// "let me look" before a tool call.
+			p.answer = clip(d.Content, maxAnswer)
+		}
+		if d.Content == "" || p.streamed[d.MessageID] {
+			return nil
+		}
+		return []Event{{Kind: EventText, Text: clip(d.Content, maxAnswer)}}
+	case "tool.execution_start":
+		p.toolCalls++
+		return []Event{{Kind: EventToolUse, Tool: &Tool{Name: d.ToolName, ID: d.ToolCallID, Input: validRaw(d.Arguments)}}}
+	case "tool.execution_complete":
+		out := ""
+		if d.Result != nil {
+			out = d.Result.Content
+		}
+		if d.Error != nil && d.Error.Message != "" {
+			out = d.Error.Message
+		}
+		failed := d.Success != nil && !*d.Success
+		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: d.ToolCallID}, Output: clip(out, maxOutput), IsError: failed}}
+	case "assistant.turn_retry":
+		p.retries++
+		return []Event{{Kind: EventRetry, Attempt: p.retries, Error: d.Reason}}
+	case "assistant.usage":
+		p.usage.InputTokens += d.InputTokens
+		p.usage.OutputTokens += d.OutputTokens
+		p.usage.CachedInputTokens += d.CacheReadTokens
+		u := Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CachedInputTokens: d.CacheReadTokens}
+		return []Event{{Kind: EventUsage, Usage: &u}}
+	case "session.error":
+		msg := clip(strings.TrimSpace(d.Message), 2048)
+		p.err = failure(copilotErrorKind(d.ErrorType, d.StatusCode, msg), msg)
+		return []Event{{Kind: EventError, Error: msg}}
+	case "result":
+		p.result = &l
+		return p.session(l.SessionID, "")
+	}
+	return []Event{otherEvent(l.Type, line)}
+}
+
+// copilotErrorKind prefers Copilot's own errorType, then the HTTP status,
+// then the words of the message.
+func copilotErrorKind(errorType string, status int, msg string) string {
+	switch strings.ToLower(errorType) {
+	case "authentication", "authorization", "unauthorized":
+		return KindAuth
+	case "rate_limit", "quota", "rate_limited":
+		return KindRateLimit
+	}
+	switch {
+	case status == 401 || status == 403:
+		return KindAuth
+	case status == 429:
+		return KindRateLimit
+	}
+	return classifyMessage(errorType + " " + msg)
+}
+
+// copilotNoAuth is what Copilot prints on stderr, exiting 1, when it has
+// neither a GitHub login nor a custom provider.
+const copilotNoAuth = "No authentication information found"
+
+func (p *copilotParser) Finish(exit ExitInfo) Result {
+	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
+	if r := p.result; r != nil && r.Usage != nil {
+		res.DurationMs = r.Usage.SessionDurationMs
+	}
+	switch {
+	case p.err != nil:
+		res.IsError, res.Error = true, p.err
+	case strings.Contains(exit.StderrTail, copilotNoAuth):
+		res.IsError, res.Error = true, failure(KindAuth, "copilot: "+copilotNoAuth+" — sign in with /login in interactive `copilot`, set COPILOT_GITHUB_TOKEN for the daemon, or configure a custom provider (COPILOT_PROVIDER_BASE_URL) in card.toml [adapters.copilot] env")
+	case p.result != nil && p.result.ExitCode != nil && *p.result.ExitCode != 0:
+		res.IsError, res.Error = true, failure(KindAPI, "copilot reported exit code "+strconv.Itoa(*p.result.ExitCode)+" without an error event")
+	case p.result == nil && exit.Code == 0 && exit.StdoutBytes > 0:
+		res.IsError, res.Error = true, failure(KindBadOutput, "copilot exited 0 without a result event; its JSON output was cut short or changed shape")
+	}
+	return res
+}

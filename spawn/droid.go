@@ -1,0 +1,92 @@
+package spawn
+
+import (
+	"fmt"
+	"strings"
+)
+
+func init() {
+	Register(Adapter{ID: "droid", Build: buildDroid, NewParser: func() Parser { return newDroidParser() },
+		// read_only is `droid exec` without --auto: Droid's own default
+		// autonomy refuses the writes, nothing beneath it does.
+		ReadOnly: ReadOnlyAgentDefault,
+		// Flags card sets itself from the mode; an operator extra that set
+		// one would fight the mapping.
+		OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
+			"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
+			"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
+	})
+}
+
+// DroidEditRefused is the message of a Droid edit request. Droid's only way
+// to let `exec` change files is an autonomy level (--auto low), and every
+// level also runs shell commands that write outside the working dir
+// (touch, mkdir, mv, cp anywhere that is not a system directory) — more than
+// card's edit mode promises, and --auto is a flag card never passes.
+const DroidEditRefused = "Droid can only edit through --auto, whose lowest level also lets it run file-writing shell commands outside the working dir; card never passes --auto. Use read_only, or bypass if the operator set allow_bypass = true"
+
+// buildDroid follows seed 003, checked against `droid exec --help` of
+// 0.225.2. Droid's boundary is what card does NOT pass: `exec` without
+// --auto is read-only by Droid's own rules (reads, git reads, no file or
+// system changes), and a blocked action fails instead of asking, so a bare
+// `droid exec` neither writes nor stalls.
+//
+//   - read_only → nothing added: Droid's default autonomy.
+//   - edit → refused (DroidEditRefused).
+//   - bypass → --skip-permissions-unsafe, only when the operator set
+//     allow_bypass: it is exactly "no agent-side protection".
+//   - -o stream-json: one JSON event per line. The prompt is stdin.
+//   - allowed_tools → --only-tools, which selects among the tools Droid
+//     offers and cannot raise the autonomy level; MCP selectors are refused
+//     because they would add tools rather than narrow them.
+func buildDroid(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	if mode == ModeEdit {
+		return Plan{}, &FieldError{"permission_mode", "edit is not supported by droid: " + DroidEditRefused}
+	}
+	if req.MaxTurns > 0 {
+		return Plan{}, errUnsupported("max_turns", "droid", "droid exec has no turn cap; use timeout_secs")
+	}
+	if req.SessionID != "" {
+		return Plan{}, errUnsupported("session_id", "droid", "Droid assigns its own session id (reported in the session event); use resume with it")
+	}
+	if req.NoSession {
+		return Plan{}, errUnsupported("session_id", "droid", "droid exec always saves its session; it cannot discard it")
+	}
+	if req.SystemPrompt != "" && !req.SystemPromptAppend {
+		return Plan{}, errUnsupported("system_prompt", "droid", "Droid can append to its system prompt from a file but cannot replace it; send system_prompt_append")
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	args := []string{"exec"}
+	args = append(args, req.Extras.Args...)
+	args = append(args, "-o", "stream-json")
+	if mode == ModeBypass {
+		args = append(args, "--skip-permissions-unsafe")
+	}
+	if req.AllowedTools != nil {
+		if len(req.AllowedTools) == 0 {
+			return Plan{}, errUnsupported("allowed_tools", "droid", "--only-tools cannot select no tools at all; name at least one (for example Read)")
+		}
+		for _, t := range req.AllowedTools {
+			if strings.HasPrefix(strings.ToUpper(t), "MCP:") {
+				return Plan{}, &FieldError{"allowed_tools", fmt.Sprintf("%s selects MCP tools, which widens what Droid offers; allowed_tools may only narrow the mode", t)}
+			}
+		}
+		args = append(args, "--only-tools", strings.Join(req.AllowedTools, ","))
+	}
+	if req.Model != "" {
+		args = append(args, "-m", req.Model)
+	}
+	if req.Effort != "" {
+		args = append(args, "-r", req.Effort)
+	}
+	if req.Resume != "" {
+		args = append(args, "-s", req.Resume)
+	}
+	if req.SystemPrompt != "" {
+		p.Files = append(p.Files, PlanFile{Path: "append-system-prompt.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
+		args = append(args, "--append-system-prompt-file", FileRef("append-system-prompt.md"))
+	}
+	p.Args = args
+	return p, nil
+}

@@ -1,0 +1,124 @@
+package spawn
+
+import "strings"
+
+func init() {
+	Register(Adapter{ID: "pi", Build: buildPi, NewParser: func() Parser { return newPiParser() },
+		// Pi has no sandbox, allowlist or approvals: read_only is only the
+		// tool list the model is handed.
+		ReadOnly: ReadOnlyNotEnforced,
+		// Flags card sets itself from the mode; an operator extra that set
+		// one would fight the mapping.
+		OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
+			"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
+			"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
+	})
+}
+
+// piModeTools are the built-in tools each mode hands Pi. This list is the
+// whole of Pi's boundary, and it is not enforced: Pi has no sandbox, no
+// per-command allowlist and no approval prompts, so read-only means the
+// model was given no tool that writes. Bash is handed out only in bypass,
+// because with bash the model can write anywhere.
+var piModeTools = map[Mode][]string{
+	ModeReadOnly: {"read", "grep", "find", "ls"},
+	ModeEdit:     {"read", "grep", "find", "ls", "edit", "write"},
+	ModeBypass:   {"read", "grep", "find", "ls", "edit", "write", "bash"},
+}
+
+// piThinking are the --thinking levels of Pi 0.73.1 that card's effort
+// levels map onto by name.
+var piThinking = []string{"low", "medium", "high", "xhigh"}
+
+// buildPi follows seed 003 for Pi 0.73.1. Read-only is NOT enforced (see
+// piModeTools); detect discloses it as not_enforced and the daemon makes a
+// read_only request acknowledge that.
+//
+// The rest is hermetic sealing: each flag drops a file outside the request
+// that could otherwise change what the agent does.
+//
+//   - -p --mode json: print mode (piped stdin is the prompt), one JSON event
+//     per line.
+//   - --no-session: a run writes no session file nobody resumes.
+//   - -nc: no AGENTS.md / CLAUDE.md from the working dir.
+//   - --no-extensions, --no-skills, --no-prompt-templates, --no-themes: none
+//     of the user's or the project's add-ons (extensions are code).
+//   - The project-config opt-out the seed names (-na) does not exist in
+//     0.73.1 (it is "Unknown option"); these four flags are what there is.
+//     The working dir's .pi/settings.json and .pi/SYSTEM.md are still read,
+//     which is one more reason read-only is disclosed as not enforced.
+//   - --offline: no update check or other startup network call.
+func buildPi(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	if req.MaxTurns > 0 {
+		return Plan{}, errUnsupported("max_turns", "pi", "Pi has no turn cap; use timeout_secs")
+	}
+	if req.SessionID != "" || req.Resume != "" {
+		field := "session_id"
+		if req.Resume != "" {
+			field = "resume"
+		}
+		return Plan{}, errUnsupported(field, "pi", "card runs Pi with --no-session, so there is no session to name or resume")
+	}
+	if req.Effort != "" && !contains(piThinking, req.Effort) {
+		return Plan{}, errUnsupported("effort", "pi", "Pi's --thinking levels stop at xhigh; use "+strings.Join(piThinking, ", "))
+	}
+	tools, err := piTools(mode, req.AllowedTools)
+	if err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	p.Env["PI_OFFLINE"] = "1"
+	args := append([]string{}, req.Extras.Args...)
+	args = append(args,
+		"-p", "--mode", "json",
+		"--no-session",
+		"-nc",
+		"--no-extensions",
+		"--no-skills",
+		"--no-prompt-templates",
+		"--no-themes",
+		"--offline",
+	)
+	if len(tools) == 0 {
+		args = append(args, "--no-tools")
+	} else {
+		args = append(args, "--tools", strings.Join(tools, ","))
+	}
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if req.Effort != "" {
+		args = append(args, "--thinking", req.Effort)
+	}
+	if req.SystemPrompt != "" {
+		// Pi reads either flag's value as a file when one exists at that
+		// path, so the text itself never reaches argv.
+		flag := "--system-prompt"
+		if req.SystemPromptAppend {
+			flag = "--append-system-prompt"
+		}
+		p.Files = append(p.Files, PlanFile{Path: "system-prompt.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
+		args = append(args, flag, FileRef("system-prompt.md"))
+	}
+	p.Args = args
+	return p, nil
+}
+
+// piTools narrows the mode's tools by the request; a tool the mode does not
+// hand out is refused rather than dropped.
+func piTools(mode Mode, requested []string) ([]string, error) {
+	offered := piModeTools[mode]
+	if requested == nil {
+		return offered, nil
+	}
+	out := []string{}
+	for _, t := range requested {
+		if !contains(offered, t) {
+			return nil, &FieldError{"allowed_tools", t + " is not available in " + string(mode) + " mode for pi (it offers " +
+				strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
