@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,12 +167,20 @@ func waitForRunning(t *testing.T, c *rpc.Client) string {
 	return ""
 }
 
+// waitForProcesses waits until the fake agent's sleeping grandchild runs
+// (the shell's `$(cat)` subshell would otherwise pass for it).
 func waitForProcesses(t *testing.T, id string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(processesOfRun(id)) < 2 && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		for _, pid := range processesOfRun(id) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "sleep" {
+				return
+			}
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	t.Fatalf("the fake agent of run %s never started its sleeper", id)
 }
 
 func TestADeadlineEndsTheRunAsTimedOut(t *testing.T) {

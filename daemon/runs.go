@@ -434,14 +434,6 @@ func (m *runManager) execute(ctx context.Context, lr *liveRun, plan spawn.Plan, 
 		res.Error.Message = "card shut down while the run was going; its process group was ended"
 	}
 	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status}
-	kind := EventDone
-	if status != store.StatusSucceeded {
-		kind = EventRunError
-	}
-	result := lr.result
-	lr.add(kind, AgentEvent{Event: spawn.Event{Kind: kind}, Status: status, Result: &result}, maxEvents, true)
-	<-persisted
-
 	fin := store.Finish{Status: status, SessionID: res.SessionID, Answer: res.Answer, TotalCostUSD: res.CostUSD,
 		Turns: res.Turns, ToolCalls: res.ToolCalls,
 		Usage: &store.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
@@ -461,6 +453,15 @@ func (m *runManager) execute(ctx context.Context, lr *liveRun, plan spawn.Plan, 
 	}
 	m.log.Info("run ended", zap.String("run_id", lr.id), zap.String("adapter", lr.adapter), zap.String("status", string(status)),
 		zap.Int64("duration_ms", res.DurationMs))
+	// The outcome is in the store before any client hears "done", so a
+	// runs.get right after the terminal event already shows it.
+	kind := EventDone
+	if status != store.StatusSucceeded {
+		kind = EventRunError
+	}
+	result := lr.result
+	lr.add(kind, AgentEvent{Event: spawn.Event{Kind: kind}, Status: status, Result: &result}, maxEvents, true)
+	<-persisted
 
 	m.mu.Lock()
 	delete(m.live, lr.id)
@@ -562,6 +563,9 @@ func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (Subscrib
 			defer close(gateReply)
 			m.follow(peer, lr, p.AfterSeq, gateReply)
 		}
+		if status, ended := lr.outcome(); ended {
+			return SubscribeResult{RunID: p.RunID, Status: status}, nil
+		}
 		return SubscribeResult{RunID: p.RunID, Status: store.StatusRunning, Live: true}, nil
 	}
 	// A finished run (its outcome and every event are in the store before it
@@ -584,6 +588,16 @@ func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (Subscrib
 		}()
 	}
 	return SubscribeResult{RunID: p.RunID, Status: run.Status}, nil
+}
+
+// outcome is the run's status once its terminal event exists.
+func (lr *liveRun) outcome() (store.Status, bool) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if !lr.ended {
+		return store.StatusRunning, false
+	}
+	return lr.result.Status, true
 }
 
 func (m *runManager) replay(peer *rpc.Peer, id string, after int64) {

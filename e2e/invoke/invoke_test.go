@@ -1,0 +1,220 @@
+// Package invoke_test runs the real agent CLIs from npm through the real
+// daemon's agents.invoke, each pointed at a vendor-API stand-in on loopback:
+// the stand-in's answer must come back in the result and as streamed text,
+// and an API 401 / 429 must come back as the right error kind.
+//
+// Like every real-CLI test it runs only with CARD_E2E=1 (or
+// CARD_E2E_REQUIRED=1, which CI sets and which turns a missing CLI into a
+// failure); see standin.CLI.
+package invoke_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/rpc"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
+}
+
+// setup is one CLI pointed at one stand-in: the daemon's environment and
+// its card.toml [adapters.<id>] table.
+type setup struct {
+	adapter    string
+	environ    []string
+	adapterCfg map[string]any
+}
+
+type session struct {
+	c   *rpc.Client
+	cwd string
+
+	mu     sync.Mutex
+	events map[string][]daemon.AgentEvent
+	ch     chan struct{}
+}
+
+// startDaemon runs a real daemon in-process with s's environment; the CLI
+// is pinned with its CAR_<ID>_BIN variable.
+func startDaemon(t *testing.T, s setup) *session {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "card-home")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	cfg := map[string]any{"login_shell_path": false}
+	if s.adapterCfg != nil {
+		cfg["adapters"] = map[string]any{s.adapter: s.adapterCfg}
+	}
+	var buf bytes.Buffer
+	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), buf.Bytes(), 0o600))
+	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zaptest.NewLogger(t), Environ: s.environ})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	tok, err := daemon.ReadToken(home)
+	require.NoError(t, err)
+	sess := &session{events: map[string][]daemon.AgentEvent{}, ch: make(chan struct{}, 1), cwd: filepath.Join(home, "..", "project")}
+	require.NoError(t, os.MkdirAll(sess.cwd, 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sess.c, err = rpc.Dial(ctx, d.URL(), tok, rpc.ClientOptions{OnNotification: func(method string, params json.RawMessage) {
+		var ev daemon.AgentEvent
+		if method != "agents.event" || json.Unmarshal(params, &ev) != nil {
+			return
+		}
+		sess.mu.Lock()
+		sess.events[ev.RunID] = append(sess.events[ev.RunID], ev)
+		sess.mu.Unlock()
+		select {
+		case sess.ch <- struct{}{}:
+		default:
+		}
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { sess.c.Close() })
+	return sess
+}
+
+// run invokes adapter with streaming and waits for the terminal event.
+func (s *session) run(t *testing.T, adapter, task string) []daemon.AgentEvent {
+	t.Helper()
+	var acc daemon.InvokeAccepted
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.c.Call(ctx, "agents.invoke", map[string]any{
+		"id": adapter, "task": task, "cwd": s.cwd, "stream": true, "timeout_secs": 120,
+	}, &acc))
+	deadline := time.After(150 * time.Second)
+	for {
+		s.mu.Lock()
+		evs := append([]daemon.AgentEvent(nil), s.events[acc.RunID]...)
+		s.mu.Unlock()
+		if n := len(evs); n > 0 && (evs[n-1].Kind == daemon.EventDone || evs[n-1].Kind == daemon.EventRunError) {
+			for i, ev := range evs {
+				require.Equal(t, int64(i+1), ev.Seq)
+			}
+			return evs
+		}
+		select {
+		case <-s.ch:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("run %s of %s did not end; %d events", acc.RunID, adapter, len(evs))
+		}
+	}
+}
+
+func streamedText(evs []daemon.AgentEvent) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Kind == "text" {
+			b.WriteString(ev.Text)
+		}
+	}
+	return b.String()
+}
+
+type cliCase struct {
+	adapter, bin string
+	// newServer starts the stand-in and returns the daemon's setup.
+	newServer func(t *testing.T, bin string, script standin.Script) setup
+}
+
+func cases() []cliCase {
+	base := func(home, bin, pinVar string) []string {
+		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), pinVar + "=" + bin}
+	}
+	return []cliCase{
+		{adapter: "claude-code", bin: "claude", newServer: func(t *testing.T, bin string, script standin.Script) setup {
+			s := standin.NewAnthropic(t, script)
+			home := t.TempDir()
+			env := append(s.ClaudeEnv(home, os.Getenv("PATH")), "CAR_CLAUDE_CODE_BIN="+bin)
+			return setup{adapter: "claude-code", environ: env}
+		}},
+		{adapter: "codex", bin: "codex", newServer: func(t *testing.T, bin string, script standin.Script) setup {
+			s := standin.NewOpenAI(t, script)
+			args, env := s.CodexExtras()
+			return setup{adapter: "codex", environ: append(base(t.TempDir(), bin, "CAR_CODEX_BIN"), "NO_COLOR=1"),
+				adapterCfg: map[string]any{"args": args, "env": env}}
+		}},
+		{adapter: "gemini", bin: "gemini", newServer: func(t *testing.T, bin string, script standin.Script) setup {
+			s := standin.NewGemini(t, script)
+			home := t.TempDir()
+			env, err := s.GeminiSetup(home, os.Getenv("PATH"))
+			require.NoError(t, err)
+			// Workspace trust is the operator's call (spawn never passes it).
+			return setup{adapter: "gemini", environ: append(env, "CAR_GEMINI_BIN="+bin),
+				adapterCfg: map[string]any{"args": []string{"--skip-trust"}}}
+		}},
+	}
+}
+
+func TestARealAgentAnswersThroughTheDaemon(t *testing.T) {
+	for _, tc := range cases() {
+		t.Run(tc.adapter, func(t *testing.T) {
+			bin := standin.CLI(t, tc.bin)
+			t.Parallel()
+			answer := "PONG via card from the " + tc.adapter + " stand-in"
+			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer}))
+			evs := sess.run(t, tc.adapter, "say pong")
+			last := evs[len(evs)-1]
+			require.NotNil(t, last.Result)
+			require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+			assert.Equal(t, store.StatusSucceeded, last.Status)
+			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer))
+			assert.Equal(t, answer, strings.TrimSpace(streamedText(evs)), "the answer also arrives as streamed text")
+
+			var run store.Run
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, sess.c.Call(ctx, "runs.get", map[string]any{"run_id": last.RunID}, &run))
+			assert.Equal(t, store.StatusSucceeded, run.Status)
+			assert.Equal(t, answer, strings.TrimSpace(run.Answer))
+		})
+	}
+}
+
+func TestAnAPIErrorComesBackAsTheRightErrorKind(t *testing.T) {
+	for _, tc := range cases() {
+		for _, e := range []struct {
+			status int
+			kind   string
+		}{{http.StatusUnauthorized, "auth"}, {http.StatusTooManyRequests, "rate_limit"}} {
+			t.Run(tc.adapter+"/"+http.StatusText(e.status), func(t *testing.T) {
+				bin := standin.CLI(t, tc.bin)
+				t.Parallel()
+				sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: e.status}))
+				evs := sess.run(t, tc.adapter, "say pong")
+				last := evs[len(evs)-1]
+				assert.Equal(t, daemon.EventRunError, last.Kind)
+				assert.Equal(t, store.StatusFailed, last.Status)
+				require.NotNil(t, last.Result)
+				require.NotNil(t, last.Result.Error, "a failed run says why")
+				assert.Equal(t, e.kind, last.Result.Error.Kind, last.Result.Error.Message)
+			})
+		}
+	}
+}
