@@ -34,8 +34,14 @@ Usage:
   card detect [--health] [--refresh] [--json] [--home DIR]
   card health [ID] [--force] [--json] [--home DIR]
   card token rotate [--home DIR]
+  card invoke ID [TASK|-] [--cwd DIR] [--mode read_only|edit|bypass] [--model M]
+              [--invoked-by X] [--timeout S] [--json]
+  card runs [--limit N] [--json] | card runs show RUN_ID | card runs follow RUN_ID
   card service install|uninstall|status [--dry-run] [--home DIR]
   card version
+
+card invoke and card runs follow exit 0 succeeded, 1 failed, 3 no daemon, 4 refused,
+75 interrupted, 124 timed out, 130 cancelled.
 
 Home defaults to $CARD_HOME, else ~/.local/state/card (Linux) or
 ~/Library/Application Support/card (macOS).
@@ -63,6 +69,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return e.health(args[1:])
 	case "token":
 		return e.token(args[1:])
+	case "invoke":
+		return e.invoke(args[1:])
+	case "runs":
+		return e.runs(args[1:])
 	case "service":
 		return e.service(args[1:])
 	case "version", "--version", "-v":

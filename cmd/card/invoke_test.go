@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/store"
+)
+
+// cliDaemon starts a daemon with a fake claude that replays the real
+// captured stream (or, for a task containing SLEEP, sleeps) and returns
+// its home for --home.
+func cliDaemon(t *testing.T) string {
+	t.Helper()
+	fixture, err := filepath.Abs("../../e2e/fixtures/cli/claude-stream-success.jsonl")
+	require.NoError(t, err)
+	claude := writeScript(t, "claude", `case "$1" in --version) echo "2.1.197 (Claude Code)"; exit 0;; esac
+task=$(cat)
+case "$task" in *SLEEP*) exec sleep 30;; *FAIL*) echo boom >&2; exit 3;; esac
+cat '`+fixture+`'`)
+	home := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte("login_shell_path = false\n"), 0o600))
+	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zap.NewNop(),
+		Environ: []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "CAR_CLAUDE_CODE_BIN=" + claude}})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	return home
+}
+
+func TestInvokeStreamsTheAnswerToStdoutAndTheStatusToStderr(t *testing.T) {
+	home := cliDaemon(t)
+	code, out, errOut := runCLI("invoke", "claude-code", "say pong", "--home", home, "--cwd", t.TempDir())
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "PONG from the anthropic stand-in\n", out)
+	assert.Contains(t, errOut, "succeeded")
+	assert.NotContains(t, errOut, "\r", "no spinner when stderr is not a terminal")
+
+	code, out, _ = runCLI("runs", "--home", home, "--json")
+	require.Equal(t, exitOK, code)
+	var runs []store.Run
+	require.NoError(t, json.Unmarshal([]byte(out), &runs))
+	require.Len(t, runs, 1)
+	assert.Equal(t, store.StatusSucceeded, runs[0].Status)
+
+	code, out, _ = runCLI("runs", "--home", home)
+	require.Equal(t, exitOK, code)
+	assert.Contains(t, out, runs[0].RunID)
+	assert.Contains(t, out, "claude-code")
+
+	code, out, _ = runCLI("runs", "show", runs[0].RunID, "--home", home)
+	require.Equal(t, exitOK, code)
+	assert.Contains(t, out, `"answer": "PONG from the anthropic stand-in"`)
+
+	code, out, errOut = runCLI("runs", "follow", runs[0].RunID, "--home", home)
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "PONG from the anthropic stand-in\n", out, "follow replays a finished run")
+}
+
+func TestInvokeReadsTheTaskFromStdinAndPrintsJSON(t *testing.T) {
+	home := cliDaemon(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"invoke", "claude-code", "-", "--json", "--home", home, "--cwd", t.TempDir()}, strings.NewReader("say pong"), &out, &errb)
+	require.Equal(t, exitOK, code, errb.String())
+	var res daemon.InvokeResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	assert.Equal(t, "PONG from the anthropic stand-in", res.Answer)
+	assert.Equal(t, store.StatusSucceeded, res.Status)
+}
+
+func TestInvokeExitCodesSayHowTheRunEnded(t *testing.T) {
+	home := cliDaemon(t)
+	cwd := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"failed", []string{"invoke", "claude-code", "FAIL"}, exitFailure},
+		{"timed out", []string{"invoke", "claude-code", "SLEEP", "--timeout", "1"}, exitTimedOut},
+		{"refused", []string{"invoke", "claude-code", "x", "--mode", "bypass"}, exitRefused},
+		{"bad params", []string{"invoke", "clippy", "x"}, exitRefused},
+		{"usage", []string{"invoke"}, exitUsage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(append(tc.args, "--home", home, "--cwd", cwd)...)
+			assert.Equal(t, tc.code, code, errOut)
+		})
+	}
+	code, _, errOut := runCLI("invoke", "claude-code", "x", "--home", filepath.Join(t.TempDir(), "none"))
+	assert.Equal(t, exitNoDaemon, code, errOut)
+}
