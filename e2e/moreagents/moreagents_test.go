@@ -1,0 +1,380 @@
+package moreagents
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/spawn"
+)
+
+var buildDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "card-moreagents-")
+	if err != nil {
+		panic(err)
+	}
+	buildDir = dir
+	// The daemon runs as a child and the stand-ins are closed by t.Cleanup,
+	// so nothing of ours may outlive the tests.
+	goleak.VerifyTestMain(cleanupAfter{m, func() { os.RemoveAll(dir) }})
+}
+
+// cleanupAfter removes the build dir before goleak's VerifyTestMain checks
+// for leaks and calls os.Exit itself.
+type cleanupAfter struct {
+	m     *testing.M
+	after func()
+}
+
+func (c cleanupAfter) Run() int {
+	defer c.after()
+	return c.m.Run()
+}
+
+// The three CLIs of issue 9, with the versions e2e/agents/package.json pins
+// (Droid's working binary is the 0.225.2 platform package).
+var newCLIs = []struct{ id, bin, version string }{
+	{detect.Copilot, "copilot", "1.0.102"},
+	{detect.Droid, "droid", "0.225.2"},
+	{detect.Pi, "pi", "0.73.1"},
+}
+
+// binDir finds the real CLIs (skip/require rules of standin.CLI) and the
+// directory of node, which the npm launchers need on PATH.
+func binDir(t *testing.T) (dir, pathValue string) {
+	t.Helper()
+	for _, c := range newCLIs {
+		dir = filepath.Dir(standin.CLI(t, c.bin))
+	}
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "node must be on PATH to run the npm-installed CLIs")
+	return dir, strings.Join([]string{dir, filepath.Dir(node), "/usr/local/bin", "/usr/bin", "/bin"}, ":")
+}
+
+// printedVersion runs `<bin> --version` the way a person would and keeps
+// both streams: Pi prints its version on stderr.
+func printedVersion(t *testing.T, bin, pathValue string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"HOME=" + cmd.Dir, "PATH=" + pathValue}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s --version: %s", bin, out)
+	return string(out)
+}
+
+func newDetector(t *testing.T, home, pathValue string, extraEnv ...string) *detect.Detector {
+	t.Helper()
+	d := detect.New(detect.Options{
+		Search: detect.NewSearchPath(pathValue), Home: home,
+		Env: append([]string{"HOME=" + home, "PATH=" + pathValue}, extraEnv...),
+		// t.TempDir lives under /tmp; the scratch-dir rule is detect's own
+		// business and tested there.
+		ScratchDirs:  []string{},
+		ProbeTimeout: 90 * time.Second, HealthTimeout: 30 * time.Second,
+	})
+	t.Cleanup(d.Close)
+	return d
+}
+
+func TestTheRealCopilotDroidAndPiAreDetectedWithTheirTrueVersionsAndAreNotReadyInAnEmptyHome(t *testing.T) {
+	_, pathValue := binDir(t)
+	home := t.TempDir()
+	d := newDetector(t, home, pathValue)
+	specs := d.Detect(context.Background(), false)
+	for _, c := range newCLIs {
+		var spec *detect.ExternalAgentSpec
+		for i := range specs {
+			if specs[i].ID == c.id {
+				spec = &specs[i]
+			}
+		}
+		require.NotNil(t, spec, "%s not detected in %+v", c.id, specs)
+		assert.True(t, spec.Execution.IsRunnable(), "%s: %+v", c.id, spec.Execution)
+		printed := printedVersion(t, spec.BinaryPath, pathValue)
+		assert.Equal(t, detect.ParseVersion(printed), spec.Version, "%s printed %q", c.id, printed)
+		assert.Equal(t, c.version, spec.Version, c.id)
+
+		h, err := d.Health(context.Background(), c.id, true)
+		require.NoError(t, err)
+		assert.NotEqual(t, detect.StatusReady, h.Status, "%s in an empty HOME: %s", c.id, h.Reason)
+		assert.Equal(t, detect.StatusNotConfigured, h.Status, "%s: %s", c.id, h.Reason)
+		assert.Contains(t, h.Reason, "decided from")
+		t.Logf("%s %s at %s; health %s: %s", c.id, spec.Version, spec.BinaryPath, h.Status, h.Reason)
+	}
+}
+
+// A copy of the @factory/cli launcher alone (its platform package not
+// reachable) is what a machine gets when npm skipped the optional
+// dependency: detection must say it cannot run, with the launcher's words.
+func TestTheRealDroidLauncherWithoutItsPlatformBinaryIsDetectedUnusableWithItsCause(t *testing.T) {
+	dir, pathValue := binDir(t)
+	pkg, err := filepath.EvalSymlinks(filepath.Join(dir, "droid"))
+	require.NoError(t, err)
+	pkgDir := filepath.Dir(filepath.Dir(pkg)) // .../@factory/cli or the platform package
+	if filepath.Base(pkgDir) != "cli" {
+		pkgDir = filepath.Join(filepath.Dir(pkgDir), "cli")
+	}
+	root := t.TempDir()
+	copyRoot := filepath.Join(root, "node_modules", "@factory", "cli")
+	require.NoError(t, os.CopyFS(copyRoot, os.DirFS(pkgDir)))
+	lonely := filepath.Join(root, "bin")
+	require.NoError(t, os.MkdirAll(lonely, 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(copyRoot, "bin", "droid"), filepath.Join(lonely, "droid")))
+
+	// Only the lonely launcher is on this search path (plus node).
+	search := lonely + ":" + strings.Join(strings.Split(pathValue, ":")[1:], ":")
+	d := newDetector(t, t.TempDir(), search)
+	var spec *detect.ExternalAgentSpec
+	for _, s := range d.Detect(context.Background(), false) {
+		if s.ID == detect.Droid {
+			spec = &s
+		}
+	}
+	require.NotNil(t, spec, "the broken install must still be reported")
+	reason, bad := spec.UnusableReason()
+	require.True(t, bad, "a launcher without its binary is not runnable: %+v", spec)
+	assert.Contains(t, reason, "Could not find the droid binary for linux-x64")
+	assert.Contains(t, reason, filepath.Join(lonely, "droid"))
+	h, err := d.Health(context.Background(), detect.Droid, false)
+	require.NoError(t, err)
+	assert.Equal(t, detect.StatusNotExecutable, h.Status)
+	t.Logf("reason: %s", reason)
+}
+
+var (
+	cardOnce sync.Once
+	cardBin  string
+	cardErr  error
+)
+
+// card builds ./cmd/card once for the package.
+func card(t *testing.T) string {
+	t.Helper()
+	cardOnce.Do(func() {
+		root, err := filepath.Abs(filepath.Join("..", ".."))
+		if err != nil {
+			cardErr = err
+			return
+		}
+		cardBin = filepath.Join(buildDir, "card")
+		cmd := exec.Command("go", "build", "-o", cardBin, "./cmd/card")
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			cardErr = errors.New("go build ./cmd/card: " + err.Error() + ": " + stderr.String())
+		}
+	})
+	require.NoError(t, cardErr)
+	return cardBin
+}
+
+// liveDaemon is a real `card serve` in its own process group.
+type liveDaemon struct {
+	client *rpc.Client
+	log    string
+}
+
+// startDaemon runs `card serve` with a clean environment: HOME is userHome
+// (where the agents' own config lives), PATH holds the CLIs and node, and
+// nothing of the operator's (no real API key reaches a stand-in run).
+func startDaemon(t *testing.T, userHome, pathValue string, cfg map[string]any) *liveDaemon {
+	t.Helper()
+	bin := card(t)
+	cardHome := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.MkdirAll(cardHome, 0o700))
+	var buf bytes.Buffer
+	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
+	require.NoError(t, os.WriteFile(filepath.Join(cardHome, "card.toml"), buf.Bytes(), 0o600))
+	logPath := filepath.Join(cardHome, "serve.log")
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "serve", "--home", cardHome, "--addr", "127.0.0.1:0", "--log-level", "info")
+	cmd.Dir = userHome
+	cmd.Env = []string{"HOME=" + userHome, "PATH=" + pathValue, "LANG=C.UTF-8"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	ld := &liveDaemon{log: logPath}
+	t.Cleanup(func() {
+		if ld.client != nil {
+			ld.client.Close()
+		}
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("card serve log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	var disc daemon.Discovery
+	for {
+		if disc, err = daemon.ReadDiscovery(cardHome); err == nil && disc.PID == cmd.Process.Pid {
+			break
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("card serve exited before it was ready:\n%s", b)
+		case <-time.After(50 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "card serve wrote no daemon.json within 30 s")
+	}
+	token, err := daemon.ReadToken(cardHome)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ld.client, err = rpc.Dial(ctx, disc.URL, token, rpc.ClientOptions{})
+	require.NoError(t, err)
+	return ld
+}
+
+// withoutHomeAndPath turns a stand-in helper's env list into the adapter env
+// of card.toml: HOME and PATH are the daemon's own.
+func withoutHomeAndPath(env []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "HOME" && k != "PATH" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// One real daemon, one loopback Anthropic stand-in, and the three CLIs
+// pointed at it the way an operator would: Copilot through BYOK env in
+// card.toml, Pi and Droid through a custom provider/model in their own
+// config under HOME plus a model selection in card.toml args.
+func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t *testing.T) {
+	_, pathValue := binDir(t)
+	userHome := t.TempDir()
+	project := filepath.Join(userHome, "project")
+	require.NoError(t, os.MkdirAll(project, 0o755))
+	const answer = "PONG from the anthropic stand-in via card"
+	srv := standin.NewAnthropic(t, standin.Script{Answer: answer})
+
+	piEnv, piArgs, err := srv.PiSetup(userHome, pathValue)
+	require.NoError(t, err)
+	droidEnv, droidArgs, err := srv.DroidSetup(userHome, pathValue)
+	require.NoError(t, err)
+	cfg := map[string]any{
+		"login_shell_path":   false,
+		"probe_timeout_secs": 90,
+		"adapters": map[string]any{
+			"copilot": map[string]any{"env": withoutHomeAndPath(srv.CopilotEnv(userHome, pathValue))},
+			"pi":      map[string]any{"args": piArgs, "env": withoutHomeAndPath(piEnv)},
+			"droid":   map[string]any{"args": droidArgs, "env": withoutHomeAndPath(droidEnv)},
+		},
+	}
+	ld := startDaemon(t, userHome, pathValue, cfg)
+	c := ld.client
+
+	// agents.detect lists all six adapters, each disclosing its boundary.
+	var specs []detect.ExternalAgentSpec
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, c.Call(ctx, "agents.detect", map[string]any{"include_health": true}, &specs))
+	got := map[string]detect.ExternalAgentSpec{}
+	for _, s := range specs {
+		got[s.ID] = s
+	}
+	wantRO := map[string]detect.ReadOnlyEnforcement{
+		detect.ClaudeCode: detect.EnforcedByAllowlist, detect.Codex: detect.EnforcedByOSSandbox, detect.Gemini: detect.EnforcedByAgentDefault,
+		detect.Copilot: detect.EnforcedByAllowlist, detect.Droid: detect.EnforcedByAgentDefault, detect.Pi: detect.NotEnforced,
+	}
+	for id, ro := range wantRO {
+		s, ok := got[id]
+		require.True(t, ok, "agents.detect lacks %s: %+v", id, specs)
+		assert.Equal(t, ro, s.ReadOnlyEnforcement, id)
+		assert.True(t, s.Execution.IsRunnable(), "%s: %+v", id, s.Execution)
+	}
+	assert.Len(t, specs, len(detect.Known()))
+
+	// Pi's read_only is not enforced: refused until the caller says it knows.
+	err = c.Call(ctx, "agents.invoke", map[string]any{"id": "pi", "task": "say pong", "cwd": project}, nil)
+	var re *rpc.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, rpc.CodeUnenforcedReadOnly, re.Code)
+	assert.Contains(t, re.Message, "acknowledge_unenforced_read_only")
+
+	for _, id := range []string{detect.Copilot, detect.Droid, detect.Pi} {
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			var res daemon.InvokeResult
+			start := time.Now()
+			err := c.Call(ctx, "agents.invoke", map[string]any{"id": id, "task": "say pong", "cwd": project,
+				"timeout_secs": 240, "acknowledge_unenforced_read_only": id == detect.Pi}, &res)
+			require.NoError(t, err)
+			t.Logf("%s: status %s in %v, answer %q, error %+v", id, res.Status, time.Since(start).Round(time.Millisecond), res.Answer, res.Error)
+			require.False(t, res.IsError, "%+v", res.Error)
+			assert.Equal(t, "succeeded", string(res.Status))
+			assert.Equal(t, answer, res.Answer)
+			assert.NotEmpty(t, res.SessionID)
+			assert.Equal(t, id, res.Adapter)
+		})
+	}
+	t.Cleanup(func() {
+		// Registered after the subtests' parents: runs once they are done.
+		assert.GreaterOrEqual(t, len(srv.ModelCalls()), 3, "each CLI called the stand-in")
+	})
+}
+
+// Pi exits 0 when the API refuses it. Build + Run + the parser against the
+// real Pi and a stand-in answering 401 must still end as an auth failure.
+func TestTheRealPiAgainstA401ExitsZeroAndIsStillAnAuthFailure(t *testing.T) {
+	dir, pathValue := binDir(t)
+	home := t.TempDir()
+	work := filepath.Join(home, "project")
+	require.NoError(t, os.MkdirAll(work, 0o755))
+	srv := standin.NewAnthropic(t, standin.Script{Status: 401})
+	env, args, err := srv.PiSetup(home, pathValue)
+	require.NoError(t, err)
+	plan, err := spawn.Build(filepath.Join(dir, "pi"), spawn.Request{Adapter: "pi", Cwd: work, Extras: spawn.Extras{Args: args}})
+	require.NoError(t, err)
+	a, _ := spawn.Lookup("pi")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var evs []spawn.Event
+	res, err := spawn.Run(ctx, spawn.RunSpec{Plan: plan, Prompt: "say pong", BaseEnv: append(env, "CAR_INVOKED_BY=card"),
+		Parser: a.NewParser(), OnEvent: func(ev spawn.Event) { evs = append(evs, ev) }})
+	var e *spawn.Error
+	require.ErrorAs(t, err, &e, "result %+v", res)
+	assert.Equal(t, spawn.KindAuth, e.Kind)
+	assert.Equal(t, 0, e.ExitCode, "Pi's own exit status on an API error")
+	require.NotNil(t, res.Error)
+	assert.Contains(t, res.Error.Message, "401")
+	assert.NotEmpty(t, srv.ModelCalls())
+}
