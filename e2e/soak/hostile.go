@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,8 +311,42 @@ func phaseHostile(ctx context.Context, h *harness) *result {
 			len(seen) == n && other == 0 && werr == nil
 	})
 
-	refused := countLog(d.log, "refused websocket upgrade")
-	r.info("daemon log: refused upgrades", fmt.Sprint(refused))
+	report("1,000 upgrades with a wrong token (8 at a time)", func() (string, bool) {
+		var got401, other atomic.Int64
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i := 0; i < 1000; i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				c, resp, err := websocket.Dial(dctx, d.url, &websocket.DialOptions{
+					HTTPHeader: http.Header{"Authorization": {fmt.Sprintf("Bearer wrong-%064d", i)}},
+				})
+				if c != nil {
+					c.CloseNow()
+				}
+				if err != nil && resp != nil && resp.StatusCode == http.StatusUnauthorized {
+					got401.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}(i)
+		}
+		wg.Wait()
+		// Give the log writer a moment; every refusal must be a log line.
+		time.Sleep(200 * time.Millisecond)
+		logged := countLog(d.log, "refused websocket upgrade")
+		return fmt.Sprintf("%d answered 401, %d otherwise; %d refusal log lines", got401.Load(), other.Load(), logged),
+			got401.Load() == 1000 && logged >= 1000
+	})
+
+	if b, err := os.ReadFile(d.log); err == nil && bytes.Contains(b, []byte(d.token)) {
+		r.add("daemon log holds the token", "YES", "never", false)
+	}
 	s := snap(d.pid())
 	r.info("daemon RSS / peak after the attacks", fmt.Sprintf("%s / %s", mib(s.rssKB), mib(s.hwmKB)))
 	return r
