@@ -134,8 +134,11 @@ type runManager struct {
 	store *store.Store
 	log   *zap.Logger
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// live holds runs until their last event is stored; running counts the
+	// children still going, which is what max_concurrent_runs bounds.
 	live    map[string]*liveRun
+	running int
 	closing bool
 	wg      sync.WaitGroup // one per live run and per subscription
 }
@@ -153,8 +156,9 @@ type liveRun struct {
 	adapter  string
 	ancestry []string
 	cancel   context.CancelCauseFunc
-	done     chan struct{} // closed once the outcome is recorded
-	result   InvokeResult  // valid after done
+	finished chan struct{} // closed once the outcome is recorded and announced
+	done     chan struct{} // closed once every event is stored too
+	result   InvokeResult  // valid after finished
 
 	mu      sync.Mutex
 	events  []entry // the first maxEvents events, plus the terminal one
@@ -166,7 +170,7 @@ type liveRun struct {
 }
 
 func newLiveRun(id, adapter string, ancestry []string, cancel context.CancelCauseFunc) *liveRun {
-	return &liveRun{id: id, adapter: adapter, ancestry: ancestry, cancel: cancel, done: make(chan struct{}), nextSeq: 1, changed: make(chan struct{})}
+	return &liveRun{id: id, adapter: adapter, ancestry: ancestry, cancel: cancel, finished: make(chan struct{}), done: make(chan struct{}), nextSeq: 1, changed: make(chan struct{})}
 }
 
 // add appends one event. It is called on the child's stdout goroutine, so it
@@ -330,7 +334,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	seeded, ref := gate(gateInput{
 		Adapter: p.ID, InvokedBy: p.InvokedBy, Mode: req.EffectiveMode(), Acknowledge: p.AcknowledgeUnenforcedReadOnly,
 		Guard: d.guard, AllowBypass: d.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
-		Running: len(m.live), MaxRuns: d.cfg.MaxConcurrentRuns, ShuttingDown: m.closing,
+		Running: m.running, MaxRuns: d.cfg.MaxConcurrentRuns, ShuttingDown: m.closing,
 	})
 	run.Ancestry = seeded
 	if ref != nil {
@@ -349,7 +353,8 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	}
 	runCtx, cancelCause := context.WithCancelCause(context.WithoutCancel(d.ctx))
 	lr := newLiveRun(run.RunID, p.ID, seeded, cancelCause)
-	m.live[run.RunID] = lr // holds the slot while the row is written
+	m.live[run.RunID] = lr
+	m.running++ // the slot is held while the row is written
 	m.mu.Unlock()
 
 	plan, err := spawn.Build(bin, req)
@@ -361,6 +366,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	if err != nil {
 		m.mu.Lock()
 		delete(m.live, run.RunID)
+		m.running--
 		m.mu.Unlock()
 		cancelCause(nil)
 		return nil, fmt.Errorf("could not start run %s: %w", run.RunID, fieldError(err))
@@ -395,7 +401,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 		return InvokeAccepted{RunID: run.RunID, Accepted: true, Adapter: p.ID, Ancestry: seeded}, nil
 	}
 	select {
-	case <-lr.done:
+	case <-lr.finished:
 		return lr.result, nil
 	case <-ctx.Done():
 		// The client went away; the run is the daemon's and goes on.
@@ -461,6 +467,14 @@ func (m *runManager) execute(ctx context.Context, lr *liveRun, plan spawn.Plan, 
 	}
 	result := lr.result
 	lr.add(kind, AgentEvent{Event: spawn.Event{Kind: kind}, Status: status, Result: &result}, maxEvents, true)
+	m.mu.Lock()
+	m.running--
+	m.mu.Unlock()
+	close(lr.finished)
+	// The run stays live (its events served from memory) until the store
+	// has them all, so a replay from the store is never missing a tail.
+	// Storing a chatty run's events can take longer than the run itself;
+	// nobody waits for it but shutdown.
 	<-persisted
 
 	m.mu.Lock()
@@ -642,7 +656,7 @@ func (m *runManager) cancel(ctx context.Context, id string) (CancelResult, error
 	}
 	lr.cancel(errUserCancel)
 	select {
-	case <-lr.done:
+	case <-lr.finished:
 	case <-ctx.Done():
 		return CancelResult{}, ctx.Err()
 	}
