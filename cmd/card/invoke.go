@@ -118,6 +118,10 @@ func (e env) invoke(args []string) int {
 	return f.follow(c, acc.RunID, true)
 }
 
+// signalNotify is signal.Notify; tests replace it to deliver a Ctrl-C
+// without signalling the test process.
+var signalNotify = signal.Notify
+
 // follower renders one run's agents.event stream.
 type follower struct {
 	e       env
@@ -155,7 +159,7 @@ func (f *follower) notify(method string, params json.RawMessage) {
 // exit code for how it ended. cancellable makes Ctrl-C cancel the run.
 func (f *follower) follow(c *rpc.Client, runID string, cancellable bool) int {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signalNotify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	start := time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,4 +107,46 @@ func TestInvokeExitCodesSayHowTheRunEnded(t *testing.T) {
 	}
 	code, _, errOut := runCLI("invoke", "claude-code", "x", "--home", filepath.Join(t.TempDir(), "none"))
 	assert.Equal(t, exitNoDaemon, code, errOut)
+}
+
+func TestCtrlCCancelsTheRunAndExits130(t *testing.T) {
+	home := cliDaemon(t)
+	got := make(chan chan<- os.Signal, 1)
+	signalNotify = func(c chan<- os.Signal, _ ...os.Signal) { got <- c }
+	t.Cleanup(func() { signalNotify = signal.Notify })
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCLI("invoke", "claude-code", "SLEEP", "--home", home, "--cwd", t.TempDir())
+		done <- result{code, out, errOut}
+	}()
+	var sigs chan<- os.Signal
+	select {
+	case sigs = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("card invoke never started following its run")
+	}
+	time.Sleep(200 * time.Millisecond) // the fake agent is asleep by now
+	start := time.Now()
+	sigs <- os.Interrupt
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ctrl-C did not end card invoke")
+	}
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Equal(t, exitCancelled, r.code, r.errOut)
+	assert.Contains(t, r.errOut, "cancelling run")
+	assert.Contains(t, r.errOut, "cancelled")
+
+	code, out, _ := runCLI("runs", "--home", home, "--json")
+	require.Equal(t, exitOK, code)
+	var runs []store.Run
+	require.NoError(t, json.Unmarshal([]byte(out), &runs))
+	require.Len(t, runs, 1)
+	assert.Equal(t, store.StatusCancelled, runs[0].Status)
 }
