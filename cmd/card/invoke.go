@@ -166,6 +166,10 @@ func (f *follower) follow(c *rpc.Client, runID string, cancellable bool) int {
 	defer tick.Stop()
 	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
 	frame, interrupts := 0, 0
+	// The cancel call runs beside the event loop; it is waited for before
+	// returning so it never writes after the command has finished.
+	var cancelling sync.WaitGroup
+	defer cancelling.Wait()
 	for {
 		select {
 		case ev := <-f.events:
@@ -182,7 +186,9 @@ func (f *follower) follow(c *rpc.Client, runID string, cancellable bool) int {
 				return exitCancelled
 			}
 			f.status("card: cancelling run %s (Ctrl-C again to stop waiting)", runID)
+			cancelling.Add(1)
 			go func() {
+				defer cancelling.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				var cr daemon.CancelResult
