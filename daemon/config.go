@@ -75,7 +75,9 @@ type AdapterConfig struct {
 
 // DefaultConfig is the embedded default: what runs with no card.toml.
 func DefaultConfig() Config {
-	t := true
+	// Each pointer gets its own bool: sharing one would let
+	// `login_shell_path = false` switch record_tasks off too.
+	recordTasks, loginShellPath := true, true
 	return Config{
 		Addr:              "127.0.0.1:0",
 		LogLevel:          "info",
@@ -83,12 +85,12 @@ func DefaultConfig() Config {
 		MaxConnections:    128,
 		MaxInFlight:       64,
 		ShutdownGraceSec:  10,
-		RecordTasks:       &t,
+		RecordTasks:       &recordTasks,
 		MaxConcurrentRuns: 8,
 		MaxEventsPerRun:   10000,
 		MaxOutputBytes:    64 << 20,
 		ProbeTimeoutSec:   5,
-		LoginShellPath:    &t,
+		LoginShellPath:    &loginShellPath,
 	}
 }
 

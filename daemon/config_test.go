@@ -49,3 +49,14 @@ env = { LOCAL_KEY = "x" }
 	require.NoError(t, err)
 	assert.Len(t, cfg.Adapters["codex"].Args, 4)
 }
+
+func TestEachBooleanKeyIsIndependent(t *testing.T) {
+	cfg, err := ParseConfig("card.toml", "login_shell_path = false\n")
+	require.NoError(t, err)
+	assert.False(t, *cfg.LoginShellPath)
+	assert.True(t, *cfg.RecordTasks, "turning one default off must not turn another off")
+	cfg, err = ParseConfig("card.toml", "record_tasks = false\n")
+	require.NoError(t, err)
+	assert.False(t, *cfg.RecordTasks)
+	assert.True(t, *cfg.LoginShellPath)
+}
