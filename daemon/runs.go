@@ -32,6 +32,9 @@ const (
 	EventAgentError = "agent_error"
 )
 
+// persistBatch bounds how many events one store transaction writes.
+const persistBatch = 512
+
 // killGrace is the SIGTERM→SIGKILL gap for runs: short enough that
 // agents.cancel ends any run within 2 s even when the agent ignores SIGTERM.
 const killGrace = 1500 * time.Millisecond
@@ -497,16 +500,28 @@ func (m *runManager) persist(lr *liveRun, done chan<- struct{}) {
 		ended := lr.ended
 		changed := lr.changed
 		lr.mu.Unlock()
-		for _, e := range pending {
-			if err := m.store.AppendEvent(ctx, lr.id, e.seq, e.kind, e.raw); err != nil {
-				m.log.Warn("could not record a run event", zap.String("run_id", lr.id), zap.Int64("seq", e.seq), zap.Error(err))
+		// One transaction per batch: a commit per event would leave a
+		// chatty run's history seconds behind it.
+		for start := 0; start < len(pending); start += persistBatch {
+			chunk := pending[start:min(start+persistBatch, len(pending))]
+			batch := make([]store.NewEvent, len(chunk))
+			for i, e := range chunk {
+				batch[i] = store.NewEvent{Seq: e.seq, Kind: e.kind, Payload: e.raw}
+			}
+			if err := m.store.AppendEvents(ctx, lr.id, batch); err != nil {
+				m.log.Warn("could not record run events", zap.String("run_id", lr.id),
+					zap.Int64("first_seq", chunk[0].seq), zap.Int("count", len(chunk)), zap.Error(err))
 			}
 		}
 		// Drops happen only once the bound's worth of events is kept, and
 		// those are written above first, so the store only counts these.
-		for ; drops > 0; drops-- {
-			_ = m.store.AppendEvent(ctx, lr.id, 0, spawn.EventOther, nil)
-			countedDrops++
+		if drops > 0 {
+			batch := make([]store.NewEvent, drops)
+			for i := range batch {
+				batch[i] = store.NewEvent{Kind: spawn.EventOther}
+			}
+			_ = m.store.AppendEvents(ctx, lr.id, batch)
+			countedDrops += drops
 		}
 		lr.mu.Lock()
 		lr.written += len(pending)

@@ -9,56 +9,81 @@ import (
 	"strings"
 )
 
-// AppendEvent records one streamed event of a run under its seq.
+// NewEvent is one event to append: its seq, kind and JSON payload.
+type NewEvent struct {
+	Seq     int64
+	Kind    string
+	Payload json.RawMessage
+}
+
+// AppendEvent records one streamed event of a run under its seq; see
+// AppendEvents.
+func (s *Store) AppendEvent(ctx context.Context, runID string, seq int64, kind string, payload json.RawMessage) error {
+	return s.AppendEvents(ctx, runID, []NewEvent{{Seq: seq, Kind: kind, Payload: payload}})
+}
+
+// AppendEvents records streamed events of a run, in one transaction: a
+// chatty agent prints thousands of lines a second, and one SQLite commit per
+// line would leave the history minutes behind the run.
 //
 // Events are bounded per run by Options.MaxEventsPerRun. Past the bound an
 // event is not stored; Run.EventsDropped counts it instead, so a replay can
 // say that something is missing rather than silently ending early. The
 // terminal kinds EventDone and EventError are the exception and are always
 // stored: they carry the result, and a subscriber that replays a run must
-// always learn how it ended. A seq already recorded for the run is an error.
-func (s *Store) AppendEvent(ctx context.Context, runID string, seq int64, kind string, payload json.RawMessage) error {
-	if len(payload) == 0 {
-		payload = json.RawMessage("null")
+// always learn how it ended. A seq already recorded for the run is an error,
+// and then none of the batch is stored.
+func (s *Store) AppendEvents(ctx context.Context, runID string, events []NewEvent) error {
+	if len(events) == 0 {
+		return nil
 	}
-	if !json.Valid(payload) {
-		return fmt.Errorf("store: event %d of run %s: payload is not valid JSON", seq, runID)
-	}
-	terminal := kind == EventDone || kind == EventError
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE runs SET events_stored = events_stored + 1 WHERE id = ? AND (events_stored < ? OR ?)`,
-			runID, s.maxEvents, terminal)
-		if err != nil {
-			return err
+	for i := range events {
+		if len(events[i].Payload) == 0 {
+			events[i].Payload = json.RawMessage("null")
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			res, err := tx.ExecContext(ctx, `UPDATE runs SET events_dropped = events_dropped + 1 WHERE id = ?`, runID)
+		if !json.Valid(events[i].Payload) {
+			return fmt.Errorf("store: event %d of run %s: payload is not valid JSON", events[i].Seq, runID)
+		}
+	}
+	var failed int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, e := range events {
+			failed = e.Seq
+			terminal := e.Kind == EventDone || e.Kind == EventError
+			res, err := tx.ExecContext(ctx,
+				`UPDATE runs SET events_stored = events_stored + 1 WHERE id = ? AND (events_stored < ? OR ?)`,
+				runID, s.maxEvents, terminal)
 			if err != nil {
 				return err
 			}
 			if n, err := res.RowsAffected(); err != nil {
 				return err
 			} else if n == 0 {
-				return ErrNotFound
+				res, err := tx.ExecContext(ctx, `UPDATE runs SET events_dropped = events_dropped + 1 WHERE id = ?`, runID)
+				if err != nil {
+					return err
+				}
+				if n, err := res.RowsAffected(); err != nil {
+					return err
+				} else if n == 0 {
+					return ErrNotFound
+				}
+				continue
 			}
-			return nil
+			_, err = tx.ExecContext(ctx,
+				`INSERT INTO events (run_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
+				runID, e.Seq, e.Kind, string(e.Payload), ms(s.now()))
+			if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+				return fmt.Errorf("seq %d is already recorded; seq must increase per run", e.Seq)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx,
-			`INSERT INTO events (run_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
-			runID, seq, kind, string(payload), ms(s.now()))
-		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return fmt.Errorf("seq %d is already recorded; seq must increase per run", seq)
-		}
-		return err
+		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("store: event %d of run %s: %w", seq, runID, ErrNotFound)
-		}
-		return fmt.Errorf("store: event %d of run %s: %w", seq, runID, err)
+		return fmt.Errorf("store: event %d of run %s: %w", failed, runID, err)
 	}
 	return nil
 }

@@ -640,3 +640,37 @@ func TestIntegrityCheckReportsACorruptFile(t *testing.T) {
 	assert.Contains(t, err.Error(), "move the file aside")
 	assert.Less(t, len(err.Error()), 1000, "bounded, whatever the damage")
 }
+
+func TestABatchOfEventsIsStoredWholeOrNotAtAll(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{MaxEventsPerRun: 5})
+	id := s.NewRunID()
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	batch := func(seqs ...int64) []NewEvent {
+		var out []NewEvent
+		for _, q := range seqs {
+			out = append(out, NewEvent{Seq: q, Kind: "text", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, q))})
+		}
+		return out
+	}
+	require.NoError(t, s.AppendEvents(ctx, id, batch(1, 2, 3)))
+	err := s.AppendEvents(ctx, id, batch(4, 2))
+	require.Error(t, err, "a repeated seq refuses the batch")
+	assert.Contains(t, err.Error(), "seq 2 is already recorded")
+	events, err := s.Events(ctx, id, 0, 0)
+	require.NoError(t, err)
+	assert.Len(t, events, 3, "seq 4 was rolled back with the rest of its batch")
+
+	// The bound and the terminal rule hold inside one batch too.
+	require.NoError(t, s.AppendEvents(ctx, id, append(batch(4, 5, 6), NewEvent{Seq: 7, Kind: EventDone, Payload: json.RawMessage(`{}`)})))
+	events, err = s.Events(ctx, id, 0, 0)
+	require.NoError(t, err)
+	var seqs []int64
+	for _, e := range events {
+		seqs = append(seqs, e.Seq)
+	}
+	assert.Equal(t, []int64{1, 2, 3, 4, 5, 7}, seqs)
+	got, err := s.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), got.EventsDropped)
+}
