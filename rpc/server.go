@@ -141,12 +141,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serverConn is one client connection.
 type serverConn struct {
-	srv  *Server
-	ws   *websocket.Conn
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	peer *Peer
-	log  *zap.Logger
+	srv    *Server
+	ws     *websocket.Conn
+	stream *frameStream
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	peer   *Peer
+	log    *zap.Logger
 }
 
 func (s *Server) serve(ws *websocket.Conn, remote string) {
@@ -156,6 +157,7 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	defer cancel()
 	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: &Peer{id: id}}
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
+	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)
 
@@ -224,10 +226,38 @@ func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 			_ = conn.ReplyWithError(ctx, req.ID, je)
 			return
 		}
-		if err := conn.Reply(ctx, req.ID, res); err != nil {
+		if err := sc.reply(req.ID, res); err != nil {
 			sc.log.Debug("could not send an answer", zap.String("method", req.Method), zap.Error(err))
 		}
 	}()
+}
+
+// answer is a success response. Result is the already-encoded result.
+type answer struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      jsonrpc2.ID     `json:"id"`
+	Result  json.RawMessage `json:"result"`
+}
+
+// encoded is a message that is already JSON; the stream writes it as is.
+type encoded []byte
+
+func (e encoded) MarshalJSON() ([]byte, error) { return e, nil }
+
+// reply sends a success answer through the stream (so batch gathering and
+// id restoring still apply) without jsonrpc2's Reply, which encodes the
+// result three times over (marshal, then re-compact it twice); on a large
+// answer such as agents.detect that was most of the daemon's CPU.
+func (sc *serverConn) reply(id jsonrpc2.ID, res any) error {
+	result, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(answer{JSONRPC: "2.0", ID: id, Result: result})
+	if err != nil {
+		return err
+	}
+	return sc.stream.WriteObject(encoded(b))
 }
 
 // Shutdown stops taking requests and closes every connection with 1001

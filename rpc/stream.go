@@ -137,11 +137,19 @@ func (s *frameStream) admit(data []byte) []byte {
 		s.writeError(nil, CodeParseError, "parse error: the frame is not valid UTF-8")
 		return nil
 	}
-	if !json.Valid(data) {
-		s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
+	// No separate json.Valid pass: the decode below validates the whole
+	// frame and tells a syntax error from a wrong shape.
+	if len(data) == 0 {
+		s.writeError(nil, CodeParseError, "parse error: the frame is empty")
 		return nil
 	}
 	if data[0] != '[' {
+		// An object is validated by prepare's own decode; anything else is
+		// checked here so garbage is a parse error, not an invalid request.
+		if data[0] != '{' && !json.Valid(data) {
+			s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
+			return nil
+		}
 		msg, errAnswer := s.prepare(data, nil)
 		if errAnswer != nil {
 			s.write(errAnswer)
@@ -151,7 +159,7 @@ func (s *frameStream) admit(data []byte) []byte {
 
 	var items []json.RawMessage
 	if err := json.Unmarshal(data, &items); err != nil {
-		s.writeError(nil, CodeParseError, "parse error: "+err.Error())
+		s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
 		return nil
 	}
 	if len(items) == 0 {
@@ -203,6 +211,10 @@ func (s *frameStream) prepareLocked(raw []byte, b *batch) (msg, errAnswer []byte
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errorAnswer(nil, CodeParseError, "parse error: the frame is not valid JSON")
+		}
 		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: "+err.Error())
 	}
 	id, hasID := fields["id"]
