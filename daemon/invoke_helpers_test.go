@@ -22,17 +22,18 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// fixtureDir finds the real captured CLI streams shared by every session.
+// fixtureDir is where the real captured CLI streams live inside the repo
+// (spawn/testdata holds copies of the shared captures), so the tests need
+// nothing outside the checkout.
 func fixtureDir(t testing.TB) string {
 	t.Helper()
-	for _, d := range []string{"/work/shared/fixtures/cli", "../e2e/fixtures/cli"} {
-		if _, err := os.Stat(filepath.Join(d, "claude-stream-success.jsonl")); err == nil {
-			abs, _ := filepath.Abs(d)
-			return abs
-		}
+	abs, err := filepath.Abs(filepath.Join("..", "spawn", "testdata"))
+	require.NoError(t, err)
+	for _, f := range []string{"claude-stream-success.jsonl", "codex-exec-json-success.jsonl", "gemini-stream-success.jsonl"} {
+		_, err := os.Stat(filepath.Join(abs, f))
+		require.NoError(t, err, "captured CLI stream missing from spawn/testdata")
 	}
-	t.Fatal("no CLI fixtures: expected /work/shared/fixtures/cli or e2e/fixtures/cli")
-	return ""
+	return abs
 }
 
 // replayAgent writes a fake agent CLI that answers --version like the real
