@@ -47,10 +47,17 @@ type InvokeParams struct {
 	Model          string   `json:"model,omitempty"`
 	MaxTurns       int      `json:"max_turns,omitempty"`
 	Effort         string   `json:"effort,omitempty"`
-	SystemPrompt   string   `json:"system_prompt,omitempty"`
-	// SessionID asks for a new session with this UUID; Resume continues one.
-	SessionID string `json:"session_id,omitempty"`
-	Resume    string `json:"resume,omitempty"`
+	// SystemPrompt replaces the agent's own system prompt, or with
+	// SystemPromptAppend is added to it. It travels in a private file, never
+	// on argv.
+	SystemPrompt       string `json:"system_prompt,omitempty"`
+	SystemPromptAppend bool   `json:"system_prompt_append,omitempty"`
+	// SessionID asks for a new session with this UUID; Resume continues one;
+	// DiscardSession leaves no resumable session behind (where the agent
+	// can: the refusal names the adapters that cannot).
+	SessionID      string `json:"session_id,omitempty"`
+	Resume         string `json:"resume,omitempty"`
+	DiscardSession bool   `json:"discard_session,omitempty"`
 	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
@@ -130,16 +137,18 @@ func (p *InvokeParams) Timeout() time.Duration {
 // spawnRequest is the argv-shaping part of the params.
 func (p *InvokeParams) spawnRequest() spawn.Request {
 	return spawn.Request{
-		Adapter:      p.ID,
-		Mode:         spawn.Mode(p.PermissionMode),
-		AllowedTools: p.AllowedTools,
-		Model:        p.Model,
-		MaxTurns:     p.MaxTurns,
-		Effort:       p.Effort,
-		SystemPrompt: p.SystemPrompt,
-		SessionID:    p.SessionID,
-		Resume:       p.Resume,
-		Cwd:          p.Cwd,
+		Adapter:            p.ID,
+		Mode:               spawn.Mode(p.PermissionMode),
+		AllowedTools:       p.AllowedTools,
+		Model:              p.Model,
+		MaxTurns:           p.MaxTurns,
+		Effort:             p.Effort,
+		SystemPrompt:       p.SystemPrompt,
+		SystemPromptAppend: p.SystemPromptAppend,
+		SessionID:          p.SessionID,
+		Resume:             p.Resume,
+		NoSession:          p.DiscardSession,
+		Cwd:                p.Cwd,
 	}
 }
 

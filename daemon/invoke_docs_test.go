@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestCaptureRunsProtocolExamples prints real frames for docs/protocol/runs.md:
+// TestCaptureRunsProtocolExamples prints real frames for docs/protocol.md:
 //
 //	CARD_DOCS_CAPTURE=1 go test -count=1 -run TestCaptureRunsProtocolExamples -v ./daemon/
 func TestCaptureRunsProtocolExamples(t *testing.T) {
 	if os.Getenv("CARD_DOCS_CAPTURE") != "1" {
-		t.Skip("set CARD_DOCS_CAPTURE=1 to print wire examples for docs/protocol/runs.md")
+		t.Skip("set CARD_DOCS_CAPTURE=1 to print wire examples for docs/protocol.md")
 	}
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
 	ws := rd.rawConn(t)

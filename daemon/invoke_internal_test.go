@@ -100,3 +100,16 @@ func TestHowASpawnEndedMapsOntoTheRecordedStatus(t *testing.T) {
 		assert.Equal(t, tc.want, outcome(tc.err, tc.cause), "%v / %v", tc.err, tc.cause)
 	}
 }
+
+func TestEveryArgvShapingParamReachesTheSpawnRequest(t *testing.T) {
+	p := InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "edit", AllowedTools: []string{"Read"},
+		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true,
+		DiscardSession: true, Cwd: "/x"}
+	req := p.spawnRequest()
+	assert.Equal(t, spawn.Request{Adapter: "claude-code", Mode: spawn.ModeEdit, AllowedTools: []string{"Read"},
+		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true, Cwd: "/x"}, req)
+
+	plan, err := spawn.Build("/bin/claude", spawn.Request{Adapter: "claude-code", Cwd: "/", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true})
+	require.NoError(t, err)
+	assert.Contains(t, plan.Args, "--append-system-prompt-file")
+}

@@ -54,7 +54,7 @@ func buildDroid(bin string, req Request) (Plan, error) {
 		return Plan{}, errUnsupported("session_id", "droid", "droid exec always saves its session; it cannot discard it")
 	}
 	if req.SystemPrompt != "" && !req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", "droid", "Droid can append to its system prompt from a file but cannot replace it; send system_prompt_append")
+		return Plan{}, errUnsupported("system_prompt", "droid", "Droid can append to its system prompt from a file but cannot replace it; send system_prompt with system_prompt_append: true")
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"exec"}

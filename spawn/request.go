@@ -144,7 +144,7 @@ func (r Request) Validate() error {
 		}
 	}
 	if n > 1 {
-		return &FieldError{"session_id", "choose one of session_id (new), resume, or discarding the session"}
+		return &FieldError{"session_id", "choose one of session_id (new), resume, or discard_session"}
 	}
 	if strings.ContainsRune(r.SystemPrompt, 0) {
 		return &FieldError{"system_prompt", "contains a NUL byte"}
