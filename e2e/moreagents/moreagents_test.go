@@ -197,6 +197,25 @@ type liveDaemon struct {
 	log    string
 }
 
+// pinsOnPath pins every agent CLI found on pathValue. Detection skips
+// scratch directories such as /tmp on the search path, and CI may clone the
+// repository under one; a pin is exempt from that rule.
+func pinsOnPath(pathValue string) []string {
+	pins := map[string]string{"claude": "CAR_CLAUDE_CODE_BIN", "codex": "CAR_CODEX_BIN", "gemini": "CAR_GEMINI_BIN",
+		"copilot": "CAR_COPILOT_BIN", "droid": "CAR_DROID_BIN", "pi": "CAR_PI_BIN"}
+	var env []string
+	for bin, pin := range pins {
+		for _, dir := range filepath.SplitList(pathValue) {
+			p := filepath.Join(dir, bin)
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				env = append(env, pin+"="+p)
+				break
+			}
+		}
+	}
+	return env
+}
+
 // startDaemon runs `card serve` with a clean environment: HOME is userHome
 // (where the agents' own config lives), PATH holds the CLIs and node, and
 // nothing of the operator's (no real API key reaches a stand-in run).
@@ -213,7 +232,7 @@ func startDaemon(t *testing.T, userHome, pathValue string, cfg map[string]any) *
 	require.NoError(t, err)
 	cmd := exec.Command(bin, "serve", "--home", cardHome, "--addr", "127.0.0.1:0", "--log-level", "info")
 	cmd.Dir = userHome
-	cmd.Env = []string{"HOME=" + userHome, "PATH=" + pathValue, "LANG=C.UTF-8"}
+	cmd.Env = append([]string{"HOME=" + userHome, "PATH=" + pathValue, "LANG=C.UTF-8"}, pinsOnPath(pathValue)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
