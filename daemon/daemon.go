@@ -340,3 +340,11 @@ func (t *tokenFile) current() ([]byte, error) {
 	t.tok, t.mod, t.size, t.ino = []byte(tok), st.ModTime(), st.Size(), ino
 	return t.tok, nil
 }
+
+// ActiveConnections is the number of open client connections.
+func (d *Daemon) ActiveConnections() int {
+	if d.rpcSrv == nil {
+		return 0
+	}
+	return d.rpcSrv.ActiveConnections()
+}
