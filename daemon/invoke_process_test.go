@@ -75,10 +75,7 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the leftover-process checks read /proc")
 	}
-	bin := filepath.Join(t.TempDir(), "card")
-	build := exec.Command("go", "build", "-o", bin, "github.com/card-dev/card/cmd/card")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build ./cmd/card: %s", out)
+	bin := buildCard(t)
 
 	agents := replayAgents(t)
 	environ := append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, agents.environ...)
