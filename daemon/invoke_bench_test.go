@@ -28,7 +28,7 @@ import (
 //	CARD_BENCH=1 go test -run TestInvokeOverheadAgainstRunningTheAgentDirectly -v ./daemon/
 func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
-		t.Skip("benchmark: set CARD_BENCH=1 to measure invoke overhead (figures go to docs/perf-invoke.md)")
+		t.Skip("benchmark: set CARD_BENCH=1 to measure invoke overhead (figures go to docs/performance.md)")
 	}
 	rd := startRunsDaemon(t, "")
 	c := rd.client(t, rpc.ClientOptions{})

@@ -107,7 +107,7 @@ func TestRealClaudeIsReadyWithAnAPIKeyInTheEnvironment(t *testing.T) {
 }
 
 // TestColdDetectCostsNoMoreThanTheSlowestVersionProbe is the measurement for
-// docs/perf-detect.md: cold detection of the three real CLIs against the
+// docs/performance.md: cold detection of the three real CLIs against the
 // slowest single `--version` run alone, side by side, median of rounds.
 // CARD_BENCH=1 go test -run TestColdDetectCostsNoMoreThanTheSlowestVersionProbe -v ./detect/
 func TestColdDetectCostsNoMoreThanTheSlowestVersionProbe(t *testing.T) {

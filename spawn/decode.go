@@ -15,7 +15,7 @@ var lineOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.A
 // implementation (the stdlib's own encoding/json/v2 when built with
 // GOEXPERIMENT=jsonv2) because the stream is the daemon's hottest path:
 // v1's validate-then-decode ran at a fifth of the speed on 100 MB of
-// stream-json (docs/perf-spawn.md).
+// stream-json (docs/performance.md).
 func decodeLine(line []byte, v any) error {
 	return jsonv2.Unmarshal(line, v, lineOptions)
 }

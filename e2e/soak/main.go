@@ -8,7 +8,7 @@
 // every socket is loopback, and the daemon it started is stopped (its whole
 // process group) when it returns. It is a separate main, not a test, so the
 // default `go test ./...` stays fast; the figures it prints are what
-// docs/reliability.md and docs/perf-soak.md record.
+// docs/reliability.md and docs/performance.md record.
 package main
 
 import (
