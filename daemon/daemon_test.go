@@ -36,7 +36,17 @@ type testDaemon struct {
 
 func startDaemon(t *testing.T, environ ...string) *testDaemon {
 	t.Helper()
+	return startDaemonWith(t, "", environ...)
+}
+
+// startDaemonWith writes cardTOML (when not empty) into the home first.
+func startDaemonWith(t *testing.T, cardTOML string, environ ...string) *testDaemon {
+	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
+	if cardTOML != "" {
+		require.NoError(t, os.MkdirAll(home, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(cardTOML), 0o600))
+	}
 	d, err := daemon.New(daemon.Options{
 		Home:    home,
 		Addr:    "127.0.0.1:0",
@@ -189,26 +199,14 @@ func TestRotatedTokenTakesEffectForNewConnections(t *testing.T) {
 }
 
 func TestOversizeFrameClosesTheConnectionWith1009(t *testing.T) {
-	home := filepath.Join(t.TempDir(), "home")
-	require.NoError(t, os.MkdirAll(home, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, "card.toml"), []byte("max_message_bytes = 4096\n"), 0o600))
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zaptest.NewLogger(t), Environ: []string{}})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	tok, _ := daemon.ReadToken(home)
-	td := &testDaemon{Daemon: d, home: home, token: tok}
+	td := startDaemonWith(t, "max_message_bytes = 4096\n")
 
 	c := td.rawConn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	big := `{"jsonrpc":"2.0","method":"daemon.info","id":1,"params":{"pad":"` + strings.Repeat("x", 8192) + `"}}`
 	_ = c.Write(ctx, websocket.MessageText, []byte(big))
-	_, _, err = c.Read(ctx)
+	_, _, err := c.Read(ctx)
 	require.Error(t, err)
 	assert.Equal(t, websocket.StatusMessageTooBig, websocket.CloseStatus(err))
 

@@ -12,30 +12,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
 )
-
-func startDaemonWithConfig(t *testing.T, toml string) *testDaemon {
-	t.Helper()
-	home := filepath.Join(t.TempDir(), "home")
-	require.NoError(t, os.MkdirAll(home, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, "card.toml"), []byte(toml), 0o600))
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zaptest.NewLogger(t),
-		Environ: []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	tok, err := daemon.ReadToken(home)
-	require.NoError(t, err)
-	return &testDaemon{Daemon: d, home: home, token: tok}
-}
 
 func rpcErr(t *testing.T, err error) (*rpc.Error, map[string]any) {
 	t.Helper()
@@ -124,7 +104,7 @@ func TestSubstrateLocalPTYWorksOverTheWire(t *testing.T) {
 }
 
 func TestReadOnlySubstrateRefusesExecAndWrites(t *testing.T) {
-	td := startDaemonWithConfig(t, "[substrate]\nread_only = true\n")
+	td := startDaemonWith(t, "[substrate]\nread_only = true\n")
 	c := td.client(t, rpc.ClientOptions{})
 	ctx := context.Background()
 	file := filepath.Join(t.TempDir(), "x.txt")
