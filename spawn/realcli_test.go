@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,51 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 			assert.Contains(t, help, `"`+m+`"`, "gemini --approval-mode has no %s", m)
 		}
 	})
+	// The later three: a mode or field an adapter refuses by design (Droid
+	// edit, Copilot system prompts) is skipped, everything it builds checked.
+	for _, c := range []struct {
+		adapter, bin string
+		helpArgs     []string
+		reqs         []Request
+	}{
+		{"copilot", "copilot", []string{"--help"}, []Request{{Model: "m", Effort: "low"}, {Resume: id}}},
+		{"droid", "droid", []string{"exec", "--help"}, []Request{{Model: "m", Effort: "low"}, {SystemPrompt: "s", SystemPromptAppend: true}, {Resume: id}}},
+		{"pi", "pi", []string{"--help"}, []Request{{Model: "m", SystemPrompt: "s"}, {SystemPrompt: "s", SystemPromptAppend: true}}},
+	} {
+		t.Run(c.adapter, func(t *testing.T) {
+			t.Parallel()
+			help := cliOutput(t, realCLI(t, c.bin), c.helpArgs...)
+			flags := buildableFlagsOf(t, c.adapter, c.reqs...)
+			require.NotEmpty(t, flags)
+			for f := range flags {
+				assert.True(t, inHelp(help, f), "%s %s has no %s", c.bin, strings.Join(c.helpArgs, " "), f)
+			}
+		})
+	}
+}
+
+// buildableFlagsOf is flagsOf for adapters that refuse some mode or field by
+// design: a *FieldError is skipped, any other error fails the test.
+func buildableFlagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
+	flags := map[string]bool{}
+	for _, mode := range Modes {
+		for _, r := range append([]Request{{}}, reqs...) {
+			r.Adapter, r.Mode, r.Cwd, r.AllowBypass = adapter, mode, "/tmp", true
+			p, err := Build("/bin/"+adapter, r)
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				continue
+			}
+			require.NoError(t, err)
+			for _, a := range p.Args {
+				if strings.HasPrefix(a, "-") && a != "-" {
+					name, _, _ := strings.Cut(a, "=") // --resume=ID
+					flags[name] = true
+				}
+			}
+		}
+	}
+	return flags
 }
 
 // The whole chain against the real CLIs, signed out in an empty HOME (no
