@@ -1,0 +1,132 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/store"
+)
+
+// A client that subscribes to a run and then stops reading must slow only
+// itself: the agent, the run's record and every other subscriber go on, and
+// the daemon gives up on the stalled socket after its write timeout. The run
+// prints ~6.4 MB of events, more than the socket buffers between the daemon
+// and the stalled client hold (its receive buffer is pinned small), so a
+// design that sent to every subscriber from one place would hold the reading
+// client up for the whole 10 s write timeout. The reading client's time is
+// compared with the same run and no stalled client, side by side.
+func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	claude := strings.TrimPrefix(rd.agents.environ[0], "CAR_CLAUDE_CODE_BIN=")
+	lines, err := os.ReadFile(filepath.Join(fixtureDir(t), "claude-stream-success.jsonl"))
+	require.NoError(t, err)
+	parts := strings.SplitN(string(lines), "\n", 3)
+	const events = 400
+	line := fmt.Sprintf(`{"type":"assistant","message":{"id":"m","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":%q}]}}`, strings.Repeat("x", 16000))
+	var b strings.Builder
+	b.WriteString(parts[0] + "\n")
+	for i := 0; i < events; i++ {
+		b.WriteString(line + "\n")
+	}
+	b.WriteString(parts[2])
+	big := filepath.Join(t.TempDir(), "big.jsonl")
+	require.NoError(t, os.WriteFile(big, []byte(b.String()), 0o644))
+	script, err := os.ReadFile(claude)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(claude, []byte(strings.Replace(string(script), "*FAIL*)",
+		"*BIG*) sleep 1; cat '"+big+"'; exit 0;;\n*FAIL*)", 1)), 0o755))
+
+	ev := newEvents()
+	reader := rd.client(t, ev.opts())
+	// run invokes BIG, lets stall (if any) subscribe during the agent's
+	// first second, and returns how long the reading client took.
+	run := func(stall func(runID string)) (string, time.Duration) {
+		var accepted daemon.InvokeAccepted
+		require.NoError(t, rd.invoke(t, reader, map[string]any{"id": "claude-code", "task": "BIG", "stream": true}, &accepted))
+		start := time.Now()
+		if stall != nil {
+			stall(accepted.RunID)
+		}
+		evs := ev.waitFor(t, accepted.RunID, 60*time.Second, terminal)
+		took := time.Since(start)
+		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind)
+		require.GreaterOrEqual(t, len(evs), events, "the reading client got every event")
+		for i, e := range evs {
+			require.Equal(t, int64(i+1), e.Seq, "seq without gaps")
+		}
+		return accepted.RunID, took
+	}
+
+	_, baseline := run(nil)
+	require.Zero(t, waitForConnections(rd.testDaemon, 1))
+
+	var stalled *websocket.Conn
+	runID, took := run(func(runID string) {
+		stalled = dialWithTinyReceiveBuffer(t, rd.testDaemon)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sub := fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q}}`, runID)
+		require.NoError(t, stalled.Write(ctx, websocket.MessageText, []byte(sub)))
+		for {
+			_, frame, err := stalled.Read(ctx)
+			require.NoError(t, err)
+			if strings.Contains(string(frame), `"id":"sub"`) {
+				require.Contains(t, string(frame), `"live":true`)
+				return // and never read again
+			}
+		}
+	})
+	t.Logf("reading client: %v alone, %v beside a stalled subscriber", baseline, took)
+	assert.Less(t, took, baseline+5*time.Second, "the reading client was held up by the stalled one")
+
+	r := waitRun(t, reader, runID, 10*time.Second)
+	assert.Equal(t, store.StatusSucceeded, r.Status, "the run's record does not wait for a stalled client")
+	// The stalled socket really was full: the daemon gives up on it after
+	// its write timeout and closes it.
+	deadline := time.Now().Add(20 * time.Second)
+	for rd.ActiveConnections() > 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Equal(t, 1, rd.ActiveConnections(), "the daemon closed the stalled connection")
+	stalled.CloseNow()
+}
+
+// dialWithTinyReceiveBuffer connects with a 4 KiB socket receive buffer, so
+// a client that stops reading fills up after little data.
+func dialWithTinyReceiveBuffer(t *testing.T, td *testDaemon) *websocket.Conn {
+	t.Helper()
+	dialer := &net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, td.URL(), &websocket.DialOptions{
+		HTTPClient: client,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + td.token}},
+	})
+	require.NoError(t, err)
+	c.SetReadLimit(1 << 20)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
