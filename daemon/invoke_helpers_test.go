@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
@@ -108,25 +107,8 @@ type runsDaemon struct {
 func startRunsDaemon(t *testing.T, toml string, environ ...string) *runsDaemon {
 	t.Helper()
 	agents := replayAgents(t)
-	home := filepath.Join(t.TempDir(), "home")
-	require.NoError(t, os.MkdirAll(home, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte("login_shell_path = false\n"+toml), 0o600))
-	d, err := daemon.New(daemon.Options{
-		Home:    home,
-		Addr:    "127.0.0.1:0",
-		Logger:  zaptest.NewLogger(t),
-		Environ: append(append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, agents.environ...), environ...),
-	})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	tok, err := daemon.ReadToken(home)
-	require.NoError(t, err)
-	return &runsDaemon{testDaemon: &testDaemon{Daemon: d, home: home, token: tok}, agents: agents, cwd: t.TempDir()}
+	td := startDaemonWith(t, "login_shell_path = false\n"+toml, append(append([]string{}, agents.environ...), environ...)...)
+	return &runsDaemon{testDaemon: td, agents: agents, cwd: t.TempDir()}
 }
 
 // events collects agents.event notifications of one connection.

@@ -6,9 +6,10 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/card-dev/card/spawn"
 )
 
 // endLeftoverGroup ends the processes of process group pgid that belong to
@@ -39,34 +40,11 @@ func endLeftoverGroup(pgid int, runID string) int {
 // leftoverPIDs lists live (non-zombie) processes in group pgid whose
 // environment names runID.
 func leftoverPIDs(pgid int, runID string) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
+	members, _ := spawn.GroupMembers(pgid)
 	want := []byte(RunIDEnv + "=" + runID + "\x00")
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 1 {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(f[2]); err != nil || g != pgid {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+	for _, pid := range members {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err != nil {
 			continue
 		}

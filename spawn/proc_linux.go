@@ -24,13 +24,21 @@ func sysProcAttr() *syscall.SysProcAttr {
 // init that reaps slowly (containers) would otherwise hold a run open for
 // the whole grace period after it is already dead.
 func groupMembersLive(pgid int) bool {
+	members, ok := GroupMembers(pgid)
+	return !ok || len(members) > 0
+}
+
+// GroupMembers lists the live (not zombie) processes of process group pgid,
+// read from /proc; ok is false when /proc cannot be read, so a caller that
+// must not give up on a group early can treat that as "maybe alive".
+func GroupMembers(pgid int) (pids []int, ok bool) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return true
+		return nil, false
 	}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid <= 1 {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -47,9 +55,9 @@ func groupMembersLive(pgid int) bool {
 		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
 			continue
 		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid && pid > 0 {
-			return true
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+			pids = append(pids, pid)
 		}
 	}
-	return false
+	return pids, true
 }
