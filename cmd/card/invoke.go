@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,7 +114,12 @@ func (e env) invoke(args []string) int {
 	defer c.Close()
 	var acc daemon.InvokeAccepted
 	if err := c.Call(ctx, "agents.invoke", params, &acc); err != nil {
-		return e.fail("invoke", err)
+		code := e.fail("invoke", err)
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeUnenforcedReadOnly {
+			fmt.Fprintln(e.stderr, "card invoke: to run it anyway, add --acknowledge-unenforced-read-only")
+		}
+		return code
 	}
 	return f.follow(c, acc.RunID, true)
 }
