@@ -159,8 +159,8 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 		if p := recover(); p != nil {
 			result = nil
 			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
-			if h := panicHook(ctx); h != nil {
-				h(name, p, debug.Stack())
+			if peer := PeerFrom(ctx); peer != nil && peer.onPanic != nil {
+				peer.onPanic(name, p, debug.Stack())
 			}
 		}
 	}()
@@ -275,16 +275,4 @@ func knownFields(t reflect.Type) string {
 		return "; this method takes no params"
 	}
 	return "; known fields: " + strings.Join(names, ", ")
-}
-
-type panicHookKey struct{}
-
-// WithPanicHook lets the server log a handler panic with its stack.
-func withPanicHook(ctx context.Context, h func(method string, p any, stack []byte)) context.Context {
-	return context.WithValue(ctx, panicHookKey{}, h)
-}
-
-func panicHook(ctx context.Context) func(string, any, []byte) {
-	h, _ := ctx.Value(panicHookKey{}).(func(string, any, []byte))
-	return h
 }

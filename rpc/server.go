@@ -155,7 +155,10 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: &Peer{id: id}}
+	peer := &Peer{id: id, onPanic: func(method string, p any, stack []byte) {
+		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
+	}}
+	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer}
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
@@ -202,9 +205,6 @@ func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 		defer sc.wg.Done()
 		defer func() { <-sc.sem }()
 		ctx := withPeer(ctx, sc.peer)
-		ctx = withPanicHook(ctx, func(method string, p any, stack []byte) {
-			sc.log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
-		})
 		var params json.RawMessage
 		if req.Params != nil {
 			params = *req.Params
@@ -294,6 +294,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 type Peer struct {
 	id   uint64
 	conn atomic.Pointer[jsonrpc2.Conn]
+	// onPanic logs a handler panic with its stack; set once per connection
+	// so the hot path adds nothing to each request's context for it.
+	onPanic func(method string, p any, stack []byte)
 
 	mu      sync.Mutex
 	onClose []func()
