@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/card-dev/card/rpc"
@@ -42,7 +41,7 @@ func (d *Daemon) info() Info {
 	return Info{
 		Version:         Version,
 		ProtocolVersion: ProtocolVersion,
-		PID:             os.Getpid(),
+		PID:             d.pid,
 		StartedAt:       d.startedAt.Format(time.RFC3339),
 		Home:            d.home,
 		Addr:            addr,

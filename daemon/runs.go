@@ -55,8 +55,11 @@ type CancelParams struct {
 }
 
 // Validate requires the run id.
-func (p *CancelParams) Validate() error {
-	if p.RunID == "" {
+func (p *CancelParams) Validate() error { return requireRunID(p.RunID) }
+
+// requireRunID is the one check every run-addressed method makes.
+func requireRunID(id string) error {
+	if id == "" {
 		return rpc.InvalidField("run_id", "required")
 	}
 	return nil
@@ -96,12 +99,7 @@ type GetParams struct {
 }
 
 // Validate requires the run id.
-func (p *GetParams) Validate() error {
-	if p.RunID == "" {
-		return rpc.InvalidField("run_id", "required")
-	}
-	return nil
-}
+func (p *GetParams) Validate() error { return requireRunID(p.RunID) }
 
 // SubscribeParams are runs.subscribe's params.
 type SubscribeParams struct {
@@ -112,8 +110,8 @@ type SubscribeParams struct {
 
 // Validate requires the run id.
 func (p *SubscribeParams) Validate() error {
-	if p.RunID == "" {
-		return rpc.InvalidField("run_id", "required")
+	if err := requireRunID(p.RunID); err != nil {
+		return err
 	}
 	if p.AfterSeq < 0 {
 		return rpc.InvalidField("after_seq", "must not be negative")
