@@ -7,22 +7,6 @@ import (
 	"strings"
 )
 
-var claudeCodeAdapter = Descriptor{
-	ID:          ClaudeCode,
-	DisplayName: "Claude Code",
-	Binary:      "claude",
-	PinEnv:      "CAR_CLAUDE_CODE_BIN",
-	InstallHint: "install it with `npm install -g @anthropic-ai/claude-code`",
-	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
-	},
-	// Read-only runs pass an explicit tool allowlist; nothing outside the
-	// agent's own process stops it from writing.
-	ReadOnly: EnforcedByAllowlist,
-	AuthKind: claudeAuthKind,
-	Health:   claudeHealth,
-}
-
 // claudeAuthKind looks at ~/.claude/.credentials.json: an OAuth block means a
 // subscription login, an API-key field an API key. Without the file, macOS
 // keeps the login in the keychain (unknown), elsewhere there is none.

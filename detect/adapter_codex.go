@@ -7,22 +7,6 @@ import (
 	"strings"
 )
 
-var codexAdapter = Descriptor{
-	ID:          Codex,
-	DisplayName: "Codex CLI",
-	Binary:      "codex",
-	PinEnv:      "CAR_CODEX_BIN",
-	InstallHint: "install it with `npm install -g @openai/codex`",
-	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
-	},
-	// `codex exec --sandbox read-only` runs the agent's commands inside the
-	// OS sandbox (Seatbelt on macOS, Landlock/seccomp on Linux).
-	ReadOnly: EnforcedByOSSandbox,
-	AuthKind: codexAuthKind,
-	Health:   codexHealth,
-}
-
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func codexHome(in AuthInput) string {

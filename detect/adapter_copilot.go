@@ -8,26 +8,6 @@ import (
 	"strings"
 )
 
-// Copilot is the adapter id of GitHub Copilot CLI.
-const Copilot = "copilot"
-
-var copilotAdapter = Descriptor{
-	ID:          Copilot,
-	DisplayName: "GitHub Copilot CLI",
-	Binary:      "copilot",
-	PinEnv:      "CAR_COPILOT_BIN",
-	InstallHint: "install it with `npm install -g @github/copilot`",
-	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
-	},
-	// Read-only runs name the tools Copilot may use (--allow-tool) and deny
-	// `write` outright (a deny beats any allow); Copilot's own code keeps
-	// that fence, nothing beneath it does.
-	ReadOnly: EnforcedByAllowlist,
-	AuthKind: copilotAuthKind,
-	Health:   copilotHealth,
-}
-
 // copilotTokenEnv are the variables Copilot CLI takes a GitHub token from,
 // in its own order of precedence (`copilot help environment`).
 var copilotTokenEnv = []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}

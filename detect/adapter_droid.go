@@ -8,26 +8,6 @@ import (
 	"strings"
 )
 
-// Droid is the adapter id of Factory Droid.
-const Droid = "droid"
-
-var droidAdapter = Descriptor{
-	ID:          Droid,
-	DisplayName: "Factory Droid",
-	Binary:      "droid",
-	PinEnv:      "CAR_DROID_BIN",
-	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
-	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
-	},
-	// `droid exec` without --auto is read-only by Droid's own autonomy
-	// rules: card's boundary is the flags it does not pass, and Droid's code
-	// is what refuses the writes.
-	ReadOnly: EnforcedByAgentDefault,
-	AuthKind: droidAuthKind,
-	Health:   droidHealth,
-}
-
 // droidLoginFiles are the files Droid 0.225 keeps a Factory sign-in in
 // (names found in the binary). Their contents are encrypted or point at the
 // OS keyring; only their existence is looked at.

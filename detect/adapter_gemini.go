@@ -7,22 +7,6 @@ import (
 	"strings"
 )
 
-var geminiAdapter = Descriptor{
-	ID:          Gemini,
-	DisplayName: "Gemini CLI",
-	Binary:      "gemini",
-	PinEnv:      "CAR_GEMINI_BIN",
-	InstallHint: "install it with `npm install -g @google/gemini-cli`",
-	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
-	},
-	// Headless Gemini refuses write tools unless told to approve them; that
-	// default is the agent's own, not a sandbox.
-	ReadOnly: EnforcedByAgentDefault,
-	AuthKind: geminiAuthKind,
-	Health:   geminiHealth,
-}
-
 // Gemini CLI auth types, as written to settings.json.
 const (
 	geminiOAuth    = "oauth-personal"

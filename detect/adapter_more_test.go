@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 // capture reads a real CLI capture from e2e/fixtures/cli.
@@ -37,9 +39,9 @@ func TestTheNewAdaptersAreDescribedAsTheIssueNamesThem(t *testing.T) {
 		id, name, bin, pin, npm string
 		ro                      ReadOnlyEnforcement
 	}{
-		{Copilot, "GitHub Copilot CLI", "copilot", "CAR_COPILOT_BIN", "@github/copilot", EnforcedByAllowlist},
-		{Droid, "Factory Droid", "droid", "CAR_DROID_BIN", "@factory/cli", EnforcedByAgentDefault},
-		{Pi, "Pi", "pi", "CAR_PI_BIN", "@mariozechner/pi-coding-agent", NotEnforced},
+		{agent.Copilot, "GitHub Copilot CLI", "copilot", "CAR_COPILOT_BIN", "@github/copilot", EnforcedByAllowlist},
+		{agent.Droid, "Factory Droid", "droid", "CAR_DROID_BIN", "@factory/cli", EnforcedByAgentDefault},
+		{agent.Pi, "Pi", "pi", "CAR_PI_BIN", "@mariozechner/pi-coding-agent", NotEnforced},
 	}
 	for _, c := range cases {
 		d, ok := Lookup(c.id)
@@ -58,7 +60,7 @@ func TestPiVersionOnStderrIsDetected(t *testing.T) {
 	dir := t.TempDir()
 	fakeCLI(t, dir, "pi", `echo 0.73.1 >&2`)
 	d := newTestDetector(t, "", dir)
-	s, ok := specByID(d.Detect(ctx, false), Pi)
+	s, ok := specByID(d.Detect(ctx, false), agent.Pi)
 	require.True(t, ok)
 	assert.Equal(t, "0.73.1", s.Version)
 	assert.True(t, s.Execution.IsRunnable())
@@ -74,13 +76,13 @@ func TestDroidLauncherWithoutItsPlatformBinaryIsUnusableWithTheLaunchersCause(t 
 	must(t, os.WriteFile(msg, []byte(capture(t, "droid-missing-platform-binary.stderr")), 0o600))
 	fakeCLI(t, dir, "droid", "cat "+msg+" >&2; exit 1")
 	d := newTestDetector(t, "", dir)
-	s, ok := specByID(d.Detect(ctx, false), Droid)
+	s, ok := specByID(d.Detect(ctx, false), agent.Droid)
 	require.True(t, ok)
 	reason, bad := s.UnusableReason()
 	require.True(t, bad, "%+v", s)
 	assert.Contains(t, reason, "Could not find the droid binary for linux-x64")
 	assert.Contains(t, reason, filepath.Join(dir, "droid"))
-	h, err := d.Health(ctx, Droid, false)
+	h, err := d.Health(ctx, agent.Droid, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusNotExecutable, h.Status)
 	assert.Contains(t, h.Reason, "Could not find the droid binary")
@@ -88,7 +90,7 @@ func TestDroidLauncherWithoutItsPlatformBinaryIsUnusableWithTheLaunchersCause(t 
 
 func TestANewAdapterPinThatDoesNotResolveNamesThePin(t *testing.T) {
 	d := newDetectorWith(t, Options{Env: testEnv("CAR_COPILOT_BIN=/nonexistent/copilot")}, t.TempDir())
-	s, ok := specByID(d.Detect(ctx, false), Copilot)
+	s, ok := specByID(d.Detect(ctx, false), agent.Copilot)
 	require.True(t, ok)
 	reason, bad := s.UnusableReason()
 	require.True(t, bad)
@@ -126,28 +128,28 @@ func TestNewAdapterHealthIsDecidedFromEnvAndFilesByPresenceOnly(t *testing.T) {
 		reason string
 		kind   AuthKind
 	}{
-		{"copilot empty home", Copilot, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
-		{"copilot token env", Copilot, []string{"GH_TOKEN=" + fakeSecret}, nil, StatusReady, "GH_TOKEN", AuthSubscription},
-		{"copilot token precedence", Copilot, []string{"GITHUB_TOKEN=" + fakeSecret, "COPILOT_GITHUB_TOKEN=" + fakeSecret}, nil, StatusReady, "COPILOT_GITHUB_TOKEN", AuthSubscription},
-		{"copilot byok", Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1", "COPILOT_MODEL=m", "COPILOT_PROVIDER_API_KEY=" + fakeSecret}, nil, StatusReady, "custom provider", AuthAPIKey},
-		{"copilot byok without model", Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1"}, nil, StatusNotConfigured, "COPILOT_MODEL", AuthAPIKey},
-		{"copilot /login recorded", Copilot, nil, map[string]string{".copilot/config.json": `{"last_logged_in_user":{"host":"https://github.com","login":"u"}}`}, StatusReady, "/login", AuthSubscription},
-		{"copilot gh cli", Copilot, nil, map[string]string{".config/gh/hosts.yml": "github.com:\n    oauth_token: " + fakeSecret + "\n    user: u\n"}, StatusReady, "GitHub CLI", AuthSubscription},
-		{"copilot broken config", Copilot, nil, map[string]string{".copilot/config.json": `{`}, StatusUnknown, "could not be read", AuthKindUnknown},
+		{"copilot empty home", agent.Copilot, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
+		{"copilot token env", agent.Copilot, []string{"GH_TOKEN=" + fakeSecret}, nil, StatusReady, "GH_TOKEN", AuthSubscription},
+		{"copilot token precedence", agent.Copilot, []string{"GITHUB_TOKEN=" + fakeSecret, "COPILOT_GITHUB_TOKEN=" + fakeSecret}, nil, StatusReady, "COPILOT_GITHUB_TOKEN", AuthSubscription},
+		{"copilot byok", agent.Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1", "COPILOT_MODEL=m", "COPILOT_PROVIDER_API_KEY=" + fakeSecret}, nil, StatusReady, "custom provider", AuthAPIKey},
+		{"copilot byok without model", agent.Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1"}, nil, StatusNotConfigured, "COPILOT_MODEL", AuthAPIKey},
+		{"copilot /login recorded", agent.Copilot, nil, map[string]string{".copilot/config.json": `{"last_logged_in_user":{"host":"https://github.com","login":"u"}}`}, StatusReady, "/login", AuthSubscription},
+		{"copilot gh cli", agent.Copilot, nil, map[string]string{".config/gh/hosts.yml": "github.com:\n    oauth_token: " + fakeSecret + "\n    user: u\n"}, StatusReady, "GitHub CLI", AuthSubscription},
+		{"copilot broken config", agent.Copilot, nil, map[string]string{".copilot/config.json": `{`}, StatusUnknown, "could not be read", AuthKindUnknown},
 
-		{"droid empty home", Droid, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
-		{"droid api key", Droid, []string{"FACTORY_API_KEY=fk-" + fakeSecret}, nil, StatusReady, "FACTORY_API_KEY", AuthAPIKey},
-		{"droid saved login", Droid, nil, map[string]string{".factory/auth.v2.file": "ciphertext " + fakeSecret}, StatusReady, "auth.v2.file", AuthSubscription},
-		{"droid byok custom model", Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[{"model":"m","apiKey":"` + fakeSecret + `"}]}`}, StatusReady, "custom:", AuthAPIKey},
-		{"droid settings without models", Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[]}`}, StatusNotConfigured, "not signed in", AuthUnauthenticated},
-		{"droid broken settings", Droid, nil, map[string]string{".factory/settings.json": `nope`}, StatusUnknown, "could not be read", AuthKindUnknown},
+		{"droid empty home", agent.Droid, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
+		{"droid api key", agent.Droid, []string{"FACTORY_API_KEY=fk-" + fakeSecret}, nil, StatusReady, "FACTORY_API_KEY", AuthAPIKey},
+		{"droid saved login", agent.Droid, nil, map[string]string{".factory/auth.v2.file": "ciphertext " + fakeSecret}, StatusReady, "auth.v2.file", AuthSubscription},
+		{"droid byok custom model", agent.Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[{"model":"m","apiKey":"` + fakeSecret + `"}]}`}, StatusReady, "custom:", AuthAPIKey},
+		{"droid settings without models", agent.Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[]}`}, StatusNotConfigured, "not signed in", AuthUnauthenticated},
+		{"droid broken settings", agent.Droid, nil, map[string]string{".factory/settings.json": `nope`}, StatusUnknown, "could not be read", AuthKindUnknown},
 
-		{"pi empty home", Pi, nil, nil, StatusNotConfigured, "no provider credentials", AuthUnauthenticated},
-		{"pi provider env", Pi, []string{"ANTHROPIC_API_KEY=sk-ant-" + fakeSecret}, nil, StatusReady, "ANTHROPIC_API_KEY", AuthAPIKey},
-		{"pi oauth login", Pi, nil, map[string]string{".pi/agent/auth.json": `{"anthropic":{"type":"oauth","refresh":"` + fakeSecret + `"}}`}, StatusReady, "anthropic", AuthSubscription},
-		{"pi api key login", Pi, nil, map[string]string{".pi/agent/auth.json": `{"openai":{"type":"api_key","key":"` + fakeSecret + `"}}`}, StatusReady, "openai", AuthAPIKey},
-		{"pi custom provider", Pi, nil, map[string]string{".pi/agent/models.json": `{"providers":{"local":{"baseUrl":"http://127.0.0.1:1","apiKey":"` + fakeSecret + `"}}}`}, StatusReady, "models.json", AuthAPIKey},
-		{"pi broken auth", Pi, nil, map[string]string{".pi/agent/auth.json": `[`}, StatusUnknown, "could not be read", AuthKindUnknown},
+		{"pi empty home", agent.Pi, nil, nil, StatusNotConfigured, "no provider credentials", AuthUnauthenticated},
+		{"pi provider env", agent.Pi, []string{"ANTHROPIC_API_KEY=sk-ant-" + fakeSecret}, nil, StatusReady, "ANTHROPIC_API_KEY", AuthAPIKey},
+		{"pi oauth login", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `{"anthropic":{"type":"oauth","refresh":"` + fakeSecret + `"}}`}, StatusReady, "anthropic", AuthSubscription},
+		{"pi api key login", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `{"openai":{"type":"api_key","key":"` + fakeSecret + `"}}`}, StatusReady, "openai", AuthAPIKey},
+		{"pi custom provider", agent.Pi, nil, map[string]string{".pi/agent/models.json": `{"providers":{"local":{"baseUrl":"http://127.0.0.1:1","apiKey":"` + fakeSecret + `"}}}`}, StatusReady, "models.json", AuthAPIKey},
+		{"pi broken auth", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `[`}, StatusUnknown, "could not be read", AuthKindUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -179,7 +181,7 @@ func TestNewAdapterHealthNeverRunsTheBinary(t *testing.T) {
 		fakeCLI(t, dir, b, `case "$1" in --version) echo 1.2.3;; *) echo x >> `+cnt+`;; esac`)
 	}
 	d := newTestDetector(t, "", dir)
-	for _, id := range []string{Copilot, Droid, Pi} {
+	for _, id := range []string{agent.Copilot, agent.Droid, agent.Pi} {
 		h, err := d.Health(ctx, id, true)
 		require.NoError(t, err)
 		assert.Equal(t, StatusNotConfigured, h.Status, "%s in an empty home: %s", id, h.Reason)

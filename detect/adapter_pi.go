@@ -8,27 +8,6 @@ import (
 	"strings"
 )
 
-// Pi is the adapter id of Pi (@mariozechner/pi-coding-agent).
-const Pi = "pi"
-
-var piAdapter = Descriptor{
-	ID:          Pi,
-	DisplayName: "Pi",
-	Binary:      "pi",
-	PinEnv:      "CAR_PI_BIN",
-	InstallHint: "install it with `npm install -g @mariozechner/pi-coding-agent`",
-	Capabilities: Capabilities{
-		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true,
-	},
-	// Pi has no sandbox, no per-command allowlist and no approval prompts:
-	// read-only is a tool list the model is handed and nothing refuses a
-	// write made some other way. Clients must be told, and agents.invoke
-	// makes them acknowledge it.
-	ReadOnly: NotEnforced,
-	AuthKind: piAuthKind,
-	Health:   piHealth,
-}
-
 // piKeyEnv are the provider credentials `pi --help` (0.73.1) documents.
 // Any one of them lets Pi run against that provider.
 var piKeyEnv = []string{

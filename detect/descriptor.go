@@ -2,28 +2,29 @@ package detect
 
 import (
 	"context"
+	"fmt"
 	"sort"
+
+	"github.com/card-dev/card/agent"
 )
 
-// Descriptor is everything detection knows about one agent CLI. Each adapter
-// lives in its own adapter_*.go file and is registered in registry below;
-// adding an agent is that file plus one line.
+// Descriptor is one adapter as detection sees it: the agent's static facts
+// (package agent) joined with detection's own per-adapter probe.
 type Descriptor struct {
-	ID          string
-	DisplayName string
-	// Binary is the executable name searched for on the search path.
-	Binary string
-	// PinEnv names the environment variable that pins the binary's path.
-	PinEnv string
-	// InstallHint is what to tell a person who does not have it.
-	InstallHint  string
-	Capabilities Capabilities
-	ReadOnly     ReadOnlyEnforcement
+	agent.Adapter
+	probe
+}
+
+// probe is what detection does differently per adapter. Each adapter's
+// functions live in its adapter_*.go file and are listed in probes.
+type probe struct {
 	// AuthKind guesses the auth kind from credential-file shape and key
-	// presence. It must never copy a credential value anywhere.
+	// presence. It must never copy a credential value anywhere. Nil reports
+	// unknown.
 	AuthKind func(in AuthInput) AuthKind
 	// Health decides the health bucket. It runs the tool's own status
-	// command through in.Run where the tool has one.
+	// command through in.Run where the tool has one. Nil reports that card
+	// has no health check for the adapter.
 	Health func(ctx context.Context, in HealthInput) HealthVerdict
 }
 
@@ -52,23 +53,41 @@ type HealthVerdict struct {
 	Details map[string]any
 }
 
-// registry is the one list of adapters, in the order detection reports them.
-var registry = []Descriptor{
-	claudeCodeAdapter,
-	codexAdapter,
-	geminiAdapter,
-	copilotAdapter,
-	droidAdapter,
-	piAdapter,
+// probes holds every adapter's probe, by agent id. Every adapter must have
+// an entry, even an empty one, so that shipping an adapter without a health
+// check is a decision written here rather than a line someone forgot.
+var probes = map[string]probe{
+	agent.ClaudeCode: {AuthKind: claudeAuthKind, Health: claudeHealth},
+	agent.Codex:      {AuthKind: codexAuthKind, Health: codexHealth},
+	agent.Gemini:     {AuthKind: geminiAuthKind, Health: geminiHealth},
+	agent.Copilot:    {AuthKind: copilotAuthKind, Health: copilotHealth},
+	agent.Droid:      {AuthKind: droidAuthKind, Health: droidHealth},
+	agent.Pi:         {AuthKind: piAuthKind, Health: piHealth},
 }
 
-// Known returns every adapter id, in registry order.
-func Known() []string {
-	ids := make([]string, len(registry))
-	for i, d := range registry {
-		ids[i] = d.ID
+// registry is every adapter in agent's order, with its probe.
+var registry = mustJoin(agent.All(), probes)
+
+// mustJoin pairs each adapter with its probe. It panics, when the package
+// is initialised, on an adapter without an entry or an entry for an id no
+// adapter has: both are programming errors that must not wait for a test.
+func mustJoin(adapters []agent.Adapter, probes map[string]probe) []Descriptor {
+	out := make([]Descriptor, 0, len(adapters))
+	known := map[string]bool{}
+	for _, a := range adapters {
+		known[a.ID] = true
+		p, ok := probes[a.ID]
+		if !ok {
+			panic(fmt.Sprintf("detect: adapter %q has no entry in probes (an empty one says it has no health check)", a.ID))
+		}
+		out = append(out, Descriptor{Adapter: a, probe: p})
 	}
-	return ids
+	for id := range probes {
+		if !known[id] {
+			panic(fmt.Sprintf("detect: probe for %q, which is not an agent adapter", id))
+		}
+	}
+	return out
 }
 
 // Lookup returns the descriptor for id.
@@ -82,7 +101,7 @@ func Lookup(id string) (Descriptor, bool) {
 }
 
 func sortedKnown() []string {
-	ids := Known()
+	ids := agent.IDs()
 	sort.Strings(ids)
 	return ids
 }

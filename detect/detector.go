@@ -234,7 +234,7 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 		ID:                  desc.ID,
 		DisplayName:         desc.DisplayName,
 		AuthKind:            kind,
-		Capabilities:        desc.Capabilities,
+		Capabilities:        Capabilities(desc.Capabilities),
 		DetectedAt:          d.unixNow(),
 		Execution:           Runnable(),
 		ReadOnlyEnforcement: desc.ReadOnly,

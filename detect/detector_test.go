@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 var ctx = context.Background()
@@ -25,9 +27,9 @@ func TestAnAdapterWithNoBinaryIsLeftOutAndBinaryNamesHowToInstallIt(t *testing.T
 
 	specs := d.Detect(ctx, false)
 	require.Len(t, specs, 1)
-	assert.Equal(t, Codex, specs[0].ID)
+	assert.Equal(t, agent.Codex, specs[0].ID)
 
-	_, _, err := d.Binary(ctx, ClaudeCode)
+	_, _, err := d.Binary(ctx, agent.ClaudeCode)
 	var ni *NotInstalledError
 	require.ErrorAs(t, err, &ni)
 	assert.Contains(t, err.Error(), "@anthropic-ai/claude-code")
@@ -39,7 +41,7 @@ func TestAFoundBinaryIsRunnableWithItsParsedVersionAndWhereItCameFrom(t *testing
 	p := fakeCLI(t, dir, "claude", `echo "2.1.197 (Claude Code)"`)
 	d := newTestDetector(t, "", dir)
 
-	s, ok := specByID(d.Detect(ctx, false), ClaudeCode)
+	s, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	require.True(t, ok)
 	assert.Equal(t, p, s.BinaryPath)
 	assert.Equal(t, "2.1.197", s.Version)
@@ -49,7 +51,7 @@ func TestAFoundBinaryIsRunnableWithItsParsedVersionAndWhereItCameFrom(t *testing
 	assert.Equal(t, EnforcedByAllowlist, s.ReadOnlyEnforcement)
 	assert.NotZero(t, s.DetectedAt)
 
-	bin, _, err := d.Binary(ctx, ClaudeCode)
+	bin, _, err := d.Binary(ctx, agent.ClaudeCode)
 	require.NoError(t, err)
 	assert.Equal(t, p, bin)
 }
@@ -60,7 +62,7 @@ func TestAPinWinsOverTheSearchPath(t *testing.T) {
 	pin := fakeCLI(t, pinned, "codex-nightly", `echo "codex-cli 9.9.9"`)
 	d := newDetectorWith(t, Options{Env: testEnv("CAR_CODEX_BIN=" + pin)}, onPath)
 
-	s, ok := specByID(d.Detect(ctx, false), Codex)
+	s, ok := specByID(d.Detect(ctx, false), agent.Codex)
 	require.True(t, ok)
 	assert.Equal(t, pin, s.BinaryPath)
 	assert.Equal(t, "9.9.9", s.Version)
@@ -73,7 +75,7 @@ func TestAPinThatDoesNotResolveIsUnusableNamingThePinWithNoPathFallback(t *testi
 	missing := filepath.Join(t.TempDir(), "gone", "codex")
 	d := newDetectorWith(t, Options{Env: testEnv("CAR_CODEX_BIN=" + missing)}, onPath)
 
-	s, ok := specByID(d.Detect(ctx, false), Codex)
+	s, ok := specByID(d.Detect(ctx, false), agent.Codex)
 	require.True(t, ok)
 	reason, bad := s.UnusableReason()
 	require.True(t, bad, "a broken pin must not fall back to the codex on PATH")
@@ -82,7 +84,7 @@ func TestAPinThatDoesNotResolveIsUnusableNamingThePinWithNoPathFallback(t *testi
 	assert.Equal(t, missing, s.BinaryPath)
 	assert.Equal(t, SourcePin, s.Source)
 
-	_, _, err := d.Binary(ctx, Codex)
+	_, _, err := d.Binary(ctx, agent.Codex)
 	var ue *UnusableError
 	require.ErrorAs(t, err, &ue)
 	assert.Contains(t, err.Error(), "CAR_CODEX_BIN")
@@ -93,7 +95,7 @@ func TestAPinThatExistsButDoesNotRunNamesThePinAndTheCause(t *testing.T) {
 	pin := filepath.Join(dir, "codex")
 	must(t, os.WriteFile(pin, []byte("#!/bin/sh\necho hi\n"), 0o644))
 	d := newDetectorWith(t, Options{Env: testEnv("CAR_CODEX_BIN=" + pin)})
-	s, _ := specByID(d.Detect(ctx, false), Codex)
+	s, _ := specByID(d.Detect(ctx, false), agent.Codex)
 	reason, bad := s.UnusableReason()
 	require.True(t, bad)
 	assert.Contains(t, reason, "CAR_CODEX_BIN")
@@ -105,21 +107,21 @@ func TestAConfigPinIsUsedAndTheEnvironmentPinWinsOverIt(t *testing.T) {
 	fromConfig := fakeCLI(t, a, "gemini", `echo 0.61.0`)
 	fromEnv := fakeCLI(t, b, "gemini", `echo 0.62.0`)
 
-	d := newDetectorWith(t, Options{Pins: map[string]string{Gemini: fromConfig}})
-	s, ok := specByID(d.Detect(ctx, false), Gemini)
+	d := newDetectorWith(t, Options{Pins: map[string]string{agent.Gemini: fromConfig}})
+	s, ok := specByID(d.Detect(ctx, false), agent.Gemini)
 	require.True(t, ok)
 	assert.Equal(t, fromConfig, s.BinaryPath)
 	assert.Equal(t, SourcePin, s.Source)
 
-	d2 := newDetectorWith(t, Options{Pins: map[string]string{Gemini: fromConfig}, Env: testEnv("CAR_GEMINI_BIN=" + fromEnv)})
-	s2, _ := specByID(d2.Detect(ctx, false), Gemini)
+	d2 := newDetectorWith(t, Options{Pins: map[string]string{agent.Gemini: fromConfig}, Env: testEnv("CAR_GEMINI_BIN=" + fromEnv)})
+	s2, _ := specByID(d2.Detect(ctx, false), agent.Gemini)
 	assert.Equal(t, fromEnv, s2.BinaryPath)
 	assert.Equal(t, "0.62.0", s2.Version)
 }
 
 func TestABrokenConfigPinNamesTheConfigSetting(t *testing.T) {
-	d := newDetectorWith(t, Options{Pins: map[string]string{Gemini: "/nonexistent/gemini"}})
-	s, ok := specByID(d.Detect(ctx, false), Gemini)
+	d := newDetectorWith(t, Options{Pins: map[string]string{agent.Gemini: "/nonexistent/gemini"}})
+	s, ok := specByID(d.Detect(ctx, false), agent.Gemini)
 	require.True(t, ok)
 	reason, _ := s.UnusableReason()
 	assert.Contains(t, reason, "card.toml pins.gemini")
@@ -129,7 +131,7 @@ func TestAPinBypassesTheScratchDirectoryRule(t *testing.T) {
 	dir := t.TempDir()
 	pin := fakeCLI(t, dir, "claude", `echo "2.1.197 (Claude Code)"`)
 	d := newDetectorWith(t, Options{Env: testEnv("CAR_CLAUDE_CODE_BIN=" + pin), ScratchDirs: []string{dir}})
-	s, ok := specByID(d.Detect(ctx, false), ClaudeCode)
+	s, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	require.True(t, ok)
 	assert.True(t, s.Execution.IsRunnable())
 	assert.Equal(t, "2.1.197", s.Version)
@@ -141,7 +143,7 @@ func TestABinaryInAScratchDirectoryOnThePathIsNeverPicked(t *testing.T) {
 	real := fakeCLI(t, safe, "claude", `echo "2.1.197 (Claude Code)"`)
 	d := newDetectorWith(t, Options{ScratchDirs: []string{scratch + "/"}}, scratch, safe)
 
-	s, ok := specByID(d.Detect(ctx, false), ClaudeCode)
+	s, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	require.True(t, ok)
 	assert.Equal(t, real, s.BinaryPath)
 	assert.Equal(t, "2.1.197", s.Version)
@@ -152,7 +154,7 @@ func TestASymlinkFromASafeDirectoryIntoAScratchDirectoryIsNotPicked(t *testing.T
 	planted := fakeCLI(t, scratch, "claude-planted", `echo "6.6.6"`)
 	must(t, os.Symlink(planted, filepath.Join(safe, "claude")))
 	d := newDetectorWith(t, Options{ScratchDirs: []string{scratch}}, safe)
-	_, ok := specByID(d.Detect(ctx, false), ClaudeCode)
+	_, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	assert.False(t, ok)
 }
 
@@ -182,7 +184,7 @@ func TestBrokenBinaryEarlierOnPathDoesNotShadowAWorkingOne(t *testing.T) {
 	good := fakeCLI(t, working, "codex", `echo "codex-cli 0.171.0"`)
 	d := newTestDetector(t, "", broken, working)
 
-	s, ok := specByID(d.Detect(ctx, false), Codex)
+	s, ok := specByID(d.Detect(ctx, false), agent.Codex)
 	require.True(t, ok)
 	assert.Equal(t, good, s.BinaryPath)
 	assert.True(t, s.Execution.IsRunnable())
@@ -194,7 +196,7 @@ func TestAWorkingBinaryEarlierOnPathWinsEvenWhenALaterOneIsFaster(t *testing.T) 
 	slow := fakeCLI(t, first, "codex", "sleep 0.3; echo 'codex-cli 1.0.0'")
 	fakeCLI(t, second, "codex", `echo "codex-cli 2.0.0"`)
 	d := newTestDetector(t, "", first, second)
-	s, _ := specByID(d.Detect(ctx, false), Codex)
+	s, _ := specByID(d.Detect(ctx, false), agent.Codex)
 	assert.Equal(t, slow, s.BinaryPath)
 	assert.Equal(t, "1.0.0", s.Version)
 }
@@ -206,7 +208,7 @@ func TestTheSameInstallReachedTwiceOnThePathIsProbedOnce(t *testing.T) {
 	must(t, os.Symlink(target, filepath.Join(linkDir, "codex")))
 	d := newTestDetector(t, "", linkDir, real, real)
 
-	s, ok := specByID(d.Detect(ctx, false), Codex)
+	s, ok := specByID(d.Detect(ctx, false), agent.Codex)
 	require.True(t, ok)
 	assert.Equal(t, 1, runs(), "a symlink and its target are one install")
 	reason, _ := s.UnusableReason()
@@ -246,7 +248,7 @@ func TestEachReasonABinaryCannotRunIsReportedInWords(t *testing.T) {
 			dir := t.TempDir()
 			c.setup(t, dir)
 			d := newTestDetector(t, "", dir)
-			s, ok := specByID(d.Detect(ctx, false), ClaudeCode)
+			s, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 			require.True(t, ok, "a broken install is still reported so a person can find it")
 			reason, bad := s.UnusableReason()
 			require.True(t, bad)
@@ -265,7 +267,7 @@ func TestWhenNoInstallRunsTheFirstIsReportedWithEveryCause(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(a, "gemini"), []byte("#!/bin/sh\n"), 0o644))
 	fakeCLI(t, b, "gemini", "kill -9 $$")
 	d := newTestDetector(t, "", a, b)
-	s, _ := specByID(d.Detect(ctx, false), Gemini)
+	s, _ := specByID(d.Detect(ctx, false), agent.Gemini)
 	assert.Equal(t, filepath.Join(a, "gemini"), s.BinaryPath)
 	reason, bad := s.UnusableReason()
 	require.True(t, bad)
@@ -277,7 +279,7 @@ func TestASlowVersionProbeStillReportsTheVersion(t *testing.T) {
 	dir := t.TempDir()
 	fakeCLI(t, dir, "gemini", "sleep 0.5; echo 0.61.0")
 	d := newTestDetector(t, "", dir)
-	s, _ := specByID(d.Detect(ctx, false), Gemini)
+	s, _ := specByID(d.Detect(ctx, false), agent.Gemini)
 	assert.Equal(t, "0.61.0", s.Version)
 }
 
@@ -290,7 +292,7 @@ func TestAHangingVersionProbeIsKilledWholeAndLeavesTheBinaryRunnableWithoutAVers
 	d := newDetectorWith(t, Options{ProbeTimeout: 300 * time.Millisecond}, dir)
 
 	start := time.Now()
-	s, ok := specByID(d.Detect(ctx, false), Gemini)
+	s, ok := specByID(d.Detect(ctx, false), agent.Gemini)
 	elapsed := time.Since(start)
 	t.Logf("detect took %v", elapsed)
 	require.True(t, ok)
@@ -309,7 +311,7 @@ func TestGarbageVersionOutputLeavesTheVersionAbsentButTheBinaryRunnable(t *testi
 	dir := t.TempDir()
 	fakeCLI(t, dir, "codex", `printf '\001\002 welcome to codex! build ok\n'`)
 	d := newTestDetector(t, "", dir)
-	s, _ := specByID(d.Detect(ctx, false), Codex)
+	s, _ := specByID(d.Detect(ctx, false), agent.Codex)
 	assert.True(t, s.Execution.IsRunnable())
 	assert.Empty(t, s.Version)
 }
@@ -318,7 +320,7 @@ func TestAVersionPrintedOnStderrIsFound(t *testing.T) {
 	dir := t.TempDir()
 	fakeCLI(t, dir, "codex", `echo "codex-cli 0.9.0" >&2`)
 	d := newTestDetector(t, "", dir)
-	s, _ := specByID(d.Detect(ctx, false), Codex)
+	s, _ := specByID(d.Detect(ctx, false), agent.Codex)
 	assert.Equal(t, "0.9.0", s.Version)
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 // realBinDir finds the agent CLIs installed from npm by .ci/run, or skips
@@ -83,7 +85,7 @@ func directVersion(t *testing.T, bin string, search SearchPath, home string) str
 func TestRealCLIsAreDetectedWithTheVersionTheyPrintAndAreNotSignedInWithAnEmptyHome(t *testing.T) {
 	d, search := realDetector(t)
 	specs := d.Detect(context.Background(), false)
-	require.Len(t, specs, len(Known()), "%+v", specs)
+	require.Len(t, specs, len(agent.IDs()), "%+v", specs)
 	for _, s := range specs {
 		assert.True(t, s.Execution.IsRunnable(), "%s: %+v", s.ID, s.Execution)
 		printed := directVersion(t, s.BinaryPath, search, t.TempDir())
@@ -100,7 +102,7 @@ func TestRealCLIsAreDetectedWithTheVersionTheyPrintAndAreNotSignedInWithAnEmptyH
 
 func TestRealClaudeIsReadyWithAnAPIKeyInTheEnvironment(t *testing.T) {
 	d, _ := realDetector(t, "ANTHROPIC_API_KEY=sk-ant-fake")
-	h, err := d.Health(context.Background(), ClaudeCode, false)
+	h, err := d.Health(context.Background(), agent.ClaudeCode, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusReady, h.Status, h.Reason)
 	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["apiKeySource"])

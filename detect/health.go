@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/card-dev/card/agent"
 )
 
 // UnknownAdapterError is returned for an id no adapter has. The daemon maps
@@ -121,7 +123,7 @@ func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalA
 // Adapters that are not installed are included as not_executable, so a host
 // can show why an agent it expected is missing.
 func (d *Detector) HealthAll(ctx context.Context, force bool) []ExternalAgentHealth {
-	ids := Known()
+	ids := agent.IDs()
 	out := make([]ExternalAgentHealth, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {

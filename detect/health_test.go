@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 // Real texts from shared/fixtures/cli/auth-status.txt.
@@ -64,10 +66,10 @@ func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
 			cnt, runs := counter(t)
 			statusCLI(t, dir, "claude", "2.1.197 (Claude Code)", c.stdout, c.stderr, c.exit, "0", cnt)
 			d := newTestDetector(t, "", dir)
-			h, err := d.Health(ctx, ClaudeCode, false)
+			h, err := d.Health(ctx, agent.ClaudeCode, false)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, h.Status, h.Reason)
-			assert.Equal(t, ClaudeCode, h.ID)
+			assert.Equal(t, agent.ClaudeCode, h.ID)
 			assert.Contains(t, h.Reason, c.reason)
 			assert.Equal(t, 1, runs())
 			if c.want != StatusReady {
@@ -82,7 +84,7 @@ func TestClaudeReadyDetailsKeepTheKeySourceButNoSecret(t *testing.T) {
 	cnt, _ := counter(t)
 	statusCLI(t, dir, "claude", "2.1.197", `{"loggedIn": true, "authMethod": "api_key", "apiKeySource": "ANTHROPIC_API_KEY", "apiKey": "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "oauthToken": "x"}`, "", 0, "0", cnt)
 	d := newTestDetector(t, "", dir)
-	h, err := d.Health(ctx, ClaudeCode, false)
+	h, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusReady, h.Status)
 	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["apiKeySource"])
@@ -111,7 +113,7 @@ func TestCodexHealthFollowsLoginStatus(t *testing.T) {
 			cnt, _ := counter(t)
 			statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", c.stderr, c.exit, "0", cnt)
 			d := newTestDetector(t, "", dir)
-			h, err := d.Health(ctx, Codex, false)
+			h, err := d.Health(ctx, agent.Codex, false)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, h.Status, h.Reason)
 			if c.method != "" {
@@ -132,7 +134,7 @@ func TestAStatusCommandThatHangsIsKilledAndReportedUnknown(t *testing.T) {
 	statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", "Logged in using ChatGPT", 0, "30", cnt)
 	d := newDetectorWith(t, Options{HealthTimeout: 300 * time.Millisecond}, dir)
 	start := time.Now()
-	h, err := d.Health(ctx, Codex, false)
+	h, err := d.Health(ctx, agent.Codex, false)
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 3*time.Second)
 	assert.Equal(t, StatusUnknown, h.Status)
@@ -144,22 +146,22 @@ func TestAnUnusableBinaryIsNotExecutableWithDetectionsReasonAndNoStatusCommandRu
 	cnt, runs := counter(t)
 	must(t, os.WriteFile(filepath.Join(dir, "claude"), []byte("#!/bin/sh\necho run >> "+cnt+"\n"), 0o644))
 	d := newTestDetector(t, "", dir)
-	spec, _ := specByID(d.Detect(ctx, false), ClaudeCode)
+	spec, _ := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	detReason, _ := spec.UnusableReason()
 
-	h, err := d.Health(ctx, ClaudeCode, true)
+	h, err := d.Health(ctx, agent.ClaudeCode, true)
 	require.NoError(t, err)
 	assert.Equal(t, StatusNotExecutable, h.Status)
 	assert.Equal(t, detReason, h.Reason)
 	assert.Equal(t, 0, runs())
 
-	after, _ := specByID(d.Detect(ctx, false), ClaudeCode)
+	after, _ := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	assert.Equal(t, spec.Execution, after.Execution, "a health check never changes execution")
 }
 
 func TestAnAdapterThatIsNotInstalledIsNotExecutableSayingHowToInstallIt(t *testing.T) {
 	d := newTestDetector(t, "", t.TempDir())
-	h, err := d.Health(ctx, Codex, false)
+	h, err := d.Health(ctx, agent.Codex, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusNotExecutable, h.Status)
 	assert.Contains(t, h.Reason, "npm install -g @openai/codex")
@@ -171,7 +173,7 @@ func TestAnUnknownIDIsATypedErrorListingTheKnownIDs(t *testing.T) {
 	var ue *UnknownAdapterError
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, "cursor", ue.ID)
-	assert.ElementsMatch(t, Known(), ue.Known)
+	assert.ElementsMatch(t, agent.IDs(), ue.Known)
 	assert.Contains(t, err.Error(), "claude-code, codex, copilot, droid, gemini, pi")
 
 	_, _, err = d.Binary(ctx, "cursor")
@@ -193,20 +195,20 @@ func TestHealthIsCachedForTheTTLAndForceBypassesIt(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
 	d := newDetectorWith(t, Options{Now: clock.Now}, dir)
 
-	h1, err := d.Health(ctx, ClaudeCode, false)
+	h1, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1_800_000_000), h1.CheckedAt)
 	clock.Advance(29 * time.Second)
-	h2, _ := d.Health(ctx, ClaudeCode, false)
+	h2, _ := d.Health(ctx, agent.ClaudeCode, false)
 	assert.Equal(t, 1, runs(), "within 30 s the cached answer is served")
 	assert.Equal(t, h1.CheckedAt, h2.CheckedAt)
 
 	clock.Advance(2 * time.Second)
-	h3, _ := d.Health(ctx, ClaudeCode, false)
+	h3, _ := d.Health(ctx, agent.ClaudeCode, false)
 	assert.Equal(t, 2, runs(), "after the TTL the status command runs again")
 	assert.Equal(t, uint64(1_800_000_031), h3.CheckedAt)
 
-	_, _ = d.Health(ctx, ClaudeCode, true)
+	_, _ = d.Health(ctx, agent.ClaudeCode, true)
 	assert.Equal(t, 3, runs(), "force bypasses the cache")
 }
 
@@ -222,7 +224,7 @@ func TestConcurrentHealthCallersShareOneStatusCommand(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h, err := d.Health(ctx, ClaudeCode, true)
+			h, err := d.Health(ctx, agent.ClaudeCode, true)
 			assert.NoError(t, err)
 			assert.Equal(t, StatusReady, h.Status)
 		}()
@@ -239,9 +241,9 @@ func TestACallerThatGivesUpDoesNotKillTheSharedProbe(t *testing.T) {
 	d.Detect(ctx, false)
 	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err := d.Health(c, ClaudeCode, false)
+	_, err := d.Health(c, agent.ClaudeCode, false)
 	require.Error(t, err)
-	h, err := d.Health(ctx, ClaudeCode, false)
+	h, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusReady, h.Status)
 	assert.Equal(t, 1, runs())
@@ -259,7 +261,7 @@ func TestHealthAllAnswersForEveryKnownAdapterInOrder(t *testing.T) {
 	for _, h := range all {
 		ids = append(ids, h.ID)
 	}
-	assert.Equal(t, []string{ClaudeCode, Codex, Gemini, Copilot, Droid, Pi}, ids)
+	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, ids)
 	assert.Equal(t, StatusNotConfigured, all[0].Status)
 	assert.Equal(t, StatusNotConfigured, all[1].Status)
 	assert.Equal(t, StatusNotExecutable, all[2].Status, "gemini is not installed here")
@@ -275,7 +277,7 @@ func TestGeminiIsNeverRunForHealthAndSaysItsAnswerIsFileBased(t *testing.T) {
 	cnt, runs := counter(t)
 	statusCLI(t, dir, "gemini", "0.61.0", "", "", 0, "0", cnt)
 	d := newTestDetector(t, home, dir)
-	h, err := d.Health(ctx, Gemini, false)
+	h, err := d.Health(ctx, agent.Gemini, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusNotConfigured, h.Status)
 	assert.Contains(t, h.Reason, "no status command")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 func TestTheSearchPathKeepsOrderDropsDuplicatesAndRelativeEntriesAndRemembersSources(t *testing.T) {
@@ -75,7 +77,7 @@ func TestASpecSaysItsBinaryCameFromAWellKnownDir(t *testing.T) {
 	s := buildSearchPath("/nonexistent", "", []string{dir, toolsDir(t)})
 	d := New(Options{Search: s, Env: testEnv(), Home: t.TempDir(), ScratchDirs: []string{}})
 	t.Cleanup(d.Close)
-	spec, ok := specByID(d.Detect(ctx, false), ClaudeCode)
+	spec, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	require.True(t, ok)
 	assert.Equal(t, SourceWellKnown, spec.Source)
 }

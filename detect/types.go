@@ -11,14 +11,8 @@ package detect
 import (
 	"encoding/json"
 	"fmt"
-)
 
-// Adapter ids. They mirror the CLI each adapter drives and are the keys
-// clients use to invoke an agent, so they never change once shipped.
-const (
-	ClaudeCode = "claude-code"
-	Codex      = "codex"
-	Gemini     = "gemini"
+	"github.com/card-dev/card/agent"
 )
 
 // AuthKind is a heuristic guess at how an installed CLI is authenticated,
@@ -52,16 +46,11 @@ func (k AuthKind) MarshalText() ([]byte, error) {
 }
 
 // Capabilities is the static, advisory feature set of an adapter's headless
-// protocol. Every field is always serialised (false is information).
-type Capabilities struct {
-	ToolUse   bool `json:"tool_use"`
-	MCP       bool `json:"mcp"`
-	Hooks     bool `json:"hooks"`
-	Sessions  bool `json:"sessions"`
-	Streaming bool `json:"streaming"`
-	// Images: the CLI accepts image input attached to the prompt.
-	Images bool `json:"images"`
-}
+// protocol, as detection reports it. The fields and their JSON names are
+// agent.Capabilities'; this is a type of its own so that the wire schema
+// keeps naming it detect.Capabilities. Every field is always serialised
+// (false is information).
+type Capabilities agent.Capabilities
 
 // ExecState names the two states of ExecutableStatus on the wire.
 type ExecState string
@@ -167,17 +156,16 @@ const (
 	SourceWellKnown  Source = "well_known"  // a per-user install dir card knows about
 )
 
-// ReadOnlyEnforcement discloses how an adapter's read-only mode is enforced,
-// so a host can tell a person the truth before letting an agent near their
-// files: an OS sandbox is a wall, an allowlist is a fence the agent's own code
-// keeps, and not_enforced means read-only is only a request.
-type ReadOnlyEnforcement string
+// ReadOnlyEnforcement is agent.ReadOnlyEnforcement, the one enum of how an
+// adapter's read-only mode is enforced, under the names callers that only
+// read detection results already use.
+type ReadOnlyEnforcement = agent.ReadOnlyEnforcement
 
 const (
-	EnforcedByOSSandbox    ReadOnlyEnforcement = "os_sandbox"
-	EnforcedByAllowlist    ReadOnlyEnforcement = "allowlist"
-	EnforcedByAgentDefault ReadOnlyEnforcement = "agent_default"
-	NotEnforced            ReadOnlyEnforcement = "not_enforced"
+	EnforcedByOSSandbox    = agent.EnforcedByOSSandbox
+	EnforcedByAllowlist    = agent.EnforcedByAllowlist
+	EnforcedByAgentDefault = agent.EnforcedByAgentDefault
+	NotEnforced            = agent.NotEnforced
 )
 
 // ExternalAgentSpec is the detection result for one installed adapter.

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 func baseSpec() ExternalAgentSpec {
@@ -71,9 +73,9 @@ func TestEnumStringsMatchTheWire(t *testing.T) {
 		{string(StatusNetworkError), "network_error"},
 		{string(StatusNotExecutable), "not_executable"},
 		{string(StatusUnknown), "unknown"},
-		{ClaudeCode, "claude-code"},
-		{Codex, "codex"},
-		{Gemini, "gemini"},
+		{agent.ClaudeCode, "claude-code"},
+		{agent.Codex, "codex"},
+		{agent.Gemini, "gemini"},
 		{string(SourcePin), "pin"},
 		{string(SourcePath), "path"},
 		{string(SourceLoginShell), "login_shell"},
@@ -186,9 +188,9 @@ func TestHealthWithNilDetailsSerialisesAnEmptyObject(t *testing.T) {
 }
 
 func TestEveryAdapterDisclosesItsReadOnlyEnforcement(t *testing.T) {
-	want := map[string]ReadOnlyEnforcement{ClaudeCode: EnforcedByAllowlist, Codex: EnforcedByOSSandbox, Gemini: EnforcedByAgentDefault,
-		Copilot: EnforcedByAllowlist, Droid: EnforcedByAgentDefault, Pi: NotEnforced}
-	assert.Equal(t, []string{ClaudeCode, Codex, Gemini, Copilot, Droid, Pi}, Known())
+	want := map[string]ReadOnlyEnforcement{agent.ClaudeCode: EnforcedByAllowlist, agent.Codex: EnforcedByOSSandbox, agent.Gemini: EnforcedByAgentDefault,
+		agent.Copilot: EnforcedByAllowlist, agent.Droid: EnforcedByAgentDefault, agent.Pi: NotEnforced}
+	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, agent.IDs())
 	for id, ro := range want {
 		d, ok := Lookup(id)
 		require.True(t, ok)

@@ -5,75 +5,77 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/card-dev/card/agent"
 )
 
-// Adapter is one agent CLI: how to build its argv and how to read its
-// output. Each adapter is one builder file and one parser file that register
-// themselves, so adding an agent touches nothing else in this package.
+// Adapter is one agent CLI as spawn drives it: the agent's static facts
+// (package agent, including the read-only enforcement and the flags card
+// owns) joined with how to build its argv and how to read its output.
 type Adapter struct {
-	// ID is the wire id (claude-code, codex, gemini, ...).
-	ID string
+	agent.Adapter
+	driver
+}
+
+// driver is what spawn does differently per adapter. Each adapter's builder
+// and parser live in spawn/<id>.go and spawn/<id>_parse.go and are listed in
+// drivers.
+type driver struct {
 	// Build turns a validated request into a plan for the binary at bin.
 	// It returns *FieldError for a request field the CLI cannot honour.
 	Build func(bin string, req Request) (Plan, error)
 	// NewParser returns a fresh parser for one run's stdout.
 	NewParser func() Parser
-	// ReadOnly says how read_only is enforced, for disclosure to clients:
-	// ReadOnlyOSSandbox, ReadOnlyAllowlist, ReadOnlyAgentDefault or
-	// ReadOnlyNotEnforced.
-	ReadOnly string
-	// OwnedFlags are flags the builder sets from the mode; operator extras
-	// may not set them (CheckExtras).
-	OwnedFlags []string
 	// CheckExtraArg, when set, refuses an adapter-specific widening in
 	// args[i] (Codex's `-c sandbox_mode=...`); it returns the reason.
 	CheckExtraArg func(args []string, i int) string
 }
 
-// How an adapter's read_only mode is enforced (issue 9's disclosure).
-const (
-	ReadOnlyOSSandbox    = "os_sandbox"
-	ReadOnlyAllowlist    = "allowlist"
-	ReadOnlyAgentDefault = "agent_default"
-	ReadOnlyNotEnforced  = "not_enforced"
-)
-
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]Adapter{}
-)
-
-// Register adds an adapter. It panics on a duplicate or incomplete adapter:
-// both are programming errors found by the first test run.
-func Register(a Adapter) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if a.ID == "" || a.Build == nil || a.NewParser == nil {
-		panic("spawn: incomplete adapter " + a.ID)
-	}
-	if _, dup := registry[a.ID]; dup {
-		panic("spawn: adapter registered twice: " + a.ID)
-	}
-	registry[a.ID] = a
+// drivers holds every adapter's builder and parser, by agent id.
+var drivers = map[string]driver{
+	agent.ClaudeCode: {Build: buildClaude, NewParser: func() Parser { return newClaudeParser() }},
+	agent.Codex:      {Build: buildCodex, NewParser: func() Parser { return newCodexParser() }, CheckExtraArg: codexCheckExtraArg},
+	agent.Gemini:     {Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }},
+	agent.Copilot:    {Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() }},
+	agent.Droid:      {Build: buildDroid, NewParser: func() Parser { return newDroidParser() }},
+	agent.Pi:         {Build: buildPi, NewParser: func() Parser { return newPiParser() }},
 }
 
-// Lookup finds a registered adapter by wire id.
+// registry is every adapter with its driver, by id. It is built once, when
+// the package is initialised, and only read after.
+var registry = mustJoin(agent.All(), drivers)
+
+// mustJoin pairs each adapter with its driver. It panics, when the package
+// is initialised, on an adapter without a builder or parser and on a driver
+// for an id no adapter has: an adapter card detects but cannot run, or one
+// it runs but never detects, is a programming error that must not wait for
+// a test to be noticed.
+func mustJoin(adapters []agent.Adapter, drivers map[string]driver) map[string]Adapter {
+	out := make(map[string]Adapter, len(adapters))
+	for _, a := range adapters {
+		d, ok := drivers[a.ID]
+		if !ok || d.Build == nil || d.NewParser == nil {
+			panic(fmt.Sprintf("spawn: adapter %q has no builder or no parser in drivers", a.ID))
+		}
+		out[a.ID] = Adapter{Adapter: a, driver: d}
+	}
+	for id := range drivers {
+		if _, ok := out[id]; !ok {
+			panic(fmt.Sprintf("spawn: driver for %q, which is not an agent adapter", id))
+		}
+	}
+	return out
+}
+
+// Lookup finds an adapter by wire id.
 func Lookup(id string) (Adapter, bool) {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
 	a, ok := registry[id]
 	return a, ok
 }
 
-// IDs lists the registered adapter ids, sorted.
+// IDs lists the adapter ids, sorted.
 func IDs() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	ids := make([]string, 0, len(registry))
-	for id := range registry {
-		ids = append(ids, id)
-	}
+	ids := agent.IDs()
 	sort.Strings(ids)
 	return ids
 }

@@ -1,11 +1,14 @@
 package spawn
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 const cwd = "/home/user/project"
@@ -224,11 +227,27 @@ func TestTheRegistryListsEveryAdapterOnce(t *testing.T) {
 	for _, id := range IDs() {
 		a, ok := Lookup(id)
 		require.True(t, ok)
+		assert.Equal(t, id, a.ID)
 		assert.NotNil(t, a.NewParser())
 	}
-	assert.Panics(t, func() {
-		Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() }})
-	})
+}
+
+// An adapter spawn cannot build or parse for, or a driver for an adapter
+// that does not exist, stops the program when the package initialises.
+func TestAnAdapterWithoutItsBuilderOrParserPanicsWhenTheRegistryIsBuilt(t *testing.T) {
+	assert.NotPanics(t, func() { mustJoin(agent.All(), drivers) })
+
+	missing := maps.Clone(drivers)
+	delete(missing, agent.Pi)
+	assert.PanicsWithValue(t, `spawn: adapter "pi" has no builder or no parser in drivers`, func() { mustJoin(agent.All(), missing) })
+
+	noParser := maps.Clone(drivers)
+	noParser[agent.Codex] = driver{Build: buildCodex}
+	assert.PanicsWithValue(t, `spawn: adapter "codex" has no builder or no parser in drivers`, func() { mustJoin(agent.All(), noParser) })
+
+	orphan := maps.Clone(drivers)
+	orphan["cursor"] = drivers[agent.Codex]
+	assert.PanicsWithValue(t, `spawn: driver for "cursor", which is not an agent adapter`, func() { mustJoin(agent.All(), orphan) })
 }
 
 func indexOf(xs []string, s string) int {

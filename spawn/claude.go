@@ -26,15 +26,6 @@ func claudePermissionMode(m Mode) string {
 	return modeValue(m, "dontAsk", "acceptEdits", "bypassPermissions")
 }
 
-func init() {
-	Register(Adapter{ID: "claude-code", Build: buildClaude, NewParser: func() Parser { return newClaudeParser() },
-		ReadOnly: ReadOnlyAllowlist,
-		OwnedFlags: []string{"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
-			"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
-			"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
-	})
-}
-
 // buildClaude follows seed 004: every flag that decides the boundary is set
 // explicitly, because an unset flag is filled from the user's own settings.
 func buildClaude(bin string, req Request) (Plan, error) {

@@ -2,14 +2,6 @@ package spawn
 
 import "strings"
 
-func init() {
-	Register(Adapter{ID: "codex", Build: buildCodex, NewParser: func() Parser { return newCodexParser() },
-		ReadOnly:      ReadOnlyOSSandbox,
-		OwnedFlags:    []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p"},
-		CheckExtraArg: codexCheckExtraArg,
-	})
-}
-
 // codexSandbox maps card's mode onto `codex exec --sandbox`. Codex's boundary
 // is the OS sandbox (Landlock/seccomp on Linux, Seatbelt on macOS), so the
 // model may run any command and the kernel refuses the writes.

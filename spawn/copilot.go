@@ -2,22 +2,6 @@ package spawn
 
 import "strings"
 
-func init() {
-	Register(Adapter{ID: "copilot", Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() },
-		// read_only names the tools Copilot may use and denies write and
-		// shell outright; Copilot's own code keeps that fence.
-		ReadOnly: ReadOnlyAllowlist,
-		// Flags card sets itself from the mode; an operator extra that set
-		// one would fight the mapping.
-		OwnedFlags: []string{"--allow-tool", "--deny-tool", "--available-tools", "--excluded-tools",
-			"--allow-all", "--allow-all-urls", "--allow-url", "--add-dir", "--trust-folder", "-C", "-p", "--prompt",
-			"-i", "--interactive", "--mode", "--autopilot", "--plan", "--agent", "--additional-mcp-config",
-			"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
-			"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
-			"--output-format", "--fleet", "--acp", "--remote", "--connect"},
-	})
-}
-
 // copilotModeTools are the permission kinds (`--allow-tool`) each mode
 // grants, and the ones it denies outright. Read-only has no `shell`: a shell
 // can write anywhere, whatever the mode says; edit adds `write` (Copilot's

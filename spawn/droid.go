@@ -5,19 +5,6 @@ import (
 	"strings"
 )
 
-func init() {
-	Register(Adapter{ID: "droid", Build: buildDroid, NewParser: func() Parser { return newDroidParser() },
-		// read_only is `droid exec` without --auto: Droid's own default
-		// autonomy refuses the writes, nothing beneath it does.
-		ReadOnly: ReadOnlyAgentDefault,
-		// Flags card sets itself from the mode; an operator extra that set
-		// one would fight the mapping.
-		OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
-			"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
-			"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
-	})
-}
-
 // DroidEditRefused is the message of a Droid edit request. Droid's only way
 // to let `exec` change files is an autonomy level (--auto low), and every
 // level also runs shell commands that write outside the working dir

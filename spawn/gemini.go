@@ -1,15 +1,5 @@
 package spawn
 
-func init() {
-	Register(Adapter{ID: "gemini", Build: buildGemini, NewParser: func() Parser { return newGeminiParser() },
-		// read_only asks for plan mode, Gemini's own read-only policy: the
-		// agent enforces it, not card's tool list and not a kernel sandbox.
-		ReadOnly: ReadOnlyAgentDefault,
-		OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
-			"--prompt-interactive", "-i"},
-	})
-}
-
 // geminiApprovalMode maps card's mode onto `gemini --approval-mode`
 // (choices in 0.61.0: default, auto_edit, yolo, plan).
 //

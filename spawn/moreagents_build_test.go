@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
 )
 
 // The whole argv of Copilot, Droid and Pi per mode: the boundary of issue 9
@@ -227,7 +229,7 @@ func TestExtrasThatSetANewAdaptersOwnFlagsAreRefusedAtConfigLoad(t *testing.T) {
 }
 
 func TestTheNewAdaptersDiscloseHowReadOnlyIsEnforced(t *testing.T) {
-	for id, want := range map[string]string{"copilot": ReadOnlyAllowlist, "droid": ReadOnlyAgentDefault, "pi": ReadOnlyNotEnforced} {
+	for id, want := range map[string]agent.ReadOnlyEnforcement{"copilot": agent.EnforcedByAllowlist, "droid": agent.EnforcedByAgentDefault, "pi": agent.NotEnforced} {
 		a, ok := Lookup(id)
 		require.True(t, ok)
 		assert.Equal(t, want, a.ReadOnly, id)

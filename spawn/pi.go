@@ -2,19 +2,6 @@ package spawn
 
 import "strings"
 
-func init() {
-	Register(Adapter{ID: "pi", Build: buildPi, NewParser: func() Parser { return newPiParser() },
-		// Pi has no sandbox, allowlist or approvals: read_only is only the
-		// tool list the model is handed.
-		ReadOnly: ReadOnlyNotEnforced,
-		// Flags card sets itself from the mode; an operator extra that set
-		// one would fight the mapping.
-		OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
-			"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
-			"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
-	})
-}
-
 // piModeTools are the built-in tools each mode hands Pi. This list is the
 // whole of Pi's boundary, and it is not enforced: Pi has no sandbox, no
 // per-command allowlist and no approval prompts, so read-only means the

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
@@ -75,7 +76,7 @@ func (e env) detect(args []string) int {
 
 func printSpecs(w io.Writer, specs []detect.ExternalAgentSpec, withHealth bool) {
 	if len(specs) == 0 {
-		fmt.Fprintln(w, "no agent CLIs found (looked for: "+strings.Join(detect.Known(), ", ")+")")
+		fmt.Fprintln(w, "no agent CLIs found (looked for: "+strings.Join(agent.IDs(), ", ")+")")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

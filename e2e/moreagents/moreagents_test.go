@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
@@ -53,9 +54,9 @@ func (c cleanupAfter) Run() int {
 // The three CLIs of issue 9, with the versions e2e/agents/package.json pins
 // (Droid's working binary is the 0.225.2 platform package).
 var newCLIs = []struct{ id, bin, version string }{
-	{detect.Copilot, "copilot", "1.0.102"},
-	{detect.Droid, "droid", "0.225.2"},
-	{detect.Pi, "pi", "0.73.1"},
+	{agent.Copilot, "copilot", "1.0.102"},
+	{agent.Droid, "droid", "0.225.2"},
+	{agent.Pi, "pi", "0.73.1"},
 }
 
 // binDir finds the real CLIs (skip/require rules of standin.CLI) and the
@@ -148,7 +149,7 @@ func TestTheRealDroidLauncherWithoutItsPlatformBinaryIsDetectedUnusableWithItsCa
 	d := newDetector(t, t.TempDir(), search)
 	var spec *detect.ExternalAgentSpec
 	for _, s := range d.Detect(context.Background(), false) {
-		if s.ID == detect.Droid {
+		if s.ID == agent.Droid {
 			spec = &s
 		}
 	}
@@ -157,7 +158,7 @@ func TestTheRealDroidLauncherWithoutItsPlatformBinaryIsDetectedUnusableWithItsCa
 	require.True(t, bad, "a launcher without its binary is not runnable: %+v", spec)
 	assert.Contains(t, reason, "Could not find the droid binary for linux-x64")
 	assert.Contains(t, reason, filepath.Join(lonely, "droid"))
-	h, err := d.Health(context.Background(), detect.Droid, false)
+	h, err := d.Health(context.Background(), agent.Droid, false)
 	require.NoError(t, err)
 	assert.Equal(t, detect.StatusNotExecutable, h.Status)
 	t.Logf("reason: %s", reason)
@@ -329,8 +330,8 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 		got[s.ID] = s
 	}
 	wantRO := map[string]detect.ReadOnlyEnforcement{
-		detect.ClaudeCode: detect.EnforcedByAllowlist, detect.Codex: detect.EnforcedByOSSandbox, detect.Gemini: detect.EnforcedByAgentDefault,
-		detect.Copilot: detect.EnforcedByAllowlist, detect.Droid: detect.EnforcedByAgentDefault, detect.Pi: detect.NotEnforced,
+		agent.ClaudeCode: detect.EnforcedByAllowlist, agent.Codex: detect.EnforcedByOSSandbox, agent.Gemini: detect.EnforcedByAgentDefault,
+		agent.Copilot: detect.EnforcedByAllowlist, agent.Droid: detect.EnforcedByAgentDefault, agent.Pi: detect.NotEnforced,
 	}
 	for id, ro := range wantRO {
 		s, ok := got[id]
@@ -338,7 +339,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 		assert.Equal(t, ro, s.ReadOnlyEnforcement, id)
 		assert.True(t, s.Execution.IsRunnable(), "%s: %+v", id, s.Execution)
 	}
-	assert.Len(t, specs, len(detect.Known()))
+	assert.Len(t, specs, len(agent.IDs()))
 
 	// Pi's read_only is not enforced: refused until the caller says it knows.
 	err = c.Call(ctx, "agents.invoke", map[string]any{"id": "pi", "task": "say pong", "cwd": project}, nil)
@@ -347,7 +348,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 	assert.Equal(t, rpc.CodeUnenforcedReadOnly, re.Code)
 	assert.Contains(t, re.Message, "acknowledge_unenforced_read_only")
 
-	for _, id := range []string{detect.Copilot, detect.Droid, detect.Pi} {
+	for _, id := range []string{agent.Copilot, agent.Droid, agent.Pi} {
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -355,7 +356,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 			var res daemon.InvokeResult
 			start := time.Now()
 			err := c.Call(ctx, "agents.invoke", map[string]any{"id": id, "task": "say pong", "cwd": project,
-				"timeout_secs": 240, "acknowledge_unenforced_read_only": id == detect.Pi}, &res)
+				"timeout_secs": 240, "acknowledge_unenforced_read_only": id == agent.Pi}, &res)
 			require.NoError(t, err)
 			t.Logf("%s: status %s in %v, answer %q, error %+v", id, res.Status, time.Since(start).Round(time.Millisecond), res.Answer, res.Error)
 			require.False(t, res.IsError, "%+v", res.Error)

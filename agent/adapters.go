@@ -1,0 +1,111 @@
+package agent
+
+// The definitions, one per adapter. The argv each builder produces from
+// these facts is in spawn/<id>.go; the probes that read each CLI's sign-in
+// are in detect/adapter_<id>.go.
+
+var claudeCode = Adapter{
+	ID:          ClaudeCode,
+	DisplayName: "Claude Code",
+	Binary:      "claude",
+	PinEnv:      "CAR_CLAUDE_CODE_BIN",
+	InstallHint: "install it with `npm install -g @anthropic-ai/claude-code`",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+	},
+	// Read-only runs pass an explicit tool allowlist; nothing outside the
+	// agent's own process stops it from writing.
+	ReadOnly: EnforcedByAllowlist,
+	OwnedFlags: []string{"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
+		"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
+		"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
+}
+
+var codex = Adapter{
+	ID:          Codex,
+	DisplayName: "Codex CLI",
+	Binary:      "codex",
+	PinEnv:      "CAR_CODEX_BIN",
+	InstallHint: "install it with `npm install -g @openai/codex`",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
+	},
+	// `codex exec --sandbox read-only` runs the agent's commands inside the
+	// OS sandbox (Seatbelt on macOS, Landlock/seccomp on Linux).
+	ReadOnly:   EnforcedByOSSandbox,
+	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p"},
+}
+
+var gemini = Adapter{
+	ID:          Gemini,
+	DisplayName: "Gemini CLI",
+	Binary:      "gemini",
+	PinEnv:      "CAR_GEMINI_BIN",
+	InstallHint: "install it with `npm install -g @google/gemini-cli`",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
+	},
+	// read_only asks for plan mode, Gemini's own read-only policy: the agent
+	// enforces it, not card's tool list and not a kernel sandbox.
+	ReadOnly: EnforcedByAgentDefault,
+	OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
+		"--prompt-interactive", "-i"},
+}
+
+var copilot = Adapter{
+	ID:          Copilot,
+	DisplayName: "GitHub Copilot CLI",
+	Binary:      "copilot",
+	PinEnv:      "CAR_COPILOT_BIN",
+	InstallHint: "install it with `npm install -g @github/copilot`",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+	},
+	// Read-only runs name the tools Copilot may use (--allow-tool) and deny
+	// write and shell outright (a deny beats any allow); Copilot's own code
+	// keeps that fence, nothing beneath it does.
+	ReadOnly: EnforcedByAllowlist,
+	OwnedFlags: []string{"--allow-tool", "--deny-tool", "--available-tools", "--excluded-tools",
+		"--allow-all", "--allow-all-urls", "--allow-url", "--add-dir", "--trust-folder", "-C", "-p", "--prompt",
+		"-i", "--interactive", "--mode", "--autopilot", "--plan", "--agent", "--additional-mcp-config",
+		"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
+		"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
+		"--output-format", "--fleet", "--acp", "--remote", "--connect"},
+}
+
+var droid = Adapter{
+	ID:          Droid,
+	DisplayName: "Factory Droid",
+	Binary:      "droid",
+	PinEnv:      "CAR_DROID_BIN",
+	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+	},
+	// `droid exec` without --auto is read-only by Droid's own autonomy
+	// rules: card's boundary is the flags it does not pass, and Droid's code
+	// is what refuses the writes.
+	ReadOnly: EnforcedByAgentDefault,
+	OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
+		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
+		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
+}
+
+var pi = Adapter{
+	ID:          Pi,
+	DisplayName: "Pi",
+	Binary:      "pi",
+	PinEnv:      "CAR_PI_BIN",
+	InstallHint: "install it with `npm install -g @mariozechner/pi-coding-agent`",
+	Capabilities: Capabilities{
+		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true,
+	},
+	// Pi has no sandbox, no per-command allowlist and no approval prompts:
+	// read-only is a tool list the model is handed and nothing refuses a
+	// write made some other way. Clients must be told, and agents.invoke
+	// makes them acknowledge it.
+	ReadOnly: NotEnforced,
+	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
+		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
+		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
+}

@@ -1,0 +1,159 @@
+// Package agent defines, once, every coding-agent CLI card knows: its id,
+// display name, binary, pin variable, install hint, capabilities, how its
+// read-only mode is enforced and the flags card owns on its command line.
+//
+// Detection (detect) and spawning (spawn) both read these facts and neither
+// repeats them. A fact kept in two places can drift, and this drift would be
+// dangerous: a host would show a person one read-only boundary while card ran
+// another. With one definition there is nothing to keep in step.
+//
+// The package is a leaf of plain data over the standard library, so detect
+// and spawn can both import it without importing each other. What an adapter
+// does stays with the package that does it, keyed by the ids below: detect
+// holds each adapter's auth heuristic and health probe, spawn its argv
+// builder and output parser. Both join their table to All() when the program
+// starts and panic there if an adapter lacks its part or a part names no
+// adapter, so an incomplete adapter never reaches a test run, let alone a user.
+//
+// The name is chosen to read well at the call site: agent.Lookup(agent.Codex),
+// agent.IDs(), agent.NotEnforced.
+package agent
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Adapter ids. They mirror the CLI each adapter drives and are the keys
+// clients use to invoke an agent, so they never change once shipped.
+const (
+	ClaudeCode = "claude-code"
+	Codex      = "codex"
+	Gemini     = "gemini"
+	Copilot    = "copilot"
+	Droid      = "droid"
+	Pi         = "pi"
+)
+
+// ReadOnlyEnforcement discloses how an adapter's read-only mode is enforced,
+// so a host can tell a person the truth before letting an agent near their
+// files: an OS sandbox is a wall, an allowlist is a fence the agent's own code
+// keeps, and not_enforced means read-only is only a request.
+type ReadOnlyEnforcement string
+
+const (
+	EnforcedByOSSandbox    ReadOnlyEnforcement = "os_sandbox"
+	EnforcedByAllowlist    ReadOnlyEnforcement = "allowlist"
+	EnforcedByAgentDefault ReadOnlyEnforcement = "agent_default"
+	NotEnforced            ReadOnlyEnforcement = "not_enforced"
+)
+
+// Valid reports whether e is one of the four kinds.
+func (e ReadOnlyEnforcement) Valid() bool {
+	switch e {
+	case EnforcedByOSSandbox, EnforcedByAllowlist, EnforcedByAgentDefault, NotEnforced:
+		return true
+	}
+	return false
+}
+
+// Capabilities is the static, advisory feature set of an adapter's headless
+// protocol. The JSON names are the wire names detection reports; every field
+// is always serialised (false is information).
+type Capabilities struct {
+	ToolUse   bool `json:"tool_use"`
+	MCP       bool `json:"mcp"`
+	Hooks     bool `json:"hooks"`
+	Sessions  bool `json:"sessions"`
+	Streaming bool `json:"streaming"`
+	// Images: the CLI accepts image input attached to the prompt.
+	Images bool `json:"images"`
+}
+
+// Adapter is every static fact about one agent CLI.
+type Adapter struct {
+	// ID is the wire id (claude-code, codex, ...).
+	ID          string
+	DisplayName string
+	// Binary is the executable name searched for on the search path.
+	Binary string
+	// PinEnv names the environment variable that pins the binary's path.
+	PinEnv string
+	// InstallHint is what to tell a person who does not have it.
+	InstallHint  string
+	Capabilities Capabilities
+	// ReadOnly is how the read_only mode the builder maps is enforced; it is
+	// disclosed to clients, and not_enforced must be acknowledged per run.
+	ReadOnly ReadOnlyEnforcement
+	// OwnedFlags are the flags card's builder sets from the permission mode.
+	// Operator extras in card.toml may not set them: one set there would
+	// fight the mapping, and for some it would widen the boundary.
+	OwnedFlags []string
+}
+
+// adapters is the one list, in the order detection reports them.
+var adapters = mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi})
+
+// mustValid panics on a definition with a missing fact or a repeated id, so
+// an incomplete adapter stops the program at start-up.
+func mustValid(list []Adapter) []Adapter {
+	seen := map[string]bool{}
+	for _, a := range list {
+		if err := a.check(); err != nil {
+			panic("agent: " + err.Error())
+		}
+		if seen[a.ID] {
+			panic("agent: adapter defined twice: " + a.ID)
+		}
+		seen[a.ID] = true
+	}
+	return list
+}
+
+func (a Adapter) check() error {
+	for _, f := range []struct{ name, v string }{
+		{"ID", a.ID}, {"DisplayName", a.DisplayName}, {"Binary", a.Binary}, {"PinEnv", a.PinEnv}, {"InstallHint", a.InstallHint},
+	} {
+		if f.v == "" {
+			return fmt.Errorf("adapter %q has no %s", a.ID, f.name)
+		}
+	}
+	if !a.ReadOnly.Valid() {
+		return fmt.Errorf("adapter %q has read-only enforcement %q, not one of the four kinds", a.ID, a.ReadOnly)
+	}
+	return nil
+}
+
+// All returns every adapter, in registry order. The slices are copies:
+// nothing a caller does changes the definitions.
+func All() []Adapter {
+	out := make([]Adapter, len(adapters))
+	for i, a := range adapters {
+		out[i] = a.clone()
+	}
+	return out
+}
+
+// IDs returns every adapter id, in registry order.
+func IDs() []string {
+	ids := make([]string, len(adapters))
+	for i, a := range adapters {
+		ids[i] = a.ID
+	}
+	return ids
+}
+
+// Lookup returns the adapter with id.
+func Lookup(id string) (Adapter, bool) {
+	for _, a := range adapters {
+		if a.ID == id {
+			return a.clone(), true
+		}
+	}
+	return Adapter{}, false
+}
+
+func (a Adapter) clone() Adapter {
+	a.OwnedFlags = slices.Clone(a.OwnedFlags)
+	return a
+}

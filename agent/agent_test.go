@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Ids and their order are wire facts: clients invoke by id, and detection
+// reports adapters in this order.
+func TestTheAdaptersAndTheirOrderAreTheShippedOnes(t *testing.T) {
+	assert.Equal(t, []string{"claude-code", "codex", "gemini", "copilot", "droid", "pi"}, IDs())
+	all := All()
+	require.Len(t, all, len(IDs()))
+	for i, a := range all {
+		assert.Equal(t, IDs()[i], a.ID)
+		assert.NoError(t, a.check())
+		assert.NotEmpty(t, a.OwnedFlags, "%s: a builder that sets flags from the mode owns them", a.ID)
+	}
+}
+
+func TestEveryAdapterSaysHowItsReadOnlyModeIsEnforced(t *testing.T) {
+	want := map[string]ReadOnlyEnforcement{
+		ClaudeCode: EnforcedByAllowlist, Codex: EnforcedByOSSandbox, Gemini: EnforcedByAgentDefault,
+		Copilot: EnforcedByAllowlist, Droid: EnforcedByAgentDefault, Pi: NotEnforced,
+	}
+	for _, id := range IDs() {
+		a, ok := Lookup(id)
+		require.True(t, ok, id)
+		assert.Equal(t, want[id], a.ReadOnly, id)
+	}
+	for e, wire := range map[ReadOnlyEnforcement]string{
+		EnforcedByOSSandbox: "os_sandbox", EnforcedByAllowlist: "allowlist", EnforcedByAgentDefault: "agent_default", NotEnforced: "not_enforced",
+	} {
+		assert.Equal(t, wire, string(e))
+		assert.True(t, e.Valid(), wire)
+	}
+	assert.False(t, ReadOnlyEnforcement("").Valid())
+	assert.False(t, ReadOnlyEnforcement("sandbox").Valid())
+}
+
+func TestAnUnknownIDIsNotFound(t *testing.T) {
+	_, ok := Lookup("cursor")
+	assert.False(t, ok)
+	_, ok = Lookup("Codex")
+	assert.False(t, ok, "ids are exact")
+}
+
+// A caller that edits what it was handed must not change the definition
+// every other caller reads.
+func TestCallersGetCopiesOfTheOwnedFlags(t *testing.T) {
+	a, _ := Lookup(Codex)
+	a.OwnedFlags[0] = "--changed"
+	all := All()
+	all[1].OwnedFlags[1] = "--changed"
+	again, _ := Lookup(Codex)
+	assert.Equal(t, "--sandbox", again.OwnedFlags[0])
+	assert.Equal(t, "-s", again.OwnedFlags[1])
+}
+
+func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
+	noPin := pi
+	noPin.PinEnv = ""
+	assert.PanicsWithValue(t, `agent: adapter "pi" has no PinEnv`, func() { mustValid([]Adapter{claudeCode, noPin}) })
+
+	badRO := codex
+	badRO.ReadOnly = "sandbox"
+	assert.PanicsWithValue(t, `agent: adapter "codex" has read-only enforcement "sandbox", not one of the four kinds`,
+		func() { mustValid([]Adapter{badRO}) })
+
+	assert.PanicsWithValue(t, "agent: adapter defined twice: codex", func() { mustValid([]Adapter{codex, gemini, codex}) })
+	assert.NotPanics(t, func() { mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi}) })
+}
