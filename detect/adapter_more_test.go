@@ -34,7 +34,7 @@ func TestTheNewAdaptersVersionsParseFromTheirRealOutput(t *testing.T) {
 	assert.Equal(t, "", ParseVersion(capture(t, "copilot-version.stderr")))
 }
 
-func TestTheNewAdaptersAreDescribedAsTheIssueNamesThem(t *testing.T) {
+func TestTheNewAdaptersAreDescribedByTheirRealNamesBinariesPinsAndPackages(t *testing.T) {
 	cases := []struct {
 		id, name, bin, pin, npm string
 		ro                      ReadOnlyEnforcement

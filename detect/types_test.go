@@ -98,7 +98,8 @@ func specWithHealth(status *HealthStatus) ExternalAgentSpec {
 	return s
 }
 
-// Seed: unusable_reason_only_fires_for_not_executable.
+// Only an exec fault blocks invocation; every auth state is for the person
+// to fix and must not stop a run.
 func TestUnusableReasonFiresOnlyForNotExecutable(t *testing.T) {
 	ne := StatusNotExecutable
 	reason, bad := specWithHealth(&ne).UnusableReason()
@@ -112,7 +113,8 @@ func TestUnusableReasonFiresOnlyForNotExecutable(t *testing.T) {
 	assert.False(t, bad, "unprobed health must not read as broken")
 }
 
-// Seed: a_health_refresh_cannot_overwrite_the_execution_verdict.
+// Execution is written by detection alone, so a later health probe cannot
+// hide a binary the OS refuses.
 func TestAHealthRefreshCannotOverwriteTheExecutionVerdict(t *testing.T) {
 	s := baseSpec()
 	s.Execution = Unusable("quarantined at /opt/homebrew/bin/codex", 42)
@@ -122,7 +124,7 @@ func TestAHealthRefreshCannotOverwriteTheExecutionVerdict(t *testing.T) {
 	assert.Equal(t, "quarantined at /opt/homebrew/bin/codex", reason)
 }
 
-// Seed: a_runnable_binary_with_auth_problems_is_still_runnable.
+// Auth trouble is health's business: it never makes a binary unrunnable.
 func TestARunnableBinaryWithAuthProblemsIsStillRunnable(t *testing.T) {
 	s := baseSpec()
 	for _, st := range []HealthStatus{StatusUnknown, StatusNotConfigured, StatusExpired, StatusReady} {
@@ -132,7 +134,8 @@ func TestARunnableBinaryWithAuthProblemsIsStillRunnable(t *testing.T) {
 	}
 }
 
-// Seed: a_pre_split_spec_is_still_understood.
+// A producer that predates the execution field reported a broken binary as
+// health not_executable; that payload must still block.
 func TestAPreSplitSpecIsStillUnderstood(t *testing.T) {
 	var s ExternalAgentSpec
 	require.NoError(t, json.Unmarshal([]byte(`{
@@ -153,7 +156,8 @@ func TestPreSplitNotExecutableWithoutReasonStillBlocks(t *testing.T) {
 	assert.Equal(t, "binary is not executable", reason)
 }
 
-// Seed: execution_defaults_to_runnable_and_adds_no_bytes_for_the_common_case.
+// The zero value is runnable, and the common case writes nothing but its
+// state.
 func TestExecutionDefaultsToRunnable(t *testing.T) {
 	var zero ExecutableStatus
 	assert.True(t, zero.IsRunnable())
@@ -162,7 +166,7 @@ func TestExecutionDefaultsToRunnable(t *testing.T) {
 	assert.Equal(t, `{"state":"runnable"}`, string(b))
 }
 
-// Seed: unusable_round_trips_on_the_wire.
+// An unusable verdict survives the wire with its reason and time.
 func TestUnusableRoundTripsOnTheWire(t *testing.T) {
 	s := baseSpec()
 	s.Execution = Unusable("bad", 5)

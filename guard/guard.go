@@ -83,7 +83,7 @@ func ParseAncestry(raw string) []string {
 
 // ParseMaxChain reads a CAR_AGENT_MAX_CHAIN value. Empty, unparsable, zero
 // and negative values all fall back to DefaultMaxChain. Zero is treated as a
-// mistake rather than "refuse everything" (the seed's reading): a typo in a
+// mistake rather than read literally as "refuse everything": a typo in a
 // shell profile should not silently stop every agent, and an operator who
 // wants no agents has plainer ways to say so.
 func ParseMaxChain(raw string) int {

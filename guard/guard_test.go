@@ -100,7 +100,8 @@ func TestMaxChainParsingFallsBackToTheDefault(t *testing.T) {
 func TestAdapterIDsMatchCaseInsensitively(t *testing.T) {
 	// A host setting CAR_INVOKED_BY=Claude-Code must not slip past the guard
 	// on capitalization: not through parsing, and not through an ancestry
-	// handed to Check unparsed (where the seed would have let it through).
+	// handed to Check unparsed (where a case-sensitive compare would let it
+	// through).
 	assert.NotNil(t, Check("claude-code", ParseAncestry("CLAUDE-CODE"), 3))
 	assert.NotNil(t, Check("claude-code", []string{"CLAUDE-CODE"}, 3))
 	assert.NotNil(t, Check(" Claude-Code ", []string{"claude-code"}, 3))
@@ -162,7 +163,8 @@ func TestTheSeedOverAnExplicitBaseReadsNoEnvironment(t *testing.T) {
 
 func TestAPerCallCallerIsRefusedACycleThroughTheSeed(t *testing.T) {
 	// The daemon case: its own env says nothing, so the chain comes from the
-	// request. Without the seed every hop would look like hop zero.
+	// request. Without seeding the chain with the caller every hop would
+	// look like hop zero.
 	snap := Snapshot{MaxChain: DefaultMaxChain}
 	refusal, seeded := snap.Check("claude-code", "Claude-Code")
 	require.NotNil(t, refusal)

@@ -26,8 +26,8 @@ func claudePermissionMode(m Mode) string {
 	return modeValue(m, "dontAsk", "acceptEdits", "bypassPermissions")
 }
 
-// buildClaude follows seed 004: every flag that decides the boundary is set
-// explicitly, because an unset flag is filled from the user's own settings.
+// buildClaude sets every flag that decides the boundary explicitly, because
+// an unset flag is filled from the user's own settings.
 func buildClaude(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
@@ -41,7 +41,7 @@ func buildClaude(bin string, req Request) (Plan, error) {
 		// the loop guard's view; never offered.
 		"--disallowedTools", "Task",
 		// No settings files: user or project settings can add hooks and
-		// permission rules that widen the boundary (seed 004).
+		// permission rules that widen the boundary.
 		"--setting-sources", "",
 		// Only MCP servers card passes, which is none: a project's
 		// .mcp.json is code a cloned repository chose.
@@ -53,7 +53,7 @@ func buildClaude(bin string, req Request) (Plan, error) {
 		return Plan{}, err
 	}
 	// Always set --tools, even empty, so ambient tool config is not
-	// inherited (seed 004).
+	// inherited.
 	args = append(args, "--tools", strings.Join(tools, ","))
 	if len(allowed) > 0 {
 		args = append(args, "--allowedTools")

@@ -9,7 +9,8 @@ func codexSandbox(m Mode) string {
 	return modeValue(m, "read-only", "workspace-write", "danger-full-access")
 }
 
-// buildCodex follows seed 003, checked against `codex exec --help` of 0.171.0.
+// buildCodex maps the request onto `codex exec`, checked against
+// `codex exec --help` of 0.171.0.
 //
 //   - --ignore-user-config and --ignore-rules: the sandbox a flag asks for is
 //     not the one that runs if ~/.codex/config.toml or execpolicy rules say

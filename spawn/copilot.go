@@ -15,7 +15,8 @@ var copilotModeTools = map[Mode]struct{ allow, deny []string }{
 	ModeBypass:   {allow: []string{"read", "write", "shell"}},
 }
 
-// buildCopilot follows seed 003, checked against `copilot --help` of 1.0.102.
+// buildCopilot maps the request onto headless Copilot, checked against
+// `copilot --help` of 1.0.102.
 //
 //   - No -p: piped stdin is the prompt, and Copilot ignores piped input when
 //     -p is given, so both together would send an empty prompt.

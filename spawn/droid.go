@@ -12,11 +12,11 @@ import (
 // card's edit mode promises, and --auto is a flag card never passes.
 const DroidEditRefused = "Droid can only edit through --auto, whose lowest level also lets it run file-writing shell commands outside the working dir; card never passes --auto. Use read_only, or bypass if the operator set allow_bypass = true"
 
-// buildDroid follows seed 003, checked against `droid exec --help` of
-// 0.225.2. Droid's boundary is what card does NOT pass: `exec` without
-// --auto is read-only by Droid's own rules (reads, git reads, no file or
-// system changes), and a blocked action fails instead of asking, so a bare
-// `droid exec` neither writes nor stalls.
+// buildDroid maps the request onto `droid exec`, checked against
+// `droid exec --help` of 0.225.2. Droid's boundary is what card does NOT
+// pass: `exec` without --auto is read-only by Droid's own rules (reads, git
+// reads, no file or system changes), and a blocked action fails instead of
+// asking, so a bare `droid exec` neither writes nor stalls.
 //
 //   - read_only → nothing added: Droid's default autonomy.
 //   - edit → refused (DroidEditRefused).

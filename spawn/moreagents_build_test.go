@@ -11,8 +11,9 @@ import (
 	"github.com/card-dev/card/agent"
 )
 
-// The whole argv of Copilot, Droid and Pi per mode: the boundary of issue 9
-// (seed 003). The first three adapters are pinned in build_test.go.
+// The whole argv of Copilot, Droid and Pi per mode: this is their boundary,
+// so a change here is a change to what the agent may do. The first three
+// adapters are pinned in build_test.go.
 func TestTheWholeArgvOfCopilotDroidAndPiIsPinnedPerMode(t *testing.T) {
 	const copilotBase = `--output-format json --no-ask-user --no-auto-update --no-custom-instructions --disable-builtin-mcps --disallow-temp-dir --no-color`
 	const piBase = `-p --mode json --no-session -nc --no-extensions --no-skills --no-prompt-templates --no-themes --offline`
@@ -50,8 +51,9 @@ func TestDroidEditIsRefusedBecauseItsOnlyEditLevelIsAuto(t *testing.T) {
 	assert.Contains(t, fe.Message, "--auto")
 }
 
-// Copilot, as seed 003 teaches: the prompt is stdin, so never -p; and a
-// read-only run denies write even though write is not on the allowlist.
+// Copilot ignores piped input when -p is given, so the prompt is stdin and
+// never -p; and a read-only run denies write even though write is not on the
+// allowlist.
 func TestCopilotReadsThePromptFromStdinAndDeniesWriteInReadOnly(t *testing.T) {
 	p, err := Build("/bin/copilot", Request{Adapter: "copilot", Cwd: cwd})
 	require.NoError(t, err)

@@ -2,7 +2,7 @@ package spawn
 
 import "testing"
 
-// Fuzz tests for the parsers of issue 9; the committed corpora in
+// Fuzz tests for the Copilot, Droid and Pi parsers; the committed corpora in
 // testdata/fuzz hold the real captures of e2e/fixtures/cli.
 
 func FuzzCopilotParser(f *testing.F) {

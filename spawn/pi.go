@@ -17,7 +17,7 @@ var piModeTools = map[Mode][]string{
 // levels map onto by name.
 var piThinking = []string{"low", "medium", "high", "xhigh"}
 
-// buildPi follows seed 003 for Pi 0.73.1. Read-only is NOT enforced (see
+// buildPi maps the request onto Pi 0.73.1. Read-only is NOT enforced (see
 // piModeTools); detect discloses it as not_enforced and the daemon makes a
 // read_only request acknowledge that.
 //
@@ -30,8 +30,8 @@ var piThinking = []string{"low", "medium", "high", "xhigh"}
 //   - -nc: no AGENTS.md / CLAUDE.md from the working dir.
 //   - --no-extensions, --no-skills, --no-prompt-templates, --no-themes: none
 //     of the user's or the project's add-ons (extensions are code).
-//   - The project-config opt-out the seed names (-na) does not exist in
-//     0.73.1 (it is "Unknown option"); these four flags are what there is.
+//   - Pi 0.73.1 has no opt-out for project config (-na is "Unknown
+//     option"); these four flags are what there is.
 //     The working dir's .pi/settings.json and .pi/SYSTEM.md are still read,
 //     which is one more reason read-only is disclosed as not enforced.
 //   - --offline: no update check or other startup network call.

@@ -83,7 +83,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		t.Parallel()
 		bin := realCLI(t, "claude")
 		help := cliOutput(t, bin, "--help")
-		// Hidden flags (not in --help, used by the seeds and the SDK): the CLI
+		// Hidden flags (not in --help, but used by the Agent SDK): the CLI
 		// parses options in order, so an unknown-option error naming the
 		// probe that follows proves the hidden flag before it was accepted.
 		hidden := map[string]string{"--system-prompt-file": "/nonexistent/p", "--append-system-prompt-file": "/nonexistent/p", "--max-turns": "2"}

@@ -1,4 +1,4 @@
-// Package moreagents holds the end-to-end tests of issue 9 against the real
+// Package moreagents holds the end-to-end tests against the real
 // GitHub Copilot CLI, Factory Droid and Pi installed by `npm install` in
 // e2e/agents: detection and versions, health in an empty HOME, the Droid
 // launcher without its platform binary, `agents.detect` listing all six

@@ -51,7 +51,7 @@ func (c cleanupAfter) Run() int {
 	return c.m.Run()
 }
 
-// The three CLIs of issue 9, with the versions e2e/agents/package.json pins
+// Copilot, Droid and Pi, with the versions e2e/agents/package.json pins
 // (Droid's working binary is the 0.225.2 platform package).
 var newCLIs = []struct{ id, bin, version string }{
 	{agent.Copilot, "copilot", "1.0.102"},
