@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // Limits bound what one run may cost the daemon, whatever the child prints.
@@ -71,7 +73,7 @@ type RunSpec struct {
 	// Parser reads stdout; nil means every line becomes an "other" event.
 	Parser Parser
 	// TempDir is where the run's private directory is created; "" means
-	// os.TempDir().
+	// the TMPDIR of the child's environment, else /tmp.
 	TempDir string
 }
 
@@ -125,13 +127,19 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	args, env := plan.Args, plan.Env
+	childEnv := mergeEnv(spec.BaseEnv, env)
 	if len(plan.Files) > 0 {
-		dir, err := writePrivateFiles(spec.TempDir, plan.Files)
+		tmp := spec.TempDir
+		if tmp == "" {
+			tmp = proc.TempDir(proc.EnvMap(childEnv))
+		}
+		dir, err := writePrivateFiles(tmp, plan.Files)
 		if err != nil {
 			return fail(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
 		defer os.RemoveAll(dir)
 		args, env = substituteFiles(args, env, dir)
+		childEnv = mergeEnv(spec.BaseEnv, env)
 	}
 	for _, a := range args {
 		if strings.Contains(a, filePrefix) {
@@ -141,9 +149,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 
 	prog := plan.Program
 	if !strings.ContainsRune(prog, os.PathSeparator) {
-		p, err := exec.LookPath(prog)
+		// The child's PATH, not the daemon's: the daemon's live environment
+		// is not consulted after startup.
+		p, err := proc.LookPath(prog, proc.EnvMap(childEnv)["PATH"])
 		if err != nil {
-			return fail(KindSpawn, fmt.Sprintf("cannot find %q on PATH: install it or give its absolute path", prog), err)
+			return fail(KindSpawn, fmt.Sprintf("cannot find %q on the agent's PATH: install it or give its absolute path", prog), err)
 		}
 		prog = p
 	}
@@ -166,11 +176,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		Path:        prog,
 		Args:        append([]string{plan.Program}, args...),
 		Dir:         plan.Dir,
-		Env:         mergeEnv(spec.BaseEnv, env),
+		Env:         childEnv,
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
 		Stderr:      stderrW,
-		SysProcAttr: sysProcAttr(),
+		SysProcAttr: proc.NewGroupKilledWithParent(),
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -186,7 +196,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
-		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}}
+		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
@@ -300,8 +310,7 @@ type run struct {
 
 	stdin, stdout, stderr closer
 
-	tailMu  sync.Mutex
-	tailBuf []byte
+	stderrTail *proc.Capped
 }
 
 // closer closes a pipe end once, from whichever goroutine gets there first;
@@ -341,9 +350,9 @@ func (r *run) supervise(ctx context.Context) {
 		r.reason = reasonLimit
 		r.terminate()
 	case <-r.exited:
-		if groupAlive(r.pgid) {
-			r.terminate()
-		}
+		// A member left behind after the leader exits is ended the same
+		// way; EndGroup returns at once when there is none.
+		r.terminate()
 	}
 	<-r.exited
 	drain := time.NewTimer(r.lim.KillGrace)
@@ -358,33 +367,11 @@ func (r *run) supervise(ctx context.Context) {
 	r.stderr.close()
 }
 
-// terminate sends SIGTERM to the group, then SIGKILL after the grace period
-// unless the whole group is already gone, and waits (bounded) for it to go.
+// terminate ends the group (SIGTERM, SIGKILL after the grace period unless
+// the whole group is already gone) and waits, bounded, for it to go; the
+// leader counts as gone once it is reaped.
 func (r *run) terminate() {
-	_ = signalGroup(r.pgid, sigTerm)
-	deadline := time.Now().Add(r.lim.KillGrace)
-	for time.Now().Before(deadline) {
-		if !groupAlive(r.pgid) && isClosed(r.exited) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = signalGroup(r.pgid, sigKill)
-	<-r.exited
-	// Zombies of reparented grandchildren may linger until init reaps
-	// them; they are dead, so the wait is bounded.
-	for i := 0; i < 100 && groupAlive(r.pgid); i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+	proc.EndGroup(context.Background(), r.pgid, r.lim.KillGrace, r.exited)
 }
 
 // readStdout hands complete lines to feed as they arrive, skipping any line
@@ -445,12 +432,7 @@ func (r *run) readStderr() {
 		n, err := r.stderr.f.Read(buf)
 		if n > 0 {
 			r.count(n)
-			r.tailMu.Lock()
-			r.tailBuf = append(r.tailBuf, buf[:n]...)
-			if over := len(r.tailBuf) - r.lim.StderrTail; over > 0 {
-				r.tailBuf = append(r.tailBuf[:0], r.tailBuf[over:]...)
-			}
-			r.tailMu.Unlock()
+			_, _ = r.stderrTail.Write(buf[:n])
 		}
 		if err != nil {
 			r.stderr.close()
@@ -460,9 +442,7 @@ func (r *run) readStderr() {
 }
 
 func (r *run) tail() string {
-	r.tailMu.Lock()
-	defer r.tailMu.Unlock()
-	return strings.ToValidUTF8(string(r.tailBuf), "\uFFFD")
+	return strings.ToValidUTF8(r.stderrTail.String(), "\uFFFD")
 }
 
 func ctxKind(ctx context.Context) (string, string) {
