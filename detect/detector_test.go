@@ -365,13 +365,18 @@ func TestProbesAreNotAgentHopsAndCarryTheResolvedPathAndHome(t *testing.T) {
 	dir, home := t.TempDir(), t.TempDir()
 	envFile := filepath.Join(t.TempDir(), "env")
 	fakeCLI(t, dir, "codex", "env > "+envFile+"; pwd >> "+envFile+"; echo 'codex-cli 1.0.0'")
-	d := newDetectorWith(t, Options{Home: home, Env: testEnv("CAR_INVOKED_BY=claude-code", "PATH=/usr/bin", "HOME=/elsewhere")}, dir)
+	d := newDetectorWith(t, Options{Home: home, Env: testEnv("CAR_INVOKED_BY=claude-code", "PATH=/usr/bin", "HOME=/elsewhere",
+		"NOTIFY_SOCKET=/run/systemd/notify", "CARD_RUN_ID=run_1", "GIT_DIR=/elsewhere/.git", "KEEP_ME=1")}, dir)
 	d.Detect(ctx, false)
 
 	b, err := os.ReadFile(envFile)
 	require.NoError(t, err)
 	env := string(b)
 	assert.NotContains(t, env, "CAR_INVOKED_BY", "a version probe must not look like an agent hop")
+	for _, k := range []string{"NOTIFY_SOCKET", "CARD_RUN_ID", "GIT_DIR"} {
+		assert.NotContains(t, env, k+"=", "a probe does not inherit the daemon's %s", k)
+	}
+	assert.Contains(t, env, "KEEP_ME=1\n")
 	assert.Contains(t, env, "PATH="+d.SearchPath().PATH()+"\n")
 	assert.True(t, strings.HasPrefix(d.SearchPath().PATH(), dir+":"))
 	assert.Contains(t, env, "HOME="+home+"\n")
