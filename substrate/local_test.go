@@ -11,14 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/substrate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// startupEnv is the environment a daemon would have read at startup.
+func startupEnv() map[string]string { return proc.EnvMap(os.Environ()) }
+
 func newLocal(t *testing.T) *substrate.Local {
 	t.Helper()
-	l := substrate.NewLocal()
+	l := substrate.NewLocal(startupEnv())
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }

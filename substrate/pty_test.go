@@ -125,7 +125,7 @@ func TestLocalPTYRejectsAZeroSize(t *testing.T) {
 
 func TestClosingLocalEndsEveryOpenPTY(t *testing.T) {
 	ctx := context.Background()
-	l := substrate.NewLocal()
+	l := substrate.NewLocal(startupEnv())
 	l.KillGrace = 100 * time.Millisecond
 	var pids []int
 	for range 3 {
