@@ -137,7 +137,8 @@ func Start(cmd *exec.Cmd) error {
 
 // Wait waits for a cmd started by Start and returns its Wait error once the
 // whole group is gone. When ctx ends first the group is ended (SIGTERM, grace,
-// SIGKILL); when the leader exits first, whatever it left in its group is
+// SIGKILL) and the error is never nil (ctx.Err() when the command exited 0);
+// when the leader exits first, whatever it left in its group is
 // killed, so no background job outlives the command. cmd.WaitDelay, when
 // zero, becomes grace (KillWait when grace is zero): a process that left the
 // group while holding an output pipe cannot keep Wait waiting for output.
@@ -158,12 +159,19 @@ func Wait(ctx context.Context, cmd *exec.Cmd, grace time.Duration) error {
 		err = cmd.Wait()
 		close(done)
 	}()
+	stopped := false
 	select {
 	case <-done:
 	case <-ctx.Done():
+		stopped = true
 		EndGroup(context.Background(), pgid, grace, done)
 	}
 	EndGroup(context.Background(), pgid, 0, done)
 	<-done
+	if stopped && err == nil {
+		// A command that was stopped did not succeed, even when it caught
+		// SIGTERM and exited 0.
+		err = ctx.Err()
+	}
 	return err
 }

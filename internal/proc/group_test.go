@@ -178,6 +178,16 @@ func TestWaitEndsTheWholeGroupWhenTheContextEnds(t *testing.T) {
 	assert.True(t, gone(child))
 }
 
+func TestWaitReportsAStoppedCommandAsFailedEvenWhenItExitsZero(t *testing.T) {
+	cmd, r := startScript(t, "trap 'exit 0' TERM; echo $$; while :; do sleep 0.05; done")
+	readPID(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := Wait(ctx, cmd, time.Second)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 0, cmd.ProcessState.ExitCode(), "the shell caught SIGTERM and exited 0")
+}
+
 func TestWaitKillsWhatTheLeaderLeftInItsGroup(t *testing.T) {
 	cmd, r := startScript(t, "sleep 1000 >/dev/null 2>&1 & echo $!")
 	child := readPID(t, r)
