@@ -2,18 +2,18 @@ package detect
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 var ctx = context.Background()
@@ -302,7 +302,7 @@ func TestAHangingVersionProbeIsKilledWholeAndLeavesTheBinaryRunnableWithoutAVers
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
-	assert.Eventually(t, func() bool { return processGone(pid) }, 2*time.Second, 20*time.Millisecond, "the probe's helper process must not outlive it")
+	assert.Eventually(t, func() bool { return !proc.Alive(pid) }, 2*time.Second, 20*time.Millisecond, "the probe's helper process must not outlive it")
 }
 
 func TestGarbageVersionOutputLeavesTheVersionAbsentButTheBinaryRunnable(t *testing.T) {
@@ -391,18 +391,4 @@ func TestCanceledCallerGetsWhatIsCachedWhileDetectionFinishes(t *testing.T) {
 	defer cancel()
 	assert.Nil(t, d.Detect(c, false))
 	assert.Len(t, d.Detect(ctx, false), 1, "the shared detection was not killed by the first caller leaving")
-}
-
-// processGone: no such process, or a zombie waiting for a reaper (in a
-// container PID 1 may reap late; a zombie runs nothing).
-func processGone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return strings.HasPrefix(rest, "Z")
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // rawParser keeps stdout verbatim, for runner tests that check bytes.
@@ -46,21 +47,6 @@ func runErr(t *testing.T, err error) *Error {
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	return e
-}
-
-// alive is true while pid exists and is not a zombie: a killed grandchild
-// reparented to an init that reaps slowly is dead for every purpose here.
-func alive(pid int) bool {
-	if runtime.GOOS == "linux" {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return false
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
-	}
-	return syscall.Kill(pid, 0) == nil
 }
 
 func TestCatEchoesThePromptFromStdin(t *testing.T) {
@@ -173,8 +159,9 @@ func TestAGrandchildInTheGroupIsGoneAfterACancel(t *testing.T) {
 	})
 	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
 	require.Len(t, pids, 1)
-	assert.False(t, alive(pids[0]), "grandchild %d survived the cancel", pids[0])
-	assert.False(t, anyAliveInGroup(pgid), "process group %d survived", pgid)
+	assert.False(t, proc.Alive(pids[0]), "grandchild %d survived the cancel", pids[0])
+	members, _ := proc.GroupMembers(pgid)
+	assert.Empty(t, members, "process group %d survived", pgid)
 }
 
 func TestAGrandchildLeftBehindByANormalExitIsEnded(t *testing.T) {
@@ -193,23 +180,8 @@ func TestAGrandchildLeftBehindByANormalExitIsEnded(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NotZero(t, pid)
-	assert.False(t, alive(pid), "grandchild %d outlived its agent", pid)
+	assert.False(t, proc.Alive(pid), "grandchild %d outlived its agent", pid)
 	assert.Less(t, time.Since(start), 5*time.Second)
-}
-
-// anyAliveInGroup looks past zombies, which kill(-pgid, 0) still counts.
-func anyAliveInGroup(pgid int) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestALargePromptDoesNotDeadlockAgainstAnEchoingChild(t *testing.T) {

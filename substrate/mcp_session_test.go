@@ -373,3 +373,30 @@ func TestABridgeThatKeepsDyingIsGivenUpOnAfterThreeAttemptsAndTagged(t *testing.
 	assert.Contains(t, err.Error(), `"echo never"`)
 	assert.Contains(t, err.Error(), "gave up after 3 attempts")
 }
+
+func TestAStdioBridgeGetsTheStrippedStartupEnvironment(t *testing.T) {
+	ctx := context.Background()
+	envFile := filepath.Join(t.TempDir(), "bridge.env")
+	startup := withDaemonOnly()
+	t.Setenv("CARD_TEST_LIVE_ONLY", "1")
+	for k, v := range daemonOnly {
+		t.Setenv(k, v)
+	}
+	s, closer, err := substrate.Open(ctx, substrate.Config{MCP: &substrate.MCPConfig{
+		Name: "vm",
+		// The bridge records its own environment, then becomes the test
+		// bridge (exec keeps the process and its environment).
+		Command: []string{"sh", "-c", `env > "$0"; exec "$1" -test.run='^$'`, envFile, testBinary(t)},
+		Env:     map[string]string{bridgeEnv: "1", "GORACE": noExitSleep},
+		Timeout: 10 * time.Second,
+	}}, startup)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, closer.Close()) }()
+	_, err = s.RunCommand(ctx, "true", 10*time.Second)
+	require.NoError(t, err)
+
+	b, err := os.ReadFile(envFile)
+	require.NoError(t, err)
+	assertStripped(t, string(b))
+	assert.Contains(t, string(b), bridgeEnv+"=1\n", "the configured env is added")
+}

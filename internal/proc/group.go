@@ -38,6 +38,16 @@ func SignalGroup(pgid int, sig syscall.Signal) error {
 	return nil
 }
 
+// exists reports whether pid is a process, zombies included. EPERM means it
+// exists but belongs to someone else.
+func exists(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 // GroupAlive reports whether a process of group pgid that is not a zombie is
 // left. Where there is no /proc a zombie counts (kill cannot tell them
 // apart), which is why EndGroup also waits for the caller's reap.
@@ -65,6 +75,33 @@ func EndGroup(ctx context.Context, pgid int, grace time.Duration, reaped <-chan 
 	return end(ctx, grace, reaped,
 		func(sig syscall.Signal) { _ = SignalGroup(pgid, sig) },
 		func() bool { return GroupAlive(pgid) })
+}
+
+// EndSession ends a terminal: every process of session sid and every process
+// that still holds tty (the terminal's device, "" for none) open, with the
+// same SIGTERM → grace → SIGKILL → bounded wait as EndGroup. reaped is as for
+// EndGroup. Where the session cannot be listed (no /proc) only the leader's
+// group (its id is sid) is ended; the kernel's SIGHUP to the terminal's
+// foreground group when the leader dies reaches a job in the foreground. It
+// returns whether everything is gone.
+func EndSession(ctx context.Context, sid int, tty string, grace time.Duration, reaped <-chan struct{}) bool {
+	if sid <= 1 {
+		return true
+	}
+	if _, ok := SessionMembers(sid, tty); !ok {
+		return EndGroup(ctx, sid, grace, reaped)
+	}
+	return end(ctx, grace, reaped,
+		func(sig syscall.Signal) {
+			pids, _ := SessionMembers(sid, tty)
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, sig)
+			}
+		},
+		func() bool {
+			pids, _ := SessionMembers(sid, tty)
+			return len(pids) > 0
+		})
 }
 
 // end is the one SIGTERM → grace → SIGKILL → bounded wait sequence, over a

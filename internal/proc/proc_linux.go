@@ -24,13 +24,52 @@ func NewGroupKilledWithParent() *syscall.SysProcAttr {
 // process tree.
 type procStat struct {
 	pid, pgrp, sid int
+	state          byte
+}
+
+// readStat parses /proc/<pid>/stat. The fields that matter follow the
+// command's closing paren (the command may itself contain parens and
+// spaces): state ppid pgrp session ...
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 4 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	pgrp, err1 := strconv.Atoi(f[2])
+	sid, err2 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{pid: pid, pgrp: pgrp, sid: sid, state: f[0][0]}, true
+}
+
+// zombie is a process that has exited and waits for its parent to reap it:
+// it runs nothing and holds nothing open.
+func (p procStat) zombie() bool { return p.state == 'Z' || p.state == 'X' }
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	if !exists(pid) {
+		return false
+	}
+	st, ok := readStat(pid)
+	return !ok || !st.zombie()
 }
 
 // scanProcs lists the live (not zombie) processes for which keep is true;
 // ok is false when /proc cannot be read, so a caller that must not give up on
-// a group early can treat that as "maybe alive". A zombie runs nothing and
-// holds nothing open; counting one would let a slow reaper (PID 1 in a
-// container) hold a caller for its whole grace period.
+// a group early can treat that as "maybe alive". Counting a zombie would let
+// a slow reaper (PID 1 in a container) hold a caller for its whole grace
+// period.
 func scanProcs(keep func(procStat) bool) (pids []int, ok bool) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -41,27 +80,8 @@ func scanProcs(keep func(procStat) bool) (pids []int, ok bool) {
 		if err != nil || pid <= 1 {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The fields after the command's closing paren (the command may
-		// itself contain parens and spaces): state ppid pgrp session ...
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		pgrp, err1 := strconv.Atoi(f[2])
-		sid, err2 := strconv.Atoi(f[3])
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if keep(procStat{pid: pid, pgrp: pgrp, sid: sid}) {
+		st, ok := readStat(pid)
+		if ok && !st.zombie() && keep(st) {
 			pids = append(pids, pid)
 		}
 	}
@@ -105,30 +125,6 @@ func holds(pid int, path string) bool {
 		}
 	}
 	return false
-}
-
-// EndSession ends a terminal: every process of session sid and every process
-// that still holds tty (the terminal's device, "" for none) open, with the
-// same SIGTERM → grace → SIGKILL → bounded wait as EndGroup. reaped is as for
-// EndGroup. It returns whether everything is gone.
-func EndSession(ctx context.Context, sid int, tty string, grace time.Duration, reaped <-chan struct{}) bool {
-	if sid <= 1 {
-		return true
-	}
-	if _, ok := SessionMembers(sid, tty); !ok {
-		return EndGroup(ctx, sid, grace, reaped)
-	}
-	return end(ctx, grace, reaped,
-		func(sig syscall.Signal) {
-			pids, _ := SessionMembers(sid, tty)
-			for _, pid := range pids {
-				_ = syscall.Kill(pid, sig)
-			}
-		},
-		func() bool {
-			pids, _ := SessionMembers(sid, tty)
-			return len(pids) > 0
-		})
 }
 
 // EndTaggedGroup ends the processes of group pgid whose environment carries

@@ -16,17 +16,17 @@ import (
 // start (EndTaggedGroup).
 func NewGroupKilledWithParent() *syscall.SysProcAttr { return NewGroup() }
 
+// Alive reports whether pid exists. Without /proc a zombie cannot be told
+// apart, and counts.
+func Alive(pid int) bool { return exists(pid) }
+
 // GroupMembers cannot list a group without /proc; ok is false, and callers
 // trust kill(-pgid, 0) instead.
 func GroupMembers(int) ([]int, bool) { return nil, false }
 
-// EndSession ends the terminal session led by sid. Without /proc the members
-// of the session outside the leader's process group cannot be listed, so only
-// that group (its id is sid) is ended; the kernel's SIGHUP to the terminal's
-// foreground group when the leader dies ends a job in the foreground.
-func EndSession(ctx context.Context, sid int, _ string, grace time.Duration, reaped <-chan struct{}) bool {
-	return EndGroup(ctx, sid, grace, reaped)
-}
+// SessionMembers cannot list a session without /proc; ok is false, and
+// EndSession ends the leader's group instead.
+func SessionMembers(int, string) ([]int, bool) { return nil, false }
 
 // EndTaggedGroup ends process group pgid if it still belongs to the run
 // name=value names, and returns how many processes it signalled (0 or 1: the
