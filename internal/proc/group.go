@@ -88,19 +88,31 @@ func EndSession(ctx context.Context, sid int, tty string, grace time.Duration, r
 	if sid <= 1 {
 		return true
 	}
-	if _, ok := SessionMembers(sid, tty); !ok {
+	// Finding the tty's holders reads every process's descriptors, too much
+	// to repeat on every check of the wait: it is done first and when
+	// signalling, and the checks in between look at the session and at the
+	// processes found then.
+	signalled, ok := SessionMembers(sid, tty)
+	if !ok {
 		return EndGroup(ctx, sid, grace, reaped)
 	}
 	return end(ctx, grace, reaped,
 		func(sig syscall.Signal) {
-			pids, _ := SessionMembers(sid, tty)
-			for _, pid := range pids {
+			signalled, _ = SessionMembers(sid, tty)
+			for _, pid := range signalled {
 				_ = syscall.Kill(pid, sig)
 			}
 		},
 		func() bool {
-			pids, _ := SessionMembers(sid, tty)
-			return len(pids) > 0
+			if members, _ := SessionMembers(sid, ""); len(members) > 0 {
+				return true
+			}
+			for _, pid := range signalled {
+				if Alive(pid) {
+					return true
+				}
+			}
+			return false
 		})
 }
 

@@ -364,6 +364,25 @@ func TestEndSessionEndsJobsInOtherGroupsAndChildrenThatLeftTheSession(t *testing
 	assert.Empty(t, left)
 }
 
+func TestEndSessionFindsAHolderOfTheTerminalAfterTheLeaderIsGone(t *testing.T) {
+	needProc(t)
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid(1) is not installed")
+	}
+	cmd := exec.Command("/bin/sh", "-c", "setsid sh -c 'echo $$; exec sleep 1000' & sleep 0.3")
+	cmd.Env = NewEnv(map[string]string{"PATH": "/usr/bin:/bin"}).List()
+	ptmx, err := pty.Start(cmd)
+	require.NoError(t, err)
+	defer ptmx.Close()
+	tty := cmd.Stdin.(*os.File).Name()
+	escaped := readPID(t, bufio.NewReader(ptmx))
+	_ = cmd.Wait()
+	require.True(t, Alive(escaped), "the setsid child outlived the leader")
+
+	assert.True(t, EndSession(context.Background(), cmd.Process.Pid, tty, 0, nil))
+	assert.True(t, gone(escaped), "a process still holding the terminal is part of it")
+}
+
 func TestSessionMembersNeverListsTheDaemonItself(t *testing.T) {
 	needProc(t)
 	self := os.Getpid()
