@@ -15,7 +15,6 @@
 package proc
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -183,6 +182,3 @@ func executable(path string) error {
 	}
 	return nil
 }
-
-// ErrNotStarted is returned by Wait for a command Start did not start.
-var ErrNotStarted = errors.New("proc: command was not started")

@@ -171,6 +171,9 @@ func closedOrNil(c <-chan struct{}) bool {
 	}
 }
 
+// ErrNotStarted is returned by Wait for a command Start did not start.
+var ErrNotStarted = errors.New("proc: command was not started")
+
 // Start starts cmd as the leader of a new process group (when the caller set
 // no SysProcAttr of its own) with an environment that is never the daemon's
 // live one: a nil cmd.Env is refused. Pair it with Wait.
