@@ -40,7 +40,7 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 	home := env["HOME"]
 	var sp detect.SearchPath
 	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
-		sp = detect.ResolveSearchPath(ctx, getenv, home)
+		sp = detect.ResolveSearchPath(ctx, env, home)
 	} else {
 		sp = detect.NewSearchPath(env["PATH"])
 	}
@@ -50,14 +50,10 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 			pins[id] = a.Bin
 		}
 	}
-	environ := make([]string, 0, len(env))
-	for k, v := range env {
-		environ = append(environ, k+"="+v)
-	}
 	return detect.New(detect.Options{
 		Search:       sp,
 		Home:         home,
-		Env:          environ,
+		Env:          env,
 		Getenv:       getenv,
 		Pins:         pins,
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,

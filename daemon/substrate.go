@@ -129,7 +129,9 @@ func (p PTYResizeParams) Validate() error {
 // that is down does not stop the daemon from starting, and a failed open is
 // tried again by the next call.
 type lazySubstrate struct {
-	cfg    substrate.Config
+	cfg substrate.Config
+	// env is the daemon's environment as read at startup.
+	env    map[string]string
 	mu     sync.Mutex
 	s      substrate.Substrate
 	closer io.Closer
@@ -141,7 +143,7 @@ func (l *lazySubstrate) get(ctx context.Context) (substrate.Substrate, error) {
 	if l.s != nil {
 		return l.s, nil
 	}
-	s, c, err := substrate.Open(ctx, l.cfg)
+	s, c, err := substrate.Open(ctx, l.cfg, l.env)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +204,7 @@ func subMethod[P, R any](d *Daemon, name string, doc rpc.Doc, fn func(ctx contex
 }
 
 func (d *Daemon) setupSubstrate() error {
-	d.substrate = &lazySubstrate{cfg: d.cfg.Substrate}
+	d.substrate = &lazySubstrate{cfg: d.cfg.Substrate, env: d.env}
 	d.onClose(func(context.Context) { d.substrate.close() })
 
 	subMethod(d, "substrate.info", rpc.Doc{Summary: "Which environment the substrate methods act on: its name, whether it is the local host, whether it has a PTY, whether it is read-only."},

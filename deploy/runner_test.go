@@ -27,6 +27,14 @@ func TestExecRunnerReturnsOutputAndExitCodeOfAFailedCommand(t *testing.T) {
 	assert.Contains(t, err.Error(), "no bus")
 }
 
+func TestExecRunnerPassesTheSessionButNotCardsOwnNotifySocket(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/4242")
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	out, err := ExecRunner{}.Run(context.Background(), Command{Name: "sh", Args: []string{"-c", `echo "$XDG_RUNTIME_DIR ${NOTIFY_SOCKET-unset}"`}})
+	require.NoError(t, err)
+	assert.Equal(t, "/run/user/4242 unset\n", string(out), "systemctl --user needs the session; systemd's socket is card's own")
+}
+
 func TestExecRunnerNamesAMissingProgram(t *testing.T) {
 	_, err := ExecRunner{}.Run(context.Background(), Command{Name: "card-no-such-program"})
 	var ce *CommandError

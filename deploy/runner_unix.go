@@ -3,13 +3,13 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // ExecRunner runs commands as child processes. Each child gets an explicit working directory, a
@@ -46,34 +46,17 @@ func (r ExecRunner) Run(ctx context.Context, c Command) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+	cmd := exec.Command(c.Name, c.Args...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &capped{limit: limit}
+	// `card service` is a command a person runs: systemctl --user and
+	// launchctl need that session's variables (XDG_RUNTIME_DIR, the D-Bus
+	// address), minus what describes card's own process.
+	cmd.Env = proc.NewEnv(proc.EnvMap(os.Environ())).List()
+	out := &proc.Capped{Head: limit}
 	cmd.Stdout, cmd.Stderr = out, out
-
-	var killTimer *time.Timer
-	var mu sync.Mutex
-	cmd.Cancel = func() error {
-		pgid := cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		mu.Lock()
-		killTimer = time.AfterFunc(grace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-		mu.Unlock()
-		return nil
-	}
-	// Wait must return even if a grandchild keeps the output pipe open.
-	cmd.WaitDelay = grace + time.Second
-
-	err := cmd.Run()
-	mu.Lock()
-	if killTimer != nil {
-		killTimer.Stop()
-	}
-	mu.Unlock()
-	if ctx.Err() != nil && cmd.Process != nil {
-		// Whatever of the group survived SIGTERM goes now, not after we return.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	err := proc.Start(cmd)
+	if err == nil {
+		err = proc.Wait(ctx, cmd, grace)
 	}
 	if err == nil {
 		return out.Bytes(), nil
@@ -88,32 +71,3 @@ func (r ExecRunner) Run(ctx context.Context, c Command) ([]byte, error) {
 	}
 	return out.Bytes(), &CommandError{Command: c, ExitCode: code, Output: out.String(), Err: err}
 }
-
-// capped keeps the first limit bytes written and discards the rest, so a command that floods its
-// output cannot exhaust memory; it never fails a write, which would kill the child with SIGPIPE.
-type capped struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	limit int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.limit - c.buf.Len(); room > 0 {
-		if len(p) > room {
-			c.buf.Write(p[:room])
-		} else {
-			c.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func (c *capped) Bytes() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]byte(nil), c.buf.Bytes()...)
-}
-
-func (c *capped) String() string { return string(c.Bytes()) }

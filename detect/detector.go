@@ -3,7 +3,6 @@ package detect
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -29,8 +28,10 @@ type Options struct {
 	Search SearchPath
 	// Home is the user's home directory (credential files live under it).
 	Home string
-	// Env is the base environment of probes; default os.Environ().
-	Env []string
+	// Env is the daemon's environment as read at startup: the base of every
+	// probe's environment and, by default, what Getenv reads. nil is an
+	// empty environment; nothing here reads the process's live one.
+	Env map[string]string
 	// Getenv reads pins and auth variables; default: a lookup in Env.
 	Getenv func(string) string
 	// Pins maps adapter id → binary path from card.toml. The environment
@@ -81,19 +82,9 @@ type flight[T any] struct {
 
 // New returns a Detector. It starts nothing until the first call.
 func New(opts Options) *Detector {
-	if opts.Env == nil {
-		opts.Env = os.Environ()
-	}
 	if opts.Getenv == nil {
 		env := opts.Env
-		opts.Getenv = func(k string) string {
-			for i := len(env) - 1; i >= 0; i-- {
-				if name, v, ok := strings.Cut(env[i], "="); ok && name == k {
-					return v
-				}
-			}
-			return ""
-		}
+		opts.Getenv = func(k string) string { return env[k] }
 	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = DefaultProbeTimeout
@@ -304,7 +295,7 @@ func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) ver
 		return versionResult{reason: reason}
 	}
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
-	out := runProbe(ctx, path, []string{"--version"}, env, probeDir(d.opts.Home), d.opts.ProbeTimeout)
+	out := runProbe(ctx, path, []string{"--version"}, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
 	reason, runs := classifyVersionProbe(path, out, pathValue)
 	r := versionResult{runs: runs, reason: reason}
 	if runs && !out.TimedOut {

@@ -2,13 +2,11 @@ package detect
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/internal/proc"
 )
 
 var ctx = context.Background()
@@ -304,7 +303,7 @@ func TestAHangingVersionProbeIsKilledWholeAndLeavesTheBinaryRunnableWithoutAVers
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
-	assert.Eventually(t, func() bool { return processGone(pid) }, 2*time.Second, 20*time.Millisecond, "the probe's helper process must not outlive it")
+	assert.Eventually(t, func() bool { return !proc.Alive(pid) }, 2*time.Second, 20*time.Millisecond, "the probe's helper process must not outlive it")
 }
 
 func TestGarbageVersionOutputLeavesTheVersionAbsentButTheBinaryRunnable(t *testing.T) {
@@ -367,13 +366,18 @@ func TestProbesAreNotAgentHopsAndCarryTheResolvedPathAndHome(t *testing.T) {
 	dir, home := t.TempDir(), t.TempDir()
 	envFile := filepath.Join(t.TempDir(), "env")
 	fakeCLI(t, dir, "codex", "env > "+envFile+"; pwd >> "+envFile+"; echo 'codex-cli 1.0.0'")
-	d := newDetectorWith(t, Options{Home: home, Env: testEnv("CAR_INVOKED_BY=claude-code", "PATH=/usr/bin", "HOME=/elsewhere")}, dir)
+	d := newDetectorWith(t, Options{Home: home, Env: testEnv("CAR_INVOKED_BY=claude-code", "PATH=/usr/bin", "HOME=/elsewhere",
+		"NOTIFY_SOCKET=/run/systemd/notify", "CARD_RUN_ID=run_1", "GIT_DIR=/elsewhere/.git", "KEEP_ME=1")}, dir)
 	d.Detect(ctx, false)
 
 	b, err := os.ReadFile(envFile)
 	require.NoError(t, err)
 	env := string(b)
 	assert.NotContains(t, env, "CAR_INVOKED_BY", "a version probe must not look like an agent hop")
+	for _, k := range []string{"NOTIFY_SOCKET", "CARD_RUN_ID", "GIT_DIR"} {
+		assert.NotContains(t, env, k+"=", "a probe does not inherit the daemon's %s", k)
+	}
+	assert.Contains(t, env, "KEEP_ME=1\n")
 	assert.Contains(t, env, "PATH="+d.SearchPath().PATH()+"\n")
 	assert.True(t, strings.HasPrefix(d.SearchPath().PATH(), dir+":"))
 	assert.Contains(t, env, "HOME="+home+"\n")
@@ -388,18 +392,4 @@ func TestCanceledCallerGetsWhatIsCachedWhileDetectionFinishes(t *testing.T) {
 	defer cancel()
 	assert.Nil(t, d.Detect(c, false))
 	assert.Len(t, d.Detect(ctx, false), 1, "the shared detection was not killed by the first caller leaving")
-}
-
-// processGone: no such process, or a zombie waiting for a reaper (in a
-// container PID 1 may reap late; a zombie runs nothing).
-func processGone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return strings.HasPrefix(rest, "Z")
 }

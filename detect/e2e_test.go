@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/internal/proc"
 )
 
 // realBinDir finds the agent CLIs installed from npm by .ci/run, or skips
@@ -65,7 +66,7 @@ func realDetector(t *testing.T, extra ...string) (*Detector, SearchPath) {
 	search := realSearchPath(t, binDir)
 	home := t.TempDir()
 	env := append([]string{"PATH=" + search.PATH(), "HOME=" + home}, extra...)
-	d := New(Options{Search: search, Home: home, Env: env, ScratchDirs: []string{},
+	d := New(Options{Search: search, Home: home, Env: proc.EnvMap(env), ScratchDirs: []string{},
 		ProbeTimeout: 60 * time.Second, HealthTimeout: 60 * time.Second})
 	t.Cleanup(d.Close)
 	return d, search
@@ -141,7 +142,7 @@ func TestColdDetectCostsNoMoreThanTheSlowestVersionProbe(t *testing.T) {
 		}
 		slowest = append(slowest, worst)
 
-		d := New(Options{Search: search, Home: home, Env: env, ScratchDirs: []string{}, ProbeTimeout: time.Minute})
+		d := New(Options{Search: search, Home: home, Env: proc.EnvMap(env), ScratchDirs: []string{}, ProbeTimeout: time.Minute})
 		start := time.Now()
 		specs := d.Detect(context.Background(), false)
 		cold = append(cold, time.Since(start))

@@ -175,7 +175,7 @@ func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string)
 	}
 	pathValue := d.opts.Search.PATH()
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
-	dir := probeDir(d.opts.Home)
+	dir := probeDir(d.opts.Home, d.opts.Env)
 	in := HealthInput{
 		Binary: bin,
 		Home:   d.opts.Home,

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,8 +30,8 @@ func must(t *testing.T, err error) {
 
 // testEnv is a minimal probe environment: fake CLIs are /bin/sh scripts and
 // need nothing else.
-func testEnv(extra ...string) []string {
-	return append([]string{"LANG=C"}, extra...)
+func testEnv(extra ...string) map[string]string {
+	return proc.EnvMap(append([]string{"LANG=C"}, extra...))
 }
 
 // newTestDetector searches only dirs, with the scratch rule off (temp dirs

@@ -71,11 +71,13 @@ const loginShellTimeout = 2500 * time.Millisecond
 // the user's login shell adds, then well-known per-user install directories
 // that exist. The login shell is asked once, bounded by a timeout, its
 // process group killed on timeout, and any failure is ignored (the other two
-// parts still apply). getenv reads the daemon's environment; home is the
-// user's home directory.
-func ResolveSearchPath(ctx context.Context, getenv func(string) string, home string) SearchPath {
-	shellPath := loginShellPATH(ctx, getenv, home, loginShellTimeout)
-	return buildSearchPath(getenv("PATH"), shellPath, wellKnownDirs(home, getenv))
+// parts still apply). env is the daemon's environment as read at startup
+// (also the base of the login shell's environment); home is the user's home
+// directory.
+func ResolveSearchPath(ctx context.Context, env map[string]string, home string) SearchPath {
+	getenv := func(k string) string { return env[k] }
+	shellPath := loginShellPATH(ctx, env, home, loginShellTimeout)
+	return buildSearchPath(env["PATH"], shellPath, wellKnownDirs(home, getenv))
 }
 
 // buildSearchPath is the pure core of ResolveSearchPath.
@@ -98,14 +100,13 @@ const (
 // loginShellPATH asks $SHELL (or /bin/sh) for the PATH a login session gets.
 // Profiles often print banners, so the value is fenced by markers and only
 // what lies between them is used.
-func loginShellPATH(ctx context.Context, getenv func(string) string, home string, timeout time.Duration) string {
-	shell := getenv("SHELL")
+func loginShellPATH(ctx context.Context, env map[string]string, home string, timeout time.Duration) string {
+	shell := env["SHELL"]
 	if shell == "" || !filepath.IsAbs(shell) {
 		shell = "/bin/sh"
 	}
 	script := `printf '` + pathMarkerStart + `%s` + pathMarkerEnd + `' "$PATH"`
-	env := probeEnv(os.Environ(), getenv("PATH"), home)
-	out := runProbe(ctx, shell, []string{"-l", "-c", script}, env, probeDir(home), timeout)
+	out := runProbe(ctx, shell, []string{"-l", "-c", script}, probeEnv(env, env["PATH"], home), probeDir(home, env), timeout)
 	if out.StartErr != nil || out.TimedOut {
 		return ""
 	}

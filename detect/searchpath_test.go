@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/internal/proc"
 )
 
 func TestTheSearchPathKeepsOrderDropsDuplicatesAndRelativeEntriesAndRemembersSources(t *testing.T) {
@@ -25,22 +26,22 @@ func TestTheSearchPathKeepsOrderDropsDuplicatesAndRelativeEntriesAndRemembersSou
 
 func TestTheLoginShellPATHIsReadPastProfileBanners(t *testing.T) {
 	shell := fakeCLI(t, t.TempDir(), "fakesh", `echo "Welcome back!"; PATH=/from/login:/usr/bin; export PATH; eval "$3"; echo "bye"`)
-	got := loginShellPATH(context.Background(), envFunc([]string{"SHELL=" + shell, "PATH=/usr/bin:/bin"}), t.TempDir(), 2*time.Second)
+	got := loginShellPATH(context.Background(), proc.EnvMap([]string{"SHELL=" + shell, "PATH=/usr/bin:/bin"}), t.TempDir(), 2*time.Second)
 	assert.Equal(t, "/from/login:/usr/bin", got)
 }
 
 func TestAHangingLoginShellIsKilledAndIgnored(t *testing.T) {
 	shell := fakeCLI(t, t.TempDir(), "fakesh", `exec /bin/sleep 30`)
 	start := time.Now()
-	got := loginShellPATH(context.Background(), envFunc([]string{"SHELL=" + shell}), t.TempDir(), 200*time.Millisecond)
+	got := loginShellPATH(context.Background(), proc.EnvMap([]string{"SHELL=" + shell}), t.TempDir(), 200*time.Millisecond)
 	assert.Empty(t, got)
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
 
 func TestAFailingLoginShellIsIgnored(t *testing.T) {
 	shell := fakeCLI(t, t.TempDir(), "fakesh", `echo oops >&2; exit 1`)
-	assert.Empty(t, loginShellPATH(context.Background(), envFunc([]string{"SHELL=" + shell}), t.TempDir(), time.Second))
-	assert.Empty(t, loginShellPATH(context.Background(), envFunc([]string{"SHELL=/nonexistent/zsh"}), t.TempDir(), time.Second))
+	assert.Empty(t, loginShellPATH(context.Background(), proc.EnvMap([]string{"SHELL=" + shell}), t.TempDir(), time.Second))
+	assert.Empty(t, loginShellPATH(context.Background(), proc.EnvMap([]string{"SHELL=/nonexistent/zsh"}), t.TempDir(), time.Second))
 }
 
 func TestResolveSearchPathAddsLoginShellAndExistingWellKnownDirs(t *testing.T) {
@@ -49,7 +50,7 @@ func TestResolveSearchPathAddsLoginShellAndExistingWellKnownDirs(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(home, d), 0o755))
 	}
 	shell := fakeCLI(t, t.TempDir(), "fakesh", `PATH=/from/login; eval "$3"`)
-	s := ResolveSearchPath(context.Background(), envFunc([]string{"SHELL=" + shell, "PATH=/usr/bin:/bin"}), home)
+	s := ResolveSearchPath(context.Background(), proc.EnvMap([]string{"SHELL=" + shell, "PATH=/usr/bin:/bin"}), home)
 
 	assert.Equal(t, []string{"/usr/bin", "/bin", "/from/login"}, s.Dirs[:3])
 	assert.Equal(t, SourceLoginShell, s.SourceOf("/from/login"))

@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // Limits bound what one run may cost the daemon, whatever the child prints.
@@ -71,7 +72,7 @@ type RunSpec struct {
 	// Parser reads stdout; nil means every line becomes an "other" event.
 	Parser Parser
 	// TempDir is where the run's private directory is created; "" means
-	// os.TempDir().
+	// the TMPDIR of the child's environment, else /tmp.
 	TempDir string
 }
 
@@ -125,13 +126,19 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	args, env := plan.Args, plan.Env
+	childEnv := mergeEnv(spec.BaseEnv, env)
 	if len(plan.Files) > 0 {
-		dir, err := writePrivateFiles(spec.TempDir, plan.Files)
+		tmp := spec.TempDir
+		if tmp == "" {
+			tmp = proc.TempDir(proc.EnvMap(childEnv))
+		}
+		dir, err := writePrivateFiles(tmp, plan.Files)
 		if err != nil {
 			return fail(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
 		defer os.RemoveAll(dir)
 		args, env = substituteFiles(args, env, dir)
+		childEnv = mergeEnv(spec.BaseEnv, env)
 	}
 	for _, a := range args {
 		if strings.Contains(a, filePrefix) {
@@ -141,9 +148,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 
 	prog := plan.Program
 	if !strings.ContainsRune(prog, os.PathSeparator) {
-		p, err := exec.LookPath(prog)
+		// The child's PATH, not the daemon's: the daemon's live environment
+		// is not consulted after startup.
+		p, err := proc.LookPath(prog, proc.EnvMap(childEnv)["PATH"])
 		if err != nil {
-			return fail(KindSpawn, fmt.Sprintf("cannot find %q on PATH: install it or give its absolute path", prog), err)
+			return fail(KindSpawn, fmt.Sprintf("cannot find %q on the agent's PATH: install it or give its absolute path", prog), err)
 		}
 		prog = p
 	}
@@ -166,11 +175,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		Path:        prog,
 		Args:        append([]string{plan.Program}, args...),
 		Dir:         plan.Dir,
-		Env:         mergeEnv(spec.BaseEnv, env),
+		Env:         childEnv,
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
 		Stderr:      stderrW,
-		SysProcAttr: sysProcAttr(),
+		SysProcAttr: proc.NewGroupKilledWithParent(),
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -186,7 +195,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
-		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}}
+		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
@@ -300,8 +309,7 @@ type run struct {
 
 	stdin, stdout, stderr closer
 
-	tailMu  sync.Mutex
-	tailBuf []byte
+	stderrTail *proc.Capped
 }
 
 // closer closes a pipe end once, from whichever goroutine gets there first;
@@ -341,9 +349,9 @@ func (r *run) supervise(ctx context.Context) {
 		r.reason = reasonLimit
 		r.terminate()
 	case <-r.exited:
-		if groupAlive(r.pgid) {
-			r.terminate()
-		}
+		// A member left behind after the leader exits is ended the same
+		// way; EndGroup returns at once when there is none.
+		r.terminate()
 	}
 	<-r.exited
 	drain := time.NewTimer(r.lim.KillGrace)
@@ -358,33 +366,11 @@ func (r *run) supervise(ctx context.Context) {
 	r.stderr.close()
 }
 
-// terminate sends SIGTERM to the group, then SIGKILL after the grace period
-// unless the whole group is already gone, and waits (bounded) for it to go.
+// terminate ends the group (SIGTERM, SIGKILL after the grace period unless
+// the whole group is already gone) and waits, bounded, for it to go; the
+// leader counts as gone once it is reaped.
 func (r *run) terminate() {
-	_ = signalGroup(r.pgid, sigTerm)
-	deadline := time.Now().Add(r.lim.KillGrace)
-	for time.Now().Before(deadline) {
-		if !groupAlive(r.pgid) && isClosed(r.exited) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = signalGroup(r.pgid, sigKill)
-	<-r.exited
-	// Zombies of reparented grandchildren may linger until init reaps
-	// them; they are dead, so the wait is bounded.
-	for i := 0; i < 100 && groupAlive(r.pgid); i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+	proc.EndGroup(context.Background(), r.pgid, r.lim.KillGrace, r.exited)
 }
 
 // readStdout hands complete lines to feed as they arrive, skipping any line
@@ -445,12 +431,7 @@ func (r *run) readStderr() {
 		n, err := r.stderr.f.Read(buf)
 		if n > 0 {
 			r.count(n)
-			r.tailMu.Lock()
-			r.tailBuf = append(r.tailBuf, buf[:n]...)
-			if over := len(r.tailBuf) - r.lim.StderrTail; over > 0 {
-				r.tailBuf = append(r.tailBuf[:0], r.tailBuf[over:]...)
-			}
-			r.tailMu.Unlock()
+			_, _ = r.stderrTail.Write(buf[:n])
 		}
 		if err != nil {
 			r.stderr.close()
@@ -460,9 +441,7 @@ func (r *run) readStderr() {
 }
 
 func (r *run) tail() string {
-	r.tailMu.Lock()
-	defer r.tailMu.Unlock()
-	return strings.ToValidUTF8(string(r.tailBuf), "\uFFFD")
+	return strings.ToValidUTF8(r.stderrTail.String(), "\uFFFD")
 }
 
 func ctxKind(ctx context.Context) (string, string) {
@@ -493,92 +472,6 @@ func checkDir(dir string) error {
 		return fmt.Errorf("working directory %q is not a directory", dir)
 	}
 	return nil
-}
-
-// writePrivateFiles creates a 0700 directory holding each file at 0600 (or
-// narrower). A system prompt in argv is readable by every local user via
-// ps; in this file it is readable by the daemon's user only.
-func writePrivateFiles(parent string, files []PlanFile) (string, error) {
-	dir, err := os.MkdirTemp(parent, "card-run-")
-	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	if strings.ContainsAny(dir, "\"\\\n{}") {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("temporary directory %q has characters that cannot be quoted safely; set TMPDIR to a plain path", dir)
-	}
-	for _, f := range files {
-		mode := f.Mode
-		if mode == 0 {
-			mode = 0o600
-		}
-		if mode&0o077 != 0 || f.Path == "" || filepath.Base(f.Path) != f.Path || f.Path == "." || f.Path == ".." {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("plan file %q: must be a plain name with mode 0600 or narrower", f.Path)
-		}
-		fh, err := os.OpenFile(filepath.Join(dir, f.Path), os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-		if err == nil {
-			_, err = fh.Write(f.Content)
-			if cerr := fh.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			os.RemoveAll(dir)
-			return "", err
-		}
-	}
-	return dir, nil
-}
-
-func substituteFiles(args []string, env map[string]string, dir string) ([]string, map[string]string) {
-	sub := func(s string) string {
-		for strings.Contains(s, filePrefix) {
-			i := strings.Index(s, filePrefix)
-			j := strings.Index(s[i:], "}}")
-			if j < 0 {
-				return s
-			}
-			name := s[i+len(filePrefix) : i+j]
-			s = s[:i] + filepath.Join(dir, name) + s[i+j+2:]
-		}
-		return s
-	}
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = sub(a)
-	}
-	outEnv := make(map[string]string, len(env))
-	for k, v := range env {
-		outEnv[k] = sub(v)
-	}
-	return out, outEnv
-}
-
-// mergeEnv is base with add applied on top (same key replaced), in a stable
-// order.
-func mergeEnv(base []string, add map[string]string) []string {
-	out := make([]string, 0, len(base)+len(add))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, over := add[k]; over {
-			continue
-		}
-		out = append(out, kv)
-	}
-	keys := make([]string, 0, len(add))
-	for k := range add {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		out = append(out, k+"="+add[k])
-	}
-	return out
 }
 
 func closeAll(fs ...*os.File) {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // rawParser keeps stdout verbatim, for runner tests that check bytes.
@@ -31,6 +33,15 @@ func shPlan(t *testing.T, script string) Plan {
 	return Plan{Program: "/bin/sh", Args: []string{"-c", script}, Dir: t.TempDir()}
 }
 
+// tool is the absolute path of a system program: the runner looks a bare
+// name up on the child's PATH only, and these plans give the child none.
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	require.NoError(t, err)
+	return p
+}
+
 func runErr(t *testing.T, err error) *Error {
 	t.Helper()
 	var e *Error
@@ -38,24 +49,9 @@ func runErr(t *testing.T, err error) *Error {
 	return e
 }
 
-// alive is true while pid exists and is not a zombie: a killed grandchild
-// reparented to an init that reaps slowly is dead for every purpose here.
-func alive(pid int) bool {
-	if runtime.GOOS == "linux" {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return false
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
-	}
-	return syscall.Kill(pid, 0) == nil
-}
-
 func TestCatEchoesThePromptFromStdin(t *testing.T) {
 	p := &rawParser{}
-	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "cat", Dir: t.TempDir()}, Prompt: "hello prompt\n", Parser: p})
+	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "cat"), Dir: t.TempDir()}, Prompt: "hello prompt\n", Parser: p})
 	require.NoError(t, err)
 	assert.Equal(t, "hello prompt\n", res.Answer)
 	assert.False(t, res.IsError)
@@ -75,7 +71,7 @@ func TestNonZeroExitIsAnExitFailureWithStderr(t *testing.T) {
 }
 
 func TestEmptyOutputIsAnError(t *testing.T) {
-	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "true", Dir: t.TempDir()}, Prompt: "x", Parser: &rawParser{}})
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "true"), Dir: t.TempDir()}, Prompt: "x", Parser: &rawParser{}})
 	assert.Equal(t, KindEmpty, runErr(t, err).Kind)
 }
 
@@ -89,7 +85,7 @@ func TestMissingProgramIsASpawnFailureNamingTheCommand(t *testing.T) {
 
 func TestWorkingDirMustBeAbsoluteAndExisting(t *testing.T) {
 	for _, dir := range []string{"", "relative/dir", "/nonexistent/card/dir", "/etc/hostname"} {
-		_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "pwd", Dir: dir}})
+		_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "pwd"), Dir: dir}})
 		e := runErr(t, err)
 		assert.Equal(t, KindSpawn, e.Kind, dir)
 		assert.Contains(t, e.Message, "working directory", dir)
@@ -101,7 +97,7 @@ func TestTheChildRunsInTheDirectoryItWasGiven(t *testing.T) {
 	want, err := filepath.EvalSymlinks(dir)
 	require.NoError(t, err)
 	p := &rawParser{}
-	_, err = Run(context.Background(), RunSpec{Plan: Plan{Program: "pwd", Dir: dir}, Parser: p})
+	_, err = Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "pwd"), Dir: dir}, Parser: p})
 	require.NoError(t, err)
 	got, err := filepath.EvalSymlinks(strings.TrimSpace(p.b.String()))
 	require.NoError(t, err)
@@ -112,7 +108,7 @@ func TestCancelKillsTheChildPromptly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	res, err := Run(ctx, RunSpec{Plan: Plan{Program: "sleep", Args: []string{"600"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
+	res, err := Run(ctx, RunSpec{Plan: Plan{Program: tool(t, "sleep"), Args: []string{"600"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
 	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
 	assert.Equal(t, KindCancelled, res.Error.Kind)
 	assert.Less(t, time.Since(start), 3*time.Second, "child was not killed promptly")
@@ -121,7 +117,7 @@ func TestCancelKillsTheChildPromptly(t *testing.T) {
 func TestCancelCauseIsNamed(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(50*time.Millisecond, func() { cancel(errors.New("daemon shutting down")) })
-	_, err := Run(ctx, RunSpec{Plan: Plan{Program: "sleep", Args: []string{"600"}, Dir: t.TempDir()}})
+	_, err := Run(ctx, RunSpec{Plan: Plan{Program: tool(t, "sleep"), Args: []string{"600"}, Dir: t.TempDir()}})
 	e := runErr(t, err)
 	assert.Equal(t, KindCancelled, e.Kind)
 	assert.Contains(t, e.Message, "daemon shutting down")
@@ -131,7 +127,7 @@ func TestDeadlineKillsTheChildPromptlyAndIsATimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Run(ctx, RunSpec{Plan: Plan{Program: "sleep", Args: []string{"30"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
+	_, err := Run(ctx, RunSpec{Plan: Plan{Program: tool(t, "sleep"), Args: []string{"30"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
 	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
 	assert.Less(t, time.Since(start), 3*time.Second)
 }
@@ -163,8 +159,9 @@ func TestAGrandchildInTheGroupIsGoneAfterACancel(t *testing.T) {
 	})
 	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
 	require.Len(t, pids, 1)
-	assert.False(t, alive(pids[0]), "grandchild %d survived the cancel", pids[0])
-	assert.False(t, groupAlive(pgid) && anyAliveInGroup(pgid), "process group %d survived", pgid)
+	assert.False(t, proc.Alive(pids[0]), "grandchild %d survived the cancel", pids[0])
+	members, _ := proc.GroupMembers(pgid)
+	assert.Empty(t, members, "process group %d survived", pgid)
 }
 
 func TestAGrandchildLeftBehindByANormalExitIsEnded(t *testing.T) {
@@ -183,36 +180,21 @@ func TestAGrandchildLeftBehindByANormalExitIsEnded(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NotZero(t, pid)
-	assert.False(t, alive(pid), "grandchild %d outlived its agent", pid)
+	assert.False(t, proc.Alive(pid), "grandchild %d outlived its agent", pid)
 	assert.Less(t, time.Since(start), 5*time.Second)
-}
-
-// anyAliveInGroup looks past zombies, which kill(-pgid, 0) still counts.
-func anyAliveInGroup(pgid int) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestALargePromptDoesNotDeadlockAgainstAnEchoingChild(t *testing.T) {
 	big := strings.Repeat("line of prompt text\n", 60_000) // 1.2 MB
 	p := &rawParser{}
-	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "cat", Dir: t.TempDir()}, Prompt: big, Parser: p})
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "cat"), Dir: t.TempDir()}, Prompt: big, Parser: p})
 	require.NoError(t, err)
 	assert.Equal(t, len(big), p.b.Len())
 }
 
 func TestOutputBeyondTheLimitEndsTheRunWithOutputLimit(t *testing.T) {
 	start := time.Now()
-	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "yes", Args: []string{"spam"}, Dir: t.TempDir()},
+	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "yes"), Args: []string{"spam"}, Dir: t.TempDir()},
 		Parser: &rawParser{}, Limits: Limits{MaxOutput: 1 << 20, KillGrace: time.Second}})
 	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
 	assert.Equal(t, KindOutputLimit, res.Error.Kind)
@@ -261,6 +243,35 @@ func TestEnvIsTheBaseEnvPlusThePlanAdditions(t *testing.T) {
 	assert.Equal(t, "card|x1|override\n", p.b.String())
 }
 
+func TestABareProgramIsFoundOnTheChildsPathNotTheDaemons(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "card-fake-agent"), []byte("#!/bin/sh\necho found-on-child-path\n"), 0o755))
+	t.Setenv("PATH", "/nonexistent")
+	p := &rawParser{}
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "card-fake-agent", Dir: t.TempDir()}, Parser: p,
+		BaseEnv: []string{"PATH=" + dir}})
+	require.NoError(t, err)
+	assert.Equal(t, "found-on-child-path\n", p.b.String())
+
+	t.Setenv("PATH", dir)
+	_, err = Run(context.Background(), RunSpec{Plan: Plan{Program: "card-fake-agent", Dir: t.TempDir()}, Parser: &rawParser{},
+		BaseEnv: []string{"PATH=/usr/bin:/bin"}})
+	e := runErr(t, err)
+	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Contains(t, e.Message, "agent's PATH", "the daemon's live PATH is not consulted")
+}
+
+func TestPrivateFilesGoToTheChildsTMPDIR(t *testing.T) {
+	tmp := t.TempDir()
+	p := &rawParser{}
+	plan := shPlan(t, `dirname "$1"`)
+	plan.Args = append(plan.Args, "sh", FileRef("f.txt"))
+	plan.Files = []PlanFile{{Path: "f.txt", Content: []byte("x")}}
+	_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: p, BaseEnv: []string{"TMPDIR=" + tmp}})
+	require.NoError(t, err)
+	assert.Equal(t, tmp, filepath.Dir(strings.TrimSpace(p.b.String())))
+}
+
 func TestPrivateFilesAreWritten0600InA0700DirAndRemoved(t *testing.T) {
 	p := &rawParser{}
 	plan := shPlan(t, `f="$1"; stat -c '%a' "$f" "$(dirname "$f")"; cat "$f"; echo; echo "$(dirname "$f")"`)
@@ -277,7 +288,7 @@ func TestPrivateFilesAreWritten0600InA0700DirAndRemoved(t *testing.T) {
 
 func TestRunReportsStartWithTheChildsOwnGroup(t *testing.T) {
 	var pid, pgid int
-	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "cat", Dir: t.TempDir()}, Prompt: "x",
+	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "cat"), Dir: t.TempDir()}, Prompt: "x",
 		Parser: &rawParser{}, OnStart: func(p, g int) { pid, pgid = p, g }})
 	require.NoError(t, err)
 	assert.NotZero(t, pid)

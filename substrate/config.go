@@ -6,14 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"sort"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // Config is the `[substrate]` table of card.toml.
@@ -52,17 +50,18 @@ type MCPConfig struct {
 
 // Open builds the substrate cfg describes and returns it with the closer
 // that releases it (PTY sessions, the bridge session and process). Close it
-// when the daemon shuts down.
-func Open(ctx context.Context, cfg Config) (Substrate, io.Closer, error) {
+// when the daemon shuts down. env is the daemon's environment as read at
+// startup: the base of every command, terminal and stdio bridge it starts.
+func Open(ctx context.Context, cfg Config, env map[string]string) (Substrate, io.Closer, error) {
 	var (
 		s      Substrate
 		closer io.Closer
 	)
 	if cfg.MCP == nil {
-		l := NewLocal()
+		l := NewLocal(env)
 		s, closer = l, l
 	} else {
-		m, c, err := OpenMCP(ctx, *cfg.MCP)
+		m, c, err := OpenMCP(ctx, *cfg.MCP, env)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -74,8 +73,10 @@ func Open(ctx context.Context, cfg Config) (Substrate, io.Closer, error) {
 	return s, closer, nil
 }
 
-// OpenMCP connects to the bridge cfg names.
-func OpenMCP(ctx context.Context, cfg MCPConfig) (*MCP, io.Closer, error) {
+// OpenMCP connects to the bridge cfg names. A stdio bridge is looked up on
+// env's PATH and runs with env minus the variables no child inherits, plus
+// cfg.Env.
+func OpenMCP(ctx context.Context, cfg MCPConfig, env map[string]string) (*MCP, io.Closer, error) {
 	name := cfg.Name
 	if name == "" {
 		name = "mcp"
@@ -88,16 +89,14 @@ func OpenMCP(ctx context.Context, cfg MCPConfig) (*MCP, io.Closer, error) {
 		if cfg.Command[0] == "" {
 			return nil, nil, fmt.Errorf("[substrate.mcp] %q: command[0] is empty; give the bridge executable", name)
 		}
-		if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+		bin, err := proc.LookPath(cfg.Command[0], env["PATH"])
+		if err != nil {
 			return nil, nil, fmt.Errorf("[substrate.mcp] %q: bridge command %q not found: %w; fix command in card.toml", name, cfg.Command[0], err)
 		}
-		dir, err := os.UserHomeDir()
-		if err != nil || dir == "" {
-			dir = "/"
-		}
 		argv := append([]string(nil), cfg.Command...)
-		env := mergeEnv(os.Environ(), cfg.Env)
-		factory = func() (mcp.Transport, error) { return newStdioTransport(argv, env, dir), nil }
+		childEnv := proc.NewEnv(env).SetAll(cfg.Env).List()
+		dir := homeDir(env)
+		factory = func() (mcp.Transport, error) { return newStdioTransport(bin, argv, childEnv, dir), nil }
 	case cfg.URL != "":
 		u, err := url.Parse(cfg.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -113,41 +112,34 @@ func OpenMCP(ctx context.Context, cfg MCPConfig) (*MCP, io.Closer, error) {
 	return ConnectMCP(ctx, name, factory, cfg.Timeout)
 }
 
-func mergeEnv(base []string, extra map[string]string) []string {
-	env := commandEnv(base)
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+extra[k])
-	}
-	return env
-}
-
 // stdioTransport is the SDK's CommandTransport with what a long-lived daemon
 // needs around it: an explicit working directory, its own process group
 // (killed whole once the session closes, so a bridge's helpers die with it),
 // and the tail of its stderr for error messages.
 type stdioTransport struct {
 	mcp.CommandTransport
-	stderr *tailBuffer
+	stderr *proc.Capped
 }
 
-func newStdioTransport(argv, env []string, dir string) *stdioTransport {
-	c := exec.Command(argv[0], argv[1:]...)
+// newStdioTransport runs bin (argv[0] as found on the startup PATH) with
+// argv's arguments.
+func newStdioTransport(bin string, argv, env []string, dir string) *stdioTransport {
+	c := exec.Command(bin, argv[1:]...)
+	c.Args[0] = argv[0]
 	c.Dir = dir
 	c.Env = env
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	tail := &tailBuffer{max: 4 << 10}
+	c.SysProcAttr = proc.NewGroup()
+	tail := &proc.Capped{Tail: 4 << 10}
 	c.Stderr = tail
 	return &stdioTransport{CommandTransport: mcp.CommandTransport{Command: c, TerminateDuration: 2 * time.Second}, stderr: tail}
 }
 
+// cleanup runs after the SDK has ended the bridge process itself: whatever
+// the bridge started in its group goes with it, and cleanup returns once the
+// group is gone.
 func (t *stdioTransport) cleanup() {
 	if p := t.Command.Process; p != nil {
-		_ = killGroup(p.Pid, syscall.SIGKILL)
+		proc.EndGroup(context.Background(), p.Pid, 0, nil)
 	}
 }
 
@@ -161,26 +153,3 @@ type httpTransport struct {
 }
 
 func (t *httpTransport) cleanup() { t.hc.CloseIdleConnections() }
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}

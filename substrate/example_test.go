@@ -10,12 +10,13 @@ import (
 	"github.com/card-dev/card/substrate"
 )
 
-// The daemon opens the substrate once from card.toml's [substrate] table,
-// answers substrate.info with Describe, and maps the typed errors to its
-// error codes.
+// The daemon opens the substrate once from card.toml's [substrate] table and
+// the environment it read at startup, answers substrate.info with Describe,
+// and maps the typed errors to its error codes.
 func ExampleOpen() {
 	ctx := context.Background()
-	s, closer, err := substrate.Open(ctx, substrate.Config{ReadOnly: true})
+	env := map[string]string{"HOME": os.TempDir(), "PATH": "/usr/bin:/bin"}
+	s, closer, err := substrate.Open(ctx, substrate.Config{ReadOnly: true}, env)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -34,7 +35,7 @@ func ExampleWriteTextCreateOnly() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "card-example")
 	defer os.RemoveAll(dir)
-	local := substrate.NewLocal()
+	local := substrate.NewLocal(map[string]string{"HOME": dir, "PATH": "/usr/bin:/bin"})
 	defer local.Close()
 
 	path := filepath.Join(dir, "notes.md")

@@ -1,7 +1,6 @@
 package substrate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // Defaults for Local. They bound what one client request can cost the host.
@@ -41,15 +42,22 @@ const (
 // client, so a relative path is refused with an error naming it instead of
 // silently landing somewhere surprising.
 //
-// Commands run with `sh -c` in Dir (default: the user's home directory, the
-// one place every client can reason about), in their own process group, with
-// stdin from /dev/null. When a command exits or times out, whatever is left of
-// its process group is killed, so no background job outlives its request.
+// Commands run with `/bin/sh -c` in Dir (default: the user's home directory,
+// the one place every client can reason about), in their own process group,
+// with stdin from /dev/null. When a command exits or times out, whatever is
+// left of its process group is killed, so no background job outlives its
+// request. Commands and terminals get the environment the daemon read at
+// startup minus the variables no child inherits (proc.Stripped): the same
+// rules as an agent's.
 //
 // The zero value is not ready; use NewLocal. Close ends every PTY session.
 type Local struct {
 	// Dir is the working directory of commands and PTYs.
 	Dir string
+	// Env is the daemon's environment as read at startup, the base of every
+	// command's and terminal's environment. The process's live environment
+	// is never consulted.
+	Env map[string]string
 	// DefaultTimeout bounds a RunCommand called with timeout 0.
 	DefaultTimeout time.Duration
 	// MaxOutput caps each of stdout and stderr; the excess is dropped and a
@@ -63,15 +71,13 @@ type Local struct {
 	ptys *ptyTable
 }
 
-// NewLocal returns a Local with the defaults above, working in the user's
-// home directory (or "/" when the daemon's user has none).
-func NewLocal() *Local {
-	dir, err := os.UserHomeDir()
-	if err != nil || dir == "" {
-		dir = "/"
-	}
+// NewLocal returns a Local with the defaults above over env, the daemon's
+// environment as read at startup, working in its HOME (or "/" when there is
+// no absolute one).
+func NewLocal(env map[string]string) *Local {
 	return &Local{
-		Dir:            dir,
+		Dir:            homeDir(env),
+		Env:            env,
 		DefaultTimeout: DefaultCommandTimeout,
 		MaxOutput:      DefaultMaxOutput,
 		KillGrace:      DefaultKillGrace,
@@ -303,27 +309,13 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-// gitRedirects are environment variables that point git at another
-// repository. A command line run here acts on the repository it runs in,
-// not on one the daemon's own environment happens to name.
-var gitRedirects = []string{
-	"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-	"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
-}
-
-// commandEnv is the daemon's environment minus git redirects.
-func commandEnv(base []string) []string {
-	out := make([]string, 0, len(base))
-outer:
-	for _, kv := range base {
-		for _, k := range gitRedirects {
-			if strings.HasPrefix(kv, k+"=") {
-				continue outer
-			}
-		}
-		out = append(out, kv)
+// homeDir is env's HOME when it is absolute, else "/": the working directory
+// of commands, terminals and a stdio bridge.
+func homeDir(env map[string]string) string {
+	if h := env["HOME"]; filepath.IsAbs(h) {
+		return h
 	}
-	return out
+	return "/"
 }
 
 func (l *Local) grace() time.Duration {
@@ -350,28 +342,20 @@ func (l *Local) RunCommand(ctx context.Context, cmd string, timeout time.Duratio
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := exec.CommandContext(runCtx, "sh", "-c", cmd)
+	c := exec.Command("/bin/sh", "-c", cmd)
 	c.Dir = l.Dir
-	c.Env = commandEnv(os.Environ())
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout := &cappedBuffer{max: max}
-	stderr := &cappedBuffer{max: max}
+	c.Env = proc.NewEnv(l.Env).List()
+	stdout, stderr := &proc.Capped{Head: max}, &proc.Capped{Head: max}
 	c.Stdout, c.Stderr = stdout, stderr
-	// On timeout or cancel the whole group gets SIGTERM; WaitDelay then
-	// bounds how long we wait for it (and for pipes a stray descendant holds
-	// open) before the group is SIGKILLed below.
-	c.Cancel = func() error { return killGroup(c.Process.Pid, syscall.SIGTERM) }
-	c.WaitDelay = l.grace()
-
-	if err := c.Start(); err != nil {
+	if err := proc.Start(c); err != nil {
 		return CommandResult{}, fmt.Errorf("run_command %q: start sh in %s: %w", cmd, l.Dir, err)
 	}
-	waitErr := c.Wait()
-	// Whatever is left of the group (background jobs, a child that ignored
-	// SIGTERM) dies with the request: the daemon leaves no orphans.
-	_ = killGroup(c.Process.Pid, syscall.SIGKILL)
+	// On timeout or cancel the whole group gets SIGTERM, then SIGKILL after
+	// the grace period; whatever is left of the group when the shell exits
+	// (background jobs) dies with the request: the daemon leaves no orphans.
+	waitErr := proc.Wait(runCtx, c, l.grace())
 
-	res := CommandResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: -1}
+	res := CommandResult{Stdout: cappedText(stdout, max), Stderr: cappedText(stderr, max), ExitCode: -1}
 	if c.ProcessState != nil {
 		res.ExitCode = c.ProcessState.ExitCode()
 	}
@@ -388,44 +372,11 @@ func (l *Local) RunCommand(ctx context.Context, cmd string, timeout time.Duratio
 	return res, nil
 }
 
-// killGroup signals a whole process group; "already gone" is success.
-func killGroup(pgid int, sig syscall.Signal) error {
-	if pgid <= 0 {
-		return nil
+// cappedText is what a command printed, with a line saying how much was
+// dropped past the first max bytes.
+func cappedText(c *proc.Capped, max int) string {
+	if c.Dropped() == 0 {
+		return c.String()
 	}
-	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	return nil
-}
-
-// cappedBuffer keeps the first max bytes written and counts the rest. It
-// never returns a short write, so the child is not killed by SIGPIPE merely
-// for being chatty.
-type cappedBuffer struct {
-	buf     bytes.Buffer
-	max     int
-	dropped int64
-}
-
-var _ io.Writer = (*cappedBuffer)(nil)
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	room := b.max - b.buf.Len()
-	if room >= len(p) {
-		b.buf.Write(p)
-		return len(p), nil
-	}
-	if room > 0 {
-		b.buf.Write(p[:room])
-	}
-	b.dropped += int64(len(p) - max(room, 0))
-	return len(p), nil
-}
-
-func (b *cappedBuffer) String() string {
-	if b.dropped == 0 {
-		return b.buf.String()
-	}
-	return fmt.Sprintf("%s\n[card: output truncated, %d bytes dropped after the first %d]\n", b.buf.String(), b.dropped, b.max)
+	return fmt.Sprintf("%s\n[card: output truncated, %d bytes dropped after the first %d]\n", c.String(), c.Dropped(), max)
 }

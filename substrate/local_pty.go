@@ -8,10 +8,12 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // Bounds of the local PTY. A terminal is an open-ended process a client may
@@ -33,6 +35,9 @@ const (
 	// ptyExitedTTL is how long an exited, never-collected session is kept
 	// for a late PTYRead before the next PTYStart reaps it.
 	ptyExitedTTL = 5 * time.Minute
+	// ptyReaderWait bounds how long killing a terminal waits for its output
+	// pump to stop after the master is closed.
+	ptyReaderWait = time.Second
 )
 
 type ptyTable struct {
@@ -46,6 +51,9 @@ type ptySession struct {
 	pid  int
 	cmd  *exec.Cmd
 	ptmx *os.File
+	// tty is the terminal's device (/dev/pts/N): a process still holding it
+	// is part of the terminal even after it left the session.
+	tty string
 
 	mu       sync.Mutex
 	buf      []byte
@@ -89,21 +97,25 @@ func (l *Local) PTYStart(ctx context.Context, cmd string) (int, error) {
 		return 0, fmt.Errorf("pty_start %q: %d terminals are already open; kill one with pty_kill first", cmd, n)
 	}
 
-	c := exec.Command("sh", "-c", cmd)
+	c := exec.Command("/bin/sh", "-c", cmd)
 	c.Dir = l.Dir
-	env := commandEnv(os.Environ())
-	if os.Getenv("TERM") == "" {
-		env = append(env, "TERM=xterm-256color")
-	}
-	c.Env = env
+	c.Env = proc.NewEnv(l.Env).SetDefault("TERM", "xterm-256color").List()
 	ptmx, err := pty.StartWithSize(c, &pty.Winsize{Rows: 24, Cols: 80})
 	if err != nil {
 		return 0, fmt.Errorf("pty_start %q: start sh in %s on a pty: %w", cmd, l.Dir, err)
+	}
+	var tty string
+	if f, ok := c.Stdin.(*os.File); ok {
+		tty = f.Name()
+	}
+	if p, err := pollable(ptmx); err == nil {
+		ptmx = p
 	}
 	s := &ptySession{
 		pid:        c.Process.Pid,
 		cmd:        c,
 		ptmx:       ptmx,
+		tty:        tty,
 		notify:     make(chan struct{}, 1),
 		exited:     make(chan struct{}),
 		readerDone: make(chan struct{}),
@@ -114,6 +126,32 @@ func (l *Local) PTYStart(ctx context.Context, cmd string) (int, error) {
 	t.sessions[s.pid] = s
 	t.mu.Unlock()
 	return s.pid, nil
+}
+
+// pollable returns a non-blocking duplicate of the terminal's master,
+// registered with Go's poller, and closes f. creack/pty leaves the master in
+// blocking mode (its ioctls go through File.Fd), and a blocking read cannot be
+// interrupted: Close waits for it, and the read waits for every holder of the
+// terminal to let go, which a process that escaped the session may never do.
+func pollable(f *os.File) (*os.File, error) {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd, derr := -1, error(nil)
+	if err := raw.Control(func(fd uintptr) { nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		_ = unix.Close(nfd)
+		return nil, err
+	}
+	p := os.NewFile(uintptr(nfd), f.Name())
+	_ = f.Close()
+	return p, nil
 }
 
 // pump copies terminal output into the session buffer until the terminal
@@ -142,11 +180,12 @@ func (s *ptySession) pump() {
 	}
 }
 
-// wait reaps the process, then kills what is left of its session's group so
-// no background job outlives the terminal.
+// wait reaps the process, then kills what is left of its session (jobs in
+// groups of their own included) and whatever still holds the terminal, so no
+// background job outlives it.
 func (s *ptySession) wait() {
 	err := s.cmd.Wait()
-	_ = killGroup(s.pid, syscall.SIGKILL)
+	proc.EndSession(context.Background(), s.pid, s.tty, 0, nil)
 	s.mu.Lock()
 	s.exitErr = err
 	s.exitedAt = time.Now()
@@ -275,14 +314,33 @@ func (l *Local) PTYResize(_ context.Context, pid int, rows, cols uint16) error {
 	if err != nil {
 		return err
 	}
-	if err := pty.Setsize(s.ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
+	if err := setSize(s.ptmx, rows, cols); err != nil {
 		return fmt.Errorf("pty_resize of pty %d: %w", pid, err)
 	}
 	return nil
 }
 
-// PTYKill ends the terminal's whole process group (SIGTERM, then SIGKILL
-// after the grace period), reaps it and forgets the session.
+// setSize resizes the terminal through the file's own descriptor access:
+// pty.Setsize goes through File.Fd, which would put the master back into
+// blocking mode.
+func setSize(f *os.File, rows, cols uint16) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := raw.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); err != nil {
+		return err
+	}
+	return ierr
+}
+
+// PTYKill ends every process of the terminal's session and every process
+// still holding the terminal (SIGTERM, then SIGKILL after the grace period),
+// reaps the leader and forgets the session. A shell with job control puts
+// jobs in process groups of their own, so the leader's group is not enough.
 func (l *Local) PTYKill(ctx context.Context, pid int) error {
 	t, err := l.table()
 	if err != nil {
@@ -297,23 +355,19 @@ func (l *Local) PTYKill(ctx context.Context, pid int) error {
 	return nil
 }
 
-// kill terminates and reaps the session. It always finishes: SIGKILL cannot
-// be ignored, and closing ptmx releases the output pump.
+// kill terminates the session and waits, bounded, for it to be reaped.
+// ctx ending cuts the grace short. It never blocks on the output pump:
+// closing the (non-blocking) master ends its read at once, and the wait for
+// that is bounded too, in case the master could not be made pollable.
 func (s *ptySession) kill(ctx context.Context, grace time.Duration) {
-	if !isClosed(s.exited) {
-		_ = killGroup(s.pid, syscall.SIGTERM)
-		timer := time.NewTimer(grace)
-		select {
-		case <-s.exited:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		_ = killGroup(s.pid, syscall.SIGKILL)
-		<-s.exited
-	}
+	proc.EndSession(ctx, s.pid, s.tty, grace, s.exited)
 	_ = s.ptmx.Close()
-	<-s.readerDone
+	t := time.NewTimer(ptyReaderWait)
+	defer t.Stop()
+	select {
+	case <-s.readerDone:
+	case <-t.C:
+	}
 }
 
 // reapExpired forgets sessions that exited long ago and were never read.

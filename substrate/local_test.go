@@ -11,14 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/substrate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// startupEnv is the environment a daemon would have read at startup.
+func startupEnv() map[string]string { return proc.EnvMap(os.Environ()) }
+
 func newLocal(t *testing.T) *substrate.Local {
 	t.Helper()
-	l := substrate.NewLocal()
+	l := substrate.NewLocal(startupEnv())
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
@@ -132,18 +136,6 @@ func TestLocalRunCommandRunsInTheConfiguredDirectory(t *testing.T) {
 	assert.Equal(t, dir, strings.TrimSpace(out.Stdout))
 }
 
-// processAlive reports whether pid is running. A zombie counts as dead: it
-// has been killed and only waits for its (re)parent to reap it.
-func processAlive(pid int) bool {
-	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) {
-			return stat[i+2] != 'Z'
-		}
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 func TestLocalTimeoutEndsTheWholeProcessGroupAndSaysSo(t *testing.T) {
 	l := newLocal(t)
 	l.KillGrace = 200 * time.Millisecond
@@ -158,7 +150,7 @@ func TestLocalTimeoutEndsTheWholeProcessGroupAndSaysSo(t *testing.T) {
 
 	pid, perr := strconv.Atoi(strings.TrimSpace(out.Stdout))
 	require.NoError(t, perr, "partial output is kept: %q", out.Stdout)
-	require.Eventually(t, func() bool { return !processAlive(pid) }, 2*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return !proc.Alive(pid) }, 2*time.Second, 20*time.Millisecond,
 		"background child %d survived the timeout", pid)
 }
 
@@ -167,7 +159,7 @@ func TestLocalLeavesNoBackgroundJobBehindAfterACommandExits(t *testing.T) {
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(out.Stdout))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !processAlive(pid) }, 2*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return !proc.Alive(pid) }, 2*time.Second, 20*time.Millisecond)
 }
 
 func TestLocalCancelStopsTheCommand(t *testing.T) {
@@ -275,4 +267,57 @@ func TestLocalReadTextRefusesInvalidUTF8AndGeneratedFilesStillRead(t *testing.T)
 		require.NoError(t, err)
 		assert.Contains(t, status, "Pid:", "a file reporting size 0 is still read")
 	}
+}
+
+// daemonOnly are variables of the daemon's own environment that no command,
+// terminal or bridge may inherit.
+var daemonOnly = map[string]string{
+	"NOTIFY_SOCKET":  "/run/systemd/notify",
+	"CAR_INVOKED_BY": "claude-code",
+	"CARD_RUN_ID":    "run_from_a_parent_daemon",
+	"GIT_DIR":        "/elsewhere/.git",
+}
+
+// withDaemonOnly is the startup environment plus daemonOnly and a variable
+// the children must keep.
+func withDaemonOnly() map[string]string {
+	env := startupEnv()
+	for k, v := range daemonOnly {
+		env[k] = v
+	}
+	env["CARD_TEST_KEEP"] = "kept"
+	return env
+}
+
+// assertStripped checks an `env` listing: the daemon's own variables are
+// gone, the ordinary one is there, and nothing set in the live process
+// environment after startup leaked in.
+func assertStripped(t *testing.T, listing string) {
+	t.Helper()
+	vars := proc.EnvMap(strings.Split(strings.ReplaceAll(listing, "\r", ""), "\n"))
+	for k := range daemonOnly {
+		assert.NotContains(t, vars, k, "a child must not inherit %s", k)
+	}
+	assert.Equal(t, "kept", vars["CARD_TEST_KEEP"])
+	assert.NotContains(t, vars, "CARD_TEST_LIVE_ONLY", "the environment is the one read at startup, not the live one")
+}
+
+func TestCommandsAndTerminalsGetTheStrippedStartupEnvironment(t *testing.T) {
+	ctx := context.Background()
+	l := substrate.NewLocal(withDaemonOnly())
+	t.Cleanup(func() { _ = l.Close() })
+	t.Setenv("CARD_TEST_LIVE_ONLY", "1")
+	for k, v := range daemonOnly {
+		t.Setenv(k, v)
+	}
+
+	out, err := l.RunCommand(ctx, "env", 10*time.Second)
+	require.NoError(t, err)
+	assertStripped(t, out.Stdout)
+
+	pid, err := l.PTYStart(ctx, "env; echo END-OF-''ENV; sleep 30")
+	require.NoError(t, err)
+	listing := readUntil(t, l, pid, "END-OF-ENV")
+	assertStripped(t, listing)
+	assert.Contains(t, listing, "TERM=", "a terminal always has a TERM")
 }

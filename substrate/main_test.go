@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 func serveStdioBridge() int {
-	local := substrate.NewLocal()
+	local := substrate.NewLocal(startupEnv())
 	defer local.Close()
 	b := bridgetest.New(local)
 	if n, err := strconv.Atoi(os.Getenv(dieEnv)); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 type recordedCall struct {
@@ -399,7 +402,7 @@ func TestMCPPathStateRunsAQuotedShellTestAndMapsItsExitCode(t *testing.T) {
 }
 
 func TestShellQuoteSurvivesTheShell(t *testing.T) {
-	l := NewLocal()
+	l := NewLocal(proc.EnvMap(os.Environ()))
 	for _, s := range []string{"plain", "it's", `a"b`, "$HOME `x`", "'", ""} {
 		out, err := l.RunCommand(context.Background(), "printf %s "+shellQuote(s), 5*time.Second)
 		require.NoError(t, err)
@@ -427,19 +430,15 @@ func TestOnlyNotFoundProvesAPathMissing(t *testing.T) {
 	}
 }
 
-func TestCommandsDoNotInheritGitRedirects(t *testing.T) {
-	env := commandEnv([]string{"PATH=/bin", "GIT_DIR=/elsewhere/.git", "GIT_WORK_TREE=/elsewhere", "GIT_AUTHOR_NAME=me"})
-	assert.Equal(t, []string{"PATH=/bin", "GIT_AUTHOR_NAME=me"}, env)
-}
-
-func TestCappedBufferKeepsTheHeadAndSaysWhatItDropped(t *testing.T) {
-	b := &cappedBuffer{max: 4}
-	n, err := b.Write([]byte("abcdef"))
-	require.NoError(t, err)
-	assert.Equal(t, 6, n, "never a short write, so the child is not killed by SIGPIPE")
+func TestCappedOutputKeepsTheHeadAndSaysWhatItDropped(t *testing.T) {
+	b := &proc.Capped{Head: 4}
+	_, _ = b.Write([]byte("abcdef"))
 	_, _ = b.Write([]byte("gh"))
-	assert.True(t, strings.HasPrefix(b.String(), "abcd\n"))
-	assert.Contains(t, b.String(), "4 bytes dropped")
+	assert.True(t, strings.HasPrefix(cappedText(b, 4), "abcd\n"))
+	assert.Contains(t, cappedText(b, 4), "4 bytes dropped after the first 4")
+	small := &proc.Capped{Head: 4}
+	_, _ = small.Write([]byte("ab"))
+	assert.Equal(t, "ab", cappedText(small, 4), "nothing dropped, no marker")
 }
 
 func TestAFailedReconnectIsRetriedAndAClosedSubstrateIsTagged(t *testing.T) {

@@ -230,7 +230,7 @@ func TestOpenReachesAStdioBridgeSubprocess(t *testing.T) {
 		Command: []string{testBinary(t), "-test.run=^$"},
 		Env:     map[string]string{bridgeEnv: "1", "GORACE": noExitSleep},
 		Timeout: 10 * time.Second,
-	}})
+	}}, startupEnv())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, closer.Close()) }()
 	assert.Equal(t, "vm", s.Name())
@@ -254,7 +254,7 @@ func TestACrashedStdioBridgeIsRestartedAndTheDroppedCallRetried(t *testing.T) {
 		Command: []string{testBinary(t), "-test.run=^$"},
 		Env:     map[string]string{bridgeEnv: "1", dieEnv: "2", "GORACE": noExitSleep},
 		Timeout: 10 * time.Second,
-	}})
+	}}, startupEnv())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, closer.Close()) }()
 
@@ -274,7 +274,7 @@ func TestOpenReachesAStreamableHTTPBridge(t *testing.T) {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.Server }, nil))
 	defer srv.Close()
 
-	s, closer, err := substrate.Open(ctx, substrate.Config{MCP: &substrate.MCPConfig{Name: "remote", URL: srv.URL}})
+	s, closer, err := substrate.Open(ctx, substrate.Config{MCP: &substrate.MCPConfig{Name: "remote", URL: srv.URL}}, startupEnv())
 	require.NoError(t, err)
 	out, err := s.RunCommand(ctx, "echo http", 5*time.Second)
 	require.NoError(t, err)
@@ -284,7 +284,7 @@ func TestOpenReachesAStreamableHTTPBridge(t *testing.T) {
 
 func TestOpenWithoutABridgeIsLocalAndHonoursReadOnly(t *testing.T) {
 	ctx := context.Background()
-	s, closer, err := substrate.Open(ctx, substrate.Config{})
+	s, closer, err := substrate.Open(ctx, substrate.Config{}, startupEnv())
 	require.NoError(t, err)
 	defer closer.Close()
 	assert.Equal(t, "local", s.Name())
@@ -292,7 +292,7 @@ func TestOpenWithoutABridgeIsLocalAndHonoursReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ok\n", out.Stdout)
 
-	ro, roCloser, err := substrate.Open(ctx, substrate.Config{ReadOnly: true})
+	ro, roCloser, err := substrate.Open(ctx, substrate.Config{ReadOnly: true}, startupEnv())
 	require.NoError(t, err)
 	defer roCloser.Close()
 	_, err = ro.RunCommand(ctx, "echo ok", 0)
@@ -313,7 +313,7 @@ func TestOpenExplainsABadBridgeConfiguration(t *testing.T) {
 	}
 	for _, tc := range cases {
 		cfg := tc.cfg
-		_, closer, err := substrate.Open(ctx, substrate.Config{MCP: &cfg})
+		_, closer, err := substrate.Open(ctx, substrate.Config{MCP: &cfg}, startupEnv())
 		require.ErrorContains(t, err, tc.want)
 		assert.Nil(t, closer)
 	}
@@ -364,7 +364,7 @@ func TestABridgeThatKeepsDyingIsGivenUpOnAfterThreeAttemptsAndTagged(t *testing.
 		Command: []string{testBinary(t), "-test.run=^$"},
 		Env:     map[string]string{bridgeEnv: "1", dieEnv: "1", "GORACE": noExitSleep},
 		Timeout: 10 * time.Second,
-	}})
+	}}, startupEnv())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, closer.Close()) }()
 	_, err = s.RunCommand(ctx, "echo never", 0)
@@ -372,4 +372,31 @@ func TestABridgeThatKeepsDyingIsGivenUpOnAfterThreeAttemptsAndTagged(t *testing.
 	assert.True(t, strings.HasPrefix(err.Error(), substrate.TransportErrorPrefix), err.Error())
 	assert.Contains(t, err.Error(), `"echo never"`)
 	assert.Contains(t, err.Error(), "gave up after 3 attempts")
+}
+
+func TestAStdioBridgeGetsTheStrippedStartupEnvironment(t *testing.T) {
+	ctx := context.Background()
+	envFile := filepath.Join(t.TempDir(), "bridge.env")
+	startup := withDaemonOnly()
+	t.Setenv("CARD_TEST_LIVE_ONLY", "1")
+	for k, v := range daemonOnly {
+		t.Setenv(k, v)
+	}
+	s, closer, err := substrate.Open(ctx, substrate.Config{MCP: &substrate.MCPConfig{
+		Name: "vm",
+		// The bridge records its own environment, then becomes the test
+		// bridge (exec keeps the process and its environment).
+		Command: []string{"sh", "-c", `env > "$0"; exec "$1" -test.run='^$'`, envFile, testBinary(t)},
+		Env:     map[string]string{bridgeEnv: "1", "GORACE": noExitSleep},
+		Timeout: 10 * time.Second,
+	}}, startup)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, closer.Close()) }()
+	_, err = s.RunCommand(ctx, "true", 10*time.Second)
+	require.NoError(t, err)
+
+	b, err := os.ReadFile(envFile)
+	require.NoError(t, err)
+	assertStripped(t, string(b))
+	assert.Contains(t, string(b), bridgeEnv+"=1\n", "the configured env is added")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
@@ -89,7 +90,7 @@ func newDetector(t *testing.T, home, pathValue string, extraEnv ...string) *dete
 	t.Helper()
 	d := detect.New(detect.Options{
 		Search: detect.NewSearchPath(pathValue), Home: home,
-		Env: append([]string{"HOME=" + home, "PATH=" + pathValue}, extraEnv...),
+		Env: proc.EnvMap(append([]string{"HOME=" + home, "PATH=" + pathValue}, extraEnv...)),
 		// t.TempDir lives under /tmp; the scratch-dir rule is detect's own
 		// business and tested there.
 		ScratchDirs:  []string{},

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -31,13 +32,16 @@ type harness struct {
 func buildCard(ctx context.Context, out string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/card")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/card")
 	cmd.Dir = moduleRoot()
+	cmd.Env = os.Environ()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	if err := cmd.Run(); err != nil {
+	err := proc.Start(cmd)
+	if err == nil {
+		err = proc.Wait(ctx, cmd, 0)
+	}
+	if err != nil {
 		return fmt.Errorf("go build ./cmd/card in %s: %v\n%s", cmd.Dir, err, stderr.String())
 	}
 	return nil
@@ -100,7 +104,7 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.Env = append(os.Environ(), s.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = proc.NewGroup()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s serve: %w", h.bin, err)
@@ -157,7 +161,7 @@ func (d *liveDaemon) stop(grace time.Duration) (int, error) {
 		d.kill()
 		return -1, fmt.Errorf("card serve did not exit within %s of SIGTERM", grace)
 	}
-	_ = syscall.Kill(-d.pid(), syscall.SIGKILL) // anything left in its group
+	proc.EndGroup(context.Background(), d.pid(), 0, d.exited) // anything left in its group
 	return d.cmd.ProcessState.ExitCode(), nil
 }
 
@@ -169,7 +173,7 @@ func (d *liveDaemon) crash() {
 }
 
 func (d *liveDaemon) kill() {
-	_ = syscall.Kill(-d.pid(), syscall.SIGKILL)
+	proc.EndGroup(context.Background(), d.pid(), 0, d.exited)
 	<-d.exited
 }
 

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/proc"
 )
 
 // storeWriterArg re-executes the soak binary as a process that does nothing
@@ -84,7 +84,7 @@ func phaseStore(ctx context.Context, h *harness) *result {
 	for round := 1; round <= rounds && ctx.Err() == nil; round++ {
 		cmd := exec.Command(self, storeWriterArg, db)
 		cmd.Dir = h.tmp
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = proc.NewGroup()
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -117,7 +117,7 @@ func phaseStore(ctx context.Context, h *harness) *result {
 					got = append(got, id)
 				}
 			case <-killAt:
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				proc.EndGroup(ctx, cmd.Process.Pid, 0, nil) // SIGKILL, no grace: a crash
 				killAt = nil
 			}
 		}

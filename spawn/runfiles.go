@@ -1,0 +1,98 @@
+package spawn
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// The plan's private files and environment: what a run writes and sets for
+// the agent besides its argv.
+
+// writePrivateFiles creates a 0700 directory holding each file at 0600 (or
+// narrower). A system prompt in argv is readable by every local user via
+// ps; in this file it is readable by the daemon's user only.
+func writePrivateFiles(parent string, files []PlanFile) (string, error) {
+	dir, err := os.MkdirTemp(parent, "card-run-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	if strings.ContainsAny(dir, "\"\\\n{}") {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("temporary directory %q has characters that cannot be quoted safely; set TMPDIR to a plain path", dir)
+	}
+	for _, f := range files {
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o600
+		}
+		if mode&0o077 != 0 || f.Path == "" || filepath.Base(f.Path) != f.Path || f.Path == "." || f.Path == ".." {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("plan file %q: must be a plain name with mode 0600 or narrower", f.Path)
+		}
+		fh, err := os.OpenFile(filepath.Join(dir, f.Path), os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if err == nil {
+			_, err = fh.Write(f.Content)
+			if cerr := fh.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+func substituteFiles(args []string, env map[string]string, dir string) ([]string, map[string]string) {
+	sub := func(s string) string {
+		for strings.Contains(s, filePrefix) {
+			i := strings.Index(s, filePrefix)
+			j := strings.Index(s[i:], "}}")
+			if j < 0 {
+				return s
+			}
+			name := s[i+len(filePrefix) : i+j]
+			s = s[:i] + filepath.Join(dir, name) + s[i+j+2:]
+		}
+		return s
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = sub(a)
+	}
+	outEnv := make(map[string]string, len(env))
+	for k, v := range env {
+		outEnv[k] = sub(v)
+	}
+	return out, outEnv
+}
+
+// mergeEnv is base with add applied on top (same key replaced), in a stable
+// order.
+func mergeEnv(base []string, add map[string]string) []string {
+	out := make([]string, 0, len(base)+len(add))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, over := add[k]; over {
+			continue
+		}
+		out = append(out, kv)
+	}
+	keys := make([]string, 0, len(add))
+	for k := range add {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+add[k])
+	}
+	return out
+}
