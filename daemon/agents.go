@@ -2,7 +2,7 @@ package daemon
 
 import (
 	"context"
-	"errors"
+
 	"path/filepath"
 	"time"
 
@@ -119,7 +119,7 @@ func (d *Daemon) setupAgents() error {
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
-			return nil, agentError(err)
+			return nil, err
 		}
 		return h, nil
 	})
@@ -140,24 +140,4 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 		out[i] = s
 	}
 	return out
-}
-
-// agentError maps detection's typed errors onto the wire.
-func agentError(err error) error {
-	var unknown *detect.UnknownAdapterError
-	if errors.As(err, &unknown) {
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
-			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}
-	}
-	var missing *detect.NotInstalledError
-	if errors.As(err, &missing) {
-		return &rpc.Error{Code: rpc.CodeAgentNotInstalled, Message: missing.Error(),
-			Data: map[string]any{"adapter": missing.ID, "binary": missing.Binary, "pin_env": missing.PinEnv, "install_hint": missing.InstallHint}}
-	}
-	var unusable *detect.UnusableError
-	if errors.As(err, &unusable) {
-		return &rpc.Error{Code: rpc.CodeAgentUnusable, Message: unusable.Error(),
-			Data: map[string]any{"adapter": unusable.ID, "path": unusable.Path, "reason": unusable.Reason}}
-	}
-	return err
 }

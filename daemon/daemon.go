@@ -190,6 +190,11 @@ func (d *Daemon) Start() error {
 			AllowedOrigins: d.cfg.AllowedOrigins,
 			AllowedHosts:   d.cfg.AllowedHosts,
 			Port:           port,
+			Hints: rpc.GateHints{
+				TokenFile:      "<home>/token",
+				RotateToken:    "`card token rotate`",
+				OriginsSetting: "allowed_origins in " + ConfigFileName,
+			},
 		},
 		ReadLimit:   d.cfg.MaxMessageBytes,
 		MaxConns:    d.cfg.MaxConnections,
@@ -281,6 +286,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 
 // setup builds the pieces and registers the methods.
 func (d *Daemon) setup() error {
+	d.registry.RegisterCodes(codes...)
+	d.registry.MapErrors(wireError)
 	d.registerInfo()
 	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSubstrate, d.setupDiscover} {
 		if err := step(); err != nil {

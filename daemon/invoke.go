@@ -114,10 +114,7 @@ func (p *InvokeParams) Validate() error {
 	// the guard, so it is reported with its own code.
 	req := p.spawnRequest()
 	req.AllowBypass = true
-	if err := req.Validate(); err != nil {
-		return fieldError(err)
-	}
-	return nil
+	return req.Validate()
 }
 
 // Timeout is the run's deadline, with the default and the clamp applied.
@@ -150,16 +147,6 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
 	}
-}
-
-// fieldError turns spawn's field error into the registry's, so the wire
-// answer names the field the same way as every other -32602.
-func fieldError(err error) error {
-	var fe *spawn.FieldError
-	if errors.As(err, &fe) {
-		return rpc.InvalidField(fe.Field, "%s", fe.Message)
-	}
-	return err
 }
 
 // InvokeResult is a finished run: the agent's result in CAR's names plus
@@ -197,51 +184,69 @@ type gateInput struct {
 	ShuttingDown bool
 }
 
-// refusal is a gate's no: the wire error and the text recorded on the run.
-type refusal struct {
-	err    *rpc.Error
-	reason string
-}
-
-// gate applies the checks in their documented order — guard, bypass,
-// installed/usable, unenforced read-only, concurrency — and returns the
-// seeded ancestry (recorded on the run either way) and the first refusal.
-// The guard comes first because a looping call must be stopped whatever else
-// is wrong with it, and the cap last because it is the only transient one.
-func gate(in gateInput) ([]string, *refusal) {
+// gate applies the checks in their documented order — guard, shutting down,
+// bypass, installed/usable, unenforced read-only, concurrency — and returns
+// the seeded ancestry (recorded on the run either way) and the first
+// refusal. The guard comes first because a looping call must be stopped
+// whatever else is wrong with it, and the cap last because it is the only
+// transient one.
+func gate(in gateInput) ([]string, error) {
 	ref, seeded := in.Guard.Check(in.Adapter, in.InvokedBy)
 	if ref != nil {
-		return seeded, &refusal{reason: ref.Error(), err: &rpc.Error{Code: rpc.CodeGuardRefused, Message: ref.Error(),
-			Data: map[string]any{"adapter": ref.Adapter, "ancestry": ref.Ancestry, "max_chain": ref.MaxChain, "reason": ref.Reason}}}
+		return seeded, ref
 	}
 	if in.ShuttingDown {
-		msg := "the daemon is shutting down and starts no new runs; retry once it is back"
-		return seeded, &refusal{reason: msg, err: &rpc.Error{Code: rpc.CodeShuttingDown, Message: msg}}
+		return seeded, errShuttingDown
 	}
 	if in.Mode == spawn.ModeBypass && !in.AllowBypass {
-		be := &spawn.BypassRefusedError{Adapter: in.Adapter}
-		return seeded, &refusal{reason: be.Error(), err: &rpc.Error{Code: rpc.CodeBypassNotAllowed, Message: be.Error(),
-			Data: map[string]any{"adapter": in.Adapter, "permission_mode": string(spawn.ModeBypass), "config_key": "allow_bypass"}}}
+		return seeded, &spawn.BypassRefusedError{Adapter: in.Adapter}
 	}
 	if in.BinaryErr != nil {
-		e := rpc.ToError(agentError(in.BinaryErr))
-		return seeded, &refusal{reason: e.Message, err: e}
+		return seeded, in.BinaryErr
 	}
 	if in.ReadOnly == detect.NotEnforced && (in.Mode == "" || in.Mode == spawn.ModeReadOnly) && !in.Acknowledge {
-		msg := fmt.Sprintf("%s cannot enforce read_only: nothing stops the agent from writing files or running commands, "+
-			"so read_only is only a request to the model. Pass acknowledge_unenforced_read_only = true to run it anyway, "+
-			"or use an adapter whose read_only is enforced", in.Adapter)
-		return seeded, &refusal{reason: msg, err: &rpc.Error{Code: rpc.CodeUnenforcedReadOnly, Message: msg,
-			Data: map[string]any{"adapter": in.Adapter, "read_only_enforcement": string(in.ReadOnly), "field": "acknowledge_unenforced_read_only"}}}
+		return seeded, &unenforcedReadOnlyError{Adapter: in.Adapter, Enforcement: in.ReadOnly}
 	}
 	if in.Running >= in.MaxRuns {
-		msg := fmt.Sprintf("card is already running %d agents (max_concurrent_runs = %d); the run was refused, not queued: "+
-			"retry when one ends, or raise max_concurrent_runs in card.toml", in.Running, in.MaxRuns)
-		return seeded, &refusal{reason: msg, err: &rpc.Error{Code: rpc.CodeTooManyRuns, Message: msg,
-			Data: map[string]any{"running": in.Running, "max_concurrent_runs": in.MaxRuns}}}
+		return seeded, &tooManyRunsError{Running: in.Running, Max: in.MaxRuns}
 	}
 	return seeded, nil
 }
+
+// errShuttingDown refuses a run asked for while the daemon shuts down.
+var errShuttingDown = errors.New("the daemon is shutting down and starts no new runs; retry once it is back")
+
+// unenforcedReadOnlyError refuses a read_only run of an adapter that cannot
+// enforce it, unless the request acknowledged that.
+type unenforcedReadOnlyError struct {
+	Adapter     string
+	Enforcement detect.ReadOnlyEnforcement
+}
+
+func (e *unenforcedReadOnlyError) Error() string {
+	return fmt.Sprintf("%s cannot enforce read_only: nothing stops the agent from writing files or running commands, "+
+		"so read_only is only a request to the model. Pass acknowledge_unenforced_read_only = true to run it anyway, "+
+		"or use an adapter whose read_only is enforced", e.Adapter)
+}
+
+// tooManyRunsError refuses a run over max_concurrent_runs: refused, never
+// queued, because a queue would hide from the caller that nothing runs yet.
+type tooManyRunsError struct{ Running, Max int }
+
+func (e *tooManyRunsError) Error() string {
+	return fmt.Sprintf("card is already running %d agents (max_concurrent_runs = %d); the run was refused, not queued: "+
+		"retry when one ends, or raise max_concurrent_runs in card.toml", e.Running, e.Max)
+}
+
+// refusedError is a gate's refusal of a run that was recorded (status
+// refused) as RunID; Err is the refusal.
+type refusedError struct {
+	RunID string
+	Err   error
+}
+
+func (e *refusedError) Error() string { return e.Err.Error() }
+func (e *refusedError) Unwrap() error { return e.Err }
 
 // childEnv is the agent's environment: the daemon's startup environment
 // with PATH set to the resolved search path (a supervisor-started daemon's

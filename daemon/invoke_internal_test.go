@@ -27,42 +27,44 @@ func TestGateRefusesInTheDocumentedOrder(t *testing.T) {
 		code int64
 		fix  func(*gateInput)
 	}{
-		{rpc.CodeGuardRefused, func(in *gateInput) { in.InvokedBy = "" }},
-		{rpc.CodeBypassNotAllowed, func(in *gateInput) { in.Mode = spawn.ModeReadOnly }},
-		{rpc.CodeAgentUnusable, func(in *gateInput) { in.BinaryErr = nil }},
-		{rpc.CodeUnenforcedReadOnly, func(in *gateInput) { in.Acknowledge = true }},
-		{rpc.CodeTooManyRuns, func(in *gateInput) { in.Running = 7 }},
+		{CodeGuardRefused, func(in *gateInput) { in.InvokedBy = "" }},
+		{CodeBypassNotAllowed, func(in *gateInput) { in.Mode = spawn.ModeReadOnly }},
+		{CodeAgentUnusable, func(in *gateInput) { in.BinaryErr = nil }},
+		{CodeUnenforcedReadOnly, func(in *gateInput) { in.Acknowledge = true }},
+		{CodeTooManyRuns, func(in *gateInput) { in.Running = 7 }},
 	}
 	in := all
 	for _, s := range steps {
 		_, ref := gate(in)
-		require.NotNil(t, ref, "want code %d", s.code)
-		assert.Equal(t, s.code, ref.err.Code, ref.err.Message)
-		assert.NotEmpty(t, ref.reason)
+		require.Error(t, ref, "want code %d", s.code)
+		e := rpc.ToError(wireError(ref))
+		assert.Equal(t, s.code, e.Code, e.Message)
+		assert.Equal(t, ref.Error(), e.Message, "the recorded reason is the answer's message")
 		s.fix(&in)
 	}
 	seeded, ref := gate(in)
-	assert.Nil(t, ref)
+	assert.NoError(t, ref)
 	assert.Empty(t, seeded)
 }
 
 func TestAnUnenforcedReadOnlyNeedsTheAcknowledgementOnlyInReadOnlyMode(t *testing.T) {
 	base := gateInput{Adapter: "pi", Guard: guard.Snapshot{MaxChain: 3}, ReadOnly: detect.NotEnforced, MaxRuns: 8}
 	_, ref := gate(base)
-	require.NotNil(t, ref)
-	assert.Equal(t, rpc.CodeUnenforcedReadOnly, ref.err.Code)
-	assert.Contains(t, ref.err.Message, "acknowledge_unenforced_read_only")
-	assert.Contains(t, ref.err.Message, "only a request to the model")
+	require.Error(t, ref)
+	e := rpc.ToError(wireError(ref))
+	assert.Equal(t, CodeUnenforcedReadOnly, e.Code)
+	assert.Contains(t, e.Message, "acknowledge_unenforced_read_only")
+	assert.Contains(t, e.Message, "only a request to the model")
 
 	edit := base
 	edit.Mode = spawn.ModeEdit
 	_, ref = gate(edit)
-	assert.Nil(t, ref, "edit mode promises no read-only, so there is nothing to acknowledge")
+	assert.NoError(t, ref, "edit mode promises no read-only, so there is nothing to acknowledge")
 
 	enforced := base
 	enforced.ReadOnly = detect.EnforcedByOSSandbox
 	_, ref = gate(enforced)
-	assert.Nil(t, ref)
+	assert.NoError(t, ref)
 }
 
 func TestTimeoutDefaultsAndIsClamped(t *testing.T) {

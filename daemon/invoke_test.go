@@ -149,7 +149,7 @@ func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	assert.False(t, cr.Cancelled)
 	assert.Contains(t, cr.Reason, "already ended")
 	err := call(t, c, "agents.cancel", map[string]any{"run_id": "nope"}, &cr)
-	assert.Equal(t, rpc.CodeRunNotFound, rpcCode(t, err).Code)
+	assert.Equal(t, daemon.CodeRunNotFound, rpcCode(t, err).Code)
 }
 
 func waitForRunning(t *testing.T, c *rpc.Client) string {
@@ -258,7 +258,7 @@ func TestSubscribeAfterAReconnectGetsEveryEventExactlyOnce(t *testing.T) {
 	assert.Equal(t, all, replayed)
 
 	err := call(t, c3, "runs.subscribe", map[string]any{"run_id": "nope"}, &sub)
-	assert.Equal(t, rpc.CodeRunNotFound, rpcCode(t, err).Code)
+	assert.Equal(t, daemon.CodeRunNotFound, rpcCode(t, err).Code)
 }
 
 func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
@@ -272,7 +272,7 @@ func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 	}
 	err := rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "stream": true}, nil)
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeTooManyRuns, re.Code)
+	assert.Equal(t, daemon.CodeTooManyRuns, re.Code)
 	assert.Contains(t, re.Message, "max_concurrent_runs")
 	refusedID, _ := errData(t, re)["run_id"].(string)
 	require.NotEmpty(t, refusedID)
@@ -344,7 +344,7 @@ func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	c := rd.client(t, rpc.ClientOptions{})
 	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "x", "permission_mode": "bypass"}, nil))
-	assert.Equal(t, rpc.CodeBypassNotAllowed, re.Code)
+	assert.Equal(t, daemon.CodeBypassNotAllowed, re.Code)
 	assert.Contains(t, re.Message, "allow_bypass")
 	id, _ := errData(t, re)["run_id"].(string)
 	run := waitRun(t, c, id, time.Second)
@@ -357,7 +357,7 @@ func TestAnAgentThatCannotRunIsRefusedWithDetectionsReason(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_GEMINI_BIN=/nonexistent/gemini")
 	c := rd.client(t, rpc.ClientOptions{})
 	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "gemini", "task": "x"}, nil))
-	assert.Contains(t, []int64{rpc.CodeAgentUnusable, rpc.CodeAgentNotInstalled}, re.Code)
+	assert.Contains(t, []int64{daemon.CodeAgentUnusable, daemon.CodeAgentNotInstalled}, re.Code)
 	assert.Contains(t, re.Message, "CAR_GEMINI_BIN")
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
@@ -248,8 +249,8 @@ func (m *runManager) register() {
 			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow as agents.event " +
 			"notifications (they may arrive just before that answer; match them on run_id). A run belongs to the daemon: it " +
 			"goes on when the client disconnects unless cancel_on_disconnect = true.",
-		Errors: []int64{rpc.CodeGuardRefused, rpc.CodeBypassNotAllowed, rpc.CodeAgentNotInstalled, rpc.CodeAgentUnusable,
-			rpc.CodeUnenforcedReadOnly, rpc.CodeTooManyRuns, rpc.CodeShuttingDown},
+		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
+			CodeUnenforcedReadOnly, CodeTooManyRuns, rpc.CodeShuttingDown},
 	}
 	rpc.Register(r, "agents.invoke", invokeDoc, func(ctx context.Context, p InvokeParams) (any, error) {
 		return m.invoke(ctx, p)
@@ -258,7 +259,7 @@ func (m *runManager) register() {
 	rpc.Register(r, "agents.cancel", rpc.Doc{
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",
 		Description: "Answers once the run has ended. A run that already ended is a no-op answer with cancelled = false and a reason.",
-		Errors:      []int64{rpc.CodeRunNotFound},
+		Errors:      []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p CancelParams) (CancelResult, error) {
 		return m.cancel(ctx, p.RunID)
 	})
@@ -274,19 +275,16 @@ func (m *runManager) register() {
 	})
 	rpc.Register(r, "runs.get", rpc.Doc{
 		Summary: "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
-		Errors:  []int64{rpc.CodeRunNotFound},
+		Errors:  []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p GetParams) (store.Run, error) {
 		run, err := m.store.Get(ctx, p.RunID)
-		if errors.Is(err, store.ErrNotFound) {
-			return run, notFound(p.RunID)
-		}
-		return run, err
+		return run, notFound(p.RunID, err)
 	})
 	rpc.Register(r, "runs.subscribe", rpc.Doc{
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them).",
-		Errors: []int64{rpc.CodeRunNotFound},
+		Errors: []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, error) {
 		return m.subscribe(ctx, p)
 	})
@@ -298,17 +296,11 @@ func (m *runManager) register() {
 	})
 }
 
-func notFound(id string) *rpc.Error {
-	return &rpc.Error{Code: rpc.CodeRunNotFound, Message: fmt.Sprintf("no run %q: runs.list shows the recorded runs", id),
-		Data: map[string]any{"run_id": id}}
-}
-
 // invoke gates, records and starts a run.
 func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	d := m.d
 	if _, ok := spawn.Lookup(p.ID); !ok {
-		return nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: fmt.Sprintf("invalid params: id: unknown agent %q; known agents are %v", p.ID, spawn.IDs()),
-			Data: map[string]any{"field": "id", "id": p.ID, "known": spawn.IDs()}}
+		return nil, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
 	}
 	req := p.spawnRequest()
 	req.AllowBypass = true
@@ -318,7 +310,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	// The adapter-specific argv check needs no binary; done here it keeps a
 	// field the CLI cannot honour a -32602 instead of a recorded run.
 	if _, err := spawn.Build("/card/placeholder/"+p.ID, req); err != nil {
-		return nil, fieldError(err)
+		return nil, err
 	}
 	req.AllowBypass = d.cfg.AllowBypass
 	a := d.cfg.Adapters[p.ID]
@@ -332,25 +324,20 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	run.SetTask(p.Task, d.cfg.RecordTasks == nil || *d.cfg.RecordTasks)
 
 	m.mu.Lock()
-	seeded, ref := gate(gateInput{
+	seeded, refusal := gate(gateInput{
 		Adapter: p.ID, InvokedBy: p.InvokedBy, Mode: req.EffectiveMode(), Acknowledge: p.AcknowledgeUnenforcedReadOnly,
 		Guard: d.guard, AllowBypass: d.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
 		Running: m.running, MaxRuns: d.cfg.MaxConcurrentRuns, ShuttingDown: m.closing,
 	})
 	run.Ancestry = seeded
-	if ref != nil {
+	if refusal != nil {
 		m.mu.Unlock()
-		run.Status, run.RefusalReason = store.StatusRefused, ref.reason
+		run.Status, run.RefusalReason = store.StatusRefused, refusal.Error()
 		if err := m.store.Create(context.WithoutCancel(ctx), run); err != nil {
 			m.log.Error("could not record a refused run", zap.String("run_id", run.RunID), zap.Error(err))
 		}
-		if data, ok := ref.err.Data.(map[string]any); ok {
-			data["run_id"] = run.RunID
-		} else {
-			ref.err.Data = map[string]any{"run_id": run.RunID}
-		}
-		m.log.Info("refused a run", zap.String("run_id", run.RunID), zap.String("adapter", p.ID), zap.Int64("code", ref.err.Code))
-		return nil, ref.err
+		m.log.Info("refused a run", zap.String("run_id", run.RunID), zap.String("adapter", p.ID), zap.String("reason", refusal.Error()))
+		return nil, &refusedError{RunID: run.RunID, Err: refusal}
 	}
 	runCtx, cancelCause := context.WithCancelCause(context.WithoutCancel(d.ctx))
 	lr := newLiveRun(run.RunID, p.ID, seeded, cancelCause)
@@ -370,7 +357,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 		m.running--
 		m.mu.Unlock()
 		cancelCause(nil)
-		return nil, fmt.Errorf("could not start run %s: %w", run.RunID, fieldError(err))
+		return nil, fmt.Errorf("could not start run %s: %w", run.RunID, err)
 	}
 
 	runCtx, cancelTimeout := context.WithTimeout(runCtx, p.Timeout())
@@ -598,11 +585,8 @@ func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (Subscrib
 	// A finished run (its outcome and every event are in the store before it
 	// leaves the live set) is replayed from the store.
 	run, err := m.store.Get(ctx, p.RunID)
-	if errors.Is(err, store.ErrNotFound) {
-		return SubscribeResult{}, notFound(p.RunID)
-	}
 	if err != nil {
-		return SubscribeResult{}, err
+		return SubscribeResult{}, notFound(p.RunID, err)
 	}
 	if peer != nil {
 		gateReply := make(chan struct{})
@@ -658,11 +642,8 @@ func (m *runManager) cancel(ctx context.Context, id string) (CancelResult, error
 	m.mu.Unlock()
 	if lr == nil {
 		run, err := m.store.Get(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return CancelResult{}, notFound(id)
-		}
 		if err != nil {
-			return CancelResult{}, err
+			return CancelResult{}, notFound(id, err)
 		}
 		return CancelResult{RunID: id, Status: run.Status,
 			Reason: fmt.Sprintf("run %s already ended with status %s; nothing to cancel", id, run.Status)}, nil

@@ -1,7 +1,7 @@
 // Package docs holds the checks that keep docs/protocol.md true: every
 // registered method and notification has a heading, every JSON example
 // parses and decodes strictly into the Go types the daemon registers, and
-// the error table is rpc.Codes(). Run with CARD_DOCS_CAPTURE=FILE to
+// the error table is the daemon registry's code table. Run with CARD_DOCS_CAPTURE=FILE to
 // capture fresh examples from a live daemon.
 package docs
 
@@ -153,7 +153,8 @@ type wireResponse struct {
 
 // checkExample decodes one marked example into the registered types. It is
 // the part of the doc test that fails when a field is renamed or removed.
-func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[string]rpc.NotificationInfo) error {
+func checkExample(ex example, reg *rpc.Registry) error {
+	methods, notes := byName(reg)
 	raw := json.RawMessage(ex.JSON)
 	switch ex.Kind {
 	case "request", "notification":
@@ -205,7 +206,7 @@ func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[strin
 			return errors.New("a response has jsonrpc 2.0 and exactly one of result and error")
 		}
 		if resp.Error != nil {
-			return checkErrorExample(ex.Method, m, resp.Error)
+			return checkErrorExample(ex.Method, m, resp.Error, reg.Codes())
 		}
 		types := resultAlternatives(ex.Method)
 		if types == nil {
@@ -226,13 +227,13 @@ func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[strin
 
 // checkErrorExample requires the code to be in the table and be one the
 // method may answer with.
-func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error) error {
+func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rpc.CodeInfo) error {
 	known := false
-	for _, c := range rpc.Codes() {
+	for _, c := range table {
 		known = known || c.Code == e.Code
 	}
 	if !known {
-		return fmt.Errorf("error code %d is not in rpc.Codes()", e.Code)
+		return fmt.Errorf("error code %d is not in the registry's code table", e.Code)
 	}
 	allowed := []int64{rpc.CodeParseError, rpc.CodeInvalidRequest, rpc.CodeMethodNotFound, rpc.CodeInvalidParams,
 		rpc.CodeInternalError, rpc.CodeTooManyRequests, rpc.CodeShuttingDown}
@@ -253,15 +254,18 @@ func loadDoc(t *testing.T) parsedDoc {
 	return d
 }
 
-func registry(t *testing.T) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
+func registry(t *testing.T) *rpc.Registry {
 	t.Helper()
-	d := startDaemon(t, t.TempDir(), false)
+	return startDaemon(t, t.TempDir(), false).Registry()
+}
+
+func byName(reg *rpc.Registry) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
 	methods := map[string]rpc.MethodInfo{}
-	for _, m := range d.Registry().Methods() {
+	for _, m := range reg.Methods() {
 		methods[m.Name] = m
 	}
 	notes := map[string]rpc.NotificationInfo{}
-	for _, n := range d.Registry().Notifications() {
+	for _, n := range reg.Notifications() {
 		notes[n.Name] = n
 	}
 	return methods, notes
@@ -269,7 +273,7 @@ func registry(t *testing.T) (map[string]rpc.MethodInfo, map[string]rpc.Notificat
 
 func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := registry(t)
+	methods, notes := byName(registry(t))
 	require.NotEmpty(t, methods)
 	hasHeading := func(name string) bool {
 		for _, h := range doc.Headings {
@@ -289,7 +293,7 @@ func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *test
 
 func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := registry(t)
+	methods, notes := byName(registry(t))
 	seen := map[string]bool{}
 	for _, ex := range doc.JSON {
 		seen[ex.Method+" "+ex.Kind] = true
@@ -308,7 +312,7 @@ func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
 
 func TestEveryJSONBlockParsesAndEveryExampleFitsTheRegisteredTypes(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := registry(t)
+	reg := registry(t)
 	require.NotEmpty(t, doc.JSON)
 	for _, ex := range doc.JSON {
 		if !json.Valid([]byte(ex.JSON)) {
@@ -318,24 +322,25 @@ func TestEveryJSONBlockParsesAndEveryExampleFitsTheRegisteredTypes(t *testing.T)
 		if ex.Method == "" {
 			continue
 		}
-		if err := checkExample(ex, methods, notes); err != nil {
+		if err := checkExample(ex, reg); err != nil {
 			t.Errorf("docs/protocol.md:%d: %s %s example: %v", ex.Line, ex.Method, ex.Kind, err)
 		}
 	}
 }
 
-func TestTheErrorTableIsRPCCodes(t *testing.T) {
+func TestTheErrorTableIsTheRegistrysCodeTable(t *testing.T) {
 	b, err := os.ReadFile(protocolDoc)
 	require.NoError(t, err)
+	table := registry(t).Codes()
 	rowRE := regexp.MustCompile("(?m)^\\| `?(-32[0-9]{3})`? \\| `([a-z_]+)` \\|")
 	rows := map[string]string{}
 	for _, m := range rowRE.FindAllStringSubmatch(string(b), -1) {
 		rows[m[1]] = m[2]
 	}
-	for _, c := range rpc.Codes() {
+	for _, c := range table {
 		assert.Equal(t, c.Name, rows[fmt.Sprint(c.Code)], "error table row for %d", c.Code)
 	}
-	assert.Len(t, rows, len(rpc.Codes()), "the table has codes rpc.Codes() does not")
+	assert.Len(t, rows, len(table), "the document has codes the registry does not")
 }
 
 func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
@@ -346,7 +351,7 @@ func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
 
 // The checker itself must be able to fail, or the tests above prove nothing.
 func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
-	methods, notes := registry(t)
+	reg := registry(t)
 	bad := []example{
 		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.detect","params":{"include_helth":true}}`},
 		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.list_external","params":{}}`},
@@ -357,10 +362,10 @@ func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
 		{Method: "no.such", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"no.such"}`},
 	}
 	for _, ex := range bad {
-		assert.Error(t, checkExample(ex, methods, notes), "%s", ex.JSON)
+		assert.Error(t, checkExample(ex, reg), "%s", ex.JSON)
 	}
 	good := example{Method: "daemon.info", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"daemon.info","params":{}}`}
-	assert.NoError(t, checkExample(good, methods, notes))
+	assert.NoError(t, checkExample(good, reg))
 
 	d, err := parseDoc("## `x`\n\n<!-- example: daemon.info request -->\n```json\n{\"a\":1}\n```\n```json\n{}\n```\n")
 	require.NoError(t, err)

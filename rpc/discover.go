@@ -18,8 +18,8 @@ const OpenRPCVersion = "1.3.2"
 // DiscoverMethod is the OpenRPC service-discovery method name.
 const DiscoverMethod = "rpc.discover"
 
-// componentPrefix is where every named Go type's schema lives in the
-// document, so a type used by ten methods is described once.
+// Every named Go type's schema lives once in components.schemas, so a type
+// used by ten methods is described once; errors live in components.errors.
 const (
 	schemaRefPrefix = "#/components/schemas/"
 	errorRefPrefix  = "#/components/errors/"
@@ -80,8 +80,8 @@ type OpenRPCMethod struct {
 	Params         []ContentDescriptor `json:"params"`
 	Result         ContentDescriptor   `json:"result"`
 	Errors         []OpenRPCReference  `json:"errors,omitempty"`
-	// AliasOf names the method this one is another name for (the CAR
-	// compatibility names); its shapes are the target's.
+	// AliasOf names the method this one is another name for (a name kept
+	// for compatibility); its shapes are the target's.
 	AliasOf string `json:"x-alias-of,omitempty"`
 }
 
@@ -107,7 +107,8 @@ type OpenRPCReference struct {
 	Ref string `json:"$ref"`
 }
 
-// OpenRPCError is an OpenRPC error object, one per row of Codes().
+// OpenRPCError is an OpenRPC error object, one per row of the registry's
+// Codes.
 type OpenRPCError struct {
 	Code    int64  `json:"code"`
 	Message string `json:"message"`
@@ -125,7 +126,7 @@ type OpenRPCComponents struct {
 func RegisterDiscover(r *Registry, info func() ServiceInfo) {
 	Register(r, DiscoverMethod, Doc{
 		Summary:     "This API described as an OpenRPC 1.x document, generated from the method registry.",
-		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), CAR alias names marked with x-alias-of, and the server-to-client notifications in x-notifications.",
+		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), alias names marked with x-alias-of, and the server-to-client notifications in x-notifications.",
 	}, func(ctx context.Context, _ struct{}) (*OpenRPCDocument, error) {
 		return r.OpenRPC(info())
 	})
@@ -157,7 +158,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		doc.Servers = []OpenRPCServer{{Name: "card daemon", URL: info.URL}}
 	}
 	names := map[int64]string{}
-	for _, c := range Codes() {
+	for _, c := range r.Codes() {
 		names[c.Code] = c.Name
 		doc.Components.Errors[c.Name] = OpenRPCError{Code: c.Code, Message: c.Meaning}
 	}
@@ -185,7 +186,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		for _, code := range methodErrors(m.Doc.Errors) {
 			name, ok := names[code]
 			if !ok {
-				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in rpc.Codes(): add it to the table", m.Name, code)
+				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in the registry's code table: register it with RegisterCodes", m.Name, code)
 			}
 			om.Errors = append(om.Errors, OpenRPCReference{Ref: errorRefPrefix + name})
 		}

@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,9 +33,13 @@ type discoverTestEvent struct {
 	Event json.RawMessage `json:"event"`
 }
 
+// codeThingMissing is an application code the test registry registers.
+const codeThingMissing int64 = -32050
+
 func discoverTestRegistry() *Registry {
 	r := NewRegistry()
-	Register(r, "things.list", Doc{Summary: "List things.", Errors: []int64{CodeRunNotFound}},
+	r.RegisterCodes(CodeInfo{Code: codeThingMissing, Name: "thing_missing", Meaning: "No such thing."})
+	Register(r, "things.list", Doc{Summary: "List things.", Errors: []int64{codeThingMissing}},
 		func(ctx context.Context, p discoverTestParams) (discoverTestResult, error) {
 			return discoverTestResult{}, nil
 		})
@@ -151,15 +157,16 @@ func TestDiscoverListsTheMethodsOwnErrorsThenTheStandardOnesAndTheWholeCodeTable
 		refs = append(refs, e.(map[string]any)["$ref"].(string))
 	}
 	assert.Equal(t, []string{
-		"#/components/errors/run_not_found",
+		"#/components/errors/thing_missing",
 		"#/components/errors/invalid_params",
 		"#/components/errors/internal_error",
 		"#/components/errors/too_many_requests",
 		"#/components/errors/shutting_down",
 	}, refs)
 	errs := doc["components"].(map[string]any)["errors"].(map[string]any)
-	assert.Len(t, errs, len(Codes()))
-	for _, c := range Codes() {
+	r := discoverTestRegistry()
+	assert.Len(t, errs, len(Codes())+1, "rpc's own codes and the application's")
+	for _, c := range r.Codes() {
 		require.Contains(t, errs, c.Name)
 		assert.EqualValues(t, c.Code, errs[c.Name].(map[string]any)["code"])
 	}
@@ -197,6 +204,15 @@ func TestDiscoverRefusesAnErrorCodeMissingFromTheTable(t *testing.T) {
 	assert.Contains(t, err.Error(), "bad.codes")
 }
 
+func TestAnApplicationCodeCannotReuseACodeOrNameAlreadyInTheTable(t *testing.T) {
+	r := NewRegistry()
+	r.RegisterCodes(CodeInfo{Code: -32050, Name: "thing_missing", Meaning: "x"})
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: CodeShuttingDown, Name: "stopping", Meaning: "x"}) }, "rpc's own code")
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: -32051, Name: "thing_missing", Meaning: "x"}) }, "a name twice")
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: -32050, Name: "other", Meaning: "x"}) }, "a code twice")
+	assert.Len(t, r.Codes(), len(Codes())+1)
+}
+
 func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
 	r := NewRegistry()
 	assert.Panics(t, func() {
@@ -205,4 +221,40 @@ func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
 	})
 	assert.Panics(t, func() { Notification[struct{}](r, "no.doc", Doc{Summary: "  "}) })
 	assert.Empty(t, r.Methods())
+}
+
+func TestAnErrorIsAnotherWithTheSameCodeWhateverItsMessage(t *testing.T) {
+	err := fmt.Errorf("calling: %w", &Error{Code: codeThingMissing, Message: "no thing 7", Data: map[string]any{"id": 7}})
+	assert.ErrorIs(t, err, &Error{Code: codeThingMissing})
+	assert.NotErrorIs(t, err, &Error{Code: CodeInternalError})
+	assert.NotErrorIs(t, err, errors.New("no thing 7"))
+}
+
+type thingMissing struct{ id int }
+
+func (e *thingMissing) Error() string { return fmt.Sprintf("no thing %d", e.id) }
+
+func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
+	r := discoverTestRegistry()
+	r.MapErrors(func(err error) error {
+		var tm *thingMissing
+		if errors.As(err, &tm) {
+			return &Error{Code: codeThingMissing, Message: tm.Error(), Data: map[string]any{"id": tm.id}}
+		}
+		return err
+	})
+	Register(r, "things.get", Doc{Summary: "One thing.", Errors: []int64{codeThingMissing}},
+		func(ctx context.Context, p struct{}) (struct{}, error) {
+			return struct{}{}, fmt.Errorf("get: %w", &thingMissing{7})
+		})
+	Register(r, "things.fail", Doc{Summary: "Fails plainly."},
+		func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, errors.New("disk on fire") })
+	_, rerr := r.Dispatch(context.Background(), "things.get", nil)
+	require.NotNil(t, rerr)
+	assert.Equal(t, codeThingMissing, rerr.Code)
+	assert.Equal(t, "no thing 7", rerr.Message)
+	_, rerr = r.Dispatch(context.Background(), "things.fail", nil)
+	require.NotNil(t, rerr)
+	assert.Equal(t, CodeInternalError, rerr.Code, "what the mapper does not know stays -32603")
+	assert.Equal(t, "disk on fire", rerr.Message)
 }

@@ -20,8 +20,9 @@ import (
 type Doc struct {
 	Summary     string
 	Description string
-	// Errors lists the application codes (from Codes) the method may answer
-	// with, beyond the standard JSON-RPC ones every method can return.
+	// Errors lists the application codes (from the registry's Codes) the
+	// method may answer with, beyond the standard ones every method can
+	// return.
 	Errors []int64
 }
 
@@ -59,6 +60,8 @@ type Registry struct {
 	mu            sync.RWMutex
 	methods       map[string]*method
 	notifications []NotificationInfo
+	codes         []CodeInfo
+	mapErr        func(error) error
 }
 
 // NewRegistry returns an empty registry.
@@ -93,8 +96,8 @@ func Register[P, R any](r *Registry, name string, doc Doc, fn func(ctx context.C
 }
 
 // Alias registers another name for an existing method, with the same shapes.
-// The CAR-compatible names are aliases, so they cannot drift from the
-// methods they stand for.
+// A name kept for compatibility with another protocol is best an alias: it
+// cannot drift from the method it stands for.
 func (r *Registry) Alias(alias, target string) {
 	r.mu.RLock()
 	m, ok := r.methods[target]
@@ -117,7 +120,7 @@ func (r *Registry) add(name string, m *method) {
 	r.methods[name] = m
 }
 
-// Notify documents a server-to-client notification whose params are P.
+// Notification documents a server-to-client notification whose params are P.
 func Notification[P any](r *Registry, name string, doc Doc) {
 	if strings.TrimSpace(doc.Summary) == "" {
 		panic(fmt.Sprintf("rpc: notification %q registered without a summary", name))
@@ -125,6 +128,41 @@ func Notification[P any](r *Registry, name string, doc Doc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notifications = append(r.notifications, NotificationInfo{Name: name, Doc: doc, Params: reflect.TypeFor[P]()})
+}
+
+// RegisterCodes adds the application's error codes to the table rpc.discover
+// publishes. It panics on a code or name already in the table, rpc's own
+// included: two meanings for one code is a programming error that must fail
+// at startup.
+func (r *Registry) RegisterCodes(codes ...CodeInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range codes {
+		for _, have := range append(Codes(), r.codes...) {
+			if have.Code == c.Code || have.Name == c.Name {
+				panic(fmt.Sprintf("rpc: error code %d %q registered twice (the table has %d %q)", c.Code, c.Name, have.Code, have.Name))
+			}
+		}
+		r.codes = append(r.codes, c)
+	}
+}
+
+// Codes is every error code the registry's methods answer with: rpc's own
+// first, then the application's in the order it registered them.
+func (r *Registry) Codes() []CodeInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append(Codes(), r.codes...)
+}
+
+// MapErrors sets how a handler's (or a Validate method's) error is mapped
+// before ToError's defaults apply. The application maps its domain errors
+// onto its codes there, in one place, so handlers return them as they are.
+// f returns its argument when it has nothing to say about an error.
+func (r *Registry) MapErrors(f func(error) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mapErr = f
 }
 
 // Methods lists every registered method, sorted by name.
@@ -151,6 +189,7 @@ func (r *Registry) Notifications() []NotificationInfo {
 func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMessage) (result any, err *Error) {
 	r.mu.RLock()
 	m, ok := r.methods[name]
+	mapErr := r.mapErr
 	r.mu.RUnlock()
 	if !ok {
 		return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q (rpc.discover lists the methods)", name), Data: map[string]any{"method": name}}
@@ -166,6 +205,9 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 	}()
 	res, herr := m.call(ctx, params)
 	if herr != nil {
+		if mapErr != nil {
+			herr = mapErr(herr)
+		}
 		return nil, ToError(herr)
 	}
 	return res, nil
