@@ -62,6 +62,7 @@ func wireError(err error) error {
 		unenforced *unenforcedReadOnlyError
 		busy       *tooManyRunsError
 		notFound   *runNotFoundError
+		waitEnded  *waitEndedError
 	)
 	switch {
 	case errors.As(err, &refused):
@@ -98,6 +99,11 @@ func wireError(err error) error {
 	case errors.As(err, &busy):
 		return &rpc.Error{Code: CodeTooManyRuns, Message: busy.Error(),
 			Data: map[string]any{"running": busy.Running, "max_concurrent_runs": busy.Max}}
+	case errors.As(err, &waitEnded):
+		// Only a client that withdrew the request reads this answer (one
+		// that went away reads nothing), and it needs the run's id to end
+		// the run or to follow it.
+		return &rpc.Error{Code: rpc.CodeRequestCancelled, Message: waitEnded.Error(), Data: map[string]any{"run_id": waitEnded.RunID}}
 	case errors.As(err, &notFound):
 		return &rpc.Error{Code: CodeRunNotFound, Message: notFound.Error(), Data: map[string]any{"run_id": notFound.RunID}}
 	}
@@ -131,6 +137,20 @@ func substrateError(err error) error {
 	}
 	return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error()}
 }
+
+// waitEndedError is an agents.invoke that stopped waiting for its run
+// because its request was withdrawn or its connection closed. The run goes
+// on: it belongs to the daemon.
+type waitEndedError struct {
+	RunID string
+	Err   error
+}
+
+func (e *waitEndedError) Error() string {
+	return fmt.Sprintf("request cancelled: the client withdrew it with $/cancelRequest; run %s goes on (agents.cancel ends it, runs.subscribe follows it)", e.RunID)
+}
+
+func (e *waitEndedError) Unwrap() error { return e.Err }
 
 // runNotFoundError is an unknown run id in a run-addressed method.
 type runNotFoundError struct{ RunID string }

@@ -142,7 +142,7 @@ type runManager struct {
 	live    map[string]*liveRun
 	running int
 	closing bool
-	wg      sync.WaitGroup // one per live run and per subscription
+	wg      sync.WaitGroup // one per live run
 }
 
 // entry is one event as sent and stored.
@@ -246,13 +246,13 @@ func (m *runManager) register() {
 			"(max_concurrent_runs; a run over the cap is refused, never queued). Every invoke past params validation is recorded " +
 			"as a run, refused ones with status `refused`. Without `stream` the answer is the finished run (InvokeResult: the " +
 			"agent's result plus run_id, adapter, ancestry, status — a failed run is an answer with is_error, not a JSON-RPC error). " +
-			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow as agents.event " +
-			"notifications (they may arrive just before that answer; match them on run_id). A run belongs to the daemon: it " +
+			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow it as agents.event " +
+			"notifications (never before it). A run belongs to the daemon: it " +
 			"goes on when the client disconnects unless cancel_on_disconnect = true.",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
 			CodeUnenforcedReadOnly, CodeTooManyRuns, rpc.CodeShuttingDown},
 	}
-	rpc.Register(r, "agents.invoke", invokeDoc, func(ctx context.Context, p InvokeParams) (any, error) {
+	rpc.RegisterThen(r, "agents.invoke", invokeDoc, func(ctx context.Context, p InvokeParams) (any, rpc.Then, error) {
 		return m.invoke(ctx, p)
 	})
 	r.Alias("agents.invoke_external", "agents.invoke")
@@ -280,12 +280,12 @@ func (m *runManager) register() {
 		run, err := m.store.Get(ctx, p.RunID)
 		return run, notFound(p.RunID, err)
 	})
-	rpc.Register(r, "runs.subscribe", rpc.Doc{
+	rpc.RegisterThen(r, "runs.subscribe", rpc.Doc{
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them).",
 		Errors: []int64{CodeRunNotFound},
-	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, error) {
+	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
 		return m.subscribe(ctx, p)
 	})
 	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
@@ -296,11 +296,12 @@ func (m *runManager) register() {
 	})
 }
 
-// invoke gates, records and starts a run.
-func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
+// invoke gates, records and starts a run. A streamed run's events are sent
+// by the returned Then, after the answer that names the run.
+func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, rpc.Then, error) {
 	d := m.d
 	if _, ok := spawn.Lookup(p.ID); !ok {
-		return nil, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
+		return nil, nil, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
 	}
 	req := p.spawnRequest()
 	req.AllowBypass = true
@@ -310,7 +311,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	// The adapter-specific argv check needs no binary; done here it keeps a
 	// field the CLI cannot honour a -32602 instead of a recorded run.
 	if _, err := spawn.Build("/card/placeholder/"+p.ID, req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.AllowBypass = d.cfg.AllowBypass
 	a := d.cfg.Adapters[p.ID]
@@ -337,7 +338,7 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 			m.log.Error("could not record a refused run", zap.String("run_id", run.RunID), zap.Error(err))
 		}
 		m.log.Info("refused a run", zap.String("run_id", run.RunID), zap.String("adapter", p.ID), zap.String("reason", refusal.Error()))
-		return nil, &refusedError{RunID: run.RunID, Err: refusal}
+		return nil, nil, &refusedError{RunID: run.RunID, Err: refusal}
 	}
 	runCtx, cancelCause := context.WithCancelCause(context.WithoutCancel(d.ctx))
 	lr := newLiveRun(run.RunID, p.ID, seeded, cancelCause)
@@ -357,22 +358,14 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 		m.running--
 		m.mu.Unlock()
 		cancelCause(nil)
-		return nil, fmt.Errorf("could not start run %s: %w", run.RunID, err)
+		return nil, nil, fmt.Errorf("could not start run %s: %w", run.RunID, err)
 	}
 
 	runCtx, cancelTimeout := context.WithTimeout(runCtx, p.Timeout())
-	if d.cfg.CancelOnDisconnect {
-		if peer := rpc.PeerFrom(ctx); peer != nil {
-			peer.OnClose(func() { cancelCause(errDisconnected) })
-		}
-	}
-	var gateReply chan struct{}
-	if p.Stream {
-		if peer := rpc.PeerFrom(ctx); peer != nil {
-			gateReply = make(chan struct{})
-			defer close(gateReply)
-			m.follow(peer, lr, 0, gateReply)
-		}
+	peer := rpc.PeerFrom(ctx)
+	stopWatching := func() bool { return false }
+	if d.cfg.CancelOnDisconnect && peer != nil {
+		stopWatching = context.AfterFunc(peer.Context(), func() { cancelCause(errDisconnected) })
 	}
 	m.log.Info("run started", zap.String("run_id", run.RunID), zap.String("adapter", p.ID),
 		zap.String("mode", run.PermissionMode), zap.String("cwd", run.Cwd), zap.Strings("ancestry", seeded),
@@ -382,18 +375,24 @@ func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
 	go func() {
 		defer m.wg.Done()
 		defer cancelTimeout()
+		defer stopWatching()
 		m.execute(runCtx, lr, plan, p.Task)
 	}()
 
 	if p.Stream {
-		return InvokeAccepted{RunID: run.RunID, Accepted: true, Adapter: p.ID, Ancestry: seeded}, nil
+		accepted := InvokeAccepted{RunID: run.RunID, Accepted: true, Adapter: p.ID, Ancestry: seeded}
+		if peer == nil {
+			return accepted, nil, nil
+		}
+		return accepted, func(ctx context.Context) { follow(ctx, peer, lr, 0) }, nil
 	}
 	select {
 	case <-lr.finished:
-		return lr.result, nil
+		return lr.result, nil, nil
 	case <-ctx.Done():
-		// The client went away; the run is the daemon's and goes on.
-		return nil, ctx.Err()
+		// The client went away or withdrew the request; the run is the
+		// daemon's and goes on.
+		return nil, nil, &waitEndedError{RunID: run.RunID, Err: ctx.Err()}
 	}
 }
 
@@ -521,50 +520,35 @@ func (m *runManager) persist(lr *liveRun, done chan<- struct{}) {
 	}
 }
 
-// follow sends a live run's events after seq to peer, from one goroutine so
-// they arrive in order; a slow client slows only this goroutine. It starts
-// sending once start is closed (nil: at once).
-func (m *runManager) follow(peer *rpc.Peer, lr *liveRun, seq int64, start <-chan struct{}) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if start != nil {
-			<-start
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-peer.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		for {
-			pending, ended, changed := lr.after(seq)
-			for _, e := range pending {
-				if err := peer.Notify(ctx, "agents.event", e.raw); err != nil {
-					return
-				}
-				seq = e.seq
-			}
-			if ended && len(pending) == 0 {
+// follow sends a live run's events after seq to peer until the run's last
+// event or until ctx (the connection) ends. One goroutine per subscription
+// sends them, so they arrive in order and a slow client slows only itself.
+func follow(ctx context.Context, peer *rpc.Peer, lr *liveRun, seq int64) {
+	for {
+		pending, ended, changed := lr.after(seq)
+		for _, e := range pending {
+			if err := peer.Notify(ctx, "agents.event", e.raw); err != nil {
 				return
 			}
-			if len(pending) > 0 {
-				continue
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return
-			}
+			seq = e.seq
 		}
-	}()
+		if ended && len(pending) == 0 {
+			return
+		}
+		if len(pending) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
-// subscribe replays a run and, while it is live, follows it.
-func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (SubscribeResult, error) {
+// subscribe replays a run and, while it is live, follows it. The events are
+// sent by the returned Then, after the answer.
+func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
 	peer := rpc.PeerFrom(ctx)
 	m.mu.Lock()
 	lr := m.live[p.RunID]
@@ -572,33 +556,26 @@ func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (Subscrib
 	if lr != nil {
 		// A live run's events are all in memory (the store has a prefix of
 		// them), so the replay and the follow are one ordered pass.
-		if peer != nil {
-			gateReply := make(chan struct{})
-			defer close(gateReply)
-			m.follow(peer, lr, p.AfterSeq, gateReply)
-		}
+		res := SubscribeResult{RunID: p.RunID, Status: store.StatusRunning, Live: true}
 		if status, ended := lr.outcome(); ended {
-			return SubscribeResult{RunID: p.RunID, Status: status}, nil
+			res = SubscribeResult{RunID: p.RunID, Status: status}
 		}
-		return SubscribeResult{RunID: p.RunID, Status: store.StatusRunning, Live: true}, nil
+		if peer == nil {
+			return res, nil, nil
+		}
+		return res, func(ctx context.Context) { follow(ctx, peer, lr, p.AfterSeq) }, nil
 	}
 	// A finished run (its outcome and every event are in the store before it
 	// leaves the live set) is replayed from the store.
 	run, err := m.store.Get(ctx, p.RunID)
 	if err != nil {
-		return SubscribeResult{}, notFound(p.RunID, err)
+		return SubscribeResult{}, nil, notFound(p.RunID, err)
 	}
-	if peer != nil {
-		gateReply := make(chan struct{})
-		defer close(gateReply)
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			<-gateReply
-			m.replay(peer, p.RunID, p.AfterSeq)
-		}()
+	res := SubscribeResult{RunID: p.RunID, Status: run.Status}
+	if peer == nil {
+		return res, nil, nil
 	}
-	return SubscribeResult{RunID: p.RunID, Status: run.Status}, nil
+	return res, func(ctx context.Context) { m.replay(ctx, peer, p.RunID, p.AfterSeq) }, nil
 }
 
 // outcome is the run's status once its terminal event exists.
@@ -611,16 +588,8 @@ func (lr *liveRun) outcome() (store.Status, bool) {
 	return lr.result.Status, true
 }
 
-func (m *runManager) replay(peer *rpc.Peer, id string, after int64) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-peer.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+// replay sends a finished run's stored events after seq to peer.
+func (m *runManager) replay(ctx context.Context, peer *rpc.Peer, id string, after int64) {
 	for {
 		evs, err := m.store.Events(ctx, id, after, store.DefaultEventsLimit)
 		if err != nil || len(evs) == 0 {
@@ -661,9 +630,9 @@ func (m *runManager) cancel(ctx context.Context, id string) (CancelResult, error
 	return res, nil
 }
 
-// shutdown cancels every live run with errShutdown (recorded interrupted),
-// waits for their groups to end and their outcomes to be written, then for
-// the subscriptions to drain.
+// shutdown cancels every live run with errShutdown (recorded interrupted)
+// and waits for their groups to end and their outcomes to be written.
+// Subscriptions belong to their connections, which are closed before this.
 func (m *runManager) shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.closing = true

@@ -443,6 +443,15 @@ func TestCaptureExamples(t *testing.T) {
 	}
 	raw("parse", `{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]`)
 	raw("batch", `[{"jsonrpc":"2.0","id":101,"method":"daemon.info"},{"jsonrpc":"2.0","method":"daemon.info"},{"jsonrpc":"2.0","id":102,"method":1}]`)
+	// A waiting invoke withdrawn with $/cancelRequest by the id it was sent with.
+	slow := fmt.Sprintf(`{"jsonrpc":"2.0","id":"invoke-7","method":"agents.invoke","params":{"id":"claude-code","task":"SLOW: think for a long time.","cwd":%q}}`, home)
+	withdraw := `{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"invoke-7"}}`
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(slow)))
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(withdraw)))
+	_, msg, err := ws.Read(ctx)
+	require.NoError(t, err)
+	fmt.Fprintf(&c.buf, "<!-- raw: cancel -->\n```\n%s\n%s\n```\n```\n%s\n```\n\n", slow, withdraw, msg)
 	disc, err := os.ReadFile(filepath.Join(home, "daemon.json"))
 	require.NoError(t, err)
 	fmt.Fprintf(&c.buf, "<!-- raw: daemon.json -->\n```\n%s\n```\n\n", bytes.TrimSpace(disc))
@@ -534,7 +543,7 @@ func (c *capturer) drainRun() {
 
 func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotification(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), false)
-	res, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
+	res, _, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)

@@ -20,6 +20,11 @@ const (
 	// a connection over its in-flight cap, a server that is draining.
 	CodeTooManyRequests int64 = -32001
 	CodeShuttingDown    int64 = -32002
+
+	// CodeRequestCancelled is the Language Server Protocol's
+	// RequestCancelled: the client withdrew the request with $/cancelRequest.
+	// It is LSP's number so an editor's JSON-RPC library recognises it.
+	CodeRequestCancelled int64 = -32800
 )
 
 // CodeInfo documents one error code for people and for rpc.discover.
@@ -40,6 +45,7 @@ func Codes() []CodeInfo {
 		{CodeInternalError, "internal_error", "The daemon failed while answering; its log has the detail."},
 		{CodeTooManyRequests, "too_many_requests", "This connection already has the maximum number of requests in flight; wait for answers before sending more."},
 		{CodeShuttingDown, "shutting_down", "The daemon is shutting down and takes no new work."},
+		{CodeRequestCancelled, "request_cancelled", "The client withdrew the request with $/cancelRequest before it was answered."},
 	}
 }
 

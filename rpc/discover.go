@@ -26,9 +26,10 @@ const (
 )
 
 // standardErrors are the codes any method can answer with, whatever its
-// Doc says: the request can be cut short by the transport (-32001, -32002)
-// or fail to decode (-32602) before the handler runs.
-var standardErrors = []int64{CodeInvalidParams, CodeInternalError, CodeTooManyRequests, CodeShuttingDown}
+// Doc says: the request can fail to decode (-32602) before the handler
+// runs, be cut short by the transport (-32001, -32002), or be withdrawn by
+// the client (-32800).
+var standardErrors = []int64{CodeInvalidParams, CodeInternalError, CodeTooManyRequests, CodeShuttingDown, CodeRequestCancelled}
 
 // ServiceInfo is what the registry cannot know about the service it serves:
 // the document's info object and its one server.

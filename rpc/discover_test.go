@@ -57,7 +57,7 @@ func discoverTestRegistry() *Registry {
 // document as generic JSON, so the test sees exactly what goes on the wire.
 func discover(t *testing.T, r *Registry) map[string]any {
 	t.Helper()
-	res, rerr := r.Dispatch(context.Background(), DiscoverMethod, json.RawMessage(`{}`))
+	res, _, rerr := r.Dispatch(context.Background(), DiscoverMethod, json.RawMessage(`{}`))
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -162,6 +162,7 @@ func TestDiscoverListsTheMethodsOwnErrorsThenTheStandardOnesAndTheWholeCodeTable
 		"#/components/errors/internal_error",
 		"#/components/errors/too_many_requests",
 		"#/components/errors/shutting_down",
+		"#/components/errors/request_cancelled",
 	}, refs)
 	errs := doc["components"].(map[string]any)["errors"].(map[string]any)
 	r := discoverTestRegistry()
@@ -249,11 +250,11 @@ func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
 		})
 	Register(r, "things.fail", Doc{Summary: "Fails plainly."},
 		func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, errors.New("disk on fire") })
-	_, rerr := r.Dispatch(context.Background(), "things.get", nil)
+	_, _, rerr := r.Dispatch(context.Background(), "things.get", nil)
 	require.NotNil(t, rerr)
 	assert.Equal(t, codeThingMissing, rerr.Code)
 	assert.Equal(t, "no thing 7", rerr.Message)
-	_, rerr = r.Dispatch(context.Background(), "things.fail", nil)
+	_, _, rerr = r.Dispatch(context.Background(), "things.fail", nil)
 	require.NotNil(t, rerr)
 	assert.Equal(t, CodeInternalError, rerr.Code, "what the mapper does not know stays -32603")
 	assert.Equal(t, "disk on fire", rerr.Message)

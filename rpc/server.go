@@ -1,8 +1,10 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -148,7 +150,18 @@ type serverConn struct {
 	wg     sync.WaitGroup
 	peer   *Peer
 	log    *zap.Logger
+	// ctx is the connection's context: it carries the Peer and ends when
+	// the connection closes. Every request's context derives from it.
+	ctx context.Context
+
+	mu sync.Mutex
+	// inflight holds the cancel of each unanswered request, by the id the
+	// client sent (idKey), for $/cancelRequest.
+	inflight map[string][]*inflightCall
 }
+
+// inflightCall is one unanswered request $/cancelRequest can reach.
+type inflightCall struct{ cancel context.CancelCauseFunc }
 
 func (s *Server) serve(ws *websocket.Conn, remote string) {
 	id := s.nextID.Add(1)
@@ -158,7 +171,10 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	peer := &Peer{id: id, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
-	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer}
+	ctx = withPeer(ctx, peer)
+	peer.ctx = ctx
+	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx,
+		inflight: map[string][]*inflightCall{}}
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
@@ -172,7 +188,6 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	<-jc.DisconnectNotify()
 	cancel()
 	sc.wg.Wait()
-	sc.peer.runOnClose()
 
 	s.mu.Lock()
 	delete(s.conns, sc)
@@ -182,9 +197,16 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 
 // Handle is called by jsonrpc2 on the connection's read goroutine, in order.
 // It answers over-cap requests at once and runs the rest concurrently.
-func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+func (sc *serverConn) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	// The first request can arrive before NewConn has returned to serve.
 	sc.peer.conn.CompareAndSwap(nil, conn)
+	ctx := sc.ctx
+	if req.Method == CancelRequestMethod {
+		// Handled here, in frame order and outside the in-flight cap: a
+		// client at its cap is exactly the one that needs to cancel.
+		sc.cancelRequest(conn, req)
+		return
+	}
 	if sc.srv.draining.Load() {
 		if !req.Notif {
 			_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeShuttingDown, Message: "the daemon is shutting down and takes no new requests"})
@@ -200,20 +222,38 @@ func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 		}
 		return
 	}
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	var untrack func()
+	if !req.Notif {
+		untrack = sc.track(req.ID, cancel)
+	}
 	sc.wg.Add(1)
 	go func() {
 		defer sc.wg.Done()
-		defer func() { <-sc.sem }()
-		ctx := withPeer(ctx, sc.peer)
 		var params json.RawMessage
 		if req.Params != nil {
 			params = *req.Params
 		}
-		res, rerr := sc.srv.cfg.Registry.Dispatch(ctx, req.Method, params)
+		res, then, rerr := sc.srv.cfg.Registry.Dispatch(reqCtx, req.Method, params)
+		withdrawn := errors.Is(context.Cause(reqCtx), errCancelRequested)
+		// The slot is free before the answer is written: a client that
+		// sends its next request the moment it reads an answer must not
+		// find the cap still counting the answered one.
+		if untrack != nil {
+			untrack()
+		}
+		cancel(nil)
+		<-sc.sem
 		if req.Notif {
+			if then != nil {
+				then(ctx)
+			}
 			return
 		}
 		if rerr != nil {
+			if withdrawn && rerr.Code != CodeRequestCancelled {
+				rerr = &Error{Code: CodeRequestCancelled, Message: "request cancelled: the client withdrew it with $/cancelRequest"}
+			}
 			if rerr.Code == CodeInternalError {
 				sc.log.Warn("request failed", zap.String("method", req.Method), zap.String("error", rerr.Message))
 			}
@@ -226,10 +266,118 @@ func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 			_ = conn.ReplyWithError(ctx, req.ID, je)
 			return
 		}
-		if err := sc.reply(req.ID, res); err != nil {
+		flushed, err := sc.reply(req.ID, res)
+		if err != nil {
 			sc.log.Debug("could not send an answer", zap.String("method", req.Method), zap.Error(err))
+			return
 		}
+		if then == nil {
+			return
+		}
+		// A batch member's answer travels with its batch: what follows it
+		// waits for that frame.
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return
+		}
+		then(ctx)
 	}()
+}
+
+// CancelRequestMethod is the notification a client sends to withdraw one of
+// its requests, as the Language Server Protocol defines it:
+// {"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":<the request's id>}}.
+// The request's context is cancelled and, unless it answers anyway, it
+// answers with CodeRequestCancelled. Editors' JSON-RPC libraries
+// (vscode-jsonrpc) send it when their caller cancels.
+const CancelRequestMethod = "$/cancelRequest"
+
+// errCancelRequested is the cause of a request context cancelled by
+// $/cancelRequest.
+var errCancelRequested = errors.New("the client cancelled the request with $/cancelRequest")
+
+// track records a request's cancel under the client's id; the returned
+// function forgets it once the request is answered.
+func (sc *serverConn) track(id jsonrpc2.ID, cancel context.CancelCauseFunc) func() {
+	key, ok := idKey(sc.stream.clientID(id))
+	if !ok {
+		return nil
+	}
+	c := &inflightCall{cancel: cancel}
+	sc.mu.Lock()
+	sc.inflight[key] = append(sc.inflight[key], c)
+	sc.mu.Unlock()
+	return func() {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		calls := sc.inflight[key]
+		for i, have := range calls {
+			if have == c {
+				calls = append(calls[:i], calls[i+1:]...)
+				break
+			}
+		}
+		if len(calls) == 0 {
+			delete(sc.inflight, key)
+		} else {
+			sc.inflight[key] = calls
+		}
+	}
+}
+
+// cancelRequest handles $/cancelRequest. It is a notification: an unknown or
+// already answered id, or params without an id, are ignored silently, as the
+// protocol it comes from says; sent as a request (with an id of its own) it
+// is answered -32600, since a client waiting for that answer has
+// misunderstood it.
+func (sc *serverConn) cancelRequest(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	if !req.Notif {
+		_ = conn.ReplyWithError(sc.ctx, req.ID, &jsonrpc2.Error{Code: CodeInvalidRequest,
+			Message: "invalid request: $/cancelRequest is a notification; send it without an id"})
+		return
+	}
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		return
+	}
+	key, ok := idKey(p.ID)
+	if !ok {
+		return
+	}
+	sc.mu.Lock()
+	calls := append([]*inflightCall(nil), sc.inflight[key]...)
+	sc.mu.Unlock()
+	for _, c := range calls {
+		c.cancel(errCancelRequested)
+	}
+	if len(calls) > 0 {
+		sc.log.Debug("request cancelled by the client", zap.ByteString("id", p.ID))
+	}
+}
+
+// idKey is a request id as the client wrote it, in one spelling: a string
+// by its value (so "\u0061" and "a" match), a number by its text. null names
+// no request that could be told apart from another, so it is not a key.
+func idKey(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return "s:" + s, true
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return "", false
+	}
+	return "n:" + n.String(), true
 }
 
 // answer is a success response. Result is the already-encoded result.
@@ -247,17 +395,18 @@ func (e encoded) MarshalJSON() ([]byte, error) { return e, nil }
 // reply sends a success answer through the stream (so batch gathering and
 // id restoring still apply) without jsonrpc2's Reply, which encodes the
 // result three times over (marshal, then re-compact it twice); on a large
-// answer such as agents.detect that was most of the daemon's CPU.
-func (sc *serverConn) reply(id jsonrpc2.ID, res any) error {
+// answer (a list of every adapter's detection) that was most of the
+// daemon's CPU. flushed is closed once the frame carrying it is written.
+func (sc *serverConn) reply(id jsonrpc2.ID, res any) (flushed <-chan struct{}, err error) {
 	result, err := json.Marshal(res)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b, err := json.Marshal(answer{JSONRPC: "2.0", ID: id, Result: result})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return sc.stream.WriteObject(encoded(b))
+	return sc.stream.send(b)
 }
 
 // Shutdown stops taking requests and closes every connection with 1001
@@ -290,17 +439,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Peer is the client connection a request came from. Handlers use it to send
-// notifications and to learn when the client goes away.
+// notifications, and its Context to tie work to the connection's life.
 type Peer struct {
 	id   uint64
 	conn atomic.Pointer[jsonrpc2.Conn]
+	ctx  context.Context
 	// onPanic logs a handler panic with its stack; set once per connection
 	// so the hot path adds nothing to each request's context for it.
 	onPanic func(method string, p any, stack []byte)
-
-	mu      sync.Mutex
-	onClose []func()
-	closed  bool
 }
 
 type peerKey struct{}
@@ -319,37 +465,17 @@ func PeerFrom(ctx context.Context) *Peer {
 // ID identifies the connection in logs.
 func (p *Peer) ID() uint64 { return p.id }
 
-// Done is closed when the connection has closed.
-func (p *Peer) Done() <-chan struct{} { return p.conn.Load().DisconnectNotify() }
+// Context lives as long as the connection: it is cancelled when the client
+// goes away (or the server shuts down), and carries the Peer. Work that
+// belongs to the connection rather than to one request (a subscription, a
+// run that ends with its client) derives from it or hangs off it with
+// context.AfterFunc, instead of a goroutine watching for the close.
+func (p *Peer) Context() context.Context { return p.ctx }
 
 // Notify sends a notification to this client. Calls from one goroutine
 // arrive in order.
 func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	return p.conn.Load().Notify(ctx, method, params)
-}
-
-// OnClose runs f once the connection has closed and its requests have
-// finished; at once if it already has.
-func (p *Peer) OnClose(f func()) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		f()
-		return
-	}
-	p.onClose = append(p.onClose, f)
-	p.mu.Unlock()
-}
-
-func (p *Peer) runOnClose() {
-	p.mu.Lock()
-	fs := p.onClose
-	p.onClose = nil
-	p.closed = true
-	p.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
 }
 
 // zapPrintf adapts zap to jsonrpc2's Logger.
