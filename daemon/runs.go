@@ -28,8 +28,8 @@ const RunsDBName = "runs.db"
 // (it may still recover, e.g. after a retry) travels as EventAgentError so
 // a client can rely on "error" meaning "this run is over".
 const (
-	EventDone       = store.EventDone
-	EventRunError   = store.EventError
+	EventDone       = "done"
+	EventRunError   = "error"
 	EventAgentError = "agent_error"
 )
 
@@ -211,7 +211,7 @@ func (lr *liveRun) after(seq int64) ([]entry, bool, <-chan struct{}) {
 func (d *Daemon) setupRuns() error {
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(d.home, RunsDBName), store.Options{MaxEventsPerRun: d.cfg.MaxEventsPerRun})
+	st, err := store.Open(ctx, filepath.Join(d.home, RunsDBName), store.Options{})
 	if err != nil {
 		return fmt.Errorf("open the run history: %w (move %s aside to start with an empty history)", err, filepath.Join(d.home, RunsDBName))
 	}
@@ -441,6 +441,10 @@ func (m *runManager) execute(ctx context.Context, lr *liveRun, plan spawn.Plan, 
 	if res.Error != nil {
 		fin.Error = &store.RunError{Kind: res.Error.Kind, Message: res.Error.Message, ExitCode: res.Error.ExitCode, StderrExcerpt: res.Error.StderrExcerpt}
 	}
+	// Every event but the terminal one is in: the count is final.
+	lr.mu.Lock()
+	fin.EventsDropped = int64(lr.dropped)
+	lr.mu.Unlock()
 	if err := m.store.Finish(context.Background(), lr.id, fin); err != nil {
 		m.log.Error("could not record how a run ended", zap.String("run_id", lr.id), zap.Error(err))
 	}
@@ -470,17 +474,14 @@ func (m *runManager) execute(ctx context.Context, lr *liveRun, plan spawn.Plan, 
 	close(lr.done)
 }
 
-// persist writes a run's events to the store in order, off the child's
-// stdout goroutine, until the terminal event is written. Events past the
-// bound are still handed to the store so it counts them as dropped.
+// persist writes a run's kept events to the store in order, off the
+// child's stdout goroutine, until the terminal event is written.
 func (m *runManager) persist(lr *liveRun, done chan<- struct{}) {
 	defer close(done)
 	ctx := context.Background()
-	countedDrops := 0
 	for {
 		lr.mu.Lock()
 		pending := append([]entry(nil), lr.events[lr.written:]...)
-		drops := lr.dropped - countedDrops
 		ended := lr.ended
 		changed := lr.changed
 		lr.mu.Unlock()
@@ -497,19 +498,9 @@ func (m *runManager) persist(lr *liveRun, done chan<- struct{}) {
 					zap.Int64("first_seq", chunk[0].seq), zap.Int("count", len(chunk)), zap.Error(err))
 			}
 		}
-		// Drops happen only once the bound's worth of events is kept, and
-		// those are written above first, so the store only counts these.
-		if drops > 0 {
-			batch := make([]store.NewEvent, drops)
-			for i := range batch {
-				batch[i] = store.NewEvent{Kind: spawn.EventOther}
-			}
-			_ = m.store.AppendEvents(ctx, lr.id, batch)
-			countedDrops += drops
-		}
 		lr.mu.Lock()
 		lr.written += len(pending)
-		caughtUp := lr.written == len(lr.events) && lr.dropped == countedDrops
+		caughtUp := lr.written == len(lr.events)
 		lr.mu.Unlock()
 		if ended && caughtUp {
 			return

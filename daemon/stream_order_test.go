@@ -112,3 +112,27 @@ func TestWithdrawingAWaitingInvokeAnswersRequestCancelledAndTheRunGoesOn(t *test
 	c := rd.client(t, rpc.ClientOptions{})
 	assert.Equal(t, store.StatusSucceeded, waitRun(t, c, runID, 10*time.Second).Status)
 }
+
+// A run keeps its first max_events_per_run events and its terminal one; the
+// ones in between still take a seq (a client sees the gap), are neither sent
+// nor stored, and the run's record counts them.
+func TestEventsPastTheBoundAreCountedOnTheRunAndTheTerminalIsKept(t *testing.T) {
+	rd := startRunsDaemon(t, "max_events_per_run = 10\n")
+	evs := newEvents()
+	c := rd.client(t, evs.opts())
+	var acc daemon.InvokeAccepted
+	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "DRIP", "stream": true}, &acc))
+	got := evs.waitFor(t, acc.RunID, 10*time.Second, terminal)
+	require.Len(t, got, 11, "ten kept events and the terminal one: %s", kinds(got))
+	last := got[len(got)-1]
+	assert.Equal(t, daemon.EventDone, last.Kind)
+	require.Greater(t, last.Seq, int64(11), "the dropped events took seqs")
+	run := waitRun(t, c, acc.RunID, 5*time.Second)
+	assert.Equal(t, last.Seq-11, run.EventsDropped)
+
+	replay := newEvents()
+	c2 := rd.client(t, replay.opts())
+	var sub daemon.SubscribeResult
+	require.NoError(t, call(t, c2, "runs.subscribe", map[string]any{"run_id": acc.RunID}, &sub))
+	assert.Equal(t, got, replay.waitFor(t, acc.RunID, 5*time.Second, terminal), "the store kept exactly what was sent")
+}
