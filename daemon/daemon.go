@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -64,7 +65,7 @@ type Daemon struct {
 	guard     guard.Snapshot
 	detector  *detect.Detector
 	substrate *lazySubstrate
-	runs      *runManager
+	runs      *runs.Manager
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server

@@ -2,9 +2,8 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -52,17 +51,17 @@ var codes = []rpc.CodeInfo{
 // anything else -32603).
 func wireError(err error) error {
 	var (
-		refused    *refusedError
+		refused    *runs.RefusedError
 		field      *spawn.FieldError
 		unknown    *detect.UnknownAdapterError
 		missing    *detect.NotInstalledError
 		unusable   *detect.UnusableError
 		loop       *guard.Refusal
 		bypass     *spawn.BypassRefusedError
-		unenforced *unenforcedReadOnlyError
-		busy       *tooManyRunsError
-		notFound   *runNotFoundError
-		waitEnded  *waitEndedError
+		unenforced *runs.UnenforcedReadOnlyError
+		busy       *runs.TooManyRunsError
+		notFound   *runs.NotFoundError
+		waitEnded  *runs.WaitEndedError
 	)
 	switch {
 	case errors.As(err, &refused):
@@ -88,7 +87,7 @@ func wireError(err error) error {
 	case errors.As(err, &loop):
 		return &rpc.Error{Code: CodeGuardRefused, Message: loop.Error(),
 			Data: map[string]any{"adapter": loop.Adapter, "ancestry": loop.Ancestry, "max_chain": loop.MaxChain, "reason": loop.Reason}}
-	case errors.Is(err, errShuttingDown):
+	case errors.Is(err, runs.ErrShuttingDown):
 		return &rpc.Error{Code: rpc.CodeShuttingDown, Message: err.Error()}
 	case errors.As(err, &bypass):
 		return &rpc.Error{Code: CodeBypassNotAllowed, Message: bypass.Error(),
@@ -136,34 +135,4 @@ func substrateError(err error) error {
 		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
 	}
 	return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error()}
-}
-
-// waitEndedError is an agents.invoke that stopped waiting for its run
-// because its request was withdrawn or its connection closed. The run goes
-// on: it belongs to the daemon.
-type waitEndedError struct {
-	RunID string
-	Err   error
-}
-
-func (e *waitEndedError) Error() string {
-	return fmt.Sprintf("request cancelled: the client withdrew it with $/cancelRequest; run %s goes on (agents.cancel ends it, runs.subscribe follows it)", e.RunID)
-}
-
-func (e *waitEndedError) Unwrap() error { return e.Err }
-
-// runNotFoundError is an unknown run id in a run-addressed method.
-type runNotFoundError struct{ RunID string }
-
-func (e *runNotFoundError) Error() string {
-	return fmt.Sprintf("no run %q: runs.list shows the recorded runs", e.RunID)
-}
-
-// notFound turns the store's not-found into the error naming the run, and
-// passes any other error through.
-func notFound(id string, err error) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return &runNotFoundError{RunID: id}
-	}
-	return err
 }
