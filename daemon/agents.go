@@ -32,6 +32,10 @@ type HealthParams struct {
 	Force bool `json:"force,omitempty"`
 }
 
+// HealthAnswer is agents.health_external's result: one adapter's health with
+// id, every adapter's without.
+type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
+
 // newDetector builds the detector the way the daemon does: the search path is
 // the startup PATH plus the login shell's PATH and the well-known install
 // dirs, because a supervisor-started daemon sees only /usr/bin:/bin.
@@ -113,15 +117,15 @@ func (d *Daemon) setupAgents() error {
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
 		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
-	}, func(ctx context.Context, p HealthParams) (any, error) {
+	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
-			return d.detector.HealthAll(ctx, p.Force), nil
+			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthAll(ctx, p.Force)), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
-			return nil, err
+			return HealthAnswer{}, err
 		}
-		return h, nil
+		return rpc.First[detect.ExternalAgentHealth, []detect.ExternalAgentHealth](h), nil
 	})
 	return nil
 }

@@ -192,13 +192,17 @@ func (d *Daemon) registerRuns() {
 	})
 }
 
+// InvokeAnswer is agents.invoke's result: the finished run without stream,
+// the acceptance with it.
+type InvokeAnswer = rpc.Either[InvokeResult, InvokeAccepted]
+
 // invoke prepares, starts and, without stream, waits for a run. A streamed
 // run's events are sent by the returned Then, after the answer that names
 // the run.
-func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (any, rpc.Then, error) {
+func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.Then, error) {
 	req, err := d.prepare(p)
 	if err != nil {
-		return nil, nil, err
+		return InvokeAnswer{}, nil, err
 	}
 	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
@@ -206,17 +210,18 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (any, rpc.Then, err
 	}
 	run, err := d.runs.Start(ctx, req)
 	if err != nil {
-		return nil, nil, err
+		return InvokeAnswer{}, nil, err
 	}
 	if p.Stream {
+		accepted := rpc.Second[InvokeResult](run.Accepted())
 		if peer == nil {
-			return run.Accepted(), nil, nil
+			return accepted, nil, nil
 		}
-		return run.Accepted(), func(ctx context.Context) { run.Follow(ctx, sendTo(peer)) }, nil
+		return accepted, func(ctx context.Context) { run.Follow(ctx, sendTo(peer)) }, nil
 	}
 	res, err := run.Wait(ctx)
 	if err != nil {
-		return nil, nil, err
+		return InvokeAnswer{}, nil, err
 	}
-	return res, nil, nil
+	return rpc.First[InvokeResult, InvokeAccepted](res), nil, nil
 }

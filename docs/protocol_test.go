@@ -110,18 +110,6 @@ func parseDoc(text string) (parsedDoc, error) {
 	return d, nil
 }
 
-// resultAlternatives names the concrete types of results registered as any:
-// their shape depends on the params, and an example must fit one of them.
-func resultAlternatives(method string) []reflect.Type {
-	switch method {
-	case "agents.health_external":
-		return healthResultTypes()
-	case "agents.invoke", "agents.invoke_external":
-		return invokeResultTypes()
-	}
-	return nil
-}
-
 // decodeStrict decodes raw into a new value of t, refusing unknown fields
 // and trailing data, the way the registry decodes params.
 func decodeStrict(raw json.RawMessage, t reflect.Type) error {
@@ -208,10 +196,7 @@ func checkExample(ex example, reg *rpc.Registry) error {
 		if resp.Error != nil {
 			return checkErrorExample(ex.Method, m, resp.Error, reg.Codes())
 		}
-		types := resultAlternatives(ex.Method)
-		if types == nil {
-			types = []reflect.Type{m.Result}
-		}
+		types := rpc.Alternatives(m.Result)
 		var errs []error
 		for _, t := range types {
 			err := decodeStrict(resp.Result, t)
@@ -567,4 +552,81 @@ func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotifica
 	}
 	assert.Len(t, doc.Methods, len(d.Registry().Methods()))
 	assert.Len(t, doc.Notifications, len(d.Registry().Notifications()))
+}
+
+// Every result says its shape (none is the empty "anything" schema), and no
+// schema a result or a notification reaches forbids additive fields: the
+// daemon adds fields to its answers under the same protocol version, and a
+// client validating against a closed schema would break on that.
+func TestRPCDiscoverDescribesEveryResultAndLeavesResultsOpen(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), false)
+	res, _, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
+	require.Nil(t, rerr)
+	raw, err := json.Marshal(res)
+	require.NoError(t, err)
+	var doc struct {
+		Methods []struct {
+			Name   string `json:"name"`
+			Result struct {
+				Schema map[string]any `json:"schema"`
+			} `json:"result"`
+		} `json:"methods"`
+		Notifications []struct {
+			Name   string `json:"name"`
+			Params []struct {
+				Schema any `json:"schema"`
+			} `json:"params"`
+		} `json:"x-notifications"`
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	// closedAt walks a schema and the definitions it references and names
+	// the first that says additionalProperties: false.
+	var closedAt func(v any, seen map[string]bool) string
+	closedAt = func(v any, seen map[string]bool) string {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["additionalProperties"] == false {
+				return "an inline object"
+			}
+			if ref, ok := x["$ref"].(string); ok {
+				name := strings.TrimPrefix(ref, "#/components/schemas/")
+				if seen[name] {
+					return ""
+				}
+				seen[name] = true
+				def := doc.Components.Schemas[name]
+				if m, ok := def.(map[string]any); ok && m["additionalProperties"] == false {
+					return name
+				}
+				if where := closedAt(def, seen); where != "" {
+					return where
+				}
+			}
+			for _, e := range x {
+				if where := closedAt(e, seen); where != "" {
+					return where
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if where := closedAt(e, seen); where != "" {
+					return where
+				}
+			}
+		}
+		return ""
+	}
+	require.NotEmpty(t, doc.Methods)
+	for _, m := range doc.Methods {
+		assert.NotEmpty(t, m.Result.Schema, "%s publishes {} for its result", m.Name)
+		assert.Empty(t, closedAt(m.Result.Schema, map[string]bool{}), "%s's result forbids additive fields", m.Name)
+	}
+	for _, n := range doc.Notifications {
+		for _, p := range n.Params {
+			assert.Empty(t, closedAt(p.Schema, map[string]bool{}), "notification %s forbids additive fields", n.Name)
+		}
+	}
 }

@@ -164,11 +164,11 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		doc.Components.Errors[c.Name] = OpenRPCError{Code: c.Code, Message: c.Meaning}
 	}
 	for _, m := range r.Methods() {
-		params, err := sb.params(m.Params)
+		params, err := sb.params(m.Params, false)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of %s: %w", m.Name, err)
 		}
-		result, err := sb.schema(m.Result)
+		result, err := sb.result(m.Result)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: result of %s: %w", m.Name, err)
 		}
@@ -194,7 +194,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		doc.Methods = append(doc.Methods, om)
 	}
 	for _, n := range r.Notifications() {
-		params, err := sb.params(n.Params)
+		params, err := sb.params(n.Params, true)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of notification %s: %w", n.Name, err)
 		}
@@ -223,9 +223,17 @@ func methodErrors(own []int64) []int64 {
 
 // schemaBuilder reflects Go types into JSON Schema and collects every named
 // type into one shared set of definitions.
+//
+// Params and results are reflected differently. Params are decoded
+// strictly (an unknown field is refused), so their schemas say
+// additionalProperties: false. Results and notifications grow additive
+// fields under the same protocol version, and clients are told to ignore
+// fields they do not know, so their schemas must not forbid them: a client
+// that validated with a closed schema would break on the next release.
 type schemaBuilder struct {
-	refl *jsonschema.Reflector
-	defs map[string]any
+	strict *jsonschema.Reflector
+	open   *jsonschema.Reflector
+	defs   map[string]any
 	// owner remembers which Go type a definition name stands for, so two
 	// types that would share a name are an error rather than one silently
 	// describing the other.
@@ -233,16 +241,14 @@ type schemaBuilder struct {
 }
 
 func newSchemaBuilder() *schemaBuilder {
+	// A field without omitempty is always written by the server, so it is
+	// required in results; params mark optional fields with omitempty
+	// throughout.
 	return &schemaBuilder{
-		refl: &jsonschema.Reflector{
-			Anonymous: true,
-			// A field without omitempty is always written by the server, so
-			// it is required in results; params mark optional fields with
-			// omitempty throughout.
-			Namer: schemaName,
-		},
-		defs:  map[string]any{},
-		owner: map[string]reflect.Type{},
+		strict: &jsonschema.Reflector{Anonymous: true, Namer: schemaName},
+		open:   &jsonschema.Reflector{Anonymous: true, Namer: schemaName, AllowAdditionalProperties: true},
+		defs:   map[string]any{},
+		owner:  map[string]reflect.Type{},
 	}
 }
 
@@ -255,38 +261,50 @@ func schemaName(t reflect.Type) string {
 	return path.Base(t.PkgPath()) + "." + t.Name()
 }
 
-// reflect returns the root schema of t and its definitions, as plain JSON
-// values with references pointing into components.schemas.
-func (b *schemaBuilder) reflect(t reflect.Type) (root map[string]any, defs map[string]any, err error) {
-	if t.Kind() == reflect.Interface {
-		// any: the result's shape depends on the params (e.g. one health
-		// record or an array of them); the description says which.
-		return map[string]any{}, nil, nil
+// reflect returns the root schema of t, as a plain JSON value with
+// references pointing into components.schemas, and collects its
+// definitions.
+func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[string]any, error) {
+	if alts := Alternatives(t); len(alts) > 1 || alts[0] != t {
+		var oneOf []any
+		for _, alt := range alts {
+			s, err := b.reflect(r, alt)
+			if err != nil {
+				return nil, err
+			}
+			oneOf = append(oneOf, s)
+		}
+		return map[string]any{"oneOf": oneOf}, nil
 	}
-	s := b.refl.ReflectFromType(t)
+	if t.Kind() == reflect.Interface {
+		// any: nothing can be said of its shape.
+		return map[string]any{}, nil
+	}
+	s := r.ReflectFromType(t)
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var v map[string]any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rewriteRefs(v)
-	defs, _ = v["$defs"].(map[string]any)
+	defs, _ := v["$defs"].(map[string]any)
 	delete(v, "$defs")
 	delete(v, "$schema")
 	delete(v, "$id")
+	b.noteOwners(t, map[reflect.Type]bool{})
 	for name, def := range defs {
+		if _, ok := b.owner[name]; !ok {
+			return nil, fmt.Errorf("definition %q has no Go type", name)
+		}
+		if have, ok := b.defs[name]; ok && !reflect.DeepEqual(have, def) {
+			return nil, fmt.Errorf("type %s is used both in params (closed to unknown fields) and in results or notifications (open to them); give one side its own type", name)
+		}
 		b.defs[name] = def
 	}
-	b.noteOwners(t, map[reflect.Type]bool{})
-	for name := range defs {
-		if _, ok := b.owner[name]; !ok {
-			return nil, nil, fmt.Errorf("definition %q has no Go type", name)
-		}
-	}
-	return v, defs, nil
+	return v, nil
 }
 
 // noteOwners walks t's named types and refuses a name used by two types.
@@ -318,21 +336,25 @@ func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) {
 	}
 }
 
-// schema is the schema of a result or a single value.
-func (b *schemaBuilder) schema(t reflect.Type) (any, error) {
-	root, _, err := b.reflect(t)
-	return root, err
+// result is the schema of a method's result: open to additive fields.
+func (b *schemaBuilder) result(t reflect.Type) (any, error) {
+	return b.reflect(b.open, t)
 }
 
 // params turns a params struct into by-name content descriptors, one per
-// field, in field order; a non-struct params type is one descriptor.
-func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
+// field, in field order; a non-struct params type is one descriptor. open
+// is for a notification's params, which the server writes and may grow.
+func (b *schemaBuilder) params(t reflect.Type, open bool) ([]ContentDescriptor, error) {
+	refl := b.strict
+	if open {
+		refl = b.open
+	}
 	st := t
 	for st.Kind() == reflect.Pointer {
 		st = st.Elem()
 	}
 	if st.Kind() != reflect.Struct {
-		s, err := b.schema(t)
+		s, err := b.reflect(refl, t)
 		if err != nil {
 			return nil, err
 		}
@@ -340,7 +362,7 @@ func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
 	}
 	// Reflect the struct expanded, with the same reflector settings, so the
 	// fields come out in declaration order.
-	r := *b.refl
+	r := *refl
 	r.ExpandedStruct = true
 	s := r.ReflectFromType(st)
 	out := []ContentDescriptor{}
@@ -349,7 +371,7 @@ func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
 		required[n] = true
 	}
 	// The nested definitions still need collecting.
-	if _, _, err := b.reflect(st); err != nil {
+	if _, err := b.reflect(refl, st); err != nil {
 		return nil, err
 	}
 	if s.Properties == nil {

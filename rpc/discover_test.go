@@ -43,8 +43,13 @@ func discoverTestRegistry() *Registry {
 		func(ctx context.Context, p discoverTestParams) (discoverTestResult, error) {
 			return discoverTestResult{}, nil
 		})
-	Register(r, "things.any", Doc{Summary: "Answer one of two shapes."},
-		func(ctx context.Context, p struct{}) (any, error) { return nil, nil })
+	Register(r, "things.one_or_all", Doc{Summary: "Answer one thing, or every thing."},
+		func(ctx context.Context, p discoverTestParams) (Either[discoverTestItem, []discoverTestItem], error) {
+			if p.ID != "" {
+				return First[discoverTestItem, []discoverTestItem](discoverTestItem{Name: p.ID}), nil
+			}
+			return Second[discoverTestItem]([]discoverTestItem{{Name: "a"}}), nil
+		})
 	r.Alias("things.list_external", "things.list")
 	Notification[discoverTestEvent](r, "things.event", Doc{Summary: "A thing happened."})
 	RegisterDiscover(r, func() ServiceInfo {
@@ -258,4 +263,62 @@ func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
 	require.NotNil(t, rerr)
 	assert.Equal(t, CodeInternalError, rerr.Code, "what the mapper does not know stays -32603")
 	assert.Equal(t, "disk on fire", rerr.Message)
+}
+
+// A result that takes one of two shapes is described as both, not as "any".
+func TestDiscoverDescribesAOneOfResultAsEachOfItsShapes(t *testing.T) {
+	m := methodByName(t, discover(t, discoverTestRegistry()), "things.one_or_all")
+	schema := m["result"].(map[string]any)["schema"].(map[string]any)
+	assert.Equal(t, []any{
+		map[string]any{"$ref": "#/components/schemas/rpc.discoverTestItem"},
+		map[string]any{"type": "array", "items": map[string]any{"$ref": "#/components/schemas/rpc.discoverTestItem"}},
+	}, schema["oneOf"])
+
+	r := discoverTestRegistry()
+	one, _, rerr := r.Dispatch(context.Background(), "things.one_or_all", json.RawMessage(`{"id":"x"}`))
+	require.Nil(t, rerr)
+	b, err := json.Marshal(one)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name":"x"}`, string(b), "it encodes as the shape it holds")
+	all, _, rerr := r.Dispatch(context.Background(), "things.one_or_all", nil)
+	require.Nil(t, rerr)
+	b, err = json.Marshal(all)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"name":"a"}]`, string(b))
+}
+
+// Params are decoded strictly, so their schema is closed; results and
+// notifications gain fields under the same protocol version, so theirs
+// must not forbid unknown ones.
+func TestDiscoverClosesParamsButLeavesResultsAndNotificationsOpen(t *testing.T) {
+	doc := discover(t, discoverTestRegistry())
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	closed := func(name string) bool {
+		s, ok := schemas[name].(map[string]any)
+		require.True(t, ok, "no schema %s", name)
+		return s["additionalProperties"] == false
+	}
+	assert.True(t, closed("rpc.discoverTestParams"), "params refuse unknown fields")
+	for _, name := range []string{"rpc.discoverTestResult", "rpc.discoverTestItem", "rpc.discoverTestEvent", "rpc.OpenRPCDocument"} {
+		assert.False(t, closed(name), "%s must allow additive fields", name)
+	}
+}
+
+type sharedThing struct {
+	Name string `json:"name"`
+}
+
+type sharedParams struct {
+	Thing sharedThing `json:"thing"`
+}
+
+// One Go type cannot be both a closed params shape and an open result shape
+// under one name; the document says so instead of describing one wrongly.
+func TestDiscoverRefusesATypeSharedByParamsAndResults(t *testing.T) {
+	r := NewRegistry()
+	Register(r, "shared.echo", Doc{Summary: "Echo a thing."},
+		func(ctx context.Context, p sharedParams) (sharedThing, error) { return p.Thing, nil })
+	_, err := r.OpenRPC(ServiceInfo{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rpc.sharedThing")
 }
