@@ -257,7 +257,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // Shutdown stops accepting, closes every connection with 1001, ends or
 // records in-flight work within ctx, removes daemon.json and releases the
-// home. It is safe to call more than once.
+// home. It always finishes all of that; it returns an error when ctx ran
+// out before the clients closed their connections and they were closed
+// hard, so `card serve` can tell a supervisor the stop was not graceful.
+// It is safe to call more than once and returns the same answer each time.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.shutdownOnce.Do(func() {
 		_ = sdNotify(d.env["NOTIFY_SOCKET"], "STOPPING=1")
@@ -269,6 +272,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if d.rpcSrv != nil {
 			if err := d.rpcSrv.Shutdown(ctx); err != nil {
 				d.log.Warn("connections did not close within the grace period; closed them hard", zap.Error(err))
+				d.shutdownErr = fmt.Errorf("shut down, but the clients' connections did not close within the grace period and were closed hard: %w", err)
 			}
 		}
 		if d.httpSrv != nil {

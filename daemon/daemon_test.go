@@ -365,3 +365,25 @@ func answerFits(want, got map[string]any) bool {
 	}
 	return true
 }
+
+// A client that never answers the close handshake holds the graceful
+// shutdown up to its grace period; the daemon then closes it hard, finishes
+// shutting down, and says the stop was not graceful.
+func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
+	td := startDaemon(t)
+	_ = td.rawConn(t) // never reads, so never answers the close frame
+	require.Eventually(t, func() bool { return td.ActiveConnections() == 1 }, 5*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := td.Shutdown(ctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// The socket's own close timeout is 5 s; the grace period must bound
+	// the wait, not that.
+	assert.Less(t, took, 3*time.Second, "shutdown waited past its grace period for a silent client")
+	assert.Contains(t, err.Error(), "closed hard")
+	_, statErr := os.Stat(filepath.Join(td.home, daemon.DiscoveryFileName))
+	assert.True(t, os.IsNotExist(statErr), "daemon.json is gone all the same")
+	assert.Equal(t, err, td.Shutdown(context.Background()), "a second call gives the same answer")
+}

@@ -152,7 +152,8 @@ type serverConn struct {
 	log    *zap.Logger
 	// ctx is the connection's context: it carries the Peer and ends when
 	// the connection closes. Every request's context derives from it.
-	ctx context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu sync.Mutex
 	// inflight holds the cancel of each unanswered request, by the id the
@@ -173,7 +174,7 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	}}
 	ctx = withPeer(ctx, peer)
 	peer.ctx = ctx
-	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx,
+	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx, cancel: cancel,
 		inflight: map[string][]*inflightCall{}}
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	sc.stream = stream
@@ -430,7 +431,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		// Cancelling a connection's context ends its pending read, which
+		// drops the socket; a close handshake the client never answers
+		// would otherwise hold the socket for its own timeout, past the
+		// grace period the operator set.
 		for _, c := range conns {
+			c.cancel()
 			_ = c.ws.CloseNow()
 		}
 		<-done
