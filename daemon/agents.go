@@ -103,7 +103,7 @@ func (d *Daemon) setupAgents() error {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect that always serves the cached detection.",
+		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil

@@ -12,7 +12,7 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// Issue 3 through the daemon: the guard's base is read at startup, seeded
+// The ancestry guard through the daemon: its base is read at startup, seeded
 // per call with invoked_by, enforced before the spawn, stamped on the child
 // and recorded on every run.
 func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {

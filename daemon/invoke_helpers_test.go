@@ -67,7 +67,8 @@ cat %[3]q
 	return path, dir
 }
 
-// agentsEnv pins fake claude, codex and gemini replaying the real streams.
+// fakeAgentSet is fake claude, codex and gemini replaying the real streams,
+// pinned through their CAR_<ID>_BIN variables.
 type fakeAgentSet struct {
 	environ []string
 	dirs    map[string]string // adapter id → where the fake writes env files

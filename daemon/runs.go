@@ -12,9 +12,6 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// RunsDBName is the run history's file inside the home directory.
-const RunsDBName = "runs.db"
-
 // The run subsystem's wire types and names, for clients of this package
 // (the CLI, the end-to-end tests) that should not need to know where the
 // run subsystem lives.
@@ -140,7 +137,7 @@ func (d *Daemon) registerRuns() {
 	invokeDoc := rpc.Doc{
 		Summary: "Run an installed agent on a task, inside its permission boundary, and record the run.",
 		Description: "Checks, in order: params (-32602 naming the field; an unknown id lists the known ones), the ancestry guard, " +
-			"bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
+			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
 			"(max_concurrent_runs; a run over the cap is refused, never queued). Every invoke past params validation is recorded " +
 			"as a run, refused ones with status `refused`. Without `stream` the answer is the finished run (InvokeResult: the " +
 			"agent's result plus run_id, adapter, ancestry, status — a failed run is an answer with is_error, not a JSON-RPC error). " +

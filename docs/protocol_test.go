@@ -630,3 +630,21 @@ func TestRPCDiscoverDescribesEveryResultAndLeavesResultsOpen(t *testing.T) {
 		}
 	}
 }
+
+// The doc carries each method's summary and description as the registry has
+// them, so a change to one (a new check in a method's gate order) cannot
+// leave the other behind.
+func TestEveryMethodsSummaryAndDescriptionAreInTheProtocolDoc(t *testing.T) {
+	b, err := os.ReadFile(protocolDoc)
+	require.NoError(t, err)
+	text := string(b)
+	for _, m := range registry(t).Methods() {
+		if m.AliasOf != "" {
+			continue
+		}
+		assert.Contains(t, text, m.Doc.Summary, "%s's summary", m.Name)
+		if m.Doc.Description != "" {
+			assert.Contains(t, text, m.Doc.Description, "%s's description", m.Name)
+		}
+	}
+}
