@@ -371,12 +371,18 @@ func answerFits(want, got map[string]any) bool {
 // shutting down, and says the stop was not graceful.
 func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
 	td := startDaemon(t)
-	_ = td.rawConn(t) // never reads, so never answers the close frame
-	require.Eventually(t, func() bool { return td.ActiveConnections() == 1 }, 5*time.Second, 10*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ws := td.rawConn(t)
+	// One answered request, so the connection is surely being served; then
+	// it never reads again, so it never answers the close frame.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"daemon.info"}`)))
+	_, _, err := ws.Read(ctx)
+	require.NoError(t, err)
+	grace, cancelGrace := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelGrace()
 	start := time.Now()
-	err := td.Shutdown(ctx)
+	err = td.Shutdown(grace)
 	took := time.Since(start)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// The socket's own close timeout is 5 s; the grace period must bound

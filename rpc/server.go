@@ -176,25 +176,39 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	peer.ctx = ctx
 	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx, cancel: cancel,
 		inflight: map[string][]*inflightCall{}}
+
+	// Registered before it reads anything, and under the lock Shutdown
+	// takes its list with: a connection whose upgrade finished after
+	// Shutdown took the list would be closed by nobody, and Shutdown would
+	// wait for it for ever.
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		_ = ws.Close(websocket.StatusGoingAway, goingAway)
+		return
+	}
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+		log.Debug("connection closed")
+	}()
+	log.Debug("connection opened", zap.String("remote", remote))
+
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)
 
-	s.mu.Lock()
-	s.conns[sc] = struct{}{}
-	s.mu.Unlock()
-	log.Debug("connection opened", zap.String("remote", remote))
-
 	<-jc.DisconnectNotify()
 	cancel()
 	sc.wg.Wait()
-
-	s.mu.Lock()
-	delete(s.conns, sc)
-	s.mu.Unlock()
-	log.Debug("connection closed")
 }
+
+// goingAway is the close reason a shutting-down server gives with 1001.
+const goingAway = "the server is shutting down"
 
 // Handle is called by jsonrpc2 on the connection's read goroutine, in order.
 // It answers over-cap requests at once and runs the rest concurrently.
@@ -422,7 +436,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, c := range conns {
 		go func(c *serverConn) {
-			_ = c.ws.Close(websocket.StatusGoingAway, "card is shutting down")
+			_ = c.ws.Close(websocket.StatusGoingAway, goingAway)
 		}(c)
 	}
 	done := make(chan struct{})

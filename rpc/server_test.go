@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -294,4 +296,69 @@ func TestCancelRequestWorksForAClientAtItsInFlightCap(t *testing.T) {
 	assert.Contains(t, c.read(), `"code":-32001`, "the cap holds")
 	c.send(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}`)
 	assert.Contains(t, c.read(), `"code":-32800`)
+}
+
+// A handler that panics is answered -32603 naming the method, logged with
+// its stack, and the connection and the server go on.
+func TestAHandlerPanicIsAnsweredAndLoggedNotFatal(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	srv := NewServer(ServerConfig{
+		Registry: fuzzRegistry(),
+		Gate:     &Gate{Token: func() ([]byte, error) { return []byte(fuzzToken), nil }},
+		Logger:   zap.New(core),
+	})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer srv.Shutdown(ctx)
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc", fuzzToken, ClientOptions{})
+	require.NoError(t, err)
+	defer c.Close()
+
+	err = c.Call(ctx, "fuzz.panic", nil, nil)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, CodeInternalError, re.Code)
+	assert.Contains(t, re.Message, "fuzz.panic")
+
+	entries := logs.FilterMessage("handler panicked").All()
+	require.Len(t, entries, 1)
+	fields := entries[0].ContextMap()
+	assert.Equal(t, "fuzz.panic", fields["method"])
+	assert.Contains(t, fields["stack"], "goroutine")
+
+	var echoed fuzzEchoParams
+	require.NoError(t, c.Call(ctx, "fuzz.echo", fuzzEchoParams{}, &echoed), "the connection survives")
+}
+
+// A connection whose upgrade completes after Shutdown took its list of
+// connections is closed with 1001 by itself; nobody else would close it,
+// and Shutdown would wait for it for ever.
+func TestAConnectionThatArrivesWhileTheServerDrainsClosesItself(t *testing.T) {
+	srv := NewServer(ServerConfig{Registry: NewRegistry(), Gate: &Gate{}})
+	served := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		srv.draining.Store(true) // Shutdown started between the gate and serve
+		srv.serve(ws, r.RemoteAddr)
+		close(served)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	require.NoError(t, err)
+	defer c.CloseNow()
+	_, _, err = c.Read(ctx)
+	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "%v", err)
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("serve did not return")
+	}
+	assert.Zero(t, len(srv.conns))
 }
