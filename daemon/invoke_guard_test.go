@@ -32,8 +32,7 @@ func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {
 func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
 	c := rd.client(t, rpc.ClientOptions{})
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"})
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, res.Ancestry)
 	env := rd.agents.childEnvOf(t, "codex", res.RunID)

@@ -194,6 +194,25 @@ func (rd *runsDaemon) invoke(t testing.TB, c *rpc.Client, p map[string]any, out 
 	return c.Call(ctx, "agents.invoke", p, out)
 }
 
+// finished runs a task to its end on c and returns the answer.
+func (rd *runsDaemon) finished(t testing.TB, c *rpc.Client, p map[string]any) daemon.InvokeResult {
+	t.Helper()
+	var res daemon.InvokeResult
+	require.NoError(t, rd.invoke(t, c, p, &res))
+	return res
+}
+
+// stream starts a streaming run on a new client that collects its events.
+func (rd *runsDaemon) stream(t *testing.T, p map[string]any) (*rpc.Client, *events, daemon.InvokeAccepted) {
+	t.Helper()
+	evs := newEvents()
+	c := rd.client(t, evs.opts())
+	p["stream"] = true
+	var acc daemon.InvokeAccepted
+	require.NoError(t, rd.invoke(t, c, p, &acc))
+	return c, evs, acc
+}
+
 func call(t testing.TB, c *rpc.Client, method string, params, out any) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

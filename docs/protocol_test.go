@@ -526,12 +526,20 @@ func (c *capturer) drainRun() {
 	}
 }
 
-func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotification(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), false)
-	res, _, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
+// discoverInto calls rpc.discover on a real daemon's registry and decodes
+// the document as it would go on the wire into doc; it returns the registry.
+func discoverInto(t *testing.T, doc any) *rpc.Registry {
+	t.Helper()
+	reg := registry(t)
+	res, _, rerr := reg.Dispatch(context.Background(), rpc.DiscoverMethod, nil)
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, doc))
+	return reg
+}
+
+func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotification(t *testing.T) {
 	var doc struct {
 		OpenRPC string `json:"openrpc"`
 		Methods []struct {
@@ -541,17 +549,17 @@ func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotifica
 			Name string `json:"name"`
 		} `json:"x-notifications"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &doc))
+	reg := discoverInto(t, &doc)
 	assert.True(t, strings.HasPrefix(doc.OpenRPC, "1."))
 	listed := map[string]bool{}
 	for _, m := range doc.Methods {
 		listed[m.Name] = true
 	}
-	for _, m := range d.Registry().Methods() {
+	for _, m := range reg.Methods() {
 		assert.True(t, listed[m.Name], "rpc.discover does not list %s", m.Name)
 	}
-	assert.Len(t, doc.Methods, len(d.Registry().Methods()))
-	assert.Len(t, doc.Notifications, len(d.Registry().Notifications()))
+	assert.Len(t, doc.Methods, len(reg.Methods()))
+	assert.Len(t, doc.Notifications, len(reg.Notifications()))
 }
 
 // Every result says its shape (none is the empty "anything" schema), and no
@@ -559,11 +567,6 @@ func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotifica
 // daemon adds fields to its answers under the same protocol version, and a
 // client validating against a closed schema would break on that.
 func TestRPCDiscoverDescribesEveryResultAndLeavesResultsOpen(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), false)
-	res, _, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
-	require.Nil(t, rerr)
-	raw, err := json.Marshal(res)
-	require.NoError(t, err)
 	var doc struct {
 		Methods []struct {
 			Name   string `json:"name"`
@@ -581,7 +584,7 @@ func TestRPCDiscoverDescribesEveryResultAndLeavesResultsOpen(t *testing.T) {
 			Schemas map[string]any `json:"schemas"`
 		} `json:"components"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &doc))
+	discoverInto(t, &doc)
 	// closedAt walks a schema and the definitions it references and names
 	// the first that says additionalProperties: false.
 	var closedAt func(v any, seen map[string]bool) string

@@ -74,6 +74,18 @@ func newManager(t *testing.T, bins Binaries, cfg Config) (*Manager, *store.Store
 	return m, st
 }
 
+// sleeping starts a run whose agent sleeps a minute, and returns a context
+// for waiting on it.
+func sleeping(t *testing.T, cfg Config) (*Manager, *Run, context.Context) {
+	t.Helper()
+	m, _ := newManager(t, fakeBinaries{bin: fakeClaude(t, 1)}, cfg)
+	run, err := m.Start(context.Background(), claudeRequest(t, "SLEEP"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return m, run, ctx
+}
+
 func claudeRequest(t *testing.T, task string) Request {
 	t.Helper()
 	dir := t.TempDir()
@@ -137,11 +149,7 @@ func TestARefusedRunIsRecordedAndTheRefusalNamesTheRecord(t *testing.T) {
 }
 
 func TestCancelEndsALiveRunAndSaysSoOnceItHasEnded(t *testing.T) {
-	m, _ := newManager(t, fakeBinaries{bin: fakeClaude(t, 1)}, Config{})
-	run, err := m.Start(context.Background(), claudeRequest(t, "SLEEP"))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	m, run, ctx := sleeping(t, Config{})
 	res, err := m.Cancel(ctx, run.ID())
 	require.NoError(t, err)
 	assert.True(t, res.Cancelled)
@@ -181,11 +189,7 @@ func TestARunEndsWithItsConnectionOnlyWhenTheOperatorSaysSo(t *testing.T) {
 
 // Shutdown ends live runs as interrupted and refuses new ones.
 func TestShutdownInterruptsLiveRunsAndRefusesNewOnes(t *testing.T) {
-	m, _ := newManager(t, fakeBinaries{bin: fakeClaude(t, 1)}, Config{})
-	run, err := m.Start(context.Background(), claudeRequest(t, "SLEEP"))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	m, run, ctx := sleeping(t, Config{})
 	m.Shutdown(ctx)
 	res, err := run.Wait(ctx)
 	require.NoError(t, err)
