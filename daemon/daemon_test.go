@@ -388,6 +388,7 @@ func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
 	// The socket's own close timeout is 5 s; the grace period must bound
 	// the wait, not that.
 	assert.Less(t, took, 3*time.Second, "shutdown waited past its grace period for a silent client")
+	t.Logf("shutdown with a 300 ms grace took %v", took)
 	assert.Contains(t, err.Error(), "closed hard")
 	_, statErr := os.Stat(filepath.Join(td.home, daemon.DiscoveryFileName))
 	assert.True(t, os.IsNotExist(statErr), "daemon.json is gone all the same")

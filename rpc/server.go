@@ -1,10 +1,12 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -131,19 +133,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if subprotocol != "" {
 		opts.Subprotocols = []string{subprotocol}
 	}
-	c, err := websocket.Accept(w, r, opts)
+	hj := &hijackRecorder{ResponseWriter: w}
+	c, err := websocket.Accept(hj, r, opts)
 	if err != nil {
 		s.log.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, r.RemoteAddr)
+	s.serve(c, hj.conn, r.RemoteAddr)
 }
 
 // serverConn is one client connection.
 type serverConn struct {
-	srv    *Server
-	ws     *websocket.Conn
+	srv *Server
+	ws  *websocket.Conn
+	// raw is the socket under ws, closed directly when a shutdown's grace
+	// period runs out: the library's close handshake waits its own 5 s
+	// for a client that does not answer, and holds the socket meanwhile.
+	raw    net.Conn
 	stream *frameStream
 	sem    chan struct{}
 	wg     sync.WaitGroup
@@ -160,7 +167,7 @@ type serverConn struct {
 	inflight map[string][]*inflightCall
 }
 
-func (s *Server) serve(ws *websocket.Conn, remote string) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,7 +177,7 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	}}
 	ctx = withPeer(ctx, peer)
 	peer.ctx = ctx
-	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx, cancel: cancel,
+	sc := &serverConn{srv: s, ws: ws, raw: raw, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx, cancel: cancel,
 		inflight: map[string][]*inflightCall{}}
 
 	// Registered before it reads anything, and under the lock Shutdown
@@ -201,6 +208,24 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	<-jc.DisconnectNotify()
 	cancel()
 	sc.wg.Wait()
+}
+
+// hijackRecorder keeps the socket the WebSocket upgrade takes over, so a
+// shutdown can close it when the close handshake would outlast the grace
+// period.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the response writer cannot hand over its connection")
+	}
+	c, rw, err := hj.Hijack()
+	h.conn = c
+	return c, rw, err
 }
 
 // goingAway is the close reason a shutting-down server gives with 1001.
@@ -346,12 +371,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		// Cancelling a connection's context ends its pending read, which
-		// drops the socket; a close handshake the client never answers
-		// would otherwise hold the socket for its own timeout, past the
-		// grace period the operator set.
+		// A close handshake the client never answers would hold the
+		// socket for the library's own timeout, past the grace period the
+		// operator set: drop the socket itself.
 		for _, c := range conns {
 			c.cancel()
+			if c.raw != nil {
+				_ = c.raw.Close()
+			}
 			_ = c.ws.CloseNow()
 		}
 		<-done
