@@ -2,7 +2,7 @@ package daemon
 
 import (
 	"context"
-	"errors"
+
 	"path/filepath"
 	"time"
 
@@ -31,6 +31,10 @@ type HealthParams struct {
 	// Force bypasses the 30 s cache.
 	Force bool `json:"force,omitempty"`
 }
+
+// HealthAnswer is agents.health_external's result: one adapter's health with
+// id, every adapter's without.
+type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
 
 // newDetector builds the detector the way the daemon does: the search path is
 // the startup PATH plus the login shell's PATH and the well-known install
@@ -95,7 +99,7 @@ func (d *Daemon) setupAgents() error {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect that always serves the cached detection.",
+		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
@@ -109,15 +113,15 @@ func (d *Daemon) setupAgents() error {
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
 		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
-	}, func(ctx context.Context, p HealthParams) (any, error) {
+	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
-			return d.detector.HealthAll(ctx, p.Force), nil
+			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthAll(ctx, p.Force)), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
-			return nil, agentError(err)
+			return HealthAnswer{}, err
 		}
-		return h, nil
+		return rpc.First[detect.ExternalAgentHealth, []detect.ExternalAgentHealth](h), nil
 	})
 	return nil
 }
@@ -136,24 +140,4 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 		out[i] = s
 	}
 	return out
-}
-
-// agentError maps detection's typed errors onto the wire.
-func agentError(err error) error {
-	var unknown *detect.UnknownAdapterError
-	if errors.As(err, &unknown) {
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
-			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}
-	}
-	var missing *detect.NotInstalledError
-	if errors.As(err, &missing) {
-		return &rpc.Error{Code: rpc.CodeAgentNotInstalled, Message: missing.Error(),
-			Data: map[string]any{"adapter": missing.ID, "binary": missing.Binary, "pin_env": missing.PinEnv, "install_hint": missing.InstallHint}}
-	}
-	var unusable *detect.UnusableError
-	if errors.As(err, &unusable) {
-		return &rpc.Error{Code: rpc.CodeAgentUnusable, Message: unusable.Error(),
-			Data: map[string]any{"adapter": unusable.ID, "path": unusable.Path, "reason": unusable.Reason}}
-	}
-	return err
 }

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -64,7 +65,7 @@ type Daemon struct {
 	guard     guard.Snapshot
 	detector  *detect.Detector
 	substrate *lazySubstrate
-	runs      *runManager
+	runs      *runs.Manager
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server
@@ -190,6 +191,11 @@ func (d *Daemon) Start() error {
 			AllowedOrigins: d.cfg.AllowedOrigins,
 			AllowedHosts:   d.cfg.AllowedHosts,
 			Port:           port,
+			Hints: rpc.GateHints{
+				TokenFile:      "<home>/token",
+				RotateToken:    "`card token rotate`",
+				OriginsSetting: "allowed_origins in " + ConfigFileName,
+			},
 		},
 		ReadLimit:   d.cfg.MaxMessageBytes,
 		MaxConns:    d.cfg.MaxConnections,
@@ -251,7 +257,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // Shutdown stops accepting, closes every connection with 1001, ends or
 // records in-flight work within ctx, removes daemon.json and releases the
-// home. It is safe to call more than once.
+// home. It always finishes all of that; it returns an error when ctx ran
+// out before the clients closed their connections and they were closed
+// hard, so `card serve` can tell a supervisor the stop was not graceful.
+// It is safe to call more than once and returns the same answer each time.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.shutdownOnce.Do(func() {
 		_ = sdNotify(d.env["NOTIFY_SOCKET"], "STOPPING=1")
@@ -263,6 +272,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if d.rpcSrv != nil {
 			if err := d.rpcSrv.Shutdown(ctx); err != nil {
 				d.log.Warn("connections did not close within the grace period; closed them hard", zap.Error(err))
+				d.shutdownErr = fmt.Errorf("shut down, but the clients' connections did not close within the grace period and were closed hard: %w", err)
 			}
 		}
 		if d.httpSrv != nil {
@@ -281,6 +291,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 
 // setup builds the pieces and registers the methods.
 func (d *Daemon) setup() error {
+	d.registry.RegisterCodes(codes...)
+	d.registry.MapErrors(wireError)
 	d.registerInfo()
 	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSubstrate, d.setupDiscover} {
 		if err := step(); err != nil {

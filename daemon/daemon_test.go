@@ -365,3 +365,32 @@ func answerFits(want, got map[string]any) bool {
 	}
 	return true
 }
+
+// A client that never answers the close handshake holds the graceful
+// shutdown up to its grace period; the daemon then closes it hard, finishes
+// shutting down, and says the stop was not graceful.
+func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
+	td := startDaemon(t)
+	ws := td.rawConn(t)
+	// One answered request, so the connection is surely being served; then
+	// it never reads again, so it never answers the close frame.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"daemon.info"}`)))
+	_, _, err := ws.Read(ctx)
+	require.NoError(t, err)
+	grace, cancelGrace := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelGrace()
+	start := time.Now()
+	err = td.Shutdown(grace)
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// The socket's own close timeout is 5 s; the grace period must bound
+	// the wait, not that.
+	assert.Less(t, took, 3*time.Second, "shutdown waited past its grace period for a silent client")
+	t.Logf("shutdown with a 300 ms grace took %v", took)
+	assert.Contains(t, err.Error(), "closed hard")
+	_, statErr := os.Stat(filepath.Join(td.home, daemon.DiscoveryFileName))
+	assert.True(t, os.IsNotExist(statErr), "daemon.json is gone all the same")
+	assert.Equal(t, err, td.Shutdown(context.Background()), "a second call gives the same answer")
+}

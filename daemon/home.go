@@ -21,7 +21,8 @@ const (
 	TokenFileName     = "token"
 	DiscoveryFileName = "daemon.json"
 	LockFileName      = "daemon.lock"
-	StoreFileName     = "runs.db"
+	// RunsDBName is the run history.
+	RunsDBName = "runs.db"
 )
 
 // tokenBytes is the token's entropy: 256 bits, as the design requires.

@@ -1,16 +1,13 @@
 package daemon
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
-	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
@@ -23,11 +20,6 @@ const (
 	MinInvokeTimeoutSecs = 1
 	MaxInvokeTimeoutSecs = 3600
 )
-
-// RunIDEnv is set in every agent's environment to its run id, so a daemon
-// restarted after a crash can tell a leftover process of its own run from an
-// unrelated process that happens to reuse the recorded process group id.
-const RunIDEnv = "CARD_RUN_ID"
 
 // InvokeParams are agents.invoke's (and agents.invoke_external's) params.
 type InvokeParams struct {
@@ -70,12 +62,53 @@ type InvokeParams struct {
 	AcknowledgeUnenforcedReadOnly bool `json:"acknowledge_unenforced_read_only,omitempty"`
 }
 
-// Validate checks every field that can be judged without the daemon's state,
-// so a bad request is a -32602 naming its field and never becomes a run.
-func (p *InvokeParams) Validate() error {
+// prepare is agents.invoke's one params step: it decides every bad-params
+// answer (-32602 naming the field; an unknown id lists the known ones) and
+// builds the run's plan once, before anything is recorded, so a request the
+// chosen agent's CLI cannot honour is never a run. What depends on the
+// daemon's state (the guard, bypass allowed, the binary, the cap) is the
+// run subsystem's gate, after this.
+func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if strings.TrimSpace(p.ID) == "" {
-		return rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
+		return runs.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
+	if _, ok := spawn.Lookup(p.ID); !ok {
+		return runs.Request{}, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
+	}
+	if err := p.check(); err != nil {
+		return runs.Request{}, err
+	}
+	req := p.spawnRequest()
+	if req.Cwd == "" {
+		req.Cwd = d.env["HOME"]
+	}
+	a := d.cfg.Adapters[p.ID]
+	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
+	// Bypass is the gate's to refuse (after the guard, with its own code),
+	// so the plan is built as if it were allowed.
+	req.AllowBypass = true
+	// The plan's Program is the binary the gate resolves; nothing in the
+	// argv depends on it.
+	plan, err := spawn.Build("", req)
+	if err != nil {
+		return runs.Request{}, err
+	}
+	return runs.Request{
+		Adapter:                       p.ID,
+		InvokedBy:                     p.InvokedBy,
+		Task:                          p.Task,
+		Mode:                          req.EffectiveMode(),
+		Plan:                          plan,
+		Model:                         p.Model,
+		Cwd:                           req.Cwd,
+		Timeout:                       p.Timeout(),
+		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
+	}, nil
+}
+
+// check judges the fields spawn does not: the task, the mode's need for a
+// cwd, the cwd itself, the caller's id.
+func (p *InvokeParams) check() error {
 	if strings.TrimSpace(p.Task) == "" {
 		return rpc.InvalidField("task", "required: the task for the agent must not be empty")
 	}
@@ -104,18 +137,8 @@ func (p *InvokeParams) Validate() error {
 			return rpc.InvalidField("cwd", "%q is not a directory", p.Cwd)
 		}
 	}
-	if p.MaxTurns < 0 {
-		return rpc.InvalidField("max_turns", "must be a positive number of turns (or omitted)")
-	}
 	if p.InvokedBy != "" && strings.ContainsAny(p.InvokedBy, ",\x00\n\r") {
 		return rpc.InvalidField("invoked_by", "%q is not one adapter id (no commas)", p.InvokedBy)
-	}
-	// The rest is spawn's own request check; bypass is judged later, after
-	// the guard, so it is reported with its own code.
-	req := p.spawnRequest()
-	req.AllowBypass = true
-	if err := req.Validate(); err != nil {
-		return fieldError(err)
 	}
 	return nil
 }
@@ -151,142 +174,3 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		Cwd:                p.Cwd,
 	}
 }
-
-// fieldError turns spawn's field error into the registry's, so the wire
-// answer names the field the same way as every other -32602.
-func fieldError(err error) error {
-	var fe *spawn.FieldError
-	if errors.As(err, &fe) {
-		return rpc.InvalidField(fe.Field, "%s", fe.Message)
-	}
-	return err
-}
-
-// InvokeResult is a finished run: the agent's result in CAR's names plus
-// which run it was and how it ended.
-type InvokeResult struct {
-	spawn.Result
-	RunID    string       `json:"run_id"`
-	Adapter  string       `json:"adapter"`
-	Ancestry []string     `json:"ancestry"`
-	Status   store.Status `json:"status"`
-}
-
-// InvokeAccepted is the immediate answer to a streaming invoke.
-type InvokeAccepted struct {
-	RunID    string   `json:"run_id"`
-	Accepted bool     `json:"accepted"`
-	Adapter  string   `json:"adapter"`
-	Ancestry []string `json:"ancestry"`
-}
-
-// gateInput is everything the pre-run checks look at, as values, so the
-// order of refusals is a pure function a test can walk.
-type gateInput struct {
-	Adapter     string
-	InvokedBy   string
-	Mode        spawn.Mode
-	Acknowledge bool
-	Guard       guard.Snapshot
-	AllowBypass bool
-	// BinaryErr is detection's answer for the adapter (nil: runnable).
-	BinaryErr    error
-	ReadOnly     detect.ReadOnlyEnforcement
-	Running      int
-	MaxRuns      int
-	ShuttingDown bool
-}
-
-// refusal is a gate's no: the wire error and the text recorded on the run.
-type refusal struct {
-	err    *rpc.Error
-	reason string
-}
-
-// gate applies the checks in their documented order — guard, bypass,
-// installed/usable, unenforced read-only, concurrency — and returns the
-// seeded ancestry (recorded on the run either way) and the first refusal.
-// The guard comes first because a looping call must be stopped whatever else
-// is wrong with it, and the cap last because it is the only transient one.
-func gate(in gateInput) ([]string, *refusal) {
-	ref, seeded := in.Guard.Check(in.Adapter, in.InvokedBy)
-	if ref != nil {
-		return seeded, &refusal{reason: ref.Error(), err: &rpc.Error{Code: rpc.CodeGuardRefused, Message: ref.Error(),
-			Data: map[string]any{"adapter": ref.Adapter, "ancestry": ref.Ancestry, "max_chain": ref.MaxChain, "reason": ref.Reason}}}
-	}
-	if in.ShuttingDown {
-		msg := "the daemon is shutting down and starts no new runs; retry once it is back"
-		return seeded, &refusal{reason: msg, err: &rpc.Error{Code: rpc.CodeShuttingDown, Message: msg}}
-	}
-	if in.Mode == spawn.ModeBypass && !in.AllowBypass {
-		be := &spawn.BypassRefusedError{Adapter: in.Adapter}
-		return seeded, &refusal{reason: be.Error(), err: &rpc.Error{Code: rpc.CodeBypassNotAllowed, Message: be.Error(),
-			Data: map[string]any{"adapter": in.Adapter, "permission_mode": string(spawn.ModeBypass), "config_key": "allow_bypass"}}}
-	}
-	if in.BinaryErr != nil {
-		e := rpc.ToError(agentError(in.BinaryErr))
-		return seeded, &refusal{reason: e.Message, err: e}
-	}
-	if in.ReadOnly == detect.NotEnforced && (in.Mode == "" || in.Mode == spawn.ModeReadOnly) && !in.Acknowledge {
-		msg := fmt.Sprintf("%s cannot enforce read_only: nothing stops the agent from writing files or running commands, "+
-			"so read_only is only a request to the model. Pass acknowledge_unenforced_read_only = true to run it anyway, "+
-			"or use an adapter whose read_only is enforced", in.Adapter)
-		return seeded, &refusal{reason: msg, err: &rpc.Error{Code: rpc.CodeUnenforcedReadOnly, Message: msg,
-			Data: map[string]any{"adapter": in.Adapter, "read_only_enforcement": string(in.ReadOnly), "field": "acknowledge_unenforced_read_only"}}}
-	}
-	if in.Running >= in.MaxRuns {
-		msg := fmt.Sprintf("card is already running %d agents (max_concurrent_runs = %d); the run was refused, not queued: "+
-			"retry when one ends, or raise max_concurrent_runs in card.toml", in.Running, in.MaxRuns)
-		return seeded, &refusal{reason: msg, err: &rpc.Error{Code: rpc.CodeTooManyRuns, Message: msg,
-			Data: map[string]any{"running": in.Running, "max_concurrent_runs": in.MaxRuns}}}
-	}
-	return seeded, nil
-}
-
-// childEnv is the agent's environment: the daemon's startup environment
-// with PATH set to the resolved search path (a supervisor-started daemon's
-// own PATH would not find node), the guard's stamp, the run id, and without
-// NOTIFY_SOCKET (an agent must not be able to tell systemd the daemon is
-// stopping). The operator's adapter env is added later by the plan.
-func childEnv(base map[string]string, path string, child []string, runID string) []string {
-	out := make([]string, 0, len(base)+2)
-	for k, v := range base {
-		switch k {
-		case "PATH", "NOTIFY_SOCKET", RunIDEnv:
-			continue
-		}
-		out = append(out, k+"="+v)
-	}
-	if path != "" {
-		out = append(out, "PATH="+path)
-	}
-	out = append(out, RunIDEnv+"="+runID)
-	return guard.StampEnv(out, child)
-}
-
-// outcome maps how spawn ended a run onto the recorded status. cause is why
-// the run's context was cancelled, when it was.
-func outcome(err error, cause error) store.Status {
-	if err == nil {
-		return store.StatusSucceeded
-	}
-	var se *spawn.Error
-	if errors.As(err, &se) {
-		switch se.Kind {
-		case spawn.KindTimeout:
-			return store.StatusTimedOut
-		case spawn.KindCancelled:
-			if errors.Is(cause, errShutdown) {
-				return store.StatusInterrupted
-			}
-			return store.StatusCancelled
-		}
-	}
-	return store.StatusFailed
-}
-
-var (
-	errShutdown     = errors.New("card is shutting down")
-	errUserCancel   = errors.New("cancelled by agents.cancel")
-	errDisconnected = errors.New("the client that started it disconnected (cancel_on_disconnect = true)")
-)

@@ -66,7 +66,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 		for {
 			evs, err := st.Events(context.Background(), id, 0, store.MaxEventsLimit)
 			require.NoError(t, err)
-			if n := len(evs); n > 0 && evs[n-1].Kind == store.EventDone {
+			if n := len(evs); n > 0 && evs[n-1].Kind == daemon.EventDone {
 				return time.Since(start)
 			}
 			require.Less(t, time.Since(start), time.Minute)

@@ -12,14 +12,14 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// Issue 3 through the daemon: the guard's base is read at startup, seeded
+// The ancestry guard through the daemon: its base is read at startup, seeded
 // per call with invoked_by, enforced before the spawn, stamped on the child
 // and recorded on every run.
 func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
 	c := rd.client(t, rpc.ClientOptions{})
 	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "x"}, nil))
-	assert.Equal(t, rpc.CodeGuardRefused, re.Code)
+	assert.Equal(t, daemon.CodeGuardRefused, re.Code)
 	assert.Contains(t, re.Message, "already in this invocation chain")
 	assert.Contains(t, re.Message, "CAR_INVOKED_BY")
 	data := errData(t, re)
@@ -32,8 +32,7 @@ func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {
 func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
 	c := rd.client(t, rpc.ClientOptions{})
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"})
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, res.Ancestry)
 	env := rd.agents.childEnvOf(t, "codex", res.RunID)
@@ -59,7 +58,7 @@ func TestAShorterMaxChainRefusesTheSameCallForDepth(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code", "CAR_AGENT_MAX_CHAIN=2")
 	c := rd.client(t, rpc.ClientOptions{})
 	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"}, nil))
-	assert.Equal(t, rpc.CodeGuardRefused, re.Code)
+	assert.Equal(t, daemon.CodeGuardRefused, re.Code)
 	data := errData(t, re)
 	assert.Equal(t, "depth", data["reason"])
 	assert.Equal(t, float64(2), data["max_chain"])

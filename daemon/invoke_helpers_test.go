@@ -67,7 +67,8 @@ cat %[3]q
 	return path, dir
 }
 
-// agentsEnv pins fake claude, codex and gemini replaying the real streams.
+// fakeAgentSet is fake claude, codex and gemini replaying the real streams,
+// pinned through their CAR_<ID>_BIN variables.
 type fakeAgentSet struct {
 	environ []string
 	dirs    map[string]string // adapter id → where the fake writes env files
@@ -191,6 +192,25 @@ func (rd *runsDaemon) invoke(t testing.TB, c *rpc.Client, p map[string]any, out 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return c.Call(ctx, "agents.invoke", p, out)
+}
+
+// finished runs a task to its end on c and returns the answer.
+func (rd *runsDaemon) finished(t testing.TB, c *rpc.Client, p map[string]any) daemon.InvokeResult {
+	t.Helper()
+	var res daemon.InvokeResult
+	require.NoError(t, rd.invoke(t, c, p, &res))
+	return res
+}
+
+// stream starts a streaming run on a new client that collects its events.
+func (rd *runsDaemon) stream(t *testing.T, p map[string]any) (*rpc.Client, *events, daemon.InvokeAccepted) {
+	t.Helper()
+	evs := newEvents()
+	c := rd.client(t, evs.opts())
+	p["stream"] = true
+	var acc daemon.InvokeAccepted
+	require.NoError(t, rd.invoke(t, c, p, &acc))
+	return c, evs, acc
 }
 
 func call(t testing.TB, c *rpc.Client, method string, params, out any) error {

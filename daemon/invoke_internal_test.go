@@ -1,103 +1,22 @@
 package daemon
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
 
-// The refusals come in one documented order: with everything wrong at once,
-// each check is reported only once those before it pass.
-func TestGateRefusesInTheDocumentedOrder(t *testing.T) {
-	all := gateInput{
-		Adapter: "pi", InvokedBy: "pi", Mode: spawn.ModeBypass,
-		Guard:     guard.Snapshot{MaxChain: 3},
-		BinaryErr: &detect.UnusableError{ID: "pi", Path: "/x/pi", Reason: "not executable"},
-		ReadOnly:  detect.NotEnforced, Running: 8, MaxRuns: 8,
-	}
-	steps := []struct {
-		code int64
-		fix  func(*gateInput)
-	}{
-		{rpc.CodeGuardRefused, func(in *gateInput) { in.InvokedBy = "" }},
-		{rpc.CodeBypassNotAllowed, func(in *gateInput) { in.Mode = spawn.ModeReadOnly }},
-		{rpc.CodeAgentUnusable, func(in *gateInput) { in.BinaryErr = nil }},
-		{rpc.CodeUnenforcedReadOnly, func(in *gateInput) { in.Acknowledge = true }},
-		{rpc.CodeTooManyRuns, func(in *gateInput) { in.Running = 7 }},
-	}
-	in := all
-	for _, s := range steps {
-		_, ref := gate(in)
-		require.NotNil(t, ref, "want code %d", s.code)
-		assert.Equal(t, s.code, ref.err.Code, ref.err.Message)
-		assert.NotEmpty(t, ref.reason)
-		s.fix(&in)
-	}
-	seeded, ref := gate(in)
-	assert.Nil(t, ref)
-	assert.Empty(t, seeded)
-}
-
-func TestAnUnenforcedReadOnlyNeedsTheAcknowledgementOnlyInReadOnlyMode(t *testing.T) {
-	base := gateInput{Adapter: "pi", Guard: guard.Snapshot{MaxChain: 3}, ReadOnly: detect.NotEnforced, MaxRuns: 8}
-	_, ref := gate(base)
-	require.NotNil(t, ref)
-	assert.Equal(t, rpc.CodeUnenforcedReadOnly, ref.err.Code)
-	assert.Contains(t, ref.err.Message, "acknowledge_unenforced_read_only")
-	assert.Contains(t, ref.err.Message, "only a request to the model")
-
-	edit := base
-	edit.Mode = spawn.ModeEdit
-	_, ref = gate(edit)
-	assert.Nil(t, ref, "edit mode promises no read-only, so there is nothing to acknowledge")
-
-	enforced := base
-	enforced.ReadOnly = detect.EnforcedByOSSandbox
-	_, ref = gate(enforced)
-	assert.Nil(t, ref)
-}
-
 func TestTimeoutDefaultsAndIsClamped(t *testing.T) {
 	for in, want := range map[int]int{0: 300, -5: 1, 1: 1, 90: 90, 3600: 3600, 99999: 3600} {
 		p := InvokeParams{TimeoutSecs: in}
 		assert.Equal(t, want, int(p.Timeout().Seconds()), "timeout_secs %d", in)
-	}
-}
-
-func TestTheChildEnvironmentIsStampedAndCleaned(t *testing.T) {
-	base := map[string]string{"HOME": "/h", "PATH": "/usr/bin", "NOTIFY_SOCKET": "/run/sd", "CAR_INVOKED_BY": "stale", "CARD_RUN_ID": "old"}
-	env := envMap(childEnv(base, "/opt/node/bin:/usr/bin", []string{"claude-code", "codex"}, "run_1"))
-	assert.Equal(t, "/h", env["HOME"])
-	assert.Equal(t, "/opt/node/bin:/usr/bin", env["PATH"])
-	assert.Equal(t, "claude-code,codex", env["CAR_INVOKED_BY"])
-	assert.Equal(t, "run_1", env[RunIDEnv])
-	assert.NotContains(t, env, "NOTIFY_SOCKET")
-}
-
-func TestHowASpawnEndedMapsOntoTheRecordedStatus(t *testing.T) {
-	cases := []struct {
-		err   error
-		cause error
-		want  store.Status
-	}{
-		{nil, nil, store.StatusSucceeded},
-		{&spawn.Error{Kind: spawn.KindTimeout}, nil, store.StatusTimedOut},
-		{&spawn.Error{Kind: spawn.KindCancelled}, errUserCancel, store.StatusCancelled},
-		{&spawn.Error{Kind: spawn.KindCancelled}, errDisconnected, store.StatusCancelled},
-		{&spawn.Error{Kind: spawn.KindCancelled}, errShutdown, store.StatusInterrupted},
-		{&spawn.Error{Kind: spawn.KindAuth}, nil, store.StatusFailed},
-		{errors.New("other"), nil, store.StatusFailed},
-	}
-	for _, tc := range cases {
-		assert.Equal(t, tc.want, outcome(tc.err, tc.cause), "%v / %v", tc.err, tc.cause)
 	}
 }
 
@@ -112,4 +31,49 @@ func TestEveryArgvShapingParamReachesTheSpawnRequest(t *testing.T) {
 	plan, err := spawn.Build("/bin/claude", spawn.Request{Adapter: "claude-code", Cwd: "/", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true})
 	require.NoError(t, err)
 	assert.Contains(t, plan.Args, "--append-system-prompt-file")
+}
+
+// Each refusal of the gate becomes its code, with the recorded run's id in
+// data, and its message is the reason recorded on the run.
+func TestEveryRefusalMapsOntoItsCodeAndNamesTheRecordedRun(t *testing.T) {
+	cases := []struct {
+		err  error
+		code int64
+	}{
+		{&guard.Refusal{Adapter: "pi", Ancestry: []string{"pi"}, MaxChain: 3, Reason: guard.ReasonCycle}, CodeGuardRefused},
+		{runs.ErrShuttingDown, rpc.CodeShuttingDown},
+		{&spawn.BypassRefusedError{Adapter: "pi"}, CodeBypassNotAllowed},
+		{&detect.NotInstalledError{ID: "pi", Binary: "pi"}, CodeAgentNotInstalled},
+		{&detect.UnusableError{ID: "pi", Path: "/x/pi", Reason: "not executable"}, CodeAgentUnusable},
+		{&runs.UnenforcedReadOnlyError{Adapter: "pi", Enforcement: detect.NotEnforced}, CodeUnenforcedReadOnly},
+		{&runs.TooManyRunsError{Running: 8, Max: 8}, CodeTooManyRuns},
+	}
+	for _, tc := range cases {
+		e := rpc.ToError(wireError(&runs.RefusedError{RunID: "run_1", Err: tc.err}))
+		assert.Equal(t, tc.code, e.Code, "%T", tc.err)
+		assert.Equal(t, tc.err.Error(), e.Message)
+		data, _ := e.Data.(map[string]any)
+		assert.Equal(t, "run_1", data["run_id"], "%T", tc.err)
+	}
+	nf := rpc.ToError(wireError(&runs.NotFoundError{RunID: "run_x"}))
+	assert.Equal(t, CodeRunNotFound, nf.Code)
+	assert.ErrorIs(t, nf, &rpc.Error{Code: CodeRunNotFound})
+}
+
+// prepare decides every bad-params answer itself and builds the plan once,
+// with no binary in it: the gate supplies the one detection resolved.
+func TestPrepareBuildsThePlanOnceWithoutABinary(t *testing.T) {
+	d := &Daemon{cfg: DefaultConfig(), env: map[string]string{"HOME": t.TempDir()}}
+	req, err := d.prepare(InvokeParams{ID: "claude-code", Task: "t", Model: "m", MaxTurns: 2})
+	require.NoError(t, err)
+	assert.Empty(t, req.Plan.Program)
+	assert.Equal(t, d.env["HOME"], req.Plan.Dir, "read_only without cwd runs in the home")
+	assert.Contains(t, req.Plan.Args, "--max-turns")
+	assert.Equal(t, spawn.ModeReadOnly, req.Mode)
+
+	_, err = d.prepare(InvokeParams{ID: "droid", Task: "t", PermissionMode: "edit", Cwd: t.TempDir()})
+	var fe *spawn.FieldError
+	require.ErrorAs(t, err, &fe, "an adapter's own refusal is a field error before any record")
+	_, err = d.prepare(InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "bypass", Cwd: t.TempDir()})
+	assert.NoError(t, err, "bypass is the gate's to refuse, after the guard")
 }

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,8 +22,7 @@ import (
 func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	c := rd.client(t, rpc.ClientOptions{})
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "say pong"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "say pong"})
 
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 	assert.Equal(t, "claude-code", res.Adapter)
@@ -68,8 +69,7 @@ func TestEachAdaptersReplayedStreamEndsInTheRightResult(t *testing.T) {
 func TestAFailingAgentIsAFailedRunNotAnRPCError(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	c := rd.client(t, rpc.ClientOptions{})
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "FAIL"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "FAIL"})
 	assert.Equal(t, store.StatusFailed, res.Status)
 	require.NotNil(t, res.Error)
 	assert.Contains(t, res.Error.StderrExcerpt, "boom")
@@ -81,10 +81,7 @@ func TestAFailingAgentIsAFailedRunNotAnRPCError(t *testing.T) {
 
 func TestStreamedEventsArriveInSeqOrderAndEndWithOneDone(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	evs := newEvents()
-	c := rd.client(t, evs.opts())
-	var acc daemon.InvokeAccepted
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "codex", "task": "say pong", "stream": true}, &acc))
+	_, evs, acc := rd.stream(t, map[string]any{"id": "codex", "task": "say pong"})
 	assert.True(t, acc.Accepted)
 	got := evs.waitFor(t, acc.RunID, 10*time.Second, terminal)
 	time.Sleep(100 * time.Millisecond) // nothing may follow the terminal event
@@ -149,7 +146,7 @@ func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	assert.False(t, cr.Cancelled)
 	assert.Contains(t, cr.Reason, "already ended")
 	err := call(t, c, "agents.cancel", map[string]any{"run_id": "nope"}, &cr)
-	assert.Equal(t, rpc.CodeRunNotFound, rpcCode(t, err).Code)
+	assert.Equal(t, daemon.CodeRunNotFound, rpcCode(t, err).Code)
 }
 
 func waitForRunning(t *testing.T, c *rpc.Client) string {
@@ -187,8 +184,7 @@ func TestADeadlineEndsTheRunAsTimedOut(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	c := rd.client(t, rpc.ClientOptions{})
 	start := time.Now()
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "timeout_secs": 1}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "timeout_secs": 1})
 	assert.Equal(t, store.StatusTimedOut, res.Status)
 	assert.Less(t, time.Since(start), 4*time.Second)
 	require.NotNil(t, res.Error)
@@ -198,9 +194,7 @@ func TestADeadlineEndsTheRunAsTimedOut(t *testing.T) {
 
 func TestARunOutlivesTheClientThatStartedIt(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	var acc daemon.InvokeAccepted
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "DRIP", "stream": true}, &acc))
+	c, _, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "DRIP"})
 	require.NoError(t, c.Close())
 
 	c2 := rd.client(t, rpc.ClientOptions{})
@@ -214,9 +208,7 @@ func TestARunOutlivesTheClientThatStartedIt(t *testing.T) {
 
 func TestCancelOnDisconnectEndsTheClientsRuns(t *testing.T) {
 	rd := startRunsDaemon(t, "cancel_on_disconnect = true\n")
-	c := rd.client(t, rpc.ClientOptions{})
-	var acc daemon.InvokeAccepted
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "stream": true}, &acc))
+	c, _, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "SLEEP"})
 	waitForProcesses(t, acc.RunID)
 	require.NoError(t, c.Close())
 	c2 := rd.client(t, rpc.ClientOptions{})
@@ -258,7 +250,7 @@ func TestSubscribeAfterAReconnectGetsEveryEventExactlyOnce(t *testing.T) {
 	assert.Equal(t, all, replayed)
 
 	err := call(t, c3, "runs.subscribe", map[string]any{"run_id": "nope"}, &sub)
-	assert.Equal(t, rpc.CodeRunNotFound, rpcCode(t, err).Code)
+	assert.Equal(t, daemon.CodeRunNotFound, rpcCode(t, err).Code)
 }
 
 func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
@@ -272,7 +264,7 @@ func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 	}
 	err := rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "stream": true}, nil)
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeTooManyRuns, re.Code)
+	assert.Equal(t, daemon.CodeTooManyRuns, re.Code)
 	assert.Contains(t, re.Message, "max_concurrent_runs")
 	refusedID, _ := errData(t, re)["run_id"].(string)
 	require.NotEmpty(t, refusedID)
@@ -290,8 +282,7 @@ func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 	}
 	wg.Wait()
 	// A slot is free again.
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "say pong"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "say pong"})
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 }
 
@@ -344,7 +335,7 @@ func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	c := rd.client(t, rpc.ClientOptions{})
 	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "x", "permission_mode": "bypass"}, nil))
-	assert.Equal(t, rpc.CodeBypassNotAllowed, re.Code)
+	assert.Equal(t, daemon.CodeBypassNotAllowed, re.Code)
 	assert.Contains(t, re.Message, "allow_bypass")
 	id, _ := errData(t, re)["run_id"].(string)
 	run := waitRun(t, c, id, time.Second)
@@ -357,7 +348,7 @@ func TestAnAgentThatCannotRunIsRefusedWithDetectionsReason(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_GEMINI_BIN=/nonexistent/gemini")
 	c := rd.client(t, rpc.ClientOptions{})
 	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "gemini", "task": "x"}, nil))
-	assert.Contains(t, []int64{rpc.CodeAgentUnusable, rpc.CodeAgentNotInstalled}, re.Code)
+	assert.Contains(t, []int64{daemon.CodeAgentUnusable, daemon.CodeAgentNotInstalled}, re.Code)
 	assert.Contains(t, re.Message, "CAR_GEMINI_BIN")
 }
 
@@ -367,16 +358,14 @@ func TestTaskTextIsKeptOnlyWhenTheOperatorAllows(t *testing.T) {
 	// login_shell_path = false every test daemon sets would turn it off.
 	rd := startRunsDaemon(t, "record_tasks = true\n")
 	c := rd.client(t, rpc.ClientOptions{})
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "say pong"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "say pong"})
 	assert.Equal(t, "say pong", waitRun(t, c, res.RunID, time.Second).Task)
 }
 
 func TestTaskTextIsNotKeptWhenTheOperatorSaysSo(t *testing.T) {
 	rd := startRunsDaemon(t, "record_tasks = false\n")
 	c := rd.client(t, rpc.ClientOptions{})
-	var res daemon.InvokeResult
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "secret task"}, &res))
+	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "secret task"})
 	run := waitRun(t, c, res.RunID, time.Second)
 	assert.Empty(t, run.Task)
 	assert.Equal(t, len("secret task"), run.TaskLen)
@@ -385,9 +374,7 @@ func TestTaskTextIsNotKeptWhenTheOperatorSaysSo(t *testing.T) {
 
 func TestShutdownRecordsRunningRunsInterruptedAndLeavesNoChild(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	var acc daemon.InvokeAccepted
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "stream": true}, &acc))
+	_, _, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "SLEEP"})
 	waitForProcesses(t, acc.RunID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -402,4 +389,122 @@ func TestShutdownRecordsRunningRunsInterruptedAndLeavesNoChild(t *testing.T) {
 	assert.Equal(t, store.StatusInterrupted, run.Status)
 	require.NotNil(t, run.Error)
 	assert.Equal(t, "interrupted", run.Error.Kind)
+}
+
+// frame is one message the daemon sent on a raw connection.
+type frame struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  *rpc.Error      `json:"error"`
+	Params json.RawMessage `json:"params"`
+}
+
+func readFrame(t *testing.T, ws *websocket.Conn) frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, b, err := ws.Read(ctx)
+	require.NoError(t, err)
+	var f frame
+	require.NoError(t, json.Unmarshal(b, &f), "%s", b)
+	return f
+}
+
+func writeFrame(t *testing.T, ws *websocket.Conn, f string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(f)))
+}
+
+// readRun reads one request's answer and every agents.event of the run it
+// names, failing if an event comes before the answer or after the terminal
+// event is missing.
+func readRun(t *testing.T, ws *websocket.Conn, id string) (json.RawMessage, []daemon.AgentEvent) {
+	t.Helper()
+	first := readFrame(t, ws)
+	require.Empty(t, first.Method, "an agents.event arrived before the answer: %s", first.Params)
+	require.JSONEq(t, id, string(first.ID))
+	require.Nil(t, first.Error)
+	var evs []daemon.AgentEvent
+	for {
+		f := readFrame(t, ws)
+		require.Equal(t, "agents.event", f.Method)
+		var ev daemon.AgentEvent
+		require.NoError(t, json.Unmarshal(f.Params, &ev))
+		evs = append(evs, ev)
+		if terminal(evs) {
+			return first.Result, evs
+		}
+	}
+}
+
+// The answer to a streaming agents.invoke, and to runs.subscribe, is on the
+// wire before the first agents.event of the run it names, every time: a
+// client can learn the run_id before it has to file events under it.
+func TestTheAnswerThatNamesARunAlwaysPrecedesItsEvents(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ws := rd.rawConn(t)
+	ws.SetReadLimit(16 << 20)
+	var last string
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf(`"invoke-%d"`, i)
+		writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"agents.invoke","params":{"id":"codex","task":"say pong","stream":true,"cwd":%q}}`, id, rd.cwd))
+		res, evs := readRun(t, ws, id)
+		var acc daemon.InvokeAccepted
+		require.NoError(t, json.Unmarshal(res, &acc))
+		assert.Equal(t, acc.RunID, evs[0].RunID)
+		assert.Equal(t, int64(1), evs[0].Seq)
+		last = acc.RunID
+	}
+	c := rd.client(t, rpc.ClientOptions{})
+	require.Equal(t, store.StatusSucceeded, waitRun(t, c, last, 10*time.Second).Status)
+	writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q,"after_seq":1}}`, last))
+	res, evs := readRun(t, ws, `"sub"`)
+	var sub daemon.SubscribeResult
+	require.NoError(t, json.Unmarshal(res, &sub))
+	assert.False(t, sub.Live)
+	assert.Equal(t, int64(2), evs[0].Seq, "the replay starts after after_seq")
+}
+
+// A client that withdraws a waiting agents.invoke with $/cancelRequest gets
+// -32800 with the run's id at once; the run is the daemon's and goes on.
+func TestWithdrawingAWaitingInvokeAnswersRequestCancelledAndTheRunGoesOn(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ws := rd.rawConn(t)
+	writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":-3,"method":"agents.invoke","params":{"id":"claude-code","task":"DRIP","cwd":%q}}`, rd.cwd))
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	writeFrame(t, ws, `{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":-3}}`)
+	f := readFrame(t, ws)
+	assert.Less(t, time.Since(start), time.Second, "the wait ends at once, not with the run")
+	assert.JSONEq(t, `-3`, string(f.ID))
+	require.NotNil(t, f.Error)
+	assert.Equal(t, rpc.CodeRequestCancelled, f.Error.Code)
+	runID, _ := errData(t, f.Error)["run_id"].(string)
+	require.NotEmpty(t, runID)
+	c := rd.client(t, rpc.ClientOptions{})
+	assert.Equal(t, store.StatusSucceeded, waitRun(t, c, runID, 10*time.Second).Status)
+}
+
+// A run keeps its first max_events_per_run events and its terminal one; the
+// ones in between still take a seq (a client sees the gap), are neither sent
+// nor stored, and the run's record counts them.
+func TestEventsPastTheBoundAreCountedOnTheRunAndTheTerminalIsKept(t *testing.T) {
+	rd := startRunsDaemon(t, "max_events_per_run = 10\n")
+	c, evs, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "DRIP"})
+	got := evs.waitFor(t, acc.RunID, 10*time.Second, terminal)
+	require.Len(t, got, 11, "ten kept events and the terminal one: %s", kinds(got))
+	last := got[len(got)-1]
+	assert.Equal(t, daemon.EventDone, last.Kind)
+	require.Greater(t, last.Seq, int64(11), "the dropped events took seqs")
+	run := waitRun(t, c, acc.RunID, 5*time.Second)
+	assert.Equal(t, last.Seq-11, run.EventsDropped)
+
+	replay := newEvents()
+	c2 := rd.client(t, replay.opts())
+	var sub daemon.SubscribeResult
+	require.NoError(t, call(t, c2, "runs.subscribe", map[string]any{"run_id": acc.RunID}, &sub))
+	assert.Equal(t, got, replay.waitFor(t, acc.RunID, 5*time.Second, terminal), "the store kept exactly what was sent")
 }

@@ -3,51 +3,33 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
-	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
-	"github.com/card-dev/card/spawn"
 )
 
-// RunsDBName is the run history's file inside the home directory.
-const RunsDBName = "runs.db"
+// The run subsystem's wire types and names, for clients of this package
+// (the CLI, the end-to-end tests) that should not need to know where the
+// run subsystem lives.
+type (
+	AgentEvent      = runs.AgentEvent
+	InvokeResult    = runs.InvokeResult
+	InvokeAccepted  = runs.InvokeAccepted
+	CancelResult    = runs.CancelResult
+	SubscribeResult = runs.SubscribeResult
+)
 
-// Event kinds on the agents.event wire beyond spawn's: a run's stream ends
-// with exactly one EventDone (it succeeded) or EventRunError (any other
-// ending), both carrying the result. An "error" the agent reports mid-run
-// (it may still recover, e.g. after a retry) travels as EventAgentError so
-// a client can rely on "error" meaning "this run is over".
+// Event kinds and the run-id variable; see package runs.
 const (
-	EventDone       = store.EventDone
-	EventRunError   = store.EventError
-	EventAgentError = "agent_error"
+	EventDone       = runs.EventDone
+	EventRunError   = runs.EventRunError
+	EventAgentError = runs.EventAgentError
+	RunIDEnv        = runs.RunIDEnv
 )
-
-// persistBatch bounds how many events one store transaction writes.
-const persistBatch = 512
-
-// killGrace is the SIGTERM→SIGKILL gap for runs: short enough that
-// agents.cancel ends any run within 2 s even when the agent ignores SIGTERM.
-const killGrace = 1500 * time.Millisecond
-
-// AgentEvent is one agents.event notification (and one stored event).
-type AgentEvent struct {
-	RunID string `json:"run_id"`
-	Seq   int64  `json:"seq"`
-	spawn.Event
-	// Status and Result are set on the terminal done / error event only.
-	Status store.Status  `json:"status,omitempty"`
-	Result *InvokeResult `json:"result,omitempty"`
-}
 
 // CancelParams are agents.cancel's params.
 type CancelParams struct {
@@ -63,15 +45,6 @@ func requireRunID(id string) error {
 		return rpc.InvalidField("run_id", "required")
 	}
 	return nil
-}
-
-// CancelResult says what agents.cancel did.
-type CancelResult struct {
-	RunID  string       `json:"run_id"`
-	Status store.Status `json:"status"`
-	// Cancelled is false when the run had already ended; Reason says so.
-	Cancelled bool   `json:"cancelled"`
-	Reason    string `json:"reason,omitempty"`
 }
 
 // ListParams are runs.list's params.
@@ -119,176 +92,94 @@ func (p *SubscribeParams) Validate() error {
 	return nil
 }
 
-// SubscribeResult is runs.subscribe's immediate answer; the events follow as
-// agents.event notifications.
-type SubscribeResult struct {
-	RunID  string       `json:"run_id"`
-	Status store.Status `json:"status"`
-	// Live is true when the run is still running and will be followed.
-	Live bool `json:"live"`
-}
-
-// runManager owns the live runs: the concurrency slots, each run's event log
-// and its cancel, and the store.
-type runManager struct {
-	d     *Daemon
-	store *store.Store
-	log   *zap.Logger
-
-	mu sync.Mutex
-	// live holds runs until their last event is stored; running counts the
-	// children still going, which is what max_concurrent_runs bounds.
-	live    map[string]*liveRun
-	running int
-	closing bool
-	wg      sync.WaitGroup // one per live run and per subscription
-}
-
-// entry is one event as sent and stored.
-type entry struct {
-	seq  int64
-	kind string
-	raw  json.RawMessage
-}
-
-// liveRun is a run whose child may still be running.
-type liveRun struct {
-	id       string
-	adapter  string
-	ancestry []string
-	cancel   context.CancelCauseFunc
-	finished chan struct{} // closed once the outcome is recorded and announced
-	done     chan struct{} // closed once every event is stored too
-	result   InvokeResult  // valid after finished
-
-	mu      sync.Mutex
-	events  []entry // the first maxEvents events, plus the terminal one
-	nextSeq int64
-	dropped int  // events past the bound: counted, not kept
-	written int  // events[:written] are in the store
-	ended   bool // the terminal event is in events
-	changed chan struct{}
-}
-
-func newLiveRun(id, adapter string, ancestry []string, cancel context.CancelCauseFunc) *liveRun {
-	return &liveRun{id: id, adapter: adapter, ancestry: ancestry, cancel: cancel, finished: make(chan struct{}), done: make(chan struct{}), nextSeq: 1, changed: make(chan struct{})}
-}
-
-// add appends one event. It is called on the child's stdout goroutine, so it
-// only takes a lock and wakes waiters: a slow client or a slow disk never
-// holds up the reading of the agent's output.
-func (lr *liveRun) add(kind string, ev AgentEvent, max int, terminal bool) {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	ev.RunID, ev.Seq = lr.id, lr.nextSeq
-	lr.nextSeq++
-	if !terminal && len(lr.events) >= max {
-		lr.dropped++
-	} else {
-		raw, err := json.Marshal(ev)
-		if err != nil {
-			raw, _ = json.Marshal(AgentEvent{RunID: lr.id, Seq: ev.Seq, Event: spawn.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
-		}
-		lr.events = append(lr.events, entry{seq: ev.Seq, kind: kind, raw: raw})
-	}
-	if terminal {
-		lr.ended = true
-	}
-	close(lr.changed)
-	lr.changed = make(chan struct{})
-}
-
-// after returns the events with seq > after, whether the stream has ended,
-// and a channel closed at the next change.
-func (lr *liveRun) after(seq int64) ([]entry, bool, <-chan struct{}) {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	i := sort.Search(len(lr.events), func(i int) bool { return lr.events[i].seq > seq })
-	return append([]entry(nil), lr.events[i:]...), lr.ended, lr.changed
-}
-
+// setupRuns opens the run history, ends what a previous daemon left
+// running, and registers the run methods.
 func (d *Daemon) setupRuns() error {
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(d.home, RunsDBName), store.Options{MaxEventsPerRun: d.cfg.MaxEventsPerRun})
+	path := filepath.Join(d.home, RunsDBName)
+	st, err := store.Open(ctx, path, store.Options{})
 	if err != nil {
-		return fmt.Errorf("open the run history: %w (move %s aside to start with an empty history)", err, filepath.Join(d.home, RunsDBName))
+		return fmt.Errorf("open the run history: %w (move %s aside to start with an empty history)", err, path)
 	}
 	d.onClose(func(context.Context) { _ = st.Close() })
-	m := &runManager{d: d, store: st, log: d.log.Named("runs"), live: map[string]*liveRun{}}
-	d.runs = m
-
-	// Rows left running were left by a daemon that died mid-run; nobody
-	// will finish them. Their process groups may still be alive (a
-	// grandchild survives its leader even on Linux): end the ones that are
-	// provably ours.
-	left, err := st.InterruptRunning(ctx, "card stopped before this run ended (the daemon was killed or crashed)")
-	if err != nil {
+	d.runs = runs.New(runs.Deps{
+		Store:    st,
+		Binaries: d.detector,
+		Guard:    d.guard,
+		Env:      d.env,
+		PATH:     d.detector.SearchPath().PATH(),
+		Log:      d.log.Named("runs"),
+	}, runs.Config{
+		MaxConcurrentRuns:  d.cfg.MaxConcurrentRuns,
+		MaxEventsPerRun:    d.cfg.MaxEventsPerRun,
+		MaxOutputBytes:     d.cfg.MaxOutputBytes,
+		AllowBypass:        d.cfg.AllowBypass,
+		RecordTasks:        d.cfg.RecordTasks == nil || *d.cfg.RecordTasks,
+		CancelOnDisconnect: d.cfg.CancelOnDisconnect,
+	})
+	if err := d.runs.EndLeftovers(ctx); err != nil {
 		return err
 	}
-	for _, r := range left {
-		n := endLeftoverGroup(r.Pgid, r.RunID)
-		m.log.Warn("a run was left running by a previous daemon; recorded it as interrupted",
-			zap.String("run_id", r.RunID), zap.String("adapter", r.Adapter), zap.Int("pgid", r.Pgid), zap.Int("processes_ended", n))
-	}
-	d.onClose(m.shutdown)
-	m.register()
+	d.onClose(d.runs.Shutdown)
+	d.registerRuns()
 	return nil
 }
 
-func (m *runManager) register() {
-	r := m.d.registry
+// sendTo delivers a run's events to one client as agents.event
+// notifications.
+func sendTo(peer *rpc.Peer) runs.Send {
+	return func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "agents.event", ev) }
+}
+
+func (d *Daemon) registerRuns() {
+	r := d.registry
 	invokeDoc := rpc.Doc{
 		Summary: "Run an installed agent on a task, inside its permission boundary, and record the run.",
 		Description: "Checks, in order: params (-32602 naming the field; an unknown id lists the known ones), the ancestry guard, " +
-			"bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
+			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
 			"(max_concurrent_runs; a run over the cap is refused, never queued). Every invoke past params validation is recorded " +
 			"as a run, refused ones with status `refused`. Without `stream` the answer is the finished run (InvokeResult: the " +
 			"agent's result plus run_id, adapter, ancestry, status — a failed run is an answer with is_error, not a JSON-RPC error). " +
-			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow as agents.event " +
-			"notifications (they may arrive just before that answer; match them on run_id). A run belongs to the daemon: it " +
+			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow it as agents.event " +
+			"notifications (never before it). A run belongs to the daemon: it " +
 			"goes on when the client disconnects unless cancel_on_disconnect = true.",
-		Errors: []int64{rpc.CodeGuardRefused, rpc.CodeBypassNotAllowed, rpc.CodeAgentNotInstalled, rpc.CodeAgentUnusable,
-			rpc.CodeUnenforcedReadOnly, rpc.CodeTooManyRuns, rpc.CodeShuttingDown},
+		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
+			CodeUnenforcedReadOnly, CodeTooManyRuns, rpc.CodeShuttingDown},
 	}
-	rpc.Register(r, "agents.invoke", invokeDoc, func(ctx context.Context, p InvokeParams) (any, error) {
-		return m.invoke(ctx, p)
-	})
+	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
 	r.Alias("agents.invoke_external", "agents.invoke")
 	rpc.Register(r, "agents.cancel", rpc.Doc{
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",
 		Description: "Answers once the run has ended. A run that already ended is a no-op answer with cancelled = false and a reason.",
-		Errors:      []int64{rpc.CodeRunNotFound},
+		Errors:      []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p CancelParams) (CancelResult, error) {
-		return m.cancel(ctx, p.RunID)
+		return d.runs.Cancel(ctx, p.RunID)
 	})
 	rpc.Register(r, "runs.list", rpc.Doc{
 		Summary:     "The run history, newest first, filtered by adapter and status; page with before = the last run_id of a page.",
 		Description: "limit defaults to 50, at most 500.",
 	}, func(ctx context.Context, p ListParams) ([]store.Run, error) {
-		runs, err := m.store.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
-		if runs == nil && err == nil {
-			runs = []store.Run{}
-		}
-		return runs, err
+		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
 	})
 	rpc.Register(r, "runs.get", rpc.Doc{
 		Summary: "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
-		Errors:  []int64{rpc.CodeRunNotFound},
+		Errors:  []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p GetParams) (store.Run, error) {
-		run, err := m.store.Get(ctx, p.RunID)
-		if errors.Is(err, store.ErrNotFound) {
-			return run, notFound(p.RunID)
-		}
-		return run, err
+		return d.runs.Get(ctx, p.RunID)
 	})
-	rpc.Register(r, "runs.subscribe", rpc.Doc{
+	rpc.RegisterThen(r, "runs.subscribe", rpc.Doc{
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them).",
-		Errors: []int64{rpc.CodeRunNotFound},
-	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, error) {
-		return m.subscribe(ctx, p)
+		Errors: []int64{CodeRunNotFound},
+	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
+		res, events, err := d.runs.Subscribe(ctx, p.RunID, p.AfterSeq)
+		peer := rpc.PeerFrom(ctx)
+		if err != nil || peer == nil {
+			return res, nil, err
+		}
+		return res, func(ctx context.Context) { events(ctx, sendTo(peer)) }, nil
 	})
 	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
 		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
@@ -298,416 +189,36 @@ func (m *runManager) register() {
 	})
 }
 
-func notFound(id string) *rpc.Error {
-	return &rpc.Error{Code: rpc.CodeRunNotFound, Message: fmt.Sprintf("no run %q: runs.list shows the recorded runs", id),
-		Data: map[string]any{"run_id": id}}
-}
+// InvokeAnswer is agents.invoke's result: the finished run without stream,
+// the acceptance with it.
+type InvokeAnswer = rpc.Either[InvokeResult, InvokeAccepted]
 
-// invoke gates, records and starts a run.
-func (m *runManager) invoke(ctx context.Context, p InvokeParams) (any, error) {
-	d := m.d
-	if _, ok := spawn.Lookup(p.ID); !ok {
-		return nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: fmt.Sprintf("invalid params: id: unknown agent %q; known agents are %v", p.ID, spawn.IDs()),
-			Data: map[string]any{"field": "id", "id": p.ID, "known": spawn.IDs()}}
-	}
-	req := p.spawnRequest()
-	req.AllowBypass = true
-	if req.Cwd == "" {
-		req.Cwd = d.env["HOME"]
-	}
-	// The adapter-specific argv check needs no binary; done here it keeps a
-	// field the CLI cannot honour a -32602 instead of a recorded run.
-	if _, err := spawn.Build("/card/placeholder/"+p.ID, req); err != nil {
-		return nil, fieldError(err)
-	}
-	req.AllowBypass = d.cfg.AllowBypass
-	a := d.cfg.Adapters[p.ID]
-	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
-
-	bin, spec, binErr := d.detector.Binary(ctx, p.ID)
-	run := store.Run{
-		RunID: m.store.NewRunID(), Adapter: p.ID, InvokedBy: p.InvokedBy, Cwd: req.Cwd,
-		PermissionMode: string(req.EffectiveMode()), Model: p.Model,
-	}
-	run.SetTask(p.Task, d.cfg.RecordTasks == nil || *d.cfg.RecordTasks)
-
-	m.mu.Lock()
-	seeded, ref := gate(gateInput{
-		Adapter: p.ID, InvokedBy: p.InvokedBy, Mode: req.EffectiveMode(), Acknowledge: p.AcknowledgeUnenforcedReadOnly,
-		Guard: d.guard, AllowBypass: d.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
-		Running: m.running, MaxRuns: d.cfg.MaxConcurrentRuns, ShuttingDown: m.closing,
-	})
-	run.Ancestry = seeded
-	if ref != nil {
-		m.mu.Unlock()
-		run.Status, run.RefusalReason = store.StatusRefused, ref.reason
-		if err := m.store.Create(context.WithoutCancel(ctx), run); err != nil {
-			m.log.Error("could not record a refused run", zap.String("run_id", run.RunID), zap.Error(err))
-		}
-		if data, ok := ref.err.Data.(map[string]any); ok {
-			data["run_id"] = run.RunID
-		} else {
-			ref.err.Data = map[string]any{"run_id": run.RunID}
-		}
-		m.log.Info("refused a run", zap.String("run_id", run.RunID), zap.String("adapter", p.ID), zap.Int64("code", ref.err.Code))
-		return nil, ref.err
-	}
-	runCtx, cancelCause := context.WithCancelCause(context.WithoutCancel(d.ctx))
-	lr := newLiveRun(run.RunID, p.ID, seeded, cancelCause)
-	m.live[run.RunID] = lr
-	m.running++ // the slot is held while the row is written
-	m.mu.Unlock()
-
-	plan, err := spawn.Build(bin, req)
-	if err == nil {
-		// The row exists before the child does: a daemon killed from here
-		// on still leaves a record that says so.
-		err = m.store.Create(context.WithoutCancel(ctx), run)
-	}
+// invoke prepares, starts and, without stream, waits for a run. A streamed
+// run's events are sent by the returned Then, after the answer that names
+// the run.
+func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.Then, error) {
+	req, err := d.prepare(p)
 	if err != nil {
-		m.mu.Lock()
-		delete(m.live, run.RunID)
-		m.running--
-		m.mu.Unlock()
-		cancelCause(nil)
-		return nil, fmt.Errorf("could not start run %s: %w", run.RunID, fieldError(err))
+		return InvokeAnswer{}, nil, err
 	}
-
-	runCtx, cancelTimeout := context.WithTimeout(runCtx, p.Timeout())
-	if d.cfg.CancelOnDisconnect {
-		if peer := rpc.PeerFrom(ctx); peer != nil {
-			peer.OnClose(func() { cancelCause(errDisconnected) })
-		}
-	}
-	var gateReply chan struct{}
-	if p.Stream {
-		if peer := rpc.PeerFrom(ctx); peer != nil {
-			gateReply = make(chan struct{})
-			defer close(gateReply)
-			m.follow(peer, lr, 0, gateReply)
-		}
-	}
-	m.log.Info("run started", zap.String("run_id", run.RunID), zap.String("adapter", p.ID),
-		zap.String("mode", run.PermissionMode), zap.String("cwd", run.Cwd), zap.Strings("ancestry", seeded),
-		zap.Int("task_bytes", run.TaskLen), zap.Duration("timeout", p.Timeout()))
-
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer cancelTimeout()
-		m.execute(runCtx, lr, plan, p.Task)
-	}()
-
-	if p.Stream {
-		return InvokeAccepted{RunID: run.RunID, Accepted: true, Adapter: p.ID, Ancestry: seeded}, nil
-	}
-	select {
-	case <-lr.finished:
-		return lr.result, nil
-	case <-ctx.Done():
-		// The client went away; the run is the daemon's and goes on.
-		return nil, ctx.Err()
-	}
-}
-
-// execute runs the child and records its events and outcome.
-func (m *runManager) execute(ctx context.Context, lr *liveRun, plan spawn.Plan, task string) {
-	d := m.d
-	a, _ := spawn.Lookup(lr.adapter)
-	maxEvents := d.cfg.MaxEventsPerRun
-	persisted := make(chan struct{})
-	go m.persist(lr, persisted)
-
-	env := childEnv(d.env, d.detector.SearchPath().PATH(), guard.Child(lr.ancestry, lr.adapter), lr.id)
-	res, err := spawn.Run(ctx, spawn.RunSpec{
-		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(),
-		Limits: spawn.Limits{MaxOutput: d.cfg.MaxOutputBytes, KillGrace: killGrace},
-		OnStart: func(pid, pgid int) {
-			if err := m.store.SetPgid(context.WithoutCancel(ctx), lr.id, pgid); err != nil {
-				m.log.Warn("could not record the run's process group", zap.String("run_id", lr.id), zap.Error(err))
-			}
-		},
-		OnEvent: func(ev spawn.Event) {
-			kind := ev.Kind
-			if kind == spawn.EventError {
-				ev.Kind, kind = EventAgentError, EventAgentError
-			}
-			lr.add(kind, AgentEvent{Event: ev}, maxEvents, false)
-		},
-	})
-	status := outcome(err, context.Cause(ctx))
-	if status == store.StatusInterrupted && res.Error != nil {
-		res.Error.Kind = "interrupted"
-		res.Error.Message = "card shut down while the run was going; its process group was ended"
-	}
-	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status}
-	fin := store.Finish{Status: status, SessionID: res.SessionID, Answer: res.Answer, TotalCostUSD: res.CostUSD,
-		Turns: res.Turns, ToolCalls: res.ToolCalls,
-		Usage: &store.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
-	var se *spawn.Error
-	if errors.As(err, &se) && se.ExitCode >= 0 {
-		code := se.ExitCode
-		fin.ExitCode = &code
-	} else if err == nil {
-		zero := 0
-		fin.ExitCode = &zero
-	}
-	if res.Error != nil {
-		fin.Error = &store.RunError{Kind: res.Error.Kind, Message: res.Error.Message, ExitCode: res.Error.ExitCode, StderrExcerpt: res.Error.StderrExcerpt}
-	}
-	if err := m.store.Finish(context.Background(), lr.id, fin); err != nil {
-		m.log.Error("could not record how a run ended", zap.String("run_id", lr.id), zap.Error(err))
-	}
-	m.log.Info("run ended", zap.String("run_id", lr.id), zap.String("adapter", lr.adapter), zap.String("status", string(status)),
-		zap.Int64("duration_ms", res.DurationMs))
-	// The outcome is in the store before any client hears "done", so a
-	// runs.get right after the terminal event already shows it.
-	kind := EventDone
-	if status != store.StatusSucceeded {
-		kind = EventRunError
-	}
-	result := lr.result
-	lr.add(kind, AgentEvent{Event: spawn.Event{Kind: kind}, Status: status, Result: &result}, maxEvents, true)
-	m.mu.Lock()
-	m.running--
-	m.mu.Unlock()
-	close(lr.finished)
-	// The run stays live (its events served from memory) until the store
-	// has them all, so a replay from the store is never missing a tail.
-	// Storing a chatty run's events can take longer than the run itself;
-	// nobody waits for it but shutdown.
-	<-persisted
-
-	m.mu.Lock()
-	delete(m.live, lr.id)
-	m.mu.Unlock()
-	close(lr.done)
-}
-
-// persist writes a run's events to the store in order, off the child's
-// stdout goroutine, until the terminal event is written. Events past the
-// bound are still handed to the store so it counts them as dropped.
-func (m *runManager) persist(lr *liveRun, done chan<- struct{}) {
-	defer close(done)
-	ctx := context.Background()
-	countedDrops := 0
-	for {
-		lr.mu.Lock()
-		pending := append([]entry(nil), lr.events[lr.written:]...)
-		drops := lr.dropped - countedDrops
-		ended := lr.ended
-		changed := lr.changed
-		lr.mu.Unlock()
-		// One transaction per batch: a commit per event would leave a
-		// chatty run's history seconds behind it.
-		for start := 0; start < len(pending); start += persistBatch {
-			chunk := pending[start:min(start+persistBatch, len(pending))]
-			batch := make([]store.NewEvent, len(chunk))
-			for i, e := range chunk {
-				batch[i] = store.NewEvent{Seq: e.seq, Kind: e.kind, Payload: e.raw}
-			}
-			if err := m.store.AppendEvents(ctx, lr.id, batch); err != nil {
-				m.log.Warn("could not record run events", zap.String("run_id", lr.id),
-					zap.Int64("first_seq", chunk[0].seq), zap.Int("count", len(chunk)), zap.Error(err))
-			}
-		}
-		// Drops happen only once the bound's worth of events is kept, and
-		// those are written above first, so the store only counts these.
-		if drops > 0 {
-			batch := make([]store.NewEvent, drops)
-			for i := range batch {
-				batch[i] = store.NewEvent{Kind: spawn.EventOther}
-			}
-			_ = m.store.AppendEvents(ctx, lr.id, batch)
-			countedDrops += drops
-		}
-		lr.mu.Lock()
-		lr.written += len(pending)
-		caughtUp := lr.written == len(lr.events) && lr.dropped == countedDrops
-		lr.mu.Unlock()
-		if ended && caughtUp {
-			return
-		}
-		if caughtUp {
-			<-changed
-		}
-	}
-}
-
-// follow sends a live run's events after seq to peer, from one goroutine so
-// they arrive in order; a slow client slows only this goroutine. It starts
-// sending once start is closed (nil: at once).
-func (m *runManager) follow(peer *rpc.Peer, lr *liveRun, seq int64, start <-chan struct{}) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if start != nil {
-			<-start
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-peer.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		for {
-			pending, ended, changed := lr.after(seq)
-			for _, e := range pending {
-				if err := peer.Notify(ctx, "agents.event", e.raw); err != nil {
-					return
-				}
-				seq = e.seq
-			}
-			if ended && len(pending) == 0 {
-				return
-			}
-			if len(pending) > 0 {
-				continue
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-}
-
-// subscribe replays a run and, while it is live, follows it.
-func (m *runManager) subscribe(ctx context.Context, p SubscribeParams) (SubscribeResult, error) {
 	peer := rpc.PeerFrom(ctx)
-	m.mu.Lock()
-	lr := m.live[p.RunID]
-	m.mu.Unlock()
-	if lr != nil {
-		// A live run's events are all in memory (the store has a prefix of
-		// them), so the replay and the follow are one ordered pass.
-		if peer != nil {
-			gateReply := make(chan struct{})
-			defer close(gateReply)
-			m.follow(peer, lr, p.AfterSeq, gateReply)
-		}
-		if status, ended := lr.outcome(); ended {
-			return SubscribeResult{RunID: p.RunID, Status: status}, nil
-		}
-		return SubscribeResult{RunID: p.RunID, Status: store.StatusRunning, Live: true}, nil
-	}
-	// A finished run (its outcome and every event are in the store before it
-	// leaves the live set) is replayed from the store.
-	run, err := m.store.Get(ctx, p.RunID)
-	if errors.Is(err, store.ErrNotFound) {
-		return SubscribeResult{}, notFound(p.RunID)
-	}
-	if err != nil {
-		return SubscribeResult{}, err
-	}
 	if peer != nil {
-		gateReply := make(chan struct{})
-		defer close(gateReply)
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			<-gateReply
-			m.replay(peer, p.RunID, p.AfterSeq)
-		}()
+		req.Conn = peer.Context()
 	}
-	return SubscribeResult{RunID: p.RunID, Status: run.Status}, nil
-}
-
-// outcome is the run's status once its terminal event exists.
-func (lr *liveRun) outcome() (store.Status, bool) {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	if !lr.ended {
-		return store.StatusRunning, false
+	run, err := d.runs.Start(ctx, req)
+	if err != nil {
+		return InvokeAnswer{}, nil, err
 	}
-	return lr.result.Status, true
-}
-
-func (m *runManager) replay(peer *rpc.Peer, id string, after int64) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-peer.Done():
-			cancel()
-		case <-ctx.Done():
+	if p.Stream {
+		accepted := rpc.Second[InvokeResult](run.Accepted())
+		if peer == nil {
+			return accepted, nil, nil
 		}
-	}()
-	for {
-		evs, err := m.store.Events(ctx, id, after, store.DefaultEventsLimit)
-		if err != nil || len(evs) == 0 {
-			return
-		}
-		for _, e := range evs {
-			if err := peer.Notify(ctx, "agents.event", e.Payload); err != nil {
-				return
-			}
-			after = e.Seq
-		}
+		return accepted, func(ctx context.Context) { run.Follow(ctx, sendTo(peer)) }, nil
 	}
-}
-
-// cancel ends a live run and waits for its outcome to be recorded.
-func (m *runManager) cancel(ctx context.Context, id string) (CancelResult, error) {
-	m.mu.Lock()
-	lr := m.live[id]
-	m.mu.Unlock()
-	if lr == nil {
-		run, err := m.store.Get(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return CancelResult{}, notFound(id)
-		}
-		if err != nil {
-			return CancelResult{}, err
-		}
-		return CancelResult{RunID: id, Status: run.Status,
-			Reason: fmt.Sprintf("run %s already ended with status %s; nothing to cancel", id, run.Status)}, nil
+	res, err := run.Wait(ctx)
+	if err != nil {
+		return InvokeAnswer{}, nil, err
 	}
-	lr.cancel(errUserCancel)
-	select {
-	case <-lr.finished:
-	case <-ctx.Done():
-		return CancelResult{}, ctx.Err()
-	}
-	res := CancelResult{RunID: id, Status: lr.result.Status, Cancelled: lr.result.Status == store.StatusCancelled}
-	if !res.Cancelled {
-		res.Reason = fmt.Sprintf("run %s ended with status %s before the cancel took effect", id, res.Status)
-	}
-	return res, nil
-}
-
-// shutdown cancels every live run with errShutdown (recorded interrupted),
-// waits for their groups to end and their outcomes to be written, then for
-// the subscriptions to drain.
-func (m *runManager) shutdown(ctx context.Context) {
-	m.mu.Lock()
-	m.closing = true
-	runs := make([]*liveRun, 0, len(m.live))
-	for _, lr := range m.live {
-		runs = append(runs, lr)
-	}
-	m.mu.Unlock()
-	for _, lr := range runs {
-		lr.cancel(errShutdown)
-	}
-	if len(runs) > 0 {
-		m.log.Info("ending running agents for shutdown", zap.Int("runs", len(runs)))
-	}
-	done := make(chan struct{})
-	go func() { m.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		// Runs end within killGrace of their cancel; give them that even
-		// past the grace period, or a child would outlive the daemon.
-		select {
-		case <-done:
-		case <-time.After(3 * killGrace):
-			m.log.Error("runs did not end in time; their rows stay running and the next start marks them interrupted")
-		}
-	}
+	return rpc.First[InvokeResult, InvokeAccepted](res), nil, nil
 }

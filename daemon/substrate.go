@@ -3,7 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/base64"
-	"errors"
+
 	"io"
 	"sync"
 	"time"
@@ -160,35 +160,10 @@ func (l *lazySubstrate) close() {
 	l.s, l.closer = nil, nil
 }
 
-// substrateError maps the substrate's typed errors onto the wire codes.
-func substrateError(err error) error {
-	var ro *substrate.ReadOnlyError
-	var te *substrate.TransportError
-	var to *substrate.TimeoutError
-	var fe *rpc.FieldError
-	switch {
-	case errors.As(err, &fe):
-		return err
-	case errors.As(err, &ro) || errors.Is(err, substrate.ErrReadOnly):
-		return &rpc.Error{Code: rpc.CodeSubstrateReadOnly, Message: err.Error(), Data: map[string]any{"config_key": "[substrate] read_only"}}
-	case errors.Is(err, substrate.ErrInvalidPath):
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: path: " + err.Error(), Data: map[string]any{"field": "path"}}
-	case errors.Is(err, substrate.ErrNotSupported):
-		return &rpc.Error{Code: rpc.CodeSubstrateNotSupport, Message: err.Error()}
-	case errors.As(err, &te):
-		return &rpc.Error{Code: rpc.CodeSubstrateTransport, Message: err.Error(), Data: map[string]any{"op": te.Op, "target": te.Target, "timeout": te.Timeout, "attempts": te.Attempts}}
-	case errors.As(err, &to):
-		return &rpc.Error{Code: rpc.CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "timeout", "command": to.Command, "after_secs": to.After.Seconds()}}
-	case errors.Is(err, substrate.ErrPathExists), errors.Is(err, substrate.ErrPathStateUnknown):
-		return &rpc.Error{Code: rpc.CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
-	}
-	return &rpc.Error{Code: rpc.CodeSubstrateFailed, Message: err.Error()}
-}
-
 // subMethod registers one substrate method whose handler gets the opened
 // substrate; every error goes through substrateError.
 func subMethod[P, R any](d *Daemon, name string, doc rpc.Doc, fn func(ctx context.Context, s substrate.Substrate, p P) (R, error)) {
-	doc.Errors = append(doc.Errors, rpc.CodeSubstrateReadOnly, rpc.CodeSubstrateFailed, rpc.CodeSubstrateTransport, rpc.CodeSubstrateNotSupport)
+	doc.Errors = append(doc.Errors, CodeSubstrateReadOnly, CodeSubstrateFailed, CodeSubstrateTransport, CodeSubstrateNotSupport)
 	rpc.Register(d.registry, name, doc, func(ctx context.Context, p P) (R, error) {
 		var zero R
 		s, err := d.substrate.get(ctx)

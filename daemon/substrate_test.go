@@ -52,7 +52,7 @@ func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
 
 	err := c.Call(ctx, "substrate.write_text", map[string]any{"path": file, "content": "again", "create_only": true}, nil)
 	re, _ := rpcErr(t, err)
-	assert.Equal(t, rpc.CodeSubstrateFailed, re.Code, "create_only never overwrites")
+	assert.Equal(t, daemon.CodeSubstrateFailed, re.Code, "create_only never overwrites")
 	assert.Contains(t, re.Message, file)
 
 	bin := filepath.Join(dir, "blob.bin")
@@ -73,7 +73,7 @@ func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
 
 	err = c.Call(ctx, "substrate.run_command", map[string]any{"command": "sleep 30", "timeout_secs": 1}, nil)
 	re, data := rpcErr(t, err)
-	assert.Equal(t, rpc.CodeSubstrateFailed, re.Code)
+	assert.Equal(t, daemon.CodeSubstrateFailed, re.Code)
 	assert.Equal(t, "timeout", data["reason"])
 	assert.Contains(t, re.Message, "sleep 30")
 
@@ -120,7 +120,7 @@ func TestReadOnlySubstrateRefusesExecAndWrites(t *testing.T) {
 	for _, call := range calls {
 		t.Run(call.method, func(t *testing.T) {
 			re, _ := rpcErr(t, c.Call(ctx, call.method, call.params, nil))
-			assert.Equal(t, rpc.CodeSubstrateReadOnly, re.Code)
+			assert.Equal(t, daemon.CodeSubstrateReadOnly, re.Code)
 			assert.Contains(t, re.Message, "read_only")
 		})
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The throughput comparison of issue 2 (and issue 4 for cached
-// agents.detect): 64 concurrent connections, each sending one request and
+// The transport's throughput against its ceiling (daemon.info, and the
+// cached agents.detect): 64 concurrent connections, each sending one request and
 // waiting for its answer, against the real daemon and against a bare
 // coder/websocket echo server that answers every frame with the same bytes
 // the daemon answers. Both run in this process, in alternating rounds, so a

@@ -1,7 +1,7 @@
 // Package docs holds the checks that keep docs/protocol.md true: every
 // registered method and notification has a heading, every JSON example
 // parses and decodes strictly into the Go types the daemon registers, and
-// the error table is rpc.Codes(). Run with CARD_DOCS_CAPTURE=FILE to
+// the error table is the daemon registry's code table. Run with CARD_DOCS_CAPTURE=FILE to
 // capture fresh examples from a live daemon.
 package docs
 
@@ -110,18 +110,6 @@ func parseDoc(text string) (parsedDoc, error) {
 	return d, nil
 }
 
-// resultAlternatives names the concrete types of results registered as any:
-// their shape depends on the params, and an example must fit one of them.
-func resultAlternatives(method string) []reflect.Type {
-	switch method {
-	case "agents.health_external":
-		return healthResultTypes()
-	case "agents.invoke", "agents.invoke_external":
-		return invokeResultTypes()
-	}
-	return nil
-}
-
 // decodeStrict decodes raw into a new value of t, refusing unknown fields
 // and trailing data, the way the registry decodes params.
 func decodeStrict(raw json.RawMessage, t reflect.Type) error {
@@ -153,7 +141,8 @@ type wireResponse struct {
 
 // checkExample decodes one marked example into the registered types. It is
 // the part of the doc test that fails when a field is renamed or removed.
-func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[string]rpc.NotificationInfo) error {
+func checkExample(ex example, reg *rpc.Registry) error {
+	methods, notes := byName(reg)
 	raw := json.RawMessage(ex.JSON)
 	switch ex.Kind {
 	case "request", "notification":
@@ -205,12 +194,9 @@ func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[strin
 			return errors.New("a response has jsonrpc 2.0 and exactly one of result and error")
 		}
 		if resp.Error != nil {
-			return checkErrorExample(ex.Method, m, resp.Error)
+			return checkErrorExample(ex.Method, m, resp.Error, reg.Codes())
 		}
-		types := resultAlternatives(ex.Method)
-		if types == nil {
-			types = []reflect.Type{m.Result}
-		}
+		types := rpc.Alternatives(m.Result)
 		var errs []error
 		for _, t := range types {
 			err := decodeStrict(resp.Result, t)
@@ -226,13 +212,13 @@ func checkExample(ex example, methods map[string]rpc.MethodInfo, notes map[strin
 
 // checkErrorExample requires the code to be in the table and be one the
 // method may answer with.
-func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error) error {
+func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rpc.CodeInfo) error {
 	known := false
-	for _, c := range rpc.Codes() {
+	for _, c := range table {
 		known = known || c.Code == e.Code
 	}
 	if !known {
-		return fmt.Errorf("error code %d is not in rpc.Codes()", e.Code)
+		return fmt.Errorf("error code %d is not in the registry's code table", e.Code)
 	}
 	allowed := []int64{rpc.CodeParseError, rpc.CodeInvalidRequest, rpc.CodeMethodNotFound, rpc.CodeInvalidParams,
 		rpc.CodeInternalError, rpc.CodeTooManyRequests, rpc.CodeShuttingDown}
@@ -253,15 +239,18 @@ func loadDoc(t *testing.T) parsedDoc {
 	return d
 }
 
-func registry(t *testing.T) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
+func registry(t *testing.T) *rpc.Registry {
 	t.Helper()
-	d := startDaemon(t, t.TempDir(), false)
+	return startDaemon(t, t.TempDir(), false).Registry()
+}
+
+func byName(reg *rpc.Registry) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
 	methods := map[string]rpc.MethodInfo{}
-	for _, m := range d.Registry().Methods() {
+	for _, m := range reg.Methods() {
 		methods[m.Name] = m
 	}
 	notes := map[string]rpc.NotificationInfo{}
-	for _, n := range d.Registry().Notifications() {
+	for _, n := range reg.Notifications() {
 		notes[n.Name] = n
 	}
 	return methods, notes
@@ -269,7 +258,7 @@ func registry(t *testing.T) (map[string]rpc.MethodInfo, map[string]rpc.Notificat
 
 func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := registry(t)
+	methods, notes := byName(registry(t))
 	require.NotEmpty(t, methods)
 	hasHeading := func(name string) bool {
 		for _, h := range doc.Headings {
@@ -289,7 +278,7 @@ func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *test
 
 func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := registry(t)
+	methods, notes := byName(registry(t))
 	seen := map[string]bool{}
 	for _, ex := range doc.JSON {
 		seen[ex.Method+" "+ex.Kind] = true
@@ -308,7 +297,7 @@ func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
 
 func TestEveryJSONBlockParsesAndEveryExampleFitsTheRegisteredTypes(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := registry(t)
+	reg := registry(t)
 	require.NotEmpty(t, doc.JSON)
 	for _, ex := range doc.JSON {
 		if !json.Valid([]byte(ex.JSON)) {
@@ -318,24 +307,25 @@ func TestEveryJSONBlockParsesAndEveryExampleFitsTheRegisteredTypes(t *testing.T)
 		if ex.Method == "" {
 			continue
 		}
-		if err := checkExample(ex, methods, notes); err != nil {
+		if err := checkExample(ex, reg); err != nil {
 			t.Errorf("docs/protocol.md:%d: %s %s example: %v", ex.Line, ex.Method, ex.Kind, err)
 		}
 	}
 }
 
-func TestTheErrorTableIsRPCCodes(t *testing.T) {
+func TestTheErrorTableIsTheRegistrysCodeTable(t *testing.T) {
 	b, err := os.ReadFile(protocolDoc)
 	require.NoError(t, err)
+	table := registry(t).Codes()
 	rowRE := regexp.MustCompile("(?m)^\\| `?(-32[0-9]{3})`? \\| `([a-z_]+)` \\|")
 	rows := map[string]string{}
 	for _, m := range rowRE.FindAllStringSubmatch(string(b), -1) {
 		rows[m[1]] = m[2]
 	}
-	for _, c := range rpc.Codes() {
+	for _, c := range table {
 		assert.Equal(t, c.Name, rows[fmt.Sprint(c.Code)], "error table row for %d", c.Code)
 	}
-	assert.Len(t, rows, len(rpc.Codes()), "the table has codes rpc.Codes() does not")
+	assert.Len(t, rows, len(table), "the document has codes the registry does not")
 }
 
 func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
@@ -346,7 +336,7 @@ func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
 
 // The checker itself must be able to fail, or the tests above prove nothing.
 func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
-	methods, notes := registry(t)
+	reg := registry(t)
 	bad := []example{
 		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.detect","params":{"include_helth":true}}`},
 		{Method: "agents.detect", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.list_external","params":{}}`},
@@ -357,10 +347,10 @@ func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
 		{Method: "no.such", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"no.such"}`},
 	}
 	for _, ex := range bad {
-		assert.Error(t, checkExample(ex, methods, notes), "%s", ex.JSON)
+		assert.Error(t, checkExample(ex, reg), "%s", ex.JSON)
 	}
 	good := example{Method: "daemon.info", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"daemon.info","params":{}}`}
-	assert.NoError(t, checkExample(good, methods, notes))
+	assert.NoError(t, checkExample(good, reg))
 
 	d, err := parseDoc("## `x`\n\n<!-- example: daemon.info request -->\n```json\n{\"a\":1}\n```\n```json\n{}\n```\n")
 	require.NoError(t, err)
@@ -438,6 +428,15 @@ func TestCaptureExamples(t *testing.T) {
 	}
 	raw("parse", `{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]`)
 	raw("batch", `[{"jsonrpc":"2.0","id":101,"method":"daemon.info"},{"jsonrpc":"2.0","method":"daemon.info"},{"jsonrpc":"2.0","id":102,"method":1}]`)
+	// A waiting invoke withdrawn with $/cancelRequest by the id it was sent with.
+	slow := fmt.Sprintf(`{"jsonrpc":"2.0","id":"invoke-7","method":"agents.invoke","params":{"id":"claude-code","task":"SLOW: think for a long time.","cwd":%q}}`, home)
+	withdraw := `{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"invoke-7"}}`
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(slow)))
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(withdraw)))
+	_, msg, err := ws.Read(ctx)
+	require.NoError(t, err)
+	fmt.Fprintf(&c.buf, "<!-- raw: cancel -->\n```\n%s\n%s\n```\n```\n%s\n```\n\n", slow, withdraw, msg)
 	disc, err := os.ReadFile(filepath.Join(home, "daemon.json"))
 	require.NoError(t, err)
 	fmt.Fprintf(&c.buf, "<!-- raw: daemon.json -->\n```\n%s\n```\n\n", bytes.TrimSpace(disc))
@@ -527,12 +526,20 @@ func (c *capturer) drainRun() {
 	}
 }
 
-func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotification(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), false)
-	res, rerr := d.Registry().Dispatch(context.Background(), rpc.DiscoverMethod, nil)
+// discoverInto calls rpc.discover on a real daemon's registry and decodes
+// the document as it would go on the wire into doc; it returns the registry.
+func discoverInto(t *testing.T, doc any) *rpc.Registry {
+	t.Helper()
+	reg := registry(t)
+	res, _, rerr := reg.Dispatch(context.Background(), rpc.DiscoverMethod, nil)
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, doc))
+	return reg
+}
+
+func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotification(t *testing.T) {
 	var doc struct {
 		OpenRPC string `json:"openrpc"`
 		Methods []struct {
@@ -542,15 +549,105 @@ func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotifica
 			Name string `json:"name"`
 		} `json:"x-notifications"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &doc))
+	reg := discoverInto(t, &doc)
 	assert.True(t, strings.HasPrefix(doc.OpenRPC, "1."))
 	listed := map[string]bool{}
 	for _, m := range doc.Methods {
 		listed[m.Name] = true
 	}
-	for _, m := range d.Registry().Methods() {
+	for _, m := range reg.Methods() {
 		assert.True(t, listed[m.Name], "rpc.discover does not list %s", m.Name)
 	}
-	assert.Len(t, doc.Methods, len(d.Registry().Methods()))
-	assert.Len(t, doc.Notifications, len(d.Registry().Notifications()))
+	assert.Len(t, doc.Methods, len(reg.Methods()))
+	assert.Len(t, doc.Notifications, len(reg.Notifications()))
+}
+
+// Every result says its shape (none is the empty "anything" schema), and no
+// schema a result or a notification reaches forbids additive fields: the
+// daemon adds fields to its answers under the same protocol version, and a
+// client validating against a closed schema would break on that.
+func TestRPCDiscoverDescribesEveryResultAndLeavesResultsOpen(t *testing.T) {
+	var doc struct {
+		Methods []struct {
+			Name   string `json:"name"`
+			Result struct {
+				Schema map[string]any `json:"schema"`
+			} `json:"result"`
+		} `json:"methods"`
+		Notifications []struct {
+			Name   string `json:"name"`
+			Params []struct {
+				Schema any `json:"schema"`
+			} `json:"params"`
+		} `json:"x-notifications"`
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	discoverInto(t, &doc)
+	// closedAt walks a schema and the definitions it references and names
+	// the first that says additionalProperties: false.
+	var closedAt func(v any, seen map[string]bool) string
+	closedAt = func(v any, seen map[string]bool) string {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["additionalProperties"] == false {
+				return "an inline object"
+			}
+			if ref, ok := x["$ref"].(string); ok {
+				name := strings.TrimPrefix(ref, "#/components/schemas/")
+				if seen[name] {
+					return ""
+				}
+				seen[name] = true
+				def := doc.Components.Schemas[name]
+				if m, ok := def.(map[string]any); ok && m["additionalProperties"] == false {
+					return name
+				}
+				if where := closedAt(def, seen); where != "" {
+					return where
+				}
+			}
+			for _, e := range x {
+				if where := closedAt(e, seen); where != "" {
+					return where
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if where := closedAt(e, seen); where != "" {
+					return where
+				}
+			}
+		}
+		return ""
+	}
+	require.NotEmpty(t, doc.Methods)
+	for _, m := range doc.Methods {
+		assert.NotEmpty(t, m.Result.Schema, "%s publishes {} for its result", m.Name)
+		assert.Empty(t, closedAt(m.Result.Schema, map[string]bool{}), "%s's result forbids additive fields", m.Name)
+	}
+	for _, n := range doc.Notifications {
+		for _, p := range n.Params {
+			assert.Empty(t, closedAt(p.Schema, map[string]bool{}), "notification %s forbids additive fields", n.Name)
+		}
+	}
+}
+
+// The doc carries each method's summary and description as the registry has
+// them, so a change to one (a new check in a method's gate order) cannot
+// leave the other behind.
+func TestEveryMethodsSummaryAndDescriptionAreInTheProtocolDoc(t *testing.T) {
+	b, err := os.ReadFile(protocolDoc)
+	require.NoError(t, err)
+	text := string(b)
+	for _, m := range registry(t).Methods() {
+		if m.AliasOf != "" {
+			continue
+		}
+		assert.Contains(t, text, m.Doc.Summary, "%s's summary", m.Name)
+		if m.Doc.Description != "" {
+			assert.Contains(t, text, m.Doc.Description, "%s's description", m.Name)
+		}
+	}
 }

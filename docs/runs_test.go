@@ -2,24 +2,10 @@ package docs
 
 import (
 	"encoding/json"
-	"reflect"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/detect"
 )
-
-func healthResultTypes() []reflect.Type {
-	return []reflect.Type{reflect.TypeFor[detect.ExternalAgentHealth](), reflect.TypeFor[[]detect.ExternalAgentHealth]()}
-}
-
-// invokeResultTypes: agents.invoke answers the finished run, or with stream
-// the acceptance.
-func invokeResultTypes() []reflect.Type {
-	return []reflect.Type{reflect.TypeFor[daemon.InvokeResult](), reflect.TypeFor[daemon.InvokeAccepted]()}
-}
 
 // captureRuns records a streamed run, a finished one, a cancel, the run
 // history and two refusals.

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// The JSON-RPC 2.0 error codes, plus card's application codes. This file is
-// the one table: docs/protocol.md and rpc.discover are generated from, or
-// checked against, Codes(), so a code cannot be added in one place and
-// forgotten in the other.
+// The JSON-RPC 2.0 error codes and the transport's own. An application adds
+// its codes with Registry.RegisterCodes; the registry's table (Codes) is what
+// rpc.discover publishes and what a protocol document is checked against, so
+// a code cannot be answered with in one place and forgotten in another.
 const (
 	CodeParseError     int64 = -32700
 	CodeInvalidRequest int64 = -32600
@@ -16,22 +16,15 @@ const (
 	CodeInvalidParams  int64 = -32602
 	CodeInternalError  int64 = -32603
 
-	// Transport-level application codes.
+	// CodeTooManyRequests and CodeShuttingDown are the transport's refusals:
+	// a connection over its in-flight cap, a server that is draining.
 	CodeTooManyRequests int64 = -32001
 	CodeShuttingDown    int64 = -32002
 
-	// Agent codes.
-	CodeGuardRefused        int64 = -32010
-	CodeAgentNotInstalled   int64 = -32011
-	CodeAgentUnusable       int64 = -32012
-	CodeBypassNotAllowed    int64 = -32013
-	CodeTooManyRuns         int64 = -32014
-	CodeUnenforcedReadOnly  int64 = -32015
-	CodeRunNotFound         int64 = -32016
-	CodeSubstrateReadOnly   int64 = -32020
-	CodeSubstrateFailed     int64 = -32021
-	CodeSubstrateTransport  int64 = -32022
-	CodeSubstrateNotSupport int64 = -32023
+	// CodeRequestCancelled is the Language Server Protocol's
+	// RequestCancelled: the client withdrew the request with $/cancelRequest.
+	// It is LSP's number so an editor's JSON-RPC library recognises it.
+	CodeRequestCancelled int64 = -32800
 )
 
 // CodeInfo documents one error code for people and for rpc.discover.
@@ -41,32 +34,24 @@ type CodeInfo struct {
 	Meaning string `json:"meaning"`
 }
 
-// Codes is every error code card answers with, in table order.
+// Codes is rpc's own error codes, in table order. Registry.Codes adds the
+// application's.
 func Codes() []CodeInfo {
 	return []CodeInfo{
 		{CodeParseError, "parse_error", "The frame is not valid JSON. The answer's id is null."},
 		{CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a binary frame, an empty or oversized batch)."},
 		{CodeMethodNotFound, "method_not_found", "No method of that name; rpc.discover lists them."},
 		{CodeInvalidParams, "invalid_params", "The params do not fit the method; the message and data.field name the field."},
-		{CodeInternalError, "internal_error", "card failed while answering; the daemon log has the detail."},
+		{CodeInternalError, "internal_error", "The daemon failed while answering; its log has the detail."},
 		{CodeTooManyRequests, "too_many_requests", "This connection already has the maximum number of requests in flight; wait for answers before sending more."},
 		{CodeShuttingDown, "shutting_down", "The daemon is shutting down and takes no new work."},
-		{CodeGuardRefused, "guard_refused", "The ancestry guard refused the spawn: the adapter is already in the chain (cycle) or the chain is at its limit (depth)."},
-		{CodeAgentNotInstalled, "agent_not_installed", "The adapter is known but no binary for it was found."},
-		{CodeAgentUnusable, "agent_unusable", "A binary was found but cannot run; data.reason says why."},
-		{CodeBypassNotAllowed, "bypass_not_allowed", "permission_mode bypass needs allow_bypass = true in card.toml."},
-		{CodeTooManyRuns, "too_many_runs", "The daemon is already running its maximum number of agents (max_concurrent_runs)."},
-		{CodeUnenforcedReadOnly, "read_only_not_enforced", "The adapter cannot enforce read_only; the request must acknowledge that explicitly."},
-		{CodeRunNotFound, "run_not_found", "No run with that id."},
-		{CodeSubstrateReadOnly, "substrate_read_only", "The substrate is read-only ([substrate] read_only = true) and refuses exec and writes."},
-		{CodeSubstrateFailed, "substrate_failed", "The substrate operation failed; the message names the path or command."},
-		{CodeSubstrateTransport, "substrate_transport", "The MCP bridge behind the substrate could not be reached; retrying later may help."},
-		{CodeSubstrateNotSupport, "substrate_not_supported", "The substrate does not offer that operation (for example a PTY)."},
+		{CodeRequestCancelled, "request_cancelled", "The client withdrew the request with $/cancelRequest before it was answered."},
 	}
 }
 
 // Error is a JSON-RPC error a handler returns to choose the code and data the
-// client sees. Any other error becomes -32603 with its text.
+// client sees. Any other error becomes -32603 with its text, unless the
+// registry's error mapper (Registry.MapErrors) turns it into an *Error first.
 type Error struct {
 	Code    int64  `json:"code"`
 	Message string `json:"message"`
@@ -74,6 +59,14 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
+
+// Is reports whether target is an *Error with the same code, so
+// errors.Is(err, &rpc.Error{Code: X}) asks "did this fail with X" whatever
+// the message and data say: clients are told to match on the code only.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t != nil && e.Code == t.Code
+}
 
 // Errorf builds an *Error with a formatted message and optional data.
 func Errorf(code int64, data any, format string, args ...any) *Error {

@@ -18,17 +18,18 @@ const OpenRPCVersion = "1.3.2"
 // DiscoverMethod is the OpenRPC service-discovery method name.
 const DiscoverMethod = "rpc.discover"
 
-// componentPrefix is where every named Go type's schema lives in the
-// document, so a type used by ten methods is described once.
+// Every named Go type's schema lives once in components.schemas, so a type
+// used by ten methods is described once; errors live in components.errors.
 const (
 	schemaRefPrefix = "#/components/schemas/"
 	errorRefPrefix  = "#/components/errors/"
 )
 
 // standardErrors are the codes any method can answer with, whatever its
-// Doc says: the request can be cut short by the transport (-32001, -32002)
-// or fail to decode (-32602) before the handler runs.
-var standardErrors = []int64{CodeInvalidParams, CodeInternalError, CodeTooManyRequests, CodeShuttingDown}
+// Doc says: the request can fail to decode (-32602) before the handler
+// runs, be cut short by the transport (-32001, -32002), or be withdrawn by
+// the client (-32800).
+var standardErrors = []int64{CodeInvalidParams, CodeInternalError, CodeTooManyRequests, CodeShuttingDown, CodeRequestCancelled}
 
 // ServiceInfo is what the registry cannot know about the service it serves:
 // the document's info object and its one server.
@@ -80,8 +81,8 @@ type OpenRPCMethod struct {
 	Params         []ContentDescriptor `json:"params"`
 	Result         ContentDescriptor   `json:"result"`
 	Errors         []OpenRPCReference  `json:"errors,omitempty"`
-	// AliasOf names the method this one is another name for (the CAR
-	// compatibility names); its shapes are the target's.
+	// AliasOf names the method this one is another name for (a name kept
+	// for compatibility); its shapes are the target's.
 	AliasOf string `json:"x-alias-of,omitempty"`
 }
 
@@ -107,7 +108,8 @@ type OpenRPCReference struct {
 	Ref string `json:"$ref"`
 }
 
-// OpenRPCError is an OpenRPC error object, one per row of Codes().
+// OpenRPCError is an OpenRPC error object, one per row of the registry's
+// Codes.
 type OpenRPCError struct {
 	Code    int64  `json:"code"`
 	Message string `json:"message"`
@@ -125,7 +127,7 @@ type OpenRPCComponents struct {
 func RegisterDiscover(r *Registry, info func() ServiceInfo) {
 	Register(r, DiscoverMethod, Doc{
 		Summary:     "This API described as an OpenRPC 1.x document, generated from the method registry.",
-		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), CAR alias names marked with x-alias-of, and the server-to-client notifications in x-notifications.",
+		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), alias names marked with x-alias-of, and the server-to-client notifications in x-notifications.",
 	}, func(ctx context.Context, _ struct{}) (*OpenRPCDocument, error) {
 		return r.OpenRPC(info())
 	})
@@ -157,16 +159,16 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		doc.Servers = []OpenRPCServer{{Name: "card daemon", URL: info.URL}}
 	}
 	names := map[int64]string{}
-	for _, c := range Codes() {
+	for _, c := range r.Codes() {
 		names[c.Code] = c.Name
 		doc.Components.Errors[c.Name] = OpenRPCError{Code: c.Code, Message: c.Meaning}
 	}
 	for _, m := range r.Methods() {
-		params, err := sb.params(m.Params)
+		params, err := sb.params(m.Params, false)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of %s: %w", m.Name, err)
 		}
-		result, err := sb.schema(m.Result)
+		result, err := sb.result(m.Result)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: result of %s: %w", m.Name, err)
 		}
@@ -185,14 +187,14 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		for _, code := range methodErrors(m.Doc.Errors) {
 			name, ok := names[code]
 			if !ok {
-				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in rpc.Codes(): add it to the table", m.Name, code)
+				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in the registry's code table: register it with RegisterCodes", m.Name, code)
 			}
 			om.Errors = append(om.Errors, OpenRPCReference{Ref: errorRefPrefix + name})
 		}
 		doc.Methods = append(doc.Methods, om)
 	}
 	for _, n := range r.Notifications() {
-		params, err := sb.params(n.Params)
+		params, err := sb.params(n.Params, true)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of notification %s: %w", n.Name, err)
 		}
@@ -221,9 +223,17 @@ func methodErrors(own []int64) []int64 {
 
 // schemaBuilder reflects Go types into JSON Schema and collects every named
 // type into one shared set of definitions.
+//
+// Params and results are reflected differently. Params are decoded
+// strictly (an unknown field is refused), so their schemas say
+// additionalProperties: false. Results and notifications grow additive
+// fields under the same protocol version, and clients are told to ignore
+// fields they do not know, so their schemas must not forbid them: a client
+// that validated with a closed schema would break on the next release.
 type schemaBuilder struct {
-	refl *jsonschema.Reflector
-	defs map[string]any
+	strict *jsonschema.Reflector
+	open   *jsonschema.Reflector
+	defs   map[string]any
 	// owner remembers which Go type a definition name stands for, so two
 	// types that would share a name are an error rather than one silently
 	// describing the other.
@@ -231,16 +241,14 @@ type schemaBuilder struct {
 }
 
 func newSchemaBuilder() *schemaBuilder {
+	// A field without omitempty is always written by the server, so it is
+	// required in results; params mark optional fields with omitempty
+	// throughout.
 	return &schemaBuilder{
-		refl: &jsonschema.Reflector{
-			Anonymous: true,
-			// A field without omitempty is always written by the server, so
-			// it is required in results; params mark optional fields with
-			// omitempty throughout.
-			Namer: schemaName,
-		},
-		defs:  map[string]any{},
-		owner: map[string]reflect.Type{},
+		strict: &jsonschema.Reflector{Anonymous: true, Namer: schemaName},
+		open:   &jsonschema.Reflector{Anonymous: true, Namer: schemaName, AllowAdditionalProperties: true},
+		defs:   map[string]any{},
+		owner:  map[string]reflect.Type{},
 	}
 }
 
@@ -253,38 +261,50 @@ func schemaName(t reflect.Type) string {
 	return path.Base(t.PkgPath()) + "." + t.Name()
 }
 
-// reflect returns the root schema of t and its definitions, as plain JSON
-// values with references pointing into components.schemas.
-func (b *schemaBuilder) reflect(t reflect.Type) (root map[string]any, defs map[string]any, err error) {
-	if t.Kind() == reflect.Interface {
-		// any: the result's shape depends on the params (e.g. one health
-		// record or an array of them); the description says which.
-		return map[string]any{}, nil, nil
+// reflect returns the root schema of t, as a plain JSON value with
+// references pointing into components.schemas, and collects its
+// definitions.
+func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[string]any, error) {
+	if alts := Alternatives(t); len(alts) > 1 || alts[0] != t {
+		var oneOf []any
+		for _, alt := range alts {
+			s, err := b.reflect(r, alt)
+			if err != nil {
+				return nil, err
+			}
+			oneOf = append(oneOf, s)
+		}
+		return map[string]any{"oneOf": oneOf}, nil
 	}
-	s := b.refl.ReflectFromType(t)
+	if t.Kind() == reflect.Interface {
+		// any: nothing can be said of its shape.
+		return map[string]any{}, nil
+	}
+	s := r.ReflectFromType(t)
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var v map[string]any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rewriteRefs(v)
-	defs, _ = v["$defs"].(map[string]any)
+	defs, _ := v["$defs"].(map[string]any)
 	delete(v, "$defs")
 	delete(v, "$schema")
 	delete(v, "$id")
+	b.noteOwners(t, map[reflect.Type]bool{})
 	for name, def := range defs {
+		if _, ok := b.owner[name]; !ok {
+			return nil, fmt.Errorf("definition %q has no Go type", name)
+		}
+		if have, ok := b.defs[name]; ok && !reflect.DeepEqual(have, def) {
+			return nil, fmt.Errorf("type %s is used both in params (closed to unknown fields) and in results or notifications (open to them); give one side its own type", name)
+		}
 		b.defs[name] = def
 	}
-	b.noteOwners(t, map[reflect.Type]bool{})
-	for name := range defs {
-		if _, ok := b.owner[name]; !ok {
-			return nil, nil, fmt.Errorf("definition %q has no Go type", name)
-		}
-	}
-	return v, defs, nil
+	return v, nil
 }
 
 // noteOwners walks t's named types and refuses a name used by two types.
@@ -316,21 +336,25 @@ func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) {
 	}
 }
 
-// schema is the schema of a result or a single value.
-func (b *schemaBuilder) schema(t reflect.Type) (any, error) {
-	root, _, err := b.reflect(t)
-	return root, err
+// result is the schema of a method's result: open to additive fields.
+func (b *schemaBuilder) result(t reflect.Type) (any, error) {
+	return b.reflect(b.open, t)
 }
 
 // params turns a params struct into by-name content descriptors, one per
-// field, in field order; a non-struct params type is one descriptor.
-func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
+// field, in field order; a non-struct params type is one descriptor. open
+// is for a notification's params, which the server writes and may grow.
+func (b *schemaBuilder) params(t reflect.Type, open bool) ([]ContentDescriptor, error) {
+	refl := b.strict
+	if open {
+		refl = b.open
+	}
 	st := t
 	for st.Kind() == reflect.Pointer {
 		st = st.Elem()
 	}
 	if st.Kind() != reflect.Struct {
-		s, err := b.schema(t)
+		s, err := b.reflect(refl, t)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +362,7 @@ func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
 	}
 	// Reflect the struct expanded, with the same reflector settings, so the
 	// fields come out in declaration order.
-	r := *b.refl
+	r := *refl
 	r.ExpandedStruct = true
 	s := r.ReflectFromType(st)
 	out := []ContentDescriptor{}
@@ -347,7 +371,7 @@ func (b *schemaBuilder) params(t reflect.Type) ([]ContentDescriptor, error) {
 		required[n] = true
 	}
 	// The nested definitions still need collecting.
-	if _, _, err := b.reflect(st); err != nil {
+	if _, err := b.reflect(refl, st); err != nil {
 		return nil, err
 	}
 	if s.Properties == nil {

@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,14 +33,23 @@ type discoverTestEvent struct {
 	Event json.RawMessage `json:"event"`
 }
 
+// codeThingMissing is an application code the test registry registers.
+const codeThingMissing int64 = -32050
+
 func discoverTestRegistry() *Registry {
 	r := NewRegistry()
-	Register(r, "things.list", Doc{Summary: "List things.", Errors: []int64{CodeRunNotFound}},
+	r.RegisterCodes(CodeInfo{Code: codeThingMissing, Name: "thing_missing", Meaning: "No such thing."})
+	Register(r, "things.list", Doc{Summary: "List things.", Errors: []int64{codeThingMissing}},
 		func(ctx context.Context, p discoverTestParams) (discoverTestResult, error) {
 			return discoverTestResult{}, nil
 		})
-	Register(r, "things.any", Doc{Summary: "Answer one of two shapes."},
-		func(ctx context.Context, p struct{}) (any, error) { return nil, nil })
+	Register(r, "things.one_or_all", Doc{Summary: "Answer one thing, or every thing."},
+		func(ctx context.Context, p discoverTestParams) (Either[discoverTestItem, []discoverTestItem], error) {
+			if p.ID != "" {
+				return First[discoverTestItem, []discoverTestItem](discoverTestItem{Name: p.ID}), nil
+			}
+			return Second[discoverTestItem]([]discoverTestItem{{Name: "a"}}), nil
+		})
 	r.Alias("things.list_external", "things.list")
 	Notification[discoverTestEvent](r, "things.event", Doc{Summary: "A thing happened."})
 	RegisterDiscover(r, func() ServiceInfo {
@@ -51,7 +62,7 @@ func discoverTestRegistry() *Registry {
 // document as generic JSON, so the test sees exactly what goes on the wire.
 func discover(t *testing.T, r *Registry) map[string]any {
 	t.Helper()
-	res, rerr := r.Dispatch(context.Background(), DiscoverMethod, json.RawMessage(`{}`))
+	res, _, rerr := r.Dispatch(context.Background(), DiscoverMethod, json.RawMessage(`{}`))
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -151,15 +162,17 @@ func TestDiscoverListsTheMethodsOwnErrorsThenTheStandardOnesAndTheWholeCodeTable
 		refs = append(refs, e.(map[string]any)["$ref"].(string))
 	}
 	assert.Equal(t, []string{
-		"#/components/errors/run_not_found",
+		"#/components/errors/thing_missing",
 		"#/components/errors/invalid_params",
 		"#/components/errors/internal_error",
 		"#/components/errors/too_many_requests",
 		"#/components/errors/shutting_down",
+		"#/components/errors/request_cancelled",
 	}, refs)
 	errs := doc["components"].(map[string]any)["errors"].(map[string]any)
-	assert.Len(t, errs, len(Codes()))
-	for _, c := range Codes() {
+	r := discoverTestRegistry()
+	assert.Len(t, errs, len(Codes())+1, "rpc's own codes and the application's")
+	for _, c := range r.Codes() {
 		require.Contains(t, errs, c.Name)
 		assert.EqualValues(t, c.Code, errs[c.Name].(map[string]any)["code"])
 	}
@@ -197,6 +210,15 @@ func TestDiscoverRefusesAnErrorCodeMissingFromTheTable(t *testing.T) {
 	assert.Contains(t, err.Error(), "bad.codes")
 }
 
+func TestAnApplicationCodeCannotReuseACodeOrNameAlreadyInTheTable(t *testing.T) {
+	r := NewRegistry()
+	r.RegisterCodes(CodeInfo{Code: -32050, Name: "thing_missing", Meaning: "x"})
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: CodeShuttingDown, Name: "stopping", Meaning: "x"}) }, "rpc's own code")
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: -32051, Name: "thing_missing", Meaning: "x"}) }, "a name twice")
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: -32050, Name: "other", Meaning: "x"}) }, "a code twice")
+	assert.Len(t, r.Codes(), len(Codes())+1)
+}
+
 func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
 	r := NewRegistry()
 	assert.Panics(t, func() {
@@ -205,4 +227,98 @@ func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
 	})
 	assert.Panics(t, func() { Notification[struct{}](r, "no.doc", Doc{Summary: "  "}) })
 	assert.Empty(t, r.Methods())
+}
+
+func TestAnErrorIsAnotherWithTheSameCodeWhateverItsMessage(t *testing.T) {
+	err := fmt.Errorf("calling: %w", &Error{Code: codeThingMissing, Message: "no thing 7", Data: map[string]any{"id": 7}})
+	assert.ErrorIs(t, err, &Error{Code: codeThingMissing})
+	assert.NotErrorIs(t, err, &Error{Code: CodeInternalError})
+	assert.NotErrorIs(t, err, errors.New("no thing 7"))
+}
+
+type thingMissing struct{ id int }
+
+func (e *thingMissing) Error() string { return fmt.Sprintf("no thing %d", e.id) }
+
+func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
+	r := discoverTestRegistry()
+	r.MapErrors(func(err error) error {
+		var tm *thingMissing
+		if errors.As(err, &tm) {
+			return &Error{Code: codeThingMissing, Message: tm.Error(), Data: map[string]any{"id": tm.id}}
+		}
+		return err
+	})
+	Register(r, "things.get", Doc{Summary: "One thing.", Errors: []int64{codeThingMissing}},
+		func(ctx context.Context, p struct{}) (struct{}, error) {
+			return struct{}{}, fmt.Errorf("get: %w", &thingMissing{7})
+		})
+	Register(r, "things.fail", Doc{Summary: "Fails plainly."},
+		func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, errors.New("disk on fire") })
+	_, _, rerr := r.Dispatch(context.Background(), "things.get", nil)
+	require.NotNil(t, rerr)
+	assert.Equal(t, codeThingMissing, rerr.Code)
+	assert.Equal(t, "no thing 7", rerr.Message)
+	_, _, rerr = r.Dispatch(context.Background(), "things.fail", nil)
+	require.NotNil(t, rerr)
+	assert.Equal(t, CodeInternalError, rerr.Code, "what the mapper does not know stays -32603")
+	assert.Equal(t, "disk on fire", rerr.Message)
+}
+
+// A result that takes one of two shapes is described as both, not as "any".
+func TestDiscoverDescribesAOneOfResultAsEachOfItsShapes(t *testing.T) {
+	m := methodByName(t, discover(t, discoverTestRegistry()), "things.one_or_all")
+	schema := m["result"].(map[string]any)["schema"].(map[string]any)
+	assert.Equal(t, []any{
+		map[string]any{"$ref": "#/components/schemas/rpc.discoverTestItem"},
+		map[string]any{"type": "array", "items": map[string]any{"$ref": "#/components/schemas/rpc.discoverTestItem"}},
+	}, schema["oneOf"])
+
+	r := discoverTestRegistry()
+	one, _, rerr := r.Dispatch(context.Background(), "things.one_or_all", json.RawMessage(`{"id":"x"}`))
+	require.Nil(t, rerr)
+	b, err := json.Marshal(one)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name":"x"}`, string(b), "it encodes as the shape it holds")
+	all, _, rerr := r.Dispatch(context.Background(), "things.one_or_all", nil)
+	require.Nil(t, rerr)
+	b, err = json.Marshal(all)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"name":"a"}]`, string(b))
+}
+
+// Params are decoded strictly, so their schema is closed; results and
+// notifications gain fields under the same protocol version, so theirs
+// must not forbid unknown ones.
+func TestDiscoverClosesParamsButLeavesResultsAndNotificationsOpen(t *testing.T) {
+	doc := discover(t, discoverTestRegistry())
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	closed := func(name string) bool {
+		s, ok := schemas[name].(map[string]any)
+		require.True(t, ok, "no schema %s", name)
+		return s["additionalProperties"] == false
+	}
+	assert.True(t, closed("rpc.discoverTestParams"), "params refuse unknown fields")
+	for _, name := range []string{"rpc.discoverTestResult", "rpc.discoverTestItem", "rpc.discoverTestEvent", "rpc.OpenRPCDocument"} {
+		assert.False(t, closed(name), "%s must allow additive fields", name)
+	}
+}
+
+type sharedThing struct {
+	Name string `json:"name"`
+}
+
+type sharedParams struct {
+	Thing sharedThing `json:"thing"`
+}
+
+// One Go type cannot be both a closed params shape and an open result shape
+// under one name; the document says so instead of describing one wrongly.
+func TestDiscoverRefusesATypeSharedByParamsAndResults(t *testing.T) {
+	r := NewRegistry()
+	Register(r, "shared.echo", Doc{Summary: "Echo a thing."},
+		func(ctx context.Context, p sharedParams) (sharedThing, error) { return p.Thing, nil })
+	_, err := r.OpenRPC(ServiceInfo{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rpc.sharedThing")
 }

@@ -35,6 +35,21 @@ type Gate struct {
 	AllowedHosts []string
 	// Port, when set, must match a port named in the Host header.
 	Port int
+	// Hints name what a refused client must change, for the refusal texts.
+	Hints GateHints
+}
+
+// GateHints name where this deployment keeps the token and the origin
+// allowlist. The person reading a 401 or a 403 needs the file, command or
+// setting to fix it, and only the application knows them.
+type GateHints struct {
+	// TokenFile is where a client reads the token ("<home>/token").
+	TokenFile string
+	// RotateToken is how the token is replaced ("`card token rotate`").
+	RotateToken string
+	// OriginsSetting is where an operator extends AllowedOrigins
+	// ("allowed_origins in card.toml").
+	OriginsSetting string
 }
 
 // Refusal is a reason the gate turned an upgrade away.
@@ -51,7 +66,11 @@ func (g *Gate) Check(r *http.Request) (subprotocol string, refusal *Refusal) {
 	}
 	if origin, present := r.Header["Origin"]; present {
 		if !g.originAllowed(strings.Join(origin, ",")) {
-			return "", &Refusal{http.StatusForbidden, "forbidden: this Origin is not on the daemon's allowlist (allowed_origins in card.toml); native clients send no Origin"}
+			where := ""
+			if g.Hints.OriginsSetting != "" {
+				where = " (" + g.Hints.OriginsSetting + ")"
+			}
+			return "", &Refusal{http.StatusForbidden, "forbidden: this Origin is not on the daemon's allowlist" + where + "; native clients send no Origin"}
 		}
 	}
 	if r.URL.RawQuery != "" {
@@ -60,16 +79,24 @@ func (g *Gate) Check(r *http.Request) (subprotocol string, refusal *Refusal) {
 		}
 		return "", &Refusal{http.StatusBadRequest, "bad request: /rpc takes no query parameters"}
 	}
+	tokenFile := g.Hints.TokenFile
+	if tokenFile == "" {
+		tokenFile = "the token file"
+	}
 	given, viaSubprotocol, offeredVersion := bearer(r)
 	if given == "" {
-		return "", &Refusal{http.StatusUnauthorized, "unauthorized: missing token; send Authorization: Bearer <token> with the contents of <home>/token"}
+		return "", &Refusal{http.StatusUnauthorized, "unauthorized: missing token; send Authorization: Bearer <token> with the contents of " + tokenFile}
 	}
 	want, err := g.Token()
 	if err != nil || len(want) == 0 {
 		return "", &Refusal{http.StatusServiceUnavailable, "service unavailable: the daemon cannot read its token file"}
 	}
 	if subtle.ConstantTimeCompare([]byte(given), want) != 1 {
-		return "", &Refusal{http.StatusUnauthorized, "unauthorized: wrong token; read it again from <home>/token (it changes on `card token rotate`)"}
+		msg := "unauthorized: wrong token; read it again from " + tokenFile
+		if g.Hints.RotateToken != "" {
+			msg += " (it changes on " + g.Hints.RotateToken + ")"
+		}
+		return "", &Refusal{http.StatusUnauthorized, msg}
 	}
 	switch {
 	case offeredVersion:

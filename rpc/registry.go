@@ -20,8 +20,9 @@ import (
 type Doc struct {
 	Summary     string
 	Description string
-	// Errors lists the application codes (from Codes) the method may answer
-	// with, beyond the standard JSON-RPC ones every method can return.
+	// Errors lists the application codes (from the registry's Codes) the
+	// method may answer with, beyond the standard ones every method can
+	// return.
 	Errors []int64
 }
 
@@ -49,8 +50,17 @@ type NotificationInfo struct {
 
 type method struct {
 	info MethodInfo
-	call func(ctx context.Context, params json.RawMessage) (any, error)
+	call func(ctx context.Context, params json.RawMessage) (any, Then, error)
 }
+
+// Then is what a handler goes on to do once its answer is on the wire: the
+// server sends the answer first and then calls it, so anything it sends
+// (notifications of a stream the answer announced) reaches the client after
+// the answer, never before. ctx is the connection's context (Peer.Context):
+// it ends when the client goes away. The request no longer counts against
+// the connection's in-flight cap while Then runs, so a long stream does not
+// hold a request slot.
+type Then func(ctx context.Context)
 
 // Registry maps method names to typed handlers. Params are decoded and
 // validated here, once, so no handler parses JSON or invents its own error
@@ -59,6 +69,8 @@ type Registry struct {
 	mu            sync.RWMutex
 	methods       map[string]*method
 	notifications []NotificationInfo
+	codes         []CodeInfo
+	mapErr        func(error) error
 }
 
 // NewRegistry returns an empty registry.
@@ -70,31 +82,47 @@ func NewRegistry() *Registry {
 // missing summary or a duplicate name: both are programming errors that must
 // fail at startup, not at the first call.
 func Register[P, R any](r *Registry, name string, doc Doc, fn func(ctx context.Context, params P) (R, error)) {
+	RegisterThen(r, name, doc, func(ctx context.Context, p P) (R, Then, error) {
+		res, err := fn(ctx, p)
+		return res, nil, err
+	})
+}
+
+// RegisterThen adds a method whose handler answers and then goes on: it
+// returns its result and, optionally, a Then the server runs once the answer
+// has been sent. A method that starts a stream of notifications answers with
+// what the stream is about and sends the stream from its Then, so the client
+// always hears the answer first. On an error the Then is not run.
+func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx context.Context, params P) (R, Then, error)) {
 	if strings.TrimSpace(doc.Summary) == "" {
 		panic(fmt.Sprintf("rpc: method %q registered without a summary", name))
 	}
 	pt := reflect.TypeFor[P]()
 	m := &method{
 		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: reflect.TypeFor[R]()},
-		call: func(ctx context.Context, raw json.RawMessage) (any, error) {
+		call: func(ctx context.Context, raw json.RawMessage) (any, Then, error) {
 			var p P
 			if err := decodeParams(raw, pt, &p); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if v, ok := any(&p).(Validator); ok {
 				if err := v.Validate(); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
-			return fn(ctx, p)
+			res, then, err := fn(ctx, p)
+			if err != nil {
+				return nil, nil, err
+			}
+			return res, then, nil
 		},
 	}
 	r.add(name, m)
 }
 
 // Alias registers another name for an existing method, with the same shapes.
-// The CAR-compatible names are aliases, so they cannot drift from the
-// methods they stand for.
+// A name kept for compatibility with another protocol is best an alias: it
+// cannot drift from the method it stands for.
 func (r *Registry) Alias(alias, target string) {
 	r.mu.RLock()
 	m, ok := r.methods[target]
@@ -117,7 +145,7 @@ func (r *Registry) add(name string, m *method) {
 	r.methods[name] = m
 }
 
-// Notify documents a server-to-client notification whose params are P.
+// Notification documents a server-to-client notification whose params are P.
 func Notification[P any](r *Registry, name string, doc Doc) {
 	if strings.TrimSpace(doc.Summary) == "" {
 		panic(fmt.Sprintf("rpc: notification %q registered without a summary", name))
@@ -125,6 +153,41 @@ func Notification[P any](r *Registry, name string, doc Doc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notifications = append(r.notifications, NotificationInfo{Name: name, Doc: doc, Params: reflect.TypeFor[P]()})
+}
+
+// RegisterCodes adds the application's error codes to the table rpc.discover
+// publishes. It panics on a code or name already in the table, rpc's own
+// included: two meanings for one code is a programming error that must fail
+// at startup.
+func (r *Registry) RegisterCodes(codes ...CodeInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range codes {
+		for _, have := range append(Codes(), r.codes...) {
+			if have.Code == c.Code || have.Name == c.Name {
+				panic(fmt.Sprintf("rpc: error code %d %q registered twice (the table has %d %q)", c.Code, c.Name, have.Code, have.Name))
+			}
+		}
+		r.codes = append(r.codes, c)
+	}
+}
+
+// Codes is every error code the registry's methods answer with: rpc's own
+// first, then the application's in the order it registered them.
+func (r *Registry) Codes() []CodeInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append(Codes(), r.codes...)
+}
+
+// MapErrors sets how a handler's (or a Validate method's) error is mapped
+// before ToError's defaults apply. The application maps its domain errors
+// onto its codes there, in one place, so handlers return them as they are.
+// f returns its argument when it has nothing to say about an error.
+func (r *Registry) MapErrors(f func(error) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mapErr = f
 }
 
 // Methods lists every registered method, sorted by name.
@@ -146,29 +209,36 @@ func (r *Registry) Notifications() []NotificationInfo {
 	return append([]NotificationInfo(nil), r.notifications...)
 }
 
-// Dispatch runs a method. It never panics: a handler panic becomes -32603 and
-// is reported to onPanic, so one bad request cannot take the daemon down.
-func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMessage) (result any, err *Error) {
+// Dispatch runs a method and returns its answer, plus the work the handler
+// asked to do once that answer is sent (nil when none; see Then): the caller
+// sends the answer, then runs it. It never panics: a handler panic becomes
+// -32603 and is logged with its stack, so one bad request cannot take the
+// daemon down.
+func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMessage) (result any, then Then, err *Error) {
 	r.mu.RLock()
 	m, ok := r.methods[name]
+	mapErr := r.mapErr
 	r.mu.RUnlock()
 	if !ok {
-		return nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q (rpc.discover lists the methods)", name), Data: map[string]any{"method": name}}
+		return nil, nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q (rpc.discover lists the methods)", name), Data: map[string]any{"method": name}}
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			result = nil
+			result, then = nil, nil
 			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
 			if peer := PeerFrom(ctx); peer != nil && peer.onPanic != nil {
 				peer.onPanic(name, p, debug.Stack())
 			}
 		}
 	}()
-	res, herr := m.call(ctx, params)
+	res, then, herr := m.call(ctx, params)
 	if herr != nil {
-		return nil, ToError(herr)
+		if mapErr != nil {
+			herr = mapErr(herr)
+		}
+		return nil, nil, ToError(herr)
 	}
-	return res, nil
+	return res, then, nil
 }
 
 // ToError maps a handler's error onto the wire error.

@@ -1,9 +1,12 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -130,27 +133,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if subprotocol != "" {
 		opts.Subprotocols = []string{subprotocol}
 	}
-	c, err := websocket.Accept(w, r, opts)
+	hj := &hijackRecorder{ResponseWriter: w}
+	c, err := websocket.Accept(hj, r, opts)
 	if err != nil {
 		s.log.Info("websocket upgrade failed", zap.String("remote", r.RemoteAddr), zap.Error(err))
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, r.RemoteAddr)
+	s.serve(c, hj.conn, r.RemoteAddr)
 }
 
 // serverConn is one client connection.
 type serverConn struct {
-	srv    *Server
-	ws     *websocket.Conn
+	srv *Server
+	ws  *websocket.Conn
+	// raw is the socket under ws, closed directly when a shutdown's grace
+	// period runs out: the library's close handshake waits its own 5 s
+	// for a client that does not answer, and holds the socket meanwhile.
+	raw    net.Conn
 	stream *frameStream
 	sem    chan struct{}
 	wg     sync.WaitGroup
 	peer   *Peer
 	log    *zap.Logger
+	// ctx is the connection's context: it carries the Peer and ends when
+	// the connection closes. Every request's context derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	// inflight holds the cancel of each unanswered request, by the id the
+	// client sent (idKey), for $/cancelRequest.
+	inflight map[string][]*inflightCall
 }
 
-func (s *Server) serve(ws *websocket.Conn, remote string) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,33 +175,74 @@ func (s *Server) serve(ws *websocket.Conn, remote string) {
 	peer := &Peer{id: id, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
-	sc := &serverConn{srv: s, ws: ws, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer}
+	ctx = withPeer(ctx, peer)
+	peer.ctx = ctx
+	sc := &serverConn{srv: s, ws: ws, raw: raw, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx, cancel: cancel,
+		inflight: map[string][]*inflightCall{}}
+
+	// Registered before it reads anything, and under the lock Shutdown
+	// takes its list with: a connection whose upgrade finished after
+	// Shutdown took the list would be closed by nobody, and Shutdown would
+	// wait for it for ever.
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		_ = ws.Close(websocket.StatusGoingAway, goingAway)
+		return
+	}
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+		log.Debug("connection closed")
+	}()
+	log.Debug("connection opened", zap.String("remote", remote))
+
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)
 
-	s.mu.Lock()
-	s.conns[sc] = struct{}{}
-	s.mu.Unlock()
-	log.Debug("connection opened", zap.String("remote", remote))
-
 	<-jc.DisconnectNotify()
 	cancel()
 	sc.wg.Wait()
-	sc.peer.runOnClose()
-
-	s.mu.Lock()
-	delete(s.conns, sc)
-	s.mu.Unlock()
-	log.Debug("connection closed")
 }
+
+// hijackRecorder keeps the socket the WebSocket upgrade takes over, so a
+// shutdown can close it when the close handshake would outlast the grace
+// period.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the response writer cannot hand over its connection")
+	}
+	c, rw, err := hj.Hijack()
+	h.conn = c
+	return c, rw, err
+}
+
+// goingAway is the close reason a shutting-down server gives with 1001.
+const goingAway = "the server is shutting down"
 
 // Handle is called by jsonrpc2 on the connection's read goroutine, in order.
 // It answers over-cap requests at once and runs the rest concurrently.
-func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+func (sc *serverConn) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	// The first request can arrive before NewConn has returned to serve.
 	sc.peer.conn.CompareAndSwap(nil, conn)
+	ctx := sc.ctx
+	if req.Method == CancelRequestMethod {
+		// Handled here, in frame order and outside the in-flight cap: a
+		// client at its cap is exactly the one that needs to cancel.
+		sc.cancelRequest(conn, req)
+		return
+	}
 	if sc.srv.draining.Load() {
 		if !req.Notif {
 			_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeShuttingDown, Message: "the daemon is shutting down and takes no new requests"})
@@ -200,20 +258,38 @@ func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 		}
 		return
 	}
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	var untrack func()
+	if !req.Notif {
+		untrack = sc.track(req.ID, cancel)
+	}
 	sc.wg.Add(1)
 	go func() {
 		defer sc.wg.Done()
-		defer func() { <-sc.sem }()
-		ctx := withPeer(ctx, sc.peer)
 		var params json.RawMessage
 		if req.Params != nil {
 			params = *req.Params
 		}
-		res, rerr := sc.srv.cfg.Registry.Dispatch(ctx, req.Method, params)
+		res, then, rerr := sc.srv.cfg.Registry.Dispatch(reqCtx, req.Method, params)
+		withdrawn := errors.Is(context.Cause(reqCtx), errCancelRequested)
+		// The slot is free before the answer is written: a client that
+		// sends its next request the moment it reads an answer must not
+		// find the cap still counting the answered one.
+		if untrack != nil {
+			untrack()
+		}
+		cancel(nil)
+		<-sc.sem
 		if req.Notif {
+			if then != nil {
+				then(ctx)
+			}
 			return
 		}
 		if rerr != nil {
+			if withdrawn && rerr.Code != CodeRequestCancelled {
+				rerr = &Error{Code: CodeRequestCancelled, Message: "request cancelled: the client withdrew it with $/cancelRequest"}
+			}
 			if rerr.Code == CodeInternalError {
 				sc.log.Warn("request failed", zap.String("method", req.Method), zap.String("error", rerr.Message))
 			}
@@ -226,9 +302,22 @@ func (sc *serverConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 			_ = conn.ReplyWithError(ctx, req.ID, je)
 			return
 		}
-		if err := sc.reply(req.ID, res); err != nil {
+		flushed, err := sc.reply(req.ID, res)
+		if err != nil {
 			sc.log.Debug("could not send an answer", zap.String("method", req.Method), zap.Error(err))
+			return
 		}
+		if then == nil {
+			return
+		}
+		// A batch member's answer travels with its batch: what follows it
+		// waits for that frame.
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return
+		}
+		then(ctx)
 	}()
 }
 
@@ -247,17 +336,18 @@ func (e encoded) MarshalJSON() ([]byte, error) { return e, nil }
 // reply sends a success answer through the stream (so batch gathering and
 // id restoring still apply) without jsonrpc2's Reply, which encodes the
 // result three times over (marshal, then re-compact it twice); on a large
-// answer such as agents.detect that was most of the daemon's CPU.
-func (sc *serverConn) reply(id jsonrpc2.ID, res any) error {
+// answer (a list of every adapter's detection) that was most of the
+// daemon's CPU. flushed is closed once the frame carrying it is written.
+func (sc *serverConn) reply(id jsonrpc2.ID, res any) (flushed <-chan struct{}, err error) {
 	result, err := json.Marshal(res)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b, err := json.Marshal(answer{JSONRPC: "2.0", ID: id, Result: result})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return sc.stream.WriteObject(encoded(b))
+	return sc.stream.send(b)
 }
 
 // Shutdown stops taking requests and closes every connection with 1001
@@ -272,7 +362,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, c := range conns {
 		go func(c *serverConn) {
-			_ = c.ws.Close(websocket.StatusGoingAway, "card is shutting down")
+			_ = c.ws.Close(websocket.StatusGoingAway, goingAway)
 		}(c)
 	}
 	done := make(chan struct{})
@@ -281,74 +371,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		// A close handshake the client never answers would hold the
+		// socket for the library's own timeout, past the grace period the
+		// operator set: drop the socket itself.
 		for _, c := range conns {
+			c.cancel()
+			if c.raw != nil {
+				_ = c.raw.Close()
+			}
 			_ = c.ws.CloseNow()
 		}
 		<-done
 		return ctx.Err()
-	}
-}
-
-// Peer is the client connection a request came from. Handlers use it to send
-// notifications and to learn when the client goes away.
-type Peer struct {
-	id   uint64
-	conn atomic.Pointer[jsonrpc2.Conn]
-	// onPanic logs a handler panic with its stack; set once per connection
-	// so the hot path adds nothing to each request's context for it.
-	onPanic func(method string, p any, stack []byte)
-
-	mu      sync.Mutex
-	onClose []func()
-	closed  bool
-}
-
-type peerKey struct{}
-
-func withPeer(ctx context.Context, p *Peer) context.Context {
-	return context.WithValue(ctx, peerKey{}, p)
-}
-
-// PeerFrom returns the connection a request arrived on, or nil outside a
-// request (for example in a unit test calling a handler directly).
-func PeerFrom(ctx context.Context) *Peer {
-	p, _ := ctx.Value(peerKey{}).(*Peer)
-	return p
-}
-
-// ID identifies the connection in logs.
-func (p *Peer) ID() uint64 { return p.id }
-
-// Done is closed when the connection has closed.
-func (p *Peer) Done() <-chan struct{} { return p.conn.Load().DisconnectNotify() }
-
-// Notify sends a notification to this client. Calls from one goroutine
-// arrive in order.
-func (p *Peer) Notify(ctx context.Context, method string, params any) error {
-	return p.conn.Load().Notify(ctx, method, params)
-}
-
-// OnClose runs f once the connection has closed and its requests have
-// finished; at once if it already has.
-func (p *Peer) OnClose(f func()) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		f()
-		return
-	}
-	p.onClose = append(p.onClose, f)
-	p.mu.Unlock()
-}
-
-func (p *Peer) runOnClose() {
-	p.mu.Lock()
-	fs := p.onClose
-	p.onClose = nil
-	p.closed = true
-	p.mu.Unlock()
-	for _, f := range fs {
-		f()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 )
 
@@ -67,7 +68,14 @@ type pendingAnswer struct {
 type batch struct {
 	answers []json.RawMessage
 	pending int
+	// flushed is closed once the frame carrying the batch's answers has
+	// been written (or could not be), so work that must follow an answer
+	// (a Then) waits for the frame its answer travels in.
+	flushed chan struct{}
 }
+
+// sent is a closed channel: the answer's frame is already written.
+var sent = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func newFrameStream(ctx context.Context, conn *websocket.Conn, server bool, writeTimeout time.Duration, maxBatch int, log *zap.Logger) *frameStream {
 	return &frameStream{
@@ -170,7 +178,7 @@ func (s *frameStream) admit(data []byte) []byte {
 		s.writeError(nil, CodeInvalidRequest, fmt.Sprintf("invalid request: a batch of %d messages exceeds the limit of %d", len(items), s.maxBatch))
 		return nil
 	}
-	b := &batch{}
+	b := &batch{flushed: make(chan struct{})}
 	var forward [][]byte
 	s.mu.Lock()
 	for _, item := range items {
@@ -184,9 +192,12 @@ func (s *frameStream) admit(data []byte) []byte {
 	}
 	complete := b.pending == 0
 	s.mu.Unlock()
-	if complete && len(b.answers) > 0 {
+	if complete {
 		// Nothing to wait for: every member was invalid or a notification.
-		s.write(joinBatch(b.answers))
+		if len(b.answers) > 0 {
+			s.write(joinBatch(b.answers))
+		}
+		close(b.flushed)
 	}
 	if len(forward) == 0 {
 		return nil
@@ -313,33 +324,45 @@ func (s *frameStream) WriteObject(obj any) error {
 	if err != nil {
 		return err
 	}
-	if s.rewrites.Load() > 0 && bytes.Contains(b, internalIDMarker) {
-		var done bool
-		b, done = s.restore(b)
-		if !done {
-			return nil
-		}
+	_, err = s.send(b)
+	return err
+}
+
+// send writes one encoded message. flushed is closed once the frame that
+// carries it has been written: at once for a single message, when the last
+// answer arrives for a batch member.
+func (s *frameStream) send(b []byte) (flushed <-chan struct{}, err error) {
+	if s.rewrites.Load() == 0 || !bytes.Contains(b, internalIDMarker) {
+		return sent, s.write(b)
 	}
-	return s.write(b)
+	out, bt := s.restore(b)
+	if out == nil {
+		return bt.flushed, nil
+	}
+	err = s.write(out)
+	if bt != nil {
+		close(bt.flushed)
+	}
+	return sent, err
 }
 
 // restore puts the client's id back into an answer. For a batch member it
-// stores the answer and reports done only when the whole batch is answered,
-// returning the joined array.
-func (s *frameStream) restore(b []byte) ([]byte, bool) {
+// stores the answer and returns nil until the whole batch is answered, then
+// the joined array; bt is the member's batch (nil for a single request).
+func (s *frameStream) restore(b []byte) (out []byte, bt *batch) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
-		return b, true
+		return b, nil
 	}
 	var internal string
 	if err := json.Unmarshal(fields["id"], &internal); err != nil || !strings.HasPrefix(internal, internalIDPrefix) {
-		return b, true
+		return b, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.rewritten[internal]
 	if !ok {
-		return b, true
+		return b, nil
 	}
 	delete(s.rewritten, internal)
 	s.rewrites.Add(-1)
@@ -350,17 +373,36 @@ func (s *frameStream) restore(b []byte) ([]byte, bool) {
 	}
 	out, err := json.Marshal(fields)
 	if err != nil {
-		return b, true
+		return b, nil
 	}
 	if p.batch == nil {
-		return out, true
+		return out, nil
 	}
 	p.batch.answers = append(p.batch.answers, out)
 	p.batch.pending--
 	if p.batch.pending > 0 {
-		return nil, false
+		return nil, p.batch
 	}
-	return joinBatch(p.batch.answers), true
+	return joinBatch(p.batch.answers), p.batch
+}
+
+// clientID is the id the client sent for a request jsonrpc2 knows as id:
+// the stream rewrites some ids (null, negative or huge numbers, batch
+// members), and a client that cancels a request names it by its own id.
+func (s *frameStream) clientID(id jsonrpc2.ID) json.RawMessage {
+	if id.IsString && strings.HasPrefix(id.Str, internalIDPrefix) {
+		s.mu.Lock()
+		p, ok := s.rewritten[id.Str]
+		s.mu.Unlock()
+		if ok {
+			if p.origID == nil {
+				return json.RawMessage("null")
+			}
+			return p.origID
+		}
+	}
+	b, _ := id.MarshalJSON()
+	return b
 }
 
 func (s *frameStream) write(b []byte) error {

@@ -116,7 +116,7 @@ func (e env) invoke(args []string) int {
 	if err := c.Call(ctx, "agents.invoke", params, &acc); err != nil {
 		code := e.fail("invoke", err)
 		var re *rpc.Error
-		if errors.As(err, &re) && re.Code == rpc.CodeUnenforcedReadOnly {
+		if errors.As(err, &re) && re.Code == daemon.CodeUnenforcedReadOnly {
 			fmt.Fprintln(e.stderr, "card invoke: to run it anyway, add --acknowledge-unenforced-read-only")
 		}
 		return code

@@ -26,13 +26,11 @@ func (s *Store) AppendEvent(ctx context.Context, runID string, seq int64, kind s
 // chatty agent prints thousands of lines a second, and one SQLite commit per
 // line would leave the history minutes behind the run.
 //
-// Events are bounded per run by Options.MaxEventsPerRun. Past the bound an
-// event is not stored; Run.EventsDropped counts it instead, so a replay can
-// say that something is missing rather than silently ending early. The
-// terminal kinds EventDone and EventError are the exception and are always
-// stored: they carry the result, and a subscriber that replays a run must
-// always learn how it ended. A seq already recorded for the run is an error,
-// and then none of the batch is stored.
+// The store keeps what it is given. Bounding a run's events is the writer's
+// job (it holds them in memory first and knows what it left out); it records
+// how many it dropped with the run's outcome (Finish.EventsDropped). A seq
+// already recorded for the run is an error, and then none of the batch is
+// stored; so is a run that does not exist.
 func (s *Store) AppendEvents(ctx context.Context, runID string, events []NewEvent) error {
 	if len(events) == 0 {
 		return nil
@@ -47,30 +45,18 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []NewEven
 	}
 	var failed int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			failed = events[0].Seq
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
 		for _, e := range events {
 			failed = e.Seq
-			terminal := e.Kind == EventDone || e.Kind == EventError
-			res, err := tx.ExecContext(ctx,
-				`UPDATE runs SET events_stored = events_stored + 1 WHERE id = ? AND (events_stored < ? OR ?)`,
-				runID, s.maxEvents, terminal)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				res, err := tx.ExecContext(ctx, `UPDATE runs SET events_dropped = events_dropped + 1 WHERE id = ?`, runID)
-				if err != nil {
-					return err
-				}
-				if n, err := res.RowsAffected(); err != nil {
-					return err
-				} else if n == 0 {
-					return ErrNotFound
-				}
-				continue
-			}
-			_, err = tx.ExecContext(ctx,
+			_, err := tx.ExecContext(ctx,
 				`INSERT INTO events (run_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
 				runID, e.Seq, e.Kind, string(e.Payload), ms(s.now()))
 			if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {

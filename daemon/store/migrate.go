@@ -10,7 +10,8 @@ import (
 // kept in PRAGMA user_version. Never edit or reorder an entry once released:
 // append a new one, since a database in the field has already run the old.
 var migrations = [][]string{
-	// 1: runs and their events.
+	// 1: runs and their events. (events_stored is no longer written: the
+	// run's writer bounds its events and records events_dropped itself.)
 	{
 		`CREATE TABLE runs (
 			id              TEXT PRIMARY KEY,

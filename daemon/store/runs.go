@@ -129,10 +129,10 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE runs SET
 		status = ?, ended_at = ?, duration_ms = MAX(0, ? - COALESCE(started_at, created_at)),
 		exit_code = ?, session_id = ?, answer = ?, error = ?, usage = ?, total_cost_usd = ?,
-		turns = ?, tool_calls = ?, refusal_reason = ?
+		turns = ?, tool_calls = ?, refusal_reason = ?, events_dropped = ?
 		WHERE id = ? AND status = 'running'`,
 		string(f.Status), ms(end), ms(end), f.ExitCode, f.SessionID, f.Answer, errJSON, usageJSON, f.TotalCostUSD,
-		f.Turns, f.ToolCalls, f.RefusalReason, id)
+		f.Turns, f.ToolCalls, f.RefusalReason, f.EventsDropped, id)
 	if err != nil {
 		return fmt.Errorf("store: finish run %s: %w", id, err)
 	}

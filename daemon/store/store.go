@@ -34,10 +34,9 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultMaxEventsPerRun = 10000
-	DefaultBusyTimeout     = 5 * time.Second
-	DefaultEventsLimit     = 1000
-	MaxEventsLimit         = 10000
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultEventsLimit = 1000
+	MaxEventsLimit     = 10000
 )
 
 var (
@@ -52,12 +51,6 @@ var (
 
 // Options tune a Store. The zero value is usable.
 type Options struct {
-	// MaxEventsPerRun bounds the events stored for one run, so an agent that
-	// streams without end cannot fill the disk. Past it, events are counted
-	// in Run.EventsDropped instead of stored, except the terminal kinds
-	// EventDone and EventError, which are always stored so a replay still
-	// says how the run ended. Zero or negative means DefaultMaxEventsPerRun.
-	MaxEventsPerRun int
 	// BusyTimeout is how long a write waits for another process holding
 	// the database. Zero means DefaultBusyTimeout.
 	BusyTimeout time.Duration
@@ -67,11 +60,10 @@ type Options struct {
 
 // Store is an open run history. Its methods are safe for concurrent use.
 type Store struct {
-	db        *sql.DB
-	path      string
-	maxEvents int
-	now       func() time.Time
-	ids       idGenerator
+	db   *sql.DB
+	path string
+	now  func() time.Time
+	ids  idGenerator
 }
 
 // Open opens (creating if needed) the run store at path and brings its
@@ -90,10 +82,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	_ = f.Close()
 
-	s := &Store{path: path, maxEvents: opts.MaxEventsPerRun, now: opts.Now}
-	if s.maxEvents <= 0 {
-		s.maxEvents = DefaultMaxEventsPerRun
-	}
+	s := &Store{path: path, now: opts.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}

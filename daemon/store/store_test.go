@@ -353,34 +353,31 @@ func TestListFiltersPagesNewestFirstAndClampsItsLimit(t *testing.T) {
 	})
 }
 
-func TestEventsPastTheBoundAreCountedButTheTerminalEventIsKept(t *testing.T) {
+func TestTheDropCountIsRecordedWithTheOutcome(t *testing.T) {
 	ctx := context.Background()
-	s, _ := openTest(t, Options{MaxEventsPerRun: 5})
-	for _, terminal := range []string{EventDone, EventError} {
-		t.Run(terminal, func(t *testing.T) {
-			id := s.NewRunID()
-			require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
-			for seq := int64(1); seq <= 8; seq++ {
-				require.NoError(t, s.AppendEvent(ctx, id, seq, "text", json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))))
-			}
-			require.NoError(t, s.AppendEvent(ctx, id, 9, terminal, json.RawMessage(`{"answer":"42"}`)))
-
-			events, err := s.Events(ctx, id, 0, 0)
-			require.NoError(t, err)
-			var seqs []int64
-			for _, e := range events {
-				seqs = append(seqs, e.Seq)
-			}
-			assert.Equal(t, []int64{1, 2, 3, 4, 5, 9}, seqs)
-			last := events[len(events)-1]
-			assert.Equal(t, terminal, last.Kind)
-			assert.JSONEq(t, `{"answer":"42"}`, string(last.Payload))
-
-			got, err := s.Get(ctx, id)
-			require.NoError(t, err)
-			assert.Equal(t, int64(3), got.EventsDropped)
-		})
+	s, _ := openTest(t, Options{})
+	id := s.NewRunID()
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	for _, seq := range []int64{1, 2, 9} { // the writer kept 1, 2 and the terminal 9
+		require.NoError(t, s.AppendEvent(ctx, id, seq, "text", json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))))
 	}
+	got, err := s.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Zero(t, got.EventsDropped, "nothing is counted while the run is going")
+
+	require.NoError(t, s.Finish(ctx, id, Finish{Status: StatusSucceeded, EventsDropped: 6}))
+	got, err = s.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), got.EventsDropped)
+	events, err := s.Events(ctx, id, 0, 0)
+	require.NoError(t, err)
+	assert.Len(t, events, 3, "the store keeps what it is given")
+}
+
+func TestEventsOfAnUnknownRunAreRefused(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	err := s.AppendEvent(context.Background(), "run_nope", 1, "text", json.RawMessage(`{}`))
+	require.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestEventsReplayInSeqOrderAfterACursor(t *testing.T) {
@@ -643,7 +640,7 @@ func TestIntegrityCheckReportsACorruptFile(t *testing.T) {
 
 func TestABatchOfEventsIsStoredWholeOrNotAtAll(t *testing.T) {
 	ctx := context.Background()
-	s, _ := openTest(t, Options{MaxEventsPerRun: 5})
+	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
 	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
 	batch := func(seqs ...int64) []NewEvent {
@@ -661,16 +658,12 @@ func TestABatchOfEventsIsStoredWholeOrNotAtAll(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, events, 3, "seq 4 was rolled back with the rest of its batch")
 
-	// The bound and the terminal rule hold inside one batch too.
-	require.NoError(t, s.AppendEvents(ctx, id, append(batch(4, 5, 6), NewEvent{Seq: 7, Kind: EventDone, Payload: json.RawMessage(`{}`)})))
+	require.NoError(t, s.AppendEvents(ctx, id, batch(4, 5)))
 	events, err = s.Events(ctx, id, 0, 0)
 	require.NoError(t, err)
 	var seqs []int64
 	for _, e := range events {
 		seqs = append(seqs, e.Seq)
 	}
-	assert.Equal(t, []int64{1, 2, 3, 4, 5, 7}, seqs)
-	got, err := s.Get(ctx, id)
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), got.EventsDropped)
+	assert.Equal(t, []int64{1, 2, 3, 4, 5}, seqs)
 }

@@ -37,14 +37,6 @@ func (s Status) Valid() bool {
 // Terminal reports whether s ends a run.
 func (s Status) Terminal() bool { return s.Valid() && s != StatusRunning }
 
-// Event kinds the store treats specially: a run's last event says how it
-// ended, and a subscriber that replays a run must always be able to see it,
-// so these are stored even past Options.MaxEventsPerRun.
-const (
-	EventDone  = "done"
-	EventError = "error"
-)
-
 // Run is one invocation of an agent, as recorded. The daemon returns it as is
 // for runs.get and runs.list, so the JSON names are the wire names. Times are
 // UTC with millisecond precision (what the store keeps).
@@ -87,8 +79,9 @@ type Run struct {
 	Pgid int `json:"pgid,omitempty"`
 	// RefusalReason is the guard's (or another gate's) text for a refused run.
 	RefusalReason string `json:"refusal_reason,omitempty"`
-	// EventsDropped counts events not stored because the run passed
-	// Options.MaxEventsPerRun.
+	// EventsDropped counts the events the run's writer did not keep because
+	// the run passed its bound (max_events_per_run); recorded with the
+	// outcome (Finish.EventsDropped), so it is 0 while the run is going.
 	EventsDropped int64 `json:"events_dropped"`
 }
 
@@ -146,6 +139,9 @@ type Finish struct {
 	// RefusalReason is for a run refused after it was created (e.g. by the
 	// concurrency cap).
 	RefusalReason string
+	// EventsDropped is how many of the run's events were left out of the
+	// store because the run passed its bound.
+	EventsDropped int64
 }
 
 // Event is one streamed event of a run, as recorded for runs.subscribe.

@@ -346,7 +346,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 	err = c.Call(ctx, "agents.invoke", map[string]any{"id": "pi", "task": "say pong", "cwd": project}, nil)
 	var re *rpc.Error
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, rpc.CodeUnenforcedReadOnly, re.Code)
+	assert.Equal(t, daemon.CodeUnenforcedReadOnly, re.Code)
 	assert.Contains(t, re.Message, "acknowledge_unenforced_read_only")
 
 	for _, id := range []string{agent.Copilot, agent.Droid, agent.Pi} {

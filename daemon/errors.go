@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"errors"
+
+	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/spawn"
+	"github.com/card-dev/card/substrate"
+)
+
+// The daemon's application error codes. rpc owns the JSON-RPC and transport
+// codes; these are the product's, registered on the registry so rpc.discover
+// and docs/protocol.md list them beside rpc's. Every mapping of a domain
+// error onto a code is in this file, so a client-visible code is decided in
+// one place and handlers return their errors as they are.
+const (
+	CodeGuardRefused        int64 = -32010
+	CodeAgentNotInstalled   int64 = -32011
+	CodeAgentUnusable       int64 = -32012
+	CodeBypassNotAllowed    int64 = -32013
+	CodeTooManyRuns         int64 = -32014
+	CodeUnenforcedReadOnly  int64 = -32015
+	CodeRunNotFound         int64 = -32016
+	CodeSubstrateReadOnly   int64 = -32020
+	CodeSubstrateFailed     int64 = -32021
+	CodeSubstrateTransport  int64 = -32022
+	CodeSubstrateNotSupport int64 = -32023
+)
+
+// codes documents the application codes, in table order.
+var codes = []rpc.CodeInfo{
+	{Code: CodeGuardRefused, Name: "guard_refused", Meaning: "The ancestry guard refused the spawn: the adapter is already in the chain (cycle) or the chain is at its limit (depth)."},
+	{Code: CodeAgentNotInstalled, Name: "agent_not_installed", Meaning: "The adapter is known but no binary for it was found."},
+	{Code: CodeAgentUnusable, Name: "agent_unusable", Meaning: "A binary was found but cannot run; data.reason says why."},
+	{Code: CodeBypassNotAllowed, Name: "bypass_not_allowed", Meaning: "permission_mode bypass needs allow_bypass = true in card.toml."},
+	{Code: CodeTooManyRuns, Name: "too_many_runs", Meaning: "The daemon is already running its maximum number of agents (max_concurrent_runs)."},
+	{Code: CodeUnenforcedReadOnly, Name: "read_only_not_enforced", Meaning: "The adapter cannot enforce read_only; the request must acknowledge that explicitly."},
+	{Code: CodeRunNotFound, Name: "run_not_found", Meaning: "No run with that id."},
+	{Code: CodeSubstrateReadOnly, Name: "substrate_read_only", Meaning: "The substrate is read-only ([substrate] read_only = true) and refuses exec and writes."},
+	{Code: CodeSubstrateFailed, Name: "substrate_failed", Meaning: "The substrate operation failed; the message names the path or command."},
+	{Code: CodeSubstrateTransport, Name: "substrate_transport", Meaning: "The MCP bridge behind the substrate could not be reached; retrying later may help."},
+	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
+}
+
+// wireError maps a domain error onto the wire. The registry applies it to
+// every handler's and Validate method's error (rpc.Registry.MapErrors); what
+// it does not know is left to rpc (an *rpc.Error or *rpc.FieldError as is,
+// anything else -32603).
+func wireError(err error) error {
+	var (
+		refused    *runs.RefusedError
+		field      *spawn.FieldError
+		unknown    *detect.UnknownAdapterError
+		missing    *detect.NotInstalledError
+		unusable   *detect.UnusableError
+		loop       *guard.Refusal
+		bypass     *spawn.BypassRefusedError
+		unenforced *runs.UnenforcedReadOnlyError
+		busy       *runs.TooManyRunsError
+		notFound   *runs.NotFoundError
+		waitEnded  *runs.WaitEndedError
+	)
+	switch {
+	case errors.As(err, &refused):
+		// A refused run was recorded: its error names the record.
+		e := rpc.ToError(wireError(refused.Err))
+		data, ok := e.Data.(map[string]any)
+		if !ok {
+			data = map[string]any{}
+		}
+		data["run_id"] = refused.RunID
+		return &rpc.Error{Code: e.Code, Message: e.Message, Data: data}
+	case errors.As(err, &field):
+		return rpc.InvalidField(field.Field, "%s", field.Message)
+	case errors.As(err, &unknown):
+		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
+			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}
+	case errors.As(err, &missing):
+		return &rpc.Error{Code: CodeAgentNotInstalled, Message: missing.Error(),
+			Data: map[string]any{"adapter": missing.ID, "binary": missing.Binary, "pin_env": missing.PinEnv, "install_hint": missing.InstallHint}}
+	case errors.As(err, &unusable):
+		return &rpc.Error{Code: CodeAgentUnusable, Message: unusable.Error(),
+			Data: map[string]any{"adapter": unusable.ID, "path": unusable.Path, "reason": unusable.Reason}}
+	case errors.As(err, &loop):
+		return &rpc.Error{Code: CodeGuardRefused, Message: loop.Error(),
+			Data: map[string]any{"adapter": loop.Adapter, "ancestry": loop.Ancestry, "max_chain": loop.MaxChain, "reason": loop.Reason}}
+	case errors.Is(err, runs.ErrShuttingDown):
+		return &rpc.Error{Code: rpc.CodeShuttingDown, Message: err.Error()}
+	case errors.As(err, &bypass):
+		return &rpc.Error{Code: CodeBypassNotAllowed, Message: bypass.Error(),
+			Data: map[string]any{"adapter": bypass.Adapter, "permission_mode": string(spawn.ModeBypass), "config_key": "allow_bypass"}}
+	case errors.As(err, &unenforced):
+		return &rpc.Error{Code: CodeUnenforcedReadOnly, Message: unenforced.Error(),
+			Data: map[string]any{"adapter": unenforced.Adapter, "read_only_enforcement": string(unenforced.Enforcement), "field": "acknowledge_unenforced_read_only"}}
+	case errors.As(err, &busy):
+		return &rpc.Error{Code: CodeTooManyRuns, Message: busy.Error(),
+			Data: map[string]any{"running": busy.Running, "max_concurrent_runs": busy.Max}}
+	case errors.As(err, &waitEnded):
+		// Only a client that withdrew the request reads this answer (one
+		// that went away reads nothing), and it needs the run's id to end
+		// the run or to follow it.
+		return &rpc.Error{Code: rpc.CodeRequestCancelled, Message: waitEnded.Error(), Data: map[string]any{"run_id": waitEnded.RunID}}
+	case errors.As(err, &notFound):
+		return &rpc.Error{Code: CodeRunNotFound, Message: notFound.Error(), Data: map[string]any{"run_id": notFound.RunID}}
+	}
+	return err
+}
+
+// substrateError maps the substrate's typed errors onto the wire codes. It
+// is applied by every substrate method (subMethod), because there an error
+// the substrate does not type is still the substrate's failure (-32021), not
+// the daemon's (-32603).
+func substrateError(err error) error {
+	var ro *substrate.ReadOnlyError
+	var te *substrate.TransportError
+	var to *substrate.TimeoutError
+	var fe *rpc.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return err
+	case errors.As(err, &ro) || errors.Is(err, substrate.ErrReadOnly):
+		return &rpc.Error{Code: CodeSubstrateReadOnly, Message: err.Error(), Data: map[string]any{"config_key": "[substrate] read_only"}}
+	case errors.Is(err, substrate.ErrInvalidPath):
+		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: path: " + err.Error(), Data: map[string]any{"field": "path"}}
+	case errors.Is(err, substrate.ErrNotSupported):
+		return &rpc.Error{Code: CodeSubstrateNotSupport, Message: err.Error()}
+	case errors.As(err, &te):
+		return &rpc.Error{Code: CodeSubstrateTransport, Message: err.Error(), Data: map[string]any{"op": te.Op, "target": te.Target, "timeout": te.Timeout, "attempts": te.Attempts}}
+	case errors.As(err, &to):
+		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "timeout", "command": to.Command, "after_secs": to.After.Seconds()}}
+	case errors.Is(err, substrate.ErrPathExists), errors.Is(err, substrate.ErrPathStateUnknown):
+		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
+	}
+	return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error()}
+}

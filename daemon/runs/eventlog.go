@@ -1,0 +1,104 @@
+package runs
+
+import (
+	"encoding/json"
+	"sort"
+	"sync"
+
+	"github.com/card-dev/card/spawn"
+)
+
+// entry is one event as sent and stored.
+type entry struct {
+	seq  int64
+	kind string
+	raw  json.RawMessage
+}
+
+// eventLog is one run's events, numbered from 1, in memory. It owns the
+// per-run bound: it keeps the first max events and the terminal one, and
+// counts the rest as dropped, so a run that streams without end costs
+// neither unbounded memory nor unbounded disk, and the count of what is
+// missing is known in one place.
+type eventLog struct {
+	runID string
+	max   int
+
+	mu      sync.Mutex
+	events  []entry // the first max events, plus the terminal one
+	nextSeq int64
+	dropped int64 // events past the bound: numbered and counted, not kept
+	written int   // events[:written] are in the store
+	ended   bool  // the terminal event is in events
+	changed chan struct{}
+}
+
+func newEventLog(runID string, max int) *eventLog {
+	return &eventLog{runID: runID, max: max, nextSeq: 1, changed: make(chan struct{})}
+}
+
+// add appends one event. It is called on the child's stdout goroutine, so it
+// only takes a lock and wakes waiters: a slow client or a slow disk never
+// holds up the reading of the agent's output. An event past the bound still
+// takes a seq, so a client sees the gap; the terminal event is always kept,
+// because a subscriber must always learn how the run ended.
+func (l *eventLog) add(kind string, ev AgentEvent, terminal bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ev.RunID, ev.Seq = l.runID, l.nextSeq
+	l.nextSeq++
+	if !terminal && len(l.events) >= l.max {
+		l.dropped++
+	} else {
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: spawn.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
+		}
+		l.events = append(l.events, entry{seq: ev.Seq, kind: kind, raw: raw})
+	}
+	if terminal {
+		l.ended = true
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// after returns the kept events with seq > seq, whether the log has ended,
+// and a channel closed at the next change.
+func (l *eventLog) after(seq int64) ([]entry, bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.events), func(i int) bool { return l.events[i].seq > seq })
+	return append([]entry(nil), l.events[i:]...), l.ended, l.changed
+}
+
+// unwritten returns the events not yet handed to the store, whether the log
+// has ended, and a channel closed at the next change.
+func (l *eventLog) unwritten() ([]entry, bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]entry(nil), l.events[l.written:]...), l.ended, l.changed
+}
+
+// markWritten records that n more events are in the store and reports
+// whether the store now has every kept event.
+func (l *eventLog) markWritten(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.written += n
+	return l.written == len(l.events)
+}
+
+// isEnded reports whether the terminal event is in the log.
+func (l *eventLog) isEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// droppedCount is how many events past the bound were not kept.
+func (l *eventLog) droppedCount() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped
+}

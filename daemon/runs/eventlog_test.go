@@ -1,0 +1,184 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/spawn"
+)
+
+// collector is a subscriber that keeps what it is sent.
+type collector struct {
+	mu   sync.Mutex
+	seqs []int64
+	// gate, when set, holds every send until it is closed: a client that
+	// stopped reading.
+	gate chan struct{}
+}
+
+func (c *collector) send(ctx context.Context, raw json.RawMessage) error {
+	if c.gate != nil {
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var ev AgentEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.seqs = append(c.seqs, ev.Seq)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *collector) got() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int64(nil), c.seqs...)
+}
+
+func text(s string) AgentEvent { return AgentEvent{Event: spawn.Event{Kind: spawn.EventText, Text: s}} }
+
+func addN(l *eventLog, n int) {
+	for i := 0; i < n; i++ {
+		l.add(spawn.EventText, text("x"), false)
+	}
+}
+
+func end(l *eventLog) { l.add(EventDone, AgentEvent{Event: spawn.Event{Kind: EventDone}}, true) }
+
+func seqsOf(es []entry) []int64 {
+	var out []int64
+	for _, e := range es {
+		out = append(out, e.seq)
+	}
+	return out
+}
+
+// follows runs follow in the background and returns a wait for its end.
+func follows(ctx context.Context, c *collector, l *eventLog, after int64) func(time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		follow(ctx, c.send, l, after)
+	}()
+	return func(d time.Duration) bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(d):
+			return false
+		}
+	}
+}
+
+func TestEventsAreNumberedFromOneInTheOrderTheyAreAddedAndCarryTheRunID(t *testing.T) {
+	l := newEventLog("run_1", 100)
+	for _, s := range []string{"a", "b", "c"} {
+		l.add(spawn.EventText, text(s), false)
+	}
+	evs, ended, _ := l.after(0)
+	require.Equal(t, []int64{1, 2, 3}, seqsOf(evs))
+	assert.False(t, ended)
+	for i, e := range evs {
+		var ev AgentEvent
+		require.NoError(t, json.Unmarshal(e.raw, &ev))
+		assert.Equal(t, "run_1", ev.RunID)
+		assert.Equal(t, []string{"a", "b", "c"}[i], ev.Text)
+	}
+	evs, _, _ = l.after(2)
+	assert.Equal(t, []int64{3}, seqsOf(evs), "after a seq: only what follows it")
+}
+
+// A subscriber that joins late gets what followed its seq from memory, then
+// the live tail, each event once and in order, and ends with the run.
+func TestAFollowerReplaysAfterItsSeqThenFollowsTheRunLiveToItsEnd(t *testing.T) {
+	l := newEventLog("run_1", 100)
+	addN(l, 3)
+	c := &collector{}
+	wait := follows(context.Background(), c, l, 1)
+	require.Eventually(t, func() bool { return len(c.got()) == 2 }, 5*time.Second, time.Millisecond)
+	addN(l, 2)
+	end(l)
+	require.True(t, wait(5*time.Second), "the follower ends with the run's last event")
+	assert.Equal(t, []int64{2, 3, 4, 5, 6}, c.got())
+}
+
+// One subscriber that stops reading holds up neither the run (adding an
+// event never waits for a subscriber) nor any other subscriber.
+func TestASlowSubscriberSlowsOnlyItself(t *testing.T) {
+	l := newEventLog("run_1", 10000)
+	stalled := &collector{gate: make(chan struct{})}
+	reading := &collector{}
+	stalledDone := follows(context.Background(), stalled, l, 0)
+	readingDone := follows(context.Background(), reading, l, 0)
+
+	produced := make(chan struct{})
+	go func() {
+		addN(l, 2000)
+		end(l)
+		close(produced)
+	}()
+	select {
+	case <-produced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run was held up by a subscriber that stopped reading")
+	}
+	require.True(t, readingDone(5*time.Second), "the reading subscriber was held up by the stalled one")
+	assert.Len(t, reading.got(), 2001)
+	assert.Empty(t, stalled.got(), "the stalled one is still on its first event")
+	assert.False(t, stalledDone(50*time.Millisecond))
+
+	close(stalled.gate)
+	require.True(t, stalledDone(5*time.Second))
+	assert.Equal(t, reading.got(), stalled.got(), "once it reads again it gets every event in order")
+}
+
+// The log keeps the first max events and the terminal one. The others take
+// a seq (a subscriber sees the gap), are not kept, and are counted.
+func TestTheBoundKeepsTheFirstEventsAndTheTerminalOneAndCountsTheRest(t *testing.T) {
+	l := newEventLog("run_1", 3)
+	addN(l, 10)
+	end(l)
+	evs, ended, _ := l.after(0)
+	assert.True(t, ended)
+	assert.Equal(t, []int64{1, 2, 3, 11}, seqsOf(evs))
+	assert.Equal(t, int64(7), l.droppedCount())
+
+	c := &collector{}
+	require.True(t, follows(context.Background(), c, l, 0)(5*time.Second))
+	assert.Equal(t, []int64{1, 2, 3, 11}, c.got(), "what is sent is what is kept")
+	pending, _, _ := l.unwritten()
+	assert.Equal(t, []int64{1, 2, 3, 11}, seqsOf(pending), "and what is stored")
+}
+
+func TestAFollowerStopsWhenItsSubscriberGoesAway(t *testing.T) {
+	l := newEventLog("run_1", 100)
+	addN(l, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &collector{}
+	wait := follows(ctx, c, l, 0)
+	require.Eventually(t, func() bool { return len(c.got()) == 1 }, 5*time.Second, time.Millisecond)
+	assert.False(t, wait(20*time.Millisecond), "a live run is followed until it ends")
+	cancel()
+	assert.True(t, wait(5*time.Second))
+
+	failing := func(context.Context, json.RawMessage) error { return errors.New("socket closed") }
+	done := make(chan struct{})
+	go func() { follow(context.Background(), failing, l, 0); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a subscriber whose sends fail is not followed further")
+	}
+}

@@ -1,0 +1,77 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/card-dev/card/daemon/store"
+)
+
+// Send delivers one event (its JSON, as stored) to one subscriber, in order;
+// an error ends the subscription. Each subscriber has its own, called from
+// its own goroutine, so a slow one slows only itself.
+type Send func(ctx context.Context, event json.RawMessage) error
+
+// follow sends a run's kept events after seq, from memory, until its last
+// event or until ctx ends.
+func follow(ctx context.Context, send Send, log *eventLog, seq int64) {
+	for {
+		pending, ended, changed := log.after(seq)
+		for _, e := range pending {
+			if err := send(ctx, e.raw); err != nil {
+				return
+			}
+			seq = e.seq
+		}
+		if ended && len(pending) == 0 {
+			return
+		}
+		if len(pending) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// replay sends a finished run's stored events after seq.
+func (m *Manager) replay(ctx context.Context, send Send, id string, after int64) {
+	for {
+		evs, err := m.store.Events(ctx, id, after, store.DefaultEventsLimit)
+		if err != nil || len(evs) == 0 {
+			return
+		}
+		for _, e := range evs {
+			if err := send(ctx, e.Payload); err != nil {
+				return
+			}
+			after = e.Seq
+		}
+	}
+}
+
+// Subscribe answers where run id stands and returns what sends its events
+// after afterSeq: the caller answers first, then calls it with the
+// subscriber's Send and a context that ends with the subscriber. A live
+// run's events are all in memory (the store has a prefix of them), so its
+// replay and its follow are one ordered pass; a finished run (its outcome
+// and every event are in the store before it leaves the live set) is
+// replayed from the store.
+func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64) (SubscribeResult, func(context.Context, Send), error) {
+	if lr := m.lookup(id); lr != nil {
+		res := SubscribeResult{RunID: id, Status: store.StatusRunning, Live: true}
+		if status, ended := lr.outcome(); ended {
+			res = SubscribeResult{RunID: id, Status: status}
+		}
+		return res, func(ctx context.Context, send Send) { follow(ctx, send, lr.log, afterSeq) }, nil
+	}
+	run, err := m.store.Get(ctx, id)
+	if err != nil {
+		return SubscribeResult{}, nil, notFound(id, err)
+	}
+	return SubscribeResult{RunID: id, Status: run.Status},
+		func(ctx context.Context, send Send) { m.replay(ctx, send, id, afterSeq) }, nil
+}

@@ -1,0 +1,199 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/spawn"
+)
+
+// fakeBinaries resolves every adapter to one binary, or to err.
+type fakeBinaries struct {
+	bin      string
+	readOnly detect.ReadOnlyEnforcement
+	err      error
+}
+
+func (f fakeBinaries) Binary(_ context.Context, id string) (string, detect.ExternalAgentSpec, error) {
+	if f.err != nil {
+		return "", detect.ExternalAgentSpec{}, f.err
+	}
+	return f.bin, detect.ExternalAgentSpec{ID: id, BinaryPath: f.bin, ReadOnlyEnforcement: f.readOnly}, nil
+}
+
+// fakeClaude writes a stand-in Claude Code that reads the task from stdin
+// and replays the real captured stream with its assistant line repeated n
+// times; a task containing SLEEP makes it wait a minute first.
+func fakeClaude(t *testing.T, n int) string {
+	t.Helper()
+	fx, err := filepath.Abs(filepath.Join("..", "..", "spawn", "testdata", "claude-stream-success.jsonl"))
+	require.NoError(t, err)
+	script := fmt.Sprintf(`#!/bin/sh
+task=$(cat)
+case "$task" in *SLEEP*) sleep 60 & wait;; esac
+head -n 1 %[1]q
+i=0; while [ $i -lt %[2]d ]; do sed -n 2p %[1]q; i=$((i+1)); done
+tail -n 1 %[1]q
+`, fx, n)
+	path := filepath.Join(t.TempDir(), "claude")
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
+	return path
+}
+
+// newManager is a run subsystem over a fresh store, with no daemon: the
+// dependencies are the fakes a test hands it.
+func newManager(t *testing.T, bins Binaries, cfg Config) (*Manager, *store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "runs.db"), store.Options{})
+	require.NoError(t, err)
+	if cfg.MaxConcurrentRuns == 0 {
+		cfg.MaxConcurrentRuns = 4
+	}
+	if cfg.MaxEventsPerRun == 0 {
+		cfg.MaxEventsPerRun = 100
+	}
+	m := New(Deps{Store: st, Binaries: bins, Guard: guard.Snapshot{MaxChain: 3},
+		Env: map[string]string{"HOME": t.TempDir()}, PATH: "/usr/bin:/bin", Log: zaptest.NewLogger(t)}, cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+		_ = st.Close()
+	})
+	return m, st
+}
+
+// sleeping starts a run whose agent sleeps a minute, and returns a context
+// for waiting on it.
+func sleeping(t *testing.T, cfg Config) (*Manager, *Run, context.Context) {
+	t.Helper()
+	m, _ := newManager(t, fakeBinaries{bin: fakeClaude(t, 1)}, cfg)
+	run, err := m.Start(context.Background(), claudeRequest(t, "SLEEP"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return m, run, ctx
+}
+
+func claudeRequest(t *testing.T, task string) Request {
+	t.Helper()
+	dir := t.TempDir()
+	plan, err := spawn.Build("", spawn.Request{Adapter: "claude-code", Cwd: dir})
+	require.NoError(t, err)
+	return Request{Adapter: "claude-code", Task: task, Mode: spawn.ModeReadOnly, Plan: plan, Cwd: dir, Timeout: time.Minute}
+}
+
+// A run's kept events are what subscribers get, live or replayed from the
+// store afterwards, and the run's record counts what the bound left out.
+func TestARunsEventsAreSentStoredAndReplayedAlikeAndItsDropsAreRecorded(t *testing.T) {
+	m, st := newManager(t, fakeBinaries{bin: fakeClaude(t, 20)}, Config{MaxEventsPerRun: 5})
+	run, err := m.Start(context.Background(), claudeRequest(t, "say pong"))
+	require.NoError(t, err)
+	live := &collector{}
+	followed := make(chan struct{})
+	go func() { run.Follow(context.Background(), live.send); close(followed) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := run.Wait(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusSucceeded, res.Status)
+	<-followed
+	got := live.got()
+	require.Len(t, got, 6, "five kept events and the terminal one")
+	assert.Equal(t, []int64{1, 2, 3, 4, 5}, got[:5])
+
+	rec, err := m.Get(ctx, run.ID())
+	require.NoError(t, err)
+	assert.Equal(t, got[5]-6, rec.EventsDropped, "every seq not kept is counted")
+
+	require.Eventually(t, func() bool { return m.lookup(run.ID()) == nil }, 10*time.Second, 10*time.Millisecond,
+		"the run leaves the live set once the store has its events")
+	stored, err := st.Events(ctx, run.ID(), 0, 0)
+	require.NoError(t, err)
+	require.Len(t, stored, 6)
+	sub, events, err := m.Subscribe(ctx, run.ID(), 2)
+	require.NoError(t, err)
+	assert.False(t, sub.Live)
+	replayed := &collector{}
+	events(ctx, replayed.send)
+	assert.Equal(t, got[2:], replayed.got(), "the replay from the store is the live stream after after_seq")
+}
+
+func TestARefusedRunIsRecordedAndTheRefusalNamesTheRecord(t *testing.T) {
+	missing := &detect.NotInstalledError{ID: "claude-code", Binary: "claude"}
+	m, _ := newManager(t, fakeBinaries{err: missing}, Config{})
+	_, err := m.Start(context.Background(), claudeRequest(t, "say pong"))
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused)
+	assert.ErrorIs(t, err, missing)
+	rec, err := m.Get(context.Background(), refused.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusRefused, rec.Status)
+	assert.Equal(t, missing.Error(), rec.RefusalReason)
+
+	_, err = m.Get(context.Background(), "run_nope")
+	var nf *NotFoundError
+	assert.ErrorAs(t, err, &nf)
+}
+
+func TestCancelEndsALiveRunAndSaysSoOnceItHasEnded(t *testing.T) {
+	m, run, ctx := sleeping(t, Config{})
+	res, err := m.Cancel(ctx, run.ID())
+	require.NoError(t, err)
+	assert.True(t, res.Cancelled)
+	assert.Equal(t, store.StatusCancelled, res.Status)
+	again, err := m.Cancel(ctx, run.ID())
+	require.NoError(t, err)
+	assert.False(t, again.Cancelled)
+	assert.NotEmpty(t, again.Reason)
+}
+
+// With cancel_on_disconnect the run ends with the connection that asked for
+// it; without, it outlives it.
+func TestARunEndsWithItsConnectionOnlyWhenTheOperatorSaysSo(t *testing.T) {
+	for _, tie := range []bool{true, false} {
+		t.Run(fmt.Sprint("cancel_on_disconnect=", tie), func(t *testing.T) {
+			m, _ := newManager(t, fakeBinaries{bin: fakeClaude(t, 1)}, Config{CancelOnDisconnect: tie})
+			conn, hangUp := context.WithCancel(context.Background())
+			req := claudeRequest(t, "SLEEP")
+			req.Conn = conn
+			run, err := m.Start(context.Background(), req)
+			require.NoError(t, err)
+			hangUp()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			res, err := run.Wait(ctx)
+			if !tie {
+				var ended *WaitEndedError
+				require.ErrorAs(t, err, &ended, "the run goes on")
+				assert.Equal(t, run.ID(), ended.RunID)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, store.StatusCancelled, res.Status)
+		})
+	}
+}
+
+// Shutdown ends live runs as interrupted and refuses new ones.
+func TestShutdownInterruptsLiveRunsAndRefusesNewOnes(t *testing.T) {
+	m, run, ctx := sleeping(t, Config{})
+	m.Shutdown(ctx)
+	res, err := run.Wait(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusInterrupted, res.Status)
+	_, err = m.Start(ctx, claudeRequest(t, "say pong"))
+	assert.ErrorIs(t, err, ErrShuttingDown)
+}

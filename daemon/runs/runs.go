@@ -1,0 +1,209 @@
+// Package runs is card's run subsystem: it gates, records, starts and
+// supervises agent runs, keeps each run's events in order (bounded), stores
+// them, fans them out to subscribers, and cancels runs one by one or all at
+// shutdown.
+//
+// It is built from narrow dependencies (Deps) rather than the daemon: where
+// binaries are, the children's search path, the guard's snapshot, the run
+// store, a config subset and a logger. It knows nothing of JSON-RPC: errors
+// are typed (the daemon maps them onto codes) and events go to a subscriber
+// through a Send function.
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/guard"
+)
+
+// killGrace is the SIGTERM→SIGKILL gap for runs: short enough that a cancel
+// ends any run within 2 s even when the agent ignores SIGTERM.
+const killGrace = 1500 * time.Millisecond
+
+// Binaries resolves an adapter to the binary a run starts, with detection's
+// facts about it (read-only enforcement), or a typed error
+// (*detect.NotInstalledError, *detect.UnusableError). The daemon's
+// *detect.Detector is one.
+type Binaries interface {
+	Binary(ctx context.Context, id string) (string, detect.ExternalAgentSpec, error)
+}
+
+// Config is the part of card.toml the run subsystem reads.
+type Config struct {
+	// MaxConcurrentRuns bounds the children running at once; a run over it
+	// is refused, never queued.
+	MaxConcurrentRuns int
+	// MaxEventsPerRun bounds the events kept (sent and stored) per run,
+	// besides the terminal one.
+	MaxEventsPerRun int
+	// MaxOutputBytes bounds what one child may print.
+	MaxOutputBytes int64
+	// AllowBypass lets a run use permission_mode bypass.
+	AllowBypass bool
+	// RecordTasks keeps the task text in the run history.
+	RecordTasks bool
+	// CancelOnDisconnect ends a run when the connection that asked for it
+	// ends (Request.Conn).
+	CancelOnDisconnect bool
+}
+
+// Deps is what the run subsystem needs from the daemon, and no more.
+type Deps struct {
+	Store    *store.Store
+	Binaries Binaries
+	// Guard is the ancestry the daemon read once at startup.
+	Guard guard.Snapshot
+	// Env is the environment read once at startup, the base of every
+	// child's environment.
+	Env map[string]string
+	// PATH is the resolved search path children get (a supervisor-started
+	// daemon's own PATH would not find node).
+	PATH string
+	Log  *zap.Logger
+}
+
+// Manager owns the live runs: the concurrency slots, each run's event log
+// and its cancel, and the store.
+type Manager struct {
+	deps  Deps
+	cfg   Config
+	store *store.Store
+	log   *zap.Logger
+
+	mu sync.Mutex
+	// live holds runs until their last event is stored; running counts the
+	// children still going, which is what MaxConcurrentRuns bounds.
+	live    map[string]*Run
+	running int
+	closing bool
+	wg      sync.WaitGroup // one per live run
+}
+
+// New returns a manager; it starts nothing.
+func New(deps Deps, cfg Config) *Manager {
+	if deps.Log == nil {
+		deps.Log = zap.NewNop()
+	}
+	return &Manager{deps: deps, cfg: cfg, store: deps.Store, log: deps.Log, live: map[string]*Run{}}
+}
+
+// EndLeftovers records the runs a previous daemon left running as
+// interrupted and ends their process groups where they are provably that
+// run's. Rows left running were left by a daemon that died mid-run; nobody
+// will finish them, and their groups may still be alive (a grandchild
+// survives its leader even on Linux).
+func (m *Manager) EndLeftovers(ctx context.Context) error {
+	left, err := m.store.InterruptRunning(ctx, "card stopped before this run ended (the daemon was killed or crashed)")
+	if err != nil {
+		return err
+	}
+	for _, r := range left {
+		n := endLeftoverGroup(r.Pgid, r.RunID)
+		m.log.Warn("a run was left running by a previous daemon; recorded it as interrupted",
+			zap.String("run_id", r.RunID), zap.String("adapter", r.Adapter), zap.Int("pgid", r.Pgid), zap.Int("processes_ended", n))
+	}
+	return nil
+}
+
+// Get is one recorded run, or *NotFoundError.
+func (m *Manager) Get(ctx context.Context, id string) (store.Run, error) {
+	run, err := m.store.Get(ctx, id)
+	return run, notFound(id, err)
+}
+
+// List is the run history, newest first (never nil).
+func (m *Manager) List(ctx context.Context, q store.ListQuery) ([]store.Run, error) {
+	runs, err := m.store.List(ctx, q)
+	if runs == nil && err == nil {
+		runs = []store.Run{}
+	}
+	return runs, err
+}
+
+// Cancel ends a live run and waits for its outcome to be recorded. A run
+// that already ended is a no-op answer saying so.
+func (m *Manager) Cancel(ctx context.Context, id string) (CancelResult, error) {
+	lr := m.lookup(id)
+	if lr == nil {
+		run, err := m.store.Get(ctx, id)
+		if err != nil {
+			return CancelResult{}, notFound(id, err)
+		}
+		return CancelResult{RunID: id, Status: run.Status,
+			Reason: fmt.Sprintf("run %s already ended with status %s; nothing to cancel", id, run.Status)}, nil
+	}
+	select {
+	case <-lr.finished:
+		// Ended, its events still being stored: nothing to cancel.
+		return CancelResult{RunID: id, Status: lr.result.Status,
+			Reason: fmt.Sprintf("run %s already ended with status %s; nothing to cancel", id, lr.result.Status)}, nil
+	default:
+	}
+	lr.cancel(ErrCancelled)
+	select {
+	case <-lr.finished:
+	case <-ctx.Done():
+		return CancelResult{}, ctx.Err()
+	}
+	res := CancelResult{RunID: id, Status: lr.result.Status, Cancelled: lr.result.Status == store.StatusCancelled}
+	if !res.Cancelled {
+		res.Reason = fmt.Sprintf("run %s ended with status %s before the cancel took effect", id, res.Status)
+	}
+	return res, nil
+}
+
+func (m *Manager) lookup(id string) *Run {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
+// Shutdown refuses new runs, cancels every live one with ErrShutdown
+// (recorded interrupted) and waits for their groups to end and their
+// outcomes and events to be written. Subscriptions belong to their
+// connections, which the daemon closes before this.
+func (m *Manager) Shutdown(ctx context.Context) {
+	m.mu.Lock()
+	m.closing = true
+	runs := make([]*Run, 0, len(m.live))
+	for _, lr := range m.live {
+		runs = append(runs, lr)
+	}
+	m.mu.Unlock()
+	for _, lr := range runs {
+		lr.cancel(ErrShutdown)
+	}
+	if len(runs) > 0 {
+		m.log.Info("ending running agents for shutdown", zap.Int("runs", len(runs)))
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// Runs end within killGrace of their cancel; give them that even
+		// past the grace period, or a child would outlive the daemon.
+		select {
+		case <-done:
+		case <-time.After(3 * killGrace):
+			m.log.Error("runs did not end in time; their rows stay running and the next start marks them interrupted")
+		}
+	}
+}
+
+// notFound turns the store's not-found into the error naming the run, and
+// passes any other error through.
+func notFound(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &NotFoundError{RunID: id}
+	}
+	return err
+}

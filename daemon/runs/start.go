@@ -1,0 +1,248 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/spawn"
+)
+
+// Request is one run, validated and planned: everything Start needs and
+// nothing it must judge again. The daemon's prepare step builds it from the
+// params; every bad-params answer is decided there.
+type Request struct {
+	Adapter   string
+	InvokedBy string
+	// Task is the prompt; it goes to the agent on stdin.
+	Task string
+	// Mode is the permission mode, with the default filled in. Whether the
+	// operator allows bypass is a gate of Start's, reported after the guard.
+	Mode spawn.Mode
+	// Plan is the adapter's argv, environment additions and private files,
+	// built once; Start sets its Program to the binary detection resolved.
+	Plan spawn.Plan
+	// Model and Cwd are recorded on the run (Plan.Dir is where it runs).
+	Model string
+	Cwd   string
+	// Timeout is the run's deadline.
+	Timeout time.Duration
+	// AcknowledgeUnenforcedReadOnly lets a read_only run start on an
+	// adapter that cannot enforce read_only.
+	AcknowledgeUnenforcedReadOnly bool
+	// Conn is the context of the connection that asked for the run, if
+	// any: with Config.CancelOnDisconnect its end cancels the run.
+	Conn context.Context
+}
+
+// Run is one started run: its event log, its cancel and, once finished, its
+// outcome. It stays usable (Wait, Follow) after it leaves the live set.
+type Run struct {
+	id       string
+	adapter  string
+	ancestry []string
+	cancel   context.CancelCauseFunc
+	finished chan struct{} // closed once the outcome is recorded and announced
+	result   InvokeResult  // valid once finished is closed
+	log      *eventLog
+}
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.id }
+
+// Accepted is what a streaming invoke answers: the run started.
+func (r *Run) Accepted() InvokeAccepted {
+	return InvokeAccepted{RunID: r.id, Accepted: true, Adapter: r.adapter, Ancestry: r.ancestry}
+}
+
+// Wait returns the run's outcome once it is recorded, or a *WaitEndedError
+// when ctx ends first; the run goes on either way.
+func (r *Run) Wait(ctx context.Context) (InvokeResult, error) {
+	select {
+	case <-r.finished:
+		return r.result, nil
+	case <-ctx.Done():
+		return InvokeResult{}, &WaitEndedError{RunID: r.id, Err: ctx.Err()}
+	}
+}
+
+// Follow sends every event of the run, from the first, until its last or
+// until ctx ends.
+func (r *Run) Follow(ctx context.Context, send Send) { follow(ctx, send, r.log, 0) }
+
+// outcome is the run's status once its terminal event exists.
+func (r *Run) outcome() (store.Status, bool) {
+	if !r.log.isEnded() {
+		return store.StatusRunning, false
+	}
+	return r.result.Status, true
+}
+
+// Start gates, records and starts a run. A refused run is recorded too
+// (status refused) and comes back as *RefusedError naming that record. ctx
+// bounds only the gating; the run itself belongs to the manager.
+func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
+	bin, spec, binErr := m.deps.Binaries.Binary(ctx, req.Adapter)
+	rec := store.Run{
+		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
+		PermissionMode: string(req.Mode), Model: req.Model,
+	}
+	rec.SetTask(req.Task, m.cfg.RecordTasks)
+
+	m.mu.Lock()
+	seeded, refusal := gate(gateInput{
+		Adapter: req.Adapter, InvokedBy: req.InvokedBy, Mode: req.Mode, Acknowledge: req.AcknowledgeUnenforcedReadOnly,
+		Guard: m.deps.Guard, AllowBypass: m.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
+		Running: m.running, MaxRuns: m.cfg.MaxConcurrentRuns, ShuttingDown: m.closing,
+	})
+	rec.Ancestry = seeded
+	if refusal != nil {
+		m.mu.Unlock()
+		rec.Status, rec.RefusalReason = store.StatusRefused, refusal.Error()
+		if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
+			m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))
+		}
+		m.log.Info("refused a run", zap.String("run_id", rec.RunID), zap.String("adapter", req.Adapter), zap.String("reason", refusal.Error()))
+		return nil, &RefusedError{RunID: rec.RunID, Err: refusal}
+	}
+	runCtx, cancelCause := context.WithCancelCause(context.Background())
+	lr := &Run{id: rec.RunID, adapter: req.Adapter, ancestry: seeded, cancel: cancelCause,
+		finished: make(chan struct{}), log: newEventLog(rec.RunID, m.cfg.MaxEventsPerRun)}
+	m.live[rec.RunID] = lr
+	m.running++ // the slot is held while the row is written
+	m.mu.Unlock()
+
+	// The row exists before the child does: a daemon killed from here on
+	// still leaves a record that says so.
+	if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
+		m.mu.Lock()
+		delete(m.live, rec.RunID)
+		m.running--
+		m.mu.Unlock()
+		cancelCause(nil)
+		return nil, fmt.Errorf("could not start run %s: %w", rec.RunID, err)
+	}
+
+	plan := req.Plan
+	plan.Program = bin
+	runCtx, cancelTimeout := context.WithTimeout(runCtx, req.Timeout)
+	stopWatching := func() bool { return false }
+	if m.cfg.CancelOnDisconnect && req.Conn != nil {
+		stopWatching = context.AfterFunc(req.Conn, func() { cancelCause(ErrDisconnected) })
+	}
+	m.log.Info("run started", zap.String("run_id", rec.RunID), zap.String("adapter", req.Adapter),
+		zap.String("mode", rec.PermissionMode), zap.String("cwd", rec.Cwd), zap.Strings("ancestry", seeded),
+		zap.Int("task_bytes", rec.TaskLen), zap.Duration("timeout", req.Timeout))
+
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancelTimeout()
+		defer stopWatching()
+		m.execute(runCtx, lr, plan, req.Task)
+	}()
+	return lr, nil
+}
+
+// execute runs the child and records its events and outcome.
+func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string) {
+	a, _ := spawn.Lookup(lr.adapter)
+	persisted := make(chan struct{})
+	go m.persist(lr, persisted)
+
+	env := childEnv(m.deps.Env, m.deps.PATH, guard.Child(lr.ancestry, lr.adapter), lr.id)
+	res, err := spawn.Run(ctx, spawn.RunSpec{
+		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(),
+		Limits: spawn.Limits{MaxOutput: m.cfg.MaxOutputBytes, KillGrace: killGrace},
+		OnStart: func(pid, pgid int) {
+			if err := m.store.SetPgid(context.WithoutCancel(ctx), lr.id, pgid); err != nil {
+				m.log.Warn("could not record the run's process group", zap.String("run_id", lr.id), zap.Error(err))
+			}
+		},
+		OnEvent: func(ev spawn.Event) {
+			kind := ev.Kind
+			if kind == spawn.EventError {
+				ev.Kind, kind = EventAgentError, EventAgentError
+			}
+			lr.log.add(kind, AgentEvent{Event: ev}, false)
+		},
+	})
+	status := outcome(err, context.Cause(ctx))
+	if status == store.StatusInterrupted && res.Error != nil {
+		res.Error.Kind = "interrupted"
+		res.Error.Message = "card shut down while the run was going; its process group was ended"
+	}
+	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status}
+	if err := m.store.Finish(context.Background(), lr.id, finish(res, err, status, lr.log.droppedCount())); err != nil {
+		m.log.Error("could not record how a run ended", zap.String("run_id", lr.id), zap.Error(err))
+	}
+	m.log.Info("run ended", zap.String("run_id", lr.id), zap.String("adapter", lr.adapter), zap.String("status", string(status)),
+		zap.Int64("duration_ms", res.DurationMs))
+	// The outcome is in the store before any client hears "done", so a
+	// runs.get right after the terminal event already shows it.
+	kind := EventDone
+	if status != store.StatusSucceeded {
+		kind = EventRunError
+	}
+	result := lr.result
+	lr.log.add(kind, AgentEvent{Event: spawn.Event{Kind: kind}, Status: status, Result: &result}, true)
+	m.mu.Lock()
+	m.running--
+	m.mu.Unlock()
+	close(lr.finished)
+	// The run stays live (its events served from memory) until the store
+	// has them all, so a replay from the store is never missing a tail.
+	// Storing a chatty run's events can take longer than the run itself;
+	// nobody waits for it but shutdown.
+	<-persisted
+
+	m.mu.Lock()
+	delete(m.live, lr.id)
+	m.mu.Unlock()
+}
+
+// finish is the recorded outcome of a run. dropped is final here: every
+// event but the terminal one has been added.
+func finish(res spawn.Result, err error, status store.Status, dropped int64) store.Finish {
+	fin := store.Finish{Status: status, SessionID: res.SessionID, Answer: res.Answer, TotalCostUSD: res.CostUSD,
+		Turns: res.Turns, ToolCalls: res.ToolCalls, EventsDropped: dropped,
+		Usage: &store.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
+	var se *spawn.Error
+	if errors.As(err, &se) && se.ExitCode >= 0 {
+		code := se.ExitCode
+		fin.ExitCode = &code
+	} else if err == nil {
+		zero := 0
+		fin.ExitCode = &zero
+	}
+	if res.Error != nil {
+		fin.Error = &store.RunError{Kind: res.Error.Kind, Message: res.Error.Message, ExitCode: res.Error.ExitCode, StderrExcerpt: res.Error.StderrExcerpt}
+	}
+	return fin
+}
+
+// outcome maps how spawn ended a run onto the recorded status. cause is why
+// the run's context was cancelled, when it was.
+func outcome(err error, cause error) store.Status {
+	if err == nil {
+		return store.StatusSucceeded
+	}
+	var se *spawn.Error
+	if errors.As(err, &se) {
+		switch se.Kind {
+		case spawn.KindTimeout:
+			return store.StatusTimedOut
+		case spawn.KindCancelled:
+			if errors.Is(cause, ErrShutdown) {
+				return store.StatusInterrupted
+			}
+			return store.StatusCancelled
+		}
+	}
+	return store.StatusFailed
+}

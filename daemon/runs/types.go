@@ -1,0 +1,64 @@
+package runs
+
+import (
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
+)
+
+// Event kinds on the agents.event wire beyond spawn's: a run's stream ends
+// with exactly one EventDone (it succeeded) or EventRunError (any other
+// ending), both carrying the result. An "error" the agent reports mid-run
+// (it may still recover, e.g. after a retry) travels as EventAgentError so
+// a client can rely on "error" meaning "this run is over".
+const (
+	EventDone       = "done"
+	EventRunError   = "error"
+	EventAgentError = "agent_error"
+)
+
+// AgentEvent is one event of a run: one agents.event notification, and one
+// stored event.
+type AgentEvent struct {
+	RunID string `json:"run_id"`
+	Seq   int64  `json:"seq"`
+	spawn.Event
+	// Status and Result are set on the terminal done / error event only.
+	Status store.Status  `json:"status,omitempty"`
+	Result *InvokeResult `json:"result,omitempty"`
+}
+
+// InvokeResult is a finished run: the agent's result in CAR's names plus
+// which run it was and how it ended.
+type InvokeResult struct {
+	spawn.Result
+	RunID    string       `json:"run_id"`
+	Adapter  string       `json:"adapter"`
+	Ancestry []string     `json:"ancestry"`
+	Status   store.Status `json:"status"`
+}
+
+// InvokeAccepted says a run started: the immediate answer to a streaming
+// invoke, whose events follow it.
+type InvokeAccepted struct {
+	RunID    string   `json:"run_id"`
+	Accepted bool     `json:"accepted"`
+	Adapter  string   `json:"adapter"`
+	Ancestry []string `json:"ancestry"`
+}
+
+// CancelResult says what a cancel did.
+type CancelResult struct {
+	RunID  string       `json:"run_id"`
+	Status store.Status `json:"status"`
+	// Cancelled is false when the run had already ended; Reason says so.
+	Cancelled bool   `json:"cancelled"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// SubscribeResult is a subscription's answer; the events follow it.
+type SubscribeResult struct {
+	RunID  string       `json:"run_id"`
+	Status store.Status `json:"status"`
+	// Live is true when the run is still running and will be followed.
+	Live bool `json:"live"`
+}

@@ -1,0 +1,109 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+)
+
+// inflightCall is one unanswered request $/cancelRequest can reach.
+type inflightCall struct{ cancel context.CancelCauseFunc }
+
+// CancelRequestMethod is the notification a client sends to withdraw one of
+// its requests, as the Language Server Protocol defines it:
+// {"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":<the request's id>}}.
+// The request's context is cancelled and, unless it answers anyway, it
+// answers with CodeRequestCancelled. Editors' JSON-RPC libraries
+// (vscode-jsonrpc) send it when their caller cancels.
+const CancelRequestMethod = "$/cancelRequest"
+
+// errCancelRequested is the cause of a request context cancelled by
+// $/cancelRequest.
+var errCancelRequested = errors.New("the client cancelled the request with $/cancelRequest")
+
+// track records a request's cancel under the client's id; the returned
+// function forgets it once the request is answered.
+func (sc *serverConn) track(id jsonrpc2.ID, cancel context.CancelCauseFunc) func() {
+	key, ok := idKey(sc.stream.clientID(id))
+	if !ok {
+		return nil
+	}
+	c := &inflightCall{cancel: cancel}
+	sc.mu.Lock()
+	sc.inflight[key] = append(sc.inflight[key], c)
+	sc.mu.Unlock()
+	return func() {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		calls := sc.inflight[key]
+		for i, have := range calls {
+			if have == c {
+				calls = append(calls[:i], calls[i+1:]...)
+				break
+			}
+		}
+		if len(calls) == 0 {
+			delete(sc.inflight, key)
+		} else {
+			sc.inflight[key] = calls
+		}
+	}
+}
+
+// cancelRequest handles $/cancelRequest. It is a notification: an unknown or
+// already answered id, or params without an id, are ignored silently, as the
+// protocol it comes from says; sent as a request (with an id of its own) it
+// is answered -32600, since a client waiting for that answer has
+// misunderstood it.
+func (sc *serverConn) cancelRequest(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	if !req.Notif {
+		_ = conn.ReplyWithError(sc.ctx, req.ID, &jsonrpc2.Error{Code: CodeInvalidRequest,
+			Message: "invalid request: $/cancelRequest is a notification; send it without an id"})
+		return
+	}
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		return
+	}
+	key, ok := idKey(p.ID)
+	if !ok {
+		return
+	}
+	sc.mu.Lock()
+	calls := append([]*inflightCall(nil), sc.inflight[key]...)
+	sc.mu.Unlock()
+	for _, c := range calls {
+		c.cancel(errCancelRequested)
+	}
+	if len(calls) > 0 {
+		sc.log.Debug("request cancelled by the client", zap.ByteString("id", p.ID))
+	}
+}
+
+// idKey is a request id as the client wrote it, in one spelling: a string
+// by its value (so "\u0061" and "a" match), a number by its text. null names
+// no request that could be told apart from another, so it is not a key.
+func idKey(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return "s:" + s, true
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return "", false
+	}
+	return "n:" + n.String(), true
+}

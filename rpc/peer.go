@@ -1,0 +1,48 @@
+package rpc
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Peer is the client connection a request came from. Handlers use it to send
+// notifications, and its Context to tie work to the connection's life.
+type Peer struct {
+	id   uint64
+	conn atomic.Pointer[jsonrpc2.Conn]
+	ctx  context.Context
+	// onPanic logs a handler panic with its stack; set once per connection
+	// so the hot path adds nothing to each request's context for it.
+	onPanic func(method string, p any, stack []byte)
+}
+
+type peerKey struct{}
+
+func withPeer(ctx context.Context, p *Peer) context.Context {
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// PeerFrom returns the connection a request arrived on, or nil outside a
+// request (for example in a unit test calling a handler directly).
+func PeerFrom(ctx context.Context) *Peer {
+	p, _ := ctx.Value(peerKey{}).(*Peer)
+	return p
+}
+
+// ID identifies the connection in logs.
+func (p *Peer) ID() uint64 { return p.id }
+
+// Context lives as long as the connection: it is cancelled when the client
+// goes away (or the server shuts down), and carries the Peer. Work that
+// belongs to the connection rather than to one request (a subscription, a
+// run that ends with its client) derives from it or hangs off it with
+// context.AfterFunc, instead of a goroutine watching for the close.
+func (p *Peer) Context() context.Context { return p.ctx }
+
+// Notify sends a notification to this client. Calls from one goroutine
+// arrive in order.
+func (p *Peer) Notify(ctx context.Context, method string, params any) error {
+	return p.conn.Load().Notify(ctx, method, params)
+}
