@@ -11,29 +11,29 @@ import (
 	"time"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
-	"github.com/card-dev/card/rpc"
 )
 
 // agentSource answers detect and health from the running daemon, or, when
 // none runs, in-process with the same detector the daemon would build.
 type agentSource struct {
-	client *rpc.Client
+	client *client.Client
 	local  *detect.Detector
 }
 
 func (e env) agentSource(ctx context.Context, flagHome string) (*agentSource, func(), error) {
-	c, home, err := e.connect(ctx, flagHome, rpc.ClientOptions{})
+	c, err := client.Dial(ctx, client.Options{Home: flagHome})
 	if err == nil {
 		return &agentSource{client: c}, func() { c.Close() }, nil
 	}
-	var nd *noDaemonError
+	var nd *client.NoDaemonError
 	if !errors.As(err, &nd) {
 		return nil, nil, err
 	}
-	fmt.Fprintf(e.stderr, "card: no daemon running for home %s; detecting in this process\n", home)
-	d, lerr := daemon.LocalDetector(ctx, home, os.Environ())
+	fmt.Fprintf(e.stderr, "card: no daemon running for home %s; detecting in this process\n", nd.Home)
+	d, lerr := daemon.LocalDetector(ctx, nd.Home, os.Environ())
 	if lerr != nil {
 		return nil, nil, lerr
 	}
@@ -57,7 +57,7 @@ func (e env) detect(args []string) int {
 	defer done()
 	var specs []detect.ExternalAgentSpec
 	if src.client != nil {
-		err = src.client.Call(ctx, "agents.detect", daemon.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh}, &specs)
+		specs, err = src.client.Detect(ctx, daemon.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh})
 		if err != nil {
 			return e.fail("detect", err)
 		}
@@ -140,10 +140,10 @@ func (e env) health(args []string) int {
 	switch {
 	case src.client != nil && id != "":
 		var h detect.ExternalAgentHealth
-		err = src.client.Call(ctx, "agents.health_external", daemon.HealthParams{ID: id, Force: *force}, &h)
+		h, err = src.client.Health(ctx, id, *force)
 		all = []detect.ExternalAgentHealth{h}
 	case src.client != nil:
-		err = src.client.Call(ctx, "agents.health_external", daemon.HealthParams{Force: *force}, &all)
+		all, err = src.client.HealthAll(ctx, *force)
 	case id != "":
 		var h detect.ExternalAgentHealth
 		h, err = src.local.Health(ctx, id, true)

@@ -6,12 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
 )
@@ -118,58 +117,9 @@ func (e env) serve(args []string) int {
 	return exitOK
 }
 
-// resolveHome applies the same rule as the daemon.
-func resolveHome(flagHome string) (string, error) {
-	if flagHome != "" {
-		return flagHome, nil
-	}
-	return daemon.DefaultHome(os.Getenv)
-}
-
-// connect finds the running daemon through daemon.json and the token file.
-func (e env) connect(ctx context.Context, flagHome string, opts rpc.ClientOptions) (*rpc.Client, string, error) {
-	home, err := resolveHome(flagHome)
-	if err != nil {
-		return nil, "", err
-	}
-	disc, err := daemon.ReadDiscovery(home)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, home, &noDaemonError{home: home}
-	}
-	if err != nil {
-		return nil, home, err
-	}
-	tok, err := daemon.ReadToken(home)
-	if err != nil {
-		return nil, home, fmt.Errorf("read the token of home %s: %w", home, err)
-	}
-	c, err := rpc.Dial(ctx, disc.URL, tok, opts)
-	if err != nil {
-		var de *rpc.DialError
-		if errors.As(err, &de) && de.Status == 0 {
-			return nil, home, &noDaemonError{home: home, stale: disc.PID, cause: err}
-		}
-		return nil, home, err
-	}
-	return c, home, nil
-}
-
-type noDaemonError struct {
-	home  string
-	stale int
-	cause error
-}
-
-func (e *noDaemonError) Error() string {
-	if e.stale != 0 {
-		return fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v): start it with `card serve`", e.home, e.stale, e.cause)
-	}
-	return fmt.Sprintf("no daemon running for home %s: start it with `card serve`", e.home)
-}
-
 func (e env) fail(cmd string, err error) int {
 	fmt.Fprintf(e.stderr, "card %s: %v\n", cmd, err)
-	var nd *noDaemonError
+	var nd *client.NoDaemonError
 	if errors.As(err, &nd) {
 		return exitNoDaemon
 	}
@@ -187,13 +137,13 @@ func (e env) info(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
+	c, err := client.Dial(ctx, client.Options{Home: *home})
 	if err != nil {
 		return e.fail("info", err)
 	}
 	defer c.Close()
-	var info daemon.Info
-	if err := c.Call(ctx, "daemon.info", nil, &info); err != nil {
+	info, err := c.Info(ctx)
+	if err != nil {
 		return e.fail("info", err)
 	}
 	return printJSON(e.stdout, info)
@@ -208,7 +158,7 @@ func (e env) token(args []string) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
-	h, err := resolveHome(*home)
+	h, err := client.ResolveHome(*home)
 	if err != nil {
 		return e.fail("token rotate", err)
 	}

@@ -7,9 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 )
 
 const runsUsage = `usage: card runs [--limit N] [--json] [--home DIR]
@@ -42,13 +41,13 @@ func (e env) runs(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
+	c, err := client.Dial(ctx, client.Options{Home: *home})
 	if err != nil {
 		return e.fail("runs", err)
 	}
 	defer c.Close()
-	var runs []store.Run
-	if err := c.Call(ctx, "runs.list", daemon.ListParams{Limit: *limit}, &runs); err != nil {
+	runs, err := c.Runs(ctx, daemon.ListParams{Limit: *limit})
+	if err != nil {
 		return e.fail("runs", err)
 	}
 	if *asJSON {
@@ -90,13 +89,13 @@ func (e env) runsShow(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
+	c, err := client.Dial(ctx, client.Options{Home: *home})
 	if err != nil {
 		return e.fail("runs show", err)
 	}
 	defer c.Close()
-	var run store.Run
-	if err := c.Call(ctx, "runs.get", daemon.GetParams{RunID: id}, &run); err != nil {
+	run, err := c.Run(ctx, id)
+	if err != nil {
 		return e.fail("runs show", err)
 	}
 	return printJSON(e.stdout, run)
@@ -110,14 +109,13 @@ func (e env) runsFollow(args []string) int {
 	f := newFollower(e, false, id)
 	ctx := context.Background()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, _, err := e.connect(dctx, *home, rpc.ClientOptions{OnNotification: f.notify})
+	c, err := client.Dial(dctx, client.Options{Home: *home})
 	cancel()
 	if err != nil {
 		return e.fail("runs follow", err)
 	}
 	defer c.Close()
-	var sub daemon.SubscribeResult
-	if err := c.Call(ctx, "runs.subscribe", daemon.SubscribeParams{RunID: id}, &sub); err != nil {
+	if _, err := c.Subscribe(ctx, id, 0, f.push); err != nil {
 		return e.fail("runs follow", err)
 	}
 	return f.follow(c, id, false)
