@@ -5,8 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +51,11 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 	}{
 		{"daemon.info", func() error { i, err := c.Info(ctx); assert.Equal(t, d.Home, i.Home); return err }},
 		{"rpc.discover", func() error { doc, err := c.Discover(ctx); assert.NotEmpty(t, doc.Methods); return err }},
-		{"agents.detect", func() error { s, err := c.Detect(ctx, daemon.DetectParams{Refresh: true}); assert.NotEmpty(t, s); return err }},
+		{"agents.detect", func() error {
+			s, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+			assert.NotEmpty(t, s)
+			return err
+		}},
 		{"agents.list_external", func() error { _, err := c.ListExternal(ctx, daemon.DetectParams{}); return err }},
 		{"agents.detect_external", func() error { _, err := c.DetectExternal(ctx, daemon.DetectParams{}); return err }},
 		{"agents.health_external", func() error {
