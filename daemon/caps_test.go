@@ -10,18 +10,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/rpc"
 )
 
 // Past a cap the client gets a clear answer at once, never a hang.
 func TestTheConnectionCapAnswers503AndFreesUpWhenAClientLeaves(t *testing.T) {
-	td := startDaemonWith(t, "max_connections = 2\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	first := td.client(t, rpc.ClientOptions{})
-	td.client(t, rpc.ClientOptions{})
+	td := daemontest.Start(t, daemontest.Options{Config: "max_connections = 2\n"})
+	ctx := daemontest.Context(t)
+	first := td.Client
+	td.Dial(t, client.Options{})
 
-	_, err := rpc.Dial(ctx, td.URL(), td.token, rpc.ClientOptions{})
+	_, err := client.Dial(ctx, client.Options{URL: td.URL, Token: td.Token})
 	var de *rpc.DialError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 503, de.Status)
@@ -29,15 +30,14 @@ func TestTheConnectionCapAnswers503AndFreesUpWhenAClientLeaves(t *testing.T) {
 
 	require.NoError(t, first.Close())
 	require.Zero(t, waitForConnections(td, 1))
-	third, err := rpc.Dial(ctx, td.URL(), td.token, rpc.ClientOptions{})
+	third := td.Dial(t, client.Options{})
+	_, err = third.Info(ctx)
 	require.NoError(t, err, "a slot freed by a closed connection is reused")
-	require.NoError(t, third.Call(ctx, "daemon.info", nil, nil))
-	third.Close()
 }
 
 func TestTheInFlightCapAnswersAtOnceWithItsOwnCode(t *testing.T) {
-	td := startDaemonWith(t, "max_inflight_per_connection = 1\n")
-	c := td.rawConn(t)
+	td := daemontest.Start(t, daemontest.Options{Config: "max_inflight_per_connection = 1\n", NoClient: true})
+	c := td.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	slow := `{"jsonrpc":"2.0","id":"slow","method":"substrate.run_command","params":{"command":"sleep 1"}}`

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 )
 
 // The ancestry guard through the daemon: its base is read at startup, seeded
@@ -17,8 +17,8 @@ import (
 // and recorded on every run.
 func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
-	c := rd.client(t, rpc.ClientOptions{})
-	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "x"}, nil))
+	_, err := rd.Client.Invoke(daemontest.Context(t), rd.params("claude-code", "x"))
+	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeGuardRefused, re.Code)
 	assert.Contains(t, re.Message, "already in this invocation chain")
 	assert.Contains(t, re.Message, "CAR_INVOKED_BY")
@@ -31,17 +31,21 @@ func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {
 
 func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
-	c := rd.client(t, rpc.ClientOptions{})
-	res := rd.finished(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"})
+	ctx := daemontest.Context(t)
+	p := rd.params("codex", "say pong")
+	p.InvokedBy = "gemini"
+	res := rd.finished(t, p)
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, res.Ancestry)
-	env := rd.agents.childEnvOf(t, "codex", res.RunID)
+	env := rd.agents["codex"].ChildEnv(t, res.RunID)
 	assert.Equal(t, "claude-code,gemini,codex", env["CAR_INVOKED_BY"])
 
 	// The refused call and the allowed one are both in the history.
-	_ = rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "x", "invoked_by": "gemini"}, nil)
-	var runs []store.Run
-	require.NoError(t, call(t, c, "runs.list", map[string]any{}, &runs))
+	p.ID = "claude-code"
+	_, err := rd.Client.Invoke(ctx, p)
+	require.Error(t, err)
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
 	require.Len(t, runs, 2)
 	refused, allowed := runs[0], runs[1]
 	assert.Equal(t, store.StatusRefused, refused.Status)
@@ -56,15 +60,17 @@ func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) 
 
 func TestAShorterMaxChainRefusesTheSameCallForDepth(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code", "CAR_AGENT_MAX_CHAIN=2")
-	c := rd.client(t, rpc.ClientOptions{})
-	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "codex", "task": "say pong", "invoked_by": "gemini"}, nil))
+	p := rd.params("codex", "say pong")
+	p.InvokedBy = "gemini"
+	_, err := rd.Client.Invoke(daemontest.Context(t), p)
+	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeGuardRefused, re.Code)
 	data := errData(t, re)
 	assert.Equal(t, "depth", data["reason"])
 	assert.Equal(t, float64(2), data["max_chain"])
 	assert.Contains(t, re.Message, "CAR_AGENT_MAX_CHAIN")
 	id, _ := data["run_id"].(string)
-	run := waitRun(t, c, id, time.Second)
+	run := waitRun(t, rd.Client, id, time.Second)
 	assert.Equal(t, store.StatusRefused, run.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, run.Ancestry)
 }

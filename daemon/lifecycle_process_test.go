@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,18 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 )
-
-func buildCard(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "card")
-	build := exec.Command("go", "build", "-o", bin, "github.com/card-dev/card/cmd/card")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return bin
-}
 
 // The life of `card serve` as a supervisor sees it: the token survives a
 // restart (clients need not re-read it), a second daemon on the same home is
@@ -35,33 +26,36 @@ func TestServeLifecycleAsASupervisorSeesIt(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("signals")
 	}
-	bin := buildCard(t)
-	home := filepath.Join(t.TempDir(), "home")
-	environ := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
-
-	first, c := startCard(t, bin, home, environ)
-	tok1, err := daemon.ReadToken(home)
+	bin := daemontest.Build(t)
+	ctx := daemontest.Context(t)
+	first := daemontest.Serve(t, bin, daemontest.Options{NoClient: true})
+	home := first.Home
+	c, err := client.Dial(ctx, client.Options{Home: home})
 	require.NoError(t, err)
-	require.NoError(t, c.Call(context.Background(), "daemon.info", nil, nil))
+	defer c.Close()
+	_, err = c.Info(ctx)
+	require.NoError(t, err)
 
 	second := exec.Command(bin, "serve", "--home", home)
-	second.Env = environ
+	second.Env = first.Cmd.Env
 	out, err := second.CombinedOutput()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, "a second daemon on the same home must not start")
 	assert.Equal(t, 4, ee.ExitCode())
-	assert.Contains(t, string(out), "pid "+strconv.Itoa(first.cmd.Process.Pid))
+	assert.Contains(t, string(out), "pid "+strconv.Itoa(first.Cmd.Process.Pid))
 
-	require.NoError(t, first.cmd.Process.Signal(syscall.SIGTERM))
-	assert.Equal(t, 0, first.wait(t, 15*time.Second), "SIGTERM is a clean exit")
+	require.NoError(t, first.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 0, first.Wait(t, 15*time.Second), "SIGTERM is a clean exit")
 	_, err = os.Stat(filepath.Join(home, daemon.DiscoveryFileName))
 	assert.True(t, os.IsNotExist(err), "daemon.json is removed on a clean exit")
 
-	restarted, c2 := startCard(t, bin, home, environ)
-	tok2, err := daemon.ReadToken(home)
+	restarted := daemontest.Serve(t, bin, daemontest.Options{Home: home, NoClient: true})
+	assert.Equal(t, first.Token, restarted.Token, "the token is kept across restarts")
+	c2, err := client.Dial(ctx, client.Options{URL: restarted.URL, Token: first.Token})
+	require.NoError(t, err, "the old token still works")
+	defer c2.Close()
+	_, err = c2.Info(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, tok1, tok2, "the token is kept across restarts")
-	require.NoError(t, c2.Call(context.Background(), "daemon.info", nil, nil), "the old token still works")
-	require.NoError(t, restarted.cmd.Process.Signal(syscall.SIGINT))
-	assert.Equal(t, 0, restarted.wait(t, 15*time.Second), "SIGINT is a clean exit too")
+	require.NoError(t, restarted.Cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, 0, restarted.Wait(t, 15*time.Second), "SIGINT is a clean exit too")
 }

@@ -41,10 +41,12 @@ type Options struct {
 	// login_shell_path = false in it.
 	Config string
 	// Environ is added to the environment the daemon reads at startup,
-	// after HOME=<a temp dir> and PATH=/usr/bin:/bin; a later entry wins.
+	// after HOME=<a temp dir>, PATH=/usr/bin:/bin and the Agents pins; a
+	// later entry wins.
 	Environ []string
-	// ProcessEnv starts from this test process's environment instead of
-	// that clean one.
+	// ProcessEnv has the daemon read this test process's environment
+	// itself, as `card serve` does, instead of the clean one; Environ and
+	// Agents must then be empty.
 	ProcessEnv bool
 	// Agents pins adapters to executables (adapter id → path) through their
 	// pin variables, as an operator would: detection never looks for them on
@@ -72,24 +74,8 @@ type Daemon struct {
 // Start starts a daemon and connects a client to it; both end at cleanup.
 func Start(t testing.TB, opts Options) *Daemon {
 	t.Helper()
-	home := opts.Home
-	if home == "" {
-		home = filepath.Join(t.TempDir(), "card")
-	}
-	if opts.Config != "" {
-		require.NoError(t, os.MkdirAll(home, 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(opts.Config), 0o600))
-	}
-	environ := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
-	if opts.ProcessEnv {
-		environ = os.Environ()
-	}
-	environ = append(environ, opts.Environ...)
-	for id, bin := range opts.Agents {
-		a, ok := agent.Lookup(id)
-		require.True(t, ok, "daemontest: no adapter %q to pin", id)
-		environ = append(environ, a.PinEnv+"="+bin)
-	}
+	home := opts.home(t)
+	environ := opts.environ(t)
 	log := opts.Logger
 	if log == nil {
 		log = zaptest.NewLogger(t)
@@ -109,6 +95,43 @@ func Start(t testing.TB, opts Options) *Daemon {
 		td.Client = td.Dial(t, opts.Client)
 	}
 	return td
+}
+
+// Context is the test's context bounded by a minute, so a call that hangs
+// fails its test instead of stalling the suite until go test's timeout.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// home makes the daemon's home and writes its card.toml.
+func (opts Options) home(t testing.TB) string {
+	home := opts.Home
+	if home == "" {
+		home = filepath.Join(t.TempDir(), "card")
+	}
+	if opts.Config != "" {
+		require.NoError(t, os.MkdirAll(home, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(opts.Config), 0o600))
+	}
+	return home
+}
+
+// environ is the daemon's startup environment; nil means the process's.
+func (opts Options) environ(t testing.TB) []string {
+	if opts.ProcessEnv {
+		require.Empty(t, opts.Environ, "daemontest: ProcessEnv takes the process's environment as it is")
+		require.Empty(t, opts.Agents, "daemontest: ProcessEnv takes the process's environment as it is")
+		return nil
+	}
+	environ := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	for id, bin := range opts.Agents {
+		a, ok := agent.Lookup(id)
+		require.True(t, ok, "daemontest: no adapter %q to pin", id)
+		environ = append(environ, a.PinEnv+"="+bin)
+	}
+	return append(environ, opts.Environ...)
 }
 
 // Dial connects another typed client, closed at cleanup.
