@@ -96,13 +96,16 @@ func (c *Client) Run(ctx context.Context, runID string) (store.Run, error) {
 	return call[store.Run](ctx, c, "runs.get", daemon.GetParams{RunID: runID})
 }
 
-// Subscribe is runs.subscribe: onEvent gets the run's events after
-// afterSeq in order, replayed and then live, the last one terminal, on the
-// connection's read goroutine (as for Stream).
+// Subscribe is runs.subscribe: onEvent (when not nil) gets the run's events
+// after afterSeq in order, replayed and then live, the last one terminal,
+// on the connection's read goroutine (as for Stream).
 func (c *Client) Subscribe(ctx context.Context, runID string, afterSeq int64, onEvent func(daemon.AgentEvent)) (daemon.SubscribeResult, error) {
-	rt := c.events.add(runID, afterSeq, onEvent)
+	var rt *route
+	if onEvent != nil {
+		rt = c.events.add(runID, afterSeq, onEvent)
+	}
 	res, err := call[daemon.SubscribeResult](ctx, c, "runs.subscribe", daemon.SubscribeParams{RunID: runID, AfterSeq: afterSeq})
-	if err != nil {
+	if err != nil && rt != nil {
 		c.events.remove(runID, rt)
 	}
 	return res, err
