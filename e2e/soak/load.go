@@ -57,7 +57,7 @@ func phaseLoad(ctx context.Context, h *harness) *result {
 	}
 	mix, note := loadMix(ctx, warm)
 	// Warm the detect and health caches once, so the load measures the
-	// cached path the issue asks for, not the first probe.
+	// cached path that every call but the first takes, not the first probe.
 	for _, m := range mix {
 		_ = m.call(ctx, warm)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// copilotArgs is close to card's read-only argv for Copilot (seed 003's
+// copilotArgs is close to card's read-only argv for Copilot (its tool
 // allowlist): no ask_user, writes denied, reads allowed, JSONL output, prompt
 // on stdin (never -p together with stdin).
 var copilotArgs = []string{"--output-format", "json", "--no-ask-user", "--deny-tool", "write", "--allow-tool", "read",
