@@ -51,29 +51,22 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
+// commands are the subcommands that take arguments, by name.
+var commands = map[string]func(env, []string) int{
+	"serve": env.serve, "info": env.info, "detect": env.detect, "health": env.health, "token": env.token,
+	"invoke": env.invoke, "runs": env.runs, "service": env.service,
+}
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := env{stdin, stdout, stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(e, args[1:])
+	}
 	switch args[0] {
-	case "serve":
-		return e.serve(args[1:])
-	case "info":
-		return e.info(args[1:])
-	case "detect":
-		return e.detect(args[1:])
-	case "health":
-		return e.health(args[1:])
-	case "token":
-		return e.token(args[1:])
-	case "invoke":
-		return e.invoke(args[1:])
-	case "runs":
-		return e.runs(args[1:])
-	case "service":
-		return e.service(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
 		return exitOK
@@ -135,18 +128,37 @@ func (e env) info(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	return e.call("info", *home, func(ctx context.Context, c *client.Client) error {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.stdout, info)
+	})
+}
+
+// dial connects to the daemon of home (daemon.json and the token file)
+// within 10 s.
+func dial(home string) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Home: *home})
-	if err != nil {
-		return e.fail("info", err)
+	return client.Dial(ctx, client.Options{Home: home})
+}
+
+// call runs f on a connection to the daemon of home within 10 s; an error
+// is reported as command name's, with its exit code.
+func (e env) call(name, home string, f func(ctx context.Context, c *client.Client) error) int {
+	c, err := dial(home)
+	if err == nil {
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = f(ctx, c)
 	}
-	defer c.Close()
-	info, err := c.Info(ctx)
 	if err != nil {
-		return e.fail("info", err)
+		return e.fail(name, err)
 	}
-	return printJSON(e.stdout, info)
+	return exitOK
 }
 
 func (e env) token(args []string) int {

@@ -94,15 +94,12 @@ func (e env) invoke(args []string) int {
 		InvokedBy: *invokedBy, TimeoutSecs: *timeout, AcknowledgeUnenforcedReadOnly: *ack}
 
 	f := newFollower(e, *asJSON, pos[0])
-	ctx := context.Background()
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, err := client.Dial(dctx, client.Options{Home: *home})
-	cancel()
+	c, err := dial(*home)
 	if err != nil {
 		return e.fail("invoke", err)
 	}
 	defer c.Close()
-	acc, err := c.Stream(ctx, params, f.push)
+	acc, err := c.Stream(context.Background(), params, f.push)
 	if err != nil {
 		code := e.fail("invoke", err)
 		var re *rpc.Error

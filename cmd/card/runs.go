@@ -9,6 +9,7 @@ import (
 
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/store"
 )
 
 const runsUsage = `usage: card runs [--limit N] [--json] [--home DIR]
@@ -39,16 +40,13 @@ func (e env) runs(args []string) int {
 		fmt.Fprint(e.stderr, runsUsage)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Home: *home})
-	if err != nil {
-		return e.fail("runs", err)
-	}
-	defer c.Close()
-	runs, err := c.Runs(ctx, daemon.ListParams{Limit: *limit})
-	if err != nil {
-		return e.fail("runs", err)
+	var runs []store.Run
+	code := e.call("runs", *home, func(ctx context.Context, c *client.Client) (err error) {
+		runs, err = c.Runs(ctx, daemon.ListParams{Limit: *limit})
+		return err
+	})
+	if code != exitOK {
+		return code
 	}
 	if *asJSON {
 		return printJSON(e.stdout, runs)
@@ -87,18 +85,13 @@ func (e env) runsShow(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Home: *home})
-	if err != nil {
-		return e.fail("runs show", err)
-	}
-	defer c.Close()
-	run, err := c.Run(ctx, id)
-	if err != nil {
-		return e.fail("runs show", err)
-	}
-	return printJSON(e.stdout, run)
+	return e.call("runs show", *home, func(ctx context.Context, c *client.Client) error {
+		run, err := c.Run(ctx, id)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.stdout, run)
+	})
 }
 
 func (e env) runsFollow(args []string) int {
@@ -107,15 +100,12 @@ func (e env) runsFollow(args []string) int {
 		return exitUsage
 	}
 	f := newFollower(e, false, id)
-	ctx := context.Background()
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, err := client.Dial(dctx, client.Options{Home: *home})
-	cancel()
+	c, err := dial(*home)
 	if err != nil {
 		return e.fail("runs follow", err)
 	}
 	defer c.Close()
-	if _, err := c.Subscribe(ctx, id, 0, f.push); err != nil {
+	if _, err := c.Subscribe(context.Background(), id, 0, f.push); err != nil {
 		return e.fail("runs follow", err)
 	}
 	return f.follow(c, id, false)
