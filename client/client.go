@@ -61,10 +61,11 @@ type NoDaemonError struct {
 }
 
 func (e *NoDaemonError) Error() string {
+	what := "no daemon running for home " + e.Home
 	if e.PID != 0 {
-		return fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v): start it with `card serve`", e.Home, e.PID, e.Cause)
+		what = fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v)", e.Home, e.PID, e.Cause)
 	}
-	return fmt.Sprintf("no daemon running for home %s: start it with `card serve`", e.Home)
+	return what + ": start it with `card serve`"
 }
 
 func (e *NoDaemonError) Unwrap() error { return e.Cause }

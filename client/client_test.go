@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/client"
@@ -21,9 +20,7 @@ import (
 	"github.com/card-dev/card/daemon/store"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // startDaemon is a daemon whose Claude Code replays a real captured stream.
 func startDaemon(t *testing.T, opts daemontest.Options) *daemontest.Daemon {

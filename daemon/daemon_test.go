@@ -22,12 +22,7 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// modernc sqlite and zap keep package-level workers; none of ours.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-	)
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 func TestDaemonInfoReportsWhoItIs(t *testing.T) {
 	td := daemontest.Start(t, daemontest.Options{})

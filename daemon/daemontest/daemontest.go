@@ -22,6 +22,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -251,4 +252,12 @@ func (r Replay) ChildEnv(t testing.TB, runID string) map[string]string {
 		}
 	}
 	return env
+}
+
+// VerifyTestMain runs a package's tests, then fails if any goroutine is
+// left behind: every daemon, client and fake agent the tests started must be
+// gone. modernc's SQLite driver keeps database/sql's connection opener
+// running past Close, which is none of ours.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
 }

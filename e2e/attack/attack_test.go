@@ -27,7 +27,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -35,12 +34,7 @@ import (
 	"github.com/card-dev/card/daemon/daemontest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// modernc sqlite keeps a package-level opener; none of ours.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-	)
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // attempt is one way the page tries to open the daemon's socket.
 type attempt struct {

@@ -20,7 +20,6 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
@@ -29,9 +28,7 @@ import (
 	"github.com/card-dev/card/e2e/standin"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // setup is one CLI pointed at one stand-in: the daemon's environment and
 // its card.toml [adapters.<id>] table.

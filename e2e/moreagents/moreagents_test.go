@@ -13,7 +13,6 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/client"
@@ -26,11 +25,9 @@ import (
 	"github.com/card-dev/card/spawn"
 )
 
-func TestMain(m *testing.M) {
-	// The daemon runs as a child and the stand-ins are closed by t.Cleanup,
-	// so nothing of ours may outlive the tests.
-	goleak.VerifyTestMain(m)
-}
+// The daemon runs as a child and the stand-ins are closed by t.Cleanup, so
+// nothing of ours may outlive the tests.
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // Copilot, Droid and Pi, with the versions e2e/agents/package.json pins
 // (Droid's working binary is the 0.225.2 platform package).
