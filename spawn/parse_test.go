@@ -357,46 +357,6 @@ func textOf(evs []Event) string {
 	return b.String()
 }
 
-func TestRealCopilotSuccessBecomesTextSessionAndAnAnswer(t *testing.T) {
-	for _, vendor := range []string{"anthropic", "openai"} {
-		t.Run(vendor, func(t *testing.T) {
-			evs, res := realRun(t, "copilot", "copilot-json-success-"+vendor)
-			assert.False(t, res.IsError, "%+v", res.Error)
-			want := "PONG from the " + vendor + " stand-in via copilot"
-			assert.Equal(t, want, res.Answer)
-			assert.Equal(t, want, textOf(evs), "the deltas make the answer, and the whole message is not sent twice")
-			assert.Equal(t, 1, res.Turns)
-			assert.NotEmpty(t, res.SessionID)
-			assert.Equal(t, 1, countKind(evs, EventSession))
-			assert.Positive(t, res.DurationMs)
-			assert.Zero(t, countKind(evs, EventError))
-		})
-	}
-}
-
-func TestRealCopilot401And429AreClassifiedFromSessionError(t *testing.T) {
-	cases := []struct {
-		name    string
-		kind    string
-		retries int
-		says    string
-	}{
-		{"copilot-json-401", KindAuth, 2, "COPILOT_PROVIDER_API_KEY"},
-		{"copilot-json-429", KindRateLimit, 5, "429"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			evs, res := realRun(t, "copilot", c.name)
-			require.True(t, res.IsError)
-			assert.Equal(t, c.kind, res.Error.Kind)
-			assert.Contains(t, res.Error.Message, c.says)
-			assert.Equal(t, c.retries, countKind(evs, EventRetry), "Copilot's own retries show as retry events")
-			assert.Equal(t, 1, countKind(evs, EventError))
-			assert.Empty(t, res.Answer)
-		})
-	}
-}
-
 func TestRealCopilotWithoutAnyAuthIsAnAuthError(t *testing.T) {
 	_, res := feedAll(t, "copilot", "", ExitInfo{Code: 1, StderrTail: realCapture(t, "copilot-no-auth.stderr")})
 	require.True(t, res.IsError)
@@ -432,17 +392,6 @@ func TestCopilotToolsAndUsageBecomeEvents(t *testing.T) {
 	assert.EqualValues(t, 1234, res.DurationMs)
 }
 
-func TestRealDroidSuccessBecomesSessionTextUsageAndResult(t *testing.T) {
-	evs, res := realRun(t, "droid", "droid-exec-stream-json-success")
-	assert.False(t, res.IsError, "%+v", res.Error)
-	assert.Equal(t, []string{EventSession, EventText, EventUsage}, kinds(evs))
-	assert.Equal(t, "0b6ac262-e252-479b-b742-908a5f1addfb", res.SessionID)
-	assert.Equal(t, "PONG from the anthropic stand-in via droid", res.Answer)
-	assert.Equal(t, 1, res.Turns)
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
-	assert.EqualValues(t, 559, res.DurationMs)
-}
-
 func TestRealDroid401AndNoAuthAreAuthErrorsWithTheAgentLoopsCause(t *testing.T) {
 	evs, res := realRun(t, "droid", "droid-exec-stream-json-401")
 	require.True(t, res.IsError)
@@ -476,37 +425,6 @@ func TestDroidToolEventsAndRateLimitsAreClassified(t *testing.T) {
 	assert.Equal(t, KindBadOutput, res.Error.Kind, "exit 0 without a completion is a cut-short stream")
 }
 
-func TestRealPiSuccessBecomesSessionDeltasUsageAndAnAnswer(t *testing.T) {
-	for _, vendor := range []string{"anthropic", "openai"} {
-		t.Run(vendor, func(t *testing.T) {
-			evs, res := realRun(t, "pi", "pi-json-success-"+vendor)
-			assert.False(t, res.IsError, "%+v", res.Error)
-			want := "PONG from the " + vendor + " stand-in via pi"
-			assert.Equal(t, want, res.Answer)
-			assert.Equal(t, want, textOf(evs))
-			assert.Equal(t, EventSession, evs[0].Kind)
-			assert.NotEmpty(t, res.SessionID)
-			assert.Equal(t, 1, res.Turns)
-			assert.Equal(t, 1, countKind(evs, EventUsage))
-			assert.Zero(t, countKind(evs, EventOther), "every Pi event type in a real run is understood")
-		})
-	}
-}
-
-// Pi exits 0 when the API fails; the run must still fail, from stopReason.
-func TestRealPi401And429ExitZeroButFailFromStopReason(t *testing.T) {
-	for _, c := range []struct{ name, kind string }{{"pi-json-401", KindAuth}, {"pi-json-429", KindRateLimit}} {
-		t.Run(c.name, func(t *testing.T) {
-			evs, res := realRun(t, "pi", c.name)
-			require.True(t, res.IsError, "exit 0 is not success for Pi")
-			assert.Equal(t, c.kind, res.Error.Kind)
-			assert.Contains(t, res.Error.Message, "exited 0")
-			assert.Equal(t, 1, countKind(evs, EventError))
-			assert.Empty(t, res.Answer)
-		})
-	}
-}
-
 func TestRealPiWithoutAKeyIsAnAuthError(t *testing.T) {
 	_, res := realRun(t, "pi", "pi-no-auth")
 	require.True(t, res.IsError)
@@ -532,4 +450,69 @@ func TestPiToolsRetriesAndCostBecomeEvents(t *testing.T) {
 	require.NotNil(t, res.CostUSD)
 	assert.InDelta(t, 0.25, *res.CostUSD, 1e-9)
 	assert.Equal(t, 1, res.ToolCalls)
+}
+
+// Every real success capture of Copilot, Droid and Pi: the answer, streamed
+// as text once and whole in the result, one session, one turn, no error.
+func TestEveryRealSuccessCaptureBecomesItsAnswerWithItsSession(t *testing.T) {
+	copilot := func(t *testing.T, _ []Event, res Result) { assert.Positive(t, res.DurationMs) }
+	pi := func(t *testing.T, evs []Event, _ Result) {
+		assert.Equal(t, EventSession, evs[0].Kind)
+		assert.Equal(t, 1, countKind(evs, EventUsage))
+		assert.Zero(t, countKind(evs, EventOther), "every Pi event type in a real run is understood")
+	}
+	cases := []struct {
+		adapter, capture, answer string
+		check                    func(t *testing.T, evs []Event, res Result)
+	}{
+		{"copilot", "copilot-json-success-anthropic", "PONG from the anthropic stand-in via copilot", copilot},
+		{"copilot", "copilot-json-success-openai", "PONG from the openai stand-in via copilot", copilot},
+		{"droid", "droid-exec-stream-json-success", "PONG from the anthropic stand-in via droid", func(t *testing.T, evs []Event, res Result) {
+			assert.Equal(t, []string{EventSession, EventText, EventUsage}, kinds(evs))
+			assert.Equal(t, "0b6ac262-e252-479b-b742-908a5f1addfb", res.SessionID)
+			assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
+			assert.EqualValues(t, 559, res.DurationMs)
+		}},
+		{"pi", "pi-json-success-anthropic", "PONG from the anthropic stand-in via pi", pi},
+		{"pi", "pi-json-success-openai", "PONG from the openai stand-in via pi", pi},
+	}
+	for _, c := range cases {
+		t.Run(c.capture, func(t *testing.T) {
+			evs, res := realRun(t, c.adapter, c.capture)
+			assert.False(t, res.IsError, "%+v", res.Error)
+			assert.Equal(t, c.answer, res.Answer)
+			assert.Equal(t, c.answer, textOf(evs), "the deltas make the answer, and the whole message is not sent twice")
+			assert.Equal(t, 1, countKind(evs, EventSession))
+			assert.NotEmpty(t, res.SessionID)
+			assert.Equal(t, 1, res.Turns)
+			assert.Zero(t, countKind(evs, EventError))
+			c.check(t, evs, res)
+		})
+	}
+}
+
+// Every real API-error capture of Copilot and Pi is a failed run of the
+// right kind, with the agent's own retries as retry events. Pi exits 0 when
+// the API fails; its run must still fail, from stopReason.
+func TestEveryRealAPIErrorCaptureIsClassified(t *testing.T) {
+	cases := []struct {
+		adapter, capture, kind, says string
+		retries                      int
+	}{
+		{"copilot", "copilot-json-401", KindAuth, "COPILOT_PROVIDER_API_KEY", 2},
+		{"copilot", "copilot-json-429", KindRateLimit, "429", 5},
+		{"pi", "pi-json-401", KindAuth, "exited 0", 0},
+		{"pi", "pi-json-429", KindRateLimit, "exited 0", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.capture, func(t *testing.T) {
+			evs, res := realRun(t, c.adapter, c.capture)
+			require.True(t, res.IsError)
+			assert.Equal(t, c.kind, res.Error.Kind)
+			assert.Contains(t, res.Error.Message, c.says)
+			assert.Equal(t, c.retries, countKind(evs, EventRetry), "the agent's own retries show as retry events")
+			assert.Equal(t, 1, countKind(evs, EventError))
+			assert.Empty(t, res.Answer)
+		})
+	}
 }
