@@ -1,47 +1,36 @@
 package daemon_test
 
 import (
-	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
 )
 
-// fakeCLI writes an executable shell script and returns its path.
-func fakeCLI(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	return p
-}
-
 // fakeAgents pins a fake claude and codex, so the tests do not depend on
 // what this machine has installed.
-func fakeAgents(t *testing.T) []string {
-	claude := fakeCLI(t, "claude", `case "$1" in
+func fakeAgents(t *testing.T) daemontest.Options {
+	claude := daemontest.Script(t, "claude", `case "$1" in
 --version) echo "2.1.197 (Claude Code)";;
 auth) echo '{"loggedIn": false, "authMethod": "none"}'; exit 1;;
 esac`)
-	codex := fakeCLI(t, "codex", `case "$1" in
+	codex := daemontest.Script(t, "codex", `case "$1" in
 --version) echo "codex-cli 0.171.0";;
 login) echo "Not logged in" >&2; exit 1;;
 esac`)
-	return []string{"CAR_CLAUDE_CODE_BIN=" + claude, "CAR_CODEX_BIN=" + codex, "CAR_GEMINI_BIN=/nonexistent/gemini"}
+	return daemontest.Options{Agents: map[string]string{"claude-code": claude, "codex": codex, "gemini": "/nonexistent/gemini"}}
 }
 
 func TestAgentsDetectReportsPinnedAgentsOverTheWire(t *testing.T) {
-	td := startDaemon(t, fakeAgents(t)...)
-	c := td.client(t, rpc.ClientOptions{})
-	var specs []detect.ExternalAgentSpec
-	require.NoError(t, c.Call(context.Background(), "agents.detect", daemon.DetectParams{Refresh: true}, &specs))
+	c := daemontest.Start(t, fakeAgents(t)).Client
+	ctx := daemontest.Context(t)
+	specs, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+	require.NoError(t, err)
 	byID := map[string]detect.ExternalAgentSpec{}
 	for _, s := range specs {
 		byID[s.ID] = s
@@ -60,10 +49,10 @@ func TestAgentsDetectReportsPinnedAgentsOverTheWire(t *testing.T) {
 }
 
 func TestAgentsDetectMarksWhatTheCallerCouldNotSpawn(t *testing.T) {
-	td := startDaemon(t, fakeAgents(t)...)
-	c := td.client(t, rpc.ClientOptions{})
-	var specs []detect.ExternalAgentSpec
-	require.NoError(t, c.Call(context.Background(), "agents.detect", daemon.DetectParams{InvokedBy: "Claude-Code"}, &specs))
+	c := daemontest.Start(t, fakeAgents(t)).Client
+	ctx := daemontest.Context(t)
+	specs, err := c.Detect(ctx, daemon.DetectParams{InvokedBy: "Claude-Code"})
+	require.NoError(t, err)
 	for _, s := range specs {
 		if s.ID == "claude-code" {
 			assert.Contains(t, s.SpawnBlockReason, "already in this invocation chain")
@@ -74,29 +63,26 @@ func TestAgentsDetectMarksWhatTheCallerCouldNotSpawn(t *testing.T) {
 }
 
 func TestHealthOfAnUnknownAdapterNamesTheKnownOnes(t *testing.T) {
-	td := startDaemon(t, fakeAgents(t)...)
-	c := td.client(t, rpc.ClientOptions{})
-	err := c.Call(context.Background(), "agents.health_external", daemon.HealthParams{ID: "nope"}, nil)
-	var re *rpc.Error
-	require.ErrorAs(t, err, &re)
+	c := daemontest.Start(t, fakeAgents(t)).Client
+	ctx := daemontest.Context(t)
+	_, err := c.Health(ctx, "nope", false)
+	re := rpcCode(t, err)
 	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
 	assert.Contains(t, re.Message, "claude-code")
-	var data map[string]any
-	require.NoError(t, json.Unmarshal(re.Data.(json.RawMessage), &data))
-	assert.Equal(t, "id", data["field"])
+	assert.Equal(t, "id", errData(t, re)["field"])
 }
 
 func TestHealthAnswersOneOrAll(t *testing.T) {
-	td := startDaemon(t, fakeAgents(t)...)
-	c := td.client(t, rpc.ClientOptions{})
-	var one detect.ExternalAgentHealth
-	require.NoError(t, c.Call(context.Background(), "agents.health_external", daemon.HealthParams{ID: "codex"}, &one))
+	c := daemontest.Start(t, fakeAgents(t)).Client
+	ctx := daemontest.Context(t)
+	one, err := c.Health(ctx, "codex", false)
+	require.NoError(t, err)
 	assert.Equal(t, "codex", one.ID)
 	assert.Equal(t, detect.StatusNotConfigured, one.Status)
 	assert.NotEmpty(t, one.Reason)
 
-	var all []detect.ExternalAgentHealth
-	require.NoError(t, c.Call(context.Background(), "agents.health_external", nil, &all))
+	all, err := c.HealthAll(ctx, false)
+	require.NoError(t, err)
 	ids := map[string]detect.HealthStatus{}
 	for _, h := range all {
 		ids[h.ID] = h.Status
@@ -108,22 +94,14 @@ func TestHealthAnswersOneOrAll(t *testing.T) {
 func TestTheGuardIsReadOnceAtStartup(t *testing.T) {
 	t.Setenv("CAR_INVOKED_BY", "claude-code")
 	t.Setenv("CAR_AGENT_MAX_CHAIN", "5")
-	home := filepath.Join(t.TempDir(), "home")
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0"}) // nil Environ: the real process env
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() { d.Shutdown(context.Background()) })
-	tok, err := daemon.ReadToken(home)
-	require.NoError(t, err)
-	td := &testDaemon{Daemon: d, home: home, token: tok}
+	td := daemontest.Start(t, daemontest.Options{ProcessEnv: true})
 
 	// The process environment changes after startup; decisions must not.
 	t.Setenv("CAR_INVOKED_BY", "codex")
 	t.Setenv("CAR_AGENT_MAX_CHAIN", "1")
 
-	c := td.client(t, rpc.ClientOptions{})
-	var info daemon.Info
-	require.NoError(t, c.Call(context.Background(), "daemon.info", nil, &info))
+	info, err := td.Client.Info(daemontest.Context(t))
+	require.NoError(t, err)
 	assert.Equal(t, []string{"claude-code"}, info.Ancestry)
 	assert.Equal(t, 5, info.MaxChain)
 }

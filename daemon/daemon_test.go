@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,114 +15,49 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	"go.uber.org/zap/zaptest"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/rpc"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// modernc sqlite and zap keep package-level workers; none of ours.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-	)
-}
-
-// testDaemon is a real daemon on a random loopback port in a temp home.
-type testDaemon struct {
-	*daemon.Daemon
-	home  string
-	token string
-}
-
-func startDaemon(t *testing.T, environ ...string) *testDaemon {
-	t.Helper()
-	return startDaemonWith(t, "", environ...)
-}
-
-// startDaemonWith writes cardTOML (when not empty) into the home first.
-func startDaemonWith(t *testing.T, cardTOML string, environ ...string) *testDaemon {
-	t.Helper()
-	home := filepath.Join(t.TempDir(), "home")
-	if cardTOML != "" {
-		require.NoError(t, os.MkdirAll(home, 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(cardTOML), 0o600))
-	}
-	d, err := daemon.New(daemon.Options{
-		Home:    home,
-		Addr:    "127.0.0.1:0",
-		Logger:  zaptest.NewLogger(t),
-		Environ: append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, environ...),
-	})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	tok, err := daemon.ReadToken(home)
-	require.NoError(t, err)
-	return &testDaemon{Daemon: d, home: home, token: tok}
-}
-
-func (td *testDaemon) client(t *testing.T, opts rpc.ClientOptions) *rpc.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := rpc.Dial(ctx, td.URL(), td.token, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// rawConn is a bare WebSocket to send frames the Go client never would.
-func (td *testDaemon) rawConn(t *testing.T) *websocket.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	h := http.Header{"Authorization": {"Bearer " + td.token}}
-	c, _, err := websocket.Dial(ctx, td.URL(), &websocket.DialOptions{HTTPHeader: h})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.CloseNow() })
-	return c
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 func TestDaemonInfoReportsWhoItIs(t *testing.T) {
-	td := startDaemon(t)
-	c := td.client(t, rpc.ClientOptions{})
-	var info daemon.Info
-	require.NoError(t, c.Call(context.Background(), "daemon.info", nil, &info))
+	td := daemontest.Start(t, daemontest.Options{})
+	info, err := td.Client.Info(daemontest.Context(t))
+	require.NoError(t, err)
 	assert.Equal(t, daemon.Version, info.Version)
 	assert.Equal(t, daemon.ProtocolVersion, info.ProtocolVersion)
 	assert.Equal(t, os.Getpid(), info.PID)
-	assert.Equal(t, td.home, info.Home)
-	assert.Equal(t, td.URL(), info.URL)
+	assert.Equal(t, td.Home, info.Home)
+	assert.Equal(t, td.URL, info.URL)
 	assert.True(t, strings.HasPrefix(info.Addr, "127.0.0.1:"))
-	_, err := time.Parse(time.RFC3339, info.StartedAt)
+	_, err = time.Parse(time.RFC3339, info.StartedAt)
 	assert.NoError(t, err)
 
-	disc, err := daemon.ReadDiscovery(td.home)
+	disc, err := daemon.ReadDiscovery(td.Home)
 	require.NoError(t, err)
-	assert.Equal(t, td.URL(), disc.URL)
+	assert.Equal(t, td.URL, disc.URL)
 	assert.Equal(t, os.Getpid(), disc.PID)
 	assert.Equal(t, info.StartedAt, disc.StartedAt)
 }
 
 func TestHomeAndTokenFilesArePrivate(t *testing.T) {
-	td := startDaemon(t)
-	st, err := os.Stat(td.home)
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	st, err := os.Stat(td.Home)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
-	st, err = os.Stat(filepath.Join(td.home, daemon.TokenFileName))
+	st, err = os.Stat(filepath.Join(td.Home, daemon.TokenFileName))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
-	assert.GreaterOrEqual(t, len(td.token), 64, "256 bits, hex-encoded")
+	assert.GreaterOrEqual(t, len(td.Token), 64, "256 bits, hex-encoded")
 }
 
 func TestUpgradeRefusals(t *testing.T) {
-	td := startDaemon(t)
-	port := strings.TrimPrefix(strings.TrimSuffix(td.URL(), "/rpc"), "ws://127.0.0.1:")
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	port := strings.TrimPrefix(strings.TrimSuffix(td.URL, "/rpc"), "ws://127.0.0.1:")
 	cases := []struct {
 		name   string
 		url    string
@@ -132,15 +68,15 @@ func TestUpgradeRefusals(t *testing.T) {
 	}{
 		{name: "no token", status: 401},
 		{name: "wrong token", header: http.Header{"Authorization": {"Bearer " + strings.Repeat("0", 64)}}, status: 401},
-		{name: "token only in the query", url: td.URL() + "?token=" + td.token, status: 401},
-		{name: "correct token in the query as well as the header", url: td.URL() + "?access_token=" + td.token,
-			header: http.Header{"Authorization": {"Bearer " + td.token}}, status: 401},
+		{name: "token only in the query", url: td.URL + "?token=" + td.Token, status: 401},
+		{name: "correct token in the query as well as the header", url: td.URL + "?access_token=" + td.Token,
+			header: http.Header{"Authorization": {"Bearer " + td.Token}}, status: 401},
 		{name: "wrong token in the subprotocol", protos: []string{"card.bearer.nope"}, status: 401},
-		{name: "bad Host", host: "evil.example:" + port, header: http.Header{"Authorization": {"Bearer " + td.token}}, status: 403},
-		{name: "loopback Host with another port", host: "127.0.0.1:1", header: http.Header{"Authorization": {"Bearer " + td.token}}, status: 403},
-		{name: "bad Origin", header: http.Header{"Authorization": {"Bearer " + td.token}, "Origin": {"https://evil.example"}}, status: 403},
-		{name: "Origin null", header: http.Header{"Authorization": {"Bearer " + td.token}, "Origin": {"null"}}, status: 403},
-		{name: "localhost Origin is still a browser page", header: http.Header{"Authorization": {"Bearer " + td.token}, "Origin": {"http://localhost:" + port}}, status: 403},
+		{name: "bad Host", host: "evil.example:" + port, header: http.Header{"Authorization": {"Bearer " + td.Token}}, status: 403},
+		{name: "loopback Host with another port", host: "127.0.0.1:1", header: http.Header{"Authorization": {"Bearer " + td.Token}}, status: 403},
+		{name: "bad Origin", header: http.Header{"Authorization": {"Bearer " + td.Token}, "Origin": {"https://evil.example"}}, status: 403},
+		{name: "Origin null", header: http.Header{"Authorization": {"Bearer " + td.Token}, "Origin": {"null"}}, status: 403},
+		{name: "localhost Origin is still a browser page", header: http.Header{"Authorization": {"Bearer " + td.Token}, "Origin": {"http://localhost:" + port}}, status: 403},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,7 +84,7 @@ func TestUpgradeRefusals(t *testing.T) {
 			defer cancel()
 			u := tc.url
 			if u == "" {
-				u = td.URL()
+				u = td.URL
 			}
 			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: tc.header, Host: tc.host, Subprotocols: tc.protos})
 			require.Error(t, err)
@@ -159,49 +95,50 @@ func TestUpgradeRefusals(t *testing.T) {
 }
 
 func TestTheSubprotocolFormOfTheTokenIsAccepted(t *testing.T) {
-	td := startDaemon(t)
-	c := td.client(t, rpc.ClientOptions{TokenInSubprotocol: true})
-	var info daemon.Info
-	require.NoError(t, c.Call(context.Background(), "daemon.info", nil, &info))
-	assert.Equal(t, td.home, info.Home)
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	c := td.Dial(t, client.Options{RPC: rpc.ClientOptions{TokenInSubprotocol: true}})
+	info, err := c.Info(daemontest.Context(t))
+	require.NoError(t, err)
+	assert.Equal(t, td.Home, info.Home)
 }
 
 func TestEveryLoopbackHostFormIsAccepted(t *testing.T) {
-	td := startDaemon(t)
-	port := strings.TrimPrefix(strings.TrimSuffix(td.URL(), "/rpc"), "ws://127.0.0.1:")
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	port := strings.TrimPrefix(strings.TrimSuffix(td.URL, "/rpc"), "ws://127.0.0.1:")
 	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port} {
 		t.Run(host, func(t *testing.T) {
-			c := td.client(t, rpc.ClientOptions{Host: host})
-			require.NoError(t, c.Call(context.Background(), "daemon.info", nil, nil))
+			c := td.Dial(t, client.Options{RPC: rpc.ClientOptions{Host: host}})
+			_, err := c.Info(daemontest.Context(t))
+			require.NoError(t, err)
 		})
 	}
 }
 
 func TestRotatedTokenTakesEffectForNewConnections(t *testing.T) {
-	td := startDaemon(t)
-	old := td.client(t, rpc.ClientOptions{})
-	newTok, err := daemon.RotateToken(td.home)
+	td := daemontest.Start(t, daemontest.Options{})
+	newTok, err := daemon.RotateToken(td.Home)
 	require.NoError(t, err)
-	require.NotEqual(t, td.token, newTok)
+	require.NotEqual(t, td.Token, newTok)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = rpc.Dial(ctx, td.URL(), td.token, rpc.ClientOptions{})
+	ctx := daemontest.Context(t)
+	_, err = client.Dial(ctx, client.Options{URL: td.URL, Token: td.Token})
 	var de *rpc.DialError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 401, de.Status)
 
-	c, err := rpc.Dial(ctx, td.URL(), newTok, rpc.ClientOptions{})
-	require.NoError(t, err)
+	c, err := client.Dial(ctx, client.Options{Home: td.Home})
+	require.NoError(t, err, "a client reading the token file gets the new one")
 	defer c.Close()
-	require.NoError(t, c.Call(ctx, "daemon.info", nil, nil))
-	require.NoError(t, old.Call(ctx, "daemon.info", nil, nil), "open connections stay open")
+	_, err = c.Info(ctx)
+	require.NoError(t, err)
+	_, err = td.Client.Info(ctx)
+	require.NoError(t, err, "open connections stay open")
 }
 
 func TestOversizeFrameClosesTheConnectionWith1009(t *testing.T) {
-	td := startDaemonWith(t, "max_message_bytes = 4096\n")
+	td := daemontest.Start(t, daemontest.Options{Config: "max_message_bytes = 4096\n"})
 
-	c := td.rawConn(t)
+	c := td.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	big := `{"jsonrpc":"2.0","method":"daemon.info","id":1,"params":{"pad":"` + strings.Repeat("x", 8192) + `"}}`
@@ -211,15 +148,15 @@ func TestOversizeFrameClosesTheConnectionWith1009(t *testing.T) {
 	assert.Equal(t, websocket.StatusMessageTooBig, websocket.CloseStatus(err))
 
 	// The daemon itself goes on serving.
-	c2 := td.client(t, rpc.ClientOptions{})
-	require.NoError(t, c2.Call(ctx, "daemon.info", nil, nil))
+	_, err = td.Client.Info(ctx)
+	require.NoError(t, err)
 }
 
 // The examples of section 7 of the JSON-RPC 2.0 specification, against the
 // real daemon. Each gets the answer the specification gives, and the
 // connection stays open afterwards.
 func TestJSONRPCSpecificationExamples(t *testing.T) {
-	td := startDaemon(t)
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
 	cases := []struct {
 		name  string
 		frame string
@@ -263,7 +200,7 @@ func TestJSONRPCSpecificationExamples(t *testing.T) {
 		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"method\":\"\xff\xfe\",\"id\":1}",
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}`},
 	}
-	c := td.rawConn(t)
+	c := td.Raw(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -298,8 +235,8 @@ func TestJSONRPCSpecificationExamples(t *testing.T) {
 }
 
 func TestBinaryFramesAreAnsweredNotDropped(t *testing.T) {
-	td := startDaemon(t)
-	c := td.rawConn(t)
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	c := td.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, c.Write(ctx, websocket.MessageBinary, []byte(`{"jsonrpc":"2.0","method":"daemon.info","id":1}`)))
@@ -370,8 +307,8 @@ func answerFits(want, got map[string]any) bool {
 // shutdown up to its grace period; the daemon then closes it hard, finishes
 // shutting down, and says the stop was not graceful.
 func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
-	td := startDaemon(t)
-	ws := td.rawConn(t)
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	ws := td.Raw(t)
 	// One answered request, so the connection is surely being served; then
 	// it never reads again, so it never answers the close frame.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -390,7 +327,104 @@ func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
 	assert.Less(t, took, 3*time.Second, "shutdown waited past its grace period for a silent client")
 	t.Logf("shutdown with a 300 ms grace took %v", took)
 	assert.Contains(t, err.Error(), "closed hard")
-	_, statErr := os.Stat(filepath.Join(td.home, daemon.DiscoveryFileName))
+	_, statErr := os.Stat(filepath.Join(td.Home, daemon.DiscoveryFileName))
 	assert.True(t, os.IsNotExist(statErr), "daemon.json is gone all the same")
 	assert.Equal(t, err, td.Shutdown(context.Background()), "a second call gives the same answer")
+}
+
+// Past a cap the client gets a clear answer at once, never a hang.
+func TestTheConnectionCapAnswers503AndFreesUpWhenAClientLeaves(t *testing.T) {
+	td := daemontest.Start(t, daemontest.Options{Config: "max_connections = 2\n"})
+	ctx := daemontest.Context(t)
+	first := td.Client
+	td.Dial(t, client.Options{})
+
+	_, err := client.Dial(ctx, client.Options{URL: td.URL, Token: td.Token})
+	var de *rpc.DialError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, 503, de.Status)
+	assert.Contains(t, de.Reason, "too many connections (limit 2)")
+
+	require.NoError(t, first.Close())
+	require.Zero(t, waitForConnections(td, 1))
+	third := td.Dial(t, client.Options{})
+	_, err = third.Info(ctx)
+	require.NoError(t, err, "a slot freed by a closed connection is reused")
+}
+
+func TestTheInFlightCapAnswersAtOnceWithItsOwnCode(t *testing.T) {
+	td := daemontest.Start(t, daemontest.Options{Config: "max_inflight_per_connection = 1\n", NoClient: true})
+	c := td.Raw(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slow := `{"jsonrpc":"2.0","id":"slow","method":"substrate.run_command","params":{"command":"sleep 1"}}`
+	quick := `{"jsonrpc":"2.0","id":"quick","method":"daemon.info"}`
+	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(slow)))
+	require.NoError(t, c.Write(ctx, websocket.MessageText, []byte(quick)))
+
+	start := time.Now()
+	var order []string
+	for i := 0; i < 2; i++ {
+		_, b, err := c.Read(ctx)
+		require.NoError(t, err)
+		var a struct {
+			ID    string `json:"id"`
+			Error *struct {
+				Code    int64  `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(b, &a), string(b))
+		order = append(order, a.ID)
+		if a.ID == "quick" {
+			require.NotNil(t, a.Error, string(b))
+			assert.Equal(t, rpc.CodeTooManyRequests, a.Error.Code)
+			assert.Contains(t, a.Error.Message, "limit 1")
+			assert.Less(t, time.Since(start), 900*time.Millisecond, "refused at once, not after the slow request")
+		} else {
+			assert.Nil(t, a.Error, string(b))
+		}
+	}
+	assert.Equal(t, []string{"quick", "slow"}, order)
+}
+
+// Every connection's goroutines (the read loop, in-flight handlers, the
+// jsonrpc2 conn) must be gone once it closes: a daemon that runs for months
+// sees millions of connections from editor windows opening and closing.
+func TestAThousandConnectDisconnectCyclesLeaveNoGoroutineBehind(t *testing.T) {
+	td := daemontest.Start(t, daemontest.Options{NoClient: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cycle := func() error {
+		c, err := client.Dial(ctx, client.Options{URL: td.URL, Token: td.Token})
+		if err != nil {
+			return err
+		}
+		_, err = c.Info(ctx)
+		return errors.Join(err, c.Close())
+	}
+	// Warm up: the first connection starts the HTTP server's own workers.
+	require.NoError(t, cycle())
+	time.Sleep(100 * time.Millisecond)
+	before := goleak.IgnoreCurrent()
+
+	for i := 0; i < 1000; i++ {
+		require.NoError(t, cycle(), "cycle %d", i)
+	}
+	// VerifyNone retries until the closing goroutines have exited.
+	goleak.VerifyNone(t, before)
+	require.Zero(t, waitForConnections(td, 0), "the daemon still counts open connections")
+}
+
+// waitForConnections waits until the daemon's connection count is want and
+// returns the last count seen beyond it.
+func waitForConnections(td *daemontest.Daemon, want int) int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := td.ActiveConnections()
+		if n == want || time.Now().After(deadline) {
+			return n - want
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

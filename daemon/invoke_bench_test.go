@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 )
 
 // TestInvokeOverheadAgainstRunningTheAgentDirectly measures, side by side in
@@ -31,9 +31,8 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 		t.Skip("benchmark: set CARD_BENCH=1 to measure invoke overhead (figures go to docs/performance.md)")
 	}
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	claude := strings.TrimPrefix(rd.agents.environ[0], "CAR_CLAUDE_CODE_BIN=")
-	fx := filepath.Join(fixtureDir(t), "claude-stream-success.jsonl")
+	claude := rd.agents["claude-code"].Path
+	fx := daemontest.RepoFile(t, "spawn/testdata/claude-stream-success.jsonl")
 	chatty := filepath.Join(t.TempDir(), "chatty.jsonl")
 	lines, err := os.ReadFile(fx)
 	require.NoError(t, err)
@@ -55,7 +54,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 		require.NoError(t, err)
 		return time.Since(start)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(rd.home, daemon.RunsDBName), store.Options{})
+	st, err := store.Open(context.Background(), filepath.Join(rd.Home, daemon.RunsDBName), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	// stored waits until a run's terminal event is in the store: events are
@@ -76,8 +75,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 	var lag []time.Duration
 	viaInvoke := func(task string) time.Duration {
 		start := time.Now()
-		var res daemon.InvokeResult
-		require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": task}, &res))
+		res := rd.finished(t, rd.params("claude-code", task))
 		took := time.Since(start)
 		require.Equal(t, store.StatusSucceeded, res.Status)
 		lag = append(lag, stored(res.RunID))

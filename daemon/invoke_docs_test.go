@@ -21,7 +21,7 @@ func TestCaptureRunsProtocolExamples(t *testing.T) {
 		t.Skip("set CARD_DOCS_CAPTURE=1 to print wire examples for docs/protocol.md")
 	}
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
-	ws := rd.rawConn(t)
+	ws := rd.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := 0

@@ -14,15 +14,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
 )
 
 func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "say pong"})
+	res := rd.finished(t, rd.params("claude-code", "say pong"))
 
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 	assert.Equal(t, "claude-code", res.Adapter)
@@ -36,8 +37,8 @@ func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 	assert.False(t, res.IsError)
 	assert.NotEmpty(t, res.RunID)
 
-	var run store.Run
-	require.NoError(t, call(t, c, "runs.get", map[string]any{"run_id": res.RunID}, &run))
+	run, err := rd.Client.Run(daemontest.Context(t), res.RunID)
+	require.NoError(t, err)
 	assert.Equal(t, store.StatusSucceeded, run.Status)
 	assert.Equal(t, res.Answer, run.Answer)
 	assert.Equal(t, res.SessionID, run.SessionID)
@@ -48,7 +49,7 @@ func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 	assert.Equal(t, 0, *run.ExitCode)
 	assert.NotZero(t, run.Pgid, "the group is recorded so a restarted daemon can end it")
 
-	env := rd.agents.childEnvOf(t, "claude-code", res.RunID)
+	env := rd.agents["claude-code"].ChildEnv(t, res.RunID)
 	assert.Equal(t, res.RunID, env[daemon.RunIDEnv])
 	assert.Equal(t, "claude-code", env["CAR_INVOKED_BY"])
 	assert.NotContains(t, env, "NOTIFY_SOCKET")
@@ -56,10 +57,8 @@ func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 
 func TestEachAdaptersReplayedStreamEndsInTheRightResult(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
 	for id, answer := range map[string]string{"codex": "PONG from fake openai", "gemini": "PONG from fake gemini"} {
-		var res daemon.InvokeResult
-		require.NoError(t, rd.invoke(t, c, map[string]any{"id": id, "task": "say pong"}, &res), id)
+		res := rd.finished(t, rd.params(id, "say pong"))
 		assert.Equal(t, store.StatusSucceeded, res.Status, id)
 		assert.Equal(t, answer, res.Answer, id)
 		assert.Equal(t, int64(10), res.Usage.InputTokens, id)
@@ -68,12 +67,11 @@ func TestEachAdaptersReplayedStreamEndsInTheRightResult(t *testing.T) {
 
 func TestAFailingAgentIsAFailedRunNotAnRPCError(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "FAIL"})
+	res := rd.finished(t, rd.params("claude-code", "FAIL"))
 	assert.Equal(t, store.StatusFailed, res.Status)
 	require.NotNil(t, res.Error)
 	assert.Contains(t, res.Error.StderrExcerpt, "boom")
-	run := waitRun(t, c, res.RunID, time.Second)
+	run := waitRun(t, rd.Client, res.RunID, time.Second)
 	require.NotNil(t, run.Error)
 	require.NotNil(t, run.ExitCode)
 	assert.Equal(t, 3, *run.ExitCode)
@@ -81,16 +79,16 @@ func TestAFailingAgentIsAFailedRunNotAnRPCError(t *testing.T) {
 
 func TestStreamedEventsArriveInSeqOrderAndEndWithOneDone(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	_, evs, acc := rd.stream(t, map[string]any{"id": "codex", "task": "say pong"})
+	_, evs, acc := rd.stream(t, rd.params("codex", "say pong"))
 	assert.True(t, acc.Accepted)
-	got := evs.waitFor(t, acc.RunID, 10*time.Second, terminal)
+	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	time.Sleep(100 * time.Millisecond) // nothing may follow the terminal event
-	got = evs.of(acc.RunID)
+	got = evs.Of(acc.RunID)
 
 	var text string
 	terminals := 0
 	for i, ev := range got {
-		assert.Equal(t, int64(i+1), ev.Seq, "seq rises by one from 1: %s", kinds(got))
+		assert.Equal(t, int64(i+1), ev.Seq, "seq rises by one from 1: %s", daemontest.Kinds(got))
 		if ev.Kind == "text" {
 			text += ev.Text
 		}
@@ -109,12 +107,13 @@ func TestStreamedEventsArriveInSeqOrderAndEndWithOneDone(t *testing.T) {
 	assert.Equal(t, "PONG from fake openai", last.Result.Answer)
 	assert.Equal(t, acc.RunID, last.Result.RunID)
 	assert.Equal(t, "PONG from fake openai", text, "the answer also arrives as streamed text")
-	assert.Contains(t, kinds(got), ":agent_error", "codex's mid-run error item is not a terminal error")
+	assert.Contains(t, daemontest.Kinds(got), ":agent_error", "codex's mid-run error item is not a terminal error")
 }
 
 func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
+	c := rd.Client
+	ctx := daemontest.Context(t)
 	type answer struct {
 		res daemon.InvokeResult
 		err error
@@ -122,15 +121,15 @@ func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	done := make(chan answer, 1)
 	go func() {
 		var a answer
-		a.err = rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP"}, &a.res)
+		a.res, a.err = c.Invoke(ctx, rd.params("claude-code", "SLEEP"))
 		done <- a
 	}()
 	id := waitForRunning(t, c)
 	waitForProcesses(t, id)
 
 	start := time.Now()
-	var cr daemon.CancelResult
-	require.NoError(t, call(t, c, "agents.cancel", map[string]any{"run_id": id}, &cr))
+	cr, err := c.Cancel(ctx, id)
+	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.True(t, cr.Cancelled)
 	assert.Equal(t, store.StatusCancelled, cr.Status)
@@ -142,19 +141,20 @@ func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	assert.Equal(t, store.StatusCancelled, waitRun(t, c, id, time.Second).Status)
 
 	// Cancelling it again is a clear no-op; an unknown id is an error.
-	require.NoError(t, call(t, c, "agents.cancel", map[string]any{"run_id": id}, &cr))
+	cr, err = c.Cancel(ctx, id)
+	require.NoError(t, err)
 	assert.False(t, cr.Cancelled)
 	assert.Contains(t, cr.Reason, "already ended")
-	err := call(t, c, "agents.cancel", map[string]any{"run_id": "nope"}, &cr)
+	_, err = c.Cancel(ctx, "nope")
 	assert.Equal(t, daemon.CodeRunNotFound, rpcCode(t, err).Code)
 }
 
-func waitForRunning(t *testing.T, c *rpc.Client) string {
+func waitForRunning(t *testing.T, c *client.Client) string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		var runs []store.Run
-		require.NoError(t, call(t, c, "runs.list", map[string]any{"status": "running"}, &runs))
+		runs, err := c.Runs(daemontest.Context(t), daemon.ListParams{Status: "running"})
+		require.NoError(t, err)
 		if len(runs) > 0 {
 			return runs[0].RunID
 		}
@@ -182,9 +182,10 @@ func waitForProcesses(t *testing.T, id string) {
 
 func TestADeadlineEndsTheRunAsTimedOut(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
 	start := time.Now()
-	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "timeout_secs": 1})
+	p := rd.params("claude-code", "SLEEP")
+	p.TimeoutSecs = 1
+	res := rd.finished(t, p)
 	assert.Equal(t, store.StatusTimedOut, res.Status)
 	assert.Less(t, time.Since(start), 4*time.Second)
 	require.NotNil(t, res.Error)
@@ -194,75 +195,73 @@ func TestADeadlineEndsTheRunAsTimedOut(t *testing.T) {
 
 func TestARunOutlivesTheClientThatStartedIt(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c, _, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "DRIP"})
+	c, _, acc := rd.stream(t, rd.params("claude-code", "DRIP"))
 	require.NoError(t, c.Close())
 
-	c2 := rd.client(t, rpc.ClientOptions{})
-	run := waitRun(t, c2, acc.RunID, 10*time.Second)
+	run := waitRun(t, rd.Client, acc.RunID, 10*time.Second)
 	assert.Equal(t, store.StatusSucceeded, run.Status)
-	var runs []store.Run
-	require.NoError(t, call(t, c2, "runs.list", map[string]any{}, &runs))
+	runs, err := rd.Client.Runs(daemontest.Context(t), daemon.ListParams{})
+	require.NoError(t, err)
 	require.NotEmpty(t, runs)
 	assert.Equal(t, acc.RunID, runs[0].RunID)
 }
 
 func TestCancelOnDisconnectEndsTheClientsRuns(t *testing.T) {
 	rd := startRunsDaemon(t, "cancel_on_disconnect = true\n")
-	c, _, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "SLEEP"})
+	c, _, acc := rd.stream(t, rd.params("claude-code", "SLEEP"))
 	waitForProcesses(t, acc.RunID)
 	require.NoError(t, c.Close())
-	c2 := rd.client(t, rpc.ClientOptions{})
-	assert.Equal(t, store.StatusCancelled, waitRun(t, c2, acc.RunID, 5*time.Second).Status)
+	assert.Equal(t, store.StatusCancelled, waitRun(t, rd.Client, acc.RunID, 5*time.Second).Status)
 	waitNoProcesses(t, acc.RunID, time.Second)
 }
 
 func TestSubscribeAfterAReconnectGetsEveryEventExactlyOnce(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	first := newEvents()
-	c := rd.client(t, first.opts())
-	var acc daemon.InvokeAccepted
-	require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "DRIP", "stream": true}, &acc))
-	first.waitFor(t, acc.RunID, 10*time.Second, func(e []daemon.AgentEvent) bool { return len(e) >= 3 })
+	ctx := daemontest.Context(t)
+	c, first, acc := rd.stream(t, rd.params("claude-code", "DRIP"))
+	first.WaitFor(t, acc.RunID, 10*time.Second, func(e []daemon.AgentEvent) bool { return len(e) >= 3 })
 	require.NoError(t, c.Close())
-	seen := first.of(acc.RunID)
-	require.False(t, terminal(seen), "the drip must still be going when the client drops")
+	seen := first.Of(acc.RunID)
+	require.False(t, daemontest.Ended(seen), "the drip must still be going when the client drops")
 	lastSeq := seen[len(seen)-1].Seq
 
-	second := newEvents()
-	c2 := rd.client(t, second.opts())
-	var sub daemon.SubscribeResult
-	require.NoError(t, call(t, c2, "runs.subscribe", map[string]any{"run_id": acc.RunID, "after_seq": lastSeq}, &sub))
-	rest := second.waitFor(t, acc.RunID, 10*time.Second, terminal)
+	second := daemontest.NewEvents()
+	c2 := rd.Dial(t, client.Options{})
+	_, err := c2.Subscribe(ctx, acc.RunID, lastSeq, second.Add)
+	require.NoError(t, err)
+	rest := second.WaitEnd(t, acc.RunID, 10*time.Second)
 	all := append(append([]daemon.AgentEvent{}, seen...), rest...)
 	for i, ev := range all {
-		require.Equal(t, int64(i+1), ev.Seq, "every event exactly once, in order: %s | %s", kinds(seen), kinds(rest))
+		require.Equal(t, int64(i+1), ev.Seq, "every event exactly once, in order: %s | %s", daemontest.Kinds(seen), daemontest.Kinds(rest))
 	}
 	assert.Equal(t, daemon.EventDone, all[len(all)-1].Kind)
 
 	// After the run, the same replay comes from the store, byte for byte.
 	waitRun(t, c2, acc.RunID, 5*time.Second)
-	third := newEvents()
-	c3 := rd.client(t, third.opts())
-	require.NoError(t, call(t, c3, "runs.subscribe", map[string]any{"run_id": acc.RunID}, &sub))
+	third := daemontest.NewEvents()
+	c3 := rd.Dial(t, client.Options{OnEvent: third.Add})
+	sub, err := c3.Subscribe(ctx, acc.RunID, 0, nil)
+	require.NoError(t, err)
 	assert.False(t, sub.Live)
 	assert.Equal(t, store.StatusSucceeded, sub.Status)
-	replayed := third.waitFor(t, acc.RunID, 5*time.Second, terminal)
+	replayed := third.WaitEnd(t, acc.RunID, 5*time.Second)
 	assert.Equal(t, all, replayed)
 
-	err := call(t, c3, "runs.subscribe", map[string]any{"run_id": "nope"}, &sub)
+	_, err = c3.Subscribe(ctx, "nope", 0, nil)
 	assert.Equal(t, daemon.CodeRunNotFound, rpcCode(t, err).Code)
 }
 
 func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
+	c := rd.Client
+	ctx := daemontest.Context(t)
 	var ids []string
 	for i := 0; i < 8; i++ {
-		var acc daemon.InvokeAccepted
-		require.NoError(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "stream": true}, &acc))
+		acc, err := c.Stream(ctx, rd.params("claude-code", "SLEEP"), nil)
+		require.NoError(t, err)
 		ids = append(ids, acc.RunID)
 	}
-	err := rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "SLEEP", "stream": true}, nil)
+	_, err := c.Stream(ctx, rd.params("claude-code", "SLEEP"), nil)
 	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeTooManyRuns, re.Code)
 	assert.Contains(t, re.Message, "max_concurrent_runs")
@@ -275,20 +274,20 @@ func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 		wg.Add(1)
 		go func(id string) {
 			defer wg.Done()
-			var cr daemon.CancelResult
-			assert.NoError(t, call(t, c, "agents.cancel", map[string]any{"run_id": id}, &cr))
+			cr, err := c.Cancel(ctx, id)
+			assert.NoError(t, err)
 			assert.True(t, cr.Cancelled)
 		}(id)
 	}
 	wg.Wait()
 	// A slot is free again.
-	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "say pong"})
+	res := rd.finished(t, rd.params("claude-code", "say pong"))
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 }
 
 func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
+	c := rd.Client
 	cases := []struct {
 		name   string
 		params map[string]any
@@ -299,7 +298,7 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 		{"unknown adapter", map[string]any{"id": "clippy", "task": "x"}, "id"},
 		{"relative cwd", map[string]any{"id": "claude-code", "task": "x", "cwd": "rel/dir"}, "cwd"},
 		{"missing cwd", map[string]any{"id": "claude-code", "task": "x", "cwd": "/nonexistent/dir"}, "cwd"},
-		{"edit without cwd", map[string]any{"id": "claude-code", "task": "x", "cwd": "", "permission_mode": "edit"}, "cwd"},
+		{"edit without cwd", map[string]any{"id": "claude-code", "task": "x", "cwd": nil, "permission_mode": "edit"}, "cwd"},
 		{"unknown mode", map[string]any{"id": "claude-code", "task": "x", "permission_mode": "yolo"}, "permission_mode"},
 		{"unknown effort", map[string]any{"id": "claude-code", "task": "x", "effort": "extreme"}, "effort"},
 		{"negative turns", map[string]any{"id": "claude-code", "task": "x", "max_turns": -1}, "max_turns"},
@@ -308,37 +307,39 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.params["cwd"] == "" {
-				delete(tc.params, "cwd")
-				tc.params["cwd"] = nil
+			// Params no typed call would send, as they are.
+			if _, ok := tc.params["cwd"]; !ok {
+				tc.params["cwd"] = rd.cwd
 			}
-			err := rd.invoke(t, c, tc.params, nil)
+			err := c.Call(daemontest.Context(t), "agents.invoke", tc.params, nil)
 			re := rpcCode(t, err)
 			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
 			assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 		})
 	}
-	var runs []store.Run
-	require.NoError(t, call(t, c, "runs.list", map[string]any{}, &runs))
+	runs, err := c.Runs(daemontest.Context(t), daemon.ListParams{})
+	require.NoError(t, err)
 	assert.Empty(t, runs, "a request that never passed validation is not a run")
 }
 
 func TestUnknownAdapterNamesTheKnownOnes(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "clippy", "task": "x"}, nil))
+	_, err := rd.Client.Invoke(daemontest.Context(t), rd.params("clippy", "x"))
+	re := rpcCode(t, err)
 	assert.Contains(t, re.Message, "claude-code")
 	assert.Contains(t, fmt.Sprint(errData(t, re)["known"]), "codex")
 }
 
 func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.client(t, rpc.ClientOptions{})
-	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "claude-code", "task": "x", "permission_mode": "bypass"}, nil))
+	p := rd.params("claude-code", "x")
+	p.PermissionMode = "bypass"
+	_, err := rd.Client.Invoke(daemontest.Context(t), p)
+	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeBypassNotAllowed, re.Code)
 	assert.Contains(t, re.Message, "allow_bypass")
 	id, _ := errData(t, re)["run_id"].(string)
-	run := waitRun(t, c, id, time.Second)
+	run := waitRun(t, rd.Client, id, time.Second)
 	assert.Equal(t, store.StatusRefused, run.Status)
 	assert.Contains(t, run.RefusalReason, "allow_bypass")
 	assert.Equal(t, "bypass", run.PermissionMode)
@@ -346,27 +347,22 @@ func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
 
 func TestAnAgentThatCannotRunIsRefusedWithDetectionsReason(t *testing.T) {
 	rd := startRunsDaemon(t, "", "CAR_GEMINI_BIN=/nonexistent/gemini")
-	c := rd.client(t, rpc.ClientOptions{})
-	re := rpcCode(t, rd.invoke(t, c, map[string]any{"id": "gemini", "task": "x"}, nil))
+	_, err := rd.Client.Invoke(daemontest.Context(t), rd.params("gemini", "x"))
+	re := rpcCode(t, err)
 	assert.Contains(t, []int64{daemon.CodeAgentUnusable, daemon.CodeAgentNotInstalled}, re.Code)
 	assert.Contains(t, re.Message, "CAR_GEMINI_BIN")
 }
 
 func TestTaskTextIsKeptOnlyWhenTheOperatorAllows(t *testing.T) {
-	// record_tasks = true is spelled out: config.DefaultConfig shares one
-	// *bool between record_tasks and login_shell_path, so the
-	// login_shell_path = false every test daemon sets would turn it off.
 	rd := startRunsDaemon(t, "record_tasks = true\n")
-	c := rd.client(t, rpc.ClientOptions{})
-	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "say pong"})
-	assert.Equal(t, "say pong", waitRun(t, c, res.RunID, time.Second).Task)
+	res := rd.finished(t, rd.params("claude-code", "say pong"))
+	assert.Equal(t, "say pong", waitRun(t, rd.Client, res.RunID, time.Second).Task)
 }
 
 func TestTaskTextIsNotKeptWhenTheOperatorSaysSo(t *testing.T) {
 	rd := startRunsDaemon(t, "record_tasks = false\n")
-	c := rd.client(t, rpc.ClientOptions{})
-	res := rd.finished(t, c, map[string]any{"id": "claude-code", "task": "secret task"})
-	run := waitRun(t, c, res.RunID, time.Second)
+	res := rd.finished(t, rd.params("claude-code", "secret task"))
+	run := waitRun(t, rd.Client, res.RunID, time.Second)
 	assert.Empty(t, run.Task)
 	assert.Equal(t, len("secret task"), run.TaskLen)
 	assert.Len(t, run.TaskSHA256, 64)
@@ -374,14 +370,14 @@ func TestTaskTextIsNotKeptWhenTheOperatorSaysSo(t *testing.T) {
 
 func TestShutdownRecordsRunningRunsInterruptedAndLeavesNoChild(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	_, _, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "SLEEP"})
+	_, _, acc := rd.stream(t, rd.params("claude-code", "SLEEP"))
 	waitForProcesses(t, acc.RunID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, rd.Shutdown(ctx))
 	assert.Empty(t, processesOfRun(acc.RunID))
 
-	st, err := store.Open(ctx, rd.home+"/"+daemon.RunsDBName, store.Options{})
+	st, err := store.Open(ctx, rd.Home+"/"+daemon.RunsDBName, store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	run, err := st.Get(ctx, acc.RunID)
@@ -434,7 +430,7 @@ func readRun(t *testing.T, ws *websocket.Conn, id string) (json.RawMessage, []da
 		var ev daemon.AgentEvent
 		require.NoError(t, json.Unmarshal(f.Params, &ev))
 		evs = append(evs, ev)
-		if terminal(evs) {
+		if daemontest.Ended(evs) {
 			return first.Result, evs
 		}
 	}
@@ -445,7 +441,7 @@ func readRun(t *testing.T, ws *websocket.Conn, id string) (json.RawMessage, []da
 // client can learn the run_id before it has to file events under it.
 func TestTheAnswerThatNamesARunAlwaysPrecedesItsEvents(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	ws := rd.rawConn(t)
+	ws := rd.Raw(t)
 	ws.SetReadLimit(16 << 20)
 	var last string
 	for i := 0; i < 10; i++ {
@@ -458,8 +454,7 @@ func TestTheAnswerThatNamesARunAlwaysPrecedesItsEvents(t *testing.T) {
 		assert.Equal(t, int64(1), evs[0].Seq)
 		last = acc.RunID
 	}
-	c := rd.client(t, rpc.ClientOptions{})
-	require.Equal(t, store.StatusSucceeded, waitRun(t, c, last, 10*time.Second).Status)
+	require.Equal(t, store.StatusSucceeded, waitRun(t, rd.Client, last, 10*time.Second).Status)
 	writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q,"after_seq":1}}`, last))
 	res, evs := readRun(t, ws, `"sub"`)
 	var sub daemon.SubscribeResult
@@ -472,7 +467,7 @@ func TestTheAnswerThatNamesARunAlwaysPrecedesItsEvents(t *testing.T) {
 // -32800 with the run's id at once; the run is the daemon's and goes on.
 func TestWithdrawingAWaitingInvokeAnswersRequestCancelledAndTheRunGoesOn(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	ws := rd.rawConn(t)
+	ws := rd.Raw(t)
 	writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":-3,"method":"agents.invoke","params":{"id":"claude-code","task":"DRIP","cwd":%q}}`, rd.cwd))
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
@@ -484,8 +479,7 @@ func TestWithdrawingAWaitingInvokeAnswersRequestCancelledAndTheRunGoesOn(t *test
 	assert.Equal(t, rpc.CodeRequestCancelled, f.Error.Code)
 	runID, _ := errData(t, f.Error)["run_id"].(string)
 	require.NotEmpty(t, runID)
-	c := rd.client(t, rpc.ClientOptions{})
-	assert.Equal(t, store.StatusSucceeded, waitRun(t, c, runID, 10*time.Second).Status)
+	assert.Equal(t, store.StatusSucceeded, waitRun(t, rd.Client, runID, 10*time.Second).Status)
 }
 
 // A run keeps its first max_events_per_run events and its terminal one; the
@@ -493,18 +487,80 @@ func TestWithdrawingAWaitingInvokeAnswersRequestCancelledAndTheRunGoesOn(t *test
 // nor stored, and the run's record counts them.
 func TestEventsPastTheBoundAreCountedOnTheRunAndTheTerminalIsKept(t *testing.T) {
 	rd := startRunsDaemon(t, "max_events_per_run = 10\n")
-	c, evs, acc := rd.stream(t, map[string]any{"id": "claude-code", "task": "DRIP"})
-	got := evs.waitFor(t, acc.RunID, 10*time.Second, terminal)
-	require.Len(t, got, 11, "ten kept events and the terminal one: %s", kinds(got))
+	c, evs, acc := rd.stream(t, rd.params("claude-code", "DRIP"))
+	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
+	require.Len(t, got, 11, "ten kept events and the terminal one: %s", daemontest.Kinds(got))
 	last := got[len(got)-1]
 	assert.Equal(t, daemon.EventDone, last.Kind)
 	require.Greater(t, last.Seq, int64(11), "the dropped events took seqs")
 	run := waitRun(t, c, acc.RunID, 5*time.Second)
 	assert.Equal(t, last.Seq-11, run.EventsDropped)
 
-	replay := newEvents()
-	c2 := rd.client(t, replay.opts())
-	var sub daemon.SubscribeResult
-	require.NoError(t, call(t, c2, "runs.subscribe", map[string]any{"run_id": acc.RunID}, &sub))
-	assert.Equal(t, got, replay.waitFor(t, acc.RunID, 5*time.Second, terminal), "the store kept exactly what was sent")
+	replay := daemontest.NewEvents()
+	_, err := rd.Dial(t, client.Options{}).Subscribe(daemontest.Context(t), acc.RunID, 0, replay.Add)
+	require.NoError(t, err)
+	assert.Equal(t, got, replay.WaitEnd(t, acc.RunID, 5*time.Second), "the store kept exactly what was sent")
+}
+
+// The ancestry guard through the daemon: its base is read at startup, seeded
+// per call with invoked_by, enforced before the spawn, stamped on the child
+// and recorded on every run.
+func TestADaemonStartedInsideClaudeRefusesToInvokeClaude(t *testing.T) {
+	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
+	_, err := rd.Client.Invoke(daemontest.Context(t), rd.params("claude-code", "x"))
+	re := rpcCode(t, err)
+	assert.Equal(t, daemon.CodeGuardRefused, re.Code)
+	assert.Contains(t, re.Message, "already in this invocation chain")
+	assert.Contains(t, re.Message, "CAR_INVOKED_BY")
+	data := errData(t, re)
+	assert.Equal(t, "claude-code", data["adapter"])
+	assert.Equal(t, []any{"claude-code"}, data["ancestry"])
+	assert.Equal(t, float64(3), data["max_chain"])
+	assert.Equal(t, "cycle", data["reason"])
+}
+
+func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) {
+	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
+	ctx := daemontest.Context(t)
+	p := rd.params("codex", "say pong")
+	p.InvokedBy = "gemini"
+	res := rd.finished(t, p)
+	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, []string{"claude-code", "gemini"}, res.Ancestry)
+	env := rd.agents["codex"].ChildEnv(t, res.RunID)
+	assert.Equal(t, "claude-code,gemini,codex", env["CAR_INVOKED_BY"])
+
+	// The refused call and the allowed one are both in the history.
+	p.ID = "claude-code"
+	_, err := rd.Client.Invoke(ctx, p)
+	require.Error(t, err)
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+	refused, allowed := runs[0], runs[1]
+	assert.Equal(t, store.StatusRefused, refused.Status)
+	assert.Equal(t, "claude-code", refused.Adapter)
+	assert.Equal(t, []string{"claude-code", "gemini"}, refused.Ancestry)
+	assert.Equal(t, "gemini", refused.InvokedBy)
+	assert.Contains(t, refused.RefusalReason, "already in this invocation chain")
+	assert.Equal(t, store.StatusSucceeded, allowed.Status)
+	assert.Equal(t, []string{"claude-code", "gemini"}, allowed.Ancestry)
+	assert.Equal(t, "gemini", allowed.InvokedBy)
+}
+
+func TestAShorterMaxChainRefusesTheSameCallForDepth(t *testing.T) {
+	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code", "CAR_AGENT_MAX_CHAIN=2")
+	p := rd.params("codex", "say pong")
+	p.InvokedBy = "gemini"
+	_, err := rd.Client.Invoke(daemontest.Context(t), p)
+	re := rpcCode(t, err)
+	assert.Equal(t, daemon.CodeGuardRefused, re.Code)
+	data := errData(t, re)
+	assert.Equal(t, "depth", data["reason"])
+	assert.Equal(t, float64(2), data["max_chain"])
+	assert.Contains(t, re.Message, "CAR_AGENT_MAX_CHAIN")
+	id, _ := data["run_id"].(string)
+	run := waitRun(t, rd.Client, id, time.Second)
+	assert.Equal(t, store.StatusRefused, run.Status)
+	assert.Equal(t, []string{"claude-code", "gemini"}, run.Ancestry)
 }

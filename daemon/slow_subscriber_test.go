@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
 )
 
@@ -30,8 +31,8 @@ import (
 // compared with the same run and no stalled client, side by side.
 func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	claude := strings.TrimPrefix(rd.agents.environ[0], "CAR_CLAUDE_CODE_BIN=")
-	lines, err := os.ReadFile(filepath.Join(fixtureDir(t), "claude-stream-success.jsonl"))
+	claude := rd.agents["claude-code"].Path
+	lines, err := os.ReadFile(daemontest.RepoFile(t, "spawn/testdata/claude-stream-success.jsonl"))
 	require.NoError(t, err)
 	parts := strings.SplitN(string(lines), "\n", 3)
 	const events = 400
@@ -49,18 +50,17 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 	require.NoError(t, os.WriteFile(claude, []byte(strings.Replace(string(script), "*FAIL*)",
 		"*BIG*) sleep 1; cat '"+big+"'; exit 0;;\n*FAIL*)", 1)), 0o755))
 
-	ev := newEvents()
-	reader := rd.client(t, ev.opts())
+	reader := rd.Client
 	// run invokes BIG, lets stall (if any) subscribe during the agent's
 	// first second, and returns how long the reading client took.
 	run := func(stall func(runID string)) (string, time.Duration) {
-		var accepted daemon.InvokeAccepted
-		require.NoError(t, rd.invoke(t, reader, map[string]any{"id": "claude-code", "task": "BIG", "stream": true}, &accepted))
+		accepted, err := reader.Stream(daemontest.Context(t), rd.params("claude-code", "BIG"), nil)
+		require.NoError(t, err)
 		start := time.Now()
 		if stall != nil {
 			stall(accepted.RunID)
 		}
-		evs := ev.waitFor(t, accepted.RunID, 60*time.Second, terminal)
+		evs := rd.events.WaitEnd(t, accepted.RunID, 60*time.Second)
 		took := time.Since(start)
 		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind)
 		require.GreaterOrEqual(t, len(evs), events, "the reading client got every event")
@@ -71,11 +71,11 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 	}
 
 	_, baseline := run(nil)
-	require.Zero(t, waitForConnections(rd.testDaemon, 1))
+	require.Zero(t, waitForConnections(rd.Daemon, 1))
 
 	var stalled *websocket.Conn
 	runID, took := run(func(runID string) {
-		stalled = dialWithTinyReceiveBuffer(t, rd.testDaemon)
+		stalled = dialWithTinyReceiveBuffer(t, rd.Daemon)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		sub := fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q}}`, runID)
@@ -106,7 +106,7 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 
 // dialWithTinyReceiveBuffer connects with a 4 KiB socket receive buffer, so
 // a client that stops reading fills up after little data.
-func dialWithTinyReceiveBuffer(t *testing.T, td *testDaemon) *websocket.Conn {
+func dialWithTinyReceiveBuffer(t *testing.T, td *daemontest.Daemon) *websocket.Conn {
 	t.Helper()
 	dialer := &net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
@@ -121,9 +121,9 @@ func dialWithTinyReceiveBuffer(t *testing.T, td *testDaemon) *websocket.Conn {
 	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, td.URL(), &websocket.DialOptions{
+	c, _, err := websocket.Dial(ctx, td.URL, &websocket.DialOptions{
 		HTTPClient: client,
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + td.token}},
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + td.Token}},
 	})
 	require.NoError(t, err)
 	c.SetReadLimit(1 << 20)

@@ -1,9 +1,6 @@
 package daemon_test
 
 import (
-	"context"
-	"encoding/base64"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,128 +11,119 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/substrate"
 )
 
-func rpcErr(t *testing.T, err error) (*rpc.Error, map[string]any) {
-	t.Helper()
-	var re *rpc.Error
-	require.ErrorAs(t, err, &re)
-	data := map[string]any{}
-	if raw, ok := re.Data.(json.RawMessage); ok && len(raw) > 0 {
-		require.NoError(t, json.Unmarshal(raw, &data))
-	}
-	return re, data
-}
-
 func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
-	td := startDaemon(t)
-	c := td.client(t, rpc.ClientOptions{})
-	ctx := context.Background()
+	c := daemontest.Start(t, daemontest.Options{}).Client
+	ctx := daemontest.Context(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sub", "note.txt")
 
-	var info map[string]any
-	require.NoError(t, c.Call(ctx, "substrate.info", nil, &info))
-	assert.Equal(t, "local", info["name"])
-	assert.Equal(t, true, info["local"])
-	assert.Equal(t, false, info["read_only"])
+	info, err := c.SubstrateInfo(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "local", info.Name)
+	assert.True(t, info.Local)
+	assert.False(t, info.ReadOnly)
 
-	var st map[string]any
-	require.NoError(t, c.Call(ctx, "substrate.path_state", map[string]any{"path": file}, &st))
-	assert.Equal(t, "missing", st["state"])
+	st, err := c.SubstratePathState(ctx, file)
+	require.NoError(t, err)
+	assert.Equal(t, substrate.PathMissing, st.Status)
 
-	require.NoError(t, c.Call(ctx, "substrate.write_text", map[string]any{"path": file, "content": "hello\n", "create_only": true}, nil))
-	var text daemon.ReadTextResult
-	require.NoError(t, c.Call(ctx, "substrate.read_text", map[string]any{"path": file}, &text))
-	assert.Equal(t, "hello\n", text.Content)
+	_, err = c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "hello\n", CreateOnly: true})
+	require.NoError(t, err)
+	text, err := c.SubstrateReadText(ctx, file)
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", text)
 
-	err := c.Call(ctx, "substrate.write_text", map[string]any{"path": file, "content": "again", "create_only": true}, nil)
-	re, _ := rpcErr(t, err)
+	_, err = c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "again", CreateOnly: true})
+	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeSubstrateFailed, re.Code, "create_only never overwrites")
 	assert.Contains(t, re.Message, file)
 
 	bin := filepath.Join(dir, "blob.bin")
-	require.NoError(t, c.Call(ctx, "substrate.write_bytes", map[string]any{"path": bin, "content_b64": base64.StdEncoding.EncodeToString([]byte("0123456789"))}, nil))
-	var window daemon.BytesResult
-	require.NoError(t, c.Call(ctx, "substrate.read_bytes", map[string]any{"path": bin, "offset": 3, "length": 4}, &window))
-	got, _ := base64.StdEncoding.DecodeString(window.ContentB64)
+	_, err = c.SubstrateWriteBytes(ctx, bin, []byte("0123456789"))
+	require.NoError(t, err)
+	four := int64(4)
+	got, err := c.SubstrateReadBytes(ctx, daemon.ReadBytesParams{Path: bin, Offset: 3, Length: &four})
+	require.NoError(t, err)
 	assert.Equal(t, "3456", string(got))
-	require.NoError(t, c.Call(ctx, "substrate.read_bytes", map[string]any{"path": bin, "offset": 8}, &window))
-	got, _ = base64.StdEncoding.DecodeString(window.ContentB64)
+	got, err = c.SubstrateReadBytes(ctx, daemon.ReadBytesParams{Path: bin, Offset: 8})
+	require.NoError(t, err)
 	assert.Equal(t, "89", string(got), "no length reads to the end")
 
-	var out map[string]any
-	require.NoError(t, c.Call(ctx, "substrate.run_command", map[string]any{"command": "echo out; echo err >&2; exit 3"}, &out))
-	assert.Equal(t, "out\n", out["stdout"])
-	assert.Equal(t, "err\n", out["stderr"])
-	assert.EqualValues(t, 3, out["exit_code"])
+	out, err := c.SubstrateRunCommand(ctx, "echo out; echo err >&2; exit 3", 0)
+	require.NoError(t, err)
+	assert.Equal(t, substrate.CommandResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 3}, out)
 
-	err = c.Call(ctx, "substrate.run_command", map[string]any{"command": "sleep 30", "timeout_secs": 1}, nil)
-	re, data := rpcErr(t, err)
+	_, err = c.SubstrateRunCommand(ctx, "sleep 30", time.Second)
+	re = rpcCode(t, err)
 	assert.Equal(t, daemon.CodeSubstrateFailed, re.Code)
-	assert.Equal(t, "timeout", data["reason"])
+	assert.Equal(t, "timeout", errData(t, re)["reason"])
 	assert.Contains(t, re.Message, "sleep 30")
 
 	link := filepath.Join(dir, "dangling")
 	require.NoError(t, os.Symlink(filepath.Join(dir, "nowhere"), link))
-	require.NoError(t, c.Call(ctx, "substrate.path_state", map[string]any{"path": link}, &st))
-	assert.Equal(t, "exists", st["state"], "a dangling symlink exists")
+	st, err = c.SubstratePathState(ctx, link)
+	require.NoError(t, err)
+	assert.Equal(t, substrate.PathExists, st.Status, "a dangling symlink exists")
 }
 
 func TestSubstrateLocalPTYWorksOverTheWire(t *testing.T) {
-	td := startDaemon(t)
-	c := td.client(t, rpc.ClientOptions{})
-	ctx := context.Background()
-	var pty daemon.PTYResult
-	require.NoError(t, c.Call(ctx, "substrate.pty_start", map[string]any{"command": "cat"}, &pty))
-	require.Greater(t, pty.PID, 0)
-	require.NoError(t, c.Call(ctx, "substrate.pty_resize", map[string]any{"pid": pty.PID, "rows": 40, "cols": 100}, nil))
-	require.NoError(t, c.Call(ctx, "substrate.pty_input", map[string]any{"pid": pty.PID, "data": "ping-pty\n"}, nil))
+	c := daemontest.Start(t, daemontest.Options{}).Client
+	ctx := daemontest.Context(t)
+	pid, err := c.SubstratePTYStart(ctx, "cat")
+	require.NoError(t, err)
+	require.Greater(t, pid, 0)
+	require.NoError(t, c.SubstratePTYResize(ctx, pid, 40, 100))
+	require.NoError(t, c.SubstratePTYInput(ctx, pid, "ping-pty\n"))
 	var seen strings.Builder
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && !strings.Contains(seen.String(), "ping-pty") {
-		var r daemon.PTYReadResult
-		require.NoError(t, c.Call(ctx, "substrate.pty_read", map[string]any{"pid": pty.PID}, &r))
-		seen.WriteString(r.Data)
+		data, err := c.SubstratePTYRead(ctx, pid)
+		require.NoError(t, err)
+		seen.WriteString(data)
 	}
 	assert.Contains(t, seen.String(), "ping-pty")
-	require.NoError(t, c.Call(ctx, "substrate.pty_kill", map[string]any{"pid": pty.PID}, nil))
+	require.NoError(t, c.SubstratePTYKill(ctx, pid))
 }
 
 func TestReadOnlySubstrateRefusesExecAndWrites(t *testing.T) {
-	td := startDaemonWith(t, "[substrate]\nread_only = true\n")
-	c := td.client(t, rpc.ClientOptions{})
-	ctx := context.Background()
+	c := daemontest.Start(t, daemontest.Options{Config: "[substrate]\nread_only = true\n"}).Client
+	ctx := daemontest.Context(t)
 	file := filepath.Join(t.TempDir(), "x.txt")
 	calls := []struct {
 		method string
-		params map[string]any
+		call   func() error
 	}{
-		{"substrate.run_command", map[string]any{"command": "touch " + file}},
-		{"substrate.write_text", map[string]any{"path": file, "content": "x"}},
-		{"substrate.write_bytes", map[string]any{"path": file, "content_b64": "eA=="}},
-		{"substrate.pty_start", map[string]any{"command": "sh"}},
+		{"substrate.run_command", func() error { _, err := c.SubstrateRunCommand(ctx, "touch "+file, 0); return err }},
+		{"substrate.write_text", func() error {
+			_, err := c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "x"})
+			return err
+		}},
+		{"substrate.write_bytes", func() error { _, err := c.SubstrateWriteBytes(ctx, file, []byte("x")); return err }},
+		{"substrate.pty_start", func() error { _, err := c.SubstratePTYStart(ctx, "sh"); return err }},
 	}
 	for _, call := range calls {
 		t.Run(call.method, func(t *testing.T) {
-			re, _ := rpcErr(t, c.Call(ctx, call.method, call.params, nil))
+			re := rpcCode(t, call.call())
 			assert.Equal(t, daemon.CodeSubstrateReadOnly, re.Code)
 			assert.Contains(t, re.Message, "read_only")
 		})
 	}
 	_, err := os.Stat(file)
 	assert.True(t, os.IsNotExist(err), "nothing was written")
-	var st map[string]any
-	require.NoError(t, c.Call(ctx, "substrate.path_state", map[string]any{"path": file}, &st), "reads still work")
-	var info map[string]any
-	require.NoError(t, c.Call(ctx, "substrate.info", nil, &info))
-	assert.Equal(t, true, info["read_only"])
+	_, err = c.SubstratePathState(ctx, file)
+	require.NoError(t, err, "reads still work")
+	info, err := c.SubstrateInfo(ctx)
+	require.NoError(t, err)
+	assert.True(t, info.ReadOnly)
 }
 
 func TestSubstrateBadParamsNameTheField(t *testing.T) {
-	td := startDaemon(t)
-	c := td.client(t, rpc.ClientOptions{})
+	c := daemontest.Start(t, daemontest.Options{}).Client
 	cases := []struct {
 		name, method string
 		params       any
@@ -153,9 +141,10 @@ func TestSubstrateBadParamsNameTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			re, data := rpcErr(t, c.Call(context.Background(), tc.method, tc.params, nil))
+			// Params no typed call would send, as they are.
+			re := rpcCode(t, c.Call(daemontest.Context(t), tc.method, tc.params, nil))
 			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
-			assert.Equal(t, tc.field, data["field"], re.Message)
+			assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 		})
 	}
 }

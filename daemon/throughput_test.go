@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/daemon/daemontest"
 )
 
 // The transport's throughput against its ceiling (daemon.info, and the
@@ -28,7 +30,9 @@ func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
 		t.Skip("set CARD_BENCH=1 to measure daemon throughput against the WebSocket echo ceiling")
 	}
-	td := startDaemon(t, fakeAgents(t)...)
+	o := fakeAgents(t)
+	o.NoClient = true
+	td := daemontest.Start(t, o)
 	for _, method := range []string{"daemon.info", "agents.detect"} {
 		t.Run(method, func(t *testing.T) {
 			request := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q}`, method))
@@ -43,7 +47,7 @@ func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 			for r := 0; r < rounds; r++ {
 				n, lat, el := hammer(t, echo, "", request, conns, round)
 				echoN, echoLat, echoT = echoN+n, append(echoLat, lat...), echoT+el
-				n, lat, el = hammer(t, td.URL(), td.token, request, conns, round)
+				n, lat, el = hammer(t, td.URL, td.Token, request, conns, round)
 				daemonN, daemonLat, daemonT = daemonN+n, append(daemonLat, lat...), daemonT+el
 			}
 			echoRate := float64(echoN) / echoT.Seconds()
@@ -57,8 +61,8 @@ func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 	}
 }
 
-func oneAnswer(t *testing.T, td *testDaemon, request []byte) []byte {
-	c := td.rawConn(t)
+func oneAnswer(t *testing.T, td *daemontest.Daemon, request []byte) []byte {
+	c := td.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, c.Write(ctx, websocket.MessageText, request))

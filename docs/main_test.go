@@ -3,8 +3,8 @@ package docs
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/card-dev/card/daemon/daemontest"
 )
 
 // The doc tests start real daemons; none may leave a goroutine behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }

@@ -82,7 +82,7 @@ func runClient(t *testing.T, node, home string, onLine func(cmd *exec.Cmd, line 
 func TestNodeClientDetectsChecksHealthAndStreamsARun(t *testing.T) {
 	node := nodeClient(t)
 	home := t.TempDir()
-	startDaemon(t, home, true)
+	startDaemon(t, home)
 
 	out, code := runClient(t, node, home, nil, "--cwd", home, "Reply with PONG.")
 	assert.Equal(t, 0, code, out)
@@ -101,7 +101,7 @@ func TestNodeClientDetectsChecksHealthAndStreamsARun(t *testing.T) {
 func TestNodeClientCancelsItsRunOnCtrlC(t *testing.T) {
 	node := nodeClient(t)
 	home := t.TempDir()
-	startDaemon(t, home, true)
+	startDaemon(t, home)
 
 	interrupted := false
 	out, code := runClient(t, node, home, func(cmd *exec.Cmd, line string) {

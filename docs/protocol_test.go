@@ -24,37 +24,29 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/rpc"
 )
 
 const protocolDoc = "protocol.md"
 
-// startDaemon builds a daemon the way `card serve` does, in a temp home
-// whose only agent is the fake Claude Code of testdata, and the login-shell
-// PATH off so no CLI installed on this machine leaks into the examples.
-func startDaemon(t *testing.T, home string, listen bool) *daemon.Daemon {
+// startDaemon starts a daemon in home whose only agent is the fake Claude
+// Code of testdata, with the login-shell PATH off so no CLI installed on
+// this machine leaks into the examples.
+func startDaemon(t *testing.T, home string) *daemontest.Daemon {
 	t.Helper()
-	require.NoError(t, os.MkdirAll(home, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte("login_shell_path = false\n"), 0o600))
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake-claude.sh"))
 	require.NoError(t, err)
-	d, err := daemon.New(daemon.Options{
-		Home:    home,
-		Addr:    "127.0.0.1:0",
-		Logger:  zap.NewNop(),
-		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + home, "CAR_CLAUDE_CODE_BIN=" + fake},
+	return daemontest.Start(t, daemontest.Options{
+		Home:     home,
+		Config:   "login_shell_path = false\n",
+		Agents:   map[string]string{agent.ClaudeCode: fake},
+		Environ:  []string{"HOME=" + home},
+		Logger:   zap.NewNop(),
+		NoClient: true,
 	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	if listen {
-		require.NoError(t, d.Start())
-	}
-	return d
 }
 
 // example is one marked ```json block of the doc.
@@ -241,7 +233,7 @@ func loadDoc(t *testing.T) parsedDoc {
 
 func registry(t *testing.T) *rpc.Registry {
 	t.Helper()
-	return startDaemon(t, t.TempDir(), false).Registry()
+	return startDaemon(t, t.TempDir()).Registry()
 }
 
 func byName(reg *rpc.Registry) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
@@ -369,14 +361,9 @@ func TestCaptureExamples(t *testing.T) {
 	home := filepath.Join(os.TempDir(), "card-example-home")
 	_ = os.RemoveAll(home)
 	t.Cleanup(func() { _ = os.RemoveAll(home) })
-	d := startDaemon(t, home, true)
-	tok, err := daemon.ReadToken(home)
-	require.NoError(t, err)
+	ws := startDaemon(t, home).Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, d.URL(), &websocket.DialOptions{HTTPHeader: map[string][]string{"Authorization": {"Bearer " + tok}}})
-	require.NoError(t, err)
-	defer ws.CloseNow()
 	ws.SetReadLimit(16 << 20)
 
 	c := &capturer{t: t, ctx: ctx, ws: ws}

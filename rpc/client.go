@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
@@ -20,6 +23,14 @@ type ClientOptions struct {
 	// OnNotification is called for each server notification, in order, on
 	// the connection's read goroutine: keep it quick or hand off.
 	OnNotification func(method string, params json.RawMessage)
+	// OnRequest serves a request the server sends to the client. Each runs
+	// in a goroutine of its own, so one that waits (on a person, say) holds
+	// up neither the notifications nor the answers to the client's own
+	// calls; ctx ends when the connection does, and Close waits for every
+	// OnRequest to return. The result is the answer's result; an error is
+	// answered as a JSON-RPC error (an *Error keeps its code and data).
+	// Without OnRequest every server request is answered method not found.
+	OnRequest func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	// TokenInSubprotocol sends the token as card.bearer.<token> instead of a
 	// header, as a browser must.
 	TokenInSubprotocol bool
@@ -31,11 +42,18 @@ type ClientOptions struct {
 	Logger    *zap.Logger
 }
 
-// Client is a JSON-RPC client of the daemon, used by the CLI and tests.
+// Client is the low-level JSON-RPC client of the daemon: methods named by
+// string, params and results as any JSON value. The typed client (package
+// client) is built on it; tests that must send what no typed method would
+// use it directly.
 type Client struct {
 	conn   *jsonrpc2.Conn
 	ws     *websocket.Conn
 	cancel context.CancelFunc
+	// lastID numbers the client's requests itself, so a call whose context
+	// ends can name its request in $/cancelRequest.
+	lastID  atomic.Uint64
+	serving sync.WaitGroup
 }
 
 // DialError is a refused or failed upgrade, with the HTTP status and the
@@ -93,24 +111,46 @@ func Dial(ctx context.Context, url, token string, opts ClientOptions) (*Client, 
 	ws.SetReadLimit(limit)
 	cctx, cancel := context.WithCancel(context.Background())
 	stream := newFrameStream(cctx, ws, false, DefaultWriteTimeout, DefaultMaxBatch, opts.Logger)
-	var handler jsonrpc2.Handler = noteHandler(opts.OnNotification)
-	jc := jsonrpc2.NewConn(cctx, stream, handler, jsonrpc2.SetLogger(zapPrintf{opts.Logger}))
-	return &Client{conn: jc, ws: ws, cancel: cancel}, nil
+	c := &Client{ws: ws, cancel: cancel}
+	handler := &clientHandler{notify: opts.OnNotification, serve: opts.OnRequest, serving: &c.serving}
+	c.conn = jsonrpc2.NewConn(cctx, stream, handler, jsonrpc2.SetLogger(zapPrintf{opts.Logger}))
+	return c, nil
 }
 
+// cancelNoticeTimeout bounds the write of a $/cancelRequest: the caller has
+// already given up, so it must not wait long on a stuck socket either.
+const cancelNoticeTimeout = 2 * time.Second
+
 // Call sends a request and decodes the result into result (which may be
-// nil). A JSON-RPC error answer comes back as *Error.
+// nil). A JSON-RPC error answer comes back as *Error. When ctx ends before
+// the answer, Call tells the server with $/cancelRequest, so the work the
+// request started stops too, and returns ctx's error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	err := c.conn.Call(ctx, method, params, result)
-	var je *jsonrpc2.Error
-	if errors.As(err, &je) {
-		e := &Error{Code: je.Code, Message: je.Message}
-		if je.Data != nil {
-			e.Data = *je.Data
-		}
-		return e
+	id := jsonrpc2.ID{Num: c.lastID.Add(1)}
+	w, err := c.conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(id))
+	if err == nil {
+		err = w.Wait(ctx, result)
 	}
-	return err
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		nctx, cancel := context.WithTimeout(context.Background(), cancelNoticeTimeout)
+		_ = c.conn.Notify(nctx, CancelRequestMethod, map[string]uint64{"id": id.Num})
+		cancel()
+		return err
+	}
+	return fromWire(err)
+}
+
+// fromWire turns the JSON-RPC library's error answer into *Error.
+func fromWire(err error) error {
+	var je *jsonrpc2.Error
+	if !errors.As(err, &je) {
+		return err
+	}
+	e := &Error{Code: je.Code, Message: je.Message}
+	if je.Data != nil {
+		e.Data = *je.Data
+	}
+	return e
 }
 
 // Notify sends a notification (no answer).
@@ -121,29 +161,62 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.conn.DisconnectNotify() }
 
-// Close closes the connection normally.
+// Close closes the connection normally, after the requests the client was
+// serving have returned.
 func (c *Client) Close() error {
 	err := c.conn.Close()
 	c.cancel()
+	c.serving.Wait()
 	if errors.Is(err, jsonrpc2.ErrClosed) {
 		return nil
 	}
 	return err
 }
 
-type noteHandler func(method string, params json.RawMessage)
+// clientHandler takes what the server sends that is not an answer:
+// notifications in order on the read goroutine, requests each on its own.
+type clientHandler struct {
+	notify  func(method string, params json.RawMessage)
+	serve   func(ctx context.Context, method string, params json.RawMessage) (any, error)
+	serving *sync.WaitGroup
+}
 
-func (h noteHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	if !req.Notif {
-		_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeMethodNotFound, Message: "this client serves no methods"})
-		return
-	}
-	if h == nil {
-		return
-	}
+func (h *clientHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	var p json.RawMessage
 	if req.Params != nil {
 		p = *req.Params
 	}
-	h(req.Method, p)
+	switch {
+	case req.Notif:
+		if h.notify != nil {
+			h.notify(req.Method, p)
+		}
+	case h.serve == nil:
+		_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeMethodNotFound, Message: "this client serves no methods"})
+	default:
+		h.serving.Add(1)
+		go func() {
+			defer h.serving.Done()
+			res, err := h.serve(ctx, req.Method, p)
+			if err != nil {
+				_ = conn.ReplyWithError(ctx, req.ID, toWire(err))
+				return
+			}
+			_ = conn.Reply(ctx, req.ID, res)
+		}()
+	}
+}
+
+// toWire is the JSON-RPC error answer for an error a client's OnRequest
+// returned: an *Error as it is, anything else an internal error.
+func toWire(err error) *jsonrpc2.Error {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Code: CodeInternalError, Message: err.Error()}
+	}
+	je := &jsonrpc2.Error{Code: e.Code, Message: e.Message}
+	if e.Data != nil {
+		je.SetError(e.Data)
+	}
+	return je
 }

@@ -126,6 +126,28 @@ type PlanFile struct {
 
 const filePrefix = "{{card-file:"
 
+// privateFile adds a 0600 file holding content to the plan and returns the
+// placeholder of its path, for text (a system prompt) that must reach the
+// agent without being on its argv, where every local user can read it.
+func (p *Plan) privateFile(name, content string) string {
+	p.Files = append(p.Files, PlanFile{Path: name, Content: []byte(content), Mode: 0o600})
+	return FileRef(name)
+}
+
+// systemPromptFlag is, for a CLI that takes its system prompt as a file
+// named by one of two flags, the flag (appendFlag when the request appends,
+// replaceFlag otherwise) and the file; nothing when there is no prompt.
+func (p *Plan) systemPromptFlag(req Request, name, replaceFlag, appendFlag string) []string {
+	if req.SystemPrompt == "" {
+		return nil
+	}
+	flag := replaceFlag
+	if req.SystemPromptAppend {
+		flag = appendFlag
+	}
+	return []string{flag, p.privateFile(name, req.SystemPrompt)}
+}
+
 // FileRef is the placeholder for the absolute path of the PlanFile at path.
 // The runner substitutes it; it only ever stands for a path, never content.
 func FileRef(path string) string { return filePrefix + path + "}}" }

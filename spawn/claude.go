@@ -76,15 +76,7 @@ func buildClaude(bin string, req Request) (Plan, error) {
 	case req.NoSession:
 		args = append(args, "--no-session-persistence")
 	}
-	if req.SystemPrompt != "" {
-		flag := "--system-prompt-file"
-		if req.SystemPromptAppend {
-			flag = "--append-system-prompt-file"
-		}
-		p.Files = append(p.Files, PlanFile{Path: "system-prompt.txt", Content: []byte(req.SystemPrompt), Mode: 0o600})
-		args = append(args, flag, FileRef("system-prompt.txt"))
-	}
-	p.Args = args
+	p.Args = append(args, p.systemPromptFlag(req, "system-prompt.txt", "--system-prompt-file", "--append-system-prompt-file")...)
 	return p, nil
 }
 

@@ -61,8 +61,7 @@ func buildCodex(bin string, req Request) (Plan, error) {
 		args = append(args, "--ephemeral")
 	}
 	if req.SystemPrompt != "" {
-		p.Files = append(p.Files, PlanFile{Path: "instructions.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
-		args = append(args, "-c", `model_instructions_file="`+FileRef("instructions.md")+`"`)
+		args = append(args, "-c", `model_instructions_file="`+p.privateFile("instructions.md", req.SystemPrompt)+`"`)
 	}
 	if req.Resume != "" {
 		// `exec resume` has no --sandbox of its own; the exec-level flags

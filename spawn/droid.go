@@ -71,8 +71,7 @@ func buildDroid(bin string, req Request) (Plan, error) {
 		args = append(args, "-s", req.Resume)
 	}
 	if req.SystemPrompt != "" {
-		p.Files = append(p.Files, PlanFile{Path: "append-system-prompt.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
-		args = append(args, "--append-system-prompt-file", FileRef("append-system-prompt.md"))
+		args = append(args, "--append-system-prompt-file", p.privateFile("append-system-prompt.md", req.SystemPrompt))
 	}
 	p.Args = args
 	return p, nil

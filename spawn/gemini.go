@@ -53,8 +53,7 @@ func buildGemini(bin string, req Request) (Plan, error) {
 		args = append(args, "--resume", req.Resume)
 	}
 	if req.SystemPrompt != "" {
-		p.Files = append(p.Files, PlanFile{Path: "system.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
-		p.Env["GEMINI_SYSTEM_MD"] = FileRef("system.md")
+		p.Env["GEMINI_SYSTEM_MD"] = p.privateFile("system.md", req.SystemPrompt)
 	}
 	p.Args = args
 	return p, nil

@@ -78,17 +78,9 @@ func buildPi(bin string, req Request) (Plan, error) {
 	if req.Effort != "" {
 		args = append(args, "--thinking", req.Effort)
 	}
-	if req.SystemPrompt != "" {
-		// Pi reads either flag's value as a file when one exists at that
-		// path, so the text itself never reaches argv.
-		flag := "--system-prompt"
-		if req.SystemPromptAppend {
-			flag = "--append-system-prompt"
-		}
-		p.Files = append(p.Files, PlanFile{Path: "system-prompt.md", Content: []byte(req.SystemPrompt), Mode: 0o600})
-		args = append(args, flag, FileRef("system-prompt.md"))
-	}
-	p.Args = args
+	// Pi reads either flag's value as a file when one exists at that path,
+	// so the text itself never reaches argv.
+	p.Args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
 	return p, nil
 }
 

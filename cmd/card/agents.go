@@ -11,33 +11,66 @@ import (
 	"time"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
-	"github.com/card-dev/card/rpc"
 )
 
-// agentSource answers detect and health from the running daemon, or, when
-// none runs, in-process with the same detector the daemon would build.
-type agentSource struct {
-	client *rpc.Client
-	local  *detect.Detector
+// agents answers detect and health: the daemon's client, or localAgents
+// when no daemon runs.
+type agents interface {
+	Detect(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error)
+	Health(ctx context.Context, id string, force bool) (detect.ExternalAgentHealth, error)
+	HealthAll(ctx context.Context, force bool) ([]detect.ExternalAgentHealth, error)
 }
 
-func (e env) agentSource(ctx context.Context, flagHome string) (*agentSource, func(), error) {
-	c, home, err := e.connect(ctx, flagHome, rpc.ClientOptions{})
-	if err == nil {
-		return &agentSource{client: c}, func() { c.Close() }, nil
+// localAgents detects in this process with the detector the daemon would
+// build. It has no cache to bypass, so every answer is fresh.
+type localAgents struct{ d *detect.Detector }
+
+func (l localAgents) Detect(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error) {
+	specs := l.d.Detect(ctx, true)
+	if p.IncludeHealth {
+		specs = l.d.WithHealth(ctx, specs, true)
 	}
-	var nd *noDaemonError
-	if !errors.As(err, &nd) {
-		return nil, nil, err
+	return specs, nil
+}
+
+func (l localAgents) Health(ctx context.Context, id string, _ bool) (detect.ExternalAgentHealth, error) {
+	return l.d.Health(ctx, id, true)
+}
+
+func (l localAgents) HealthAll(ctx context.Context, _ bool) ([]detect.ExternalAgentHealth, error) {
+	return l.d.HealthAll(ctx, true), nil
+}
+
+// withAgents runs f, within a minute, on the running daemon of home or, when
+// none runs, in-process; an error is reported as command name's.
+func (e env) withAgents(name, home string, f func(ctx context.Context, a agents) error) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var a agents
+	c, err := client.Dial(ctx, client.Options{Home: home})
+	var nd *client.NoDaemonError
+	switch {
+	case err == nil:
+		defer c.Close()
+		a = c
+	case errors.As(err, &nd):
+		fmt.Fprintf(e.stderr, "card: no daemon running for home %s; detecting in this process\n", nd.Home)
+		d, lerr := daemon.LocalDetector(ctx, nd.Home, os.Environ())
+		if lerr != nil {
+			return e.fail(name, lerr)
+		}
+		defer d.Close()
+		a = localAgents{d}
+	default:
+		return e.fail(name, err)
 	}
-	fmt.Fprintf(e.stderr, "card: no daemon running for home %s; detecting in this process\n", home)
-	d, lerr := daemon.LocalDetector(ctx, home, os.Environ())
-	if lerr != nil {
-		return nil, nil, lerr
+	if err := f(ctx, a); err != nil {
+		return e.fail(name, err)
 	}
-	return &agentSource{local: d}, d.Close, nil
+	return exitOK
 }
 
 func (e env) detect(args []string) int {
@@ -48,30 +81,17 @@ func (e env) detect(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	src, done, err := e.agentSource(ctx, *home)
-	if err != nil {
-		return e.fail("detect", err)
-	}
-	defer done()
-	var specs []detect.ExternalAgentSpec
-	if src.client != nil {
-		err = src.client.Call(ctx, "agents.detect", daemon.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh}, &specs)
-		if err != nil {
-			return e.fail("detect", err)
+	return e.withAgents("detect", *home, func(ctx context.Context, a agents) error {
+		specs, err := a.Detect(ctx, daemon.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh})
+		switch {
+		case err != nil:
+			return err
+		case *asJSON:
+			return writeJSON(e.stdout, specs)
 		}
-	} else {
-		specs = src.local.Detect(ctx, true)
-		if *withHealth {
-			specs = src.local.WithHealth(ctx, specs, true)
-		}
-	}
-	if *asJSON {
-		return printJSON(e.stdout, specs)
-	}
-	printSpecs(e.stdout, specs, *withHealth)
-	return exitOK
+		printSpecs(e.stdout, specs, *withHealth)
+		return nil
+	})
 }
 
 func printSpecs(w io.Writer, specs []detect.ExternalAgentSpec, withHealth bool) {
@@ -129,35 +149,23 @@ func (e env) health(args []string) int {
 	if id == "" && fs.NArg() > 0 {
 		id = fs.Arg(0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	src, done, err := e.agentSource(ctx, *home)
-	if err != nil {
-		return e.fail("health", err)
-	}
-	defer done()
 	var all []detect.ExternalAgentHealth
-	switch {
-	case src.client != nil && id != "":
-		var h detect.ExternalAgentHealth
-		err = src.client.Call(ctx, "agents.health_external", daemon.HealthParams{ID: id, Force: *force}, &h)
-		all = []detect.ExternalAgentHealth{h}
-	case src.client != nil:
-		err = src.client.Call(ctx, "agents.health_external", daemon.HealthParams{Force: *force}, &all)
-	case id != "":
-		var h detect.ExternalAgentHealth
-		h, err = src.local.Health(ctx, id, true)
-		all = []detect.ExternalAgentHealth{h}
-	default:
-		all = src.local.HealthAll(ctx, true)
-	}
-	if err != nil {
-		return e.fail("health", err)
-	}
-	if *asJSON {
-		if id != "" {
-			return printJSON(e.stdout, all[0])
+	code := e.withAgents("health", *home, func(ctx context.Context, a agents) error {
+		if id == "" {
+			var err error
+			all, err = a.HealthAll(ctx, *force)
+			return err
 		}
+		h, err := a.Health(ctx, id, *force)
+		all = []detect.ExternalAgentHealth{h}
+		return err
+	})
+	switch {
+	case code != exitOK:
+		return code
+	case *asJSON && id != "":
+		return printJSON(e.stdout, all[0])
+	case *asJSON:
 		return printJSON(e.stdout, all)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

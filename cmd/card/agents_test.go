@@ -3,25 +3,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/detect"
 )
 
-func writeScript(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	return p
-}
-
 func TestDetectWithoutADaemonWorksInProcessAndSaysSo(t *testing.T) {
-	t.Setenv("CAR_CODEX_BIN", writeScript(t, "codex", `case "$1" in --version) echo "codex-cli 0.171.0";; login) echo "Logged in using ChatGPT" >&2;; esac`))
+	t.Setenv("CAR_CODEX_BIN", daemontest.Script(t, "codex", `case "$1" in --version) echo "codex-cli 0.171.0";; login) echo "Logged in using ChatGPT" >&2;; esac`))
 	t.Setenv("CAR_CLAUDE_CODE_BIN", "")
 	t.Setenv("CAR_GEMINI_BIN", "")
 	t.Setenv("PATH", "/usr/bin:/bin")
@@ -48,7 +41,7 @@ func TestDetectWithoutADaemonWorksInProcessAndSaysSo(t *testing.T) {
 }
 
 func TestHealthOfOneAgentExitsNonZeroWhenItIsNotReady(t *testing.T) {
-	t.Setenv("CAR_CODEX_BIN", writeScript(t, "codex", `case "$1" in --version) echo "codex-cli 0.171.0";; login) echo "Not logged in" >&2; exit 1;; esac`))
+	t.Setenv("CAR_CODEX_BIN", daemontest.Script(t, "codex", `case "$1" in --version) echo "codex-cli 0.171.0";; login) echo "Not logged in" >&2; exit 1;; esac`))
 	t.Setenv("PATH", "/usr/bin:/bin")
 	t.Setenv("HOME", t.TempDir())
 	var out, errOut bytes.Buffer

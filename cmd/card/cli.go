@@ -6,12 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
 )
@@ -52,29 +51,22 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
+// commands are the subcommands that take arguments, by name.
+var commands = map[string]func(env, []string) int{
+	"serve": env.serve, "info": env.info, "detect": env.detect, "health": env.health, "token": env.token,
+	"invoke": env.invoke, "runs": env.runs, "service": env.service,
+}
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := env{stdin, stdout, stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(e, args[1:])
+	}
 	switch args[0] {
-	case "serve":
-		return e.serve(args[1:])
-	case "info":
-		return e.info(args[1:])
-	case "detect":
-		return e.detect(args[1:])
-	case "health":
-		return e.health(args[1:])
-	case "token":
-		return e.token(args[1:])
-	case "invoke":
-		return e.invoke(args[1:])
-	case "runs":
-		return e.runs(args[1:])
-	case "service":
-		return e.service(args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
 		return exitOK
@@ -118,58 +110,9 @@ func (e env) serve(args []string) int {
 	return exitOK
 }
 
-// resolveHome applies the same rule as the daemon.
-func resolveHome(flagHome string) (string, error) {
-	if flagHome != "" {
-		return flagHome, nil
-	}
-	return daemon.DefaultHome(os.Getenv)
-}
-
-// connect finds the running daemon through daemon.json and the token file.
-func (e env) connect(ctx context.Context, flagHome string, opts rpc.ClientOptions) (*rpc.Client, string, error) {
-	home, err := resolveHome(flagHome)
-	if err != nil {
-		return nil, "", err
-	}
-	disc, err := daemon.ReadDiscovery(home)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, home, &noDaemonError{home: home}
-	}
-	if err != nil {
-		return nil, home, err
-	}
-	tok, err := daemon.ReadToken(home)
-	if err != nil {
-		return nil, home, fmt.Errorf("read the token of home %s: %w", home, err)
-	}
-	c, err := rpc.Dial(ctx, disc.URL, tok, opts)
-	if err != nil {
-		var de *rpc.DialError
-		if errors.As(err, &de) && de.Status == 0 {
-			return nil, home, &noDaemonError{home: home, stale: disc.PID, cause: err}
-		}
-		return nil, home, err
-	}
-	return c, home, nil
-}
-
-type noDaemonError struct {
-	home  string
-	stale int
-	cause error
-}
-
-func (e *noDaemonError) Error() string {
-	if e.stale != 0 {
-		return fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v): start it with `card serve`", e.home, e.stale, e.cause)
-	}
-	return fmt.Sprintf("no daemon running for home %s: start it with `card serve`", e.home)
-}
-
 func (e env) fail(cmd string, err error) int {
 	fmt.Fprintf(e.stderr, "card %s: %v\n", cmd, err)
-	var nd *noDaemonError
+	var nd *client.NoDaemonError
 	if errors.As(err, &nd) {
 		return exitNoDaemon
 	}
@@ -185,18 +128,37 @@ func (e env) info(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	return e.call("info", *home, func(ctx context.Context, c *client.Client) error {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.stdout, info)
+	})
+}
+
+// dial connects to the daemon of home (daemon.json and the token file)
+// within 10 s.
+func dial(home string) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
+	return client.Dial(ctx, client.Options{Home: home})
+}
+
+// call runs f on a connection to the daemon of home within 10 s; an error
+// is reported as command name's, with its exit code.
+func (e env) call(name, home string, f func(ctx context.Context, c *client.Client) error) int {
+	c, err := dial(home)
+	if err == nil {
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = f(ctx, c)
+	}
 	if err != nil {
-		return e.fail("info", err)
+		return e.fail(name, err)
 	}
-	defer c.Close()
-	var info daemon.Info
-	if err := c.Call(ctx, "daemon.info", nil, &info); err != nil {
-		return e.fail("info", err)
-	}
-	return printJSON(e.stdout, info)
+	return exitOK
 }
 
 func (e env) token(args []string) int {
@@ -208,7 +170,7 @@ func (e env) token(args []string) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
-	h, err := resolveHome(*home)
+	h, err := client.ResolveHome(*home)
 	if err != nil {
 		return e.fail("token rotate", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
@@ -90,30 +90,17 @@ func (e env) invoke(args []string) int {
 			return e.fail("invoke", err)
 		}
 	}
-	params := map[string]any{"id": pos[0], "task": task, "cwd": *cwd, "stream": true}
-	for k, v := range map[string]string{"permission_mode": *mode, "model": *model, "invoked_by": *invokedBy} {
-		if v != "" {
-			params[k] = v
-		}
-	}
-	if *timeout != 0 {
-		params["timeout_secs"] = *timeout
-	}
-	if *ack {
-		params["acknowledge_unenforced_read_only"] = true
-	}
+	params := daemon.InvokeParams{ID: pos[0], Task: task, Cwd: *cwd, PermissionMode: *mode, Model: *model,
+		InvokedBy: *invokedBy, TimeoutSecs: *timeout, AcknowledgeUnenforcedReadOnly: *ack}
 
 	f := newFollower(e, *asJSON, pos[0])
-	ctx := context.Background()
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, _, err := e.connect(dctx, *home, rpc.ClientOptions{OnNotification: f.notify})
-	cancel()
+	c, err := dial(*home)
 	if err != nil {
 		return e.fail("invoke", err)
 	}
 	defer c.Close()
-	var acc daemon.InvokeAccepted
-	if err := c.Call(ctx, "agents.invoke", params, &acc); err != nil {
+	acc, err := c.Stream(context.Background(), params, f.push)
+	if err != nil {
 		code := e.fail("invoke", err)
 		var re *rpc.Error
 		if errors.As(err, &re) && re.Code == daemon.CodeUnenforcedReadOnly {
@@ -150,20 +137,12 @@ func newFollower(e env, asJSON bool, label string) *follower {
 	return f
 }
 
-// notify runs on the connection's read goroutine: decode and hand off.
-func (f *follower) notify(method string, params json.RawMessage) {
-	if method != "agents.event" {
-		return
-	}
-	var ev daemon.AgentEvent
-	if json.Unmarshal(params, &ev) == nil {
-		f.events <- ev
-	}
-}
+// push runs on the connection's read goroutine: hand off.
+func (f *follower) push(ev daemon.AgentEvent) { f.events <- ev }
 
 // follow prints events of runID until its terminal event and returns the
 // exit code for how it ended. cancellable makes Ctrl-C cancel the run.
-func (f *follower) follow(c *rpc.Client, runID string, cancellable bool) int {
+func (f *follower) follow(c *client.Client, runID string, cancellable bool) int {
 	sigs := make(chan os.Signal, 2)
 	signalNotify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -179,9 +158,6 @@ func (f *follower) follow(c *rpc.Client, runID string, cancellable bool) int {
 	for {
 		select {
 		case ev := <-f.events:
-			if ev.RunID != runID {
-				continue
-			}
 			if code, done := f.render(ev); done {
 				return code
 			}
@@ -197,8 +173,7 @@ func (f *follower) follow(c *rpc.Client, runID string, cancellable bool) int {
 				defer cancelling.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				var cr daemon.CancelResult
-				if err := c.Call(ctx, "agents.cancel", daemon.CancelParams{RunID: runID}, &cr); err != nil {
+				if _, err := c.Cancel(ctx, runID); err != nil {
 					f.status("card: cancel failed: %v", err)
 				}
 			}()

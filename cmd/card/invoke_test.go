@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/signal"
@@ -15,34 +14,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
 )
 
-// cliDaemon starts a daemon with a fake claude that replays the real
-// captured stream (or, for a task containing SLEEP, sleeps) and returns
-// its home for --home.
+// cliDaemon starts a daemon whose Claude Code replays the real captured
+// stream (a task containing SLEEP sleeps, FAIL fails) and returns its home
+// for --home.
 func cliDaemon(t *testing.T) string {
 	t.Helper()
-	fixture, err := filepath.Abs("../../e2e/fixtures/cli/claude-stream-success.jsonl")
-	require.NoError(t, err)
-	claude := writeScript(t, "claude", `case "$1" in --version) echo "2.1.197 (Claude Code)"; exit 0;; esac
-task=$(cat)
-case "$task" in *SLEEP*) exec sleep 30;; *FAIL*) echo boom >&2; exit 3;; esac
-cat '`+fixture+`'`)
-	home := filepath.Join(t.TempDir(), "card")
-	require.NoError(t, os.MkdirAll(home, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte("login_shell_path = false\n"), 0o600))
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zap.NewNop(),
-		Environ: []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "CAR_CLAUDE_CODE_BIN=" + claude}})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
+	fixture := daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")
+	claude := daemontest.ReplayAgent(t, "claude", "2.1.197 (Claude Code)", fixture)
+	d := daemontest.Start(t, daemontest.Options{
+		Config:   "login_shell_path = false\n",
+		Agents:   map[string]string{agent.ClaudeCode: claude.Path},
+		Logger:   zap.NewNop(),
+		NoClient: true,
 	})
-	return home
+	return d.Home
 }
 
 func TestInvokeStreamsTheAnswerToStdoutAndTheStatusToStderr(t *testing.T) {

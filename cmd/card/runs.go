@@ -7,9 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 )
 
 const runsUsage = `usage: card runs [--limit N] [--json] [--home DIR]
@@ -40,16 +40,13 @@ func (e env) runs(args []string) int {
 		fmt.Fprint(e.stderr, runsUsage)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
-	if err != nil {
-		return e.fail("runs", err)
-	}
-	defer c.Close()
 	var runs []store.Run
-	if err := c.Call(ctx, "runs.list", daemon.ListParams{Limit: *limit}, &runs); err != nil {
-		return e.fail("runs", err)
+	code := e.call("runs", *home, func(ctx context.Context, c *client.Client) (err error) {
+		runs, err = c.Runs(ctx, daemon.ListParams{Limit: *limit})
+		return err
+	})
+	if code != exitOK {
+		return code
 	}
 	if *asJSON {
 		return printJSON(e.stdout, runs)
@@ -88,18 +85,13 @@ func (e env) runsShow(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := e.connect(ctx, *home, rpc.ClientOptions{})
-	if err != nil {
-		return e.fail("runs show", err)
-	}
-	defer c.Close()
-	var run store.Run
-	if err := c.Call(ctx, "runs.get", daemon.GetParams{RunID: id}, &run); err != nil {
-		return e.fail("runs show", err)
-	}
-	return printJSON(e.stdout, run)
+	return e.call("runs show", *home, func(ctx context.Context, c *client.Client) error {
+		run, err := c.Run(ctx, id)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.stdout, run)
+	})
 }
 
 func (e env) runsFollow(args []string) int {
@@ -108,16 +100,12 @@ func (e env) runsFollow(args []string) int {
 		return exitUsage
 	}
 	f := newFollower(e, false, id)
-	ctx := context.Background()
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, _, err := e.connect(dctx, *home, rpc.ClientOptions{OnNotification: f.notify})
-	cancel()
+	c, err := dial(*home)
 	if err != nil {
 		return e.fail("runs follow", err)
 	}
 	defer c.Close()
-	var sub daemon.SubscribeResult
-	if err := c.Call(ctx, "runs.subscribe", daemon.SubscribeParams{RunID: id}, &sub); err != nil {
+	if _, err := c.Subscribe(context.Background(), id, 0, f.push); err != nil {
 		return e.fail("runs follow", err)
 	}
 	return f.follow(c, id, false)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/deploy"
 )
 
@@ -60,7 +61,7 @@ func (e env) service(args []string) int {
 		fmt.Fprintf(e.stderr, "card service %s: unexpected argument %q\n\n%s", verb, fs.Arg(0), serviceUsage)
 		return exitUsage
 	}
-	cardHome, err := resolveHome(*home)
+	cardHome, err := client.ResolveHome(*home)
 	if err == nil {
 		// The unit pins --home: the supervisor's environment has no
 		// CARD_HOME, and a relative path would resolve against its cwd.

@@ -20,7 +20,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,20 +27,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// modernc sqlite keeps a package-level opener; none of ours.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-	)
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // attempt is one way the page tries to open the daemon's socket.
 type attempt struct {
@@ -266,30 +259,16 @@ func TestABrowserPageCannotReachTheDaemonByAnyRoute(t *testing.T) {
 	attacker := newPage(t)
 	allowed := newPage(t)
 
-	home := filepath.Join(t.TempDir(), "home")
-	require.NoError(t, os.MkdirAll(home, 0o700))
 	// The operator allowed exactly one web origin: the positive control's.
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName),
-		fmt.Appendf(nil, "allowed_origins = [%q]\n", allowed.origin()), 0o600))
-
 	core, logs := observer.New(zapcore.DebugLevel)
-	d, err := daemon.New(daemon.Options{
-		Home:    home,
-		Addr:    "127.0.0.1:0",
-		Logger:  zap.New(core),
-		Environ: []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"},
+	d := daemontest.Start(t, daemontest.Options{
+		Config:   fmt.Sprintf("allowed_origins = [%q]\n", allowed.origin()),
+		Logger:   zap.New(core),
+		NoClient: true,
 	})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	token, err := daemon.ReadToken(home)
-	require.NoError(t, err)
+	token := d.Token
 
-	wsURL := d.URL() // ws://127.0.0.1:PORT/rpc
+	wsURL := d.URL // ws://127.0.0.1:PORT/rpc
 	_, port, err := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(wsURL, "ws://"), "/rpc"))
 	require.NoError(t, err)
 	rebindHost := "rebind.test:" + port

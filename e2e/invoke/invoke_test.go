@@ -10,31 +10,25 @@ package invoke_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
-	"go.uber.org/zap/zaptest"
 
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/rpc"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
-}
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // setup is one CLI pointed at one stand-in: the daemon's environment and
 // its card.toml [adapters.<id>] table.
@@ -45,86 +39,38 @@ type setup struct {
 }
 
 type session struct {
-	c   *rpc.Client
-	cwd string
-
-	mu     sync.Mutex
-	events map[string][]daemon.AgentEvent
-	ch     chan struct{}
+	c      *client.Client
+	cwd    string
+	events *daemontest.Events
 }
 
 // startDaemon runs a real daemon in-process with s's environment; the CLI
 // is pinned with its CAR_<ID>_BIN variable.
 func startDaemon(t *testing.T, s setup) *session {
 	t.Helper()
-	home := filepath.Join(t.TempDir(), "card-home")
-	require.NoError(t, os.MkdirAll(home, 0o700))
 	cfg := map[string]any{"login_shell_path": false}
 	if s.adapterCfg != nil {
 		cfg["adapters"] = map[string]any{s.adapter: s.adapterCfg}
 	}
 	var buf bytes.Buffer
 	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), buf.Bytes(), 0o600))
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: zaptest.NewLogger(t), Environ: s.environ})
-	require.NoError(t, err)
-	require.NoError(t, d.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = d.Shutdown(ctx)
-	})
-	tok, err := daemon.ReadToken(home)
-	require.NoError(t, err)
-	sess := &session{events: map[string][]daemon.AgentEvent{}, ch: make(chan struct{}, 1), cwd: filepath.Join(home, "..", "project")}
+	sess := &session{cwd: filepath.Join(t.TempDir(), "project"), events: daemontest.NewEvents()}
 	require.NoError(t, os.MkdirAll(sess.cwd, 0o755))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	sess.c, err = rpc.Dial(ctx, d.URL(), tok, rpc.ClientOptions{OnNotification: func(method string, params json.RawMessage) {
-		var ev daemon.AgentEvent
-		if method != "agents.event" || json.Unmarshal(params, &ev) != nil {
-			return
-		}
-		sess.mu.Lock()
-		sess.events[ev.RunID] = append(sess.events[ev.RunID], ev)
-		sess.mu.Unlock()
-		select {
-		case sess.ch <- struct{}{}:
-		default:
-		}
-	}})
-	require.NoError(t, err)
-	t.Cleanup(func() { sess.c.Close() })
+	sess.c = daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: s.environ,
+		Client: client.Options{OnEvent: sess.events.Add}}).Client
 	return sess
 }
 
 // run invokes adapter with streaming and waits for the terminal event.
 func (s *session) run(t *testing.T, adapter, task string) []daemon.AgentEvent {
 	t.Helper()
-	var acc daemon.InvokeAccepted
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, s.c.Call(ctx, "agents.invoke", map[string]any{
-		"id": adapter, "task": task, "cwd": s.cwd, "stream": true, "timeout_secs": 120,
-	}, &acc))
-	deadline := time.After(150 * time.Second)
-	for {
-		s.mu.Lock()
-		evs := append([]daemon.AgentEvent(nil), s.events[acc.RunID]...)
-		s.mu.Unlock()
-		if n := len(evs); n > 0 && (evs[n-1].Kind == daemon.EventDone || evs[n-1].Kind == daemon.EventRunError) {
-			for i, ev := range evs {
-				require.Equal(t, int64(i+1), ev.Seq)
-			}
-			return evs
-		}
-		select {
-		case <-s.ch:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("run %s of %s did not end; %d events", acc.RunID, adapter, len(evs))
-		}
+	acc, err := s.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: adapter, Task: task, Cwd: s.cwd, TimeoutSecs: 120}, nil)
+	require.NoError(t, err)
+	evs := s.events.WaitEnd(t, acc.RunID, 150*time.Second)
+	for i, ev := range evs {
+		require.Equal(t, int64(i+1), ev.Seq)
 	}
+	return evs
 }
 
 func streamedText(evs []daemon.AgentEvent) string {
@@ -187,10 +133,8 @@ func TestARealAgentAnswersThroughTheDaemon(t *testing.T) {
 			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer))
 			assert.Equal(t, answer, strings.TrimSpace(streamedText(evs)), "the answer also arrives as streamed text")
 
-			var run store.Run
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			require.NoError(t, sess.c.Call(ctx, "runs.get", map[string]any{"run_id": last.RunID}, &run))
+			run, err := sess.c.Run(daemontest.Context(t), last.RunID)
+			require.NoError(t, err)
 			assert.Equal(t, store.StatusSucceeded, run.Status)
 			assert.Equal(t, answer, strings.TrimSpace(run.Answer))
 		})

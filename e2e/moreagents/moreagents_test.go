@@ -3,23 +3,21 @@ package moreagents
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/internal/proc"
@@ -27,30 +25,9 @@ import (
 	"github.com/card-dev/card/spawn"
 )
 
-var buildDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "card-moreagents-")
-	if err != nil {
-		panic(err)
-	}
-	buildDir = dir
-	// The daemon runs as a child and the stand-ins are closed by t.Cleanup,
-	// so nothing of ours may outlive the tests.
-	goleak.VerifyTestMain(cleanupAfter{m, func() { os.RemoveAll(dir) }})
-}
-
-// cleanupAfter removes the build dir before goleak's VerifyTestMain checks
-// for leaks and calls os.Exit itself.
-type cleanupAfter struct {
-	m     *testing.M
-	after func()
-}
-
-func (c cleanupAfter) Run() int {
-	defer c.after()
-	return c.m.Run()
-}
+// The daemon runs as a child and the stand-ins are closed by t.Cleanup, so
+// nothing of ours may outlive the tests.
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 
 // Copilot, Droid and Pi, with the versions e2e/agents/package.json pins
 // (Droid's working binary is the 0.225.2 platform package).
@@ -165,119 +142,35 @@ func TestTheRealDroidLauncherWithoutItsPlatformBinaryIsDetectedUnusableWithItsCa
 	t.Logf("reason: %s", reason)
 }
 
-var (
-	cardOnce sync.Once
-	cardBin  string
-	cardErr  error
-)
-
-// card builds ./cmd/card once for the package.
-func card(t *testing.T) string {
-	t.Helper()
-	cardOnce.Do(func() {
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err != nil {
-			cardErr = err
-			return
-		}
-		cardBin = filepath.Join(buildDir, "card")
-		cmd := exec.Command("go", "build", "-o", cardBin, "./cmd/card")
-		cmd.Dir = root
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			cardErr = errors.New("go build ./cmd/card: " + err.Error() + ": " + stderr.String())
-		}
-	})
-	require.NoError(t, cardErr)
-	return cardBin
-}
-
-// liveDaemon is a real `card serve` in its own process group.
-type liveDaemon struct {
-	client *rpc.Client
-	log    string
-}
-
 // pinsOnPath pins every agent CLI found on pathValue. Detection skips
 // scratch directories such as /tmp on the search path, and CI may clone the
 // repository under one; a pin is exempt from that rule.
-func pinsOnPath(pathValue string) []string {
-	pins := map[string]string{"claude": "CAR_CLAUDE_CODE_BIN", "codex": "CAR_CODEX_BIN", "gemini": "CAR_GEMINI_BIN",
-		"copilot": "CAR_COPILOT_BIN", "droid": "CAR_DROID_BIN", "pi": "CAR_PI_BIN"}
-	var env []string
-	for bin, pin := range pins {
+func pinsOnPath(pathValue string) map[string]string {
+	pins := map[string]string{}
+	for _, a := range agent.All() {
 		for _, dir := range filepath.SplitList(pathValue) {
-			p := filepath.Join(dir, bin)
+			p := filepath.Join(dir, a.Binary)
 			if st, err := os.Stat(p); err == nil && !st.IsDir() {
-				env = append(env, pin+"="+p)
+				pins[a.ID] = p
 				break
 			}
 		}
 	}
-	return env
+	return pins
 }
 
 // startDaemon runs `card serve` with a clean environment: HOME is userHome
 // (where the agents' own config lives), PATH holds the CLIs and node, and
 // nothing of the operator's (no real API key reaches a stand-in run).
-func startDaemon(t *testing.T, userHome, pathValue string, cfg map[string]any) *liveDaemon {
+func startDaemon(t *testing.T, userHome, pathValue string, cfg map[string]any) *client.Client {
 	t.Helper()
-	bin := card(t)
-	cardHome := filepath.Join(t.TempDir(), "card")
-	require.NoError(t, os.MkdirAll(cardHome, 0o700))
 	var buf bytes.Buffer
 	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
-	require.NoError(t, os.WriteFile(filepath.Join(cardHome, "card.toml"), buf.Bytes(), 0o600))
-	logPath := filepath.Join(cardHome, "serve.log")
-	logf, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "serve", "--home", cardHome, "--addr", "127.0.0.1:0", "--log-level", "info")
-	cmd.Dir = userHome
-	cmd.Env = append([]string{"HOME=" + userHome, "PATH=" + pathValue, "LANG=C.UTF-8"}, pinsOnPath(pathValue)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	ld := &liveDaemon{log: logPath}
-	t.Cleanup(func() {
-		if ld.client != nil {
-			ld.client.Close()
-		}
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("card serve log:\n%s", b)
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	var disc daemon.Discovery
-	for {
-		if disc, err = daemon.ReadDiscovery(cardHome); err == nil && disc.PID == cmd.Process.Pid {
-			break
-		}
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("card serve exited before it was ready:\n%s", b)
-		case <-time.After(50 * time.Millisecond):
-		}
-		require.True(t, time.Now().Before(deadline), "card serve wrote no daemon.json within 30 s")
-	}
-	token, err := daemon.ReadToken(cardHome)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ld.client, err = rpc.Dial(ctx, disc.URL, token, rpc.ClientOptions{})
-	require.NoError(t, err)
-	return ld
+	return daemontest.Serve(t, daemontest.Build(t), daemontest.Options{
+		Config:  buf.String(),
+		Agents:  pinsOnPath(pathValue),
+		Environ: []string{"HOME=" + userHome, "PATH=" + pathValue, "LANG=C.UTF-8"},
+	}).Client
 }
 
 // withoutHomeAndPath turns a stand-in helper's env list into the adapter env
@@ -318,14 +211,13 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 			"droid":   map[string]any{"args": droidArgs, "env": withoutHomeAndPath(droidEnv)},
 		},
 	}
-	ld := startDaemon(t, userHome, pathValue, cfg)
-	c := ld.client
+	c := startDaemon(t, userHome, pathValue, cfg)
 
 	// agents.detect lists all six adapters, each disclosing its boundary.
-	var specs []detect.ExternalAgentSpec
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, c.Call(ctx, "agents.detect", map[string]any{"include_health": true}, &specs))
+	specs, err := c.Detect(ctx, daemon.DetectParams{IncludeHealth: true})
+	require.NoError(t, err)
 	got := map[string]detect.ExternalAgentSpec{}
 	for _, s := range specs {
 		got[s.ID] = s
@@ -343,7 +235,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 	assert.Len(t, specs, len(agent.IDs()))
 
 	// Pi's read_only is not enforced: refused until the caller says it knows.
-	err = c.Call(ctx, "agents.invoke", map[string]any{"id": "pi", "task": "say pong", "cwd": project}, nil)
+	_, err = c.Invoke(ctx, daemon.InvokeParams{ID: agent.Pi, Task: "say pong", Cwd: project})
 	var re *rpc.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, daemon.CodeUnenforcedReadOnly, re.Code)
@@ -354,10 +246,9 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			var res daemon.InvokeResult
 			start := time.Now()
-			err := c.Call(ctx, "agents.invoke", map[string]any{"id": id, "task": "say pong", "cwd": project,
-				"timeout_secs": 240, "acknowledge_unenforced_read_only": id == agent.Pi}, &res)
+			res, err := c.Invoke(ctx, daemon.InvokeParams{ID: id, Task: "say pong", Cwd: project,
+				TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi})
 			require.NoError(t, err)
 			t.Logf("%s: status %s in %v, answer %q, error %+v", id, res.Status, time.Since(start).Round(time.Millisecond), res.Answer, res.Error)
 			require.False(t, res.IsError, "%+v", res.Error)

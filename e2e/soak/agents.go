@@ -12,12 +12,16 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
 )
@@ -111,11 +115,11 @@ func hasMethod(ctx context.Context, d *liveDaemon, name string) (bool, error) {
 	defer c.Close()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var raw json.RawMessage
-	if err := c.Call(cctx, "rpc.discover", nil, &raw); err != nil {
+	doc, err := c.Discover(cctx)
+	if err != nil {
 		return false, err
 	}
-	return bytes.Contains(raw, []byte(`"`+name+`"`)), nil
+	return slices.ContainsFunc(doc.Methods, func(m rpc.OpenRPCMethod) bool { return m.Name == name }), nil
 }
 
 // leftovers lists live processes whose environment carries CARD_RUN_ID=id,
@@ -168,34 +172,24 @@ func killLeftovers(left map[string][]int) {
 	}
 }
 
-type invokeAnswer struct {
-	RunID    string `json:"run_id"`
-	Accepted bool   `json:"accepted"`
-}
-
-func invoke(ctx context.Context, c *rpc.Client, task string, timeoutSecs int, cwd string) (string, error) {
+func invoke(ctx context.Context, c *client.Client, task string, timeoutSecs int, cwd string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var a invokeAnswer
-	err := c.Call(cctx, "agents.invoke", map[string]any{
-		"id": "claude-code", "task": task, "cwd": cwd, "timeout_secs": timeoutSecs, "stream": true,
-	}, &a)
+	a, err := c.Stream(cctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: task, Cwd: cwd, TimeoutSecs: timeoutSecs}, nil)
 	if err == nil && a.RunID == "" {
 		err = errors.New("agents.invoke answered without a run_id")
 	}
 	return a.RunID, err
 }
 
-func getRun(ctx context.Context, c *rpc.Client, id string) (store.Run, error) {
+func getRun(ctx context.Context, c *client.Client, id string) (store.Run, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var run store.Run
-	err := c.Call(cctx, "runs.get", map[string]any{"run_id": id}, &run)
-	return run, err
+	return c.Run(cctx, id)
 }
 
 // waitTerminal polls runs.get until the run has ended.
-func waitTerminal(ctx context.Context, c *rpc.Client, id string, d time.Duration) (store.Run, error) {
+func waitTerminal(ctx context.Context, c *client.Client, id string, d time.Duration) (store.Run, error) {
 	deadline := time.Now().Add(d)
 	for {
 		run, err := getRun(ctx, c, id)
@@ -235,15 +229,14 @@ var scenarios = []scenario{
 }
 
 func phaseAgents(ctx context.Context, h *harness) *result {
-	r := &result{}
 	env, err := fakeAgentSetup(h)
 	if err != nil {
+		r := &result{}
 		r.fail("fake agent", err)
 		return r
 	}
-	d, err := h.start(ctx, daemonSetup{config: soakConfig, env: env})
-	if err != nil {
-		r.fail("start daemon", err)
+	d, r := h.startPhase(ctx, daemonSetup{config: soakConfig, env: env})
+	if d == nil {
 		return r
 	}
 	defer d.stop(15 * time.Second)
@@ -298,7 +291,7 @@ func phaseAgents(ctx context.Context, h *harness) *result {
 			case "cancel":
 				time.Sleep(delays[i])
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				o.err = c.Call(cctx, "agents.cancel", map[string]any{"run_id": o.id}, nil)
+				_, o.err = c.Cancel(cctx, o.id)
 				cancel()
 			case "disconnect":
 				c.Close()

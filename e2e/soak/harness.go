@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/internal/proc"
-	"github.com/card-dev/card/rpc"
 )
 
 // harness knows how to start live daemons for the phases.
@@ -88,12 +88,12 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 			return nil, err
 		}
 		if s.config != "" {
-			if err := os.WriteFile(filepath.Join(home, "card.toml"), []byte(s.config), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(s.config), 0o600); err != nil {
 				return nil, err
 			}
 		}
 	}
-	_ = os.Remove(filepath.Join(home, "daemon.json"))
+	_ = os.Remove(filepath.Join(home, daemon.DiscoveryFileName))
 	logPath := filepath.Join(h.tmp, fmt.Sprintf("daemon-%d.log", h.n))
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -117,15 +117,9 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if b, err := os.ReadFile(filepath.Join(home, "daemon.json")); err == nil {
-			var disc struct {
-				URL string `json:"url"`
-				PID int    `json:"pid"`
-			}
-			if json.Unmarshal(b, &disc) == nil && disc.PID == cmd.Process.Pid {
-				d.url = disc.URL
-				break
-			}
+		if disc, err := daemon.ReadDiscovery(home); err == nil && disc.PID == cmd.Process.Pid {
+			d.url = disc.URL
+			break
 		}
 		select {
 		case <-d.exited:
@@ -140,13 +134,23 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 			return nil, fmt.Errorf("card serve wrote no daemon.json within 20s; log %s", logPath)
 		}
 	}
-	tok, err := os.ReadFile(filepath.Join(home, "token"))
-	if err != nil {
+	if d.token, err = daemon.ReadToken(home); err != nil {
 		d.kill()
 		return nil, err
 	}
-	d.token = strings.TrimSpace(string(tok))
 	return d, nil
+}
+
+// startPhase starts a phase's daemon; when it cannot, d is nil and the
+// phase's result says why.
+func (h *harness) startPhase(ctx context.Context, s daemonSetup) (d *liveDaemon, r *result) {
+	r = &result{}
+	d, err := h.start(ctx, s)
+	if err != nil {
+		r.fail("start daemon", err)
+		return nil, r
+	}
+	return d, r
 }
 
 func (d *liveDaemon) pid() int { return d.cmd.Process.Pid }
@@ -177,10 +181,10 @@ func (d *liveDaemon) kill() {
 	<-d.exited
 }
 
-func (d *liveDaemon) dial(ctx context.Context) (*rpc.Client, error) {
+func (d *liveDaemon) dial(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return rpc.Dial(ctx, d.url, d.token, rpc.ClientOptions{})
+	return client.Dial(ctx, client.Options{URL: d.url, Token: d.token})
 }
 
 // procStatus reads a field (in kB for the memory ones) of /proc/<pid>/status.

@@ -47,7 +47,7 @@ func startControl(ctx context.Context, d *liveDaemon) (*control, error) {
 			}
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			t0 := time.Now()
-			err := c.Call(cctx, "daemon.info", nil, nil)
+			_, err := c.Info(cctx)
 			el := time.Since(t0)
 			cancel()
 			ctl.mu.Lock()
@@ -114,10 +114,8 @@ func errCode(m map[string]any) int {
 }
 
 func phaseHostile(ctx context.Context, h *harness) *result {
-	r := &result{}
-	d, err := h.start(ctx, daemonSetup{config: soakConfig})
-	if err != nil {
-		r.fail("start daemon", err)
+	d, r := h.startPhase(ctx, daemonSetup{config: soakConfig})
+	if d == nil {
 		return r
 	}
 	defer d.stop(15 * time.Second)
@@ -183,36 +181,28 @@ func phaseHostile(ctx context.Context, h *harness) *result {
 		return fmt.Sprintf("answers %d, %d; same socket then answers daemon.info: %v (errs %v %v %v)", errCode(a1), errCode(a2), err3 == nil && errCode(a3) == 0, err1, err2, err3), ok
 	})
 
+	// answeredWith sends frame 500 times on one socket and counts the
+	// answers with code: each must be refused, and the socket kept.
+	answeredWith := func(typ websocket.MessageType, frame string, code int) (string, bool) {
+		c, err := rawDial(ctx, d)
+		if err != nil {
+			return err.Error(), false
+		}
+		defer c.CloseNow()
+		n := 0
+		for i := 0; i < 500; i++ {
+			a, err := ask(ctx, c, typ, []byte(frame))
+			if err == nil && errCode(a) == code {
+				n++
+			}
+		}
+		return fmt.Sprintf("%d/500 answered %d, socket kept", n, code), n == 500
+	}
 	report("invalid UTF-8 (500 frames)", func() (string, bool) {
-		c, err := rawDial(ctx, d)
-		if err != nil {
-			return err.Error(), false
-		}
-		defer c.CloseNow()
-		n := 0
-		for i := 0; i < 500; i++ {
-			a, err := ask(ctx, c, websocket.MessageText, []byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.info\",\"params\":{\"x\":\"\xff\xfe\"}}"))
-			if err == nil && errCode(a) == -32700 {
-				n++
-			}
-		}
-		return fmt.Sprintf("%d/500 answered -32700, socket kept", n), n == 500
+		return answeredWith(websocket.MessageText, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.info\",\"params\":{\"x\":\"\xff\xfe\"}}", -32700)
 	})
-
 	report("binary frames (500)", func() (string, bool) {
-		c, err := rawDial(ctx, d)
-		if err != nil {
-			return err.Error(), false
-		}
-		defer c.CloseNow()
-		n := 0
-		for i := 0; i < 500; i++ {
-			a, err := ask(ctx, c, websocket.MessageBinary, []byte(`{"jsonrpc":"2.0","id":1,"method":"daemon.info"}`))
-			if err == nil && errCode(a) == -32600 {
-				n++
-			}
-		}
-		return fmt.Sprintf("%d/500 answered -32600, socket kept", n), n == 500
+		return answeredWith(websocket.MessageBinary, `{"jsonrpc":"2.0","id":1,"method":"daemon.info"}`, -32600)
 	})
 
 	report("slow-loris upgrades (200 sockets dribbling headers)", func() (string, bool) {

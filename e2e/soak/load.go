@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -18,31 +19,33 @@ const soakConfig = "max_connections = 512\n"
 
 // method is one request of the load mix.
 type method struct {
-	name   string
-	params any
+	name string
+	call func(ctx context.Context, c *client.Client) error
 }
 
 // loadMix is the request mix; runs.list joins when the daemon has it.
-func loadMix(ctx context.Context, c *rpc.Client) (mix []method, note string) {
+func loadMix(ctx context.Context, c *client.Client) (mix []method, note string) {
 	mix = []method{
-		{"daemon.info", nil},
-		{"agents.detect", map[string]any{}},
-		{"agents.health_external", map[string]any{}},
+		{"daemon.info", func(ctx context.Context, c *client.Client) error { _, err := c.Info(ctx); return err }},
+		{"agents.detect", func(ctx context.Context, c *client.Client) error {
+			_, err := c.Detect(ctx, daemon.DetectParams{})
+			return err
+		}},
+		{"agents.health_external", func(ctx context.Context, c *client.Client) error { _, err := c.HealthAll(ctx, false); return err }},
 	}
-	var out json.RawMessage
-	err := c.Call(ctx, "runs.list", map[string]any{}, &out)
-	var re *rpc.Error
-	if errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
+	list := method{"runs.list", func(ctx context.Context, c *client.Client) error {
+		_, err := c.Runs(ctx, daemon.ListParams{})
+		return err
+	}}
+	if err := list.call(ctx, c); errors.Is(err, &rpc.Error{Code: rpc.CodeMethodNotFound}) {
 		return mix, "runs.list is not registered in this build: left out of the mix"
 	}
-	return append(mix, method{"runs.list", map[string]any{}}), ""
+	return append(mix, list), ""
 }
 
 func phaseLoad(ctx context.Context, h *harness) *result {
-	r := &result{}
-	d, err := h.start(ctx, daemonSetup{config: soakConfig})
-	if err != nil {
-		r.fail("start daemon", err)
+	d, r := h.startPhase(ctx, daemonSetup{config: soakConfig})
+	if d == nil {
 		return r
 	}
 	defer d.stop(15 * time.Second)
@@ -54,9 +57,9 @@ func phaseLoad(ctx context.Context, h *harness) *result {
 	}
 	mix, note := loadMix(ctx, warm)
 	// Warm the detect and health caches once, so the load measures the
-	// cached path the issue asks for, not the first probe.
+	// cached path that every call but the first takes, not the first probe.
 	for _, m := range mix {
-		_ = warm.Call(ctx, m.name, m.params, nil)
+		_ = m.call(ctx, warm)
 	}
 	_ = warm.Close()
 	before := snap(d.pid())
@@ -91,7 +94,7 @@ func phaseLoad(ctx context.Context, h *harness) *result {
 				m := mix[(i+j)%len(mix)]
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				t0 := time.Now()
-				err := c.Call(cctx, m.name, m.params, nil)
+				err := m.call(cctx, c)
 				el := time.Since(t0)
 				cancel()
 				if err != nil {
@@ -141,10 +144,8 @@ func phaseLoad(ctx context.Context, h *harness) *result {
 }
 
 func phaseChurn(ctx context.Context, h *harness) *result {
-	r := &result{}
-	d, err := h.start(ctx, daemonSetup{config: soakConfig})
-	if err != nil {
-		r.fail("start daemon", err)
+	d, r := h.startPhase(ctx, daemonSetup{config: soakConfig})
+	if d == nil {
 		return r
 	}
 	defer d.stop(15 * time.Second)
@@ -156,7 +157,7 @@ func phaseChurn(ctx context.Context, h *harness) *result {
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		err = c.Call(cctx, "daemon.info", nil, nil)
+		_, err = c.Info(cctx)
 		if cerr := c.Close(); err == nil {
 			err = cerr
 		}

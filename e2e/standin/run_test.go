@@ -1,7 +1,6 @@
 package standin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,12 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // cliPath is CLI plus t.Parallel: each real-CLI test has its own server and
@@ -40,32 +40,6 @@ func (r cliResult) String() string {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// capped keeps at most limit bytes, so a CLI stuck in a loop cannot fill memory.
-type capped struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	limit int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.limit - c.buf.Len(); room > 0 {
-		if len(p) > room {
-			c.buf.Write(p[:room])
-		} else {
-			c.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
 // runCLI runs one real CLI the way card will: explicit working dir, complete
 // env, prompt on stdin, own process group, a deadline that ends the whole
 // group (SIGTERM, then SIGKILL), capped output, and no child left behind.
@@ -77,9 +51,10 @@ func runCLI(t *testing.T, timeout time.Duration, dir string, env []string, stdin
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb = &capped{limit: 4 << 20}, &capped{limit: 1 << 20}
+	// Capped, so a CLI stuck in a loop cannot fill memory.
+	out, errb := &proc.Capped{Head: 4 << 20}, &proc.Capped{Head: 1 << 20}
 	cmd.Stdout, cmd.Stderr = out, errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = proc.NewGroup()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 3 * time.Second
 	begin := time.Now()
@@ -146,5 +121,3 @@ func scrubHome(s, home string) string {
 	}, home)
 	return strings.ReplaceAll(s, dashed, "-home-user")
 }
-
-func contains(body []byte, s string) bool { return strings.Contains(string(body), s) }

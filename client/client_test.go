@@ -1,0 +1,207 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/store"
+)
+
+func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
+
+// startDaemon is a daemon whose Claude Code replays a real captured stream.
+func startDaemon(t *testing.T, opts daemontest.Options) *daemontest.Daemon {
+	t.Helper()
+	claude := daemontest.ReplayAgent(t, "claude", "2.1.197 (Claude Code)", daemontest.RepoFile(t, "spawn/testdata/claude-stream-success.jsonl"))
+	opts.Config = "login_shell_path = false\n"
+	opts.Agents = map[string]string{agent.ClaudeCode: claude.Path}
+	return daemontest.Start(t, opts)
+}
+
+// A method the daemon registers and the typed client lacks would send Go
+// programs back to strings and maps; every one must have its typed call,
+// and each must reach the daemon and decode its answer.
+func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
+	d := startDaemon(t, daemontest.Options{})
+	c := d.Client
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "note.txt")
+	var runID string
+	calls := []struct {
+		method string
+		call   func() error
+	}{
+		{"daemon.info", func() error { i, err := c.Info(ctx); assert.Equal(t, d.Home, i.Home); return err }},
+		{"rpc.discover", func() error { doc, err := c.Discover(ctx); assert.NotEmpty(t, doc.Methods); return err }},
+		{"agents.detect", func() error {
+			s, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+			assert.NotEmpty(t, s)
+			return err
+		}},
+		{"agents.list_external", func() error { _, err := c.ListExternal(ctx, daemon.DetectParams{}); return err }},
+		{"agents.detect_external", func() error { _, err := c.DetectExternal(ctx, daemon.DetectParams{}); return err }},
+		{"agents.health_external", func() error {
+			h, err := c.Health(ctx, agent.ClaudeCode, false)
+			assert.Equal(t, agent.ClaudeCode, h.ID)
+			all, aerr := c.HealthAll(ctx, false)
+			assert.Len(t, all, len(agent.IDs()))
+			return errors.Join(err, aerr)
+		}},
+		{"agents.invoke", func() error {
+			res, err := c.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: dir})
+			assert.Equal(t, store.StatusSucceeded, res.Status)
+			runID = res.RunID
+			return err
+		}},
+		{"agents.cancel", func() error { r, err := c.Cancel(ctx, runID); assert.False(t, r.Cancelled); return err }},
+		{"runs.list", func() error { r, err := c.Runs(ctx, daemon.ListParams{}); assert.Len(t, r, 1); return err }},
+		{"runs.get", func() error { r, err := c.Run(ctx, runID); assert.Equal(t, runID, r.RunID); return err }},
+		{"runs.subscribe", func() error {
+			ended := make(chan struct{})
+			_, err := c.Subscribe(ctx, runID, 0, func(ev daemon.AgentEvent) {
+				if client.Terminal(ev) {
+					close(ended)
+				}
+			})
+			if err == nil {
+				<-ended
+			}
+			return err
+		}},
+		{"substrate.info", func() error { i, err := c.SubstrateInfo(ctx); assert.True(t, i.Local); return err }},
+		{"substrate.write_text", func() error {
+			_, err := c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "hi"})
+			return err
+		}},
+		{"substrate.read_text", func() error { s, err := c.SubstrateReadText(ctx, file); assert.Equal(t, "hi", s); return err }},
+		{"substrate.write_bytes", func() error { _, err := c.SubstrateWriteBytes(ctx, file, []byte{0, 1, 2}); return err }},
+		{"substrate.read_bytes", func() error {
+			b, err := c.SubstrateReadBytes(ctx, daemon.ReadBytesParams{Path: file, Offset: 1})
+			assert.Equal(t, []byte{1, 2}, b)
+			return err
+		}},
+		{"substrate.path_state", func() error { _, err := c.SubstratePathState(ctx, file); return err }},
+		{"substrate.run_command", func() error {
+			r, err := c.SubstrateRunCommand(ctx, "echo hello", 5*time.Second)
+			assert.Equal(t, "hello\n", r.Stdout)
+			return err
+		}},
+		{"substrate.pty_start", nil}, {"substrate.pty_input", nil}, {"substrate.pty_read", nil}, {"substrate.pty_resize", nil},
+		{"substrate.pty_kill", func() error {
+			pid, err := c.SubstratePTYStart(ctx, "cat")
+			if err != nil {
+				return err
+			}
+			require.NoError(t, c.SubstratePTYInput(ctx, pid, "hi\n"))
+			require.NoError(t, c.SubstratePTYResize(ctx, pid, 40, 120))
+			_, err = c.SubstratePTYRead(ctx, pid)
+			return errors.Join(err, c.SubstratePTYKill(ctx, pid))
+		}},
+	}
+	var covered []string
+	for _, tc := range calls {
+		covered = append(covered, tc.method)
+		if tc.call != nil {
+			require.NoError(t, tc.call(), tc.method)
+		}
+	}
+	var registered []string
+	for _, m := range d.Registry().Methods() {
+		if m.AliasOf == "" {
+			registered = append(registered, m.Name)
+		}
+	}
+	sort.Strings(covered)
+	sort.Strings(registered)
+	assert.Equal(t, registered, covered, "the daemon's methods and the typed client's")
+}
+
+// The daemon sends a streamed run's events right behind the answer that
+// names the run: Stream must hand every one of them to its handler, in
+// order, however fast they come. Repeated, because the race it guards
+// against is lost only sometimes.
+func TestStreamDeliversEveryEventOfItsRunInOrder(t *testing.T) {
+	all := daemontest.NewEvents()
+	d := startDaemon(t, daemontest.Options{Client: client.Options{OnEvent: all.Add}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 0; i < 10; i++ {
+		got := make(chan daemon.AgentEvent, 64)
+		acc, err := d.Client.Stream(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir()},
+			func(ev daemon.AgentEvent) { got <- ev })
+		require.NoError(t, err)
+		want := all.WaitEnd(t, acc.RunID, 30*time.Second)
+		for j, w := range want {
+			select {
+			case ev := <-got:
+				assert.Equal(t, int64(j+1), ev.Seq)
+				assert.Equal(t, w.Kind, ev.Kind)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("run %d: the handler got %d of %d events", i, j, len(want))
+			}
+		}
+		assert.Empty(t, got, "nothing after the terminal event")
+	}
+}
+
+func TestSubscribeReplaysOnlyTheEventsAfterTheSeqItIsGiven(t *testing.T) {
+	d := startDaemon(t, daemontest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	got := daemontest.NewEvents()
+	sub, err := d.Dial(t, client.Options{}).Subscribe(ctx, res.RunID, 2, got.Add)
+	require.NoError(t, err)
+	assert.False(t, sub.Live)
+	evs := got.WaitEnd(t, res.RunID, 10*time.Second)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, int64(3), evs[0].Seq, "replay starts after seq 2")
+}
+
+func TestDialFindsTheDaemonThroughItsHome(t *testing.T) {
+	d := startDaemon(t, daemontest.Options{NoClient: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Home: d.Home})
+	require.NoError(t, err)
+	defer c.Close()
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, d.URL, info.URL)
+}
+
+func TestDialSaysWhenNoDaemonRunsForTheHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	home := t.TempDir()
+	_, err := client.Dial(ctx, client.Options{Home: home})
+	var nd *client.NoDaemonError
+	require.ErrorAs(t, err, &nd)
+	assert.Zero(t, nd.PID)
+	assert.Contains(t, err.Error(), "start it with `card serve`")
+
+	// A daemon.json left by a daemon that is gone names its pid.
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.DiscoveryFileName),
+		[]byte(`{"url":"ws://127.0.0.1:1/rpc","pid":4242}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.TokenFileName), []byte(strings.Repeat("0", 64)+"\n"), 0o600))
+	_, err = client.Dial(ctx, client.Options{Home: home})
+	require.ErrorAs(t, err, &nd)
+	assert.Equal(t, 4242, nd.PID)
+	assert.Equal(t, home, nd.Home)
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/card-dev/card/daemon"
+)
+
+// router hands each agents.event to the handlers of its run. It runs on the
+// connection's read goroutine, so events arrive in the order the daemon
+// sent them.
+type router struct {
+	all func(daemon.AgentEvent)
+
+	mu   sync.Mutex
+	runs map[string][]*route
+	// streaming counts streamed invokes not yet answered and routed. The
+	// daemon sends a streamed run's events right after the answer that
+	// names the run, so they can be read before Stream has learned the run
+	// id: while a streamed invoke is in flight, events of runs nobody
+	// routes are kept in early for it to claim, and dropped once none is.
+	streaming int
+	early     map[string][]daemon.AgentEvent
+}
+
+// route is one handler of one run's events. It delivers each seq once and
+// in order, even when the connection receives a run's events twice (two
+// subscriptions to the same run), and ends with the terminal event.
+type route struct {
+	mu   sync.Mutex
+	fn   func(daemon.AgentEvent)
+	last int64
+	done bool
+}
+
+// Terminal reports whether ev is the last event of its run.
+func Terminal(ev daemon.AgentEvent) bool {
+	return ev.Kind == daemon.EventDone || ev.Kind == daemon.EventRunError
+}
+
+func (rt *route) deliverLocked(ev daemon.AgentEvent) {
+	if rt.done || ev.Seq <= rt.last {
+		return
+	}
+	rt.last = ev.Seq
+	rt.done = Terminal(ev)
+	rt.fn(ev)
+}
+
+func (r *router) notify(method string, params json.RawMessage) {
+	if method != "agents.event" {
+		return
+	}
+	var ev daemon.AgentEvent
+	if json.Unmarshal(params, &ev) != nil {
+		return
+	}
+	if r.all != nil {
+		r.all(ev)
+	}
+	r.mu.Lock()
+	routes := slices.Clone(r.runs[ev.RunID])
+	if len(routes) == 0 && r.streaming > 0 {
+		r.early[ev.RunID] = append(r.early[ev.RunID], ev)
+	}
+	r.mu.Unlock()
+	for _, rt := range routes {
+		rt.mu.Lock()
+		rt.deliverLocked(ev)
+		done := rt.done
+		rt.mu.Unlock()
+		if done {
+			r.remove(ev.RunID, rt)
+		}
+	}
+}
+
+// add routes runID's events after afterSeq to fn, first delivering what
+// arrived for it while it had no route; the route is added before those
+// are delivered and holds its lock meanwhile, so a later event waits.
+func (r *router) add(runID string, afterSeq int64, fn func(daemon.AgentEvent)) *route {
+	rt := &route{fn: fn, last: afterSeq}
+	rt.mu.Lock()
+	r.mu.Lock()
+	r.runs[runID] = append(r.runs[runID], rt)
+	early := r.early[runID]
+	delete(r.early, runID)
+	r.mu.Unlock()
+	for _, ev := range early {
+		rt.deliverLocked(ev)
+	}
+	done := rt.done
+	rt.mu.Unlock()
+	if done {
+		r.remove(runID, rt)
+	}
+	return rt
+}
+
+func (r *router) remove(runID string, rt *route) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	routes := slices.DeleteFunc(r.runs[runID], func(have *route) bool { return have == rt })
+	if len(routes) == 0 {
+		delete(r.runs, runID)
+	} else {
+		r.runs[runID] = routes
+	}
+}
+
+// beginStream and endStream bracket a streamed invoke, from before its
+// request is sent until its run is routed.
+func (r *router) beginStream() {
+	r.mu.Lock()
+	r.streaming++
+	r.mu.Unlock()
+}
+
+func (r *router) endStream() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.streaming--
+	if r.streaming == 0 {
+		clear(r.early)
+	}
+}

@@ -1,0 +1,263 @@
+// Package daemontest starts real card daemons for tests, as httptest starts
+// HTTP servers: in this process, on a random loopback port, in a temp home,
+// with an environment the test decides rather than the machine's, and shut
+// down by t.Cleanup before the test ends, so goleak finds nothing of it.
+//
+//	d := daemontest.Start(t, daemontest.Options{
+//		Config: "login_shell_path = false\n",
+//		Agents: map[string]string{agent.ClaudeCode: daemontest.ReplayAgent(t, "claude", claudeVersion, fixture).Path},
+//	})
+//	info, err := d.Client.Info(ctx)
+package daemontest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/rpc"
+)
+
+// Options say how to start a test daemon. The zero value is a daemon with
+// no card.toml, HOME in a temp dir and PATH=/usr/bin:/bin.
+type Options struct {
+	// Home is the daemon's state directory; empty makes a new temp one.
+	Home string
+	// Config is card.toml's text, written into the home when not empty.
+	// Tests that must not find the machine's own agent CLIs set
+	// login_shell_path = false in it.
+	Config string
+	// Environ is added to the environment the daemon reads at startup,
+	// after HOME=<a temp dir>, PATH=/usr/bin:/bin and the Agents pins; a
+	// later entry wins.
+	Environ []string
+	// ProcessEnv has the daemon read this test process's environment
+	// itself, as `card serve` does, instead of the clean one; Environ and
+	// Agents must then be empty.
+	ProcessEnv bool
+	// Agents pins adapters to executables (adapter id → path) through their
+	// pin variables, as an operator would: detection never looks for them on
+	// a search path, where temp dirs are skipped.
+	Agents map[string]string
+	// Logger is the daemon's logger; nil logs to the test's log.
+	Logger *zap.Logger
+	// Client configures the connected Client (OnEvent, RPC); its URL and
+	// Token are filled in.
+	Client client.Options
+	// NoClient leaves Client nil, for tests that count connections.
+	NoClient bool
+}
+
+// Daemon is a running test daemon.
+type Daemon struct {
+	*daemon.Daemon
+	// URL is ws://127.0.0.1:PORT/rpc; Home the state directory; Token the
+	// bearer token in Home.
+	URL, Home, Token string
+	// Client is connected to the daemon (unless Options.NoClient).
+	Client *client.Client
+}
+
+// Start starts a daemon and connects a client to it; both end at cleanup.
+func Start(t testing.TB, opts Options) *Daemon {
+	t.Helper()
+	home := opts.home(t)
+	environ := opts.environ(t)
+	log := opts.Logger
+	if log == nil {
+		log = zaptest.NewLogger(t)
+	}
+	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: log, Environ: environ})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	tok, err := daemon.ReadToken(d.Home())
+	require.NoError(t, err)
+	td := &Daemon{Daemon: d, URL: d.URL(), Home: d.Home(), Token: tok}
+	if !opts.NoClient {
+		td.Client = td.Dial(t, opts.Client)
+	}
+	return td
+}
+
+// Context is the test's context bounded by a minute, so a call that hangs
+// fails its test instead of stalling the suite until go test's timeout.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// home makes the daemon's home and writes its card.toml.
+func (opts Options) home(t testing.TB) string {
+	home := opts.Home
+	if home == "" {
+		home = filepath.Join(t.TempDir(), "card")
+	}
+	if opts.Config != "" {
+		require.NoError(t, os.MkdirAll(home, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(opts.Config), 0o600))
+	}
+	return home
+}
+
+// environ is the daemon's startup environment; nil means the process's.
+func (opts Options) environ(t testing.TB) []string {
+	if opts.ProcessEnv {
+		require.Empty(t, opts.Environ, "daemontest: ProcessEnv takes the process's environment as it is")
+		require.Empty(t, opts.Agents, "daemontest: ProcessEnv takes the process's environment as it is")
+		return nil
+	}
+	environ := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	for id, bin := range opts.Agents {
+		a, ok := agent.Lookup(id)
+		require.True(t, ok, "daemontest: no adapter %q to pin", id)
+		environ = append(environ, a.PinEnv+"="+bin)
+	}
+	return append(environ, opts.Environ...)
+}
+
+// Dial connects another typed client, closed at cleanup.
+func (d *Daemon) Dial(t testing.TB, opts client.Options) *client.Client {
+	t.Helper()
+	opts.URL, opts.Token = d.URL, d.Token
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// RPC connects a low-level client, closed at cleanup, for what no typed
+// method sends.
+func (d *Daemon) RPC(t testing.TB, opts rpc.ClientOptions) *rpc.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := rpc.Dial(ctx, d.URL, d.Token, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Raw opens a bare WebSocket with the token, closed at cleanup, to send
+// frames no client would.
+func (d *Daemon) Raw(t testing.TB) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, d.URL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.CloseNow() })
+	return ws
+}
+
+// RepoFile is the absolute path of a file of this repository (rel is
+// relative to its root), for the captured CLI output tests replay; it fails
+// the test if the file is missing, since a clone must carry its fixtures.
+func RepoFile(t testing.TB, rel string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, parent, dir, "daemontest: no go.mod above the test's directory")
+		dir = parent
+	}
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	_, err = os.Stat(p)
+	require.NoError(t, err, "daemontest: %s is missing from the repository", rel)
+	return p
+}
+
+// Script writes an executable shell script named name with body after the
+// #! line, in a temp dir, and returns its path.
+func Script(t testing.TB, name, body string) string {
+	t.Helper()
+	return script(t, t.TempDir(), name, body)
+}
+
+func script(t testing.TB, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return p
+}
+
+// Replay is a fake agent CLI made by ReplayAgent.
+type Replay struct {
+	// Path is the executable.
+	Path string
+	// Dir is where every run writes its environment, to env-<CARD_RUN_ID>.
+	Dir string
+}
+
+// ReplayAgent writes a fake agent CLI that answers --version with version
+// like the real one, fails auth probes, and otherwise replays a real
+// captured stream (fixture, an absolute path). The task it reads from
+// stdin, as card sends it, steers it:
+//
+//	SLEEP  a grandchild sleeps 60 s in the run's process group
+//	DRIP   the fixture's first line, its second line 10 times 100 ms apart, its last line
+//	FAIL   prints to stderr and exits 3
+func ReplayAgent(t testing.TB, name, version, fixture string) Replay {
+	t.Helper()
+	dir := t.TempDir()
+	body := fmt.Sprintf(`case "$1" in
+--version) echo %q; exit 0;;
+auth|login) exit 1;;
+esac
+task=$(cat)
+env > %q/env-"$CARD_RUN_ID"
+case "$task" in
+*SLEEP*) sleep 60 & wait; exit 0;;
+*DRIP*) head -n 1 %[3]q; i=0; while [ $i -lt 10 ]; do sed -n 2p %[3]q; sleep 0.1; i=$((i+1)); done; tail -n 1 %[3]q; exit 0;;
+*FAIL*) echo "boom: the fake agent failed" >&2; exit 3;;
+esac
+cat %[3]q`, version, dir, fixture)
+	return Replay{Path: script(t, dir, name, body), Dir: dir}
+}
+
+// ChildEnv is the environment the fake recorded for run runID.
+func (r Replay) ChildEnv(t testing.TB, runID string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.Dir, "env-"+runID))
+	require.NoError(t, err, "the fake %s never ran for run %s", filepath.Base(r.Path), runID)
+	env := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// VerifyTestMain runs a package's tests, then fails if any goroutine is
+// left behind: every daemon, client and fake agent the tests started must be
+// gone. modernc's SQLite driver keeps database/sql's connection opener
+// running past Close, which is none of ours.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
+}

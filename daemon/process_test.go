@@ -1,0 +1,118 @@
+package daemon_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/store"
+)
+
+// The life of `card serve` as a supervisor sees it: the token survives a
+// restart (clients need not re-read it), a second daemon on the same home is
+// refused and names the first one's pid, and SIGTERM exits 0 and removes
+// daemon.json.
+func TestServeLifecycleAsASupervisorSeesIt(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("signals")
+	}
+	bin := daemontest.Build(t)
+	ctx := daemontest.Context(t)
+	first := daemontest.Serve(t, bin, daemontest.Options{NoClient: true})
+	home := first.Home
+	c, err := client.Dial(ctx, client.Options{Home: home})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Info(ctx)
+	require.NoError(t, err)
+
+	second := exec.Command(bin, "serve", "--home", home)
+	second.Env = first.Cmd.Env
+	out, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "a second daemon on the same home must not start")
+	assert.Equal(t, 4, ee.ExitCode())
+	assert.Contains(t, string(out), "pid "+strconv.Itoa(first.Cmd.Process.Pid))
+
+	require.NoError(t, first.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 0, first.Wait(t, 15*time.Second), "SIGTERM is a clean exit")
+	_, err = os.Stat(filepath.Join(home, daemon.DiscoveryFileName))
+	assert.True(t, os.IsNotExist(err), "daemon.json is removed on a clean exit")
+
+	restarted := daemontest.Serve(t, bin, daemontest.Options{Home: home, NoClient: true})
+	assert.Equal(t, first.Token, restarted.Token, "the token is kept across restarts")
+	c2, err := client.Dial(ctx, client.Options{URL: restarted.URL, Token: first.Token})
+	require.NoError(t, err, "the old token still works")
+	defer c2.Close()
+	_, err = c2.Info(ctx)
+	require.NoError(t, err)
+	require.NoError(t, restarted.Cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, 0, restarted.Wait(t, 15*time.Second), "SIGINT is a clean exit too")
+}
+
+func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the leftover-process checks read /proc")
+	}
+	bin := daemontest.Build(t)
+	_, pins := replayAgents(t)
+	cwd := t.TempDir()
+	serve := func(t *testing.T, home string) *daemontest.Process {
+		return daemontest.Serve(t, bin, daemontest.Options{Home: home, Config: "login_shell_path = false\n",
+			Agents: pins, Environ: []string{"PATH=" + os.Getenv("PATH")}})
+	}
+	startSleeper := func(t *testing.T, c *client.Client) string {
+		acc, err := c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: "claude-code", Task: "SLEEP", Cwd: cwd}, nil)
+		require.NoError(t, err)
+		waitForProcesses(t, acc.RunID)
+		require.Len(t, processesOfRun(acc.RunID), 2, "the fake agent and its sleeping grandchild")
+		return acc.RunID
+	}
+
+	t.Run("SIGKILL mid-run: the restarted daemon records it interrupted and ends the leftovers", func(t *testing.T) {
+		p := serve(t, "")
+		id := startSleeper(t, p.Client)
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGKILL))
+		p.Wait(t, 5*time.Second)
+		time.Sleep(100 * time.Millisecond)
+		require.NotEmpty(t, processesOfRun(id), "a grandchild outlives a SIGKILLed daemon; without this the test proves nothing")
+
+		run, err := serve(t, p.Home).Client.Run(daemontest.Context(t), id)
+		require.NoError(t, err)
+		assert.Equal(t, store.StatusInterrupted, run.Status)
+		require.NotNil(t, run.Error)
+		assert.Equal(t, "interrupted", run.Error.Kind)
+		waitNoProcesses(t, id, 3*time.Second)
+	})
+
+	t.Run("SIGTERM: runs recorded interrupted, no child left, exit 0", func(t *testing.T) {
+		p := serve(t, "")
+		id := startSleeper(t, p.Client)
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+		assert.Equal(t, 0, p.Wait(t, 10*time.Second), "card serve exits 0 after a graceful stop")
+		assert.Empty(t, processesOfRun(id))
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := store.Open(ctx, filepath.Join(p.Home, daemon.RunsDBName), store.Options{})
+		require.NoError(t, err)
+		defer st.Close()
+		run, err := st.Get(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, store.StatusInterrupted, run.Status)
+		require.NotNil(t, run.Error)
+		assert.Contains(t, run.Error.Message, "shut down")
+	})
+}
