@@ -102,7 +102,11 @@ func Build(bin string, req Request) (Plan, error) {
 	if err == nil && ask != (p.Ask != nil) {
 		// A builder that ignored ask would run the agent in some other
 		// mode the client never chose; one that asks unasked would hang.
-		return Plan{}, fmt.Errorf("spawn: the %s builder gave mode %s a plan with ask channel %v", req.Adapter, req.EffectiveMode(), p.Ask)
+		what := "no ask channel"
+		if p.Ask != nil {
+			what = "an ask channel"
+		}
+		return Plan{}, fmt.Errorf("spawn: the %s builder gave permission_mode %s a plan with %s", req.Adapter, req.EffectiveMode(), what)
 	}
 	return p, err
 }
