@@ -26,8 +26,9 @@ type ClientOptions struct {
 	// OnRequest serves a request the server sends to the client. Each runs
 	// in a goroutine of its own, so one that waits (on a person, say) holds
 	// up neither the notifications nor the answers to the client's own
-	// calls; ctx ends when the connection does, and Close waits for every
-	// OnRequest to return. The result is the answer's result; an error is
+	// calls; ctx ends when the connection does, or when the server
+	// withdraws the request with $/cancelRequest (it is then not answered),
+	// and Close waits for every OnRequest to return. The result is the answer's result; an error is
 	// answered as a JSON-RPC error (an *Error keeps its code and data).
 	// Without OnRequest every server request is answered method not found.
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (any, error)
