@@ -14,6 +14,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,6 +38,13 @@ type Options struct {
 	// goroutine: keep it quick or hand off. Stream and Subscribe take a
 	// handler for one run's events as well.
 	OnEvent func(daemon.AgentEvent)
+	// OnApprove answers the questions of this connection's ask-mode runs
+	// (agents.approve): allow, allow_always or deny. It runs on a goroutine
+	// of its own per question and may wait for a person; ctx ends when the
+	// daemon withdraws the question (answered elsewhere, or expired) or the
+	// connection closes, and an answer after that is not sent. Nil answers
+	// every question with -32601, which denies it at once.
+	OnApprove func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error)
 	// RPC tunes the transport (headers, the token as a subprotocol, the read
 	// limit, a logger, serving the daemon's requests). Its OnNotification is
 	// the client's own and is ignored.
@@ -105,6 +113,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	r := &router{all: opts.OnEvent, runs: map[string][]*route{}, early: map[string][]daemon.AgentEvent{}}
 	ro := opts.RPC
 	ro.OnNotification = r.notify
+	if opts.OnApprove != nil {
+		ro.OnRequest = approver(opts.OnApprove, ro.OnRequest)
+	}
 	rc, err := rpc.Dial(ctx, url, token, ro)
 	if err != nil {
 		var de *rpc.DialError
@@ -135,4 +146,23 @@ func call[R any](ctx context.Context, c *Client, method string, params any) (R, 
 	var r R
 	err := c.rpc.Call(ctx, method, params, &r)
 	return r, err
+}
+
+// approver serves agents.approve with onApprove and hands any other request
+// of the server's to next.
+func approver(onApprove func(context.Context, daemon.ApproveParams) (daemon.ApproveAnswer, error),
+	next func(context.Context, string, json.RawMessage) (any, error)) func(context.Context, string, json.RawMessage) (any, error) {
+	return func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		if method != daemon.ApproveMethod {
+			if next != nil {
+				return next(ctx, method, params)
+			}
+			return nil, &rpc.Error{Code: rpc.CodeMethodNotFound, Message: "this client serves no " + method}
+		}
+		var q daemon.ApproveParams
+		if err := json.Unmarshal(params, &q); err != nil {
+			return nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: "agents.approve params: " + err.Error()}
+		}
+		return onApprove(ctx, q)
+	}
 }

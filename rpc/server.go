@@ -201,6 +201,8 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
 	log.Debug("connection opened", zap.String("remote", remote))
 
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
+	stream.out = newOutgoing(stream.write, ctx.Done(), log)
+	peer.out = stream.out
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)

@@ -3,14 +3,18 @@
 // extension would write one: find the daemon through daemon.json, prove we
 // may talk to it with the token file, list the agents and whether each is
 // signed in, run one with its events streamed, and cancel it on Ctrl-C.
+// With --ask the run is in ask mode: each tool call outside read-only is a
+// question (agents.approve) put to the person at this terminal.
 //
-//   node client.js [--agent claude-code] [--cwd DIR] [--invoked-by ID] "task"
+//   node client.js [--agent claude-code] [--cwd DIR] [--invoked-by ID]
+//                  [--ask [--approval-timeout SECS]] "task"
 //
 // Exit status: 0 the run succeeded, 1 it failed or an error, 3 no daemon,
 // 130 cancelled.
 
 import { readFile } from 'node:fs/promises';
 import { homedir, platform } from 'node:os';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
@@ -45,18 +49,30 @@ async function findDaemon(home) {
 }
 
 // Connection is a small JSON-RPC 2.0 client over one WebSocket: one message
-// per text frame, answers matched on id, notifications handed to onNotify.
+// per text frame, answers matched on id, notifications handed to onNotify,
+// and the daemon's own requests (agents.approve) to onRequest, whose
+// returned promise is sent back as the response. The daemon withdraws a
+// request it no longer waits for with $/cancelRequest; onCancel hears it.
 class Connection {
   constructor(ws) {
     this.ws = ws;
     this.nextId = 1;
     this.pending = new Map();
     this.onNotify = () => {};
+    this.onRequest = async (method) => {
+      throw Object.assign(new Error(`this client does not serve ${method}`), { code: -32601 });
+    };
+    this.onCancel = () => {};
     ws.on('message', (data, isBinary) => {
       if (isBinary) return;
       const msg = JSON.parse(data.toString('utf8'));
+      if (msg.method && msg.id !== undefined && msg.id !== null) {
+        this.answer(msg);
+        return;
+      }
       if (msg.id === undefined || msg.id === null) {
-        if (msg.method) this.onNotify(msg.method, msg.params);
+        if (msg.method === '$/cancelRequest') this.onCancel(msg.params?.id);
+        else if (msg.method) this.onNotify(msg.method, msg.params);
         return;
       }
       const p = this.pending.get(msg.id);
@@ -92,6 +108,19 @@ class Connection {
     });
   }
 
+  // answer runs onRequest for one of the daemon's requests and sends its
+  // result, or its error, under the request's id.
+  async answer(req) {
+    let reply;
+    try {
+      reply = { jsonrpc: '2.0', id: req.id, result: await this.onRequest(req.method, req.params, req.id) };
+    } catch (err) {
+      reply = { jsonrpc: '2.0', id: req.id, error: { code: err.code ?? -32603, message: err.message } };
+    }
+    if (reply.result === undefined && !reply.error) return; // withdrawn: nobody waits for it
+    this.ws.send(JSON.stringify(reply));
+  }
+
   call(method, params) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -110,13 +139,93 @@ class Connection {
   }
 }
 
+// Terminal asks the person at this terminal, one question at a time: the
+// agent may ask again while a question is open, and the answers must go to
+// the right one.
+class Terminal {
+  constructor() {
+    this.rl = createInterface({ input: process.stdin });
+    this.lines = [];
+    this.waiting = null;
+    this.queue = Promise.resolve();
+    this.rl.on('line', (line) => {
+      if (this.waiting) {
+        const w = this.waiting;
+        this.waiting = null;
+        w(line);
+      } else this.lines.push(line);
+    });
+    this.rl.on('close', () => {
+      this.closed = true;
+      if (this.waiting) this.waiting(null);
+    });
+  }
+
+  readLine() {
+    if (this.lines.length) return Promise.resolve(this.lines.shift());
+    if (this.closed) return Promise.resolve(null);
+    return new Promise((resolve) => (this.waiting = resolve));
+  }
+
+  // approve asks about one tool call and resolves with the answer, or with
+  // undefined when the daemon withdrew the question first (withdrawn
+  // resolves).
+  approve(q, withdrawn) {
+    let gone = false;
+    let active = false;
+    withdrawn.then(() => {
+      gone = true;
+      // Only this question's prompt is dropped, not one asked before it.
+      if (active && this.waiting) {
+        const w = this.waiting;
+        this.waiting = null;
+        w(undefined);
+      }
+    });
+    const turn = this.queue.then(async () => {
+      if (gone) return undefined;
+      active = true;
+      const input = JSON.stringify(q.tool.input);
+      console.log(`approve? run ${q.run_id} (${q.adapter}) wants ${q.summary}`);
+      console.log(`  ${q.tool.name} ${input.length > 300 ? input.slice(0, 300) + '…' : input}`);
+      console.log(`  answer by ${q.expires_at}: [y]es, [a]lways (${q.tool.name}, this run), [n]o`);
+      for (;;) {
+        const line = await this.readLine();
+        if (gone || line === undefined) {
+          console.log(`approval ${q.request_id}: withdrawn (answered elsewhere or expired)`);
+          return undefined;
+        }
+        if (line === null) return { decision: 'deny', message: 'Nobody was at the terminal to answer.' };
+        const a = line.trim().toLowerCase();
+        if (a === 'y' || a === 'yes') return { decision: 'allow' };
+        if (a === 'a' || a === 'always') return { decision: 'allow_always' };
+        if (a === 'n' || a === 'no') return { decision: 'deny', message: 'Denied at the terminal.' };
+        console.log('  please answer y, a or n');
+      }
+    });
+    this.queue = turn.catch(() => {});
+    return turn;
+  }
+
+  close() {
+    this.rl.close();
+  }
+}
+
 function printEvent(ev) {
   switch (ev.kind) {
     case 'text':
       console.log(`event ${ev.seq} text: ${ev.text}`);
       break;
     case 'tool_use':
-      console.log(`event ${ev.seq} tool_use: ${ev.name ?? ''}`);
+      console.log(`event ${ev.seq} tool_use: ${ev.tool?.name ?? ''}`);
+      break;
+    case 'approval_requested':
+      console.log(`event ${ev.seq} approval ${ev.approval.request_id} asked: ${ev.approval.summary}`);
+      break;
+    case 'approval_decided':
+      console.log(`event ${ev.seq} approval ${ev.approval.request_id}: ${ev.approval.decision} by ${ev.approval.by}` +
+        (ev.approval.message ? ` (${ev.approval.message})` : ''));
       break;
     case 'done':
     case 'error':
@@ -132,6 +241,8 @@ async function main() {
       agent: { type: 'string', default: 'claude-code' },
       cwd: { type: 'string', default: process.cwd() },
       'invoked-by': { type: 'string' },
+      ask: { type: 'boolean', default: false },
+      'approval-timeout': { type: 'string' },
     },
     allowPositionals: true,
   });
@@ -180,8 +291,33 @@ async function main() {
     );
   });
 
+  // Ask mode: the daemon's agents.approve requests are put to the person at
+  // this terminal; a question the daemon withdraws ($/cancelRequest: answered
+  // on another connection, or expired) is dropped from the terminal.
+  let terminal = null;
+  if (values.ask) {
+    terminal = new Terminal();
+    const withdrawals = new Map();
+    conn.onCancel = (id) => withdrawals.get(id)?.();
+    conn.onRequest = async (method, q, id) => {
+      if (method !== 'agents.approve') {
+        throw Object.assign(new Error(`this client does not serve ${method}`), { code: -32601 });
+      }
+      const withdrawn = new Promise((resolve) => withdrawals.set(id, resolve));
+      try {
+        return await terminal.approve(q, withdrawn);
+      } finally {
+        withdrawals.delete(id);
+      }
+    };
+  }
+
   const params = { id: values.agent, task, cwd: values.cwd, stream: true };
   if (values['invoked-by']) params.invoked_by = values['invoked-by'];
+  if (values.ask) {
+    params.permission_mode = 'ask';
+    if (values['approval-timeout']) params.approval_timeout_secs = Number(values['approval-timeout']);
+  }
   const accepted = await conn.call('agents.invoke', params);
   runId = accepted.run_id;
   console.log(`run ${runId}: started ${accepted.adapter}`);
@@ -191,6 +327,7 @@ async function main() {
   await cancelling; // its answer comes once the run has ended
   const r = end.result ?? {};
   console.log(`run ${runId}: ${end.status}${r.answer ? ': ' + r.answer : ''}`);
+  terminal?.close();
   conn.close();
   if (end.status === 'succeeded') return 0;
   return end.status === 'cancelled' ? 130 : 1;
