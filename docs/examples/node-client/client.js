@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // A minimal client of the card daemon, the way an Electron app or a VS Code
-// extension would write one: find the daemon through daemon.json, prove we
-// may talk to it with the token file, list the agents and whether each is
-// signed in, run one with its events streamed, and cancel it on Ctrl-C.
+// extension would write one: find the daemon through daemon.json, check that
+// what listens there is this user's daemon before the token goes anywhere,
+// prove we may talk to it with the token file, list the agents and whether
+// each is signed in, run one with its events streamed, and cancel it on
+// Ctrl-C.
 //
 //   node client.js [--agent claude-code] [--cwd DIR] [--invoked-by ID] "task"
 //
