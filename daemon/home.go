@@ -115,10 +115,13 @@ func CheckHome(dir string) (os.FileInfo, error) {
 	return st, nil
 }
 
-// checkHomeParent refuses a home whose directory others may write to
+// checkHomeParent refuses a home whose directory every user may write to
 // without the sticky bit: anyone who can write there can rename the home
 // away and put a link or a directory of theirs in its place between two
-// checks. /tmp (sticky) is fine; a shared group-writable folder is not.
+// checks. /tmp (sticky) is fine. A directory writable by its group only is
+// let be: with a private group per user (Fedora's umask 002 makes
+// ~/.local/state 0775) that is the user alone, and telling the groups
+// apart would mean reading the group database.
 func checkHomeParent(dir string) error {
 	parent := filepath.Dir(dir)
 	st, err := os.Stat(parent)
@@ -128,7 +131,7 @@ func checkHomeParent(dir string) error {
 	if err != nil {
 		return err
 	}
-	if st.Mode().Perm()&0o022 != 0 && st.Mode()&fs.ModeSticky == 0 {
+	if st.Mode().Perm()&0o002 != 0 && st.Mode()&fs.ModeSticky == 0 {
 		return fmt.Errorf("home %s is in %s, which others can write to (mode %04o, no sticky bit): another user could replace the home; "+
 			"pick a home under a directory only you can write to", dir, parent, st.Mode().Perm())
 	}

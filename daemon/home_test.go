@@ -84,6 +84,9 @@ func TestAHomeInADirectoryOthersCanWriteWithoutTheStickyBitIsRefused(t *testing.
 
 	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky))
 	assert.NoError(t, newDaemon(t, filepath.Join(shared, "card")), "a sticky directory such as /tmp is fine")
+
+	require.NoError(t, os.Chmod(shared, 0o775))
+	assert.NoError(t, newDaemon(t, filepath.Join(shared, "card2")), "a directory only its group may write to is let be")
 }
 
 func TestAHomeOwnedByAnotherUserIsRefused(t *testing.T) {

@@ -58,7 +58,7 @@ async function checkHome(home) {
   if (st.uid !== process.geteuid()) throw new Error(`home ${home} belongs to uid ${st.uid}, not you (uid ${process.geteuid()})`);
   if (st.mode & 0o022) throw new Error(`home ${home} is writable by others (mode ${(st.mode & 0o777).toString(8)})`);
   const parent = await stat(dirname(home));
-  if (parent.mode & 0o022 && !(parent.mode & 0o1000)) {
+  if (parent.mode & 0o002 && !(parent.mode & 0o1000)) {
     throw new Error(`home ${home} is in ${dirname(home)}, which others can write to without the sticky bit`);
   }
 }
