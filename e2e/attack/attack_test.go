@@ -118,6 +118,14 @@ func (p *page) origin() string { return "http://" + p.srv.Listener.Addr().String
 // start serves the page; frame, when set, is another page embedded in it,
 // so one browser tab runs both origins' attempts at once.
 func (p *page) start(t *testing.T, attempts []attempt, frame string) {
+	p.render(t, pageTmpl, struct {
+		Attempts []attempt
+		Frame    string
+	}{attempts, frame})
+}
+
+// render serves tmpl executed with data at / and the verdict handler.
+func (p *page) render(t *testing.T, tmpl *template.Template, data any) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -125,12 +133,8 @@ func (p *page) start(t *testing.T, attempts []attempt, frame string) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		data := struct {
-			Attempts []attempt
-			Frame    string
-		}{attempts, frame}
-		if err := pageTmpl.Execute(w, data); err != nil {
-			t.Errorf("render the attack page: %v", err)
+		if err := tmpl.Execute(w, data); err != nil {
+			t.Errorf("render the page %s: %v", tmpl.Name(), err)
 		}
 	})
 	p.serve(t, mux)
@@ -434,22 +438,10 @@ func TestABrowserFloodOfRefusedUpgradesLeavesABoundedLog(t *testing.T) {
 	d := daemontest.Start(t, daemontest.Options{Logger: zap.New(zapcore.NewTee(core, file)), NoClient: true})
 
 	flood := newPage(t)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		data := struct {
-			URL                             string
-			Millis, SocketLanes, FetchLanes int
-		}{d.URL, 4000, 4, 16}
-		if err := floodTmpl.Execute(w, data); err != nil {
-			t.Errorf("render the flood page: %v", err)
-		}
-	})
-	flood.serve(t, mux)
+	flood.render(t, floodTmpl, struct {
+		URL                             string
+		Millis, SocketLanes, FetchLanes int
+	}{d.URL, 4000, 4, 16})
 	_, before := size.get()
 
 	raw := runChromium(t, bin, flood.origin()+"/", flood)
