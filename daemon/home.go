@@ -54,7 +54,8 @@ func DefaultHome(getenv func(string) string) (string, error) {
 
 // EnsureHome creates the home directory 0700, or checks the one that is
 // there: it must be a real directory of this user that no one else can
-// write to, in a directory no one else can rename it out of. A home in a
+// write to, in a directory not every user can write to (unless it is
+// sticky, like /tmp). A home in a
 // shared directory could otherwise be a link another user planted to a
 // directory of theirs, and the daemon would write its token through it.
 // Read and search bits for others are taken away (the token lives there);
@@ -86,8 +87,8 @@ func EnsureHome(dir string) error {
 
 // CheckHome is what a client checks before it trusts anything in a home:
 // the home is a directory (not a link), owned by this user, that no one else
-// can write to, in a directory no one else can rename it out of. It changes
-// nothing.
+// can write to, in a directory that not every user can write to (unless it
+// is sticky). It changes nothing.
 func CheckHome(dir string) (os.FileInfo, error) {
 	st, err := os.Lstat(dir)
 	if err != nil {
