@@ -7,7 +7,10 @@
 //	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: "codex", Task: "explain main.go", Cwd: dir})
 //
 // It finds the daemon the way every client must: the URL in
-// <home>/daemon.json, the token in <home>/token. A call whose context ends
+// <home>/daemon.json, the token in <home>/token, and before the token is
+// sent, proof from the operating system that what listens there is this
+// user's daemon (see docs/protocol.md, "Before you send the token"). A call
+// whose context ends
 // is withdrawn with $/cancelRequest. rpc.Client stays the low-level client
 // for what no typed method sends (malformed params in tests, raw frames).
 package client
@@ -19,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
@@ -31,7 +35,8 @@ type Options struct {
 	// daemon itself.
 	Home string
 	// URL and Token, when URL is set, reach that daemon directly instead of
-	// reading them from Home (a test harness knows both).
+	// reading them from Home (a test harness knows both). Nothing is
+	// checked then: the caller vouches for what listens at URL.
 	URL, Token string
 	// OnEvent is called with every agents.event this connection receives,
 	// whichever run it belongs to, in order, on the connection's read
@@ -71,7 +76,7 @@ type NoDaemonError struct {
 func (e *NoDaemonError) Error() string {
 	what := "no daemon running for home " + e.Home
 	if e.PID != 0 {
-		what = fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v)", e.Home, e.PID, e.Cause)
+		what = fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d: %v)", e.Home, e.PID, e.Cause)
 	}
 	return what + ": start it with `card serve`"
 }
@@ -88,7 +93,9 @@ func ResolveHome(flagHome string) (string, error) {
 }
 
 // Dial connects to the daemon opts name. When no daemon runs for the home,
-// the error is a *NoDaemonError.
+// the error is a *NoDaemonError; when something else listens where
+// daemon.json says the daemon is, a *ListenerError, and the token is not
+// sent.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	url, token := opts.URL, opts.Token
 	home := opts.Home
@@ -98,15 +105,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		if home, err = ResolveHome(home); err != nil {
 			return nil, err
 		}
-		disc, err := daemon.ReadDiscovery(home)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &NoDaemonError{Home: home, Cause: err}
-		}
-		if err != nil {
+		var disc daemon.Discovery
+		if disc, token, err = findDaemon(home); err != nil {
 			return nil, err
-		}
-		if token, err = daemon.ReadToken(home); err != nil {
-			return nil, fmt.Errorf("read the token of home %s: %w", home, err)
 		}
 		url, pid = disc.URL, disc.PID
 	}
@@ -125,6 +126,56 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	return &Client{rpc: rc, events: r}, nil
+}
+
+// findDaemon reads the home's daemon.json and token and checks, before the
+// token goes anywhere, that the daemon the file names is this user's and is
+// the one listening on its port. The file is read again after the token: a
+// daemon that starts meanwhile removes a dead one's daemon.json before it
+// writes its new token, so a client never pairs a new token with a dead
+// daemon's port.
+func findDaemon(home string) (daemon.Discovery, string, error) {
+	if _, err := daemon.CheckHome(home); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return daemon.Discovery{}, "", &NoDaemonError{Home: home, Cause: err}
+		}
+		return daemon.Discovery{}, "", err
+	}
+	for attempt := 0; ; attempt++ {
+		disc, err := daemon.ReadDiscovery(home)
+		if errors.Is(err, fs.ErrNotExist) {
+			return disc, "", &NoDaemonError{Home: home, Cause: err}
+		}
+		if err != nil {
+			return disc, "", err
+		}
+		token, tokErr := daemon.ReadToken(home)
+		again, err := daemon.ReadDiscovery(home)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Stopped while we read: the token is gone or dead with it.
+			return disc, "", &NoDaemonError{Home: home, Cause: err}
+		}
+		if err != nil {
+			return disc, "", err
+		}
+		if again == disc {
+			if tokErr != nil {
+				return disc, "", fmt.Errorf("read the token of home %s: %w", home, tokErr)
+			}
+			t, err := parseTarget(disc)
+			if err != nil {
+				return disc, "", err
+			}
+			if err := verifyListener(home, t); err != nil {
+				return disc, "", err
+			}
+			return disc, token, nil
+		}
+		if attempt == 2 {
+			return disc, "", fmt.Errorf("%s keeps changing while it is read (daemons starting and stopping on home %s?); try again",
+				filepath.Join(home, daemon.DiscoveryFileName), home)
+		}
+	}
 }
 
 // Call sends method with params as they are and decodes the answer into

@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +53,14 @@ func nodeClient(t *testing.T) string {
 // (the person at the terminal).
 func runClient(t *testing.T, node, home string, onLine func(cmd *exec.Cmd, stdin io.Writer, line string), args ...string) (stdout string, exitCode int) {
 	t.Helper()
+	stdout, _, exitCode = runClientStderr(t, node, home, onLine, args...)
+	return stdout, exitCode
+}
+
+// runClientStderr is runClient that also returns what the client wrote to
+// stderr.
+func runClientStderr(t *testing.T, node, home string, onLine func(cmd *exec.Cmd, stdin io.Writer, line string), args ...string) (stdout, errout string, exitCode int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{"client.js"}, args...)...)
@@ -85,7 +96,7 @@ func runClient(t *testing.T, node, home string, onLine func(cmd *exec.Cmd, stdin
 	if stderr.Len() > 0 {
 		t.Logf("client stderr:\n%s", stderr.String())
 	}
-	return out.String(), code
+	return out.String(), stderr.String(), code
 }
 
 func TestNodeClientDetectsChecksHealthAndStreamsARun(t *testing.T) {
@@ -198,4 +209,62 @@ func TestNodeClientDropsAQuestionTheDaemonWithdraws(t *testing.T) {
 	assert.Contains(t, out, "approval apr_1: withdrawn (answered elsewhere or expired)\n")
 	assert.Contains(t, out, "approval apr_1: deny by timeout")
 	assert.NoFileExists(t, filepath.Join(work, "late.txt"))
+}
+
+// The Node client makes the same checks as card's own before it sends the
+// token: here the port is held by this user, but not by the process
+// daemon.json names, so it must refuse without connecting.
+func TestNodeClientRefusesToSendTheTokenToAPortItsDaemonDoesNotHold(t *testing.T) {
+	node := nodeClient(t)
+	if runtime.GOOS != "linux" {
+		t.Skip("the socket checks read /proc")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var connections atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			connections.Add(1)
+			c.Close()
+		}
+	}()
+	sleeper := exec.Command("sleep", "60")
+	require.NoError(t, sleeper.Start())
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+
+	home := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.Mkdir(home, 0o700))
+	disc := fmt.Sprintf(`{"url":"ws://%s/rpc","pid":%d}`, ln.Addr(), sleeper.Process.Pid)
+	require.NoError(t, os.WriteFile(filepath.Join(home, "daemon.json"), []byte(disc), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "token"), []byte(strings.Repeat("7", 64)+"\n"), 0o600))
+
+	_, stderr, code := runClientStderr(t, node, home, nil, "--cwd", home, "hello")
+	assert.Equal(t, 1, code)
+	port := ln.Addr().(*net.TCPAddr).Port
+	assert.Contains(t, stderr, fmt.Sprintf("pid %d, which daemon.json names, does not hold the socket listening on port %d: not sending the token", sleeper.Process.Pid, port))
+	assert.Zero(t, connections.Load(), "the client connected before it refused")
+
+	// A daemon.json whose pid is gone is no daemon (exit 3).
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	disc = fmt.Sprintf(`{"url":"ws://%s/rpc","pid":%d}`, ln.Addr(), dead.Process.Pid)
+	require.NoError(t, os.WriteFile(filepath.Join(home, "daemon.json"), []byte(disc), 0o600))
+	_, stderr, code = runClientStderr(t, node, home, nil, "--cwd", home, "hello")
+	assert.Equal(t, 3, code, stderr)
+}
+
+func TestNodeClientRefusesAHomeThatIsALink(t *testing.T) {
+	node := nodeClient(t)
+	real := t.TempDir()
+	startDaemon(t, real)
+	link := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.Symlink(real, link))
+	_, stderr, code := runClientStderr(t, node, link, nil, "--cwd", real, "hello")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "is a symbolic link")
 }

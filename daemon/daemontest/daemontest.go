@@ -61,6 +61,8 @@ type Options struct {
 	Client client.Options
 	// NoClient leaves Client nil, for tests that count connections.
 	NoClient bool
+	// Addr is the listen address; empty means 127.0.0.1:0.
+	Addr string
 }
 
 // Daemon is a running test daemon.
@@ -82,7 +84,11 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if log == nil {
 		log = zaptest.NewLogger(t)
 	}
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: log, Environ: environ})
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	d, err := daemon.New(daemon.Options{Home: home, Addr: addr, Logger: log, Environ: environ})
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
 	t.Cleanup(func() {

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // A minimal client of the card daemon, the way an Electron app or a VS Code
-// extension would write one: find the daemon through daemon.json, prove we
-// may talk to it with the token file, list the agents and whether each is
-// signed in, run one with its events streamed, and cancel it on Ctrl-C.
-// With --ask the run is in ask mode: each tool call outside read-only is a
-// question (agents.approve) put to the person at this terminal.
+// extension would write one: find the daemon through daemon.json, check that
+// what listens there is this user's daemon before the token goes anywhere,
+// prove we may talk to it with the token file, list the agents and whether
+// each is signed in, run one with its events streamed, and cancel it on
+// Ctrl-C. With --ask the run is in ask mode: each tool call outside
+// read-only is a question (agents.approve) put to the person at this terminal.
 //
 //   node client.js [--agent claude-code] [--cwd DIR] [--invoked-by ID]
 //                  [--ask [--approval-timeout SECS]] "task"
@@ -12,10 +13,12 @@
 // Exit status: 0 the run succeeded, 1 it failed or an error, 3 no daemon,
 // 130 cancelled.
 
-import { readFile } from 'node:fs/promises';
-import { homedir, platform } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { constants } from 'node:fs';
+import { lstat, open, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { endianness, homedir, platform } from 'node:os';
 import { createInterface } from 'node:readline';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 
@@ -30,22 +33,221 @@ function cardHome() {
   return join(state, 'card');
 }
 
-// findDaemon reads daemon.json (written by a listening daemon, removed when
-// it stops) and the token; a missing daemon.json means none is running.
-async function findDaemon(home) {
-  let discovery;
+function noDaemon(why) {
+  const e = new Error(`no card daemon running: ${why}; start it with \`card serve\``);
+  e.exitCode = 3;
+  return e;
+}
+
+// refuse is what the client says when it will not send the token.
+function refuse(reason) {
+  return new Error(`${reason}: not sending the token (the daemon daemon.json names is gone, or not yours; start yours again with \`card serve\`)`);
+}
+
+// checkHome: the home is a real directory of ours that no one else can
+// write to, in a directory no one else can rename it out of. Another user
+// could otherwise have planted it, and with it the URL we would send the
+// token to.
+async function checkHome(home) {
+  let st;
   try {
-    discovery = JSON.parse(await readFile(join(home, 'daemon.json'), 'utf8'));
+    st = await lstat(home);
   } catch (err) {
-    if (err.code === 'ENOENT') {
-      const e = new Error(`no card daemon running for home ${home}: start it with \`card serve\``);
-      e.exitCode = 3;
-      throw e;
-    }
+    if (err.code === 'ENOENT') throw noDaemon(`home ${home} does not exist`);
     throw err;
   }
-  const token = (await readFile(join(home, 'token'), 'utf8')).trim();
-  return { url: discovery.url, token };
+  if (st.isSymbolicLink()) throw new Error(`home ${home} is a symbolic link: refusing a home another user could have planted; use the real directory`);
+  if (!st.isDirectory()) throw new Error(`home ${home} is not a directory`);
+  if (st.uid !== process.geteuid()) throw new Error(`home ${home} belongs to uid ${st.uid}, not you (uid ${process.geteuid()})`);
+  if (st.mode & 0o022) throw new Error(`home ${home} is writable by others (mode ${(st.mode & 0o777).toString(8)})`);
+  const parent = await stat(dirname(home));
+  if (parent.mode & 0o002 && !(parent.mode & 0o1000)) {
+    throw new Error(`home ${home} is in ${dirname(home)}, which others can write to without the sticky bit`);
+  }
+}
+
+// readPrivate reads a file of the home without following a link, and checks
+// the file it opened: regular, ours, not writable (secret: not readable)
+// by others.
+async function readPrivate(path, secret) {
+  let fh;
+  try {
+    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    if (err.code === 'ELOOP') throw new Error(`${path} is a symbolic link: card does not follow links in its home; remove it`);
+    throw err;
+  }
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw new Error(`${path} is not a regular file`);
+    if (st.uid !== process.geteuid()) throw new Error(`${path} belongs to uid ${st.uid}, not you (uid ${process.geteuid()})`);
+    if (st.mode & (secret ? 0o077 : 0o022)) throw new Error(`${path} has mode ${(st.mode & 0o777).toString(8)}, open to others`);
+    return await fh.readFile('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
+// findDaemon reads daemon.json (written by a listening daemon, removed
+// before it stops listening) and the token, then reads daemon.json again: a
+// daemon starting meanwhile removes a dead one's daemon.json before it
+// writes its new token, so an unchanged file means the two belong together.
+async function findDaemon(home) {
+  await checkHome(home);
+  const readDiscovery = async () => {
+    try {
+      return await readPrivate(join(home, 'daemon.json'), false);
+    } catch (err) {
+      if (err.code === 'ENOENT') throw noDaemon(`no daemon.json in home ${home}`);
+      throw err;
+    }
+  };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const text = await readDiscovery();
+    const token = (await readPrivate(join(home, 'token'), true)).trim();
+    if ((await readDiscovery()) !== text) continue;
+    const discovery = JSON.parse(text);
+    await checkListener(discovery);
+    return { url: discovery.url, token };
+  }
+  throw new Error(`${join(home, 'daemon.json')} keeps changing while it is read; try again`);
+}
+
+// Before you send the token (docs/protocol.md): what listens on the port of
+// daemon.json's url must be ours and held by the pid daemon.json names,
+// which must be running, ours, and the executable daemon.json names. After
+// a daemon dies, another local user can bind its port and wait for a
+// client to hand over a token.
+async function checkListener(discovery) {
+  const target = parseTarget(discovery);
+  const me = process.geteuid();
+  if (platform() === 'linux') {
+    const sockets = [];
+    for (const [file, v6] of [['/proc/net/tcp', false], ['/proc/net/tcp6', true]]) {
+      let text;
+      try {
+        text = await readFile(file, 'utf8');
+      } catch (err) {
+        if (err.code === 'ENOENT') continue;
+        throw refuse(`cannot read ${file}: ${err.message}`);
+      }
+      sockets.push(...parseProcNet(text, v6));
+    }
+    const held = sockets.filter((s) => accepts(s, target));
+    if (held.length === 0) throw noDaemon(`nothing listens on port ${target.port}`);
+    for (const s of held) {
+      if (s.uid !== me) throw refuse(`port ${target.port} is held by uid ${s.uid}, not you (uid ${me})`);
+    }
+    const p = await readProcess(target.pid);
+    if (!p.running) throw noDaemon(`pid ${target.pid}, which daemon.json names, is not running`);
+    if (p.uid !== me) throw refuse(`pid ${target.pid}, which daemon.json names, belongs to uid ${p.uid}, not you (uid ${me})`);
+    if (target.exe && p.exe && p.exe !== target.exe) throw noDaemon(`pid ${target.pid} is now ${p.exe}, not the card daemon (${target.exe})`);
+    if (p.sockets && !held.some((s) => p.sockets.has(s.inode))) {
+      throw refuse(`pid ${target.pid}, which daemon.json names, does not hold the socket listening on port ${target.port}`);
+    }
+    return;
+  }
+  // Elsewhere (macOS) no socket table with owners is at hand: the pid must
+  // be running and ours. The port's owner and the executable are not
+  // checked; the token is new at every start, so what could be taken is
+  // the token of a daemon no longer running.
+  try {
+    process.kill(target.pid, 0);
+  } catch (err) {
+    if (err.code === 'ESRCH') throw noDaemon(`pid ${target.pid}, which daemon.json names, is not running`);
+    if (err.code === 'EPERM') throw refuse(`pid ${target.pid}, which daemon.json names, is not yours`);
+    throw err;
+  }
+  if (platform() === 'darwin') {
+    const uid = Number(execFileSync('ps', ['-o', 'uid=', '-p', String(target.pid)], { encoding: 'utf8' }).trim());
+    if (uid !== me) throw refuse(`pid ${target.pid}, which daemon.json names, belongs to uid ${uid}, not you (uid ${me})`);
+  }
+}
+
+// parseTarget accepts only the URL a daemon writes: ws://<IP>:<port>/rpc.
+function parseTarget(discovery) {
+  const bad = () => new Error(`daemon.json: url ${JSON.stringify(discovery.url)} is not the ws://<IP>:<port>/rpc a card daemon writes`);
+  let u;
+  try {
+    u = new URL(discovery.url);
+  } catch {
+    throw bad();
+  }
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  const port = Number(u.port);
+  if (u.protocol !== 'ws:' || u.pathname !== '/rpc' || u.search || !port || !(Number.isInteger(discovery.pid) && discovery.pid > 0)) throw bad();
+  const addr = canonicalIP(host);
+  if (!addr) throw bad();
+  return { addr, port, pid: discovery.pid, exe: discovery.exe };
+}
+
+// canonicalIP writes an IPv4 address dotted and an IPv6 one as eight
+// unabbreviated groups, so addresses compare as strings; null if not an IP.
+function canonicalIP(s) {
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(s)) return s.split('.').map(Number).join('.');
+  if (!s.includes(':')) return null;
+  const [head, tail = null] = s.split('::');
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const groups = tail === null ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
+  if (groups.length !== 8 || groups.some((g) => !/^[0-9a-fA-F]{1,4}$/.test(g))) return null;
+  return groups.map((g) => parseInt(g, 16).toString(16)).join(':');
+}
+
+// parseProcNet reads /proc/net/tcp or tcp6: "sl local rem st … uid timeout
+// inode"; the IP is hex 32-bit words in host byte order.
+function parseProcNet(text, v6) {
+  const out = [];
+  for (const line of text.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10) continue;
+    const [ipHex, portHex] = f[1].split(':');
+    if (!ipHex || ipHex.length !== (v6 ? 32 : 8)) continue;
+    const bytes = [];
+    for (let i = 0; i < ipHex.length; i += 8) {
+      const word = ipHex.slice(i, i + 8).match(/../g).map((b) => parseInt(b, 16));
+      bytes.push(...(endianness() === 'LE' ? word.reverse() : word));
+    }
+    let addr;
+    if (!v6) addr = bytes.join('.');
+    else if (bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff) addr = bytes.slice(12).join('.');
+    else addr = Array.from({ length: 8 }, (_, i) => ((bytes[2 * i] << 8) | bytes[2 * i + 1]).toString(16)).join(':');
+    out.push({ addr, v6, port: parseInt(portHex, 16), listen: f[3] === '0A', uid: Number(f[7]), inode: f[9] });
+  }
+  return out;
+}
+
+// accepts: a listening socket that would take a connection to target.
+function accepts(s, target) {
+  if (!s.listen || s.port !== target.port) return false;
+  const targetV4 = !target.addr.includes(':');
+  if (s.addr === target.addr) return true;
+  if (s.addr === '0.0.0.0' && targetV4) return true;
+  return s.addr === '0:0:0:0:0:0:0:0';
+}
+
+async function readProcess(pid) {
+  const dir = `/proc/${pid}`;
+  let status;
+  try {
+    status = await readFile(`${dir}/status`, 'utf8');
+  } catch {
+    return { running: false };
+  }
+  const p = { running: !/^State:\s+[ZX]/m.test(status), uid: Number((status.match(/^Uid:\s+\d+\s+(\d+)/m) || [])[1]) };
+  try {
+    p.exe = (await readlink(`${dir}/exe`)).replace(/ \(deleted\)$/, '');
+  } catch {}
+  try {
+    p.sockets = new Set();
+    for (const fd of await readdir(`${dir}/fd`)) {
+      const m = (await readlink(`${dir}/fd/${fd}`).catch(() => '')).match(/^socket:\[(\d+)\]$/);
+      if (m) p.sockets.add(m[1]);
+    }
+  } catch {
+    p.sockets = null; // unreadable: the uid checks still hold
+  }
+  return p;
 }
 
 // Connection is a small JSON-RPC 2.0 client over one WebSocket: one message
