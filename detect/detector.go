@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,6 +65,10 @@ type Detector struct {
 	mu        sync.Mutex
 	specs     []ExternalAgentSpec
 	haveSpecs bool
+	// gen counts the detections stored in specs (0: none yet), so a caller
+	// that keeps something derived from an answer (its encoding) knows when
+	// it is stale without comparing specs.
+	gen       atomic.Uint64
 	detecting *flight[[]ExternalAgentSpec]
 	health    map[string]healthEntry
 	probing   map[string]*flight[ExternalAgentHealth]
@@ -78,6 +83,7 @@ type healthEntry struct {
 type flight[T any] struct {
 	done chan struct{}
 	val  T
+	gen  uint64
 }
 
 // New returns a Detector. It starts nothing until the first call.
@@ -134,11 +140,23 @@ func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
 // share one detection. If ctx ends first the caller gets what is cached (nil if
 // nothing), and the detection finishes in the background.
 func (d *Detector) Detect(ctx context.Context, refresh bool) []ExternalAgentSpec {
+	specs, _ := d.DetectGen(ctx, refresh)
+	return specs
+}
+
+// Generation is the number of the detection Detect would answer from the
+// cache now; 0 before the first has finished. It changes whenever the
+// cached answer does.
+func (d *Detector) Generation() uint64 { return d.gen.Load() }
+
+// DetectGen is Detect, also returning the generation of the answer.
+func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgentSpec, uint64) {
 	d.mu.Lock()
 	if d.haveSpecs && !refresh {
 		out := cloneSpecs(d.specs)
+		gen := d.gen.Load()
 		d.mu.Unlock()
-		return out
+		return out, gen
 	}
 	f := d.detecting
 	if f == nil {
@@ -151,6 +169,7 @@ func (d *Detector) Detect(ctx context.Context, refresh bool) []ExternalAgentSpec
 			d.mu.Lock()
 			f.val = specs
 			d.specs, d.haveSpecs = specs, true
+			f.gen = d.gen.Add(1)
 			d.detecting = nil
 			d.mu.Unlock()
 			close(f.done)
@@ -160,10 +179,11 @@ func (d *Detector) Detect(ctx context.Context, refresh bool) []ExternalAgentSpec
 
 	select {
 	case <-f.done:
-		return cloneSpecs(f.val)
+		return cloneSpecs(f.val), f.gen
 	case <-ctx.Done():
-		specs, _ := d.Cached()
-		return specs
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return cloneSpecs(d.specs), d.gen.Load()
 	}
 }
 

@@ -101,7 +101,7 @@ func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx conte
 	}
 	pt := reflect.TypeFor[P]()
 	m := &method{
-		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: reflect.TypeFor[R]()},
+		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: resultType(reflect.TypeFor[R]())},
 		call: func(ctx context.Context, raw json.RawMessage) (any, Then, error) {
 			var p P
 			if err := decodeParams(raw, pt, &p); err != nil {
