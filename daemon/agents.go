@@ -2,12 +2,13 @@ package daemon
 
 import (
 	"context"
-
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -95,20 +96,20 @@ func (d *Daemon) setupAgents() error {
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
 		Description: detectDoc + " Served from the cache unless `refresh`.",
-	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
-		return d.detectAgents(ctx, p, p.Refresh), nil
+	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+		return d.detectAgents(ctx, p, p.Refresh)
 	})
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
 		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
 		Description: detectDoc,
-	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
-		return d.detectAgents(ctx, p, p.Refresh), nil
+	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+		return d.detectAgents(ctx, p, p.Refresh)
 	})
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
 		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
 		Description: detectDoc,
-	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
-		return d.detectAgents(ctx, p, true), nil
+	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+		return d.detectAgents(ctx, p, true)
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
@@ -126,18 +127,78 @@ func (d *Daemon) setupAgents() error {
 	return nil
 }
 
-func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) []detect.ExternalAgentSpec {
-	specs := d.detector.Detect(ctx, refresh)
+// detectAgents answers agents.detect and its aliases. The answer without
+// health is encoded once per detection and caller (the guard's verdicts
+// depend on invoked_by) and reused until detection changes: a host that
+// polls the list must not cost the daemon an encoding of every spec each
+// time.
+func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+	cacheable := !p.IncludeHealth && d.detectJSON.keyable(p.InvokedBy)
+	if cacheable && !refresh {
+		if e, ok := d.detectJSON.get(d.detector.Generation(), p.InvokedBy); ok {
+			return e, nil
+		}
+	}
+	specs, gen := d.detector.DetectGen(ctx, refresh)
 	if p.IncludeHealth {
 		specs = d.detector.WithHealth(ctx, specs, false)
 	}
-	seeded := guard.Seed(d.guard.Ancestry, p.InvokedBy)
-	out := make([]detect.ExternalAgentSpec, len(specs))
+	e, err := rpc.Encode(d.guardVerdicts(specs, p.InvokedBy))
+	if err == nil && cacheable {
+		d.detectJSON.put(gen, p.InvokedBy, e)
+	}
+	return e, err
+}
+
+// guardVerdicts marks the adapters this caller could not spawn.
+func (d *Daemon) guardVerdicts(specs []detect.ExternalAgentSpec, invokedBy string) []detect.ExternalAgentSpec {
+	if specs == nil {
+		specs = []detect.ExternalAgentSpec{} // an empty list, never null
+	}
+	seeded := guard.Seed(d.guard.Ancestry, invokedBy)
 	for i, s := range specs {
 		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
-			s.SpawnBlockReason = r.Error()
+			specs[i].SpawnBlockReason = r.Error()
 		}
-		out[i] = s
 	}
-	return out
+	return specs
+}
+
+// encodedDetections keeps agents.detect's encoded answers for one detection
+// generation, by invoked_by. Only the empty caller and the adapter ids are
+// kept, so a client cannot grow it with made-up names.
+type encodedDetections struct {
+	mu   sync.Mutex
+	gen  uint64
+	byID map[string]rpc.Encoded[[]detect.ExternalAgentSpec]
+}
+
+func (c *encodedDetections) keyable(invokedBy string) bool {
+	if invokedBy == "" {
+		return true
+	}
+	_, ok := agent.Lookup(invokedBy)
+	return ok
+}
+
+func (c *encodedDetections) get(gen uint64, invokedBy string) (rpc.Encoded[[]detect.ExternalAgentSpec], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == 0 || gen != c.gen {
+		return rpc.Encoded[[]detect.ExternalAgentSpec]{}, false
+	}
+	e, ok := c.byID[invokedBy]
+	return e, ok
+}
+
+func (c *encodedDetections) put(gen uint64, invokedBy string, e rpc.Encoded[[]detect.ExternalAgentSpec]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen < c.gen {
+		return // a newer detection is already kept
+	}
+	if gen != c.gen || c.byID == nil {
+		c.gen, c.byID = gen, map[string]rpc.Encoded[[]detect.ExternalAgentSpec]{}
+	}
+	c.byID[invokedBy] = e
 }

@@ -28,8 +28,11 @@ func (d *Daemon) registerInfo() {
 	rpc.Register(d.registry, "daemon.info", rpc.Doc{
 		Summary:     "Who this daemon is: version, protocol version, pid, start time, home, address, and the guard's base ancestry.",
 		Description: "Takes no params. `ancestry` is the CAR_INVOKED_BY chain the daemon read once at startup (empty when it was started by a supervisor), `max_chain` the chain limit.",
-	}, func(ctx context.Context, _ InfoParams) (Info, error) {
-		return d.info(), nil
+	}, func(ctx context.Context, _ InfoParams) (rpc.Encoded[Info], error) {
+		// Nothing in it changes while the daemon runs: encoded once, at the
+		// first call (the listener exists by then), and written as is after.
+		d.infoOnce.Do(func() { d.infoJSON, d.infoErr = rpc.Encode(d.info()) })
+		return d.infoJSON, d.infoErr
 	})
 }
 
