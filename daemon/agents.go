@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
@@ -37,32 +38,44 @@ type HealthParams struct {
 // id, every adapter's without.
 type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
 
+// DetectionCacheFileName is where, in the home, detection keeps what
+// running the agent CLIs taught it (paths, file stamps, versions; never a
+// credential or a CLI's output), so a restarted daemon answers at once.
+const DetectionCacheFileName = "detection.json"
+
 // newDetector builds the detector the way the daemon does: the search path is
 // the startup PATH plus the login shell's PATH and the well-known install
-// dirs, because a supervisor-started daemon sees only /usr/bin:/bin.
-func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect.Detector {
+// dirs, because a supervisor-started daemon sees only /usr/bin:/bin. The
+// login shell is asked by the detector when it first detects, not here: a
+// heavy profile takes a quarter of a second or more, and the daemon is
+// ready without it.
+func newDetector(cfg Config, env map[string]string, home string, log *zap.Logger) *detect.Detector {
 	getenv := func(k string) string { return env[k] }
-	home := env["HOME"]
-	var sp detect.SearchPath
-	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
-		sp = detect.ResolveSearchPath(ctx, env, home)
-	} else {
-		sp = detect.NewSearchPath(env["PATH"])
-	}
-	pins := map[string]string{}
-	for id, a := range cfg.Adapters {
-		if a.Bin != "" {
-			pins[id] = a.Bin
-		}
-	}
-	return detect.New(detect.Options{
-		Search:       sp,
-		Home:         home,
+	userHome := env["HOME"]
+	opts := detect.Options{
+		Home:         userHome,
 		Env:          env,
 		Getenv:       getenv,
-		Pins:         pins,
+		Pins:         map[string]string{},
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
-	})
+		Quick:        true,
+		CacheFile:    filepath.Join(home, DetectionCacheFileName),
+		Logf:         func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
+	}
+	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
+		opts.Search = detect.BaseSearchPath(env, userHome)
+		opts.ResolveSearch = func(ctx context.Context) detect.SearchPath {
+			return detect.ResolveSearchPath(ctx, env, userHome)
+		}
+	} else {
+		opts.Search = detect.NewSearchPath(env["PATH"])
+	}
+	for id, a := range cfg.Adapters {
+		if a.Bin != "" {
+			opts.Pins[id] = a.Bin
+		}
+	}
+	return detect.New(opts)
 }
 
 // LocalDetector builds, for the CLI's no-daemon fallback, the same detector
@@ -72,7 +85,7 @@ func LocalDetector(ctx context.Context, home string, environ []string) (*detect.
 	if err != nil {
 		return nil, err
 	}
-	return newDetector(ctx, cfg, envMap(environ)), nil
+	return newDetector(cfg, envMap(environ), home, zap.NewNop()), nil
 }
 
 // setupAgents reads the guard's inputs once and starts detection in the
@@ -82,7 +95,7 @@ func (d *Daemon) setupAgents() error {
 		Ancestry: guard.ParseAncestry(d.env[guard.AncestryEnv]),
 		MaxChain: guard.ParseMaxChain(d.env[guard.MaxChainEnv]),
 	}
-	d.detector = newDetector(d.ctx, d.cfg, d.env)
+	d.detector = newDetector(d.cfg, d.env, d.home, d.log.Named("detect"))
 	d.onClose(func(context.Context) { d.detector.Close() })
 	d.bg.Add(1)
 	go func() {

@@ -69,3 +69,8 @@ func claudeVerdict(out ProbeOutput) HealthVerdict {
 	}
 	return HealthVerdict{Status: StatusUnknown, Reason: "`claude auth status` says logged in but exited " + itoa(out.ExitCode) + ": " + firstLine(out.Stderr), Details: status}
 }
+
+// claudePackage: @anthropic-ai/claude-code's install script copies the
+// native binary for this machine over bin/claude.exe (a placeholder until
+// then), and the wrapper's version is the binary's.
+var claudePackage = &npmPackage{Name: "@anthropic-ai/claude-code", Native: true}

@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -49,6 +50,28 @@ type Options struct {
 	ScratchDirs []string
 	// GOOS is the platform for auth heuristics; default runtime.GOOS.
 	GOOS string
+
+	// ResolveSearch, when set, finds the search path the slow way
+	// (ResolveSearchPath asks the user's login shell, which can take a
+	// second with a heavy profile). The detector calls it when it first
+	// needs the path, not the caller at startup; until then Search is the
+	// path, and with Quick and a CacheFile the path it returned last time
+	// is used while it runs again in the background.
+	ResolveSearch func(ctx context.Context) SearchPath
+	// Quick lets the first detection answer without running an install it
+	// can vouch for otherwise: from CacheFile while every file the cached
+	// answer came from is unchanged, or from the install's own package.json
+	// for the npm layouts each adapter describes. Every answer given that
+	// way is then confirmed by running the installs in the background, one
+	// at a time, and the cached detection replaced if the two differ.
+	// Refreshes always run them.
+	Quick bool
+	// CacheFile is where what running the installs taught is kept across
+	// restarts (see versionCache); empty keeps nothing.
+	CacheFile string
+	// Logf reports what a caller may want in its log (a cache file that
+	// was ignored); nil discards it.
+	Logf func(format string, args ...any)
 }
 
 // Detector finds the adapters and answers health checks, caching both.
@@ -61,6 +84,14 @@ type Detector struct {
 	base   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	cache *versionCache // nil without a CacheFile
+	// search is the current search path; a detection reads it once when
+	// it starts.
+	search atomic.Pointer[SearchPath]
+	// searchResolved is set once ResolveSearch has run (or there is none).
+	searchResolved atomic.Bool
+	searchMu       sync.Mutex
 
 	mu        sync.Mutex
 	specs     []ExternalAgentSpec
@@ -111,13 +142,20 @@ func New(opts Options) *Detector {
 		opts.GOOS = runtime.GOOS
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Detector{
+	d := &Detector{
 		opts:    opts,
 		base:    base,
 		cancel:  cancel,
 		health:  map[string]healthEntry{},
 		probing: map[string]*flight[ExternalAgentHealth]{},
 	}
+	if opts.CacheFile != "" {
+		d.cache = newVersionCache(opts.CacheFile, opts.Logf)
+	}
+	search := opts.Search
+	d.search.Store(&search)
+	d.searchResolved.Store(opts.ResolveSearch == nil)
+	return d
 }
 
 // Close stops in-flight probes (their process groups are killed) and waits
@@ -127,8 +165,10 @@ func (d *Detector) Close() {
 	d.wg.Wait()
 }
 
-// SearchPath is the path probes use; spawns should use the same.
-func (d *Detector) SearchPath() SearchPath { return d.opts.Search }
+// SearchPath is the path probes use; spawns should use the same. Before
+// the first detection it may still be the provisional one (see
+// Options.ResolveSearch).
+func (d *Detector) SearchPath() SearchPath { return *d.search.Load() }
 
 func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
 
@@ -162,10 +202,20 @@ func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgent
 	if f == nil {
 		f = &flight[[]ExternalAgentSpec]{done: make(chan struct{})}
 		d.detecting = f
+		quick := d.opts.Quick && !refresh && !d.haveSpecs
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			specs := d.detectAll(d.base)
+			run := d.newRun(quick, 0)
+			if !quick {
+				d.resolveSearch(d.base)
+			} else if !d.searchResolved.Load() {
+				d.useCachedSearch()
+			}
+			specs := d.detectAll(d.base, run)
+			// A detection Close cut short is not written down; one that
+			// finished is, even if Close comes while it is being written.
+			complete := d.base.Err() == nil
 			d.mu.Lock()
 			f.val = specs
 			d.specs, d.haveSpecs = specs, true
@@ -173,6 +223,16 @@ func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgent
 			d.detecting = nil
 			d.mu.Unlock()
 			close(f.done)
+			if !complete {
+				return
+			}
+			run.commit()
+			if d.base.Err() != nil {
+				return
+			}
+			if run.unconfirmed.Load() || !d.searchResolved.Load() {
+				d.confirm(f.gen)
+			}
 		}()
 	}
 	d.mu.Unlock()
@@ -185,6 +245,47 @@ func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgent
 		defer d.mu.Unlock()
 		return cloneSpecs(d.specs), d.gen.Load()
 	}
+}
+
+// confirm runs every install again, one probe at a time so it does not
+// compete with the daemon's clients for the CPU, after a detection that
+// answered from the cache or the install's files (or on a search path the
+// login shell has not confirmed yet). If nothing detected since gen, its
+// answer replaces the cached one when they differ.
+func (d *Detector) confirm(gen uint64) {
+	d.resolveSearch(d.base)
+	run := d.newRun(false, 1)
+	specs := d.detectAll(d.base, run)
+	if d.base.Err() != nil {
+		return
+	}
+	d.mu.Lock()
+	if d.gen.Load() != gen {
+		d.mu.Unlock()
+		return // a refresh answered since, from probes as fresh as these
+	}
+	if !sameDetection(d.specs, specs) {
+		d.specs = specs
+		d.gen.Add(1)
+	}
+	d.mu.Unlock()
+	run.commit()
+}
+
+// sameDetection compares two detections without their timestamps.
+func sameDetection(a, b []ExternalAgentSpec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		x.DetectedAt, y.DetectedAt = 0, 0
+		x.Execution.checkedAt, y.Execution.checkedAt = 0, 0
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
 }
 
 // Cached returns the last detection and whether there has been one.
@@ -203,15 +304,17 @@ func cloneSpecs(in []ExternalAgentSpec) []ExternalAgentSpec {
 	return out
 }
 
-// detectAll probes every adapter concurrently.
-func (d *Detector) detectAll(ctx context.Context) []ExternalAgentSpec {
+// detectAll detects every adapter concurrently, on the search path as it
+// is when it starts.
+func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgentSpec {
+	search := d.SearchPath()
 	results := make([]*ExternalAgentSpec, len(registry))
 	var wg sync.WaitGroup
 	for i, desc := range registry {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = d.detectOne(ctx, desc)
+			results[i] = d.detectOne(ctx, run, search, desc)
 		}()
 	}
 	wg.Wait()
@@ -253,22 +356,22 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 }
 
 // detectOne resolves one adapter; nil means not installed.
-func (d *Detector) detectOne(ctx context.Context, desc Descriptor) *ExternalAgentSpec {
+func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchPath, desc Descriptor) *ExternalAgentSpec {
 	spec := d.baseSpec(desc)
-	pathValue := d.opts.Search.PATH()
+	pathValue := search.PATH()
 
 	if pinName, value, ok := d.pin(desc); ok {
 		// A pin is the person's explicit choice: when it is broken we say so
 		// rather than silently running some other binary from PATH.
 		spec.Source = SourcePin
-		path, err := resolvePin(pinName, value, d.opts.Home, d.opts.Search)
+		path, err := resolvePin(pinName, value, d.opts.Home, search)
 		if err != nil {
 			spec.BinaryPath = value
 			spec.Execution = Unusable(err.Error(), d.unixNow())
 			return &spec
 		}
 		spec.BinaryPath = path
-		r := d.probeVersion(ctx, path, pathValue)
+		r := d.versionOf(ctx, run, desc, path, pathValue)
 		if !r.runs {
 			spec.Execution = Unusable(fmt.Sprintf("pinned by %s: %s", pinName, r.reason), d.unixNow())
 			return &spec
@@ -277,11 +380,11 @@ func (d *Detector) detectOne(ctx context.Context, desc Descriptor) *ExternalAgen
 		return &spec
 	}
 
-	cands := findCandidates(desc.Binary, d.opts.Search, d.opts.ScratchDirs)
+	cands := findCandidates(desc.Binary, search, d.opts.ScratchDirs)
 	if len(cands) == 0 {
 		return nil
 	}
-	idx, results := d.firstRunnable(ctx, cands, pathValue)
+	idx, results := d.firstRunnable(ctx, run, desc, cands, pathValue)
 	if idx < 0 {
 		// Report the first install on the search path: it is the one a
 		// person's shell would run, so the one they need to fix.
@@ -310,10 +413,41 @@ type versionResult struct {
 	reason  string
 }
 
-func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) versionResult {
+// versionOf learns whether the install at path runs and its version: in a
+// quick run from the cache or the install's files when they can tell, else
+// by running `--version`.
+func (d *Detector) versionOf(ctx context.Context, run *detectRun, desc Descriptor, path, pathValue string) versionResult {
 	if reason, ok := preflight(path); !ok {
 		return versionResult{reason: reason}
 	}
+	facts := readInstall(desc, path, pathValue, d.opts.GOOS, runtime.GOARCH)
+	stamps, stamped := stampFiles(facts.files)
+	key := cacheKey{adapter: desc.ID, path: path, search: searchDigest(pathValue)}
+	if run.quick {
+		if stamped && d.cache != nil {
+			if v, ok := d.cache.lookup(key, stamps); ok {
+				run.answered(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: v})
+				return versionResult{runs: true, version: v}
+			}
+		}
+		if facts.version != "" {
+			run.answered(cacheEntry{})
+			return versionResult{runs: true, version: facts.version}
+		}
+	}
+	if !run.acquire(ctx) {
+		return versionResult{reason: path + ": detection stopped before it could run `--version`"}
+	}
+	r := d.probeVersion(ctx, path, pathValue)
+	run.release()
+	if r.runs && r.version != "" && stamped {
+		run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: r.version})
+	}
+	return r
+}
+
+// probeVersion runs `--version`.
+func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) versionResult {
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
 	out := runProbe(ctx, path, []string{"--version"}, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
 	reason, runs := classifyVersionProbe(path, out, pathValue)
@@ -332,7 +466,7 @@ func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) ver
 // PATH cannot shadow a working one, and a slow earlier one is not skipped for
 // a faster later one. It returns as soon as the answer is certain and kills
 // the probes still running. idx is -1 when none runs.
-func (d *Detector) firstRunnable(ctx context.Context, cands []candidate, pathValue string) (int, []versionResult) {
+func (d *Detector) firstRunnable(ctx context.Context, run *detectRun, desc Descriptor, cands []candidate, pathValue string) (int, []versionResult) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type indexed struct {
@@ -341,7 +475,7 @@ func (d *Detector) firstRunnable(ctx context.Context, cands []candidate, pathVal
 	}
 	ch := make(chan indexed, len(cands))
 	for i, c := range cands {
-		go func() { ch <- indexed{i, d.probeVersion(ctx, c.path, pathValue)} }()
+		go func() { ch <- indexed{i, d.versionOf(ctx, run, desc, c.path, pathValue)} }()
 	}
 	results := make([]versionResult, len(cands))
 	got := make([]bool, len(cands))

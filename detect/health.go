@@ -173,7 +173,7 @@ func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string)
 	if desc.Health == nil {
 		return d.stamp(desc.ID, HealthVerdict{Status: StatusUnknown, Reason: "card has no health check for " + desc.DisplayName})
 	}
-	pathValue := d.opts.Search.PATH()
+	pathValue := d.SearchPath().PATH()
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
 	dir := probeDir(d.opts.Home, d.opts.Env)
 	in := HealthInput{

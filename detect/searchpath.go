@@ -80,6 +80,12 @@ func ResolveSearchPath(ctx context.Context, env map[string]string, home string) 
 	return buildSearchPath(env["PATH"], shellPath, wellKnownDirs(home, getenv))
 }
 
+// BaseSearchPath is ResolveSearchPath without the login shell: what is
+// known at once, for use until the shell answers.
+func BaseSearchPath(env map[string]string, home string) SearchPath {
+	return buildSearchPath(env["PATH"], "", wellKnownDirs(home, func(k string) string { return env[k] }))
+}
+
 // buildSearchPath is the pure core of ResolveSearchPath.
 func buildSearchPath(daemonPATH, shellPATH string, wellKnown []string) SearchPath {
 	s := NewSearchPath(daemonPATH)

@@ -1,0 +1,112 @@
+package detect
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// detectRun is how one detection learns versions.
+type detectRun struct {
+	// quick answers from the cache or the install's files where they
+	// tell, and runs only what neither does.
+	quick bool
+	// slots, when set, bounds the probes running at once.
+	slots chan struct{}
+	// session collects the cache entries this detection used or learned.
+	session *cacheSession
+	// unconfirmed is set when an answer came without running the install,
+	// so a probe must confirm it.
+	unconfirmed atomic.Bool
+}
+
+func (d *Detector) newRun(quick bool, slots int) *detectRun {
+	r := &detectRun{quick: quick}
+	if slots > 0 {
+		r.slots = make(chan struct{}, slots)
+	}
+	if d.cache != nil {
+		r.session = d.cache.session()
+	}
+	return r
+}
+
+// answered notes an answer given without running the install; e is its
+// cache entry when it came from the cache.
+func (r *detectRun) answered(e cacheEntry) {
+	r.unconfirmed.Store(true)
+	if e.Adapter != "" {
+		r.learned(e)
+	}
+}
+
+// learned keeps e in the cache this detection leaves behind.
+func (r *detectRun) learned(e cacheEntry) {
+	if r.session != nil {
+		r.session.keep(e)
+	}
+}
+
+func (r *detectRun) acquire(ctx context.Context) bool {
+	if r.slots == nil {
+		return true
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *detectRun) release() {
+	if r.slots != nil {
+		<-r.slots
+	}
+}
+
+// commit leaves this detection's entries in the cache file.
+func (r *detectRun) commit() {
+	if r.session != nil {
+		r.session.commit()
+	}
+}
+
+// searchKey names what the search path was resolved from: a cached path
+// stands only for the same starting PATH, shell and home.
+func (d *Detector) searchKey() string {
+	return searchDigest(d.opts.Search.PATH() + "\x00" + d.opts.Env["SHELL"] + "\x00" + d.opts.Home)
+}
+
+// resolveSearch runs ResolveSearch once, keeping its answer as the search
+// path (and in the cache, for the next start).
+func (d *Detector) resolveSearch(ctx context.Context) {
+	if d.searchResolved.Load() {
+		return
+	}
+	d.searchMu.Lock()
+	defer d.searchMu.Unlock()
+	if d.searchResolved.Load() {
+		return
+	}
+	sp := d.opts.ResolveSearch(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	d.search.Store(&sp)
+	d.searchResolved.Store(true)
+	if d.cache != nil {
+		d.cache.setSearch(d.searchKey(), sp)
+	}
+}
+
+// useCachedSearch takes the search path resolved at the last start, if it
+// was resolved from the same inputs; otherwise it resolves it now.
+func (d *Detector) useCachedSearch() {
+	if d.cache != nil {
+		if sp, ok := d.cache.searchPath(d.searchKey()); ok {
+			d.search.Store(&sp)
+			return
+		}
+	}
+	d.resolveSearch(d.base)
+}
