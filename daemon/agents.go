@@ -108,7 +108,7 @@ func (d *Daemon) setupAgents() error {
 	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
-		Description: detectDoc + " Served from the cache unless `refresh`.",
+		Description: detectDoc + " Served from the cache unless `refresh`, which runs every CLI's `--version` again. Right after the daemon starts, versions come from what the previous daemon learned by running each CLI (kept while the CLI's files are unchanged) or from the CLI's own npm package.json, and are confirmed by running the CLIs in the background.",
 	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
