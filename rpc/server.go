@@ -66,6 +66,8 @@ type Server struct {
 	// draining is written under mu (so no connection is added after
 	// Shutdown starts waiting) and read without it on every request.
 	draining atomic.Bool
+	// release hands back the memory of bursts of large messages.
+	release *memoryRelease
 }
 
 // NewServer fills defaults and returns a server; mount it at /rpc.
@@ -95,7 +97,8 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.RefusalLogWindow = DefaultRefusalLogWindow
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conns: map[*serverConn]struct{}{},
-		refusals: newRefusalLog(cfg.Logger, cfg.RefusalLogBurst, cfg.RefusalLogWindow)}
+		refusals: newRefusalLog(cfg.Logger, cfg.RefusalLogBurst, cfg.RefusalLogWindow),
+		release:  newMemoryRelease()}
 }
 
 // ActiveConnections is the number of open WebSocket connections.
@@ -213,6 +216,7 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
 	stream.out = newOutgoing(stream.write, ctx.Done(), log)
 	peer.out = stream.out
 	stream.handle = sc.handle
+	stream.large = s.release.note
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, noRequests{}, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)
@@ -369,6 +373,7 @@ func (sc *serverConn) reply(req *request, res any) (flushed <-chan struct{}, err
 // (going away), waiting until they are gone or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.refusals.close()
+	s.release.close()
 	s.mu.Lock()
 	s.draining.Store(true)
 	conns := make([]*serverConn, 0, len(s.conns))

@@ -44,6 +44,9 @@ type frameStream struct {
 	// ready is closed once the server has what handle needs; the server's
 	// reads wait for it.
 	ready chan struct{}
+	// large, when set, is told of every message of largeMessage bytes or
+	// more read or written (server side: memoryRelease).
+	large func()
 
 	// mu guards the batches' answers.
 	mu sync.Mutex
@@ -119,6 +122,9 @@ func (s *frameStream) ReadObject(v any) error {
 				continue
 			}
 			return nil
+		}
+		if len(data) >= largeMessage && s.large != nil {
+			s.large()
 		}
 		if typ != websocket.MessageText {
 			s.writeError(nil, CodeInvalidRequest, "invalid request: binary frames are not accepted; send each JSON-RPC message as one UTF-8 text frame")
@@ -339,6 +345,9 @@ func (s *frameStream) answer(req *request, msg []byte) (flushed <-chan struct{},
 }
 
 func (s *frameStream) write(b []byte) error {
+	if len(b) >= largeMessage && s.large != nil {
+		s.large()
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.writeTimeout)
 	defer cancel()
 	return s.conn.Write(ctx, websocket.MessageText, b)
