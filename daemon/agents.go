@@ -112,12 +112,14 @@ func (d *Daemon) setupAgents() error {
 	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
+	rpc.Fast(d.registry, "agents.detect", d.detectFromMemory)
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
 		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
+	rpc.Fast(d.registry, "agents.list_external", d.detectFromMemory)
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
 		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
 		Description: detectDoc,
@@ -147,8 +149,8 @@ func (d *Daemon) setupAgents() error {
 // time.
 func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 	cacheable := !p.IncludeHealth && d.detectJSON.keyable(p.InvokedBy)
-	if cacheable && !refresh {
-		if e, ok := d.detectJSON.get(d.detector.Generation(), p.InvokedBy); ok {
+	if !refresh {
+		if e, ok := d.detectFromMemory(ctx, p); ok {
 			return e, nil
 		}
 	}
@@ -161,6 +163,16 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 		d.detectJSON.put(gen, p.InvokedBy, e)
 	}
 	return e, err
+}
+
+// detectFromMemory is agents.detect's answer when it is already encoded for
+// the current detection: what a host polling the list asks for, answered
+// without waiting for anything.
+func (d *Daemon) detectFromMemory(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], bool) {
+	if p.Refresh || p.IncludeHealth || !d.detectJSON.keyable(p.InvokedBy) {
+		return rpc.Encoded[[]detect.ExternalAgentSpec]{}, false
+	}
+	return d.detectJSON.get(d.detector.Generation(), p.InvokedBy)
 }
 
 // guardVerdicts marks the adapters this caller could not spawn.

@@ -51,6 +51,9 @@ type NotificationInfo struct {
 type method struct {
 	info MethodInfo
 	call func(ctx context.Context, params json.RawMessage) (any, Then, error)
+	// fast, when set, is tried first on the connection's read goroutine
+	// (see Fast); ok false sends the request on to call.
+	fast func(ctx context.Context, params json.RawMessage) (res any, ok bool, err error)
 }
 
 // Then is what a handler goes on to do once its answer is on the wire: the
@@ -122,6 +125,44 @@ func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx conte
 	r.add(name, m)
 }
 
+// Fast gives a registered method an answer the server tries first, on the
+// connection's read goroutine, before giving the request a goroutine of its
+// own: fast returns ok false when it cannot answer without waiting, and the
+// method's handler then runs as usual. fast must never block: no I/O, no
+// child process, no lock held by anything that does. For a method answered
+// from memory (a cached list, a fixed description) the goroutine, its
+// context and the handoff to it were a good part of a request's cost, and
+// the answer now leaves the way an echo server's would. Params are decoded
+// and validated as for the handler. Aliases registered afterwards share it.
+func Fast[P, R any](r *Registry, name string, fast func(ctx context.Context, params P) (R, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.methods[name]
+	if !ok {
+		panic(fmt.Sprintf("rpc: Fast for unknown method %q", name))
+	}
+	if m.info.Params != reflect.TypeFor[P]() || m.info.Result != resultType(reflect.TypeFor[R]()) {
+		panic(fmt.Sprintf("rpc: Fast for %q with other params or result types than its handler's", name))
+	}
+	pt := m.info.Params
+	m.fast = func(ctx context.Context, raw json.RawMessage) (any, bool, error) {
+		var p P
+		if err := decodeParams(raw, pt, &p); err != nil {
+			return nil, true, err
+		}
+		if v, ok := any(&p).(Validator); ok {
+			if err := v.Validate(); err != nil {
+				return nil, true, err
+			}
+		}
+		res, ok := fast(ctx, p)
+		if !ok {
+			return nil, false, nil
+		}
+		return res, true, nil
+	}
+}
+
 // Alias registers another name for an existing method, with the same shapes.
 // A name kept for compatibility with another protocol is best an alias: it
 // cannot drift from the method it stands for.
@@ -132,7 +173,7 @@ func (r *Registry) Alias(alias, target string) {
 	if !ok {
 		panic(fmt.Sprintf("rpc: alias %q for unknown method %q", alias, target))
 	}
-	a := &method{info: m.info, call: m.call}
+	a := &method{info: m.info, call: m.call, fast: m.fast}
 	a.info.Name = alias
 	a.info.AliasOf = target
 	r.add(alias, a)
@@ -241,6 +282,36 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 		return nil, nil, ToError(herr)
 	}
 	return res, then, nil
+}
+
+// dispatchFast tries a method's Fast answer; ok is false when the method
+// has none or it could not answer at once, and the request must go to
+// Dispatch. A panic is answered like Dispatch answers one.
+func (r *Registry) dispatchFast(ctx context.Context, name string, params json.RawMessage) (result any, ok bool, err *Error) {
+	r.mu.RLock()
+	m := r.methods[name]
+	mapErr := r.mapErr
+	r.mu.RUnlock()
+	if m == nil || m.fast == nil {
+		return nil, false, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			result, ok = nil, true
+			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
+			if peer := PeerFrom(ctx); peer != nil && peer.onPanic != nil {
+				peer.onPanic(name, p, debug.Stack())
+			}
+		}
+	}()
+	res, ok, ferr := m.fast(ctx, params)
+	if ferr != nil {
+		if mapErr != nil {
+			ferr = mapErr(ferr)
+		}
+		return nil, true, ToError(ferr)
+	}
+	return res, ok, nil
 }
 
 // ToError maps a handler's error onto the wire error.

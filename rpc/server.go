@@ -276,6 +276,15 @@ func (sc *serverConn) handle(req *request) {
 		}
 		return
 	}
+	// A connection at its cap is refused whatever it asks, as the cap is
+	// documented; below it, an answer given at once (Fast) never holds a
+	// slot, a goroutine or anything to cancel.
+	if len(sc.sem) < cap(sc.sem) {
+		if res, ok, rerr := sc.srv.cfg.Registry.dispatchFast(sc.ctx, req.method, req.params); ok {
+			sc.finish(req, res, nil, rerr, false)
+			return
+		}
+	}
 	select {
 	case sc.sem <- struct{}{}:
 	default:
@@ -297,7 +306,6 @@ func (sc *serverConn) handle(req *request) {
 // run dispatches one request, answers it, and then runs its Then.
 func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc, untrack func(), req *request) {
 	defer sc.wg.Done()
-	ctx := sc.ctx
 	res, then, rerr := sc.srv.cfg.Registry.Dispatch(reqCtx, req.method, req.params)
 	withdrawn := errors.Is(context.Cause(reqCtx), errCancelRequested)
 	// The slot is free before the answer is written: a client that sends
@@ -308,6 +316,13 @@ func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc
 	}
 	cancel(nil)
 	<-sc.sem
+	sc.finish(req, res, then, rerr, withdrawn)
+}
+
+// finish answers a request (a notification gets none) and then runs its
+// Then.
+func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, withdrawn bool) {
+	ctx := sc.ctx
 	if req.notif() {
 		if then != nil {
 			then(ctx)

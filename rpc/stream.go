@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,6 +54,12 @@ type frameStream struct {
 	// out holds the server's own requests awaiting the client's response
 	// (call.go); nil on the client side.
 	out *outgoing
+
+	// wmu makes writes one at a time; wtimer and deadline enforce
+	// writeTimeout on each (see write).
+	wmu      sync.Mutex
+	wtimer   *time.Timer
+	deadline atomic.Int64
 }
 
 // request is one well-formed request the stream hands the server.
@@ -398,13 +405,39 @@ func (s *frameStream) answer(req *request, msg []byte) (flushed <-chan struct{},
 	return sent, err
 }
 
+// write sends one text frame. A client that stops reading must not hold a
+// writer for ever: a write not done within writeTimeout closes the
+// connection, as an expired write context makes the WebSocket library do.
+// Writes are one at a time (the library serialises them anyway), so one
+// timer per connection, re-armed per write, keeps that deadline; a context
+// with a timeout per write cost an allocation, a timer and the parent's
+// child bookkeeping on every answer.
 func (s *frameStream) write(b []byte) error {
 	if len(b) >= largeMessage && s.large != nil {
 		s.large()
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.writeTimeout)
-	defer cancel()
-	return s.conn.Write(ctx, websocket.MessageText, b)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.deadline.Store(time.Now().Add(s.writeTimeout).UnixNano())
+	if s.wtimer == nil {
+		s.wtimer = time.AfterFunc(s.writeTimeout, s.writeExpired)
+	} else {
+		s.wtimer.Reset(s.writeTimeout)
+	}
+	err := s.conn.Write(s.ctx, websocket.MessageText, b)
+	s.deadline.Store(0)
+	s.wtimer.Stop()
+	return err
+}
+
+// writeExpired closes the connection if a write is still under way past its
+// deadline. A timer that fires as a write ends, or after the next write has
+// begun, finds no deadline or a later one and does nothing.
+func (s *frameStream) writeExpired() {
+	if d := s.deadline.Load(); d != 0 && time.Now().UnixNano() >= d {
+		s.log.Debug("closing the connection: a write did not finish within the write timeout", zap.Duration("timeout", s.writeTimeout))
+		_ = s.conn.CloseNow()
+	}
 }
 
 func (s *frameStream) writeError(id json.RawMessage, code int64, message string) {
