@@ -3,7 +3,6 @@ package detect
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -245,47 +244,6 @@ func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgent
 		defer d.mu.Unlock()
 		return cloneSpecs(d.specs), d.gen.Load()
 	}
-}
-
-// confirm runs every install again, one probe at a time so it does not
-// compete with the daemon's clients for the CPU, after a detection that
-// answered from the cache or the install's files (or on a search path the
-// login shell has not confirmed yet). If nothing detected since gen, its
-// answer replaces the cached one when they differ.
-func (d *Detector) confirm(gen uint64) {
-	d.resolveSearch(d.base)
-	run := d.newRun(false, 1)
-	specs := d.detectAll(d.base, run)
-	if d.base.Err() != nil {
-		return
-	}
-	d.mu.Lock()
-	if d.gen.Load() != gen {
-		d.mu.Unlock()
-		return // a refresh answered since, from probes as fresh as these
-	}
-	if !sameDetection(d.specs, specs) {
-		d.specs = specs
-		d.gen.Add(1)
-	}
-	d.mu.Unlock()
-	run.commit()
-}
-
-// sameDetection compares two detections without their timestamps.
-func sameDetection(a, b []ExternalAgentSpec) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		x.DetectedAt, y.DetectedAt = 0, 0
-		x.Execution.checkedAt, y.Execution.checkedAt = 0, 0
-		if !reflect.DeepEqual(x, y) {
-			return false
-		}
-	}
-	return true
 }
 
 // Cached returns the last detection and whether there has been one.
