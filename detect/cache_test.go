@@ -28,6 +28,7 @@ type cacheRig struct {
 	cache   string
 	cli     string
 	version string // the version file
+	delay   string // seconds the CLI sleeps before answering
 	runs    func() int
 	logs    *logLines
 }
@@ -53,10 +54,12 @@ func newCacheRig(t *testing.T) *cacheRig {
 	t.Helper()
 	r := &cacheRig{t: t, bin: t.TempDir(), home: t.TempDir(), cache: filepath.Join(t.TempDir(), "detection.json"), logs: &logLines{}}
 	r.version = filepath.Join(t.TempDir(), "version")
+	r.delay = filepath.Join(t.TempDir(), "delay")
 	r.setVersion("1.0.0")
+	must(t, os.WriteFile(r.delay, []byte("0\n"), 0o644))
 	count, runs := counter(t)
 	r.runs = runs
-	r.cli = fakeCLI(t, r.bin, "gemini", fmt.Sprintf("echo run >> %s; cat %s", count, r.version))
+	r.cli = fakeCLI(t, r.bin, "gemini", fmt.Sprintf("echo run >> %s; sleep $(cat %s); cat %s", count, r.delay, r.version))
 	r.search = NewSearchPath(r.bin + ":" + toolsDir(t))
 	return r
 }
@@ -290,4 +293,28 @@ func TestTheLoginShellPathIsResolvedOffTheCriticalPathAndReusedAfterARestart(t *
 	close(release)
 	require.Eventually(t, func() bool { return resolves.Load() == 2 }, 5*time.Second, 10*time.Millisecond,
 		"the shell is still asked, in the background")
+}
+
+// A probe past its deadline says the install runs but not its version; the
+// version the cache holds for the unchanged files is kept, by the
+// background confirmation and by a refresh alike.
+func TestAProbeThatTimesOutKeepsTheVersionTheUnchangedFilesHad(t *testing.T) {
+	r := newCacheRig(t)
+	r.detectAndSettle(r.start())
+	must(t, os.WriteFile(r.delay, []byte("3\n"), 0o644)) // the script itself is unchanged
+	short := func(o *Options) { o.ProbeTimeout = 300 * time.Millisecond }
+	d := r.start(short)
+	assert.Equal(t, "1.0.0", r.detect(d).Version)
+	require.Eventually(t, func() bool { return r.runs() == 2 }, 10*time.Second, 20*time.Millisecond, "the confirmation ran it")
+	time.Sleep(time.Second) // past the probe's deadline and its kill grace: the confirmation has finished
+	d.Close()
+	assert.Equal(t, "1.0.0", r.detect(d).Version, "kept after the confirmation timed out")
+
+	d = r.start(short)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	specs := d.Detect(ctx, true)
+	require.Len(t, specs, 1)
+	assert.Equal(t, "1.0.0", specs[0].Version, "kept by a refresh that timed out")
+	assert.True(t, specs[0].Execution.IsRunnable())
 }

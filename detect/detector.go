@@ -382,11 +382,9 @@ func (d *Detector) versionOf(ctx context.Context, run *detectRun, desc Descripto
 	stamps, stamped := stampFiles(facts.files)
 	key := cacheKey{adapter: desc.ID, path: path, search: searchDigest(pathValue)}
 	if run.quick {
-		if stamped && d.cache != nil {
-			if v, ok := d.cache.lookup(key, stamps); ok {
-				run.answered(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: v})
-				return versionResult{runs: true, version: v}
-			}
+		if v, ok := d.cachedVersion(key, stamps, stamped); ok {
+			run.answered(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: v})
+			return versionResult{runs: true, version: v}
 		}
 		if facts.version != "" {
 			run.answered(cacheEntry{})
@@ -401,7 +399,26 @@ func (d *Detector) versionOf(ctx context.Context, run *detectRun, desc Descripto
 	if r.runs && r.version != "" && stamped {
 		run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: r.version})
 	}
+	if r.runs && r.version == "" {
+		// A probe past its deadline counts as runnable without a version
+		// (slow is not broken). On a busy machine that is Node CLIs more
+		// often than not; what the files or the last run said still holds
+		// while the files are unchanged, so it is not thrown away.
+		if v, ok := d.cachedVersion(key, stamps, stamped); ok {
+			r.version = v
+			run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: v})
+		} else if facts.version != "" {
+			r.version = facts.version
+		}
+	}
 	return r
+}
+
+func (d *Detector) cachedVersion(key cacheKey, stamps []fileStamp, stamped bool) (string, bool) {
+	if !stamped || d.cache == nil {
+		return "", false
+	}
+	return d.cache.lookup(key, stamps)
 }
 
 // probeVersion runs `--version`.
