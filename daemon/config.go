@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 	"github.com/card-dev/card/substrate"
 )
@@ -32,6 +33,10 @@ type Config struct {
 	AllowedOrigins []string `toml:"allowed_origins"`
 	// AllowedHosts are extra Host header names, for a non-loopback listener.
 	AllowedHosts []string `toml:"allowed_hosts"`
+	// Origins grants an allowed browser origin other access classes than
+	// the default read and agents: [origins."https://app.example"] grants
+	// = ["read", "agents", "host"].
+	Origins map[string]OriginConfig `toml:"origins"`
 
 	MaxMessageBytes  int64 `toml:"max_message_bytes"`
 	MaxConnections   int   `toml:"max_connections"`
@@ -59,6 +64,28 @@ type Config struct {
 	// Substrate is the [substrate] table: read_only, and an optional MCP
 	// bridge ([substrate.mcp] command or url).
 	Substrate substrate.Config `toml:"substrate"`
+}
+
+// OriginConfig is an operator's [origins."<origin>"] table.
+type OriginConfig struct {
+	// Grants are the access classes connections from the origin hold.
+	Grants []string `toml:"grants"`
+}
+
+// OriginGrantsKey is the card.toml key that grants origin its access
+// classes, for the messages that name it.
+func OriginGrantsKey(origin string) string {
+	return fmt.Sprintf("[origins.%q] grants", origin)
+}
+
+// originGrants is the gate's table of per-origin grants, from [origins].
+// Validate has checked every entry.
+func (c Config) originGrants() map[string]rpc.Grants {
+	out := make(map[string]rpc.Grants, len(c.Origins))
+	for o, oc := range c.Origins {
+		out[o], _ = rpc.ParseGrants(oc.Grants)
+	}
+	return out
 }
 
 // AdapterConfig is an operator's [adapters.<id>] table.
@@ -149,6 +176,22 @@ func (c Config) Validate() error {
 	for _, o := range c.AllowedOrigins {
 		if o == "null" || o == "*" || !strings.Contains(o, "://") {
 			return fmt.Errorf("allowed_origins: %q is not an exact origin like \"https://app.example\" (\"null\" and \"*\" are never allowed)", o)
+		}
+	}
+	for o, oc := range c.Origins {
+		key := OriginGrantsKey(o)
+		allowed := false
+		for _, a := range c.AllowedOrigins {
+			allowed = allowed || strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(o, "/"))
+		}
+		if !allowed {
+			return fmt.Errorf("%s: %q is not in allowed_origins, so its pages cannot connect at all; add it there too", key, o)
+		}
+		if len(oc.Grants) == 0 {
+			return fmt.Errorf("%s is empty: an origin allowed to connect that may call nothing should be removed from allowed_origins instead", key)
+		}
+		if _, err := rpc.ParseGrants(oc.Grants); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
 	checks := []struct {

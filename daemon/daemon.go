@@ -189,6 +189,7 @@ func (d *Daemon) Start() error {
 		Gate: &rpc.Gate{
 			Token:          d.tokens.current,
 			AllowedOrigins: d.cfg.AllowedOrigins,
+			OriginGrants:   d.cfg.originGrants(),
 			AllowedHosts:   d.cfg.AllowedHosts,
 			Port:           port,
 			Hints: rpc.GateHints{
@@ -292,6 +293,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 // setup builds the pieces and registers the methods.
 func (d *Daemon) setup() error {
 	d.registry.RegisterCodes(codes...)
+	d.registry.CommonErrors(CodeAccessDenied)
 	d.registry.MapErrors(wireError)
 	d.registerInfo()
 	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSubstrate, d.setupDiscover} {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
@@ -28,6 +29,7 @@ const (
 	CodeSubstrateFailed     int64 = -32021
 	CodeSubstrateTransport  int64 = -32022
 	CodeSubstrateNotSupport int64 = -32023
+	CodeAccessDenied        int64 = -32030
 )
 
 // codes documents the application codes, in table order.
@@ -43,6 +45,7 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSubstrateFailed, Name: "substrate_failed", Meaning: "The substrate operation failed; the message names the path or command."},
 	{Code: CodeSubstrateTransport, Name: "substrate_transport", Meaning: "The MCP bridge behind the substrate could not be reached; retrying later may help."},
 	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
+	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the method's access class (a browser origin gets read and agents unless card.toml grants it more); data names the class and the card.toml key."},
 }
 
 // wireError maps a domain error onto the wire. The registry applies it to
@@ -62,8 +65,11 @@ func wireError(err error) error {
 		busy       *runs.TooManyRunsError
 		notFound   *runs.NotFoundError
 		waitEnded  *runs.WaitEndedError
+		denied     *rpc.AccessDeniedError
 	)
 	switch {
+	case errors.As(err, &denied):
+		return accessDenied(denied)
 	case errors.As(err, &refused):
 		// A refused run was recorded: its error names the record.
 		e := rpc.ToError(wireError(refused.Err))
@@ -135,4 +141,17 @@ func substrateError(err error) error {
 		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
 	}
 	return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error()}
+}
+
+// accessDenied names what the connection lacks and where an operator grants
+// it. Only a browser origin can lack a class: a native client holds all.
+func accessDenied(e *rpc.AccessDeniedError) error {
+	data := map[string]any{"method": e.Method, "access": e.Need, "grants": e.Have.List(), "origin": e.Origin}
+	msg := e.Error()
+	if e.Origin != "" {
+		key := OriginGrantsKey(e.Origin)
+		data["config_key"] = key
+		msg += fmt.Sprintf("; an operator who trusts that page with it adds %q to %s in %s", e.Need, key, ConfigFileName)
+	}
+	return &rpc.Error{Code: CodeAccessDenied, Message: msg, Data: data}
 }

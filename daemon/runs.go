@@ -135,6 +135,7 @@ func sendTo(peer *rpc.Peer) runs.Send {
 func (d *Daemon) registerRuns() {
 	r := d.registry
 	invokeDoc := rpc.Doc{
+		Access:  rpc.AccessAgents,
 		Summary: "Run an installed agent on a task, inside its permission boundary, and record the run.",
 		Description: "Checks, in order: params (-32602 naming the field; an unknown id lists the known ones), the ancestry guard, " +
 			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
@@ -150,6 +151,7 @@ func (d *Daemon) registerRuns() {
 	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
 	r.Alias("agents.invoke_external", "agents.invoke")
 	rpc.Register(r, "agents.cancel", rpc.Doc{
+		Access:      rpc.AccessAgents,
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",
 		Description: "Answers once the run has ended. A run that already ended is a no-op answer with cancelled = false and a reason.",
 		Errors:      []int64{CodeRunNotFound},
@@ -157,18 +159,21 @@ func (d *Daemon) registerRuns() {
 		return d.runs.Cancel(ctx, p.RunID)
 	})
 	rpc.Register(r, "runs.list", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "The run history, newest first, filtered by adapter and status; page with before = the last run_id of a page.",
 		Description: "limit defaults to 50, at most 500.",
 	}, func(ctx context.Context, p ListParams) ([]store.Run, error) {
 		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
 	})
 	rpc.Register(r, "runs.get", rpc.Doc{
+		Access:  rpc.AccessRead,
 		Summary: "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
 		Errors:  []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p GetParams) (store.Run, error) {
 		return d.runs.Get(ctx, p.RunID)
 	})
 	rpc.RegisterThen(r, "runs.subscribe", rpc.Doc{
+		Access:  rpc.AccessRead,
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them).",

@@ -24,6 +24,10 @@ type Doc struct {
 	// method may answer with, beyond the standard ones every method can
 	// return.
 	Errors []int64
+	// Access is the method's class (read, agents or host): which
+	// connections may call it. It is required: a method registered without
+	// one would be callable by whoever connects, however they connected.
+	Access Access
 }
 
 // Validator is implemented by params types that check themselves after
@@ -70,6 +74,7 @@ type Registry struct {
 	methods       map[string]*method
 	notifications []NotificationInfo
 	codes         []CodeInfo
+	common        []int64
 	mapErr        func(error) error
 }
 
@@ -96,6 +101,9 @@ func Register[P, R any](r *Registry, name string, doc Doc, fn func(ctx context.C
 func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx context.Context, params P) (R, Then, error)) {
 	if strings.TrimSpace(doc.Summary) == "" {
 		panic(fmt.Sprintf("rpc: method %q registered without a summary", name))
+	}
+	if !doc.Access.Valid() {
+		panic(fmt.Sprintf("rpc: method %q registered without an access class (Doc.Access %q; one of %s)", name, doc.Access, joinClasses(AccessClasses)))
 	}
 	pt := reflect.TypeFor[P]()
 	m := &method{
@@ -172,6 +180,23 @@ func (r *Registry) RegisterCodes(codes ...CodeInfo) {
 	}
 }
 
+// CommonErrors names application codes (registered with RegisterCodes)
+// that any method may answer with, such as the refusal of a method the
+// connection's grants do not cover: rpc.discover lists them under every
+// method, beside rpc's standard ones.
+func (r *Registry) CommonErrors(codes ...int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.common = append(r.common, codes...)
+}
+
+// CommonErrorCodes are the codes CommonErrors named.
+func (r *Registry) CommonErrorCodes() []int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]int64(nil), r.common...)
+}
+
 // Codes is every error code the registry's methods answer with: rpc's own
 // first, then the application's in the order it registered them.
 func (r *Registry) Codes() []CodeInfo {
@@ -231,14 +256,17 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 			}
 		}
 	}()
-	res, then, herr := m.call(ctx, params)
+	herr := authorize(ctx, &m.info)
+	if herr == nil {
+		result, then, herr = m.call(ctx, params)
+	}
 	if herr != nil {
 		if mapErr != nil {
 			herr = mapErr(herr)
 		}
 		return nil, nil, ToError(herr)
 	}
-	return res, then, nil
+	return result, then, nil
 }
 
 // ToError maps a handler's error onto the wire error.
