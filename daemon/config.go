@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type Config struct {
 	// AllowBypass lets a request use permission_mode = "bypass", which turns
 	// off the agent's own protections. Off by default.
 	AllowBypass bool `toml:"allow_bypass"`
+	// AllowedEditDirs are directories (each with everything under it) a
+	// run that writes may use as its cwd where card refuses one by default:
+	// the filesystem's root, the user's home itself, system directories.
+	AllowedEditDirs []string `toml:"allowed_edit_dirs"`
 	// RecordTasks keeps the task text in the run history; when false only
 	// its length and SHA-256 are kept.
 	RecordTasks *bool `toml:"record_tasks"`
@@ -176,6 +181,11 @@ func (c Config) Validate() error {
 	for _, o := range c.AllowedOrigins {
 		if o == "null" || o == "*" || !strings.Contains(o, "://") {
 			return fmt.Errorf("allowed_origins: %q is not an exact origin like \"https://app.example\" (\"null\" and \"*\" are never allowed)", o)
+		}
+	}
+	for _, dir := range c.AllowedEditDirs {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("%s: %q is not an absolute path", AllowedEditDirsKey, dir)
 		}
 	}
 	for o, oc := range c.Origins {

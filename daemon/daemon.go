@@ -63,6 +63,7 @@ type Daemon struct {
 
 	lock      *homeLock
 	guard     guard.Snapshot
+	cwdPolicy cwdPolicy
 	detector  *detect.Detector
 	substrate *lazySubstrate
 	runs      *runs.Manager
@@ -133,6 +134,10 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 
+	policy, err := newCwdPolicy(cfg, env["HOME"], home)
+	if err != nil {
+		return nil, err
+	}
 	lock, err := lockHome(home)
 	if err != nil {
 		return nil, err
@@ -150,6 +155,7 @@ func New(opts Options) (*Daemon, error) {
 		startedAt: time.Now().UTC(),
 		pid:       os.Getpid(),
 		lock:      lock,
+		cwdPolicy: policy,
 		tokens:    &tokenFile{home: home},
 		registry:  rpc.NewRegistry(),
 		ctx:       ctx,

@@ -84,9 +84,11 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		return runs.Request{}, err
 	}
 	req := p.spawnRequest()
-	if req.Cwd == "" {
-		req.Cwd = d.env["HOME"]
+	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())
+	if err != nil {
+		return runs.Request{}, err
 	}
+	req.Cwd = cwd
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
 	// Bypass is the gate's to refuse (after the guard, with its own code),
@@ -109,6 +111,31 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		Timeout:                       p.Timeout(),
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 	}, nil
+}
+
+// runCwd is where a run goes: asked (the user's home when empty, allowed in
+// read_only only), with every symlink followed, so the agent runs in, and
+// the run records, the directory that was judged, not a name that could
+// point elsewhere by the time the agent starts. A mode that writes is
+// refused a directory the cwd policy refuses.
+func (d *Daemon) runCwd(asked string, mode spawn.Mode) (string, error) {
+	dir := asked
+	if dir == "" {
+		dir = d.env["HOME"]
+	}
+	resolved, err := resolveDir(dir)
+	if err != nil {
+		if asked == "" {
+			return dir, nil // a home that is gone: the runner says so
+		}
+		return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
+	}
+	if writesUnderCwd(mode) {
+		if why := d.cwdPolicy.refusal(resolved); why != "" {
+			return "", cwdRefused(asked, resolved, mode, why)
+		}
+	}
+	return resolved, nil
 }
 
 // check judges the fields spawn does not: the task, the mode's need for a
