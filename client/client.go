@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
@@ -113,7 +114,13 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 		return nil, err
 	}
-	return &Client{rpc: rc, events: r}, nil
+	c := &Client{rpc: rc, events: r}
+	r.resubscribe = func(runID string, afterSeq int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.rpc.Call(ctx, "runs.subscribe", daemon.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
+	}
+	return c, nil
 }
 
 // Call sends method with params as they are and decodes the answer into

@@ -91,6 +91,12 @@ func (c *Client) Runs(ctx context.Context, p daemon.ListParams) ([]store.Run, er
 	return call[[]store.Run](ctx, c, "runs.list", p)
 }
 
+// Prune is runs.prune: it deletes finished runs past the retention (with
+// p.DryRun it only counts them).
+func (c *Client) Prune(ctx context.Context, p daemon.PruneParams) (daemon.PruneResult, error) {
+	return call[daemon.PruneResult](ctx, c, "runs.prune", p)
+}
+
 // Run is runs.get: one recorded run.
 func (c *Client) Run(ctx context.Context, runID string) (store.Run, error) {
 	return call[store.Run](ctx, c, "runs.get", daemon.GetParams{RunID: runID})

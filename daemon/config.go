@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 	"github.com/card-dev/card/substrate"
@@ -51,9 +52,20 @@ type Config struct {
 	// run that writes may use as its cwd where card refuses one by default:
 	// the filesystem's root, the user's home itself, system directories.
 	AllowedEditDirs []string `toml:"allowed_edit_dirs"`
-	// RecordTasks keeps the task text in the run history; when false only
-	// its length and SHA-256 are kept.
-	RecordTasks *bool `toml:"record_tasks"`
+	// RecordTasks keeps the task text in the run history, at most its
+	// first MaxTaskRecordBytes; when false only its length and SHA-256 are
+	// kept.
+	RecordTasks        *bool `toml:"record_tasks"`
+	MaxTaskRecordBytes int   `toml:"max_task_record_bytes"`
+	// MaxRuns and MaxAgeDays bound the run history: older runs are pruned,
+	// never a running one. Zero means no bound of that kind.
+	MaxRuns    int `toml:"max_runs"`
+	MaxAgeDays int `toml:"max_age_days"`
+	// MaxSubscriptionsPerConn caps the runs one connection follows at once
+	// with runs.subscribe; MaxSubscriberQueueBytes caps the events a
+	// subscriber may have yet to be sent before it is cut off.
+	MaxSubscriptionsPerConn int   `toml:"max_subscriptions_per_connection"`
+	MaxSubscriberQueueBytes int64 `toml:"max_subscriber_queue_bytes"`
 	// CancelOnDisconnect ends a client's runs when its connection closes.
 	// By default a run belongs to the daemon and outlives the socket.
 	CancelOnDisconnect bool  `toml:"cancel_on_disconnect"`
@@ -93,6 +105,11 @@ func (c Config) originGrants() map[string]rpc.Grants {
 	return out
 }
 
+// retention is the run history's bound from max_runs and max_age_days.
+func (c Config) retention() store.Retention {
+	return store.Retention{MaxRuns: c.MaxRuns, MaxAge: time.Duration(c.MaxAgeDays) * 24 * time.Hour}
+}
+
 // AdapterConfig is an operator's [adapters.<id>] table.
 type AdapterConfig struct {
 	// Bin pins the binary, like CAR_<ID>_BIN; the environment wins over it.
@@ -111,18 +128,23 @@ func DefaultConfig() Config {
 	// `login_shell_path = false` switch record_tasks off too.
 	recordTasks, loginShellPath := true, true
 	return Config{
-		Addr:              "127.0.0.1:0",
-		LogLevel:          "info",
-		MaxMessageBytes:   4 << 20,
-		MaxConnections:    128,
-		MaxInFlight:       64,
-		ShutdownGraceSec:  10,
-		RecordTasks:       &recordTasks,
-		MaxConcurrentRuns: 8,
-		MaxEventsPerRun:   10000,
-		MaxOutputBytes:    64 << 20,
-		ProbeTimeoutSec:   5,
-		LoginShellPath:    &loginShellPath,
+		Addr:                    "127.0.0.1:0",
+		LogLevel:                "info",
+		MaxMessageBytes:         4 << 20,
+		MaxConnections:          128,
+		MaxInFlight:             64,
+		ShutdownGraceSec:        10,
+		RecordTasks:             &recordTasks,
+		MaxTaskRecordBytes:      4096,
+		MaxRuns:                 10000,
+		MaxAgeDays:              30,
+		MaxSubscriptionsPerConn: 64,
+		MaxSubscriberQueueBytes: 16 << 20,
+		MaxConcurrentRuns:       8,
+		MaxEventsPerRun:         10000,
+		MaxOutputBytes:          64 << 20,
+		ProbeTimeoutSec:         5,
+		LoginShellPath:          &loginShellPath,
 	}
 }
 
@@ -217,6 +239,11 @@ func (c Config) Validate() error {
 		{"max_events_per_run", int64(c.MaxEventsPerRun), 10},
 		{"max_output_bytes", c.MaxOutputBytes, 4096},
 		{"probe_timeout_secs", int64(c.ProbeTimeoutSec), 1},
+		{"max_task_record_bytes", int64(c.MaxTaskRecordBytes), 64},
+		{"max_runs", int64(c.MaxRuns), 0},
+		{"max_age_days", int64(c.MaxAgeDays), 0},
+		{"max_subscriptions_per_connection", int64(c.MaxSubscriptionsPerConn), 1},
+		{"max_subscriber_queue_bytes", c.MaxSubscriberQueueBytes, 64 << 10},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {

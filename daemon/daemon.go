@@ -67,6 +67,7 @@ type Daemon struct {
 	detector  *detect.Detector
 	substrate *lazySubstrate
 	runs      *runs.Manager
+	subs      subscriptions
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server

@@ -30,6 +30,7 @@ const (
 	CodeSubstrateTransport  int64 = -32022
 	CodeSubstrateNotSupport int64 = -32023
 	CodeAccessDenied        int64 = -32030
+	CodeTooManySubs         int64 = -32031
 )
 
 // codes documents the application codes, in table order.
@@ -46,6 +47,7 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSubstrateTransport, Name: "substrate_transport", Meaning: "The MCP bridge behind the substrate could not be reached; retrying later may help."},
 	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
 	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the method's access class (a browser origin gets read and agents unless card.toml grants it more); data names the class and the card.toml key."},
+	{Code: CodeTooManySubs, Name: "too_many_subscriptions", Meaning: "This connection already follows max_subscriptions_per_connection runs; a subscription ends with its run's last event."},
 }
 
 // wireError maps a domain error onto the wire. The registry applies it to
@@ -66,8 +68,12 @@ func wireError(err error) error {
 		notFound   *runs.NotFoundError
 		waitEnded  *runs.WaitEndedError
 		denied     *rpc.AccessDeniedError
+		subs       *TooManySubscriptionsError
 	)
 	switch {
+	case errors.As(err, &subs):
+		return &rpc.Error{Code: CodeTooManySubs, Message: subs.Error(),
+			Data: map[string]any{"open": subs.Open, "max_subscriptions_per_connection": subs.Max, "config_key": "max_subscriptions_per_connection"}}
 	case errors.As(err, &denied):
 		return accessDenied(denied)
 	case errors.As(err, &refused):
