@@ -334,6 +334,8 @@ func phaseHostile(ctx context.Context, h *harness) *result {
 			got401.Load() == 1000 && logged >= 1000
 	})
 
+	accessAttacks(ctx, h, r)
+
 	if b, err := os.ReadFile(d.log); err == nil && bytes.Contains(b, []byte(d.token)) {
 		r.add("daemon log holds the token", "YES", "never", false)
 	}
