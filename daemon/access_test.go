@@ -90,6 +90,21 @@ func TestABrowserOriginGetsReadAndAgentsAndANativeClientGetsEverything(t *testin
 	res, err := app.Invoke(ctx, rd.params("claude-code", "hello"))
 	require.NoError(t, err, "an allowed origin runs agents")
 	assert.False(t, res.IsError)
+	// What the daemon sends a connection is not subject to its grants: a
+	// page's streamed run reaches it event by event.
+	ended := make(chan daemon.AgentEvent, 1)
+	_, err = app.Stream(ctx, rd.params("claude-code", "hello"), func(ev daemon.AgentEvent) {
+		if client.Terminal(ev) {
+			ended <- ev
+		}
+	})
+	require.NoError(t, err)
+	select {
+	case ev := <-ended:
+		assert.Equal(t, daemon.EventDone, ev.Kind)
+	case <-ctx.Done():
+		t.Fatal("the page's streamed run never reached it")
+	}
 
 	// ops: host but no agents.
 	out, err := ops.SubstrateRunCommand(ctx, "echo granted", 0)

@@ -1,0 +1,134 @@
+package attack
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+)
+
+// The page connects the way a browser must (the token as a subprotocol,
+// beside card.v1), sends each request in turn, and posts back every answer.
+var callsTmpl = template.Must(template.New("calls").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>running</title></head><body><pre id="results"></pre>
+<script>
+const url = {{.URL}}, protocols = {{.Protocols}}, calls = {{.Calls}};
+const answers = [];
+const ws = new WebSocket(url, protocols);
+let next = 0;
+function send() {
+  if (next >= calls.length) { ws.close(1000); return; }
+  ws.send(calls[next++]);
+}
+ws.onopen = send;
+ws.onmessage = (ev) => { answers.push(String(ev.data)); send(); };
+ws.onclose = async (ev) => {
+  document.getElementById("results").textContent = JSON.stringify(answers, null, 1);
+  document.title = "DONE";
+  await fetch("/verdict", {method: "POST", headers: {"Content-Type": "application/json"},
+    body: JSON.stringify([{name: "calls", opened: true, closed: true, code: ev.code, answer: JSON.stringify(answers)}])});
+};
+</script></body></html>`))
+
+// A page on an origin the operator allowed is what the token and the
+// Origin rule let through; what it may call is then the connection's
+// grants: read and agents, never the host. In a real browser, the page
+// reads the daemon and is refused a shell, a file and a terminal with
+// access_denied, and nothing it asked for runs.
+func TestAPageOnAnAllowedOriginCannotReachTheHost(t *testing.T) {
+	bin := findChromium(t)
+	allowed := newPage(t)
+	d := daemontest.Start(t, daemontest.Options{
+		Config:   fmt.Sprintf("allowed_origins = [%q]\n", allowed.origin()),
+		Logger:   zap.NewNop(),
+		NoClient: true,
+	})
+	marker := filepath.Join(t.TempDir(), "ran")
+	calls := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"daemon.info"}`,
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"substrate.run_command","params":{"command":%q}}`, "touch "+marker),
+		`{"jsonrpc":"2.0","id":3,"method":"substrate.read_text","params":{"path":"/etc/passwd"}}`,
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"substrate.write_text","params":{"path":%q,"content":"x"}}`, marker),
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"substrate.pty_start","params":{"command":%q}}`, "touch "+marker),
+		`{"jsonrpc":"2.0","id":6,"method":"runs.prune","params":{"max_runs":1}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"runs.list"}`,
+	}
+	allowed.serve(t, callsTmpl, map[string]any{
+		"URL": d.URL, "Protocols": []string{"card.v1", "card.bearer." + d.Token}, "Calls": calls,
+	})
+
+	verdicts := runChromium(t, bin, allowed.origin()+"/", allowed)
+	require.Len(t, verdicts[0], 1)
+	var answers []string
+	require.NoError(t, json.Unmarshal([]byte(verdicts[0][0].Answer), &answers))
+	t.Logf("answers: %s", strings.Join(answers, "\n"))
+	require.Len(t, answers, len(calls), "the page got an answer to each call")
+	byID := map[int]map[string]any{}
+	for _, a := range answers {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(a), &m))
+		byID[int(m["id"].(float64))] = m
+	}
+	assert.Contains(t, byID[1], "result", "the page reads the daemon")
+	assert.Contains(t, byID[7], "result", "and its run history")
+	for _, id := range []int{2, 3, 4, 5, 6} {
+		e, ok := byID[id]["error"].(map[string]any)
+		require.True(t, ok, "call %d: THE PAGE REACHED THE HOST: %v", id, byID[id])
+		assert.EqualValues(t, daemon.CodeAccessDenied, e["code"], "call %d", id)
+		data, _ := e["data"].(map[string]any)
+		assert.Equal(t, "host", data["access"], "call %d", id)
+		assert.Equal(t, allowed.origin(), data["origin"], "call %d", id)
+	}
+	_, err := os.Stat(marker)
+	assert.True(t, os.IsNotExist(err), "a command the page asked for ran")
+}
+
+// serve serves one page rendered from tmpl and collects its verdict, as
+// start does for the attempts page.
+func (p *page) serve(t *testing.T, tmpl *template.Template, data any) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err := tmpl.Execute(w, data); err != nil {
+			t.Errorf("render the page: %v", err)
+		}
+	})
+	mux.HandleFunc("/verdict", p.collect(t))
+	p.srv.Config.Handler = mux
+	p.srv.Start()
+}
+
+// collect is the handler a page posts its verdict to.
+func (p *page) collect(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		var got []outcome
+		if err == nil {
+			err = json.Unmarshal(body, &got)
+		}
+		if err != nil {
+			t.Errorf("the page posted an unreadable verdict %q: %v", body, err)
+			return
+		}
+		select {
+		case p.verdict <- got:
+		default:
+		}
+	}
+}
