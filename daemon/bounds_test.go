@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,11 +171,21 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 	assert.Equal(t, store.StatusSucceeded, waitRun(t, rd.Client, acc.RunID, 10*time.Second).Status)
 
 	// Back from where it stopped: the history is replayed, not counted.
-	var rest atomic.Int64
+	rest := followToEnd(t, rd.Dial(t, client.Options{}), acc.RunID, ended.NextSeq-1, 0)
+	assert.Equal(t, all-ended.NextSeq+1, int64(len(rest)))
+}
+
+// followToEnd subscribes c to a run after afterSeq and returns the events
+// its handler got, once the terminal one came; the handler takes pause for
+// each, as a client slower than the run would.
+func followToEnd(t *testing.T, c *client.Client, runID string, afterSeq int64, pause time.Duration) []daemon.AgentEvent {
+	t.Helper()
+	ctx := daemontest.Context(t)
+	var got []daemon.AgentEvent
 	done := make(chan struct{})
-	c := rd.Dial(t, client.Options{})
-	_, err = c.Subscribe(ctx, acc.RunID, ended.NextSeq-1, func(ev daemon.AgentEvent) {
-		rest.Add(1)
+	_, err := c.Subscribe(ctx, runID, afterSeq, func(ev daemon.AgentEvent) {
+		got = append(got, ev)
+		time.Sleep(pause)
 		if client.Terminal(ev) {
 			close(done)
 		}
@@ -185,9 +194,9 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 	select {
 	case <-done:
 	case <-ctx.Done():
-		t.Fatal("the rest never came")
+		t.Fatalf("run %s: the terminal event never came (%d events)", runID, len(got))
 	}
-	assert.Equal(t, all-ended.NextSeq+1, rest.Load())
+	return got
 }
 
 // The typed client takes a cut-off subscription up again by itself: a
@@ -198,24 +207,9 @@ func TestTheGoClientResubscribesWhenCutOff(t *testing.T) {
 	ctx := daemontest.Context(t)
 	acc, err := rd.Client.Stream(ctx, rd.params("claude-code", "BIG"), nil)
 	require.NoError(t, err)
-	c := rd.Dial(t, client.Options{})
-	var seqs []int64
-	done := make(chan struct{})
-	_, err = c.Subscribe(ctx, acc.RunID, 0, func(ev daemon.AgentEvent) {
-		seqs = append(seqs, ev.Seq)
-		time.Sleep(5 * time.Millisecond)
-		if client.Terminal(ev) {
-			close(done)
-		}
-	})
-	require.NoError(t, err)
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatal("the run's end never came")
-	}
-	require.Greater(t, len(seqs), 300)
-	for i, s := range seqs {
-		require.Equal(t, int64(i+1), s, "every event once, in order")
+	evs := followToEnd(t, rd.Dial(t, client.Options{}), acc.RunID, 0, 5*time.Millisecond)
+	require.Greater(t, len(evs), 300)
+	for i, ev := range evs {
+		require.Equal(t, int64(i+1), ev.Seq, "every event once, in order")
 	}
 }

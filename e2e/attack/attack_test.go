@@ -11,7 +11,6 @@ package attack
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -130,21 +129,7 @@ func (p *page) start(t *testing.T, attempts []attempt, frame string) {
 			t.Errorf("render the attack page: %v", err)
 		}
 	})
-	mux.HandleFunc("/verdict", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		var got []outcome
-		if err == nil {
-			err = json.Unmarshal(body, &got)
-		}
-		if err != nil {
-			t.Errorf("the page posted an unreadable verdict %q: %v", body, err)
-			return
-		}
-		select {
-		case p.verdict <- got:
-		default:
-		}
-	})
+	mux.HandleFunc("/verdict", p.collect(t))
 	p.srv.Config.Handler = mux
 	p.srv.Start()
 }

@@ -262,7 +262,10 @@ func accessAttacks(ctx context.Context, h *harness, r *result) {
 	marker := filepath.Join(h.tmp, "access-marker")
 	denied, other := 0, 0
 	calls := []func(context.Context) error{
-		func(ctx context.Context) error { _, err := page.SubstrateRunCommand(ctx, "touch "+marker, 0); return err },
+		func(ctx context.Context) error {
+			_, err := page.SubstrateRunCommand(ctx, "touch "+marker, 0)
+			return err
+		},
 		func(ctx context.Context) error { _, err := page.SubstrateReadText(ctx, "/etc/passwd"); return err },
 		func(ctx context.Context) error {
 			_, err := page.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: marker, Content: "x"})
