@@ -94,6 +94,12 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			}
 			return err
 		}},
+		{"runs.prune", func() error {
+			one := 1
+			r, err := c.Prune(ctx, daemon.PruneParams{DryRun: true, MaxRuns: &one})
+			assert.Equal(t, daemon.PruneResult{Pruned: store.Pruned{Kept: 1}, DryRun: true, MaxRuns: 1, MaxAgeDays: 30}, r)
+			return err
+		}},
 		{"substrate.info", func() error { i, err := c.SubstrateInfo(ctx); assert.True(t, i.Local); return err }},
 		{"substrate.write_text", func() error {
 			_, err := c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "hi"})

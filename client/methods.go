@@ -97,6 +97,12 @@ func (c *Client) Run(ctx context.Context, runID string) (daemon.RunRecord, error
 	return call[daemon.RunRecord](ctx, c, "runs.get", daemon.GetParams{RunID: runID})
 }
 
+// Prune is runs.prune: it deletes finished runs past the retention (with
+// p.DryRun it only counts them).
+func (c *Client) Prune(ctx context.Context, p daemon.PruneParams) (daemon.PruneResult, error) {
+	return call[daemon.PruneResult](ctx, c, "runs.prune", p)
+}
+
 // ApprovalDecide is agents.approval_decide: the answer to a question of an
 // ask-mode run given as a request, so a refused answer comes back as an
 // error (*rpc.Error with the daemon's code). Options.OnApprove answers

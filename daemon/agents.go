@@ -93,24 +93,28 @@ func (d *Daemon) setupAgents() error {
 
 	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
 		Description: detectDoc + " Served from the cache unless `refresh`.",
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, true), nil
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
 		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
 	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {

@@ -140,6 +140,10 @@ type PlanFile struct {
 	Mode os.FileMode
 }
 
+// FilePlaceholderPrefix starts card's private-file placeholder (FileRef).
+// Only builders write it; a client's value holding it is refused.
+const FilePlaceholderPrefix = filePrefix
+
 const filePrefix = "{{card-file:"
 
 // privateFile adds a 0600 file holding content to the plan and returns the
