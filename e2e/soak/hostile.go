@@ -455,4 +455,3 @@ func sumSuppressed(path string) int64 {
 	}
 	return n
 }
-
