@@ -94,7 +94,14 @@ func Build(bin string, req Request) (Plan, error) {
 	if err := CheckExtras(req.Adapter, req.Extras); err != nil {
 		return Plan{}, err
 	}
-	return a.Build(bin, req)
+	p, err := a.Build(bin, req)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := withMCP(&p, req); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
 }
 
 // Plan is everything needed to start one agent run, decided before any
