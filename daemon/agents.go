@@ -39,6 +39,9 @@ type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgen
 // newDetector builds the detector the way the daemon does: the search path is
 // the startup PATH plus the login shell's PATH and the well-known install
 // dirs, because a supervisor-started daemon sees only /usr/bin:/bin.
+// login_shell_path = false drops only the login shell: the well-known dirs
+// are card's own list, and they are listed again before every detection so
+// a CLI installed after startup is found on refresh.
 func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect.Detector {
 	getenv := func(k string) string { return env[k] }
 	home := env["HOME"]
@@ -46,20 +49,24 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
 		sp = detect.ResolveSearchPath(ctx, env, home)
 	} else {
-		sp = detect.NewSearchPath(env["PATH"])
+		sp = detect.BareSearchPath(env, home)
 	}
 	pins := map[string]string{}
+	adapters := map[string]detect.AdapterSettings{}
 	for id, a := range cfg.Adapters {
 		if a.Bin != "" {
 			pins[id] = a.Bin
 		}
+		adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
 	}
 	return detect.New(detect.Options{
 		Search:       sp,
+		WellKnown:    func() []string { return detect.WellKnownDirs(home, getenv) },
 		Home:         home,
 		Env:          env,
 		Getenv:       getenv,
 		Pins:         pins,
+		Adapters:     adapters,
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
 	})
 }

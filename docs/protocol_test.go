@@ -34,7 +34,10 @@ const protocolDoc = "protocol.md"
 
 // startDaemon starts a daemon in home whose only agent is the fake Claude
 // Code of testdata, with the login-shell PATH off so no CLI installed on
-// this machine leaks into the examples.
+// this machine leaks into the examples. The fake answers `claude auth
+// status` as the real one does with ANTHROPIC_API_KEY set, and the
+// environment has that (fake) key, as health checks the status command's
+// answer against what the runs' environment holds.
 func startDaemon(t *testing.T, home string) *daemontest.Daemon {
 	t.Helper()
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake-claude.sh"))
@@ -43,7 +46,7 @@ func startDaemon(t *testing.T, home string) *daemontest.Daemon {
 		Home:     home,
 		Config:   "login_shell_path = false\n",
 		Agents:   map[string]string{agent.ClaudeCode: fake},
-		Environ:  []string{"HOME=" + home},
+		Environ:  []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-ant-docs-example-not-a-key"},
 		Logger:   zap.NewNop(),
 		NoClient: true,
 	})
