@@ -15,9 +15,11 @@ import (
 
 // DetectParams are agents.detect's params (and its CAR aliases').
 type DetectParams struct {
-	// IncludeHealth adds each adapter's health (cached for 30 s).
+	// IncludeHealth adds each adapter's health (cached for 30 s, except on
+	// a refresh).
 	IncludeHealth bool `json:"include_health,omitempty"`
-	// Refresh re-detects instead of serving the cached answer.
+	// Refresh re-detects instead of serving the cached answer, and checks
+	// health again with include_health.
 	Refresh bool `json:"refresh,omitempty"`
 	// InvokedBy is the calling host's own adapter id; adapters this caller
 	// could not spawn carry spawn_block_reason.
@@ -26,7 +28,8 @@ type DetectParams struct {
 
 // HealthParams are agents.health_external's params.
 type HealthParams struct {
-	// ID asks for one adapter; without it the answer is an array of all.
+	// ID asks for one adapter; without it the answer is an array of every
+	// detected (installed) adapter.
 	ID string `json:"id,omitempty"`
 	// Force bypasses the 30 s cache.
 	Force bool `json:"force,omitempty"`
@@ -98,31 +101,31 @@ func (d *Daemon) setupAgents() error {
 		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
 	}()
 
-	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
+	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
-		Description: detectDoc + " Served from the cache unless `refresh`.",
+		Description: detectDoc + " Served from the cache unless `refresh`; with `refresh`, health is checked again too.",
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
+		Summary:     "CAR's name for the cached detection: agents.detect without re-detecting (unless `refresh`), health from its 30 s cache.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
+		Summary:     "CAR's name for a fresh detection: re-detects every time, and with `include_health` checks health again instead of serving the 30 s cache, so a CLI just installed or signed in reads right at once.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, true), nil
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
-		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
+		Description: "With `id`, one ExternalAgentHealth (an adapter that is not installed answers not_executable saying how to install or pin it); without, an array for every detected adapter, as CAR defines it. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`. `details.auth_method` (subscription, api_key or cloud) and `details.auth_source` say how a ready adapter signs in.",
 	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
-			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthAll(ctx, p.Force)), nil
+			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthDetected(ctx, p.Force)), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
@@ -133,10 +136,14 @@ func (d *Daemon) setupAgents() error {
 	return nil
 }
 
+// detectAgents answers the three detection methods. refresh re-detects
+// and, with include_health, checks health again rather than serving its
+// cache: a caller that asked for a fresh answer after installing or signing
+// in must not read the state from before.
 func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) []detect.ExternalAgentSpec {
 	specs := d.detector.Detect(ctx, refresh)
 	if p.IncludeHealth {
-		specs = d.detector.WithHealth(ctx, specs, false)
+		specs = d.detector.WithHealth(ctx, specs, refresh)
 	}
 	seeded := guard.Seed(d.guard.Ancestry, p.InvokedBy)
 	out := make([]detect.ExternalAgentSpec, len(specs))
@@ -144,7 +151,7 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
 			s.SpawnBlockReason = r.Error()
 		}
-		out[i] = s
+		out[i] = s.WithCompatHealth()
 	}
 	return out
 }

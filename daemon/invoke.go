@@ -55,6 +55,12 @@ type InvokeParams struct {
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
+	// MCPEndpoint is CAR's mcp_endpoint: the URL of an MCP server
+	// (streamable HTTP) handed to the agent for this run, for the adapters
+	// whose CLI can take one (claude-code, codex, copilot); the others
+	// refuse it naming why. "" or leaving it out runs without one (card has
+	// no MCP server of its own to fill in).
+	MCPEndpoint string `json:"mcp_endpoint,omitempty"`
 	// AcknowledgeUnenforcedReadOnly must be true to run an adapter whose
 	// read-only mode nothing enforces (detect's read_only_enforcement =
 	// not_enforced) in read_only mode: the caller has to know that "read
@@ -172,5 +178,6 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		Resume:             p.Resume,
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
+		MCPEndpoint:        p.MCPEndpoint,
 	}
 }
