@@ -114,3 +114,24 @@ func TestTheMCPEndpointIsHandedToTheRealCLIs(t *testing.T) {
 		})
 	}
 }
+
+// Claude Code may call the client's MCP tools in every mode card offers it,
+// without a question in ask mode: the client named the server, and its
+// tools act on the client's side, not on the files the mode guards. The
+// stand-in model calls the tool; its result must come back to the model.
+func TestClaudeCodeMayCallTheClientsMCPToolsInEveryMode(t *testing.T) {
+	bin := standin.CLI(t, "claude")
+	for _, mode := range []string{"read_only", "edit", "ask"} {
+		t.Run(mode, func(t *testing.T) {
+			s := standin.NewAnthropic(t, standin.Script{Answer: "PONG", ToolCalls: []standin.ToolCall{{Name: "mcp__client__ping", Input: map[string]any{}}}})
+			d := startDaemon(t, append(s.ClaudeEnv(t.TempDir(), os.Getenv("PATH")), "CAR_CLAUDE_CODE_BIN="+bin), "", nil)
+			m := newMCPServer(t)
+			var res daemon.InvokeResult
+			require.NoError(t, d.Client.Call(daemontest.Context(t), "agents.invoke_external",
+				map[string]any{"id": "claude-code", "task": "call ping", "cwd": t.TempDir(), "permission_mode": mode, "timeout_secs": 150, "mcp_endpoint": m.URL}, &res))
+			assert.False(t, res.IsError, "%+v", res)
+			assert.Equal(t, 1, m.count("tools/call"), "the tool ran once")
+			assert.Contains(t, res.Answer, "is_error=false content=pong", "and the model got its result")
+		})
+	}
+}

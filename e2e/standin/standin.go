@@ -56,11 +56,25 @@ type Script struct {
 	Message string
 	// InputTokens and OutputTokens are reported as usage (defaults 10 and 5).
 	InputTokens, OutputTokens int
+	// ToolCalls make the model call tools before it answers (Anthropic
+	// only): a model call whose conversation holds k tool results, k below
+	// len(ToolCalls), and that offers ToolCalls[k].Name as a tool, is
+	// answered with that tool call; once the last is answered, the text
+	// answer quotes the last tool result ("<Answer> | tool result was:
+	// is_error=… content=…"), so a test can see what the agent was told.
+	// Side calls that offer no tools get the plain answer.
+	ToolCalls []ToolCall
 	// Stall makes a streamed model call send its first event and then hold
 	// the stream open, sending nothing more, until the client goes away or the
 	// server closes: the shape of a hung vendor, for deadline and cancel tests
 	// with a real CLI.
 	Stall bool
+}
+
+// ToolCall is a tool call the stand-in's model makes.
+type ToolCall struct {
+	Name  string
+	Input map[string]any
 }
 
 func (s Script) answer() string {

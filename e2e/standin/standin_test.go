@@ -313,3 +313,36 @@ func TestAStalledStreamHoldsUntilTheClientLeavesAndCloseStillReturns(t *testing.
 		}
 	}
 }
+
+// A scripted tool call is made once per place in the script, to a call that
+// offers the tool, and the text answer after it quotes the tool result.
+func TestAnthropicMakesTheScriptedToolCallsThenQuotesTheLastResult(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"name":"Bash"},{"name":"Read"}]`
+	first := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,`+offer+`,"messages":[{"role":"user","content":"go"}]}`, nil)
+	evs := readSSE(t, first.Body)
+	require.Equal(t, []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}, names(evs))
+	block := evs[1].Data["content_block"].(map[string]any)
+	assert.Equal(t, "tool_use", block["type"])
+	assert.Equal(t, "Bash", block["name"])
+	assert.Equal(t, "toolu_standin01", block["id"])
+	assert.JSONEq(t, `{"command":"echo hi > f.txt"}`, evs[2].Data["delta"].(map[string]any)["partial_json"].(string))
+	assert.Equal(t, "tool_use", evs[4].Data["delta"].(map[string]any)["stop_reason"])
+
+	side := post(t, s.URL+"/v1/messages", `{"model":"m","messages":[{"role":"user","content":"title?"}]}`, nil)
+	var msg map[string]any
+	require.NoError(t, json.NewDecoder(side.Body).Decode(&msg))
+	assert.Equal(t, "text", msg["content"].([]any)[0].(map[string]any)["type"], "a call that offers no tools gets text")
+
+	second := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,`+offer+`,"messages":[{"role":"user","content":"go"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_standin01","name":"Bash","input":{}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_standin01","content":"denied by you","is_error":true}]}]}`, nil)
+	var text strings.Builder
+	for _, e := range readSSE(t, second.Body) {
+		if d, ok := e.Data["delta"].(map[string]any); ok && d["type"] == "text_delta" {
+			text.WriteString(d["text"].(string))
+		}
+	}
+	assert.Equal(t, "DONE | tool result was: is_error=true content=denied by you", text.String())
+	assert.Equal(t, []string{"is_error=true content=denied by you"}, s.ToolResults())
+}
