@@ -46,7 +46,7 @@ func (c *Client) DetectExternal(ctx context.Context, p daemon.DetectParams) ([]d
 func (c *Client) Health(ctx context.Context, id string, force bool) (detect.ExternalAgentHealth, error) {
 	if id == "" {
 		// Without an id the daemon answers for every detected adapter.
-		return detect.ExternalAgentHealth{}, errors.New("client: Health needs an adapter id; HealthAll answers for every adapter")
+		return detect.ExternalAgentHealth{}, errors.New("client: Health needs an adapter id; HealthAll answers for every detected adapter")
 	}
 	return call[detect.ExternalAgentHealth](ctx, c, "agents.health_external", daemon.HealthParams{ID: id, Force: force})
 }

@@ -36,7 +36,7 @@ type HealthParams struct {
 }
 
 // HealthAnswer is agents.health_external's result: one adapter's health with
-// id, every adapter's without.
+// id, every detected adapter's without.
 type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
 
 // newDetector builds the detector the way the daemon does: the search path is
