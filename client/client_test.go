@@ -61,7 +61,9 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			h, err := c.Health(ctx, agent.ClaudeCode, false)
 			assert.Equal(t, agent.ClaudeCode, h.ID)
 			all, aerr := c.HealthAll(ctx, false)
-			assert.Len(t, all, len(agent.IDs()))
+			specs, derr := c.Detect(ctx, daemon.DetectParams{})
+			assert.Len(t, all, len(specs), "one answer per detected adapter")
+			aerr = errors.Join(aerr, derr)
 			return errors.Join(err, aerr)
 		}},
 		{"agents.invoke", func() error {

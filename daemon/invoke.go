@@ -58,6 +58,12 @@ type InvokeParams struct {
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
+	// MCPEndpoint is CAR's mcp_endpoint: the URL of an MCP server
+	// (streamable HTTP) handed to the agent for this run, for the adapters
+	// whose CLI can take one (claude-code, codex, copilot); the others
+	// refuse it naming why. "" or leaving it out runs without one (card has
+	// no MCP server of its own to fill in).
+	MCPEndpoint string `json:"mcp_endpoint,omitempty"`
 	// ApprovalTimeoutSecs is how long a question of an ask-mode run waits
 	// for an answer before it is denied; default approval_timeout_secs from
 	// card.toml (120), at most 3600. Refused in other modes.
@@ -214,6 +220,7 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		Resume:             p.Resume,
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
+		MCPEndpoint:        p.MCPEndpoint,
 	}
 }
 

@@ -34,16 +34,23 @@ const protocolDoc = "protocol.md"
 
 // startDaemon starts a daemon in home whose only agent is the fake Claude
 // Code of testdata, with the login-shell PATH off so no CLI installed on
-// this machine leaks into the examples.
-func startDaemon(t *testing.T, home string) *daemontest.Daemon {
+// this machine leaks into the examples. The fake answers `claude auth
+// status` as the real one does with ANTHROPIC_API_KEY set, and the
+// environment has that (fake) key, as health checks the status command's
+// answer against what the runs' environment holds.
+func startDaemon(t *testing.T, home string, agents ...string) *daemontest.Daemon {
 	t.Helper()
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake-claude.sh"))
 	require.NoError(t, err)
+	pins := map[string]string{agent.ClaudeCode: fake}
+	for i := 0; i+1 < len(agents); i += 2 {
+		pins[agents[i]] = agents[i+1]
+	}
 	return daemontest.Start(t, daemontest.Options{
 		Home:     home,
 		Config:   "login_shell_path = false\n",
-		Agents:   map[string]string{agent.ClaudeCode: fake},
-		Environ:  []string{"HOME=" + home},
+		Agents:   pins,
+		Environ:  []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-ant-docs-example-not-a-key"},
 		Logger:   zap.NewNop(),
 		NoClient: true,
 	})
@@ -463,6 +470,7 @@ func TestCaptureExamples(t *testing.T) {
 		{"agents.health_external", `{"id":"gemini"}`},
 		{"agents.health_external", `{"id":"no-such-agent"}`},
 		{"agents.health_external", `{}`},
+		{"agents.invoke_external", `{"id":"gemini","task":"say pong","mcp_endpoint":"http://127.0.0.1:8765/mcp"}`},
 		{"rpc.discover", ""},
 		{"substrate.info", ""},
 		{"substrate.run_command", `{"command":"echo hello","timeout_secs":5}`},
@@ -489,6 +497,7 @@ func TestCaptureExamples(t *testing.T) {
 		}
 	}
 	captureRuns(c, home)
+	captureUnusable(t, c)
 
 	// Transport examples: frames that are not one well-formed request.
 	raw := func(name, frame string) {
@@ -512,6 +521,24 @@ func TestCaptureExamples(t *testing.T) {
 	require.NoError(t, err)
 	fmt.Fprintf(&c.buf, "<!-- raw: daemon.json -->\n```\n%s\n```\n\n", bytes.TrimSpace(disc))
 	require.NoError(t, os.WriteFile(out, c.buf.Bytes(), 0o644))
+}
+
+// captureUnusable asks a second daemon, whose Gemini pin names a file that
+// is not executable, for a fresh detection: the example of the health a
+// broken install carries without include_health.
+func captureUnusable(t *testing.T, c *capturer) {
+	home := filepath.Join(os.TempDir(), "card-example-home-2")
+	_ = os.RemoveAll(home)
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	gemini := filepath.Join(home, "gemini")
+	require.NoError(t, os.WriteFile(gemini, []byte("#!/bin/sh\n"), 0o644))
+	ws := startDaemon(t, home, agent.Gemini, gemini).Raw(t)
+	ws.SetReadLimit(16 << 20)
+	saved := c.ws
+	c.ws = ws
+	defer func() { c.ws = saved }()
+	c.call("agents.detect_external", "")
 }
 
 // capturer sends requests to a live daemon and records every frame as a

@@ -72,6 +72,9 @@ type Request struct {
 	NoSession bool
 	// Cwd is where the agent runs: an absolute, existing directory.
 	Cwd string
+	// MCPEndpoint is the URL of an MCP server (streamable HTTP) the client
+	// hands the agent for this run; "" for none. See withMCP.
+	MCPEndpoint string
 	// Extras are the operator's [adapters.<id>] args and env from card.toml.
 	Extras Extras
 	// AllowBypass is the operator's allow_bypass from card.toml.
