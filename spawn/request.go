@@ -79,6 +79,9 @@ type Request struct {
 	// mode; an adapter whose CLI bounds a question itself is given a
 	// backstop above it.
 	ApprovalTimeout time.Duration
+	// Images are attached to the prompt, in order; refused for an adapter
+	// whose Capabilities.Images is false (the daemon drops them first).
+	Images []Image
 }
 
 // EffectiveMode is the mode a request runs in, with the default filled in.
@@ -161,7 +164,7 @@ func (r Request) Validate() error {
 	if r.SystemPromptAppend && r.SystemPrompt == "" {
 		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
 	}
-	return nil
+	return checkImages(r.Images)
 }
 
 // Extras are the operator's additions for one adapter, from card.toml

@@ -23,7 +23,10 @@ func writePrivateFiles(parent string, files []PlanFile) (string, error) {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	if strings.ContainsAny(dir, "\"\\\n{}") {
+	// A quote or backslash would break a -c value that names a file, a
+	// comma would split Codex's --image path, and braces would read as
+	// a placeholder.
+	if strings.ContainsAny(dir, "\"\\\n{},") {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("temporary directory %q has characters that cannot be quoted safely; set TMPDIR to a plain path", dir)
 	}
