@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,7 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, hj.conn, r.RemoteAddr)
+	s.serve(c, hj.conn, r.RemoteAddr, strings.Join(r.Header["Origin"], ","))
 }
 
 // serverConn is one client connection.
@@ -176,12 +177,12 @@ type serverConn struct {
 	inflight map[string][]*inflightCall
 }
 
-func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote, origin string) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	peer := &Peer{id: id, onPanic: func(method string, p any, stack []byte) {
+	peer := &Peer{id: id, origin: origin, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
 	ctx = withPeer(ctx, peer)

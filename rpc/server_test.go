@@ -344,7 +344,7 @@ func TestAConnectionThatArrivesWhileTheServerDrainsClosesItself(t *testing.T) {
 			return
 		}
 		srv.draining.Store(true) // Shutdown started between the gate and serve
-		srv.serve(ws, nil, r.RemoteAddr)
+		srv.serve(ws, nil, r.RemoteAddr, "")
 		close(served)
 	}))
 	defer hs.Close()
