@@ -57,12 +57,24 @@ type Config struct {
 	ProbeTimeoutSec     int   `toml:"probe_timeout_secs"`
 	LoginShellPath      *bool `toml:"login_shell_path"`
 
+	// Attachments bounds the images one agents.invoke may attach.
+	Attachments AttachmentLimits `toml:"attachments"`
+
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
 	// Substrate is the [substrate] table: read_only, and an optional MCP
 	// bridge ([substrate.mcp] command or url).
 	Substrate substrate.Config `toml:"substrate"`
+}
+
+// AttachmentLimits is the [attachments] table.
+type AttachmentLimits struct {
+	// MaxCount is how many attachments one request may carry; 0 refuses
+	// every attachment.
+	MaxCount int `toml:"max_count"`
+	// MaxBytes bounds each attachment's size, decoded.
+	MaxBytes int64 `toml:"max_bytes"`
 }
 
 // AdapterConfig is an operator's [adapters.<id>] table.
@@ -96,6 +108,7 @@ func DefaultConfig() Config {
 		ApprovalTimeoutSecs: DefaultApprovalTimeoutSecs,
 		ProbeTimeoutSec:     5,
 		LoginShellPath:      &loginShellPath,
+		Attachments:         AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20},
 	}
 }
 
@@ -170,6 +183,8 @@ func (c Config) Validate() error {
 		{"max_output_bytes", c.MaxOutputBytes, 4096},
 		{"probe_timeout_secs", int64(c.ProbeTimeoutSec), 1},
 		{"approval_timeout_secs", int64(c.ApprovalTimeoutSecs), 1},
+		{"attachments.max_count", int64(c.Attachments.MaxCount), 0},
+		{"attachments.max_bytes", c.Attachments.MaxBytes, 1},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
