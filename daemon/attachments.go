@@ -129,7 +129,13 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 	}
 	typ, ok := spawn.SniffImage(data)
 	if !ok {
-		return attachment{}, rpc.InvalidField(field(source), "is not a %s image (its first bytes are %s)", spawn.ImageLabels(), leadingBytes(data))
+		msg := fmt.Sprintf("is not a %s image", spawn.ImageLabels())
+		if source == "data_b64" {
+			// The client's own bytes; a file's are not echoed, so an error
+			// is never a way to read the start of any file on the machine.
+			msg += " (its first bytes are " + leadingBytes(data) + ")"
+		}
+		return attachment{}, rpc.InvalidField(field(source), "%s", msg)
 	}
 	if a.MimeType != "" {
 		// A claimed type that is not what the bytes are means the client

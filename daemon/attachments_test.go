@@ -135,15 +135,23 @@ func TestCodexGetsPrivateCopiesThatAreGoneAfterTheRun(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the private directory %s outlived the run", filepath.Dir(image))
 }
 
-// Droid takes no images: its attachments are listed as dropped, with why,
-// in the answer, the terminal event and the record; with
-// require_attachments the request is refused instead and nothing runs.
-func TestAnAdapterWithoutImagesDropsThemOrRefusesWhenTheyAreRequired(t *testing.T) {
+// startWithDroid is startRunsDaemon with a replaying Droid too: the one
+// adapter that takes no images.
+func startWithDroid(t *testing.T) (*runsDaemon, daemontest.Replay) {
+	t.Helper()
 	droid := daemontest.ReplayAgent(t, "droid", "0.225.2", daemontest.RepoFile(t, "e2e/fixtures/cli/droid-exec-stream-json-success.jsonl"))
 	agents, pins := replayAgents(t)
 	pins["droid"] = droid.Path
 	rd := &runsDaemon{agents: agents, cwd: t.TempDir(), events: daemontest.NewEvents()}
 	rd.Daemon = daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Agents: pins})
+	return rd, droid
+}
+
+// Droid takes no images: its attachments are listed as dropped, with why,
+// in the answer, the terminal event and the record; with
+// require_attachments the request is refused instead and nothing runs.
+func TestAnAdapterWithoutImagesDropsThemOrRefusesWhenTheyAreRequired(t *testing.T) {
+	rd, droid := startWithDroid(t)
 	red := testPNG(t, color.RGBA{R: 255, A: 255})
 	p := rd.params("droid", "say pong")
 	p.Attachments = []daemon.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}}
@@ -291,4 +299,69 @@ func TestABrowserOriginMaySendImageBytesButNotNameAFile(t *testing.T) {
 	p.Attachments = []daemon.Attachment{{Path: path}}
 	native := rd.finished(t, p)
 	assert.Equal(t, store.StatusSucceeded, native.Status)
+}
+
+// agents.detect tells a client which adapters take images, and it is
+// exactly the set whose request with require_attachments is not refused.
+func TestDetectSaysWhichAdaptersTakeImages(t *testing.T) {
+	rd, _ := startWithDroid(t)
+	var list []struct {
+		ID           string `json:"id"`
+		Capabilities struct {
+			Images *bool `json:"images"`
+		} `json:"capabilities"`
+	}
+	require.NoError(t, rd.Client.Call(daemontest.Context(t), "agents.detect", nil, &list))
+	require.Len(t, list, 4, "the installed fakes: claude, codex, gemini and droid")
+	png := testPNG(t, color.White)
+	takes := 0
+	for _, a := range list {
+		require.NotNil(t, a.Capabilities.Images, "%s: images is always reported", a.ID)
+		p := rd.params(a.ID, "look")
+		p.Attachments = []daemon.Attachment{{DataB64: b64(png), MimeType: "image/png"}}
+		p.RequireAttachments, p.TimeoutSecs = true, 5
+		_, err := rd.Client.Invoke(daemontest.Context(t), p)
+		refused := false
+		if err != nil {
+			re := rpcCode(t, err)
+			refused = re.Code == rpc.CodeInvalidParams && errData(t, re)["field"] == "attachments"
+		}
+		assert.Equal(t, *a.Capabilities.Images, !refused, "%s: detect says images=%v, invoke answered %v", a.ID, *a.Capabilities.Images, err)
+		if *a.Capabilities.Images {
+			takes++
+		}
+	}
+	assert.Equal(t, 3, takes, "both answers occur")
+}
+
+// With record_tasks = false an attachment's name, which can say as much as
+// a task, is not kept; its type, size and digest still are.
+func TestWithoutRecordedTasksAttachmentNamesAreNotKept(t *testing.T) {
+	rd := startRunsDaemon(t, "record_tasks = false\n")
+	png := testPNG(t, color.White)
+	p := rd.params("claude-code", "look")
+	p.Attachments = []daemon.Attachment{{DataB64: b64(png), MimeType: "image/png", Name: "passport.png"}}
+	res := rd.finished(t, p)
+	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, []store.Attachment{{Index: 0, MimeType: "image/png", Size: int64(len(png)), SHA256: sha(png)}}, rec.Attachments)
+}
+
+// A file that is not an image is refused without its bytes in the answer:
+// an error must not become a way to read the start of any file.
+func TestARefusedFileIsNotQuoted(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	secret := filepath.Join(t.TempDir(), "id_ed25519")
+	require.NoError(t, os.WriteFile(secret, []byte("-----BEGIN OPENSSH PRIVATE KEY-----"), 0o600))
+	p := rd.params("claude-code", "look")
+	p.Attachments = []daemon.Attachment{{Path: secret}}
+	_, err := rd.Client.Invoke(daemontest.Context(t), p)
+	re := rpcCode(t, err)
+	assert.Equal(t, "attachments[0].path", errData(t, re)["field"])
+	assert.NotContains(t, re.Message, hex.EncodeToString([]byte("-----BEGIN")))
+	assert.NotContains(t, re.Message, "BEGIN")
+
+	p.Attachments = []daemon.Attachment{{DataB64: b64([]byte("%PDF-1.7")), MimeType: "image/png"}}
+	_, err = rd.Client.Invoke(daemontest.Context(t), p)
+	assert.Contains(t, rpcCode(t, err).Message, hex.EncodeToString([]byte("%PDF-1.7")), "the client's own bytes help it see what it sent")
 }

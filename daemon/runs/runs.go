@@ -49,7 +49,8 @@ type Config struct {
 	MaxOutputBytes int64
 	// AllowBypass lets a run use permission_mode bypass.
 	AllowBypass bool
-	// RecordTasks keeps the task text in the run history.
+	// RecordTasks keeps the task text, and the attachments' names, in the
+	// run history.
 	RecordTasks bool
 	// CancelOnDisconnect ends a run when the connection that asked for it
 	// ends (Request.Conn).

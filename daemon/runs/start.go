@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -106,6 +107,14 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		PermissionMode: string(req.Mode), Model: req.Model, Attachments: req.Attachments,
 	}
 	rec.SetTask(req.Task, m.cfg.RecordTasks)
+	if !m.cfg.RecordTasks && len(rec.Attachments) > 0 {
+		// A name ("passport.jpg") says as much as a task can; with
+		// record_tasks off only the digests stay.
+		rec.Attachments = slices.Clone(rec.Attachments)
+		for i := range rec.Attachments {
+			rec.Attachments[i].Name = ""
+		}
+	}
 
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{

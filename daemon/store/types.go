@@ -94,7 +94,8 @@ type Run struct {
 // which may hold anything a screenshot can.
 type Attachment struct {
 	Index int `json:"index"`
-	// Name is the client's name for it (a path's base name by default).
+	// Name is the client's name for it (a path's base name by default),
+	// kept only when the operator keeps task text (record_tasks).
 	Name string `json:"name,omitempty"`
 	// MimeType is the type card recognised from the bytes.
 	MimeType string `json:"mime_type"`
