@@ -21,8 +21,22 @@ func NewAnthropic(t testing.TB, script Script) *Server {
 }
 
 type anthropicRequest struct {
-	Model  string `json:"model"`
-	Stream bool   `json:"stream"`
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// hasToolResult reports whether the request carries a tool's result: the
+// turn after a tool call.
+func (r anthropicRequest) hasToolResult() bool {
+	for _, m := range r.Messages {
+		if strings.Contains(string(m.Content), `"tool_result"`) {
+			return true
+		}
+	}
+	return false
 }
 
 func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []byte) {
@@ -67,22 +81,59 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 		return
 	}
 	e := startSSE(w)
+	id := "msg_standin"
+	toolTurn := s.script.ToolCall != nil && !req.hasToolResult()
+	if s.script.ToolCall != nil && !toolTurn {
+		id = "msg_standin_2"
+	}
 	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": "msg_standin", "type": "message", "role": "assistant", "model": req.Model,
+		"id": id, "type": "message", "role": "assistant", "model": req.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": in, "output_tokens": 1},
 	}})
-	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-		"content_block": map[string]any{"type": "text", "text": ""}})
-	e.event("ping", map[string]any{"type": "ping"})
-	s.stall(r)
-	for _, d := range s.script.deltas() {
-		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-			"delta": map[string]any{"type": "text_delta", "text": d}})
+	index := 0
+	block := func(start map[string]any, deltas []map[string]any) {
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
+		for i, d := range deltas {
+			if start["type"] == "text" {
+				if i == 0 {
+					e.event("ping", map[string]any{"type": "ping"})
+					s.stall(r)
+				}
+				s.pace(r, i)
+			}
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
 	}
-	e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	if s.script.Thinking != "" {
+		var deltas []map[string]any
+		for _, piece := range strings.SplitAfter(s.script.Thinking, " ") {
+			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": piece})
+		}
+		deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": "c3RhbmRpbi1zaWduYXR1cmU="})
+		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, deltas)
+	}
+	stop := "end_turn"
+	if toolTurn {
+		tc := s.script.ToolCall
+		input, _ := json.Marshal(tc.Input)
+		half := len(input) / 2
+		block(map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}}, []map[string]any{
+			{"type": "input_json_delta", "partial_json": string(input[:half])},
+			{"type": "input_json_delta", "partial_json": string(input[half:])},
+		})
+		stop = "tool_use"
+	} else {
+		var deltas []map[string]any
+		for _, d := range s.script.deltas() {
+			deltas = append(deltas, map[string]any{"type": "text_delta", "text": d})
+		}
+		block(map[string]any{"type": "text", "text": ""}, deltas)
+	}
 	e.event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": out}})
 	e.event("message_stop", map[string]any{"type": "message_stop"})
 }

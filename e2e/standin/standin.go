@@ -61,6 +61,25 @@ type Script struct {
 	// server closes: the shape of a hung vendor, for deadline and cancel tests
 	// with a real CLI.
 	Stall bool
+	// Thinking, when set, is streamed before the answer as a thinking block
+	// (thinking_delta pieces and a signature), the shape of a model with
+	// extended thinking. Anthropic dialect only.
+	Thinking string
+	// ToolCall, when set, is the model's first move: a tool_use block whose
+	// input is streamed as input_json_delta pieces. A call that carries the
+	// tool's result (a later turn) gets the answer. Anthropic dialect only.
+	ToolCall *ToolCall
+	// DeltaDelay is the pause before each piece of a streamed answer after
+	// the first, the shape of a model writing slowly: a test can then tell
+	// text that reaches a client as it is written from text that arrives
+	// only when the turn ends.
+	DeltaDelay time.Duration
+}
+
+// ToolCall is a tool the scripted model asks for.
+type ToolCall struct {
+	ID, Name string
+	Input    map[string]any
 }
 
 func (s Script) answer() string {
@@ -173,6 +192,22 @@ func (s *Server) Close() {
 	// released first or Close would hang.
 	s.once.Do(func() { close(s.done) })
 	s.srv.Close()
+}
+
+// pace waits DeltaDelay before piece i of a streamed answer (none before
+// the first), and returns early when the client goes away or the server
+// closes.
+func (s *Server) pace(r *http.Request, i int) {
+	if i == 0 || s.script.DeltaDelay <= 0 {
+		return
+	}
+	t := time.NewTimer(s.script.DeltaDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	case <-s.done:
+	}
 }
 
 // stall holds a streaming response open when the script says so.

@@ -313,3 +313,92 @@ func TestAStalledStreamHoldsUntilTheClientLeavesAndCloseStillReturns(t *testing.
 		}
 	}
 }
+
+// A slow model: each piece after the first waits DeltaDelay, in every
+// dialect, so a test can tell text that streams from text that comes whole.
+func TestASlowScriptPacesEveryPieceOfTheAnswer(t *testing.T) {
+	const pause = 150 * time.Millisecond
+	script := Script{Answer: "one two three", DeltaDelay: pause}
+	cases := []struct {
+		name, path, body string
+		start            func(testing.TB, Script) *Server
+	}{
+		{"anthropic", "/v1/messages", `{"model":"m","stream":true,"messages":[]}`, NewAnthropic},
+		{"openai responses", "/v1/responses", `{"model":"m","stream":true}`, NewOpenAI},
+		{"openai chat", "/v1/chat/completions", `{"model":"m","stream":true}`, NewOpenAI},
+		{"gemini", "/v1beta/models/m:streamGenerateContent", `{}`, NewGemini},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.start(t, script)
+			start := time.Now()
+			resp := post(t, s.URL+c.path, c.body, nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			readSSE(t, resp.Body)
+			assert.GreaterOrEqual(t, time.Since(start), 2*pause, "three pieces, two pauses")
+		})
+	}
+}
+
+// Thinking and a tool call: the first call answers with a thinking block
+// and a tool_use whose input streams as JSON pieces; the call that carries
+// the tool's result gets the answer.
+func TestAnthropicThinksAndCallsAToolBeforeAnswering(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "done", Thinking: "let me look",
+		ToolCall: &ToolCall{ID: "toolu_1", Name: "Read", Input: map[string]any{"file_path": "/a"}}})
+	resp := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	evs := readSSE(t, resp.Body)
+	var thinking, input string
+	var blocks []string
+	for _, e := range evs {
+		switch e.Name {
+		case "content_block_start":
+			blocks = append(blocks, e.Data["content_block"].(map[string]any)["type"].(string))
+		case "content_block_delta":
+			d := e.Data["delta"].(map[string]any)
+			switch d["type"] {
+			case "thinking_delta":
+				thinking += d["thinking"].(string)
+			case "input_json_delta":
+				input += d["partial_json"].(string)
+			}
+		}
+	}
+	assert.Equal(t, []string{"thinking", "tool_use"}, blocks)
+	assert.Equal(t, "let me look", thinking)
+	assert.JSONEq(t, `{"file_path":"/a"}`, input)
+	assert.Equal(t, "tool_use", evs[len(evs)-2].Data["delta"].(map[string]any)["stop_reason"])
+
+	resp = post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}]}`, nil)
+	var text string
+	for _, e := range readSSE(t, resp.Body) {
+		if e.Name == "content_block_delta" {
+			if d := e.Data["delta"].(map[string]any); d["type"] == "text_delta" {
+				text += d["text"].(string)
+			}
+		}
+	}
+	assert.Equal(t, "done", text)
+}
+
+// The retrying helpers leave the CLI's own retry settings out, so a test
+// sees the retries a user's CLI makes.
+func TestTheRetryingHelpersLeaveTheCLIsOwnRetriesAlone(t *testing.T) {
+	o := NewOpenAI(t, Script{})
+	args, _ := o.CodexExtras()
+	assert.Contains(t, strings.Join(args, " "), "request_max_retries=0")
+	args, _ = o.CodexExtrasRetrying()
+	assert.NotContains(t, strings.Join(args, " "), "max_retries")
+	assert.Contains(t, strings.Join(args, " "), "base_url=\""+o.URL+"/v1\"")
+
+	g := NewGemini(t, Script{})
+	home := t.TempDir()
+	_, err := g.GeminiSetupRetrying(home, "/usr/bin")
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
+	require.NoError(t, err)
+	var settings map[string]map[string]any
+	require.NoError(t, json.Unmarshal(b, &settings))
+	assert.NotContains(t, settings["general"], "maxAttempts")
+	assert.Equal(t, "gemini-api-key", settings["security"]["auth"].(map[string]any)["selectedType"])
+}
