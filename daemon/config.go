@@ -53,6 +53,10 @@ type Config struct {
 	ProbeTimeoutSec    int   `toml:"probe_timeout_secs"`
 	LoginShellPath     *bool `toml:"login_shell_path"`
 
+	// MaxAPIRetries is a run's bound on the agent's own retries of a failed
+	// model call when the request names none.
+	MaxAPIRetries int `toml:"max_api_retries"`
+
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
@@ -90,6 +94,7 @@ func DefaultConfig() Config {
 		MaxEventsPerRun:   10000,
 		MaxOutputBytes:    64 << 20,
 		ProbeTimeoutSec:   5,
+		MaxAPIRetries:     spawn.DefaultMaxAPIRetries,
 		LoginShellPath:    &loginShellPath,
 	}
 }
@@ -169,6 +174,9 @@ func (c Config) Validate() error {
 		if ch.v < ch.min {
 			return fmt.Errorf("%s = %d is below the minimum of %d", ch.name, ch.v, ch.min)
 		}
+	}
+	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
+		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
 	}
 	for id, a := range c.Adapters {
 		if _, ok := spawn.Lookup(id); !ok {

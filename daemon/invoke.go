@@ -52,6 +52,10 @@ type InvokeParams struct {
 	DiscardSession bool   `json:"discard_session,omitempty"`
 	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
+	// MaxAPIRetries bounds the agent's own retries of a failed model call
+	// (rate limit, overload, network), 0 to 10; omitted, card.toml's
+	// max_api_retries (default 3). A refused key is never retried.
+	MaxAPIRetries *int `json:"max_api_retries,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
@@ -81,6 +85,10 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	req := p.spawnRequest()
 	if req.Cwd == "" {
 		req.Cwd = d.env["HOME"]
+	}
+	if req.MaxAPIRetries == nil {
+		n := d.cfg.MaxAPIRetries
+		req.MaxAPIRetries = &n
 	}
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
@@ -172,5 +180,6 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		Resume:             p.Resume,
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
+		MaxAPIRetries:      p.MaxAPIRetries,
 	}
 }

@@ -94,7 +94,12 @@ func Build(bin string, req Request) (Plan, error) {
 	if err := CheckExtras(req.Adapter, req.Extras); err != nil {
 		return Plan{}, err
 	}
-	return a.Build(bin, req)
+	p, err := a.Build(bin, req)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.MaxAPIRetries = req.APIRetries()
+	return p, nil
 }
 
 // Plan is everything needed to start one agent run, decided before any
@@ -113,6 +118,11 @@ type Plan struct {
 	// Files are written by the runner, 0600, into a private 0700 directory it
 	// creates for the run and removes afterwards.
 	Files []PlanFile
+	// MaxAPIRetries is how many retries of a failed model call the runner
+	// lets the agent make in a row before it ends the run (see retryGuard).
+	// Build sets it from the request, and also hands it to the CLI's own
+	// retry setting where the CLI has one; 0 allows none.
+	MaxAPIRetries int
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.
