@@ -170,11 +170,14 @@ func (p *copilotParser) retry(reason string) Event {
 	f := p.lastFailure
 	p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = 0, "", ""
 	ev := Event{Kind: EventRetry, Attempt: p.retries, Error: reason}
+	why := apiMessage(f.reason)
 	switch {
+	case f.status != 0 && why != "":
+		ev.Error = clip(fmt.Sprintf("HTTP %d: %s", f.status, why), 2048)
 	case f.status != 0:
 		ev.Error = fmt.Sprintf("HTTP %d: %s", f.status, reason)
-	case f.reason != "":
-		ev.Error = clip(f.reason, 2048)
+	case why != "":
+		ev.Error = clip(why, 2048)
 	}
 	switch {
 	case reason == "transient_auth_error":
@@ -185,6 +188,18 @@ func (p *copilotParser) retry(reason string) Event {
 		ev.cause = copilotErrorKind(reason, f.status, f.reason)
 	}
 	return ev
+}
+
+// apiMessage is the message of an API error body Copilot quotes as its
+// errorMessage (`{"message":…,"type":…}`), or the text itself.
+func apiMessage(s string) string {
+	var body struct {
+		Message string `json:"message"`
+	}
+	if strings.HasPrefix(s, "{") && json.Unmarshal([]byte(s), &body) == nil && body.Message != "" {
+		return body.Message
+	}
+	return s
 }
 
 // copilotErrorKind prefers Copilot's own errorType, then the HTTP status,

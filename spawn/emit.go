@@ -27,6 +27,11 @@ type emitter struct {
 	grace   time.Duration
 	netDown *time.Timer // running while the API is out of reach
 	stopped bool
+	// ended is set once the run has been ended for a reason of the guard's:
+	// what the agent prints while its group is being ended (a retry it had
+	// already scheduled, its own last words) still reaches the parser, for
+	// the result, but is not sent: the run is over for the client.
+	ended bool
 }
 
 func newEmitter(onEvent func(Event), parser Parser, maxRetries int, end func(*Failure)) *emitter {
@@ -59,6 +64,9 @@ func (e *emitter) emit(evs []Event) {
 
 func (e *emitter) emitLocked(evs []Event) {
 	for i := range evs {
+		if e.ended {
+			return
+		}
 		ev := &evs[i]
 		v := e.guard.observe(ev)
 		switch {
@@ -67,12 +75,21 @@ func (e *emitter) emitLocked(evs []Event) {
 			e.netDown = nil
 		case v.unreachable && e.netDown == nil && !e.stopped:
 			msg := ev.Error
-			e.netDown = time.AfterFunc(e.grace, func() { e.end(unreachableFailure(msg, e.grace)) })
+			e.netDown = time.AfterFunc(e.grace, func() {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				if e.stopped || e.ended {
+					return
+				}
+				e.ended = true
+				e.end(unreachableFailure(msg, e.grace))
+			})
 		}
 		if e.onEvent != nil {
 			e.onEvent(*ev)
 		}
 		if v.end != nil {
+			e.ended = true
 			e.end(v.end)
 		}
 	}

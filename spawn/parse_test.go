@@ -800,3 +800,22 @@ func TestGeminiStderrRetryNoticesBecomeRetryEvents(t *testing.T) {
 	assert.Empty(t, p.FeedStderr([]byte("    at throwErrorIfNotOK (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk.js:1:1)")))
 	assert.Empty(t, p.FeedStderr([]byte("Ripgrep is not available. Falling back to GrepTool.")))
 }
+
+// Copilot's turn_retry says only "rate_limit" or "transient_auth_error";
+// the retry event carries the status and the API's own words from the call
+// failure before it.
+func TestCopilotRetriesCarryTheAPIsOwnWords(t *testing.T) {
+	cases := []struct{ capture, says, cause string }{
+		{"copilot-json-401", "HTTP 401: invalid x-api-key", KindAuth},
+		{"copilot-json-429", "HTTP 429: Number of request tokens has exceeded your per-minute rate limit (card stand-in).", KindRateLimit},
+	}
+	for _, c := range cases {
+		evs, _ := realRun(t, "copilot", c.capture)
+		retries := eventsOf(evs, EventRetry)
+		require.NotEmpty(t, retries, c.capture)
+		for _, r := range retries {
+			assert.Equal(t, c.says, r.Error, c.capture)
+			assert.Equal(t, c.cause, r.cause, c.capture)
+		}
+	}
+}

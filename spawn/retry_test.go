@@ -249,3 +249,15 @@ func TestStripANSIRemovesEveryKindOfEscape(t *testing.T) {
 		assert.Equal(t, want, stripANSI(in), "%q", in)
 	}
 }
+
+// Once card has ended a run, what the dying agent still prints (a retry it
+// had already scheduled) is not sent: the client heard the end.
+func TestNothingIsSentAfterTheGuardEndsTheRun(t *testing.T) {
+	rec := &recorder{}
+	e := newEmitter(rec.event, nil, 1, rec.end)
+	e.emit([]Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")})
+	e.emit([]Event{{Kind: EventText, Text: "late"}})
+	e.stop()
+	require.Len(t, rec.ended(), 1)
+	assert.Equal(t, []string{EventRetry, EventRetry}, kinds(rec.evs), "the retry that ended the run is the last event sent")
+}
