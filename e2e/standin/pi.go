@@ -27,6 +27,18 @@ var piAPI = map[Vendor]string{
 // PI_OFFLINE=1 stops Pi's startup network calls (update checks, install
 // telemetry), which only add latency with no network.
 func (s *Server) PiSetup(home, path string) (env, args []string, err error) {
+	return s.piSetup(home, path, map[string]any{"retry": map[string]any{"enabled": false, "maxRetries": 0,
+		"provider": map[string]any{"maxRetries": 0}}})
+}
+
+// PiSetupRetrying is PiSetup with Pi's own retries left at its defaults (3
+// retries at 2, 4 and 8 s, announced as auto_retry_start), as a user who
+// never changed them has it: what bounds them is card.
+func (s *Server) PiSetupRetrying(home, path string) (env, args []string, err error) {
+	return s.piSetup(home, path, map[string]any{})
+}
+
+func (s *Server) piSetup(home, path string, settings map[string]any) (env, args []string, err error) {
 	api, ok := piAPI[s.Vendor]
 	if !ok {
 		return nil, nil, fmt.Errorf("pi stand-in: Pi has no provider API for the %s stand-in; use NewAnthropic or NewOpenAI", s.Vendor)
@@ -40,8 +52,6 @@ func (s *Server) PiSetup(home, path string) (env, args []string, err error) {
 		"models": []any{map[string]any{"id": s.Model, "name": "card stand-in", "reasoning": false, "input": []string{"text"},
 			"contextWindow": 200000, "maxTokens": 8192}},
 	}}}
-	settings := map[string]any{"retry": map[string]any{"enabled": false, "maxRetries": 0,
-		"provider": map[string]any{"maxRetries": 0}}}
 	dir := filepath.Join(home, ".pi", "agent")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("pi stand-in: create %s: %w", dir, err)
