@@ -819,3 +819,18 @@ func TestCopilotRetriesCarryTheAPIsOwnWords(t *testing.T) {
 		}
 	}
 }
+
+// Claude Code reports a failed API call as subtype "success" with is_error
+// true; is_error decides, whatever the subtype says, and the error text is
+// never the answer.
+func TestAnIsErrorResultIsNeverASuccessWhateverItsSubtype(t *testing.T) {
+	for _, subtype := range []string{"success", "", "something_new"} {
+		line := `{"type":"result","subtype":"` + subtype + `","is_error":true,"result":"API Error: 500 boom","session_id":"s"}`
+		_, res := feedAll(t, "claude-code", line+"\n", ExitInfo{Code: 1})
+		require.True(t, res.IsError, subtype)
+		require.NotNil(t, res.Error, subtype)
+		assert.Equal(t, KindAPI, res.Error.Kind, subtype)
+		assert.Equal(t, "API Error: 500 boom", res.Error.Message)
+		assert.Empty(t, res.Answer, "an error message is not an answer")
+	}
+}
