@@ -44,7 +44,7 @@ func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 	require.NotNil(t, last.Result.Error)
 	assert.Equal(t, spawn.KindAuth, last.Result.Error.Kind)
 	assert.Contains(t, last.Result.Error.Message, "authentication_failed (HTTP 401)")
-	assert.Less(t, took, 5*time.Second, "the first 401 retry ends the run, not Claude's tenth")
+	assert.Less(t, took, 5*time.Second, "the second 401 ends the run, not Claude's tenth retry")
 	var retry *daemon.AgentEvent
 	for i := range got {
 		if got[i].Kind == spawn.EventRetry {

@@ -23,13 +23,21 @@ const (
 const NetworkGrace = 5 * time.Second
 
 // retryGuard decides, from a run's events as they pass, when the agent's
-// own retrying has to stop: at the first sign of refused credentials (no
-// retry brings a bad key back to life), when the retries since the last
-// progress exceed the request's bound, or when the agent says it will wait
-// without end. It is pure: the runner owns the clock and the process.
+// own retrying has to stop: when the credentials are refused a second time
+// in a row, when the retries since the last progress exceed the request's
+// bound, or when the agent says it will wait without end. It is pure: the
+// runner owns the clock and the process.
+//
+// A refused credential gets one retry, not ten and not none: a CLI on a
+// subscription login (Claude Code's, Codex's ChatGPT sign-in) holds a token
+// that expires, and its answer to a 401 can be a refresh and a retry that
+// succeeds; a bad key is refused again a moment later, and no further retry
+// brings it back. (The refresh itself needs a real login and was not
+// observed; the bad-key case was, with every CLI that retries.)
 type retryGuard struct {
-	max    int
-	streak int // retries since the last event that showed progress
+	max     int
+	streak  int // retries since the last event that showed progress
+	refused int // of those, retries after a refused credential
 }
 
 // verdict is why the guard ends a run, and whether the API has just been
@@ -48,7 +56,7 @@ func newRetryGuard(max int) *retryGuard { return &retryGuard{max: max} }
 func (g *retryGuard) observe(ev *Event) verdict {
 	switch ev.Kind {
 	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
-		g.streak = 0
+		g.streak, g.refused = 0, 0
 		return verdict{progress: true}
 	case EventRetry:
 	default:
@@ -64,10 +72,13 @@ func (g *retryGuard) observe(ev *Event) verdict {
 	if msg == "" {
 		msg = "the agent's model call failed"
 	}
+	if ev.cause == KindAuth {
+		g.refused++
+	}
 	switch {
-	case ev.cause == KindAuth:
-		return verdict{end: failure(KindAuth, clip(msg+" — the API refused the agent's credentials; card ended the run at the first refusal "+
-			"instead of waiting out the agent's retries. Check the API key or sign-in the agent uses", 2048))}
+	case ev.cause == KindAuth && g.refused > 1:
+		return verdict{end: failure(KindAuth, clip(msg+" — the API refused the agent's credentials again after a retry; card ended the run "+
+			"instead of waiting out the agent's other retries. Check the API key or sign-in the agent uses", 2048))}
 	case ev.unbounded:
 		return verdict{end: failure(KindNetwork, clip(msg+" — the agent has used up its own retries and would wait for the network without end; card ended the run", 2048))}
 	case n > g.max:

@@ -29,7 +29,10 @@ func TestTheRetryGuardEndsARunOnlyWhenTheAgentsRetryingMustStop(t *testing.T) {
 		endAt int
 		kind  string
 	}{
-		{"a refused key ends at the first retry", 3, []Event{retryEv(1, KindAuth, "authentication_failed (HTTP 401)")}, 0, KindAuth},
+		{"a refused key gets one retry", 3, []Event{retryEv(1, KindAuth, "authentication_failed (HTTP 401)")}, -1, ""},
+		{"a key refused again ends the run", 10, []Event{retryEv(1, KindAuth, "authentication_failed (HTTP 401)"), retryEv(2, KindAuth, "authentication_failed (HTTP 401)")}, 1, KindAuth},
+		{"a refresh that worked starts the count again", 10, []Event{retryEv(1, KindAuth, "401"), {Kind: EventText, Text: "hi"}, retryEv(1, KindAuth, "401")}, -1, ""},
+		{"a refused key with no retries allowed ends at once", 0, []Event{retryEv(1, KindAuth, "401")}, 0, KindAuth},
 		{"retries within the bound go on", 3, []Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")}, -1, ""},
 		{"the retry past the bound ends it", 2, []Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")}, 2, KindRateLimit},
 		{"no retries allowed", 0, []Event{retryEv(1, KindAPI, "overloaded (HTTP 529)")}, 0, KindAPI},
@@ -169,8 +172,9 @@ func runCapture(t *testing.T, adapter string, plan Plan) (Result, *Error, []Even
 }
 
 // The real first seconds of a Claude Code run whose API answers 401: card
-// ends it at the first retry instead of waiting out Claude's ten.
-func TestARefusedKeyEndsTheRunAtTheFirstRetry(t *testing.T) {
+// ends it when the key is refused a second time, instead of waiting out
+// Claude's ten retries.
+func TestARefusedKeyEndsTheRunWhenItIsRefusedAgain(t *testing.T) {
 	res, e, evs, took := runCapture(t, "claude-code", replayPlan(t, "testdata/claude-stream-401-retrying.jsonl", "", 3))
 	assert.Equal(t, KindAuth, e.Kind)
 	assert.Less(t, took, 5*time.Second)
@@ -179,8 +183,8 @@ func TestARefusedKeyEndsTheRunAtTheFirstRetry(t *testing.T) {
 	assert.Contains(t, res.Error.Message, "authentication_failed (HTTP 401)")
 	assert.Equal(t, "56c43050-8590-4abf-97d1-807436f5e7e0", res.SessionID)
 	retries := eventsOf(evs, EventRetry)
-	require.NotEmpty(t, retries)
-	assert.Equal(t, 1, retries[0].Attempt)
+	require.Len(t, retries, 2, "one retry, and the refusal after it ends the run")
+	assert.Equal(t, []int{1, 2}, []int{retries[0].Attempt, retries[1].Attempt})
 	assert.Equal(t, 3, retries[0].MaxAttempts)
 }
 
