@@ -11,7 +11,7 @@ var claudeCode = Adapter{
 	PinEnv:      "CAR_CLAUDE_CODE_BIN",
 	InstallHint: "install it with `npm install -g @anthropic-ai/claude-code`",
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Read-only runs pass an explicit tool allowlist; nothing outside the
 	// agent's own process stops it from writing.
@@ -34,6 +34,8 @@ var codex = Adapter{
 	// OS sandbox (Seatbelt on macOS, Landlock/seccomp on Linux).
 	ReadOnly:   EnforcedByOSSandbox,
 	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p"},
+	NoAsk: "codex exec cannot ask (it refuses approval_policy \"untrusted\" and runs \"on-request\" as never); " +
+		"a headless question needs codex app-server, which card does not drive yet",
 }
 
 var gemini = Adapter{
@@ -50,6 +52,8 @@ var gemini = Adapter{
 	ReadOnly: EnforcedByAgentDefault,
 	OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
 		"--prompt-interactive", "-i"},
+	NoAsk: "gemini's one-shot mode cannot ask (it denies what it would ask about); " +
+		"a headless question needs gemini --acp (session/request_permission), which card does not drive yet",
 }
 
 var copilot = Adapter{
@@ -71,6 +75,8 @@ var copilot = Adapter{
 		"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
 		"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
 		"--output-format", "--fleet", "--acp", "--remote", "--connect"},
+	NoAsk: "copilot's one-shot mode cannot ask (card runs it with --no-ask-user); " +
+		"a headless question needs copilot --acp (session/request_permission), which card does not drive yet",
 }
 
 var droid = Adapter{
@@ -89,6 +95,8 @@ var droid = Adapter{
 	OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
 		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
+	NoAsk: "droid exec -o stream-json cannot ask (a blocked action fails); " +
+		"a headless question needs --input-format stream-jsonrpc (droid.request_permission), which card does not drive yet",
 }
 
 var pi = Adapter{
@@ -108,4 +116,5 @@ var pi = Adapter{
 	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
+	NoAsk: "pi has no permission prompts; a headless question needs pi --mode rpc with an extension card does not ship yet",
 }

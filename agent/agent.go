@@ -68,6 +68,9 @@ type Capabilities struct {
 	Streaming bool `json:"streaming"`
 	// Images: the CLI accepts image input attached to the prompt.
 	Images bool `json:"images"`
+	// Ask: card can run the agent in permission_mode ask, where a tool call
+	// outside read_only becomes a question to the client (agents.approve).
+	Ask bool `json:"ask"`
 }
 
 // Adapter is every static fact about one agent CLI.
@@ -89,6 +92,9 @@ type Adapter struct {
 	// Operator extras in card.toml may not set them: one set there would
 	// fight the mapping, and for some it would widen the boundary.
 	OwnedFlags []string
+	// NoAsk says why permission_mode ask is refused, for an adapter whose
+	// Capabilities.Ask is false; the refusal carries it to the client.
+	NoAsk string
 }
 
 // adapters is the one list, in the order detection reports them.
@@ -117,6 +123,9 @@ func (a Adapter) check() error {
 		if f.v == "" {
 			return fmt.Errorf("adapter %q has no %s", a.ID, f.name)
 		}
+	}
+	if a.Capabilities.Ask == (a.NoAsk != "") {
+		return fmt.Errorf("adapter %q must either ask (Capabilities.Ask) or say why it cannot (NoAsk), not both or neither", a.ID)
 	}
 	if !a.ReadOnly.Valid() {
 		return fmt.Errorf("adapter %q has read-only enforcement %q, not one of the four kinds", a.ID, a.ReadOnly)

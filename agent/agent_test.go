@@ -72,3 +72,24 @@ func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
 	assert.PanicsWithValue(t, "agent: adapter defined twice: codex", func() { mustValid([]Adapter{codex, gemini, codex}) })
 	assert.NotPanics(t, func() { mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi}) })
 }
+
+// Only Claude Code can ask today; every other adapter says why not, and the
+// definition check refuses one that claims both or neither.
+func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
+	for _, a := range All() {
+		if a.ID == ClaudeCode {
+			assert.True(t, a.Capabilities.Ask, a.ID)
+			assert.Empty(t, a.NoAsk, a.ID)
+			continue
+		}
+		assert.False(t, a.Capabilities.Ask, a.ID)
+		assert.Contains(t, a.NoAsk, "card does not", "%s: the reason names what is missing", a.ID)
+	}
+	both := claudeCode
+	both.NoAsk = "no"
+	assert.PanicsWithValue(t, `agent: adapter "claude-code" must either ask (Capabilities.Ask) or say why it cannot (NoAsk), not both or neither`,
+		func() { mustValid([]Adapter{both}) })
+	neither := codex
+	neither.NoAsk = ""
+	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
+}

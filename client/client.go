@@ -7,17 +7,22 @@
 //	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: "codex", Task: "explain main.go", Cwd: dir})
 //
 // It finds the daemon the way every client must: the URL in
-// <home>/daemon.json, the token in <home>/token. A call whose context ends
+// <home>/daemon.json, the token in <home>/token, and before the token is
+// sent, proof from the operating system that what listens there is this
+// user's daemon (see docs/protocol.md, "Before you send the token"). A call
+// whose context ends
 // is withdrawn with $/cancelRequest. rpc.Client stays the low-level client
 // for what no typed method sends (malformed params in tests, raw frames).
 package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
@@ -30,13 +35,21 @@ type Options struct {
 	// daemon itself.
 	Home string
 	// URL and Token, when URL is set, reach that daemon directly instead of
-	// reading them from Home (a test harness knows both).
+	// reading them from Home (a test harness knows both). Nothing is
+	// checked then: the caller vouches for what listens at URL.
 	URL, Token string
 	// OnEvent is called with every agents.event this connection receives,
 	// whichever run it belongs to, in order, on the connection's read
 	// goroutine: keep it quick or hand off. Stream and Subscribe take a
 	// handler for one run's events as well.
 	OnEvent func(daemon.AgentEvent)
+	// OnApprove answers the questions of this connection's ask-mode runs
+	// (agents.approve): allow, allow_always or deny. It runs on a goroutine
+	// of its own per question and may wait for a person; ctx ends when the
+	// daemon withdraws the question (answered elsewhere, or expired) or the
+	// connection closes, and an answer after that is not sent. Nil answers
+	// every question with -32601, which denies it at once.
+	OnApprove func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error)
 	// RPC tunes the transport (headers, the token as a subprotocol, the read
 	// limit, a logger, serving the daemon's requests). Its OnNotification is
 	// the client's own and is ignored.
@@ -63,7 +76,7 @@ type NoDaemonError struct {
 func (e *NoDaemonError) Error() string {
 	what := "no daemon running for home " + e.Home
 	if e.PID != 0 {
-		what = fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d, which does not answer: %v)", e.Home, e.PID, e.Cause)
+		what = fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d: %v)", e.Home, e.PID, e.Cause)
 	}
 	return what + ": start it with `card serve`"
 }
@@ -80,7 +93,9 @@ func ResolveHome(flagHome string) (string, error) {
 }
 
 // Dial connects to the daemon opts name. When no daemon runs for the home,
-// the error is a *NoDaemonError.
+// the error is a *NoDaemonError; when something else listens where
+// daemon.json says the daemon is, a *ListenerError, and the token is not
+// sent.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	url, token := opts.URL, opts.Token
 	home := opts.Home
@@ -90,21 +105,18 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		if home, err = ResolveHome(home); err != nil {
 			return nil, err
 		}
-		disc, err := daemon.ReadDiscovery(home)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &NoDaemonError{Home: home, Cause: err}
-		}
-		if err != nil {
+		var disc daemon.Discovery
+		if disc, token, err = findDaemon(home); err != nil {
 			return nil, err
-		}
-		if token, err = daemon.ReadToken(home); err != nil {
-			return nil, fmt.Errorf("read the token of home %s: %w", home, err)
 		}
 		url, pid = disc.URL, disc.PID
 	}
 	r := &router{all: opts.OnEvent, runs: map[string][]*route{}, early: map[string][]daemon.AgentEvent{}}
 	ro := opts.RPC
 	ro.OnNotification = r.notify
+	if opts.OnApprove != nil {
+		ro.OnRequest = approver(opts.OnApprove, ro.OnRequest)
+	}
 	rc, err := rpc.Dial(ctx, url, token, ro)
 	if err != nil {
 		var de *rpc.DialError
@@ -114,6 +126,56 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	return &Client{rpc: rc, events: r}, nil
+}
+
+// findDaemon reads the home's daemon.json and token and checks, before the
+// token goes anywhere, that the daemon the file names is this user's and is
+// the one listening on its port. The file is read again after the token: a
+// daemon that starts meanwhile removes a dead one's daemon.json before it
+// writes its new token, so a client never pairs a new token with a dead
+// daemon's port.
+func findDaemon(home string) (daemon.Discovery, string, error) {
+	if _, err := daemon.CheckHome(home); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return daemon.Discovery{}, "", &NoDaemonError{Home: home, Cause: err}
+		}
+		return daemon.Discovery{}, "", err
+	}
+	for attempt := 0; ; attempt++ {
+		disc, err := daemon.ReadDiscovery(home)
+		if errors.Is(err, fs.ErrNotExist) {
+			return disc, "", &NoDaemonError{Home: home, Cause: err}
+		}
+		if err != nil {
+			return disc, "", err
+		}
+		token, tokErr := daemon.ReadToken(home)
+		again, err := daemon.ReadDiscovery(home)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Stopped while we read: the token is gone or dead with it.
+			return disc, "", &NoDaemonError{Home: home, Cause: err}
+		}
+		if err != nil {
+			return disc, "", err
+		}
+		if again == disc {
+			if tokErr != nil {
+				return disc, "", fmt.Errorf("read the token of home %s: %w", home, tokErr)
+			}
+			t, err := parseTarget(disc)
+			if err != nil {
+				return disc, "", err
+			}
+			if err := verifyListener(home, t); err != nil {
+				return disc, "", err
+			}
+			return disc, token, nil
+		}
+		if attempt == 2 {
+			return disc, "", fmt.Errorf("%s keeps changing while it is read (daemons starting and stopping on home %s?); try again",
+				filepath.Join(home, daemon.DiscoveryFileName), home)
+		}
+	}
 }
 
 // Call sends method with params as they are and decodes the answer into
@@ -135,4 +197,23 @@ func call[R any](ctx context.Context, c *Client, method string, params any) (R, 
 	var r R
 	err := c.rpc.Call(ctx, method, params, &r)
 	return r, err
+}
+
+// approver serves agents.approve with onApprove and hands any other request
+// of the server's to next.
+func approver(onApprove func(context.Context, daemon.ApproveParams) (daemon.ApproveAnswer, error),
+	next func(context.Context, string, json.RawMessage) (any, error)) func(context.Context, string, json.RawMessage) (any, error) {
+	return func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		if method != daemon.ApproveMethod {
+			if next != nil {
+				return next(ctx, method, params)
+			}
+			return nil, &rpc.Error{Code: rpc.CodeMethodNotFound, Message: "this client serves no " + method}
+		}
+		var q daemon.ApproveParams
+		if err := json.Unmarshal(params, &q); err != nil {
+			return nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: "agents.approve params: " + err.Error()}
+		}
+		return onApprove(ctx, q)
+	}
 }

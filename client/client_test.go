@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/rpc"
 )
 
 func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
@@ -69,6 +71,15 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			return err
 		}},
 		{"agents.cancel", func() error { r, err := c.Cancel(ctx, runID); assert.False(t, r.Cancelled); return err }},
+		{"agents.approval_decide", func() error {
+			// The run did not ask: the daemon answers, with its code for that.
+			_, err := c.ApprovalDecide(ctx, daemon.DecideParams{RunID: runID, RequestID: "apr_1", Decision: "allow"})
+			var re *rpc.Error
+			if assert.ErrorAs(t, err, &re) {
+				assert.Equal(t, daemon.CodeApprovalNotFound, re.Code)
+			}
+			return nil
+		}},
 		{"runs.list", func() error { r, err := c.Runs(ctx, daemon.ListParams{}); assert.Len(t, r, 1); return err }},
 		{"runs.get", func() error { r, err := c.Run(ctx, runID); assert.Equal(t, runID, r.RunID); return err }},
 		{"runs.subscribe", func() error {
@@ -204,4 +215,35 @@ func TestDialSaysWhenNoDaemonRunsForTheHome(t *testing.T) {
 	require.ErrorAs(t, err, &nd)
 	assert.Equal(t, 4242, nd.PID)
 	assert.Equal(t, home, nd.Home)
+}
+
+// OnApprove answers the questions of the connection's ask-mode runs, and
+// Run reads their decisions back.
+func TestOnApproveAnswersTheQuestionsOfAnAskModeRun(t *testing.T) {
+	var mu sync.Mutex
+	var asked []daemon.ApproveParams
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
+		Client: client.Options{OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+			mu.Lock()
+			asked = append(asked, q)
+			mu.Unlock()
+			return daemon.ApproveAnswer{Decision: "deny", Message: "not now"}, nil
+		}},
+	})
+	dir := t.TempDir()
+	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Cwd: dir, PermissionMode: "ask",
+		Task: `TOOL Bash {"command":"echo hi > f.txt"}`})
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, asked, 1)
+	assert.Equal(t, "Bash", asked[0].Tool.Name)
+	assert.Contains(t, res.Answer, "not now")
+	assert.NoFileExists(t, filepath.Join(dir, "f.txt"))
+	rec, err := d.Client.Run(daemontest.Context(t), res.RunID)
+	require.NoError(t, err)
+	require.Len(t, rec.Approvals, 1)
+	assert.Equal(t, "deny", rec.Approvals[0].Decision)
 }

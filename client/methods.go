@@ -91,9 +91,18 @@ func (c *Client) Runs(ctx context.Context, p daemon.ListParams) ([]store.Run, er
 	return call[[]store.Run](ctx, c, "runs.list", p)
 }
 
-// Run is runs.get: one recorded run.
-func (c *Client) Run(ctx context.Context, runID string) (store.Run, error) {
-	return call[store.Run](ctx, c, "runs.get", daemon.GetParams{RunID: runID})
+// Run is runs.get: one recorded run, with its approvals when it ran in ask
+// mode.
+func (c *Client) Run(ctx context.Context, runID string) (daemon.RunRecord, error) {
+	return call[daemon.RunRecord](ctx, c, "runs.get", daemon.GetParams{RunID: runID})
+}
+
+// ApprovalDecide is agents.approval_decide: the answer to a question of an
+// ask-mode run given as a request, so a refused answer comes back as an
+// error (*rpc.Error with the daemon's code). Options.OnApprove answers
+// agents.approve directly instead.
+func (c *Client) ApprovalDecide(ctx context.Context, p daemon.DecideParams) (daemon.DecideResult, error) {
+	return call[daemon.DecideResult](ctx, c, "agents.approval_decide", p)
 }
 
 // Subscribe is runs.subscribe: onEvent (when not nil) gets the run's events

@@ -50,8 +50,12 @@ type Config struct {
 	MaxConcurrentRuns  int   `toml:"max_concurrent_runs"`
 	MaxEventsPerRun    int   `toml:"max_events_per_run"`
 	MaxOutputBytes     int64 `toml:"max_output_bytes"`
-	ProbeTimeoutSec    int   `toml:"probe_timeout_secs"`
-	LoginShellPath     *bool `toml:"login_shell_path"`
+	// ApprovalTimeoutSecs is how long a question of an ask-mode run waits
+	// for a client's answer when the request does not say; then it is
+	// denied.
+	ApprovalTimeoutSecs int   `toml:"approval_timeout_secs"`
+	ProbeTimeoutSec     int   `toml:"probe_timeout_secs"`
+	LoginShellPath      *bool `toml:"login_shell_path"`
 
 	// MaxAPIRetries is a run's bound on the agent's own retries of a failed
 	// model call when the request names none.
@@ -83,19 +87,20 @@ func DefaultConfig() Config {
 	// `login_shell_path = false` switch record_tasks off too.
 	recordTasks, loginShellPath := true, true
 	return Config{
-		Addr:              "127.0.0.1:0",
-		LogLevel:          "info",
-		MaxMessageBytes:   4 << 20,
-		MaxConnections:    128,
-		MaxInFlight:       64,
-		ShutdownGraceSec:  10,
-		RecordTasks:       &recordTasks,
-		MaxConcurrentRuns: 8,
-		MaxEventsPerRun:   10000,
-		MaxOutputBytes:    64 << 20,
-		ProbeTimeoutSec:   5,
-		MaxAPIRetries:     spawn.DefaultMaxAPIRetries,
-		LoginShellPath:    &loginShellPath,
+		Addr:                "127.0.0.1:0",
+		LogLevel:            "info",
+		MaxMessageBytes:     4 << 20,
+		MaxConnections:      128,
+		MaxInFlight:         64,
+		ShutdownGraceSec:    10,
+		RecordTasks:         &recordTasks,
+		MaxConcurrentRuns:   8,
+		MaxEventsPerRun:     10000,
+		MaxOutputBytes:      64 << 20,
+		ApprovalTimeoutSecs: DefaultApprovalTimeoutSecs,
+		ProbeTimeoutSec:     5,
+		MaxAPIRetries:       spawn.DefaultMaxAPIRetries,
+		LoginShellPath:      &loginShellPath,
 	}
 }
 
@@ -169,6 +174,7 @@ func (c Config) Validate() error {
 		{"max_events_per_run", int64(c.MaxEventsPerRun), 10},
 		{"max_output_bytes", c.MaxOutputBytes, 4096},
 		{"probe_timeout_secs", int64(c.ProbeTimeoutSec), 1},
+		{"approval_timeout_secs", int64(c.ApprovalTimeoutSecs), 1},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
@@ -177,6 +183,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
 		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
+	}
+	if c.ApprovalTimeoutSecs > MaxApprovalTimeoutSecs {
+		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, MaxApprovalTimeoutSecs)
 	}
 	for id, a := range c.Adapters {
 		if _, ok := spawn.Lookup(id); !ok {

@@ -6,12 +6,15 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +140,15 @@ func New(opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := LoadOrCreateToken(home); err != nil {
+	// Whatever daemon.json is here was left by a daemon that died (we hold
+	// the lock). It goes before the new token is written: a client that
+	// read the dead daemon's URL must not then read the new token and send
+	// it to whoever listens on the dead port.
+	if err := os.Remove(filepath.Join(home, DiscoveryFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		lock.release()
+		return nil, fmt.Errorf("remove the stale %s: %w", filepath.Join(home, DiscoveryFileName), err)
+	}
+	if _, err := NewToken(home); err != nil {
 		lock.release()
 		return nil, err
 	}
@@ -189,7 +200,7 @@ func (d *Daemon) Start() error {
 		Gate: &rpc.Gate{
 			Token:          d.tokens.current,
 			AllowedOrigins: d.cfg.AllowedOrigins,
-			AllowedHosts:   d.cfg.AllowedHosts,
+			AllowedHosts:   hostsFor(d.cfg.AllowedHosts, ln.Addr().(*net.TCPAddr)),
 			Port:           port,
 			Hints: rpc.GateHints{
 				TokenFile:      "<home>/token",
@@ -217,7 +228,8 @@ func (d *Daemon) Start() error {
 	d.serveErr = make(chan error, 1)
 	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
 
-	disc := Discovery{URL: d.url, PID: d.pid, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
+	exe, _ := os.Executable()
+	disc := Discovery{URL: d.url, PID: d.pid, Exe: exe, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
 	if err := writeDiscovery(d.home, disc); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(d.home, DiscoveryFileName), err)
 	}
@@ -255,15 +267,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return d.Shutdown(gctx)
 }
 
-// Shutdown stops accepting, closes every connection with 1001, ends or
-// records in-flight work within ctx, removes daemon.json and releases the
-// home. It always finishes all of that; it returns an error when ctx ran
+// Shutdown removes daemon.json, stops accepting, closes every connection
+// with 1001, ends or records in-flight work within ctx, removes the token
+// and releases the home. It always finishes all of that; it returns an error when ctx ran
 // out before the clients closed their connections and they were closed
 // hard, so `card serve` can tell a supervisor the stop was not graceful.
 // It is safe to call more than once and returns the same answer each time.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.shutdownOnce.Do(func() {
 		_ = sdNotify(d.env["NOTIFY_SOCKET"], "STOPPING=1")
+		// daemon.json goes while the port is still ours: once the listener
+		// closes another user may bind the port, and a client must not find
+		// it named by a file it trusts.
+		removeDiscovery(d.home, d.pid)
 		if d.httpSrv != nil {
 			// Stop accepting first; hijacked WebSocket connections are the
 			// rpc server's to close.
@@ -281,7 +297,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.closeAll(ctx)
 		d.cancel()
 		d.bg.Wait()
-		removeDiscovery(d.home, d.pid)
+		// The token dies with the daemon; the next start makes its own.
+		_ = os.Remove(filepath.Join(d.home, TokenFileName))
 		d.lock.release()
 		d.log.Info("card stopped")
 		_ = d.log.Sync()
@@ -300,6 +317,20 @@ func (d *Daemon) setup() error {
 		}
 	}
 	return nil
+}
+
+// hostsFor adds the address the daemon listens on to the Host names its
+// gate accepts, so the URL it publishes is one its own gate lets through
+// (--addr 127.0.0.2:0 would otherwise start a daemon that refuses every
+// client). An IP literal is safe to accept: DNS rebinding sends a name, not
+// the address. A wildcard listener publishes 127.0.0.1, which is accepted
+// anyway.
+func hostsFor(allowed []string, a *net.TCPAddr) []string {
+	hosts := slices.Clone(allowed)
+	if !a.IP.IsUnspecified() {
+		hosts = append(hosts, a.IP.String())
+	}
+	return hosts
 }
 
 func hostForURL(a *net.TCPAddr) string {
@@ -335,7 +366,9 @@ type tokenFile struct {
 
 func (t *tokenFile) current() ([]byte, error) {
 	path := filepath.Join(t.home, TokenFileName)
-	st, err := os.Stat(path)
+	// Lstat: a link put in the token's place changes what is compared, and
+	// ReadToken then refuses it.
+	st, err := os.Lstat(path)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,9 @@ const (
 	CodeTooManyRuns         int64 = -32014
 	CodeUnenforcedReadOnly  int64 = -32015
 	CodeRunNotFound         int64 = -32016
+	CodeApprovalNotFound    int64 = -32017
+	CodeApprovalClosed      int64 = -32018
+	CodeApprovalNotAsked    int64 = -32019
 	CodeSubstrateReadOnly   int64 = -32020
 	CodeSubstrateFailed     int64 = -32021
 	CodeSubstrateTransport  int64 = -32022
@@ -39,6 +42,9 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeTooManyRuns, Name: "too_many_runs", Meaning: "The daemon is already running its maximum number of agents (max_concurrent_runs)."},
 	{Code: CodeUnenforcedReadOnly, Name: "read_only_not_enforced", Meaning: "The adapter cannot enforce read_only; the request must acknowledge that explicitly."},
 	{Code: CodeRunNotFound, Name: "run_not_found", Meaning: "No run with that id."},
+	{Code: CodeApprovalNotFound, Name: "approval_not_found", Meaning: "The run asked no question with that request_id."},
+	{Code: CodeApprovalClosed, Name: "approval_closed", Meaning: "The question was already decided (by a client, the timeout, a rule or the run's end), or the run has ended."},
+	{Code: CodeApprovalNotAsked, Name: "approval_not_asked", Meaning: "The question was not sent to this connection, so it may not answer it."},
 	{Code: CodeSubstrateReadOnly, Name: "substrate_read_only", Meaning: "The substrate is read-only ([substrate] read_only = true) and refuses exec and writes."},
 	{Code: CodeSubstrateFailed, Name: "substrate_failed", Meaning: "The substrate operation failed; the message names the path or command."},
 	{Code: CodeSubstrateTransport, Name: "substrate_transport", Meaning: "The MCP bridge behind the substrate could not be reached; retrying later may help."},
@@ -62,6 +68,10 @@ func wireError(err error) error {
 		busy       *runs.TooManyRunsError
 		notFound   *runs.NotFoundError
 		waitEnded  *runs.WaitEndedError
+		noQuestion *runs.ApprovalNotFoundError
+		closedQ    *runs.ApprovalClosedError
+		notAsked   *runs.ApprovalNotAskedError
+		badChoice  *runs.BadDecisionError
 	)
 	switch {
 	case errors.As(err, &refused):
@@ -105,6 +115,20 @@ func wireError(err error) error {
 		return &rpc.Error{Code: rpc.CodeRequestCancelled, Message: waitEnded.Error(), Data: map[string]any{"run_id": waitEnded.RunID}}
 	case errors.As(err, &notFound):
 		return &rpc.Error{Code: CodeRunNotFound, Message: notFound.Error(), Data: map[string]any{"run_id": notFound.RunID}}
+	case errors.As(err, &noQuestion):
+		return &rpc.Error{Code: CodeApprovalNotFound, Message: noQuestion.Error(),
+			Data: map[string]any{"run_id": noQuestion.RunID, "request_id": noQuestion.RequestID}}
+	case errors.As(err, &closedQ):
+		data := map[string]any{"run_id": closedQ.RunID}
+		if closedQ.RequestID != "" {
+			data["request_id"], data["decision"], data["by"] = closedQ.RequestID, closedQ.Decision, closedQ.By
+		}
+		return &rpc.Error{Code: CodeApprovalClosed, Message: closedQ.Error(), Data: data}
+	case errors.As(err, &notAsked):
+		return &rpc.Error{Code: CodeApprovalNotAsked, Message: notAsked.Error(),
+			Data: map[string]any{"run_id": notAsked.RunID, "request_id": notAsked.RequestID}}
+	case errors.As(err, &badChoice):
+		return rpc.InvalidField("decision", "%s", badChoice.Error())
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -51,39 +52,178 @@ func DefaultHome(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".local", "state", "card"), nil
 }
 
-// EnsureHome creates the home directory 0700, and tightens it to 0700 if it
-// exists with looser permissions: it holds the token.
+// EnsureHome creates the home directory 0700, or checks the one that is
+// there: it must be a real directory of this user that no one else can
+// write to, in a directory not every user can write to (unless it is
+// sticky, like /tmp). A home in a
+// shared directory could otherwise be a link another user planted to a
+// directory of theirs, and the daemon would write its token through it.
+// Read and search bits for others are taken away (the token lives there);
+// a home others can write to is refused rather than fixed, since what they
+// may have put in it cannot be trusted.
 func EnsureHome(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create home %s: %w", dir, err)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := checkHomeParent(dir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return fmt.Errorf("create the directory of home %s: %w", dir, err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create home %s: %w", dir, err)
+		}
 	}
-	st, err := os.Stat(dir)
+	st, err := CheckHome(dir)
 	if err != nil {
 		return err
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("home %s is not a directory", dir)
-	}
 	if st.Mode().Perm() != 0o700 {
 		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("home %s has mode %o and cannot be set to 0700: %w", dir, st.Mode().Perm(), err)
+			return fmt.Errorf("home %s has mode %04o and cannot be set to 0700: %w", dir, st.Mode().Perm(), err)
+		}
+	}
+	return checkHomeFiles(dir)
+}
+
+// CheckHome is what a client checks before it trusts anything in a home:
+// the home is a directory (not a link), owned by this user, that no one else
+// can write to, in a directory that not every user can write to (unless it
+// is sticky). It changes nothing.
+func CheckHome(dir string) (os.FileInfo, error) {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(dir)
+		return nil, fmt.Errorf("home %s is a symbolic link (to %s): card does not follow a link for its home, since another user could have planted it; "+
+			"give the real directory with --home or CARD_HOME, or remove the link", dir, target)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("home %s is not a directory; remove it or pick another with --home or CARD_HOME", dir)
+	}
+	if uid, ok := fileOwner(st); ok && uid != os.Geteuid() {
+		return nil, fmt.Errorf("home %s belongs to uid %d, not you (uid %d): its owner could read the token or plant files in it; "+
+			"use a home of your own with --home or CARD_HOME", dir, uid, os.Geteuid())
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("home %s is writable by others (mode %04o): someone could have planted files in it; "+
+			"check what is in it, then `chmod 700 %s`", dir, st.Mode().Perm(), dir)
+	}
+	if err := checkHomeParent(dir); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// checkHomeParent refuses a home whose directory every user may write to
+// without the sticky bit: anyone who can write there can rename the home
+// away and put a link or a directory of theirs in its place between two
+// checks. /tmp (sticky) is fine. A directory writable by its group only is
+// let be: with a private group per user (Fedora's umask 002 makes
+// ~/.local/state 0775) that is the user alone, and telling the groups
+// apart would mean reading the group database.
+func checkHomeParent(dir string) error {
+	parent := filepath.Dir(dir)
+	st, err := os.Stat(parent)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // created 0700 by us
+	}
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o002 != 0 && st.Mode()&fs.ModeSticky == 0 {
+		return fmt.Errorf("home %s is in %s, which others can write to (mode %04o, no sticky bit): another user could replace the home; "+
+			"pick a home under a directory only you can write to", dir, parent, st.Mode().Perm())
+	}
+	return nil
+}
+
+// checkHomeFiles refuses a token, daemon.json or lock file that is a link
+// or belongs to someone else, naming the file and what to do. In a home
+// that passed CheckHome only this user or root could have made one; a link
+// there still means something is wrong, and following it would write the
+// token elsewhere.
+func checkHomeFiles(home string) error {
+	for _, name := range []string{TokenFileName, DiscoveryFileName, LockFileName} {
+		path := filepath.Join(home, name)
+		st, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkPrivateFile(path, st); err != nil {
+			return fmt.Errorf("%w; remove it (card writes a new one)", err)
 		}
 	}
 	return nil
 }
 
-// LoadOrCreateToken returns the token in <home>/token, creating it on first
-// start. It is kept across restarts so clients need not re-read it.
-func LoadOrCreateToken(home string) (string, error) {
-	path := filepath.Join(home, TokenFileName)
-	tok, err := ReadToken(home)
-	if err == nil {
-		return tok, nil
+// checkPrivateFile refuses a link, a non-regular file or one owned by
+// another user.
+func checkPrivateFile(path string, st os.FileInfo) error {
+	if st.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: card does not follow links in its home, where one could send its token elsewhere", path)
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
 	}
-	return writeNewToken(path)
+	if uid, ok := fileOwner(st); ok && uid != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not you (uid %d)", path, uid, os.Geteuid())
+	}
+	return nil
+}
+
+// readPrivateFile reads a small file of the home without following a link,
+// and checks the file it opened (not the name, which could change between
+// a check and an open): regular, this user's, and not writable by others
+// (nor readable, when secret).
+func readPrivateFile(path string, secret bool) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: card does not follow links in its home, where one could send its token elsewhere; remove it", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrivateFile(path, st); err != nil {
+		return nil, err
+	}
+	mask := os.FileMode(0o022)
+	if secret {
+		mask = 0o077
+	}
+	if st.Mode().Perm()&mask != 0 {
+		return nil, &looseFileError{path: path, mode: st.Mode().Perm(), secret: secret}
+	}
+	return io.ReadAll(io.LimitReader(f, 64<<10))
+}
+
+type looseFileError struct {
+	path   string
+	mode   os.FileMode
+	secret bool
+}
+
+func (e *looseFileError) Error() string {
+	if e.secret {
+		return fmt.Sprintf("token file %s has mode %04o, readable by others; run `card token rotate` to replace it with a private one", e.path, e.mode)
+	}
+	return fmt.Sprintf("%s has mode %04o, writable by others; remove it (card writes a new one)", e.path, e.mode)
+}
+
+// NewToken writes a fresh token to <home>/token. The daemon makes one at
+// every start, so a token read before a restart, or taken by whoever
+// listened on a dead daemon's port, opens nothing.
+func NewToken(home string) (string, error) {
+	return writeNewToken(filepath.Join(home, TokenFileName))
 }
 
 // RotateToken replaces the token. A running daemon reads the file on every
@@ -96,18 +236,12 @@ func RotateToken(home string) (string, error) {
 	return writeNewToken(filepath.Join(home, TokenFileName))
 }
 
-// ReadToken reads and checks <home>/token. A file readable by others is
-// refused rather than used: the token is only a secret while it is private.
+// ReadToken reads and checks <home>/token: a regular file of this user,
+// not a link, readable by no one else (the token is only a secret while it
+// is private).
 func ReadToken(home string) (string, error) {
 	path := filepath.Join(home, TokenFileName)
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s has mode %o, readable by others; run `card token rotate` to replace it with a private one", path, st.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
+	b, err := readPrivateFile(path, true)
 	if err != nil {
 		return "", err
 	}
@@ -159,22 +293,28 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 
 // Discovery is <home>/daemon.json: how a client finds the running daemon.
 type Discovery struct {
-	URL             string `json:"url"`
-	PID             int    `json:"pid"`
+	URL string `json:"url"`
+	PID int    `json:"pid"`
+	// Exe is the daemon's executable, so a client can tell that the process
+	// PID names is still the daemon that wrote the file and not another
+	// program that was given the same pid later.
+	Exe             string `json:"exe,omitempty"`
 	Version         string `json:"version"`
 	ProtocolVersion string `json:"protocol_version"`
 	StartedAt       string `json:"started_at"`
 }
 
-// ReadDiscovery reads <home>/daemon.json.
+// ReadDiscovery reads <home>/daemon.json, refusing a link or a file of
+// another user: it says where to send the token.
 func ReadDiscovery(home string) (Discovery, error) {
 	var d Discovery
-	b, err := os.ReadFile(filepath.Join(home, DiscoveryFileName))
+	path := filepath.Join(home, DiscoveryFileName)
+	b, err := readPrivateFile(path, false)
 	if err != nil {
 		return d, err
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("%s: %w", filepath.Join(home, DiscoveryFileName), err)
+		return d, fmt.Errorf("%s: %w", path, err)
 	}
 	return d, nil
 }
@@ -215,9 +355,25 @@ func (e *AlreadyRunningError) Error() string {
 
 func lockHome(home string) (*homeLock, error) {
 	path := filepath.Join(home, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: card does not follow links in its home; remove it", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	// Checked on the open file: the name could have changed since EnsureHome
+	// looked at it.
+	st, err := f.Stat()
+	if err == nil {
+		err = checkPrivateFile(path, st)
+	}
+	if err == nil && st.Mode().Perm() != 0o600 {
+		err = f.Chmod(0o600)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w; remove it (card makes a new one)", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()

@@ -31,9 +31,10 @@ type InvokeParams struct {
 	// itself an agent; the guard seeds the chain with it.
 	InvokedBy string `json:"invoked_by,omitempty"`
 	// Cwd is where the agent runs: an absolute, existing directory. It may
-	// be omitted only in read_only mode (then the daemon user's home).
+	// be omitted only in read_only mode (then the daemon user's home): a
+	// run that may change files (edit, ask, bypass) names where.
 	Cwd string `json:"cwd,omitempty"`
-	// PermissionMode is read_only (default), edit or bypass.
+	// PermissionMode is read_only (default), edit, ask or bypass.
 	PermissionMode string   `json:"permission_mode,omitempty"`
 	AllowedTools   []string `json:"allowed_tools,omitempty"`
 	Model          string   `json:"model,omitempty"`
@@ -59,6 +60,10 @@ type InvokeParams struct {
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
+	// ApprovalTimeoutSecs is how long a question of an ask-mode run waits
+	// for an answer before it is denied; default approval_timeout_secs from
+	// card.toml (120), at most 3600. Refused in other modes.
+	ApprovalTimeoutSecs int `json:"approval_timeout_secs,omitempty"`
 	// AcknowledgeUnenforcedReadOnly must be true to run an adapter whose
 	// read-only mode nothing enforces (detect's read_only_enforcement =
 	// not_enforced) in read_only mode: the caller has to know that "read
@@ -95,6 +100,7 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	// Bypass is the gate's to refuse (after the guard, with its own code),
 	// so the plan is built as if it were allowed.
 	req.AllowBypass = true
+	req.ApprovalTimeout = d.approvalTimeout(p.ApprovalTimeoutSecs)
 	// The plan's Program is the binary the gate resolves; nothing in the
 	// argv depends on it.
 	plan, err := spawn.Build("", req)
@@ -111,6 +117,7 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		Cwd:                           req.Cwd,
 		Timeout:                       p.Timeout(),
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
+		ApprovalTimeout:               req.ApprovalTimeout,
 	}, nil
 }
 
@@ -125,12 +132,15 @@ func (p *InvokeParams) check() error {
 	}
 	mode := spawn.Mode(p.PermissionMode)
 	switch mode {
-	case "", spawn.ModeReadOnly, spawn.ModeEdit, spawn.ModeBypass:
+	case "", spawn.ModeReadOnly, spawn.ModeEdit, spawn.ModeBypass, spawn.ModeAsk:
 	default:
-		return rpc.InvalidField("permission_mode", "unknown mode %q; use read_only (default), edit or bypass", p.PermissionMode)
+		return rpc.InvalidField("permission_mode", "unknown mode %q; use read_only (default), edit, ask or bypass", p.PermissionMode)
+	}
+	if err := checkApprovalTimeout(p.PermissionMode, p.ApprovalTimeoutSecs); err != nil {
+		return err
 	}
 	if p.Cwd == "" {
-		if mode == spawn.ModeEdit || mode == spawn.ModeBypass {
+		if mode == spawn.ModeEdit || mode == spawn.ModeBypass || mode == spawn.ModeAsk {
 			return rpc.InvalidField("cwd", "required when permission_mode is %s: say which directory the agent may change", mode)
 		}
 	} else {

@@ -119,7 +119,7 @@ func waitRun(t testing.TB, c *client.Client, id string, d time.Duration) store.R
 		r, err := c.Run(daemontest.Context(t), id)
 		require.NoError(t, err)
 		if r.Status.Terminal() || time.Now().After(deadline) {
-			return r
+			return r.Run
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

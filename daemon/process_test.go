@@ -18,12 +18,13 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/rpc"
 )
 
-// The life of `card serve` as a supervisor sees it: the token survives a
-// restart (clients need not re-read it), a second daemon on the same home is
-// refused and names the first one's pid, and SIGTERM exits 0 and removes
-// daemon.json.
+// The life of `card serve` as a supervisor sees it: a second daemon on the
+// same home is refused and names the first one's pid; SIGTERM exits 0 and
+// removes daemon.json and the token; a restart makes a new token, so the
+// old one opens nothing.
 func TestServeLifecycleAsASupervisorSeesIt(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("signals")
@@ -50,11 +51,17 @@ func TestServeLifecycleAsASupervisorSeesIt(t *testing.T) {
 	assert.Equal(t, 0, first.Wait(t, 15*time.Second), "SIGTERM is a clean exit")
 	_, err = os.Stat(filepath.Join(home, daemon.DiscoveryFileName))
 	assert.True(t, os.IsNotExist(err), "daemon.json is removed on a clean exit")
+	_, err = os.Stat(filepath.Join(home, daemon.TokenFileName))
+	assert.True(t, os.IsNotExist(err), "the token does not outlive the daemon")
 
 	restarted := daemontest.Serve(t, bin, daemontest.Options{Home: home, NoClient: true})
-	assert.Equal(t, first.Token, restarted.Token, "the token is kept across restarts")
-	c2, err := client.Dial(ctx, client.Options{URL: restarted.URL, Token: first.Token})
-	require.NoError(t, err, "the old token still works")
+	assert.NotEqual(t, first.Token, restarted.Token, "every start makes a new token")
+	_, err = client.Dial(ctx, client.Options{URL: restarted.URL, Token: first.Token})
+	var de *rpc.DialError
+	require.ErrorAs(t, err, &de, "the old token opens nothing")
+	assert.Equal(t, 401, de.Status)
+	c2, err := client.Dial(ctx, client.Options{Home: home})
+	require.NoError(t, err, "a client that reads the token file again gets in")
 	defer c2.Close()
 	_, err = c2.Info(ctx)
 	require.NoError(t, err)

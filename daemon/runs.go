@@ -123,6 +123,7 @@ func (d *Daemon) setupRuns() error {
 	}
 	d.onClose(d.runs.Shutdown)
 	d.registerRuns()
+	d.registerApprovals()
 	return nil
 }
 
@@ -163,15 +164,17 @@ func (d *Daemon) registerRuns() {
 		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
 	})
 	rpc.Register(r, "runs.get", rpc.Doc{
-		Summary: "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
-		Errors:  []int64{CodeRunNotFound},
-	}, func(ctx context.Context, p GetParams) (store.Run, error) {
+		Summary:     "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
+		Description: "An ask-mode run also lists its approvals: every question it asked, in order, with its decision (absent while it waits).",
+		Errors:      []int64{CodeRunNotFound},
+	}, func(ctx context.Context, p GetParams) (RunRecord, error) {
 		return d.runs.Get(ctx, p.RunID)
 	})
 	rpc.RegisterThen(r, "runs.subscribe", rpc.Doc{
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
-			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them).",
+			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them). While it " +
+			"follows an ask-mode run whose starting connection is gone, the connection is sent the run's questions (agents.approve).",
 		Errors: []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
 		res, events, err := d.runs.Subscribe(ctx, p.RunID, p.AfterSeq)
@@ -179,14 +182,20 @@ func (d *Daemon) registerRuns() {
 		if err != nil || peer == nil {
 			return res, nil, err
 		}
-		return res, func(ctx context.Context) { events(ctx, sendTo(peer)) }, nil
+		return res, func(ctx context.Context) {
+			// A follower of an ask-mode run is asked its questions once
+			// the connection that started it is gone.
+			defer d.runs.Watch(p.RunID, peerAsker{peer})()
+			events(ctx, sendTo(peer))
+		}, nil
 	})
 	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
 		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
 		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
 			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
-			"agent_error (the agent reported an error and may still recover), and exactly one terminal event: done (status succeeded) " +
-			"or error (failed, cancelled, timed_out, interrupted), each with status and result.",
+			"agent_error (the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a " +
+			"question with tool and approval, and its decision), and exactly one terminal event: done (status succeeded) or error " +
+			"(failed, cancelled, timed_out, interrupted), each with status and result.",
 	})
 }
 
@@ -205,6 +214,7 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
 		req.Conn = peer.Context()
+		req.Asker = peerAsker{peer}
 	}
 	run, err := d.runs.Start(ctx, req)
 	if err != nil {

@@ -27,7 +27,7 @@ func TestRunnableSpecSerialisesToThePinnedBytes(t *testing.T) {
 	s.DetectedAt = 1700000000
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
-	assert.Equal(t, `{"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex","version":"0.171.0","auth_kind":"unknown","capabilities":{"tool_use":true,"mcp":false,"hooks":false,"sessions":false,"streaming":true,"images":false},"detected_at":1700000000,"execution":{"state":"runnable"}}`, string(b))
+	assert.Equal(t, `{"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex","version":"0.171.0","auth_kind":"unknown","capabilities":{"tool_use":true,"mcp":false,"hooks":false,"sessions":false,"streaming":true,"images":false,"ask":false},"detected_at":1700000000,"execution":{"state":"runnable"}}`, string(b))
 }
 
 func TestUnusableSpecWithHealthAndAdditiveFieldsSerialisesToThePinnedBytes(t *testing.T) {
@@ -40,7 +40,7 @@ func TestUnusableSpecWithHealthAndAdditiveFieldsSerialisesToThePinnedBytes(t *te
 	s.SpawnBlockReason = "cycle"
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
-	assert.Equal(t, `{"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex","auth_kind":"subscription","capabilities":{"tool_use":false,"mcp":false,"hooks":false,"sessions":false,"streaming":false,"images":false},"detected_at":0,"health":{"id":"codex","status":"not_executable","details":{},"reason":"bad","checked_at":7},"execution":{"state":"unusable","reason":"bad","checked_at":5},"source":"login_shell","read_only_enforcement":"os_sandbox","spawn_block_reason":"cycle"}`, string(b))
+	assert.Equal(t, `{"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex","auth_kind":"subscription","capabilities":{"tool_use":false,"mcp":false,"hooks":false,"sessions":false,"streaming":false,"images":false,"ask":false},"detected_at":0,"health":{"id":"codex","status":"not_executable","details":{},"reason":"bad","checked_at":7},"execution":{"state":"unusable","reason":"bad","checked_at":5},"source":"login_shell","read_only_enforcement":"os_sandbox","spawn_block_reason":"cycle"}`, string(b))
 }
 
 func TestUnusableWithZeroTimeStillCarriesCheckedAt(t *testing.T) {

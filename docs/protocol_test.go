@@ -135,6 +135,11 @@ type wireResponse struct {
 // the part of the doc test that fails when a field is renamed or removed.
 func checkExample(ex example, reg *rpc.Registry) error {
 	methods, notes := byName(reg)
+	if _, ok := methods[ex.Method]; !ok {
+		if q, ok := serverRequests(reg)[ex.Method]; ok {
+			return checkServerRequestExample(ex, q)
+		}
+	}
 	raw := json.RawMessage(ex.JSON)
 	switch ex.Kind {
 	case "request", "notification":
@@ -236,6 +241,51 @@ func registry(t *testing.T) *rpc.Registry {
 	return startDaemon(t, t.TempDir()).Registry()
 }
 
+func serverRequests(reg *rpc.Registry) map[string]rpc.ServerRequestInfo {
+	out := map[string]rpc.ServerRequestInfo{}
+	for _, q := range reg.ServerRequests() {
+		out[q.Name] = q
+	}
+	return out
+}
+
+// checkServerRequestExample checks a request the server sends (its id is
+// the server's, a string) and the client's answer to it, whose result must
+// fit exactly what the server reads.
+func checkServerRequestExample(ex example, q rpc.ServerRequestInfo) error {
+	raw := json.RawMessage(ex.JSON)
+	switch ex.Kind {
+	case "request":
+		var req wireRequest
+		if err := decodeStrict(raw, reflect.TypeFor[wireRequest]()); err != nil {
+			return fmt.Errorf("not a JSON-RPC request: %w", err)
+		}
+		_ = json.Unmarshal(raw, &req)
+		var id string
+		if req.JSONRPC != "2.0" || req.Method != ex.Method || json.Unmarshal(req.ID, &id) != nil || !strings.HasPrefix(id, rpc.ServerRequestIDPrefix) {
+			return fmt.Errorf("want jsonrpc 2.0, method %s and a server id %q…, got %s", ex.Method, rpc.ServerRequestIDPrefix, raw)
+		}
+		if err := decodeStrict(req.Params, q.Params); err != nil {
+			return fmt.Errorf("params do not fit %v: %w", q.Params, err)
+		}
+	case "response":
+		var resp wireResponse
+		if err := decodeStrict(raw, reflect.TypeFor[wireResponse]()); err != nil {
+			return fmt.Errorf("not a JSON-RPC response: %w", err)
+		}
+		_ = json.Unmarshal(raw, &resp)
+		if resp.JSONRPC != "2.0" || resp.Result == nil {
+			return errors.New("a client's answer has jsonrpc 2.0 and a result")
+		}
+		if err := decodeStrict(resp.Result, q.Result); err != nil {
+			return fmt.Errorf("result does not fit %v: %w", q.Result, err)
+		}
+	default:
+		return fmt.Errorf("%s is a request the server sends: its examples are a request and a response", ex.Method)
+	}
+	return nil
+}
+
 func byName(reg *rpc.Registry) (map[string]rpc.MethodInfo, map[string]rpc.NotificationInfo) {
 	methods := map[string]rpc.MethodInfo{}
 	for _, m := range reg.Methods() {
@@ -250,7 +300,8 @@ func byName(reg *rpc.Registry) (map[string]rpc.MethodInfo, map[string]rpc.Notifi
 
 func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := byName(registry(t))
+	reg := registry(t)
+	methods, notes := byName(reg)
 	require.NotEmpty(t, methods)
 	hasHeading := func(name string) bool {
 		for _, h := range doc.Headings {
@@ -266,11 +317,15 @@ func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *test
 	for name := range notes {
 		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for notification `%s`", name)
 	}
+	for name := range serverRequests(reg) {
+		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for server request `%s`", name)
+	}
 }
 
 func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
 	doc := loadDoc(t)
-	methods, notes := byName(registry(t))
+	reg := registry(t)
+	methods, notes := byName(reg)
 	seen := map[string]bool{}
 	for _, ex := range doc.JSON {
 		seen[ex.Method+" "+ex.Kind] = true
@@ -284,6 +339,10 @@ func TestEveryMethodHasARealRequestAndResponseExample(t *testing.T) {
 	}
 	for name := range notes {
 		assert.True(t, seen[name+" notification"], "no `<!-- example: %s notification -->` block", name)
+	}
+	for name := range serverRequests(reg) {
+		assert.True(t, seen[name+" request"], "no `<!-- example: %s request -->` block (what the server sends)", name)
+		assert.True(t, seen[name+" response"], "no `<!-- example: %s response -->` block (the client's answer)", name)
 	}
 }
 
@@ -338,9 +397,17 @@ func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
 		{Method: "daemon.info", Kind: "response", JSON: `{"jsonrpc":"2.0","id":1,"error":{"code":-32099,"message":"?"}}`},
 		{Method: "no.such", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"no.such"}`},
 	}
+	bad = append(bad,
+		example{Method: "agents.approve", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"agents.approve","params":{"run_id":"r"}}`},
+		example{Method: "agents.approve", Kind: "request", JSON: `{"jsonrpc":"2.0","id":"card-1","method":"agents.approve","params":{"run":"r"}}`},
+		example{Method: "agents.approve", Kind: "response", JSON: `{"jsonrpc":"2.0","id":"card-1","result":{"decision":"allow","remember":true}}`},
+		example{Method: "agents.approve", Kind: "notification", JSON: `{"jsonrpc":"2.0","method":"agents.approve","params":{}}`},
+	)
 	for _, ex := range bad {
 		assert.Error(t, checkExample(ex, reg), "%s", ex.JSON)
 	}
+	assert.NoError(t, checkExample(example{Method: "agents.approve", Kind: "response",
+		JSON: `{"jsonrpc":"2.0","id":"card-1","result":{"decision":"deny","message":"no"}}`}, reg))
 	good := example{Method: "daemon.info", Kind: "request", JSON: `{"jsonrpc":"2.0","id":1,"method":"daemon.info","params":{}}`}
 	assert.NoError(t, checkExample(good, reg))
 
@@ -535,6 +602,9 @@ func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotifica
 		Notifications []struct {
 			Name string `json:"name"`
 		} `json:"x-notifications"`
+		ServerRequests []struct {
+			Name string `json:"name"`
+		} `json:"x-server-requests"`
 	}
 	reg := discoverInto(t, &doc)
 	assert.True(t, strings.HasPrefix(doc.OpenRPC, "1."))
@@ -547,6 +617,8 @@ func TestRPCDiscoverOfTheRealDaemonListsEveryRegisteredMethodAndTheEventNotifica
 	}
 	assert.Len(t, doc.Methods, len(reg.Methods()))
 	assert.Len(t, doc.Notifications, len(reg.Notifications()))
+	require.Len(t, doc.ServerRequests, len(reg.ServerRequests()))
+	assert.Equal(t, "agents.approve", doc.ServerRequests[0].Name)
 }
 
 // Every result says its shape (none is the empty "anything" schema), and no
@@ -636,5 +708,9 @@ func TestEveryMethodsSummaryAndDescriptionAreInTheProtocolDoc(t *testing.T) {
 		if m.Doc.Description != "" {
 			assert.Contains(t, text, m.Doc.Description, "%s's description", m.Name)
 		}
+	}
+	for _, q := range registry(t).ServerRequests() {
+		assert.Contains(t, text, q.Doc.Summary, "%s's summary", q.Name)
+		assert.Contains(t, text, q.Doc.Description, "%s's description", q.Name)
 	}
 }

@@ -26,8 +26,9 @@ type ClientOptions struct {
 	// OnRequest serves a request the server sends to the client. Each runs
 	// in a goroutine of its own, so one that waits (on a person, say) holds
 	// up neither the notifications nor the answers to the client's own
-	// calls; ctx ends when the connection does, and Close waits for every
-	// OnRequest to return. The result is the answer's result; an error is
+	// calls; ctx ends when the connection does, or when the server
+	// withdraws the request with $/cancelRequest (it is then not answered),
+	// and Close waits for every OnRequest to return. The result is the answer's result; an error is
 	// answered as a JSON-RPC error (an *Error keeps its code and data).
 	// Without OnRequest every server request is answered method not found.
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (any, error)
@@ -175,10 +176,16 @@ func (c *Client) Close() error {
 
 // clientHandler takes what the server sends that is not an answer:
 // notifications in order on the read goroutine, requests each on its own.
+// The server withdraws a request it no longer waits for with
+// $/cancelRequest (a question answered on another connection, or
+// expired): that request's context ends and it is not answered.
 type clientHandler struct {
 	notify  func(method string, params json.RawMessage)
 	serve   func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	serving *sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // by idKey of the server's id
 }
 
 func (h *clientHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
@@ -187,6 +194,8 @@ func (h *clientHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *js
 		p = *req.Params
 	}
 	switch {
+	case req.Notif && req.Method == CancelRequestMethod:
+		h.withdraw(p)
 	case req.Notif:
 		if h.notify != nil {
 			h.notify(req.Method, p)
@@ -194,16 +203,54 @@ func (h *clientHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *js
 	case h.serve == nil:
 		_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeMethodNotFound, Message: "this client serves no methods"})
 	default:
+		rctx, cancel := context.WithCancel(ctx)
+		raw, _ := req.ID.MarshalJSON()
+		key, _ := idKey(raw)
+		h.mu.Lock()
+		if h.inflight == nil {
+			h.inflight = map[string]context.CancelFunc{}
+		}
+		h.inflight[key] = cancel
+		h.mu.Unlock()
 		h.serving.Add(1)
 		go func() {
 			defer h.serving.Done()
-			res, err := h.serve(ctx, req.Method, p)
+			defer func() {
+				h.mu.Lock()
+				delete(h.inflight, key)
+				h.mu.Unlock()
+				cancel()
+			}()
+			res, err := h.serve(rctx, req.Method, p)
+			if rctx.Err() != nil && ctx.Err() == nil {
+				return // withdrawn: the server waits for no answer
+			}
 			if err != nil {
 				_ = conn.ReplyWithError(ctx, req.ID, toWire(err))
 				return
 			}
 			_ = conn.Reply(ctx, req.ID, res)
 		}()
+	}
+}
+
+// withdraw ends the request $/cancelRequest names, if it is still served.
+func (h *clientHandler) withdraw(params json.RawMessage) {
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	key, ok := idKey(p.ID)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	cancel := h.inflight[key]
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 

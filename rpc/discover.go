@@ -45,9 +45,11 @@ type ServiceInfo struct {
 
 // OpenRPCDocument is rpc.discover's result: an OpenRPC 1.x document.
 //
-// OpenRPC has no object for server-to-client notifications, so they are
-// listed in the x-notifications extension, each shaped like a method
-// without a result.
+// OpenRPC has no object for server-to-client notifications or requests, so
+// they are listed in the x-notifications extension, each shaped like a
+// method without a result, and the x-server-requests extension, each shaped
+// like a method whose params the server sends and whose result the client
+// answers.
 type OpenRPCDocument struct {
 	OpenRPC       string                `json:"openrpc"`
 	Info          OpenRPCInfo           `json:"info"`
@@ -55,6 +57,9 @@ type OpenRPCDocument struct {
 	Methods       []OpenRPCMethod       `json:"methods"`
 	Components    OpenRPCComponents     `json:"components"`
 	Notifications []OpenRPCNotification `json:"x-notifications,omitempty"`
+	// ServerRequests are the requests the server sends a client, which the
+	// client answers with a JSON-RPC response (x-server-requests).
+	ServerRequests []OpenRPCServerRequest `json:"x-server-requests,omitempty"`
 }
 
 // OpenRPCInfo is the document's info object.
@@ -127,7 +132,7 @@ type OpenRPCComponents struct {
 func RegisterDiscover(r *Registry, info func() ServiceInfo) {
 	Register(r, DiscoverMethod, Doc{
 		Summary:     "This API described as an OpenRPC 1.x document, generated from the method registry.",
-		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), alias names marked with x-alias-of, and the server-to-client notifications in x-notifications.",
+		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), alias names marked with x-alias-of, and the server-to-client notifications in x-notifications and requests (which the client answers) in x-server-requests.",
 	}, func(ctx context.Context, _ struct{}) (*OpenRPCDocument, error) {
 		return r.OpenRPC(info())
 	})
@@ -203,6 +208,11 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			ParamStructure: "by-name", Params: params,
 		})
 	}
+	reqs, err := sb.serverRequestsDoc(r.ServerRequests())
+	if err != nil {
+		return nil, err
+	}
+	doc.ServerRequests = reqs
 	doc.Components.Schemas = sb.defs
 	return doc, nil
 }

@@ -322,3 +322,33 @@ func TestDiscoverRefusesATypeSharedByParamsAndResults(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "rpc.sharedThing")
 }
+
+// A request the server sends is listed in x-server-requests with its params
+// (open: the server may add fields) and the result the client must answer
+// with (closed: the server reads exactly these fields).
+func TestDiscoverListsServerRequestsWithTheirParamsAndTheAnswerTheyExpect(t *testing.T) {
+	r := discoverTestRegistry()
+	ServerRequest[askParams, askAnswer](r, "things.ask", Doc{Summary: "Ask the client about a thing.", Description: "Answer yes or no."})
+	doc := discover(t, r)
+	reqs := doc["x-server-requests"].([]any)
+	require.Len(t, reqs, 1)
+	q := reqs[0].(map[string]any)
+	assert.Equal(t, "things.ask", q["name"])
+	assert.Equal(t, "Ask the client about a thing.", q["summary"])
+	assert.Equal(t, "Answer yes or no.", q["description"])
+	var names []string
+	for _, p := range q["params"].([]any) {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"n", "within_ms"}, names)
+	result := q["result"].(map[string]any)["schema"].(map[string]any)
+	ref := strings.TrimPrefix(result["$ref"].(string), "#/components/schemas/")
+	def := doc["components"].(map[string]any)["schemas"].(map[string]any)[ref].(map[string]any)
+	assert.Equal(t, false, def["additionalProperties"], "the client's answer is closed to unknown fields")
+	assert.Contains(t, def["properties"].(map[string]any), "say")
+
+	assert.PanicsWithValue(t, `rpc: server request "things.ask" registered twice`, func() {
+		ServerRequest[askParams, askAnswer](r, "things.ask", Doc{Summary: "again"})
+	})
+	assert.Panics(t, func() { ServerRequest[askParams, askAnswer](r, "things.other", Doc{}) })
+}

@@ -13,6 +13,8 @@ type Peer struct {
 	id   uint64
 	conn atomic.Pointer[jsonrpc2.Conn]
 	ctx  context.Context
+	// out sends the server's requests to this client (Call).
+	out *outgoing
 	// onPanic logs a handler panic with its stack; set once per connection
 	// so the hot path adds nothing to each request's context for it.
 	onPanic func(method string, p any, stack []byte)

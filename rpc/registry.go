@@ -69,8 +69,10 @@ type Registry struct {
 	mu            sync.RWMutex
 	methods       map[string]*method
 	notifications []NotificationInfo
-	codes         []CodeInfo
-	mapErr        func(error) error
+	// serverRequests documents what the server asks clients (call.go).
+	serverRequests []ServerRequestInfo
+	codes          []CodeInfo
+	mapErr         func(error) error
 }
 
 // NewRegistry returns an empty registry.

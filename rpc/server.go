@@ -42,16 +42,23 @@ type ServerConfig struct {
 	MaxBatch     int
 	WriteTimeout time.Duration
 	Logger       *zap.Logger
+	// RefusalLogBurst refused upgrades of each reason are logged per
+	// RefusalLogWindow; the rest are counted in one line when the window
+	// ends. Zero values mean DefaultRefusalLogBurst and
+	// DefaultRefusalLogWindow.
+	RefusalLogBurst  int
+	RefusalLogWindow time.Duration
 }
 
 // Server serves JSON-RPC over WebSocket on one path. It tracks its
 // connections itself because http.Server forgets hijacked ones, and a
 // graceful shutdown must close each with 1001.
 type Server struct {
-	cfg    ServerConfig
-	log    *zap.Logger
-	active atomic.Int64
-	nextID atomic.Uint64
+	cfg      ServerConfig
+	log      *zap.Logger
+	refusals *refusalLog
+	active   atomic.Int64
+	nextID   atomic.Uint64
 
 	mu    sync.Mutex
 	conns map[*serverConn]struct{}
@@ -81,19 +88,21 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, conns: map[*serverConn]struct{}{}}
+	if cfg.RefusalLogBurst <= 0 {
+		cfg.RefusalLogBurst = DefaultRefusalLogBurst
+	}
+	if cfg.RefusalLogWindow <= 0 {
+		cfg.RefusalLogWindow = DefaultRefusalLogWindow
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, conns: map[*serverConn]struct{}{},
+		refusals: newRefusalLog(cfg.Logger, cfg.RefusalLogBurst, cfg.RefusalLogWindow)}
 }
 
 // ActiveConnections is the number of open WebSocket connections.
 func (s *Server) ActiveConnections() int { return int(s.active.Load()) }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
-	// The log names who and why, never the token: Authorization and the
-	// subprotocols are deliberately not logged.
-	s.log.Info("refused websocket upgrade",
-		zap.Int("status", status), zap.String("reason", reason),
-		zap.String("remote", r.RemoteAddr), zap.String("host", r.Host),
-		zap.String("origin", r.Header.Get("Origin")), zap.String("path", r.URL.Path))
+	s.refusals.refused(r, status, reason)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -201,6 +210,8 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
 	log.Debug("connection opened", zap.String("remote", remote))
 
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
+	stream.out = newOutgoing(stream.write, ctx.Done(), log)
+	peer.out = stream.out
 	sc.stream = stream
 	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)
@@ -353,6 +364,7 @@ func (sc *serverConn) reply(id jsonrpc2.ID, res any) (flushed <-chan struct{}, e
 // Shutdown stops taking requests and closes every connection with 1001
 // (going away), waiting until they are gone or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
+	defer s.refusals.close()
 	s.mu.Lock()
 	s.draining.Store(true)
 	conns := make([]*serverConn, 0, len(s.conns))

@@ -56,6 +56,10 @@ type frameStream struct {
 	// rewrites counts entries in rewritten, so WriteObject can skip the
 	// id check without taking the lock when nothing was rewritten.
 	rewrites atomic.Int64
+
+	// out holds the server's own requests awaiting the client's response
+	// (call.go); nil on the client side.
+	out *outgoing
 }
 
 // pendingAnswer remembers a rewritten request: its original id and, for a
@@ -238,6 +242,9 @@ func (s *frameStream) prepareLocked(raw []byte, b *batch) (msg, errAnswer []byte
 		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "jsonrpc" must be exactly "2.0"`)
 	}
 	method, ok := fields["method"]
+	if !ok && s.takeResponse(fields) {
+		return nil, nil
+	}
 	if !ok || len(method) == 0 || method[0] != '"' {
 		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "method" must be a string`)
 	}

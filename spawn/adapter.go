@@ -94,7 +94,20 @@ func Build(bin string, req Request) (Plan, error) {
 	if err := CheckExtras(req.Adapter, req.Extras); err != nil {
 		return Plan{}, err
 	}
+	ask := req.EffectiveMode() == ModeAsk
+	if ask && !a.Capabilities.Ask {
+		return Plan{}, errUnsupported("permission_mode", req.Adapter, "ask: "+a.NoAsk)
+	}
 	p, err := a.Build(bin, req)
+	if err == nil && ask != (p.Ask != nil) {
+		// A builder that ignored ask would run the agent in some other
+		// mode the client never chose; one that asks unasked would hang.
+		what := "no ask channel"
+		if p.Ask != nil {
+			what = "an ask channel"
+		}
+		return Plan{}, fmt.Errorf("spawn: the %s builder gave permission_mode %s a plan with %s", req.Adapter, req.EffectiveMode(), what)
+	}
 	if err != nil {
 		return Plan{}, err
 	}
@@ -118,6 +131,8 @@ type Plan struct {
 	// Files are written by the runner, 0600, into a private 0700 directory it
 	// creates for the run and removes afterwards.
 	Files []PlanFile
+	// Ask is how the agent asks about tool calls; set in ask mode only.
+	Ask *AskPlan
 	// MaxAPIRetries is how many retries of a failed model call the runner
 	// lets the agent make in a row before it ends the run (see retryGuard).
 	// Build sets it from the request, and also hands it to the CLI's own

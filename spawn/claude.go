@@ -12,6 +12,8 @@ import (
 var claudeModeTools = map[Mode][]string{
 	ModeReadOnly: {"Read", "Grep", "Glob"},
 	ModeEdit:     {"Read", "Grep", "Glob", "Edit", "Write", "NotebookEdit"},
+	// Ask offers Bash too: every call of it is a question (claude_ask.go).
+	ModeAsk: append([]string{"Read", "Grep", "Glob"}, claudeAskedTools...),
 }
 
 // claudePermissionMode maps card's mode onto Claude's --permission-mode.
@@ -22,7 +24,11 @@ var claudeModeTools = map[Mode][]string{
 //   - edit → acceptEdits: file edits are auto-accepted inside the working
 //     dir only; an edit elsewhere needs a prompt, which headless means no.
 //   - bypass → bypassPermissions (operator-allowed only).
+//   - ask → default, so Claude asks card's permission tool (claude_ask.go).
 func claudePermissionMode(m Mode) string {
+	if m == ModeAsk {
+		return "default"
+	}
 	return modeValue(m, "dontAsk", "acceptEdits", "bypassPermissions")
 }
 
@@ -65,6 +71,11 @@ func buildClaude(bin string, req Request) (Plan, error) {
 		args = append(args, "--allowedTools")
 		args = append(args, allowed...)
 	}
+	if mode == ModeAsk {
+		askArgs, ask := claudeAskArgs(tools, req.ApprovalTimeout)
+		args = append(args, askArgs...)
+		p.Ask = ask
+	}
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
@@ -92,9 +103,13 @@ func buildClaude(bin string, req Request) (Plan, error) {
 // something it will not get, and should hear so.
 func claudeTools(mode Mode, requested []string) (tools, allowed []string, err error) {
 	offered, bounded := claudeModeTools[mode]
+	unasked := claudeModeTools[ModeReadOnly]
 	if requested == nil {
 		if !bounded {
 			return []string{"default"}, nil, nil
+		}
+		if mode == ModeAsk {
+			return offered, unasked, nil
 		}
 		return offered, offered, nil
 	}
@@ -108,6 +123,15 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 		}
 		if !contains(tools, base) {
 			tools = append(tools, base)
+		}
+		if mode == ModeAsk && !contains(unasked, base) {
+			// Offered, and asked about on every call: an allow rule for
+			// it would skip the question.
+			if entry != base {
+				return nil, nil, &FieldError{"allowed_tools", entry + ": in ask mode every " + base +
+					" call is asked, so it takes no pattern; name the tool alone (" + base + ")"}
+			}
+			continue
 		}
 		allowed = append(allowed, entry)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/card-dev/card/internal/fakeclaude"
 )
 
 // helperEnv makes the test binary act as a fake agent when re-executed, so
@@ -17,6 +19,9 @@ const helperEnv = "CARD_SPAWN_TEST_HELPER"
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode))
+	}
+	if os.Getenv(fakeclaude.EnvVar) != "" {
+		os.Exit(fakeclaude.Main())
 	}
 	goleak.VerifyTestMain(m)
 }

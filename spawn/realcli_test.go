@@ -53,7 +53,11 @@ func cliOutput(t *testing.T, bin string, args ...string) string {
 // every request option.
 func flagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
 	flags := map[string]bool{}
+	a, _ := Lookup(adapter)
 	for _, mode := range Modes {
+		if mode == ModeAsk && !a.Capabilities.Ask {
+			continue // refused by design: see TestAskIsBuiltExactlyForTheAdaptersThatCanAsk
+		}
 		for _, r := range reqs {
 			r.Adapter, r.Mode, r.Cwd, r.AllowBypass = adapter, mode, "/tmp", true
 			p, err := Build("/bin/"+adapter, r)
@@ -86,7 +90,8 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		// Hidden flags (not in --help, but used by the Agent SDK): the CLI
 		// parses options in order, so an unknown-option error naming the
 		// probe that follows proves the hidden flag before it was accepted.
-		hidden := map[string]string{"--system-prompt-file": "/nonexistent/p", "--append-system-prompt-file": "/nonexistent/p", "--max-turns": "2"}
+		hidden := map[string]string{"--system-prompt-file": "/nonexistent/p", "--append-system-prompt-file": "/nonexistent/p", "--max-turns": "2",
+			"--permission-prompt-tool": "mcp__card__approve"}
 		for f := range flagsOf(t, "claude-code", Request{Model: "m", MaxTurns: 2, Effort: "low", SessionID: id, SystemPrompt: "s"},
 			Request{Resume: "r1", SystemPrompt: "s", SystemPromptAppend: true}, Request{NoSession: true}) {
 			if _, ok := hidden[f]; ok {

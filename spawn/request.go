@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Mode is the permission mode a client asks for on the wire.
@@ -30,10 +31,14 @@ const (
 	// ModeBypass removes the agent-side protection. Refused unless the
 	// operator set allow_bypass = true in card.toml.
 	ModeBypass Mode = "bypass"
+	// ModeAsk runs the read-only boundary unasked and puts every other tool
+	// call to the client as a question (the run's Approver). Refused for an
+	// adapter that cannot ask (agent.Capabilities.Ask).
+	ModeAsk Mode = "ask"
 )
 
 // Modes lists every mode, in the order docs and tests walk them.
-var Modes = []Mode{ModeReadOnly, ModeEdit, ModeBypass}
+var Modes = []Mode{ModeReadOnly, ModeEdit, ModeBypass, ModeAsk}
 
 // EffortLevels are the reasoning-effort levels a request may name. They are
 // Claude's own (`--effort low|medium|high|xhigh|max`); anything else is
@@ -70,6 +75,10 @@ type Request struct {
 	Extras Extras
 	// AllowBypass is the operator's allow_bypass from card.toml.
 	AllowBypass bool
+	// ApprovalTimeout is how long the Approver waits for an answer in ask
+	// mode; an adapter whose CLI bounds a question itself is given a
+	// backstop above it.
+	ApprovalTimeout time.Duration
 	// MaxAPIRetries bounds the agent's own retries of a failed model call
 	// (rate limit, overload, network); nil means DefaultMaxAPIRetries.
 	MaxAPIRetries *int
@@ -120,13 +129,13 @@ var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // It returns *FieldError or *BypassRefusedError.
 func (r Request) Validate() error {
 	switch r.EffectiveMode() {
-	case ModeReadOnly, ModeEdit:
+	case ModeReadOnly, ModeEdit, ModeAsk:
 	case ModeBypass:
 		if !r.AllowBypass {
 			return &BypassRefusedError{Adapter: r.Adapter}
 		}
 	default:
-		return &FieldError{"permission_mode", fmt.Sprintf("unknown mode %q; use read_only (default), edit or bypass", r.Mode)}
+		return &FieldError{"permission_mode", fmt.Sprintf("unknown mode %q; use read_only (default), edit, ask or bypass", r.Mode)}
 	}
 	if r.Effort != "" && !contains(EffortLevels, r.Effort) {
 		return &FieldError{"effort", fmt.Sprintf("unknown effort %q; use one of %s", r.Effort, strings.Join(EffortLevels, ", "))}

@@ -80,16 +80,16 @@ func TestARetryEventCarriesItsAttemptAndTheBoundItRunsUnder(t *testing.T) {
 	assert.Equal(t, 2, ev.MaxAttempts, "the agent's own bound when it is the smaller")
 }
 
-// recorder collects a run's events and how the emitter ended it.
-type recorder struct {
+// emitRecorder collects a run's events and how the emitter ended it.
+type emitRecorder struct {
 	mu   sync.Mutex
 	evs  []Event
 	ends []*Failure
 	at   time.Time
 }
 
-func (r *recorder) event(ev Event) { r.mu.Lock(); r.evs = append(r.evs, ev); r.mu.Unlock() }
-func (r *recorder) end(f *Failure) {
+func (r *emitRecorder) event(ev Event) { r.mu.Lock(); r.evs = append(r.evs, ev); r.mu.Unlock() }
+func (r *emitRecorder) end(f *Failure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ends == nil {
@@ -97,14 +97,14 @@ func (r *recorder) end(f *Failure) {
 	}
 	r.ends = append(r.ends, f)
 }
-func (r *recorder) ended() []*Failure {
+func (r *emitRecorder) ended() []*Failure {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]*Failure(nil), r.ends...)
 }
 
 func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
-	rec := &recorder{}
+	rec := &emitRecorder{}
 	e := newEmitter(rec.event, nil, 10, rec.end)
 	e.grace = 100 * time.Millisecond
 	start := time.Now()
@@ -118,7 +118,7 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 	e.stop()
 
 	// Progress stops the clock: the API answered after all.
-	rec = &recorder{}
+	rec = &emitRecorder{}
 	e = newEmitter(rec.event, nil, 10, rec.end)
 	e.grace = 100 * time.Millisecond
 	e.emit([]Event{retryEv(1, KindNetwork, "Connection error."), {Kind: EventText, Text: "back", Delta: true}})
@@ -127,7 +127,7 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 	e.stop()
 
 	// A run that ends first stops the clock too.
-	rec = &recorder{}
+	rec = &emitRecorder{}
 	e = newEmitter(rec.event, nil, 10, rec.end)
 	e.grace = 100 * time.Millisecond
 	e.emit([]Event{retryEv(1, KindNetwork, "Connection error.")})
@@ -158,7 +158,7 @@ func replayPlan(t *testing.T, stdout, stderr string, maxRetries int) Plan {
 func runCapture(t *testing.T, adapter string, plan Plan) (Result, *Error, []Event, time.Duration) {
 	t.Helper()
 	a, _ := Lookup(adapter)
-	rec := &recorder{}
+	rec := &emitRecorder{}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	var pgid int
@@ -257,7 +257,7 @@ func TestStripANSIRemovesEveryKindOfEscape(t *testing.T) {
 // Once card has ended a run, what the dying agent still prints (a retry it
 // had already scheduled) is not sent: the client heard the end.
 func TestNothingIsSentAfterTheGuardEndsTheRun(t *testing.T) {
-	rec := &recorder{}
+	rec := &emitRecorder{}
 	e := newEmitter(rec.event, nil, 1, rec.end)
 	e.emit([]Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")})
 	e.emit([]Event{{Kind: EventText, Text: "late"}})

@@ -74,6 +74,9 @@ type RunSpec struct {
 	// TempDir is where the run's private directory is created; "" means
 	// the TMPDIR of the child's environment, else /tmp.
 	TempDir string
+	// Approver decides the tool calls of an ask-mode plan (Plan.Ask); a
+	// plan that asks is refused without one.
+	Approver Approver
 }
 
 // Error is a failed run, typed by Kind (the Kind* constants). Command is
@@ -125,6 +128,15 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		return fail(kind, msg+" before the agent started", err)
 	}
 
+	if plan.Ask != nil {
+		stop, err := openAsk(&plan, spec.Approver)
+		if err != nil {
+			return fail(KindSpawn, "could not open the run's ask channel: "+err.Error(), err)
+		}
+		// After the child and its group are gone: a question still
+		// waiting then ends, denied.
+		defer stop()
+	}
 	args, env := plan.Args, plan.Env
 	childEnv := mergeEnv(spec.BaseEnv, env)
 	if len(plan.Files) > 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/internal/fakeclaude"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -60,6 +61,8 @@ type Options struct {
 	Client client.Options
 	// NoClient leaves Client nil, for tests that count connections.
 	NoClient bool
+	// Addr is the listen address; empty means 127.0.0.1:0.
+	Addr string
 }
 
 // Daemon is a running test daemon.
@@ -81,7 +84,11 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if log == nil {
 		log = zaptest.NewLogger(t)
 	}
-	d, err := daemon.New(daemon.Options{Home: home, Addr: "127.0.0.1:0", Logger: log, Environ: environ})
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	d, err := daemon.New(daemon.Options{Home: home, Addr: addr, Logger: log, Environ: environ})
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
 	t.Cleanup(func() {
@@ -259,7 +266,21 @@ func (r Replay) ChildEnv(t testing.TB, runID string) map[string]string {
 // VerifyTestMain runs a package's tests, then fails if any goroutine is
 // left behind: every daemon, client and fake agent the tests started must be
 // gone. modernc's SQLite driver keeps database/sql's connection opener
-// running past Close, which is none of ours.
+// running past Close, which is none of ours. Started as AskingClaude's
+// executable, the test binary is that fake instead.
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	if os.Getenv(fakeclaude.EnvVar) != "" {
+		os.Exit(fakeclaude.Main())
+	}
 	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
+}
+
+// AskingClaude writes a Claude Code stand-in that asks card's permission
+// tool in ask mode exactly as the real CLI does (internal/fakeclaude), and
+// returns its path for Options.Agents. Its task is a script of tool calls:
+// "TOOL Bash {\"command\":\"echo hi > f.txt\"}", one per line. The test
+// package's TestMain must be VerifyTestMain.
+func AskingClaude(t testing.TB) string {
+	t.Helper()
+	return fakeclaude.Install(t, t.TempDir())
 }

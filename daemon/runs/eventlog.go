@@ -43,11 +43,24 @@ func newEventLog(runID string, max int) *eventLog {
 // takes a seq, so a client sees the gap; the terminal event is always kept,
 // because a subscriber must always learn how the run ended.
 func (l *eventLog) add(kind string, ev AgentEvent, terminal bool) {
+	l.put(kind, ev, terminal, terminal)
+}
+
+// keep appends an event the bound never drops: an approval's question or
+// decision, since a record of what an agent was allowed to do must be whole.
+// Each costs a tool call and a model turn, so they cannot flood the log.
+func (l *eventLog) keep(kind string, ev AgentEvent) { l.put(kind, ev, true, false) }
+
+func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ended {
+		// Nothing follows the terminal event: subscribers stop there.
+		return
+	}
 	ev.RunID, ev.Seq = l.runID, l.nextSeq
 	l.nextSeq++
-	if !terminal && len(l.events) >= l.max {
+	if !kept && len(l.events) >= l.max {
 		l.dropped++
 	} else {
 		raw, err := json.Marshal(ev)
@@ -101,4 +114,20 @@ func (l *eventLog) droppedCount() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dropped
+}
+
+// ofKinds returns the kept events of the given kinds, in seq order.
+func (l *eventLog) ofKinds(kinds ...string) []entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []entry
+	for _, e := range l.events {
+		for _, k := range kinds {
+			if e.kind == k {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
 }

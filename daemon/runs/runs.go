@@ -22,6 +22,7 @@ import (
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/spawn"
 )
 
 // killGrace is the SIGTERM→SIGKILL gap for runs: short enough that a cancel
@@ -113,10 +114,19 @@ func (m *Manager) EndLeftovers(ctx context.Context) error {
 	return nil
 }
 
-// Get is one recorded run, or *NotFoundError.
-func (m *Manager) Get(ctx context.Context, id string) (store.Run, error) {
+// Get is one recorded run with its approvals, or *NotFoundError.
+func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
 	run, err := m.store.Get(ctx, id)
-	return run, notFound(id, err)
+	if err != nil {
+		return Record{}, notFound(id, err)
+	}
+	rec := Record{Run: run}
+	if run.PermissionMode == string(spawn.ModeAsk) {
+		if rec.Approvals, err = m.approvalsOf(ctx, id); err != nil {
+			return Record{}, err
+		}
+	}
+	return rec, nil
 }
 
 // List is the run history, newest first (never nil).

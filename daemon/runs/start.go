@@ -38,6 +38,12 @@ type Request struct {
 	// Conn is the context of the connection that asked for the run, if
 	// any: with Config.CancelOnDisconnect its end cancels the run.
 	Conn context.Context
+	// Asker is the connection that asked for the run, which an ask-mode
+	// run's questions go to first; nil when there is none to ask.
+	Asker Asker
+	// ApprovalTimeout is how long an ask-mode run's question waits for an
+	// answer before it is denied.
+	ApprovalTimeout time.Duration
 }
 
 // Run is one started run: its event log, its cancel and, once finished, its
@@ -50,6 +56,8 @@ type Run struct {
 	finished chan struct{} // closed once the outcome is recorded and announced
 	result   InvokeResult  // valid once finished is closed
 	log      *eventLog
+	// approvals is the broker of an ask-mode run; nil in other modes.
+	approvals *approvals
 }
 
 // ID is the run's id.
@@ -113,6 +121,9 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	runCtx, cancelCause := context.WithCancelCause(context.Background())
 	lr := &Run{id: rec.RunID, adapter: req.Adapter, ancestry: seeded, cancel: cancelCause,
 		finished: make(chan struct{}), log: newEventLog(rec.RunID, m.cfg.MaxEventsPerRun)}
+	if req.Mode == spawn.ModeAsk {
+		lr.approvals = newApprovals(rec.RunID, req.Adapter, req.ApprovalTimeout, req.Asker, lr.log, m.log)
+	}
 	m.live[rec.RunID] = lr
 	m.running++ // the slot is held while the row is written
 	m.mu.Unlock()
@@ -156,8 +167,12 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	go m.persist(lr, persisted)
 
 	env := childEnv(m.deps.Env, m.deps.PATH, guard.Child(lr.ancestry, lr.adapter), lr.id)
+	var approver spawn.Approver
+	if lr.approvals != nil {
+		approver = lr.approvals
+	}
 	res, err := spawn.Run(ctx, spawn.RunSpec{
-		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(),
+		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(), Approver: approver,
 		Limits: spawn.Limits{MaxOutput: m.cfg.MaxOutputBytes, KillGrace: killGrace},
 		OnStart: func(pid, pgid int) {
 			if err := m.store.SetPgid(context.WithoutCancel(ctx), lr.id, pgid); err != nil {
@@ -172,6 +187,11 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 			lr.log.add(kind, AgentEvent{Event: ev}, false)
 		},
 	})
+	if lr.approvals != nil {
+		// Before the terminal event: every question has its decision in
+		// the record, and none is asked after the run.
+		lr.approvals.end()
+	}
 	status := outcome(err, context.Cause(ctx))
 	if status == store.StatusInterrupted && res.Error != nil {
 		res.Error.Kind = "interrupted"

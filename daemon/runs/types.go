@@ -25,6 +25,8 @@ type AgentEvent struct {
 	// Status and Result are set on the terminal done / error event only.
 	Status store.Status  `json:"status,omitempty"`
 	Result *InvokeResult `json:"result,omitempty"`
+	// Approval is set on approval_requested and approval_decided only.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // InvokeResult is a finished run: the agent's result in CAR's names plus

@@ -667,3 +667,29 @@ func TestABatchOfEventsIsStoredWholeOrNotAtAll(t *testing.T) {
 	}
 	assert.Equal(t, []int64{1, 2, 3, 4, 5}, seqs)
 }
+
+func TestEventsOfKindsReadsOnlyThoseKindsInSeqOrder(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	id := s.NewRunID()
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "claude-code"}))
+	kinds := []string{"text", "approval_requested", "tool_use", "approval_decided", "text", "approval_decided"}
+	var batch []NewEvent
+	for i, k := range kinds {
+		batch = append(batch, NewEvent{Seq: int64(i + 1), Kind: k, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i+1))})
+	}
+	require.NoError(t, s.AppendEvents(ctx, id, batch))
+	evs, err := s.EventsOfKinds(ctx, id, "approval_requested", "approval_decided")
+	require.NoError(t, err)
+	var seqs []int64
+	for _, e := range evs {
+		seqs = append(seqs, e.Seq)
+	}
+	assert.Equal(t, []int64{2, 4, 6}, seqs)
+	none, err := s.EventsOfKinds(ctx, id)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+	other, err := s.EventsOfKinds(ctx, "no-such-run", "text")
+	require.NoError(t, err)
+	assert.Empty(t, other)
+}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/rpc"
 )
 
 func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
@@ -99,12 +101,13 @@ function tryOne(a) {
 
 // page is a local web origin serving the attack page and collecting its verdict.
 type page struct {
-	srv     *httptest.Server
-	verdict chan []outcome
+	srv *httptest.Server
+	// verdict is the body the page posted to /verdict.
+	verdict chan []byte
 }
 
 func newPage(t *testing.T) *page {
-	p := &page{verdict: make(chan []outcome, 1)}
+	p := &page{verdict: make(chan []byte, 1)}
 	p.srv = httptest.NewUnstartedServer(nil)
 	t.Cleanup(p.srv.Close)
 	return p
@@ -115,6 +118,14 @@ func (p *page) origin() string { return "http://" + p.srv.Listener.Addr().String
 // start serves the page; frame, when set, is another page embedded in it,
 // so one browser tab runs both origins' attempts at once.
 func (p *page) start(t *testing.T, attempts []attempt, frame string) {
+	p.render(t, pageTmpl, struct {
+		Attempts []attempt
+		Frame    string
+	}{attempts, frame})
+}
+
+// render serves tmpl executed with data at / and the verdict handler.
+func (p *page) render(t *testing.T, tmpl *template.Template, data any) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -122,26 +133,23 @@ func (p *page) start(t *testing.T, attempts []attempt, frame string) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		data := struct {
-			Attempts []attempt
-			Frame    string
-		}{attempts, frame}
-		if err := pageTmpl.Execute(w, data); err != nil {
-			t.Errorf("render the attack page: %v", err)
+		if err := tmpl.Execute(w, data); err != nil {
+			t.Errorf("render the page %s: %v", tmpl.Name(), err)
 		}
 	})
+	p.serve(t, mux)
+}
+
+// serve adds the /verdict handler to mux and starts the page's server.
+func (p *page) serve(t *testing.T, mux *http.ServeMux) {
 	mux.HandleFunc("/verdict", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		var got []outcome
-		if err == nil {
-			err = json.Unmarshal(body, &got)
-		}
 		if err != nil {
-			t.Errorf("the page posted an unreadable verdict %q: %v", body, err)
+			t.Errorf("the page's verdict could not be read: %v", err)
 			return
 		}
 		select {
-		case p.verdict <- got:
+		case p.verdict <- body:
 		default:
 		}
 	})
@@ -174,7 +182,7 @@ func findChromium(t *testing.T) string {
 // (the top one and those it embeds). Chromium
 // runs in its own process group, killed whole (SIGTERM, then SIGKILL) when
 // the verdict arrives or the deadline passes, so no renderer is left behind.
-func runChromium(t *testing.T, bin, url string, pages ...*page) [][]outcome {
+func runChromium(t *testing.T, bin, url string, pages ...*page) [][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -210,7 +218,7 @@ func runChromium(t *testing.T, bin, url string, pages ...*page) [][]outcome {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}()
 	started := time.Now()
-	verdicts := make([][]outcome, len(pages))
+	verdicts := make([][]byte, len(pages))
 	for i, p := range pages {
 		select {
 		case v := <-p.verdict:
@@ -240,7 +248,6 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	return len(b), err
 }
 
-// refusals are the daemon's "refused websocket upgrade" log lines.
 // refusals are the daemon's "refused websocket upgrade" log lines for
 // requests from one page's origin, in order.
 func refusals(logs *observer.ObservedLogs, origin string) []map[string]any {
@@ -336,7 +343,11 @@ func TestABrowserPageCannotReachTheDaemonByAnyRoute(t *testing.T) {
 	// The allowed page runs in an iframe of the attacker's, so one browser
 	// launch covers both origins; their refusals are told apart by the
 	// Origin the daemon logged.
-	verdicts := runChromium(t, bin, attacker.origin()+"/", attacker, allowed)
+	raw := runChromium(t, bin, attacker.origin()+"/", attacker, allowed)
+	verdicts := make([][]outcome, len(raw))
+	for i, b := range raw {
+		require.NoError(t, json.Unmarshal(b, &verdicts[i]), "the page posted an unreadable verdict %q", b)
+	}
 	t.Logf("attacker page verdict: %+v", verdicts[0])
 	t.Logf("allowed page verdict: %+v", verdicts[1])
 	check(attacker.origin(), attackerAttempts, verdicts[0])
@@ -349,4 +360,118 @@ func TestABrowserPageCannotReachTheDaemonByAnyRoute(t *testing.T) {
 		}
 		t.Logf("daemon log:\n%s", strings.Join(all, "\n"))
 	}
+}
+
+// The flood page asks the daemon for upgrades it will refuse, as fast as
+// the browser lets it, for a few seconds: WebSockets in a few lanes (a
+// browser slows these down itself after failures) and plain no-cors
+// fetches of /rpc in many more (it does not slow those). It reports how many
+// of each it made, how many fetches failed at the network level, and how
+// many sockets opened.
+var floodTmpl = template.Must(template.New("flood").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>flooding</title></head><body><script>
+const url = {{.URL}};
+const httpURL = url.replace(/^ws:/, "http:");
+const end = Date.now() + {{.Millis}};
+const v = {sockets: 0, opened: 0, fetches: 0, fetch_errors: 0};
+function socketLane() {
+  return new Promise((resolve) => {
+    const next = () => {
+      if (Date.now() >= end) { resolve(); return; }
+      v.sockets++;
+      let ws;
+      try { ws = new WebSocket(url); } catch (e) { setTimeout(next, 0); return; }
+      ws.onopen = () => { v.opened++; ws.close(); };
+      ws.onclose = () => next();
+    };
+    next();
+  });
+}
+async function fetchLane() {
+  while (Date.now() < end) {
+    v.fetches++;
+    try { await fetch(httpURL, {mode: "no-cors", cache: "no-store"}); } catch (e) { v.fetch_errors++; }
+  }
+}
+(async () => {
+  const lanes = [];
+  for (let i = 0; i < {{.SocketLanes}}; i++) lanes.push(socketLane());
+  for (let i = 0; i < {{.FetchLanes}}; i++) lanes.push(fetchLane());
+  await Promise.all(lanes);
+  document.title = "DONE";
+  await fetch("/verdict", {method: "POST", body: JSON.stringify(v)});
+})();
+</script></body></html>`))
+
+// logSize counts the lines and bytes a logger writes, as a file would hold
+// them (JSON, one record per line).
+type logSize struct {
+	mu           sync.Mutex
+	lines, bytes int
+}
+
+func (l *logSize) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines += strings.Count(string(b), "\n")
+	l.bytes += len(b)
+	return len(b), nil
+}
+
+func (l *logSize) Sync() error { return nil }
+
+func (l *logSize) get() (int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lines, l.bytes
+}
+
+// A page that floods the daemon with upgrades it knows will be refused must
+// not be able to fill the disk: the log keeps a few lines and a count, and
+// the count adds up to every attempt the page made.
+func TestABrowserFloodOfRefusedUpgradesLeavesABoundedLog(t *testing.T) {
+	bin := findChromium(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	size := &logSize{}
+	enc := zap.NewProductionEncoderConfig()
+	file := zapcore.NewCore(zapcore.NewJSONEncoder(enc), size, zapcore.InfoLevel)
+	d := daemontest.Start(t, daemontest.Options{Logger: zap.New(zapcore.NewTee(core, file)), NoClient: true})
+
+	flood := newPage(t)
+	flood.render(t, floodTmpl, struct {
+		URL                             string
+		Millis, SocketLanes, FetchLanes int
+	}{d.URL, 4000, 4, 16})
+	_, before := size.get()
+
+	raw := runChromium(t, bin, flood.origin()+"/", flood)
+	var v struct {
+		Sockets, Opened, Fetches int
+		FetchErrors              int `json:"fetch_errors"`
+	}
+	require.NoError(t, json.Unmarshal(raw[0], &v), "%q", raw[0])
+	t.Logf("in 4 s the page tried %d WebSockets (%d opened) and %d fetches (%d failed in the browser)", v.Sockets, v.Opened, v.Fetches, v.FetchErrors)
+	assert.Zero(t, v.Opened, "THE FLOOD PAGE CONNECTED")
+	require.Greater(t, v.Sockets+v.Fetches, 10*rpc.DefaultRefusalLogBurst, "the page did not flood; the test proves nothing")
+
+	// Shutting down writes the count of what the window held back.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	require.NoError(t, d.Shutdown(ctx))
+	lines, bytes := size.get()
+	logged := logs.FilterMessage("refused websocket upgrade").Len()
+	suppressed := 0
+	reasons := map[string]bool{}
+	for _, e := range logs.FilterMessage("refused websocket upgrade").All() {
+		reasons[e.ContextMap()["reason"].(string)] = true
+	}
+	for _, e := range logs.FilterMessage("refused websocket upgrades not logged one by one").All() {
+		n, _ := e.ContextMap()["suppressed"].(int64)
+		suppressed += int(n)
+	}
+	t.Logf("daemon log: %d refusal lines (%d reasons), %d refusals counted in summaries; %d lines, %d bytes in all (%d before the flood)",
+		logged, len(reasons), suppressed, lines, bytes, before)
+	assert.LessOrEqual(t, logged, len(reasons)*rpc.DefaultRefusalLogBurst, "at most the burst per reason")
+	assert.Equal(t, v.Sockets+v.Fetches-v.FetchErrors, logged+suppressed, "every request reached the daemon and was either logged or counted")
+	assert.Less(t, bytes-before, 16<<10, "the flood's share of the log")
 }

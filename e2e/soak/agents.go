@@ -185,7 +185,8 @@ func invoke(ctx context.Context, c *client.Client, task string, timeoutSecs int,
 func getRun(ctx context.Context, c *client.Client, id string) (store.Run, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return c.Run(cctx, id)
+	rec, err := c.Run(cctx, id)
+	return rec.Run, err
 }
 
 // waitTerminal polls runs.get until the run has ended.

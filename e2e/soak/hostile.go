@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/card-dev/card/rpc"
 )
 
 // control keeps asking daemon.info on its own connection while the attacks
@@ -327,11 +330,25 @@ func phaseHostile(ctx context.Context, h *harness) *result {
 			}(i)
 		}
 		wg.Wait()
-		// Give the log writer a moment; every refusal must be a log line.
+		// Give the log writer a moment. Refusals are logged at a bounded
+		// rate: the first few of a reason in a minute, then a count.
 		time.Sleep(200 * time.Millisecond)
-		logged := countLog(d.log, "refused websocket upgrade")
+		logged := countLog(d.log, `"refused websocket upgrade"`)
 		return fmt.Sprintf("%d answered 401, %d otherwise; %d refusal log lines", got401.Load(), other.Load(), logged),
-			got401.Load() == 1000 && logged >= 1000
+			got401.Load() == 1000 && logged >= 1 && logged <= rpc.DefaultRefusalLogBurst
+	})
+
+	const floodFor = 10 * time.Second
+	var flooded int64
+	report(fmt.Sprintf("flood of refused upgrades for %s (64 workers; 1 KiB Host or Origin)", floodFor), func() (string, bool) {
+		lines0, bytes0 := logSize(d.log)
+		n, byStatus, err := floodRefusals(ctx, d, floodFor, 64)
+		time.Sleep(200 * time.Millisecond)
+		lines, bytes := logSize(d.log)
+		flooded = n
+		return fmt.Sprintf("%d refused (%.0f/s; %v), errors %v; the log grew %d lines, %s", n, float64(n)/floodFor.Seconds(), byStatus, err,
+				lines-lines0, kib(bytes-bytes0)),
+			err == nil && n > 0 && lines-lines0 <= 3*rpc.DefaultRefusalLogBurst && bytes-bytes0 < 64<<10
 	})
 
 	if b, err := os.ReadFile(d.log); err == nil && bytes.Contains(b, []byte(d.token)) {
@@ -339,5 +356,102 @@ func phaseHostile(ctx context.Context, h *harness) *result {
 	}
 	s := snap(d.pid())
 	r.info("daemon RSS / peak after the attacks", fmt.Sprintf("%s / %s", mib(s.rssKB), mib(s.hwmKB)))
+
+	// The count of what was not logged one by one is written when its
+	// minute ends or at shutdown: stop the daemon and read it.
+	if _, err := d.stop(15 * time.Second); err != nil {
+		r.fail("stop the daemon", err)
+		return r
+	}
+	suppressed := sumSuppressed(d.log)
+	lines, size := logSize(d.log)
+	r.add("refusals counted in summary lines, after the stop", fmt.Sprintf("%d (the whole log: %d lines, %s)", suppressed, lines, kib(size)),
+		"≥ the flood's refusals", suppressed >= flooded)
 	return r
 }
+
+// floodRefusals sends upgrades the gate refuses, as fast as workers
+// keep-alive connections allow, until d ends: a third with a 1 KiB Host
+// (403), a third with a 1 KiB Origin (403), a third without a token (401).
+// It returns how many were answered, by status.
+func floodRefusals(ctx context.Context, d *liveDaemon, dur time.Duration, workers int) (int64, map[int]int64, error) {
+	hostport := strings.TrimSuffix(strings.TrimPrefix(d.url, "ws://"), "/rpc")
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	long := strings.Repeat("a", 1024)
+	var mu sync.Mutex
+	byStatus := map[int]int64{}
+	var total atomic.Int64
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			tr := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			local := map[int]int64{}
+			for i := w; ctx.Err() == nil; i++ {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostport+"/rpc", nil)
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+				switch i % 3 {
+				case 0:
+					req.Host = long + ".example"
+				case 1:
+					req.Header.Set("Origin", "https://"+long+".example")
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+					}
+					break
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				local[resp.StatusCode]++
+				total.Add(1)
+			}
+			mu.Lock()
+			for k, v := range local {
+				byStatus[k] += v
+			}
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	return total.Load(), byStatus, firstErr
+}
+
+// logSize is the lines and bytes of a log file.
+func logSize(path string) (lines, size int64) {
+	b, _ := os.ReadFile(path)
+	return int64(bytes.Count(b, []byte("\n"))), int64(len(b))
+}
+
+// sumSuppressed adds up the "suppressed" counts of the daemon's summary
+// lines.
+func sumSuppressed(path string) int64 {
+	b, _ := os.ReadFile(path)
+	var n int64
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if !bytes.Contains(line, []byte("refused websocket upgrades not logged one by one")) {
+			continue
+		}
+		var rec struct {
+			Suppressed int64 `json:"suppressed"`
+		}
+		if json.Unmarshal(line, &rec) == nil {
+			n += rec.Suppressed
+		}
+	}
+	return n
+}
+
+func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }

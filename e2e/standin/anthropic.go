@@ -2,6 +2,7 @@ package standin
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,19 +25,78 @@ type anthropicRequest struct {
 	Model    string `json:"model"`
 	Stream   bool   `json:"stream"`
 	Messages []struct {
+		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
 }
 
-// hasToolResult reports whether the request carries a tool's result: the
-// turn after a tool call.
-func (r anthropicRequest) hasToolResult() bool {
-	for _, m := range r.Messages {
-		if strings.Contains(string(m.Content), `"tool_result"`) {
+type anthropicBlock struct {
+	Type    string          `json:"type"`
+	IsError bool            `json:"is_error"`
+	Content json.RawMessage `json:"content"`
+}
+
+// toolResults counts the tool results in the conversation and returns the
+// last message's, if it ends with one, as the text the model was told.
+func (r anthropicRequest) toolResults() (n int, last string, endsWithResult bool) {
+	for i, m := range r.Messages {
+		var blocks []anthropicBlock
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue
+		}
+		for _, b := range blocks {
+			if b.Type != "tool_result" {
+				continue
+			}
+			n++
+			if i == len(r.Messages)-1 {
+				endsWithResult = true
+				last = fmt.Sprintf("is_error=%v content=%s", b.IsError, toolResultText(b.Content))
+			}
+		}
+	}
+	return n, last, endsWithResult
+}
+
+// toolResultText is a tool result's content as text: a string, or the text
+// of its blocks.
+func toolResultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+func (r anthropicRequest) offers(name string) bool {
+	for _, t := range r.Tools {
+		if t.Name == name {
 			return true
 		}
 	}
 	return false
+}
+
+// nextToolCall is the scripted tool call this model call gets, if any, with
+// a tool_use id unique to its place in the script (Claude re-sends a
+// request whose id repeats an earlier one).
+func (s *Server) nextToolCall(req anthropicRequest) (ToolCall, string, bool) {
+	n, _, _ := req.toolResults()
+	if n >= len(s.script.ToolCalls) || !req.offers(s.script.ToolCalls[n].Name) {
+		return ToolCall{}, "", false
+	}
+	return s.script.ToolCalls[n], fmt.Sprintf("toolu_standin%02d", n+1), true
 }
 
 func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []byte) {
@@ -71,69 +131,58 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 		return
 	}
 	in, out := s.script.usage()
+	if call, id, ok := s.nextToolCall(req); ok {
+		s.serveAnthropicToolCall(w, req, call, id)
+		return
+	}
+	answer := s.script.answer()
+	if _, last, ends := req.toolResults(); ends {
+		answer += " | tool result was: " + last
+	}
+	script := s.script
+	script.Answer = answer
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": "msg_standin", "type": "message", "role": "assistant", "model": req.Model,
-			"content":     []any{map[string]any{"type": "text", "text": s.script.answer()}},
+			"content":     []any{map[string]any{"type": "text", "text": answer}},
 			"stop_reason": "end_turn", "stop_sequence": nil,
 			"usage": map[string]any{"input_tokens": in, "output_tokens": out},
 		})
 		return
 	}
 	e := startSSE(w)
-	id := "msg_standin"
-	toolTurn := s.script.ToolCall != nil && !req.hasToolResult()
-	if s.script.ToolCall != nil && !toolTurn {
-		id = "msg_standin_2"
-	}
 	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model,
+		"id": "msg_standin", "type": "message", "role": "assistant", "model": req.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": in, "output_tokens": 1},
 	}})
 	index := 0
-	block := func(start map[string]any, deltas []map[string]any) {
-		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
-		for i, d := range deltas {
-			if start["type"] == "text" {
-				if i == 0 {
-					e.event("ping", map[string]any{"type": "ping"})
-					s.stall(r)
-				}
-				s.pace(r, i)
-			}
-			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+	if script.Thinking != "" {
+		// A thinking block first, as a model with extended thinking
+		// streams it: thinking pieces, then the block's signature.
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
+			"content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		for _, piece := range strings.SplitAfter(script.Thinking, " ") {
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+				"delta": map[string]any{"type": "thinking_delta", "thinking": piece}})
 		}
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+			"delta": map[string]any{"type": "signature_delta", "signature": "c3RhbmRpbi1zaWduYXR1cmU="}})
 		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 		index++
 	}
-	if s.script.Thinking != "" {
-		var deltas []map[string]any
-		for _, piece := range strings.SplitAfter(s.script.Thinking, " ") {
-			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": piece})
-		}
-		deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": "c3RhbmRpbi1zaWduYXR1cmU="})
-		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, deltas)
+	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
+		"content_block": map[string]any{"type": "text", "text": ""}})
+	e.event("ping", map[string]any{"type": "ping"})
+	s.stall(r)
+	for i, d := range script.deltas() {
+		s.pace(r, i)
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+			"delta": map[string]any{"type": "text_delta", "text": d}})
 	}
-	stop := "end_turn"
-	if toolTurn {
-		tc := s.script.ToolCall
-		input, _ := json.Marshal(tc.Input)
-		half := len(input) / 2
-		block(map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}}, []map[string]any{
-			{"type": "input_json_delta", "partial_json": string(input[:half])},
-			{"type": "input_json_delta", "partial_json": string(input[half:])},
-		})
-		stop = "tool_use"
-	} else {
-		var deltas []map[string]any
-		for _, d := range s.script.deltas() {
-			deltas = append(deltas, map[string]any{"type": "text_delta", "text": d})
-		}
-		block(map[string]any{"type": "text", "text": ""}, deltas)
-	}
+	e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 	e.event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": out}})
 	e.event("message_stop", map[string]any{"type": "message_stop"})
 }
@@ -179,4 +228,57 @@ func (s *Server) ClaudeEnv(home, path string) []string {
 		"DISABLE_ERROR_REPORTING=1",
 		"NO_COLOR=1",
 	}
+}
+
+// serveAnthropicToolCall answers a model call with one tool_use block,
+// streamed as the Messages API does: the input arrives as JSON deltas.
+func (s *Server) serveAnthropicToolCall(w http.ResponseWriter, req anthropicRequest, call ToolCall, id string) {
+	in, out := s.script.usage()
+	input, err := json.Marshal(call.Input)
+	if err != nil {
+		anthropicError(w, http.StatusInternalServerError, "api_error", "card stand-in: tool input does not encode: "+err.Error())
+		return
+	}
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": "msg_standin", "type": "message", "role": "assistant", "model": req.Model,
+			"content":     []any{map[string]any{"type": "tool_use", "id": id, "name": call.Name, "input": call.Input}},
+			"stop_reason": "tool_use", "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": in, "output_tokens": out},
+		})
+		return
+	}
+	e := startSSE(w)
+	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_standin", "type": "message", "role": "assistant", "model": req.Model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": in, "output_tokens": 1},
+	}})
+	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		"content_block": map[string]any{"type": "tool_use", "id": id, "name": call.Name, "input": map[string]any{}}})
+	e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+		"delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
+	e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	e.event("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": "tool_use", "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": out}})
+	e.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// ToolResults returns, per model call that carried tool results, the text
+// of its last one as the stand-in quoted it ("is_error=… content=…"), in
+// arrival order: what the agent sent back after running, or being denied,
+// each tool call.
+func (s *Server) ToolResults() []string {
+	var out []string
+	for _, r := range s.ModelCalls() {
+		var req anthropicRequest
+		if r.JSON(&req) != nil {
+			continue
+		}
+		if _, last, ends := req.toolResults(); ends {
+			out = append(out, last)
+		}
+	}
+	return out
 }

@@ -56,6 +56,14 @@ type Script struct {
 	Message string
 	// InputTokens and OutputTokens are reported as usage (defaults 10 and 5).
 	InputTokens, OutputTokens int
+	// ToolCalls make the model call tools before it answers (Anthropic
+	// only): a model call whose conversation holds k tool results, k below
+	// len(ToolCalls), and that offers ToolCalls[k].Name as a tool, is
+	// answered with that tool call; once the last is answered, the text
+	// answer quotes the last tool result ("<Answer> | tool result was:
+	// is_error=… content=…"), so a test can see what the agent was told.
+	// Side calls that offer no tools get the plain answer.
+	ToolCalls []ToolCall
 	// Stall makes a streamed model call send its first event and then hold
 	// the stream open, sending nothing more, until the client goes away or the
 	// server closes: the shape of a hung vendor, for deadline and cancel tests
@@ -65,10 +73,6 @@ type Script struct {
 	// (thinking_delta pieces and a signature), the shape of a model with
 	// extended thinking. Anthropic dialect only.
 	Thinking string
-	// ToolCall, when set, is the model's first move: a tool_use block whose
-	// input is streamed as input_json_delta pieces. A call that carries the
-	// tool's result (a later turn) gets the answer. Anthropic dialect only.
-	ToolCall *ToolCall
 	// DeltaDelay is the pause before each piece of a streamed answer after
 	// the first, the shape of a model writing slowly: a test can then tell
 	// text that reaches a client as it is written from text that arrives
@@ -76,10 +80,10 @@ type Script struct {
 	DeltaDelay time.Duration
 }
 
-// ToolCall is a tool the scripted model asks for.
+// ToolCall is a tool call the stand-in's model makes.
 type ToolCall struct {
-	ID, Name string
-	Input    map[string]any
+	Name  string
+	Input map[string]any
 }
 
 func (s Script) answer() string {

@@ -340,17 +340,14 @@ func TestASlowScriptPacesEveryPieceOfTheAnswer(t *testing.T) {
 	}
 }
 
-// Thinking and a tool call: the first call answers with a thinking block
-// and a tool_use whose input streams as JSON pieces; the call that carries
-// the tool's result gets the answer.
-func TestAnthropicThinksAndCallsAToolBeforeAnswering(t *testing.T) {
-	s := NewAnthropic(t, Script{Answer: "done", Thinking: "let me look",
-		ToolCall: &ToolCall{ID: "toolu_1", Name: "Read", Input: map[string]any{"file_path": "/a"}}})
+// A thinking model: the answer comes after a thinking block streamed as
+// thinking pieces and a signature.
+func TestAnthropicThinksBeforeItAnswers(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "done", Thinking: "let me look"})
 	resp := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil)
-	evs := readSSE(t, resp.Body)
-	var thinking, input string
+	var thinking, text string
 	var blocks []string
-	for _, e := range evs {
+	for _, e := range readSSE(t, resp.Body) {
 		switch e.Name {
 		case "content_block_start":
 			blocks = append(blocks, e.Data["content_block"].(map[string]any)["type"].(string))
@@ -359,25 +356,13 @@ func TestAnthropicThinksAndCallsAToolBeforeAnswering(t *testing.T) {
 			switch d["type"] {
 			case "thinking_delta":
 				thinking += d["thinking"].(string)
-			case "input_json_delta":
-				input += d["partial_json"].(string)
-			}
-		}
-	}
-	assert.Equal(t, []string{"thinking", "tool_use"}, blocks)
-	assert.Equal(t, "let me look", thinking)
-	assert.JSONEq(t, `{"file_path":"/a"}`, input)
-	assert.Equal(t, "tool_use", evs[len(evs)-2].Data["delta"].(map[string]any)["stop_reason"])
-
-	resp = post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}]}`, nil)
-	var text string
-	for _, e := range readSSE(t, resp.Body) {
-		if e.Name == "content_block_delta" {
-			if d := e.Data["delta"].(map[string]any); d["type"] == "text_delta" {
+			case "text_delta":
 				text += d["text"].(string)
 			}
 		}
 	}
+	assert.Equal(t, []string{"thinking", "text"}, blocks)
+	assert.Equal(t, "let me look", thinking)
 	assert.Equal(t, "done", text)
 }
 
@@ -401,4 +386,37 @@ func TestTheRetryingHelpersLeaveTheCLIsOwnRetriesAlone(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &settings))
 	assert.NotContains(t, settings["general"], "maxAttempts")
 	assert.Equal(t, "gemini-api-key", settings["security"]["auth"].(map[string]any)["selectedType"])
+}
+
+// A scripted tool call is made once per place in the script, to a call that
+// offers the tool, and the text answer after it quotes the tool result.
+func TestAnthropicMakesTheScriptedToolCallsThenQuotesTheLastResult(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"name":"Bash"},{"name":"Read"}]`
+	first := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,`+offer+`,"messages":[{"role":"user","content":"go"}]}`, nil)
+	evs := readSSE(t, first.Body)
+	require.Equal(t, []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}, names(evs))
+	block := evs[1].Data["content_block"].(map[string]any)
+	assert.Equal(t, "tool_use", block["type"])
+	assert.Equal(t, "Bash", block["name"])
+	assert.Equal(t, "toolu_standin01", block["id"])
+	assert.JSONEq(t, `{"command":"echo hi > f.txt"}`, evs[2].Data["delta"].(map[string]any)["partial_json"].(string))
+	assert.Equal(t, "tool_use", evs[4].Data["delta"].(map[string]any)["stop_reason"])
+
+	side := post(t, s.URL+"/v1/messages", `{"model":"m","messages":[{"role":"user","content":"title?"}]}`, nil)
+	var msg map[string]any
+	require.NoError(t, json.NewDecoder(side.Body).Decode(&msg))
+	assert.Equal(t, "text", msg["content"].([]any)[0].(map[string]any)["type"], "a call that offers no tools gets text")
+
+	second := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,`+offer+`,"messages":[{"role":"user","content":"go"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_standin01","name":"Bash","input":{}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_standin01","content":"denied by you","is_error":true}]}]}`, nil)
+	var text strings.Builder
+	for _, e := range readSSE(t, second.Body) {
+		if d, ok := e.Data["delta"].(map[string]any); ok && d["type"] == "text_delta" {
+			text.WriteString(d["text"].(string))
+		}
+	}
+	assert.Equal(t, "DONE | tool result was: is_error=true content=denied by you", text.String())
+	assert.Equal(t, []string{"is_error=true content=denied by you"}, s.ToolResults())
 }

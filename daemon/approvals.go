@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/rpc"
+)
+
+// Ask mode on the wire: the run's questions go to clients as the
+// server-to-client request agents.approve, answered with a JSON-RPC
+// response; agents.approval_decide is the same answer as a client request,
+// for a client whose JSON-RPC library cannot answer a server's request, and
+// the one way to hear that an answer was refused (a response to a request
+// cannot itself be answered).
+
+// The approval wire types; see package runs.
+type (
+	ApproveParams  = runs.ApproveParams
+	ApproveAnswer  = runs.ApproveAnswer
+	DecideResult   = runs.DecideResult
+	Approval       = runs.Approval
+	ApprovalRecord = runs.ApprovalRecord
+	RunRecord      = runs.Record
+)
+
+// ApproveMethod is the server-to-client request of ask mode.
+const ApproveMethod = "agents.approve"
+
+// Approval timeout bounds: card owns the timeout (no agent CLI bounds a
+// question within any sensible wait), so it is always set and clamped.
+const (
+	DefaultApprovalTimeoutSecs = 120
+	MaxApprovalTimeoutSecs     = 3600
+)
+
+// DecideParams are agents.approval_decide's params.
+type DecideParams struct {
+	RunID string `json:"run_id"`
+	// RequestID is the question's id, from agents.approve or the run's
+	// approval_requested event.
+	RequestID string `json:"request_id"`
+	// Decision is allow, allow_always (this tool, for the rest of the run)
+	// or deny.
+	Decision string `json:"decision" jsonschema:"enum=allow,enum=allow_always,enum=deny"`
+	// Message is told to the agent with a deny.
+	Message string `json:"message,omitempty"`
+}
+
+// Validate requires the ids and a decision that is one of the three.
+func (p *DecideParams) Validate() error {
+	if err := requireRunID(p.RunID); err != nil {
+		return err
+	}
+	if p.RequestID == "" {
+		return rpc.InvalidField("request_id", "required: the id agents.approve gave the question")
+	}
+	if err := runs.CheckDecision(p.Decision); err != nil {
+		return rpc.InvalidField("decision", "%s", err.Error())
+	}
+	return nil
+}
+
+// peerAsker puts a run's questions to one client connection.
+type peerAsker struct{ p *rpc.Peer }
+
+func (a peerAsker) ID() uint64            { return a.p.ID() }
+func (a peerAsker) Done() <-chan struct{} { return a.p.Context().Done() }
+
+func (a peerAsker) Ask(ctx context.Context, q runs.ApproveParams) (runs.ApproveAnswer, error) {
+	var ans runs.ApproveAnswer
+	err := a.p.Call(ctx, ApproveMethod, q, &ans)
+	var re *rpc.Error
+	switch {
+	case err == nil:
+		return ans, nil
+	case errors.Is(err, rpc.ErrPeerGone):
+		return ans, runs.ErrAskerGone
+	case errors.As(err, &re):
+		return ans, &runs.DeclinedError{Code: re.Code, Message: re.Message}
+	}
+	return ans, err
+}
+
+// askerOf is the connection a request came on, as an Asker; nil outside a
+// connection.
+func askerOf(ctx context.Context) runs.Asker {
+	if p := rpc.PeerFrom(ctx); p != nil {
+		return peerAsker{p}
+	}
+	return nil
+}
+
+func (d *Daemon) registerApprovals() {
+	r := d.registry
+	rpc.ServerRequest[ApproveParams, ApproveAnswer](r, ApproveMethod, rpc.Doc{
+		Summary: "Server to client: may the agent of an ask-mode run make this tool call? Answer allow, allow_always or deny.",
+		Description: "Sent to the connection that started the run; once that one is gone, to every connection following the run " +
+			"(runs.subscribe), including one that subscribes while the question waits. The first valid answer decides; the others' " +
+			"requests are withdrawn with $/cancelRequest. allow_always allows this tool by name for the rest of the run. No answer by " +
+			"expires_at (approval_timeout_secs), nobody to ask, or an error answer from every connection asked: denied. An answer " +
+			"that is not one of the three decisions leaves the question open; agents.approval_decide gives the same answer with errors.",
+	})
+	rpc.Register(r, "agents.approval_decide", rpc.Doc{
+		Summary: "Answer a question of an ask-mode run (agents.approve) with a client request instead of a response.",
+		Description: "For clients whose JSON-RPC library cannot answer a server's request, and the way to hear why an answer " +
+			"was refused: an unknown request_id (-32017), a question already decided or a run already ended (-32018), a " +
+			"connection the question was not sent to (-32019), a decision that is not allow, allow_always or deny (-32602). " +
+			"A refused answer leaves the run as it was.",
+		Errors: []int64{CodeRunNotFound, CodeApprovalNotFound, CodeApprovalClosed, CodeApprovalNotAsked},
+	}, func(ctx context.Context, p DecideParams) (DecideResult, error) {
+		conn := uint64(0)
+		if a := askerOf(ctx); a != nil {
+			conn = a.ID()
+		}
+		return d.runs.Decide(ctx, conn, p.RunID, p.RequestID, p.Decision, p.Message)
+	})
+}
+
+// approvalTimeout is a request's approval timeout, clamped, or card.toml's.
+func (d *Daemon) approvalTimeout(secs int) time.Duration {
+	if secs == 0 {
+		secs = d.cfg.ApprovalTimeoutSecs
+	}
+	return time.Duration(min(max(secs, 1), MaxApprovalTimeoutSecs)) * time.Second
+}
+
+// checkApprovalTimeout refuses approval_timeout_secs outside ask mode
+// (a client that set it expects questions it would never get) and out of
+// range.
+func checkApprovalTimeout(mode string, secs int) error {
+	if secs == 0 {
+		return nil
+	}
+	if mode != "ask" {
+		return rpc.InvalidField("approval_timeout_secs", "applies only to permission_mode ask (this run's mode is %s)", modeName(mode))
+	}
+	if secs < 1 || secs > MaxApprovalTimeoutSecs {
+		return rpc.InvalidField("approval_timeout_secs", "must be between 1 and %d seconds", MaxApprovalTimeoutSecs)
+	}
+	return nil
+}
+
+func modeName(m string) string {
+	if m == "" {
+		return "read_only"
+	}
+	return m
+}

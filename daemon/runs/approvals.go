@@ -1,0 +1,469 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/spawn"
+)
+
+// The approval broker: an ask-mode run's questions go to a client, and the
+// first valid answer decides each.
+//
+// Who is asked: the connection that started the run; once it is gone, the
+// connections following the run (runs.subscribe), including one that
+// subscribes while a question waits (an editor that reloads its window and
+// follows its run again sees the question). Only a connection a question
+// was sent to may answer it. No answer within the approval timeout, or
+// nobody to ask when the question comes, denies it; so does every asked
+// connection answering with an error instead of a decision. allow_always
+// allows the tool by name for the rest of the run, and releases the
+// questions about it still waiting. Each question and each decision is a
+// run event (approval_requested, approval_decided), kept whatever the
+// run's event bound, so the record of what was allowed is never partial.
+
+// Decisions a client may give.
+const (
+	DecisionAllow       = "allow"
+	DecisionAllowAlways = "allow_always"
+	DecisionDeny        = "deny"
+)
+
+// Decisions lists the decisions, in the order docs name them.
+var Decisions = []string{DecisionAllow, DecisionAllowAlways, DecisionDeny}
+
+// Who decided a question (Approval.By).
+const (
+	// ByClient: a client's answer.
+	ByClient = "client"
+	// ByTimeout: nobody answered within the approval timeout; denied.
+	ByTimeout = "timeout"
+	// ByRule: allowed by an earlier allow_always for the same tool.
+	ByRule = "rule"
+	// ByNoClient: there was nobody to ask, or every connection asked
+	// answered with an error; denied.
+	ByNoClient = "no_client"
+	// ByRunEnd: the run ended (cancelled, timed out, shut down) while the
+	// question waited; denied.
+	ByRunEnd = "run_ended"
+)
+
+// Event kinds of the broker.
+const (
+	EventApprovalRequested = "approval_requested"
+	EventApprovalDecided   = "approval_decided"
+)
+
+// ApproveParams are the params of agents.approve, the question the daemon
+// sends a client.
+type ApproveParams struct {
+	RunID     string `json:"run_id"`
+	RequestID string `json:"request_id"`
+	Adapter   string `json:"adapter"`
+	// Tool is the call the agent wants to make, as the agent named it.
+	Tool ToolCall `json:"tool"`
+	// Summary says in one line what the call would do.
+	Summary string `json:"summary"`
+	// ExpiresAt is when card denies the call if nobody has answered.
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ToolCall is a tool call put to a client.
+type ToolCall struct {
+	Name string `json:"name"`
+	// Input is the tool's input, a JSON object whose fields depend on the
+	// tool (Bash: command; Write: file_path, content; ...).
+	Input json.RawMessage `json:"input"`
+	// ID is the agent's id for the call, as its tool_use event carries it.
+	ID string `json:"id,omitempty"`
+}
+
+// ApproveAnswer is a client's answer to agents.approve.
+type ApproveAnswer struct {
+	// Decision is allow, allow_always (this tool, for the rest of the run)
+	// or deny.
+	Decision string `json:"decision" jsonschema:"enum=allow,enum=allow_always,enum=deny"`
+	// Message is told to the agent with a deny.
+	Message string `json:"message,omitempty"`
+}
+
+// Approval is the approval part of an approval_requested or
+// approval_decided event.
+type Approval struct {
+	RequestID   string     `json:"request_id"`
+	Summary     string     `json:"summary,omitempty"`
+	RequestedAt *time.Time `json:"requested_at,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	Decision    string     `json:"decision,omitempty"`
+	By          string     `json:"by,omitempty"`
+	// Message is what the agent was told with a deny.
+	Message   string     `json:"message,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+}
+
+// Asker is one client connection the broker can put a question to. The
+// daemon's is a WebSocket connection sending agents.approve.
+type Asker interface {
+	// ID names the connection, uniquely for the daemon's life.
+	ID() uint64
+	// Done is closed when the connection ends.
+	Done() <-chan struct{}
+	// Ask sends the question and waits for the answer. ctx ends when the
+	// question is decided otherwise; the asker then withdraws it. It
+	// returns ErrAskerGone when the connection ends first, a
+	// *DeclinedError when the client answers with an error, and any other
+	// error for an answer it could not read.
+	Ask(ctx context.Context, q ApproveParams) (ApproveAnswer, error)
+}
+
+// ErrAskerGone is an Asker's error when its connection ends before the
+// client answered.
+var ErrAskerGone = errors.New("the connection closed before it answered")
+
+// DeclinedError is a client that answered a question with an error instead
+// of a decision (one that does not serve agents.approve answers -32601).
+type DeclinedError struct {
+	Code    int64
+	Message string
+}
+
+func (e *DeclinedError) Error() string {
+	return fmt.Sprintf("answered agents.approve with error %d: %s", e.Code, e.Message)
+}
+
+// The errors of an answer given with agents.approval_decide.
+type (
+	// ApprovalNotFoundError: the run never asked a question of that id.
+	ApprovalNotFoundError struct{ RunID, RequestID string }
+	// ApprovalClosedError: the question was already decided (by a client,
+	// the timeout, a rule, or the run's end), or the run has ended.
+	ApprovalClosedError struct {
+		RunID, RequestID string
+		Decision, By     string
+	}
+	// ApprovalNotAskedError: the question was not sent to this connection.
+	ApprovalNotAskedError struct {
+		RunID, RequestID string
+		Conn             uint64
+	}
+	// BadDecisionError: a decision that is not one of Decisions.
+	BadDecisionError struct{ Decision string }
+)
+
+func (e *ApprovalNotFoundError) Error() string {
+	return fmt.Sprintf("run %s has no question %q: request_id is the one agents.approve (or the approval_requested event) gave", e.RunID, e.RequestID)
+}
+
+func (e *ApprovalClosedError) Error() string {
+	if e.RequestID == "" {
+		return fmt.Sprintf("run %s has ended; its questions were all decided (runs.get lists them)", e.RunID)
+	}
+	return fmt.Sprintf("question %s of run %s was already decided: %s by %s; an answer counts only while the question is open", e.RequestID, e.RunID, e.Decision, e.By)
+}
+
+func (e *ApprovalNotAskedError) Error() string {
+	return fmt.Sprintf("this connection may not answer question %s of run %s: a question goes to the connection that started the run, "+
+		"or, once that one is gone, to the connections following the run with runs.subscribe, and only those may answer it", e.RequestID, e.RunID)
+}
+
+func (e *BadDecisionError) Error() string {
+	return fmt.Sprintf("unknown decision %q; answer allow, allow_always or deny", e.Decision)
+}
+
+// CheckDecision refuses a decision that is not one of Decisions.
+func CheckDecision(d string) error {
+	for _, ok := range Decisions {
+		if d == ok {
+			return nil
+		}
+	}
+	return &BadDecisionError{Decision: d}
+}
+
+// DecideResult is the answer to agents.approval_decide: the decision as
+// recorded.
+type DecideResult struct {
+	RunID     string `json:"run_id"`
+	RequestID string `json:"request_id"`
+	Decision  string `json:"decision"`
+	By        string `json:"by"`
+}
+
+// approvals is one ask-mode run's broker. It is the run's spawn.Approver.
+type approvals struct {
+	runID, adapter string
+	timeout        time.Duration
+	log            *eventLog
+	logger         *zap.Logger
+	now            func() time.Time
+
+	mu       sync.Mutex
+	starter  Asker // nil when the run was started without a connection
+	watchers map[uint64]Asker
+	always   map[string]bool
+	next     int
+	open     map[string]*question
+	closed   map[string]*question
+	ended    bool
+}
+
+// question is one tool call waiting for, or given, a decision.
+type question struct {
+	params   ApproveParams
+	asked    map[uint64]Asker // every connection it was sent to
+	declined int              // of those, how many answered with an error
+	ctx      context.Context  // ends when decided: withdraws it everywhere
+	cancel   context.CancelFunc
+	done     chan struct{}
+	decision string
+	by       string
+	result   spawn.Decision
+}
+
+func newApprovals(runID, adapter string, timeout time.Duration, starter Asker, log *eventLog, logger *zap.Logger) *approvals {
+	return &approvals{runID: runID, adapter: adapter, timeout: timeout, starter: starter, log: log, logger: logger, now: time.Now,
+		watchers: map[uint64]Asker{}, always: map[string]bool{}, open: map[string]*question{}, closed: map[string]*question{}}
+}
+
+func gone(a Asker) bool {
+	select {
+	case <-a.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Approve puts one tool call to the run's clients and waits for the
+// decision (spawn.Approver).
+func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decision {
+	tool := ToolCall{Name: sq.Tool, Input: sq.Input, ID: sq.ToolUseID}
+	a.mu.Lock()
+	if a.ended {
+		a.mu.Unlock()
+		return spawn.Decision{Message: "card denied this tool call: the run has ended"}
+	}
+	a.next++
+	id := "apr_" + strconv.Itoa(a.next)
+	// Times in milliseconds, as the store keeps every other time of a run.
+	asked := a.now()
+	now := asked.UTC().Truncate(time.Millisecond)
+	deadline := asked.Add(a.timeout).UTC().Truncate(time.Millisecond)
+	q := &question{
+		params: ApproveParams{RunID: a.runID, RequestID: id, Adapter: a.adapter, Tool: tool, Summary: sq.Summary,
+			ExpiresAt: deadline},
+		asked: map[uint64]Asker{},
+		done:  make(chan struct{}),
+	}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	if a.always[sq.Tool] {
+		a.decideLocked(q, DecisionAllow, ByRule, "")
+		a.mu.Unlock()
+		return q.result
+	}
+	a.open[id] = q
+	a.log.keep(EventApprovalRequested, AgentEvent{
+		Event:    spawn.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
+		Approval: &Approval{RequestID: id, Summary: sq.Summary, RequestedAt: &now, ExpiresAt: &q.params.ExpiresAt},
+	})
+	audience := a.audienceLocked()
+	for _, c := range audience {
+		a.sendLocked(q, c)
+	}
+	if len(audience) == 0 {
+		a.decideLocked(q, DecisionDeny, ByNoClient, "card denied this tool call: nobody could be asked (the connection that started run "+
+			a.runID+" has closed and no connection follows the run with runs.subscribe)")
+	}
+	a.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(asked.Add(a.timeout)))
+	defer timer.Stop()
+	select {
+	case <-q.done:
+	case <-timer.C:
+		a.decide(q, DecisionDeny, ByTimeout, fmt.Sprintf("card denied this tool call: nobody answered within %s (approval_timeout_secs)", a.timeout))
+	case <-ctx.Done():
+		a.decide(q, DecisionDeny, ByRunEnd, "card denied this tool call: the agent stopped waiting for the answer")
+	}
+	<-q.done
+	return q.result
+}
+
+// audienceLocked is who a new question goes to: the starter while it is
+// connected, else every connection following the run.
+func (a *approvals) audienceLocked() []Asker {
+	if a.starter != nil && !gone(a.starter) {
+		return []Asker{a.starter}
+	}
+	var out []Asker
+	for _, w := range a.watchers {
+		if !gone(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// sendLocked sends q to c, once.
+func (a *approvals) sendLocked(q *question, c Asker) {
+	if _, ok := q.asked[c.ID()]; ok {
+		return
+	}
+	q.asked[c.ID()] = c
+	go a.askOne(q, c)
+}
+
+// askOne is one connection's side of one question.
+func (a *approvals) askOne(q *question, c Asker) {
+	ans, err := c.Ask(q.ctx, q.params)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var declined *DeclinedError
+	switch {
+	case q.decision != "":
+		// Decided elsewhere while this one was out; a late answer is moot.
+	case err == nil:
+		if CheckDecision(ans.Decision) != nil {
+			// Not an answer: the question stays open, for this client's
+			// agents.approval_decide, another client, or the timeout.
+			a.logger.Warn("a client answered agents.approve with no valid decision; the question stays open",
+				zap.String("run_id", a.runID), zap.String("request_id", q.params.RequestID), zap.Uint64("conn", c.ID()),
+				zap.String("decision", ans.Decision))
+			return
+		}
+		a.decideLocked(q, ans.Decision, ByClient, ans.Message)
+	case errors.Is(err, ErrAskerGone):
+		if a.starter != nil && c.ID() == a.starter.ID() {
+			for _, w := range a.watchers {
+				if !gone(w) {
+					a.sendLocked(q, w)
+				}
+			}
+		}
+	case errors.As(err, &declined):
+		q.declined++
+		a.logger.Info("a client declined to answer a question", zap.String("run_id", a.runID),
+			zap.String("request_id", q.params.RequestID), zap.Uint64("conn", c.ID()), zap.Error(err))
+		if q.declined == len(q.asked) {
+			a.decideLocked(q, DecisionDeny, ByNoClient, fmt.Sprintf("card denied this tool call: no client could answer "+
+				"(connection %d %s)", c.ID(), declined.Error()))
+		}
+	default:
+		a.logger.Warn("could not read a client's answer to agents.approve; the question stays open", zap.String("run_id", a.runID),
+			zap.String("request_id", q.params.RequestID), zap.Uint64("conn", c.ID()), zap.Error(err))
+	}
+}
+
+func (a *approvals) decide(q *question, decision, by, message string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.decideLocked(q, decision, by, message)
+}
+
+// decideLocked records q's decision unless it has one; the first wins.
+func (a *approvals) decideLocked(q *question, decision, by, message string) bool {
+	if q.decision != "" {
+		return false
+	}
+	q.decision, q.by = decision, by
+	allow := decision != DecisionDeny
+	if allow {
+		message = ""
+	} else if message == "" {
+		message = "The user denied this tool call."
+	}
+	q.result = spawn.Decision{Allow: allow, Message: message}
+	id := q.params.RequestID
+	delete(a.open, id)
+	a.closed[id] = q
+	now := a.now().UTC().Truncate(time.Millisecond)
+	a.log.keep(EventApprovalDecided, AgentEvent{
+		Event:    spawn.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
+		Approval: &Approval{RequestID: id, Decision: decision, By: by, Message: message, DecidedAt: &now},
+	})
+	close(q.done)
+	q.cancel()
+	if decision == DecisionAllowAlways {
+		tool := q.params.Tool.Name
+		a.always[tool] = true
+		for _, other := range a.open {
+			if other.params.Tool.Name == tool {
+				a.decideLocked(other, DecisionAllow, ByRule, "")
+			}
+		}
+	}
+	return true
+}
+
+// answer is a decision given with agents.approval_decide by connection
+// conn.
+func (a *approvals) answer(conn uint64, requestID, decision, message string) (DecideResult, error) {
+	if err := CheckDecision(decision); err != nil {
+		return DecideResult{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q, ok := a.open[requestID]
+	if !ok {
+		if c, ok := a.closed[requestID]; ok {
+			return DecideResult{}, &ApprovalClosedError{RunID: a.runID, RequestID: requestID, Decision: c.decision, By: c.by}
+		}
+		return DecideResult{}, &ApprovalNotFoundError{RunID: a.runID, RequestID: requestID}
+	}
+	if _, asked := q.asked[conn]; !asked {
+		return DecideResult{}, &ApprovalNotAskedError{RunID: a.runID, RequestID: requestID, Conn: conn}
+	}
+	a.decideLocked(q, decision, ByClient, message)
+	return DecideResult{RunID: a.runID, RequestID: requestID, Decision: decision, By: ByClient}, nil
+}
+
+// watch adds a connection following the run; while the starter is gone it
+// is sent every question still waiting. The returned function removes it.
+func (a *approvals) watch(c Asker) func() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.watchers[c.ID()] = c
+	if a.starter == nil || gone(a.starter) {
+		for _, q := range a.open {
+			a.sendLocked(q, c)
+		}
+	}
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.watchers[c.ID()] == c {
+			delete(a.watchers, c.ID())
+		}
+	}
+}
+
+// end denies every question still waiting and refuses new ones; the run
+// calls it once its agent is gone, before its terminal event, so every
+// question's decision is in the run's record.
+func (a *approvals) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ended = true
+	for _, q := range a.open {
+		a.decideLocked(q, DecisionDeny, ByRunEnd, "card denied this tool call: the run ended before anyone answered")
+	}
+}
+
+// maxEventInput bounds a tool input recorded in an approval_requested event
+// (the client's question carries it whole): a Write of a large file would
+// otherwise put the file into the run's history.
+const maxEventInput = 64 << 10
+
+func boundedInput(in json.RawMessage) json.RawMessage {
+	if len(in) > maxEventInput || !json.Valid(in) {
+		return nil
+	}
+	return in
+}

@@ -1,0 +1,115 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
+)
+
+// Watch makes c one of the connections a live ask-mode run's questions go
+// to once the connection that started it is gone, until the returned
+// function is called (the daemon does for as long as c follows the run). It
+// does nothing for a run that does not ask.
+func (m *Manager) Watch(id string, c Asker) func() {
+	lr := m.lookup(id)
+	if lr == nil || lr.approvals == nil {
+		return func() {}
+	}
+	return lr.approvals.watch(c)
+}
+
+// Decide records the decision connection conn gives for a question of a
+// live run (agents.approval_decide). The first decision wins; a later one,
+// one for a question never asked or not asked of conn, or one that is not
+// a decision, is refused with a typed error and changes nothing.
+func (m *Manager) Decide(ctx context.Context, conn uint64, runID, requestID, decision, message string) (DecideResult, error) {
+	if err := CheckDecision(decision); err != nil {
+		return DecideResult{}, err
+	}
+	lr := m.lookup(runID)
+	if lr == nil {
+		run, err := m.store.Get(ctx, runID)
+		if err != nil {
+			return DecideResult{}, notFound(runID, err)
+		}
+		if run.PermissionMode == string(spawn.ModeAsk) {
+			return DecideResult{}, &ApprovalClosedError{RunID: runID}
+		}
+		return DecideResult{}, &ApprovalNotFoundError{RunID: runID, RequestID: requestID}
+	}
+	if lr.approvals == nil {
+		return DecideResult{}, &ApprovalNotFoundError{RunID: runID, RequestID: requestID}
+	}
+	return lr.approvals.answer(conn, requestID, decision, message)
+}
+
+// Record is runs.get's answer: the recorded run and, for an ask-mode run,
+// every question it asked with its decision, in the order asked.
+type Record struct {
+	store.Run
+	Approvals []ApprovalRecord `json:"approvals,omitempty"`
+}
+
+// ApprovalRecord is one question of a run and its decision (absent while it
+// waits).
+type ApprovalRecord struct {
+	Tool ToolCall `json:"tool"`
+	Approval
+}
+
+// approvalKinds are the events a run's approvals are read back from.
+var approvalKinds = []string{EventApprovalRequested, EventApprovalDecided}
+
+// approvalRecords folds approval events, in seq order, into one record
+// per question. A rule's decision has no question event before it.
+func approvalRecords(payloads []json.RawMessage) []ApprovalRecord {
+	var out []ApprovalRecord
+	index := map[string]int{}
+	for _, raw := range payloads {
+		var ev AgentEvent
+		if json.Unmarshal(raw, &ev) != nil || ev.Approval == nil {
+			continue
+		}
+		ap := *ev.Approval
+		i, ok := index[ap.RequestID]
+		if !ok {
+			rec := ApprovalRecord{Approval: Approval{RequestID: ap.RequestID}}
+			if ev.Tool != nil {
+				rec.Tool = ToolCall{Name: ev.Tool.Name, ID: ev.Tool.ID, Input: ev.Tool.Input}
+			}
+			out = append(out, rec)
+			i = len(out) - 1
+			index[ap.RequestID] = i
+		}
+		r := &out[i]
+		switch ev.Kind {
+		case EventApprovalRequested:
+			r.Summary, r.RequestedAt, r.ExpiresAt = ap.Summary, ap.RequestedAt, ap.ExpiresAt
+		case EventApprovalDecided:
+			r.Decision, r.By, r.Message, r.DecidedAt = ap.Decision, ap.By, ap.Message, ap.DecidedAt
+		}
+	}
+	return out
+}
+
+// approvalsOf reads a run's approvals: a live run's from memory (the store
+// may lag), a finished one's from the store.
+func (m *Manager) approvalsOf(ctx context.Context, id string) ([]ApprovalRecord, error) {
+	var payloads []json.RawMessage
+	if lr := m.lookup(id); lr != nil {
+		for _, e := range lr.log.ofKinds(approvalKinds...) {
+			payloads = append(payloads, e.raw)
+		}
+		return approvalRecords(payloads), nil
+	}
+	evs, err := m.store.EventsOfKinds(ctx, id, approvalKinds...)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range evs {
+		payloads = append(payloads, e.Payload)
+	}
+	return approvalRecords(payloads), nil
+}

@@ -1,0 +1,217 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Server-to-client requests: the daemon asks a client something and waits
+// for its JSON-RPC response on the same connection (agents.approve asks
+// whether an agent may make a tool call).
+//
+// The ids are the server's own, strings "card-<n>" numbered per connection,
+// and they live in a namespace of their own: a request and a response are
+// told apart by the presence of "method", so the client's ids for its own
+// requests cannot collide with them. A response is matched to its request
+// by the stream before jsonrpc2 sees the frame (jsonrpc2 would drop it as an
+// answer to a call it never made), and is never answered: JSON-RPC answers
+// requests, not responses.
+
+// ServerRequestIDPrefix starts the id of every request the server sends.
+const ServerRequestIDPrefix = "card-"
+
+// ErrPeerGone is Call's error when the connection ends before the client
+// answered.
+var ErrPeerGone = errors.New("the client's connection closed before it answered")
+
+// BadResultError is a client's success response whose result does not fit
+// the caller's type. The request is answered, wrongly: the caller decides
+// what a wrong answer means.
+type BadResultError struct {
+	Method string
+	Result json.RawMessage
+	Err    error
+}
+
+func (e *BadResultError) Error() string {
+	return fmt.Sprintf("the client's answer to %s does not fit: %v", e.Method, e.Err)
+}
+
+func (e *BadResultError) Unwrap() error { return e.Err }
+
+// outgoing is one connection's table of requests the server sent and has
+// not had answered.
+type outgoing struct {
+	write func([]byte) error
+	done  <-chan struct{} // the connection's end
+	log   *zap.Logger
+
+	mu      sync.Mutex
+	next    uint64
+	pending map[string]chan response
+}
+
+// response is a client's answer: exactly one of result and err.
+type response struct {
+	result json.RawMessage
+	err    *wireError
+}
+
+func newOutgoing(write func([]byte) error, done <-chan struct{}, log *zap.Logger) *outgoing {
+	return &outgoing{write: write, done: done, log: log, pending: map[string]chan response{}}
+}
+
+func (o *outgoing) register() (string, chan response) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.next++
+	id := ServerRequestIDPrefix + strconv.FormatUint(o.next, 10)
+	ch := make(chan response, 1)
+	o.pending[id] = ch
+	return id, ch
+}
+
+// forget drops a request nobody waits for any more; a late answer to it is
+// then ignored.
+func (o *outgoing) forget(id string) {
+	o.mu.Lock()
+	delete(o.pending, id)
+	o.mu.Unlock()
+}
+
+// deliver hands a response to the request waiting for it and reports
+// whether one was.
+func (o *outgoing) deliver(id string, r response) bool {
+	o.mu.Lock()
+	ch, ok := o.pending[id]
+	delete(o.pending, id)
+	o.mu.Unlock()
+	if ok {
+		ch <- r // buffered: one answer per request
+	}
+	return ok
+}
+
+type outRequest struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      string `json:"id"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+type outNotification struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+// Call sends a request to this client and waits for its response. The
+// result is decoded into result (which may be nil); a decode failure is a
+// *BadResultError. An error response comes back as *Error, the end of the
+// connection as ErrPeerGone. When ctx ends first, the client is told with
+// the notification $/cancelRequest {"id": <the request's id>}, as the
+// Language Server Protocol does, so it can withdraw whatever it shows its
+// user, and Call returns ctx's error; an answer that arrives after that is
+// ignored.
+func (p *Peer) Call(ctx context.Context, method string, params, result any) error {
+	o := p.out
+	if o == nil {
+		return errors.New("rpc: this peer is not a connection and cannot be sent requests")
+	}
+	select {
+	case <-o.done:
+		return ErrPeerGone
+	default:
+	}
+	id, ch := o.register()
+	frame, err := json.Marshal(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params})
+	if err != nil {
+		o.forget(id)
+		return fmt.Errorf("rpc: encode the params of %s: %w", method, err)
+	}
+	if err := o.write(frame); err != nil {
+		o.forget(id)
+		select {
+		case <-o.done:
+			return ErrPeerGone
+		default:
+		}
+		return fmt.Errorf("rpc: send %s: %w", method, err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			e := &Error{Code: r.err.Code, Message: r.err.Message}
+			if len(r.err.Data) > 0 {
+				e.Data = r.err.Data
+			}
+			return e
+		}
+		if result == nil {
+			return nil
+		}
+		if err := json.Unmarshal(r.result, result); err != nil {
+			return &BadResultError{Method: method, Result: r.result, Err: err}
+		}
+		return nil
+	case <-ctx.Done():
+		o.forget(id)
+		notice, _ := json.Marshal(outNotification{JSONRPC: "2.0", Method: CancelRequestMethod, Params: map[string]string{"id": id}})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := o.write(notice); err != nil {
+				o.log.Debug("could not withdraw a request from the client", zap.String("id", id), zap.Error(err))
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(cancelNoticeTimeout):
+		}
+		return ctx.Err()
+	case <-o.done:
+		o.forget(id)
+		return ErrPeerGone
+	}
+}
+
+// takeResponse routes a frame that is a response (an id, exactly one of
+// result and error, no method) to the request it answers, and reports
+// whether the frame was a response at all. A response nobody waits for (a
+// late answer to a withdrawn request, or an id the server never sent) is
+// dropped with a debug line: JSON-RPC has no way to answer a response.
+func (s *frameStream) takeResponse(fields map[string]json.RawMessage) bool {
+	if _, hasMethod := fields["method"]; hasMethod {
+		return false
+	}
+	id, hasID := fields["id"]
+	result, hasResult := fields["result"]
+	rawErr, hasErr := fields["error"]
+	if !hasID || hasResult == hasErr {
+		return false
+	}
+	var key string
+	if s.out == nil || json.Unmarshal(id, &key) != nil {
+		s.log.Debug("ignoring a response to no request of the server's", zap.ByteString("id", id))
+		return true
+	}
+	r := response{result: result}
+	if hasErr {
+		var we wireError
+		if err := json.Unmarshal(rawErr, &we); err != nil || we.Message == "" {
+			we = wireError{Code: we.Code, Message: "the client answered with an error object that has no message: " + string(rawErr)}
+		}
+		r = response{err: &we}
+	}
+	if !s.out.deliver(key, r) {
+		s.log.Debug("ignoring a response to no waiting request of the server's (withdrawn or never sent)", zap.String("id", key))
+	}
+	return true
+}

@@ -1,0 +1,74 @@
+package rpc
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// ServerRequestInfo documents a request the server sends a client, whose
+// params are Params and whose answer the client must shape as Result.
+type ServerRequestInfo struct {
+	Name   string
+	Doc    Doc
+	Params reflect.Type
+	Result reflect.Type
+}
+
+// OpenRPCServerRequest is a server-to-client request in x-server-requests:
+// shaped like a method, with the roles reversed (the server sends the
+// params, the client answers with the result).
+type OpenRPCServerRequest struct {
+	Name           string              `json:"name"`
+	Summary        string              `json:"summary"`
+	Description    string              `json:"description,omitempty"`
+	ParamStructure string              `json:"paramStructure"`
+	Params         []ContentDescriptor `json:"params"`
+	Result         ContentDescriptor   `json:"result"`
+}
+
+// ServerRequest documents a request the server sends with params P, which a
+// client answers with a result R. Like a method, it cannot be documented
+// without a summary or twice.
+func ServerRequest[P, R any](r *Registry, name string, doc Doc) {
+	if strings.TrimSpace(doc.Summary) == "" {
+		panic(fmt.Sprintf("rpc: server request %q registered without a summary", name))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, have := range r.serverRequests {
+		if have.Name == name {
+			panic(fmt.Sprintf("rpc: server request %q registered twice", name))
+		}
+	}
+	r.serverRequests = append(r.serverRequests, ServerRequestInfo{Name: name, Doc: doc, Params: reflect.TypeFor[P](), Result: reflect.TypeFor[R]()})
+}
+
+// ServerRequests lists the documented server-to-client requests.
+func (r *Registry) ServerRequests() []ServerRequestInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]ServerRequestInfo(nil), r.serverRequests...)
+}
+
+// serverRequestsDoc describes the server's requests for rpc.discover. The
+// params are open (the server writes them and may add fields); the result
+// is closed, like a method's params, since the client writes it.
+func (sb *schemaBuilder) serverRequestsDoc(list []ServerRequestInfo) ([]OpenRPCServerRequest, error) {
+	var out []OpenRPCServerRequest
+	for _, q := range list {
+		params, err := sb.params(q.Params, true)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.discover: params of server request %s: %w", q.Name, err)
+		}
+		result, err := sb.reflect(sb.strict, q.Result)
+		if err != nil {
+			return nil, fmt.Errorf("rpc.discover: result of server request %s: %w", q.Name, err)
+		}
+		out = append(out, OpenRPCServerRequest{
+			Name: q.Name, Summary: q.Doc.Summary, Description: q.Doc.Description,
+			ParamStructure: "by-name", Params: params, Result: ContentDescriptor{Name: "result", Schema: result},
+		})
+	}
+	return out, nil
+}
