@@ -17,9 +17,11 @@ import (
 
 // DetectParams are agents.detect's params (and its CAR aliases').
 type DetectParams struct {
-	// IncludeHealth adds each adapter's health (cached for 30 s).
+	// IncludeHealth adds each adapter's health (cached for 30 s, except on
+	// a refresh).
 	IncludeHealth bool `json:"include_health,omitempty"`
-	// Refresh re-detects instead of serving the cached answer.
+	// Refresh re-detects instead of serving the cached answer, and checks
+	// health again with include_health.
 	Refresh bool `json:"refresh,omitempty"`
 	// InvokedBy is the calling host's own adapter id; adapters this caller
 	// could not spawn carry spawn_block_reason.
@@ -28,14 +30,15 @@ type DetectParams struct {
 
 // HealthParams are agents.health_external's params.
 type HealthParams struct {
-	// ID asks for one adapter; without it the answer is an array of all.
+	// ID asks for one adapter; without it the answer is an array of every
+	// detected (installed) adapter.
 	ID string `json:"id,omitempty"`
 	// Force bypasses the 30 s cache.
 	Force bool `json:"force,omitempty"`
 }
 
 // HealthAnswer is agents.health_external's result: one adapter's health with
-// id, every adapter's without.
+// id, every detected adapter's without.
 type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
 
 // DetectionCacheFileName is where, in the home, detection keeps what
@@ -48,32 +51,39 @@ const DetectionCacheFileName = "detection.json"
 // dirs, because a supervisor-started daemon sees only /usr/bin:/bin. The
 // login shell is asked by the detector when it first detects, not here: a
 // heavy profile takes a quarter of a second or more, and the daemon is
-// ready without it.
+// ready without it. login_shell_path = false drops only the login shell:
+// the well-known dirs are card's own list, and they are listed again before
+// every detection so a CLI installed after startup is found on refresh.
 func newDetector(cfg Config, env map[string]string, home string, log *zap.Logger) *detect.Detector {
 	getenv := func(k string) string { return env[k] }
 	userHome := env["HOME"]
 	opts := detect.Options{
+		Search:       detect.BareSearchPath(env, userHome),
+		WellKnown:    func() []string { return detect.WellKnownDirs(userHome, getenv) },
 		Home:         userHome,
 		Env:          env,
 		Getenv:       getenv,
 		Pins:         map[string]string{},
+		Adapters:     map[string]detect.AdapterSettings{},
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
-		Quick:        true,
-		CacheFile:    filepath.Join(home, DetectionCacheFileName),
-		Logf:         func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
+		// probe_timeout_secs is documented as the bound of every probe, the
+		// sign-in checks included: an operator on a slow machine raises one
+		// number, not two.
+		HealthTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
+		Quick:         true,
+		CacheFile:     filepath.Join(home, DetectionCacheFileName),
+		Logf:          func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
 	}
 	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
-		opts.Search = detect.BaseSearchPath(env, userHome)
 		opts.ResolveSearch = func(ctx context.Context) detect.SearchPath {
 			return detect.ResolveSearchPath(ctx, env, userHome)
 		}
-	} else {
-		opts.Search = detect.NewSearchPath(env["PATH"])
 	}
 	for id, a := range cfg.Adapters {
 		if a.Bin != "" {
 			opts.Pins[id] = a.Bin
 		}
+		opts.Adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
 	}
 	return detect.New(opts)
 }
@@ -105,33 +115,37 @@ func (d *Daemon) setupAgents() error {
 		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
 	}()
 
-	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
+	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
-		Description: detectDoc + " Served from the cache unless `refresh`, which runs every CLI's `--version` again. Right after the daemon starts, versions come from what the previous daemon learned by running each CLI (kept while the CLI's files are unchanged) or from the CLI's own npm package.json, and are confirmed by running the CLIs in the background.",
+		Description: detectDoc + " Served from the cache unless `refresh`, which runs every CLI's `--version` again and, with `include_health`, checks health again too. Right after the daemon starts, versions come from what the previous daemon learned by running each CLI (kept while the CLI's files are unchanged) or from the CLI's own npm package.json, and are confirmed by running the CLIs in the background.",
 	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
 	rpc.Fast(d.registry, "agents.detect", d.detectFromMemory)
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
+		Access:      rpc.AccessRead,
+		Summary:     "CAR's name for the cached detection: agents.detect without re-detecting (unless `refresh`), health from its 30 s cache.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
 	rpc.Fast(d.registry, "agents.list_external", d.detectFromMemory)
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
+		Access:      rpc.AccessRead,
+		Summary:     "CAR's name for a fresh detection: re-detects every time, and with `include_health` checks health again instead of serving the 30 s cache, so a CLI just installed or signed in reads right at once.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, true)
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
-		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
+		Description: "With `id`, one ExternalAgentHealth (an adapter that is not installed answers not_executable saying how to install or pin it); without, an array for every detected adapter, as CAR defines it. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`. `details.auth_method` (subscription, api_key or cloud) and `details.auth_source` say how a ready adapter signs in.",
 	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
-			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthAll(ctx, p.Force)), nil
+			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthDetected(ctx, p.Force)), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
@@ -142,11 +156,13 @@ func (d *Daemon) setupAgents() error {
 	return nil
 }
 
-// detectAgents answers agents.detect and its aliases. The answer without
+// detectAgents answers the three detection methods. The answer without
 // health is encoded once per detection and caller (the guard's verdicts
 // depend on invoked_by) and reused until detection changes: a host that
 // polls the list must not cost the daemon an encoding of every spec each
-// time.
+// time. refresh re-detects and, with include_health, checks health again
+// rather than serving its cache: a caller that asked for a fresh answer
+// after installing or signing in must not read the state from before.
 func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
 	cacheable := !p.IncludeHealth && d.detectJSON.keyable(p.InvokedBy)
 	if !refresh {
@@ -156,7 +172,7 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 	}
 	specs, gen := d.detector.DetectGen(ctx, refresh)
 	if p.IncludeHealth {
-		specs = d.detector.WithHealth(ctx, specs, false)
+		specs = d.detector.WithHealth(ctx, specs, refresh)
 	}
 	e, err := rpc.Encode(d.guardVerdicts(specs, p.InvokedBy))
 	if err == nil && cacheable {
@@ -185,6 +201,7 @@ func (d *Daemon) guardVerdicts(specs []detect.ExternalAgentSpec, invokedBy strin
 		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
 			specs[i].SpawnBlockReason = r.Error()
 		}
+		specs[i] = specs[i].WithCompatHealth()
 	}
 	return specs
 }

@@ -38,6 +38,15 @@ type Options struct {
 	// Pins maps adapter id → binary path from card.toml. The environment
 	// variable (Descriptor.PinEnv) wins over it.
 	Pins map[string]string
+	// Adapters holds, by adapter id, the operator's card.toml args and env
+	// that every run of the adapter carries. Health reads sign-in through
+	// them: a key set only in [adapters.<id>] env is one the runs have.
+	Adapters map[string]AdapterSettings
+	// WellKnown, when set, lists the well-known install directories (see
+	// WellKnownDirs). It is called before every detection and the path
+	// grows by what it adds, so a CLI installed after startup into a
+	// directory that did not exist then is found on refresh.
+	WellKnown func() []string
 	// ProbeTimeout bounds each `--version` probe; HealthTimeout each status
 	// command; HealthTTL how long a health answer is reused.
 	ProbeTimeout, HealthTimeout, HealthTTL time.Duration
@@ -85,14 +94,18 @@ type Detector struct {
 	wg     sync.WaitGroup
 
 	cache *versionCache // nil without a CacheFile
-	// search is the current search path; a detection reads it once when
-	// it starts.
-	search atomic.Pointer[SearchPath]
-	// searchResolved is set once ResolveSearch has run (or there is none).
+	// searchResolved is set once ResolveSearch has run (or there is none);
+	// searchMu lets one caller run it at a time.
 	searchResolved atomic.Bool
 	searchMu       sync.Mutex
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// search is the current search path (see Options.WellKnown and
+	// Options.ResolveSearch); a detection reads it once when it starts.
+	search SearchPath
+	// skipped holds, by adapter id, the installs the last detection saw
+	// in a scratch directory and did not use.
+	skipped   map[string][]string
 	specs     []ExternalAgentSpec
 	haveSpecs bool
 	// gen counts the detections stored in specs (0: none yet), so a caller
@@ -145,14 +158,14 @@ func New(opts Options) *Detector {
 		opts:    opts,
 		base:    base,
 		cancel:  cancel,
+		search:  opts.Search.clone(),
+		skipped: map[string][]string{},
 		health:  map[string]healthEntry{},
 		probing: map[string]*flight[ExternalAgentHealth]{},
 	}
 	if opts.CacheFile != "" {
 		d.cache = newVersionCache(opts.CacheFile, opts.Logf)
 	}
-	search := opts.Search
-	d.search.Store(&search)
 	d.searchResolved.Store(opts.ResolveSearch == nil)
 	return d
 }
@@ -163,11 +176,6 @@ func (d *Detector) Close() {
 	d.cancel()
 	d.wg.Wait()
 }
-
-// SearchPath is the path probes use; spawns should use the same. Before
-// the first detection it may still be the provisional one (see
-// Options.ResolveSearch).
-func (d *Detector) SearchPath() SearchPath { return *d.search.Load() }
 
 func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
 
@@ -263,25 +271,29 @@ func cloneSpecs(in []ExternalAgentSpec) []ExternalAgentSpec {
 }
 
 // detectAll detects every adapter concurrently, on the search path as it
-// is when it starts.
+// is when it starts, grown by the well-known directories that appeared.
 func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgentSpec {
-	search := d.SearchPath()
+	search := d.refreshSearch()
 	results := make([]*ExternalAgentSpec, len(registry))
+	skipped := make([][]string, len(registry))
 	var wg sync.WaitGroup
 	for i, desc := range registry {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = d.detectOne(ctx, run, search, desc)
+			results[i], skipped[i] = d.detectOne(ctx, run, search, desc)
 		}()
 	}
 	wg.Wait()
 	var out []ExternalAgentSpec
-	for _, r := range results {
+	d.mu.Lock()
+	for i, r := range results {
 		if r != nil {
 			out = append(out, *r)
 		}
+		d.skipped[registry[i].ID] = skipped[i]
 	}
+	d.mu.Unlock()
 	return out
 }
 
@@ -292,7 +304,7 @@ func (d *Detector) pin(desc Descriptor) (name, value string, ok bool) {
 		return desc.PinEnv, v, true
 	}
 	if v := strings.TrimSpace(d.opts.Pins[desc.ID]); v != "" {
-		return "card.toml pins." + desc.ID, v, true
+		return "card.toml [adapters." + desc.ID + "] bin", v, true
 	}
 	return "", "", false
 }
@@ -300,7 +312,7 @@ func (d *Detector) pin(desc Descriptor) (name, value string, ok bool) {
 func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 	kind := AuthKindUnknown
 	if desc.AuthKind != nil {
-		kind = desc.AuthKind(AuthInput{Home: d.opts.Home, Getenv: d.opts.Getenv, GOOS: d.opts.GOOS})
+		kind = desc.AuthKind(AuthInput{Home: d.opts.Home, Getenv: d.adapterGetenv(desc.ID), GOOS: d.opts.GOOS, Args: d.opts.Adapters[desc.ID].Args})
 	}
 	return ExternalAgentSpec{
 		ID:                  desc.ID,
@@ -313,8 +325,9 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 	}
 }
 
-// detectOne resolves one adapter; nil means not installed.
-func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchPath, desc Descriptor) *ExternalAgentSpec {
+// detectOne resolves one adapter on search; nil means not installed. It
+// also returns the installs it skipped for being in a scratch directory.
+func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchPath, desc Descriptor) (*ExternalAgentSpec, []string) {
 	spec := d.baseSpec(desc)
 	pathValue := search.PATH()
 
@@ -326,21 +339,21 @@ func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchP
 		if err != nil {
 			spec.BinaryPath = value
 			spec.Execution = Unusable(err.Error(), d.unixNow())
-			return &spec
+			return &spec, nil
 		}
 		spec.BinaryPath = path
 		r := d.versionOf(ctx, run, desc, path, pathValue)
 		if !r.runs {
 			spec.Execution = Unusable(fmt.Sprintf("pinned by %s: %s", pinName, r.reason), d.unixNow())
-			return &spec
+			return &spec, nil
 		}
 		spec.Version = r.version
-		return &spec
+		return &spec, nil
 	}
 
-	cands := findCandidates(desc.Binary, search, d.opts.ScratchDirs)
+	cands, skipped := findCandidates(desc.Binary, search, d.opts.ScratchDirs)
 	if len(cands) == 0 {
-		return nil
+		return nil, skipped
 	}
 	idx, results := d.firstRunnable(ctx, run, desc, cands, pathValue)
 	if idx < 0 {
@@ -357,12 +370,12 @@ func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchP
 			reason = fmt.Sprintf("none of %d installs of %s runs: %s", len(reasons), desc.Binary, strings.Join(reasons, "; "))
 		}
 		spec.Execution = Unusable(reason, d.unixNow())
-		return &spec
+		return &spec, skipped
 	}
 	spec.BinaryPath = cands[idx].path
 	spec.Source = cands[idx].source
 	spec.Version = results[idx].version
-	return &spec
+	return &spec, skipped
 }
 
 type versionResult struct {

@@ -72,46 +72,6 @@ func (r *detectRun) commit() {
 	}
 }
 
-// searchKey names what the search path was resolved from: a cached path
-// stands only for the same starting PATH, shell and home.
-func (d *Detector) searchKey() string {
-	return searchDigest(d.opts.Search.PATH() + "\x00" + d.opts.Env["SHELL"] + "\x00" + d.opts.Home)
-}
-
-// resolveSearch runs ResolveSearch once, keeping its answer as the search
-// path (and in the cache, for the next start).
-func (d *Detector) resolveSearch(ctx context.Context) {
-	if d.searchResolved.Load() {
-		return
-	}
-	d.searchMu.Lock()
-	defer d.searchMu.Unlock()
-	if d.searchResolved.Load() {
-		return
-	}
-	sp := d.opts.ResolveSearch(ctx)
-	if ctx.Err() != nil {
-		return
-	}
-	d.search.Store(&sp)
-	d.searchResolved.Store(true)
-	if d.cache != nil {
-		d.cache.setSearch(d.searchKey(), sp)
-	}
-}
-
-// useCachedSearch takes the search path resolved at the last start, if it
-// was resolved from the same inputs; otherwise it resolves it now.
-func (d *Detector) useCachedSearch() {
-	if d.cache != nil {
-		if sp, ok := d.cache.searchPath(d.searchKey()); ok {
-			d.search.Store(&sp)
-			return
-		}
-	}
-	d.resolveSearch(d.base)
-}
-
 // confirm runs every install again, one probe at a time so it does not
 // compete with the daemon's clients for the CPU, after a detection that
 // answered from the cache or the install's files (or on a search path the

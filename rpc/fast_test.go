@@ -24,7 +24,7 @@ func fastServer(t *testing.T, maxInFlight int) (st *serverTest, handler, fast *a
 	t.Helper()
 	handler, fast = &atomic.Int32{}, &atomic.Int32{}
 	r := NewRegistry()
-	Register(r, "list", Doc{Summary: "A list, cached or not."}, func(ctx context.Context, p fastParams) ([]string, error) {
+	Register(r, "list", Doc{Summary: "A list, cached or not.", Access: AccessRead}, func(ctx context.Context, p fastParams) ([]string, error) {
 		handler.Add(1)
 		return []string{"slow"}, nil
 	})
@@ -39,7 +39,7 @@ func fastServer(t *testing.T, maxInFlight int) (st *serverTest, handler, fast *a
 		return []string{"fast"}, true
 	})
 	r.Alias("list_alias", "list")
-	Register(r, "sleep", Doc{Summary: "Sleep a while."}, func(ctx context.Context, _ struct{}) (bool, error) {
+	Register(r, "sleep", Doc{Summary: "Sleep a while.", Access: AccessRead}, func(ctx context.Context, _ struct{}) (bool, error) {
 		time.Sleep(time.Second)
 		return true, nil
 	})
@@ -111,7 +111,7 @@ func TestAConnectionAtItsCapIsRefusedEvenAFastAnswer(t *testing.T) {
 
 func TestFastWithOtherTypesThanTheHandlersPanicsAtRegistration(t *testing.T) {
 	r := NewRegistry()
-	Register(r, "m", Doc{Summary: "m"}, func(ctx context.Context, p fastParams) ([]string, error) { return nil, nil })
+	Register(r, "m", Doc{Summary: "m", Access: AccessRead}, func(ctx context.Context, p fastParams) ([]string, error) { return nil, nil })
 	require.Panics(t, func() {
 		Fast(r, "m", func(ctx context.Context, p fastParams) (string, bool) { return "", false })
 	})

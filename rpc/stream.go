@@ -334,6 +334,14 @@ func (s *frameStream) parseRequest(raw []byte) (req *request, errAnswer []byte) 
 	if !idValid {
 		return nil, errorAnswer(nil, CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
 	}
+	if p := env.Params; len(p) > 0 && p[0] == '{' {
+		if field, dup := duplicateParam(p); dup {
+			if env.ID == nil {
+				return nil, nil // bad params: the notification is not run, and gets no answer
+			}
+			return nil, invalidParamsAnswer(answerID, field, duplicateMessage)
+		}
+	}
 	return &request{id: id, method: method, params: json.RawMessage(env.Params)}, nil
 }
 
@@ -503,6 +511,18 @@ func (s *frameStream) answerResult(req *request, result []byte) (flushed <-chan 
 		answerBufs.Put(bp)
 	}
 	return sent, err
+}
+
+// invalidParamsAnswer is the -32602 the registry would give for field,
+// for the params checks the stream makes before the registry sees them.
+func invalidParamsAnswer(id json.RawMessage, field, message string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	data, _ := json.Marshal(map[string]string{"field": field})
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: CodeInvalidParams,
+		Message: "invalid params: " + field + ": " + message, Data: data}})
+	return b
 }
 
 func joinBatch(answers []json.RawMessage) []byte {

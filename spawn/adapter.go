@@ -94,12 +94,18 @@ func Build(bin string, req Request) (Plan, error) {
 	if err := CheckExtras(req.Adapter, req.Extras); err != nil {
 		return Plan{}, err
 	}
+	if len(req.Images) > 0 && !a.Capabilities.Images {
+		return Plan{}, errUnsupported("attachments", req.Adapter, a.NoImages)
+	}
 	ask := req.EffectiveMode() == ModeAsk
 	if ask && !a.Capabilities.Ask {
 		return Plan{}, errUnsupported("permission_mode", req.Adapter, "ask: "+a.NoAsk)
 	}
 	p, err := a.Build(bin, req)
-	if err == nil && ask != (p.Ask != nil) {
+	if err != nil {
+		return Plan{}, err
+	}
+	if ask != (p.Ask != nil) {
 		// A builder that ignored ask would run the agent in some other
 		// mode the client never chose; one that asks unasked would hang.
 		what := "no ask channel"
@@ -108,7 +114,16 @@ func Build(bin string, req Request) (Plan, error) {
 		}
 		return Plan{}, fmt.Errorf("spawn: the %s builder gave permission_mode %s a plan with %s", req.Adapter, req.EffectiveMode(), what)
 	}
-	return p, err
+	if err := withMCP(&p, req); err != nil {
+		return Plan{}, err
+	}
+	if err := p.delivers(req.Images); err != nil {
+		// Capabilities.Images is what clients are told; a builder that
+		// dropped an image would make it a lie.
+		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
+	}
+	p.MaxAPIRetries = req.APIRetries()
+	return p, nil
 }
 
 // Plan is everything needed to start one agent run, decided before any
@@ -129,6 +144,17 @@ type Plan struct {
 	Files []PlanFile
 	// Ask is how the agent asks about tool calls; set in ask mode only.
 	Ask *AskPlan
+	// Input is how the prompt reaches stdin when the plan adds to it (the
+	// request's images); the zero value writes the prompt as it is.
+	Input Input
+	// OutputAllowance is added to the run's output limit: what the CLI is
+	// known to print back of its own input (the images it was given).
+	OutputAllowance int64
+	// MaxAPIRetries is how many retries of a failed model call the runner
+	// lets the agent make in a row before it ends the run (see retryGuard).
+	// Build sets it from the request, and also hands it to the CLI's own
+	// retry setting where the CLI has one; 0 allows none.
+	MaxAPIRetries int
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.
@@ -139,6 +165,10 @@ type PlanFile struct {
 	// Mode is the file mode; 0 means 0600. Anything wider is refused.
 	Mode os.FileMode
 }
+
+// FilePlaceholderPrefix starts card's private-file placeholder (FileRef).
+// Only builders write it; a client's value holding it is refused.
+const FilePlaceholderPrefix = filePrefix
 
 const filePrefix = "{{card-file:"
 
@@ -167,6 +197,11 @@ func (p *Plan) systemPromptFlag(req Request, name, replaceFlag, appendFlag strin
 // FileRef is the placeholder for the absolute path of the PlanFile at path.
 // The runner substitutes it; it only ever stands for a path, never content.
 func FileRef(path string) string { return filePrefix + path + "}}" }
+
+// DirRef is the placeholder for the run's private directory itself (the
+// file name left empty), for a CLI that must be told where the plan's files
+// are (Gemini's --include-directories).
+func DirRef() string { return FileRef("") }
 
 // Command is the argv for error messages and logs: program and args, with
 // placeholders left as they are. The prompt is never part of it.

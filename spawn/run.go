@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,8 +55,8 @@ func (l Limits) withDefaults() Limits {
 // RunSpec is one run: the plan, the prompt and where events go.
 type RunSpec struct {
 	Plan Plan
-	// Prompt is written to stdin, then stdin is closed: Codex hangs and
-	// Claude waits while stdin stays open.
+	// Prompt is written to stdin (as the plan's Input says), then stdin is
+	// closed: Codex hangs and Claude waits while stdin stays open.
 	Prompt string
 	// BaseEnv is the child's environment before the plan's additions: the
 	// daemon's env with the resolved PATH and the guard's CAR_INVOKED_BY
@@ -115,6 +115,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	lim := spec.Limits.withDefaults()
 	plan := spec.Plan
+	lim.MaxOutput += plan.OutputAllowance
 	command := plan.Command()
 	fail := func(kind, msg string, err error) (Result, error) {
 		e := &Error{Kind: kind, Message: msg, Command: command, ExitCode: -1, Err: err}
@@ -137,7 +138,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		// waiting then ends, denied.
 		defer stop()
 	}
-	args, env := plan.Args, plan.Env
+	args, env, inputPaths := plan.Args, plan.Env, plan.Input.Files
 	childEnv := mergeEnv(spec.BaseEnv, env)
 	if len(plan.Files) > 0 {
 		tmp := spec.TempDir
@@ -149,12 +150,18 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 			return fail(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
 		defer os.RemoveAll(dir)
-		args, env = substituteFiles(args, env, dir)
+		args, env = substituteFiles(args, env, dir, plan.Files)
+		inputPaths, _ = substituteFiles(inputPaths, nil, dir, plan.Files)
 		childEnv = mergeEnv(spec.BaseEnv, env)
 	}
-	for _, a := range args {
+	for _, a := range append(slices.Clip(args), inputPaths...) {
 		if strings.Contains(a, filePrefix) {
 			return fail(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
+		}
+	}
+	for k, v := range env {
+		if strings.Contains(v, filePrefix) {
+			return fail(KindSpawn, "environment variable "+k+" refers to a file the plan does not write", nil)
 		}
 	}
 
@@ -207,13 +214,19 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
+		ended: make(chan struct{}),
 		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
+	parser := spec.Parser
+	ev := newEmitter(spec.OnEvent, parser, plan.MaxAPIRetries, r.end)
+	if sp, ok := parser.(StderrParser); ok {
+		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
+	}
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
 	go func() { // prompt, then EOF
 		defer ioWG.Done()
-		_, _ = io.WriteString(stdinW, spec.Prompt)
+		_ = writeInput(stdinW, plan.Input, spec.Prompt, inputPaths)
 		r.stdin.close()
 	}()
 	go func() { // stderr tail, bounded
@@ -230,27 +243,13 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		r.supervise(ctx)
 	}()
 
-	parser := spec.Parser
-	emit := func(evs []Event) {
-		if spec.OnEvent == nil {
-			return
-		}
-		for _, ev := range evs {
-			spec.OnEvent(ev)
-		}
-	}
-	stdoutBytes := r.readStdout(func(line []byte) {
-		if parser == nil {
-			emit([]Event{otherEvent("", line)})
-			return
-		}
-		emit(parser.Feed(line))
-	}, func(n int64) {
-		emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
+	stdoutBytes := r.readStdout(ev.feed, func(n int64) {
+		ev.emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
 	})
 	ioWG.Wait()
 	close(r.ioDone)
 	wg.Wait()
+	ev.stop()
 	dur := time.Since(start)
 
 	exitCode := -1
@@ -265,12 +264,14 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	if res.DurationMs == 0 {
 		res.DurationMs = dur.Milliseconds()
 	}
-	excerpt := clip(strings.TrimSpace(tail), 600)
+	excerpt := stderrExcerpt(tail)
 	e := &Error{Command: command, ExitCode: exitCode, StderrExcerpt: excerpt}
 	switch {
 	case r.reason == reasonCtx:
 		e.Kind, e.Message = ctxKind(ctx)
 		e.Err = ctx.Err()
+	case r.reason == reasonVerdict:
+		e.Kind, e.Message = r.verdict.Kind, r.verdict.Message
 	case r.reason == reasonLimit:
 		e.Kind = KindOutputLimit
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", lim.MaxOutput)
@@ -302,10 +303,20 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 // a run that only called tools is not "empty".
 func hasOutput(r Result) bool { return r.ToolCalls > 0 || r.SessionID != "" }
 
+// stderrExcerpt is the end of stderr as a person reads it: colour and
+// cursor codes removed (a CLI that thinks it has a terminal writes them),
+// trimmed and short.
+func stderrExcerpt(tail string) string {
+	return clip(strings.TrimSpace(stripANSI(tail)), 600)
+}
+
 const (
 	reasonNone = iota
 	reasonCtx
 	reasonLimit
+	// reasonVerdict: the run's own events said it cannot succeed any more
+	// (the retry guard), and the runner ended the group.
+	reasonVerdict
 )
 
 type run struct {
@@ -318,6 +329,15 @@ type run struct {
 	limOnce  sync.Once
 	total    atomic.Int64
 	reason   int // written by supervise before wg.Done, read after wg.Wait
+
+	// ended is closed by end, once; verdict is set before it closes.
+	ended   chan struct{}
+	endOnce sync.Once
+	verdict *Failure
+
+	// stderrLines, when set, gets each line of stderr (the parser reads
+	// the agent's retries there).
+	stderrLines func([]byte)
 
 	stdin, stdout, stderr closer
 
@@ -337,6 +357,15 @@ func (r *run) count(n int) {
 	if r.total.Add(int64(n)) > r.lim.MaxOutput {
 		r.limOnce.Do(func() { close(r.limitHit) })
 	}
+}
+
+// end ends the run for the reason f gives: the supervisor ends the group
+// and the run fails with f. Only the first call counts.
+func (r *run) end(f *Failure) {
+	r.endOnce.Do(func() {
+		r.verdict = f
+		close(r.ended)
+	})
 }
 
 func (r *run) overLimit() bool {
@@ -359,6 +388,9 @@ func (r *run) supervise(ctx context.Context) {
 		r.terminate()
 	case <-r.limitHit:
 		r.reason = reasonLimit
+		r.terminate()
+	case <-r.ended:
+		r.reason = reasonVerdict
 		r.terminate()
 	case <-r.exited:
 		// A member left behind after the leader exits is ended the same
@@ -437,19 +469,51 @@ func (r *run) readStdout(feed func([]byte), skipped func(int64)) int64 {
 	}
 }
 
+// maxStderrLine bounds a stderr line handed to the parser; the rest of a
+// longer line is dropped (retry notices are short).
+const maxStderrLine = 16 << 10
+
 func (r *run) readStderr() {
 	buf := make([]byte, 32<<10)
+	var line []byte
 	for {
 		n, err := r.stderr.f.Read(buf)
 		if n > 0 {
 			r.count(n)
 			_, _ = r.stderrTail.Write(buf[:n])
+			if r.stderrLines != nil && !r.overLimit() {
+				line = r.splitStderr(line, buf[:n])
+			}
 		}
 		if err != nil {
+			if len(line) > 0 && r.stderrLines != nil {
+				r.stderrLines(line)
+			}
 			r.stderr.close()
 			return
 		}
 	}
+}
+
+// splitStderr hands every complete line in chunk (after what is pending in
+// line) to stderrLines and returns the new pending part.
+func (r *run) splitStderr(line, chunk []byte) []byte {
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			room := maxStderrLine - len(line)
+			line = append(line, chunk[:min(len(chunk), max(room, 0))]...)
+			return line
+		}
+		room := maxStderrLine - len(line)
+		line = append(line, chunk[:min(i, max(room, 0))]...)
+		if l := bytes.TrimRight(line, "\r"); len(bytes.TrimSpace(l)) > 0 {
+			r.stderrLines(l)
+		}
+		line = line[:0]
+		chunk = chunk[i+1:]
+	}
+	return line
 }
 
 func (r *run) tail() string {
