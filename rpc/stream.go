@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
-	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 )
 
@@ -227,78 +226,6 @@ func (s *frameStream) admit(data []byte) {
 	}
 }
 
-// envelope is a request object's members, each as the client wrote it.
-type envelope struct {
-	JSONRPC, ID, Method, Params []byte
-	// Result and Error make a response to one of the server's own
-	// requests (call.go).
-	Result, Error []byte
-}
-
-// envelopeDecoders are reused: a decoder per request was a third of the
-// envelope's cost.
-var envelopeDecoders = sync.Pool{New: func() any {
-	return &envelopeDecoder{dec: jsontext.NewDecoder(bytes.NewReader(nil))}
-}}
-
-type envelopeDecoder struct {
-	r   bytes.Reader
-	dec *jsontext.Decoder
-}
-
-// decodeEnvelope reads a request object's members in one pass with the
-// json/v2 implementation's tokenizer. Member names match exactly, as a map's
-// keys did (encoding/json's struct decoding would take "ID" for "id"), and a
-// repeated member keeps its last value, as before. Each value is a slice of
-// raw, not a copy: a 3 MiB params member is not copied again.
-func decodeEnvelope(raw []byte) (env envelope, err error) {
-	ed := envelopeDecoders.Get().(*envelopeDecoder)
-	defer envelopeDecoders.Put(ed)
-	ed.r.Reset(raw)
-	d := ed.dec
-	d.Reset(&ed.r, jsontext.AllowDuplicateNames(true))
-	defer d.Reset(bytes.NewReader(nil)) // the pool must not keep raw alive
-	if tok, err := d.ReadToken(); err != nil {
-		return env, err
-	} else if tok.Kind() != '{' {
-		return env, errors.New("not an object")
-	}
-	for d.PeekKind() != '}' {
-		tok, err := d.ReadToken()
-		if err != nil {
-			return env, err
-		}
-		name := tok.String()
-		v, err := d.ReadValue()
-		if err != nil {
-			return env, err
-		}
-		end := int(d.InputOffset())
-		value := raw[end-len(v) : end : end]
-		switch name {
-		case "jsonrpc":
-			env.JSONRPC = value
-		case "id":
-			env.ID = value
-		case "method":
-			env.Method = value
-		case "params":
-			env.Params = value
-		case "result":
-			env.Result = value
-		case "error":
-			env.Error = value
-		}
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return env, err
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return env, errors.New("data after the object")
-	}
-	return env, nil
-}
-
 // parseRequest validates one request object. It returns the request or the
 // error answer to send, or neither for a response to one of the server's
 // own requests, which it hands to the request waiting for it. A malformed
@@ -334,13 +261,11 @@ func (s *frameStream) parseRequest(raw []byte) (req *request, errAnswer []byte) 
 	if !idValid {
 		return nil, errorAnswer(nil, CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
 	}
-	if p := env.Params; len(p) > 0 && p[0] == '{' {
-		if field, dup := duplicateParam(p); dup {
-			if env.ID == nil {
-				return nil, nil // bad params: the notification is not run, and gets no answer
-			}
-			return nil, invalidParamsAnswer(answerID, field, duplicateMessage)
+	if env.dupParams {
+		if env.ID == nil {
+			return nil, nil // bad params: the notification is not run, and gets no answer
 		}
+		return nil, invalidParamsAnswer(answerID, env.dupField, duplicateMessage)
 	}
 	return &request{id: id, method: method, params: json.RawMessage(env.Params)}, nil
 }
