@@ -129,6 +129,10 @@ type Plan struct {
 	Files []PlanFile
 	// Ask is how the agent asks about tool calls; set in ask mode only.
 	Ask *AskPlan
+	// Session, when set, runs the child as a conversation in that
+	// protocol (session.go) instead of one-shot: the prompt travels
+	// inside the protocol and the protocol's conversation reads stdout.
+	Session *SessionPlan
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

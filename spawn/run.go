@@ -56,7 +56,9 @@ func (l Limits) withDefaults() Limits {
 type RunSpec struct {
 	Plan Plan
 	// Prompt is written to stdin, then stdin is closed: Codex hangs and
-	// Claude waits while stdin stays open.
+	// Claude waits while stdin stays open. A plan with a Session sends it
+	// inside the protocol instead (ACP's session/prompt); it is never on
+	// argv either way.
 	Prompt string
 	// BaseEnv is the child's environment before the plan's additions: the
 	// daemon's env with the resolved PATH and the guard's CAR_INVOKED_BY
@@ -70,6 +72,8 @@ type RunSpec struct {
 	// OnEvent receives events in order, never concurrently.
 	OnEvent func(Event)
 	// Parser reads stdout; nil means every line becomes an "other" event.
+	// A plan with a Session is read by its protocol's conversation, and
+	// Parser is not used.
 	Parser Parser
 	// TempDir is where the run's private directory is created; "" means
 	// the TMPDIR of the child's environment, else /tmp.
@@ -126,6 +130,14 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		kind, msg := ctxKind(ctx)
 		return fail(kind, msg+" before the agent started", err)
+	}
+	var conv conversation
+	if plan.Session != nil {
+		c, err := newConversation(*plan.Session)
+		if err != nil {
+			return fail(KindSpawn, err.Error(), err)
+		}
+		conv = c
 	}
 
 	if plan.Ask != nil {
@@ -208,14 +220,39 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 
 	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
 		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
+	var emitMu sync.Mutex
+	emit := func(evs ...Event) {
+		if spec.OnEvent == nil {
+			return
+		}
+		// One at a time: a conversation emits from its reader and from
+		// the questions it waits on.
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		for _, ev := range evs {
+			spec.OnEvent(ev)
+		}
+	}
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
-	go func() { // prompt, then EOF
-		defer ioWG.Done()
-		_, _ = io.WriteString(stdinW, spec.Prompt)
-		r.stdin.close()
-	}()
+	var lines chan []byte
+	if conv == nil {
+		go func() { // prompt, then EOF
+			defer ioWG.Done()
+			_, _ = io.WriteString(stdinW, spec.Prompt)
+			r.stdin.close()
+		}()
+	} else {
+		lines = make(chan []byte)
+		r.turnDone = make(chan struct{})
+		go func() { // the conversation, then EOF
+			defer ioWG.Done()
+			conv.converse(ctx, turn{Prompt: spec.Prompt, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
+			r.stdin.close()
+			close(r.turnDone)
+		}()
+	}
 	go func() { // stderr tail, bounded
 		defer ioWG.Done()
 		r.readStderr()
@@ -231,23 +268,26 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}()
 
 	parser := spec.Parser
-	emit := func(evs []Event) {
-		if spec.OnEvent == nil {
-			return
-		}
-		for _, ev := range evs {
-			spec.OnEvent(ev)
-		}
-	}
 	stdoutBytes := r.readStdout(func(line []byte) {
-		if parser == nil {
-			emit([]Event{otherEvent("", line)})
-			return
+		switch {
+		case conv != nil:
+			// The conversation's line, until its turn is over; after
+			// that stdout is only drained.
+			select {
+			case lines <- append([]byte(nil), line...):
+			case <-r.turnDone:
+			}
+		case parser == nil:
+			emit(otherEvent("", line))
+		default:
+			emit(parser.Feed(line)...)
 		}
-		emit(parser.Feed(line))
 	}, func(n int64) {
-		emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
+		emit(Event{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)})
 	})
+	if lines != nil {
+		close(lines)
+	}
 	ioWG.Wait()
 	close(r.ioDone)
 	wg.Wait()
@@ -259,8 +299,12 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 	tail := r.tail()
 	var res Result
-	if parser != nil {
-		res = parser.Finish(ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes})
+	exit := ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes}
+	switch {
+	case conv != nil:
+		res = conv.finish(exit)
+	case parser != nil:
+		res = parser.Finish(exit)
 	}
 	if res.DurationMs == 0 {
 		res.DurationMs = dur.Milliseconds()
@@ -276,6 +320,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", lim.MaxOutput)
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
+	case conv != nil:
+		// The turn ended as the protocol says it ends; how the child
+		// went after (card ends it) says nothing about the run.
+		res.IsError, res.Error = false, nil
+		return res, nil
 	case exitCode != 0:
 		e.Kind = KindExit
 		e.Message = fmt.Sprintf("%s exited with status %d", filepath.Base(plan.Program), exitCode)
@@ -318,6 +367,10 @@ type run struct {
 	limOnce  sync.Once
 	total    atomic.Int64
 	reason   int // written by supervise before wg.Done, read after wg.Wait
+	// turnDone is closed when a conversation's turn is over (nil for a
+	// one-shot run): the agent is then ended, since it would wait for a
+	// next prompt.
+	turnDone chan struct{}
 
 	stdin, stdout, stderr closer
 
@@ -363,6 +416,25 @@ func (r *run) supervise(ctx context.Context) {
 	case <-r.exited:
 		// A member left behind after the leader exits is ended the same
 		// way; EndGroup returns at once when there is none.
+		r.terminate()
+	case <-r.turnDone:
+		if ctx.Err() != nil {
+			// The conversation stopped because the run was cancelled
+			// or timed out.
+			r.reason = reasonCtx
+			r.terminate()
+			break
+		}
+		// Its stdin is closed: an agent that exits on EOF gets the
+		// grace period to do so cleanly, then the group is ended.
+		grace := time.NewTimer(r.lim.KillGrace)
+		select {
+		case <-r.exited:
+		case <-grace.C:
+		case <-r.limitHit:
+			r.reason = reasonLimit
+		}
+		grace.Stop()
 		r.terminate()
 	}
 	<-r.exited
