@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/rpc"
@@ -125,7 +126,13 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 		return nil, err
 	}
-	return &Client{rpc: rc, events: r}, nil
+	c := &Client{rpc: rc, events: r}
+	r.resubscribe = func(runID string, afterSeq int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.rpc.Call(ctx, "runs.subscribe", daemon.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
+	}
+	return c, nil
 }
 
 // findDaemon reads the home's daemon.json and token and checks, before the

@@ -61,7 +61,9 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			h, err := c.Health(ctx, agent.ClaudeCode, false)
 			assert.Equal(t, agent.ClaudeCode, h.ID)
 			all, aerr := c.HealthAll(ctx, false)
-			assert.Len(t, all, len(agent.IDs()))
+			specs, derr := c.Detect(ctx, daemon.DetectParams{})
+			assert.Len(t, all, len(specs), "one answer per detected adapter")
+			aerr = errors.Join(aerr, derr)
 			return errors.Join(err, aerr)
 		}},
 		{"agents.invoke", func() error {
@@ -92,6 +94,12 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			if err == nil {
 				<-ended
 			}
+			return err
+		}},
+		{"runs.prune", func() error {
+			one := 1
+			r, err := c.Prune(ctx, daemon.PruneParams{DryRun: true, MaxRuns: &one})
+			assert.Equal(t, daemon.PruneResult{Pruned: store.Pruned{Kept: 1}, DryRun: true, MaxRuns: 1, MaxAgeDays: 30}, r)
 			return err
 		}},
 		{"substrate.info", func() error { i, err := c.SubstrateInfo(ctx); assert.True(t, i.Local); return err }},

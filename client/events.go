@@ -13,6 +13,9 @@ import (
 // sent them.
 type router struct {
 	all func(daemon.AgentEvent)
+	// resubscribe asks for a run's events again after a seq, when the
+	// daemon cut a subscription off for falling behind.
+	resubscribe func(runID string, afterSeq int64)
 
 	mu   sync.Mutex
 	runs map[string][]*route
@@ -50,6 +53,10 @@ func (rt *route) deliverLocked(ev daemon.AgentEvent) {
 }
 
 func (r *router) notify(method string, params json.RawMessage) {
+	if method == daemon.SubscriptionEndedMethod {
+		r.cutOff(params)
+		return
+	}
 	if method != "agents.event" {
 		return
 	}
@@ -124,5 +131,31 @@ func (r *router) endStream() {
 	r.streaming--
 	if r.streaming == 0 {
 		clear(r.early)
+	}
+}
+
+// cutOff takes up a run the daemon stopped sending because this connection
+// fell behind: while a handler still waits for the run's end, the client
+// subscribes again from the earliest seq one of them has not seen. Every
+// route drops a seq it already had, so nothing arrives twice.
+func (r *router) cutOff(params json.RawMessage) {
+	var end daemon.SubscriptionEnded
+	if json.Unmarshal(params, &end) != nil || r.resubscribe == nil {
+		return
+	}
+	r.mu.Lock()
+	routes := slices.Clone(r.runs[end.RunID])
+	r.mu.Unlock()
+	after := int64(-1)
+	for _, rt := range routes {
+		rt.mu.Lock()
+		if !rt.done && (after < 0 || rt.last < after) {
+			after = rt.last
+		}
+		rt.mu.Unlock()
+	}
+	if after >= 0 {
+		// Not on the read goroutine: the answer is read there.
+		go r.resubscribe(end.RunID, after)
 	}
 }

@@ -45,13 +45,14 @@ func (c *Client) DetectExternal(ctx context.Context, p daemon.DetectParams) ([]d
 // daemon's 30 s cache.
 func (c *Client) Health(ctx context.Context, id string, force bool) (detect.ExternalAgentHealth, error) {
 	if id == "" {
-		// Without an id the daemon answers with every adapter's health.
-		return detect.ExternalAgentHealth{}, errors.New("client: Health needs an adapter id; HealthAll answers for every adapter")
+		// Without an id the daemon answers for every detected adapter.
+		return detect.ExternalAgentHealth{}, errors.New("client: Health needs an adapter id; HealthAll answers for every detected adapter")
 	}
 	return call[detect.ExternalAgentHealth](ctx, c, "agents.health_external", daemon.HealthParams{ID: id, Force: force})
 }
 
-// HealthAll is agents.health_external for every known adapter.
+// HealthAll is agents.health_external without an id: every detected
+// (installed) adapter, as CAR defines it.
 func (c *Client) HealthAll(ctx context.Context, force bool) ([]detect.ExternalAgentHealth, error) {
 	return call[[]detect.ExternalAgentHealth](ctx, c, "agents.health_external", daemon.HealthParams{Force: force})
 }
@@ -95,6 +96,12 @@ func (c *Client) Runs(ctx context.Context, p daemon.ListParams) ([]store.Run, er
 // mode.
 func (c *Client) Run(ctx context.Context, runID string) (daemon.RunRecord, error) {
 	return call[daemon.RunRecord](ctx, c, "runs.get", daemon.GetParams{RunID: runID})
+}
+
+// Prune is runs.prune: it deletes finished runs past the retention (with
+// p.DryRun it only counts them).
+func (c *Client) Prune(ctx context.Context, p daemon.PruneParams) (daemon.PruneResult, error) {
+	return call[daemon.PruneResult](ctx, c, "runs.prune", p)
 }
 
 // ApprovalDecide is agents.approval_decide: the answer to a question of an

@@ -15,9 +15,11 @@ import (
 
 // DetectParams are agents.detect's params (and its CAR aliases').
 type DetectParams struct {
-	// IncludeHealth adds each adapter's health (cached for 30 s).
+	// IncludeHealth adds each adapter's health (cached for 30 s, except on
+	// a refresh).
 	IncludeHealth bool `json:"include_health,omitempty"`
-	// Refresh re-detects instead of serving the cached answer.
+	// Refresh re-detects instead of serving the cached answer, and checks
+	// health again with include_health.
 	Refresh bool `json:"refresh,omitempty"`
 	// InvokedBy is the calling host's own adapter id; adapters this caller
 	// could not spawn carry spawn_block_reason.
@@ -26,19 +28,23 @@ type DetectParams struct {
 
 // HealthParams are agents.health_external's params.
 type HealthParams struct {
-	// ID asks for one adapter; without it the answer is an array of all.
+	// ID asks for one adapter; without it the answer is an array of every
+	// detected (installed) adapter.
 	ID string `json:"id,omitempty"`
 	// Force bypasses the 30 s cache.
 	Force bool `json:"force,omitempty"`
 }
 
 // HealthAnswer is agents.health_external's result: one adapter's health with
-// id, every adapter's without.
+// id, every detected adapter's without.
 type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
 
 // newDetector builds the detector the way the daemon does: the search path is
 // the startup PATH plus the login shell's PATH and the well-known install
 // dirs, because a supervisor-started daemon sees only /usr/bin:/bin.
+// login_shell_path = false drops only the login shell: the well-known dirs
+// are card's own list, and they are listed again before every detection so
+// a CLI installed after startup is found on refresh.
 func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect.Detector {
 	getenv := func(k string) string { return env[k] }
 	home := env["HOME"]
@@ -46,20 +52,24 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
 		sp = detect.ResolveSearchPath(ctx, env, home)
 	} else {
-		sp = detect.NewSearchPath(env["PATH"])
+		sp = detect.BareSearchPath(env, home)
 	}
 	pins := map[string]string{}
+	adapters := map[string]detect.AdapterSettings{}
 	for id, a := range cfg.Adapters {
 		if a.Bin != "" {
 			pins[id] = a.Bin
 		}
+		adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
 	}
 	return detect.New(detect.Options{
 		Search:       sp,
+		WellKnown:    func() []string { return detect.WellKnownDirs(home, getenv) },
 		Home:         home,
 		Env:          env,
 		Getenv:       getenv,
 		Pins:         pins,
+		Adapters:     adapters,
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
 	})
 }
@@ -91,31 +101,35 @@ func (d *Daemon) setupAgents() error {
 		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
 	}()
 
-	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
+	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
-		Description: detectDoc + " Served from the cache unless `refresh`.",
+		Description: detectDoc + " Served from the cache unless `refresh`; with `refresh`, health is checked again too.",
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect: the cached detection unless `refresh`.",
+		Access:      rpc.AccessRead,
+		Summary:     "CAR's name for the cached detection: agents.detect without re-detecting (unless `refresh`), health from its 30 s cache.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, p.Refresh), nil
 	})
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
-		Summary:     "CAR-compatible name of agents.detect that always re-detects.",
+		Access:      rpc.AccessRead,
+		Summary:     "CAR's name for a fresh detection: re-detects every time, and with `include_health` checks health again instead of serving the 30 s cache, so a CLI just installed or signed in reads right at once.",
 		Description: detectDoc,
 	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
 		return d.detectAgents(ctx, p, true), nil
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
-		Description: "With `id`, one ExternalAgentHealth; without, an array for every known adapter. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`.",
+		Description: "With `id`, one ExternalAgentHealth (an adapter that is not installed answers not_executable saying how to install or pin it); without, an array for every detected adapter, as CAR defines it. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`. `details.auth_method` (subscription, api_key or cloud) and `details.auth_source` say how a ready adapter signs in.",
 	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
-			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthAll(ctx, p.Force)), nil
+			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthDetected(ctx, p.Force)), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
@@ -126,10 +140,14 @@ func (d *Daemon) setupAgents() error {
 	return nil
 }
 
+// detectAgents answers the three detection methods. refresh re-detects
+// and, with include_health, checks health again rather than serving its
+// cache: a caller that asked for a fresh answer after installing or signing
+// in must not read the state from before.
 func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) []detect.ExternalAgentSpec {
 	specs := d.detector.Detect(ctx, refresh)
 	if p.IncludeHealth {
-		specs = d.detector.WithHealth(ctx, specs, false)
+		specs = d.detector.WithHealth(ctx, specs, refresh)
 	}
 	seeded := guard.Seed(d.guard.Ancestry, p.InvokedBy)
 	out := make([]detect.ExternalAgentSpec, len(specs))
@@ -137,7 +155,7 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
 			s.SpawnBlockReason = r.Error()
 		}
-		out[i] = s
+		out[i] = s.WithCompatHealth()
 	}
 	return out
 }

@@ -104,6 +104,7 @@ func (d *Daemon) registerApprovals() {
 			"that is not one of the three decisions leaves the question open; agents.approval_decide gives the same answer with errors.",
 	})
 	rpc.Register(r, "agents.approval_decide", rpc.Doc{
+		Access:  rpc.AccessAgents,
 		Summary: "Answer a question of an ask-mode run (agents.approve) with a client request instead of a response.",
 		Description: "For clients whose JSON-RPC library cannot answer a server's request, and the way to hear why an answer " +
 			"was refused: an unknown request_id (-32017), a question already decided or a run already ended (-32018), a " +

@@ -6,12 +6,15 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 	"github.com/card-dev/card/substrate"
 )
@@ -32,6 +35,10 @@ type Config struct {
 	AllowedOrigins []string `toml:"allowed_origins"`
 	// AllowedHosts are extra Host header names, for a non-loopback listener.
 	AllowedHosts []string `toml:"allowed_hosts"`
+	// Origins grants an allowed browser origin other access classes than
+	// the default read and agents: [origins."https://app.example"] grants
+	// = ["read", "agents", "host"].
+	Origins map[string]OriginConfig `toml:"origins"`
 
 	MaxMessageBytes  int64 `toml:"max_message_bytes"`
 	MaxConnections   int   `toml:"max_connections"`
@@ -41,9 +48,24 @@ type Config struct {
 	// AllowBypass lets a request use permission_mode = "bypass", which turns
 	// off the agent's own protections. Off by default.
 	AllowBypass bool `toml:"allow_bypass"`
-	// RecordTasks keeps the task text in the run history; when false only
-	// its length and SHA-256 are kept.
-	RecordTasks *bool `toml:"record_tasks"`
+	// AllowedEditDirs are directories (each with everything under it) a
+	// run that writes may use as its cwd where card refuses one by default:
+	// the filesystem's root, the user's home itself, system directories.
+	AllowedEditDirs []string `toml:"allowed_edit_dirs"`
+	// RecordTasks keeps the task text in the run history, at most its
+	// first MaxTaskRecordBytes; when false only its length and SHA-256 are
+	// kept.
+	RecordTasks        *bool `toml:"record_tasks"`
+	MaxTaskRecordBytes int   `toml:"max_task_record_bytes"`
+	// MaxRuns and MaxAgeDays bound the run history: older runs are pruned,
+	// never a running one. Zero means no bound of that kind.
+	MaxRuns    int `toml:"max_runs"`
+	MaxAgeDays int `toml:"max_age_days"`
+	// MaxSubscriptionsPerConn caps the runs one connection follows at once
+	// with runs.subscribe; MaxSubscriberQueueBytes caps the events a
+	// subscriber may have yet to be sent before it is cut off.
+	MaxSubscriptionsPerConn int   `toml:"max_subscriptions_per_connection"`
+	MaxSubscriberQueueBytes int64 `toml:"max_subscriber_queue_bytes"`
 	// CancelOnDisconnect ends a client's runs when its connection closes.
 	// By default a run belongs to the daemon and outlives the socket.
 	CancelOnDisconnect bool  `toml:"cancel_on_disconnect"`
@@ -65,6 +87,33 @@ type Config struct {
 	Substrate substrate.Config `toml:"substrate"`
 }
 
+// OriginConfig is an operator's [origins."<origin>"] table.
+type OriginConfig struct {
+	// Grants are the access classes connections from the origin hold.
+	Grants []string `toml:"grants"`
+}
+
+// OriginGrantsKey is the card.toml key that grants origin its access
+// classes, for the messages that name it.
+func OriginGrantsKey(origin string) string {
+	return fmt.Sprintf("[origins.%q] grants", origin)
+}
+
+// originGrants is the gate's table of per-origin grants, from [origins].
+// Validate has checked every entry.
+func (c Config) originGrants() map[string]rpc.Grants {
+	out := make(map[string]rpc.Grants, len(c.Origins))
+	for o, oc := range c.Origins {
+		out[o], _ = rpc.ParseGrants(oc.Grants)
+	}
+	return out
+}
+
+// retention is the run history's bound from max_runs and max_age_days.
+func (c Config) retention() store.Retention {
+	return store.Retention{MaxRuns: c.MaxRuns, MaxAge: time.Duration(c.MaxAgeDays) * 24 * time.Hour}
+}
+
 // AdapterConfig is an operator's [adapters.<id>] table.
 type AdapterConfig struct {
 	// Bin pins the binary, like CAR_<ID>_BIN; the environment wins over it.
@@ -83,19 +132,24 @@ func DefaultConfig() Config {
 	// `login_shell_path = false` switch record_tasks off too.
 	recordTasks, loginShellPath := true, true
 	return Config{
-		Addr:                "127.0.0.1:0",
-		LogLevel:            "info",
-		MaxMessageBytes:     4 << 20,
-		MaxConnections:      128,
-		MaxInFlight:         64,
-		ShutdownGraceSec:    10,
-		RecordTasks:         &recordTasks,
-		MaxConcurrentRuns:   8,
-		MaxEventsPerRun:     10000,
-		MaxOutputBytes:      64 << 20,
-		ApprovalTimeoutSecs: DefaultApprovalTimeoutSecs,
-		ProbeTimeoutSec:     5,
-		LoginShellPath:      &loginShellPath,
+		Addr:                    "127.0.0.1:0",
+		LogLevel:                "info",
+		MaxMessageBytes:         4 << 20,
+		MaxConnections:          128,
+		MaxInFlight:             64,
+		ShutdownGraceSec:        10,
+		RecordTasks:             &recordTasks,
+		MaxTaskRecordBytes:      4096,
+		MaxRuns:                 10000,
+		MaxAgeDays:              30,
+		MaxSubscriptionsPerConn: 64,
+		MaxSubscriberQueueBytes: 16 << 20,
+		MaxConcurrentRuns:       8,
+		MaxEventsPerRun:         10000,
+		MaxOutputBytes:          64 << 20,
+		ApprovalTimeoutSecs:     DefaultApprovalTimeoutSecs,
+		ProbeTimeoutSec:         5,
+		LoginShellPath:          &loginShellPath,
 	}
 }
 
@@ -156,6 +210,27 @@ func (c Config) Validate() error {
 			return fmt.Errorf("allowed_origins: %q is not an exact origin like \"https://app.example\" (\"null\" and \"*\" are never allowed)", o)
 		}
 	}
+	for _, dir := range c.AllowedEditDirs {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("%s: %q is not an absolute path", AllowedEditDirsKey, dir)
+		}
+	}
+	for o, oc := range c.Origins {
+		key := OriginGrantsKey(o)
+		allowed := false
+		for _, a := range c.AllowedOrigins {
+			allowed = allowed || strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(o, "/"))
+		}
+		if !allowed {
+			return fmt.Errorf("%s: %q is not in allowed_origins, so its pages cannot connect at all; add it there too", key, o)
+		}
+		if len(oc.Grants) == 0 {
+			return fmt.Errorf("%s is empty: an origin allowed to connect that may call nothing should be removed from allowed_origins instead", key)
+		}
+		if _, err := rpc.ParseGrants(oc.Grants); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
 	checks := []struct {
 		name string
 		v    int64
@@ -170,6 +245,11 @@ func (c Config) Validate() error {
 		{"max_output_bytes", c.MaxOutputBytes, 4096},
 		{"probe_timeout_secs", int64(c.ProbeTimeoutSec), 1},
 		{"approval_timeout_secs", int64(c.ApprovalTimeoutSecs), 1},
+		{"max_task_record_bytes", int64(c.MaxTaskRecordBytes), 64},
+		{"max_runs", int64(c.MaxRuns), 0},
+		{"max_age_days", int64(c.MaxAgeDays), 0},
+		{"max_subscriptions_per_connection", int64(c.MaxSubscriptionsPerConn), 1},
+		{"max_subscriber_queue_bytes", c.MaxSubscriberQueueBytes, 64 << 10},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {

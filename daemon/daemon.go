@@ -66,9 +66,11 @@ type Daemon struct {
 
 	lock      *homeLock
 	guard     guard.Snapshot
+	cwdPolicy cwdPolicy
 	detector  *detect.Detector
 	substrate *lazySubstrate
 	runs      *runs.Manager
+	subs      subscriptions
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server
@@ -136,6 +138,10 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 
+	policy, err := newCwdPolicy(cfg, env["HOME"], home)
+	if err != nil {
+		return nil, err
+	}
 	lock, err := lockHome(home)
 	if err != nil {
 		return nil, err
@@ -161,6 +167,7 @@ func New(opts Options) (*Daemon, error) {
 		startedAt: time.Now().UTC(),
 		pid:       os.Getpid(),
 		lock:      lock,
+		cwdPolicy: policy,
 		tokens:    &tokenFile{home: home},
 		registry:  rpc.NewRegistry(),
 		ctx:       ctx,
@@ -200,6 +207,7 @@ func (d *Daemon) Start() error {
 		Gate: &rpc.Gate{
 			Token:          d.tokens.current,
 			AllowedOrigins: d.cfg.AllowedOrigins,
+			OriginGrants:   d.cfg.originGrants(),
 			AllowedHosts:   hostsFor(d.cfg.AllowedHosts, ln.Addr().(*net.TCPAddr)),
 			Port:           port,
 			Hints: rpc.GateHints{
@@ -309,6 +317,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 // setup builds the pieces and registers the methods.
 func (d *Daemon) setup() error {
 	d.registry.RegisterCodes(codes...)
+	d.registry.CommonErrors(CodeAccessDenied)
 	d.registry.MapErrors(wireError)
 	d.registerInfo()
 	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSubstrate, d.setupDiscover} {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
@@ -31,6 +32,8 @@ const (
 	CodeSubstrateFailed     int64 = -32021
 	CodeSubstrateTransport  int64 = -32022
 	CodeSubstrateNotSupport int64 = -32023
+	CodeAccessDenied        int64 = -32030
+	CodeTooManySubs         int64 = -32031
 )
 
 // codes documents the application codes, in table order.
@@ -49,6 +52,8 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSubstrateFailed, Name: "substrate_failed", Meaning: "The substrate operation failed; the message names the path or command."},
 	{Code: CodeSubstrateTransport, Name: "substrate_transport", Meaning: "The MCP bridge behind the substrate could not be reached; retrying later may help."},
 	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
+	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the method's access class (a browser origin gets read and agents unless card.toml grants it more); data names the class and the card.toml key."},
+	{Code: CodeTooManySubs, Name: "too_many_subscriptions", Meaning: "This connection already follows max_subscriptions_per_connection runs; a subscription ends with its run's last event."},
 }
 
 // wireError maps a domain error onto the wire. The registry applies it to
@@ -72,8 +77,15 @@ func wireError(err error) error {
 		closedQ    *runs.ApprovalClosedError
 		notAsked   *runs.ApprovalNotAskedError
 		badChoice  *runs.BadDecisionError
+		denied     *rpc.AccessDeniedError
+		subs       *TooManySubscriptionsError
 	)
 	switch {
+	case errors.As(err, &subs):
+		return &rpc.Error{Code: CodeTooManySubs, Message: subs.Error(),
+			Data: map[string]any{"open": subs.Open, "max_subscriptions_per_connection": subs.Max, "config_key": "max_subscriptions_per_connection"}}
+	case errors.As(err, &denied):
+		return accessDenied(denied)
 	case errors.As(err, &refused):
 		// A refused run was recorded: its error names the record.
 		e := rpc.ToError(wireError(refused.Err))
@@ -159,4 +171,17 @@ func substrateError(err error) error {
 		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
 	}
 	return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error()}
+}
+
+// accessDenied names what the connection lacks and where an operator grants
+// it. Only a browser origin can lack a class: a native client holds all.
+func accessDenied(e *rpc.AccessDeniedError) error {
+	data := map[string]any{"method": e.Method, "access": e.Need, "grants": e.Have.List(), "origin": e.Origin}
+	msg := e.Error()
+	if e.Origin != "" {
+		key := OriginGrantsKey(e.Origin)
+		data["config_key"] = key
+		msg += fmt.Sprintf("; an operator who trusts that page with it adds %q to %s in %s", e.Need, key, ConfigFileName)
+	}
+	return &rpc.Error{Code: CodeAccessDenied, Message: msg, Data: data}
 }

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -56,6 +58,12 @@ type InvokeParams struct {
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
+	// MCPEndpoint is CAR's mcp_endpoint: the URL of an MCP server
+	// (streamable HTTP) handed to the agent for this run, for the adapters
+	// whose CLI can take one (claude-code, codex, copilot); the others
+	// refuse it naming why. "" or leaving it out runs without one (card has
+	// no MCP server of its own to fill in).
+	MCPEndpoint string `json:"mcp_endpoint,omitempty"`
 	// ApprovalTimeoutSecs is how long a question of an ask-mode run waits
 	// for an answer before it is denied; default approval_timeout_secs from
 	// card.toml (120), at most 3600. Refused in other modes.
@@ -80,13 +88,18 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if _, ok := spawn.Lookup(p.ID); !ok {
 		return runs.Request{}, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
 	}
+	if field := placeholderIn(reflect.ValueOf(p), ""); field != "" {
+		return runs.Request{}, rpc.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
+	}
 	if err := p.check(); err != nil {
 		return runs.Request{}, err
 	}
 	req := p.spawnRequest()
-	if req.Cwd == "" {
-		req.Cwd = d.env["HOME"]
+	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())
+	if err != nil {
+		return runs.Request{}, err
 	}
+	req.Cwd = cwd
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
 	// Bypass is the gate's to refuse (after the guard, with its own code),
@@ -111,6 +124,31 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 		ApprovalTimeout:               req.ApprovalTimeout,
 	}, nil
+}
+
+// runCwd is where a run goes: asked (the user's home when empty, allowed in
+// read_only only), with every symlink followed, so the agent runs in, and
+// the run records, the directory that was judged, not a name that could
+// point elsewhere by the time the agent starts. A mode that writes is
+// refused a directory the cwd policy refuses.
+func (d *Daemon) runCwd(asked string, mode spawn.Mode) (string, error) {
+	dir := asked
+	if dir == "" {
+		dir = d.env["HOME"]
+	}
+	resolved, err := resolveDir(dir)
+	if err != nil {
+		if asked == "" {
+			return dir, nil // a home that is gone: the runner says so
+		}
+		return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
+	}
+	if writesUnderCwd(mode) {
+		if why := d.cwdPolicy.refusal(resolved); why != "" {
+			return "", cwdRefused(asked, resolved, mode, why)
+		}
+	}
+	return resolved, nil
 }
 
 // check judges the fields spawn does not: the task, the mode's need for a
@@ -182,5 +220,76 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		Resume:             p.Resume,
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
+		MCPEndpoint:        p.MCPEndpoint,
 	}
+}
+
+// contentFields are the params that are text for the agent to read, not
+// values that reach its argv or environment: the task goes on stdin and the
+// system prompt into a private file's content, and neither is ever searched
+// for placeholders. A task may well quote card's own syntax.
+var contentFields = map[string]bool{"task": true, "system_prompt": true}
+
+// placeholderIn returns the wire name of the first string in v (params,
+// walked by their JSON names, nested ones as a.b[0].c) holding card's
+// private-file placeholder, or "". It walks every field rather than a list,
+// so a param added later is covered without anyone remembering to add it.
+func placeholderIn(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.String:
+		if strings.Contains(v.String(), spawn.FilePlaceholderPrefix) {
+			return path
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return placeholderIn(v.Elem(), path)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if f := placeholderIn(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); f != "" {
+				return f
+			}
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			key := fmt.Sprint(iter.Key().Interface())
+			if f := placeholderIn(iter.Key(), path+"."+key); f != "" {
+				return f
+			}
+			if f := placeholderIn(iter.Value(), path+"."+key); f != "" {
+				return f
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name := strings.Split(sf.Tag.Get("json"), ",")[0]
+			if name == "-" || (path == "" && contentFields[name]) {
+				continue
+			}
+			if name == "" && sf.Anonymous {
+				// An embedded struct's fields are the params' own.
+				if f := placeholderIn(v.Field(i), path); f != "" {
+					return f
+				}
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			sub := name
+			if path != "" {
+				sub = path + "." + name
+			}
+			if f := placeholderIn(v.Field(i), sub); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -63,6 +64,48 @@ func startRunsDaemon(t testing.TB, toml string, environ ...string) *runsDaemon {
 		Client:  client.Options{OnEvent: rd.events.Add},
 	})
 	return rd
+}
+
+// bigTask teaches the fake Claude Code the task BIG: after a second, it
+// prints n text events of size bytes at once, ~n×size bytes in all; and the
+// task TRICKLE, which prints the same about 32 KB at a time, every 20 ms.
+func (rd *runsDaemon) bigTask(t testing.TB, n, size int) {
+	t.Helper()
+	claude := rd.agents["claude-code"].Path
+	lines, err := os.ReadFile(daemontest.RepoFile(t, "spawn/testdata/claude-stream-success.jsonl"))
+	require.NoError(t, err)
+	parts := strings.SplitN(string(lines), "\n", 3)
+	line := fmt.Sprintf(`{"type":"assistant","message":{"id":"m","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":%q}]}}`, strings.Repeat("x", size))
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString(parts[0] + "\n")
+	for i := 0; i < n; i++ {
+		b.WriteString(line + "\n")
+		if per := max(1, 32000/size); i%per == per-1 || i == n-1 {
+			if i == n-1 {
+				b.WriteString(parts[2])
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("chunk-%06d", i)), []byte(b.String()), 0o644))
+			b.Reset()
+		}
+	}
+	big := filepath.Join(dir, "big.jsonl")
+	require.NoError(t, os.WriteFile(big, nil, 0o644))
+	chunks, err := filepath.Glob(filepath.Join(dir, "chunk-*"))
+	require.NoError(t, err)
+	for _, c := range chunks {
+		part, err := os.ReadFile(c)
+		require.NoError(t, err)
+		f, err := os.OpenFile(big, os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.Write(part)
+		require.NoError(t, errors.Join(err, f.Close()))
+	}
+	script, err := os.ReadFile(claude)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(claude, []byte(strings.Replace(string(script), "*FAIL*)",
+		"*BIG*) sleep 1; cat '"+big+"'; exit 0;;\n"+
+			"*TRICKLE*) sleep 1; for f in '"+dir+"'/chunk-*; do cat \"$f\"; sleep 0.02; done; exit 0;;\n*FAIL*)", 1)), 0o755))
 }
 
 // params is a run of adapter id on task in the daemon's working directory.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -304,6 +306,13 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 		{"negative turns", map[string]any{"id": "claude-code", "task": "x", "max_turns": -1}, "max_turns"},
 		{"unknown field", map[string]any{"id": "claude-code", "task": "x", "prompt": "x"}, "prompt"},
 		{"bad session id", map[string]any{"id": "claude-code", "task": "x", "session_id": "--yolo"}, "session_id"},
+		{"a name in another case", map[string]any{"id": "claude-code", "task": "x", "PERMISSION_MODE": "edit"}, "PERMISSION_MODE"},
+		{"the id in another case", map[string]any{"ID": "codex", "task": "x"}, "ID"},
+		{"placeholder in the model", map[string]any{"id": "claude-code", "task": "x", "model": "{{card-file:../../etc/passwd}}"}, "model"},
+		{"placeholder in the model beside a system prompt", map[string]any{"id": "claude-code", "task": "x", "system_prompt": "be terse", "model": "{{card-file:../../etc/passwd}}"}, "model"},
+		{"placeholder in invoked_by", map[string]any{"id": "claude-code", "task": "x", "invoked_by": "{{card-file:x}}"}, "invoked_by"},
+		{"placeholder in a tool", map[string]any{"id": "claude-code", "task": "x", "allowed_tools": []string{"Read", "Read({{card-file:x}})"}}, "allowed_tools[1]"},
+		{"a tool entry that is two", map[string]any{"id": "claude-code", "task": "x", "allowed_tools": []string{"Read(/) Bash"}}, "allowed_tools"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,9 +326,33 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 			assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 		})
 	}
+	// A name given twice, which no map can send: the daemon must not pick
+	// one of the two.
+	ws := rd.Raw(t)
+	ctx := daemontest.Context(t)
+	frame := `{"jsonrpc":"2.0","id":1,"method":"agents.invoke","params":{"id":"claude-code","id":"codex","task":"x","cwd":` + strconv.Quote(rd.cwd) + `}}`
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(frame)))
+	_, answer, err := ws.Read(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, string(answer), `"code":-32602`)
+	assert.Contains(t, string(answer), `"data":{"field":"id"}`)
+	assert.Contains(t, string(answer), "given more than once")
+
 	runs, err := c.Runs(daemontest.Context(t), daemon.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a request that never passed validation is not a run")
+	for id, a := range rd.agents {
+		started, _ := filepath.Glob(filepath.Join(a.Dir, "env-*"))
+		assert.Empty(t, started, "bad params started %s", id)
+	}
+}
+
+// A task is text for the agent, on stdin: it may quote card's own
+// placeholder syntax, and reaches the agent exactly as written.
+func TestATaskMayQuoteThePlaceholderSyntax(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	res := rd.finished(t, rd.params("claude-code", "what does {{card-file:x}} mean in card?"))
+	assert.Equal(t, store.StatusSucceeded, res.Status)
 }
 
 func TestUnknownAdapterNamesTheKnownOnes(t *testing.T) {

@@ -26,6 +26,7 @@ type Info struct {
 
 func (d *Daemon) registerInfo() {
 	rpc.Register(d.registry, "daemon.info", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "Who this daemon is: version, protocol version, pid, start time, home, address, and the guard's base ancestry.",
 		Description: "Takes no params. `ancestry` is the CAR_INVOKED_BY chain the daemon read once at startup (empty when it was started by a supervisor), `max_chain` the chain limit.",
 	}, func(ctx context.Context, _ InfoParams) (Info, error) {

@@ -3,8 +3,10 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/card-dev/card/daemon/runs"
@@ -45,6 +47,36 @@ func requireRunID(id string) error {
 		return rpc.InvalidField("run_id", "required")
 	}
 	return nil
+}
+
+// PruneParams are runs.prune's params.
+type PruneParams struct {
+	// DryRun counts what would be deleted and deletes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// MaxRuns and MaxAgeDays replace card.toml's max_runs and max_age_days
+	// for this prune (0: no bound of that kind).
+	MaxRuns    *int `json:"max_runs,omitempty"`
+	MaxAgeDays *int `json:"max_age_days,omitempty"`
+}
+
+// Validate refuses negative bounds.
+func (p *PruneParams) Validate() error {
+	if p.MaxRuns != nil && *p.MaxRuns < 0 {
+		return rpc.InvalidField("max_runs", "must not be negative (0: no bound on the count)")
+	}
+	if p.MaxAgeDays != nil && *p.MaxAgeDays < 0 {
+		return rpc.InvalidField("max_age_days", "must not be negative (0: no bound on age)")
+	}
+	return nil
+}
+
+// PruneResult is what runs.prune deleted (or would delete, with dry_run),
+// how many runs are kept, and the retention it applied.
+type PruneResult struct {
+	store.Pruned
+	DryRun     bool `json:"dry_run"`
+	MaxRuns    int  `json:"max_runs"`
+	MaxAgeDays int  `json:"max_age_days"`
 }
 
 // ListParams are runs.list's params.
@@ -111,16 +143,20 @@ func (d *Daemon) setupRuns() error {
 		PATH:     d.detector.SearchPath().PATH(),
 		Log:      d.log.Named("runs"),
 	}, runs.Config{
-		MaxConcurrentRuns:  d.cfg.MaxConcurrentRuns,
-		MaxEventsPerRun:    d.cfg.MaxEventsPerRun,
-		MaxOutputBytes:     d.cfg.MaxOutputBytes,
-		AllowBypass:        d.cfg.AllowBypass,
-		RecordTasks:        d.cfg.RecordTasks == nil || *d.cfg.RecordTasks,
-		CancelOnDisconnect: d.cfg.CancelOnDisconnect,
+		MaxConcurrentRuns:       d.cfg.MaxConcurrentRuns,
+		MaxEventsPerRun:         d.cfg.MaxEventsPerRun,
+		MaxOutputBytes:          d.cfg.MaxOutputBytes,
+		AllowBypass:             d.cfg.AllowBypass,
+		RecordTasks:             d.cfg.RecordTasks == nil || *d.cfg.RecordTasks,
+		MaxTaskRecordBytes:      d.cfg.MaxTaskRecordBytes,
+		MaxSubscriberQueueBytes: d.cfg.MaxSubscriberQueueBytes,
+		Retention:               d.cfg.retention(),
+		CancelOnDisconnect:      d.cfg.CancelOnDisconnect,
 	})
 	if err := d.runs.EndLeftovers(ctx); err != nil {
 		return err
 	}
+	d.runs.StartPruning()
 	d.onClose(d.runs.Shutdown)
 	d.registerRuns()
 	d.registerApprovals()
@@ -133,9 +169,85 @@ func sendTo(peer *rpc.Peer) runs.Send {
 	return func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "agents.event", ev) }
 }
 
+// SubscriptionEndedMethod is the notification that tells a client one of its
+// subscriptions was cut off while the run goes on.
+const SubscriptionEndedMethod = "runs.subscription_ended"
+
+// SubscriptionEnded is runs.subscription_ended's params.
+type SubscriptionEnded struct {
+	RunID string `json:"run_id"`
+	// Reason is "behind": the run added more than Limit bytes of events
+	// this subscriber had yet to be sent.
+	Reason string `json:"reason"`
+	// NextSeq is the first event it was not sent; runs.subscribe with
+	// after_seq = NextSeq-1 continues from there.
+	NextSeq     int64  `json:"next_seq"`
+	BehindBytes int64  `json:"behind_bytes"`
+	Limit       int64  `json:"limit"`
+	ConfigKey   string `json:"config_key"`
+	Message     string `json:"message"`
+}
+
+// follow sends a run's events to peer with events, and, when the subscriber
+// fell too far behind and was cut off, tells it so.
+func follow(ctx context.Context, peer *rpc.Peer, events func(context.Context, runs.Send) error) {
+	var behind *runs.BehindError
+	if err := events(ctx, sendTo(peer)); errors.As(err, &behind) {
+		_ = peer.Notify(ctx, SubscriptionEndedMethod, SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
+			BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: behind.Error()})
+	}
+}
+
+// subscriptions counts the runs.subscribe streams each connection has open.
+type subscriptions struct {
+	mu sync.Mutex
+	n  map[*rpc.Peer]int
+}
+
+// take counts one more subscription of peer, or refuses it past max.
+func (s *subscriptions) take(peer *rpc.Peer, max int) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[*rpc.Peer]int{}
+	}
+	if s.n[peer] >= max {
+		return nil, &TooManySubscriptionsError{Open: s.n[peer], Max: max}
+	}
+	s.n[peer]++
+	var once sync.Once
+	var stop func() bool
+	release = func() {
+		once.Do(func() {
+			if stop != nil {
+				stop()
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.n[peer]--; s.n[peer] <= 0 {
+				delete(s.n, peer)
+			}
+		})
+	}
+	// A subscription whose answer never reached its client never runs its
+	// stream, and must not hold its count past the connection.
+	stop = context.AfterFunc(peer.Context(), release)
+	return release, nil
+}
+
+// TooManySubscriptionsError refuses a runs.subscribe past
+// max_subscriptions_per_connection.
+type TooManySubscriptionsError struct{ Open, Max int }
+
+func (e *TooManySubscriptionsError) Error() string {
+	return fmt.Sprintf("this connection already follows %d runs (max_subscriptions_per_connection = %d); "+
+		"a subscription ends with its run's last event: wait for one to end", e.Open, e.Max)
+}
+
 func (d *Daemon) registerRuns() {
 	r := d.registry
 	invokeDoc := rpc.Doc{
+		Access:  rpc.AccessAgents,
 		Summary: "Run an installed agent on a task, inside its permission boundary, and record the run.",
 		Description: "Checks, in order: params (-32602 naming the field; an unknown id lists the known ones), the ancestry guard, " +
 			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
@@ -151,6 +263,7 @@ func (d *Daemon) registerRuns() {
 	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
 	r.Alias("agents.invoke_external", "agents.invoke")
 	rpc.Register(r, "agents.cancel", rpc.Doc{
+		Access:      rpc.AccessAgents,
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",
 		Description: "Answers once the run has ended. A run that already ended is a no-op answer with cancelled = false and a reason.",
 		Errors:      []int64{CodeRunNotFound},
@@ -158,12 +271,14 @@ func (d *Daemon) registerRuns() {
 		return d.runs.Cancel(ctx, p.RunID)
 	})
 	rpc.Register(r, "runs.list", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "The run history, newest first, filtered by adapter and status; page with before = the last run_id of a page.",
 		Description: "limit defaults to 50, at most 500.",
 	}, func(ctx context.Context, p ListParams) ([]store.Run, error) {
 		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
 	})
 	rpc.Register(r, "runs.get", rpc.Doc{
+		Access:      rpc.AccessRead,
 		Summary:     "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
 		Description: "An ask-mode run also lists its approvals: every question it asked, in order, with its decision (absent while it waits).",
 		Errors:      []int64{CodeRunNotFound},
@@ -171,23 +286,55 @@ func (d *Daemon) registerRuns() {
 		return d.runs.Get(ctx, p.RunID)
 	})
 	rpc.RegisterThen(r, "runs.subscribe", rpc.Doc{
+		Access:  rpc.AccessRead,
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them). While it " +
 			"follows an ask-mode run whose starting connection is gone, the connection is sent the run's questions (agents.approve).",
-		Errors: []int64{CodeRunNotFound},
+		Errors: []int64{CodeRunNotFound, CodeTooManySubs},
 	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
-		res, events, err := d.runs.Subscribe(ctx, p.RunID, p.AfterSeq)
 		peer := rpc.PeerFrom(ctx)
+		release := func() {}
+		if peer != nil {
+			var err error
+			if release, err = d.subs.take(peer, d.cfg.MaxSubscriptionsPerConn); err != nil {
+				return SubscribeResult{}, nil, err
+			}
+		}
+		res, events, err := d.runs.Subscribe(ctx, p.RunID, p.AfterSeq)
 		if err != nil || peer == nil {
+			release()
 			return res, nil, err
 		}
 		return res, func(ctx context.Context) {
+			defer release()
 			// A follower of an ask-mode run is asked its questions once
 			// the connection that started it is gone.
 			defer d.runs.Watch(p.RunID, peerAsker{peer})()
-			events(ctx, sendTo(peer))
+			follow(ctx, peer, events)
 		}, nil
+	})
+	rpc.Notification[SubscriptionEnded](r, SubscriptionEndedMethod, rpc.Doc{
+		Summary: "A subscription was cut off, the run unaffected: the run added more than max_subscriber_queue_bytes of events this subscriber had yet to be sent.",
+		Description: "Sent instead of the rest of the run's events, on runs.subscribe and streamed agents.invoke alike. " +
+			"runs.subscribe with after_seq = next_seq - 1 continues from where it stopped.",
+	})
+	rpc.Register(r, "runs.prune", rpc.Doc{
+		Access:  rpc.AccessHost,
+		Summary: "Delete finished runs past the retention (max_runs, max_age_days, or the params' own) with their events; dry_run only counts.",
+		Description: "Never a running run, nor one whose events are still being stored. The daemon also prunes by itself at start, " +
+			"every 10 minutes and after a burst of recorded runs. Answers what was (or would be) deleted and how many runs are kept.",
+	}, func(ctx context.Context, p PruneParams) (PruneResult, error) {
+		r := d.cfg.retention()
+		if p.MaxRuns != nil {
+			r.MaxRuns = *p.MaxRuns
+		}
+		if p.MaxAgeDays != nil {
+			r.MaxAge = time.Duration(*p.MaxAgeDays) * 24 * time.Hour
+		}
+		r.DryRun = p.DryRun
+		res, err := d.runs.Prune(ctx, r)
+		return PruneResult{Pruned: res, DryRun: p.DryRun, MaxRuns: r.MaxRuns, MaxAgeDays: int(r.MaxAge / (24 * time.Hour))}, err
 	})
 	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
 		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
@@ -224,7 +371,11 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 		if peer == nil {
 			return accepted, nil, nil
 		}
-		return accepted, func(ctx context.Context) { run.Follow(ctx, sendTo(peer)) }, nil
+		return accepted, func(ctx context.Context) {
+			follow(ctx, peer, func(ctx context.Context, send runs.Send) error {
+				return run.Follow(ctx, send, d.cfg.MaxSubscriberQueueBytes)
+			})
+		}, nil
 	}
 	res, err := run.Wait(ctx)
 	if err != nil {

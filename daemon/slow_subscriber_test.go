@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,24 +29,8 @@ import (
 // compared with the same run and no stalled client, side by side.
 func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	claude := rd.agents["claude-code"].Path
-	lines, err := os.ReadFile(daemontest.RepoFile(t, "spawn/testdata/claude-stream-success.jsonl"))
-	require.NoError(t, err)
-	parts := strings.SplitN(string(lines), "\n", 3)
 	const events = 400
-	line := fmt.Sprintf(`{"type":"assistant","message":{"id":"m","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":%q}]}}`, strings.Repeat("x", 16000))
-	var b strings.Builder
-	b.WriteString(parts[0] + "\n")
-	for i := 0; i < events; i++ {
-		b.WriteString(line + "\n")
-	}
-	b.WriteString(parts[2])
-	big := filepath.Join(t.TempDir(), "big.jsonl")
-	require.NoError(t, os.WriteFile(big, []byte(b.String()), 0o644))
-	script, err := os.ReadFile(claude)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(claude, []byte(strings.Replace(string(script), "*FAIL*)",
-		"*BIG*) sleep 1; cat '"+big+"'; exit 0;;\n*FAIL*)", 1)), 0o755))
+	rd.bigTask(t, events, 16000)
 
 	reader := rd.Client
 	// run invokes BIG, lets stall (if any) subscribe during the agent's

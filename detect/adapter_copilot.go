@@ -25,8 +25,11 @@ type copilotFacts struct {
 	// token itself lives in the OS keychain).
 	LoggedInUser bool
 	ConfigErr    error
-	// GHHost: the GitHub CLI has a github.com login Copilot falls back to.
-	GHHost bool
+	// GHHost: the GitHub CLI has a login for the host Copilot signs in to
+	// (GHHostName: github.com unless COPILOT_GH_HOST or GH_HOST says
+	// otherwise), which Copilot falls back to.
+	GHHost     bool
+	GHHostName string
 }
 
 func copilotHome(home string, getenv func(string) string) string {
@@ -56,14 +59,20 @@ func readCopilotFacts(home string, getenv func(string) string) copilotFacts {
 	if exists && err == nil {
 		f.LoggedInUser = rawPresent(keys, "logged_in_users") || rawPresent(keys, "last_logged_in_user")
 	}
-	f.GHHost = ghHasGitHubLogin(home, getenv)
+	f.GHHostName = "github.com"
+	for _, n := range []string{"COPILOT_GH_HOST", "GH_HOST"} {
+		if h := strings.TrimSpace(getenv(n)); h != "" {
+			f.GHHostName = strings.TrimPrefix(strings.TrimPrefix(h, "https://"), "http://")
+			break
+		}
+	}
+	f.GHHost = ghHasLogin(home, getenv, f.GHHostName)
 	return f
 }
 
-// ghHasGitHubLogin reports whether the GitHub CLI's hosts.yml has a
-// github.com entry. It reads host names only (top-level keys), never a
-// token line.
-func ghHasGitHubLogin(home string, getenv func(string) string) bool {
+// ghHasLogin reports whether the GitHub CLI's hosts.yml has an entry for
+// host. It reads host names only (top-level keys), never a token line.
+func ghHasLogin(home string, getenv func(string) string, host string) bool {
 	dir := strings.TrimSpace(getenv("GH_CONFIG_DIR"))
 	if dir == "" {
 		if x := strings.TrimSpace(getenv("XDG_CONFIG_HOME")); x != "" {
@@ -79,7 +88,7 @@ func ghHasGitHubLogin(home string, getenv func(string) string) bool {
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "github.com:") {
+		if strings.HasPrefix(sc.Text(), host+":") {
 			return true
 		}
 	}
@@ -132,15 +141,20 @@ func copilotVerdict(f copilotFacts) HealthVerdict {
 	case f.ProviderURL && !f.ProviderModel:
 		return v(StatusNotConfigured, "COPILOT_PROVIDER_BASE_URL is set but COPILOT_MODEL is not; a custom provider needs the model named")
 	case f.ProviderURL && f.ProviderKey:
+		withAuth(details, MethodAPIKey, "COPILOT_PROVIDER_BASE_URL")
 		return v(StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL with a key from the environment (no GitHub sign-in needed)")
 	case f.ProviderURL:
+		withAuth(details, MethodAPIKey, "COPILOT_PROVIDER_BASE_URL")
 		return v(StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL without a key (a local provider)")
 	case len(f.TokenEnv) > 0:
+		withAuth(details, MethodSubscription, f.TokenEnv[0])
 		return v(StatusReady, "a GitHub token is set in "+f.TokenEnv[0]+"; card did not ask GitHub whether it is valid or has Copilot access")
 	case f.LoggedInUser:
+		withAuth(details, MethodSubscription, "the /login account recorded in ~/.copilot/config.json")
 		return v(StatusReady, "~/.copilot/config.json records a /login account (its token is in the OS keychain, which card does not read)")
 	case f.GHHost:
-		return v(StatusReady, "the GitHub CLI is signed in to github.com, which Copilot uses when nothing else is set")
+		withAuth(details, MethodSubscription, "the GitHub CLI's login")
+		return v(StatusReady, "the GitHub CLI is signed in to "+f.GHHostName+", which Copilot uses when nothing else is set")
 	}
 	return v(StatusNotConfigured, "GitHub Copilot CLI is not signed in: "+copilotLoginHint)
 }

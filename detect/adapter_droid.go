@@ -80,12 +80,15 @@ func droidVerdict(f droidFacts) HealthVerdict {
 	}
 	switch {
 	case f.APIKeyEnv:
+		withAuth(details, MethodAPIKey, "FACTORY_API_KEY")
 		return v(StatusReady, "FACTORY_API_KEY is set; card did not ask Factory whether it is valid")
 	case f.LoginFile != "":
+		withAuth(details, MethodSubscription, "the Factory sign-in in ~/.factory/"+f.LoginFile)
 		return v(StatusReady, "a Factory sign-in is saved in ~/.factory/"+f.LoginFile+" (card cannot check whether it has expired)")
 	case f.SettingsErr != nil:
 		return v(StatusUnknown, "~/.factory/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
 	case f.CustomModels > 0:
+		withAuth(details, MethodAPIKey, "the customModels in ~/.factory/settings.json")
 		return v(StatusReady, "~/.factory/settings.json has "+itoa(f.CustomModels)+" BYOK custom model(s); only `custom:` models work without a Factory sign-in, so invoke with model `custom:<displayName>-<index>`")
 	}
 	return v(StatusNotConfigured, "Factory Droid is not signed in: "+droidLoginHint)

@@ -7,20 +7,34 @@ import (
 	"strings"
 )
 
-// Gemini CLI auth types, as written to settings.json.
+// Gemini CLI auth types, as written to settings.json (0.61.0's AuthType).
 const (
-	geminiOAuth    = "oauth-personal"
-	geminiAPIKey   = "gemini-api-key"
-	geminiVertex   = "vertex-ai"
-	geminiCloudEnv = "cloud-shell"
+	geminiOAuth      = "oauth-personal"
+	geminiAPIKey     = "gemini-api-key"
+	geminiVertex     = "vertex-ai"
+	geminiCloudShell = "cloud-shell"
+	geminiComputeADC = "compute-default-credentials"
+	geminiGateway    = "gateway"
 )
 
 // geminiFacts is everything the Gemini decision looks at: names and presence
 // only, never a credential value.
 type geminiFacts struct {
-	SettingsErr     error
-	SelectedType    string // from settings.json, "" when unset
-	EnvSet          map[string]bool
+	SettingsErr  error
+	SelectedType string // security.auth.selectedType, "" when unset
+	EnforcedType string // security.auth.enforcedType, "" when unset
+	// EnvSet: which of geminiEnvNames the runs' environment sets.
+	EnvSet map[string]bool
+	// DotEnv is the home .env file Gemini would load (~/.gemini/.env, else
+	// ~/.env), "" for none, and DotEnvSet the names it sets.
+	DotEnv    string
+	DotEnvSet map[string]bool
+	// StoredKey: a key saved with /auth may be in the encrypted file store
+	// (~/.gemini/gemini-credentials.json); on macOS it is in the keychain.
+	StoredKeyFile bool
+	GOOS          string
+	// ADC: Google application default credentials are visible.
+	ADC             bool
 	OAuthExists     bool
 	OAuthErr        error
 	HasRefreshToken bool
@@ -28,16 +42,17 @@ type geminiFacts struct {
 	ExpiryMillis    int64 // 0 when absent
 }
 
-var geminiEnvNames = []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_GCA"}
+var geminiEnvNames = []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT",
+	"GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_GCA", "GOOGLE_GEMINI_BASE_URL", "CLOUD_SHELL", "GEMINI_CLI_USE_COMPUTE_ADC",
+	"GOOGLE_APPLICATION_CREDENTIALS"}
 
 // readGeminiFacts is the thin edge that touches the filesystem and env.
 func readGeminiFacts(home string, getenv func(string) string) geminiFacts {
-	f := geminiFacts{EnvSet: map[string]bool{}}
-	for _, n := range geminiEnvNames {
-		if strings.TrimSpace(getenv(n)) != "" {
-			f.EnvSet[n] = true
-		}
-	}
+	return readGeminiFactsOn(home, getenv, "")
+}
+
+func readGeminiFactsOn(home string, getenv func(string) string, goos string) geminiFacts {
+	f := geminiFacts{EnvSet: envSet(getenv, geminiEnvNames...), GOOS: goos}
 	dir := filepath.Join(home, ".gemini")
 	settings, exists, err := readJSONShape(filepath.Join(dir, "settings.json"))
 	f.SettingsErr = err
@@ -45,16 +60,32 @@ func readGeminiFacts(home string, getenv func(string) string) geminiFacts {
 		var sec struct {
 			Auth struct {
 				SelectedType string `json:"selectedType"`
+				EnforcedType string `json:"enforcedType"`
 			} `json:"auth"`
 		}
 		if raw, ok := settings["security"]; ok {
 			_ = json.Unmarshal(raw, &sec)
 		}
-		f.SelectedType = sec.Auth.SelectedType
+		f.SelectedType, f.EnforcedType = sec.Auth.SelectedType, sec.Auth.EnforcedType
 		if f.SelectedType == "" { // settings written by older releases
 			f.SelectedType = rawString(settings, "selectedAuthType")
 		}
 	}
+	// Gemini loads the first .env it finds walking up from the working
+	// directory; a run's directory is not known here, so the home fallback
+	// it ends at is what is read.
+	for _, p := range []string{filepath.Join(dir, ".env"), filepath.Join(home, ".env")} {
+		if names := dotenvNames(p); names != nil {
+			f.DotEnv, f.DotEnvSet = displayPath(home, p), names
+			break
+		}
+	}
+	f.StoredKeyFile = regularFile(filepath.Join(dir, "gemini-credentials.json"))
+	gcloud := getenv("CLOUDSDK_CONFIG")
+	if gcloud == "" {
+		gcloud = filepath.Join(home, ".config", "gcloud")
+	}
+	f.ADC = f.EnvSet["GOOGLE_APPLICATION_CREDENTIALS"] || regularFile(filepath.Join(gcloud, "application_default_credentials.json"))
 	creds, exists, err := readJSONShape(filepath.Join(dir, "oauth_creds.json"))
 	f.OAuthExists, f.OAuthErr = exists, err
 	if exists && err == nil {
@@ -69,15 +100,13 @@ func readGeminiFacts(home string, getenv func(string) string) geminiFacts {
 }
 
 func envTrue(f geminiFacts, getenv func(string) string, name string) bool {
-	if !f.EnvSet[name] {
-		return false
-	}
-	v := strings.ToLower(strings.TrimSpace(getenv(name)))
-	return v == "true" || v == "1"
+	return f.EnvSet[name] && strings.ToLower(strings.TrimSpace(getenv(name))) == "true"
 }
 
-// effectiveGeminiAuth is the auth type Gemini would use headless: the one in
-// settings, else the one its environment variables select, as the CLI does.
+// effectiveGeminiAuth is the auth type Gemini uses headless: the one in
+// settings, else the one its environment selects, in 0.61.0's order
+// (getAuthTypeFromEnv). A .env file is not read at this point, so a
+// GEMINI_API_KEY set only there selects nothing.
 func effectiveGeminiAuth(f geminiFacts, getenv func(string) string) string {
 	switch {
 	case f.SelectedType != "":
@@ -86,8 +115,12 @@ func effectiveGeminiAuth(f geminiFacts, getenv func(string) string) string {
 		return geminiOAuth
 	case envTrue(f, getenv, "GOOGLE_GENAI_USE_VERTEXAI"):
 		return geminiVertex
+	case f.EnvSet["GOOGLE_GEMINI_BASE_URL"]:
+		return geminiGateway
 	case f.EnvSet["GEMINI_API_KEY"]:
 		return geminiAPIKey
+	case envTrue(f, getenv, "CLOUD_SHELL"), envTrue(f, getenv, "GEMINI_CLI_USE_COMPUTE_ADC"):
+		return geminiComputeADC
 	}
 	return ""
 }
@@ -95,7 +128,7 @@ func effectiveGeminiAuth(f geminiFacts, getenv func(string) string) string {
 func geminiAuthKind(in AuthInput) AuthKind {
 	f := readGeminiFacts(in.Home, in.Getenv)
 	switch effectiveGeminiAuth(f, in.Getenv) {
-	case geminiAPIKey, geminiVertex:
+	case geminiAPIKey, geminiVertex, geminiComputeADC:
 		return AuthAPIKey
 	case geminiOAuth:
 		if f.OAuthExists {
@@ -114,55 +147,84 @@ func geminiAuthKind(in AuthInput) AuthKind {
 // geminiFileBased is appended to every Gemini reason: there is no status
 // command, and running the CLI bare to find out would open a browser login,
 // so the answer is only as good as the files and environment it reads.
-const geminiFileBased = " (decided from ~/.gemini/settings.json, ~/.gemini/oauth_creds.json and the daemon's environment: Gemini CLI has no status command)"
+const geminiFileBased = " (decided from ~/.gemini/settings.json, ~/.gemini/oauth_creds.json, the home .env file and the daemon's environment: Gemini CLI has no status command)"
 
 // geminiHealth never runs the binary.
 func geminiHealth(_ context.Context, in HealthInput) HealthVerdict {
-	return geminiVerdict(readGeminiFacts(in.Home, in.Getenv), in.Getenv, in.Now())
+	return geminiVerdict(readGeminiFactsOn(in.Home, in.Getenv, in.GOOS), in.Getenv, in.Now())
 }
 
-// geminiVerdict is the pure decision over the facts.
+// geminiVerdict is the pure decision over the facts. Each refusal below is
+// one Gemini CLI 0.61.0 makes before any request in a headless run (exit
+// 41), checked against the real CLI.
 func geminiVerdict(f geminiFacts, getenv func(string) string, nowMillis int64) HealthVerdict {
 	auth := effectiveGeminiAuth(f, getenv)
-	var envNames []any
-	for _, n := range geminiEnvNames {
-		if f.EnvSet[n] {
-			envNames = append(envNames, n)
-		}
-	}
 	details := map[string]any{
 		"decided_from":        "files",
 		"selected_type":       auth,
 		"oauth_creds_present": f.OAuthExists,
-		"env_set":             envNames,
+		"env_set":             toAny(namesIn(f.EnvSet, geminiEnvNames)),
 	}
-	if envNames == nil {
-		details["env_set"] = []any{}
+	if f.DotEnv != "" {
+		details["dotenv_file"] = f.DotEnv
+		details["dotenv_set"] = toAny(namesIn(f.DotEnvSet, geminiEnvNames))
 	}
 	v := func(s HealthStatus, reason string) HealthVerdict {
 		return HealthVerdict{Status: s, Reason: reason + geminiFileBased, Details: details}
 	}
+	ready := func(m AuthMethod, source, reason string) HealthVerdict {
+		withAuth(details, m, source)
+		return v(StatusReady, reason)
+	}
+	// has: set in the environment, or in the .env file Gemini loads once
+	// an auth type is chosen.
+	has := func(name string) (string, bool) {
+		switch {
+		case f.EnvSet[name]:
+			return name, true
+		case f.DotEnvSet[name]:
+			return name + " in " + f.DotEnv, true
+		}
+		return "", false
+	}
 	if f.SettingsErr != nil {
 		return v(StatusUnknown, "~/.gemini/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
 	}
+	if f.EnforcedType != "" && auth != f.EnforcedType {
+		return v(StatusNotConfigured, "Gemini CLI's settings enforce the auth type "+f.EnforcedType+" but it would use "+orNone(auth)+"; sign in with that type (run `gemini` once interactively)")
+	}
 	switch auth {
 	case "":
-		return v(StatusNotConfigured, "Gemini CLI has no auth method: set security.auth.selectedType in ~/.gemini/settings.json (run `gemini` once interactively), or set GEMINI_API_KEY in the daemon's environment")
+		return v(StatusNotConfigured, "Gemini CLI has no auth method: set security.auth.selectedType in ~/.gemini/settings.json (run `gemini` once interactively), or set GEMINI_API_KEY in the daemon's environment (or card.toml [adapters.gemini] env)")
 	case geminiAPIKey:
-		if f.EnvSet["GEMINI_API_KEY"] {
-			return v(StatusReady, "uses the GEMINI_API_KEY API key")
+		if src, ok := has("GEMINI_API_KEY"); ok {
+			return ready(MethodAPIKey, src, "uses the Gemini API key in "+src)
 		}
-		return v(StatusNotConfigured, "Gemini CLI is set to use an API key but GEMINI_API_KEY is not set in the daemon's environment; set it and restart the daemon")
+		if f.StoredKeyFile || f.GOOS == "darwin" {
+			return v(StatusUnknown, "Gemini CLI is set to use an API key and none is in the daemon's environment; a key saved with /auth may be in the OS keychain or ~/.gemini/gemini-credentials.json, which card cannot read; set GEMINI_API_KEY to be sure")
+		}
+		return v(StatusNotConfigured, "Gemini CLI is set to use an API key but GEMINI_API_KEY is not set in the daemon's environment, card.toml [adapters.gemini] env or ~/.gemini/.env")
 	case geminiVertex:
-		if f.EnvSet["GOOGLE_API_KEY"] || (f.EnvSet["GOOGLE_CLOUD_PROJECT"] && f.EnvSet["GOOGLE_CLOUD_LOCATION"]) {
-			return v(StatusReady, "uses Vertex AI")
+		if src, ok := has("GOOGLE_API_KEY"); ok {
+			return ready(MethodCloud, src, "uses Vertex AI in express mode with the key in "+src)
 		}
-		return v(StatusNotConfigured, "Gemini CLI is set to use Vertex AI but neither GOOGLE_API_KEY nor GOOGLE_CLOUD_PROJECT with GOOGLE_CLOUD_LOCATION is set in the daemon's environment")
+		_, project := has("GOOGLE_CLOUD_PROJECT")
+		_, location := has("GOOGLE_CLOUD_LOCATION")
+		if !project || !location {
+			return v(StatusNotConfigured, "Gemini CLI is set to use Vertex AI but neither GOOGLE_API_KEY nor GOOGLE_CLOUD_PROJECT with GOOGLE_CLOUD_LOCATION is set in the daemon's environment")
+		}
+		if f.ADC {
+			return ready(MethodCloud, "GOOGLE_CLOUD_PROJECT", "uses Vertex AI with Google application default credentials")
+		}
+		return v(StatusUnknown, "Gemini CLI uses Vertex AI but no Google credentials are visible (GOOGLE_APPLICATION_CREDENTIALS, or gcloud's application default credentials); unless this machine has a service account, run `gcloud auth application-default login` as the daemon's user")
 	case geminiOAuth:
+		withAuth(details, MethodSubscription, "the Google login in ~/.gemini/oauth_creds.json")
 		switch {
 		case f.OAuthErr != nil:
 			return v(StatusUnknown, "~/.gemini/oauth_creds.json could not be read ("+f.OAuthErr.Error()+"); sign in again by running `gemini` interactively")
 		case !f.OAuthExists:
+			delete(details, "auth_method")
+			delete(details, "auth_source")
 			return v(StatusNotConfigured, "Gemini CLI is set to sign in with Google but has no saved login; run `gemini` interactively once to sign in")
 		case f.HasRefreshToken:
 			return v(StatusReady, "signed in with Google (a refresh token is saved)")
@@ -172,8 +234,24 @@ func geminiVerdict(f geminiFacts, getenv func(string) string, nowMillis int64) H
 			return v(StatusReady, "signed in with Google (the saved token has not expired)")
 		}
 		return v(StatusUnknown, "~/.gemini/oauth_creds.json has an unrecognised shape; run `gemini` interactively to sign in again")
-	case geminiCloudEnv, "compute-default-credentials":
-		return v(StatusUnknown, "Gemini CLI uses ambient Google Cloud credentials ("+auth+"), which card cannot check without calling Google")
+	case geminiComputeADC:
+		if f.ADC {
+			return ready(MethodCloud, "application default credentials", "uses Google application default credentials")
+		}
+		return v(StatusUnknown, "Gemini CLI uses the machine's Google credentials (compute-default-credentials), which card cannot check without calling Google")
+	case geminiGateway, geminiCloudShell:
+		from := "security.auth.selectedType in ~/.gemini/settings.json"
+		if f.SelectedType == "" {
+			from = "GOOGLE_GEMINI_BASE_URL in the daemon's environment"
+		}
+		return v(StatusNotConfigured, "Gemini CLI's auth type is "+auth+" (from "+from+"), which it refuses in a headless run (\"Invalid auth method selected.\"); set security.auth.selectedType to gemini-api-key (a gateway at GOOGLE_GEMINI_BASE_URL still works with it)")
 	}
 	return v(StatusUnknown, "Gemini CLI's auth type "+auth+" is not one card knows; run `gemini` by hand to check it")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

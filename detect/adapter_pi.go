@@ -130,10 +130,26 @@ func piVerdict(f piFacts) HealthVerdict {
 	case f.AuthErr != nil:
 		return v(StatusUnknown, "~/.pi/agent/auth.json could not be read ("+f.AuthErr.Error()+"); fix or remove it, or sign in again with /login")
 	case len(f.AuthProviders) > 0:
+		m := MethodAPIKey
+		for _, kind := range f.AuthProviders {
+			if kind == "oauth" {
+				m = MethodSubscription
+			}
+		}
+		withAuth(details, m, "the login(s) in ~/.pi/agent/auth.json")
 		return v(StatusReady, "signed in to "+strings.Join(sortedKeys(f.AuthProviders), ", ")+" (saved in ~/.pi/agent/auth.json)")
 	case len(f.EnvSet) > 0:
+		m := MethodAPIKey
+		switch {
+		case strings.HasPrefix(f.EnvSet[0], "AWS_"):
+			m = MethodCloud
+		case f.EnvSet[0] == "ANTHROPIC_OAUTH_TOKEN":
+			m = MethodSubscription
+		}
+		withAuth(details, m, f.EnvSet[0])
 		return v(StatusReady, "a provider key is set in "+strings.Join(f.EnvSet, ", "))
 	case len(f.ModelProviders) > 0:
+		withAuth(details, MethodAPIKey, "the custom provider(s) in ~/.pi/agent/models.json")
 		return v(StatusReady, "custom provider(s) in ~/.pi/agent/models.json; invoke with that provider's model")
 	case f.ModelsErr != nil:
 		return v(StatusUnknown, "~/.pi/agent/models.json could not be read ("+f.ModelsErr.Error()+"); fix or remove it")

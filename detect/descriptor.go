@@ -30,17 +30,26 @@ type probe struct {
 
 // AuthInput is what an auth heuristic may look at.
 type AuthInput struct {
-	Home   string
+	Home string
+	// Getenv reads the environment the adapter's runs get: the daemon's,
+	// with the adapter's card.toml env over it.
 	Getenv func(string) string
 	GOOS   string
+	// Args are the adapter's card.toml args, which every run carries (a
+	// Codex model provider chosen there decides how it signs in).
+	Args []string
 }
 
 // HealthInput is what a health probe may use. Run executes the detected
-// binary with args under the health timeout, in its own process group.
+// binary with args under the health timeout, in its own process group,
+// with the environment the adapter's runs get.
 type HealthInput struct {
 	Binary string
 	Home   string
+	// Getenv and Args are as in AuthInput: what the adapter's runs see.
 	Getenv func(string) string
+	Args   []string
+	GOOS   string
 	Run    func(ctx context.Context, args ...string) ProbeOutput
 	// Now is the detector's clock, for credential expiry checks.
 	Now func() int64 // UNIX milliseconds

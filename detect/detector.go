@@ -37,6 +37,15 @@ type Options struct {
 	// Pins maps adapter id → binary path from card.toml. The environment
 	// variable (Descriptor.PinEnv) wins over it.
 	Pins map[string]string
+	// Adapters holds, by adapter id, the operator's card.toml args and env
+	// that every run of the adapter carries. Health reads sign-in through
+	// them: a key set only in [adapters.<id>] env is one the runs have.
+	Adapters map[string]AdapterSettings
+	// WellKnown, when set, lists the well-known install directories (see
+	// WellKnownDirs). It is called before every detection and the path
+	// grows by what it adds, so a CLI installed after startup into a
+	// directory that did not exist then is found on refresh.
+	WellKnown func() []string
 	// ProbeTimeout bounds each `--version` probe; HealthTimeout each status
 	// command; HealthTTL how long a health answer is reused.
 	ProbeTimeout, HealthTimeout, HealthTTL time.Duration
@@ -50,6 +59,12 @@ type Options struct {
 	GOOS string
 }
 
+// AdapterSettings are one adapter's card.toml args and env.
+type AdapterSettings struct {
+	Args []string
+	Env  map[string]string
+}
+
 // Detector finds the adapters and answers health checks, caching both.
 // It is safe for concurrent use.
 type Detector struct {
@@ -61,7 +76,12 @@ type Detector struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// search is the current search path; see Options.WellKnown.
+	search SearchPath
+	// skipped holds, by adapter id, the installs the last detection saw
+	// in a scratch directory and did not use.
+	skipped   map[string][]string
 	specs     []ExternalAgentSpec
 	haveSpecs bool
 	detecting *flight[[]ExternalAgentSpec]
@@ -109,6 +129,8 @@ func New(opts Options) *Detector {
 		opts:    opts,
 		base:    base,
 		cancel:  cancel,
+		search:  opts.Search.clone(),
+		skipped: map[string][]string{},
 		health:  map[string]healthEntry{},
 		probing: map[string]*flight[ExternalAgentHealth]{},
 	}
@@ -122,7 +144,56 @@ func (d *Detector) Close() {
 }
 
 // SearchPath is the path probes use; spawns should use the same.
-func (d *Detector) SearchPath() SearchPath { return d.opts.Search }
+func (d *Detector) SearchPath() SearchPath {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.search.clone()
+}
+
+// refreshSearch adds the well-known directories the path lacks and returns
+// the path a detection searches.
+func (d *Detector) refreshSearch() SearchPath {
+	var wk []string
+	if d.opts.WellKnown != nil {
+		wk = d.opts.WellKnown()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.search.AddWellKnown(wk)
+	return d.search.clone()
+}
+
+// adapterGetenv reads the environment adapter id's runs get: its card.toml
+// env over the daemon's.
+func (d *Detector) adapterGetenv(id string) func(string) string {
+	extra := d.opts.Adapters[id].Env
+	if len(extra) == 0 {
+		return d.opts.Getenv
+	}
+	return func(k string) string {
+		if v, ok := extra[k]; ok {
+			return v
+		}
+		return d.opts.Getenv(k)
+	}
+}
+
+// adapterEnv is the base of adapter id's probe environment: the daemon's,
+// with the adapter's card.toml env over it, as its runs get.
+func (d *Detector) adapterEnv(id string) map[string]string {
+	extra := d.opts.Adapters[id].Env
+	if len(extra) == 0 {
+		return d.opts.Env
+	}
+	env := make(map[string]string, len(d.opts.Env)+len(extra))
+	for k, v := range d.opts.Env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
 
 func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
 
@@ -185,22 +256,27 @@ func cloneSpecs(in []ExternalAgentSpec) []ExternalAgentSpec {
 
 // detectAll probes every adapter concurrently.
 func (d *Detector) detectAll(ctx context.Context) []ExternalAgentSpec {
+	search := d.refreshSearch()
 	results := make([]*ExternalAgentSpec, len(registry))
+	skipped := make([][]string, len(registry))
 	var wg sync.WaitGroup
 	for i, desc := range registry {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = d.detectOne(ctx, desc)
+			results[i], skipped[i] = d.detectOne(ctx, desc, search)
 		}()
 	}
 	wg.Wait()
 	var out []ExternalAgentSpec
-	for _, r := range results {
+	d.mu.Lock()
+	for i, r := range results {
 		if r != nil {
 			out = append(out, *r)
 		}
+		d.skipped[registry[i].ID] = skipped[i]
 	}
+	d.mu.Unlock()
 	return out
 }
 
@@ -211,7 +287,7 @@ func (d *Detector) pin(desc Descriptor) (name, value string, ok bool) {
 		return desc.PinEnv, v, true
 	}
 	if v := strings.TrimSpace(d.opts.Pins[desc.ID]); v != "" {
-		return "card.toml pins." + desc.ID, v, true
+		return "card.toml [adapters." + desc.ID + "] bin", v, true
 	}
 	return "", "", false
 }
@@ -219,7 +295,7 @@ func (d *Detector) pin(desc Descriptor) (name, value string, ok bool) {
 func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 	kind := AuthKindUnknown
 	if desc.AuthKind != nil {
-		kind = desc.AuthKind(AuthInput{Home: d.opts.Home, Getenv: d.opts.Getenv, GOOS: d.opts.GOOS})
+		kind = desc.AuthKind(AuthInput{Home: d.opts.Home, Getenv: d.adapterGetenv(desc.ID), GOOS: d.opts.GOOS, Args: d.opts.Adapters[desc.ID].Args})
 	}
 	return ExternalAgentSpec{
 		ID:                  desc.ID,
@@ -232,34 +308,35 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 	}
 }
 
-// detectOne resolves one adapter; nil means not installed.
-func (d *Detector) detectOne(ctx context.Context, desc Descriptor) *ExternalAgentSpec {
+// detectOne resolves one adapter on search; nil means not installed. It
+// also returns the installs it skipped for being in a scratch directory.
+func (d *Detector) detectOne(ctx context.Context, desc Descriptor, search SearchPath) (*ExternalAgentSpec, []string) {
 	spec := d.baseSpec(desc)
-	pathValue := d.opts.Search.PATH()
+	pathValue := search.PATH()
 
 	if pinName, value, ok := d.pin(desc); ok {
 		// A pin is the person's explicit choice: when it is broken we say so
 		// rather than silently running some other binary from PATH.
 		spec.Source = SourcePin
-		path, err := resolvePin(pinName, value, d.opts.Home, d.opts.Search)
+		path, err := resolvePin(pinName, value, d.opts.Home, search)
 		if err != nil {
 			spec.BinaryPath = value
 			spec.Execution = Unusable(err.Error(), d.unixNow())
-			return &spec
+			return &spec, nil
 		}
 		spec.BinaryPath = path
 		r := d.probeVersion(ctx, path, pathValue)
 		if !r.runs {
 			spec.Execution = Unusable(fmt.Sprintf("pinned by %s: %s", pinName, r.reason), d.unixNow())
-			return &spec
+			return &spec, nil
 		}
 		spec.Version = r.version
-		return &spec
+		return &spec, nil
 	}
 
-	cands := findCandidates(desc.Binary, d.opts.Search, d.opts.ScratchDirs)
+	cands, skipped := findCandidates(desc.Binary, search, d.opts.ScratchDirs)
 	if len(cands) == 0 {
-		return nil
+		return nil, skipped
 	}
 	idx, results := d.firstRunnable(ctx, cands, pathValue)
 	if idx < 0 {
@@ -276,12 +353,12 @@ func (d *Detector) detectOne(ctx context.Context, desc Descriptor) *ExternalAgen
 			reason = fmt.Sprintf("none of %d installs of %s runs: %s", len(reasons), desc.Binary, strings.Join(reasons, "; "))
 		}
 		spec.Execution = Unusable(reason, d.unixNow())
-		return &spec
+		return &spec, skipped
 	}
 	spec.BinaryPath = cands[idx].path
 	spec.Source = cands[idx].source
 	spec.Version = results[idx].version
-	return &spec
+	return &spec, skipped
 }
 
 type versionResult struct {

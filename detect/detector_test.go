@@ -123,7 +123,7 @@ func TestABrokenConfigPinNamesTheConfigSetting(t *testing.T) {
 	s, ok := specByID(d.Detect(ctx, false), agent.Gemini)
 	require.True(t, ok)
 	reason, _ := s.UnusableReason()
-	assert.Contains(t, reason, "card.toml pins.gemini")
+	assert.Contains(t, reason, "card.toml [adapters.gemini] bin")
 }
 
 func TestAPinBypassesTheScratchDirectoryRule(t *testing.T) {

@@ -21,14 +21,41 @@ func (e *UnknownAdapterError) Error() string {
 	return fmt.Sprintf("unknown agent %q: known agents are %s", e.ID, strings.Join(e.Known, ", "))
 }
 
-// NotInstalledError: detection found no binary for the adapter.
+// NotInstalledError: detection found no binary for the adapter it may use.
 type NotInstalledError struct {
 	ID, Binary, PinEnv, InstallHint string
+	// Skipped are installs detection saw in a scratch directory and did
+	// not use.
+	Skipped []string
 }
 
 func (e *NotInstalledError) Error() string {
-	return fmt.Sprintf("%s is not installed: no `%s` on the daemon's search path; %s, or set %s to its path, then refresh detection",
-		e.ID, e.Binary, e.InstallHint, e.PinEnv)
+	pin := func(path string) string {
+		return fmt.Sprintf("set %s=%s in the daemon's environment, or bin = %q under [adapters.%s] in card.toml", e.PinEnv, path, path, e.ID)
+	}
+	if len(e.Skipped) > 0 {
+		return fmt.Sprintf("%s is not installed where card may run it: `%s` was found at %s but skipped, because card never takes a binary from a world-writable scratch directory (%s), where anyone on this machine can plant one; "+
+			"if that is your install, pin it (%s) and refresh detection, or %s",
+			e.ID, e.Binary, strings.Join(e.Skipped, ", "), strings.Join(trimSlashes(DefaultScratchDirs), ", "), pin(e.Skipped[0]), e.InstallHint)
+	}
+	return fmt.Sprintf("%s is not installed: no `%s` on the daemon's search path; %s, or pin an install (%s), then refresh detection",
+		e.ID, e.Binary, e.InstallHint, pin("/path/to/"+e.Binary))
+}
+
+func trimSlashes(dirs []string) []string {
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		out[i] = strings.TrimSuffix(d, "/")
+	}
+	return out
+}
+
+// notInstalled is the error for an adapter the last detection did not find.
+func (d *Detector) notInstalled(desc Descriptor) error {
+	d.mu.Lock()
+	skipped := append([]string(nil), d.skipped[desc.ID]...)
+	d.mu.Unlock()
+	return &NotInstalledError{ID: desc.ID, Binary: desc.Binary, PinEnv: desc.PinEnv, InstallHint: desc.InstallHint, Skipped: skipped}
 }
 
 // UnusableError: detection found the binary but the OS will not run it.
@@ -52,7 +79,7 @@ func (d *Detector) Binary(ctx context.Context, id string) (string, ExternalAgent
 	}
 	spec, found := d.specFor(ctx, id)
 	if !found {
-		return "", ExternalAgentSpec{}, &NotInstalledError{ID: id, Binary: desc.Binary, PinEnv: desc.PinEnv, InstallHint: desc.InstallHint}
+		return "", ExternalAgentSpec{}, d.notInstalled(desc)
 	}
 	if reason, bad := spec.UnusableReason(); bad {
 		return "", spec, &UnusableError{ID: id, Path: spec.BinaryPath, Reason: reason}
@@ -81,8 +108,7 @@ func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalA
 	}
 	spec, found := d.specFor(ctx, id)
 	if !found {
-		err := &NotInstalledError{ID: id, Binary: desc.Binary, PinEnv: desc.PinEnv, InstallHint: desc.InstallHint}
-		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: err.Error()}), nil
+		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: d.notInstalled(desc).Error()}), nil
 	}
 	if reason, bad := spec.UnusableReason(); bad {
 		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: reason}), nil
@@ -123,7 +149,22 @@ func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalA
 // Adapters that are not installed are included as not_executable, so a host
 // can show why an agent it expected is missing.
 func (d *Detector) HealthAll(ctx context.Context, force bool) []ExternalAgentHealth {
-	ids := agent.IDs()
+	return d.healthOf(ctx, agent.IDs(), force)
+}
+
+// HealthDetected checks every detected adapter (installed, whether or not
+// it can run) concurrently, in registry order: what CAR's
+// agents.health_external answers without an id.
+func (d *Detector) HealthDetected(ctx context.Context, force bool) []ExternalAgentHealth {
+	specs := d.Detect(ctx, false)
+	ids := make([]string, len(specs))
+	for i, s := range specs {
+		ids[i] = s.ID
+	}
+	return d.healthOf(ctx, ids, force)
+}
+
+func (d *Detector) healthOf(ctx context.Context, ids []string, force bool) []ExternalAgentHealth {
 	out := make([]ExternalAgentHealth, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -155,6 +196,11 @@ func (d *Detector) WithHealth(ctx context.Context, specs []ExternalAgentSpec, fo
 				h = d.stamp(out[i].ID, HealthVerdict{Status: StatusUnknown, Reason: err.Error()})
 			}
 			out[i].Health = &h
+			// The sign-in health found is better evidence than the
+			// file-shape guess detection made.
+			if k := MethodOf(h).Kind(); h.Status == StatusReady && k != AuthKindUnknown {
+				out[i].AuthKind = k
+			}
 		}()
 	}
 	wg.Wait()
@@ -173,13 +219,15 @@ func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string)
 	if desc.Health == nil {
 		return d.stamp(desc.ID, HealthVerdict{Status: StatusUnknown, Reason: "card has no health check for " + desc.DisplayName})
 	}
-	pathValue := d.opts.Search.PATH()
-	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
+	pathValue := d.SearchPath().PATH()
+	env := probeEnv(d.adapterEnv(desc.ID), pathValue, d.opts.Home)
 	dir := probeDir(d.opts.Home, d.opts.Env)
 	in := HealthInput{
 		Binary: bin,
 		Home:   d.opts.Home,
-		Getenv: d.opts.Getenv,
+		Getenv: d.adapterGetenv(desc.ID),
+		Args:   d.opts.Adapters[desc.ID].Args,
+		GOOS:   d.opts.GOOS,
 		Now:    func() int64 { return d.opts.Now().UnixMilli() },
 		Run: func(ctx context.Context, args ...string) ProbeOutput {
 			return runProbe(ctx, bin, args, env, dir, d.opts.HealthTimeout)

@@ -56,6 +56,7 @@ func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
 	}{
 		{"logged out", claudeLoggedOut, "", 1, StatusNotConfigured, "claude auth login"},
 		{"api key in the environment", claudeAPIKey, "", 0, StatusReady, ""},
+		{"api key only in the settings files", claudeAPIKey, "", 0, StatusNotConfigured, "--setting-sources"},
 		{"expired login", `{"loggedIn": false, "authMethod": "claude.ai", "error": "OAuth token expired"}`, "", 1, StatusExpired, "claude auth login"},
 		{"network failure", "", "Error: getaddrinfo ENOTFOUND api.anthropic.com", 1, StatusNetworkError, "network"},
 		{"output card cannot read", "Usage: claude [options]", "", 2, StatusUnknown, "cannot read"},
@@ -65,7 +66,11 @@ func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
 			dir := t.TempDir()
 			cnt, runs := counter(t)
 			statusCLI(t, dir, "claude", "2.1.197 (Claude Code)", c.stdout, c.stderr, c.exit, "0", cnt)
-			d := newTestDetector(t, "", dir)
+			env := testEnv("ANTHROPIC_API_KEY=sk-ant-fake")
+			if c.want != StatusReady {
+				env = testEnv()
+			}
+			d := newDetectorWith(t, Options{Env: env}, dir)
 			h, err := d.Health(ctx, agent.ClaudeCode, false)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, h.Status, h.Reason)
@@ -83,7 +88,7 @@ func TestClaudeReadyDetailsKeepTheKeySourceButNoSecret(t *testing.T) {
 	dir := t.TempDir()
 	cnt, _ := counter(t)
 	statusCLI(t, dir, "claude", "2.1.197", `{"loggedIn": true, "authMethod": "api_key", "apiKeySource": "ANTHROPIC_API_KEY", "apiKey": "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "oauthToken": "x"}`, "", 0, "0", cnt)
-	d := newTestDetector(t, "", dir)
+	d := newDetectorWith(t, Options{Env: testEnv("ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz")}, dir)
 	h, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
 	assert.Equal(t, StatusReady, h.Status)
@@ -102,8 +107,10 @@ func TestCodexHealthFollowsLoginStatus(t *testing.T) {
 		method       string
 	}{
 		{"logged out (real text with the /tmp warning)", codexTmpWarning + "\nNot logged in\n", 1, StatusNotConfigured, ""},
-		{"chatgpt", "Logged in using ChatGPT\n", 0, StatusReady, "chatgpt"},
-		{"api key", "Logged in using an API key - sk-proj-***************************ABCD\n", 0, StatusReady, "api_key"},
+		{"chatgpt", "Logged in using ChatGPT\n", 0, StatusReady, "subscription"},
+		{"api key (before 0.171)", "Logged in using an API key - sk-proj-***************************ABCD\n", 0, StatusReady, "api_key"},
+		{"api key (0.171, real text)", codexTmpWarning + "\nAPI key configured - sk-proj-***ABCD\nAuthentication is checked when you send a request.\n", 0, StatusReady, "api_key"},
+		{"unreadable saved login", "Error checking login status: failed to deserialize CLI auth from file: invalid credential JSON (Data at line 1 column 51)\n", 1, StatusUnknown, ""},
 		{"expired", "Error: your access token has expired; please log in again\n", 1, StatusExpired, ""},
 		{"unrecognised", "panic: something\n", 101, StatusUnknown, ""},
 	}
@@ -193,7 +200,7 @@ func TestHealthIsCachedForTheTTLAndForceBypassesIt(t *testing.T) {
 	cnt, runs := counter(t)
 	statusCLI(t, dir, "claude", "2.1.197", claudeAPIKey, "", 0, "0", cnt)
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	d := newDetectorWith(t, Options{Now: clock.Now}, dir)
+	d := newDetectorWith(t, Options{Now: clock.Now, Env: testEnv("ANTHROPIC_API_KEY=sk-ant-fake")}, dir)
 
 	h1, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
@@ -216,7 +223,7 @@ func TestConcurrentHealthCallersShareOneStatusCommand(t *testing.T) {
 	dir := t.TempDir()
 	cnt, runs := counter(t)
 	statusCLI(t, dir, "claude", "2.1.197", claudeAPIKey, "", 0, "0.3", cnt)
-	d := newTestDetector(t, "", dir)
+	d := newDetectorWith(t, Options{Env: testEnv("ANTHROPIC_API_KEY=sk-ant-fake")}, dir)
 	d.Detect(ctx, false)
 
 	var wg sync.WaitGroup
@@ -237,7 +244,7 @@ func TestACallerThatGivesUpDoesNotKillTheSharedProbe(t *testing.T) {
 	dir := t.TempDir()
 	cnt, runs := counter(t)
 	statusCLI(t, dir, "claude", "2.1.197", claudeAPIKey, "", 0, "0.3", cnt)
-	d := newTestDetector(t, "", dir)
+	d := newDetectorWith(t, Options{Env: testEnv("ANTHROPIC_API_KEY=sk-ant-fake")}, dir)
 	d.Detect(ctx, false)
 	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -312,7 +319,8 @@ func TestGeminiHealthIsDecidedFromSettingsEnvironmentAndSavedLogin(t *testing.T)
 		{"api key selected but not set", settings("gemini-api-key"), nil, nil, StatusNotConfigured, AuthAPIKey},
 		{"api key selected and set", settings("gemini-api-key"), nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
 		{"vertex with an API key", nil, nil, []string{"GOOGLE_GENAI_USE_VERTEXAI=true", "GOOGLE_API_KEY=x"}, StatusReady, AuthAPIKey},
-		{"vertex with a project and location", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us"}, StatusReady, AuthAPIKey},
+		{"vertex with a project, a location and credentials", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us", "GOOGLE_APPLICATION_CREDENTIALS=/k.json"}, StatusReady, AuthAPIKey},
+		{"vertex with a project and location but no visible credentials", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us"}, StatusUnknown, AuthAPIKey},
 		{"vertex with nothing", settings("vertex-ai"), nil, nil, StatusNotConfigured, AuthAPIKey},
 		{"google login with a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "refresh_token": "r", "expiry_date": past}, nil, StatusReady, AuthSubscription},
 		{"google login expired without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": past}, nil, StatusExpired, AuthSubscription},
@@ -320,7 +328,7 @@ func TestGeminiHealthIsDecidedFromSettingsEnvironmentAndSavedLogin(t *testing.T)
 		{"google login selected but never done", settings("oauth-personal"), nil, nil, StatusNotConfigured, AuthUnauthenticated},
 		{"GCA from the environment with a saved login", nil, map[string]any{"refresh_token": "r"}, []string{"GOOGLE_GENAI_USE_GCA=true"}, StatusReady, AuthSubscription},
 		{"older settings key", map[string]any{"selectedAuthType": "gemini-api-key"}, nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
-		{"cloud shell", settings("cloud-shell"), nil, nil, StatusUnknown, AuthKindUnknown},
+		{"cloud shell, which 0.61 refuses headless", settings("cloud-shell"), nil, nil, StatusNotConfigured, AuthKindUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -26,9 +26,10 @@ type candidate struct {
 // findCandidates lists every match for binary on the search path, in order,
 // collapsing matches that resolve to the same real file (a symlink in
 // ~/.local/bin to the npm global bin is one install, not two) and skipping
-// scratch directories.
-func findCandidates(binary string, search SearchPath, scratch []string) []candidate {
-	var out []candidate
+// scratch directories. The skipped matches are returned too: a person whose
+// only install sits under /tmp must be told it was seen and why it was not
+// used, not that nothing is installed.
+func findCandidates(binary string, search SearchPath, scratch []string) (cands []candidate, skipped []string) {
 	seen := map[string]bool{}
 	for _, dir := range search.Dirs {
 		p := filepath.Join(dir, binary)
@@ -43,15 +44,19 @@ func findCandidates(binary string, search SearchPath, scratch []string) []candid
 			continue
 		}
 		if inScratch(p, scratch) || inScratch(real, scratch) {
+			if !seen[real] {
+				seen[real] = true
+				skipped = append(skipped, p)
+			}
 			continue
 		}
 		if seen[real] {
 			continue
 		}
 		seen[real] = true
-		out = append(out, candidate{path: p, source: search.SourceOf(dir)})
+		cands = append(cands, candidate{path: p, source: search.SourceOf(dir)})
 	}
-	return out
+	return cands, skipped
 }
 
 // inScratch also checks the symlink target: a link from a trusted directory

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -68,8 +69,8 @@ func NewSearchPath(pathValue string) SearchPath {
 const loginShellTimeout = 2500 * time.Millisecond
 
 // ResolveSearchPath builds the daemon's search path: its own PATH, then what
-// the user's login shell adds, then well-known per-user install directories
-// that exist. The login shell is asked once, bounded by a timeout, its
+// the user's login shell adds, then the well-known per-user install
+// directories. The login shell is asked once, bounded by a timeout, its
 // process group killed on timeout, and any failure is ignored (the other two
 // parts still apply). env is the daemon's environment as read at startup
 // (also the base of the login shell's environment); home is the user's home
@@ -77,7 +78,15 @@ const loginShellTimeout = 2500 * time.Millisecond
 func ResolveSearchPath(ctx context.Context, env map[string]string, home string) SearchPath {
 	getenv := func(k string) string { return env[k] }
 	shellPath := loginShellPATH(ctx, env, home, loginShellTimeout)
-	return buildSearchPath(env["PATH"], shellPath, wellKnownDirs(home, getenv))
+	return buildSearchPath(env["PATH"], shellPath, WellKnownDirs(home, getenv))
+}
+
+// BareSearchPath is the search path without the login shell (for a daemon
+// told login_shell_path = false): its own PATH, then the well-known
+// directories, which are card's own list and do not depend on any shell.
+func BareSearchPath(env map[string]string, home string) SearchPath {
+	getenv := func(k string) string { return env[k] }
+	return buildSearchPath(env["PATH"], "", WellKnownDirs(home, getenv))
 }
 
 // buildSearchPath is the pure core of ResolveSearchPath.
@@ -86,10 +95,27 @@ func buildSearchPath(daemonPATH, shellPATH string, wellKnown []string) SearchPat
 	for _, d := range filepath.SplitList(shellPATH) {
 		s.add(d, SourceLoginShell)
 	}
-	for _, d := range wellKnown {
+	s.AddWellKnown(wellKnown)
+	return s
+}
+
+// AddWellKnown appends the well-known directories the path lacks. The
+// detector calls it with a fresh list before each detection, so a node
+// version installed after startup is searched too.
+func (s *SearchPath) AddWellKnown(dirs []string) {
+	for _, d := range dirs {
 		s.add(d, SourceWellKnown)
 	}
-	return s
+}
+
+// clone copies s, so a detection can search one path while the next
+// refresh extends another.
+func (s SearchPath) clone() SearchPath {
+	out := SearchPath{Dirs: append([]string(nil), s.Dirs...), Sources: make(map[string]Source, len(s.Sources))}
+	for k, v := range s.Sources {
+		out.Sources[k] = v
+	}
+	return out
 }
 
 const (
@@ -125,17 +151,28 @@ func extractMarked(s string) string {
 	return val
 }
 
-// wellKnownDirs lists the per-user and vendor directories agent CLIs are
-// installed into by their official installers and the common Node version
-// managers, in the order a person would expect to win. Only existing
-// directories are returned.
-func wellKnownDirs(home string, getenv func(string) string) []string {
+// WellKnownDirs lists the per-user and vendor directories agent CLIs are
+// installed into by their official installers, npm's global prefix and the
+// common Node version managers, in the order a person would expect to win.
+//
+// A directory is listed whether or not it exists yet: a person who installs
+// their first CLI with `npm install -g` after the daemon started creates
+// ~/.local/bin or ~/.npm-global/bin then, and a refresh must find it without
+// a restart (searching a missing directory costs one failed stat). Only the
+// version managers' per-version directories are listed as they are found,
+// because their names are not known in advance.
+func WellKnownDirs(home string, getenv func(string) string) []string {
 	var dirs []string
 	if home != "" {
 		dirs = append(dirs,
 			filepath.Join(home, ".local", "bin"),
 			filepath.Join(home, ".claude", "local"),
 			filepath.Join(home, ".npm-global", "bin"),
+		)
+	}
+	dirs = append(dirs, npmPrefixBins(home, getenv)...)
+	if home != "" {
+		dirs = append(dirs,
 			filepath.Join(home, ".volta", "bin"),
 			filepath.Join(home, ".bun", "bin"),
 		)
@@ -143,17 +180,48 @@ func wellKnownDirs(home string, getenv func(string) string) []string {
 			dirs = append(dirs, nvmBin)
 		}
 		dirs = append(dirs, nvmNodeBins(filepath.Join(home, ".nvm", "versions", "node"))...)
+		dirs = append(dirs, filepath.Join(home, ".yarn", "bin"))
+		if pnpm := getenv("PNPM_HOME"); pnpm != "" {
+			dirs = append(dirs, pnpm)
+		}
 		dirs = append(dirs,
-			filepath.Join(home, ".yarn", "bin"),
 			filepath.Join(home, ".local", "share", "pnpm"),
 			filepath.Join(home, "Library", "pnpm"),
 		)
 	}
-	dirs = append(dirs, "/opt/homebrew/bin", "/usr/local/bin")
+	return append(dirs, "/opt/homebrew/bin", "/usr/local/bin")
+}
+
+// npmPrefixBins is npm's global bin directory when the user moved npm's
+// prefix (`npm config set prefix ~/.npm-global`, or NPM_CONFIG_PREFIX):
+// `npm install -g` puts the CLIs there. Only the prefix line of ~/.npmrc is
+// read; the file can also hold registry tokens, which are never looked at.
+func npmPrefixBins(home string, getenv func(string) string) []string {
+	var prefixes []string
+	for _, n := range []string{"NPM_CONFIG_PREFIX", "npm_config_prefix"} {
+		if v := strings.TrimSpace(getenv(n)); v != "" {
+			prefixes = append(prefixes, v)
+		}
+	}
+	if home != "" {
+		if f, err := os.Open(filepath.Join(home, ".npmrc")); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				k, v, ok := strings.Cut(sc.Text(), "=")
+				if ok && strings.TrimSpace(k) == "prefix" {
+					prefixes = append(prefixes, strings.Trim(strings.TrimSpace(v), `"'`))
+				}
+			}
+			f.Close()
+		}
+	}
 	var out []string
-	for _, d := range dirs {
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			out = append(out, d)
+	for _, p := range prefixes {
+		if strings.HasPrefix(p, "~/") && home != "" {
+			p = filepath.Join(home, p[2:])
+		}
+		if filepath.IsAbs(p) {
+			out = append(out, filepath.Join(p, "bin"))
 		}
 	}
 	return out

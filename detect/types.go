@@ -239,6 +239,21 @@ func (s ExternalAgentSpec) UnusableReason() (string, bool) {
 	return s.Health.Reason, true
 }
 
+// WithCompatHealth returns s with, when its binary is unusable and it carries
+// no health answer, health {status: not_executable, reason} holding
+// detection's reason. Clients written before the execution field learn that
+// an install is broken only from health.status, and CAR keeps that signal
+// on every detection answer for them, asked for or not; a spec that already
+// has a health answer keeps it.
+func (s ExternalAgentSpec) WithCompatHealth() ExternalAgentSpec {
+	reason, bad := s.Execution.UnusableReason()
+	if !bad || s.Health != nil {
+		return s
+	}
+	s.Health = &ExternalAgentHealth{ID: s.ID, Status: StatusNotExecutable, Reason: reason, Details: map[string]any{}, CheckedAt: s.Execution.CheckedAt()}
+	return s
+}
+
 // HealthStatus is the "can I invoke it now" bucket. Only StatusReady means
 // yes; every other status comes with a reason a person can act on.
 type HealthStatus string

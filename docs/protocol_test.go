@@ -34,16 +34,23 @@ const protocolDoc = "protocol.md"
 
 // startDaemon starts a daemon in home whose only agent is the fake Claude
 // Code of testdata, with the login-shell PATH off so no CLI installed on
-// this machine leaks into the examples.
-func startDaemon(t *testing.T, home string) *daemontest.Daemon {
+// this machine leaks into the examples. The fake answers `claude auth
+// status` as the real one does with ANTHROPIC_API_KEY set, and the
+// environment has that (fake) key, as health checks the status command's
+// answer against what the runs' environment holds.
+func startDaemon(t *testing.T, home string, agents ...string) *daemontest.Daemon {
 	t.Helper()
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake-claude.sh"))
 	require.NoError(t, err)
+	pins := map[string]string{agent.ClaudeCode: fake}
+	for i := 0; i+1 < len(agents); i += 2 {
+		pins[agents[i]] = agents[i+1]
+	}
 	return daemontest.Start(t, daemontest.Options{
 		Home:     home,
 		Config:   "login_shell_path = false\n",
-		Agents:   map[string]string{agent.ClaudeCode: fake},
-		Environ:  []string{"HOME=" + home},
+		Agents:   pins,
+		Environ:  []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-ant-docs-example-not-a-key"},
 		Logger:   zap.NewNop(),
 		NoClient: true,
 	})
@@ -191,7 +198,7 @@ func checkExample(ex example, reg *rpc.Registry) error {
 			return errors.New("a response has jsonrpc 2.0 and exactly one of result and error")
 		}
 		if resp.Error != nil {
-			return checkErrorExample(ex.Method, m, resp.Error, reg.Codes())
+			return checkErrorExample(ex.Method, m, resp.Error, reg.Codes(), reg.CommonErrorCodes())
 		}
 		types := rpc.Alternatives(m.Result)
 		var errs []error
@@ -209,7 +216,7 @@ func checkExample(ex example, reg *rpc.Registry) error {
 
 // checkErrorExample requires the code to be in the table and be one the
 // method may answer with.
-func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rpc.CodeInfo) error {
+func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rpc.CodeInfo, common []int64) error {
 	known := false
 	for _, c := range table {
 		known = known || c.Code == e.Code
@@ -219,7 +226,7 @@ func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rp
 	}
 	allowed := []int64{rpc.CodeParseError, rpc.CodeInvalidRequest, rpc.CodeMethodNotFound, rpc.CodeInvalidParams,
 		rpc.CodeInternalError, rpc.CodeTooManyRequests, rpc.CodeShuttingDown}
-	for _, c := range append(allowed, m.Doc.Errors...) {
+	for _, c := range append(append(allowed, common...), m.Doc.Errors...) {
 		if c == e.Code {
 			return nil
 		}
@@ -379,6 +386,23 @@ func TestTheErrorTableIsTheRegistrysCodeTable(t *testing.T) {
 	assert.Len(t, rows, len(table), "the document has codes the registry does not")
 }
 
+// The access-class table is the registry's: a method whose class changes,
+// or a method added, cannot leave the document behind.
+func TestTheAccessTableIsEveryMethodsRegisteredClass(t *testing.T) {
+	b, err := os.ReadFile(protocolDoc)
+	require.NoError(t, err)
+	rowRE := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| `(read|agents|host)` \\|$")
+	rows := map[string]string{}
+	for _, m := range rowRE.FindAllStringSubmatch(string(b), -1) {
+		rows[m[1]] = m[2]
+	}
+	methods := registry(t).Methods()
+	for _, m := range methods {
+		assert.Equal(t, string(m.Doc.Access), rows[m.Name], "access table row for %s", m.Name)
+	}
+	assert.Len(t, rows, len(methods), "the access table has methods the registry does not")
+}
+
 func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
 	b, err := os.ReadFile(protocolDoc)
 	require.NoError(t, err)
@@ -446,6 +470,7 @@ func TestCaptureExamples(t *testing.T) {
 		{"agents.health_external", `{"id":"gemini"}`},
 		{"agents.health_external", `{"id":"no-such-agent"}`},
 		{"agents.health_external", `{}`},
+		{"agents.invoke_external", `{"id":"gemini","task":"say pong","mcp_endpoint":"http://127.0.0.1:8765/mcp"}`},
 		{"rpc.discover", ""},
 		{"substrate.info", ""},
 		{"substrate.run_command", `{"command":"echo hello","timeout_secs":5}`},
@@ -472,6 +497,7 @@ func TestCaptureExamples(t *testing.T) {
 		}
 	}
 	captureRuns(c, home)
+	captureUnusable(t, c)
 
 	// Transport examples: frames that are not one well-formed request.
 	raw := func(name, frame string) {
@@ -495,6 +521,24 @@ func TestCaptureExamples(t *testing.T) {
 	require.NoError(t, err)
 	fmt.Fprintf(&c.buf, "<!-- raw: daemon.json -->\n```\n%s\n```\n\n", bytes.TrimSpace(disc))
 	require.NoError(t, os.WriteFile(out, c.buf.Bytes(), 0o644))
+}
+
+// captureUnusable asks a second daemon, whose Gemini pin names a file that
+// is not executable, for a fresh detection: the example of the health a
+// broken install carries without include_health.
+func captureUnusable(t *testing.T, c *capturer) {
+	home := filepath.Join(os.TempDir(), "card-example-home-2")
+	_ = os.RemoveAll(home)
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	gemini := filepath.Join(home, "gemini")
+	require.NoError(t, os.WriteFile(gemini, []byte("#!/bin/sh\n"), 0o644))
+	ws := startDaemon(t, home, agent.Gemini, gemini).Raw(t)
+	ws.SetReadLimit(16 << 20)
+	saved := c.ws
+	c.ws = ws
+	defer func() { c.ws = saved }()
+	c.call("agents.detect_external", "")
 }
 
 // capturer sends requests to a live daemon and records every frame as a

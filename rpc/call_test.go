@@ -32,7 +32,7 @@ func callTest(t *testing.T) *serverTest {
 	t.Helper()
 	st := &serverTest{}
 	r := NewRegistry()
-	Register(r, "ask.client", Doc{Summary: "Ask the client, answer with its answer."},
+	Register(r, "ask.client", Doc{Access: AccessAgents, Summary: "Ask the client, answer with its answer."},
 		func(ctx context.Context, p askParams) (map[string]any, error) {
 			var a askAnswer
 			if p.WithinMs > 0 {

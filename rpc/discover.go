@@ -89,6 +89,9 @@ type OpenRPCMethod struct {
 	// AliasOf names the method this one is another name for (a name kept
 	// for compatibility); its shapes are the target's.
 	AliasOf string `json:"x-alias-of,omitempty"`
+	// Access is the method's access class: a connection not granted it is
+	// refused before the params are read.
+	Access Access `json:"x-access"`
 }
 
 // OpenRPCNotification is a server-to-client notification in x-notifications.
@@ -131,6 +134,7 @@ type OpenRPCComponents struct {
 // so the document carries the address the daemon ended up listening on.
 func RegisterDiscover(r *Registry, info func() ServiceInfo) {
 	Register(r, DiscoverMethod, Doc{
+		Access:      AccessRead,
 		Summary:     "This API described as an OpenRPC 1.x document, generated from the method registry.",
 		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), alias names marked with x-alias-of, and the server-to-client notifications in x-notifications and requests (which the client answers) in x-server-requests.",
 	}, func(ctx context.Context, _ struct{}) (*OpenRPCDocument, error) {
@@ -163,6 +167,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 	if info.URL != "" {
 		doc.Servers = []OpenRPCServer{{Name: "card daemon", URL: info.URL}}
 	}
+	common := r.CommonErrorCodes()
 	names := map[int64]string{}
 	for _, c := range r.Codes() {
 		names[c.Code] = c.Name
@@ -185,11 +190,12 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			Params:         params,
 			Result:         ContentDescriptor{Name: "result", Schema: result},
 			AliasOf:        m.AliasOf,
+			Access:         m.Doc.Access,
 		}
 		if m.AliasOf != "" {
 			om.Description = strings.TrimSpace(fmt.Sprintf("Alias of %s, with the same params, result and errors. %s", m.AliasOf, om.Description))
 		}
-		for _, code := range methodErrors(m.Doc.Errors) {
+		for _, code := range methodErrors(m.Doc.Errors, common) {
 			name, ok := names[code]
 			if !ok {
 				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in the registry's code table: register it with RegisterCodes", m.Name, code)
@@ -217,12 +223,13 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 	return doc, nil
 }
 
-// methodErrors is the method's own codes followed by the standard ones, each
-// once, in that order.
-func methodErrors(own []int64) []int64 {
+// methodErrors is the method's own codes followed by the standard ones and
+// the application's common ones, each once, in that order.
+func methodErrors(own, common []int64) []int64 {
 	seen := map[int64]bool{}
 	var out []int64
-	for _, c := range append(append([]int64{}, own...), standardErrors...) {
+	all := append(append(append([]int64{}, own...), standardErrors...), common...)
+	for _, c := range all {
 		if !seen[c] {
 			seen[c] = true
 			out = append(out, c)

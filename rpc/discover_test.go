@@ -39,11 +39,11 @@ const codeThingMissing int64 = -32050
 func discoverTestRegistry() *Registry {
 	r := NewRegistry()
 	r.RegisterCodes(CodeInfo{Code: codeThingMissing, Name: "thing_missing", Meaning: "No such thing."})
-	Register(r, "things.list", Doc{Summary: "List things.", Errors: []int64{codeThingMissing}},
+	Register(r, "things.list", Doc{Access: AccessRead, Summary: "List things.", Errors: []int64{codeThingMissing}},
 		func(ctx context.Context, p discoverTestParams) (discoverTestResult, error) {
 			return discoverTestResult{}, nil
 		})
-	Register(r, "things.one_or_all", Doc{Summary: "Answer one thing, or every thing."},
+	Register(r, "things.one_or_all", Doc{Access: AccessRead, Summary: "Answer one thing, or every thing."},
 		func(ctx context.Context, p discoverTestParams) (Either[discoverTestItem, []discoverTestItem], error) {
 			if p.ID != "" {
 				return First[discoverTestItem, []discoverTestItem](discoverTestItem{Name: p.ID}), nil
@@ -202,7 +202,7 @@ func TestDiscoverListsNotificationsInTheExtension(t *testing.T) {
 
 func TestDiscoverRefusesAnErrorCodeMissingFromTheTable(t *testing.T) {
 	r := NewRegistry()
-	Register(r, "bad.codes", Doc{Summary: "Lists a code nobody documented.", Errors: []int64{-32999}},
+	Register(r, "bad.codes", Doc{Access: AccessRead, Summary: "Lists a code nobody documented.", Errors: []int64{-32999}},
 		func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, nil })
 	_, err := r.OpenRPC(ServiceInfo{})
 	require.Error(t, err)
@@ -222,7 +222,7 @@ func TestAnApplicationCodeCannotReuseACodeOrNameAlreadyInTheTable(t *testing.T) 
 func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
 	r := NewRegistry()
 	assert.Panics(t, func() {
-		Register(r, "no.doc", Doc{Description: "only a description"},
+		Register(r, "no.doc", Doc{Access: AccessRead, Description: "only a description"},
 			func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, nil })
 	})
 	assert.Panics(t, func() { Notification[struct{}](r, "no.doc", Doc{Summary: "  "}) })
@@ -249,11 +249,11 @@ func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
 		}
 		return err
 	})
-	Register(r, "things.get", Doc{Summary: "One thing.", Errors: []int64{codeThingMissing}},
+	Register(r, "things.get", Doc{Access: AccessRead, Summary: "One thing.", Errors: []int64{codeThingMissing}},
 		func(ctx context.Context, p struct{}) (struct{}, error) {
 			return struct{}{}, fmt.Errorf("get: %w", &thingMissing{7})
 		})
-	Register(r, "things.fail", Doc{Summary: "Fails plainly."},
+	Register(r, "things.fail", Doc{Access: AccessRead, Summary: "Fails plainly."},
 		func(ctx context.Context, p struct{}) (struct{}, error) { return struct{}{}, errors.New("disk on fire") })
 	_, _, rerr := r.Dispatch(context.Background(), "things.get", nil)
 	require.NotNil(t, rerr)
@@ -316,7 +316,7 @@ type sharedParams struct {
 // under one name; the document says so instead of describing one wrongly.
 func TestDiscoverRefusesATypeSharedByParamsAndResults(t *testing.T) {
 	r := NewRegistry()
-	Register(r, "shared.echo", Doc{Summary: "Echo a thing."},
+	Register(r, "shared.echo", Doc{Access: AccessRead, Summary: "Echo a thing."},
 		func(ctx context.Context, p sharedParams) (sharedThing, error) { return p.Thing, nil })
 	_, err := r.OpenRPC(ServiceInfo{})
 	require.Error(t, err)

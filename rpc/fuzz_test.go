@@ -35,13 +35,13 @@ func (p *fuzzEchoParams) Validate() error {
 // notifies the client before answering.
 func fuzzRegistry() *Registry {
 	r := NewRegistry()
-	Register(r, "fuzz.echo", Doc{Summary: "echo"}, func(ctx context.Context, p fuzzEchoParams) (fuzzEchoParams, error) {
+	Register(r, "fuzz.echo", Doc{Access: AccessRead, Summary: "echo"}, func(ctx context.Context, p fuzzEchoParams) (fuzzEchoParams, error) {
 		return p, nil
 	})
-	Register(r, "fuzz.panic", Doc{Summary: "panic"}, func(ctx context.Context, p struct{}) (struct{}, error) {
+	Register(r, "fuzz.panic", Doc{Access: AccessRead, Summary: "panic"}, func(ctx context.Context, p struct{}) (struct{}, error) {
 		panic("fuzz handler panic")
 	})
-	Register(r, "fuzz.notify", Doc{Summary: "notify"}, func(ctx context.Context, p struct{}) (bool, error) {
+	Register(r, "fuzz.notify", Doc{Access: AccessRead, Summary: "notify"}, func(ctx context.Context, p struct{}) (bool, error) {
 		if peer := PeerFrom(ctx); peer != nil {
 			_ = peer.Notify(ctx, "fuzz.note", map[string]int{"x": 1})
 		}

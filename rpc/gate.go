@@ -33,6 +33,10 @@ type Gate struct {
 	// AllowedHosts are host names accepted in the Host header besides the
 	// loopback literals; only for an operator who listens elsewhere.
 	AllowedHosts []string
+	// OriginGrants are the access classes of connections from an allowed
+	// origin, by origin as written in AllowedOrigins; an allowed origin not
+	// in it gets DefaultOriginGrants. Native clients (no Origin) get all.
+	OriginGrants map[string]Grants
 	// Port, when set, must match a port named in the Host header.
 	Port int
 	// Hints name what a refused client must change, for the refusal texts.
@@ -174,6 +178,29 @@ func (g *Gate) hostAllowed(hostport string) bool {
 	return false
 }
 
+// Grants decides what an upgrade that passed Check may call, and the
+// origin it came from: a request without Origin is a native client (a
+// browser always sends one on a WebSocket upgrade), which holds every
+// class; a page from an allowed origin holds what OriginGrants says for it,
+// else DefaultOriginGrants.
+func (g *Gate) Grants(r *http.Request) (Grants, string) {
+	origin, present := r.Header["Origin"]
+	if !present {
+		return GrantAll, ""
+	}
+	o := strings.Join(origin, ",")
+	for k, gr := range g.OriginGrants {
+		if sameOrigin(k, o) {
+			return gr, o
+		}
+	}
+	return DefaultOriginGrants, o
+}
+
+func sameOrigin(configured, sent string) bool {
+	return strings.EqualFold(strings.TrimSuffix(configured, "/"), sent)
+}
+
 // originAllowed compares exactly. "null" (sandboxed frames, file: pages) is
 // never allowed: it names no one.
 func (g *Gate) originAllowed(origin string) bool {
@@ -181,7 +208,7 @@ func (g *Gate) originAllowed(origin string) bool {
 		return false
 	}
 	for _, o := range g.AllowedOrigins {
-		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+		if sameOrigin(o, origin) {
 			return true
 		}
 	}

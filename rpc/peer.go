@@ -18,6 +18,11 @@ type Peer struct {
 	// onPanic logs a handler panic with its stack; set once per connection
 	// so the hot path adds nothing to each request's context for it.
 	onPanic func(method string, p any, stack []byte)
+	// grants are the access classes this connection may call, decided at
+	// the upgrade from its Origin; origin is that Origin ("" for a native
+	// client).
+	grants Grants
+	origin string
 }
 
 type peerKey struct{}
@@ -32,6 +37,9 @@ func PeerFrom(ctx context.Context) *Peer {
 	p, _ := ctx.Value(peerKey{}).(*Peer)
 	return p
 }
+
+// Grants are the access classes this connection may call.
+func (p *Peer) Grants() Grants { return p.grants }
 
 // ID identifies the connection in logs.
 func (p *Peer) ID() uint64 { return p.id }

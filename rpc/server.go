@@ -149,7 +149,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, hj.conn, r.RemoteAddr)
+	grants, origin := s.cfg.Gate.Grants(r)
+	s.serve(c, hj.conn, r.RemoteAddr, grants, origin)
 }
 
 // serverConn is one client connection.
@@ -176,12 +177,12 @@ type serverConn struct {
 	inflight map[string][]*inflightCall
 }
 
-func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	peer := &Peer{id: id, onPanic: func(method string, p any, stack []byte) {
+	peer := &Peer{id: id, grants: grants, origin: origin, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
 	ctx = withPeer(ctx, peer)
@@ -207,7 +208,7 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string) {
 		s.mu.Unlock()
 		log.Debug("connection closed")
 	}()
-	log.Debug("connection opened", zap.String("remote", remote))
+	log.Debug("connection opened", zap.String("remote", remote), zap.Stringer("grants", grants))
 
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	stream.out = newOutgoing(stream.write, ctx.Done(), log)

@@ -48,7 +48,7 @@ func newServerTest(t *testing.T, maxInFlight int) *serverTest {
 	t.Helper()
 	st := &serverTest{}
 	r := NewRegistry()
-	RegisterThen(r, "stream.start", Doc{Summary: "Answer, then send n notifications."},
+	RegisterThen(r, "stream.start", Doc{Access: AccessRead, Summary: "Answer, then send n notifications."},
 		func(ctx context.Context, p streamParams) (map[string]any, Then, error) {
 			peer := PeerFrom(ctx)
 			res := map[string]any{"started": true}
@@ -63,14 +63,14 @@ func newServerTest(t *testing.T, maxInFlight int) *serverTest {
 				}
 			}, nil
 		})
-	RegisterThen(r, "stream.hold", Doc{Summary: "Answer, then hold on until the connection ends."},
+	RegisterThen(r, "stream.hold", Doc{Access: AccessRead, Summary: "Answer, then hold on until the connection ends."},
 		func(ctx context.Context, _ struct{}) (bool, Then, error) {
 			return true, func(ctx context.Context) {
 				<-ctx.Done()
 				st.gone.Add(1)
 			}, nil
 		})
-	Register(r, "wait.cancel", Doc{Summary: "Wait until the request is cancelled."},
+	Register(r, "wait.cancel", Doc{Access: AccessRead, Summary: "Wait until the request is cancelled."},
 		func(ctx context.Context, _ struct{}) (bool, error) {
 			select {
 			case <-ctx.Done():
@@ -80,12 +80,12 @@ func newServerTest(t *testing.T, maxInFlight int) *serverTest {
 				return true, nil
 			}
 		})
-	Register(r, "wait.ms", Doc{Summary: "Answer after n milliseconds."},
+	Register(r, "wait.ms", Doc{Access: AccessRead, Summary: "Answer after n milliseconds."},
 		func(ctx context.Context, p streamParams) (int, error) {
 			time.Sleep(time.Duration(p.N) * time.Millisecond)
 			return p.N, nil
 		})
-	Register(r, "conn.watch", Doc{Summary: "Count the connection's end."},
+	Register(r, "conn.watch", Doc{Access: AccessRead, Summary: "Count the connection's end."},
 		func(ctx context.Context, _ struct{}) (bool, error) {
 			context.AfterFunc(PeerFrom(ctx).Context(), func() { st.gone.Add(1) })
 			return true, nil
@@ -344,7 +344,7 @@ func TestAConnectionThatArrivesWhileTheServerDrainsClosesItself(t *testing.T) {
 			return
 		}
 		srv.draining.Store(true) // Shutdown started between the gate and serve
-		srv.serve(ws, nil, r.RemoteAddr)
+		srv.serve(ws, nil, r.RemoteAddr, GrantAll, "")
 		close(served)
 	}))
 	defer hs.Close()

@@ -254,6 +254,14 @@ func (s *frameStream) prepareLocked(raw []byte, b *batch) (msg, errAnswer []byte
 	if idKind == idInvalid {
 		return nil, errorAnswer(nil, CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
 	}
+	if p := fields["params"]; len(p) > 0 && p[0] == '{' {
+		if field, dup := duplicateParam(p); dup {
+			if idKind == idNone {
+				return nil, nil // bad params: the notification is not run, and gets no answer
+			}
+			return nil, invalidParamsAnswer(answerID, field, duplicateMessage)
+		}
+	}
 	if idKind == idNone {
 		return raw, nil
 	}
@@ -441,6 +449,18 @@ func errorAnswer(id json.RawMessage, code int64, message string) []byte {
 		id = json.RawMessage("null")
 	}
 	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: wireError{Code: code, Message: message}})
+	return b
+}
+
+// invalidParamsAnswer is the -32602 the registry would give for field,
+// for the params checks the stream makes before the registry sees them.
+func invalidParamsAnswer(id json.RawMessage, field, message string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	data, _ := json.Marshal(map[string]string{"field": field})
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: wireError{Code: CodeInvalidParams,
+		Message: "invalid params: " + field + ": " + message, Data: data}})
 	return b
 }
 

@@ -99,7 +99,10 @@ func Build(bin string, req Request) (Plan, error) {
 		return Plan{}, errUnsupported("permission_mode", req.Adapter, "ask: "+a.NoAsk)
 	}
 	p, err := a.Build(bin, req)
-	if err == nil && ask != (p.Ask != nil) {
+	if err != nil {
+		return Plan{}, err
+	}
+	if ask != (p.Ask != nil) {
 		// A builder that ignored ask would run the agent in some other
 		// mode the client never chose; one that asks unasked would hang.
 		what := "no ask channel"
@@ -108,7 +111,10 @@ func Build(bin string, req Request) (Plan, error) {
 		}
 		return Plan{}, fmt.Errorf("spawn: the %s builder gave permission_mode %s a plan with %s", req.Adapter, req.EffectiveMode(), what)
 	}
-	return p, err
+	if err := withMCP(&p, req); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
 }
 
 // Plan is everything needed to start one agent run, decided before any
@@ -143,6 +149,10 @@ type PlanFile struct {
 	// Mode is the file mode; 0 means 0600. Anything wider is refused.
 	Mode os.FileMode
 }
+
+// FilePlaceholderPrefix starts card's private-file placeholder (FileRef).
+// Only builders write it; a client's value holding it is refused.
+const FilePlaceholderPrefix = filePrefix
 
 const filePrefix = "{{card-file:"
 

@@ -130,6 +130,15 @@ func TestRequestValidationNamesTheField(t *testing.T) {
 		{"resume that is a flag", Request{Resume: "--dangerously-skip-permissions"}, "resume", "session id"},
 		{"two session choices", Request{Resume: "abc", NoSession: true}, "session_id", "one of"},
 		{"append with no prompt", Request{SystemPromptAppend: true}, "system_prompt", "empty"},
+		{"tool entry that is two", Request{AllowedTools: []string{"Read(/) Bash"}}, "allowed_tools", "outside parentheses"},
+		{"tool entry with a tab", Request{AllowedTools: []string{"Read\tBash"}}, "allowed_tools", "outside parentheses"},
+		{"tool entry with an unclosed pattern", Request{AllowedTools: []string{"Read(/ Bash"}}, "allowed_tools", "without its ')'"},
+		{"tool entry closing what it never opened", Request{AllowedTools: []string{"Read) (Bash"}}, "allowed_tools", "without its '('"},
+		{"placeholder in the model", Request{Model: "{{card-file:../../etc/passwd}}"}, "model", "private-file placeholder"},
+		{"placeholder in a tool", Request{AllowedTools: []string{"Read({{card-file:x}})"}}, "allowed_tools", "private-file placeholder"},
+		{"placeholder in the effort", Request{Effort: "{{card-file:x}}"}, "effort", "private-file placeholder"},
+		{"placeholder in the resume id", Request{Resume: "{{card-file:x}}"}, "resume", "private-file placeholder"},
+		{"placeholder in the cwd", Request{Cwd: "/tmp/{{card-file:x}}"}, "cwd", "private-file placeholder"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -156,6 +165,7 @@ func TestAllowedToolsMayOnlyNarrowTheMode(t *testing.T) {
 	assert.Contains(t, fe.Message, "Task is never allowed")
 
 	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeBypass, AllowBypass: true, AllowedTools: []string{"Bash(git *)", "Read"}})
+	// Whitespace inside a pattern's parentheses is the pattern's own.
 	require.NoError(t, err)
 	assert.Equal(t, "Bash,Read", p.Args[indexOf(p.Args, "--tools")+1])
 	assert.Equal(t, []string{"Bash(git *)", "Read"}, p.Args[indexOf(p.Args, "--allowedTools")+1:])

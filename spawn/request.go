@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Mode is the permission mode a client asks for on the wire.
@@ -71,6 +72,9 @@ type Request struct {
 	NoSession bool
 	// Cwd is where the agent runs: an absolute, existing directory.
 	Cwd string
+	// MCPEndpoint is the URL of an MCP server (streamable HTTP) the client
+	// hands the agent for this run; "" for none. See withMCP.
+	MCPEndpoint string
 	// Extras are the operator's [adapters.<id>] args and env from card.toml.
 	Extras Extras
 	// AllowBypass is the operator's allow_bypass from card.toml.
@@ -117,6 +121,21 @@ var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // Validate checks what can be checked without knowing the adapter's flags.
 // It returns *FieldError or *BypassRefusedError.
 func (r Request) Validate() error {
+	// card's private-file placeholder belongs to the plans card builds: in
+	// a client's value it would become a path of the client's choosing.
+	for _, f := range []struct {
+		name   string
+		values []string
+	}{
+		{"model", []string{r.Model}}, {"effort", []string{r.Effort}}, {"allowed_tools", r.AllowedTools},
+		{"session_id", []string{r.SessionID}}, {"resume", []string{r.Resume}}, {"cwd", []string{r.Cwd}},
+	} {
+		for _, v := range f.values {
+			if strings.Contains(v, filePrefix) {
+				return &FieldError{f.name, fmt.Sprintf("%q holds card's private-file placeholder %q, which only card itself may write", v, filePrefix)}
+			}
+		}
+	}
 	switch r.EffectiveMode() {
 	case ModeReadOnly, ModeEdit, ModeAsk:
 	case ModeBypass:
@@ -138,6 +157,9 @@ func (r Request) Validate() error {
 	for _, t := range r.AllowedTools {
 		if t == "" || strings.HasPrefix(t, "-") || strings.ContainsAny(t, ",\x00\n\r") {
 			return &FieldError{"allowed_tools", fmt.Sprintf("%q is not a tool name (no commas, no leading dash)", t)}
+		}
+		if why := toolEntryProblem(t); why != "" {
+			return &FieldError{"allowed_tools", fmt.Sprintf("%q %s", t, why)}
 		}
 	}
 	if r.SessionID != "" && !uuidRE.MatchString(r.SessionID) {
@@ -162,6 +184,33 @@ func (r Request) Validate() error {
 		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
 	}
 	return nil
+}
+
+// toolEntryProblem refuses an allowed_tools entry a CLI could read as more
+// than one. Claude splits its allowlist on whitespace outside parentheses
+// ("Bash(git *) Edit" is two entries), so "Read(/) Bash" would pass the
+// mode's check as Read and reach the CLI as Read and Bash. Whitespace inside
+// balanced parentheses is a pattern's own ("Bash(git *)",
+// "shell(git log:*)") and stays.
+func toolEntryProblem(t string) string {
+	depth := 0
+	for _, r := range t {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+			if depth < 0 {
+				return "has a ')' without its '('"
+			}
+		case unicode.IsSpace(r) && depth == 0:
+			return "holds whitespace outside parentheses, which a CLI reads as two entries; give one tool or pattern per entry"
+		}
+	}
+	if depth != 0 {
+		return "has a '(' without its ')'"
+	}
+	return ""
 }
 
 // Extras are the operator's additions for one adapter, from card.toml

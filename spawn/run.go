@@ -161,12 +161,17 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 			return fail(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
 		defer os.RemoveAll(dir)
-		args, env = substituteFiles(args, env, dir)
+		args, env = substituteFiles(args, env, dir, plan.Files)
 		childEnv = mergeEnv(spec.BaseEnv, env)
 	}
 	for _, a := range args {
 		if strings.Contains(a, filePrefix) {
 			return fail(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
+		}
+	}
+	for k, v := range env {
+		if strings.Contains(v, filePrefix) {
+			return fail(KindSpawn, "environment variable "+k+" refers to a file the plan does not write", nil)
 		}
 	}
 

@@ -286,6 +286,33 @@ func TestPrivateFilesAreWritten0600InA0700DirAndRemoved(t *testing.T) {
 	assert.True(t, os.IsNotExist(statErr), "private dir %s must be removed after the run", lines[3])
 }
 
+// Only the placeholders of files the plan writes become paths. Any other,
+// even beside a real one, is refused before a process starts: card's own
+// placeholder in a value from elsewhere must never turn into a path out of
+// the run's private directory.
+func TestAPlaceholderOfAFileThePlanDoesNotWriteIsRefusedNotExpanded(t *testing.T) {
+	for _, where := range []string{"arg", "env"} {
+		t.Run(where, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "started")
+			plan := shPlan(t, `touch "$0"`)
+			plan.Args = append(plan.Args, marker, FileRef("system-prompt.txt"))
+			plan.Files = []PlanFile{{Path: "system-prompt.txt", Content: []byte("be terse")}}
+			smuggled := FileRef("../../etc/passwd")
+			if where == "arg" {
+				plan.Args = append(plan.Args, "--model", smuggled)
+			} else {
+				plan.Env = map[string]string{"SOME_PATH": smuggled}
+			}
+			_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: &rawParser{}})
+			e := runErr(t, err)
+			assert.Equal(t, KindSpawn, e.Kind)
+			assert.Contains(t, e.Message, "refers to a file the plan does not write")
+			_, statErr := os.Stat(marker)
+			assert.True(t, os.IsNotExist(statErr), "the child started")
+		})
+	}
+}
+
 func TestRunReportsStartWithTheChildsOwnGroup(t *testing.T) {
 	var pid, pgid int
 	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "cat"), Dir: t.TempDir()}, Prompt: "x",

@@ -51,16 +51,22 @@ func writePrivateFiles(parent string, files []PlanFile) (string, error) {
 	return dir, nil
 }
 
-func substituteFiles(args []string, env map[string]string, dir string) ([]string, map[string]string) {
+// substituteFiles replaces each placeholder of a file the plan writes with
+// that file's path. Only those: a placeholder naming anything else (a path
+// out of the directory, a file the plan never wrote) came from somewhere
+// other than the builder, and is left for Run to refuse rather than turned
+// into a path.
+func substituteFiles(args []string, env map[string]string, dir string, files []PlanFile) ([]string, map[string]string) {
+	refs := make(map[string]string, len(files))
+	for _, f := range files {
+		refs[FileRef(f.Path)] = filepath.Join(dir, f.Path)
+	}
 	sub := func(s string) string {
-		for strings.Contains(s, filePrefix) {
-			i := strings.Index(s, filePrefix)
-			j := strings.Index(s[i:], "}}")
-			if j < 0 {
-				return s
-			}
-			name := s[i+len(filePrefix) : i+j]
-			s = s[:i] + filepath.Join(dir, name) + s[i+j+2:]
+		if !strings.Contains(s, filePrefix) {
+			return s
+		}
+		for ref, path := range refs {
+			s = strings.ReplaceAll(s, ref, path)
 		}
 		return s
 	}

@@ -41,7 +41,7 @@ func (l localAgents) Health(ctx context.Context, id string, _ bool) (detect.Exte
 }
 
 func (l localAgents) HealthAll(ctx context.Context, _ bool) ([]detect.ExternalAgentHealth, error) {
-	return l.d.HealthAll(ctx, true), nil
+	return l.d.HealthDetected(ctx, true), nil
 }
 
 // withAgents runs f, within a minute, on the running daemon of home or, when

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -15,9 +16,12 @@ import (
 const runsUsage = `usage: card runs [--limit N] [--json] [--home DIR]
        card runs show RUN_ID [--home DIR]
        card runs follow RUN_ID [--home DIR]
+       card runs prune [--dry-run] [--max-runs N] [--max-age-days D] [--json] [--home DIR]
 
 runs lists the run history, newest first. show prints one run as JSON. follow replays a
-run's events and follows it live to its end (exit code as for card invoke).
+run's events and follows it live to its end (exit code as for card invoke). prune deletes
+finished runs past the retention (card.toml's max_runs and max_age_days, or the flags'; 0 is
+no bound) with their events; --dry-run only counts them. A running run is never pruned.
 `
 
 func (e env) runs(args []string) int {
@@ -27,6 +31,8 @@ func (e env) runs(args []string) int {
 			return e.runsShow(args[1:])
 		case "follow":
 			return e.runsFollow(args[1:])
+		case "prune":
+			return e.runsPrune(args[1:])
 		case "help", "-h", "--help":
 			fmt.Fprint(e.stdout, runsUsage)
 			return exitOK
@@ -109,4 +115,55 @@ func (e env) runsFollow(args []string) int {
 		return e.fail("runs follow", err)
 	}
 	return f.follow(c, id, false)
+}
+
+func (e env) runsPrune(args []string) int {
+	fs, home := e.flags("runs prune")
+	fs.Usage = func() { fmt.Fprint(e.stderr, runsUsage) }
+	dry := fs.Bool("dry-run", false, "count what would be deleted, delete nothing")
+	maxRuns := fs.Int("max-runs", 0, "keep the newest N runs (instead of card.toml's max_runs; 0: no bound)")
+	maxAge := fs.Int("max-age-days", 0, "keep runs younger than D days (instead of card.toml's max_age_days; 0: no bound)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprint(e.stderr, runsUsage)
+		return exitUsage
+	}
+	p := daemon.PruneParams{DryRun: *dry}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "max-runs":
+			p.MaxRuns = maxRuns
+		case "max-age-days":
+			p.MaxAgeDays = maxAge
+		}
+	})
+	c, err := dial(*home)
+	if err != nil {
+		return e.fail("runs prune", err)
+	}
+	defer c.Close()
+	// A first prune of a long history deletes in many transactions.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := c.Prune(ctx, p)
+	if err != nil {
+		return e.fail("runs prune", err)
+	}
+	if *asJSON {
+		return printJSON(e.stdout, res)
+	}
+	verb := "pruned"
+	if res.DryRun {
+		verb = "would prune"
+	}
+	fmt.Fprintf(e.stdout, "%s %d runs (%d events); %d kept (max_runs %s, max_age_days %s)\n", verb, res.Runs, res.Events, res.Kept,
+		bound(res.MaxRuns), bound(res.MaxAgeDays))
+	return exitOK
+}
+
+func bound(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
 }

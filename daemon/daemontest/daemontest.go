@@ -29,6 +29,7 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/internal/fakeclaude"
 	"github.com/card-dev/card/rpc"
 )
@@ -271,6 +272,32 @@ func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 		os.Exit(fakeclaude.Main())
 	}
 	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
+}
+
+// UserHome makes an empty directory to serve as a daemon's HOME where
+// detection may take binaries from: outside the world-writable scratch
+// directories (/tmp and the like), where t.TempDir usually is and where
+// detection skips every binary, ~/.local/bin included. It lives under the
+// user's cache directory and is removed at cleanup; the test is skipped,
+// saying why, when the cache directory is itself in a scratch directory.
+func UserHome(t testing.TB) string {
+	t.Helper()
+	base, err := os.UserCacheDir()
+	if err == nil {
+		for _, s := range detect.DefaultScratchDirs {
+			if strings.HasPrefix(filepath.Clean(base)+"/", s) {
+				err = fmt.Errorf("the user cache dir %s is in the scratch dir %s", base, s)
+			}
+		}
+	}
+	if err != nil {
+		t.Skip("SKIPPING: no directory outside the scratch dirs for a test HOME: " + err.Error())
+	}
+	require.NoError(t, os.MkdirAll(base, 0o700))
+	dir, err := os.MkdirTemp(base, "card-test-home-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // AskingClaude writes a Claude Code stand-in that asks card's permission

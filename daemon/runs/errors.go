@@ -77,3 +77,18 @@ func (e *WaitEndedError) Error() string {
 }
 
 func (e *WaitEndedError) Unwrap() error { return e.Err }
+
+// BehindError cuts off a subscriber that fell too far behind its run: the
+// run added more than Limit bytes of events it has yet to be sent. The run
+// goes on; the subscriber may subscribe again after NextSeq-1.
+type BehindError struct {
+	RunID   string
+	NextSeq int64
+	Behind  int64
+	Limit   int64
+}
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("run %s: this subscriber was cut off %d bytes behind the run (max_subscriber_queue_bytes = %d); "+
+		"the run goes on: runs.subscribe with after_seq = %d continues from where it stopped", e.RunID, e.Behind, e.Limit, e.NextSeq-1)
+}

@@ -4,15 +4,19 @@ import (
 	"encoding/json"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/card-dev/card/spawn"
 )
 
-// entry is one event as sent and stored.
+// entry is one event as sent and stored. end is the bytes of the kept
+// events up to and including this one, so how far a subscriber is behind
+// is a subtraction.
 type entry struct {
 	seq  int64
 	kind string
 	raw  json.RawMessage
+	end  int64
 }
 
 // eventLog is one run's events, numbered from 1, in memory. It owns the
@@ -31,6 +35,9 @@ type eventLog struct {
 	written int   // events[:written] are in the store
 	ended   bool  // the terminal event is in events
 	changed chan struct{}
+	// bytes is the size of the kept events, read without the lock by
+	// subscribers measuring how far behind they are.
+	bytes atomic.Int64
 }
 
 func newEventLog(runID string, max int) *eventLog {
@@ -67,7 +74,8 @@ func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
 		if err != nil {
 			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: spawn.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
 		}
-		l.events = append(l.events, entry{seq: ev.Seq, kind: kind, raw: raw})
+		end := l.bytes.Add(int64(len(raw)))
+		l.events = append(l.events, entry{seq: ev.Seq, kind: kind, raw: raw, end: end})
 	}
 	if terminal {
 		l.ended = true
@@ -77,20 +85,37 @@ func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
 }
 
 // after returns the kept events with seq > seq, whether the log has ended,
-// and a channel closed at the next change.
+// and a channel closed at the next change. The events are a view of the
+// log, not a copy: an entry never changes once added and add only writes
+// past the view's end, so a thousand subscribers of a long run share one
+// log instead of holding a thousand copies of it.
 func (l *eventLog) after(seq int64) ([]entry, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := sort.Search(len(l.events), func(i int) bool { return l.events[i].seq > seq })
-	return append([]entry(nil), l.events[i:]...), l.ended, l.changed
+	n := len(l.events)
+	return l.events[i:n:n], l.ended, l.changed
 }
 
-// unwritten returns the events not yet handed to the store, whether the log
-// has ended, and a channel closed at the next change.
+// bytesThrough is the size of the kept events with seq <= seq.
+func (l *eventLog) bytesThrough(seq int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.events), func(i int) bool { return l.events[i].seq > seq })
+	if i == 0 {
+		return 0
+	}
+	return l.events[i-1].end
+}
+
+// unwritten returns the events not yet handed to the store (a view, as
+// after's), whether the log has ended, and a channel closed at the next
+// change.
 func (l *eventLog) unwritten() ([]entry, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]entry(nil), l.events[l.written:]...), l.ended, l.changed
+	n := len(l.events)
+	return l.events[l.written:n:n], l.ended, l.changed
 }
 
 // markWritten records that n more events are in the store and reports

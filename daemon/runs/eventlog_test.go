@@ -21,9 +21,15 @@ type collector struct {
 	// gate, when set, holds every send until it is closed: a client that
 	// stopped reading.
 	gate chan struct{}
+	// entered, when set, is closed by the first send.
+	entered   chan struct{}
+	enterOnce sync.Once
 }
 
 func (c *collector) send(ctx context.Context, raw json.RawMessage) error {
+	if c.entered != nil {
+		c.enterOnce.Do(func() { close(c.entered) })
+	}
 	if c.gate != nil {
 		select {
 		case <-c.gate:
@@ -70,7 +76,7 @@ func follows(ctx context.Context, c *collector, l *eventLog, after int64) func(t
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		follow(ctx, c.send, l, after)
+		_ = follow(ctx, c.send, l, after, 0)
 	}()
 	return func(d time.Duration) bool {
 		select {
@@ -175,10 +181,65 @@ func TestAFollowerStopsWhenItsSubscriberGoesAway(t *testing.T) {
 
 	failing := func(context.Context, json.RawMessage) error { return errors.New("socket closed") }
 	done := make(chan struct{})
-	go func() { follow(context.Background(), failing, l, 0); close(done) }()
+	go func() { _ = follow(context.Background(), failing, l, 0, 0); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a subscriber whose sends fail is not followed further")
 	}
+}
+
+// A subscriber that stops reading is cut off once the run has added more
+// than the limit's bytes of events it has yet to be sent: with where to come
+// back from, while the run and a reading subscriber go on. The history it
+// asked to replay does not count against it.
+func TestASubscriberTooFarBehindIsCutOffAndTheRunGoesOn(t *testing.T) {
+	l := newEventLog("run_1", 10000)
+	stalled := &collector{gate: make(chan struct{}), entered: make(chan struct{})}
+	var cut error
+	stalledDone := make(chan struct{})
+	go func() { cut = follow(context.Background(), stalled.send, l, 0, 2000); close(stalledDone) }()
+	reading := &collector{}
+	readingDone := follows(context.Background(), reading, l, 0)
+
+	addN(l, 1)
+	<-stalled.entered // it holds the first event and reads no more
+	addN(l, 99)       // about 50 bytes each: past the limit while it waits
+	end(l)
+	require.True(t, readingDone(5*time.Second), "the reading subscriber got the whole run")
+	assert.Len(t, reading.got(), 101)
+	close(stalled.gate)
+	select {
+	case <-stalledDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stalled subscriber was not cut off")
+	}
+	var be *BehindError
+	require.ErrorAs(t, cut, &be)
+	assert.Equal(t, "run_1", be.RunID)
+	assert.Equal(t, int64(2), be.NextSeq, "it had been sent the first event")
+	assert.Greater(t, be.Behind, int64(2000))
+	assert.Equal(t, int64(2000), be.Limit)
+	assert.Contains(t, be.Error(), "after_seq = 1")
+	assert.Equal(t, []int64{1}, stalled.got())
+
+	// Coming back later: the whole history is replayed, limit or not.
+	again := &collector{}
+	require.NoError(t, follow(context.Background(), again.send, l, be.NextSeq-1, 2000))
+	assert.Len(t, again.got(), 100)
+}
+
+// Following a run hands each subscriber a view of the one log, not a copy
+// of it: three thousand subscribers of a long run cost three thousand
+// views, not three thousand logs.
+func TestFollowersShareTheLogInsteadOfCopyingIt(t *testing.T) {
+	l := newEventLog("run_1", 10000)
+	addN(l, 3000)
+	allocs := testing.AllocsPerRun(100, func() { _, _, _ = l.after(0) })
+	assert.Zero(t, allocs)
+	a, _, _ := l.after(0)
+	addN(l, 1)
+	b, _, _ := l.after(0)
+	assert.Len(t, a, 3000, "a view does not grow under its holder")
+	assert.Len(t, b, 3001)
 }

@@ -12,19 +12,35 @@ import (
 // its own goroutine, so a slow one slows only itself.
 type Send func(ctx context.Context, event json.RawMessage) error
 
+// replayPage bounds the stored events a replaying subscriber holds at once:
+// a page of a run's biggest events, not a thousand of them, per subscriber.
+const replayPage = 64
+
 // follow sends a run's kept events after seq, from memory, until its last
-// event or until ctx ends.
-func follow(ctx context.Context, send Send, log *eventLog, seq int64) {
+// event or until ctx ends. limit (0: none) caps what the subscriber may
+// fall behind by: the bytes of the events the run added since it joined
+// that it has yet to be sent, which is what a queue per subscriber would
+// hold. Past it the subscriber is cut off with a *BehindError; the run
+// and every other subscriber go on, and the subscriber may come back from
+// where it stopped. The history it asked to replay (after seq) is not
+// counted: that is what it subscribed for.
+func follow(ctx context.Context, send Send, log *eventLog, seq int64, limit int64) error {
+	base := max(log.bytesThrough(seq), log.bytes.Load())
 	for {
 		pending, ended, changed := log.after(seq)
 		for _, e := range pending {
+			if limit > 0 {
+				if behind := log.bytes.Load() - max(base, e.end-int64(len(e.raw))); behind > limit {
+					return &BehindError{RunID: log.runID, NextSeq: e.seq, Behind: behind, Limit: limit}
+				}
+			}
 			if err := send(ctx, e.raw); err != nil {
-				return
+				return nil
 			}
 			seq = e.seq
 		}
 		if ended && len(pending) == 0 {
-			return
+			return nil
 		}
 		if len(pending) > 0 {
 			continue
@@ -32,15 +48,15 @@ func follow(ctx context.Context, send Send, log *eventLog, seq int64) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return
+			return nil
 		}
 	}
 }
 
-// replay sends a finished run's stored events after seq.
+// replay sends a finished run's stored events after seq, a page at a time.
 func (m *Manager) replay(ctx context.Context, send Send, id string, after int64) {
 	for {
-		evs, err := m.store.Events(ctx, id, after, store.DefaultEventsLimit)
+		evs, err := m.store.Events(ctx, id, after, replayPage)
 		if err != nil || len(evs) == 0 {
 			return
 		}
@@ -60,18 +76,20 @@ func (m *Manager) replay(ctx context.Context, send Send, id string, after int64)
 // replay and its follow are one ordered pass; a finished run (its outcome
 // and every event are in the store before it leaves the live set) is
 // replayed from the store.
-func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64) (SubscribeResult, func(context.Context, Send), error) {
+func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64) (SubscribeResult, func(context.Context, Send) error, error) {
 	if lr := m.lookup(id); lr != nil {
 		res := SubscribeResult{RunID: id, Status: store.StatusRunning, Live: true}
 		if status, ended := lr.outcome(); ended {
 			res = SubscribeResult{RunID: id, Status: status}
 		}
-		return res, func(ctx context.Context, send Send) { follow(ctx, send, lr.log, afterSeq) }, nil
+		return res, func(ctx context.Context, send Send) error {
+			return follow(ctx, send, lr.log, afterSeq, m.cfg.MaxSubscriberQueueBytes)
+		}, nil
 	}
 	run, err := m.store.Get(ctx, id)
 	if err != nil {
 		return SubscribeResult{}, nil, notFound(id, err)
 	}
 	return SubscribeResult{RunID: id, Status: run.Status},
-		func(ctx context.Context, send Send) { m.replay(ctx, send, id, afterSeq) }, nil
+		func(ctx context.Context, send Send) error { m.replay(ctx, send, id, afterSeq); return nil }, nil
 }

@@ -102,7 +102,7 @@ func TestARunsEventsAreSentStoredAndReplayedAlikeAndItsDropsAreRecorded(t *testi
 	require.NoError(t, err)
 	live := &collector{}
 	followed := make(chan struct{})
-	go func() { run.Follow(context.Background(), live.send); close(followed) }()
+	go func() { _ = run.Follow(context.Background(), live.send, 0); close(followed) }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -127,7 +127,7 @@ func TestARunsEventsAreSentStoredAndReplayedAlikeAndItsDropsAreRecorded(t *testi
 	require.NoError(t, err)
 	assert.False(t, sub.Live)
 	replayed := &collector{}
-	events(ctx, replayed.send)
+	require.NoError(t, events(ctx, replayed.send))
 	assert.Equal(t, got[2:], replayed.got(), "the replay from the store is the live stream after after_seq")
 }
 
@@ -196,4 +196,44 @@ func TestShutdownInterruptsLiveRunsAndRefusesNewOnes(t *testing.T) {
 	assert.Equal(t, store.StatusInterrupted, res.Status)
 	_, err = m.Start(ctx, claudeRequest(t, "say pong"))
 	assert.ErrorIs(t, err, ErrShuttingDown)
+}
+
+// The history is pruned to its retention in the background: at start, and
+// as soon as a burst of runs was recorded, without waiting for the ticker.
+// A run still going is never pruned.
+func TestTheHistoryIsPrunedToItsRetentionAfterABurst(t *testing.T) {
+	missing := &detect.NotInstalledError{ID: "claude-code", Binary: "claude"}
+	m, st := newManager(t, fakeBinaries{err: missing}, Config{Retention: store.Retention{MaxRuns: 20}, PruneEvery: time.Hour})
+	ctx := context.Background()
+	// The oldest runs: one refused, one ended whose events the manager is
+	// still storing (it holds it live).
+	require.NoError(t, st.Create(ctx, store.Run{RunID: "run_000", Adapter: "claude-code", Status: store.StatusRefused}))
+	require.NoError(t, st.Create(ctx, store.Run{RunID: "run_00live", Adapter: "claude-code", Status: store.StatusSucceeded}))
+	m.mu.Lock()
+	m.live["run_00live"] = &Run{id: "run_00live", cancel: func(error) {}}
+	m.mu.Unlock()
+	m.StartPruning()
+	for i := 0; i < 60; i++ {
+		_, err := m.Start(ctx, claudeRequest(t, "x"))
+		require.Error(t, err)
+	}
+	// At most one burst's worth (pruneAfter) past the retention, plus the
+	// held run, once the pruner caught up.
+	require.Eventually(t, func() bool {
+		n, err := m.List(ctx, store.ListQuery{Limit: store.MaxListLimit})
+		return err == nil && int64(len(n)) <= 20+m.pruneAfter+1
+	}, 10*time.Second, 20*time.Millisecond, "the burst was not pruned")
+	_, err := m.Get(ctx, "run_000")
+	assert.Error(t, err, "the oldest run was pruned")
+	_, err = m.Get(ctx, "run_00live")
+	assert.NoError(t, err, "a run the manager still holds is kept")
+
+	_, err = m.Prune(ctx, store.Retention{MaxRuns: 20})
+	require.NoError(t, err)
+	res, err := m.Prune(ctx, store.Retention{MaxRuns: 1, DryRun: true})
+	require.NoError(t, err)
+	assert.Equal(t, store.Pruned{Runs: 19, Kept: 2}, res, "all but the newest and the held one")
+	m.mu.Lock()
+	delete(m.live, "run_00live")
+	m.mu.Unlock()
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -49,11 +50,21 @@ type Config struct {
 	MaxOutputBytes int64
 	// AllowBypass lets a run use permission_mode bypass.
 	AllowBypass bool
-	// RecordTasks keeps the task text in the run history.
-	RecordTasks bool
+	// RecordTasks keeps the task text in the run history, at most its
+	// first MaxTaskRecordBytes bytes.
+	RecordTasks        bool
+	MaxTaskRecordBytes int
 	// CancelOnDisconnect ends a run when the connection that asked for it
 	// ends (Request.Conn).
 	CancelOnDisconnect bool
+	// MaxSubscriberQueueBytes cuts off a subscriber that has more than this
+	// many bytes of the run's new events yet to be sent (0: never).
+	MaxSubscriberQueueBytes int64
+	// Retention bounds the run history (MaxRuns, MaxAge); the manager
+	// prunes at start, every PruneEvery, and once that many runs were
+	// recorded since the last prune (a burst of refused invokes).
+	Retention  store.Retention
+	PruneEvery time.Duration
 }
 
 // Deps is what the run subsystem needs from the daemon, and no more.
@@ -86,6 +97,14 @@ type Manager struct {
 	running int
 	closing bool
 	wg      sync.WaitGroup // one per live run
+
+	// The pruner: recorded counts runs written since the last prune, and
+	// a burst past pruneAfter kicks a prune before the ticker would.
+	recorded   atomic.Int64
+	pruneAfter int64
+	pruneKick  chan struct{}
+	pruneStop  chan struct{}
+	pruneDone  chan struct{}
 }
 
 // New returns a manager; it starts nothing.
@@ -93,7 +112,74 @@ func New(deps Deps, cfg Config) *Manager {
 	if deps.Log == nil {
 		deps.Log = zap.NewNop()
 	}
-	return &Manager{deps: deps, cfg: cfg, store: deps.Store, log: deps.Log, live: map[string]*Run{}}
+	m := &Manager{deps: deps, cfg: cfg, store: deps.Store, log: deps.Log, live: map[string]*Run{}, pruneKick: make(chan struct{}, 1)}
+	if n := cfg.Retention.MaxRuns; n > 0 {
+		m.pruneAfter = int64(min(max(n/10, 10), 1000))
+	}
+	return m
+}
+
+// Prune applies r to the history now, keeping every run the manager still
+// holds (running, or ended with events still being stored).
+func (m *Manager) Prune(ctx context.Context, r store.Retention) (store.Pruned, error) {
+	r.Keep = func(id string) bool { return m.lookup(id) != nil }
+	return m.store.Prune(ctx, r)
+}
+
+// StartPruning prunes the history to the configured retention now, in the
+// background, then every PruneEvery and whenever a burst of runs was
+// recorded, until Shutdown. A history with no retention is never pruned.
+func (m *Manager) StartPruning() {
+	r := m.cfg.Retention
+	if r.MaxRuns == 0 && r.MaxAge == 0 {
+		return
+	}
+	every := m.cfg.PruneEvery
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	m.pruneStop, m.pruneDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.pruneDone)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			m.pruneOnce(r)
+			select {
+			case <-m.pruneKick:
+			case <-tick.C:
+			case <-m.pruneStop:
+				return
+			}
+		}
+	}()
+}
+
+func (m *Manager) pruneOnce(r store.Retention) {
+	m.recorded.Store(0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := m.Prune(ctx, r)
+	if err != nil {
+		m.log.Warn("could not prune the run history", zap.Error(err))
+		return
+	}
+	if res.Runs > 0 {
+		m.log.Info("pruned the run history", zap.Int64("runs", res.Runs), zap.Int64("events", res.Events),
+			zap.Int64("kept", res.Kept), zap.Duration("took", time.Since(start)))
+	}
+}
+
+// noteRecorded counts a run written to the history and kicks the pruner
+// once a burst passes pruneAfter.
+func (m *Manager) noteRecorded() {
+	if m.pruneAfter > 0 && m.recorded.Add(1) >= m.pruneAfter {
+		select {
+		case m.pruneKick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // EndLeftovers records the runs a previous daemon left running as
@@ -181,6 +267,11 @@ func (m *Manager) lookup(id string) *Run {
 // outcomes and events to be written. Subscriptions belong to their
 // connections, which the daemon closes before this.
 func (m *Manager) Shutdown(ctx context.Context) {
+	if m.pruneStop != nil {
+		close(m.pruneStop)
+		<-m.pruneDone
+		m.pruneStop = nil
+	}
 	m.mu.Lock()
 	m.closing = true
 	runs := make([]*Run, 0, len(m.live))

@@ -80,8 +80,11 @@ func (r *Run) Wait(ctx context.Context) (InvokeResult, error) {
 }
 
 // Follow sends every event of the run, from the first, until its last or
-// until ctx ends.
-func (r *Run) Follow(ctx context.Context, send Send) { follow(ctx, send, r.log, 0) }
+// until ctx ends; a *BehindError when the subscriber fell further behind
+// than limit (0: no limit) and was cut off.
+func (r *Run) Follow(ctx context.Context, send Send, limit int64) error {
+	return follow(ctx, send, r.log, 0, limit)
+}
 
 // outcome is the run's status once its terminal event exists.
 func (r *Run) outcome() (store.Status, bool) {
@@ -100,7 +103,11 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
 		PermissionMode: string(req.Mode), Model: req.Model,
 	}
-	rec.SetTask(req.Task, m.cfg.RecordTasks)
+	keep := 0
+	if m.cfg.RecordTasks {
+		keep = m.cfg.MaxTaskRecordBytes
+	}
+	rec.SetTask(req.Task, keep)
 
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
@@ -115,6 +122,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
 			m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))
 		}
+		m.noteRecorded()
 		m.log.Info("refused a run", zap.String("run_id", rec.RunID), zap.String("adapter", req.Adapter), zap.String("reason", refusal.Error()))
 		return nil, &RefusedError{RunID: rec.RunID, Err: refusal}
 	}
@@ -138,6 +146,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		cancelCause(nil)
 		return nil, fmt.Errorf("could not start run %s: %w", rec.RunID, err)
 	}
+	m.noteRecorded()
 
 	plan := req.Plan
 	plan.Program = bin

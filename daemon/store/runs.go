@@ -328,6 +328,7 @@ func scanRun(sc rowScanner) (Run, error) {
 			return Run{}, fmt.Errorf("run %s: error: %w", r.RunID, err)
 		}
 	}
+	r.TaskTruncated = r.Task != "" && len(r.Task) < r.TaskLen
 	if usageJSON.Valid {
 		r.Usage = new(Usage)
 		if err := json.Unmarshal([]byte(usageJSON.String), r.Usage); err != nil {

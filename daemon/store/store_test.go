@@ -596,14 +596,35 @@ func TestRunIDsAreUniqueAndSortByCreation(t *testing.T) {
 	assert.Greater(t, s.NewRunID(), ids[len(ids)-1])
 }
 
-func TestSetTaskKeepsTheTextOnlyWhenAskedButAlwaysItsDigest(t *testing.T) {
+func TestSetTaskKeepsAtMostAPrefixOfTheTextButAlwaysItsDigest(t *testing.T) {
 	var r Run
-	r.SetTask("hello", false)
+	r.SetTask("hello", 0)
 	assert.Empty(t, r.Task)
+	assert.False(t, r.TaskTruncated, "a task not kept at all is not a truncated one")
 	assert.Equal(t, 5, r.TaskLen)
 	assert.Equal(t, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", r.TaskSHA256)
-	r.SetTask("hello", true)
+	r.SetTask("hello", 4096)
 	assert.Equal(t, "hello", r.Task)
+	assert.False(t, r.TaskTruncated)
+	r.SetTask("hello", 5)
+	assert.Equal(t, "hello", r.Task)
+	r.SetTask("héllo", 2) // é is two bytes: the cut moves back, never splits it
+	assert.Equal(t, "h", r.Task)
+	assert.True(t, r.TaskTruncated)
+	assert.Equal(t, 6, r.TaskLen)
+
+	// The flag is not stored: it is read back from the lengths.
+	s, _ := openTest(t, Options{})
+	ctx := context.Background()
+	big := strings.Repeat("x", 100<<10)
+	r = Run{RunID: s.NewRunID(), Adapter: "claude-code", Status: StatusRefused}
+	r.SetTask(big, 4096)
+	require.NoError(t, s.Create(ctx, r))
+	got, err := s.Get(ctx, r.RunID)
+	require.NoError(t, err)
+	assert.Len(t, got.Task, 4096)
+	assert.True(t, got.TaskTruncated)
+	assert.Equal(t, 100<<10, got.TaskLen)
 	n, sum := TaskDigest("")
 	assert.Equal(t, 0, n)
 	assert.Equal(t, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", sum)

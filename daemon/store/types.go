@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is where a run is in its life. Every status but StatusRunning is
@@ -68,11 +69,14 @@ type Run struct {
 	Turns        int       `json:"turns"`
 	ToolCalls    int       `json:"tool_calls"`
 
-	// Task is the task text, empty when the operator set record_tasks =
-	// false; TaskLen and TaskSHA256 identify it either way (see SetTask).
-	Task       string `json:"task,omitempty"`
-	TaskLen    int    `json:"task_len"`
-	TaskSHA256 string `json:"task_sha256,omitempty"`
+	// Task is the task text, or its first bytes when it was longer than
+	// the operator keeps (max_task_record_bytes; TaskTruncated says so), or
+	// empty when the operator set record_tasks = false; TaskLen (the whole
+	// task's length) and TaskSHA256 identify it either way (see SetTask).
+	Task          string `json:"task,omitempty"`
+	TaskTruncated bool   `json:"task_truncated,omitempty"`
+	TaskLen       int    `json:"task_len"`
+	TaskSHA256    string `json:"task_sha256,omitempty"`
 
 	// Pgid is the child's process group, recorded so a daemon restarted after
 	// a crash can end a group its predecessor left behind.
@@ -86,15 +90,31 @@ type Run struct {
 }
 
 // SetTask records task on r. TaskLen (bytes) and TaskSHA256 are always set, so
-// two runs of the same task can be matched; the text itself is kept only when
-// keepText is true (config record_tasks), because a task can hold secrets an
-// operator does not want on disk.
-func (r *Run) SetTask(task string, keepText bool) {
+// two runs of the same task can be matched; of the text itself at most keep
+// bytes are kept, cut at a character boundary: none when the operator set
+// record_tasks = false (a task can hold secrets an operator does not want on
+// disk), and a bounded prefix otherwise, since a client that sends large
+// tasks, refused or not, must not grow the history by their size.
+func (r *Run) SetTask(task string, keep int) {
 	r.TaskLen, r.TaskSHA256 = TaskDigest(task)
-	r.Task = ""
-	if keepText {
-		r.Task = task
+	r.Task, r.TaskTruncated = task, false
+	if len(task) > keep {
+		r.Task, r.TaskTruncated = prefix(task, keep), keep > 0
 	}
+}
+
+// prefix is at most n bytes of s, cut so no UTF-8 character is split.
+func prefix(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // TaskDigest is the length in bytes and the hex SHA-256 of task.

@@ -46,6 +46,7 @@ func fakeAgent(args []string) int {
 	}
 	task, _ := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
 	exit, sleep, children, ignoreTerm := 0, 0.0, 0, false
+	events, size := 0, 0
 	for _, f := range strings.Fields(string(task)) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
@@ -57,6 +58,10 @@ func fakeAgent(args []string) int {
 			children, _ = strconv.Atoi(v)
 		case "ignore-term":
 			ignoreTerm = true
+		case "events":
+			events, _ = strconv.Atoi(v)
+		case "size":
+			size, _ = strconv.Atoi(v)
 		}
 	}
 	if ignoreTerm {
@@ -73,6 +78,13 @@ func fakeAgent(args []string) int {
 		os.Stdout.Write(append(b, '\n'))
 	}
 	emit(map[string]any{"type": "system", "subtype": "init", "cwd": mustWd(), "session_id": session, "tools": []string{"Read"}, "model": "claude-fake"})
+	// events=N size=B prints N text events of B bytes at once, for a run
+	// whose event log is full while it is still going.
+	for i := 0; i < events; i++ {
+		emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
+			"id": "msg_soak", "type": "message", "role": "assistant", "model": "claude-fake",
+			"content": []any{map[string]any{"type": "text", "text": strings.Repeat("e", size)}}}})
+	}
 	end := time.Now().Add(time.Duration(sleep * float64(time.Second)))
 	for time.Now().Before(end) {
 		emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{

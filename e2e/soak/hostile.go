@@ -351,6 +351,8 @@ func phaseHostile(ctx context.Context, h *harness) *result {
 			err == nil && n > 0 && lines-lines0 <= 3*rpc.DefaultRefusalLogBurst && bytes-bytes0 < 64<<10
 	})
 
+	accessAttacks(ctx, h, r)
+
 	if b, err := os.ReadFile(d.log); err == nil && bytes.Contains(b, []byte(d.token)) {
 		r.add("daemon log holds the token", "YES", "never", false)
 	}
@@ -453,5 +455,3 @@ func sumSuppressed(path string) int64 {
 	}
 	return n
 }
-
-func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }

@@ -147,5 +147,7 @@ func phaseStore(ctx context.Context, h *harness) *result {
 	r.add("kill -9 during heavy writes, then reopen", fmt.Sprintf("%d rounds, %d runs confirmed written before the kills", rounds, len(confirmed)), "", true)
 	r.add("PRAGMA integrity_check failures", fmt.Sprint(integrityFails), "0", integrityFails == 0)
 	r.add("confirmed runs missing or changed after reopen (checked every round)", fmt.Sprintf("%d missing, %d not succeeded", missing, unfinished), "0", missing == 0 && unfinished == 0 && len(confirmed) > 0)
+	storeBounds(ctx, h, r)
+	subscribeFlood(ctx, h, r, 3000)
 	return r
 }

@@ -1,0 +1,102 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/rpc"
+)
+
+// A run that writes (edit, bypass, and any mode but read_only) gets its
+// cwd resolved, symlinks and ".." included, and is refused the filesystem's
+// root, the user's home itself and the system's directories, with -32602
+// naming cwd, the resolved path and the card.toml key. It is not a run: no
+// row, no child. A read_only run may look anywhere, and a project's
+// directory is fine, recorded as the path it resolved to.
+func TestARunThatWritesIsRefusedTheRootTheHomeAndSystemDirsHoweverTheyAreNamed(t *testing.T) {
+	home := t.TempDir()
+	rd := startRunsDaemon(t, "allow_bypass = true\n", "HOME="+home)
+	ctx := daemontest.Context(t)
+	links := t.TempDir()
+	require.NoError(t, os.Symlink("/", filepath.Join(links, "root")))
+	require.NoError(t, os.Symlink(home, filepath.Join(links, "home")))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(links, "etc")))
+	dotdot := rd.cwd + strings.Repeat("/..", strings.Count(rd.cwd, "/")+2)
+
+	cases := []struct{ name, cwd, mode, resolved string }{
+		{"the root", "/", "edit", "/"},
+		{"a symlink to the root", filepath.Join(links, "root"), "edit", "/"},
+		{"dot-dots up to the root", dotdot, "edit", "/"},
+		{"the home itself", home, "edit", home},
+		{"a symlink to the home", filepath.Join(links, "home"), "bypass", home},
+		{"a system dir through a symlink", filepath.Join(links, "etc"), "edit", "/etc"},
+		{"card's own home", rd.Home, "edit", rd.Home},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := rd.params("claude-code", "x")
+			p.Cwd, p.PermissionMode = tc.cwd, tc.mode
+			_, err := rd.Client.Invoke(ctx, p)
+			re := rpcCode(t, err)
+			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			data := errData(t, re)
+			assert.Equal(t, "cwd", data["field"])
+			resolved, _ := filepath.EvalSymlinks(tc.resolved)
+			assert.Equal(t, resolved, data["resolved"])
+			assert.Equal(t, daemon.AllowedEditDirsKey, data["config_key"])
+			assert.Contains(t, re.Message, "permission_mode "+tc.mode)
+		})
+	}
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a refused cwd is not a run")
+	started, _ := filepath.Glob(filepath.Join(rd.agents["claude-code"].Dir, "env-*"))
+	assert.Empty(t, started, "a refused cwd started the agent")
+
+	// read_only may run at the root; a project through a symlink runs
+	// where the link points, and records that.
+	p := rd.params("claude-code", "look around")
+	p.Cwd = "/"
+	res := rd.finished(t, p)
+	assert.False(t, res.IsError)
+	require.NoError(t, os.Symlink(rd.cwd, filepath.Join(links, "project")))
+	p = rd.params("claude-code", "edit the project")
+	p.Cwd, p.PermissionMode = filepath.Join(links, "project"), "edit"
+	res = rd.finished(t, p)
+	assert.False(t, res.IsError)
+	run, err := rd.Client.Run(ctx, res.RunID)
+	require.NoError(t, err)
+	want, _ := filepath.EvalSymlinks(rd.cwd)
+	assert.Equal(t, want, run.Cwd, "the run records the directory it ran in")
+	assert.Equal(t, want, rd.agents["claude-code"].ChildEnv(t, res.RunID)["PWD"], "the agent ran in the resolved directory")
+}
+
+// allowed_edit_dirs lets an operator's own choice through, and a typo in it
+// stops the daemon at startup instead of allowing nothing silently.
+func TestAllowedEditDirsLetsTheOperatorsChoiceThrough(t *testing.T) {
+	home := t.TempDir()
+	rd := startRunsDaemon(t, "allowed_edit_dirs = ["+strconv.Quote(home)+"]\n", "HOME="+home)
+	p := rd.params("claude-code", "tidy my dotfiles")
+	p.Cwd, p.PermissionMode = home, "edit"
+	res := rd.finished(t, p)
+	assert.False(t, res.IsError)
+
+	cardHome := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.MkdirAll(cardHome, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(cardHome, daemon.ConfigFileName), []byte(`allowed_edit_dirs = ["/no/such/dir"]`), 0o600))
+	_, err := daemon.New(daemon.Options{Home: cardHome, Environ: []string{"HOME=" + home}, Logger: zap.NewNop()})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `allowed_edit_dirs in card.toml: "/no/such/dir"`)
+	_, err = daemon.ParseConfig("card.toml", `allowed_edit_dirs = ["relative/dir"]`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not an absolute path")
+}

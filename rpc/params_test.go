@@ -1,0 +1,75 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type strictInner struct {
+	Path string `json:"path"`
+}
+
+type strictParams struct {
+	ID             string        `json:"id"`
+	PermissionMode string        `json:"permission_mode,omitempty"`
+	Count          int           `json:"count,omitempty"`
+	Items          []strictInner `json:"items,omitempty"`
+}
+
+// Params are matched by exact name, once: a name in another case, a name
+// given twice (at any depth) and an unknown name are each refused with
+// -32602 naming the member, so no two readers of one request can disagree
+// on what it asked for.
+func TestParamsAreMatchedByExactNameAndEachNameOnce(t *testing.T) {
+	r := NewRegistry()
+	Register(r, "strict.echo", Doc{Access: AccessRead, Summary: "Echo the params."},
+		func(ctx context.Context, p strictParams) (strictParams, error) { return p, nil })
+	cases := []struct {
+		name, params, field, message string
+	}{
+		{"another case", `{"id":"a","PERMISSION_MODE":"edit"}`, "PERMISSION_MODE", `names are case-sensitive: did you mean "permission_mode"?`},
+		{"another case of the id", `{"ID":"a"}`, "ID", `did you mean "id"?`},
+		{"a duplicate", `{"id":"claude-code","id":"codex"}`, "id", "given more than once"},
+		{"a duplicate in another case is unknown", `{"id":"a","Id":"b"}`, "Id", `did you mean "id"?`},
+		{"a nested duplicate", `{"id":"a","items":[{"path":"/a","path":"/b"}]}`, "items[0].path", "given more than once"},
+		{"a nested unknown", `{"id":"a","items":[{"path":"/a","Path":"/b"}]}`, "items[0].Path", `did you mean "path"?`},
+		{"an unknown name", `{"id":"a","prompt":"x"}`, "prompt", "known fields: id, permission_mode, count, items"},
+		{"a wrong type", `{"id":"a","count":"3"}`, "count", "must be an integer, not a string"},
+		{"a nested wrong type", `{"id":"a","items":[{"path":3}]}`, "items[0].path", "must be a string, not a number"},
+		{"a fraction for an integer", `{"id":"a","count":1.5}`, "count", "1.5"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := r.Dispatch(context.Background(), "strict.echo", json.RawMessage(tc.params))
+			require.NotNil(t, err)
+			assert.Equal(t, CodeInvalidParams, err.Code, err.Message)
+			assert.Equal(t, map[string]any{"field": tc.field}, err.Data, err.Message)
+			assert.Contains(t, err.Message, tc.message)
+		})
+	}
+	res, _, err := r.Dispatch(context.Background(), "strict.echo", json.RawMessage(`{"id":"a","permission_mode":"edit","count":2,"items":[{"path":"/x"}]}`))
+	require.Nil(t, err)
+	assert.Equal(t, strictParams{ID: "a", PermissionMode: "edit", Count: 2, Items: []strictInner{{Path: "/x"}}}, res)
+}
+
+// Over a connection, a name given twice is refused even though the layer
+// between the frame and the registry would keep only the last: in a single
+// request, a batch member, and a notification, which is not run either.
+func TestADuplicateNameInAFramesParamsIsRefusedBeforeTheHandler(t *testing.T) {
+	st := newServerTest(t, 8)
+	c := st.dial(t)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"conn.watch","params":{"a":1,"a":2}}`)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"invalid params: a: `+duplicateMessage+`","data":{"field":"a"}}}`, c.read())
+	c.send(`[{"jsonrpc":"2.0","id":"x","method":"conn.watch","params":{"o":{"k":1,"k":2}}},{"jsonrpc":"2.0","method":"conn.watch","params":{"a":1,"a":1}}]`)
+	assert.JSONEq(t, `[{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"invalid params: o.k: `+duplicateMessage+`","data":{"field":"o.k"}}}]`, c.read())
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"conn.watch"}`)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":2,"result":true}`, c.read())
+	c.ws.CloseNow()
+	require.Eventually(t, func() bool { return st.gone.Load() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"only the last, well-formed call ran the handler")
+}
