@@ -18,13 +18,17 @@ package approvals_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +37,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/spawn"
 )
 
 func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
@@ -343,18 +348,23 @@ func TestAnUnansweredShellCommandOverACPIsDeniedAtTheApprovalTimeout(t *testing.
 
 // allow_always is card's rule, per tool name: Gemini itself is answered
 // allow-once each time, and the second call is decided by the rule.
-func TestGeminiAllowAlwaysLetsTheSecondShellCommandRunUnasked(t *testing.T) {
-	s := startCLI(t, gemini, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{gemini.shell("first.txt"), gemini.shell("second.txt")}})
-	a := s.client(t, decideAll("allow_always", ""))
-	_, rec := a.run(t, s, 0)
+func TestAllowAlwaysOverACPLetsTheSecondShellCommandRunUnasked(t *testing.T) {
+	for _, c := range acpCases {
+		t.Run(c.cli.id, func(t *testing.T) {
+			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("first.txt"), c.cli.shell("second.txt")}})
+			a := s.client(t, decideAll("allow_always", ""))
+			_, rec := a.run(t, s, 0)
 
-	assert.FileExists(t, filepath.Join(s.cwd, "first.txt"))
-	assert.FileExists(t, filepath.Join(s.cwd, "second.txt"))
-	assert.Len(t, a.asked(), 1, "the second call was not put to the client")
-	require.Len(t, rec.Approvals, 2, "Gemini asked card both times: it was answered allow-once")
-	assert.Equal(t, "allow_always", rec.Approvals[0].Decision)
-	assert.Equal(t, "allow", rec.Approvals[1].Decision)
-	assert.Equal(t, "rule", rec.Approvals[1].By)
+			assert.FileExists(t, filepath.Join(s.cwd, "first.txt"))
+			assert.FileExists(t, filepath.Join(s.cwd, "second.txt"))
+			assert.Len(t, a.asked(), 1, "the second call was not put to the client")
+			assert.Len(t, s.model.ToolResults(), 2)
+			require.Len(t, rec.Approvals, 2, "the agent asked card both times: it was answered allow-once")
+			assert.Equal(t, "allow_always", rec.Approvals[0].Decision)
+			assert.Equal(t, "allow", rec.Approvals[1].Decision)
+			assert.Equal(t, "rule", rec.Approvals[1].By)
+		})
+	}
 }
 
 // An ask-mode run over ACP fails with the same error kinds as the CLI's
@@ -433,4 +443,43 @@ func TestCopilotRunsViewInTheWorkingDirUnaskedAndAsksForEveryShellCommand(t *tes
 	assert.Contains(t, results[0], "is_error=false")
 	assert.Contains(t, results[0], "old")
 	require.Len(t, rec.Approvals, 1)
+}
+
+// The client's own MCP server (mcp_endpoint) is handed to Copilot in ask
+// mode too, and its tools run unasked there, as Claude Code's do: the
+// client named the server, and its tools act on the client's side, not on
+// the files the mode guards. The stand-in model calls the server's tool;
+// its result must come back to the model without a question.
+func TestCopilotInAskModeCallsTheClientsMCPToolsUnasked(t *testing.T) {
+	var calls atomic.Int32
+	srv := mcp.NewServer(&mcp.Implementation{Name: "card-e2e-client-tools", Version: "test"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "answers pong"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() {
+		// Copilot leaves its MCP session open; end it so the server can close.
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		hs.Close()
+	})
+
+	// Copilot offers the model an MCP tool as <server>-<tool>.
+	s := startCLI(t, copilot, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{{Name: spawn.MCPServerName + "-ping", Input: map[string]any{}}}})
+	a := s.client(t, decideAll("deny", "no"))
+	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.Copilot, Task: "Call ping.", Cwd: s.cwd,
+		PermissionMode: "ask", TimeoutSecs: 120, MCPEndpoint: hs.URL + "/mcp"}, nil)
+	require.NoError(t, err)
+	evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
+	last := evs[len(evs)-1]
+	require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+
+	assert.Empty(t, a.asked(), "the client's MCP tool was not asked")
+	assert.Equal(t, int32(1), calls.Load(), "the tool ran once")
+	assert.Equal(t, []string{"is_error=false content=pong"}, s.model.ToolResults(), "and the model got its result")
+	rec, err := a.c.Run(daemontest.Context(t), acc.RunID)
+	require.NoError(t, err)
+	assert.Empty(t, rec.Approvals)
 }
