@@ -95,3 +95,24 @@ func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
 	neither.NoAsk = ""
 	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
 }
+
+// Droid is the one adapter whose headless mode cannot carry an image; it
+// says why, and the definition check refuses one that claims both or neither.
+func TestEachAdapterEitherTakesImagesOrSaysWhyItCannot(t *testing.T) {
+	for _, a := range All() {
+		if a.ID == Droid {
+			assert.False(t, a.Capabilities.Images, a.ID)
+			assert.Contains(t, a.NoImages, "stream-jsonrpc", "%s: the reason names the mode that could", a.ID)
+			continue
+		}
+		assert.True(t, a.Capabilities.Images, a.ID)
+		assert.Empty(t, a.NoImages, a.ID)
+	}
+	both := claudeCode
+	both.NoImages = "no"
+	assert.PanicsWithValue(t, `agent: adapter "claude-code" must either take images (Capabilities.Images) or say why it cannot (NoImages), not both or neither`,
+		func() { mustValid([]Adapter{both}) })
+	neither := droid
+	neither.NoImages = ""
+	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
+}

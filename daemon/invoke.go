@@ -73,6 +73,13 @@ type InvokeParams struct {
 	// not_enforced) in read_only mode: the caller has to know that "read
 	// only" is then only a request to the model.
 	AcknowledgeUnenforcedReadOnly bool `json:"acknowledge_unenforced_read_only,omitempty"`
+	// Attachments are images for the agent, each a path or data_b64 with
+	// mime_type: PNG, JPEG, GIF or WebP by their bytes, at most
+	// [attachments] max_count of them, each at most max_bytes.
+	Attachments []Attachment `json:"attachments,omitempty"`
+	// RequireAttachments refuses the request (-32602) rather than run an
+	// agent that takes no images without them.
+	RequireAttachments bool `json:"require_attachments,omitempty"`
 }
 
 // prepare is agents.invoke's one params step: it decides every bad-params
@@ -94,7 +101,16 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if err := p.check(); err != nil {
 		return runs.Request{}, err
 	}
+	checked, err := readAttachments(p.Attachments, d.cfg.Attachments)
+	if err != nil {
+		return runs.Request{}, err
+	}
+	images, records, err := attach(p.ID, checked, p.RequireAttachments)
+	if err != nil {
+		return runs.Request{}, err
+	}
 	req := p.spawnRequest()
+	req.Images = images
 	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())
 	if err != nil {
 		return runs.Request{}, err
@@ -123,6 +139,7 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		Timeout:                       p.Timeout(),
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 		ApprovalTimeout:               req.ApprovalTimeout,
+		Attachments:                   records,
 	}, nil
 }
 

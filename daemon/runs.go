@@ -23,6 +23,8 @@ type (
 	InvokeAccepted  = runs.InvokeAccepted
 	CancelResult    = runs.CancelResult
 	SubscribeResult = runs.SubscribeResult
+	// DroppedAttachment is an attachment a run did not hand its agent.
+	DroppedAttachment = runs.DroppedAttachment
 )
 
 // Event kinds and the run-id variable; see package runs.
@@ -353,11 +355,16 @@ type InvokeAnswer = rpc.Either[InvokeResult, InvokeAccepted]
 // run's events are sent by the returned Then, after the answer that names
 // the run.
 func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.Then, error) {
+	peer := rpc.PeerFrom(ctx)
+	if peer != nil {
+		if err := mayNameFiles(peer.Origin(), p.Attachments); err != nil {
+			return InvokeAnswer{}, nil, err
+		}
+	}
 	req, err := d.prepare(p)
 	if err != nil {
 		return InvokeAnswer{}, nil, err
 	}
-	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
 		req.Conn = peer.Context()
 		req.Asker = peerAsker{peer}

@@ -74,7 +74,12 @@ type (
 		WriteTextFile bool `json:"writeTextFile"`
 	}
 	acpInitializeResult struct {
-		ProtocolVersion int `json:"protocolVersion"`
+		ProtocolVersion   int `json:"protocolVersion"`
+		AgentCapabilities struct {
+			PromptCapabilities struct {
+				Image bool `json:"image"`
+			} `json:"promptCapabilities"`
+		} `json:"agentCapabilities"`
 	}
 	acpNewSessionParams struct {
 		Cwd        string `json:"cwd"`
@@ -90,9 +95,13 @@ type (
 		SessionID string       `json:"sessionId"`
 		Prompt    []acpContent `json:"prompt"`
 	}
+	// acpContent is a content block: text, or an image whose Data
+	// encoding/json writes as the standard base64 ACP expects.
 	acpContent struct {
-		Type string `json:"type"`
-		Text string `json:"text,omitempty"`
+		Type     string `json:"type"`
+		Text     string `json:"text,omitempty"`
+		MimeType string `json:"mimeType,omitempty"`
+		Data     []byte `json:"data,omitempty"`
 	}
 	acpPromptResult struct {
 		StopReason string `json:"stopReason"`
@@ -284,6 +293,12 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		c.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acpVersion)))
 		return
 	}
+	if len(t.Images) > 0 && !ini.AgentCapabilities.PromptCapabilities.Image {
+		// ACP forbids an image block to an agent that did not declare
+		// images; sending none would run the task without what it shows.
+		c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.Images))))
+		return
+	}
 	var sess acpNewSessionResult
 	if !call("session/new", acpNewSessionParams{Cwd: t.Cwd, MCPServers: []any{}}, &sess) {
 		return
@@ -297,10 +312,20 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 	c.mu.Unlock()
 
 	var res acpPromptResult
-	if !call("session/prompt", acpPromptParams{SessionID: sess.SessionID, Prompt: []acpContent{{Type: "text", Text: t.Prompt}}}, &res) {
+	if !call("session/prompt", acpPromptParams{SessionID: sess.SessionID, Prompt: acpPrompt(t.Prompt, t.Images)}, &res) {
 		return
 	}
 	c.endTurn(res, t.Emit)
+}
+
+// acpPrompt is the prompt's content: the images first, as card's other
+// image paths send them, then the text.
+func acpPrompt(text string, images []Image) []acpContent {
+	blocks := make([]acpContent, 0, len(images)+1)
+	for _, img := range images {
+		blocks = append(blocks, acpContent{Type: "image", MimeType: img.MIME, Data: img.Data})
+	}
+	return append(blocks, acpContent{Type: "text", Text: text})
 }
 
 // endTurn records the prompt's result: the turn is over.

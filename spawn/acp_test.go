@@ -259,6 +259,8 @@ func TestAnswerOptionsArePickedByKindNotByID(t *testing.T) {
 //	noise     prints a non-JSON line and an over-long line, then as turn.
 //	error     answers session/prompt with error 429.
 //	flood     prints stdout without end once prompted.
+//	images    declares image support; says what blocks the prompt had.
+//	noimage   as images, but declares no image support.
 func fakeACP(script string) int {
 	if script == "silent" {
 		gc := exec.Command("sleep", "300")
@@ -276,7 +278,8 @@ func fakeACP(script string) int {
 	h := acpHandler(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		switch req.Method {
 		case "initialize":
-			_ = conn.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentInfo": map[string]any{"name": "fake", "version": "1"}})
+			_ = conn.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentInfo": map[string]any{"name": "fake", "version": "1"},
+				"agentCapabilities": map[string]any{"promptCapabilities": map[string]any{"image": script != "noimage"}}})
 		case "session/new":
 			_ = conn.Reply(ctx, req.ID, map[string]any{"sessionId": "sess-fake", "models": map[string]any{"currentModelId": "fake-model"}})
 		case "session/prompt":
@@ -286,6 +289,20 @@ func fakeACP(script string) int {
 				os.Exit(3)
 			case "error":
 				_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: 429, Message: "You exceeded your current quota"})
+				return
+			case "images", "noimage":
+				// Says what the prompt's blocks were, and ends the turn.
+				var p struct {
+					Prompt []acpContent `json:"prompt"`
+				}
+				_ = json.Unmarshal(*req.Params, &p)
+				var said []string
+				for _, b := range p.Prompt {
+					said = append(said, fmt.Sprintf("%s %s %q", b.Type, b.MimeType, string(b.Data)+b.Text))
+				}
+				_ = conn.Notify(ctx, "session/update", map[string]any{"update": map[string]any{"sessionUpdate": "agent_message_chunk",
+					"content": map[string]any{"type": "text", "text": strings.Join(said, "; ")}}})
+				_ = conn.Reply(ctx, req.ID, map[string]any{"stopReason": "end_turn"})
 				return
 			case "flood":
 				line := strings.Repeat("y", 1<<10) + "\n"
@@ -346,10 +363,10 @@ func fakePrompt(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
 
 // acpRun runs the fake ACP agent with script through the real runner, as
 // Gemini's ask plan would run.
-func acpRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits) (Result, []Event, string, error) {
+func acpRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
 	t.Helper()
 	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "acp:" + script},
+	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "acp:" + script}, Input: Input{Images: images},
 		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}
 	var mu sync.Mutex
 	var evs []Event
@@ -496,4 +513,32 @@ func TestCancellingAnACPRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
 		t.Fatal("the question outlived the run")
 	}
 	assert.NoFileExists(t, filepath.Join(work, "made.txt"))
+}
+
+// Images travel in session/prompt as ACP image blocks (base64 data), before
+// the text; an agent that declares no image support is not sent the task
+// without them.
+func TestImagesGoInTheACPPromptOnlyToAnAgentThatTakesThem(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nred")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, _, _, err := acpRun(t, ctx, "images", &recorder{}, Limits{}, Image{Name: "red.png", MIME: "image/png", Data: png})
+	require.NoError(t, err)
+	assert.Equal(t, `image image/png "\x89PNG\r\n\x1a\nred"; text  "Please create the file."`, res.Answer)
+
+	_, _, _, err = acpRun(t, ctx, "noimage", &recorder{}, Limits{}, Image{Name: "red.png", MIME: "image/png", Data: png})
+	e := runErr(t, err)
+	assert.Equal(t, KindBadInput, e.Kind)
+	assert.Contains(t, e.Message, "declared no image support over ACP")
+}
+
+func TestTheACPPlansCarryTheRequestsImages(t *testing.T) {
+	img := Image{Name: "red.png", MIME: "image/png", Data: []byte("\x89PNG\r\n\x1a\nred")}
+	for _, id := range []string{agent.Gemini, agent.Copilot} {
+		p, err := Build("/bin/"+id, Request{Adapter: id, Mode: ModeAsk, Cwd: "/tmp", Images: []Image{img}})
+		require.NoError(t, err, id)
+		require.Len(t, p.Input.Images, 1, id)
+		assert.True(t, sameBytes(img.Data, p.Input.Images[0].Data), id)
+		assert.Empty(t, p.Files, "%s: no private copy, and no --attachment or @path", id)
+	}
 }

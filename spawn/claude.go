@@ -54,6 +54,13 @@ func buildClaude(bin string, req Request) (Plan, error) {
 		"--strict-mcp-config",
 	)
 
+	if len(req.Images) > 0 {
+		// Images travel as base64 blocks of one stream-json user message on
+		// stdin, the only way Claude Code takes an image headless.
+		args = append(args, "--input-format", "stream-json")
+		p.Input = Input{Format: InputClaudeMessage, Images: req.Images}
+	}
+
 	tools, allowed, err := claudeTools(mode, req.AllowedTools)
 	if err != nil {
 		return Plan{}, err

@@ -63,6 +63,12 @@ func buildCodex(bin string, req Request) (Plan, error) {
 	if req.SystemPrompt != "" {
 		args = append(args, "-c", `model_instructions_file="`+p.privateFile("instructions.md", req.SystemPrompt)+`"`)
 	}
+	for _, ref := range p.imageFiles(req.Images) {
+		// --image=FILE, one per image: `-i FILE` takes several values and
+		// reads a following `-` as one more image, and a comma splits a
+		// path in either form (the private directory is refused one).
+		args = append(args, "--image="+ref)
+	}
 	if req.Resume != "" {
 		// `exec resume` has no --sandbox of its own; the exec-level flags
 		// above apply to it (checked: clap parses them before the

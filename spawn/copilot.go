@@ -75,6 +75,11 @@ func buildCopilot(bin string, req Request) (Plan, error) {
 		// --resume takes an optional value: only the = form binds it.
 		args = append(args, "--resume="+req.Resume)
 	}
+	for _, ref := range p.imageFiles(req.Images) {
+		args = append(args, "--attachment", ref)
+	}
+	// Copilot prints its user.message with every attachment's base64.
+	p.OutputAllowance = echoAllowance(req.Images, 1)
 	p.Args = args
 	return p, nil
 }

@@ -46,6 +46,8 @@ func buildCopilotAsk(bin string, req Request) (Plan, error) {
 	if req.Effort != "" {
 		args = append(args, "--reasoning-effort", req.Effort)
 	}
+	// Images travel in session/prompt as image blocks, not as files.
+	p.Input = Input{Images: req.Images}
 	p.Args = args
 	p.Ask = &AskPlan{Channel: AskViaSession}
 	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Copilot}

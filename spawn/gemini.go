@@ -59,6 +59,13 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	if req.SystemPrompt != "" {
 		p.Env["GEMINI_SYSTEM_MD"] = p.privateFile("system.md", req.SystemPrompt)
 	}
+	if len(req.Images) > 0 {
+		// An @path in the prompt attaches a file, but only one inside the
+		// workspace: outside it the reference is dropped without a word.
+		// The private directory joins the workspace for this run.
+		args = append(args, "--include-directories", DirRef())
+		p.Input = Input{Format: InputAtFiles, Files: p.imageFiles(req.Images)}
+	}
 	p.Args = args
 	return p, nil
 }

@@ -41,6 +41,8 @@ func buildGeminiAsk(bin string, req Request) (Plan, error) {
 	if req.SystemPrompt != "" {
 		p.Env["GEMINI_SYSTEM_MD"] = p.privateFile("system.md", req.SystemPrompt)
 	}
+	// Images travel in session/prompt as image blocks, not as files.
+	p.Input = Input{Images: req.Images}
 	p.Args = args
 	p.Ask = &AskPlan{Channel: AskViaSession}
 	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}

@@ -80,7 +80,18 @@ func buildPi(bin string, req Request) (Plan, error) {
 	}
 	// Pi reads either flag's value as a file when one exists at that path,
 	// so the text itself never reaches argv.
-	p.Args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
+	args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
+	// An @path argument attaches the file to the prompt read from stdin.
+	// Pi passes an image on only to a model that declares image input;
+	// for any other it sends "(image omitted: model does not support
+	// images)" instead, and its own output does not say so.
+	for _, ref := range p.imageFiles(req.Images) {
+		args = append(args, "@"+ref)
+	}
+	// Pi prints the user message with the images' base64 three times
+	// (message_start, message_end, agent_end).
+	p.OutputAllowance = echoAllowance(req.Images, 3)
+	p.Args = args
 	return p, nil
 }
 

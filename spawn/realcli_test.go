@@ -64,7 +64,8 @@ func flagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
 			require.NoError(t, err)
 			for _, a := range p.Args {
 				if strings.HasPrefix(a, "-") && a != "-" {
-					flags[a] = true
+					name, _, _ := strings.Cut(a, "=") // --image=FILE
+					flags[name] = true
 				}
 			}
 		}
@@ -93,7 +94,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		hidden := map[string]string{"--system-prompt-file": "/nonexistent/p", "--append-system-prompt-file": "/nonexistent/p", "--max-turns": "2",
 			"--permission-prompt-tool": "mcp__card__approve"}
 		for f := range flagsOf(t, "claude-code", Request{Model: "m", MaxTurns: 2, Effort: "low", SessionID: id, SystemPrompt: "s"},
-			Request{Resume: "r1", SystemPrompt: "s", SystemPromptAppend: true}, Request{NoSession: true}) {
+			Request{Resume: "r1", SystemPrompt: "s", SystemPromptAppend: true}, Request{NoSession: true}, Request{Images: testImages()}) {
 			if _, ok := hidden[f]; ok {
 				continue
 			}
@@ -108,7 +109,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		t.Parallel()
 		bin := realCLI(t, "codex")
 		help := cliOutput(t, bin, "exec", "--help")
-		for f := range flagsOf(t, "codex", Request{Model: "m", Effort: "low", SystemPrompt: "s"}, Request{NoSession: true}) {
+		for f := range flagsOf(t, "codex", Request{Model: "m", Effort: "low", SystemPrompt: "s"}, Request{NoSession: true}, Request{Images: testImages()}) {
 			assert.True(t, inHelp(help, f), "codex exec --help has no %s", f)
 		}
 		resume := cliOutput(t, bin, "exec", "--json", "--sandbox", "read-only", "--color", "never", "resume", "--help")
@@ -118,7 +119,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		t.Parallel()
 		bin := realCLI(t, "gemini")
 		help := cliOutput(t, bin, "--help")
-		for f := range buildableFlagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}, Request{Model: "m"}) {
+		for f := range buildableFlagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}, Request{Model: "m"}, Request{Images: testImages()}) {
 			assert.True(t, inHelp(help, f), "gemini --help has no %s", f)
 		}
 		for _, m := range []string{"plan", "auto_edit", "yolo"} {
@@ -132,7 +133,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		helpArgs     []string
 		reqs         []Request
 	}{
-		{"copilot", "copilot", []string{"--help"}, []Request{{Model: "m", Effort: "low"}, {Resume: id}}},
+		{"copilot", "copilot", []string{"--help"}, []Request{{Model: "m", Effort: "low"}, {Resume: id}, {Images: testImages()}}},
 		{"droid", "droid", []string{"exec", "--help"}, []Request{{Model: "m", Effort: "low"}, {SystemPrompt: "s", SystemPromptAppend: true}, {Resume: id}}},
 		{"pi", "pi", []string{"--help"}, []Request{{Model: "m", SystemPrompt: "s"}, {SystemPrompt: "s", SystemPromptAppend: true}}},
 	} {

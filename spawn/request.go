@@ -83,6 +83,9 @@ type Request struct {
 	// mode; an adapter whose CLI bounds a question itself is given a
 	// backstop above it.
 	ApprovalTimeout time.Duration
+	// Images are attached to the prompt, in order; refused for an adapter
+	// whose Capabilities.Images is false (the daemon drops them first).
+	Images []Image
 }
 
 // EffectiveMode is the mode a request runs in, with the default filled in.
@@ -183,7 +186,7 @@ func (r Request) Validate() error {
 	if r.SystemPromptAppend && r.SystemPrompt == "" {
 		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
 	}
-	return nil
+	return checkImages(r.Images)
 }
 
 // toolEntryProblem refuses an allowed_tools entry a CLI could read as more

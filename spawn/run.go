@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,10 +55,11 @@ func (l Limits) withDefaults() Limits {
 // RunSpec is one run: the plan, the prompt and where events go.
 type RunSpec struct {
 	Plan Plan
-	// Prompt is written to stdin, then stdin is closed: Codex hangs and
-	// Claude waits while stdin stays open. A plan with a Session sends it
-	// inside the protocol instead (ACP's session/prompt); it is never on
-	// argv either way.
+	// Prompt is written to stdin (as the plan's Input says), then stdin is
+	// closed: Codex hangs and Claude waits while stdin stays open. A plan
+	// with a Session sends it, with the Input's images, inside the
+	// protocol instead (ACP's session/prompt); it is never on argv either
+	// way.
 	Prompt string
 	// BaseEnv is the child's environment before the plan's additions: the
 	// daemon's env with the resolved PATH and the guard's CAR_INVOKED_BY
@@ -119,6 +120,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	lim := spec.Limits.withDefaults()
 	plan := spec.Plan
+	lim.MaxOutput += plan.OutputAllowance
 	command := plan.Command()
 	fail := func(kind, msg string, err error) (Result, error) {
 		e := &Error{Kind: kind, Message: msg, Command: command, ExitCode: -1, Err: err}
@@ -149,7 +151,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		// waiting then ends, denied.
 		defer stop()
 	}
-	args, env := plan.Args, plan.Env
+	args, env, inputPaths := plan.Args, plan.Env, plan.Input.Files
 	childEnv := mergeEnv(spec.BaseEnv, env)
 	if len(plan.Files) > 0 {
 		tmp := spec.TempDir
@@ -162,9 +164,10 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		}
 		defer os.RemoveAll(dir)
 		args, env = substituteFiles(args, env, dir, plan.Files)
+		inputPaths, _ = substituteFiles(inputPaths, nil, dir, plan.Files)
 		childEnv = mergeEnv(spec.BaseEnv, env)
 	}
-	for _, a := range args {
+	for _, a := range append(slices.Clip(args), inputPaths...) {
 		if strings.Contains(a, filePrefix) {
 			return fail(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
 		}
@@ -245,7 +248,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	if conv == nil {
 		go func() { // prompt, then EOF
 			defer ioWG.Done()
-			_, _ = io.WriteString(stdinW, spec.Prompt)
+			_ = writeInput(stdinW, plan.Input, spec.Prompt, inputPaths)
 			r.stdin.close()
 		}()
 	} else {
@@ -253,7 +256,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		r.turnDone = make(chan struct{})
 		go func() { // the conversation, then EOF
 			defer ioWG.Done()
-			conv.converse(ctx, turn{Prompt: spec.Prompt, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
+			conv.converse(ctx, turn{Prompt: spec.Prompt, Images: plan.Input.Images, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
 			r.stdin.close()
 			close(r.turnDone)
 		}()

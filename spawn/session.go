@@ -58,6 +58,8 @@ type conversation interface {
 type turn struct {
 	// Prompt goes to the agent inside the protocol, never on argv.
 	Prompt string
+	// Images go with the prompt, inside the protocol, in order.
+	Images []Image
 	// Cwd is the run's working directory (absolute, checked).
 	Cwd string
 	// Lines are the child's stdout lines, complete and without the

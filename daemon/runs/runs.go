@@ -50,8 +50,9 @@ type Config struct {
 	MaxOutputBytes int64
 	// AllowBypass lets a run use permission_mode bypass.
 	AllowBypass bool
-	// RecordTasks keeps the task text in the run history, at most its
-	// first MaxTaskRecordBytes bytes.
+	// RecordTasks keeps the task text, at most its first
+	// MaxTaskRecordBytes bytes, and the attachments' names in the run
+	// history.
 	RecordTasks        bool
 	MaxTaskRecordBytes int
 	// CancelOnDisconnect ends a run when the connection that asked for it

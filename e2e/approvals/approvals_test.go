@@ -17,7 +17,13 @@
 package approvals_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -482,4 +488,33 @@ func TestCopilotInAskModeCallsTheClientsMCPToolsUnasked(t *testing.T) {
 	rec, err := a.c.Run(daemontest.Context(t), acc.RunID)
 	require.NoError(t, err)
 	assert.Empty(t, rec.Approvals)
+}
+
+// An ask-mode run over ACP hands the request's images to the agent inside
+// session/prompt, and each CLI delivers them to the model byte for byte.
+func TestImagesReachTheModelInAnAskRunOverACP(t *testing.T) {
+	var red bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	draw.Draw(img, img.Bounds(), &image.Uniform{C: color.RGBA{R: 255, A: 255}}, image.Point{}, draw.Src)
+	require.NoError(t, png.Encode(&red, img))
+	for _, c := range acpCases {
+		t.Run(c.cli.id, func(t *testing.T) {
+			s := startCLI(t, c.cli, standin.Script{Answer: "Red"})
+			a := s.client(t, decideAll("deny", ""))
+			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: s.cli.id, Task: "What colour is this image?", Cwd: s.cwd,
+				PermissionMode: "ask", TimeoutSecs: 120,
+				Attachments: []daemon.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red.Bytes()), MimeType: "image/png", Name: "red.png"}}}, nil)
+			require.NoError(t, err)
+			assert.Empty(t, acc.DroppedAttachments)
+			evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
+			last := evs[len(evs)-1]
+			require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+			seen := s.model.Images()
+			require.NotEmpty(t, seen, "no image reached the model")
+			assert.Equal(t, "image/png", seen[0].MIME)
+			assert.True(t, bytes.Equal(red.Bytes(), seen[0].Data), "the image arrived changed (%d bytes, sent %d)", len(seen[0].Data), red.Len())
+			assert.True(t, s.model.TextContains("What colour is this image?"), "the task reached the model too")
+			t.Logf("%s: %d model calls, %d images seen, events %s", c.cli.id, len(s.model.ModelCalls()), len(seen), daemontest.Kinds(evs))
+		})
+	}
 }

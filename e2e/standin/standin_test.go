@@ -3,6 +3,7 @@ package standin
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -374,4 +375,28 @@ func TestGeminiMakesTheScriptedToolCallsThenQuotesTheLastFunctionResponse(t *tes
 		assert.Equal(t, "DONE | tool result was: "+c.want, text.String())
 	}
 	assert.Equal(t, []string{`is_error=true content=Tool "run_shell_command" was canceled by the user.`, `is_error=false content=Output: (empty)`}, s.ToolResults())
+}
+
+// The image finder knows each dialect's image part, and nothing else is an
+// image: a text block that merely says "image" is not one.
+func TestImagesAreFoundInEachVendorsRequestShape(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nbody")
+	b64 := base64.StdEncoding.EncodeToString(png)
+	bodies := map[string]string{
+		"anthropic_image": `{"messages":[{"role":"user","content":[{"type":"text","text":"an image"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}]}]}`,
+		"input_image":     `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,` + b64 + `","detail":"high"}]}]}`,
+		"image_url":       `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`,
+		"inline_data":     `{"contents":[{"role":"user","parts":[{"text":"x"},{"inlineData":{"mimeType":"image/png","data":"` + b64 + `"}}]}]}`,
+	}
+	for form, body := range bodies {
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(body), &v), form)
+		var got []Image
+		walkImages(v, func(f, mime string, data []byte) { got = append(got, Image{Form: f, MIME: mime, Data: data}) })
+		require.Len(t, got, 1, form)
+		assert.Equal(t, Image{Form: form, MIME: "image/png", Data: png}, got[0])
+	}
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(`{"messages":[{"content":[{"type":"text","text":"image"},{"type":"image_url"}]}]}`), &v))
+	walkImages(v, func(string, string, []byte) { t.Error("no image here") })
 }
