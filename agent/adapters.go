@@ -44,16 +44,15 @@ var gemini = Adapter{
 	Binary:      "gemini",
 	PinEnv:      "CAR_GEMINI_BIN",
 	InstallHint: "install it with `npm install -g @google/gemini-cli`",
+	// Ask runs `gemini --acp` and answers its session/request_permission.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// read_only asks for plan mode, Gemini's own read-only policy: the agent
 	// enforces it, not card's tool list and not a kernel sandbox.
 	ReadOnly: EnforcedByAgentDefault,
 	OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
-		"--prompt-interactive", "-i"},
-	NoAsk: "gemini's one-shot mode cannot ask (it denies what it would ask about); " +
-		"a headless question needs gemini --acp (session/request_permission), which card does not drive yet",
+		"--prompt-interactive", "-i", "--acp", "--experimental-acp"},
 }
 
 var copilot = Adapter{
@@ -62,8 +61,9 @@ var copilot = Adapter{
 	Binary:      "copilot",
 	PinEnv:      "CAR_COPILOT_BIN",
 	InstallHint: "install it with `npm install -g @github/copilot`",
+	// Ask runs `copilot --acp` and answers its session/request_permission.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Read-only runs name the tools Copilot may use (--allow-tool) and deny
 	// write and shell outright (a deny beats any allow); Copilot's own code
@@ -75,8 +75,6 @@ var copilot = Adapter{
 		"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
 		"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
 		"--output-format", "--fleet", "--acp", "--remote", "--connect"},
-	NoAsk: "copilot's one-shot mode cannot ask (card runs it with --no-ask-user); " +
-		"a headless question needs copilot --acp (session/request_permission), which card does not drive yet",
 }
 
 var droid = Adapter{

@@ -73,11 +73,13 @@ func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
 	assert.NotPanics(t, func() { mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi}) })
 }
 
-// Only Claude Code can ask today; every other adapter says why not, and the
-// definition check refuses one that claims both or neither.
+// Claude Code (its permission tool), Gemini CLI and Copilot CLI (ACP) can
+// ask today; every other adapter says why not, and the definition check
+// refuses one that claims both or neither.
 func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
+	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true}
 	for _, a := range All() {
-		if a.ID == ClaudeCode {
+		if asks[a.ID] {
 			assert.True(t, a.Capabilities.Ask, a.ID)
 			assert.Empty(t, a.NoAsk, a.ID)
 			continue

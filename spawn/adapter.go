@@ -144,8 +144,13 @@ type Plan struct {
 	Files []PlanFile
 	// Ask is how the agent asks about tool calls; set in ask mode only.
 	Ask *AskPlan
+	// Session, when set, runs the child as a conversation in that
+	// protocol (session.go) instead of one-shot: the prompt travels
+	// inside the protocol and the protocol's conversation reads stdout.
+	Session *SessionPlan
 	// Input is how the prompt reaches stdin when the plan adds to it (the
-	// request's images); the zero value writes the prompt as it is.
+	// request's images); the zero value writes the prompt as it is. A
+	// plan with a Session hands Input.Images to its protocol instead.
 	Input Input
 	// OutputAllowance is added to the run's output limit: what the CLI is
 	// known to print back of its own input (the images it was given).

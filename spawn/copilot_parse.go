@@ -224,6 +224,14 @@ func copilotErrorKind(errorType string, status int, msg string) string {
 // neither a GitHub login nor a custom provider.
 const copilotNoAuth = "No authentication information found"
 
+// copilotAuthHint is what to do when Copilot is not signed in.
+const copilotAuthHint = "sign in with /login in interactive `copilot`, set COPILOT_GITHUB_TOKEN for the daemon, " +
+	"or configure a custom provider (COPILOT_PROVIDER_BASE_URL) in card.toml [adapters.copilot] env"
+
+func copilotNoAuthFailure() *Failure {
+	return failure(KindAuth, "copilot: "+copilotNoAuth+" — "+copilotAuthHint)
+}
+
 func (p *copilotParser) Finish(exit ExitInfo) Result {
 	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
 	if r := p.result; r != nil && r.Usage != nil {
@@ -233,7 +241,7 @@ func (p *copilotParser) Finish(exit ExitInfo) Result {
 	case p.err != nil:
 		res.IsError, res.Error = true, p.err
 	case strings.Contains(exit.StderrTail, copilotNoAuth):
-		res.IsError, res.Error = true, failure(KindAuth, "copilot: "+copilotNoAuth+" — sign in with /login in interactive `copilot`, set COPILOT_GITHUB_TOKEN for the daemon, or configure a custom provider (COPILOT_PROVIDER_BASE_URL) in card.toml [adapters.copilot] env")
+		res.IsError, res.Error = true, copilotNoAuthFailure()
 	case p.result != nil && p.result.ExitCode != nil && *p.result.ExitCode != 0:
 		res.IsError, res.Error = true, failure(KindAPI, "copilot reported exit code "+strconv.Itoa(*p.result.ExitCode)+" without an error event")
 	case p.result == nil && exit.Code == 0 && exit.StdoutBytes > 0:

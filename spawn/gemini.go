@@ -7,6 +7,7 @@ package spawn
 //   - edit → auto_edit: edit tools are auto-approved; shell still needs an
 //     approval that headless cannot give, so it is refused.
 //   - bypass → yolo (operator-allowed only).
+//   - ask → default, over ACP (gemini_ask.go).
 func geminiApprovalMode(m Mode) string {
 	return modeValue(m, "plan", "auto_edit", "yolo")
 }
@@ -39,6 +40,9 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	}
 	if req.SystemPromptAppend {
 		return Plan{}, errUnsupported("system_prompt", "gemini", "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
+	}
+	if mode == ModeAsk {
+		return buildGeminiAsk(bin, req)
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)

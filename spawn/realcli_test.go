@@ -119,7 +119,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		t.Parallel()
 		bin := realCLI(t, "gemini")
 		help := cliOutput(t, bin, "--help")
-		for f := range flagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}, Request{Images: testImages()}) {
+		for f := range buildableFlagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}, Request{Model: "m"}, Request{Images: testImages()}) {
 			assert.True(t, inHelp(help, f), "gemini --help has no %s", f)
 		}
 		for _, m := range []string{"plan", "auto_edit", "yolo"} {
@@ -180,15 +180,22 @@ func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the real CLIs; skipped in -short")
 	}
-	for _, c := range []struct{ adapter, bin, says string }{
-		{"claude-code", "claude", "claude auth login"},
-		{"gemini", "gemini", "GEMINI_API_KEY"},
+	for _, c := range []struct {
+		adapter, bin string
+		mode         Mode
+		says         string
+	}{
+		{"claude-code", "claude", ModeReadOnly, "claude auth login"},
+		{"gemini", "gemini", ModeReadOnly, "GEMINI_API_KEY"},
+		// Over ACP both answer session/new with error -32000.
+		{"gemini", "gemini", ModeAsk, "GEMINI_API_KEY"},
+		{"copilot", "copilot", ModeAsk, "COPILOT_GITHUB_TOKEN"},
 	} {
-		t.Run(c.adapter, func(t *testing.T) {
+		t.Run(c.adapter+"/"+string(c.mode), func(t *testing.T) {
 			t.Parallel()
 			bin := realCLI(t, c.bin)
 			home, work := t.TempDir(), t.TempDir()
-			plan, err := Build(bin, Request{Adapter: c.adapter, Cwd: work})
+			plan, err := Build(bin, Request{Adapter: c.adapter, Cwd: work, Mode: c.mode})
 			require.NoError(t, err)
 			a, _ := Lookup(c.adapter)
 			env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CAR_INVOKED_BY=card", "NO_COLOR=1"}
@@ -196,7 +203,8 @@ func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 			defer cancel()
 			var evs []Event
 			res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "say pong", BaseEnv: env, Parser: a.NewParser(),
-				OnEvent: func(ev Event) { evs = append(evs, ev) }})
+				Approver: approverFunc(func(context.Context, Question) Decision { return Decision{} }),
+				OnEvent:  func(ev Event) { evs = append(evs, ev) }})
 			var e *Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, KindAuth, e.Kind, "%v", err)

@@ -56,7 +56,10 @@ func (l Limits) withDefaults() Limits {
 type RunSpec struct {
 	Plan Plan
 	// Prompt is written to stdin (as the plan's Input says), then stdin is
-	// closed: Codex hangs and Claude waits while stdin stays open.
+	// closed: Codex hangs and Claude waits while stdin stays open. A plan
+	// with a Session sends it, with the Input's images, inside the
+	// protocol instead (ACP's session/prompt); it is never on argv either
+	// way.
 	Prompt string
 	// BaseEnv is the child's environment before the plan's additions: the
 	// daemon's env with the resolved PATH and the guard's CAR_INVOKED_BY
@@ -70,6 +73,8 @@ type RunSpec struct {
 	// OnEvent receives events in order, never concurrently.
 	OnEvent func(Event)
 	// Parser reads stdout; nil means every line becomes an "other" event.
+	// A plan with a Session is read by its protocol's conversation, and
+	// Parser is not used.
 	Parser Parser
 	// TempDir is where the run's private directory is created; "" means
 	// the TMPDIR of the child's environment, else /tmp.
@@ -127,6 +132,14 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		kind, msg := ctxKind(ctx)
 		return fail(kind, msg+" before the agent started", err)
+	}
+	var conv conversation
+	if plan.Session != nil {
+		c, err := newConversation(*plan.Session)
+		if err != nil {
+			return fail(KindSpawn, err.Error(), err)
+		}
+		conv = c
 	}
 
 	if plan.Ask != nil {
@@ -221,14 +234,30 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	if sp, ok := parser.(StderrParser); ok {
 		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
 	}
+	// A conversation emits from its reader and from the questions it waits
+	// on; the emitter takes them one at a time, through the same retry
+	// bound as a one-shot run's.
+	emit := func(evs ...Event) { ev.emit(evs) }
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
-	go func() { // prompt, then EOF
-		defer ioWG.Done()
-		_ = writeInput(stdinW, plan.Input, spec.Prompt, inputPaths)
-		r.stdin.close()
-	}()
+	var lines chan []byte
+	if conv == nil {
+		go func() { // prompt, then EOF
+			defer ioWG.Done()
+			_ = writeInput(stdinW, plan.Input, spec.Prompt, inputPaths)
+			r.stdin.close()
+		}()
+	} else {
+		lines = make(chan []byte)
+		r.turnDone = make(chan struct{})
+		go func() { // the conversation, then EOF
+			defer ioWG.Done()
+			conv.converse(ctx, turn{Prompt: spec.Prompt, Images: plan.Input.Images, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
+			r.stdin.close()
+			close(r.turnDone)
+		}()
+	}
 	go func() { // stderr tail, bounded
 		defer ioWG.Done()
 		r.readStderr()
@@ -243,9 +272,23 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		r.supervise(ctx)
 	}()
 
-	stdoutBytes := r.readStdout(ev.feed, func(n int64) {
+	stdoutBytes := r.readStdout(func(line []byte) {
+		if conv == nil {
+			ev.feed(line)
+			return
+		}
+		// The conversation's line, until its turn is over; after that
+		// stdout is only drained.
+		select {
+		case lines <- append([]byte(nil), line...):
+		case <-r.turnDone:
+		}
+	}, func(n int64) {
 		ev.emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
 	})
+	if lines != nil {
+		close(lines)
+	}
 	ioWG.Wait()
 	close(r.ioDone)
 	wg.Wait()
@@ -258,8 +301,12 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 	tail := r.tail()
 	var res Result
-	if parser != nil {
-		res = parser.Finish(ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes})
+	exit := ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes}
+	switch {
+	case conv != nil:
+		res = conv.finish(exit)
+	case parser != nil:
+		res = parser.Finish(exit)
 	}
 	if res.DurationMs == 0 {
 		res.DurationMs = dur.Milliseconds()
@@ -277,6 +324,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", lim.MaxOutput)
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
+	case conv != nil:
+		// The turn ended as the protocol says it ends; how the child
+		// went after (card ends it) says nothing about the run.
+		res.IsError, res.Error = false, nil
+		return res, nil
 	case exitCode != 0:
 		e.Kind = KindExit
 		e.Message = fmt.Sprintf("%s exited with status %d", filepath.Base(plan.Program), exitCode)
@@ -329,6 +381,10 @@ type run struct {
 	limOnce  sync.Once
 	total    atomic.Int64
 	reason   int // written by supervise before wg.Done, read after wg.Wait
+	// turnDone is closed when a conversation's turn is over (nil for a
+	// one-shot run): the agent is then ended, since it would wait for a
+	// next prompt.
+	turnDone chan struct{}
 
 	// ended is closed by end, once; verdict is set before it closes.
 	ended   chan struct{}
@@ -395,6 +451,25 @@ func (r *run) supervise(ctx context.Context) {
 	case <-r.exited:
 		// A member left behind after the leader exits is ended the same
 		// way; EndGroup returns at once when there is none.
+		r.terminate()
+	case <-r.turnDone:
+		if ctx.Err() != nil {
+			// The conversation stopped because the run was cancelled
+			// or timed out.
+			r.reason = reasonCtx
+			r.terminate()
+			break
+		}
+		// Its stdin is closed: an agent that exits on EOF gets the
+		// grace period to do so cleanly, then the group is ended.
+		grace := time.NewTimer(r.lim.KillGrace)
+		select {
+		case <-r.exited:
+		case <-grace.C:
+		case <-r.limitHit:
+			r.reason = reasonLimit
+		}
+		grace.Stop()
 		r.terminate()
 	}
 	<-r.exited

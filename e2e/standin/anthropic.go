@@ -272,11 +272,23 @@ func (s *Server) serveAnthropicToolCall(w http.ResponseWriter, req anthropicRequ
 func (s *Server) ToolResults() []string {
 	var out []string
 	for _, r := range s.ModelCalls() {
-		var req anthropicRequest
-		if r.JSON(&req) != nil {
-			continue
+		var last string
+		var ends bool
+		switch s.Vendor {
+		case Gemini:
+			var req geminiRequest
+			if r.JSON(&req) != nil {
+				continue
+			}
+			_, last, ends = req.toolResults()
+		default:
+			var req anthropicRequest
+			if r.JSON(&req) != nil {
+				continue
+			}
+			_, last, ends = req.toolResults()
 		}
-		if _, last, ends := req.toolResults(); ends {
+		if ends {
 			out = append(out, last)
 		}
 	}

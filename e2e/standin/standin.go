@@ -57,12 +57,13 @@ type Script struct {
 	// InputTokens and OutputTokens are reported as usage (defaults 10 and 5).
 	InputTokens, OutputTokens int
 	// ToolCalls make the model call tools before it answers (Anthropic
-	// only): a model call whose conversation holds k tool results, k below
-	// len(ToolCalls), and that offers ToolCalls[k].Name as a tool, is
-	// answered with that tool call; once the last is answered, the text
-	// answer quotes the last tool result ("<Answer> | tool result was:
-	// is_error=… content=…"), so a test can see what the agent was told.
-	// Side calls that offer no tools get the plain answer.
+	// and Gemini): a model call whose conversation holds k tool results
+	// (Gemini: function responses), k below len(ToolCalls), and that
+	// offers ToolCalls[k].Name as a tool, is answered with that tool call;
+	// once the last is answered, the text answer quotes the last tool
+	// result ("<Answer> | tool result was: is_error=… content=…"), so a
+	// test can see what the agent was told. Side calls that offer no tools
+	// get the plain answer.
 	ToolCalls []ToolCall
 	// Stall makes a streamed model call send its first event and then hold
 	// the stream open, sending nothing more, until the client goes away or the

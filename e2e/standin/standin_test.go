@@ -422,6 +422,35 @@ func TestAnthropicMakesTheScriptedToolCallsThenQuotesTheLastResult(t *testing.T)
 	assert.Equal(t, []string{"is_error=true content=denied by you"}, s.ToolResults())
 }
 
+func TestGeminiMakesTheScriptedToolCallsThenQuotesTheLastFunctionResponse(t *testing.T) {
+	s := NewGemini(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"functionDeclarations":[{"name":"read_file"},{"name":"run_shell_command"}]}]`
+	url := s.URL + "/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
+	evs := readSSE(t, post(t, url, `{`+offer+`,"contents":[{"role":"user","parts":[{"text":"go"}]}]}`, nil).Body)
+	require.Len(t, evs, 1, "a tool call arrives whole, in one chunk")
+	part := evs[0].Data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)
+	assert.Equal(t, map[string]any{"name": "run_shell_command", "args": map[string]any{"command": "echo hi > f.txt"}}, part["functionCall"])
+
+	side := readSSE(t, post(t, url, `{"contents":[{"role":"user","parts":[{"text":"route?"}]}]}`, nil).Body)
+	assert.NotNil(t, side[0].Data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"],
+		"a call that offers no tools gets text")
+
+	for _, c := range []struct{ response, want string }{
+		{`{"error":"Tool \"run_shell_command\" was canceled by the user."}`, `is_error=true content=Tool "run_shell_command" was canceled by the user.`},
+		{`{"output":"Output: (empty)"}`, `is_error=false content=Output: (empty)`},
+	} {
+		body := `{` + offer + `,"contents":[{"role":"user","parts":[{"text":"go"}]},` +
+			`{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{}}}]},` +
+			`{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":` + c.response + `}}]}]}`
+		var text strings.Builder
+		for _, e := range readSSE(t, post(t, url, body, nil).Body) {
+			text.WriteString(e.Data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string))
+		}
+		assert.Equal(t, "DONE | tool result was: "+c.want, text.String())
+	}
+	assert.Equal(t, []string{`is_error=true content=Tool "run_shell_command" was canceled by the user.`, `is_error=false content=Output: (empty)`}, s.ToolResults())
+}
+
 // The image finder knows each dialect's image part, and nothing else is an
 // image: a text block that merely says "image" is not one.
 func TestImagesAreFoundInEachVendorsRequestShape(t *testing.T) {
