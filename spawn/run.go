@@ -300,6 +300,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	close(r.ioDone)
 	wg.Wait()
 	dur := time.Since(start)
+	if r.reason == reasonNone && r.overLimit() {
+		// The child printed past the limit and exited before its output
+		// was counted: the limit still decides the run.
+		r.reason = reasonLimit
+	}
 
 	exitCode := -1
 	if cmd.ProcessState != nil {
