@@ -71,6 +71,10 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 		Pins:         pins,
 		Adapters:     adapters,
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
+		// probe_timeout_secs is documented as the bound of every probe, the
+		// sign-in checks included: an operator on a slow machine raises one
+		// number, not two.
+		HealthTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
 	})
 }
 

@@ -82,6 +82,10 @@ type Config struct {
 	// Attachments bounds the images one agents.invoke may attach.
 	Attachments AttachmentLimits `toml:"attachments"`
 
+	// MaxAPIRetries is a run's bound on the agent's own retries of a failed
+	// model call when the request names none.
+	MaxAPIRetries int `toml:"max_api_retries"`
+
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
@@ -162,6 +166,7 @@ func DefaultConfig() Config {
 		ApprovalTimeoutSecs:     DefaultApprovalTimeoutSecs,
 		ProbeTimeoutSec:         5,
 		LoginShellPath:          &loginShellPath,
+		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
 		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20},
 	}
 }
@@ -270,6 +275,9 @@ func (c Config) Validate() error {
 		if ch.v < ch.min {
 			return fmt.Errorf("%s = %d is below the minimum of %d", ch.name, ch.v, ch.min)
 		}
+	}
+	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
+		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
 	}
 	if c.ApprovalTimeoutSecs > MaxApprovalTimeoutSecs {
 		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, MaxApprovalTimeoutSecs)

@@ -55,6 +55,10 @@ type InvokeParams struct {
 	DiscardSession bool   `json:"discard_session,omitempty"`
 	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
+	// MaxAPIRetries bounds the agent's own retries of a failed model call
+	// (rate limit, overload, network), 0 to 10; omitted, card.toml's
+	// max_api_retries (default 3). A refused key is never retried.
+	MaxAPIRetries *int `json:"max_api_retries,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
@@ -116,6 +120,10 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		return runs.Request{}, err
 	}
 	req.Cwd = cwd
+	if req.MaxAPIRetries == nil {
+		n := d.cfg.MaxAPIRetries
+		req.MaxAPIRetries = &n
+	}
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
 	// Bypass is the gate's to refuse (after the guard, with its own code),
@@ -238,6 +246,7 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
 		MCPEndpoint:        p.MCPEndpoint,
+		MaxAPIRetries:      p.MaxAPIRetries,
 	}
 }
 

@@ -122,6 +122,7 @@ func Build(bin string, req Request) (Plan, error) {
 		// dropped an image would make it a lie.
 		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
 	}
+	p.MaxAPIRetries = req.APIRetries()
 	return p, nil
 }
 
@@ -154,6 +155,11 @@ type Plan struct {
 	// OutputAllowance is added to the run's output limit: what the CLI is
 	// known to print back of its own input (the images it was given).
 	OutputAllowance int64
+	// MaxAPIRetries is how many retries of a failed model call the runner
+	// lets the agent make in a row before it ends the run (see retryGuard).
+	// Build sets it from the request, and also hands it to the CLI's own
+	// retry setting where the CLI has one; 0 allows none.
+	MaxAPIRetries int
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -21,7 +21,7 @@ import (
 func TestClaudesAskArgvIsPinned(t *testing.T) {
 	p, err := Build("/usr/bin/claude", Request{Adapter: "claude-code", Mode: ModeAsk, Cwd: cwd, ApprovalTimeout: 120 * time.Second})
 	require.NoError(t, err)
-	assert.Equal(t, `-p --output-format stream-json --verbose --permission-mode default --disallowedTools Task --setting-sources  --strict-mcp-config `+
+	assert.Equal(t, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode default --disallowedTools Task --setting-sources  --strict-mcp-config `+
 		`--tools Read,Grep,Glob,Bash,Edit,Write,NotebookEdit,WebFetch,WebSearch --allowedTools Read Grep Glob `+
 		`--mcp-config {{card-file:card-permission-mcp.json}} --permission-prompt-tool mcp__card__approve `+
 		`--settings {"permissions":{"ask":["Bash","Edit","Write","NotebookEdit","WebFetch","WebSearch"]}}`, strings.Join(p.Args, " "))

@@ -108,7 +108,7 @@ func TestTheImageArgvIsPinnedPerAdapter(t *testing.T) {
 		args    string
 		input   Input
 	}{
-		{"claude-code", `-p --output-format stream-json --verbose --permission-mode dontAsk --disallowedTools Task --setting-sources  --strict-mcp-config --input-format stream-json --tools Read,Grep,Glob --allowedTools Read Grep Glob`,
+		{"claude-code", `-p --output-format stream-json --verbose --include-partial-messages --permission-mode dontAsk --disallowedTools Task --setting-sources  --strict-mcp-config --input-format stream-json --tools Read,Grep,Glob --allowedTools Read Grep Glob`,
 			Input{Format: InputClaudeMessage, Images: testImages()}},
 		{"codex", `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox read-only -c approval_policy="never" --image={{card-file:image-1.png}} --image={{card-file:image-2.jpg}} -`, Input{}},
 		{"gemini", `--output-format stream-json --approval-mode plan --include-directories {{card-file:}}`,

@@ -282,8 +282,7 @@ func (c *codexAppConversation) handle(hctx context.Context, conn *jsonrpc2.Conn,
 		t.Emit(Event{Kind: EventError, Error: msg})
 	case "warning", "configWarning", "deprecationNotice", "guardianWarning":
 		// Warnings the turn survives ("Model metadata for `gpt-5` not
-		// found"), as codex exec reports them: an agent_error that is no
-		// failure.
+		// found"): a warning event, no failure.
 		var w codexAppWarning
 		_ = decodeParams(params, &w)
 		msg := w.Message
@@ -294,7 +293,7 @@ func (c *codexAppConversation) handle(hctx context.Context, conn *jsonrpc2.Conn,
 			t.Emit(otherEvent(req.Method, params))
 			return
 		}
-		t.Emit(Event{Kind: EventError, Error: clip(msg, 2048)})
+		t.Emit(Event{Kind: EventWarning, Text: clip(msg, 2048)})
 	case "item/commandExecution/outputDelta", "item/reasoning/summaryTextDelta", "item/reasoning/summaryPartAdded", "item/reasoning/textDelta",
 		"thread/started", "thread/status/changed", "turn/started", "serverRequest/resolved", "account/rateLimits/updated",
 		"remoteControl/status/changed", "mcpServer/startupStatus/updated", "turn/diff/updated", "item/fileChange/outputDelta":

@@ -205,10 +205,10 @@ func TestACodexTurnPutsTheCommandToTheApproverAndAnswersAcceptOrDecline(t *testi
 		assert.Equal(t, Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
 		assert.Equal(t, 1, res.ToolCalls)
 		assert.Equal(t, 2, res.Turns, "one model call before the command, one after")
-		want := []string{EventOther, EventError, EventSession, EventToolUse, EventToolResult, EventOther, EventText, EventUsage}
+		want := []string{EventOther, EventWarning, EventSession, EventToolUse, EventToolResult, EventOther, EventText, EventUsage}
 		assert.Equal(t, want, kinds(evs))
 		assert.Equal(t, "a log line that is not JSON", evs[0].Text)
-		assert.Equal(t, "Model metadata for `gpt-5` not found.", evs[1].Error, "a warning is an agent_error the run survives")
+		assert.Equal(t, "Model metadata for `gpt-5` not found.", evs[1].Text, "a warning the run survives")
 		assert.Equal(t, Event{Kind: EventSession, SessionID: "th-1", Model: "gpt-5"}, evs[2])
 		assert.Equal(t, "reasoning", evs[5].Type)
 		if allow {

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,13 @@ type copilotParser struct {
 	result      *copilotLine
 	err         *Failure
 	retries     int
+	// lastFailure is the last model.call_failure: its HTTP status, its
+	// kind ("api", "transport") and message, which the retry after it
+	// carries.
+	lastFailure struct {
+		status       int
+		kind, reason string
+	}
 }
 
 func newCopilotParser() *copilotParser { return &copilotParser{streamed: map[string]bool{}} }
@@ -53,6 +61,8 @@ type copilotLine struct {
 		Message         string `json:"message"`
 		StatusCode      int    `json:"statusCode"`
 		Reason          string `json:"reason"`
+		FailureKind     string `json:"failureKind"`
+		ErrorMessage    string `json:"errorMessage"`
 		InputTokens     int64  `json:"inputTokens"`
 		OutputTokens    int64  `json:"outputTokens"`
 		CacheReadTokens int64  `json:"cacheReadTokens"`
@@ -130,9 +140,12 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		}
 		failed := d.Success != nil && !*d.Success
 		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: d.ToolCallID}, Output: clip(out, maxOutput), IsError: failed}}
+	case "model.call_failure":
+		p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = d.StatusCode, d.FailureKind, strings.Trim(strings.TrimSpace(d.ErrorMessage), `"`)
+		return []Event{otherEvent(l.Type, line)}
 	case "assistant.turn_retry":
 		p.retries++
-		return []Event{{Kind: EventRetry, Attempt: p.retries, Error: d.Reason}}
+		return []Event{p.retry(d.Reason)}
 	case "assistant.usage":
 		p.usage.InputTokens += d.InputTokens
 		p.usage.OutputTokens += d.OutputTokens
@@ -148,6 +161,45 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		return p.session(l.SessionID, "")
 	}
 	return []Event{otherEvent(l.Type, line)}
+}
+
+// retry is a turn_retry, with the cause and words of the call failure that
+// preceded it: Copilot's own reason ("transient_auth_error", "rate_limit",
+// "streaming_error") says little alone.
+func (p *copilotParser) retry(reason string) Event {
+	f := p.lastFailure
+	p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = 0, "", ""
+	ev := Event{Kind: EventRetry, Attempt: p.retries, Error: reason}
+	why := apiMessage(f.reason)
+	switch {
+	case f.status != 0 && why != "":
+		ev.Error = clip(fmt.Sprintf("HTTP %d: %s", f.status, why), 2048)
+	case f.status != 0:
+		ev.Error = fmt.Sprintf("HTTP %d: %s", f.status, reason)
+	case why != "":
+		ev.Error = clip(why, 2048)
+	}
+	switch {
+	case reason == "transient_auth_error":
+		ev.cause = KindAuth
+	case f.kind == "transport" && f.status == 0:
+		ev.cause = KindNetwork
+	default:
+		ev.cause = copilotErrorKind(reason, f.status, f.reason)
+	}
+	return ev
+}
+
+// apiMessage is the message of an API error body Copilot quotes as its
+// errorMessage (`{"message":…,"type":…}`), or the text itself.
+func apiMessage(s string) string {
+	var body struct {
+		Message string `json:"message"`
+	}
+	if strings.HasPrefix(s, "{") && json.Unmarshal([]byte(s), &body) == nil && body.Message != "" {
+		return body.Message
+	}
+	return s
 }
 
 // copilotErrorKind prefers Copilot's own errorType, then the HTTP status,

@@ -86,6 +86,17 @@ type Request struct {
 	// Images are attached to the prompt, in order; refused for an adapter
 	// whose Capabilities.Images is false (the daemon drops them first).
 	Images []Image
+	// MaxAPIRetries bounds the agent's own retries of a failed model call
+	// (rate limit, overload, network); nil means DefaultMaxAPIRetries.
+	MaxAPIRetries *int
+}
+
+// APIRetries is the request's retry bound, with the default filled in.
+func (r Request) APIRetries() int {
+	if r.MaxAPIRetries == nil {
+		return DefaultMaxAPIRetries
+	}
+	return *r.MaxAPIRetries
 }
 
 // EffectiveMode is the mode a request runs in, with the default filled in.
@@ -150,6 +161,9 @@ func (r Request) Validate() error {
 	}
 	if r.Effort != "" && !contains(EffortLevels, r.Effort) {
 		return &FieldError{"effort", fmt.Sprintf("unknown effort %q; use one of %s", r.Effort, strings.Join(EffortLevels, ", "))}
+	}
+	if n := r.APIRetries(); n < 0 || n > MaxAPIRetriesLimit {
+		return &FieldError{"max_api_retries", fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
 	}
 	if r.MaxTurns < 0 {
 		return &FieldError{"max_turns", "must be a positive number of turns (or omitted)"}

@@ -227,20 +227,17 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
+		ended: make(chan struct{}),
 		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
-	var emitMu sync.Mutex
-	emit := func(evs ...Event) {
-		if spec.OnEvent == nil {
-			return
-		}
-		// One at a time: a conversation emits from its reader and from
-		// the questions it waits on.
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		for _, ev := range evs {
-			spec.OnEvent(ev)
-		}
+	parser := spec.Parser
+	ev := newEmitter(spec.OnEvent, parser, plan.MaxAPIRetries, r.end)
+	if sp, ok := parser.(StderrParser); ok {
+		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
 	}
+	// A conversation emits from its reader and from the questions it waits
+	// on; the emitter takes them one at a time, through the same retry
+	// bound as a one-shot run's.
+	emit := func(evs ...Event) { ev.emit(evs) }
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
@@ -275,23 +272,19 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		r.supervise(ctx)
 	}()
 
-	parser := spec.Parser
 	stdoutBytes := r.readStdout(func(line []byte) {
-		switch {
-		case conv != nil:
-			// The conversation's line, until its turn is over; after
-			// that stdout is only drained.
-			select {
-			case lines <- append([]byte(nil), line...):
-			case <-r.turnDone:
-			}
-		case parser == nil:
-			emit(otherEvent("", line))
-		default:
-			emit(parser.Feed(line)...)
+		if conv == nil {
+			ev.feed(line)
+			return
+		}
+		// The conversation's line, until its turn is over; after that
+		// stdout is only drained.
+		select {
+		case lines <- append([]byte(nil), line...):
+		case <-r.turnDone:
 		}
 	}, func(n int64) {
-		emit(Event{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)})
+		ev.emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
 	})
 	if lines != nil {
 		close(lines)
@@ -299,6 +292,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	ioWG.Wait()
 	close(r.ioDone)
 	wg.Wait()
+	ev.stop()
 	dur := time.Since(start)
 	if r.reason == reasonNone && r.overLimit() {
 		// The child printed past the limit and exited before its output
@@ -322,12 +316,14 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	if res.DurationMs == 0 {
 		res.DurationMs = dur.Milliseconds()
 	}
-	excerpt := clip(strings.TrimSpace(tail), 600)
+	excerpt := stderrExcerpt(tail)
 	e := &Error{Command: command, ExitCode: exitCode, StderrExcerpt: excerpt}
 	switch {
 	case r.reason == reasonCtx:
 		e.Kind, e.Message = ctxKind(ctx)
 		e.Err = ctx.Err()
+	case r.reason == reasonVerdict:
+		e.Kind, e.Message = r.verdict.Kind, r.verdict.Message
 	case r.reason == reasonLimit:
 		e.Kind = KindOutputLimit
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", lim.MaxOutput)
@@ -364,10 +360,20 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 // a run that only called tools is not "empty".
 func hasOutput(r Result) bool { return r.ToolCalls > 0 || r.SessionID != "" }
 
+// stderrExcerpt is the end of stderr as a person reads it: colour and
+// cursor codes removed (a CLI that thinks it has a terminal writes them),
+// trimmed and short.
+func stderrExcerpt(tail string) string {
+	return clip(strings.TrimSpace(stripANSI(tail)), 600)
+}
+
 const (
 	reasonNone = iota
 	reasonCtx
 	reasonLimit
+	// reasonVerdict: the run's own events said it cannot succeed any more
+	// (the retry guard), and the runner ended the group.
+	reasonVerdict
 )
 
 type run struct {
@@ -384,6 +390,15 @@ type run struct {
 	// one-shot run): the agent is then ended, since it would wait for a
 	// next prompt.
 	turnDone chan struct{}
+
+	// ended is closed by end, once; verdict is set before it closes.
+	ended   chan struct{}
+	endOnce sync.Once
+	verdict *Failure
+
+	// stderrLines, when set, gets each line of stderr (the parser reads
+	// the agent's retries there).
+	stderrLines func([]byte)
 
 	stdin, stdout, stderr closer
 
@@ -403,6 +418,15 @@ func (r *run) count(n int) {
 	if r.total.Add(int64(n)) > r.lim.MaxOutput {
 		r.limOnce.Do(func() { close(r.limitHit) })
 	}
+}
+
+// end ends the run for the reason f gives: the supervisor ends the group
+// and the run fails with f. Only the first call counts.
+func (r *run) end(f *Failure) {
+	r.endOnce.Do(func() {
+		r.verdict = f
+		close(r.ended)
+	})
 }
 
 func (r *run) overLimit() bool {
@@ -425,6 +449,9 @@ func (r *run) supervise(ctx context.Context) {
 		r.terminate()
 	case <-r.limitHit:
 		r.reason = reasonLimit
+		r.terminate()
+	case <-r.ended:
+		r.reason = reasonVerdict
 		r.terminate()
 	case <-r.exited:
 		// A member left behind after the leader exits is ended the same
@@ -522,19 +549,51 @@ func (r *run) readStdout(feed func([]byte), skipped func(int64)) int64 {
 	}
 }
 
+// maxStderrLine bounds a stderr line handed to the parser; the rest of a
+// longer line is dropped (retry notices are short).
+const maxStderrLine = 16 << 10
+
 func (r *run) readStderr() {
 	buf := make([]byte, 32<<10)
+	var line []byte
 	for {
 		n, err := r.stderr.f.Read(buf)
 		if n > 0 {
 			r.count(n)
 			_, _ = r.stderrTail.Write(buf[:n])
+			if r.stderrLines != nil && !r.overLimit() {
+				line = r.splitStderr(line, buf[:n])
+			}
 		}
 		if err != nil {
+			if len(line) > 0 && r.stderrLines != nil {
+				r.stderrLines(line)
+			}
 			r.stderr.close()
 			return
 		}
 	}
+}
+
+// splitStderr hands every complete line in chunk (after what is pending in
+// line) to stderrLines and returns the new pending part.
+func (r *run) splitStderr(line, chunk []byte) []byte {
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			room := maxStderrLine - len(line)
+			line = append(line, chunk[:min(len(chunk), max(room, 0))]...)
+			return line
+		}
+		room := maxStderrLine - len(line)
+		line = append(line, chunk[:min(i, max(room, 0))]...)
+		if l := bytes.TrimRight(line, "\r"); len(bytes.TrimSpace(l)) > 0 {
+			r.stderrLines(l)
+		}
+		line = line[:0]
+		chunk = chunk[i+1:]
+	}
+	return line
 }
 
 func (r *run) tail() string {

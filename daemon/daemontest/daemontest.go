@@ -230,6 +230,7 @@ type Replay struct {
 //
 //	SLEEP  a grandchild sleeps 60 s in the run's process group
 //	DRIP   the fixture's first line, its second line 10 times 100 ms apart, its last line
+//	LINGER the fixture, then stays alive 60 s like a CLI still at work (or retrying)
 //	FAIL   prints to stderr and exits 3
 //
 // It keeps its arguments and stdin, and a copy of each file of the run's
@@ -253,6 +254,7 @@ done
 case "$task" in
 *SLEEP*) sleep 60 & wait; exit 0;;
 *DRIP*) head -n 1 %[3]q; i=0; while [ $i -lt 10 ]; do sed -n 2p %[3]q; sleep 0.1; i=$((i+1)); done; tail -n 1 %[3]q; exit 0;;
+*LINGER*) cat %[3]q; exec sleep 60;;
 *FAIL*) echo "boom: the fake agent failed" >&2; exit 3;;
 esac
 cat %[3]q`, version, dir, fixture)

@@ -88,6 +88,7 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	parts := script.deltas()
 	for i, d := range parts {
+		s.pace(r, i)
 		chunk := map[string]any{"candidates": []any{candidate(part(d), i == len(parts)-1)}, "modelVersion": model, "responseId": "standin"}
 		if i == len(parts)-1 {
 			chunk["usageMetadata"] = usage
@@ -207,11 +208,22 @@ const GeminiSettings = `{
 // caller's). The CLI still needs --skip-trust (or a trusted-folders entry):
 // in an untrusted folder it exits 55 before any API call.
 func (s *Server) GeminiSetup(home, path string) (env []string, err error) {
+	return s.geminiSetup(home, path, GeminiSettings)
+}
+
+// GeminiSetupRetrying is GeminiSetup with Gemini's own retries left at its
+// default (general.maxAttempts 10, backoff from about 5 s), as a user who
+// never changed them has it: what bounds them is card.
+func (s *Server) GeminiSetupRetrying(home, path string) (env []string, err error) {
+	return s.geminiSetup(home, path, strings.Replace(GeminiSettings, `"maxAttempts": 1, `, "", 1))
+}
+
+func (s *Server) geminiSetup(home, path, settings string) (env []string, err error) {
 	dir := filepath.Join(home, ".gemini")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gemini stand-in: create %s: %w", dir, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(GeminiSettings), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(settings), 0o600); err != nil {
 		return nil, fmt.Errorf("gemini stand-in: write settings: %w", err)
 	}
 	return []string{

@@ -181,7 +181,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIReq
 	ev("response.output_item.added", map[string]any{"output_index": 0, "item": msg("in_progress", []any{})})
 	ev("response.content_part.added", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0,
 		"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-	for _, d := range script.deltas() {
+	for i, d := range script.deltas() {
+		s.pace(r, i)
 		ev("response.output_text.delta", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": d})
 	}
 	ev("response.output_text.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "text": script.answer()})
@@ -250,7 +251,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req ope
 	}
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
 	s.stall(r)
-	for _, d := range s.script.deltas() {
+	for i, d := range s.script.deltas() {
+		s.pace(r, i)
 		e.event("", chunk(map[string]any{"content": d}, nil, nil))
 	}
 	e.event("", chunk(map[string]any{}, "stop", usage))
@@ -279,8 +281,20 @@ func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
 // stream 5 times by default, with backoff, which turns a scripted 429 into a
 // minute-long test; here each is 0 so an error surfaces on the first attempt.
 func (s *Server) CodexExtras() (args []string, env map[string]string) {
+	return s.codexExtras(", request_max_retries=0, stream_max_retries=0")
+}
+
+// CodexExtrasRetrying is CodexExtras with Codex's own retry defaults left
+// alone (4 request retries, 5 stream retries, each announced as
+// "Reconnecting... n/5"), as they are for the built-in OpenAI provider,
+// which no setting can change: what bounds them is card.
+func (s *Server) CodexExtrasRetrying() (args []string, env map[string]string) {
+	return s.codexExtras("")
+}
+
+func (s *Server) codexExtras(retries string) (args []string, env map[string]string) {
 	provider := `{name="card stand-in", base_url="` + s.URL + `/v1", env_key="` + CodexKeyEnv +
-		`", wire_api="responses", request_max_retries=0, stream_max_retries=0, stream_idle_timeout_ms=30000}`
+		`", wire_api="responses"` + retries + `, stream_idle_timeout_ms=30000}`
 	return []string{
 		"-c", "model_providers." + CodexProvider + "=" + provider,
 		"-c", `model_provider="` + CodexProvider + `"`,

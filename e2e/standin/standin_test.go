@@ -315,6 +315,80 @@ func TestAStalledStreamHoldsUntilTheClientLeavesAndCloseStillReturns(t *testing.
 	}
 }
 
+// A slow model: each piece after the first waits DeltaDelay, in every
+// dialect, so a test can tell text that streams from text that comes whole.
+func TestASlowScriptPacesEveryPieceOfTheAnswer(t *testing.T) {
+	const pause = 150 * time.Millisecond
+	script := Script{Answer: "one two three", DeltaDelay: pause}
+	cases := []struct {
+		name, path, body string
+		start            func(testing.TB, Script) *Server
+	}{
+		{"anthropic", "/v1/messages", `{"model":"m","stream":true,"messages":[]}`, NewAnthropic},
+		{"openai responses", "/v1/responses", `{"model":"m","stream":true}`, NewOpenAI},
+		{"openai chat", "/v1/chat/completions", `{"model":"m","stream":true}`, NewOpenAI},
+		{"gemini", "/v1beta/models/m:streamGenerateContent", `{}`, NewGemini},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.start(t, script)
+			start := time.Now()
+			resp := post(t, s.URL+c.path, c.body, nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			readSSE(t, resp.Body)
+			assert.GreaterOrEqual(t, time.Since(start), 2*pause, "three pieces, two pauses")
+		})
+	}
+}
+
+// A thinking model: the answer comes after a thinking block streamed as
+// thinking pieces and a signature.
+func TestAnthropicThinksBeforeItAnswers(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "done", Thinking: "let me look"})
+	resp := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	var thinking, text string
+	var blocks []string
+	for _, e := range readSSE(t, resp.Body) {
+		switch e.Name {
+		case "content_block_start":
+			blocks = append(blocks, e.Data["content_block"].(map[string]any)["type"].(string))
+		case "content_block_delta":
+			d := e.Data["delta"].(map[string]any)
+			switch d["type"] {
+			case "thinking_delta":
+				thinking += d["thinking"].(string)
+			case "text_delta":
+				text += d["text"].(string)
+			}
+		}
+	}
+	assert.Equal(t, []string{"thinking", "text"}, blocks)
+	assert.Equal(t, "let me look", thinking)
+	assert.Equal(t, "done", text)
+}
+
+// The retrying helpers leave the CLI's own retry settings out, so a test
+// sees the retries a user's CLI makes.
+func TestTheRetryingHelpersLeaveTheCLIsOwnRetriesAlone(t *testing.T) {
+	o := NewOpenAI(t, Script{})
+	args, _ := o.CodexExtras()
+	assert.Contains(t, strings.Join(args, " "), "request_max_retries=0")
+	args, _ = o.CodexExtrasRetrying()
+	assert.NotContains(t, strings.Join(args, " "), "max_retries")
+	assert.Contains(t, strings.Join(args, " "), "base_url=\""+o.URL+"/v1\"")
+
+	g := NewGemini(t, Script{})
+	home := t.TempDir()
+	_, err := g.GeminiSetupRetrying(home, "/usr/bin")
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
+	require.NoError(t, err)
+	var settings map[string]map[string]any
+	require.NoError(t, json.Unmarshal(b, &settings))
+	assert.NotContains(t, settings["general"], "maxAttempts")
+	assert.Equal(t, "gemini-api-key", settings["security"]["auth"].(map[string]any)["selectedType"])
+}
+
 // A scripted tool call is made once per place in the script, to a call that
 // offers the tool, and the text answer after it quotes the tool result.
 func TestAnthropicMakesTheScriptedToolCallsThenQuotesTheLastResult(t *testing.T) {
