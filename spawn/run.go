@@ -294,6 +294,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	wg.Wait()
 	ev.stop()
 	dur := time.Since(start)
+	if r.reason == reasonNone && r.overLimit() {
+		// The child printed past the limit and exited before its output
+		// was counted: the limit still decides the run.
+		r.reason = reasonLimit
+	}
 
 	exitCode := -1
 	if cmd.ProcessState != nil {
