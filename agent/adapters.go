@@ -27,15 +27,15 @@ var codex = Adapter{
 	Binary:      "codex",
 	PinEnv:      "CAR_CODEX_BIN",
 	InstallHint: "install it with `npm install -g @openai/codex`",
+	// Ask runs `codex app-server` and answers its requestApproval requests.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// `codex exec --sandbox read-only` runs the agent's commands inside the
 	// OS sandbox (Seatbelt on macOS, Landlock/seccomp on Linux).
-	ReadOnly:   EnforcedByOSSandbox,
-	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p"},
-	NoAsk: "codex exec cannot ask (it refuses approval_policy \"untrusted\" and runs \"on-request\" as never); " +
-		"a headless question needs codex app-server, which card does not drive yet",
+	ReadOnly: EnforcedByOSSandbox,
+	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p",
+		"--listen", "--stdio"},
 }
 
 var gemini = Adapter{

@@ -73,11 +73,11 @@ func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
 	assert.NotPanics(t, func() { mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi}) })
 }
 
-// Claude Code (its permission tool), Gemini CLI and Copilot CLI (ACP) can
-// ask today; every other adapter says why not, and the definition check
+// Claude Code (its permission tool), Gemini CLI and Copilot CLI (ACP) and
+// Codex (its app-server) can ask today; every other adapter says why not, and the definition check
 // refuses one that claims both or neither.
 func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
-	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true}
+	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true, Codex: true}
 	for _, a := range All() {
 		if asks[a.ID] {
 			assert.True(t, a.Capabilities.Ask, a.ID)
@@ -91,7 +91,7 @@ func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
 	both.NoAsk = "no"
 	assert.PanicsWithValue(t, `agent: adapter "claude-code" must either ask (Capabilities.Ask) or say why it cannot (NoAsk), not both or neither`,
 		func() { mustValid([]Adapter{both}) })
-	neither := codex
+	neither := pi
 	neither.NoAsk = ""
 	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
 }

@@ -331,7 +331,7 @@ func TestAskModeIsCheckedLikeEditAndRefusedWhereTheAgentCannotAsk(t *testing.T) 
 		{"no cwd", daemon.InvokeParams{ID: "claude-code", Task: "x", PermissionMode: "ask"}, "cwd", "ask"},
 		{"a timeout outside ask", daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, "approval_timeout_secs", "only to permission_mode ask"},
 		{"a timeout out of range", withTimeout(ad.ask("x"), 4000), "approval_timeout_secs", "3600"},
-		{"codex cannot ask", daemon.InvokeParams{ID: "codex", Task: "x", Cwd: ad.cwd, PermissionMode: "ask"}, "permission_mode", "codex app-server"},
+		{"codex resumes nothing in ask", daemon.InvokeParams{ID: "codex", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "ephemeral"},
 		{"droid cannot ask", daemon.InvokeParams{ID: "droid", Task: "x", Cwd: ad.cwd, PermissionMode: "ask"}, "permission_mode", "stream-jsonrpc"},
 		{"pi cannot ask", daemon.InvokeParams{ID: "pi", Task: "x", Cwd: ad.cwd, PermissionMode: "ask"}, "permission_mode", "extension"},
 	}

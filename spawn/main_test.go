@@ -36,6 +36,8 @@ func helper(mode string) int {
 		return fakeClaudeStream(n)
 	case strings.HasPrefix(mode, "acp:"):
 		return fakeACP(strings.TrimPrefix(mode, "acp:"))
+	case strings.HasPrefix(mode, "codex:"):
+		return fakeCodexApp(strings.TrimPrefix(mode, "codex:"))
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2

@@ -3,6 +3,7 @@ package spawn
 import (
 	"context"
 	"errors"
+	"github.com/card-dev/card/agent"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,9 @@ func flagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
 	for _, mode := range Modes {
 		if mode == ModeAsk && !a.Capabilities.Ask {
 			continue // refused by design: see TestAskIsBuiltExactlyForTheAdaptersThatCanAsk
+		}
+		if mode == ModeAsk && adapter == agent.Codex {
+			continue // another subcommand (app-server), checked against its own help
 		}
 		for _, r := range reqs {
 			r.Adapter, r.Mode, r.Cwd, r.AllowBypass = adapter, mode, "/tmp", true
@@ -114,6 +118,19 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		}
 		resume := cliOutput(t, bin, "exec", "--json", "--sandbox", "read-only", "--color", "never", "resume", "--help")
 		assert.Contains(t, resume, "SESSION_ID", "exec-level flags before `resume` must parse")
+		// Ask mode runs `codex app-server`, whose flags are its own.
+		appHelp := cliOutput(t, bin, "app-server", "--help")
+		for _, r := range []Request{{Model: "m", Effort: "low", SystemPrompt: "s"}, {Images: testImages()}} {
+			r.Adapter, r.Mode, r.Cwd = agent.Codex, ModeAsk, "/tmp"
+			p, err := Build("/bin/codex", r)
+			require.NoError(t, err)
+			require.Equal(t, "app-server", p.Args[0])
+			for _, a := range p.Args[1:] {
+				if strings.HasPrefix(a, "-") {
+					assert.True(t, inHelp(appHelp, a), "codex app-server --help has no %s", a)
+				}
+			}
+		}
 	})
 	t.Run("gemini", func(t *testing.T) {
 		t.Parallel()

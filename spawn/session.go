@@ -77,7 +77,8 @@ type turn struct {
 
 // protocols builds a conversation per protocol, for a plan's SessionPlan.
 var protocols = map[Protocol]func(SessionPlan) (conversation, error){
-	ProtocolACP: newACPConversation,
+	ProtocolACP:      newACPConversation,
+	ProtocolCodexApp: newCodexAppConversation,
 }
 
 func newConversation(sp SessionPlan) (conversation, error) {

@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,6 +60,9 @@ type agentCLI struct {
 	id, bin string
 	// serve starts the stand-in and returns the daemon's environment.
 	serve func(t *testing.T, script standin.Script) (*standin.Server, []string)
+	// adapter, when set, is the CLI's card.toml [adapters.<id>] table for
+	// the stand-in (args and env the operator would configure).
+	adapter func(t *testing.T, s *standin.Server, home string) map[string]any
 	// shell is the CLI's own shell tool writing file.
 	shell func(file string) standin.ToolCall
 }
@@ -105,8 +109,17 @@ func startCLI(t *testing.T, c agentCLI, script standin.Script) *setup {
 	t.Helper()
 	bin := standin.CLI(t, c.bin)
 	s, env := c.serve(t, script)
+	config := "login_shell_path = false\n"
+	if c.adapter != nil {
+		home := t.TempDir()
+		cfg := map[string]any{"login_shell_path": false, "adapters": map[string]any{c.id: c.adapter(t, s, home)}}
+		var buf bytes.Buffer
+		require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
+		config = buf.String()
+		env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
+	}
 	d := daemontest.Start(t, daemontest.Options{
-		Config:   "login_shell_path = false\n",
+		Config:   config,
 		Environ:  env,
 		Agents:   map[string]string{c.id: bin},
 		NoClient: true,

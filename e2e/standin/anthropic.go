@@ -281,6 +281,12 @@ func (s *Server) ToolResults() []string {
 				continue
 			}
 			_, last, ends = req.toolResults()
+		case OpenAI:
+			var req openAIRequest
+			if r.JSON(&req) != nil {
+				continue
+			}
+			_, last, ends = req.toolResults()
 		default:
 			var req anthropicRequest
 			if r.JSON(&req) != nil {

@@ -474,3 +474,31 @@ func TestImagesAreFoundInEachVendorsRequestShape(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"messages":[{"content":[{"type":"text","text":"image"},{"type":"image_url"}]}]}`), &v))
 	walkImages(v, func(string, string, []byte) { t.Error("no image here") })
 }
+
+func TestOpenAIResponsesMakesTheScriptedToolCallsThenQuotesTheLastOutput(t *testing.T) {
+	s := NewOpenAI(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"type":"function","name":"exec_command"},{"type":"function","name":"view_image"}]`
+	evs := readSSE(t, post(t, s.URL+"/v1/responses", `{"model":"m","stream":true,`+offer+`,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}]}`, nil).Body)
+	require.Equal(t, []string{"response.created", "response.output_item.added", "response.function_call_arguments.delta",
+		"response.function_call_arguments.done", "response.output_item.done", "response.completed"}, names(evs))
+	item := evs[4].Data["item"].(map[string]any)
+	assert.Equal(t, "function_call", item["type"])
+	assert.Equal(t, "exec_command", item["name"])
+	assert.Equal(t, "call_standin01", item["call_id"])
+	assert.JSONEq(t, `{"cmd":"echo hi > f.txt"}`, item["arguments"].(string))
+
+	side := readSSE(t, post(t, s.URL+"/v1/responses", `{"model":"m","stream":true,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"title?"}]}]}`, nil).Body)
+	assert.Contains(t, names(side), "response.output_text.delta", "a call that offers no tools gets text")
+
+	second := readSSE(t, post(t, s.URL+"/v1/responses", `{"model":"m","stream":true,`+offer+`,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]},`+
+		`{"type":"function_call","call_id":"call_standin01","name":"exec_command","arguments":"{}"},`+
+		`{"type":"function_call_output","call_id":"call_standin01","output":"rejected by user"}]}`, nil).Body)
+	var text strings.Builder
+	for _, e := range second {
+		if e.Name == "response.output_text.delta" {
+			text.WriteString(e.Data["delta"].(string))
+		}
+	}
+	assert.Equal(t, "DONE | tool result was: content=rejected by user", text.String())
+	assert.Equal(t, []string{"content=rejected by user"}, s.ToolResults())
+}
