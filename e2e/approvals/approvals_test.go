@@ -185,6 +185,7 @@ func decideAll(decision, message string) func(daemon.ApproveParams) *daemon.Appr
 }
 
 func TestAnAllowedBashCallRunsAndTheModelGetsItsResult(t *testing.T) {
+	t.Parallel()
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{bash("made-by-bash.txt")}})
 	a := s.client(t, decideAll("allow", ""))
 	last, rec := a.run(t, s, 0)
@@ -207,6 +208,7 @@ func TestAnAllowedBashCallRunsAndTheModelGetsItsResult(t *testing.T) {
 }
 
 func TestADeniedBashCallDoesNotRunAndTheModelGetsTheDenial(t *testing.T) {
+	t.Parallel()
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{bash("denied.txt")}})
 	a := s.client(t, decideAll("deny", "Not in this repository, please."))
 	last, rec := a.run(t, s, 0)
@@ -222,6 +224,7 @@ func TestADeniedBashCallDoesNotRunAndTheModelGetsTheDenial(t *testing.T) {
 }
 
 func TestAnUnansweredBashCallIsDeniedAtTheApprovalTimeout(t *testing.T) {
+	t.Parallel()
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{bash("late.txt")}})
 	a := s.client(t, func(daemon.ApproveParams) *daemon.ApproveAnswer { return nil })
 	began := time.Now()
@@ -238,6 +241,7 @@ func TestAnUnansweredBashCallIsDeniedAtTheApprovalTimeout(t *testing.T) {
 }
 
 func TestAllowAlwaysLetsTheSecondBashCallRunUnasked(t *testing.T) {
+	t.Parallel()
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{bash("first.txt"), bash("second.txt")}})
 	a := s.client(t, decideAll("allow_always", ""))
 	_, rec := a.run(t, s, 0)
@@ -257,6 +261,7 @@ func TestAllowAlwaysLetsTheSecondBashCallRunUnasked(t *testing.T) {
 // still asked, since read_only has no shell at all (Claude's own classifier
 // would run it unasked: card's ask rules stop that).
 func TestReadRunsUnaskedButEvenAReadOnlyShellCommandIsAsked(t *testing.T) {
+	t.Parallel()
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
 		{Name: "Read", Input: map[string]any{"file_path": "/etc/hostname"}},
 		{Name: "Bash", Input: map[string]any{"command": "ls -la", "description": "List files"}},
@@ -303,6 +308,7 @@ var acpCases = []acpCase{
 }
 
 func TestAnAllowedShellCommandRunsOverACPAndTheModelGetsItsOutput(t *testing.T) {
+	t.Parallel()
 	for _, c := range acpCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			file := "made-by-" + c.cli.id + ".txt"
@@ -330,6 +336,7 @@ func TestAnAllowedShellCommandRunsOverACPAndTheModelGetsItsOutput(t *testing.T) 
 }
 
 func TestADeniedShellCommandOverACPDoesNotRun(t *testing.T) {
+	t.Parallel()
 	for _, c := range acpCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("denied.txt")}})
@@ -348,6 +355,7 @@ func TestADeniedShellCommandOverACPDoesNotRun(t *testing.T) {
 }
 
 func TestAnUnansweredShellCommandOverACPIsDeniedAtTheApprovalTimeout(t *testing.T) {
+	t.Parallel()
 	for _, c := range acpCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("late.txt")}})
@@ -368,6 +376,7 @@ func TestAnUnansweredShellCommandOverACPIsDeniedAtTheApprovalTimeout(t *testing.
 // allow_always is card's rule, per tool name: Gemini itself is answered
 // allow-once each time, and the second call is decided by the rule.
 func TestAllowAlwaysOverACPLetsTheSecondShellCommandRunUnasked(t *testing.T) {
+	t.Parallel()
 	for _, c := range acpCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("first.txt"), c.cli.shell("second.txt")}})
@@ -390,6 +399,7 @@ func TestAllowAlwaysOverACPLetsTheSecondShellCommandRunUnasked(t *testing.T) {
 // one-shot mode: Gemini answers session/prompt with the API's status as
 // the error code, Copilot says it in message text and ends the turn.
 func TestACPRunsReportAPIErrorsWithTheOneShotKinds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		cli    agentCLI
 		status int
@@ -424,6 +434,7 @@ func TestACPRunsReportAPIErrorsWithTheOneShotKinds(t *testing.T) {
 // workspace (ls -la) without asking; a command reading outside the
 // workspace is asked.
 func TestGeminiRunsReadsInsideTheWorkspaceUnaskedAndAsksForAReadOutsideIt(t *testing.T) {
+	t.Parallel()
 	s := startCLI(t, gemini, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
 		{Name: "read_file", Input: map[string]any{"file_path": "existing.txt"}},
 		{Name: "run_shell_command", Input: map[string]any{"command": "ls -la", "description": "List files"}},
@@ -447,6 +458,7 @@ func TestGeminiRunsReadsInsideTheWorkspaceUnaskedAndAsksForAReadOutsideIt(t *tes
 // Copilot runs view inside the working dir unasked and asks for every
 // shell command, even one that only lists files.
 func TestCopilotRunsViewInTheWorkingDirUnaskedAndAsksForEveryShellCommand(t *testing.T) {
+	t.Parallel()
 	s := startCLI(t, copilot, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
 		{Name: "view", Input: map[string]any{"path": "existing.txt"}},
 		{Name: "bash", Input: map[string]any{"command": "ls -la", "description": "List files"}},
@@ -470,6 +482,7 @@ func TestCopilotRunsViewInTheWorkingDirUnaskedAndAsksForEveryShellCommand(t *tes
 // the files the mode guards. The stand-in model calls the server's tool;
 // its result must come back to the model without a question.
 func TestCopilotInAskModeCallsTheClientsMCPToolsUnasked(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	srv := mcp.NewServer(&mcp.Implementation{Name: "card-e2e-client-tools", Version: "test"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "answers pong"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -506,6 +519,7 @@ func TestCopilotInAskModeCallsTheClientsMCPToolsUnasked(t *testing.T) {
 // An ask-mode run over ACP hands the request's images to the agent inside
 // session/prompt, and each CLI delivers them to the model byte for byte.
 func TestImagesReachTheModelInAnAskRunOverACP(t *testing.T) {
+	t.Parallel()
 	var red bytes.Buffer
 	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
 	draw.Draw(img, img.Bounds(), &image.Uniform{C: color.RGBA{R: 255, A: 255}}, image.Point{}, draw.Src)

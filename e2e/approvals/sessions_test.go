@@ -55,6 +55,7 @@ var sessionCases = []sessionCase{
 }
 
 func TestAnAllowedShellCommandRunsInASessionAndTheModelGetsItsOutput(t *testing.T) {
+	t.Parallel()
 	for _, c := range sessionCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			file := "made-by-" + c.cli.id + ".txt"
@@ -83,6 +84,7 @@ func TestAnAllowedShellCommandRunsInASessionAndTheModelGetsItsOutput(t *testing.
 }
 
 func TestADeniedShellCommandInASessionDoesNotRun(t *testing.T) {
+	t.Parallel()
 	for _, c := range sessionCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("denied.txt")}})
@@ -108,6 +110,7 @@ func TestADeniedShellCommandInASessionDoesNotRun(t *testing.T) {
 }
 
 func TestAnUnansweredShellCommandInASessionIsDeniedAtTheApprovalTimeout(t *testing.T) {
+	t.Parallel()
 	for _, c := range sessionCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("late.txt")}})
@@ -134,6 +137,7 @@ func TestAnUnansweredShellCommandInASessionIsDeniedAtTheApprovalTimeout(t *testi
 // Codex under approvalPolicy untrusted asks for every command, even one
 // that only lists the working dir: nothing runs unasked.
 func TestCodexAsksEvenForACommandThatOnlyReads(t *testing.T) {
+	t.Parallel()
 	s := startCLI(t, codex, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
 		{Name: "exec_command", Input: map[string]any{"cmd": "ls -la"}},
 		{Name: "exec_command", Input: map[string]any{"cmd": "cat existing.txt"}},
