@@ -84,7 +84,7 @@ var droid = Adapter{
 	PinEnv:      "CAR_DROID_BIN",
 	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false,
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false, Ask: true,
 	},
 	// `droid exec` without --auto is read-only by Droid's own autonomy
 	// rules: card's boundary is the flags it does not pass, and Droid's code
@@ -93,8 +93,6 @@ var droid = Adapter{
 	OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
 		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
-	NoAsk: "droid exec -o stream-json cannot ask (a blocked action fails); " +
-		"a headless question needs --input-format stream-jsonrpc (droid.request_permission), which card does not drive yet",
 	NoImages: "droid exec takes no image in the mode card runs it (no image flag; an @path in the prompt stays text; " +
 		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card does not drive yet",
 }
