@@ -83,6 +83,8 @@ var droid = Adapter{
 	Binary:      "droid",
 	PinEnv:      "CAR_DROID_BIN",
 	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
+	// Ask runs `droid exec` in stream-jsonrpc and answers its
+	// droid.request_permission.
 	Capabilities: Capabilities{
 		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false, Ask: true,
 	},
@@ -103,8 +105,10 @@ var pi = Adapter{
 	Binary:      "pi",
 	PinEnv:      "CAR_PI_BIN",
 	InstallHint: "install it with `npm install -g @mariozechner/pi-coding-agent`",
+	// Ask runs `pi --mode rpc` with card's gate extension, which puts each
+	// tool call outside the read-only set to card through a confirm dialog.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Pi has no sandbox, no per-command allowlist and no approval prompts:
 	// read-only is a tool list the model is handed and nothing refuses a
@@ -114,5 +118,4 @@ var pi = Adapter{
 	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
-	NoAsk: "pi has no permission prompts; a headless question needs pi --mode rpc with an extension card does not ship yet",
 }

@@ -333,7 +333,7 @@ func TestAskModeIsCheckedLikeEditAndRefusedWhereTheAgentCannotAsk(t *testing.T) 
 		{"a timeout out of range", withTimeout(ad.ask("x"), 4000), "approval_timeout_secs", "3600"},
 		{"codex resumes nothing in ask", daemon.InvokeParams{ID: "codex", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "ephemeral"},
 		{"droid resumes nothing in ask", daemon.InvokeParams{ID: "droid", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "stream-jsonrpc"},
-		{"pi cannot ask", daemon.InvokeParams{ID: "pi", Task: "x", Cwd: ad.cwd, PermissionMode: "ask"}, "permission_mode", "extension"},
+		{"pi names only tools ask mode offers", daemon.InvokeParams{ID: "pi", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, "allowed_tools", "ask mode"},
 	}
 	for _, tc := range cases {
 		_, err := c.Invoke(daemontest.Context(t), tc.p)

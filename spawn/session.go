@@ -84,6 +84,7 @@ var protocols = map[Protocol]func(SessionPlan) (conversation, error){
 	ProtocolACP:      newACPConversation,
 	ProtocolCodexApp: newCodexAppConversation,
 	ProtocolDroidRPC: newDroidConversation,
+	ProtocolPiRPC:    newPiRPCConversation,
 }
 
 func newConversation(sp SessionPlan) (conversation, error) {

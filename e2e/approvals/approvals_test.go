@@ -11,7 +11,8 @@
 //
 // Claude Code asks through card's permission tool; Gemini CLI and Copilot
 // CLI through ACP (session/request_permission) on their own stdio; Codex
-// through its app-server and Droid through its stream-jsonrpc.
+// through its app-server, Droid through its stream-jsonrpc, and Pi in its
+// RPC mode through card's gate extension.
 //
 // Like every real-CLI test it runs only with CARD_E2E=1 (or
 // CARD_E2E_REQUIRED=1, which turns a missing CLI into a failure); see

@@ -49,6 +49,21 @@ var droid = agentCLI{id: agent.Droid, bin: "droid",
 		return map[string]any{"args": args, "env": standin.AdapterEnv(env)}
 	}}
 
+// Pi runs on the Anthropic stand-in through a custom provider in its own
+// config under HOME, selected by --provider and --model in card.toml.
+var pi = agentCLI{id: agent.Pi, bin: "pi",
+	shell: func(file string) standin.ToolCall {
+		return standin.ToolCall{Name: "bash", Input: map[string]any{"command": "echo hello > " + file}}
+	},
+	serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+		return standin.NewAnthropic(t, script), []string{"NO_COLOR=1"}
+	},
+	adapter: func(t *testing.T, s *standin.Server, home string) map[string]any {
+		env, args, err := s.PiSetup(home, os.Getenv("PATH"))
+		require.NoError(t, err)
+		return map[string]any{"args": args, "env": standin.AdapterEnv(env)}
+	}}
+
 // sessionCase is one session adapter and what its real CLI does with each
 // answer.
 type sessionCase struct {
@@ -77,16 +92,23 @@ var (
 	// model again.
 	droidCase = sessionCase{cli: droid, tool: "Execute", summary: "Execute: echo hello > ",
 		ran: "Process exited with code 0", deniedResult: "Tool execution cancelled by user"}
+	// Pi's gate (card's extension) blocks a denied call: the model is
+	// given the gate's reason as the call's error result, and the turn
+	// goes on.
+	piCase = sessionCase{cli: pi, tool: "bash", summary: "bash: echo hello > ",
+		ran: "(no output)", denied: "The user denied this tool call.", deniedAnswer: "The user denied this tool call.",
+		deniedResult: "The user denied this tool call."}
 )
 
 // Each session adapter's cases run as one top-level test per adapter, so
 // one adapter's runs can be picked by name (-run Droid).
 func TestCodexAsksInItsAppServerSession(t *testing.T)     { sessionAsks(t, codexCase) }
 func TestDroidAsksInItsStreamJSONRPCSession(t *testing.T) { sessionAsks(t, droidCase) }
+func TestPiAsksThroughCardsGateInRPCMode(t *testing.T)    { sessionAsks(t, piCase) }
 
 // sessionCases are every session adapter's cases, for the capture of the
 // protocol examples.
-var sessionCases = []sessionCase{codexCase, droidCase}
+var sessionCases = []sessionCase{codexCase, droidCase, piCase}
 
 func sessionAsks(t *testing.T, c sessionCase) {
 	t.Run("an allowed shell command runs and the model gets its output", func(t *testing.T) { allowedInSession(t, c) })
