@@ -96,7 +96,7 @@ var droid = Adapter{
 		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
 	NoImages: "droid exec takes no image in the mode card runs it (no image flag; an @path in the prompt stays text; " +
-		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card does not drive yet",
+		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card speaks in ask mode alone (images are one capability for every mode)",
 }
 
 var pi = Adapter{
