@@ -83,8 +83,10 @@ var droid = Adapter{
 	Binary:      "droid",
 	PinEnv:      "CAR_DROID_BIN",
 	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
+	// Ask runs `droid exec` in stream-jsonrpc and answers its
+	// droid.request_permission.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false,
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false, Ask: true,
 	},
 	// `droid exec` without --auto is read-only by Droid's own autonomy
 	// rules: card's boundary is the flags it does not pass, and Droid's code
@@ -93,10 +95,8 @@ var droid = Adapter{
 	OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
 		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
-	NoAsk: "droid exec -o stream-json cannot ask (a blocked action fails); " +
-		"a headless question needs --input-format stream-jsonrpc (droid.request_permission), which card does not drive yet",
 	NoImages: "droid exec takes no image in the mode card runs it (no image flag; an @path in the prompt stays text; " +
-		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card does not drive yet",
+		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card speaks in ask mode alone (images are one capability for every mode)",
 }
 
 var pi = Adapter{
@@ -105,8 +105,10 @@ var pi = Adapter{
 	Binary:      "pi",
 	PinEnv:      "CAR_PI_BIN",
 	InstallHint: "install it with `npm install -g @mariozechner/pi-coding-agent`",
+	// Ask runs `pi --mode rpc` with card's gate extension, which puts each
+	// tool call outside the read-only set to card through a confirm dialog.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Pi has no sandbox, no per-command allowlist and no approval prompts:
 	// read-only is a tool list the model is handed and nothing refuses a
@@ -116,5 +118,4 @@ var pi = Adapter{
 	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
-	NoAsk: "pi has no permission prompts; a headless question needs pi --mode rpc with an extension card does not ship yet",
 }

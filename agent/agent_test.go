@@ -74,10 +74,10 @@ func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
 }
 
 // Claude Code (its permission tool), Gemini CLI and Copilot CLI (ACP) and
-// Codex (its app-server) can ask today; every other adapter says why not, and the definition check
+// Codex (its app-server), Droid (stream-jsonrpc) and Pi (RPC mode with card's gate) can ask today; every other adapter says why not, and the definition check
 // refuses one that claims both or neither.
 func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
-	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true, Codex: true}
+	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true, Codex: true, Droid: true, Pi: true}
 	for _, a := range All() {
 		if asks[a.ID] {
 			assert.True(t, a.Capabilities.Ask, a.ID)
@@ -92,7 +92,7 @@ func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
 	assert.PanicsWithValue(t, `agent: adapter "claude-code" must either ask (Capabilities.Ask) or say why it cannot (NoAsk), not both or neither`,
 		func() { mustValid([]Adapter{both}) })
 	neither := pi
-	neither.NoAsk = ""
+	neither.Capabilities.Ask = false
 	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
 }
 

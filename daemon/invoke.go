@@ -57,7 +57,8 @@ type InvokeParams struct {
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
 	// MaxAPIRetries bounds the agent's own retries of a failed model call
 	// (rate limit, overload, network), 0 to 10; omitted, card.toml's
-	// max_api_retries (default 3). A refused key is never retried.
+	// max_api_retries (default 3). A refused key gets at most one retry,
+	// for a login token that expired.
 	MaxAPIRetries *int `json:"max_api_retries,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.

@@ -462,22 +462,7 @@ func TestAnACPAgentThatDiesMidConversationIsAnExitFailure(t *testing.T) {
 }
 
 func TestAnACPAgentThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	var pgid int
-	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "acp:silent"},
-		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}
-	start := time.Now()
-	_, err := Run(ctx, RunSpec{Plan: plan, Prompt: "x", Approver: &recorder{}, BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
-		Limits: Limits{KillGrace: 300 * time.Millisecond}, OnStart: func(pid, g int) { pgid = g }})
-	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
-	assert.Less(t, time.Since(start), 10*time.Second)
-	b, rerr := os.ReadFile(filepath.Join(work, "grandchild.pid"))
-	require.NoError(t, rerr)
-	gc, _ := strconv.Atoi(string(b))
-	assert.False(t, proc.Alive(gc), "grandchild %d outlived the run", gc)
-	assert.False(t, proc.GroupAlive(pgid))
+	assertSilentAgentEndsAtTheDeadline(t, "acp:silent", SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini})
 }
 
 func TestAnACPErrorResponseFailsTheRunWithItsKind(t *testing.T) {

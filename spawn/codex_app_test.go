@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
-	"github.com/card-dev/card/internal/proc"
 )
 
 // Codex asks over its app-server: the ask plan runs `codex app-server` on
@@ -60,11 +57,7 @@ func TestCodexAskPlanRunsTheAppServer(t *testing.T) {
 //	failed    the turn fails with a 401 error.
 func fakeCodexApp(script string) int {
 	if script == "silent" {
-		gc := exec.Command("sleep", "300")
-		if gc.Start() == nil {
-			_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
-		}
-		select {}
+		return fakeSilent()
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -280,39 +273,14 @@ func TestACodexServerThatDiesMidTurnIsAnExitFailure(t *testing.T) {
 }
 
 func TestACodexServerThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	var pgid int
-	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "codex:silent"},
-		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}}
-	start := time.Now()
-	_, err := Run(ctx, RunSpec{Plan: plan, Prompt: "x", Approver: &recorder{}, BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
-		Limits: Limits{KillGrace: 300 * time.Millisecond}, OnStart: func(pid, g int) { pgid = g }})
-	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
-	assert.Less(t, time.Since(start), 10*time.Second)
-	b, rerr := os.ReadFile(filepath.Join(work, "grandchild.pid"))
-	require.NoError(t, rerr)
-	gc, _ := strconv.Atoi(string(b))
-	assert.False(t, proc.Alive(gc), "grandchild %d outlived the run", gc)
-	assert.False(t, proc.GroupAlive(pgid))
+	assertSilentAgentEndsAtTheDeadline(t, "codex:silent", SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex})
 }
 
 // A question still waiting when the run is cancelled ends with the run,
 // and the command does not run.
 func TestCancellingACodexRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
-	approver, asked, ended := waitingApprover()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-asked
-		cancel()
-	}()
-	_, _, work, err := codexRun(t, ctx, "turn", approver, Limits{KillGrace: 300 * time.Millisecond})
-	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the question outlived the run")
-	}
-	assert.NoFileExists(t, filepath.Join(work, "made.txt"))
+	assertCancelEndsTheWaitingQuestion(t, func(ctx context.Context, approver Approver) (string, error) {
+		_, _, work, err := codexRun(t, ctx, "turn", approver, Limits{KillGrace: 300 * time.Millisecond})
+		return work, err
+	})
 }

@@ -38,6 +38,10 @@ func helper(mode string) int {
 		return fakeACP(strings.TrimPrefix(mode, "acp:"))
 	case strings.HasPrefix(mode, "codex:"):
 		return fakeCodexApp(strings.TrimPrefix(mode, "codex:"))
+	case strings.HasPrefix(mode, "droid:"):
+		return fakeDroid(strings.TrimPrefix(mode, "droid:"))
+	case strings.HasPrefix(mode, "pi:"):
+		return fakePi(strings.TrimPrefix(mode, "pi:"))
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2

@@ -11,6 +11,9 @@ var piModeTools = map[Mode][]string{
 	ModeReadOnly: {"read", "grep", "find", "ls"},
 	ModeEdit:     {"read", "grep", "find", "ls", "edit", "write"},
 	ModeBypass:   {"read", "grep", "find", "ls", "edit", "write", "bash"},
+	// In ask mode every tool is offered and card's gate asks about each
+	// one outside read_only's set (pi_ask.go).
+	ModeAsk: {"read", "grep", "find", "ls", "edit", "write", "bash"},
 }
 
 // piThinking are the --thinking levels of Pi 0.73.1 that card's effort
@@ -53,6 +56,9 @@ func buildPi(bin string, req Request) (Plan, error) {
 	tools, err := piTools(mode, req.AllowedTools)
 	if err != nil {
 		return Plan{}, err
+	}
+	if mode == ModeAsk {
+		return buildPiAsk(bin, req, tools), nil
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	p.Env["PI_OFFLINE"] = "1"

@@ -41,6 +41,10 @@ type SessionPlan struct {
 	// Adapter picks the adapter's dialect of the protocol: how it names
 	// tools and what its exit codes and stderr mean.
 	Adapter string
+	// Model and Effort go inside the protocol, for a CLI that takes them
+	// there and not on argv (Droid's stream-jsonrpc); empty leaves the
+	// CLI's own choice.
+	Model, Effort string
 }
 
 // conversation is one run's side of a session protocol.
@@ -79,6 +83,8 @@ type turn struct {
 var protocols = map[Protocol]func(SessionPlan) (conversation, error){
 	ProtocolACP:      newACPConversation,
 	ProtocolCodexApp: newCodexAppConversation,
+	ProtocolDroidRPC: newDroidConversation,
+	ProtocolPiRPC:    newPiRPCConversation,
 }
 
 func newConversation(sp SessionPlan) (conversation, error) {

@@ -16,6 +16,9 @@ import (
 // new question is taken, and those still waiting end denied with it.
 type rpcTurn struct {
 	adapter string
+	// idPrefix, when set, makes card's request ids strings (prefix and a
+	// number): Droid refuses a numeric id as an invalid message.
+	idPrefix string
 
 	mu      sync.Mutex
 	closing bool   // no new question is taken: the turn is over
@@ -55,7 +58,11 @@ func (r *rpcTurn) call(method string, params, result any, fail func(method strin
 	r.step = method
 	r.mu.Unlock()
 	r.next++
-	opts = append(opts, jsonrpc2.PickID(jsonrpc2.ID{Num: r.next}))
+	id := jsonrpc2.ID{Num: r.next}
+	if r.idPrefix != "" {
+		id = jsonrpc2.ID{Str: fmt.Sprintf("%s%d", r.idPrefix, r.next), IsString: true}
+	}
+	opts = append(opts, jsonrpc2.PickID(id))
 	if err := r.conn.Call(r.ctx, method, params, result, opts...); err != nil {
 		fail(method, err)
 		return false

@@ -4,12 +4,15 @@
 // cwd) and then answers with text quoting the tool's result, and a client
 // answering agents.approve. Allowed, the file exists and the model received
 // the tool result; denied, no file and the model received the denial (or,
-// for Copilot, whose turn ends at a denial, no second model call at all);
+// for Copilot and Droid, whose turn ends at a denial, no second model call
+// at all);
 // unanswered, denied at the approval timeout; allow_always, the next call
 // of the same tool is not asked. Every decision is in runs.get.
 //
 // Claude Code asks through card's permission tool; Gemini CLI and Copilot
-// CLI through ACP (session/request_permission) on their own stdio.
+// CLI through ACP (session/request_permission) on their own stdio; Codex
+// through its app-server, Droid through its stream-jsonrpc, and Pi in its
+// RPC mode through card's gate extension.
 //
 // Like every real-CLI test it runs only with CARD_E2E=1 (or
 // CARD_E2E_REQUIRED=1, which turns a missing CLI into a failure); see
