@@ -142,7 +142,7 @@ func (d *Daemon) setupRuns() error {
 		Binaries: d.detector,
 		Guard:    d.guard,
 		Env:      d.env,
-		PATH:     d.detector.SearchPath().PATH(),
+		PATH:     func() string { return d.detector.SearchPath().PATH() },
 		Log:      d.log.Named("runs"),
 	}, runs.Config{
 		MaxConcurrentRuns:       d.cfg.MaxConcurrentRuns,

@@ -78,8 +78,9 @@ type Deps struct {
 	// child's environment.
 	Env map[string]string
 	// PATH is the resolved search path children get (a supervisor-started
-	// daemon's own PATH would not find node).
-	PATH string
+	// daemon's own PATH would not find node). It is asked at every start:
+	// the login shell's part of it arrives after the daemon is up.
+	PATH func() string
 	Log  *zap.Logger
 }
 

@@ -189,7 +189,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	persisted := make(chan struct{})
 	go m.persist(lr, persisted)
 
-	env := childEnv(m.deps.Env, m.deps.PATH, guard.Child(lr.ancestry, lr.adapter), lr.id)
+	env := childEnv(m.deps.Env, m.deps.PATH(), guard.Child(lr.ancestry, lr.adapter), lr.id)
 	var approver spawn.Approver
 	if lr.approvals != nil {
 		approver = lr.approvals
