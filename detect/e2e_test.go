@@ -15,14 +15,15 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/internal/testskip"
 )
 
-// realBinDir finds the agent CLIs installed from npm by .ci/run, or skips
+// realBinDir finds the agent CLIs installed from npm by e2e/agents/install.sh, or skips
 // loudly (fails when CARD_E2E_REQUIRED=1, as in CI).
 func realBinDir(t *testing.T) string {
 	t.Helper()
-	if testing.Short() && os.Getenv("CARD_E2E_REQUIRED") != "1" {
-		t.Skip("SKIPPING real-CLI test in -short mode (it takes tens of seconds: gemini --version alone is ~3 s)")
+	if testing.Short() && !testskip.Required() {
+		testskip.Skip(t, testskip.RealCLIsShort, "SKIPPING real-CLI test in -short mode (it takes tens of seconds: gemini --version alone is ~3 s)")
 	}
 	dir := os.Getenv("CARD_E2E_BIN_DIR")
 	if dir == "" {
@@ -37,11 +38,7 @@ func realBinDir(t *testing.T) string {
 		}
 	}
 	if len(missing) > 0 {
-		msg := "REAL AGENT CLIs MISSING (" + strings.Join(missing, ", ") + ") in " + dir + ": run `npm ci` in e2e/agents or set CARD_E2E_BIN_DIR"
-		if os.Getenv("CARD_E2E_REQUIRED") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING: " + msg)
+		testskip.Skip(t, testskip.RealCLIsMissing, "REAL AGENT CLIs MISSING ("+strings.Join(missing, ", ")+") in "+dir)
 	}
 	return dir
 }
@@ -115,7 +112,7 @@ func TestRealClaudeIsReadyWithAnAPIKeyInTheEnvironment(t *testing.T) {
 // CARD_BENCH=1 go test -run TestColdDetectCostsNoMoreThanTheSlowestVersionProbe -v ./detect/
 func TestColdDetectCostsNoMoreThanTheSlowestVersionProbe(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
-		t.Skip("measurement; run with CARD_BENCH=1")
+		testskip.Skip(t, testskip.Bench, "measurement")
 	}
 	// The goal names the first three CLIs: a directory holding only them
 	// keeps the later adapters out of the comparison.
