@@ -149,10 +149,9 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 	if p.IncludeHealth {
 		specs = d.detector.WithHealth(ctx, specs, refresh)
 	}
-	seeded := guard.Seed(d.guard.Ancestry, p.InvokedBy)
 	out := make([]detect.ExternalAgentSpec, len(specs))
 	for i, s := range specs {
-		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
+		if r, _ := d.guard.Check(s.ID, p.InvokedBy); r != nil {
 			s.SpawnBlockReason = r.Error()
 		}
 		out[i] = s.WithCompatHealth()
