@@ -74,6 +74,20 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 	})
 }
 
+// detectInBackground fills the detection cache without holding up
+// readiness: a client's first agents.detect then finds it warm. It runs once
+// the daemon listens, so a daemon that cannot take its port says only that,
+// not "detected agents" first.
+func (d *Daemon) detectInBackground() {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		start := time.Now()
+		specs := d.detector.Detect(d.ctx, false)
+		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
+	}()
+}
+
 // LocalDetector builds, for the CLI's no-daemon fallback, the same detector
 // a daemon on home would use.
 func LocalDetector(ctx context.Context, home string, environ []string) (*detect.Detector, error) {
@@ -84,8 +98,8 @@ func LocalDetector(ctx context.Context, home string, environ []string) (*detect.
 	return newDetector(ctx, cfg, envMap(environ)), nil
 }
 
-// setupAgents reads the guard's inputs once and starts detection in the
-// background: readiness does not wait for the CLIs to print versions.
+// setupAgents reads the guard's inputs once and builds the detector;
+// detection itself starts once the daemon listens (detectInBackground).
 func (d *Daemon) setupAgents() error {
 	d.guard = guard.Snapshot{
 		Ancestry: guard.ParseAncestry(d.env[guard.AncestryEnv]),
@@ -93,13 +107,6 @@ func (d *Daemon) setupAgents() error {
 	}
 	d.detector = newDetector(d.ctx, d.cfg, d.env)
 	d.onClose(func(context.Context) { d.detector.Close() })
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		start := time.Now()
-		specs := d.detector.Detect(d.ctx, false)
-		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
-	}()
 
 	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
