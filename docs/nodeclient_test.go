@@ -180,6 +180,7 @@ func TestNodeClientAsksThePersonAtTheTerminalAndAnswers(t *testing.T) {
 			assert.Regexp(t, `(?m)^approve\? run run_\w+ \(claude-code\) wants Bash: echo hello > asked.txt$`, out)
 			assert.Contains(t, out, "  please answer y, a or n\n")
 			assert.Regexp(t, `(?m)^event \d+ approval apr_1 asked: Bash: echo hello > asked.txt$`, out)
+			assert.Regexp(t, `(?m)^event \d+ tool_use: Bash$`, out, "the tool's name, from tool.name")
 			assert.Contains(t, out, "approval apr_1: "+tc.decided+"\n")
 			if tc.file {
 				assert.FileExists(t, filepath.Join(work, "asked.txt"))
