@@ -323,11 +323,18 @@ func (sc *serverConn) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrp
 			return
 		}
 		// A batch member's answer travels with its batch: what follows it
-		// waits for that frame.
+		// waits for that frame. A connection that closed once the answer
+		// was out still runs the Then (which sees ctx done): when both are
+		// ready select picks either, and a Then skipped at random would
+		// leave whatever it cleans up behind.
 		select {
 		case <-flushed:
 		case <-ctx.Done():
-			return
+			select {
+			case <-flushed:
+			default:
+				return
+			}
 		}
 		then(ctx)
 	}()
