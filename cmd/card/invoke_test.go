@@ -50,6 +50,10 @@ func agentDaemon(t *testing.T, id, path string) *daemontest.Daemon {
 
 func TestInvokeStreamsTheAnswerToStdoutAndTheStatusToStderr(t *testing.T) {
 	home := cliDaemon(t)
+	code, out, _ := runCLI("runs", "--home", home)
+	require.Equal(t, exitOK, code)
+	assert.Equal(t, "No runs recorded yet; `card invoke ID TASK` starts one.\n", out)
+
 	code, out, errOut := runCLI("invoke", "claude-code", "say pong", "--home", home, "--cwd", t.TempDir())
 	assert.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, "PONG from the anthropic stand-in\n", out)

@@ -92,6 +92,10 @@ func (e env) runs(args []string) int {
 	if *asJSON {
 		return printJSON(e.stdout, runs)
 	}
+	if len(runs) == 0 {
+		fmt.Fprintln(e.stdout, "No runs recorded yet; `card invoke ID TASK` starts one.")
+		return exitOK
+	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tSTATUS\tAGENT\tSTARTED\tTOOK\tCHAIN\tTASK")
 	for _, r := range runs {
