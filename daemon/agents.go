@@ -78,14 +78,25 @@ func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect
 // readiness: a client's first agents.detect then finds it warm. It runs once
 // the daemon listens, so a daemon that cannot take its port says only that,
 // not "detected agents" first.
+//
+// It ends before the detector closes (a closer registered after the
+// detector's runs first): a detection still starting when a quick shutdown
+// closes the detector would otherwise race Close.
 func (d *Daemon) detectInBackground() {
-	d.bg.Add(1)
+	ctx, cancel := context.WithCancel(d.ctx)
+	done := make(chan struct{})
 	go func() {
-		defer d.bg.Done()
+		defer close(done)
 		start := time.Now()
-		specs := d.detector.Detect(d.ctx, false)
-		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
+		specs := d.detector.Detect(ctx, false)
+		if ctx.Err() == nil {
+			d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
+		}
 	}()
+	d.onClose(func(context.Context) {
+		cancel()
+		<-done
+	})
 }
 
 // LocalDetector builds, for the CLI's no-daemon fallback, the same detector
