@@ -27,15 +27,15 @@ var codex = Adapter{
 	Binary:      "codex",
 	PinEnv:      "CAR_CODEX_BIN",
 	InstallHint: "install it with `npm install -g @openai/codex`",
+	// Ask runs `codex app-server` and answers its requestApproval requests.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// `codex exec --sandbox read-only` runs the agent's commands inside the
 	// OS sandbox (Seatbelt on macOS, Landlock/seccomp on Linux).
-	ReadOnly:   EnforcedByOSSandbox,
-	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p"},
-	NoAsk: "codex exec cannot ask (it refuses approval_policy \"untrusted\" and runs \"on-request\" as never); " +
-		"a headless question needs codex app-server, which card does not drive yet",
+	ReadOnly: EnforcedByOSSandbox,
+	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p",
+		"--listen", "--stdio"},
 }
 
 var gemini = Adapter{
@@ -44,16 +44,15 @@ var gemini = Adapter{
 	Binary:      "gemini",
 	PinEnv:      "CAR_GEMINI_BIN",
 	InstallHint: "install it with `npm install -g @google/gemini-cli`",
+	// Ask runs `gemini --acp` and answers its session/request_permission.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// read_only asks for plan mode, Gemini's own read-only policy: the agent
 	// enforces it, not card's tool list and not a kernel sandbox.
 	ReadOnly: EnforcedByAgentDefault,
 	OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
-		"--prompt-interactive", "-i"},
-	NoAsk: "gemini's one-shot mode cannot ask (it denies what it would ask about); " +
-		"a headless question needs gemini --acp (session/request_permission), which card does not drive yet",
+		"--prompt-interactive", "-i", "--acp", "--experimental-acp"},
 }
 
 var copilot = Adapter{
@@ -62,8 +61,9 @@ var copilot = Adapter{
 	Binary:      "copilot",
 	PinEnv:      "CAR_COPILOT_BIN",
 	InstallHint: "install it with `npm install -g @github/copilot`",
+	// Ask runs `copilot --acp` and answers its session/request_permission.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Read-only runs name the tools Copilot may use (--allow-tool) and deny
 	// write and shell outright (a deny beats any allow); Copilot's own code
@@ -75,8 +75,6 @@ var copilot = Adapter{
 		"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
 		"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
 		"--output-format", "--fleet", "--acp", "--remote", "--connect"},
-	NoAsk: "copilot's one-shot mode cannot ask (card runs it with --no-ask-user); " +
-		"a headless question needs copilot --acp (session/request_permission), which card does not drive yet",
 }
 
 var droid = Adapter{
@@ -85,8 +83,10 @@ var droid = Adapter{
 	Binary:      "droid",
 	PinEnv:      "CAR_DROID_BIN",
 	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
+	// Ask runs `droid exec` in stream-jsonrpc and answers its
+	// droid.request_permission.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false, Ask: true,
 	},
 	// `droid exec` without --auto is read-only by Droid's own autonomy
 	// rules: card's boundary is the flags it does not pass, and Droid's code
@@ -95,8 +95,8 @@ var droid = Adapter{
 	OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
 		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
-	NoAsk: "droid exec -o stream-json cannot ask (a blocked action fails); " +
-		"a headless question needs --input-format stream-jsonrpc (droid.request_permission), which card does not drive yet",
+	NoImages: "droid exec takes no image in the mode card runs it (no image flag; an @path in the prompt stays text; " +
+		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card speaks in ask mode alone (images are one capability for every mode)",
 }
 
 var pi = Adapter{
@@ -105,8 +105,10 @@ var pi = Adapter{
 	Binary:      "pi",
 	PinEnv:      "CAR_PI_BIN",
 	InstallHint: "install it with `npm install -g @mariozechner/pi-coding-agent`",
+	// Ask runs `pi --mode rpc` with card's gate extension, which puts each
+	// tool call outside the read-only set to card through a confirm dialog.
 	Capabilities: Capabilities{
-		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true,
+		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Pi has no sandbox, no per-command allowlist and no approval prompts:
 	// read-only is a tool list the model is handed and nothing refuses a
@@ -116,5 +118,4 @@ var pi = Adapter{
 	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
-	NoAsk: "pi has no permission prompts; a headless question needs pi --mode rpc with an extension card does not ship yet",
 }

@@ -66,7 +66,9 @@ type Capabilities struct {
 	Hooks     bool `json:"hooks"`
 	Sessions  bool `json:"sessions"`
 	Streaming bool `json:"streaming"`
-	// Images: the CLI accepts image input attached to the prompt.
+	// Images: card hands the agent the images attached to a request
+	// (agents.invoke attachments); an adapter without it lists them in the
+	// result's dropped_attachments instead.
 	Images bool `json:"images"`
 	// Ask: card can run the agent in permission_mode ask, where a tool call
 	// outside read_only becomes a question to the client (agents.approve).
@@ -95,6 +97,10 @@ type Adapter struct {
 	// NoAsk says why permission_mode ask is refused, for an adapter whose
 	// Capabilities.Ask is false; the refusal carries it to the client.
 	NoAsk string
+	// NoImages says why the adapter's attachments are dropped (or, with
+	// require_attachments, the request refused), for an adapter whose
+	// Capabilities.Images is false.
+	NoImages string
 }
 
 // adapters is the one list, in the order detection reports them.
@@ -126,6 +132,9 @@ func (a Adapter) check() error {
 	}
 	if a.Capabilities.Ask == (a.NoAsk != "") {
 		return fmt.Errorf("adapter %q must either ask (Capabilities.Ask) or say why it cannot (NoAsk), not both or neither", a.ID)
+	}
+	if a.Capabilities.Images == (a.NoImages != "") {
+		return fmt.Errorf("adapter %q must either take images (Capabilities.Images) or say why it cannot (NoImages), not both or neither", a.ID)
 	}
 	if !a.ReadOnly.Valid() {
 		return fmt.Errorf("adapter %q has read-only enforcement %q, not one of the four kinds", a.ID, a.ReadOnly)

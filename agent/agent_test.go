@@ -73,11 +73,13 @@ func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
 	assert.NotPanics(t, func() { mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi}) })
 }
 
-// Only Claude Code can ask today; every other adapter says why not, and the
-// definition check refuses one that claims both or neither.
+// Claude Code (its permission tool), Gemini CLI and Copilot CLI (ACP) and
+// Codex (its app-server), Droid (stream-jsonrpc) and Pi (RPC mode with card's gate) can ask today; every other adapter says why not, and the definition check
+// refuses one that claims both or neither.
 func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
+	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true, Codex: true, Droid: true, Pi: true}
 	for _, a := range All() {
-		if a.ID == ClaudeCode {
+		if asks[a.ID] {
 			assert.True(t, a.Capabilities.Ask, a.ID)
 			assert.Empty(t, a.NoAsk, a.ID)
 			continue
@@ -89,7 +91,28 @@ func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
 	both.NoAsk = "no"
 	assert.PanicsWithValue(t, `agent: adapter "claude-code" must either ask (Capabilities.Ask) or say why it cannot (NoAsk), not both or neither`,
 		func() { mustValid([]Adapter{both}) })
-	neither := codex
-	neither.NoAsk = ""
+	neither := pi
+	neither.Capabilities.Ask = false
+	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
+}
+
+// Droid is the one adapter whose headless mode cannot carry an image; it
+// says why, and the definition check refuses one that claims both or neither.
+func TestEachAdapterEitherTakesImagesOrSaysWhyItCannot(t *testing.T) {
+	for _, a := range All() {
+		if a.ID == Droid {
+			assert.False(t, a.Capabilities.Images, a.ID)
+			assert.Contains(t, a.NoImages, "stream-jsonrpc", "%s: the reason names the mode that could", a.ID)
+			continue
+		}
+		assert.True(t, a.Capabilities.Images, a.ID)
+		assert.Empty(t, a.NoImages, a.ID)
+	}
+	both := claudeCode
+	both.NoImages = "no"
+	assert.PanicsWithValue(t, `agent: adapter "claude-code" must either take images (Capabilities.Images) or say why it cannot (NoImages), not both or neither`,
+		func() { mustValid([]Adapter{both}) })
+	neither := droid
+	neither.NoImages = ""
 	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
 }

@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
-
+	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -39,39 +41,51 @@ type HealthParams struct {
 // id, every detected adapter's without.
 type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
 
+// DetectionCacheFileName is where, in the home, detection keeps what
+// running the agent CLIs taught it (paths, file stamps, versions; never a
+// credential or a CLI's output), so a restarted daemon answers at once.
+const DetectionCacheFileName = "detection.json"
+
 // newDetector builds the detector the way the daemon does: the search path is
 // the startup PATH plus the login shell's PATH and the well-known install
-// dirs, because a supervisor-started daemon sees only /usr/bin:/bin.
-// login_shell_path = false drops only the login shell: the well-known dirs
-// are card's own list, and they are listed again before every detection so
-// a CLI installed after startup is found on refresh.
-func newDetector(ctx context.Context, cfg Config, env map[string]string) *detect.Detector {
+// dirs, because a supervisor-started daemon sees only /usr/bin:/bin. The
+// login shell is asked by the detector when it first detects, not here: a
+// heavy profile takes a quarter of a second or more, and the daemon is
+// ready without it. login_shell_path = false drops only the login shell:
+// the well-known dirs are card's own list, and they are listed again before
+// every detection so a CLI installed after startup is found on refresh.
+func newDetector(cfg Config, env map[string]string, home string, log *zap.Logger) *detect.Detector {
 	getenv := func(k string) string { return env[k] }
-	home := env["HOME"]
-	var sp detect.SearchPath
-	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
-		sp = detect.ResolveSearchPath(ctx, env, home)
-	} else {
-		sp = detect.BareSearchPath(env, home)
-	}
-	pins := map[string]string{}
-	adapters := map[string]detect.AdapterSettings{}
-	for id, a := range cfg.Adapters {
-		if a.Bin != "" {
-			pins[id] = a.Bin
-		}
-		adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
-	}
-	return detect.New(detect.Options{
-		Search:       sp,
-		WellKnown:    func() []string { return detect.WellKnownDirs(home, getenv) },
-		Home:         home,
+	userHome := env["HOME"]
+	opts := detect.Options{
+		Search:       detect.BareSearchPath(env, userHome),
+		WellKnown:    func() []string { return detect.WellKnownDirs(userHome, getenv) },
+		Home:         userHome,
 		Env:          env,
 		Getenv:       getenv,
-		Pins:         pins,
-		Adapters:     adapters,
+		Pins:         map[string]string{},
+		Adapters:     map[string]detect.AdapterSettings{},
 		ProbeTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
-	})
+		// probe_timeout_secs is documented as the bound of every probe, the
+		// sign-in checks included: an operator on a slow machine raises one
+		// number, not two.
+		HealthTimeout: time.Duration(cfg.ProbeTimeoutSec) * time.Second,
+		Quick:         true,
+		CacheFile:     filepath.Join(home, DetectionCacheFileName),
+		Logf:          func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
+	}
+	if cfg.LoginShellPath == nil || *cfg.LoginShellPath {
+		opts.ResolveSearch = func(ctx context.Context) detect.SearchPath {
+			return detect.ResolveSearchPath(ctx, env, userHome)
+		}
+	}
+	for id, a := range cfg.Adapters {
+		if a.Bin != "" {
+			opts.Pins[id] = a.Bin
+		}
+		opts.Adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
+	}
+	return detect.New(opts)
 }
 
 // detectInBackground fills the detection cache without holding up
@@ -106,7 +120,7 @@ func LocalDetector(ctx context.Context, home string, environ []string) (*detect.
 	if err != nil {
 		return nil, err
 	}
-	return newDetector(ctx, cfg, envMap(environ)), nil
+	return newDetector(cfg, envMap(environ), home, zap.NewNop()), nil
 }
 
 // setupAgents reads the guard's inputs once and builds the detector;
@@ -116,30 +130,32 @@ func (d *Daemon) setupAgents() error {
 		Ancestry: guard.ParseAncestry(d.env[guard.AncestryEnv]),
 		MaxChain: guard.ParseMaxChain(d.env[guard.MaxChainEnv]),
 	}
-	d.detector = newDetector(d.ctx, d.cfg, d.env)
+	d.detector = newDetector(d.cfg, d.env, d.home, d.log.Named("detect"))
 	d.onClose(func(context.Context) { d.detector.Close() })
 
 	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
-		Description: detectDoc + " Served from the cache unless `refresh`; with `refresh`, health is checked again too.",
-	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
-		return d.detectAgents(ctx, p, p.Refresh), nil
+		Description: detectDoc + " Served from the cache unless `refresh`, which runs every CLI's `--version` again and, with `include_health`, checks health again too. Right after the daemon starts, versions come from what the previous daemon learned by running each CLI (kept while the CLI's files are unchanged) or from the CLI's own npm package.json, and are confirmed by running the CLIs in the background.",
+	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+		return d.detectAgents(ctx, p, p.Refresh)
 	})
+	rpc.Fast(d.registry, "agents.detect", d.detectFromMemory)
 	rpc.Register(d.registry, "agents.list_external", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "CAR's name for the cached detection: agents.detect without re-detecting (unless `refresh`), health from its 30 s cache.",
 		Description: detectDoc,
-	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
-		return d.detectAgents(ctx, p, p.Refresh), nil
+	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+		return d.detectAgents(ctx, p, p.Refresh)
 	})
+	rpc.Fast(d.registry, "agents.list_external", d.detectFromMemory)
 	rpc.Register(d.registry, "agents.detect_external", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "CAR's name for a fresh detection: re-detects every time, and with `include_health` checks health again instead of serving the 30 s cache, so a CLI just installed or signed in reads right at once.",
 		Description: detectDoc,
-	}, func(ctx context.Context, p DetectParams) ([]detect.ExternalAgentSpec, error) {
-		return d.detectAgents(ctx, p, true), nil
+	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+		return d.detectAgents(ctx, p, true)
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
 		Access:      rpc.AccessRead,
@@ -158,21 +174,90 @@ func (d *Daemon) setupAgents() error {
 	return nil
 }
 
-// detectAgents answers the three detection methods. refresh re-detects
-// and, with include_health, checks health again rather than serving its
-// cache: a caller that asked for a fresh answer after installing or signing
-// in must not read the state from before.
-func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) []detect.ExternalAgentSpec {
-	specs := d.detector.Detect(ctx, refresh)
+// detectAgents answers the three detection methods. The answer without
+// health is encoded once per detection and caller (the guard's verdicts
+// depend on invoked_by) and reused until detection changes: a host that
+// polls the list must not cost the daemon an encoding of every spec each
+// time. refresh re-detects and, with include_health, checks health again
+// rather than serving its cache: a caller that asked for a fresh answer
+// after installing or signing in must not read the state from before.
+func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+	cacheable := !p.IncludeHealth && d.detectJSON.keyable(p.InvokedBy)
+	if !refresh {
+		if e, ok := d.detectFromMemory(ctx, p); ok {
+			return e, nil
+		}
+	}
+	specs, gen := d.detector.DetectGen(ctx, refresh)
 	if p.IncludeHealth {
 		specs = d.detector.WithHealth(ctx, specs, refresh)
 	}
-	out := make([]detect.ExternalAgentSpec, len(specs))
-	for i, s := range specs {
-		if r, _ := d.guard.Check(s.ID, p.InvokedBy); r != nil {
-			s.SpawnBlockReason = r.Error()
-		}
-		out[i] = s.WithCompatHealth()
+	e, err := rpc.Encode(d.guardVerdicts(specs, p.InvokedBy))
+	if err == nil && cacheable {
+		d.detectJSON.put(gen, p.InvokedBy, e)
 	}
-	return out
+	return e, err
+}
+
+// detectFromMemory is agents.detect's answer when it is already encoded for
+// the current detection: what a host polling the list asks for, answered
+// without waiting for anything.
+func (d *Daemon) detectFromMemory(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], bool) {
+	if p.Refresh || p.IncludeHealth || !d.detectJSON.keyable(p.InvokedBy) {
+		return rpc.Encoded[[]detect.ExternalAgentSpec]{}, false
+	}
+	return d.detectJSON.get(d.detector.Generation(), p.InvokedBy)
+}
+
+// guardVerdicts marks the adapters this caller could not spawn.
+func (d *Daemon) guardVerdicts(specs []detect.ExternalAgentSpec, invokedBy string) []detect.ExternalAgentSpec {
+	if specs == nil {
+		specs = []detect.ExternalAgentSpec{} // an empty list, never null
+	}
+	for i, s := range specs {
+		if r, _ := d.guard.Check(s.ID, invokedBy); r != nil {
+			specs[i].SpawnBlockReason = r.Error()
+		}
+		specs[i] = specs[i].WithCompatHealth()
+	}
+	return specs
+}
+
+// encodedDetections keeps agents.detect's encoded answers for one detection
+// generation, by invoked_by. Only the empty caller and the adapter ids are
+// kept, so a client cannot grow it with made-up names.
+type encodedDetections struct {
+	mu   sync.Mutex
+	gen  uint64
+	byID map[string]rpc.Encoded[[]detect.ExternalAgentSpec]
+}
+
+func (c *encodedDetections) keyable(invokedBy string) bool {
+	if invokedBy == "" {
+		return true
+	}
+	_, ok := agent.Lookup(invokedBy)
+	return ok
+}
+
+func (c *encodedDetections) get(gen uint64, invokedBy string) (rpc.Encoded[[]detect.ExternalAgentSpec], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == 0 || gen != c.gen {
+		return rpc.Encoded[[]detect.ExternalAgentSpec]{}, false
+	}
+	e, ok := c.byID[invokedBy]
+	return e, ok
+}
+
+func (c *encodedDetections) put(gen uint64, invokedBy string, e rpc.Encoded[[]detect.ExternalAgentSpec]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen < c.gen {
+		return // a newer detection is already kept
+	}
+	if gen != c.gen || c.byID == nil {
+		c.gen, c.byID = gen, map[string]rpc.Encoded[[]detect.ExternalAgentSpec]{}
+	}
+	c.byID[invokedBy] = e
 }

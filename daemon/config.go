@@ -79,6 +79,13 @@ type Config struct {
 	ProbeTimeoutSec     int   `toml:"probe_timeout_secs"`
 	LoginShellPath      *bool `toml:"login_shell_path"`
 
+	// Attachments bounds the images one agents.invoke may attach.
+	Attachments AttachmentLimits `toml:"attachments"`
+
+	// MaxAPIRetries is a run's bound on the agent's own retries of a failed
+	// model call when the request names none.
+	MaxAPIRetries int `toml:"max_api_retries"`
+
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
@@ -112,6 +119,15 @@ func (c Config) originGrants() map[string]rpc.Grants {
 // retention is the run history's bound from max_runs and max_age_days.
 func (c Config) retention() store.Retention {
 	return store.Retention{MaxRuns: c.MaxRuns, MaxAge: time.Duration(c.MaxAgeDays) * 24 * time.Hour}
+}
+
+// AttachmentLimits is the [attachments] table.
+type AttachmentLimits struct {
+	// MaxCount is how many attachments one request may carry; 0 refuses
+	// every attachment.
+	MaxCount int `toml:"max_count"`
+	// MaxBytes bounds each attachment's size, decoded.
+	MaxBytes int64 `toml:"max_bytes"`
 }
 
 // AdapterConfig is an operator's [adapters.<id>] table.
@@ -150,6 +166,8 @@ func DefaultConfig() Config {
 		ApprovalTimeoutSecs:     DefaultApprovalTimeoutSecs,
 		ProbeTimeoutSec:         5,
 		LoginShellPath:          &loginShellPath,
+		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
+		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20},
 	}
 }
 
@@ -250,11 +268,16 @@ func (c Config) Validate() error {
 		{"max_age_days", int64(c.MaxAgeDays), 0},
 		{"max_subscriptions_per_connection", int64(c.MaxSubscriptionsPerConn), 1},
 		{"max_subscriber_queue_bytes", c.MaxSubscriberQueueBytes, 64 << 10},
+		{"attachments.max_count", int64(c.Attachments.MaxCount), 0},
+		{"attachments.max_bytes", c.Attachments.MaxBytes, 1},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
 			return fmt.Errorf("%s = %d is below the minimum of %d", ch.name, ch.v, ch.min)
 		}
+	}
+	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
+		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
 	}
 	if c.ApprovalTimeoutSecs > MaxApprovalTimeoutSecs {
 		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, MaxApprovalTimeoutSecs)

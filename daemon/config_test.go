@@ -30,6 +30,8 @@ func TestConfigRefusals(t *testing.T) {
 		{"a tiny frame limit", "max_message_bytes = 10\n", "max_message_bytes"},
 		{"an MCP bridge with neither command nor url", "[substrate.mcp]\ntimeout = \"3s\"\n", "substrate.mcp"},
 		{"bad log level", "log_level = \"loud\"\n", "log_level"},
+		{"more API retries than the bound", "max_api_retries = 11\n", "max_api_retries"},
+		{"negative API retries", "max_api_retries = -1\n", "max_api_retries"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -89,6 +89,12 @@ type Daemon struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	infoOnce sync.Once
+	infoJSON rpc.Encoded[Info]
+	infoErr  error
+	// detectJSON is agents.detect's answer, encoded once per detection.
+	detectJSON encodedDetections
 }
 
 // New prepares a daemon: home, config, token and the home lock. It does not

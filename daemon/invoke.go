@@ -55,6 +55,11 @@ type InvokeParams struct {
 	DiscardSession bool   `json:"discard_session,omitempty"`
 	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
+	// MaxAPIRetries bounds the agent's own retries of a failed model call
+	// (rate limit, overload, network), 0 to 10; omitted, card.toml's
+	// max_api_retries (default 3). A refused key gets at most one retry,
+	// for a login token that expired.
+	MaxAPIRetries *int `json:"max_api_retries,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`
@@ -73,6 +78,13 @@ type InvokeParams struct {
 	// not_enforced) in read_only mode: the caller has to know that "read
 	// only" is then only a request to the model.
 	AcknowledgeUnenforcedReadOnly bool `json:"acknowledge_unenforced_read_only,omitempty"`
+	// Attachments are images for the agent, each a path or data_b64 with
+	// mime_type: PNG, JPEG, GIF or WebP by their bytes, at most
+	// [attachments] max_count of them, each at most max_bytes.
+	Attachments []Attachment `json:"attachments,omitempty"`
+	// RequireAttachments refuses the request (-32602) rather than run an
+	// agent that takes no images without them.
+	RequireAttachments bool `json:"require_attachments,omitempty"`
 }
 
 // prepare is agents.invoke's one params step: it decides every bad-params
@@ -94,12 +106,25 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if err := p.check(); err != nil {
 		return runs.Request{}, err
 	}
+	checked, err := readAttachments(p.Attachments, d.cfg.Attachments)
+	if err != nil {
+		return runs.Request{}, err
+	}
+	images, records, err := attach(p.ID, checked, p.RequireAttachments)
+	if err != nil {
+		return runs.Request{}, err
+	}
 	req := p.spawnRequest()
+	req.Images = images
 	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())
 	if err != nil {
 		return runs.Request{}, err
 	}
 	req.Cwd = cwd
+	if req.MaxAPIRetries == nil {
+		n := d.cfg.MaxAPIRetries
+		req.MaxAPIRetries = &n
+	}
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
 	// Bypass is the gate's to refuse (after the guard, with its own code),
@@ -123,6 +148,7 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		Timeout:                       p.Timeout(),
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 		ApprovalTimeout:               req.ApprovalTimeout,
+		Attachments:                   records,
 	}, nil
 }
 
@@ -221,6 +247,7 @@ func (p *InvokeParams) spawnRequest() spawn.Request {
 		NoSession:          p.DiscardSession,
 		Cwd:                p.Cwd,
 		MCPEndpoint:        p.MCPEndpoint,
+		MaxAPIRetries:      p.MaxAPIRetries,
 	}
 }
 

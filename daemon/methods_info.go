@@ -29,9 +29,21 @@ func (d *Daemon) registerInfo() {
 		Access:      rpc.AccessRead,
 		Summary:     "Who this daemon is: version, protocol version, pid, start time, home, address, and the guard's base ancestry.",
 		Description: "Takes no params. `ancestry` is the CAR_INVOKED_BY chain the daemon read once at startup (empty when it was started by a supervisor), `max_chain` the chain limit.",
-	}, func(ctx context.Context, _ InfoParams) (Info, error) {
-		return d.info(), nil
+	}, func(ctx context.Context, _ InfoParams) (rpc.Encoded[Info], error) {
+		return d.infoAnswer()
 	})
+	rpc.Fast(d.registry, "daemon.info", func(ctx context.Context, _ InfoParams) (rpc.Encoded[Info], bool) {
+		e, err := d.infoAnswer()
+		return e, err == nil
+	})
+}
+
+// infoAnswer is daemon.info's answer. Nothing in it changes while the daemon
+// runs: it is encoded once, at the first call (the listener exists by
+// then), and written as is after.
+func (d *Daemon) infoAnswer() (rpc.Encoded[Info], error) {
+	d.infoOnce.Do(func() { d.infoJSON, d.infoErr = rpc.Encode(d.info()) })
+	return d.infoJSON, d.infoErr
 }
 
 func (d *Daemon) info() Info {

@@ -23,6 +23,8 @@ type (
 	InvokeAccepted  = runs.InvokeAccepted
 	CancelResult    = runs.CancelResult
 	SubscribeResult = runs.SubscribeResult
+	// DroppedAttachment is an attachment a run did not hand its agent.
+	DroppedAttachment = runs.DroppedAttachment
 )
 
 // Event kinds and the run-id variable; see package runs.
@@ -140,7 +142,7 @@ func (d *Daemon) setupRuns() error {
 		Binaries: d.detector,
 		Guard:    d.guard,
 		Env:      d.env,
-		PATH:     d.detector.SearchPath().PATH(),
+		PATH:     func() string { return d.detector.SearchPath().PATH() },
 		Log:      d.log.Named("runs"),
 	}, runs.Config{
 		MaxConcurrentRuns:       d.cfg.MaxConcurrentRuns,
@@ -338,9 +340,10 @@ func (d *Daemon) registerRuns() {
 	})
 	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
 		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
-		Description: "kinds: session, text (delta when streamed in pieces), tool_use, tool_result, retry, usage, other, agent_error " +
-			"(the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a question with " +
-			"tool and approval, and its decision), and exactly one terminal event: done (status succeeded) or error " +
+		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
+			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
+			"agent_error (the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a " +
+			"question with tool and approval, and its decision), and exactly one terminal event: done (status succeeded) or error " +
 			"(failed, cancelled, timed_out, interrupted), each with status and result.",
 	})
 }
@@ -353,11 +356,16 @@ type InvokeAnswer = rpc.Either[InvokeResult, InvokeAccepted]
 // run's events are sent by the returned Then, after the answer that names
 // the run.
 func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.Then, error) {
+	peer := rpc.PeerFrom(ctx)
+	if peer != nil {
+		if err := mayNameFiles(peer.Origin(), p.Attachments); err != nil {
+			return InvokeAnswer{}, nil, err
+		}
+	}
 	req, err := d.prepare(p)
 	if err != nil {
 		return InvokeAnswer{}, nil, err
 	}
-	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
 		req.Conn = peer.Context()
 		req.Asker = peerAsker{peer}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
@@ -52,38 +51,55 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 		return accepted.RunID, took
 	}
 
-	_, baseline := run(nil)
-	require.Zero(t, waitForConnections(rd.Daemon, 1))
+	// One round: the run alone, then the same run beside a stalled
+	// subscriber. A design that waits on the stalled socket loses its whole
+	// write timeout (10 s) in every round; a loaded machine's noise can
+	// exceed the 5 s margin in one round, but not in every one, so up to
+	// three rounds are run and one inside the margin passes.
+	round := func() (baseline, took time.Duration) {
+		_, baseline = run(nil)
+		require.Zero(t, waitForConnections(rd.Daemon, 1))
 
-	var stalled *websocket.Conn
-	runID, took := run(func(runID string) {
-		stalled = dialWithTinyReceiveBuffer(t, rd.Daemon)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		sub := fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q}}`, runID)
-		require.NoError(t, stalled.Write(ctx, websocket.MessageText, []byte(sub)))
-		for {
-			_, frame, err := stalled.Read(ctx)
-			require.NoError(t, err)
-			if strings.Contains(string(frame), `"id":"sub"`) {
-				require.Contains(t, string(frame), `"live":true`)
-				return // and never read again
+		var stalled *websocket.Conn
+		runID, took := run(func(runID string) {
+			stalled = dialWithTinyReceiveBuffer(t, rd.Daemon)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub := fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q}}`, runID)
+			require.NoError(t, stalled.Write(ctx, websocket.MessageText, []byte(sub)))
+			for {
+				_, frame, err := stalled.Read(ctx)
+				require.NoError(t, err)
+				if strings.Contains(string(frame), `"id":"sub"`) {
+					require.Contains(t, string(frame), `"live":true`)
+					return // and never read again
+				}
 			}
-		}
-	})
-	t.Logf("reading client: %v alone, %v beside a stalled subscriber", baseline, took)
-	assert.Less(t, took, baseline+5*time.Second, "the reading client was held up by the stalled one")
+		})
+		defer stalled.CloseNow()
 
-	r := waitRun(t, reader, runID, 10*time.Second)
-	assert.Equal(t, store.StatusSucceeded, r.Status, "the run's record does not wait for a stalled client")
-	// The stalled socket really was full: the daemon gives up on it after
-	// its write timeout and closes it.
-	deadline := time.Now().Add(20 * time.Second)
-	for rd.ActiveConnections() > 1 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		r := waitRun(t, reader, runID, 10*time.Second)
+		require.Equal(t, store.StatusSucceeded, r.Status, "the run's record does not wait for a stalled client")
+		// The stalled socket really was full: the daemon gives up on it
+		// after its write timeout and closes it.
+		deadline := time.Now().Add(20 * time.Second)
+		for rd.ActiveConnections() > 1 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		require.Equal(t, 1, rd.ActiveConnections(), "the daemon closed the stalled connection")
+		return baseline, took
 	}
-	assert.Equal(t, 1, rd.ActiveConnections(), "the daemon closed the stalled connection")
-	stalled.CloseNow()
+
+	for i := 1; ; i++ {
+		baseline, took := round()
+		t.Logf("round %d: reading client %v alone, %v beside a stalled subscriber", i, baseline, took)
+		if took < baseline+5*time.Second {
+			return
+		}
+		if i == 3 {
+			t.Fatalf("the reading client was held up by the stalled one in %d rounds out of %d", i, i)
+		}
+	}
 }
 
 // dialWithTinyReceiveBuffer connects with a 4 KiB socket receive buffer, so

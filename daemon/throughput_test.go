@@ -24,7 +24,8 @@ import (
 // waiting for its answer, against the real daemon and against a bare
 // coder/websocket echo server that answers every frame with the same bytes
 // the daemon answers. Both run in this process, in alternating rounds, so a
-// noisy machine slows both alike; the ratio is what counts.
+// noisy machine slows both alike; the ratio is what counts. It measures and
+// reports; it asserts nothing about speed.
 //
 //	CARD_BENCH=1 go test -run TestThroughputAgainstTheEchoCeiling -v ./daemon/
 func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
@@ -40,24 +41,42 @@ func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 			answer := oneAnswer(t, td, request)
 			echo := echoServer(t, answer)
 
-			const conns, rounds = 64, 4
-			round := 1500 * time.Millisecond
+			// Many short alternating rounds: a burst of load from elsewhere on
+			// a shared machine then falls on both servers alike, and the
+			// median of the per-round ratios shrugs off the rounds it hits.
+			const conns, rounds = 64, 20
+			round := 400 * time.Millisecond
 			var daemonLat, echoLat []time.Duration
 			var daemonN, echoN int
 			var daemonT, echoT time.Duration
+			var ratios []float64
 			for r := 0; r < rounds; r++ {
-				n, lat, el := hammer(t, echo, "", request, conns, round)
-				echoN, echoLat, echoT = echoN+n, append(echoLat, lat...), echoT+el
-				n, lat, el = hammer(t, td.URL, td.Token, request, conns, round)
-				daemonN, daemonLat, daemonT = daemonN+n, append(daemonLat, lat...), daemonT+el
+				// Alternate which goes first, so neither always runs on the
+				// heels of the other's garbage.
+				var en, dn int
+				var elat, dlat []time.Duration
+				var et, dt time.Duration
+				if r%2 == 0 {
+					en, elat, et = hammer(t, echo, "", request, conns, round)
+					dn, dlat, dt = hammer(t, td.URL, td.Token, request, conns, round)
+				} else {
+					dn, dlat, dt = hammer(t, td.URL, td.Token, request, conns, round)
+					en, elat, et = hammer(t, echo, "", request, conns, round)
+				}
+				echoN, echoLat, echoT = echoN+en, append(echoLat, elat...), echoT+et
+				daemonN, daemonLat, daemonT = daemonN+dn, append(daemonLat, dlat...), daemonT+dt
+				ratios = append(ratios, (float64(dn)/dt.Seconds())/(float64(en)/et.Seconds()))
 			}
 			echoRate := float64(echoN) / echoT.Seconds()
 			daemonRate := float64(daemonN) / daemonT.Seconds()
 			ratio := daemonRate / echoRate
-			t.Logf("%s: %d conns, %d rounds of %v, answer %d bytes", method, conns, rounds, round, len(answer))
+			sort.Float64s(ratios)
+			p99ratio := float64(pct(daemonLat, 99)) / float64(pct(echoLat, 99))
+			t.Logf("%s: %d conns, %d alternating rounds of %v, answer %d bytes", method, conns, rounds, round, len(answer))
 			t.Logf("echo ceiling: %8.0f req/s  p50 %v  p99 %v", echoRate, pct(echoLat, 50), pct(echoLat, 99))
 			t.Logf("card daemon:  %8.0f req/s  p50 %v  p99 %v", daemonRate, pct(daemonLat, 50), pct(daemonLat, 99))
-			t.Logf("ratio %.2fx of the echo ceiling (goal >= 0.50x, p99 <= 5ms)", ratio)
+			t.Logf("ratio %.2fx of the echo ceiling (rounds: min %.2f, median %.2f, max %.2f); p99 %.2fx echo's (goal >= 0.80x, p99 <= 1.20x)",
+				ratio, ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1], p99ratio)
 		})
 	}
 }

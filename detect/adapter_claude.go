@@ -311,3 +311,8 @@ func claudeCloudVerdict(f claudeFacts, status map[string]any) HealthVerdict {
 	}
 	return unknown("card does not know how to check that provider's credentials; run `claude -p` by hand to see whether it answers")
 }
+
+// claudePackage: @anthropic-ai/claude-code's install script copies the
+// native binary for this machine over bin/claude.exe (a placeholder until
+// then), and the wrapper's version is the binary's.
+var claudePackage = &npmPackage{Name: "@anthropic-ai/claude-code", Native: true}

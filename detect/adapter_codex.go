@@ -168,3 +168,24 @@ func codexVerdict(out ProbeOutput, f codexFacts) HealthVerdict {
 	}
 	return HealthVerdict{Status: StatusUnknown, Reason: "`codex login status` gave an answer card does not recognise (exit " + itoa(out.ExitCode) + "): " + firstLine(out.Stderr, out.Stdout), Details: details}
 }
+
+// codexPackage: bin/codex.js is a Node launcher that runs the native binary
+// of the @openai/codex-<platform>-<arch> package (an npm alias whose own
+// version reads "0.171.0-linux-x64"), or of its own vendor directory; the
+// launcher's version is the one `codex --version` prints.
+var codexPackage = &npmPackage{Name: "@openai/codex", Platform: func(goos, goarch string) []platformBinary {
+	triple := map[string]string{
+		"linux/amd64":  "x86_64-unknown-linux-musl",
+		"linux/arm64":  "aarch64-unknown-linux-musl",
+		"darwin/amd64": "x86_64-apple-darwin",
+		"darwin/arm64": "aarch64-apple-darwin",
+	}[goos+"/"+goarch]
+	if triple == "" {
+		return nil
+	}
+	bin := "vendor/" + triple + "/bin/codex"
+	return []platformBinary{
+		{Package: "@openai/codex-" + nodePlatform[goos] + "-" + nodeArch[goarch], Binary: bin},
+		{Binary: bin},
+	}
+}}

@@ -158,3 +158,14 @@ func copilotVerdict(f copilotFacts) HealthVerdict {
 	}
 	return v(StatusNotConfigured, "GitHub Copilot CLI is not signed in: "+copilotLoginHint)
 }
+
+// copilotPackage: npm-loader.js runs the native binary of the
+// @github/copilot-<platform>-<arch> package (musl builds are named
+// linuxmusl); that package's version is the one `copilot --version` prints.
+var copilotPackage = &npmPackage{Name: "@github/copilot", Platform: func(goos, goarch string) []platformBinary {
+	out := []platformBinary{{Package: "@github/copilot-" + nodePlatform[goos] + "-" + nodeArch[goarch], Binary: "copilot", Version: true}}
+	if goos == "linux" {
+		out = append(out, platformBinary{Package: "@github/copilot-linuxmusl-" + nodeArch[goarch], Binary: "copilot", Version: true})
+	}
+	return out
+}}

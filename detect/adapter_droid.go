@@ -93,3 +93,17 @@ func droidVerdict(f droidFacts) HealthVerdict {
 	}
 	return v(StatusNotConfigured, "Factory Droid is not signed in: "+droidLoginHint)
 }
+
+// droidPackage: bin/droid is a Node launcher (or, in an "optimized"
+// install, a hard link to the binary itself) that runs the native binary of
+// @factory/cli-<platform>-<arch>, or of its -baseline variant for CPUs
+// without AVX2. Factory publishes the launcher and the binaries separately
+// and their versions differ (launcher 0.225.1 runs binary 0.225.2, which is
+// what `droid --version` prints), so the version is the binary package's.
+var droidPackage = &npmPackage{Name: "@factory/cli", Platform: func(goos, goarch string) []platformBinary {
+	pkg := "@factory/cli-" + nodePlatform[goos] + "-" + nodeArch[goarch]
+	return []platformBinary{
+		{Package: pkg, Binary: "bin/droid", Version: true},
+		{Package: pkg + "-baseline", Binary: "bin/droid", Version: true},
+	}
+}}

@@ -249,6 +249,9 @@ func geminiVerdict(f geminiFacts, getenv func(string) string, nowMillis int64) H
 	return v(StatusUnknown, "Gemini CLI's auth type "+auth+" is not one card knows; run `gemini` by hand to check it")
 }
 
+// geminiPackage: bundle/gemini.js is the whole program.
+var geminiPackage = &npmPackage{Name: "@google/gemini-cli"}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"

@@ -165,3 +165,6 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// piPackage: dist/cli.js is the whole program.
+var piPackage = &npmPackage{Name: "@mariozechner/pi-coding-agent"}

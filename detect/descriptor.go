@@ -26,6 +26,9 @@ type probe struct {
 	// command through in.Run where the tool has one. Nil reports that card
 	// has no health check for the adapter.
 	Health func(ctx context.Context, in HealthInput) HealthVerdict
+	// Package is how the adapter's npm package lays out its command, for
+	// reading its version without running it. Nil: only a probe tells.
+	Package *npmPackage
 }
 
 // AuthInput is what an auth heuristic may look at.
@@ -66,12 +69,12 @@ type HealthVerdict struct {
 // an entry, even an empty one, so that shipping an adapter without a health
 // check is a decision written here rather than a line someone forgot.
 var probes = map[string]probe{
-	agent.ClaudeCode: {AuthKind: claudeAuthKind, Health: claudeHealth},
-	agent.Codex:      {AuthKind: codexAuthKind, Health: codexHealth},
-	agent.Gemini:     {AuthKind: geminiAuthKind, Health: geminiHealth},
-	agent.Copilot:    {AuthKind: copilotAuthKind, Health: copilotHealth},
-	agent.Droid:      {AuthKind: droidAuthKind, Health: droidHealth},
-	agent.Pi:         {AuthKind: piAuthKind, Health: piHealth},
+	agent.ClaudeCode: {AuthKind: claudeAuthKind, Health: claudeHealth, Package: claudePackage},
+	agent.Codex:      {AuthKind: codexAuthKind, Health: codexHealth, Package: codexPackage},
+	agent.Gemini:     {AuthKind: geminiAuthKind, Health: geminiHealth, Package: geminiPackage},
+	agent.Copilot:    {AuthKind: copilotAuthKind, Health: copilotHealth, Package: copilotPackage},
+	agent.Droid:      {AuthKind: droidAuthKind, Health: droidHealth, Package: droidPackage},
+	agent.Pi:         {AuthKind: piAuthKind, Health: piHealth, Package: piPackage},
 }
 
 // registry is every adapter in agent's order, with its probe.

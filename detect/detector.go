@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,12 +58,28 @@ type Options struct {
 	ScratchDirs []string
 	// GOOS is the platform for auth heuristics; default runtime.GOOS.
 	GOOS string
-}
 
-// AdapterSettings are one adapter's card.toml args and env.
-type AdapterSettings struct {
-	Args []string
-	Env  map[string]string
+	// ResolveSearch, when set, finds the search path the slow way
+	// (ResolveSearchPath asks the user's login shell, which can take a
+	// second with a heavy profile). The detector calls it when it first
+	// needs the path, not the caller at startup; until then Search is the
+	// path, and with Quick and a CacheFile the path it returned last time
+	// is used while it runs again in the background.
+	ResolveSearch func(ctx context.Context) SearchPath
+	// Quick lets the first detection answer without running an install it
+	// can vouch for otherwise: from CacheFile while every file the cached
+	// answer came from is unchanged, or from the install's own package.json
+	// for the npm layouts each adapter describes. Every answer given that
+	// way is then confirmed by running the installs in the background, one
+	// at a time, and the cached detection replaced if the two differ.
+	// Refreshes always run them.
+	Quick bool
+	// CacheFile is where what running the installs taught is kept across
+	// restarts (see versionCache); empty keeps nothing.
+	CacheFile string
+	// Logf reports what a caller may want in its log (a cache file that
+	// was ignored); nil discards it.
+	Logf func(format string, args ...any)
 }
 
 // Detector finds the adapters and answers health checks, caching both.
@@ -76,14 +93,25 @@ type Detector struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	cache *versionCache // nil without a CacheFile
+	// searchResolved is set once ResolveSearch has run (or there is none);
+	// searchMu lets one caller run it at a time.
+	searchResolved atomic.Bool
+	searchMu       sync.Mutex
+
 	mu sync.Mutex
-	// search is the current search path; see Options.WellKnown.
+	// search is the current search path (see Options.WellKnown and
+	// Options.ResolveSearch); a detection reads it once when it starts.
 	search SearchPath
 	// skipped holds, by adapter id, the installs the last detection saw
 	// in a scratch directory and did not use.
 	skipped   map[string][]string
 	specs     []ExternalAgentSpec
 	haveSpecs bool
+	// gen counts the detections stored in specs (0: none yet), so a caller
+	// that keeps something derived from an answer (its encoding) knows when
+	// it is stale without comparing specs.
+	gen       atomic.Uint64
 	detecting *flight[[]ExternalAgentSpec]
 	health    map[string]healthEntry
 	probing   map[string]*flight[ExternalAgentHealth]
@@ -98,6 +126,7 @@ type healthEntry struct {
 type flight[T any] struct {
 	done chan struct{}
 	val  T
+	gen  uint64
 }
 
 // New returns a Detector. It starts nothing until the first call.
@@ -125,7 +154,7 @@ func New(opts Options) *Detector {
 		opts.GOOS = runtime.GOOS
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Detector{
+	d := &Detector{
 		opts:    opts,
 		base:    base,
 		cancel:  cancel,
@@ -134,6 +163,11 @@ func New(opts Options) *Detector {
 		health:  map[string]healthEntry{},
 		probing: map[string]*flight[ExternalAgentHealth]{},
 	}
+	if opts.CacheFile != "" {
+		d.cache = newVersionCache(opts.CacheFile, opts.Logf)
+	}
+	d.searchResolved.Store(opts.ResolveSearch == nil)
+	return d
 }
 
 // Close stops in-flight probes (their process groups are killed) and waits
@@ -141,58 +175,6 @@ func New(opts Options) *Detector {
 func (d *Detector) Close() {
 	d.cancel()
 	d.wg.Wait()
-}
-
-// SearchPath is the path probes use; spawns should use the same.
-func (d *Detector) SearchPath() SearchPath {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.search.clone()
-}
-
-// refreshSearch adds the well-known directories the path lacks and returns
-// the path a detection searches.
-func (d *Detector) refreshSearch() SearchPath {
-	var wk []string
-	if d.opts.WellKnown != nil {
-		wk = d.opts.WellKnown()
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.search.AddWellKnown(wk)
-	return d.search.clone()
-}
-
-// adapterGetenv reads the environment adapter id's runs get: its card.toml
-// env over the daemon's.
-func (d *Detector) adapterGetenv(id string) func(string) string {
-	extra := d.opts.Adapters[id].Env
-	if len(extra) == 0 {
-		return d.opts.Getenv
-	}
-	return func(k string) string {
-		if v, ok := extra[k]; ok {
-			return v
-		}
-		return d.opts.Getenv(k)
-	}
-}
-
-// adapterEnv is the base of adapter id's probe environment: the daemon's,
-// with the adapter's card.toml env over it, as its runs get.
-func (d *Detector) adapterEnv(id string) map[string]string {
-	extra := d.opts.Adapters[id].Env
-	if len(extra) == 0 {
-		return d.opts.Env
-	}
-	env := make(map[string]string, len(d.opts.Env)+len(extra))
-	for k, v := range d.opts.Env {
-		env[k] = v
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	return env
 }
 
 func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
@@ -205,36 +187,70 @@ func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
 // share one detection. If ctx ends first the caller gets what is cached (nil if
 // nothing), and the detection finishes in the background.
 func (d *Detector) Detect(ctx context.Context, refresh bool) []ExternalAgentSpec {
+	specs, _ := d.DetectGen(ctx, refresh)
+	return specs
+}
+
+// Generation is the number of the detection Detect would answer from the
+// cache now; 0 before the first has finished. It changes whenever the
+// cached answer does.
+func (d *Detector) Generation() uint64 { return d.gen.Load() }
+
+// DetectGen is Detect, also returning the generation of the answer.
+func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgentSpec, uint64) {
 	d.mu.Lock()
 	if d.haveSpecs && !refresh {
 		out := cloneSpecs(d.specs)
+		gen := d.gen.Load()
 		d.mu.Unlock()
-		return out
+		return out, gen
 	}
 	f := d.detecting
 	if f == nil {
 		f = &flight[[]ExternalAgentSpec]{done: make(chan struct{})}
 		d.detecting = f
+		quick := d.opts.Quick && !refresh && !d.haveSpecs
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			specs := d.detectAll(d.base)
+			run := d.newRun(quick, 0)
+			if !quick {
+				d.resolveSearch(d.base)
+			} else if !d.searchResolved.Load() {
+				d.useCachedSearch()
+			}
+			specs := d.detectAll(d.base, run)
+			// A detection Close cut short is not written down; one that
+			// finished is, even if Close comes while it is being written.
+			complete := d.base.Err() == nil
 			d.mu.Lock()
 			f.val = specs
 			d.specs, d.haveSpecs = specs, true
+			f.gen = d.gen.Add(1)
 			d.detecting = nil
 			d.mu.Unlock()
 			close(f.done)
+			if !complete {
+				return
+			}
+			run.commit()
+			if d.base.Err() != nil {
+				return
+			}
+			if run.unconfirmed.Load() || !d.searchResolved.Load() {
+				d.confirm(f.gen)
+			}
 		}()
 	}
 	d.mu.Unlock()
 
 	select {
 	case <-f.done:
-		return cloneSpecs(f.val)
+		return cloneSpecs(f.val), f.gen
 	case <-ctx.Done():
-		specs, _ := d.Cached()
-		return specs
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return cloneSpecs(d.specs), d.gen.Load()
 	}
 }
 
@@ -254,8 +270,9 @@ func cloneSpecs(in []ExternalAgentSpec) []ExternalAgentSpec {
 	return out
 }
 
-// detectAll probes every adapter concurrently.
-func (d *Detector) detectAll(ctx context.Context) []ExternalAgentSpec {
+// detectAll detects every adapter concurrently, on the search path as it
+// is when it starts, grown by the well-known directories that appeared.
+func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgentSpec {
 	search := d.refreshSearch()
 	results := make([]*ExternalAgentSpec, len(registry))
 	skipped := make([][]string, len(registry))
@@ -264,7 +281,7 @@ func (d *Detector) detectAll(ctx context.Context) []ExternalAgentSpec {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], skipped[i] = d.detectOne(ctx, desc, search)
+			results[i], skipped[i] = d.detectOne(ctx, run, search, desc)
 		}()
 	}
 	wg.Wait()
@@ -331,7 +348,7 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 
 // detectOne resolves one adapter on search; nil means not installed. It
 // also returns the installs it skipped for being in a scratch directory.
-func (d *Detector) detectOne(ctx context.Context, desc Descriptor, search SearchPath) (*ExternalAgentSpec, []string) {
+func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchPath, desc Descriptor) (*ExternalAgentSpec, []string) {
 	spec := d.baseSpec(desc)
 	pathValue := search.PATH()
 
@@ -346,7 +363,7 @@ func (d *Detector) detectOne(ctx context.Context, desc Descriptor, search Search
 			return &spec, nil
 		}
 		spec.BinaryPath = path
-		r := d.probeVersion(ctx, path, pathValue)
+		r := d.versionOf(ctx, run, desc, path, pathValue)
 		if !r.runs {
 			spec.Execution = Unusable(fmt.Sprintf("pinned by %s: %s", setting.set(value), r.reason), d.unixNow())
 			return &spec, nil
@@ -359,7 +376,7 @@ func (d *Detector) detectOne(ctx context.Context, desc Descriptor, search Search
 	if len(cands) == 0 {
 		return nil, skipped
 	}
-	idx, results := d.firstRunnable(ctx, cands, pathValue)
+	idx, results := d.firstRunnable(ctx, run, desc, cands, pathValue)
 	if idx < 0 {
 		// Report the first install on the search path: it is the one a
 		// person's shell would run, so the one they need to fix.
@@ -388,10 +405,58 @@ type versionResult struct {
 	reason  string
 }
 
-func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) versionResult {
+// versionOf learns whether the install at path runs and its version: in a
+// quick run from the cache or the install's files when they can tell, else
+// by running `--version`.
+func (d *Detector) versionOf(ctx context.Context, run *detectRun, desc Descriptor, path, pathValue string) versionResult {
 	if reason, ok := preflight(path); !ok {
 		return versionResult{reason: reason}
 	}
+	facts := readInstall(desc, path, pathValue, d.opts.GOOS, runtime.GOARCH)
+	stamps, stamped := stampFiles(facts.files)
+	key := cacheKey{adapter: desc.ID, path: path, search: searchDigest(pathValue)}
+	if run.quick {
+		if v, ok := d.cachedVersion(key, stamps, stamped); ok {
+			run.answered(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: v})
+			return versionResult{runs: true, version: v}
+		}
+		if facts.version != "" {
+			run.answered(cacheEntry{})
+			return versionResult{runs: true, version: facts.version}
+		}
+	}
+	if !run.acquire(ctx) {
+		return versionResult{reason: path + ": detection stopped before it could run `--version`"}
+	}
+	r := d.probeVersion(ctx, path, pathValue)
+	run.release()
+	if r.runs && r.version != "" && stamped {
+		run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: r.version})
+	}
+	if r.runs && r.version == "" {
+		// A probe past its deadline counts as runnable without a version
+		// (slow is not broken). On a busy machine that is Node CLIs more
+		// often than not; what the files or the last run said still holds
+		// while the files are unchanged, so it is not thrown away.
+		if v, ok := d.cachedVersion(key, stamps, stamped); ok {
+			r.version = v
+			run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: v})
+		} else if facts.version != "" {
+			r.version = facts.version
+		}
+	}
+	return r
+}
+
+func (d *Detector) cachedVersion(key cacheKey, stamps []fileStamp, stamped bool) (string, bool) {
+	if !stamped || d.cache == nil {
+		return "", false
+	}
+	return d.cache.lookup(key, stamps)
+}
+
+// probeVersion runs `--version`.
+func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) versionResult {
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
 	out := runProbe(ctx, path, []string{"--version"}, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
 	reason, runs := classifyVersionProbe(path, out, pathValue)
@@ -410,7 +475,7 @@ func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) ver
 // PATH cannot shadow a working one, and a slow earlier one is not skipped for
 // a faster later one. It returns as soon as the answer is certain and kills
 // the probes still running. idx is -1 when none runs.
-func (d *Detector) firstRunnable(ctx context.Context, cands []candidate, pathValue string) (int, []versionResult) {
+func (d *Detector) firstRunnable(ctx context.Context, run *detectRun, desc Descriptor, cands []candidate, pathValue string) (int, []versionResult) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type indexed struct {
@@ -419,7 +484,7 @@ func (d *Detector) firstRunnable(ctx context.Context, cands []candidate, pathVal
 	}
 	ch := make(chan indexed, len(cands))
 	for i, c := range cands {
-		go func() { ch <- indexed{i, d.probeVersion(ctx, c.path, pathValue)} }()
+		go func() { ch <- indexed{i, d.versionOf(ctx, run, desc, c.path, pathValue)} }()
 	}
 	results := make([]versionResult, len(cands))
 	got := make([]bool, len(cands))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -106,59 +107,119 @@ func TestRealClaudeIsReadyWithAnAPIKeyInTheEnvironment(t *testing.T) {
 	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["apiKeySource"])
 }
 
-// TestColdDetectCostsNoMoreThanTheSlowestVersionProbe is the measurement for
-// docs/performance.md: cold detection of the three real CLIs against the
-// slowest single `--version` run alone, side by side, median of rounds.
-// CARD_BENCH=1 go test -run TestColdDetectCostsNoMoreThanTheSlowestVersionProbe -v ./detect/
+// TestColdDetectCostsNoMoreThanTheSlowestVersionProbe is the measurement
+// for docs/performance.md: the first detection of the six real CLIs against
+// the slowest single `--version` run alone, side by side, medians of rounds.
+// Three detections are timed per round: the first one a daemon makes (Quick,
+// nothing cached yet: versions read from the packages, nothing started), a
+// restart's (Quick, from the cache the previous one left), and a refresh's
+// (every CLI started, as before). It measures and reports; it asserts only
+// that the three agree.
+//
+//	CARD_BENCH=1 go test -run TestColdDetectCostsNoMoreThanTheSlowestVersionProbe -v ./detect/
 func TestColdDetectCostsNoMoreThanTheSlowestVersionProbe(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
 		testskip.Skip(t, testskip.Bench, "measurement")
 	}
-	// The goal names the first three CLIs: a directory holding only them
-	// keeps the later adapters out of the comparison.
-	realDir := realBinDir(t)
-	binDir := t.TempDir()
-	for _, b := range []string{"claude", "codex", "gemini"} {
-		require.NoError(t, os.Symlink(filepath.Join(realDir, b), filepath.Join(binDir, b)))
+	binDir := realBinDir(t)
+	var bins []string
+	for _, a := range agent.All() {
+		if _, err := os.Stat(filepath.Join(binDir, a.Binary)); err == nil {
+			bins = append(bins, a.Binary)
+		}
 	}
 	search := realSearchPath(t, binDir)
 	home := t.TempDir()
 	env := []string{"PATH=" + search.PATH(), "HOME=" + home}
+	opts := func(quick bool, cache string) Options {
+		return Options{Search: search, Home: home, Env: proc.EnvMap(env), ScratchDirs: []string{},
+			ProbeTimeout: time.Minute, Quick: quick, CacheFile: cache}
+	}
+	timed := func(o Options, refresh bool) (time.Duration, []ExternalAgentSpec) {
+		d := New(o)
+		defer d.Close() // also ends a background confirmation before the next timing
+		start := time.Now()
+		specs := d.Detect(context.Background(), refresh)
+		return time.Since(start), specs
+	}
+	versions := func(specs []ExternalAgentSpec) map[string]string {
+		m := map[string]string{}
+		for _, s := range specs {
+			m[s.ID] = s.Version
+		}
+		return m
+	}
 	const rounds = 5
-	var slowest, cold []time.Duration
+	var slowest, first, restart, probed []time.Duration
+	var slowestName string
 	for range rounds {
 		var worst time.Duration
-		for _, b := range []string{"claude", "codex", "gemini"} {
+		for _, b := range bins {
 			start := time.Now()
 			out := runProbe(context.Background(), filepath.Join(binDir, b), []string{"--version"}, env, home, time.Minute)
 			el := time.Since(start)
 			require.True(t, out.Ran(), b)
 			if el > worst {
-				worst = el
+				worst, slowestName = el, b
 			}
 		}
 		slowest = append(slowest, worst)
 
-		d := New(Options{Search: search, Home: home, Env: proc.EnvMap(env), ScratchDirs: []string{}, ProbeTimeout: time.Minute})
-		start := time.Now()
-		specs := d.Detect(context.Background(), false)
-		cold = append(cold, time.Since(start))
-		d.Close()
-		require.Len(t, specs, 3)
+		el, quickSpecs := timed(opts(true, ""), false)
+		first = append(first, el)
+
+		cache := filepath.Join(t.TempDir(), "detection.json")
+		settle := New(opts(false, cache))
+		settle.Detect(context.Background(), true) // leaves the cache a restart finds
+		settle.Close()
+		el, cachedSpecs := timed(opts(true, cache), false)
+		restart = append(restart, el)
+
+		el, probedSpecs := timed(opts(false, ""), true)
+		probed = append(probed, el)
+
+		require.Len(t, probedSpecs, len(bins))
+		assert.Equal(t, versions(probedSpecs), versions(quickSpecs), "read from the packages = printed")
+		assert.Equal(t, versions(probedSpecs), versions(cachedSpecs), "from the cache = printed")
 	}
 	med := func(x []time.Duration) time.Duration {
 		s := append([]time.Duration(nil), x...)
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 		return s[len(s)/2]
 	}
-	ms, mc := med(slowest), med(cold)
-	ratio := float64(mc) / float64(ms)
-	t.Logf("rounds=%d slowest single --version median=%v (all %v); cold Detect median=%v (all %v); ratio=%.3f (goal <= 1.15)", rounds, ms, slowest, mc, cold, ratio)
-	// The goal is 1.15; on a shared 2-CPU machine three Node processes
-	// contend, so the hard failure is kept for what only a regression
-	// (probing one after another, about 2x or more) would produce.
-	if ratio > 1.15 {
-		t.Logf("ABOVE GOAL: ratio %.3f > 1.15 (check machine load before blaming detection)", ratio)
+	base := med(slowest)
+	t.Logf("%d CLIs (%s), %d rounds; slowest single --version median %v (%s; all %v)", len(bins), strings.Join(bins, " "), rounds, base, slowestName, slowest)
+	for _, row := range []struct {
+		name string
+		d    []time.Duration
+	}{{"first detection (nothing cached)", first}, {"restart (from the cache)", restart}, {"refresh (every CLI started)", probed}} {
+		m := med(row.d)
+		t.Logf("%-34s median %10v  ratio %.3f (all %v)", row.name, m, float64(m)/float64(base), row.d)
 	}
-	assert.LessOrEqual(t, ratio, 1.5)
+	t.Logf("goal: first detection <= 1.15x the slowest single --version")
+}
+
+// Reading a version from the package's files must give exactly what the
+// CLI prints, for all six real CLIs as npm installs them: Claude Code's
+// native binary in its wrapper package, Codex's and Copilot's launchers
+// with their platform packages, and Droid, whose launcher (0.225.1) runs a
+// platform binary of another version (0.225.2).
+func TestVersionsReadFromTheRealPackagesEqualWhatTheCLIsPrint(t *testing.T) {
+	binDir := realBinDir(t)
+	search := realSearchPath(t, binDir)
+	home := t.TempDir()
+	for _, a := range agent.All() {
+		t.Run(a.ID, func(t *testing.T) {
+			path := filepath.Join(binDir, a.Binary)
+			if _, err := os.Stat(path); err != nil {
+				testskip.Skip(t, testskip.RealCLIsMissing, "REAL AGENT CLI MISSING: "+path)
+			}
+			desc, _ := Lookup(a.ID)
+			facts := readInstall(desc, path, search.PATH(), runtime.GOOS, runtime.GOARCH)
+			require.NotEmpty(t, facts.version, "%s: no version read from its package", a.ID)
+			printed := directVersion(t, path, search, home)
+			assert.Equal(t, ParseVersion(printed), facts.version, "%s printed %q", a.ID, printed)
+			t.Logf("%s: read %s from %v", a.ID, facts.version, facts.files)
+		})
+	}
 }

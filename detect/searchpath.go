@@ -81,9 +81,11 @@ func ResolveSearchPath(ctx context.Context, env map[string]string, home string) 
 	return buildSearchPath(env["PATH"], shellPath, WellKnownDirs(home, getenv))
 }
 
-// BareSearchPath is the search path without the login shell (for a daemon
-// told login_shell_path = false): its own PATH, then the well-known
-// directories, which are card's own list and do not depend on any shell.
+// BareSearchPath is the search path without the login shell: its own PATH,
+// then the well-known directories, which are card's own list and do not
+// depend on any shell. It is the whole path for a daemon told
+// login_shell_path = false, and the path known at once, before the login
+// shell has answered, for the others.
 func BareSearchPath(env map[string]string, home string) SearchPath {
 	getenv := func(k string) string { return env[k] }
 	return buildSearchPath(env["PATH"], "", WellKnownDirs(home, getenv))

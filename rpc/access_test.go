@@ -39,6 +39,11 @@ func accessServer(t *testing.T) (url string, ran *atomic.Int32) {
 	for _, a := range AccessClasses {
 		Register(r, "class."+string(a), Doc{Access: a, Summary: "A method of class " + string(a) + "."},
 			func(ctx context.Context, p accessParams) (int, error) { ran.Add(1); return p.N, nil })
+		// The same with an answer given on the read goroutine (Fast), which
+		// must be judged by the same grants.
+		Register(r, "fast."+string(a), Doc{Access: a, Summary: "A method of class " + string(a) + " answered at once."},
+			func(ctx context.Context, p accessParams) (int, error) { ran.Add(1); return p.N, nil })
+		Fast(r, "fast."+string(a), func(ctx context.Context, p accessParams) (int, bool) { ran.Add(1); return p.N, true })
 	}
 	srv := NewServer(ServerConfig{Registry: r, Gate: &Gate{
 		Token:          func() ([]byte, error) { return []byte(fuzzToken), nil },
@@ -59,7 +64,8 @@ func accessServer(t *testing.T) (url string, ran *atomic.Int32) {
 // (no Origin) may call every class; a page from an allowed origin may read
 // and run agents but not touch the host, unless the application granted
 // that origin more. A refused call is answered with the application's code
-// naming the class, and its handler never runs, even for bad params.
+// naming the class, and its handler never runs, even for bad params; nor
+// does a fast answer.
 func TestAMethodOutsideTheConnectionsGrantsIsRefusedBeforeItsParamsAreRead(t *testing.T) {
 	url, ran := accessServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -86,30 +92,32 @@ func TestAMethodOutsideTheConnectionsGrantsIsRefusedBeforeItsParamsAreRead(t *te
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(tc.origin)
-			for _, a := range AccessClasses {
-				want := false
-				for _, ok := range tc.allowed {
-					want = want || ok == a
+			for _, prefix := range []string{"class.", "fast."} {
+				for _, a := range AccessClasses {
+					want := false
+					for _, ok := range tc.allowed {
+						want = want || ok == a
+					}
+					before := ran.Load()
+					var n int
+					err := c.Call(ctx, prefix+string(a), map[string]any{"n": 7}, &n)
+					if want {
+						require.NoError(t, err, "%s", a)
+						assert.Equal(t, 7, n)
+						assert.Equal(t, before+1, ran.Load())
+						continue
+					}
+					var re *Error
+					require.True(t, errors.As(err, &re), "%s: %v", a, err)
+					assert.Equal(t, codeTestDenied, re.Code)
+					assert.Contains(t, re.Message, `"`+string(a)+`" access class`)
+					assert.Contains(t, re.Message, tc.origin)
+					// Params the method would refuse: still the access refusal.
+					err = c.Call(ctx, prefix+string(a), map[string]any{"n": "seven", "x": 1}, &n)
+					require.True(t, errors.As(err, &re))
+					assert.Equal(t, codeTestDenied, re.Code, "the access check comes before the params")
+					assert.Equal(t, before, ran.Load(), "the handler of a refused method ran")
 				}
-				before := ran.Load()
-				var n int
-				err := c.Call(ctx, "class."+string(a), map[string]any{"n": 7}, &n)
-				if want {
-					require.NoError(t, err, "%s", a)
-					assert.Equal(t, 7, n)
-					assert.Equal(t, before+1, ran.Load())
-					continue
-				}
-				var re *Error
-				require.True(t, errors.As(err, &re), "%s: %v", a, err)
-				assert.Equal(t, codeTestDenied, re.Code)
-				assert.Contains(t, re.Message, `"`+string(a)+`" access class`)
-				assert.Contains(t, re.Message, tc.origin)
-				// Params the method would refuse: still the access refusal.
-				err = c.Call(ctx, "class."+string(a), map[string]any{"n": "seven", "x": 1}, &n)
-				require.True(t, errors.As(err, &re))
-				assert.Equal(t, codeTestDenied, re.Code, "the access check comes before the params")
-				assert.Equal(t, before, ran.Load(), "the handler of a refused method ran")
 			}
 		})
 	}

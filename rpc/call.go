@@ -182,19 +182,15 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 	}
 }
 
-// takeResponse routes a frame that is a response (an id, exactly one of
-// result and error, no method) to the request it answers, and reports
-// whether the frame was a response at all. A response nobody waits for (a
-// late answer to a withdrawn request, or an id the server never sent) is
-// dropped with a debug line: JSON-RPC has no way to answer a response.
-func (s *frameStream) takeResponse(fields map[string]json.RawMessage) bool {
-	if _, hasMethod := fields["method"]; hasMethod {
-		return false
-	}
-	id, hasID := fields["id"]
-	result, hasResult := fields["result"]
-	rawErr, hasErr := fields["error"]
-	if !hasID || hasResult == hasErr {
+// takeResponse routes a message without a method that is a response (an
+// id, exactly one of result and error) to the request it answers, and
+// reports whether the message was a response at all. A response nobody
+// waits for (a late answer to a withdrawn request, or an id the server
+// never sent) is dropped with a debug line: JSON-RPC has no way to answer a
+// response. Absent members are nil.
+func (s *frameStream) takeResponse(id, result, rawErr []byte) bool {
+	hasResult, hasErr := result != nil, rawErr != nil
+	if id == nil || hasResult == hasErr {
 		return false
 	}
 	var key string

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 )
 
@@ -27,8 +26,8 @@ var errCancelRequested = errors.New("the client cancelled the request with $/can
 
 // track records a request's cancel under the client's id; the returned
 // function forgets it once the request is answered.
-func (sc *serverConn) track(id jsonrpc2.ID, cancel context.CancelCauseFunc) func() {
-	key, ok := idKey(sc.stream.clientID(id))
+func (sc *serverConn) track(id json.RawMessage, cancel context.CancelCauseFunc) func() {
+	key, ok := idKey(id)
 	if !ok {
 		return nil
 	}
@@ -59,16 +58,16 @@ func (sc *serverConn) track(id jsonrpc2.ID, cancel context.CancelCauseFunc) func
 // protocol it comes from says; sent as a request (with an id of its own) it
 // is answered -32600, since a client waiting for that answer has
 // misunderstood it.
-func (sc *serverConn) cancelRequest(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	if !req.Notif {
-		_ = conn.ReplyWithError(sc.ctx, req.ID, &jsonrpc2.Error{Code: CodeInvalidRequest,
+func (sc *serverConn) cancelRequest(req *request) {
+	if !req.notif() {
+		sc.answerError(req, &wireError{Code: CodeInvalidRequest,
 			Message: "invalid request: $/cancelRequest is a notification; send it without an id"})
 		return
 	}
 	var p struct {
 		ID json.RawMessage `json:"id"`
 	}
-	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+	if req.params == nil || json.Unmarshal(req.params, &p) != nil {
 		return
 	}
 	key, ok := idKey(p.ID)
@@ -94,16 +93,33 @@ func idKey(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
+	// Every request is tracked, so the common spellings (a string without
+	// escapes, digits) take their keys without a decoder.
+	if raw[0] == '"' && len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return `"` + string(raw[1:len(raw)-1]), true
+	}
+	if digits(raw) {
+		return "n" + string(raw), true
+	}
 	if raw[0] == '"' {
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return "", false
 		}
-		return "s:" + s, true
+		return `"` + s, true
 	}
 	var n json.Number
 	if json.Unmarshal(raw, &n) != nil {
 		return "", false
 	}
-	return "n:" + n.String(), true
+	return "n" + n.String(), true
+}
+
+func digits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -57,9 +57,9 @@ func fuzzRegistry() *Registry {
 type fuzzConn struct {
 	ws    *websocket.Conn
 	probe int
-	// sentInternal holds the ids the client itself sent that look like the
-	// stream's rewritten ones; any other such id in an answer is a leak.
-	sentInternal map[string]bool
+	// sent holds every string id the client sent; an answer under any
+	// other string id was misrouted or made up.
+	sent map[string]bool
 }
 
 func newFuzzConn(tb testing.TB) *fuzzConn {
@@ -83,7 +83,7 @@ func newFuzzConn(tb testing.TB) *fuzzConn {
 		_ = srv.Shutdown(sctx)
 		hs.Close()
 	})
-	return &fuzzConn{ws: ws, sentInternal: map[string]bool{}}
+	return &fuzzConn{ws: ws, sent: map[string]bool{}}
 }
 
 // send writes one frame, then a probe request, and reads until the probe is
@@ -105,6 +105,7 @@ func (c *fuzzConn) send(t *testing.T, frame []byte, binary bool) {
 	c.noteSentIDs(frame)
 	c.probe++
 	probeID := fmt.Sprintf("\x01probe-%d", c.probe)
+	c.sent[probeID] = true
 	probe, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": probeID, "method": "fuzz.echo", "params": map[string]any{"text": "alive", "n": c.probe}})
 	if err := c.ws.Write(ctx, websocket.MessageText, probe); err != nil {
 		t.Fatalf("after frame %q the connection refused the probe: %v", frame, err)
@@ -120,8 +121,8 @@ func (c *fuzzConn) send(t *testing.T, frame []byte, binary bool) {
 		if problem := checkServerFrame(got); problem != "" {
 			t.Fatalf("after frame %q the server sent %q: %s", frame, got, problem)
 		}
-		if leaked := c.leakedInternalID(got); leaked != "" {
-			t.Fatalf("after frame %q the server leaked its internal id %q in %q", frame, leaked, got)
+		if foreign := c.foreignID(got); foreign != "" {
+			t.Fatalf("after frame %q the server answered under id %q, which the client never sent, in %q", frame, foreign, got)
 		}
 		var a struct {
 			ID     json.RawMessage `json:"id"`
@@ -141,15 +142,13 @@ func (c *fuzzConn) send(t *testing.T, frame []byte, binary bool) {
 
 func (c *fuzzConn) noteSentIDs(frame []byte) {
 	for _, id := range frameIDs(frame) {
-		if strings.HasPrefix(id, internalIDPrefix) {
-			c.sentInternal[id] = true
-		}
+		c.sent[id] = true
 	}
 }
 
-func (c *fuzzConn) leakedInternalID(got []byte) string {
+func (c *fuzzConn) foreignID(got []byte) string {
 	for _, id := range frameIDs(got) {
-		if strings.HasPrefix(id, internalIDPrefix) && !c.sentInternal[id] {
+		if !c.sent[id] {
 			return id
 		}
 	}

@@ -73,3 +73,38 @@ func TestADuplicateNameInAFramesParamsIsRefusedBeforeTheHandler(t *testing.T) {
 	require.Eventually(t, func() bool { return st.gone.Load() == 1 }, 5*time.Second, 10*time.Millisecond,
 		"only the last, well-formed call ran the handler")
 }
+
+// The envelope's one pass notices a name given twice in params wherever the
+// id stands (before or after params), at any depth, and only in names: a
+// repeated member of the envelope itself keeps its last value, as it
+// always has.
+func TestTheEnvelopesOwnPassFindsANameGivenTwiceInParams(t *testing.T) {
+	cases := []struct {
+		name, frame string
+		field       string // "" when the request goes on
+		method      string
+		id          string
+	}{
+		{"id after params", `{"jsonrpc":"2.0","method":"m","params":{"a":1,"a":2},"id":7}`, "a", "", "7"},
+		{"nested in an array", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"items":[{"path":"/a"},{"path":"/b","path":"/c"}]}}`, "items[1].path", "", "7"},
+		{"an envelope member twice and params twice", `{"jsonrpc":"2.0","id":7,"id":8,"method":"m","params":{"o":{"k":1,"k":2}}}`, "o.k", "", "8"},
+		{"an envelope member twice keeps the last", `{"jsonrpc":"2.0","id":7,"method":"first","method":"m","params":{"a":1}}`, "", "m", "7"},
+		{"the same text inside a string is no name", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"task":"{\"a\":1,\"a\":2}","a":1}}`, "", "m", "7"},
+		{"the same name in sibling objects", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"x":{"a":1},"y":{"a":1}}}`, "", "m", "7"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &frameStream{}
+			req, answer := s.parseRequest([]byte(tc.frame))
+			if tc.field != "" {
+				require.Nil(t, req)
+				assert.JSONEq(t, `{"jsonrpc":"2.0","id":`+tc.id+`,"error":{"code":-32602,"message":"invalid params: `+tc.field+`: `+duplicateMessage+`","data":{"field":"`+tc.field+`"}}}`, string(answer))
+				return
+			}
+			require.Nil(t, answer, "%s", answer)
+			require.NotNil(t, req)
+			assert.Equal(t, tc.method, req.method)
+			assert.Equal(t, tc.id, string(req.id))
+		})
+	}
+}

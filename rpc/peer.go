@@ -19,8 +19,9 @@ type Peer struct {
 	// so the hot path adds nothing to each request's context for it.
 	onPanic func(method string, p any, stack []byte)
 	// grants are the access classes this connection may call, decided at
-	// the upgrade from its Origin; origin is that Origin ("" for a native
-	// client).
+	// the upgrade from its Origin; origin is that Origin: "" for a native
+	// client, an allowed browser origin (the gate refused any other) for a
+	// web page.
 	grants Grants
 	origin string
 }
@@ -40,6 +41,11 @@ func PeerFrom(ctx context.Context) *Peer {
 
 // Grants are the access classes this connection may call.
 func (p *Peer) Grants() Grants { return p.grants }
+
+// Origin is the browser origin the connection came from, or "" for a native
+// client (a browser always sends one on a WebSocket upgrade). A method may
+// refuse a web page what it gives a program on the machine.
+func (p *Peer) Origin() string { return p.origin }
 
 // ID identifies the connection in logs.
 func (p *Peer) ID() uint64 { return p.id }

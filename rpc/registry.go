@@ -1,21 +1,15 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Doc describes a method or notification. A method cannot be registered
@@ -59,6 +53,9 @@ type NotificationInfo struct {
 type method struct {
 	info MethodInfo
 	call func(ctx context.Context, params json.RawMessage) (any, Then, error)
+	// fast, when set, is tried first on the connection's read goroutine
+	// (see Fast); ok false sends the request on to call.
+	fast func(ctx context.Context, params json.RawMessage) (res any, ok bool, err error)
 }
 
 // Then is what a handler goes on to do once its answer is on the wire: the
@@ -113,7 +110,7 @@ func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx conte
 	}
 	pt := reflect.TypeFor[P]()
 	m := &method{
-		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: reflect.TypeFor[R]()},
+		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: resultType(reflect.TypeFor[R]())},
 		call: func(ctx context.Context, raw json.RawMessage) (any, Then, error) {
 			var p P
 			if err := decodeParams(raw, pt, &p); err != nil {
@@ -134,6 +131,44 @@ func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx conte
 	r.add(name, m)
 }
 
+// Fast gives a registered method an answer the server tries first, on the
+// connection's read goroutine, before giving the request a goroutine of its
+// own: fast returns ok false when it cannot answer without waiting, and the
+// method's handler then runs as usual. fast must never block: no I/O, no
+// child process, no lock held by anything that does. For a method answered
+// from memory (a cached list, a fixed description) the goroutine, its
+// context and the handoff to it were a good part of a request's cost, and
+// the answer now leaves the way an echo server's would. Params are decoded
+// and validated as for the handler. Aliases registered afterwards share it.
+func Fast[P, R any](r *Registry, name string, fast func(ctx context.Context, params P) (R, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.methods[name]
+	if !ok {
+		panic(fmt.Sprintf("rpc: Fast for unknown method %q", name))
+	}
+	if m.info.Params != reflect.TypeFor[P]() || m.info.Result != resultType(reflect.TypeFor[R]()) {
+		panic(fmt.Sprintf("rpc: Fast for %q with other params or result types than its handler's", name))
+	}
+	pt := m.info.Params
+	m.fast = func(ctx context.Context, raw json.RawMessage) (any, bool, error) {
+		var p P
+		if err := decodeParams(raw, pt, &p); err != nil {
+			return nil, true, err
+		}
+		if v, ok := any(&p).(Validator); ok {
+			if err := v.Validate(); err != nil {
+				return nil, true, err
+			}
+		}
+		res, ok := fast(ctx, p)
+		if !ok {
+			return nil, false, nil
+		}
+		return res, true, nil
+	}
+}
+
 // Alias registers another name for an existing method, with the same shapes.
 // A name kept for compatibility with another protocol is best an alias: it
 // cannot drift from the method it stands for.
@@ -144,7 +179,7 @@ func (r *Registry) Alias(alias, target string) {
 	if !ok {
 		panic(fmt.Sprintf("rpc: alias %q for unknown method %q", alias, target))
 	}
-	a := &method{info: m.info, call: m.call}
+	a := &method{info: m.info, call: m.call, fast: m.fast}
 	a.info.Name = alias
 	a.info.AliasOf = target
 	r.add(alias, a)
@@ -275,6 +310,42 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 	return result, then, nil
 }
 
+// dispatchFast tries a method's Fast answer; ok is false when the method
+// has none or it could not answer at once, and the request must go to
+// Dispatch. A panic is answered like Dispatch answers one.
+func (r *Registry) dispatchFast(ctx context.Context, name string, params json.RawMessage) (result any, ok bool, err *Error) {
+	r.mu.RLock()
+	m := r.methods[name]
+	mapErr := r.mapErr
+	r.mu.RUnlock()
+	if m == nil || m.fast == nil {
+		return nil, false, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			result, ok = nil, true
+			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
+			if peer := PeerFrom(ctx); peer != nil && peer.onPanic != nil {
+				peer.onPanic(name, p, debug.Stack())
+			}
+		}
+	}()
+	// The access check comes first here too: a fast answer is an answer,
+	// and a method outside the connection's grants gets none.
+	ferr := authorize(ctx, &m.info)
+	var res any
+	if ferr == nil {
+		res, ok, ferr = m.fast(ctx, params)
+	}
+	if ferr != nil {
+		if mapErr != nil {
+			ferr = mapErr(ferr)
+		}
+		return nil, true, ToError(ferr)
+	}
+	return res, ok, nil
+}
+
 // ToError maps a handler's error onto the wire error.
 func ToError(err error) *Error {
 	var re *Error
@@ -293,226 +364,4 @@ func ToError(err error) *Error {
 		return &Error{Code: CodeInternalError, Message: "the request was cancelled: the connection closed or the daemon is shutting down"}
 	}
 	return &Error{Code: CodeInternalError, Message: err.Error()}
-}
-
-// paramsOptions decode params strictly: an unknown member is refused (a
-// misspelt option is never silently ignored); a name matches its field
-// exactly, case included, so PERMISSION_MODE is not permission_mode; and a
-// name given twice is refused rather than the last one silently winning,
-// since two parsers of one object could otherwise read two requests (a
-// proxy that checked the first "id", a daemon that ran the second). These
-// are json/v2's defaults, said here so no one loosens them by accident.
-var paramsOptions = jsonv2.JoinOptions(
-	jsonv2.RejectUnknownMembers(true),
-	jsonv2.MatchCaseInsensitiveNames(false),
-	jsontext.AllowDuplicateNames(false),
-)
-
-// decodeParams decodes params strictly (paramsOptions), with every refusal a
-// *FieldError naming the member, nested ones as path.to[0].member.
-func decodeParams(raw json.RawMessage, t reflect.Type, dst any) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	k := t.Kind()
-	if k == reflect.Pointer {
-		k = t.Elem().Kind()
-	}
-	if k == reflect.Struct && raw[0] != '{' {
-		return &FieldError{Message: "params must be an object of named parameters"}
-	}
-	err := jsonv2.Unmarshal(raw, dst, paramsOptions)
-	if err == nil {
-		return nil
-	}
-	var syn *jsontext.SyntacticError
-	if errors.As(err, &syn) {
-		if errors.Is(err, jsontext.ErrDuplicateName) {
-			return &FieldError{Field: pointerField(syn.JSONPointer), Message: duplicateMessage}
-		}
-		return &FieldError{Message: "params are not valid JSON: " + syn.Err.Error()}
-	}
-	var sem *jsonv2.SemanticError
-	if !errors.As(err, &sem) {
-		return &FieldError{Message: err.Error()}
-	}
-	field := pointerField(sem.JSONPointer)
-	if errors.Is(err, jsonv2.ErrUnknownName) {
-		return &FieldError{Field: field, Message: "unknown field" + knownFields(t, sem.JSONPointer)}
-	}
-	if sem.GoType == nil {
-		return &FieldError{Field: field, Message: sem.Error()}
-	}
-	what := "must be " + jsonKind(sem.GoType)
-	if sem.JSONKind != 0 {
-		what += ", not " + kindName(sem.JSONKind)
-	}
-	if sem.JSONKind != 0 && kindMatches(sem.JSONKind, sem.GoType) {
-		// The kind was right and the value was not (a fraction or an
-		// overflow for an integer): name the value when it is short.
-		what = "must be " + jsonKind(sem.GoType)
-		if v := sem.JSONValue; len(v) > 0 && len(v) <= 40 {
-			what += ", not " + string(v)
-		} else if sem.Err != nil {
-			what += ": " + sem.Err.Error()
-		}
-	}
-	if field == "" {
-		return &FieldError{Message: "params " + what}
-	}
-	return &FieldError{Field: field, Message: what}
-}
-
-// duplicateParam reports the first name given twice in one object of
-// params, at any depth, as the field name decodeParams would give it. The
-// JSON-RPC layer between the frame and the registry re-encodes params from
-// a map, which keeps only the last of two equal names, so the frame is
-// checked for them first, while both are still there.
-func duplicateParam(raw []byte) (field string, dup bool) {
-	// The common case, no duplicate, is one validating pass without a
-	// decoder; only a refusal pays for finding where.
-	if jsontext.Value(raw).IsValid(jsontext.AllowDuplicateNames(false)) {
-		return "", false
-	}
-	_, err := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(false)).ReadValue()
-	var syn *jsontext.SyntacticError
-	if errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syn) {
-		return pointerField(syn.JSONPointer), true
-	}
-	return "", false
-}
-
-// duplicateMessage is the -32602 text for a name given twice.
-const duplicateMessage = "given more than once; each name may appear once in an object"
-
-// pointerField turns a JSON Pointer ("/attachments/0/path") into the field
-// name clients see ("attachments[0].path").
-func pointerField(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
-}
-
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	}
-	return k.String()
-}
-
-func kindMatches(k jsontext.Kind, t reflect.Type) bool {
-	return kindName(k) == jsonKind(t) || (k == '0' && jsonKind(t) == "an integer")
-}
-
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return t.String()
-}
-
-// knownFields lists the JSON names the struct at ptr accepts (the unknown
-// name's parent), for the message that refuses it, and points at a known
-// name that differs only in case.
-func knownFields(t reflect.Type, ptr jsontext.Pointer) string {
-	toks := slices.Collect(ptr.Tokens())
-	if len(toks) == 0 {
-		return ""
-	}
-	unknown := toks[len(toks)-1]
-	for _, tok := range toks[:len(toks)-1] {
-		t = fieldType(t, tok)
-		if t == nil {
-			return ""
-		}
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return ""
-	}
-	var names []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name := strings.Split(f.Tag.Get("json"), ",")[0]
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		names = append(names, name)
-	}
-	if len(names) == 0 {
-		return "; this method takes no params"
-	}
-	for _, n := range names {
-		if strings.EqualFold(n, unknown) {
-			return fmt.Sprintf("; names are case-sensitive: did you mean %q?", n)
-		}
-	}
-	return "; known fields: " + strings.Join(names, ", ")
-}
-
-// fieldType is the Go type of a struct's member named tok (or of a slice's
-// or map's element), for walking a JSON Pointer through params types.
-func fieldType(t reflect.Type, tok string) reflect.Type {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Slice, reflect.Array, reflect.Map:
-		return t.Elem()
-	case reflect.Struct:
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name := strings.Split(f.Tag.Get("json"), ",")[0]
-			if name == "" {
-				name = f.Name
-			}
-			if f.IsExported() && name == tok {
-				return f.Type
-			}
-		}
-	}
-	return nil
 }

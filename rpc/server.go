@@ -66,6 +66,8 @@ type Server struct {
 	// draining is written under mu (so no connection is added after
 	// Shutdown starts waiting) and read without it on every request.
 	draining atomic.Bool
+	// release hands back the memory of bursts of large messages.
+	release *memoryRelease
 }
 
 // NewServer fills defaults and returns a server; mount it at /rpc.
@@ -95,7 +97,8 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.RefusalLogWindow = DefaultRefusalLogWindow
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conns: map[*serverConn]struct{}{},
-		refusals: newRefusalLog(cfg.Logger, cfg.RefusalLogBurst, cfg.RefusalLogWindow)}
+		refusals: newRefusalLog(cfg.Logger, cfg.RefusalLogBurst, cfg.RefusalLogWindow),
+		release:  newMemoryRelease()}
 }
 
 // ActiveConnections is the number of open WebSocket connections.
@@ -213,13 +216,28 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants G
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	stream.out = newOutgoing(stream.write, ctx.Done(), log)
 	peer.out = stream.out
+	stream.handle = sc.handle
+	stream.large = s.release.note
 	sc.stream = stream
-	jc := jsonrpc2.NewConn(ctx, stream, sc, jsonrpc2.SetLogger(zapPrintf{log}))
+	jc := jsonrpc2.NewConn(ctx, stream, noRequests{}, jsonrpc2.SetLogger(zapPrintf{log}))
 	sc.peer.conn.Store(jc)
+	// Requests may be read from here on: a handler finds its Peer able to
+	// send.
+	close(stream.ready)
 
 	<-jc.DisconnectNotify()
 	cancel()
 	sc.wg.Wait()
+}
+
+// noRequests is the handler jsonrpc2 holds on the server. The frame stream
+// hands requests to serverConn.handle itself, so none reach jsonrpc2.
+type noRequests struct{}
+
+func (noRequests) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	if !req.Notif {
+		_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeInternalError, Message: "internal error: a request reached the wrong handler"})
+	}
 }
 
 // hijackRecorder keeps the socket the WebSocket upgrade takes over, so a
@@ -243,136 +261,135 @@ func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // goingAway is the close reason a shutting-down server gives with 1001.
 const goingAway = "the server is shutting down"
 
-// Handle is called by jsonrpc2 on the connection's read goroutine, in order.
-// It answers over-cap requests at once and runs the rest concurrently.
-func (sc *serverConn) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	// The first request can arrive before NewConn has returned to serve.
-	sc.peer.conn.CompareAndSwap(nil, conn)
-	ctx := sc.ctx
-	if req.Method == CancelRequestMethod {
+// handle is called by the frame stream on the connection's read goroutine,
+// in frame order. It answers over-cap requests at once and runs the rest
+// concurrently.
+func (sc *serverConn) handle(req *request) {
+	if req.method == CancelRequestMethod {
 		// Handled here, in frame order and outside the in-flight cap: a
 		// client at its cap is exactly the one that needs to cancel.
-		sc.cancelRequest(conn, req)
+		sc.cancelRequest(req)
 		return
 	}
 	if sc.srv.draining.Load() {
-		if !req.Notif {
-			_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeShuttingDown, Message: "the daemon is shutting down and takes no new requests"})
+		if !req.notif() {
+			sc.answerError(req, &wireError{Code: CodeShuttingDown, Message: "the daemon is shutting down and takes no new requests"})
 		}
 		return
+	}
+	// A connection at its cap is refused whatever it asks, as the cap is
+	// documented; below it, an answer given at once (Fast) never holds a
+	// slot, a goroutine or anything to cancel.
+	if len(sc.sem) < cap(sc.sem) {
+		if res, ok, rerr := sc.srv.cfg.Registry.dispatchFast(sc.ctx, req.method, req.params); ok {
+			sc.finish(req, res, nil, rerr, false)
+			return
+		}
 	}
 	select {
 	case sc.sem <- struct{}{}:
 	default:
-		if !req.Notif {
-			_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeTooManyRequests,
+		if !req.notif() {
+			sc.answerError(req, &wireError{Code: CodeTooManyRequests,
 				Message: fmt.Sprintf("too many requests in flight on this connection (limit %d): wait for answers before sending more", cap(sc.sem))})
 		}
 		return
 	}
-	reqCtx, cancel := context.WithCancelCause(ctx)
+	reqCtx, cancel := context.WithCancelCause(sc.ctx)
 	var untrack func()
-	if !req.Notif {
-		untrack = sc.track(req.ID, cancel)
+	if !req.notif() {
+		untrack = sc.track(req.id, cancel)
 	}
 	sc.wg.Add(1)
-	go func() {
-		defer sc.wg.Done()
-		var params json.RawMessage
-		if req.Params != nil {
-			params = *req.Params
+	go sc.run(reqCtx, cancel, untrack, req)
+}
+
+// run dispatches one request, answers it, and then runs its Then.
+func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc, untrack func(), req *request) {
+	defer sc.wg.Done()
+	res, then, rerr := sc.srv.cfg.Registry.Dispatch(reqCtx, req.method, req.params)
+	withdrawn := errors.Is(context.Cause(reqCtx), errCancelRequested)
+	// The slot is free before the answer is written: a client that sends
+	// its next request the moment it reads an answer must not find the cap
+	// still counting the answered one.
+	if untrack != nil {
+		untrack()
+	}
+	cancel(nil)
+	<-sc.sem
+	sc.finish(req, res, then, rerr, withdrawn)
+}
+
+// finish answers a request (a notification gets none) and then runs its
+// Then.
+func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, withdrawn bool) {
+	ctx := sc.ctx
+	if req.notif() {
+		if then != nil {
+			then(ctx)
 		}
-		res, then, rerr := sc.srv.cfg.Registry.Dispatch(reqCtx, req.Method, params)
-		withdrawn := errors.Is(context.Cause(reqCtx), errCancelRequested)
-		// The slot is free before the answer is written: a client that
-		// sends its next request the moment it reads an answer must not
-		// find the cap still counting the answered one.
-		if untrack != nil {
-			untrack()
+		return
+	}
+	if rerr != nil {
+		if withdrawn && rerr.Code != CodeRequestCancelled {
+			rerr = &Error{Code: CodeRequestCancelled, Message: "request cancelled: the client withdrew it with $/cancelRequest"}
 		}
-		cancel(nil)
-		<-sc.sem
-		if req.Notif {
-			if then != nil {
-				then(ctx)
-			}
-			return
+		if rerr.Code == CodeInternalError {
+			sc.log.Warn("request failed", zap.String("method", req.method), zap.String("error", rerr.Message))
 		}
-		if rerr != nil {
-			if withdrawn && rerr.Code != CodeRequestCancelled {
-				rerr = &Error{Code: CodeRequestCancelled, Message: "request cancelled: the client withdrew it with $/cancelRequest"}
-			}
-			if rerr.Code == CodeInternalError {
-				sc.log.Warn("request failed", zap.String("method", req.Method), zap.String("error", rerr.Message))
-			}
-			w := rerr.wire()
-			je := &jsonrpc2.Error{Code: w.Code, Message: w.Message}
-			if w.Data != nil {
-				d := json.RawMessage(w.Data)
-				je.Data = &d
-			}
-			_ = conn.ReplyWithError(ctx, req.ID, je)
-			return
-		}
-		flushed, err := sc.reply(req.ID, res)
-		if err != nil {
-			sc.log.Debug("could not send an answer", zap.String("method", req.Method), zap.Error(err))
-			return
-		}
-		if then == nil {
-			return
-		}
-		// A batch member's answer travels with its batch: what follows it
-		// waits for that frame. A connection that closed once the answer
-		// was out still runs the Then (which sees ctx done): when both are
-		// ready select picks either, and a Then skipped at random would
-		// leave whatever it cleans up behind.
+		sc.answerError(req, rerr.wire())
+		return
+	}
+	flushed, err := sc.reply(req, res)
+	if err != nil {
+		sc.log.Debug("could not send an answer", zap.String("method", req.method), zap.Error(err))
+		return
+	}
+	if then == nil {
+		return
+	}
+	// A batch member's answer travels with its batch: what follows it
+	// waits for that frame. An answer already written is checked first: a
+	// client that closes the moment it reads the answer must still find the
+	// Then run (with the connection's context ended), not skipped by the
+	// select's choice between two ready cases.
+	select {
+	case <-flushed:
+	default:
 		select {
 		case <-flushed:
 		case <-ctx.Done():
-			select {
-			case <-flushed:
-			default:
-				return
-			}
+			return
 		}
-		then(ctx)
-	}()
+	}
+	then(ctx)
 }
 
-// answer is a success response. Result is the already-encoded result.
-type answer struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      jsonrpc2.ID     `json:"id"`
-	Result  json.RawMessage `json:"result"`
+func (sc *serverConn) answerError(req *request, e *wireError) {
+	if _, err := sc.stream.answer(req, errorAnswerWire(req.id, e)); err != nil {
+		sc.log.Debug("could not send an error answer", zap.String("method", req.method), zap.Error(err))
+	}
 }
 
-// encoded is a message that is already JSON; the stream writes it as is.
-type encoded []byte
-
-func (e encoded) MarshalJSON() ([]byte, error) { return e, nil }
-
-// reply sends a success answer through the stream (so batch gathering and
-// id restoring still apply) without jsonrpc2's Reply, which encodes the
-// result three times over (marshal, then re-compact it twice); on a large
-// answer (a list of every adapter's detection) that was most of the
-// daemon's CPU. flushed is closed once the frame carrying it is written.
-func (sc *serverConn) reply(id jsonrpc2.ID, res any) (flushed <-chan struct{}, err error) {
-	result, err := json.Marshal(res)
-	if err != nil {
+// reply sends a success answer. A result that is already JSON (Encoded) is
+// written as it is; anything else is encoded once, and the envelope joined
+// around it without a second pass. flushed is closed once the frame
+// carrying it is written.
+func (sc *serverConn) reply(req *request, res any) (flushed <-chan struct{}, err error) {
+	var result []byte
+	if e, ok := res.(encodedResult); ok {
+		result = e.encodedJSON()
+	} else if result, err = json.Marshal(res); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(answer{JSONRPC: "2.0", ID: id, Result: result})
-	if err != nil {
-		return nil, err
-	}
-	return sc.stream.send(b)
+	return sc.stream.answerResult(req, result)
 }
 
 // Shutdown stops taking requests and closes every connection with 1001
 // (going away), waiting until they are gone or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.refusals.close()
+	s.release.close()
 	s.mu.Lock()
 	s.draining.Store(true)
 	conns := make([]*serverConn, 0, len(s.conns))

@@ -7,37 +7,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
-	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 )
-
-// internalIDPrefix marks request ids the stream rewrote. It starts with NUL so
-// no sensible client id collides with it, and a client id that does start
-// with it is rewritten too, so a collision cannot misroute an answer.
-const internalIDPrefix = "\x00card:"
-
-// internalIDMarker is the prefix as json.Marshal writes it inside a string.
-var internalIDMarker = []byte(`"\u0000card:`)
 
 // frameStream is the jsonrpc2.ObjectStream over one WebSocket connection: one
 // JSON-RPC message or batch per text frame.
 //
-// sourcegraph/jsonrpc2 closes the connection on any frame it cannot decode
-// and knows nothing of batches, so on the server side the stream stands in
-// front of it: it answers malformed input itself, exactly as section 7 of the
-// JSON-RPC 2.0 specification says, and keeps the connection open; it splits a
-// batch into single requests and gathers their answers back into one array;
-// and it rewrites the ids jsonrpc2 cannot carry (null, negative, fractional or
-// huge numbers) and restores them on the way out. Well-formed single requests
-// with ordinary ids pass through untouched, which keeps the common path cheap.
+// sourcegraph/jsonrpc2 closes the connection on any frame it cannot decode,
+// knows nothing of batches, and decodes every request through a map, params
+// included, which it then encodes again. So on the server side the stream
+// stands in front of it: it answers malformed input itself, exactly as
+// section 7 of the JSON-RPC 2.0 specification says, and keeps the connection
+// open; it decodes each well-formed request once and hands it to the server
+// (handle) in frame order, with the id exactly as the client wrote it; and it
+// gathers a batch's answers back into one array. jsonrpc2 still writes what
+// the server sends on its own (notifications) and is the whole of the client
+// side.
 type frameStream struct {
 	conn         *websocket.Conn
 	ctx          context.Context
@@ -46,28 +37,43 @@ type frameStream struct {
 	maxBatch     int
 	log          *zap.Logger
 
-	// queue holds batch members not yet handed to jsonrpc2. Only the read
-	// goroutine touches it.
-	queue [][]byte
+	// handle receives each well-formed request, on the read goroutine and
+	// in frame order (server side only). It must not block.
+	handle func(*request)
+	// ready is closed once the server has what handle needs; the server's
+	// reads wait for it.
+	ready chan struct{}
+	// large, when set, is told of every message of largeMessage bytes or
+	// more read or written (server side: memoryRelease).
+	large func()
 
-	mu        sync.Mutex
-	nextID    uint64
-	rewritten map[string]*pendingAnswer
-	// rewrites counts entries in rewritten, so WriteObject can skip the
-	// id check without taking the lock when nothing was rewritten.
-	rewrites atomic.Int64
+	// mu guards the batches' answers.
+	mu sync.Mutex
 
 	// out holds the server's own requests awaiting the client's response
 	// (call.go); nil on the client side.
 	out *outgoing
+
+	// wmu makes writes one at a time; wtimer and deadline enforce
+	// writeTimeout on each (see write).
+	wmu      sync.Mutex
+	wtimer   *time.Timer
+	deadline atomic.Int64
 }
 
-// pendingAnswer remembers a rewritten request: its original id and, for a
-// batch member, the batch its answer belongs to.
-type pendingAnswer struct {
-	origID json.RawMessage
-	batch  *batch
+// request is one well-formed request the stream hands the server.
+type request struct {
+	// id is the id exactly as the client wrote it (a string, a number or
+	// null); nil for a notification. Answers carry these bytes back, so an
+	// id survives whatever its spelling.
+	id     json.RawMessage
+	method string
+	params json.RawMessage
+	// batch is the batch the answer belongs to; nil for a single request.
+	batch *batch
 }
+
+func (r *request) notif() bool { return r.id == nil }
 
 type batch struct {
 	answers []json.RawMessage
@@ -89,20 +95,24 @@ func newFrameStream(ctx context.Context, conn *websocket.Conn, server bool, writ
 		writeTimeout: writeTimeout,
 		maxBatch:     maxBatch,
 		log:          log,
-		rewritten:    map[string]*pendingAnswer{},
+		ready:        make(chan struct{}),
 	}
 }
 
-// ReadObject hands jsonrpc2 the next well-formed message. Every read error
+// ReadObject hands jsonrpc2 the next message meant for it. Every read error
 // becomes io.EOF, so jsonrpc2 does not log an ordinary disconnect as a
-// "protocol error"; the stream logs the real cause at the right level.
+// "protocol error"; the stream logs the real cause at the right level. On
+// the server nothing is meant for jsonrpc2 (requests go to handle), so it
+// returns only when the connection ends.
 func (s *frameStream) ReadObject(v any) error {
-	for {
-		if len(s.queue) > 0 {
-			msg := s.queue[0]
-			s.queue = s.queue[1:]
-			return json.Unmarshal(msg, v)
+	if s.server {
+		select {
+		case <-s.ready:
+		case <-s.ctx.Done():
+			return io.EOF
 		}
+	}
+	for {
 		typ, data, err := s.conn.Read(s.ctx)
 		if err != nil {
 			s.logReadEnd(err)
@@ -118,13 +128,14 @@ func (s *frameStream) ReadObject(v any) error {
 			}
 			return nil
 		}
+		if len(data) >= largeMessage && s.large != nil {
+			s.large()
+		}
 		if typ != websocket.MessageText {
 			s.writeError(nil, CodeInvalidRequest, "invalid request: binary frames are not accepted; send each JSON-RPC message as one UTF-8 text frame")
 			continue
 		}
-		if msg := s.admit(data); msg != nil {
-			return json.Unmarshal(msg, v)
-		}
+		s.admit(data)
 	}
 }
 
@@ -141,196 +152,160 @@ func (s *frameStream) logReadEnd(err error) {
 	}
 }
 
-// admit checks one frame and returns the message to pass to jsonrpc2, or nil
-// when the stream answered (or, for notifications, dropped) it itself.
-func (s *frameStream) admit(data []byte) []byte {
+// admit checks one frame: it answers what is malformed (or, for
+// notifications, drops it) and hands each well-formed request to handle.
+func (s *frameStream) admit(data []byte) {
 	data = bytes.TrimLeft(data, " \t\r\n")
 	if !utf8.Valid(data) {
 		s.writeError(nil, CodeParseError, "parse error: the frame is not valid UTF-8")
-		return nil
+		return
 	}
-	// No separate json.Valid pass: the decode below validates the whole
-	// frame and tells a syntax error from a wrong shape.
 	if len(data) == 0 {
 		s.writeError(nil, CodeParseError, "parse error: the frame is empty")
-		return nil
+		return
 	}
 	if data[0] != '[' {
-		// An object is validated by prepare's own decode; anything else is
+		// An object is validated by parse's own decode; anything else is
 		// checked here so garbage is a parse error, not an invalid request.
 		if data[0] != '{' && !json.Valid(data) {
 			s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
-			return nil
+			return
 		}
-		msg, errAnswer := s.prepare(data, nil)
+		req, errAnswer := s.parseRequest(data)
 		if errAnswer != nil {
 			s.write(errAnswer)
+			return
 		}
-		return msg
+		if req != nil {
+			s.handle(req)
+		}
+		return
 	}
 
 	var items []json.RawMessage
 	if err := json.Unmarshal(data, &items); err != nil {
 		s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
-		return nil
+		return
 	}
 	if len(items) == 0 {
 		s.writeError(nil, CodeInvalidRequest, "invalid request: an empty batch")
-		return nil
+		return
 	}
 	if len(items) > s.maxBatch {
 		s.writeError(nil, CodeInvalidRequest, fmt.Sprintf("invalid request: a batch of %d messages exceeds the limit of %d", len(items), s.maxBatch))
-		return nil
+		return
 	}
+	// Every member is counted before any is handed on: a member answered at
+	// once (over the in-flight cap, say) must not find the batch complete.
 	b := &batch{flushed: make(chan struct{})}
-	var forward [][]byte
-	s.mu.Lock()
+	reqs := make([]*request, 0, len(items))
 	for _, item := range items {
-		msg, errAnswer := s.prepareLocked(item, b)
+		req, errAnswer := s.parseRequest(item)
 		if errAnswer != nil {
 			b.answers = append(b.answers, errAnswer)
+			continue
 		}
-		if msg != nil {
-			forward = append(forward, msg)
+		if req == nil {
+			continue // a response, taken
 		}
+		if !req.notif() {
+			req.batch = b
+			b.pending++
+		}
+		reqs = append(reqs, req)
 	}
-	complete := b.pending == 0
-	s.mu.Unlock()
-	if complete {
+	if b.pending == 0 {
 		// Nothing to wait for: every member was invalid or a notification.
 		if len(b.answers) > 0 {
 			s.write(joinBatch(b.answers))
 		}
 		close(b.flushed)
 	}
-	if len(forward) == 0 {
-		return nil
+	for _, req := range reqs {
+		s.handle(req)
 	}
-	s.queue = append(s.queue, forward[1:]...)
-	return forward[0]
 }
 
-func (s *frameStream) prepare(raw []byte, b *batch) (msg, errAnswer []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.prepareLocked(raw, b)
-}
-
-// prepareLocked validates one request object. It returns the message to
-// forward (possibly with a rewritten id) or the error answer to send. A
-// malformed message is always answered, even without an id: the
-// specification answers {"method": 1} with -32600 and id null.
-func (s *frameStream) prepareLocked(raw []byte, b *batch) (msg, errAnswer []byte) {
+// parseRequest validates one request object. It returns the request or the
+// error answer to send, or neither for a response to one of the server's
+// own requests, which it hands to the request waiting for it. A malformed
+// message is always answered, even without an id: the specification
+// answers {"method": 1} with -32600 and id null.
+func (s *frameStream) parseRequest(raw []byte) (req *request, errAnswer []byte) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: a JSON-RPC message must be an object")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, errorAnswer(nil, CodeParseError, "parse error: the frame is not valid JSON")
-		}
-		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: "+err.Error())
+	env, err := decodeEnvelope(raw)
+	if err != nil {
+		return nil, errorAnswer(nil, CodeParseError, "parse error: the frame is not valid JSON")
 	}
-	id, hasID := fields["id"]
-	idKind := classifyID(id, hasID)
+	id := json.RawMessage(env.ID)
+	idValid := validID(id)
 	answerID := id
-	if idKind == idInvalid {
+	if !idValid {
 		answerID = nil
 	}
-	if v := fields["jsonrpc"]; string(v) != `"2.0"` {
+	if string(env.JSONRPC) != `"2.0"` {
 		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "jsonrpc" must be exactly "2.0"`)
 	}
-	method, ok := fields["method"]
-	if !ok && s.takeResponse(fields) {
+	if env.Method == nil && s.takeResponse(env.ID, env.Result, env.Error) {
 		return nil, nil
 	}
-	if !ok || len(method) == 0 || method[0] != '"' {
+	method, ok := decodeString(env.Method)
+	if !ok {
 		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "method" must be a string`)
 	}
-	if p, ok := fields["params"]; ok && len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
+	if p := env.Params; len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
 		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "params" must be an object or an array`)
 	}
-	if idKind == idInvalid {
+	if !idValid {
 		return nil, errorAnswer(nil, CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
 	}
-	if p := fields["params"]; len(p) > 0 && p[0] == '{' {
-		if field, dup := duplicateParam(p); dup {
-			if idKind == idNone {
-				return nil, nil // bad params: the notification is not run, and gets no answer
-			}
-			return nil, invalidParamsAnswer(answerID, field, duplicateMessage)
+	if env.dupParams {
+		if env.ID == nil {
+			return nil, nil // bad params: the notification is not run, and gets no answer
 		}
+		return nil, invalidParamsAnswer(answerID, env.dupField, duplicateMessage)
 	}
-	if idKind == idNone {
-		return raw, nil
-	}
-	if idKind == idPlain && b == nil {
-		return raw, nil
-	}
-	// Rewrite the id: jsonrpc2 cannot carry it, or the answer must be
-	// gathered into a batch.
-	s.nextID++
-	internal := internalIDPrefix + strconv.FormatUint(s.nextID, 10)
-	fields["id"], _ = json.Marshal(internal)
-	out, err := json.Marshal(fields)
-	if err != nil {
-		return nil, errorAnswer(answerID, CodeInvalidRequest, "invalid request: "+err.Error())
-	}
-	s.rewritten[internal] = &pendingAnswer{origID: id, batch: b}
-	s.rewrites.Add(1)
-	if b != nil {
-		b.pending++
-	}
-	return out, nil
+	return &request{id: id, method: method, params: json.RawMessage(env.Params)}, nil
 }
 
-type idKind int
-
-const (
-	idNone idKind = iota
-	idPlain
-	idRewrite
-	idInvalid
-)
-
-// classifyID sorts an id into what jsonrpc2 can carry as is (strings and
-// non-negative integers that fit), what the stream must rewrite (null,
-// negative, fractional, exponent or huge numbers, and strings that look like
-// the stream's own), and what is not an id at all.
-func classifyID(id json.RawMessage, present bool) idKind {
-	if !present {
-		return idNone
+// validID: absent (a notification), a string, a number or null.
+func validID(id []byte) bool {
+	if id == nil {
+		return true
 	}
 	if len(id) == 0 {
-		return idInvalid
+		return false
 	}
-	switch c := id[0]; {
-	case c == '"':
-		if bytes.HasPrefix(id, internalIDMarker) {
-			return idRewrite
-		}
-		return idPlain
-	case c == 'n':
-		return idRewrite
-	case c == '-' || (c >= '0' && c <= '9'):
-		if _, err := strconv.ParseInt(string(id), 10, 64); err == nil && c != '-' {
-			return idPlain
-		}
-		return idRewrite
-	default:
-		return idInvalid
-	}
+	c := id[0]
+	return c == '"' || c == 'n' || c == '-' || (c >= '0' && c <= '9')
 }
 
-// WriteObject writes one answer or notification as one text frame, restoring
-// a rewritten id and gathering batch answers into their array.
+// decodeString decodes a JSON string value; ok is false for any other kind.
+// The common case, a string without escapes, needs no decoder.
+func decodeString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// WriteObject writes one message jsonrpc2 sends (a notification from the
+// server, a request from the client) as one text frame.
 func (s *frameStream) WriteObject(obj any) error {
 	var b []byte
 	var err error
 	// jsonrpc2's messages marshal themselves into compact JSON; calling
 	// MarshalJSON directly skips encoding/json re-validating and compacting
-	// every answer a second time on the hot path.
+	// every message a second time.
 	if m, ok := obj.(json.Marshaler); ok {
 		b, err = m.MarshalJSON()
 	} else {
@@ -339,91 +314,63 @@ func (s *frameStream) WriteObject(obj any) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.send(b)
-	return err
+	return s.write(b)
 }
 
-// send writes one encoded message. flushed is closed once the frame that
-// carries it has been written: at once for a single message, when the last
+// answer sends msg, the answer to req. flushed is closed once the frame that
+// carries it has been written: at once for a single request, when the last
 // answer arrives for a batch member.
-func (s *frameStream) send(b []byte) (flushed <-chan struct{}, err error) {
-	if s.rewrites.Load() == 0 || !bytes.Contains(b, internalIDMarker) {
-		return sent, s.write(b)
+func (s *frameStream) answer(req *request, msg []byte) (flushed <-chan struct{}, err error) {
+	b := req.batch
+	if b == nil {
+		return sent, s.write(msg)
 	}
-	out, bt := s.restore(b)
-	if out == nil {
-		return bt.flushed, nil
+	s.mu.Lock()
+	b.answers = append(b.answers, msg)
+	b.pending--
+	complete := b.pending == 0
+	s.mu.Unlock()
+	if !complete {
+		return b.flushed, nil
 	}
-	err = s.write(out)
-	if bt != nil {
-		close(bt.flushed)
-	}
+	err = s.write(joinBatch(b.answers))
+	close(b.flushed)
 	return sent, err
 }
 
-// restore puts the client's id back into an answer. For a batch member it
-// stores the answer and returns nil until the whole batch is answered, then
-// the joined array; bt is the member's batch (nil for a single request).
-func (s *frameStream) restore(b []byte) (out []byte, bt *batch) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return b, nil
-	}
-	var internal string
-	if err := json.Unmarshal(fields["id"], &internal); err != nil || !strings.HasPrefix(internal, internalIDPrefix) {
-		return b, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.rewritten[internal]
-	if !ok {
-		return b, nil
-	}
-	delete(s.rewritten, internal)
-	s.rewrites.Add(-1)
-	if p.origID == nil {
-		fields["id"] = json.RawMessage("null")
-	} else {
-		fields["id"] = p.origID
-	}
-	out, err := json.Marshal(fields)
-	if err != nil {
-		return b, nil
-	}
-	if p.batch == nil {
-		return out, nil
-	}
-	p.batch.answers = append(p.batch.answers, out)
-	p.batch.pending--
-	if p.batch.pending > 0 {
-		return nil, p.batch
-	}
-	return joinBatch(p.batch.answers), p.batch
-}
-
-// clientID is the id the client sent for a request jsonrpc2 knows as id:
-// the stream rewrites some ids (null, negative or huge numbers, batch
-// members), and a client that cancels a request names it by its own id.
-func (s *frameStream) clientID(id jsonrpc2.ID) json.RawMessage {
-	if id.IsString && strings.HasPrefix(id.Str, internalIDPrefix) {
-		s.mu.Lock()
-		p, ok := s.rewritten[id.Str]
-		s.mu.Unlock()
-		if ok {
-			if p.origID == nil {
-				return json.RawMessage("null")
-			}
-			return p.origID
-		}
-	}
-	b, _ := id.MarshalJSON()
-	return b
-}
-
+// write sends one text frame. A client that stops reading must not hold a
+// writer for ever: a write not done within writeTimeout closes the
+// connection, as an expired write context makes the WebSocket library do.
+// Writes are one at a time (the library serialises them anyway), so one
+// timer per connection, re-armed per write, keeps that deadline; a context
+// with a timeout per write cost an allocation, a timer and the parent's
+// child bookkeeping on every answer.
 func (s *frameStream) write(b []byte) error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.writeTimeout)
-	defer cancel()
-	return s.conn.Write(ctx, websocket.MessageText, b)
+	if len(b) >= largeMessage && s.large != nil {
+		s.large()
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.deadline.Store(time.Now().Add(s.writeTimeout).UnixNano())
+	if s.wtimer == nil {
+		s.wtimer = time.AfterFunc(s.writeTimeout, s.writeExpired)
+	} else {
+		s.wtimer.Reset(s.writeTimeout)
+	}
+	err := s.conn.Write(s.ctx, websocket.MessageText, b)
+	s.deadline.Store(0)
+	s.wtimer.Stop()
+	return err
+}
+
+// writeExpired closes the connection if a write is still under way past its
+// deadline. A timer that fires as a write ends, or after the next write has
+// begun, finds no deadline or a later one and does nothing.
+func (s *frameStream) writeExpired() {
+	if d := s.deadline.Load(); d != 0 && time.Now().UnixNano() >= d {
+		s.log.Debug("closing the connection: a write did not finish within the write timeout", zap.Duration("timeout", s.writeTimeout))
+		_ = s.conn.CloseNow()
+	}
 }
 
 func (s *frameStream) writeError(id json.RawMessage, code int64, message string) {
@@ -438,18 +385,57 @@ func (s *frameStream) Close() error {
 	return s.conn.Close(websocket.StatusNormalClosure, "")
 }
 
+// errorAnswer is an error answer under id (null when nil).
+func errorAnswer(id json.RawMessage, code int64, message string) []byte {
+	return errorAnswerWire(id, &wireError{Code: code, Message: message})
+}
+
 type errorEnvelope struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
-	Error   wireError       `json:"error"`
+	Error   *wireError      `json:"error"`
 }
 
-func errorAnswer(id json.RawMessage, code int64, message string) []byte {
+func errorAnswerWire(id json.RawMessage, e *wireError) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: wireError{Code: code, Message: message}})
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: e})
 	return b
+}
+
+// appendResultAnswer appends a success answer to b. id and result are
+// already JSON; they are joined as they are, since encoding/json would scan
+// and copy both again to check what the stream and the encoder already
+// checked.
+func appendResultAnswer(b, id, result []byte) []byte {
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// answerBufs holds buffers for single answers, which are written and done
+// with at once. Only small ones go back: a pool that kept the buffer of
+// every large answer would hold the daemon's memory at its peak after a
+// burst.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 64 << 10
+
+// answerResult sends a success answer to req; see answer.
+func (s *frameStream) answerResult(req *request, result []byte) (flushed <-chan struct{}, err error) {
+	if req.batch != nil {
+		return s.answer(req, appendResultAnswer(make([]byte, 0, len(req.id)+len(result)+32), req.id, result))
+	}
+	bp := answerBufs.Get().(*[]byte)
+	*bp = appendResultAnswer((*bp)[:0], req.id, result)
+	err = s.write(*bp)
+	if cap(*bp) <= maxPooledAnswer {
+		answerBufs.Put(bp)
+	}
+	return sent, err
 }
 
 // invalidParamsAnswer is the -32602 the registry would give for field,
@@ -459,7 +445,7 @@ func invalidParamsAnswer(id json.RawMessage, field, message string) []byte {
 		id = json.RawMessage("null")
 	}
 	data, _ := json.Marshal(map[string]string{"field": field})
-	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: wireError{Code: CodeInvalidParams,
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: CodeInvalidParams,
 		Message: "invalid params: " + field + ": " + message, Data: data}})
 	return b
 }

@@ -94,6 +94,9 @@ func Build(bin string, req Request) (Plan, error) {
 	if err := CheckExtras(req.Adapter, req.Extras); err != nil {
 		return Plan{}, err
 	}
+	if len(req.Images) > 0 && !a.Capabilities.Images {
+		return Plan{}, errUnsupported("attachments", req.Adapter, a.NoImages)
+	}
 	ask := req.EffectiveMode() == ModeAsk
 	if ask && !a.Capabilities.Ask {
 		return Plan{}, errUnsupported("permission_mode", req.Adapter, "ask: "+a.NoAsk)
@@ -114,6 +117,12 @@ func Build(bin string, req Request) (Plan, error) {
 	if err := withMCP(&p, req); err != nil {
 		return Plan{}, err
 	}
+	if err := p.delivers(req.Images); err != nil {
+		// Capabilities.Images is what clients are told; a builder that
+		// dropped an image would make it a lie.
+		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
+	}
+	p.MaxAPIRetries = req.APIRetries()
 	return p, nil
 }
 
@@ -135,6 +144,22 @@ type Plan struct {
 	Files []PlanFile
 	// Ask is how the agent asks about tool calls; set in ask mode only.
 	Ask *AskPlan
+	// Session, when set, runs the child as a conversation in that
+	// protocol (session.go) instead of one-shot: the prompt travels
+	// inside the protocol and the protocol's conversation reads stdout.
+	Session *SessionPlan
+	// Input is how the prompt reaches stdin when the plan adds to it (the
+	// request's images); the zero value writes the prompt as it is. A
+	// plan with a Session hands Input.Images to its protocol instead.
+	Input Input
+	// OutputAllowance is added to the run's output limit: what the CLI is
+	// known to print back of its own input (the images it was given).
+	OutputAllowance int64
+	// MaxAPIRetries is how many retries of a failed model call the runner
+	// lets the agent make in a row before it ends the run (see retryGuard).
+	// Build sets it from the request, and also hands it to the CLI's own
+	// retry setting where the CLI has one; 0 allows none.
+	MaxAPIRetries int
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.
@@ -177,6 +202,11 @@ func (p *Plan) systemPromptFlag(req Request, name, replaceFlag, appendFlag strin
 // FileRef is the placeholder for the absolute path of the PlanFile at path.
 // The runner substitutes it; it only ever stands for a path, never content.
 func FileRef(path string) string { return filePrefix + path + "}}" }
+
+// DirRef is the placeholder for the run's private directory itself (the
+// file name left empty), for a CLI that must be told where the plan's files
+// are (Gemini's --include-directories).
+func DirRef() string { return FileRef("") }
 
 // Command is the argv for error messages and logs: program and args, with
 // placeholders left as they are. The prompt is never part of it.

@@ -54,9 +54,14 @@ type Approver interface {
 // AskChannel names how an agent asks.
 type AskChannel string
 
-// AskViaPermissionTool: Claude Code's --permission-prompt-tool, an MCP
-// tool card serves to the run alone (internal/permtool).
-const AskViaPermissionTool AskChannel = "permission_tool"
+const (
+	// AskViaPermissionTool: Claude Code's --permission-prompt-tool, an MCP
+	// tool card serves to the run alone (internal/permtool).
+	AskViaPermissionTool AskChannel = "permission_tool"
+	// AskViaSession: the agent asks inside the session protocol it is
+	// run in (Plan.Session), on its own stdio; nothing else is opened.
+	AskViaSession AskChannel = "session"
+)
 
 // AskPlan is the ask channel of a plan in ask mode.
 type AskPlan struct {
@@ -88,6 +93,13 @@ func openAsk(plan *Plan, approver Approver) (stop func(), err error) {
 		}
 		plan.Files = append(slices.Clip(plan.Files), PlanFile{Path: plan.Ask.ConfigFile, Content: srv.Config(plan.Ask.Backstop), Mode: 0o600})
 		return srv.Close, nil
+	case AskViaSession:
+		if plan.Session == nil {
+			return nil, fmt.Errorf("the plan asks through its session protocol but runs one-shot")
+		}
+		// The conversation asks the approver itself, and ends its
+		// questions when its turn ends.
+		return func() {}, nil
 	}
 	return nil, fmt.Errorf("unknown ask channel %q", plan.Ask.Channel)
 }
@@ -113,8 +125,8 @@ func summarize(tool string, input json.RawMessage) string {
 	switch {
 	case field("command", "cmd") != "":
 		s = tool + ": " + field("command", "cmd")
-	case field("file_path", "path", "notebook_path") != "":
-		s = tool + " " + field("file_path", "path", "notebook_path")
+	case field("file_path", "path", "notebook_path", "fileName") != "":
+		s = tool + " " + field("file_path", "path", "notebook_path", "fileName")
 	case field("url") != "":
 		s = tool + " " + field("url")
 	case field("query", "pattern") != "":
@@ -122,6 +134,12 @@ func summarize(tool string, input json.RawMessage) string {
 	default:
 		s = tool
 	}
+	return oneLine(s)
+}
+
+// oneLine is s on one line (whitespace runs become one space), at most
+// summaryMax bytes.
+func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > summaryMax {
 		s = clip(s, summaryMax-3) + "..."

@@ -21,7 +21,7 @@ import (
 func TestClaudesAskArgvIsPinned(t *testing.T) {
 	p, err := Build("/usr/bin/claude", Request{Adapter: "claude-code", Mode: ModeAsk, Cwd: cwd, ApprovalTimeout: 120 * time.Second})
 	require.NoError(t, err)
-	assert.Equal(t, `-p --output-format stream-json --verbose --permission-mode default --disallowedTools Task --setting-sources  --strict-mcp-config `+
+	assert.Equal(t, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode default --disallowedTools Task --setting-sources  --strict-mcp-config `+
 		`--tools Read,Grep,Glob,Bash,Edit,Write,NotebookEdit,WebFetch,WebSearch --allowedTools Read Grep Glob `+
 		`--mcp-config {{card-file:card-permission-mcp.json}} --permission-prompt-tool mcp__card__approve `+
 		`--settings {"permissions":{"ask":["Bash","Edit","Write","NotebookEdit","WebFetch","WebSearch"]}}`, strings.Join(p.Args, " "))
@@ -157,14 +157,7 @@ func TestAPlanThatAsksIsRefusedWithoutAnApprover(t *testing.T) {
 // A question still waiting when the run is cancelled ends with the run:
 // the approver's context ends, and the run reports cancelled.
 func TestCancellingARunEndsTheQuestionItIsWaitingOn(t *testing.T) {
-	ended := make(chan struct{})
-	asked := make(chan struct{})
-	approver := approverFunc(func(ctx context.Context, q Question) Decision {
-		close(asked)
-		<-ctx.Done()
-		close(ended)
-		return Decision{Message: "the run ended"}
-	})
+	approver, asked, ended := waitingApprover()
 	work := t.TempDir()
 	bin := fakeclaude.Install(t, t.TempDir())
 	plan, err := Build(bin, Request{Adapter: "claude-code", Mode: ModeAsk, Cwd: work})
@@ -185,6 +178,19 @@ func TestCancellingARunEndsTheQuestionItIsWaitingOn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the question outlived the run")
 	}
+}
+
+// waitingApprover never decides: it waits for its context to end. asked
+// closes when the question comes, ended when the context let it go.
+func waitingApprover() (a Approver, asked, ended chan struct{}) {
+	asked, ended = make(chan struct{}), make(chan struct{})
+	a = approverFunc(func(ctx context.Context, q Question) Decision {
+		close(asked)
+		<-ctx.Done()
+		close(ended)
+		return Decision{Message: "the run ended"}
+	})
+	return a, asked, ended
 }
 
 type approverFunc func(ctx context.Context, q Question) Decision

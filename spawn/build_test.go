@@ -25,18 +25,20 @@ func TestTheWholeArgvIsPinnedPerAdapterAndMode(t *testing.T) {
 		mode    Mode
 		want    string
 	}{
-		{"claude-code", ModeReadOnly, `-p --output-format stream-json --verbose --permission-mode dontAsk --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob --allowedTools Read Grep Glob`},
-		{"claude-code", ModeEdit, `-p --output-format stream-json --verbose --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob,Edit,Write,NotebookEdit --allowedTools Read Grep Glob Edit Write NotebookEdit`},
-		{"claude-code", ModeBypass, `-p --output-format stream-json --verbose --permission-mode bypassPermissions --disallowedTools Task --setting-sources  --strict-mcp-config --tools default`},
+		{"claude-code", ModeReadOnly, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode dontAsk --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob --allowedTools Read Grep Glob`},
+		{"claude-code", ModeEdit, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob,Edit,Write,NotebookEdit --allowedTools Read Grep Glob Edit Write NotebookEdit`},
+		{"claude-code", ModeBypass, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode bypassPermissions --disallowedTools Task --setting-sources  --strict-mcp-config --tools default`},
 		{"codex", ModeReadOnly, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox read-only -c approval_policy="never" -`},
 		{"codex", ModeEdit, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox workspace-write -c approval_policy="never" -`},
 		{"codex", ModeBypass, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox danger-full-access -c approval_policy="never" -`},
 		{"gemini", ModeReadOnly, `--output-format stream-json --approval-mode plan`},
 		{"gemini", ModeEdit, `--output-format stream-json --approval-mode auto_edit`},
 		{"gemini", ModeBypass, `--output-format stream-json --approval-mode yolo`},
+		{"gemini", ModeAsk, `--acp --approval-mode default`},
 		{"copilot", ModeReadOnly, copilotBase + ` --deny-tool write --deny-tool shell --allow-tool read`},
 		{"copilot", ModeEdit, copilotBase + ` --deny-tool shell --allow-tool read --allow-tool write`},
 		{"copilot", ModeBypass, copilotBase + ` --allow-tool read --allow-tool write --allow-tool shell`},
+		{"copilot", ModeAsk, `--acp --no-ask-user --no-auto-update --no-custom-instructions --disable-builtin-mcps --disallow-temp-dir --no-color`},
 		{"droid", ModeReadOnly, `exec -o stream-json`},
 		{"droid", ModeBypass, `exec -o stream-json --skip-permissions-unsafe`},
 		{"pi", ModeReadOnly, piBase + ` --tools read,grep,find,ls`},
@@ -70,7 +72,7 @@ func TestEveryRequestOptionLandsOnClaudesArgv(t *testing.T) {
 		Model: "opus", MaxTurns: 7, Effort: "xhigh", SystemPrompt: "You are terse.", SystemPromptAppend: true,
 		SessionID: "123e4567-e89b-12d3-a456-426614174000"})
 	require.NoError(t, err)
-	assert.Equal(t, `-p --output-format stream-json --verbose --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Edit --allowedTools Read Edit --model opus --effort xhigh --max-turns 7 --session-id 123e4567-e89b-12d3-a456-426614174000 --append-system-prompt-file {{card-file:system-prompt.txt}}`,
+	assert.Equal(t, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Edit --allowedTools Read Edit --model opus --effort xhigh --max-turns 7 --session-id 123e4567-e89b-12d3-a456-426614174000 --append-system-prompt-file {{card-file:system-prompt.txt}}`,
 		strings.Join(p.Args, " "))
 	require.Len(t, p.Files, 1)
 	assert.Equal(t, "You are terse.", string(p.Files[0].Content))
@@ -188,6 +190,12 @@ func TestFieldsACLICannotHonourAreRefusedNotDropped(t *testing.T) {
 		{Request{Adapter: "copilot", SystemPrompt: "x"}, "system_prompt"},
 		{Request{Adapter: "copilot", AllowedTools: []string{"shell(git:*)"}}, "allowed_tools"},
 		{Request{Adapter: "copilot", Mode: ModeEdit, AllowedTools: []string{"shell"}}, "allowed_tools"},
+		{Request{Adapter: "copilot", Mode: ModeAsk, AllowedTools: []string{"read"}}, "allowed_tools"},
+		{Request{Adapter: "copilot", Mode: ModeAsk, SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
+		{Request{Adapter: "copilot", Mode: ModeAsk, Resume: "31882199-0000"}, "resume"},
+		{Request{Adapter: "gemini", Mode: ModeAsk, SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
+		{Request{Adapter: "gemini", Mode: ModeAsk, Resume: "latest"}, "resume"},
+		{Request{Adapter: "gemini", Mode: ModeAsk, AllowedTools: []string{"read_file"}}, "allowed_tools"},
 		{Request{Adapter: "droid", Mode: ModeEdit}, "permission_mode"},
 		{Request{Adapter: "droid", MaxTurns: 3}, "max_turns"},
 		{Request{Adapter: "droid", SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
@@ -437,5 +445,33 @@ func TestTheNewAdaptersDiscloseHowReadOnlyIsEnforced(t *testing.T) {
 		a, ok := Lookup(id)
 		require.True(t, ok)
 		assert.Equal(t, want, a.ReadOnly, id)
+	}
+}
+
+// max_api_retries reaches Claude Code's own retry setting, and every plan
+// carries it for the runner's bound (default 3); out of range is refused
+// naming the field.
+func TestTheRetryBoundReachesClaudesOwnSettingAndEveryPlan(t *testing.T) {
+	one := 1
+	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, MaxAPIRetries: &one})
+	require.NoError(t, err)
+	assert.Equal(t, "1", p.Env["CLAUDE_CODE_MAX_RETRIES"])
+	assert.Equal(t, 1, p.MaxAPIRetries)
+
+	p, err = Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Extras: Extras{Env: map[string]string{"CLAUDE_CODE_MAX_RETRIES": "10"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "3", p.Env["CLAUDE_CODE_MAX_RETRIES"], "the request's bound (default 3) wins over an operator env")
+
+	for _, id := range IDs() {
+		mode := ModeReadOnly
+		p, err := Build("/bin/"+id, Request{Adapter: id, Cwd: cwd, Mode: mode})
+		require.NoError(t, err, id)
+		assert.Equal(t, DefaultMaxAPIRetries, p.MaxAPIRetries, id)
+	}
+	for _, n := range []int{-1, 11} {
+		_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, MaxAPIRetries: &n})
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, "%d", n)
+		assert.Equal(t, "max_api_retries", fe.Field)
 	}
 }

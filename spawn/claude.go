@@ -37,11 +37,17 @@ func claudePermissionMode(m Mode) string {
 func buildClaude(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	// Claude Code's own retry count (10 by default, about three minutes of
+	// backoff on a 429 or a dead network); the request's bound instead.
+	p.Env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(req.APIRetries())
 	// Operator extras first: for single-valued options the last occurrence
 	// wins, so card's boundary flags after them cannot be overridden.
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args,
 		"-p", "--output-format", "stream-json", "--verbose",
+		// Text as it is generated (stream_event lines), not only whole
+		// messages: without it a client sees nothing until a turn ends.
+		"--include-partial-messages",
 		"--permission-mode", claudePermissionMode(mode),
 		// Task spawns nested agents that would escape the turn cap and
 		// the loop guard's view; never offered.
@@ -53,6 +59,13 @@ func buildClaude(bin string, req Request) (Plan, error) {
 		// .mcp.json is code a cloned repository chose.
 		"--strict-mcp-config",
 	)
+
+	if len(req.Images) > 0 {
+		// Images travel as base64 blocks of one stream-json user message on
+		// stdin, the only way Claude Code takes an image headless.
+		args = append(args, "--input-format", "stream-json")
+		p.Input = Input{Format: InputClaudeMessage, Images: req.Images}
+	}
 
 	tools, allowed, err := claudeTools(mode, req.AllowedTools)
 	if err != nil {

@@ -6,7 +6,16 @@ import (
 	"strings"
 )
 
-// claudeParser reads `claude -p --output-format stream-json --verbose`.
+// claudeParser reads `claude -p --output-format stream-json --verbose
+// --include-partial-messages`.
+//
+// With partial messages Claude Code writes each model message twice: as it
+// is generated (stream_event lines: message_start, then content_block_delta
+// with text_delta, thinking_delta or input_json_delta) and then whole (an
+// assistant line per content block, carrying the message's id). A text or
+// thinking block becomes events exactly once: as its deltas when they were
+// streamed, else whole. So a client that joins every text event in order
+// gets each message's text once.
 type claudeParser struct {
 	sessionID   string
 	toolCalls   int
@@ -15,6 +24,12 @@ type claudeParser struct {
 	apiErr      string // the assistant message's `error` (authentication_failed, rate_limit, ...)
 	result      *claudeResult
 	resultUsage Usage
+
+	// The message being streamed (its id from message_start) and which of
+	// its kinds of content arrived as deltas.
+	streamID         string
+	streamedText     bool
+	streamedThinking bool
 }
 
 func newClaudeParser() *claudeParser { return &claudeParser{} }
@@ -34,15 +49,21 @@ type claudeLine struct {
 	// Content is decoded in the same pass as the line: a second Unmarshal
 	// of a RawMessage doubles the cost on the hot path (assistant text).
 	Message *struct {
+		ID      string        `json:"id"`
 		Model   string        `json:"model"`
 		Content []claudeBlock `json:"content"`
 	} `json:"message"`
-	// stream_event (only with --include-partial-messages)
+	// stream_event (only with --include-partial-messages): the API's own
+	// stream events, one per line.
 	Event *struct {
-		Type  string `json:"type"`
+		Type    string `json:"type"`
+		Message *struct {
+			ID string `json:"id"`
+		} `json:"message"`
 		Delta *struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Thinking string `json:"thinking"`
 		} `json:"delta"`
 	} `json:"event"`
 	claudeResult
@@ -69,6 +90,7 @@ type claudeResult struct {
 type claudeBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -91,22 +113,31 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		case "init":
 			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model}}
 		case "api_retry":
-			return []Event{{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxRetries,
-				DelayMs: int64(l.RetryDelayMs), Error: rawText(l.Error, rawText(l.ErrorStatus, ""))}}
+			return []Event{claudeRetry(l)}
 		}
 		return []Event{otherEvent("system/"+l.Subtype, line)}
 	case "assistant":
 		if l.Message == nil {
 			return []Event{otherEvent(l.Type, line)}
 		}
+		if e := rawText(l.Error, ""); e != "" || l.Message.Model == "<synthetic>" {
+			return p.ownError(e, l.Message.Content)
+		}
 		p.assistantN++
+		streamed := l.Message.ID != "" && l.Message.ID == p.streamID
 		evs := make([]Event, 0, len(l.Message.Content))
 		text := ""
 		for _, b := range l.Message.Content {
 			switch b.Type {
 			case "text":
 				text += b.Text // one block is the common case: no copy
-				evs = append(evs, Event{Kind: EventText, Text: b.Text})
+				if !(streamed && p.streamedText) {
+					evs = append(evs, Event{Kind: EventText, Text: b.Text})
+				}
+			case "thinking":
+				if b.Thinking != "" && !(streamed && p.streamedThinking) {
+					evs = append(evs, Event{Kind: EventThinking, Text: b.Thinking})
+				}
 			case "tool_use":
 				p.toolCalls++
 				evs = append(evs, Event{Kind: EventToolUse, Tool: &Tool{Name: b.Name, ID: b.ID, Input: validRaw(b.Input)}})
@@ -114,10 +145,6 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		}
 		if text != "" {
 			p.lastText = clip(text, maxAnswer)
-		}
-		if e := rawText(l.Error, ""); e != "" {
-			p.apiErr = e
-			evs = append(evs, Event{Kind: EventError, Error: e})
 		}
 		return evs
 	case "user":
@@ -133,10 +160,7 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		}
 		return evs
 	case "stream_event":
-		if l.Event != nil && l.Event.Delta != nil && l.Event.Delta.Type == "text_delta" {
-			return []Event{{Kind: EventText, Text: l.Event.Delta.Text, Delta: true}}
-		}
-		return nil
+		return p.streamEvent(l)
 	case "result":
 		r := l.claudeResult
 		r.subtype = l.Subtype
@@ -152,6 +176,84 @@ func (p *claudeParser) Feed(line []byte) []Event {
 	return []Event{otherEvent(l.Type, line)}
 }
 
+// streamEvent turns the API's own stream into deltas. Text and thinking
+// pieces go out as they come; a tool's input (input_json_delta) does not:
+// a fragment of JSON is of no use to a client, and the tool_use event with
+// the whole input follows as soon as the block is complete.
+func (p *claudeParser) streamEvent(l claudeLine) []Event {
+	e := l.Event
+	if e == nil {
+		return nil
+	}
+	switch e.Type {
+	case "message_start":
+		p.streamID, p.streamedText, p.streamedThinking = "", false, false
+		if e.Message != nil {
+			p.streamID = e.Message.ID
+		}
+	case "content_block_delta":
+		if e.Delta == nil {
+			return nil
+		}
+		switch e.Delta.Type {
+		case "text_delta":
+			if e.Delta.Text != "" {
+				p.streamedText = true
+				return []Event{{Kind: EventText, Text: e.Delta.Text, Delta: true}}
+			}
+		case "thinking_delta":
+			if e.Delta.Thinking != "" {
+				p.streamedThinking = true
+				return []Event{{Kind: EventThinking, Text: e.Delta.Thinking, Delta: true}}
+			}
+		}
+	}
+	return nil
+}
+
+// ownError is an assistant line Claude Code writes itself when a model call
+// failed for good (its `error` is set, its model "<synthetic>"): the text is
+// Claude's message about the failure, not the model's answer, so it is an
+// agent_error and never text.
+func (p *claudeParser) ownError(code string, content []claudeBlock) []Event {
+	if code != "" {
+		p.apiErr = code
+	}
+	msg := ""
+	for _, b := range content {
+		msg += b.Text
+	}
+	if msg = strings.TrimSpace(msg); msg == "" {
+		msg = code
+	}
+	if msg == "" {
+		return nil
+	}
+	return []Event{{Kind: EventError, Error: clip(msg, 2048)}}
+}
+
+// claudeRetry is an api_retry line: Claude Code will call the API again
+// after retry_delay_ms. The reason reads "rate_limit (HTTP 429)"; with no
+// HTTP status the API was never reached.
+func claudeRetry(l claudeLine) Event {
+	code := rawText(l.Error, "")
+	var status int
+	_ = json.Unmarshal(l.ErrorStatus, &status)
+	ev := Event{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxRetries, DelayMs: int64(l.RetryDelayMs)}
+	switch {
+	case status != 0:
+		ev.Error = fmt.Sprintf("%s (HTTP %d)", code, status)
+		ev.cause = claudeErrorKind(code, l.ErrorStatus)
+	default:
+		ev.Error = strings.TrimSpace(code + " (no HTTP answer: the API could not be reached)")
+		ev.cause = KindNetwork
+		if k := claudeErrorKind(code, nil); k != KindAPI {
+			ev.cause = k
+		}
+	}
+	return ev
+}
+
 func (p *claudeParser) Finish(exit ExitInfo) Result {
 	res := Result{SessionID: p.sessionID, ToolCalls: p.toolCalls, Turns: p.assistantN, Answer: p.lastText}
 	r := p.result
@@ -165,15 +267,19 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 		}
 		return res
 	}
-	res.Answer = clip(r.Result, maxAnswer)
 	res.Turns = r.NumTurns
 	res.DurationMs = r.DurationMs
 	res.CostUSD = r.TotalCostUSD
 	res.Usage = p.resultUsage
+	// is_error decides, never subtype: Claude Code reports a failed API
+	// call as subtype "success" with is_error true.
 	if r.IsError || strings.HasPrefix(r.subtype, "error") {
 		res.IsError = true
 		kind := claudeErrorKind(p.apiErr, r.APIErrorStatus)
 		msg := r.Result
+		if kind == KindAPI && classifyMessage(msg) == KindNetwork {
+			kind = KindNetwork
+		}
 		if r.subtype == "error_max_turns" {
 			kind = KindMaxTurns
 			msg = fmt.Sprintf("claude stopped at the turn cap after %d turns; raise max_turns or narrow the task", r.NumTurns)
@@ -187,7 +293,9 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 			msg += " — sign in with `claude auth login` or set ANTHROPIC_API_KEY for the daemon"
 		}
 		res.Error = failure(kind, clip(msg, 2048))
+		return res
 	}
+	res.Answer = clip(r.Result, maxAnswer)
 	return res
 }
 

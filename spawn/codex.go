@@ -36,6 +36,9 @@ func buildCodex(bin string, req Request) (Plan, error) {
 	if req.SystemPromptAppend {
 		return Plan{}, errUnsupported("system_prompt", "codex", "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
 	}
+	if mode == ModeAsk {
+		return buildCodexAsk(bin, req)
+	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"exec"}
 	// Operator extras (e.g. -c model_providers.x={...}) before card's own:
@@ -63,6 +66,12 @@ func buildCodex(bin string, req Request) (Plan, error) {
 	if req.SystemPrompt != "" {
 		args = append(args, "-c", `model_instructions_file="`+p.privateFile("instructions.md", req.SystemPrompt)+`"`)
 	}
+	for _, ref := range p.imageFiles(req.Images) {
+		// --image=FILE, one per image: `-i FILE` takes several values and
+		// reads a following `-` as one more image, and a comma splits a
+		// path in either form (the private directory is refused one).
+		args = append(args, "--image="+ref)
+	}
 	if req.Resume != "" {
 		// `exec resume` has no --sandbox of its own; the exec-level flags
 		// above apply to it (checked: clap parses them before the
@@ -77,7 +86,7 @@ func buildCodex(bin string, req Request) (Plan, error) {
 
 // boundaryConfigKeys are Codex `-c key=value` overrides that move the
 // sandbox or approval policy.
-var boundaryConfigKeys = []string{"sandbox_mode", "sandbox_workspace_write", "approval_policy", "sandbox_permissions",
+var boundaryConfigKeys = []string{"sandbox_mode", "sandbox_workspace_write", "approval_policy", "approvals_reviewer", "sandbox_permissions",
 	"model_instructions_file", "developer_instructions"}
 
 // codexCheckExtraArg refuses a `-c` override of the sandbox or approval

@@ -2,6 +2,8 @@ package spawn
 
 import (
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -83,8 +85,11 @@ func (p *codexParser) Feed(line []byte) []Event {
 		p.failed = failure(classifyMessage(msg), clip(msg, 2048))
 		return []Event{{Kind: EventError, Error: clip(msg, 2048)}}
 	case "error":
-		// A stream-level error: the CLI is about to give up (or retrying;
-		// a later turn.completed clears it).
+		if ev, ok := codexRetry(l.Message); ok {
+			return []Event{ev}
+		}
+		// A stream-level error: the CLI is about to give up (a later
+		// turn.completed clears it).
 		msg := clip(l.Message, 2048)
 		p.failed = failure(classifyMessage(msg), msg)
 		return []Event{{Kind: EventError, Error: msg}}
@@ -102,15 +107,25 @@ func (p *codexParser) item(phase string, l codexLine, line []byte) []Event {
 	done := phase == "item.completed"
 	switch it.Type {
 	case "agent_message":
+		// codex exec --json has no deltas: a message arrives whole, once
+		// it is complete.
 		if !done {
 			return nil
 		}
 		p.answer = clip(it.Text, maxAnswer)
 		return []Event{{Kind: EventText, Text: it.Text}}
+	case "reasoning":
+		if !done || it.Text == "" {
+			return nil
+		}
+		return []Event{{Kind: EventThinking, Text: clip(it.Text, maxAnswer)}}
 	case "error":
 		// Item errors are warnings the run survives (the fixture's "model
 		// metadata not found"); only turn.failed / error end it.
-		return []Event{{Kind: EventError, Error: clip(it.Message, 2048)}}
+		if !done {
+			return nil
+		}
+		return []Event{{Kind: EventWarning, Text: clip(it.Message, 2048)}}
 	case "command_execution", "mcp_tool_call", "file_change", "web_search":
 		name, input := codexTool(l)
 		var evs []Event
@@ -138,6 +153,33 @@ func (p *codexParser) item(phase string, l codexLine, line []byte) []Event {
 		return nil
 	}
 	return []Event{otherEvent(phase+"/"+it.Type, line)}
+}
+
+// codexReconnect is how Codex 0.171 announces a retry of a model call, on
+// an `error` line: "Reconnecting... 2/5 (<why>)", or, once its own retries
+// of a request are used up and the API still cannot be reached,
+// "Reconnecting... waiting for network (<why>)", after which it waits with
+// no end.
+var codexReconnect = regexp.MustCompile(`^Reconnecting\.\.\. (?:(\d+)/(\d+)|(waiting for network))\s*(?:\((.*)\))?\s*$`)
+
+// codexRetry reads an `error` line that is a retry announcement.
+func codexRetry(msg string) (Event, bool) {
+	m := codexReconnect.FindStringSubmatch(strings.TrimSpace(msg))
+	if m == nil {
+		return Event{}, false
+	}
+	why := clip(m[4], 2048)
+	if why == "" {
+		why = clip(msg, 2048)
+	}
+	ev := Event{Kind: EventRetry, Error: why, cause: classifyMessage(why)}
+	if m[3] != "" {
+		ev.cause, ev.unbounded = KindNetwork, true
+		return ev, true
+	}
+	ev.Attempt, _ = strconv.Atoi(m[1])
+	ev.MaxAttempts, _ = strconv.Atoi(m[2])
+	return ev, true
 }
 
 func codexTool(l codexLine) (string, json.RawMessage) {

@@ -43,23 +43,17 @@ func buildCopilot(bin string, req Request) (Plan, error) {
 	if req.SystemPrompt != "" {
 		return Plan{}, errUnsupported("system_prompt", "copilot", "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
 	}
+	if mode == ModeAsk {
+		return buildCopilotAsk(bin, req)
+	}
 	allow, err := copilotAllow(mode, req.AllowedTools)
 	if err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
-	p.Env["COPILOT_ALLOW_ALL"] = "false"
-	p.Env["COPILOT_AUTO_UPDATE"] = "false"
+	p := copilotPlan(bin, req)
 	args := append([]string{}, req.Extras.Args...)
-	args = append(args,
-		"--output-format", "json",
-		"--no-ask-user",
-		"--no-auto-update",
-		"--no-custom-instructions",
-		"--disable-builtin-mcps",
-		"--disallow-temp-dir",
-		"--no-color",
-	)
+	args = append(args, "--output-format", "json")
+	args = append(args, copilotAlways...)
 	// One flag per tool: the options are variadic, and one value each
 	// cannot be split differently by a later release.
 	for _, t := range copilotModeTools[mode].deny {
@@ -81,8 +75,25 @@ func buildCopilot(bin string, req Request) (Plan, error) {
 		// --resume takes an optional value: only the = form binds it.
 		args = append(args, "--resume="+req.Resume)
 	}
+	for _, ref := range p.imageFiles(req.Images) {
+		args = append(args, "--attachment", ref)
+	}
+	// Copilot prints its user.message with every attachment's base64.
+	p.OutputAllowance = echoAllowance(req.Images, 1)
 	p.Args = args
 	return p, nil
+}
+
+// copilotAlways are passed in every mode (see buildCopilot for why).
+var copilotAlways = []string{"--no-ask-user", "--no-auto-update", "--no-custom-instructions", "--disable-builtin-mcps", "--disallow-temp-dir", "--no-color"}
+
+// copilotPlan is the plan every mode starts from: the operator's env, and
+// the env that keeps an inherited allow-all and auto-update out.
+func copilotPlan(bin string, req Request) Plan {
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	p.Env["COPILOT_ALLOW_ALL"] = "false"
+	p.Env["COPILOT_AUTO_UPDATE"] = "false"
+	return p
 }
 
 // copilotAllow returns the --allow-tool entries for a mode narrowed by the

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,13 @@ type copilotParser struct {
 	result      *copilotLine
 	err         *Failure
 	retries     int
+	// lastFailure is the last model.call_failure: its HTTP status, its
+	// kind ("api", "transport") and message, which the retry after it
+	// carries.
+	lastFailure struct {
+		status       int
+		kind, reason string
+	}
 }
 
 func newCopilotParser() *copilotParser { return &copilotParser{streamed: map[string]bool{}} }
@@ -53,6 +61,8 @@ type copilotLine struct {
 		Message         string `json:"message"`
 		StatusCode      int    `json:"statusCode"`
 		Reason          string `json:"reason"`
+		FailureKind     string `json:"failureKind"`
+		ErrorMessage    string `json:"errorMessage"`
 		InputTokens     int64  `json:"inputTokens"`
 		OutputTokens    int64  `json:"outputTokens"`
 		CacheReadTokens int64  `json:"cacheReadTokens"`
@@ -130,9 +140,12 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		}
 		failed := d.Success != nil && !*d.Success
 		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: d.ToolCallID}, Output: clip(out, maxOutput), IsError: failed}}
+	case "model.call_failure":
+		p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = d.StatusCode, d.FailureKind, strings.Trim(strings.TrimSpace(d.ErrorMessage), `"`)
+		return []Event{otherEvent(l.Type, line)}
 	case "assistant.turn_retry":
 		p.retries++
-		return []Event{{Kind: EventRetry, Attempt: p.retries, Error: d.Reason}}
+		return []Event{p.retry(d.Reason)}
 	case "assistant.usage":
 		p.usage.InputTokens += d.InputTokens
 		p.usage.OutputTokens += d.OutputTokens
@@ -148,6 +161,45 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		return p.session(l.SessionID, "")
 	}
 	return []Event{otherEvent(l.Type, line)}
+}
+
+// retry is a turn_retry, with the cause and words of the call failure that
+// preceded it: Copilot's own reason ("transient_auth_error", "rate_limit",
+// "streaming_error") says little alone.
+func (p *copilotParser) retry(reason string) Event {
+	f := p.lastFailure
+	p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = 0, "", ""
+	ev := Event{Kind: EventRetry, Attempt: p.retries, Error: reason}
+	why := apiMessage(f.reason)
+	switch {
+	case f.status != 0 && why != "":
+		ev.Error = clip(fmt.Sprintf("HTTP %d: %s", f.status, why), 2048)
+	case f.status != 0:
+		ev.Error = fmt.Sprintf("HTTP %d: %s", f.status, reason)
+	case why != "":
+		ev.Error = clip(why, 2048)
+	}
+	switch {
+	case reason == "transient_auth_error":
+		ev.cause = KindAuth
+	case f.kind == "transport" && f.status == 0:
+		ev.cause = KindNetwork
+	default:
+		ev.cause = copilotErrorKind(reason, f.status, f.reason)
+	}
+	return ev
+}
+
+// apiMessage is the message of an API error body Copilot quotes as its
+// errorMessage (`{"message":…,"type":…}`), or the text itself.
+func apiMessage(s string) string {
+	var body struct {
+		Message string `json:"message"`
+	}
+	if strings.HasPrefix(s, "{") && json.Unmarshal([]byte(s), &body) == nil && body.Message != "" {
+		return body.Message
+	}
+	return s
 }
 
 // copilotErrorKind prefers Copilot's own errorType, then the HTTP status,
@@ -172,6 +224,14 @@ func copilotErrorKind(errorType string, status int, msg string) string {
 // neither a GitHub login nor a custom provider.
 const copilotNoAuth = "No authentication information found"
 
+// copilotAuthHint is what to do when Copilot is not signed in.
+const copilotAuthHint = "sign in with /login in interactive `copilot`, set COPILOT_GITHUB_TOKEN for the daemon, " +
+	"or configure a custom provider (COPILOT_PROVIDER_BASE_URL) in card.toml [adapters.copilot] env"
+
+func copilotNoAuthFailure() *Failure {
+	return failure(KindAuth, "copilot: "+copilotNoAuth+" — "+copilotAuthHint)
+}
+
 func (p *copilotParser) Finish(exit ExitInfo) Result {
 	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
 	if r := p.result; r != nil && r.Usage != nil {
@@ -181,7 +241,7 @@ func (p *copilotParser) Finish(exit ExitInfo) Result {
 	case p.err != nil:
 		res.IsError, res.Error = true, p.err
 	case strings.Contains(exit.StderrTail, copilotNoAuth):
-		res.IsError, res.Error = true, failure(KindAuth, "copilot: "+copilotNoAuth+" — sign in with /login in interactive `copilot`, set COPILOT_GITHUB_TOKEN for the daemon, or configure a custom provider (COPILOT_PROVIDER_BASE_URL) in card.toml [adapters.copilot] env")
+		res.IsError, res.Error = true, copilotNoAuthFailure()
 	case p.result != nil && p.result.ExitCode != nil && *p.result.ExitCode != 0:
 		res.IsError, res.Error = true, failure(KindAPI, "copilot reported exit code "+strconv.Itoa(*p.result.ExitCode)+" without an error event")
 	case p.result == nil && exit.Code == 0 && exit.StdoutBytes > 0:

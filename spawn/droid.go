@@ -43,6 +43,9 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	if req.SystemPrompt != "" && !req.SystemPromptAppend {
 		return Plan{}, errUnsupported("system_prompt", "droid", "Droid can append to its system prompt from a file but cannot replace it; send system_prompt with system_prompt_append: true")
 	}
+	if mode == ModeAsk {
+		return buildDroidAsk(bin, req)
+	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"exec"}
 	args = append(args, req.Extras.Args...)

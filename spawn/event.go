@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -9,14 +10,21 @@ import (
 
 // Event kinds: every agent's stream is mapped onto these.
 const (
-	EventSession    = "session"
-	EventText       = "text"
+	EventSession = "session"
+	EventText    = "text"
+	// EventThinking is the model's visible reasoning, which is not part of
+	// the answer; like text it comes in pieces (Delta) or whole.
+	EventThinking   = "thinking"
 	EventToolUse    = "tool_use"
 	EventToolResult = "tool_result"
 	EventRetry      = "retry"
 	EventUsage      = "usage"
 	EventError      = "error"
-	EventOther      = "other"
+	// EventWarning is something the agent said went wrong that does not
+	// stop the run (Codex's "Model metadata ... not found"): a client shows
+	// it as a notice, never as a failure.
+	EventWarning = "warning"
+	EventOther   = "other"
 )
 
 // Error kinds, in Result.Error.Kind and Error.Kind. The first group comes
@@ -29,8 +37,11 @@ const (
 	KindEmpty       = "empty"
 	KindOutputLimit = "output_limit"
 
-	KindAuth               = "auth"
-	KindRateLimit          = "rate_limit"
+	KindAuth      = "auth"
+	KindRateLimit = "rate_limit"
+	// KindNetwork is an API the agent could not reach at all (connection
+	// refused, no route, DNS): no HTTP status ever came back.
+	KindNetwork            = "network"
 	KindAPI                = "api"
 	KindMaxTurns           = "max_turns"
 	KindUntrustedWorkspace = "untrusted_workspace"
@@ -46,8 +57,9 @@ type Event struct {
 	Kind      string `json:"kind"`
 	SessionID string `json:"session_id,omitempty"`
 	Model     string `json:"model,omitempty"`
-	// Text is assistant text for "text" (a piece when Delta, else whole),
-	// or a description for "other" lines that are not JSON.
+	// Text is assistant text for "text" and reasoning for "thinking" (a
+	// piece when Delta, else whole), the notice of a "warning", or a
+	// description for "other" lines that are not JSON.
 	Text  string `json:"text,omitempty"`
 	Delta bool   `json:"delta,omitempty"`
 	Tool  *Tool  `json:"tool,omitempty"`
@@ -64,6 +76,15 @@ type Event struct {
 	// Type is the CLI's own event type, for "other".
 	Type string          `json:"type,omitempty"`
 	Raw  json.RawMessage `json:"raw,omitempty"`
+
+	// cause is what a retry says about the API, as an error kind (KindAuth,
+	// KindRateLimit, KindNetwork, KindAPI): the runner bounds retries by it.
+	// It is the parser's reading of the agent's own signal, never sent.
+	cause string
+	// unbounded marks a retry after which the agent has used up its own
+	// bounded retries and waits with no end (Codex's "waiting for
+	// network"): the runner ends the run there.
+	unbounded bool
 }
 
 // Tool names a tool call; ID ties a tool_result to its tool_use.
@@ -181,6 +202,8 @@ func (a *answerBuf) String() string { return a.b.String() }
 func classifyMessage(msg string) string {
 	m := strings.ToLower(msg)
 	switch {
+	case isNetworkMessage(m):
+		return KindNetwork
 	case strings.Contains(m, "401") || strings.Contains(m, "403") || strings.Contains(m, "unauthorized") ||
 		strings.Contains(m, "authentication") || strings.Contains(m, "api key") || strings.Contains(m, "api_key") ||
 		strings.Contains(m, "not logged in") || strings.Contains(m, "permission denied") || strings.Contains(m, "forbidden"):
@@ -193,5 +216,29 @@ func classifyMessage(msg string) string {
 		return KindAPI
 	}
 }
+
+// networkMarks are how the CLIs say the API was never reached: Node's
+// fetch and errno names, Rust's reqwest, and the CLIs' own words.
+var networkMarks = []string{"econnrefused", "connection refused", "enotfound", "ehostunreach", "enetunreach",
+	"econnreset", "fetch failed", "unable to connect", "could not connect", "connection failed",
+	"connection error", "error sending request", "getaddrinfo", "network is unreachable", "no route to host",
+	"waiting for network"}
+
+// isNetworkMessage reports whether a lower-cased message says the API was
+// never reached. An HTTP status in the message wins over these words: a
+// 401 or 429 came from the API, so it was reached.
+func isNetworkMessage(m string) bool {
+	for _, w := range networkMarks {
+		if strings.Contains(m, w) {
+			return !httpStatusRE.MatchString(m)
+		}
+	}
+	return false
+}
+
+// httpStatusRE finds an HTTP error status the way the CLIs print one
+// ("401 Unauthorized", "status 429", "429 {", "(HTTP 503)", `"code":401,`),
+// and not a number inside a port, a path or a timestamp.
+var httpStatusRE = regexp.MustCompile(`(^|[\s(":])(4[0-9]{2}|5[0-9]{2})([\s){,.]|$)`)
 
 func failure(kind, msg string) *Failure { return &Failure{Kind: kind, Message: msg} }

@@ -7,6 +7,7 @@ package spawn
 //   - edit → auto_edit: edit tools are auto-approved; shell still needs an
 //     approval that headless cannot give, so it is refused.
 //   - bypass → yolo (operator-allowed only).
+//   - ask → default, over ACP (gemini_ask.go).
 func geminiApprovalMode(m Mode) string {
 	return modeValue(m, "plan", "auto_edit", "yolo")
 }
@@ -40,6 +41,9 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	if req.SystemPromptAppend {
 		return Plan{}, errUnsupported("system_prompt", "gemini", "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
 	}
+	if mode == ModeAsk {
+		return buildGeminiAsk(bin, req)
+	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "--output-format", "stream-json", "--approval-mode", geminiApprovalMode(mode))
@@ -54,6 +58,13 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	}
 	if req.SystemPrompt != "" {
 		p.Env["GEMINI_SYSTEM_MD"] = p.privateFile("system.md", req.SystemPrompt)
+	}
+	if len(req.Images) > 0 {
+		// An @path in the prompt attaches a file, but only one inside the
+		// workspace: outside it the reference is dropped without a word.
+		// The private directory joins the workspace for this run.
+		args = append(args, "--include-directories", DirRef())
+		p.Input = Input{Format: InputAtFiles, Files: p.imageFiles(req.Images)}
 	}
 	p.Args = args
 	return p, nil

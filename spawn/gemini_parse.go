@@ -3,6 +3,8 @@ package spawn
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -16,6 +18,8 @@ type geminiParser struct {
 	toolCalls     int
 	result        *geminiLine
 	lastErr       string
+	// waited is a multi-line retry notice of stderr being read.
+	waited *geminiNotice
 }
 
 func newGeminiParser() *geminiParser { return &geminiParser{} }
@@ -79,6 +83,9 @@ func (p *geminiParser) Feed(line []byte) []Event {
 		}
 		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: l.ToolID}, Output: clip(out, maxOutput), IsError: l.Status == "error"}}
 	case "error":
+		if l.Severity == "warning" {
+			return []Event{{Kind: EventWarning, Text: clip(l.Message, 2048)}}
+		}
 		p.lastErr = clip(l.Message, 2048)
 		return []Event{{Kind: EventError, Error: p.lastErr}}
 	case "result":
@@ -90,6 +97,131 @@ func (p *geminiParser) Feed(line []byte) []Event {
 		return nil
 	}
 	return []Event{otherEvent(l.Type, line)}
+}
+
+// Gemini CLI 0.61 announces a retry of a model call only on stderr, in one
+// of two shapes (retryWithBackoff in its bundle):
+//
+//	Attempt 2 failed with status 429. Retrying with backoff... _ApiError: {…}
+//	Attempt 1 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request
+//
+// (also "failed with 429 error (no Retry-After header)" and "failed with
+// 5xx error"), or, when the API named a wait (a quota error with
+// RetryInfo), a message that may run over several lines:
+//
+//	Attempt 1 failed: You exceeded your current quota, …
+//	Suggested retry after 1s.. Retrying after 5747ms...
+//
+// which ends "Max attempts reached" instead when it will not retry. Its
+// stream-json output says nothing until it gives up.
+var (
+	geminiBackoff = regexp.MustCompile(`^Attempt (\d+) failed(?: with status (\d+)| with (429) error \(no Retry-After header\)| with 5xx error)?\. Retrying with backoff\.\.\.\s*(.*)$`)
+	geminiWaited  = regexp.MustCompile(`^Attempt (\d+) failed: (.*)$`)
+	geminiAfter   = regexp.MustCompile(`Retrying after (\d+)ms\.\.\.\s*$`)
+)
+
+// geminiPendingLines bounds how far a multi-line retry notice is followed.
+const geminiPendingLines = 8
+
+// FeedStderr turns Gemini's retry notices into retry events; every other
+// stderr line is left to the stderr excerpt.
+func (p *geminiParser) FeedStderr(line []byte) []Event {
+	l := strings.TrimSpace(stripANSI(string(line)))
+	if p.waited != nil {
+		p.waited.text += "\n" + l
+		p.waited.lines++
+		switch {
+		case geminiAfter.MatchString(l):
+			return p.flushWaited()
+		case strings.Contains(l, "Max attempts reached") || p.waited.lines >= geminiPendingLines:
+			p.waited = nil
+		}
+		return nil
+	}
+	if m := geminiBackoff.FindStringSubmatch(l); m != nil {
+		attempt, _ := strconv.Atoi(m[1])
+		status, _ := strconv.Atoi(m[2])
+		if m[3] != "" {
+			status = 429
+		}
+		why := geminiReason(m[4])
+		ev := Event{Kind: EventRetry, Attempt: attempt, Error: why, cause: classifyMessage(why)}
+		switch {
+		case status == 401 || status == 403:
+			ev.cause = KindAuth
+		case status == 429:
+			ev.cause = KindRateLimit
+		case status != 0:
+			ev.cause = KindAPI
+		}
+		if status != 0 {
+			ev.Error = fmt.Sprintf("HTTP %d: %s", status, why)
+		}
+		return []Event{ev}
+	}
+	if m := geminiWaited.FindStringSubmatch(l); m != nil {
+		attempt, _ := strconv.Atoi(m[1])
+		p.waited = &geminiNotice{attempt: attempt, text: m[2], lines: 1}
+		switch {
+		case geminiAfter.MatchString(l):
+			return p.flushWaited()
+		case strings.Contains(l, "Max attempts reached"):
+			p.waited = nil
+		}
+	}
+	return nil
+}
+
+// geminiNotice is a "failed: …" retry notice read so far.
+type geminiNotice struct {
+	attempt int
+	text    string
+	lines   int
+}
+
+// flushWaited is the retry event of a complete "failed: …. Retrying after
+// Nms..." notice: the API's message (its first line) and the wait.
+func (p *geminiParser) flushWaited() []Event {
+	n := p.waited
+	p.waited = nil
+	ev := Event{Kind: EventRetry, Attempt: n.attempt}
+	if m := geminiAfter.FindStringSubmatch(n.text); m != nil {
+		ev.DelayMs, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	why, _, _ := strings.Cut(n.text, "\n")
+	why = strings.TrimSpace(geminiAfter.ReplaceAllString(why, ""))
+	why = strings.TrimSuffix(strings.TrimSuffix(why, "."), ".")
+	ev.Error = clip(why, 2048)
+	// Gemini waits like this only on a quota error (or a 5xx): a quota
+	// message reads as rate_limit, anything else as api.
+	ev.cause = classifyMessage(why)
+	if ev.cause == KindNetwork || ev.cause == KindAuth {
+		ev.cause = KindAPI
+	}
+	return []Event{ev}
+}
+
+// geminiReason is the message of a retry notice's error: the API's own
+// message when the notice carries its JSON body, else the error text
+// without its class name.
+func geminiReason(rest string) string {
+	if i := strings.IndexByte(rest, '{'); i >= 0 {
+		var body struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(rest[i:]), &body) == nil && body.Error.Message != "" {
+			return clip(body.Error.Message, 2048)
+		}
+	}
+	for _, prefix := range []string{"_ApiError:", "ApiError:", "Error:"} {
+		if after, ok := strings.CutPrefix(rest, prefix); ok {
+			rest = after
+			break
+		}
+	}
+	return clip(strings.TrimSpace(rest), 2048)
 }
 
 // geminiExitKinds are Gemini CLI's fatal exit codes (FatalError subclasses).
@@ -150,20 +282,4 @@ func lastLine(s string) string {
 		}
 	}
 	return ""
-}
-
-func stripANSI(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '[' {
-			j := i + 2
-			for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
-				j++
-			}
-			i = j
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -28,12 +28,21 @@ func TestMain(m *testing.M) {
 }
 
 // helper is the fake agent. "stream:N" writes N bytes of Claude stream-json
-// (assistant text lines and a final result), as fast as it can.
+// (assistant text lines and a final result), as fast as it can; "acp:S"
+// speaks ACP with script S (fakeACP).
 func helper(mode string) int {
 	switch {
 	case strings.HasPrefix(mode, "stream:"):
 		n, _ := strconv.ParseInt(strings.TrimPrefix(mode, "stream:"), 10, 64)
 		return fakeClaudeStream(n)
+	case strings.HasPrefix(mode, "acp:"):
+		return fakeACP(strings.TrimPrefix(mode, "acp:"))
+	case strings.HasPrefix(mode, "codex:"):
+		return fakeCodexApp(strings.TrimPrefix(mode, "codex:"))
+	case strings.HasPrefix(mode, "droid:"):
+		return fakeDroid(strings.TrimPrefix(mode, "droid:"))
+	case strings.HasPrefix(mode, "pi:"):
+		return fakePi(strings.TrimPrefix(mode, "pi:"))
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2

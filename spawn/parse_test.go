@@ -31,6 +31,16 @@ func feedAll(t *testing.T, adapter, stream string, exit ExitInfo) ([]Event, Resu
 			evs = append(evs, ev)
 		}
 	}
+	// A parser that reads stderr gets the captured stderr's lines too.
+	if sp, ok := p.(StderrParser); ok && exit.StderrTail != "" {
+		for _, line := range strings.Split(exit.StderrTail, "\n") {
+			for _, ev := range sp.FeedStderr([]byte(line)) {
+				_, err := json.Marshal(ev)
+				require.NoError(t, err, "event %+v must marshal", ev)
+				evs = append(evs, ev)
+			}
+		}
+	}
 	if exit.StdoutBytes == 0 {
 		exit.StdoutBytes = int64(len(stream))
 	}
@@ -122,7 +132,7 @@ func TestClaudeToolsRetriesAndUnknownLinesBecomeEvents(t *testing.T) {
 	assert.Equal(t, 2, evs[0].Attempt)
 	assert.Equal(t, 10, evs[0].MaxAttempts)
 	assert.EqualValues(t, 1200, evs[0].DelayMs)
-	assert.Equal(t, "overloaded", evs[0].Error)
+	assert.Equal(t, "overloaded (HTTP 529)", evs[0].Error)
 	assert.Equal(t, "Read", evs[2].Tool.Name)
 	assert.JSONEq(t, `{"file_path":"/a"}`, string(evs[2].Tool.Input))
 	assert.Equal(t, "t1", evs[3].Tool.ID)
@@ -138,7 +148,9 @@ func TestClaudeToolsRetriesAndUnknownLinesBecomeEvents(t *testing.T) {
 
 func TestCodexSuccessFixtureSurvivesItsWarningItem(t *testing.T) {
 	evs, res := feedAll(t, "codex", fixture(t, "codex-exec-json-success.jsonl"), ExitInfo{StderrTail: fixture(t, "codex-exec-json-success.stderr")})
-	assert.Equal(t, []string{EventSession, EventError, EventText, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{EventSession, EventWarning, EventText, EventUsage}, kinds(evs))
+	assert.Contains(t, evs[1].Text, "Model metadata for `gpt-fake` not found", "the warning says what Codex said")
+	assert.Empty(t, evs[1].Error)
 	assert.Equal(t, "01a22933-78e1-7402-8487-514b5febcff9", res.SessionID)
 	assert.Equal(t, "PONG from fake openai", res.Answer)
 	assert.Equal(t, 1, res.Turns)
@@ -187,7 +199,9 @@ func TestCodexToolItemsBecomeToolUseAndResult(t *testing.T) {
 		`{"type":"turn.completed","usage":{"input_tokens":3,"cached_input_tokens":1,"output_tokens":2}}`,
 	}, "\n")
 	evs, res := feedAll(t, "codex", stream, ExitInfo{})
-	assert.Equal(t, []string{EventToolUse, EventToolResult, EventToolUse, EventToolResult, EventOther, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{EventToolUse, EventToolResult, EventToolUse, EventToolResult, EventThinking, EventUsage}, kinds(evs))
+	assert.Equal(t, "thinking", evs[4].Text)
+	assert.False(t, evs[4].Delta, "Codex gives reasoning whole, per item")
 	assert.Equal(t, "command_execution", evs[0].Tool.Name)
 	assert.JSONEq(t, `{"command":"ls"}`, string(evs[0].Tool.Input))
 	assert.Equal(t, "a\nb\n", evs[1].Output)
@@ -234,11 +248,11 @@ func TestGeminiExitCodesAreClassified(t *testing.T) {
 
 func TestGeminiResultStatusErrorIsClassified(t *testing.T) {
 	// Captured from gemini 0.61.0 with the API unreachable: exit 1 and a
-	// result with status error.
+	// result with status error. No HTTP status came back: kind network.
 	evs, res := feedAll(t, "gemini", fixture(t, "gemini-stream-api-error.jsonl"), ExitInfo{Code: 1})
 	assert.Equal(t, EventSession, evs[0].Kind)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindAPI, res.Error.Kind)
+	assert.Equal(t, KindNetwork, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "fetch failed")
 
 	for stream, kind := range map[string]string{
@@ -264,10 +278,11 @@ func TestGeminiToolsAndErrorsBecomeEvents(t *testing.T) {
 		`{"type":"result","status":"success","stats":{"input_tokens":1,"output_tokens":2,"cached":0,"duration_ms":9,"tool_calls":1}}`,
 	}, "\n")
 	evs, res := feedAll(t, "gemini", stream, ExitInfo{})
-	assert.Equal(t, []string{EventSession, EventText, EventToolUse, EventToolResult, EventError, EventText, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{EventSession, EventText, EventToolUse, EventToolResult, EventWarning, EventText, EventUsage}, kinds(evs))
 	for _, ev := range evs {
 		assert.NotContains(t, ev.Text, "secret task", "the echoed prompt is not re-streamed")
 	}
+	assert.Equal(t, "loop detected", evs[4].Text, "a warning-severity error is a warning")
 	assert.Equal(t, "read_file", evs[2].Tool.Name)
 	assert.True(t, evs[3].IsError)
 	assert.Equal(t, "nope", evs[3].Output)
@@ -332,8 +347,12 @@ func realRun(t *testing.T, adapter, name string) ([]Event, Result) {
 	}
 	stderr, _ := os.ReadFile(filepath.Join("..", "e2e", "fixtures", "cli", name+".stderr"))
 	exitLine := realCapture(t, name+".exit")
-	code, err := strconv.Atoi(strings.Fields(strings.TrimPrefix(strings.TrimSpace(exitLine), "exit="))[0])
-	require.NoError(t, err, exitLine)
+	code := -1 // "killed": the capture was stopped while the CLI still ran
+	if !strings.HasPrefix(exitLine, "killed") {
+		var err error
+		code, err = strconv.Atoi(strings.Fields(strings.TrimPrefix(strings.TrimSpace(exitLine), "exit="))[0])
+		require.NoError(t, err, exitLine)
+	}
 	return feedAll(t, adapter, stdout, ExitInfo{Code: code, StderrTail: string(stderr), StdoutBytes: int64(len(stdout) + 1)})
 }
 
@@ -514,5 +533,304 @@ func TestEveryRealAPIErrorCaptureIsClassified(t *testing.T) {
 			assert.Equal(t, 1, countKind(evs, EventError))
 			assert.Empty(t, res.Answer)
 		})
+	}
+}
+
+// eventsOf keeps the events of one kind.
+func eventsOf(evs []Event, kind string) []Event {
+	var out []Event
+	for _, e := range evs {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// joined is the text a client gets by joining every event of a kind in
+// order, pieces and whole messages alike.
+func joined(evs []Event, kind string) string {
+	var b strings.Builder
+	for _, e := range eventsOf(evs, kind) {
+		b.WriteString(e.Text)
+	}
+	return b.String()
+}
+
+// Claude Code with --include-partial-messages writes the text twice: as
+// text_delta pieces while it is generated and then in the whole assistant
+// message. A client that joins every text event must get it once.
+func TestClaudePartialMessagesStreamTheTextOnceAsItIsWritten(t *testing.T) {
+	stream := fixture(t, "claude-stream-partial.jsonl")
+	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
+	texts := eventsOf(evs, EventText)
+	require.Len(t, texts, strings.Count(stream, `"type":"text_delta"`), "one text event per text_delta, and none for the whole message")
+	for _, e := range texts {
+		assert.True(t, e.Delta, "every text event of a streamed message is a piece: %+v", e)
+	}
+	assert.Equal(t, "PONG from fake anthropic", res.Answer)
+	assert.Equal(t, res.Answer, joined(evs, EventText), "the joined pieces are the answer, exactly once")
+	assert.Equal(t, EventSession, evs[0].Kind)
+	assert.False(t, res.IsError)
+}
+
+// A real Claude Code turn with a thinking block and a tool call, then a
+// second model message with thinking and the answer (captured against the
+// Anthropic stand-in with Thinking and ToolCall, card's read-only argv).
+// Thinking streams as thinking pieces, once; a tool's input never streams
+// as JSON fragments, the tool_use carries it whole; the answer streams.
+func TestClaudeThinkingStreamsOnceAndToolInputArrivesWhole(t *testing.T) {
+	stream := fixture(t, "claude-stream-partial-thinking-tool.jsonl")
+	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
+	const thought = "The user wants the README. I will read it."
+	thinking := eventsOf(evs, EventThinking)
+	require.NotEmpty(t, thinking)
+	for _, e := range thinking {
+		assert.True(t, e.Delta, "thinking of a streamed message comes in pieces: %+v", e)
+	}
+	assert.Equal(t, thought+thought, joined(evs, EventThinking), "each message's thinking once, from its pieces")
+	assert.NotContains(t, joined(evs, EventText), thought, "thinking is never answer text")
+
+	uses := eventsOf(evs, EventToolUse)
+	require.Len(t, uses, 1)
+	assert.Equal(t, "Read", uses[0].Tool.Name)
+	assert.Equal(t, "toolu_standin_1", uses[0].Tool.ID)
+	assert.JSONEq(t, `{"file_path":"/home/user/project/README.md"}`, string(uses[0].Tool.Input))
+	for _, e := range evs {
+		assert.NotContains(t, e.Text, "file_path", "no event carries a fragment of the tool's input")
+	}
+	results := eventsOf(evs, EventToolResult)
+	require.Len(t, results, 1)
+	assert.Contains(t, results[0].Output, "hello")
+
+	for _, e := range eventsOf(evs, EventText) {
+		assert.True(t, e.Delta, "the answer streams: %+v", e)
+	}
+	assert.Equal(t, "The README says hello.", joined(evs, EventText))
+	assert.Equal(t, "The README says hello.", res.Answer)
+	assert.Equal(t, 1, res.ToolCalls)
+	assert.Equal(t, 2, res.Turns)
+
+	order := strings.Join(kinds(evs), " ")
+	assert.Regexp(t, `^session( other)* ((thinking|other) )+tool_use tool_result ((thinking|other) )+(text )+usage$`, order)
+}
+
+// Without partial messages (an older capture, or a CLI that ignores the
+// flag) the whole message is the text, once.
+func TestClaudeWholeMessagesAreTextWhenNothingWasStreamed(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"type":"system","subtype":"init","session_id":"s","model":"m"}`,
+		`{"type":"assistant","message":{"id":"msg_1","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"whole"}]}}`,
+		`{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"whole"}`,
+	}, "\n")
+	evs, _ := feedAll(t, "claude-code", stream, ExitInfo{})
+	assert.Equal(t, []string{EventSession, EventThinking, EventText}, kinds(evs))
+	assert.False(t, evs[1].Delta)
+	assert.False(t, evs[2].Delta)
+	assert.Equal(t, "whole", evs[2].Text)
+}
+
+// The first 6 s of a real Claude Code run whose API answers 401: its
+// retries are retry events that say why, read as a refused credential.
+func TestClaude401RetriesAreReadAsRefusedCredentials(t *testing.T) {
+	evs, _ := feedAll(t, "claude-code", fixture(t, "claude-stream-401-retrying.jsonl"), ExitInfo{Code: -1})
+	retries := eventsOf(evs, EventRetry)
+	require.Len(t, retries, 4)
+	for i, r := range retries {
+		assert.Equal(t, i+1, r.Attempt)
+		assert.Equal(t, 10, r.MaxAttempts, "Claude's own count, before card bounds it")
+		assert.Equal(t, "authentication_failed (HTTP 401)", r.Error)
+		assert.Equal(t, KindAuth, r.cause)
+	}
+	assert.EqualValues(t, 508, retries[0].DelayMs)
+}
+
+// Every real capture of an agent that could not reach its API at all: the
+// run fails with kind network, the agent's own retries are retry events
+// read as network, and no error text passes for an answer.
+func TestEveryRealUnreachableAPICaptureIsANetworkFailure(t *testing.T) {
+	cases := []struct {
+		adapter, capture, says string
+		retries                int
+	}{
+		{"claude-code", "claude-stream-unreachable", "Unable to connect to API", 0},
+		{"codex", "codex-exec-json-unreachable", "Connection failed", 6},
+		{"gemini", "gemini-stream-unreachable", "fetch failed", 9},
+		{"copilot", "copilot-json-unreachable", "Could not connect", 5},
+		{"pi", "pi-json-unreachable", "Connection error", 3},
+		{"droid", "droid-exec-stream-json-unreachable", "Connection error", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.capture, func(t *testing.T) {
+			evs, res := realRun(t, c.adapter, c.capture)
+			retries := eventsOf(evs, EventRetry)
+			assert.Len(t, retries, c.retries)
+			for _, r := range retries {
+				assert.Equal(t, KindNetwork, r.cause, "%+v", r)
+				assert.NotEmpty(t, r.Error)
+			}
+			assert.Empty(t, eventsOf(evs, EventText), "no text: the agent never heard from the model")
+			assert.Empty(t, res.Answer)
+			if res.Error == nil {
+				// Killed while still retrying: the runner decides (the
+				// retry guard), not the parser.
+				require.Contains(t, []string{"gemini", "codex"}, c.adapter)
+				return
+			}
+			assert.Equal(t, KindNetwork, res.Error.Kind, res.Error.Message)
+			assert.Contains(t, res.Error.Message, c.says)
+		})
+	}
+}
+
+// Real retry announcements of a 429, from stdout (Codex's "Reconnecting...
+// n/m", Pi's auto_retry_start) and from stderr (Gemini's "Attempt n failed
+// with status 429"): attempt, the agent's bound where it says one, and the
+// API's own message.
+func TestEveryRealRetryAnnouncementIsARetryEvent(t *testing.T) {
+	cases := []struct {
+		adapter, capture, says string
+		attempts               []int
+		max                    int
+	}{
+		{"codex", "codex-exec-json-429-reconnecting", "429 Too Many Requests", []int{1, 2, 3}, 3},
+		{"gemini", "gemini-stream-429-retrying", "HTTP 429: You exceeded your current quota", []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, 0},
+		// With a wait named by the API, Gemini writes another notice,
+		// over two lines; its third attempt was its last (maxAttempts 3).
+		{"gemini", "gemini-stream-429-waiting", "You exceeded your current quota, please check your plan and billing details. (card stand-in)", []int{1, 2}, 0},
+		{"pi", "pi-json-429-retrying", "429", []int{1, 2, 3}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.capture, func(t *testing.T) {
+			evs, res := realRun(t, c.adapter, c.capture)
+			retries := eventsOf(evs, EventRetry)
+			require.Len(t, retries, len(c.attempts))
+			for i, r := range retries {
+				assert.Equal(t, c.attempts[i], r.Attempt)
+				assert.Equal(t, c.max, r.MaxAttempts)
+				assert.Equal(t, KindRateLimit, r.cause)
+				assert.Contains(t, r.Error, c.says)
+			}
+			if res.Error != nil {
+				assert.Equal(t, KindRateLimit, res.Error.Kind, res.Error.Message)
+			}
+			assert.Empty(t, res.Answer)
+		})
+	}
+	evs, res := realRun(t, "gemini", "gemini-stream-429-waiting")
+	retries := eventsOf(evs, EventRetry)
+	assert.Equal(t, []int64{5681, 11216}, []int64{retries[0].DelayMs, retries[1].DelayMs}, "the wait Gemini announced")
+	assert.NotContains(t, retries[0].Error, "Retrying", "the API's words only")
+	require.NotNil(t, res.Error)
+	assert.Equal(t, 173, *exitOf(t, "gemini-stream-429-waiting"))
+}
+
+// exitOf is a capture's exit status, nil when it was killed.
+func exitOf(t *testing.T, name string) *int {
+	line := realCapture(t, name+".exit")
+	if strings.HasPrefix(line, "killed") {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "exit="))[0])
+	require.NoError(t, err)
+	return &n
+}
+
+func TestCodexReconnectLinesAreRetriesAndTheRestAreErrors(t *testing.T) {
+	cases := []struct {
+		line      string
+		retry     bool
+		attempt   int
+		max       int
+		cause     string
+		unbounded bool
+	}{
+		{"Reconnecting... 2/5 (unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:38317/v1/responses)", true, 2, 5, KindAuth, false},
+		{"Reconnecting... 1/3 (exceeded retry limit, last status: 429 Too Many Requests)", true, 1, 3, KindRateLimit, false},
+		{"Reconnecting... waiting for network (Connection failed: error sending request)", true, 0, 0, KindNetwork, true},
+		{"Reconnecting... 1/5 (stream disconnected before completion: 500 Internal Server Error)", true, 1, 5, KindAPI, false},
+		{"exceeded retry limit, last status: 429 Too Many Requests", false, 0, 0, "", false},
+	}
+	for _, c := range cases {
+		ev, ok := codexRetry(c.line)
+		require.Equal(t, c.retry, ok, c.line)
+		if !ok {
+			continue
+		}
+		assert.Equal(t, c.attempt, ev.Attempt, c.line)
+		assert.Equal(t, c.max, ev.MaxAttempts, c.line)
+		assert.Equal(t, c.cause, ev.cause, c.line)
+		assert.Equal(t, c.unbounded, ev.unbounded, c.line)
+		assert.NotContains(t, ev.Error, "Reconnecting", "the reason, without Codex's prefix")
+	}
+}
+
+func TestErrorMessagesAreClassifiedWithNetworkAsTheAPINeverAnswering(t *testing.T) {
+	cases := map[string]string{
+		"API Error: Unable to connect to API (ConnectionRefused)": KindNetwork,
+		"exception TypeError: fetch failed sending request":       KindNetwork,
+		"Connection error.": KindNetwork,
+		"Could not connect to local model provider at http://127.0.0.1:9.":                               KindNetwork,
+		"Connection failed: error sending request":                                                       KindNetwork,
+		"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:45123/v1": KindAuth,
+		`429 {"error":{"message":"Number of request tokens has exceeded your per-minute rate limit"}}`:   KindRateLimit,
+		"stream disconnected before completion: 500 Internal Server Error":                               KindAPI,
+		"connection error after the API answered 503 Service Unavailable":                                KindAPI,
+		"Full report available at: /tmp/gemini-client-error-2026-11-30T23-22-40-442Z.json: fetch failed": KindNetwork,
+	}
+	for msg, kind := range cases {
+		assert.Equal(t, kind, classifyMessage(msg), msg)
+	}
+}
+
+func TestGeminiStderrRetryNoticesBecomeRetryEvents(t *testing.T) {
+	p := newGeminiParser()
+	evs := p.FeedStderr([]byte(`Attempt 2 failed with status 401. Retrying with backoff... _ApiError: {"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`))
+	require.Len(t, evs, 1)
+	assert.Equal(t, EventRetry, evs[0].Kind)
+	assert.Equal(t, 2, evs[0].Attempt)
+	assert.Equal(t, KindAuth, evs[0].cause)
+	assert.Equal(t, "HTTP 401: Request had invalid authentication credentials.", evs[0].Error)
+
+	evs = p.FeedStderr([]byte("\x1b[33mAttempt 1 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request\x1b[0m"))
+	require.Len(t, evs, 1)
+	assert.Equal(t, KindNetwork, evs[0].cause)
+	assert.Equal(t, "exception TypeError: fetch failed sending request", evs[0].Error)
+
+	assert.Empty(t, p.FeedStderr([]byte("    at throwErrorIfNotOK (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk.js:1:1)")))
+	assert.Empty(t, p.FeedStderr([]byte("Ripgrep is not available. Falling back to GrepTool.")))
+}
+
+// Copilot's turn_retry says only "rate_limit" or "transient_auth_error";
+// the retry event carries the status and the API's own words from the call
+// failure before it.
+func TestCopilotRetriesCarryTheAPIsOwnWords(t *testing.T) {
+	cases := []struct{ capture, says, cause string }{
+		{"copilot-json-401", "HTTP 401: invalid x-api-key", KindAuth},
+		{"copilot-json-429", "HTTP 429: Number of request tokens has exceeded your per-minute rate limit (card stand-in).", KindRateLimit},
+	}
+	for _, c := range cases {
+		evs, _ := realRun(t, "copilot", c.capture)
+		retries := eventsOf(evs, EventRetry)
+		require.NotEmpty(t, retries, c.capture)
+		for _, r := range retries {
+			assert.Equal(t, c.says, r.Error, c.capture)
+			assert.Equal(t, c.cause, r.cause, c.capture)
+		}
+	}
+}
+
+// Claude Code reports a failed API call as subtype "success" with is_error
+// true; is_error decides, whatever the subtype says, and the error text is
+// never the answer.
+func TestAnIsErrorResultIsNeverASuccessWhateverItsSubtype(t *testing.T) {
+	for _, subtype := range []string{"success", "", "something_new"} {
+		line := `{"type":"result","subtype":"` + subtype + `","is_error":true,"result":"API Error: 500 boom","session_id":"s"}`
+		_, res := feedAll(t, "claude-code", line+"\n", ExitInfo{Code: 1})
+		require.True(t, res.IsError, subtype)
+		require.NotNil(t, res.Error, subtype)
+		assert.Equal(t, KindAPI, res.Error.Kind, subtype)
+		assert.Equal(t, "API Error: 500 boom", res.Error.Message)
+		assert.Empty(t, res.Answer, "an error message is not an answer")
 	}
 }

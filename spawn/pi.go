@@ -11,6 +11,9 @@ var piModeTools = map[Mode][]string{
 	ModeReadOnly: {"read", "grep", "find", "ls"},
 	ModeEdit:     {"read", "grep", "find", "ls", "edit", "write"},
 	ModeBypass:   {"read", "grep", "find", "ls", "edit", "write", "bash"},
+	// In ask mode every tool is offered and card's gate asks about each
+	// one outside read_only's set (pi_ask.go).
+	ModeAsk: {"read", "grep", "find", "ls", "edit", "write", "bash"},
 }
 
 // piThinking are the --thinking levels of Pi 0.73.1 that card's effort
@@ -54,6 +57,9 @@ func buildPi(bin string, req Request) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	if mode == ModeAsk {
+		return buildPiAsk(bin, req, tools), nil
+	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	p.Env["PI_OFFLINE"] = "1"
 	args := append([]string{}, req.Extras.Args...)
@@ -80,7 +86,18 @@ func buildPi(bin string, req Request) (Plan, error) {
 	}
 	// Pi reads either flag's value as a file when one exists at that path,
 	// so the text itself never reaches argv.
-	p.Args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
+	args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
+	// An @path argument attaches the file to the prompt read from stdin.
+	// Pi passes an image on only to a model that declares image input;
+	// for any other it sends "(image omitted: model does not support
+	// images)" instead, and its own output does not say so.
+	for _, ref := range p.imageFiles(req.Images) {
+		args = append(args, "@"+ref)
+	}
+	// Pi prints the user message with the images' base64 three times
+	// (message_start, message_end, agent_end).
+	p.OutputAllowance = echoAllowance(req.Images, 3)
+	p.Args = args
 	return p, nil
 }
 

@@ -62,6 +62,8 @@ type piLine struct {
 	MaxAttempts  int             `json:"maxAttempts"`
 	DelayMs      int64           `json:"delayMs"`
 	ErrorMessage string          `json:"errorMessage"`
+	Success      bool            `json:"success"`
+	FinalError   string          `json:"finalError"`
 }
 
 func (p *piParser) Feed(line []byte) []Event {
@@ -92,7 +94,16 @@ func (p *piParser) Feed(line []byte) []Event {
 	case "tool_execution_end":
 		return []Event{{Kind: EventToolResult, Tool: &Tool{Name: l.ToolName, ID: l.ToolCallID}, Output: clip(piResultText(l.ToolResult), maxOutput), IsError: l.IsError}}
 	case "auto_retry_start":
-		return []Event{{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, DelayMs: l.DelayMs, Error: clip(l.ErrorMessage, 2048)}}
+		// The failed call before it (a message_end with stopReason error)
+		// is being retried: it decides nothing unless the retries run out.
+		p.errMsg = ""
+		why := clip(l.ErrorMessage, 2048)
+		return []Event{{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, DelayMs: l.DelayMs, Error: why, cause: classifyMessage(why)}}
+	case "auto_retry_end":
+		if !l.Success && p.errMsg == "" {
+			p.errMsg = clip(strings.TrimSpace(l.FinalError), 2048)
+		}
+		return nil
 	}
 	return []Event{otherEvent(l.Type, line)}
 }

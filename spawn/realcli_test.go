@@ -3,6 +3,7 @@ package spawn
 import (
 	"context"
 	"errors"
+	"github.com/card-dev/card/agent"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,13 +57,17 @@ func flagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
 		if mode == ModeAsk && !a.Capabilities.Ask {
 			continue // refused by design: see TestAskIsBuiltExactlyForTheAdaptersThatCanAsk
 		}
+		if mode == ModeAsk && adapter == agent.Codex {
+			continue // another subcommand (app-server), checked against its own help
+		}
 		for _, r := range reqs {
 			r.Adapter, r.Mode, r.Cwd, r.AllowBypass = adapter, mode, "/tmp", true
 			p, err := Build("/bin/"+adapter, r)
 			require.NoError(t, err)
 			for _, a := range p.Args {
 				if strings.HasPrefix(a, "-") && a != "-" {
-					flags[a] = true
+					name, _, _ := strings.Cut(a, "=") // --image=FILE
+					flags[name] = true
 				}
 			}
 		}
@@ -91,7 +96,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		hidden := map[string]string{"--system-prompt-file": "/nonexistent/p", "--append-system-prompt-file": "/nonexistent/p", "--max-turns": "2",
 			"--permission-prompt-tool": "mcp__card__approve"}
 		for f := range flagsOf(t, "claude-code", Request{Model: "m", MaxTurns: 2, Effort: "low", SessionID: id, SystemPrompt: "s"},
-			Request{Resume: "r1", SystemPrompt: "s", SystemPromptAppend: true}, Request{NoSession: true}) {
+			Request{Resume: "r1", SystemPrompt: "s", SystemPromptAppend: true}, Request{NoSession: true}, Request{Images: testImages()}) {
 			if _, ok := hidden[f]; ok {
 				continue
 			}
@@ -106,17 +111,30 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		t.Parallel()
 		bin := realCLI(t, "codex")
 		help := cliOutput(t, bin, "exec", "--help")
-		for f := range flagsOf(t, "codex", Request{Model: "m", Effort: "low", SystemPrompt: "s"}, Request{NoSession: true}) {
+		for f := range flagsOf(t, "codex", Request{Model: "m", Effort: "low", SystemPrompt: "s"}, Request{NoSession: true}, Request{Images: testImages()}) {
 			assert.True(t, inHelp(help, f), "codex exec --help has no %s", f)
 		}
 		resume := cliOutput(t, bin, "exec", "--json", "--sandbox", "read-only", "--color", "never", "resume", "--help")
 		assert.Contains(t, resume, "SESSION_ID", "exec-level flags before `resume` must parse")
+		// Ask mode runs `codex app-server`, whose flags are its own.
+		appHelp := cliOutput(t, bin, "app-server", "--help")
+		for _, r := range []Request{{Model: "m", Effort: "low", SystemPrompt: "s"}, {Images: testImages()}} {
+			r.Adapter, r.Mode, r.Cwd = agent.Codex, ModeAsk, "/tmp"
+			p, err := Build("/bin/codex", r)
+			require.NoError(t, err)
+			require.Equal(t, "app-server", p.Args[0])
+			for _, a := range p.Args[1:] {
+				if strings.HasPrefix(a, "-") {
+					assert.True(t, inHelp(appHelp, a), "codex app-server --help has no %s", a)
+				}
+			}
+		}
 	})
 	t.Run("gemini", func(t *testing.T) {
 		t.Parallel()
 		bin := realCLI(t, "gemini")
 		help := cliOutput(t, bin, "--help")
-		for f := range flagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}) {
+		for f := range buildableFlagsOf(t, "gemini", Request{Model: "m", SessionID: id}, Request{Resume: "latest"}, Request{Model: "m"}, Request{Images: testImages()}) {
 			assert.True(t, inHelp(help, f), "gemini --help has no %s", f)
 		}
 		for _, m := range []string{"plan", "auto_edit", "yolo"} {
@@ -130,7 +148,7 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 		helpArgs     []string
 		reqs         []Request
 	}{
-		{"copilot", "copilot", []string{"--help"}, []Request{{Model: "m", Effort: "low"}, {Resume: id}}},
+		{"copilot", "copilot", []string{"--help"}, []Request{{Model: "m", Effort: "low"}, {Resume: id}, {Images: testImages()}}},
 		{"droid", "droid", []string{"exec", "--help"}, []Request{{Model: "m", Effort: "low"}, {SystemPrompt: "s", SystemPromptAppend: true}, {Resume: id}}},
 		{"pi", "pi", []string{"--help"}, []Request{{Model: "m", SystemPrompt: "s"}, {SystemPrompt: "s", SystemPromptAppend: true}}},
 	} {
@@ -177,15 +195,22 @@ func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 	if testing.Short() {
 		testskip.Skip(t, testskip.RealCLIsShort, "starts the real CLIs; skipped in -short")
 	}
-	for _, c := range []struct{ adapter, bin, says string }{
-		{"claude-code", "claude", "claude auth login"},
-		{"gemini", "gemini", "GEMINI_API_KEY"},
+	for _, c := range []struct {
+		adapter, bin string
+		mode         Mode
+		says         string
+	}{
+		{"claude-code", "claude", ModeReadOnly, "claude auth login"},
+		{"gemini", "gemini", ModeReadOnly, "GEMINI_API_KEY"},
+		// Over ACP both answer session/new with error -32000.
+		{"gemini", "gemini", ModeAsk, "GEMINI_API_KEY"},
+		{"copilot", "copilot", ModeAsk, "COPILOT_GITHUB_TOKEN"},
 	} {
-		t.Run(c.adapter, func(t *testing.T) {
+		t.Run(c.adapter+"/"+string(c.mode), func(t *testing.T) {
 			t.Parallel()
 			bin := realCLI(t, c.bin)
 			home, work := t.TempDir(), t.TempDir()
-			plan, err := Build(bin, Request{Adapter: c.adapter, Cwd: work})
+			plan, err := Build(bin, Request{Adapter: c.adapter, Cwd: work, Mode: c.mode})
 			require.NoError(t, err)
 			a, _ := Lookup(c.adapter)
 			env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CAR_INVOKED_BY=card", "NO_COLOR=1"}
@@ -193,7 +218,8 @@ func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 			defer cancel()
 			var evs []Event
 			res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "say pong", BaseEnv: env, Parser: a.NewParser(),
-				OnEvent: func(ev Event) { evs = append(evs, ev) }})
+				Approver: approverFunc(func(context.Context, Question) Decision { return Decision{} }),
+				OnEvent:  func(ev Event) { evs = append(evs, ev) }})
 			var e *Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, KindAuth, e.Kind, "%v", err)

@@ -83,6 +83,20 @@ type Request struct {
 	// mode; an adapter whose CLI bounds a question itself is given a
 	// backstop above it.
 	ApprovalTimeout time.Duration
+	// Images are attached to the prompt, in order; refused for an adapter
+	// whose Capabilities.Images is false (the daemon drops them first).
+	Images []Image
+	// MaxAPIRetries bounds the agent's own retries of a failed model call
+	// (rate limit, overload, network); nil means DefaultMaxAPIRetries.
+	MaxAPIRetries *int
+}
+
+// APIRetries is the request's retry bound, with the default filled in.
+func (r Request) APIRetries() int {
+	if r.MaxAPIRetries == nil {
+		return DefaultMaxAPIRetries
+	}
+	return *r.MaxAPIRetries
 }
 
 // EffectiveMode is the mode a request runs in, with the default filled in.
@@ -148,6 +162,9 @@ func (r Request) Validate() error {
 	if r.Effort != "" && !contains(EffortLevels, r.Effort) {
 		return &FieldError{"effort", fmt.Sprintf("unknown effort %q; use one of %s", r.Effort, strings.Join(EffortLevels, ", "))}
 	}
+	if n := r.APIRetries(); n < 0 || n > MaxAPIRetriesLimit {
+		return &FieldError{"max_api_retries", fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
+	}
 	if r.MaxTurns < 0 {
 		return &FieldError{"max_turns", "must be a positive number of turns (or omitted)"}
 	}
@@ -183,7 +200,7 @@ func (r Request) Validate() error {
 	if r.SystemPromptAppend && r.SystemPrompt == "" {
 		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
 	}
-	return nil
+	return checkImages(r.Images)
 }
 
 // toolEntryProblem refuses an allowed_tools entry a CLI could read as more

@@ -1,18 +1,15 @@
 package spawn
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,8 +53,11 @@ func (l Limits) withDefaults() Limits {
 // RunSpec is one run: the plan, the prompt and where events go.
 type RunSpec struct {
 	Plan Plan
-	// Prompt is written to stdin, then stdin is closed: Codex hangs and
-	// Claude waits while stdin stays open.
+	// Prompt is written to stdin (as the plan's Input says), then stdin is
+	// closed: Codex hangs and Claude waits while stdin stays open. A plan
+	// with a Session sends it, with the Input's images, inside the
+	// protocol instead (ACP's session/prompt); it is never on argv either
+	// way.
 	Prompt string
 	// BaseEnv is the child's environment before the plan's additions: the
 	// daemon's env with the resolved PATH and the guard's CAR_INVOKED_BY
@@ -71,6 +71,8 @@ type RunSpec struct {
 	// OnEvent receives events in order, never concurrently.
 	OnEvent func(Event)
 	// Parser reads stdout; nil means every line becomes an "other" event.
+	// A plan with a Session is read by its protocol's conversation, and
+	// Parser is not used.
 	Parser Parser
 	// TempDir is where the run's private directory is created; "" means
 	// the TMPDIR of the child's environment, else /tmp.
@@ -116,6 +118,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	lim := spec.Limits.withDefaults()
 	plan := spec.Plan
+	lim.MaxOutput += plan.OutputAllowance
 	command := plan.Command()
 	fail := func(kind, msg string, err error) (Result, error) {
 		e := &Error{Kind: kind, Message: msg, Command: command, ExitCode: -1, Err: err}
@@ -128,6 +131,14 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		kind, msg := ctxKind(ctx)
 		return fail(kind, msg+" before the agent started", err)
 	}
+	var conv conversation
+	if plan.Session != nil {
+		c, err := newConversation(*plan.Session)
+		if err != nil {
+			return fail(KindSpawn, err.Error(), err)
+		}
+		conv = c
+	}
 
 	if plan.Ask != nil {
 		stop, err := openAsk(&plan, spec.Approver)
@@ -138,7 +149,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		// waiting then ends, denied.
 		defer stop()
 	}
-	args, env := plan.Args, plan.Env
+	args, env, inputPaths := plan.Args, plan.Env, plan.Input.Files
 	childEnv := mergeEnv(spec.BaseEnv, env)
 	if len(plan.Files) > 0 {
 		tmp := spec.TempDir
@@ -151,9 +162,10 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		}
 		defer os.RemoveAll(dir)
 		args, env = substituteFiles(args, env, dir, plan.Files)
+		inputPaths, _ = substituteFiles(inputPaths, nil, dir, plan.Files)
 		childEnv = mergeEnv(spec.BaseEnv, env)
 	}
-	for _, a := range args {
+	for _, a := range append(slices.Clip(args), inputPaths...) {
 		if strings.Contains(a, filePrefix) {
 			return fail(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
 		}
@@ -213,15 +225,37 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 
 	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
+		ended: make(chan struct{}),
 		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
+	parser := spec.Parser
+	ev := newEmitter(spec.OnEvent, parser, plan.MaxAPIRetries, r.end)
+	if sp, ok := parser.(StderrParser); ok {
+		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
+	}
+	// A conversation emits from its reader and from the questions it waits
+	// on; the emitter takes them one at a time, through the same retry
+	// bound as a one-shot run's.
+	emit := func(evs ...Event) { ev.emit(evs) }
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
-	go func() { // prompt, then EOF
-		defer ioWG.Done()
-		_, _ = io.WriteString(stdinW, spec.Prompt)
-		r.stdin.close()
-	}()
+	var lines chan []byte
+	if conv == nil {
+		go func() { // prompt, then EOF
+			defer ioWG.Done()
+			_ = writeInput(stdinW, plan.Input, spec.Prompt, inputPaths)
+			r.stdin.close()
+		}()
+	} else {
+		lines = make(chan []byte)
+		r.turnDone = make(chan struct{})
+		go func() { // the conversation, then EOF
+			defer ioWG.Done()
+			conv.converse(ctx, turn{Prompt: spec.Prompt, Images: plan.Input.Images, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
+			r.stdin.close()
+			close(r.turnDone)
+		}()
+	}
 	go func() { // stderr tail, bounded
 		defer ioWG.Done()
 		r.readStderr()
@@ -236,28 +270,33 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		r.supervise(ctx)
 	}()
 
-	parser := spec.Parser
-	emit := func(evs []Event) {
-		if spec.OnEvent == nil {
-			return
-		}
-		for _, ev := range evs {
-			spec.OnEvent(ev)
-		}
-	}
 	stdoutBytes := r.readStdout(func(line []byte) {
-		if parser == nil {
-			emit([]Event{otherEvent("", line)})
+		if conv == nil {
+			ev.feed(line)
 			return
 		}
-		emit(parser.Feed(line))
+		// The conversation's line, until its turn is over; after that
+		// stdout is only drained.
+		select {
+		case lines <- append([]byte(nil), line...):
+		case <-r.turnDone:
+		}
 	}, func(n int64) {
-		emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
+		ev.emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
 	})
+	if lines != nil {
+		close(lines)
+	}
 	ioWG.Wait()
 	close(r.ioDone)
 	wg.Wait()
+	ev.stop()
 	dur := time.Since(start)
+	if r.reason == reasonNone && r.overLimit() {
+		// The child printed past the limit and exited before its output
+		// was counted: the limit still decides the run.
+		r.reason = reasonLimit
+	}
 
 	exitCode := -1
 	if cmd.ProcessState != nil {
@@ -265,23 +304,34 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}
 	tail := r.tail()
 	var res Result
-	if parser != nil {
-		res = parser.Finish(ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes})
+	exit := ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes}
+	switch {
+	case conv != nil:
+		res = conv.finish(exit)
+	case parser != nil:
+		res = parser.Finish(exit)
 	}
 	if res.DurationMs == 0 {
 		res.DurationMs = dur.Milliseconds()
 	}
-	excerpt := clip(strings.TrimSpace(tail), 600)
+	excerpt := stderrExcerpt(tail)
 	e := &Error{Command: command, ExitCode: exitCode, StderrExcerpt: excerpt}
 	switch {
 	case r.reason == reasonCtx:
 		e.Kind, e.Message = ctxKind(ctx)
 		e.Err = ctx.Err()
+	case r.reason == reasonVerdict:
+		e.Kind, e.Message = r.verdict.Kind, r.verdict.Message
 	case r.reason == reasonLimit:
 		e.Kind = KindOutputLimit
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", lim.MaxOutput)
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
+	case conv != nil:
+		// The turn ended as the protocol says it ends; how the child
+		// went after (card ends it) says nothing about the run.
+		res.IsError, res.Error = false, nil
+		return res, nil
 	case exitCode != 0:
 		e.Kind = KindExit
 		e.Message = fmt.Sprintf("%s exited with status %d", filepath.Base(plan.Program), exitCode)
@@ -316,158 +366,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 // a run that only called tools is not "empty".
 func hasOutput(r Result) bool { return r.ToolCalls > 0 || r.SessionID != "" }
 
-const (
-	reasonNone = iota
-	reasonCtx
-	reasonLimit
-)
-
-type run struct {
-	lim      Limits
-	pgid     int
-	exited   chan struct{}
-	ioDone   chan struct{} // closed when stdin, stdout and stderr are finished
-	waitErr  error
-	limitHit chan struct{}
-	limOnce  sync.Once
-	total    atomic.Int64
-	reason   int // written by supervise before wg.Done, read after wg.Wait
-
-	stdin, stdout, stderr closer
-
-	stderrTail *proc.Capped
-}
-
-// closer closes a pipe end once, from whichever goroutine gets there first;
-// a Close unblocks a Read or Write pending on it.
-type closer struct {
-	f    *os.File
-	once sync.Once
-}
-
-func (c *closer) close() { c.once.Do(func() { c.f.Close() }) }
-
-func (r *run) count(n int) {
-	if r.total.Add(int64(n)) > r.lim.MaxOutput {
-		r.limOnce.Do(func() { close(r.limitHit) })
-	}
-}
-
-func (r *run) overLimit() bool {
-	select {
-	case <-r.limitHit:
-		return true
-	default:
-		return false
-	}
-}
-
-// supervise ends the process group when the context ends or output runs over,
-// and cleans up leftovers after the leader exits; then, once the group is
-// gone, closes our pipe ends after a short drain so a process that escaped
-// the group cannot hold the run open.
-func (r *run) supervise(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-		r.reason = reasonCtx
-		r.terminate()
-	case <-r.limitHit:
-		r.reason = reasonLimit
-		r.terminate()
-	case <-r.exited:
-		// A member left behind after the leader exits is ended the same
-		// way; EndGroup returns at once when there is none.
-		r.terminate()
-	}
-	<-r.exited
-	drain := time.NewTimer(r.lim.KillGrace)
-	defer drain.Stop()
-	select {
-	case <-r.ioDone:
-		return
-	case <-drain.C:
-	}
-	r.stdin.close()
-	r.stdout.close()
-	r.stderr.close()
-}
-
-// terminate ends the group (SIGTERM, SIGKILL after the grace period unless
-// the whole group is already gone) and waits, bounded, for it to go; the
-// leader counts as gone once it is reaped.
-func (r *run) terminate() {
-	proc.EndGroup(context.Background(), r.pgid, r.lim.KillGrace, r.exited)
-}
-
-// readStdout hands complete lines to feed as they arrive, skipping any line
-// longer than MaxLine without buffering it, and stops feeding once output is
-// over the limit (still draining so the child never blocks on a full pipe).
-func (r *run) readStdout(feed func([]byte), skipped func(int64)) int64 {
-	br := bufio.NewReaderSize(r.stdout.f, 64<<10)
-	var total int64
-	var long []byte // a line longer than the reader's buffer, up to MaxLine
-	var dropping bool
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(chunk) > 0 {
-			total += int64(len(chunk))
-			r.count(len(chunk))
-		}
-		complete := err == nil || (len(chunk) > 0 && err != bufio.ErrBufferFull)
-		switch {
-		case r.overLimit():
-			long, dropping = nil, false
-		case dropping:
-			if complete {
-				dropping = false
-			}
-		case err == bufio.ErrBufferFull:
-			if int64(len(long)+len(chunk)) > r.lim.MaxLine {
-				skipped(r.lim.MaxLine)
-				long, dropping = nil, true
-			} else {
-				long = append(long, chunk...)
-			}
-		case complete:
-			line := chunk
-			if long != nil {
-				if int64(len(long)+len(chunk)) > r.lim.MaxLine+1 {
-					skipped(r.lim.MaxLine)
-					long = nil
-					break
-				}
-				line = append(long, chunk...)
-				long = nil
-			}
-			line = bytes.TrimRight(line, "\r\n")
-			if len(bytes.TrimSpace(line)) > 0 {
-				feed(line)
-			}
-		}
-		if err != nil && err != bufio.ErrBufferFull {
-			r.stdout.close()
-			return total
-		}
-	}
-}
-
-func (r *run) readStderr() {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.stderr.f.Read(buf)
-		if n > 0 {
-			r.count(n)
-			_, _ = r.stderrTail.Write(buf[:n])
-		}
-		if err != nil {
-			r.stderr.close()
-			return
-		}
-	}
-}
-
-func (r *run) tail() string {
-	return strings.ToValidUTF8(r.stderrTail.String(), "\uFFFD")
+// stderrExcerpt is the end of stderr as a person reads it: colour and
+// cursor codes removed (a CLI that thinks it has a terminal writes them),
+// trimmed and short.
+func stderrExcerpt(tail string) string {
+	return clip(strings.TrimSpace(stripANSI(tail)), 600)
 }
 
 func ctxKind(ctx context.Context) (string, string) {

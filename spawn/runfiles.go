@@ -23,7 +23,10 @@ func writePrivateFiles(parent string, files []PlanFile) (string, error) {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	if strings.ContainsAny(dir, "\"\\\n{}") {
+	// A quote or backslash would break a -c value that names a file, a
+	// comma would split Codex's --image path, and braces would read as
+	// a placeholder.
+	if strings.ContainsAny(dir, "\"\\\n{},") {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("temporary directory %q has characters that cannot be quoted safely; set TMPDIR to a plain path", dir)
 	}
@@ -57,7 +60,8 @@ func writePrivateFiles(parent string, files []PlanFile) (string, error) {
 // other than the builder, and is left for Run to refuse rather than turned
 // into a path.
 func substituteFiles(args []string, env map[string]string, dir string, files []PlanFile) ([]string, map[string]string) {
-	refs := make(map[string]string, len(files))
+	refs := make(map[string]string, len(files)+1)
+	refs[DirRef()] = dir
 	for _, f := range files {
 		refs[FileRef(f.Path)] = filepath.Join(dir, f.Path)
 	}

@@ -255,6 +255,8 @@ func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
 		f.status("card: the agent is retrying (attempt %d): %s", ev.Attempt, ev.Error)
 	case daemon.EventAgentError:
 		f.status("card: the agent reported: %s", ev.Error)
+	case "warning":
+		f.status("card: note from the agent: %s", ev.Text)
 	case "session":
 		if ev.SessionID != "" {
 			f.status("card: session %s", ev.SessionID)

@@ -220,7 +220,8 @@ func script(t testing.TB, dir, name, body string) string {
 type Replay struct {
 	// Path is the executable.
 	Path string
-	// Dir is where every run writes its environment, to env-<CARD_RUN_ID>.
+	// Dir is where every run writes its environment, to env-<CARD_RUN_ID>,
+	// and what it was given (Received, PrivateFile).
 	Dir string
 }
 
@@ -231,7 +232,12 @@ type Replay struct {
 //
 //	SLEEP  a grandchild sleeps 60 s in the run's process group
 //	DRIP   the fixture's first line, its second line 10 times 100 ms apart, its last line
+//	LINGER the fixture, then stays alive 60 s like a CLI still at work (or retrying)
 //	FAIL   prints to stderr and exits 3
+//
+// It keeps its arguments and stdin, and a copy of each file of the run's
+// private directory an argument names (PATH, --flag=PATH or @PATH), as the
+// file was while it ran.
 func ReplayAgent(t testing.TB, name, version, fixture string) Replay {
 	t.Helper()
 	dir := t.TempDir()
@@ -240,14 +246,41 @@ func ReplayAgent(t testing.TB, name, version, fixture string) Replay {
 auth|login) exit 1;;
 esac
 task=$(cat)
-env > %q/env-"$CARD_RUN_ID"
+env > %[2]q/env-"$CARD_RUN_ID"
+printf '%%s' "$task" > %[2]q/stdin-"$CARD_RUN_ID"
+printf '%%s\n' "$@" > %[2]q/args-"$CARD_RUN_ID"
+for a in "$@"; do
+  f=${a#*=}; f=${f#@}
+  case "$f" in */card-run-*/*) [ -f "$f" ] && cp "$f" %[2]q/file-"$CARD_RUN_ID"-"$(basename "$f")";; esac
+done
 case "$task" in
 *SLEEP*) sleep 60 & wait; exit 0;;
 *DRIP*) head -n 1 %[3]q; i=0; while [ $i -lt 10 ]; do sed -n 2p %[3]q; sleep 0.1; i=$((i+1)); done; tail -n 1 %[3]q; exit 0;;
+*LINGER*) cat %[3]q; exec sleep 60;;
 *FAIL*) echo "boom: the fake agent failed" >&2; exit 3;;
 esac
 cat %[3]q`, version, dir, fixture)
 	return Replay{Path: script(t, dir, name, body), Dir: dir}
+}
+
+// Received is what the fake was given for run runID: its arguments and its
+// stdin (without trailing newlines).
+func (r Replay) Received(t testing.TB, runID string) (args []string, stdin string) {
+	t.Helper()
+	a, err := os.ReadFile(filepath.Join(r.Dir, "args-"+runID))
+	require.NoError(t, err, "the fake %s never ran for run %s", filepath.Base(r.Path), runID)
+	s, err := os.ReadFile(filepath.Join(r.Dir, "stdin-"+runID))
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSuffix(string(a), "\n"), "\n"), string(s)
+}
+
+// PrivateFile is the content of the file of run runID's private directory
+// named name (a base name), as the fake found it while it ran.
+func (r Replay) PrivateFile(t testing.TB, runID, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.Dir, "file-"+runID+"-"+name))
+	require.NoError(t, err, "the fake %s saw no private file %s in run %s", filepath.Base(r.Path), name, runID)
+	return b
 }
 
 // ChildEnv is the environment the fake recorded for run runID.

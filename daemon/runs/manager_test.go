@@ -64,7 +64,7 @@ func newManager(t *testing.T, bins Binaries, cfg Config) (*Manager, *store.Store
 		cfg.MaxEventsPerRun = 100
 	}
 	m := New(Deps{Store: st, Binaries: bins, Guard: guard.Snapshot{MaxChain: 3},
-		Env: map[string]string{"HOME": t.TempDir()}, PATH: "/usr/bin:/bin", Log: zaptest.NewLogger(t)}, cfg)
+		Env: map[string]string{"HOME": t.TempDir()}, PATH: func() string { return "/usr/bin:/bin" }, Log: zaptest.NewLogger(t)}, cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

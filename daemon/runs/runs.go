@@ -50,8 +50,9 @@ type Config struct {
 	MaxOutputBytes int64
 	// AllowBypass lets a run use permission_mode bypass.
 	AllowBypass bool
-	// RecordTasks keeps the task text in the run history, at most its
-	// first MaxTaskRecordBytes bytes.
+	// RecordTasks keeps the task text, at most its first
+	// MaxTaskRecordBytes bytes, and the attachments' names in the run
+	// history.
 	RecordTasks        bool
 	MaxTaskRecordBytes int
 	// CancelOnDisconnect ends a run when the connection that asked for it
@@ -77,8 +78,9 @@ type Deps struct {
 	// child's environment.
 	Env map[string]string
 	// PATH is the resolved search path children get (a supervisor-started
-	// daemon's own PATH would not find node).
-	PATH string
+	// daemon's own PATH would not find node). It is asked at every start:
+	// the login shell's part of it arrives after the daemon is up.
+	PATH func() string
 	Log  *zap.Logger
 }
 

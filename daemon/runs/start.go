@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +45,9 @@ type Request struct {
 	// ApprovalTimeout is how long an ask-mode run's question waits for an
 	// answer before it is denied.
 	ApprovalTimeout time.Duration
+	// Attachments describe the request's attachments for the record, those
+	// dropped with why; the images themselves are in Plan.
+	Attachments []store.Attachment
 }
 
 // Run is one started run: its event log, its cancel and, once finished, its
@@ -58,6 +62,8 @@ type Run struct {
 	log      *eventLog
 	// approvals is the broker of an ask-mode run; nil in other modes.
 	approvals *approvals
+	// dropped are the attachments the agent was not given.
+	dropped []DroppedAttachment
 }
 
 // ID is the run's id.
@@ -65,7 +71,7 @@ func (r *Run) ID() string { return r.id }
 
 // Accepted is what a streaming invoke answers: the run started.
 func (r *Run) Accepted() InvokeAccepted {
-	return InvokeAccepted{RunID: r.id, Accepted: true, Adapter: r.adapter, Ancestry: r.ancestry}
+	return InvokeAccepted{RunID: r.id, Accepted: true, Adapter: r.adapter, Ancestry: r.ancestry, DroppedAttachments: r.dropped}
 }
 
 // Wait returns the run's outcome once it is recorded, or a *WaitEndedError
@@ -101,13 +107,21 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	bin, spec, binErr := m.deps.Binaries.Binary(ctx, req.Adapter)
 	rec := store.Run{
 		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
-		PermissionMode: string(req.Mode), Model: req.Model,
+		PermissionMode: string(req.Mode), Model: req.Model, Attachments: req.Attachments,
 	}
 	keep := 0
 	if m.cfg.RecordTasks {
 		keep = m.cfg.MaxTaskRecordBytes
 	}
 	rec.SetTask(req.Task, keep)
+	if !m.cfg.RecordTasks && len(rec.Attachments) > 0 {
+		// A name ("passport.jpg") says as much as a task can; with
+		// record_tasks off only the digests stay.
+		rec.Attachments = slices.Clone(rec.Attachments)
+		for i := range rec.Attachments {
+			rec.Attachments[i].Name = ""
+		}
+	}
 
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
@@ -128,7 +142,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	}
 	runCtx, cancelCause := context.WithCancelCause(context.Background())
 	lr := &Run{id: rec.RunID, adapter: req.Adapter, ancestry: seeded, cancel: cancelCause,
-		finished: make(chan struct{}), log: newEventLog(rec.RunID, m.cfg.MaxEventsPerRun)}
+		finished: make(chan struct{}), log: newEventLog(rec.RunID, m.cfg.MaxEventsPerRun), dropped: droppedOf(req.Attachments)}
 	if req.Mode == spawn.ModeAsk {
 		lr.approvals = newApprovals(rec.RunID, req.Adapter, req.ApprovalTimeout, req.Asker, lr.log, m.log)
 	}
@@ -157,7 +171,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	}
 	m.log.Info("run started", zap.String("run_id", rec.RunID), zap.String("adapter", req.Adapter),
 		zap.String("mode", rec.PermissionMode), zap.String("cwd", rec.Cwd), zap.Strings("ancestry", seeded),
-		zap.Int("task_bytes", rec.TaskLen), zap.Duration("timeout", req.Timeout))
+		zap.Int("task_bytes", rec.TaskLen), zap.Int("attachments", len(rec.Attachments)), zap.Duration("timeout", req.Timeout))
 
 	m.wg.Add(1)
 	go func() {
@@ -175,7 +189,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	persisted := make(chan struct{})
 	go m.persist(lr, persisted)
 
-	env := childEnv(m.deps.Env, m.deps.PATH, guard.Child(lr.ancestry, lr.adapter), lr.id)
+	env := childEnv(m.deps.Env, m.deps.PATH(), guard.Child(lr.ancestry, lr.adapter), lr.id)
 	var approver spawn.Approver
 	if lr.approvals != nil {
 		approver = lr.approvals
@@ -206,7 +220,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		res.Error.Kind = "interrupted"
 		res.Error.Message = "card shut down while the run was going; its process group was ended"
 	}
-	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status}
+	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status, DroppedAttachments: lr.dropped}
 	if err := m.store.Finish(context.Background(), lr.id, finish(res, err, status, lr.log.droppedCount())); err != nil {
 		m.log.Error("could not record how a run ended", zap.String("run_id", lr.id), zap.Error(err))
 	}

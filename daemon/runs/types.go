@@ -37,6 +37,27 @@ type InvokeResult struct {
 	Adapter  string       `json:"adapter"`
 	Ancestry []string     `json:"ancestry"`
 	Status   store.Status `json:"status"`
+	// DroppedAttachments are the request's attachments the agent was not
+	// given (its adapter takes no images), by index.
+	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
+}
+
+// DroppedAttachment is an attachment a run did not hand its agent, and
+// why: CAR's shape.
+type DroppedAttachment struct {
+	Index  int    `json:"index"`
+	Reason string `json:"reason"`
+}
+
+// droppedOf lists the attachments a run did not hand its agent.
+func droppedOf(records []store.Attachment) []DroppedAttachment {
+	var out []DroppedAttachment
+	for _, r := range records {
+		if r.Dropped != "" {
+			out = append(out, DroppedAttachment{Index: r.Index, Reason: r.Dropped})
+		}
+	}
+	return out
 }
 
 // InvokeAccepted says a run started: the immediate answer to a streaming
@@ -46,6 +67,9 @@ type InvokeAccepted struct {
 	Accepted bool     `json:"accepted"`
 	Adapter  string   `json:"adapter"`
 	Ancestry []string `json:"ancestry"`
+	// DroppedAttachments is said at once, before any event: a client that
+	// sent an image learns here that the agent will not see it.
+	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
 }
 
 // CancelResult says what a cancel did.

@@ -53,6 +53,11 @@ var migrations = [][]string{
 			PRIMARY KEY (run_id, seq)
 		) WITHOUT ROWID`,
 	},
+	// 2: what each run was handed besides its task: the attachments' names,
+	// types, sizes and digests (JSON; NULL when there were none).
+	{
+		`ALTER TABLE runs ADD COLUMN attachments TEXT`,
+	},
 }
 
 // SchemaVersion is the schema this code writes.

@@ -12,7 +12,7 @@ import (
 
 const runColumns = `id, adapter, status, invoked_by, ancestry, cwd, permission_mode, model,
 	created_at, started_at, ended_at, duration_ms, exit_code, session_id, answer, error, usage,
-	total_cost_usd, turns, tool_calls, task, task_len, task_sha256, pgid, refusal_reason, events_dropped`
+	total_cost_usd, turns, tool_calls, task, task_len, task_sha256, pgid, refusal_reason, events_dropped, attachments`
 
 // querier is what *sql.DB and *sql.Tx share, so reads work inside a write
 // transaction too.
@@ -78,11 +78,19 @@ func (s *Store) Create(ctx context.Context, r Run) error {
 	if r.Pgid != 0 {
 		pgid = r.Pgid
 	}
+	var attachments any
+	if len(r.Attachments) > 0 {
+		b, err := json.Marshal(r.Attachments)
+		if err != nil {
+			return fmt.Errorf("store: run %s: attachments: %w", r.RunID, err)
+		}
+		attachments = string(b)
+	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.RunID, r.Adapter, string(r.Status), r.InvokedBy, string(ancestryJSON), r.Cwd, r.PermissionMode, r.Model,
 		ms(r.CreatedAt), started, ended, duration, r.ExitCode, r.SessionID, r.Answer, errJSON, usageJSON,
-		r.TotalCostUSD, r.Turns, r.ToolCalls, r.Task, r.TaskLen, r.TaskSHA256, pgid, r.RefusalReason, r.EventsDropped)
+		r.TotalCostUSD, r.Turns, r.ToolCalls, r.Task, r.TaskLen, r.TaskSHA256, pgid, r.RefusalReason, r.EventsDropped, attachments)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("store: run %s already exists; take a fresh id from NewRunID", r.RunID)
@@ -290,12 +298,12 @@ func scanRun(sc rowScanner) (Run, error) {
 		status, ancestry                        string
 		created                                 int64
 		started, ended, duration, exitCode, pid sql.NullInt64
-		errJSON, usageJSON                      sql.NullString
+		errJSON, usageJSON, attachmentsJSON     sql.NullString
 		cost                                    sql.NullFloat64
 	)
 	err := sc.Scan(&r.RunID, &r.Adapter, &status, &r.InvokedBy, &ancestry, &r.Cwd, &r.PermissionMode, &r.Model,
 		&created, &started, &ended, &duration, &exitCode, &r.SessionID, &r.Answer, &errJSON, &usageJSON,
-		&cost, &r.Turns, &r.ToolCalls, &r.Task, &r.TaskLen, &r.TaskSHA256, &pid, &r.RefusalReason, &r.EventsDropped)
+		&cost, &r.Turns, &r.ToolCalls, &r.Task, &r.TaskLen, &r.TaskSHA256, &pid, &r.RefusalReason, &r.EventsDropped, &attachmentsJSON)
 	if err != nil {
 		return Run{}, err
 	}
@@ -329,6 +337,11 @@ func scanRun(sc rowScanner) (Run, error) {
 		}
 	}
 	r.TaskTruncated = r.Task != "" && len(r.Task) < r.TaskLen
+	if attachmentsJSON.Valid {
+		if err := json.Unmarshal([]byte(attachmentsJSON.String), &r.Attachments); err != nil {
+			return Run{}, fmt.Errorf("run %s: attachments: %w", r.RunID, err)
+		}
+	}
 	if usageJSON.Valid {
 		r.Usage = new(Usage)
 		if err := json.Unmarshal([]byte(usageJSON.String), r.Usage); err != nil {

@@ -60,6 +60,38 @@ func TestMigrationsAreIdempotentAcrossReopen(t *testing.T) {
 	assert.Equal(t, SchemaVersion(), userVersion(t, path))
 }
 
+// A history written before runs recorded their attachments opens, gains
+// the column, and its runs read back with none.
+func TestAHistoryFromBeforeAttachmentsIsMigratedAndKeepsItsRuns(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "runs.db")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	for _, stmt := range migrations[0] {
+		_, err := db.Exec(stmt)
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(`PRAGMA user_version = 1`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO runs (id, adapter, status, created_at) VALUES ('run_old', 'codex', 'succeeded', 1)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, SchemaVersion(), userVersion(t, path))
+	old, err := s.Get(ctx, "run_old")
+	require.NoError(t, err)
+	assert.Equal(t, "codex", old.Adapter)
+	assert.Nil(t, old.Attachments)
+	id := s.NewRunID()
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex", Attachments: []Attachment{{MimeType: "image/gif", Size: 1, SHA256: "x"}}}))
+	got, err := s.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Len(t, got.Attachments, 1)
+}
+
 func TestTheDatabaseIsPrivateAndInWALMode(t *testing.T) {
 	s, path := openTest(t, Options{})
 	info, err := os.Stat(path)
@@ -108,6 +140,8 @@ func TestEveryFieldSurvivesCreateFinishAndGet(t *testing.T) {
 		RunID: id, Adapter: "claude-code", InvokedBy: "gemini", Ancestry: []string{"gemini", "claude-code"},
 		Cwd: "/work/project", PermissionMode: "read_only", Model: "sonnet", Task: "fix the bug", TaskLen: 11,
 		TaskSHA256: "abc",
+		Attachments: []Attachment{{Index: 0, Name: "shot.png", MimeType: "image/png", Size: 1234, SHA256: "e3b0"},
+			{Index: 1, MimeType: "image/jpeg", Size: 99, SHA256: "a1b2", Dropped: "no images here"}},
 	}
 	require.NoError(t, s.Create(ctx, in))
 
@@ -134,7 +168,7 @@ func TestEveryFieldSurvivesCreateFinishAndGet(t *testing.T) {
 		Error:        &RunError{Kind: "rate_limit", Message: "429 from the API", ExitCode: ptr(3), StderrExcerpt: "too many"},
 		Usage:        &Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 80},
 		TotalCostUSD: ptr(0.0123), Turns: 2, ToolCalls: 5,
-		Task: "fix the bug", TaskLen: 11, TaskSHA256: "abc", Pgid: 4242,
+		Task: "fix the bug", TaskLen: 11, TaskSHA256: "abc", Pgid: 4242, Attachments: in.Attachments,
 	}
 	assert.Equal(t, want, got)
 }
@@ -162,7 +196,7 @@ func TestARunningRowReadsBackWithItsOptionalFieldsAbsent(t *testing.T) {
 	assert.Equal(t, id, m["run_id"])
 	assert.Equal(t, "running", m["status"])
 	assert.Equal(t, []any{}, m["ancestry"])
-	for _, absent := range []string{"ended_at", "duration_ms", "exit_code", "error", "usage", "total_cost_usd", "task", "pgid"} {
+	for _, absent := range []string{"ended_at", "duration_ms", "exit_code", "error", "usage", "total_cost_usd", "task", "pgid", "attachments"} {
 		assert.NotContains(t, m, absent)
 	}
 }

@@ -87,6 +87,28 @@ type Run struct {
 	// the run passed its bound (max_events_per_run); recorded with the
 	// outcome (Finish.EventsDropped), so it is 0 while the run is going.
 	EventsDropped int64 `json:"events_dropped"`
+
+	// Attachments describes the images the request attached, in order,
+	// including those the agent could not take: never their bytes.
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Attachment is what the history keeps of one image a run was handed:
+// enough to tell which image it was (its digest) without keeping the image,
+// which may hold anything a screenshot can.
+type Attachment struct {
+	Index int `json:"index"`
+	// Name is the client's name for it (a path's base name by default),
+	// kept only when the operator keeps task text (record_tasks).
+	Name string `json:"name,omitempty"`
+	// MimeType is the type card recognised from the bytes.
+	MimeType string `json:"mime_type"`
+	// Size is the image's size in bytes.
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Dropped says why the agent was not given it (its adapter takes no
+	// images); empty when it was.
+	Dropped string `json:"dropped,omitempty"`
 }
 
 // SetTask records task on r. TaskLen (bytes) and TaskSHA256 are always set, so

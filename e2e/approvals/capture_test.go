@@ -30,16 +30,7 @@ func TestCaptureApprovalExamples(t *testing.T) {
 	defer cancel()
 	ws := s.d.Raw(t)
 	ws.SetReadLimit(4 << 20)
-	var buf bytes.Buffer
-	emit := func(method, kind string, raw []byte) {
-		var b bytes.Buffer
-		require.NoError(t, json.Indent(&b, raw, "", "  "))
-		fmt.Fprintf(&buf, "<!-- example: %s %s -->\n```json\n%s\n```\n\n", method, kind, b.String())
-	}
-	send := func(method, kind, frame string) {
-		emit(method, kind, []byte(frame))
-		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(frame)))
-	}
+	buf, emit, send := exampleWriter(t, ctx, ws)
 	type frame struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -110,7 +101,7 @@ func TestCaptureApprovalExamples(t *testing.T) {
 		_, msg, err := ws.Read(ctx)
 		require.NoError(t, err)
 		if bytes.Contains(msg, []byte(`"$/cancelRequest"`)) {
-			fmt.Fprintf(&buf, "<!-- raw: cancel -->\n```json\n%s\n```\n\n", msg)
+			fmt.Fprintf(buf, "<!-- raw: cancel -->\n```json\n%s\n```\n\n", msg)
 		}
 		if bytes.Contains(msg, []byte(`"approval_decided"`)) {
 			emit("agents.event", "notification", msg)
@@ -120,4 +111,20 @@ func TestCaptureApprovalExamples(t *testing.T) {
 		}
 	}
 	require.NoError(t, os.WriteFile(out, buf.Bytes(), 0o644))
+}
+
+// exampleWriter collects frames as marked examples for docs/protocol.md:
+// emit records one, send records and sends one on ws.
+func exampleWriter(t *testing.T, ctx context.Context, ws *websocket.Conn) (buf *bytes.Buffer, emit func(method, kind string, raw []byte), send func(method, kind, frame string)) {
+	buf = &bytes.Buffer{}
+	emit = func(method, kind string, raw []byte) {
+		var b bytes.Buffer
+		require.NoError(t, json.Indent(&b, raw, "", "  "))
+		fmt.Fprintf(buf, "<!-- example: %s %s -->\n```json\n%s\n```\n\n", method, kind, b.String())
+	}
+	send = func(method, kind, frame string) {
+		emit(method, kind, []byte(frame))
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(frame)))
+	}
+	return buf, emit, send
 }

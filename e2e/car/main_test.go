@@ -22,7 +22,9 @@ func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
 // test puts on PATH, pins and the well-known dirs are searched.
 func startDaemon(t *testing.T, environ []string, adapter string, adapterCfg map[string]any) *daemontest.Daemon {
 	t.Helper()
-	cfg := map[string]any{"login_shell_path": false}
+	// Generous probe deadlines: these tests hold what the answers mean, and
+	// a Node CLI on a loaded two-core machine can take seconds to start.
+	cfg := map[string]any{"login_shell_path": false, "probe_timeout_secs": 60}
 	if adapterCfg != nil {
 		cfg["adapters"] = map[string]any{adapter: adapterCfg}
 	}

@@ -36,12 +36,16 @@ type setup struct {
 	adapter    string
 	environ    []string
 	adapterCfg map[string]any
+	// server is the stand-in the CLI is pointed at.
+	server *standin.Server
 }
 
 type session struct {
 	c      *client.Client
 	cwd    string
 	events *daemontest.Events
+	// arrived is when each event reached the client, by run and seq.
+	arrived *arrivals
 }
 
 // startDaemon runs a real daemon in-process with s's environment; the CLI
@@ -54,10 +58,13 @@ func startDaemon(t *testing.T, s setup) *session {
 	}
 	var buf bytes.Buffer
 	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
-	sess := &session{cwd: filepath.Join(t.TempDir(), "project"), events: daemontest.NewEvents()}
+	sess := &session{cwd: filepath.Join(t.TempDir(), "project"), events: daemontest.NewEvents(), arrived: newArrivals()}
 	require.NoError(t, os.MkdirAll(sess.cwd, 0o755))
 	sess.c = daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: s.environ,
-		Client: client.Options{OnEvent: sess.events.Add}}).Client
+		Client: client.Options{OnEvent: func(ev daemon.AgentEvent) {
+			sess.arrived.note(ev)
+			sess.events.Add(ev)
+		}}}).Client
 	return sess
 }
 
@@ -85,8 +92,11 @@ func streamedText(evs []daemon.AgentEvent) string {
 
 type cliCase struct {
 	adapter, bin string
-	// newServer starts the stand-in and returns the daemon's setup.
-	newServer func(t *testing.T, bin string, script standin.Script) setup
+	// newServer starts the stand-in and returns the daemon's setup. With
+	// agentRetries the CLI keeps its own retry defaults where a test
+	// harness would otherwise turn them off (Codex's provider knobs,
+	// Gemini's maxAttempts), as a user's CLI has them.
+	newServer func(t *testing.T, bin string, script standin.Script, agentRetries bool) setup
 }
 
 func cases() []cliCase {
@@ -94,26 +104,35 @@ func cases() []cliCase {
 		return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), pinVar + "=" + bin}
 	}
 	return []cliCase{
-		{adapter: "claude-code", bin: "claude", newServer: func(t *testing.T, bin string, script standin.Script) setup {
+		{adapter: "claude-code", bin: "claude", newServer: func(t *testing.T, bin string, script standin.Script, _ bool) setup {
+			// ClaudeEnv's CLAUDE_CODE_MAX_RETRIES=0 is overridden by the
+			// request's bound on every run.
 			s := standin.NewAnthropic(t, script)
 			home := t.TempDir()
 			env := append(s.ClaudeEnv(home, os.Getenv("PATH")), "CAR_CLAUDE_CODE_BIN="+bin)
-			return setup{adapter: "claude-code", environ: env}
+			return setup{adapter: "claude-code", environ: env, server: s}
 		}},
-		{adapter: "codex", bin: "codex", newServer: func(t *testing.T, bin string, script standin.Script) setup {
+		{adapter: "codex", bin: "codex", newServer: func(t *testing.T, bin string, script standin.Script, agentRetries bool) setup {
 			s := standin.NewOpenAI(t, script)
 			args, env := s.CodexExtras()
+			if agentRetries {
+				args, env = s.CodexExtrasRetrying()
+			}
 			return setup{adapter: "codex", environ: append(base(t.TempDir(), bin, "CAR_CODEX_BIN"), "NO_COLOR=1"),
-				adapterCfg: map[string]any{"args": args, "env": env}}
+				adapterCfg: map[string]any{"args": args, "env": env}, server: s}
 		}},
-		{adapter: "gemini", bin: "gemini", newServer: func(t *testing.T, bin string, script standin.Script) setup {
+		{adapter: "gemini", bin: "gemini", newServer: func(t *testing.T, bin string, script standin.Script, agentRetries bool) setup {
 			s := standin.NewGemini(t, script)
 			home := t.TempDir()
-			env, err := s.GeminiSetup(home, os.Getenv("PATH"))
+			setupGemini := s.GeminiSetup
+			if agentRetries {
+				setupGemini = s.GeminiSetupRetrying
+			}
+			env, err := setupGemini(home, os.Getenv("PATH"))
 			require.NoError(t, err)
 			// Workspace trust is the operator's call (spawn never passes it).
 			return setup{adapter: "gemini", environ: append(env, "CAR_GEMINI_BIN="+bin),
-				adapterCfg: map[string]any{"args": []string{"--skip-trust"}}}
+				adapterCfg: map[string]any{"args": []string{"--skip-trust"}}, server: s}
 		}},
 	}
 }
@@ -124,7 +143,7 @@ func TestARealAgentAnswersThroughTheDaemon(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			t.Parallel()
 			answer := "PONG via card from the " + tc.adapter + " stand-in"
-			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer}))
+			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer}, false))
 			evs := sess.run(t, tc.adapter, "say pong")
 			last := evs[len(evs)-1]
 			require.NotNil(t, last.Result)
@@ -150,7 +169,7 @@ func TestAnAPIErrorComesBackAsTheRightErrorKind(t *testing.T) {
 			t.Run(tc.adapter+"/"+http.StatusText(e.status), func(t *testing.T) {
 				bin := standin.CLI(t, tc.bin)
 				t.Parallel()
-				sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: e.status}))
+				sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: e.status}, false))
 				evs := sess.run(t, tc.adapter, "say pong")
 				last := evs[len(evs)-1]
 				assert.Equal(t, daemon.EventRunError, last.Kind)

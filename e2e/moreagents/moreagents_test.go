@@ -173,19 +173,6 @@ func startDaemon(t *testing.T, userHome, pathValue string, cfg map[string]any) *
 	}).Client
 }
 
-// withoutHomeAndPath turns a stand-in helper's env list into the adapter env
-// of card.toml: HOME and PATH are the daemon's own.
-func withoutHomeAndPath(env []string) map[string]string {
-	out := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if k != "HOME" && k != "PATH" {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // One real daemon, one loopback Anthropic stand-in, and the three CLIs
 // pointed at it the way an operator would: Copilot through BYOK env in
 // card.toml, Pi and Droid through a custom provider/model in their own
@@ -206,9 +193,9 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 		"login_shell_path":   false,
 		"probe_timeout_secs": 90,
 		"adapters": map[string]any{
-			"copilot": map[string]any{"env": withoutHomeAndPath(srv.CopilotEnv(userHome, pathValue))},
-			"pi":      map[string]any{"args": piArgs, "env": withoutHomeAndPath(piEnv)},
-			"droid":   map[string]any{"args": droidArgs, "env": withoutHomeAndPath(droidEnv)},
+			"copilot": map[string]any{"env": standin.AdapterEnv(srv.CopilotEnv(userHome, pathValue))},
+			"pi":      map[string]any{"args": piArgs, "env": standin.AdapterEnv(piEnv)},
+			"droid":   map[string]any{"args": droidArgs, "env": standin.AdapterEnv(droidEnv)},
 		},
 	}
 	c := startDaemon(t, userHome, pathValue, cfg)

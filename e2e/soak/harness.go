@@ -70,6 +70,9 @@ type liveDaemon struct {
 	exited chan struct{}
 	err    error
 	log    string
+	// started is just before the process started; ready when its
+	// daemon.json was first seen (polled every millisecond).
+	started, ready time.Time
 }
 
 // daemonSetup says how to start a daemon.
@@ -105,11 +108,12 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 	cmd.Stderr = logf
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.SysProcAttr = proc.NewGroup()
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s serve: %w", h.bin, err)
 	}
-	d := &liveDaemon{home: home, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	d := &liveDaemon{home: home, cmd: cmd, exited: make(chan struct{}), log: logPath, started: started}
 	go func() {
 		d.err = cmd.Wait()
 		logf.Close()
@@ -119,6 +123,7 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 	for {
 		if disc, err := daemon.ReadDiscovery(home); err == nil && disc.PID == cmd.Process.Pid {
 			d.url = disc.URL
+			d.ready = time.Now()
 			break
 		}
 		select {
@@ -127,7 +132,7 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 		case <-ctx.Done():
 			d.kill()
 			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			d.kill()

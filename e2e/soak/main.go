@@ -2,6 +2,7 @@
 // prints one table per phase:
 //
 //	go run ./e2e/soak -phases load,churn,hostile,agents,crash,store
+//	go run ./e2e/soak -phases startup,burst,restart   # the performance figures
 //
 // It builds ./cmd/card into a temp dir, starts `card serve --home <tmp>` on a
 // loopback port, and drives it over real WebSockets. Every loop is bounded,
@@ -94,7 +95,7 @@ func run(ctx context.Context, o options) int {
 	for _, p := range o.phases {
 		f, ok := phaseFuncs[p]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "soak: unknown phase %q (known: load, churn, hostile, agents, crash, store)\n", p)
+			fmt.Fprintf(os.Stderr, "soak: unknown phase %q (known: load, churn, hostile, agents, crash, store, startup, burst, restart)\n", p)
 			return 2
 		}
 		fmt.Printf("\n== phase %s ==\n", p)
@@ -124,6 +125,9 @@ var phaseFuncs = map[string]func(context.Context, *harness) *result{
 	"agents":  phaseAgents,
 	"crash":   phaseCrash,
 	"store":   phaseStore,
+	"startup": phaseStartup,
+	"burst":   phaseBurst,
+	"restart": phaseRestart,
 }
 
 func printMachine() {

@@ -156,15 +156,31 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": in, "output_tokens": 1},
 	}})
-	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+	index := 0
+	if script.Thinking != "" {
+		// A thinking block first, as a model with extended thinking
+		// streams it: thinking pieces, then the block's signature.
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
+			"content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		for _, piece := range strings.SplitAfter(script.Thinking, " ") {
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+				"delta": map[string]any{"type": "thinking_delta", "thinking": piece}})
+		}
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+			"delta": map[string]any{"type": "signature_delta", "signature": "c3RhbmRpbi1zaWduYXR1cmU="}})
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
+	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
 		"content_block": map[string]any{"type": "text", "text": ""}})
 	e.event("ping", map[string]any{"type": "ping"})
 	s.stall(r)
-	for _, d := range script.deltas() {
-		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+	for i, d := range script.deltas() {
+		s.pace(r, i)
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
 			"delta": map[string]any{"type": "text_delta", "text": d}})
 	}
-	e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 	e.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": out}})
@@ -256,11 +272,29 @@ func (s *Server) serveAnthropicToolCall(w http.ResponseWriter, req anthropicRequ
 func (s *Server) ToolResults() []string {
 	var out []string
 	for _, r := range s.ModelCalls() {
-		var req anthropicRequest
-		if r.JSON(&req) != nil {
-			continue
+		var last string
+		var ends bool
+		switch s.Vendor {
+		case Gemini:
+			var req geminiRequest
+			if r.JSON(&req) != nil {
+				continue
+			}
+			_, last, ends = req.toolResults()
+		case OpenAI:
+			var req openAIRequest
+			if r.JSON(&req) != nil {
+				continue
+			}
+			_, last, ends = req.toolResults()
+		default:
+			var req anthropicRequest
+			if r.JSON(&req) != nil {
+				continue
+			}
+			_, last, ends = req.toolResults()
 		}
-		if _, last, ends := req.toolResults(); ends {
+		if ends {
 			out = append(out, last)
 		}
 	}

@@ -3,6 +3,7 @@ package standin
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/card-dev/card/internal/testskip"
@@ -59,4 +60,18 @@ func findBinDir() string {
 			return ""
 		}
 	}
+}
+
+// AdapterEnv turns a helper's complete environment (ClaudeEnv, CopilotEnv,
+// PiSetup, …) into the env of a card.toml [adapters.<id>] table: HOME and
+// PATH are the daemon's own, everything else is the adapter's.
+func AdapterEnv(env []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "HOME" && k != "PATH" {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -37,7 +37,8 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 		geminiError(w, http.StatusNotFound, "NOT_FOUND", "card stand-in does not serve method "+method, 0)
 		return
 	}
-	if !json.Valid(body) {
+	var req geminiRequest
+	if err := json.Unmarshal(body, &req); err != nil {
 		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "request body is not JSON", 0)
 		return
 	}
@@ -53,25 +54,42 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	in, out := s.script.usage()
-	candidate := func(text string, final bool) map[string]any {
-		c := map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": text}}}, "index": 0}
+	part := func(text string) map[string]any { return map[string]any{"text": text} }
+	candidate := func(p map[string]any, final bool) map[string]any {
+		c := map[string]any{"content": map[string]any{"role": "model", "parts": []any{p}}, "index": 0}
 		if final {
 			c["finishReason"] = "STOP"
 		}
 		return c
 	}
 	usage := map[string]any{"promptTokenCount": in, "candidatesTokenCount": out, "totalTokenCount": in + out}
+	script := s.script
+	if _, last, ends := req.toolResults(); ends {
+		script.Answer = script.answer() + " | tool result was: " + last
+	}
+	call, hasCall := s.nextGeminiToolCall(req)
 	if method == "generateContent" {
-		writeJSON(w, http.StatusOK, map[string]any{"candidates": []any{candidate(s.script.answer(), true)},
+		p := part(script.answer())
+		if hasCall {
+			p = map[string]any{"functionCall": map[string]any{"name": call.Name, "args": call.Input}}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"candidates": []any{candidate(p, true)},
 			"usageMetadata": usage, "modelVersion": model, "responseId": "standin"})
 		return
 	}
 	// streamGenerateContent answers a JSON array unless alt=sse; the CLI
 	// always asks for SSE, so only that framing is served.
 	e := startSSE(w)
-	parts := s.script.deltas()
+	if hasCall {
+		// A tool call arrives whole, in one chunk, as the API sends it.
+		e.event("", map[string]any{"candidates": []any{candidate(map[string]any{"functionCall": map[string]any{"name": call.Name, "args": call.Input}}, true)},
+			"usageMetadata": usage, "modelVersion": model, "responseId": "standin"})
+		return
+	}
+	parts := script.deltas()
 	for i, d := range parts {
-		chunk := map[string]any{"candidates": []any{candidate(d, i == len(parts)-1)}, "modelVersion": model, "responseId": "standin"}
+		s.pace(r, i)
+		chunk := map[string]any{"candidates": []any{candidate(part(d), i == len(parts)-1)}, "modelVersion": model, "responseId": "standin"}
 		if i == len(parts)-1 {
 			chunk["usageMetadata"] = usage
 		}
@@ -80,6 +98,75 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 			s.stall(r)
 		}
 	}
+}
+
+// geminiRequest is what the stand-in reads of a Gemini model call.
+type geminiRequest struct {
+	Contents []struct {
+		Role  string `json:"role"`
+		Parts []struct {
+			FunctionResponse *struct {
+				Name     string         `json:"name"`
+				Response map[string]any `json:"response"`
+			} `json:"functionResponse"`
+		} `json:"parts"`
+	} `json:"contents"`
+	Tools []struct {
+		FunctionDeclarations []struct {
+			Name string `json:"name"`
+		} `json:"functionDeclarations"`
+	} `json:"tools"`
+}
+
+// toolResults counts the function responses in the conversation and
+// returns the last content's, if it ends with one, as the text the model
+// was told: is_error is true for a response carrying "error" (Gemini CLI
+// puts a denial or a failure there, and a tool's output under "output").
+func (r geminiRequest) toolResults() (n int, last string, endsWithResult bool) {
+	for i, c := range r.Contents {
+		for _, p := range c.Parts {
+			fr := p.FunctionResponse
+			if fr == nil {
+				continue
+			}
+			n++
+			if i != len(r.Contents)-1 {
+				continue
+			}
+			endsWithResult = true
+			if e, ok := fr.Response["error"]; ok {
+				last = fmt.Sprintf("is_error=true content=%v", e)
+			} else if o, ok := fr.Response["output"]; ok {
+				last = fmt.Sprintf("is_error=false content=%v", o)
+			} else {
+				b, _ := json.Marshal(fr.Response)
+				last = "is_error=false content=" + string(b)
+			}
+		}
+	}
+	return n, last, endsWithResult
+}
+
+func (r geminiRequest) offers(name string) bool {
+	for _, t := range r.Tools {
+		for _, f := range t.FunctionDeclarations {
+			if f.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nextGeminiToolCall is the scripted tool call this model call gets, if
+// any: the k-th, for a conversation holding k function responses, when
+// the call offers that tool.
+func (s *Server) nextGeminiToolCall(req geminiRequest) (ToolCall, bool) {
+	n, _, _ := req.toolResults()
+	if n >= len(s.script.ToolCalls) || !req.offers(s.script.ToolCalls[n].Name) {
+		return ToolCall{}, false
+	}
+	return s.script.ToolCalls[n], true
 }
 
 func geminiErrorKind(status int) (st, msg string) {
@@ -121,11 +208,22 @@ const GeminiSettings = `{
 // caller's). The CLI still needs --skip-trust (or a trusted-folders entry):
 // in an untrusted folder it exits 55 before any API call.
 func (s *Server) GeminiSetup(home, path string) (env []string, err error) {
+	return s.geminiSetup(home, path, GeminiSettings)
+}
+
+// GeminiSetupRetrying is GeminiSetup with Gemini's own retries left at its
+// default (general.maxAttempts 10, backoff from about 5 s), as a user who
+// never changed them has it: what bounds them is card.
+func (s *Server) GeminiSetupRetrying(home, path string) (env []string, err error) {
+	return s.geminiSetup(home, path, strings.Replace(GeminiSettings, `"maxAttempts": 1, `, "", 1))
+}
+
+func (s *Server) geminiSetup(home, path, settings string) (env []string, err error) {
 	dir := filepath.Join(home, ".gemini")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gemini stand-in: create %s: %w", dir, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(GeminiSettings), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(settings), 0o600); err != nil {
 		return nil, fmt.Errorf("gemini stand-in: write settings: %w", err)
 	}
 	return []string{

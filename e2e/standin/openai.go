@@ -2,6 +2,7 @@ package standin
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,6 +32,67 @@ func NewOpenAI(t testing.TB, script Script) *Server {
 type openAIRequest struct {
 	Model  string `json:"model"`
 	Stream bool   `json:"stream"`
+	// Input is a Responses request's input items (a list; a plain
+	// string input decodes as none).
+	Input json.RawMessage `json:"input"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+// responsesItem is one input item of a Responses request.
+type responsesItem struct {
+	Type   string          `json:"type"`
+	Output json.RawMessage `json:"output"`
+}
+
+// toolResults counts the function call outputs in a Responses request and
+// returns the last input item's, if the input ends with one, as the text
+// the model was told. The Responses API has no error flag on an output:
+// the quote is "content=<output>".
+func (r openAIRequest) toolResults() (n int, last string, endsWithResult bool) {
+	var items []responsesItem
+	if json.Unmarshal(r.Input, &items) != nil {
+		return 0, "", false
+	}
+	for i, it := range items {
+		if !strings.HasSuffix(it.Type, "_call_output") {
+			continue
+		}
+		n++
+		if i == len(items)-1 {
+			endsWithResult = true
+			last = "content=" + outputText(it.Output)
+		}
+	}
+	return n, last, endsWithResult
+}
+
+// outputText is a function call output as text: a string, or the text of
+// its content items.
+func outputText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+func (r openAIRequest) offers(name string) bool {
+	for _, t := range r.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request, body []byte) {
@@ -67,13 +129,27 @@ func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	if strings.HasSuffix(p, "/responses") {
-		s.responses(w, r, req)
+		// As the Anthropic stand-in: the k-th scripted tool call to a
+		// request holding k outputs that offers its tool, then text that
+		// quotes the last output.
+		n, last, ends := req.toolResults()
+		if n < len(s.script.ToolCalls) && req.offers(s.script.ToolCalls[n].Name) {
+			s.responsesToolCall(w, req, s.script.ToolCalls[n], fmt.Sprintf("call_standin%02d", n+1))
+			return
+		}
+		answer := s.script.answer()
+		if ends {
+			answer += " | tool result was: " + last
+		}
+		s.responses(w, r, req, answer)
 		return
 	}
 	s.chatCompletions(w, r, req)
 }
 
-func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIRequest) {
+func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIRequest, answer string) {
+	script := s.script
+	script.Answer = answer
 	in, out := s.script.usage()
 	created := time.Now().Unix()
 	resp := func(status string, output []any, usage any) map[string]any {
@@ -83,7 +159,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIReq
 	msg := func(status string, content []any) map[string]any {
 		return map[string]any{"id": "msg_standin", "type": "message", "status": status, "role": "assistant", "content": content}
 	}
-	text := map[string]any{"type": "output_text", "text": s.script.answer(), "annotations": []any{}}
+	text := map[string]any{"type": "output_text", "text": script.answer(), "annotations": []any{}}
 	usage := map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": out, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": in + out}
 
@@ -105,13 +181,53 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIReq
 	ev("response.output_item.added", map[string]any{"output_index": 0, "item": msg("in_progress", []any{})})
 	ev("response.content_part.added", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0,
 		"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-	for _, d := range s.script.deltas() {
+	for i, d := range script.deltas() {
+		s.pace(r, i)
 		ev("response.output_text.delta", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": d})
 	}
-	ev("response.output_text.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "text": s.script.answer()})
+	ev("response.output_text.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "text": script.answer()})
 	ev("response.content_part.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "part": text})
 	ev("response.output_item.done", map[string]any{"output_index": 0, "item": msg("completed", []any{text})})
 	ev("response.completed", map[string]any{"response": resp("completed", []any{msg("completed", []any{text})}, usage)})
+}
+
+// responsesToolCall answers a Responses call with one function call,
+// streamed as the API does: the arguments arrive as deltas.
+func (s *Server) responsesToolCall(w http.ResponseWriter, req openAIRequest, call ToolCall, callID string) {
+	in, out := s.script.usage()
+	args, err := json.Marshal(call.Input)
+	if err != nil {
+		openAIError(w, http.StatusInternalServerError, "server_error", "server_error", "card stand-in: tool input does not encode: "+err.Error())
+		return
+	}
+	fcID := "fc_" + strings.TrimPrefix(callID, "call_")
+	item := func(status, arguments string) map[string]any {
+		return map[string]any{"type": "function_call", "id": fcID, "call_id": callID, "name": call.Name, "arguments": arguments, "status": status}
+	}
+	usage := map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"output_tokens": out, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": in + out}
+	resp := func(status string, output []any, usage any) map[string]any {
+		return map[string]any{"id": "resp_standin", "object": "response", "created_at": time.Now().Unix(),
+			"status": status, "model": req.Model, "output": output, "usage": usage}
+	}
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, resp("completed", []any{item("completed", string(args))}, usage))
+		return
+	}
+	e := startSSE(w)
+	seq := 0
+	ev := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		fields["sequence_number"] = seq
+		seq++
+		e.event(typ, fields)
+	}
+	ev("response.created", map[string]any{"response": resp("in_progress", []any{}, nil)})
+	ev("response.output_item.added", map[string]any{"output_index": 0, "item": item("in_progress", "")})
+	ev("response.function_call_arguments.delta", map[string]any{"item_id": fcID, "output_index": 0, "delta": string(args)})
+	ev("response.function_call_arguments.done", map[string]any{"item_id": fcID, "output_index": 0, "arguments": string(args)})
+	ev("response.output_item.done", map[string]any{"output_index": 0, "item": item("completed", string(args))})
+	ev("response.completed", map[string]any{"response": resp("completed", []any{item("completed", string(args))}, usage)})
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req openAIRequest) {
@@ -135,7 +251,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req ope
 	}
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
 	s.stall(r)
-	for _, d := range s.script.deltas() {
+	for i, d := range s.script.deltas() {
+		s.pace(r, i)
 		e.event("", chunk(map[string]any{"content": d}, nil, nil))
 	}
 	e.event("", chunk(map[string]any{}, "stop", usage))
@@ -164,8 +281,20 @@ func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
 // stream 5 times by default, with backoff, which turns a scripted 429 into a
 // minute-long test; here each is 0 so an error surfaces on the first attempt.
 func (s *Server) CodexExtras() (args []string, env map[string]string) {
+	return s.codexExtras(", request_max_retries=0, stream_max_retries=0")
+}
+
+// CodexExtrasRetrying is CodexExtras with Codex's own retry defaults left
+// alone (4 request retries, 5 stream retries, each announced as
+// "Reconnecting... n/5"), as they are for the built-in OpenAI provider,
+// which no setting can change: what bounds them is card.
+func (s *Server) CodexExtrasRetrying() (args []string, env map[string]string) {
+	return s.codexExtras("")
+}
+
+func (s *Server) codexExtras(retries string) (args []string, env map[string]string) {
 	provider := `{name="card stand-in", base_url="` + s.URL + `/v1", env_key="` + CodexKeyEnv +
-		`", wire_api="responses", request_max_retries=0, stream_max_retries=0, stream_idle_timeout_ms=30000}`
+		`", wire_api="responses"` + retries + `, stream_idle_timeout_ms=30000}`
 	return []string{
 		"-c", "model_providers." + CodexProvider + "=" + provider,
 		"-c", `model_provider="` + CodexProvider + `"`,

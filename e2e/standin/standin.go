@@ -57,18 +57,28 @@ type Script struct {
 	// InputTokens and OutputTokens are reported as usage (defaults 10 and 5).
 	InputTokens, OutputTokens int
 	// ToolCalls make the model call tools before it answers (Anthropic
-	// only): a model call whose conversation holds k tool results, k below
-	// len(ToolCalls), and that offers ToolCalls[k].Name as a tool, is
-	// answered with that tool call; once the last is answered, the text
-	// answer quotes the last tool result ("<Answer> | tool result was:
-	// is_error=… content=…"), so a test can see what the agent was told.
-	// Side calls that offer no tools get the plain answer.
+	// and Gemini): a model call whose conversation holds k tool results
+	// (Gemini: function responses), k below len(ToolCalls), and that
+	// offers ToolCalls[k].Name as a tool, is answered with that tool call;
+	// once the last is answered, the text answer quotes the last tool
+	// result ("<Answer> | tool result was: is_error=… content=…"), so a
+	// test can see what the agent was told. Side calls that offer no tools
+	// get the plain answer.
 	ToolCalls []ToolCall
 	// Stall makes a streamed model call send its first event and then hold
 	// the stream open, sending nothing more, until the client goes away or the
 	// server closes: the shape of a hung vendor, for deadline and cancel tests
 	// with a real CLI.
 	Stall bool
+	// Thinking, when set, is streamed before the answer as a thinking block
+	// (thinking_delta pieces and a signature), the shape of a model with
+	// extended thinking. Anthropic dialect only.
+	Thinking string
+	// DeltaDelay is the pause before each piece of a streamed answer after
+	// the first, the shape of a model writing slowly: a test can then tell
+	// text that reaches a client as it is written from text that arrives
+	// only when the turn ends.
+	DeltaDelay time.Duration
 }
 
 // ToolCall is a tool call the stand-in's model makes.
@@ -187,6 +197,22 @@ func (s *Server) Close() {
 	// released first or Close would hang.
 	s.once.Do(func() { close(s.done) })
 	s.srv.Close()
+}
+
+// pace waits DeltaDelay before piece i of a streamed answer (none before
+// the first), and returns early when the client goes away or the server
+// closes.
+func (s *Server) pace(r *http.Request, i int) {
+	if i == 0 || s.script.DeltaDelay <= 0 {
+		return
+	}
+	t := time.NewTimer(s.script.DeltaDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	case <-s.done:
+	}
 }
 
 // stall holds a streaming response open when the script says so.

@@ -3,6 +3,7 @@ package standin
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -314,6 +315,80 @@ func TestAStalledStreamHoldsUntilTheClientLeavesAndCloseStillReturns(t *testing.
 	}
 }
 
+// A slow model: each piece after the first waits DeltaDelay, in every
+// dialect, so a test can tell text that streams from text that comes whole.
+func TestASlowScriptPacesEveryPieceOfTheAnswer(t *testing.T) {
+	const pause = 150 * time.Millisecond
+	script := Script{Answer: "one two three", DeltaDelay: pause}
+	cases := []struct {
+		name, path, body string
+		start            func(testing.TB, Script) *Server
+	}{
+		{"anthropic", "/v1/messages", `{"model":"m","stream":true,"messages":[]}`, NewAnthropic},
+		{"openai responses", "/v1/responses", `{"model":"m","stream":true}`, NewOpenAI},
+		{"openai chat", "/v1/chat/completions", `{"model":"m","stream":true}`, NewOpenAI},
+		{"gemini", "/v1beta/models/m:streamGenerateContent", `{}`, NewGemini},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.start(t, script)
+			start := time.Now()
+			resp := post(t, s.URL+c.path, c.body, nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			readSSE(t, resp.Body)
+			assert.GreaterOrEqual(t, time.Since(start), 2*pause, "three pieces, two pauses")
+		})
+	}
+}
+
+// A thinking model: the answer comes after a thinking block streamed as
+// thinking pieces and a signature.
+func TestAnthropicThinksBeforeItAnswers(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "done", Thinking: "let me look"})
+	resp := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	var thinking, text string
+	var blocks []string
+	for _, e := range readSSE(t, resp.Body) {
+		switch e.Name {
+		case "content_block_start":
+			blocks = append(blocks, e.Data["content_block"].(map[string]any)["type"].(string))
+		case "content_block_delta":
+			d := e.Data["delta"].(map[string]any)
+			switch d["type"] {
+			case "thinking_delta":
+				thinking += d["thinking"].(string)
+			case "text_delta":
+				text += d["text"].(string)
+			}
+		}
+	}
+	assert.Equal(t, []string{"thinking", "text"}, blocks)
+	assert.Equal(t, "let me look", thinking)
+	assert.Equal(t, "done", text)
+}
+
+// The retrying helpers leave the CLI's own retry settings out, so a test
+// sees the retries a user's CLI makes.
+func TestTheRetryingHelpersLeaveTheCLIsOwnRetriesAlone(t *testing.T) {
+	o := NewOpenAI(t, Script{})
+	args, _ := o.CodexExtras()
+	assert.Contains(t, strings.Join(args, " "), "request_max_retries=0")
+	args, _ = o.CodexExtrasRetrying()
+	assert.NotContains(t, strings.Join(args, " "), "max_retries")
+	assert.Contains(t, strings.Join(args, " "), "base_url=\""+o.URL+"/v1\"")
+
+	g := NewGemini(t, Script{})
+	home := t.TempDir()
+	_, err := g.GeminiSetupRetrying(home, "/usr/bin")
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(home, ".gemini", "settings.json"))
+	require.NoError(t, err)
+	var settings map[string]map[string]any
+	require.NoError(t, json.Unmarshal(b, &settings))
+	assert.NotContains(t, settings["general"], "maxAttempts")
+	assert.Equal(t, "gemini-api-key", settings["security"]["auth"].(map[string]any)["selectedType"])
+}
+
 // A scripted tool call is made once per place in the script, to a call that
 // offers the tool, and the text answer after it quotes the tool result.
 func TestAnthropicMakesTheScriptedToolCallsThenQuotesTheLastResult(t *testing.T) {
@@ -345,4 +420,85 @@ func TestAnthropicMakesTheScriptedToolCallsThenQuotesTheLastResult(t *testing.T)
 	}
 	assert.Equal(t, "DONE | tool result was: is_error=true content=denied by you", text.String())
 	assert.Equal(t, []string{"is_error=true content=denied by you"}, s.ToolResults())
+}
+
+func TestGeminiMakesTheScriptedToolCallsThenQuotesTheLastFunctionResponse(t *testing.T) {
+	s := NewGemini(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "run_shell_command", Input: map[string]any{"command": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"functionDeclarations":[{"name":"read_file"},{"name":"run_shell_command"}]}]`
+	url := s.URL + "/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
+	evs := readSSE(t, post(t, url, `{`+offer+`,"contents":[{"role":"user","parts":[{"text":"go"}]}]}`, nil).Body)
+	require.Len(t, evs, 1, "a tool call arrives whole, in one chunk")
+	part := evs[0].Data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)
+	assert.Equal(t, map[string]any{"name": "run_shell_command", "args": map[string]any{"command": "echo hi > f.txt"}}, part["functionCall"])
+
+	side := readSSE(t, post(t, url, `{"contents":[{"role":"user","parts":[{"text":"route?"}]}]}`, nil).Body)
+	assert.NotNil(t, side[0].Data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"],
+		"a call that offers no tools gets text")
+
+	for _, c := range []struct{ response, want string }{
+		{`{"error":"Tool \"run_shell_command\" was canceled by the user."}`, `is_error=true content=Tool "run_shell_command" was canceled by the user.`},
+		{`{"output":"Output: (empty)"}`, `is_error=false content=Output: (empty)`},
+	} {
+		body := `{` + offer + `,"contents":[{"role":"user","parts":[{"text":"go"}]},` +
+			`{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{}}}]},` +
+			`{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":` + c.response + `}}]}]}`
+		var text strings.Builder
+		for _, e := range readSSE(t, post(t, url, body, nil).Body) {
+			text.WriteString(e.Data["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string))
+		}
+		assert.Equal(t, "DONE | tool result was: "+c.want, text.String())
+	}
+	assert.Equal(t, []string{`is_error=true content=Tool "run_shell_command" was canceled by the user.`, `is_error=false content=Output: (empty)`}, s.ToolResults())
+}
+
+// The image finder knows each dialect's image part, and nothing else is an
+// image: a text block that merely says "image" is not one.
+func TestImagesAreFoundInEachVendorsRequestShape(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nbody")
+	b64 := base64.StdEncoding.EncodeToString(png)
+	bodies := map[string]string{
+		"anthropic_image": `{"messages":[{"role":"user","content":[{"type":"text","text":"an image"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}]}]}`,
+		"input_image":     `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,` + b64 + `","detail":"high"}]}]}`,
+		"image_url":       `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`,
+		"inline_data":     `{"contents":[{"role":"user","parts":[{"text":"x"},{"inlineData":{"mimeType":"image/png","data":"` + b64 + `"}}]}]}`,
+	}
+	for form, body := range bodies {
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(body), &v), form)
+		var got []Image
+		walkImages(v, func(f, mime string, data []byte) { got = append(got, Image{Form: f, MIME: mime, Data: data}) })
+		require.Len(t, got, 1, form)
+		assert.Equal(t, Image{Form: form, MIME: "image/png", Data: png}, got[0])
+	}
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(`{"messages":[{"content":[{"type":"text","text":"image"},{"type":"image_url"}]}]}`), &v))
+	walkImages(v, func(string, string, []byte) { t.Error("no image here") })
+}
+
+func TestOpenAIResponsesMakesTheScriptedToolCallsThenQuotesTheLastOutput(t *testing.T) {
+	s := NewOpenAI(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"type":"function","name":"exec_command"},{"type":"function","name":"view_image"}]`
+	evs := readSSE(t, post(t, s.URL+"/v1/responses", `{"model":"m","stream":true,`+offer+`,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}]}`, nil).Body)
+	require.Equal(t, []string{"response.created", "response.output_item.added", "response.function_call_arguments.delta",
+		"response.function_call_arguments.done", "response.output_item.done", "response.completed"}, names(evs))
+	item := evs[4].Data["item"].(map[string]any)
+	assert.Equal(t, "function_call", item["type"])
+	assert.Equal(t, "exec_command", item["name"])
+	assert.Equal(t, "call_standin01", item["call_id"])
+	assert.JSONEq(t, `{"cmd":"echo hi > f.txt"}`, item["arguments"].(string))
+
+	side := readSSE(t, post(t, s.URL+"/v1/responses", `{"model":"m","stream":true,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"title?"}]}]}`, nil).Body)
+	assert.Contains(t, names(side), "response.output_text.delta", "a call that offers no tools gets text")
+
+	second := readSSE(t, post(t, s.URL+"/v1/responses", `{"model":"m","stream":true,`+offer+`,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]},`+
+		`{"type":"function_call","call_id":"call_standin01","name":"exec_command","arguments":"{}"},`+
+		`{"type":"function_call_output","call_id":"call_standin01","output":"rejected by user"}]}`, nil).Body)
+	var text strings.Builder
+	for _, e := range second {
+		if e.Name == "response.output_text.delta" {
+			text.WriteString(e.Data["delta"].(string))
+		}
+	}
+	assert.Equal(t, "DONE | tool result was: content=rejected by user", text.String())
+	assert.Equal(t, []string{"content=rejected by user"}, s.ToolResults())
 }

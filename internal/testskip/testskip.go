@@ -60,7 +60,7 @@ var (
 	// Bench: measurements, not checks.
 	Bench = Gap{Why: "measurements, not checks", Enable: "set CARD_BENCH=1"}
 	// DocsCapture: tools that write docs/protocol.md's examples.
-	DocsCapture = Gap{Why: "capture of docs/protocol.md examples, a tool rather than a check", Enable: "set CARD_DOCS_CAPTURE (see the test's comment)"}
+	DocsCapture = Gap{Why: "capture of docs/protocol.md examples, a tool rather than a check", Enable: "set its CARD_DOCS_CAPTURE… variable (see the test's comment)"}
 )
 
 // InstallCLIs is the one command that installs the real agent CLIs the way

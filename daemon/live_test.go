@@ -1,0 +1,107 @@
+package daemon_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/spawn"
+)
+
+// liveClaude is a daemon whose Claude Code replays capture (a task naming
+// LINGER then keeps it alive, like the real CLI still retrying).
+func liveClaude(t *testing.T, capture, toml string) (*daemontest.Daemon, *daemontest.Events, daemontest.Replay) {
+	t.Helper()
+	fake := daemontest.ReplayAgent(t, "claude", "2.1.197 (Claude Code)", daemontest.RepoFile(t, capture))
+	evs := daemontest.NewEvents()
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n" + toml,
+		Agents: map[string]string{agent.ClaudeCode: fake.Path},
+		Client: client.Options{OnEvent: evs.Add},
+	})
+	return d, evs, fake
+}
+
+func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
+	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-401-retrying.jsonl", "")
+	start := time.Now()
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "LINGER", Cwd: t.TempDir()}, nil)
+	require.NoError(t, err)
+	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
+	took := time.Since(start)
+	last := got[len(got)-1]
+	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(got))
+	assert.Equal(t, store.StatusFailed, last.Status)
+	require.NotNil(t, last.Result.Error)
+	assert.Equal(t, spawn.KindAuth, last.Result.Error.Kind)
+	assert.Contains(t, last.Result.Error.Message, "authentication_failed (HTTP 401)")
+	assert.Less(t, took, 5*time.Second, "the second 401 ends the run, not Claude's tenth retry")
+	var retry *daemon.AgentEvent
+	for i := range got {
+		if got[i].Kind == spawn.EventRetry {
+			retry = &got[i]
+			break
+		}
+	}
+	require.NotNil(t, retry, daemontest.Kinds(got))
+	assert.Equal(t, 1, retry.Attempt)
+	assert.Equal(t, spawn.DefaultMaxAPIRetries, retry.MaxAttempts)
+	assert.EqualValues(t, 508, retry.DelayMs)
+	waitNoProcesses(t, acc.RunID, 5*time.Second)
+}
+
+// The captured partial-message stream through the daemon: every text event
+// a piece, and the pieces joined are the answer, once.
+func TestClaudesTextReachesTheClientAsPiecesThatJoinToTheAnswer(t *testing.T) {
+	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-partial-thinking-tool.jsonl", "")
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say hello", Cwd: t.TempDir()}, nil)
+	require.NoError(t, err)
+	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
+	last := got[len(got)-1]
+	require.Equal(t, daemon.EventDone, last.Kind, daemontest.Kinds(got))
+	var text, thinking strings.Builder
+	for _, ev := range got {
+		switch ev.Kind {
+		case spawn.EventText:
+			assert.True(t, ev.Delta, "seq %d", ev.Seq)
+			text.WriteString(ev.Text)
+		case spawn.EventThinking:
+			thinking.WriteString(ev.Text)
+		}
+	}
+	assert.Equal(t, last.Result.Answer, text.String())
+	assert.Equal(t, "The README says hello.", text.String())
+	assert.NotEmpty(t, thinking.String())
+}
+
+func TestTheRetryBoundReachesTheAgentFromTheRequestOrCardToml(t *testing.T) {
+	d, _, fake := liveClaude(t, "spawn/testdata/claude-stream-success.jsonl", "max_api_retries = 5\n")
+	cwd := t.TempDir()
+	one := 1
+	for _, c := range []struct {
+		retries *int
+		want    string
+	}{{nil, "5"}, {&one, "1"}} {
+		res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: cwd, MaxAPIRetries: c.retries})
+		require.NoError(t, err)
+		require.Equal(t, store.StatusSucceeded, res.Status)
+		assert.Equal(t, c.want, fake.ChildEnv(t, res.RunID)["CLAUDE_CODE_MAX_RETRIES"])
+	}
+
+	for _, n := range []int{-1, 11} {
+		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: cwd, MaxAPIRetries: &n})
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, "max_api_retries", errData(t, re)["field"])
+		assert.Contains(t, re.Message, "between 0 and 10")
+	}
+}

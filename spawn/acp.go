@@ -1,0 +1,416 @@
+package spawn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/card-dev/card/agent"
+)
+
+// The Agent Client Protocol conversation (protocol version 1), as Gemini
+// CLI 0.61.0 (`gemini --acp`) and Copilot CLI 1.0.102 (`copilot --acp`)
+// speak it: card is the client. One turn is
+//
+//	→ initialize {protocolVersion: 1, clientCapabilities: no fs, no terminal}
+//	→ session/new {cwd, mcpServers: []}
+//	→ session/prompt {sessionId, prompt: [{type: text, text}]}
+//	← session/update notifications while the turn runs
+//	← session/request_permission requests, answered with one of the
+//	  options the agent offers (picked by kind, since the ids differ:
+//	  Gemini proceed_once/cancel, Copilot allow_once/reject_once)
+//	← the session/prompt result: {stopReason, usage or _meta.quota}
+//
+// The client declares no file system and no terminal: the agent then
+// reads, writes and runs commands itself, inside its own permission
+// checks, and asks card only whether it may.
+
+// acpVersion is the protocol version card speaks.
+const acpVersion = 1
+
+// acpAuthRequired is ACP's error code for "authenticate first".
+const acpAuthRequired = -32000
+
+// acpMaxTools bounds how many tool calls one turn tracks, so an agent that
+// invents ids without end cannot grow the conversation's memory.
+const acpMaxTools = 10000
+
+// acpDialect is what differs between agents speaking ACP.
+type acpDialect struct {
+	// toolName names a call for the approver and the events; ACP itself
+	// carries no tool name.
+	toolName func(c acpToolCall) string
+	// exitFailure explains an agent that stopped before its turn ended,
+	// from its exit status and stderr; nil when it has nothing to add.
+	exitFailure func(exit ExitInfo) *Failure
+	// authHint is what to do about an auth failure.
+	authHint string
+	// notice reads an agent that reports its own API trouble as message
+	// text instead of an error (Copilot): a retry it is making, or the
+	// error it gave up on. Nil for an agent that answers with errors.
+	notice func(text string) (retry bool, failed bool)
+}
+
+// acpDialects are the adapters run over ACP (their ask mode).
+var acpDialects = map[string]acpDialect{agent.Gemini: geminiACP, agent.Copilot: copilotACP}
+
+// acpConversation is one ACP turn. Its state is touched by the reader
+// (session/update, in order) and by each question waiting on the approver.
+type acpConversation struct {
+	adapter string
+	dialect acpDialect
+
+	mu        sync.Mutex
+	closing   bool // no new question is taken: the turn is over
+	step      string
+	sessionID string
+	model     string
+	answer    answerBuf
+	newAnswer bool // a tool call came since the last text: the next text starts the answer again
+	fresh     bool // the next agent output starts a model turn
+	turns     int
+	toolCalls int
+	tools     map[string]*acpTool
+	usage     Usage
+	retries   int
+	// lastNotice is the error the agent said it gave up on, as text,
+	// while no text has come after it.
+	lastNotice string
+	completed  bool
+	failure    *Failure
+}
+
+// acpTool is what the conversation knows of one tool call.
+type acpTool struct {
+	name      string
+	announced bool // its tool_use event was emitted
+	done      bool // its tool_result event was emitted
+}
+
+func newACPConversation(sp SessionPlan) (conversation, error) {
+	d, ok := acpDialects[sp.Adapter]
+	if !ok {
+		return nil, fmt.Errorf("adapter %q is not run over ACP", sp.Adapter)
+	}
+	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true, tools: map[string]*acpTool{}}, nil
+}
+
+// acpHandler serves the agent's messages to card.
+type acpHandler func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
+
+func (h acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	h(ctx, conn, req)
+}
+
+// discardLog keeps jsonrpc2's own complaints (an unmatched response, a
+// closed stream) off the daemon's stderr; what matters reaches the run.
+type discardLog struct{}
+
+func (discardLog) Printf(string, ...any) {}
+
+func (c *acpConversation) converse(ctx context.Context, t turn) {
+	ctx, cancel := context.WithCancel(ctx)
+	var asks sync.WaitGroup
+	stream := newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })
+	handler := acpHandler(func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+		switch req.Method {
+		case "session/update":
+			// In order, on the reader: the events keep the agent's order,
+			// and the prompt's result is read only after every update
+			// before it is handled.
+			var p acpUpdateParams
+			if req.Params != nil && decodeParams(*req.Params, &p) {
+				c.update(p.Update, t.Emit)
+			}
+		case "session/request_permission":
+			if req.Notif {
+				return
+			}
+			var p acpPermissionParams
+			if req.Params == nil || !decodeParams(*req.Params, &p) {
+				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
+				return
+			}
+			c.mu.Lock()
+			if c.closing {
+				c.mu.Unlock()
+				_ = conn.Reply(hctx, req.ID, acpPermissionResult{Outcome: acpOutcome{Outcome: "cancelled"}})
+				return
+			}
+			asks.Add(1)
+			c.mu.Unlock()
+			// Off the reader: the question waits for a person, and the
+			// agent's messages keep coming meanwhile.
+			go func() {
+				defer asks.Done()
+				_ = conn.Reply(ctx, req.ID, c.permission(ctx, p, t))
+			}()
+		default:
+			if !req.Notif {
+				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
+					Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
+			}
+		}
+	})
+	conn := jsonrpc2.NewConn(ctx, stream, handler, jsonrpc2.SetLogger(discardLog{}))
+	defer func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		// Questions still waiting end with the turn (the approver
+		// answers a cancelled context with a deny).
+		cancel()
+		asks.Wait()
+		conn.Close()
+	}()
+
+	var next uint64
+	call := func(method string, params, result any) bool {
+		c.mu.Lock()
+		c.step = method
+		c.mu.Unlock()
+		next++
+		err := conn.Call(ctx, method, params, result, jsonrpc2.PickID(jsonrpc2.ID{Num: next}))
+		if err != nil {
+			c.fail(method, err)
+			return false
+		}
+		return true
+	}
+
+	var ini acpInitializeResult
+	if !call("initialize", acpInitializeParams{ProtocolVersion: acpVersion}, &ini) {
+		return
+	}
+	if ini.ProtocolVersion != acpVersion {
+		c.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acpVersion)))
+		return
+	}
+	if len(t.Images) > 0 && !ini.AgentCapabilities.PromptCapabilities.Image {
+		// ACP forbids an image block to an agent that did not declare
+		// images; sending none would run the task without what it shows.
+		c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.Images))))
+		return
+	}
+	var sess acpNewSessionResult
+	if !call("session/new", acpNewSessionParams{Cwd: t.Cwd, MCPServers: []any{}}, &sess) {
+		return
+	}
+	c.mu.Lock()
+	c.sessionID = sess.SessionID
+	if sess.Models != nil {
+		c.model = sess.Models.CurrentModelID
+	}
+	t.Emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
+	c.mu.Unlock()
+
+	var res acpPromptResult
+	if !call("session/prompt", acpPromptParams{SessionID: sess.SessionID, Prompt: acpPrompt(t.Prompt, t.Images)}, &res) {
+		return
+	}
+	c.endTurn(res, t.Emit)
+}
+
+// acpPrompt is the prompt's content: the images first, as card's other
+// image paths send them, then the text.
+func acpPrompt(text string, images []Image) []acpContent {
+	blocks := make([]acpContent, 0, len(images)+1)
+	for _, img := range images {
+		blocks = append(blocks, acpContent{Type: "image", MimeType: img.MIME, Data: img.Data})
+	}
+	return append(blocks, acpContent{Type: "text", Text: text})
+}
+
+// endTurn records the prompt's result: the turn is over.
+func (c *acpConversation) endTurn(res acpPromptResult, emit func(...Event)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.completed = true
+	if res.Usage != nil {
+		c.usage = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+	} else if m := res.Meta; m != nil && m.Quota != nil && m.Quota.TokenCount != nil {
+		c.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
+	}
+	if c.usage != (Usage{}) {
+		u := c.usage
+		emit(Event{Kind: EventUsage, Usage: &u})
+	}
+	if c.lastNotice != "" {
+		// The agent gave up on an API error and said so as text, then
+		// ended the turn as if it had answered.
+		c.failure = c.classified(c.lastNotice, 0)
+		return
+	}
+	switch res.StopReason {
+	case "max_turn_requests":
+		c.failure = failure(KindMaxTurns, c.adapter+" ended the turn: it reached its limit of model requests for one prompt")
+	case "refusal":
+		c.failure = failure(KindAPI, c.adapter+" ended the turn: the agent refused to continue")
+	case "cancelled":
+		c.failure = failure(KindCancelled, c.adapter+" ended the turn as cancelled")
+	}
+}
+
+// decodeParams reads a message's params leniently (a field of an
+// unexpected type costs that field, not the message).
+func decodeParams(raw json.RawMessage, v any) bool {
+	err := decodeLine(raw, v)
+	return err == nil || isTypeError(err)
+}
+
+// fail records why a call did not get its answer, when the agent gave a
+// reason: an error response. A closed stream (the agent died) or an ended
+// context is the runner's to explain.
+func (c *acpConversation) fail(method string, err error) {
+	var je *jsonrpc2.Error
+	if !errors.As(err, &je) {
+		return
+	}
+	msg := strings.TrimSpace(je.Message)
+	if je.Data != nil && len(*je.Data) > 0 && string(*je.Data) != "null" {
+		var s string
+		if json.Unmarshal(*je.Data, &s) != nil {
+			s = string(*je.Data)
+		}
+		msg += ": " + s
+	}
+	c.setFailure(c.classified(fmt.Sprintf("%s answered %s with error %d: %s", c.adapter, method, je.Code, msg), je.Code))
+}
+
+// classified is the failure for an agent's error message and JSON-RPC
+// code. Gemini answers with the API's HTTP status as the code; -32000 is
+// ACP's "authentication required", unless the message says otherwise.
+func (c *acpConversation) classified(msg string, code int64) *Failure {
+	kind := classifyMessage(msg)
+	switch {
+	case code == 401 || code == 403:
+		kind = KindAuth
+	case code == 429:
+		kind = KindRateLimit
+	case code == acpAuthRequired && kind == KindAPI:
+		kind = KindAuth
+	}
+	if kind == KindAuth && c.dialect.authHint != "" {
+		msg += " — " + c.dialect.authHint
+	}
+	return failure(kind, clip(msg, 2048))
+}
+
+func (c *acpConversation) setFailure(f *Failure) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failure == nil {
+		c.failure = f
+	}
+}
+
+// update maps one session/update onto events, emitted under the lock so
+// they keep their order with the tool_use a question may emit.
+func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
+	var u acpUpdate
+	if !decodeParams(raw, &u) || u.SessionUpdate == "" {
+		emit(otherEvent("", raw))
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch u.SessionUpdate {
+	case "agent_message_chunk":
+		var b acpContent
+		if !decodeParams(u.Content, &b) || b.Type != "text" {
+			emit(otherEvent(u.SessionUpdate, raw))
+			return
+		}
+		if c.dialect.notice != nil {
+			switch retry, failed := c.dialect.notice(b.Text); {
+			case retry:
+				c.retries++
+				emit(Event{Kind: EventRetry, Attempt: c.retries, Error: clip(strings.TrimSpace(b.Text), 2048)})
+				return
+			case failed:
+				c.lastNotice = clip(strings.TrimSpace(b.Text), 2048)
+				emit(Event{Kind: EventError, Error: c.lastNotice})
+				return
+			}
+		}
+		c.lastNotice = ""
+		c.agentOutput()
+		if c.newAnswer {
+			// The answer is what the agent said last, not every "let me
+			// look" before a tool call.
+			c.answer = answerBuf{}
+			c.newAnswer = false
+		}
+		c.answer.add(b.Text)
+		emit(Event{Kind: EventText, Text: b.Text, Delta: true})
+	case "agent_thought_chunk":
+		c.agentOutput()
+		emit(otherEvent(u.SessionUpdate, raw))
+	case "tool_call":
+		c.lastNotice = ""
+		c.agentOutput()
+		emit(c.announce(u.acpToolCall)...)
+		emit(c.result(u.acpToolCall)...)
+	case "tool_call_update":
+		emit(c.announce(u.acpToolCall)...)
+		emit(c.result(u.acpToolCall)...)
+	case "user_message_chunk", "available_commands_update", "current_mode_update", "config_option_update",
+		"session_info_update", "usage_update":
+		// The prompt's echo and the agent's menus and meters: nothing a
+		// run's record needs.
+	default:
+		// plan and whatever comes next, as the agent sent it.
+		emit(otherEvent(u.SessionUpdate, raw))
+	}
+}
+
+func (c *acpConversation) finish(exit ExitInfo) Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.toolCalls, Usage: c.usage}
+	switch {
+	case c.failure != nil:
+		res.IsError, res.Error = true, c.failure
+	case c.completed:
+	default:
+		f := c.dialect.exitFailure(exit)
+		if f == nil {
+			f = c.stopped(exit)
+		}
+		res.IsError, res.Error = true, f
+	}
+	return res
+}
+
+// stopped explains an agent whose stdout ended before the turn did.
+func (c *acpConversation) stopped(exit ExitInfo) *Failure {
+	step := c.step
+	if step == "" {
+		step = "initialize"
+	}
+	var msg string
+	kind := KindExit
+	switch {
+	case exit.Code > 0:
+		msg = fmt.Sprintf("%s exited with status %d before it answered %s", c.adapter, exit.Code, step)
+	case exit.Code == 0:
+		kind = KindBadOutput
+		msg = fmt.Sprintf("%s exited 0 before it answered %s; its ACP output was cut short", c.adapter, step)
+	default:
+		msg = fmt.Sprintf("%s was killed before it answered %s", c.adapter, step)
+	}
+	if l := lastLine(exit.StderrTail); l != "" {
+		msg += ": " + l
+	}
+	return failure(kind, clip(msg, 2048))
+}
+
+// idToolName reads the tool name Gemini puts in front of its call ids
+// ("run_shell_command__run_shell_command_1796082544230_0").
+var idToolName = regexp.MustCompile(`^([a-z][a-z0-9_]*)__`)

@@ -1,0 +1,188 @@
+package spawn
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+)
+
+// How an ACP agent's tool calls become card's events and questions.
+
+// agentOutput counts a model turn at the first output after the prompt
+// or after a tool's result.
+func (c *acpConversation) agentOutput() {
+	if c.fresh {
+		c.turns++
+		c.fresh = false
+	}
+}
+
+// tool is the record of a tool call, nil past acpMaxTools.
+func (c *acpConversation) tool(id string) *acpTool {
+	if t, ok := c.tools[id]; ok {
+		return t
+	}
+	if len(c.tools) >= acpMaxTools {
+		return nil
+	}
+	t := &acpTool{}
+	c.tools[id] = t
+	return t
+}
+
+// announce is the tool_use event of a call not announced yet.
+func (c *acpConversation) announce(call acpToolCall) []Event {
+	t := c.tool(call.ToolCallID)
+	if t == nil || t.announced {
+		return nil
+	}
+	t.announced = true
+	t.name = c.nameOf(call)
+	c.toolCalls++
+	c.newAnswer = true
+	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: t.name, ID: call.ToolCallID, Input: validRaw(acpInput(call))}}}
+}
+
+// result is the tool_result event of a call that has just finished.
+func (c *acpConversation) result(call acpToolCall) []Event {
+	if call.Status != "completed" && call.Status != "failed" {
+		return nil
+	}
+	t := c.tool(call.ToolCallID)
+	if t != nil {
+		if t.done {
+			return nil
+		}
+		t.done = true
+	}
+	c.fresh = true
+	return []Event{{Kind: EventToolResult, Tool: &Tool{ID: call.ToolCallID}, Output: clip(acpOutput(call), maxOutput), IsError: call.Status == "failed"}}
+}
+
+// nameOf names a call by the dialect, falling back to the name it was
+// announced with (an update need not repeat the kind).
+func (c *acpConversation) nameOf(call acpToolCall) string {
+	if n := c.dialect.toolName(call); n != "" {
+		return n
+	}
+	if t, ok := c.tools[call.ToolCallID]; ok && t.name != "" {
+		return t.name
+	}
+	return "tool"
+}
+
+// permission puts one session/request_permission to the approver and
+// picks the agent's option for the decision.
+func (c *acpConversation) permission(ctx context.Context, p acpPermissionParams, t turn) acpPermissionResult {
+	call := p.ToolCall
+	input := acpInput(call)
+	c.mu.Lock()
+	name := c.nameOf(call)
+	// Gemini asks before it announces the call: the question must not
+	// be about a call the run's events never showed.
+	t.Emit(c.announce(call)...)
+	c.mu.Unlock()
+
+	d := Decision{Message: "card denied this tool call: the run has no approver"}
+	if t.Approver != nil {
+		d = t.Approver.Approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})
+	}
+	return acpAnswer(p.Options, d.Allow)
+}
+
+// acpAnswer is the outcome for a decision: the agent's allow-once option
+// for an allow, its reject-once option for a deny. An allow_always of the
+// client is still answered allow-once: card's broker remembers it per tool
+// name and answers the agent's next question by rule, so every call stays
+// in the run's record, and what "always" covers is card's rule, not the
+// agent's. With no fitting option the question is cancelled, which ACP
+// agents read as a denial (checked with Gemini and Copilot).
+func acpAnswer(opts []acpPermissionOption, allow bool) acpPermissionResult {
+	want := "reject_once"
+	if allow {
+		want = "allow_once"
+	}
+	for _, o := range opts {
+		if o.Kind == want && o.OptionID != "" {
+			return acpPermissionResult{Outcome: acpOutcome{Outcome: "selected", OptionID: o.OptionID}}
+		}
+	}
+	return acpPermissionResult{Outcome: acpOutcome{Outcome: "cancelled"}}
+}
+
+// acpInput is a call's input as card shows it: the agent's rawInput when
+// it sends one (Copilot), else what the call says of itself (Gemini sends
+// a title, a kind, locations and content such as a diff).
+func acpInput(call acpToolCall) json.RawMessage {
+	if in := call.RawInput; len(in) > 0 && in[0] == '{' && json.Valid(in) {
+		return in
+	}
+	desc := map[string]any{}
+	if call.Title != "" {
+		desc["title"] = call.Title
+	}
+	if call.Kind != "" {
+		desc["kind"] = call.Kind
+	}
+	for k, v := range map[string]json.RawMessage{"locations": call.Locations, "content": call.Content} {
+		if len(v) > 0 && len(v) <= maxRaw && json.Valid(v) && string(v) != "[]" && string(v) != "null" {
+			desc[k] = v
+		}
+	}
+	b, _ := json.Marshal(desc)
+	return b
+}
+
+// acpSummary is the question's one line: from the input's command, path or
+// URL, else from the call's title.
+func acpSummary(name string, call acpToolCall, input json.RawMessage) string {
+	s := summarize(name, input)
+	if s == name && strings.TrimSpace(call.Title) != "" {
+		s = oneLine(name + ": " + call.Title)
+	}
+	return s
+}
+
+// acpOutput is a finished call's output as text: its text content, else
+// what its rawOutput says.
+func acpOutput(call acpToolCall) string {
+	var blocks []struct {
+		Type    string `json:"type"`
+		Path    string `json:"path"`
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	var parts []string
+	if decodeParams(call.Content, &blocks) {
+		for _, b := range blocks {
+			switch {
+			case b.Type == "content" && b.Content.Type == "text":
+				parts = append(parts, b.Content.Text)
+			case b.Type == "diff" && b.Path != "":
+				parts = append(parts, "changed "+b.Path)
+			}
+		}
+	}
+	if out := strings.TrimSpace(strings.Join(parts, "\n")); out != "" {
+		return out
+	}
+	var s string
+	if json.Unmarshal(call.RawOutput, &s) == nil {
+		return s
+	}
+	var o struct {
+		Content string `json:"content"`
+		Message string `json:"message"`
+	}
+	if decodeParams(call.RawOutput, &o) {
+		if o.Content != "" {
+			return o.Content
+		}
+		if o.Message != "" {
+			return o.Message
+		}
+	}
+	return ""
+}

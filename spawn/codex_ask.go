@@ -1,0 +1,49 @@
+package spawn
+
+import "github.com/card-dev/card/agent"
+
+// Codex in ask mode, as checked against Codex 0.171.0 with a loopback
+// model stand-in:
+//
+//   - `codex app-server` (JSON-RPC on stdio): codex exec cannot ask (it
+//     refuses approval_policy "untrusted" and runs "on-request" as never).
+//   - The thread starts with approvalPolicy "untrusted", sandbox
+//     "workspace-write" and approvalsReviewer "user" (codex_app.go): every
+//     command the model runs is put to card first, even ls or cat (Codex
+//     has no separate read tool here, and untrusted asks for them all), and
+//     every file change. An accepted command runs in the workspace-write
+//     sandbox (it may write the working dir, nothing else, no network); a
+//     declined one does not run and the model is told it was rejected. So
+//     nothing runs unasked: narrower than read_only, where any command may
+//     run inside the read-only sandbox.
+//   - ephemeral: the thread is not saved, so there is no session to resume.
+//   - The app-server has no --ignore-user-config or --ignore-rules: the
+//     thread's own approval policy, sandbox and reviewer override
+//     ~/.codex/config.toml, and card's CheckExtras keeps the operator's -c
+//     off them; execpolicy rules the user wrote themselves still apply.
+//   - Model, effort and instructions are -c overrides, as in codex exec;
+//     the prompt and the images go in turn/start.
+func buildCodexAsk(bin string, req Request) (Plan, error) {
+	if req.Resume != "" {
+		return Plan{}, errUnsupported("resume", "codex", "in ask mode Codex runs an ephemeral app-server thread; resume in read_only or edit mode")
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	args := []string{"app-server"}
+	args = append(args, req.Extras.Args...)
+	args = append(args, "--listen", "stdio://")
+	if req.Model != "" {
+		args = append(args, "-c", `model="`+req.Model+`"`)
+	}
+	if req.Effort != "" {
+		args = append(args, "-c", `model_reasoning_effort="`+req.Effort+`"`)
+	}
+	if req.SystemPrompt != "" {
+		args = append(args, "-c", `model_instructions_file="`+p.privateFile("instructions.md", req.SystemPrompt)+`"`)
+	}
+	// Images travel in turn/start as data URLs, not as files.
+	p.Input = Input{Images: req.Images}
+	p.Args = args
+	p.Ask = &AskPlan{Channel: AskViaSession}
+	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}
+	return p, nil
+}

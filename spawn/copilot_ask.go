@@ -1,0 +1,92 @@
+package spawn
+
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+)
+
+// Copilot CLI in ask mode, as checked against Copilot CLI 1.0.102 with a
+// loopback model stand-in:
+//
+//   - --acp: Copilot speaks the Agent Client Protocol on its stdio and asks
+//     with session/request_permission. Its one-shot mode cannot ask (card
+//     runs it with --no-ask-user, and without it a question is denied for
+//     want of an interactive user).
+//   - No --allow-tool and no --deny-tool: with neither, an ACP session asks
+//     about every shell command (even ls), every file creation or edit
+//     and every path outside the working dir, and runs view, grep and
+//     glob inside the working dir unasked — read_only's boundary, narrower
+//     if anything. Never --allow-all, --allow-all-tools or --yolo, and
+//     COPILOT_ALLOW_ALL=false so an inherited one cannot grant them.
+//   - The flags of every mode that keep a cloned repository and the
+//     network out (--no-custom-instructions, --disable-builtin-mcps,
+//     --disallow-temp-dir, --no-auto-update) and --no-ask-user (card asks
+//     allow or deny, never a free-form question).
+//   - A denied call ends Copilot's turn: it answers the prompt at once
+//     ("Info: Operation cancelled by user") without calling the model
+//     again, so the model never hears the denial.
+func buildCopilotAsk(bin string, req Request) (Plan, error) {
+	if req.AllowedTools != nil {
+		return Plan{}, errUnsupported("allowed_tools", "copilot", "in ask mode Copilot asks about every call outside read_only; an --allow-tool entry would skip the question instead of narrowing")
+	}
+	if req.SessionID != "" {
+		return Plan{}, errUnsupported("session_id", "copilot", "in ask mode Copilot runs over ACP, where the agent names the session (session/new) and reports it in the session event")
+	}
+	if req.Resume != "" {
+		return Plan{}, errUnsupported("resume", "copilot", "card does not resume an ACP session yet; resume in read_only or edit mode")
+	}
+	p := copilotPlan(bin, req)
+	args := append([]string{}, req.Extras.Args...)
+	args = append(args, "--acp")
+	args = append(args, copilotAlways...)
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if req.Effort != "" {
+		args = append(args, "--reasoning-effort", req.Effort)
+	}
+	// Images travel in session/prompt as image blocks, not as files.
+	p.Input = Input{Images: req.Images}
+	p.Args = args
+	p.Ask = &AskPlan{Channel: AskViaSession}
+	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Copilot}
+	return p, nil
+}
+
+// copilotACP is Copilot's dialect of ACP. Its calls carry the model's own
+// ids and no tool name, so a call is named by its ACP kind (execute, edit,
+// read, ...): allow_always then covers the kind, as Copilot's own "always
+// allow" does.
+var copilotACP = acpDialect{
+	toolName: func(c acpToolCall) string { return c.Kind },
+	exitFailure: func(exit ExitInfo) *Failure {
+		if strings.Contains(exit.StderrTail, copilotNoAuth) {
+			return copilotNoAuthFailure()
+		}
+		return nil
+	},
+	authHint: copilotAuthHint,
+	notice:   copilotNotice,
+}
+
+// copilotNotice reads Copilot's API trouble, which its ACP mode reports as
+// message text, one chunk each, and then ends the turn as end_turn
+// (checked against 1.0.102 with a stand-in answering 401, 429 and 500):
+//
+//	Info: Request failed due to a transient API error. Retrying...
+//	Error: Authentication failed with provider at http://… (HTTP 401).
+//	Error: Failed to get response from the AI model; retried 5 times (…) Last error: 429 …
+//
+// A model's own answer streams in many chunks, so a whole chunk in these
+// words is Copilot speaking, not the model.
+func copilotNotice(text string) (retry, failed bool) {
+	switch {
+	case strings.HasPrefix(text, "Info: Request failed due to a transient API error"):
+		return true, false
+	case strings.HasPrefix(text, "Error: ") && (strings.Contains(text, "(HTTP ") || strings.Contains(text, "Failed to get response from the AI model") ||
+		strings.Contains(text, "Authentication failed")):
+		return false, true
+	}
+	return false, false
+}

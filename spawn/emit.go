@@ -1,0 +1,107 @@
+package spawn
+
+import (
+	"sync"
+	"time"
+)
+
+// StderrParser is a Parser that also reads the agent's stderr, for a CLI
+// that announces its retries only there (Gemini). FeedStderr gets one line
+// at a time, without its newline; the runner never calls it at the same
+// time as Feed, so a parser needs no lock of its own.
+type StderrParser interface {
+	Parser
+	FeedStderr(line []byte) []Event
+}
+
+// emitter hands a run's events to OnEvent in order and one at a time,
+// whichever of the child's streams they came from, and lets the retry guard
+// see each one first. end is how it ends the run.
+type emitter struct {
+	mu      sync.Mutex
+	onEvent func(Event)
+	parser  Parser
+	guard   *retryGuard
+	end     func(*Failure)
+
+	grace   time.Duration
+	netDown *time.Timer // running while the API is out of reach
+	stopped bool
+	// ended is set once the run has been ended for a reason of the guard's:
+	// what the agent prints while its group is being ended (a retry it had
+	// already scheduled, its own last words) still reaches the parser, for
+	// the result, but is not sent: the run is over for the client.
+	ended bool
+}
+
+func newEmitter(onEvent func(Event), parser Parser, maxRetries int, end func(*Failure)) *emitter {
+	return &emitter{onEvent: onEvent, parser: parser, guard: newRetryGuard(maxRetries), end: end, grace: NetworkGrace}
+}
+
+// feed parses one stdout line and emits its events.
+func (e *emitter) feed(line []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.parser == nil {
+		e.emitLocked([]Event{otherEvent("", line)})
+		return
+	}
+	e.emitLocked(e.parser.Feed(line))
+}
+
+// feedStderr parses one stderr line and emits its events.
+func (e *emitter) feedStderr(p StderrParser, line []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.emitLocked(p.FeedStderr(line))
+}
+
+func (e *emitter) emit(evs []Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.emitLocked(evs)
+}
+
+func (e *emitter) emitLocked(evs []Event) {
+	for i := range evs {
+		if e.ended {
+			return
+		}
+		ev := &evs[i]
+		v := e.guard.observe(ev)
+		switch {
+		case v.progress && e.netDown != nil:
+			e.netDown.Stop()
+			e.netDown = nil
+		case v.unreachable && e.netDown == nil && !e.stopped:
+			msg := ev.Error
+			e.netDown = time.AfterFunc(e.grace, func() {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				if e.stopped || e.ended {
+					return
+				}
+				e.ended = true
+				e.end(unreachableFailure(msg, e.grace))
+			})
+		}
+		if e.onEvent != nil {
+			e.onEvent(*ev)
+		}
+		if v.end != nil {
+			e.ended = true
+			e.end(v.end)
+		}
+	}
+}
+
+// stop ends the network grace, once the child is gone.
+func (e *emitter) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped = true
+	if e.netDown != nil {
+		e.netDown.Stop()
+		e.netDown = nil
+	}
+}

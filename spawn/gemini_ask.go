@@ -1,0 +1,69 @@
+package spawn
+
+import (
+	"fmt"
+
+	"github.com/card-dev/card/agent"
+)
+
+// Gemini CLI in ask mode, as checked against Gemini CLI 0.61.0 with a
+// loopback model stand-in:
+//
+//   - --acp: Gemini speaks the Agent Client Protocol on its stdio and asks
+//     about a tool call with session/request_permission. Its one-shot mode
+//     cannot ask: it denies whatever it would ask about.
+//   - --approval-mode default: the mode that asks. plan offers no shell or
+//     write tools at all, auto_edit runs edits unasked, yolo runs
+//     everything.
+//   - What runs unasked is Gemini's own read-only set (read_file,
+//     list_directory, glob, grep_search, google_web_search, its subagents)
+//     plus the shell commands its policy engine classifies as known safe
+//     with every path inside the workspace (ls, cat of a file in the
+//     working dir): it turns an ask into an allow for those whatever the
+//     policy says, so card cannot make them ask. They read only the
+//     working dir, which read_only also reads. Every other shell command,
+//     write_file, replace, web_fetch and activate_skill is asked.
+//   - No --skip-trust, as in every mode; in ACP an untrusted folder does
+//     not stop the run, and Gemini then ignores the folder's own settings.
+func buildGeminiAsk(bin string, req Request) (Plan, error) {
+	if req.SessionID != "" {
+		return Plan{}, errUnsupported("session_id", "gemini", "in ask mode Gemini runs over ACP, where the agent names the session (session/new) and reports it in the session event")
+	}
+	if req.Resume != "" {
+		return Plan{}, errUnsupported("resume", "gemini", "card does not resume an ACP session yet; resume in read_only or edit mode")
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	args := append([]string{}, req.Extras.Args...)
+	args = append(args, "--acp", "--approval-mode", "default")
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	if req.SystemPrompt != "" {
+		p.Env["GEMINI_SYSTEM_MD"] = p.privateFile("system.md", req.SystemPrompt)
+	}
+	// Images travel in session/prompt as image blocks, not as files.
+	p.Input = Input{Images: req.Images}
+	p.Args = args
+	p.Ask = &AskPlan{Channel: AskViaSession}
+	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}
+	return p, nil
+}
+
+// geminiACP is Gemini's dialect of ACP. It names the tool in front of
+// each call id; its fatal exit codes are those of its one-shot mode.
+var geminiACP = acpDialect{
+	toolName: func(c acpToolCall) string {
+		if m := idToolName.FindStringSubmatch(c.ToolCallID); m != nil {
+			return m[1]
+		}
+		return c.Kind
+	},
+	exitFailure: func(exit ExitInfo) *Failure {
+		k, ok := geminiExitKinds[exit.Code]
+		if !ok {
+			return nil
+		}
+		return failure(k.kind, clip(fmt.Sprintf("gemini exited %d: %s — %s", exit.Code, lastLine(exit.StderrTail), k.hint), 2048))
+	},
+	authHint: geminiExitKinds[41].hint,
+}

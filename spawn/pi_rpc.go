@@ -1,0 +1,278 @@
+package spawn
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+)
+
+// ProtocolPiRPC is Pi's RPC mode (`pi --mode rpc`): JSON objects one per
+// line, not JSON-RPC. card sends commands ({id, type, …}) and Pi answers
+// each with {type: "response", command, id, success}; the agent's events
+// are the lines `pi --mode json` prints, and an extension's dialogs arrive
+// as extension_ui_request lines answered by extension_ui_response.
+const ProtocolPiRPC Protocol = "pi-rpc"
+
+// Pi has no permission system of its own. In ask mode card loads one
+// extension of its own (piAskGate, a private file of the run): before each
+// tool call outside the read-only set it calls ctx.ui.confirm, whose
+// message is the call as JSON. Pi puts that to card as
+//
+//	← {"type":"extension_ui_request","id":…,"method":"confirm","title":…,"message":"{\"tool\":…,\"input\":…,\"toolCallId\":…}"}
+//	→ {"type":"extension_ui_response","id":…,"confirmed":true|false}
+//
+// and a false blocks the call: the model receives the gate's reason as
+// the tool's error result and the turn goes on. agent_end ends the turn.
+
+// piAskGateFile is the extension's private file name.
+const piAskGateFile = "card-ask-gate.ts"
+
+// piReadOnlyTools run unasked in ask mode: read_only's set.
+var piReadOnlyTools = piModeTools[ModeReadOnly]
+
+// piAskGate is the extension. It asks with no timeout of its own: card
+// owns the timeout, and answers every question (deny when the run ends).
+var piAskGate = `// card's ask-mode gate: every tool call outside the read-only set is put
+// to card through ctx.ui.confirm, and a "no" blocks it.
+export default function (pi: any) {
+  const readOnly = new Set(` + mustJSON(piReadOnlyTools) + `);
+  pi.on("tool_call", async (event: any, ctx: any) => {
+    if (readOnly.has(event.toolName)) return undefined;
+    if (!ctx.hasUI) return { block: true, reason: "card denied this tool call: there is nobody to ask" };
+    const call = JSON.stringify({ tool: event.toolName, input: event.input, toolCallId: event.toolCallId });
+    const ok = await ctx.ui.confirm("card: allow " + event.toolName + "?", call);
+    if (!ok) return { block: true, reason: "The user denied this tool call." };
+    return undefined;
+  });
+}
+`
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+type (
+	piRPCLine struct {
+		Type    string `json:"type"`
+		ID      string `json:"id"`
+		Command string `json:"command"`
+		Success *bool  `json:"success"`
+		Error   string `json:"error"`
+		Method  string `json:"method"`
+		// Message is a dialog's text on extension_ui_request, and an
+		// object on the message events.
+		Message json.RawMessage `json:"message"`
+	}
+	piRPCImage struct {
+		Type     string `json:"type"`
+		Data     string `json:"data"`
+		MimeType string `json:"mimeType"`
+	}
+	piRPCPrompt struct {
+		ID      string       `json:"id"`
+		Type    string       `json:"type"`
+		Message string       `json:"message"`
+		Images  []piRPCImage `json:"images,omitempty"`
+	}
+	piRPCUIResponse struct {
+		Type      string `json:"type"`
+		ID        string `json:"id"`
+		Confirmed *bool  `json:"confirmed,omitempty"`
+		Cancelled bool   `json:"cancelled,omitempty"`
+	}
+	piGateCall struct {
+		Tool       string          `json:"tool"`
+		Input      json.RawMessage `json:"input"`
+		ToolCallID string          `json:"toolCallId"`
+	}
+)
+
+// piRPCConversation is one RPC-mode turn.
+type piRPCConversation struct {
+	adapter string
+	parser  *piParser
+
+	wmu sync.Mutex
+	w   io.Writer
+
+	mu        sync.Mutex
+	closing   bool
+	completed bool
+	failure   *Failure
+	step      string
+	asks      sync.WaitGroup
+}
+
+func newPiRPCConversation(sp SessionPlan) (conversation, error) {
+	return &piRPCConversation{adapter: sp.Adapter, parser: newPiParser()}, nil
+}
+
+func (c *piRPCConversation) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, _ = c.w.Write(append(b, '\n'))
+}
+
+func (c *piRPCConversation) converse(ctx context.Context, t turn) {
+	c.w = t.Stdin
+	qctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		// The turn is over: no new question; those waiting are denied
+		// (the approver answers an ended context with a deny) and
+		// answered before stdin closes.
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		cancel()
+		c.asks.Wait()
+	}()
+
+	p := piRPCPrompt{ID: "card-1", Type: "prompt", Message: t.Prompt}
+	for _, img := range t.Images {
+		p.Images = append(p.Images, piRPCImage{Type: "image", Data: base64.StdEncoding.EncodeToString(img.Data), MimeType: img.MIME})
+	}
+	c.setStep("prompt")
+	c.write(p)
+	for {
+		var line []byte
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case line, ok = <-t.Lines:
+			if !ok {
+				return
+			}
+		}
+		var l piRPCLine
+		if json.Unmarshal(line, &l) != nil || l.Type == "" {
+			t.Emit(otherEvent("", line))
+			continue
+		}
+		switch l.Type {
+		case "response":
+			if l.Success != nil && !*l.Success {
+				msg := fmt.Sprintf("%s refused the %s command: %s", c.adapter, l.Command, strings.TrimSpace(l.Error))
+				c.mu.Lock()
+				if c.failure == nil {
+					c.failure = failure(classifyMessage(msg), clip(msg, 2048))
+				}
+				c.mu.Unlock()
+				return
+			}
+			c.setStep("the turn (agent_end)")
+		case "extension_ui_request":
+			c.uiRequest(qctx, l, t)
+		case "agent_end":
+			t.Emit(c.parser.Feed(line)...)
+			c.mu.Lock()
+			c.completed = true
+			c.mu.Unlock()
+			return
+		default:
+			t.Emit(c.parser.Feed(line)...)
+		}
+	}
+}
+
+func (c *piRPCConversation) setStep(s string) {
+	c.mu.Lock()
+	c.step = s
+	c.mu.Unlock()
+}
+
+// uiRequest answers one extension dialog. Only the gate's confirm is a
+// question for the approver; another dialog (none is loaded but card's
+// gate) is answered cancelled, and fire-and-forget methods (notify,
+// setStatus, …) need no answer.
+func (c *piRPCConversation) uiRequest(ctx context.Context, l piRPCLine, t turn) {
+	switch l.Method {
+	case "confirm":
+	case "select", "input", "editor":
+		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Cancelled: true})
+		return
+	default:
+		return
+	}
+	no := false
+	var text string
+	var call piGateCall
+	if json.Unmarshal(l.Message, &text) != nil || json.Unmarshal([]byte(text), &call) != nil || call.Tool == "" {
+		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &no})
+		return
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &no})
+		return
+	}
+	c.asks.Add(1)
+	c.mu.Unlock()
+	input := validRaw(call.Input)
+	q := Question{Tool: call.Tool, Input: input, ToolUseID: call.ToolCallID, Summary: summarize(call.Tool, input)}
+	go func() {
+		defer c.asks.Done()
+		d := Decision{Message: "card denied this tool call: the run has no approver"}
+		if t.Approver != nil {
+			d = t.Approver.Approve(ctx, q)
+		}
+		allow := d.Allow
+		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &allow})
+	}()
+}
+
+func (c *piRPCConversation) finish(exit ExitInfo) Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.completed {
+		// The child was ended after the turn: its exit says nothing.
+		res := c.parser.Finish(ExitInfo{})
+		if c.failure != nil {
+			res.IsError, res.Error = true, c.failure
+		}
+		return res
+	}
+	res := c.parser.Finish(exit)
+	if c.failure != nil {
+		res.IsError, res.Error = true, c.failure
+		return res
+	}
+	if res.Error != nil {
+		return res
+	}
+	step := c.step
+	if step == "" {
+		step = "the prompt"
+	}
+	var msg string
+	kind := KindExit
+	switch {
+	case exit.Code > 0:
+		msg = fmt.Sprintf("%s exited with status %d before it finished %s", c.adapter, exit.Code, step)
+	case exit.Code == 0:
+		kind = KindBadOutput
+		msg = fmt.Sprintf("%s exited 0 before it finished %s; its output was cut short", c.adapter, step)
+	default:
+		msg = fmt.Sprintf("%s was killed before it finished %s", c.adapter, step)
+	}
+	if strings.Contains(exit.StderrTail, piNoKey) {
+		kind, msg = KindAuth, "pi: "+lineWith(exit.StderrTail, piNoKey)
+	} else if l := lastLine(exit.StderrTail); l != "" {
+		msg += ": " + l
+	}
+	res.IsError, res.Error = true, failure(kind, clip(msg, 2048))
+	return res
+}

@@ -1,0 +1,194 @@
+package spawn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Session protocols: an agent that asks about tool calls over its own stdin
+// and stdout cannot be run one-shot. The prompt cannot simply be written to
+// stdin and stdin closed, because the agent's questions come back on stdout
+// as requests that need answers on stdin, for as long as the turn lasts. A
+// plan whose Session is set is run as a conversation instead: the runner
+// starts the child as it starts every other (explicit cwd, own process
+// group, deadline, output limits, private files), hands the child's stdout
+// lines and its stdin to the protocol's conversation, and ends the group
+// once the turn is over, since these agents wait for a next prompt instead
+// of exiting.
+//
+// The seam: a protocol is one conversation type registered in protocols.
+// It gets the turn (prompt, cwd, stdout lines, stdin, emit, approver) and
+// reports its result once the child is gone; the runner keeps every
+// process guarantee. ACP (Gemini CLI, Copilot CLI) is the first; Codex's
+// app-server, Droid's stream-jsonrpc and Pi's RPC mode are JSON objects one
+// per line too, and fit the same turn (newLineStream is their framing when
+// they are JSON-RPC).
+
+// Protocol names a session protocol an agent speaks over its stdio.
+type Protocol string
+
+// ProtocolACP is the Agent Client Protocol (JSON-RPC 2.0, one message per
+// line): initialize, session/new, session/prompt, with session/update
+// notifications and session/request_permission requests from the agent.
+const ProtocolACP Protocol = "acp"
+
+// SessionPlan is how a plan's child is talked to when it is not one-shot.
+type SessionPlan struct {
+	Protocol Protocol
+	// Adapter picks the adapter's dialect of the protocol: how it names
+	// tools and what its exit codes and stderr mean.
+	Adapter string
+	// Model and Effort go inside the protocol, for a CLI that takes them
+	// there and not on argv (Droid's stream-jsonrpc); empty leaves the
+	// CLI's own choice.
+	Model, Effort string
+}
+
+// conversation is one run's side of a session protocol.
+type conversation interface {
+	// converse runs the turn. It returns once the agent has answered the
+	// prompt, once the agent's stdout has ended, or once ctx has ended,
+	// and not before every question it put to the approver is answered.
+	converse(ctx context.Context, t turn)
+	// finish is called once, after the child and its group are gone, and
+	// gives the run's result; an unfinished turn is a failure it names.
+	finish(exit ExitInfo) Result
+}
+
+// turn is what a conversation is given to work with.
+type turn struct {
+	// Prompt goes to the agent inside the protocol, never on argv.
+	Prompt string
+	// Images go with the prompt, inside the protocol, in order.
+	Images []Image
+	// Cwd is the run's working directory (absolute, checked).
+	Cwd string
+	// Lines are the child's stdout lines, complete and without the
+	// newline, already bounded (MaxLine) and counted (MaxOutput) by the
+	// runner; each slice is the receiver's. Closed when stdout ends.
+	Lines <-chan []byte
+	// Stdin is the child's stdin. The runner closes it after converse
+	// returns.
+	Stdin io.Writer
+	// Emit hands events to the run, in order; safe from any goroutine.
+	Emit func(...Event)
+	// Approver decides the agent's questions; nil denies them all.
+	Approver Approver
+}
+
+// protocols builds a conversation per protocol, for a plan's SessionPlan.
+var protocols = map[Protocol]func(SessionPlan) (conversation, error){
+	ProtocolACP:      newACPConversation,
+	ProtocolCodexApp: newCodexAppConversation,
+	ProtocolDroidRPC: newDroidConversation,
+	ProtocolPiRPC:    newPiRPCConversation,
+}
+
+func newConversation(sp SessionPlan) (conversation, error) {
+	mk, ok := protocols[sp.Protocol]
+	if !ok {
+		return nil, fmt.Errorf("unknown session protocol %q", sp.Protocol)
+	}
+	return mk(sp)
+}
+
+// lineStream is a jsonrpc2.ObjectStream over newline-delimited JSON, the
+// framing of ACP (and of Codex's app-server and Droid's stream-jsonrpc):
+// one message per line each way. It reads lines the runner has already
+// bounded and counted, so nothing the child prints can grow it.
+//
+// A line that is not a JSON-RPC message (a log line, a stray object) is
+// handed to bad and skipped: sourcegraph/jsonrpc2 would otherwise close the
+// whole conversation on it.
+type lineStream struct {
+	lines <-chan []byte
+	w     io.Writer
+	bad   func(line []byte)
+
+	wmu  sync.Mutex
+	done chan struct{}
+	once sync.Once
+}
+
+func newLineStream(lines <-chan []byte, w io.Writer, bad func(line []byte)) *lineStream {
+	return &lineStream{lines: lines, w: w, bad: bad, done: make(chan struct{})}
+}
+
+// ReadObject implements jsonrpc2.ObjectStream.
+func (s *lineStream) ReadObject(v any) error {
+	for {
+		var line []byte
+		var ok bool
+		select {
+		case <-s.done:
+			return io.EOF
+		case line, ok = <-s.lines:
+			if !ok {
+				return io.EOF
+			}
+		}
+		if !isMessage(line) {
+			if s.bad != nil {
+				s.bad(line)
+			}
+			continue
+		}
+		return json.Unmarshal(line, v)
+	}
+}
+
+// isMessage is true for one JSON-RPC request, notification or response.
+// It is checked before the line reaches jsonrpc2, whose decoder may leave
+// half a message behind on a line it rejects.
+func isMessage(line []byte) bool {
+	if len(line) == 0 || line[0] != '{' {
+		return false
+	}
+	var m struct {
+		Method *string          `json:"method"`
+		Result *json.RawMessage `json:"result"`
+		Error  *json.RawMessage `json:"error"`
+		ID     *json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return false
+	}
+	// A result of null decodes as a nil pointer; a response always has
+	// an id, so the id tells it apart from an object that is no message.
+	response := m.Method == nil && m.ID != nil && (m.Result != nil || m.Error != nil || hasNullResult(line))
+	return m.Method != nil || response
+}
+
+// hasNullResult is a response whose result is JSON null, which a pointer
+// field cannot tell from a missing one.
+func hasNullResult(line []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return false
+	}
+	_, ok := m["result"]
+	return ok
+}
+
+// WriteObject implements jsonrpc2.ObjectStream: one line per message.
+func (s *lineStream) WriteObject(obj any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err = s.w.Write(b)
+	return err
+}
+
+// Close implements jsonrpc2.ObjectStream. It stops reading; the child's
+// stdin is the runner's to close.
+func (s *lineStream) Close() error {
+	s.once.Do(func() { close(s.done) })
+	return nil
+}
