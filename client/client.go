@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/card-dev/card/daemon"
@@ -79,7 +80,20 @@ func (e *NoDaemonError) Error() string {
 	if e.PID != 0 {
 		what = fmt.Sprintf("no daemon answering for home %s (daemon.json names pid %d: %v)", e.Home, e.PID, e.Cause)
 	}
-	return what + ": start it with `card serve`"
+	return what + ": start it with `" + ServeCommand(e.Home) + "`"
+}
+
+// ServeCommand is the command that starts a daemon for home: `card serve`,
+// with --home unless home is the one card serve would pick by itself here
+// (CARD_HOME or the platform default).
+func ServeCommand(home string) string {
+	if def, err := daemon.DefaultHome(os.Getenv); err == nil && def == home {
+		return "card serve"
+	}
+	if !strings.ContainsAny(home, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
+		return "card serve --home " + home
+	}
+	return "card serve --home '" + strings.ReplaceAll(home, "'", `'\''`) + "'"
 }
 
 func (e *NoDaemonError) Unwrap() error { return e.Cause }

@@ -213,7 +213,7 @@ func TestDialSaysWhenNoDaemonRunsForTheHome(t *testing.T) {
 	var nd *client.NoDaemonError
 	require.ErrorAs(t, err, &nd)
 	assert.Zero(t, nd.PID)
-	assert.Contains(t, err.Error(), "start it with `card serve`")
+	assert.Contains(t, err.Error(), "start it with `card serve --home "+home+"`", "the home in use, which is not the default")
 
 	// A daemon.json left by a daemon that is gone names its pid.
 	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.DiscoveryFileName),
@@ -254,4 +254,11 @@ func TestOnApproveAnswersTheQuestionsOfAnAskModeRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rec.Approvals, 1)
 	assert.Equal(t, "deny", rec.Approvals[0].Decision)
+}
+
+func TestTheStartCommandNamesTheHomeOnlyWhenItIsNotTheDefault(t *testing.T) {
+	t.Setenv("CARD_HOME", "/srv/card")
+	assert.Equal(t, "card serve", client.ServeCommand("/srv/card"))
+	assert.Equal(t, "card serve --home /tmp/other", client.ServeCommand("/tmp/other"))
+	assert.Equal(t, "card serve --home '/tmp/my card'", client.ServeCommand("/tmp/my card"))
 }

@@ -95,10 +95,11 @@ func TestADaemonJSONNamingADeadPidOrAFreePortIsNoDaemon(t *testing.T) {
 		"a port nothing listens on":          {URL: freeURL, PID: os.Getpid(), Exe: exe},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := client.Dial(daemontest.Context(t), client.Options{Home: fakeHome(t, disc)})
+			home := fakeHome(t, disc)
+			_, err := client.Dial(daemontest.Context(t), client.Options{Home: home})
 			var nd *client.NoDaemonError
 			require.ErrorAs(t, err, &nd)
-			assert.Contains(t, err.Error(), "start it with `card serve`")
+			assert.Contains(t, err.Error(), "start it with `card serve --home "+home+"`")
 		})
 	}
 }

@@ -88,6 +88,31 @@ func newDetector(cfg Config, env map[string]string, home string, log *zap.Logger
 	return detect.New(opts)
 }
 
+// detectInBackground fills the detection cache without holding up
+// readiness: a client's first agents.detect then finds it warm. It runs once
+// the daemon listens, so a daemon that cannot take its port says only that,
+// not "detected agents" first.
+//
+// It ends before the detector closes (a closer registered after the
+// detector's runs first): a detection still starting when a quick shutdown
+// closes the detector would otherwise race Close.
+func (d *Daemon) detectInBackground() {
+	ctx, cancel := context.WithCancel(d.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		specs := d.detector.Detect(ctx, false)
+		if ctx.Err() == nil {
+			d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
+		}
+	}()
+	d.onClose(func(context.Context) {
+		cancel()
+		<-done
+	})
+}
+
 // LocalDetector builds, for the CLI's no-daemon fallback, the same detector
 // a daemon on home would use.
 func LocalDetector(ctx context.Context, home string, environ []string) (*detect.Detector, error) {
@@ -98,8 +123,8 @@ func LocalDetector(ctx context.Context, home string, environ []string) (*detect.
 	return newDetector(cfg, envMap(environ), home, zap.NewNop()), nil
 }
 
-// setupAgents reads the guard's inputs once and starts detection in the
-// background: readiness does not wait for the CLIs to print versions.
+// setupAgents reads the guard's inputs once and builds the detector;
+// detection itself starts once the daemon listens (detectInBackground).
 func (d *Daemon) setupAgents() error {
 	d.guard = guard.Snapshot{
 		Ancestry: guard.ParseAncestry(d.env[guard.AncestryEnv]),
@@ -107,13 +132,6 @@ func (d *Daemon) setupAgents() error {
 	}
 	d.detector = newDetector(d.cfg, d.env, d.home, d.log.Named("detect"))
 	d.onClose(func(context.Context) { d.detector.Close() })
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		start := time.Now()
-		specs := d.detector.Detect(d.ctx, false)
-		d.log.Info("detected agents", zap.Int("count", len(specs)), zap.Duration("took", time.Since(start)))
-	}()
 
 	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."
 	rpc.Register(d.registry, "agents.detect", rpc.Doc{
@@ -196,9 +214,8 @@ func (d *Daemon) guardVerdicts(specs []detect.ExternalAgentSpec, invokedBy strin
 	if specs == nil {
 		specs = []detect.ExternalAgentSpec{} // an empty list, never null
 	}
-	seeded := guard.Seed(d.guard.Ancestry, invokedBy)
 	for i, s := range specs {
-		if r := guard.Check(s.ID, seeded, d.guard.MaxChain); r != nil {
+		if r, _ := d.guard.Check(s.ID, invokedBy); r != nil {
 			specs[i].SpawnBlockReason = r.Error()
 		}
 		specs[i] = specs[i].WithCompatHealth()

@@ -55,7 +55,7 @@ func TestAgentsDetectMarksWhatTheCallerCouldNotSpawn(t *testing.T) {
 	require.NoError(t, err)
 	for _, s := range specs {
 		if s.ID == "claude-code" {
-			assert.Contains(t, s.SpawnBlockReason, "already in this invocation chain")
+			assert.Contains(t, s.SpawnBlockReason, "the caller named itself claude-code (invoked_by)")
 		} else {
 			assert.Empty(t, s.SpawnBlockReason, s.ID)
 		}

@@ -284,7 +284,7 @@ func (c Config) Validate() error {
 	}
 	for id, a := range c.Adapters {
 		if _, ok := spawn.Lookup(id); !ok {
-			return fmt.Errorf("[adapters.%s]: unknown adapter; known: %s", id, strings.Join(spawn.IDs(), ", "))
+			return fmt.Errorf("[adapters.%s]: unknown agent %q: known agents are %s", id, id, strings.Join(spawn.IDs(), ", "))
 		}
 		if err := spawn.CheckExtras(id, spawn.Extras{Args: a.Args, Env: a.Env}); err != nil {
 			return fmt.Errorf("[adapters.%s]: %w", id, err)

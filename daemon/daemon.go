@@ -252,6 +252,7 @@ func (d *Daemon) Start() error {
 	}
 	d.log.Info("card is listening", zap.String("url", d.url), zap.String("home", d.home),
 		zap.String("version", Version), zap.Int("pid", d.pid))
+	d.detectInBackground()
 	return nil
 }
 
@@ -268,6 +269,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
+	return d.Serve(ctx)
+}
+
+// Serve, after Start, serves until ctx is done, then shuts down gracefully.
+// A failed Start is the caller's to Shutdown.
+func (d *Daemon) Serve(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		d.log.Info("shutting down", zap.Duration("grace", d.cfg.ShutdownGrace()))
@@ -314,7 +321,11 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		// The token dies with the daemon; the next start makes its own.
 		_ = os.Remove(filepath.Join(d.home, TokenFileName))
 		d.lock.release()
-		d.log.Info("card stopped")
+		if d.ln != nil {
+			// A daemon that never listened did not start, so it does not
+			// say it stopped either.
+			d.log.Info("card stopped")
+		}
 		_ = d.log.Sync()
 	})
 	return d.shutdownErr

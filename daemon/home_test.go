@@ -18,6 +18,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -91,7 +92,8 @@ func TestAHomeInADirectoryOthersCanWriteWithoutTheStickyBitIsRefused(t *testing.
 
 func TestAHomeOwnedByAnotherUserIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("!!! needs root to give a directory to another uid; e2e/multiuser covers it with real users")
+		testskip.Skip(t, testskip.Gap{Why: "needs root to give a home to another uid", Enable: "run as root (e2e/multiuser covers it with real users)"},
+			"!!! needs root to give a directory to another uid")
 	}
 	home := filepath.Join(t.TempDir(), "card")
 	require.NoError(t, os.Mkdir(home, 0o700))

@@ -15,6 +15,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // TestInvokeOverheadAgainstRunningTheAgentDirectly measures, side by side in
@@ -28,7 +29,7 @@ import (
 //	CARD_BENCH=1 go test -run TestInvokeOverheadAgainstRunningTheAgentDirectly -v ./daemon/
 func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
-		t.Skip("benchmark: set CARD_BENCH=1 to measure invoke overhead (figures go to docs/performance.md)")
+		testskip.Skip(t, testskip.Bench, "benchmark of invoke overhead (figures go to docs/performance.md)")
 	}
 	rd := startRunsDaemon(t, "")
 	claude := rd.agents["claude-code"].Path

@@ -11,6 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // TestCaptureRunsProtocolExamples prints real frames for docs/protocol.md:
@@ -18,7 +20,7 @@ import (
 //	CARD_DOCS_CAPTURE=1 go test -count=1 -run TestCaptureRunsProtocolExamples -v ./daemon/
 func TestCaptureRunsProtocolExamples(t *testing.T) {
 	if os.Getenv("CARD_DOCS_CAPTURE") != "1" {
-		t.Skip("set CARD_DOCS_CAPTURE=1 to print wire examples for docs/protocol.md")
+		testskip.Skip(t, testskip.DocsCapture, "set CARD_DOCS_CAPTURE=1 to print wire examples for docs/protocol.md")
 	}
 	rd := startRunsDaemon(t, "", "CAR_INVOKED_BY=claude-code")
 	ws := rd.Raw(t)

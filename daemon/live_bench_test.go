@@ -22,6 +22,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -88,7 +89,7 @@ func stamp(text string) (int, time.Time, bool) {
 //	CARD_BENCH=1 go test -count=1 -run TestLiveTextLatencyAgainstReadingThePipe -v ./daemon/
 func TestLiveTextLatencyAgainstReadingThePipe(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
-		t.Skip("benchmark: set CARD_BENCH=1 to measure live-text latency (figures go to docs/performance.md)")
+		testskip.Skip(t, testskip.Bench, "benchmark of live-text latency (figures go to docs/performance.md)")
 	}
 	exe, err := os.Executable()
 	require.NoError(t, err)

@@ -19,7 +19,9 @@ func parseLevel(s string) (zapcore.Level, error) {
 }
 
 // NewLogger logs JSON when w is not a terminal (a supervisor's journal wants
-// one record per line) and readable console lines when it is.
+// one record per line) and readable console lines when it is. A duration is
+// written with its unit ("3.9ms", "10s"): a bare number of seconds reads as
+// milliseconds to half the people who see it.
 func NewLogger(w io.Writer, level string) (*zap.Logger, error) {
 	lvl, err := parseLevel(level)
 	if err != nil {
@@ -28,8 +30,9 @@ func NewLogger(w io.Writer, level string) (*zap.Logger, error) {
 	encCfg := zap.NewProductionEncoderConfig()
 	encCfg.TimeKey = "ts"
 	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	encCfg.EncodeDuration = zapcore.StringDurationEncoder
 	var enc zapcore.Encoder
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if IsTerminal(w) {
 		encCfg.EncodeLevel = zapcore.CapitalColorLevelEncoder
 		enc = zapcore.NewConsoleEncoder(encCfg)
 	} else {
@@ -37,4 +40,10 @@ func NewLogger(w io.Writer, level string) (*zap.Logger, error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
+}
+
+// IsTerminal reports whether w is a terminal, where a person reads it.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // The transport's throughput against its ceiling (daemon.info, and the
@@ -29,7 +30,7 @@ import (
 //	CARD_BENCH=1 go test -run TestThroughputAgainstTheEchoCeiling -v ./daemon/
 func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
-		t.Skip("set CARD_BENCH=1 to measure daemon throughput against the WebSocket echo ceiling")
+		testskip.Skip(t, testskip.Bench, "measures daemon throughput against the WebSocket echo ceiling")
 	}
 	o := fakeAgents(t)
 	o.NoClient = true

@@ -124,8 +124,9 @@ func planAutostart(t Target, a Action, s *Steps) error {
 		reason = "autostart was chosen"
 	}
 	s.Notes = []string{
-		"no systemd user service: " + reason + "; installed an XDG autostart entry instead",
-		"your desktop session starts card at your next login (a session without a desktop never does); start it now with: card serve",
+		"no systemd user service (" + reason + "), so card starts from an XDG autostart entry",
+		"your desktop session starts card at your next login (a session without a desktop never does); to start it now: " +
+			shellQuote(t.Binary) + " serve --home " + shellQuote(t.CardHome),
 	}
 	return nil
 }
@@ -186,8 +187,13 @@ func (s Steps) DryRun(w io.Writer) error {
 			p.printf("----- end %s -----\n", st.Path)
 		}
 	}
+	// The notes describe the machine after the plan is done, which a dry
+	// run is not.
+	if len(s.Notes) > 0 {
+		p.printf("# once done:\n")
+	}
 	for _, n := range s.Notes {
-		p.printf("# %s\n", n)
+		p.printf("#   %s\n", n)
 	}
 	return p.err
 }

@@ -13,12 +13,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/card-dev/card/internal/testskip"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }
 
 // recorder is a Runner that records commands and fails the ones it is told to.

@@ -299,14 +299,35 @@ func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgen
 
 // pin returns the pin for an adapter: the environment variable first (a
 // per-launch override), then card.toml.
-func (d *Detector) pin(desc Descriptor) (name, value string, ok bool) {
+func (d *Detector) pin(desc Descriptor) (setting pinSetting, value string, ok bool) {
 	if v := strings.TrimSpace(d.opts.Getenv(desc.PinEnv)); v != "" {
-		return desc.PinEnv, v, true
+		return pinSetting{env: desc.PinEnv}, v, true
 	}
 	if v := strings.TrimSpace(d.opts.Pins[desc.ID]); v != "" {
-		return "card.toml [adapters." + desc.ID + "] bin", v, true
+		return pinSetting{adapter: desc.ID}, v, true
 	}
-	return "", "", false
+	return pinSetting{}, "", false
+}
+
+// A pinSetting is where a pin was set, so a broken one is named as the
+// person wrote it: CAR_CODEX_BIN=/x in the environment, or bin = "/x" under
+// [adapters.codex] in card.toml.
+type pinSetting struct{ env, adapter string }
+
+// name is the setting alone: what to fix or remove.
+func (p pinSetting) name() string {
+	if p.env != "" {
+		return p.env
+	}
+	return "bin under [adapters." + p.adapter + "] in card.toml"
+}
+
+// set is the setting with its value, as written.
+func (p pinSetting) set(value string) string {
+	if p.env != "" {
+		return p.env + "=" + value
+	}
+	return fmt.Sprintf("bin = %q under [adapters.%s] in card.toml", value, p.adapter)
 }
 
 func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
@@ -331,11 +352,11 @@ func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchP
 	spec := d.baseSpec(desc)
 	pathValue := search.PATH()
 
-	if pinName, value, ok := d.pin(desc); ok {
+	if setting, value, ok := d.pin(desc); ok {
 		// A pin is the person's explicit choice: when it is broken we say so
 		// rather than silently running some other binary from PATH.
 		spec.Source = SourcePin
-		path, err := resolvePin(pinName, value, d.opts.Home, search)
+		path, err := resolvePin(setting, value, d.opts.Home, search)
 		if err != nil {
 			spec.BinaryPath = value
 			spec.Execution = Unusable(err.Error(), d.unixNow())
@@ -344,7 +365,7 @@ func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchP
 		spec.BinaryPath = path
 		r := d.versionOf(ctx, run, desc, path, pathValue)
 		if !r.runs {
-			spec.Execution = Unusable(fmt.Sprintf("pinned by %s: %s", pinName, r.reason), d.unixNow())
+			spec.Execution = Unusable(fmt.Sprintf("pinned by %s: %s", setting.set(value), r.reason), d.unixNow())
 			return &spec, nil
 		}
 		spec.Version = r.version

@@ -123,7 +123,8 @@ func TestABrokenConfigPinNamesTheConfigSetting(t *testing.T) {
 	s, ok := specByID(d.Detect(ctx, false), agent.Gemini)
 	require.True(t, ok)
 	reason, _ := s.UnusableReason()
-	assert.Contains(t, reason, "card.toml [adapters.gemini] bin")
+	assert.Contains(t, reason, `pinned by bin = "/nonexistent/gemini" under [adapters.gemini] in card.toml`)
+	assert.Contains(t, reason, "fix or remove bin under [adapters.gemini] in card.toml")
 }
 
 func TestAPinBypassesTheScratchDirectoryRule(t *testing.T) {

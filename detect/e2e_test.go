@@ -16,14 +16,15 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/internal/testskip"
 )
 
-// realBinDir finds the agent CLIs installed from npm by .ci/run, or skips
+// realBinDir finds the agent CLIs installed from npm by e2e/agents/install.sh, or skips
 // loudly (fails when CARD_E2E_REQUIRED=1, as in CI).
 func realBinDir(t *testing.T) string {
 	t.Helper()
-	if testing.Short() && os.Getenv("CARD_E2E_REQUIRED") != "1" {
-		t.Skip("SKIPPING real-CLI test in -short mode (it takes tens of seconds: gemini --version alone is ~3 s)")
+	if testing.Short() && !testskip.Required() {
+		testskip.Skip(t, testskip.RealCLIsShort, "SKIPPING real-CLI test in -short mode (it takes tens of seconds: gemini --version alone is ~3 s)")
 	}
 	dir := os.Getenv("CARD_E2E_BIN_DIR")
 	if dir == "" {
@@ -38,11 +39,7 @@ func realBinDir(t *testing.T) string {
 		}
 	}
 	if len(missing) > 0 {
-		msg := "REAL AGENT CLIs MISSING (" + strings.Join(missing, ", ") + ") in " + dir + ": run `npm ci` in e2e/agents or set CARD_E2E_BIN_DIR"
-		if os.Getenv("CARD_E2E_REQUIRED") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING: " + msg)
+		testskip.Skip(t, testskip.RealCLIsMissing, "REAL AGENT CLIs MISSING ("+strings.Join(missing, ", ")+") in "+dir)
 	}
 	return dir
 }
@@ -122,7 +119,7 @@ func TestRealClaudeIsReadyWithAnAPIKeyInTheEnvironment(t *testing.T) {
 //	CARD_BENCH=1 go test -run TestColdDetectCostsNoMoreThanTheSlowestVersionProbe -v ./detect/
 func TestColdDetectCostsNoMoreThanTheSlowestVersionProbe(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
-		t.Skip("measurement; run with CARD_BENCH=1")
+		testskip.Skip(t, testskip.Bench, "measurement")
 	}
 	binDir := realBinDir(t)
 	var bins []string
@@ -215,11 +212,7 @@ func TestVersionsReadFromTheRealPackagesEqualWhatTheCLIsPrint(t *testing.T) {
 		t.Run(a.ID, func(t *testing.T) {
 			path := filepath.Join(binDir, a.Binary)
 			if _, err := os.Stat(path); err != nil {
-				msg := "REAL AGENT CLI MISSING: " + path
-				if os.Getenv("CARD_E2E_REQUIRED") == "1" {
-					t.Fatal(msg)
-				}
-				t.Skip("SKIPPING: " + msg)
+				testskip.Skip(t, testskip.RealCLIsMissing, "REAL AGENT CLI MISSING: "+path)
 			}
 			desc, _ := Lookup(a.ID)
 			facts := readInstall(desc, path, search.PATH(), runtime.GOOS, runtime.GOARCH)

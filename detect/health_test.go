@@ -15,7 +15,7 @@ import (
 	"github.com/card-dev/card/agent"
 )
 
-// Real texts from shared/fixtures/cli/auth-status.txt.
+// Real texts from testdata/auth-status.txt (TestTheStatusTextsAreTheCapturedOnes).
 const (
 	claudeLoggedOut = `{
   "loggedIn": false,
@@ -30,6 +30,15 @@ const (
 }`
 	codexTmpWarning = `WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir "/tmp" (codex_home: AbsolutePathBuf("/home/user/.codex"))`
 )
+
+// The texts above are what the real CLIs printed, not a paraphrase.
+func TestTheStatusTextsAreTheCapturedOnes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "auth-status.txt"))
+	require.NoError(t, err)
+	for _, s := range []string{claudeLoggedOut, claudeAPIKey} {
+		assert.Contains(t, string(b), s)
+	}
+}
 
 // statusCLI writes a fake CLI that prints version for --version and, for the
 // status subcommand, appends to the counter, sleeps, prints out/err and exits.

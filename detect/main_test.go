@@ -9,9 +9,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/internal/testskip"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testskip.Wrap(m)) }
 
 // fakeCLI writes an executable shell script named name into dir.
 func fakeCLI(t *testing.T, dir, name, body string) string {

@@ -76,7 +76,7 @@ func inScratch(p string, scratch []string) bool {
 // search path (still a pin: the scratch rule does not apply, the person chose
 // it); "~/" is expanded. The error text names the pin so the person knows
 // which setting to fix.
-func resolvePin(pinName, value, home string, search SearchPath) (string, error) {
+func resolvePin(pin pinSetting, value, home string, search SearchPath) (string, error) {
 	v := value
 	if strings.HasPrefix(v, "~/") && home != "" {
 		v = filepath.Join(home, v[2:])
@@ -88,17 +88,17 @@ func resolvePin(pinName, value, home string, search SearchPath) (string, error) 
 				return p, nil
 			}
 		}
-		return "", fmt.Errorf("pinned by %s=%s, but no %q is on the search path; set %s to an absolute path or unset it", pinName, value, v, pinName)
+		return "", fmt.Errorf("pinned by %s, but no %q is on the search path; make %s an absolute path or remove it", pin.set(value), v, pin.name())
 	}
 	if !filepath.IsAbs(v) {
-		return "", fmt.Errorf("pinned by %s=%s, which is a relative path; set %s to an absolute path", pinName, value, pinName)
+		return "", fmt.Errorf("pinned by %s, which is a relative path; make %s an absolute path", pin.set(value), pin.name())
 	}
 	li, err := os.Lstat(v)
 	if err != nil {
-		return "", fmt.Errorf("pinned by %s=%s, but that file does not exist; fix or unset %s (card does not fall back to PATH when a pin is set)", pinName, value, pinName)
+		return "", fmt.Errorf("pinned by %s, but that file does not exist; fix or remove %s (card does not fall back to PATH when a pin is set)", pin.set(value), pin.name())
 	}
 	if li.IsDir() {
-		return "", fmt.Errorf("pinned by %s=%s, which is a directory; point %s at the executable", pinName, value, pinName)
+		return "", fmt.Errorf("pinned by %s, which is a directory; point %s at the executable", pin.set(value), pin.name())
 	}
 	return v, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 const nodeClientDir = "examples/node-client"
@@ -31,19 +32,14 @@ const nodeClientDir = "examples/node-client"
 // loudly (fails under CARD_E2E_REQUIRED=1, as CI sets).
 func nodeClient(t *testing.T) string {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		msg := "SKIPPING the Node client test: " + strings.TrimSpace(fmt.Sprintf(format, args...))
-		if os.Getenv("CARD_E2E_REQUIRED") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing("no `node` on PATH; install Node.js 20+")
+		testskip.Skip(t, testskip.Gap{Why: "no node on PATH for the Node example client", Enable: "install Node.js 20+", Install: true},
+			"SKIPPING the Node client test: no `node` on PATH")
 	}
 	if _, err := os.Stat(filepath.Join(nodeClientDir, "node_modules", "ws", "package.json")); err != nil {
-		missing("the client's dependencies are not installed; run `npm ci --prefix docs/examples/node-client`")
+		testskip.Skip(t, testskip.Gap{Why: "the Node example client's dependencies not installed", Enable: "npm ci --prefix docs/examples/node-client", Install: true},
+			"SKIPPING the Node client test: its dependencies are not installed")
 	}
 	return node
 }
@@ -184,6 +180,7 @@ func TestNodeClientAsksThePersonAtTheTerminalAndAnswers(t *testing.T) {
 			assert.Regexp(t, `(?m)^approve\? run run_\w+ \(claude-code\) wants Bash: echo hello > asked.txt$`, out)
 			assert.Contains(t, out, "  please answer y, a or n\n")
 			assert.Regexp(t, `(?m)^event \d+ approval apr_1 asked: Bash: echo hello > asked.txt$`, out)
+			assert.Regexp(t, `(?m)^event \d+ tool_use: Bash$`, out, "the tool's name, from tool.name")
 			assert.Contains(t, out, "approval apr_1: "+tc.decided+"\n")
 			if tc.file {
 				assert.FileExists(t, filepath.Join(work, "asked.txt"))

@@ -27,6 +27,7 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -447,7 +448,7 @@ func TestTheExampleCheckerRefusesDriftedExamples(t *testing.T) {
 func TestCaptureExamples(t *testing.T) {
 	out := os.Getenv("CARD_DOCS_CAPTURE")
 	if out == "" {
-		t.Skip("set CARD_DOCS_CAPTURE=FILE to capture protocol examples from a live daemon")
+		testskip.Skip(t, testskip.DocsCapture, "set CARD_DOCS_CAPTURE=FILE to capture protocol examples from a live daemon")
 	}
 	home := filepath.Join(os.TempDir(), "card-example-home")
 	_ = os.RemoveAll(home)

@@ -116,21 +116,30 @@ type Refusal struct {
 	MaxChain int `json:"max_chain"`
 	// Reason is ReasonCycle or ReasonDepth.
 	Reason string `json:"reason"`
+	// SelfNamed is a cycle made only by the caller's own name for itself
+	// (invoked_by), not by the chain in the environment: the advice then
+	// is about that name, not about $CAR_INVOKED_BY.
+	SelfNamed bool `json:"-"`
 }
 
 // Error names what looped and what to do about it, because an operator
-// hitting this needs both: the chain, the limit, and the environment
-// variable that is the escape hatch.
+// hitting this needs both: the chain, the limit, and the setting that is
+// the escape hatch.
 func (r *Refusal) Error() string {
 	chain := strings.Join(r.Ancestry, " → ")
+	if r.Reason == ReasonCycle && r.SelfNamed {
+		return fmt.Sprintf("refusing to spawn %q: the caller named itself %s (invoked_by), and an agent that runs "+
+			"itself through card would loop. If the caller is not %s, leave invoked_by out or give its own id.",
+			r.Adapter, r.Adapter, r.Adapter)
+	}
 	if r.Reason == ReasonCycle {
 		return fmt.Sprintf("refusing to spawn %q: it is already in this invocation chain (%s). "+
 			"Spawning it again would loop card and the agent into each other. "+
-			"If this chain is intentional, clear or edit $%s.",
+			"If this chain is intentional, clear or edit $%s in the daemon's environment.",
 			r.Adapter, chain, AncestryEnv)
 	}
 	return fmt.Sprintf("refusing to spawn %q: invocation chain is already %d deep (%s), at the limit of %d. "+
-		"Raise $%s if this depth is intended.",
+		"Raise $%s in the daemon's environment if this depth is intended.",
 		r.Adapter, len(r.Ancestry), chain, r.MaxChain, MaxChainEnv)
 }
 
@@ -242,7 +251,12 @@ func (s Snapshot) Seed(invokedBy string) []string {
 // caller records on the run either way.
 func (s Snapshot) Check(adapter, invokedBy string) (*Refusal, []string) {
 	seeded := s.Seed(invokedBy)
-	return Check(adapter, seeded, s.MaxChain), seeded
+	r := Check(adapter, seeded, s.MaxChain)
+	if r != nil && r.Reason == ReasonCycle {
+		target := normalize(adapter)
+		r.SelfNamed = !slices.ContainsFunc(s.Ancestry, func(id string) bool { return normalize(id) == target })
+	}
+	return r, seeded
 }
 
 // SpawnBlockReason says why this process, judged by its current environment,

@@ -220,3 +220,19 @@ func TestFormatThenParseIsTheSameChain(t *testing.T) {
 	assert.Equal(t, chain, ParseAncestry(Format(chain)))
 	assert.True(t, strings.Contains(Format(chain), ","))
 }
+
+// A cycle made only by the caller's own name is fixed by that name, not by
+// an environment variable the caller never set; one that is in the
+// environment's chain still points there.
+func TestTheRefusalPointsAtWhatMadeTheCycle(t *testing.T) {
+	self, _ := Snapshot{MaxChain: DefaultMaxChain}.Check("claude-code", "claude-code")
+	require.NotNil(t, self)
+	assert.True(t, self.SelfNamed)
+	assert.Contains(t, self.Error(), "the caller named itself claude-code (invoked_by)")
+	assert.NotContains(t, self.Error(), AncestryEnv)
+
+	inherited, _ := Snapshot{Ancestry: []string{"claude-code"}, MaxChain: DefaultMaxChain}.Check("claude-code", "claude-code")
+	require.NotNil(t, inherited)
+	assert.False(t, inherited.SelfNamed)
+	assert.Contains(t, inherited.Error(), "$"+AncestryEnv+" in the daemon's environment")
+}

@@ -86,7 +86,7 @@ func IDs() []string {
 func Build(bin string, req Request) (Plan, error) {
 	a, ok := Lookup(req.Adapter)
 	if !ok {
-		return Plan{}, &FieldError{"id", fmt.Sprintf("unknown adapter %q; known: %s", req.Adapter, strings.Join(IDs(), ", "))}
+		return Plan{}, &FieldError{"id", fmt.Sprintf("unknown agent %q: known agents are %s", req.Adapter, strings.Join(IDs(), ", "))}
 	}
 	if err := req.Validate(); err != nil {
 		return Plan{}, err

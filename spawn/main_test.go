@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/internal/fakeclaude"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // helperEnv makes the test binary act as a fake agent when re-executed, so
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeclaude.EnvVar) != "" {
 		os.Exit(fakeclaude.Main())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }
 
 // helper is the fake agent. "stream:N" writes N bytes of Claude stream-json

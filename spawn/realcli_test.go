@@ -15,9 +15,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/testskip"
 )
 
-// realCLI finds an agent CLI installed by `npm install` in e2e/agents (or in
+// realCLI finds an agent CLI installed by e2e/agents/install.sh (or in
 // CARD_E2E_BIN_DIR). Missing is a loud skip, or a failure when CI says the
 // CLIs must be there.
 func realCLI(t *testing.T, name string) string {
@@ -29,11 +31,7 @@ func realCLI(t *testing.T, name string) string {
 	}
 	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err != nil {
-		msg := "REAL CLI MISSING: " + bin + " — run `npm install` in e2e/agents (or set CARD_E2E_BIN_DIR); the flag check against the real --help is NOT running"
-		if os.Getenv("CARD_E2E_REQUIRED") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Skip(t, testskip.RealCLIsMissing, "REAL CLI MISSING: "+bin+"; the check against the real CLI is NOT running")
 	}
 	return bin
 }
@@ -85,7 +83,7 @@ func inHelp(help, flag string) bool {
 // not know is a spawn failure on every run, found here instead.
 func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts the real CLIs (about 8 s); skipped in -short")
+		testskip.Skip(t, testskip.RealCLIsShort, "starts the real CLIs (about 8 s); skipped in -short")
 	}
 	const id = "123e4567-e89b-12d3-a456-426614174000"
 	t.Run("claude", func(t *testing.T) {
@@ -195,7 +193,7 @@ func buildableFlagsOf(t *testing.T, adapter string, reqs ...Request) map[string]
 // not-signed-in signal into error kind "auth" with what to do next.
 func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts the real CLIs; skipped in -short")
+		testskip.Skip(t, testskip.RealCLIsShort, "starts the real CLIs; skipped in -short")
 	}
 	for _, c := range []struct {
 		adapter, bin string

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/card-dev/card/internal/proc"
@@ -334,8 +335,16 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	case exitCode != 0:
 		e.Kind = KindExit
 		e.Message = fmt.Sprintf("%s exited with status %d", filepath.Base(plan.Program), exitCode)
+		if sig := syscall.Signal(exitCode - 128); exitCode > 128 && exitCode <= 128+64 {
+			// A shell (a launcher script, npx) reports a child killed by a
+			// signal as 128 plus its number; say which.
+			e.Message += fmt.Sprintf(" (128 + %d: a process it ran was killed by signal %d, %v)", int(sig), int(sig), sig)
+		}
 		if exitCode == -1 {
 			e.Message = fmt.Sprintf("%s was killed by a signal (%v)", filepath.Base(plan.Program), r.waitErr)
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				e.Message = fmt.Sprintf("%s was killed by signal %d (%v)", filepath.Base(plan.Program), int(ws.Signal()), ws.Signal())
+			}
 		}
 	case stdoutBytes == 0 || (parser != nil && strings.TrimSpace(res.Answer) == "" && !hasOutput(res)):
 		e.Kind = KindEmpty
@@ -368,9 +377,11 @@ func ctxKind(ctx context.Context) (string, string) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return KindTimeout, "the run hit its deadline and the agent's process group was ended"
 	}
-	msg := "the run was cancelled and the agent's process group was ended"
+	// The kind says "cancelled" already; the message says why and what
+	// became of the agent.
+	msg := "the agent's process group was ended"
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
-		msg += ": " + c.Error()
+		msg = c.Error() + "; " + msg
 	}
 	return KindCancelled, msg
 }

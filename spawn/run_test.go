@@ -70,6 +70,24 @@ func TestNonZeroExitIsAnExitFailureWithStderr(t *testing.T) {
 	assert.True(t, res.IsError)
 }
 
+// A crash is named by its signal, whether the agent itself died of it or a
+// launcher script reported it as 128+N, and its last words are kept.
+func TestACrashNamesTheSignalAndKeepsTheStderr(t *testing.T) {
+	for _, tc := range []struct{ name, script, says string }{
+		{"killed", "echo 'Segmentation fault at 0x0' >&2; kill -SEGV $$", "sh was killed by signal 11 (segmentation fault)"},
+		{"through a shell", "echo 'Segmentation fault at 0x0' >&2; exit 139", "sh exited with status 139 (128 + 11: a process it ran was killed by signal 11, segmentation fault)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run(context.Background(), RunSpec{Plan: shPlan(t, tc.script), Parser: &rawParser{}})
+			e := runErr(t, err)
+			assert.Equal(t, KindExit, e.Kind)
+			assert.Equal(t, tc.says, e.Message)
+			require.NotNil(t, res.Error)
+			assert.Equal(t, "Segmentation fault at 0x0", res.Error.StderrExcerpt)
+		})
+	}
+}
+
 func TestEmptyOutputIsAnError(t *testing.T) {
 	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "true"), Dir: t.TempDir()}, Prompt: "x", Parser: &rawParser{}})
 	assert.Equal(t, KindEmpty, runErr(t, err).Kind)

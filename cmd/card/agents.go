@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/card-dev/card/agent"
@@ -73,13 +72,31 @@ func (e env) withAgents(name, home string, f func(ctx context.Context, a agents)
 	return exitOK
 }
 
+var detectDoc = doc{
+	name:  "detect",
+	usage: "detect [--health] [--refresh] [--json] [--home DIR]",
+	about: `Lists the agent CLIs card found on this machine: each one's version, whether it can run,
+how its read_only mode is enforced, and where it is. With --health, also whether each is
+signed in. Asks the running daemon (its cached answer, unless --refresh); with no daemon
+running, detects in this process the way a daemon on the same home would.`,
+	examples: []string{
+		"card detect",
+		"card detect --health  # and whether each is signed in",
+		"card detect --json    # the daemon's ExternalAgentSpec objects",
+	},
+}
+
 func (e env) detect(args []string) int {
-	fs, home := e.flags("detect")
-	withHealth := fs.Bool("health", false, "include each agent's health")
-	refresh := fs.Bool("refresh", false, "re-detect instead of using the daemon's cached answer")
+	fs, home := e.newFlags(detectDoc)
+	withHealth := fs.Bool("health", false, "include whether each agent is signed in and ready")
+	refresh := fs.Bool("refresh", false, "detect again instead of using the daemon's cached answer")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	pos, code, done := e.parse(detectDoc, fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(detectDoc, fmt.Sprintf("unexpected argument %q (card health %s says whether one agent is ready)", pos[0], pos[0]))
 	}
 	return e.withAgents("detect", *home, func(ctx context.Context, a agents) error {
 		specs, err := a.Detect(ctx, daemon.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh})
@@ -94,63 +111,110 @@ func (e env) detect(args []string) int {
 	})
 }
 
+// printSpecs is the detect table; each reason goes under its agent's row,
+// wrapped, and a machine with none of the CLIs is told how to install them.
 func printSpecs(w io.Writer, specs []detect.ExternalAgentSpec, withHealth bool) {
 	if len(specs) == 0 {
-		fmt.Fprintln(w, "no agent CLIs found (looked for: "+strings.Join(agent.IDs(), ", ")+")")
+		printNoneFound(w)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := "ID\tVERSION\tRUNNABLE\tREAD-ONLY\tPATH"
+	t := table{header: []string{"ID", "VERSION", "RUNNABLE", "READ-ONLY", "PATH"}}
 	if withHealth {
-		header += "\tHEALTH"
+		t.header = []string{"ID", "VERSION", "RUNNABLE", "READ-ONLY", "HEALTH", "PATH"}
 	}
-	fmt.Fprintln(tw, header)
 	for _, s := range specs {
+		var notes []string
 		runnable := "yes"
 		if reason, bad := s.UnusableReason(); bad {
-			runnable = "no: " + reason
+			runnable = "no"
+			notes = append(notes, "cannot run: "+reason)
 		}
-		version := s.Version
-		if version == "" {
-			version = "-"
-		}
-		ro := string(s.ReadOnlyEnforcement)
-		if ro == "" {
-			ro = "-"
-		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", s.ID, version, runnable, ro, s.BinaryPath)
+		cells := []string{s.ID, orDash(s.Version), runnable, orDash(string(s.ReadOnlyEnforcement))}
 		if withHealth {
 			h := "-"
 			if s.Health != nil {
 				h = string(s.Health.Status)
-				if s.Health.Reason != "" && s.Health.Status != detect.StatusReady {
-					h += ": " + s.Health.Reason
+				if s.Health.Reason != "" && s.Health.Status != detect.StatusReady && s.Health.Reason != firstReason(s) {
+					notes = append(notes, string(s.Health.Status)+": "+s.Health.Reason)
 				}
 			}
-			line += "\t" + h
+			cells = append(cells, h)
 		}
-		fmt.Fprintln(tw, line)
+		t.add(append(cells, tildePath(s.BinaryPath)), notes...)
 	}
-	tw.Flush()
+	t.write(w)
+}
+
+// firstReason is why s cannot run, which its health repeats word for word.
+func firstReason(s detect.ExternalAgentSpec) string {
+	reason, _ := s.UnusableReason()
+	return reason
+}
+
+// printNoneFound says which CLIs card looks for and how to install or pin
+// each.
+func printNoneFound(w io.Writer) {
+	fmt.Fprintln(w, "No agent CLI found. card looks on PATH, the login shell's PATH and the usual install")
+	fmt.Fprintln(w, "directories (npm's global bin, ~/.local/bin, Homebrew, ...) for:")
+	t := table{header: []string{"ID", "BINARY", "INSTALL"}, wrapLast: true}
+	for _, a := range agent.All() {
+		t.add([]string{a.ID, a.Binary, strings.TrimPrefix(a.InstallHint, "install it with ")})
+	}
+	t.write(w)
+	fmt.Fprintln(w, "")
+	fmt.Fprint(w, wrap("Installed somewhere card does not look? Pin it: CAR_CLAUDE_CODE_BIN=/path/to/claude (each agent's "+
+		"CAR_<ID>_BIN) in the daemon's environment, or bin = \"/path/to/claude\" under [adapters.claude-code] in "+
+		"card.toml; then `card detect --refresh`.", "", tableWidth))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// tildePath shortens a path under $HOME to ~/…, as people read them.
+func tildePath(p string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" || !strings.HasPrefix(p, home+"/") {
+		return p
+	}
+	return "~" + strings.TrimPrefix(p, home)
+}
+
+var healthDoc = doc{
+	name:  "health",
+	usage: "health [ID] [--force] [--json] [--home DIR]",
+	about: `Says whether each detected agent (or agent ID) is ready to invoke: signed in, expired,
+not configured, not executable; every status but ready says why and what to do. Answers are
+cached for 30 s; --force checks again.`,
+	more: `Exit codes: 0 answered (with ID: the agent is ready), 1 with ID: the agent is not ready,
+4 no agent of that ID.`,
+	examples: []string{
+		"card health",
+		"card health claude-code  # exit 0 only when it is ready",
+		"card health --force --json",
+	},
 }
 
 func (e env) health(args []string) int {
-	fs, home := e.flags("health")
-	force := fs.Bool("force", false, "bypass the 30 s cache")
+	fs, home := e.newFlags(healthDoc)
+	force := fs.Bool("force", false, "check again instead of using the 30 s cache")
 	asJSON := fs.Bool("json", false, "print JSON")
-	// Accept the id before or after the flags.
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
+	pos, code, done := e.parse(healthDoc, fs, args)
+	if done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if len(pos) > 1 {
+		return e.usageError(healthDoc, fmt.Sprintf("one agent at a time, not %q", strings.Join(pos, " ")))
 	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0)
+	id := ""
+	if len(pos) == 1 {
+		id = pos[0]
 	}
 	var all []detect.ExternalAgentHealth
-	code := e.withAgents("health", *home, func(ctx context.Context, a agents) error {
+	code = e.withAgents("health", *home, func(ctx context.Context, a agents) error {
 		if id == "" {
 			var err error
 			all, err = a.HealthAll(ctx, *force)
@@ -167,17 +231,19 @@ func (e env) health(args []string) int {
 		return printJSON(e.stdout, all[0])
 	case *asJSON:
 		return printJSON(e.stdout, all)
+	case len(all) == 0:
+		printNoneFound(e.stdout)
+		return exitOK
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tREASON")
+	t := table{header: []string{"ID", "STATUS"}}
 	for _, h := range all {
-		reason := h.Reason
-		if reason == "" {
-			reason = "-"
+		var notes []string
+		if h.Reason != "" {
+			notes = append(notes, h.Reason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.ID, h.Status, reason)
+		t.add([]string{h.ID, string(h.Status)}, notes...)
 	}
-	tw.Flush()
+	t.write(e.stdout)
 	if id != "" && all[0].Status != detect.StatusReady {
 		return exitFailure
 	}

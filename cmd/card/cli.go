@@ -2,20 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/rpc"
 )
 
-// Exit codes a script can act on.
+// Exit codes a script can act on; the usage's table lists them and a test
+// holds each.
 const (
 	exitOK        = 0
 	exitFailure   = 1
@@ -25,25 +22,43 @@ const (
 	exitCancelled = 130
 )
 
-const usage = `card — run the coding agents installed on this machine, over one local API.
+const usage = `card runs the coding-agent CLIs installed on this machine (Claude Code, Codex, Gemini CLI,
+GitHub Copilot CLI, Factory Droid, Pi) for desktop apps and editor plugins, over one local
+WebSocket JSON-RPC API. ` + "`card serve`" + ` is the daemon; the other commands are its clients.
 
-Usage:
-  card serve [--home DIR] [--addr HOST:PORT] [--log-level LEVEL]
-  card info [--home DIR]
-  card detect [--health] [--refresh] [--json] [--home DIR]
-  card health [ID] [--force] [--json] [--home DIR]
-  card token rotate [--home DIR]
-  card invoke ID [TASK|-] [--cwd DIR] [--mode read_only|edit|bypass] [--model M]
-              [--invoked-by X] [--timeout S] [--json]
-  card runs [--limit N] [--json] | card runs show RUN_ID | card runs follow RUN_ID
-  card service install|uninstall|status [--dry-run] [--home DIR]
-  card version
+Usage: card COMMAND [ARGUMENTS] [FLAGS]
 
-card invoke and card runs follow exit 0 succeeded, 1 failed, 3 no daemon, 4 refused,
-75 interrupted, 124 timed out, 130 cancelled.
+Commands:
+  serve     run the daemon in this terminal
+  info      the running daemon: version, pid, address, home
+  detect    which agent CLIs are installed and whether each can run
+  health    whether each agent is signed in and ready
+  invoke    run an agent on a task and stream its answer
+  runs      the run history; show, follow or prune runs
+  service   run card at login (systemd user unit, LaunchAgent or XDG autostart)
+  token     rotate the token clients authenticate with
+  version   print card's version
+  help      this text, or one command's: card help COMMAND
 
-Home defaults to $CARD_HOME, else ~/.local/state/card (Linux) or
-~/Library/Application Support/card (macOS).
+Every command but version takes --home DIR, the daemon's state directory: default $CARD_HOME,
+else ~/.local/state/card (Linux) or ~/Library/Application Support/card (macOS).
+
+Exit codes:
+  0    succeeded
+  1    failed: the agent's run failed, or the command did
+  2    usage: a flag or an argument was wrong
+  3    no daemon is running for the home
+  4    refused before anything ran: the guard, bypass not allowed, an agent not installed,
+       too many runs, a bad argument the daemon refused
+  75   interrupted: the daemon stopped, or the connection to it was lost; retrying may work
+  124  the run timed out
+  130  cancelled (Ctrl-C)
+
+Examples:
+  card serve                                                     # start the daemon here
+  card detect --health                                           # in another terminal
+  card invoke claude-code "explain main.go" --cwd ~/src/project
+  card help invoke                                               # a command's flags and examples
 `
 
 type env struct {
@@ -51,10 +66,10 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
-// commands are the subcommands that take arguments, by name.
+// commands are card's subcommands, by name.
 var commands = map[string]func(env, []string) int{
 	"serve": env.serve, "info": env.info, "detect": env.detect, "health": env.health, "token": env.token,
-	"invoke": env.invoke, "runs": env.runs, "service": env.service,
+	"invoke": env.invoke, "runs": env.runs, "service": env.service, "version": env.version,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -67,10 +82,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmd(e, args[1:])
 	}
 	switch args[0] {
-	case "version", "--version", "-v":
-		fmt.Fprintf(stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
-		return exitOK
-	case "help", "-h", "--help":
+	case "--version", "-v":
+		return e.version(nil)
+	case "help", "-h", "--help", "-help":
+		if args[0] == "help" && len(args) > 1 {
+			// `card help runs show` is `card runs show --help`.
+			if _, ok := commands[args[1]]; ok {
+				return run(append(append([]string{}, args[1:]...), "--help"), stdin, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "card help: no command %q\n\n%s", args[1], usage)
+			return exitUsage
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
@@ -78,55 +100,45 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func (e env) flags(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("card "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	home := fs.String("home", "", "state directory (default $CARD_HOME or the platform default)")
-	return fs, home
+var versionDoc = doc{
+	name:     "version",
+	usage:    "version",
+	about:    "Prints card's version and the version of the wire protocol it speaks.",
+	examples: []string{"card version"},
 }
 
-func (e env) serve(args []string) int {
-	fs, home := e.flags("serve")
-	addr := fs.String("addr", "", "listen address, e.g. 127.0.0.1:0 (port 0 = any free port)")
-	level := fs.String("log-level", "", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+func (e env) version(args []string) int {
+	fs := flag.NewFlagSet("card version", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pos, code, done := e.parse(versionDoc, fs, args)
+	if done {
+		return code
 	}
-	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr})
-	if err != nil {
-		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
-		var already *daemon.AlreadyRunningError
-		if errors.As(err, &already) {
-			return exitRefused
-		}
-		return exitFailure
+	if len(pos) > 0 {
+		return e.usageError(versionDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := d.Run(ctx); err != nil {
-		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
-		return exitFailure
-	}
+	fmt.Fprintf(e.stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
 	return exitOK
 }
 
-func (e env) fail(cmd string, err error) int {
-	fmt.Fprintf(e.stderr, "card %s: %v\n", cmd, err)
-	var nd *client.NoDaemonError
-	if errors.As(err, &nd) {
-		return exitNoDaemon
-	}
-	var re *rpc.Error
-	if errors.As(err, &re) && re.Code != rpc.CodeInternalError {
-		return exitRefused
-	}
-	return exitFailure
+var infoDoc = doc{
+	name:  "info",
+	usage: "info [--home DIR]",
+	about: "Prints the running daemon's version, pid, address, home and the guard's view of its\nancestry, as JSON.",
+	examples: []string{
+		"card info",
+		"card info --home /tmp/card-dev  # the daemon started with card serve --home /tmp/card-dev",
+	},
 }
 
 func (e env) info(args []string) int {
-	fs, home := e.flags("info")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs, home := e.newFlags(infoDoc)
+	pos, code, done := e.parse(infoDoc, fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(infoDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
 	return e.call("info", *home, func(ctx context.Context, c *client.Client) error {
 		info, err := c.Info(ctx)
@@ -161,14 +173,44 @@ func (e env) call(name, home string, f func(ctx context.Context, c *client.Clien
 	return exitOK
 }
 
+var tokenDoc = doc{
+	name:  "token",
+	usage: "token rotate [--home DIR]",
+	about: "Manages the token clients send to the daemon (Authorization: Bearer, read from\n<home>/token). The daemon makes a new one at every start.",
+	more:  "Subcommands:\n  rotate   replace the token now: new connections need the new one, open ones stay open",
+	examples: []string{
+		"card token rotate",
+	},
+}
+
+var tokenRotateDoc = doc{
+	name:  "token rotate",
+	usage: "token rotate [--home DIR]",
+	about: "Replaces <home>/token with a new random token. New connections need the new token;\nconnections already open stay open. The daemon need not be running.",
+	examples: []string{
+		"card token rotate",
+		"card token rotate --home /tmp/card-dev",
+	},
+}
+
 func (e env) token(args []string) int {
-	if len(args) == 0 || args[0] != "rotate" {
-		fmt.Fprintln(e.stderr, "usage: card token rotate [--home DIR]")
-		return exitUsage
+	if len(args) == 0 || wantsHelp(args) {
+		if len(args) == 0 {
+			return e.usageError(tokenDoc, "which subcommand? (rotate)")
+		}
+		tokenDoc.write(e.stdout, nil)
+		return exitOK
 	}
-	fs, home := e.flags("token rotate")
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	if args[0] != "rotate" {
+		return e.usageError(tokenDoc, fmt.Sprintf("unknown subcommand %q", args[0]))
+	}
+	fs, home := e.newFlags(tokenRotateDoc)
+	pos, code, done := e.parse(tokenRotateDoc, fs, args[1:])
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(tokenRotateDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
 	h, err := client.ResolveHome(*home)
 	if err != nil {

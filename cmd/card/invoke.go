@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,77 +18,84 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 )
 
-// Exit codes of `card invoke` and `card runs follow`, by how the run ended,
-// so a script can tell "the agent failed" from "it ran out of time".
-const (
-	exitTimedOut    = 124 // like timeout(1)
-	exitInterrupted = 75  // EX_TEMPFAIL: the daemon stopped; retrying may work
-)
+// Exit codes of `card invoke` and `card runs follow` by how the run ended,
+// so a script can tell "the agent failed" from "it ran out of time";
+// exitInterrupted (75) is a daemon that stopped under the run.
+const exitTimedOut = 124 // like timeout(1)
 
-const invokeUsage = `usage: card invoke ID [TASK|-] [--cwd DIR] [--mode read_only|edit|bypass] [--model M]
-                   [--invoked-by X] [--timeout S] [--json] [--home DIR]
+var invokeDoc = doc{
+	name:  "invoke",
+	usage: "invoke ID [TASK|-] [--cwd DIR] [--mode MODE] [--model M] [--timeout SECONDS] [flags]",
+	about: `Runs agent ID (claude-code, codex, gemini, copilot, droid, pi) on TASK through the daemon,
+in --cwd. With TASK "-" or no TASK, the task is read from stdin. The answer streams to stdout
+as it arrives; status and tool calls go to stderr. Ctrl-C cancels the run (a second Ctrl-C
+stops waiting and leaves it running). The run is recorded: card runs lists it.
 
-Runs agent ID (claude-code, codex, gemini, ...) on TASK through the daemon. TASK "-" or no
-TASK reads it from stdin. The answer streams to stdout as it arrives; status and tool calls
-go to stderr. Ctrl-C cancels the run (a second Ctrl-C stops waiting).
-
-Exit codes: 0 succeeded, 1 failed, 2 usage, 3 no daemon, 4 refused before it started
-(guard, bypass, not installed, too many runs, bad params), 75 interrupted (the daemon
-stopped), 124 timed out, 130 cancelled.
-`
-
-// permute parses flags wherever they appear among the positional args, as
-// people type them: `card invoke codex "task" --mode edit`.
-func permute(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+Modes: read_only (the default) may read but not change anything; edit may change files under
+--cwd; bypass turns the agent's own protections off and needs allow_bypass = true in
+card.toml. An agent whose read_only card cannot enforce is refused in read_only unless you
+pass --acknowledge-unenforced-read-only.`,
+	more: `Exit codes: 0 succeeded, 1 failed, 2 usage, 3 no daemon, 4 refused before it started (the
+guard, bypass not allowed, not installed, too many runs, a bad argument), 75 interrupted (the
+daemon stopped, or the connection to it was lost), 124 timed out, 130 cancelled.`,
+	examples: []string{
+		`card invoke claude-code "explain main.go"`,
+		`card invoke codex "fix the failing test" --mode edit --cwd ~/src/project`,
+		`git diff | card invoke gemini - --timeout 120  # the task from stdin`,
+		`card invoke claude-code "summarize README.md" --json  # the finished run as JSON`,
+	},
 }
 
 func (e env) invoke(args []string) int {
-	fs, home := e.flags("invoke")
-	fs.Usage = func() { fmt.Fprint(e.stderr, invokeUsage) }
-	cwd := fs.String("cwd", "", "working directory for the agent (default: the current directory)")
-	mode := fs.String("mode", "", "permission mode: read_only (default), edit or bypass")
-	model := fs.String("model", "", "model name to pass to the agent")
-	invokedBy := fs.String("invoked-by", "", "your own adapter id, when you are an agent yourself")
-	timeout := fs.Int("timeout", 0, "deadline in seconds (default 300, at most 3600)")
+	fs, home := e.newFlags(invokeDoc)
+	cwd := fs.String("cwd", "", "the agent's working `dir` (default: the current directory)")
+	mode := fs.String("mode", "", "permission `mode`: read_only, edit or bypass (default read_only)")
+	model := fs.String("model", "", "the `model` the agent should use (default: the agent's own)")
+	invokedBy := fs.String("invoked-by", "", "your own agent `id`, when the caller is itself an agent (the guard counts it)")
+	timeout := fs.Int("timeout", 0, "the run's deadline in `seconds`, 1 to 3600 (default 300)")
 	asJSON := fs.Bool("json", false, "print the finished run as JSON instead of streaming text")
-	ack := fs.Bool("acknowledge-unenforced-read-only", false, "run an agent whose read_only is not enforced anyway")
-	pos, err := permute(fs, args)
-	if err != nil {
-		return exitUsage
+	ack := fs.Bool("acknowledge-unenforced-read-only", false, "run an agent whose read_only card cannot enforce anyway")
+	pos, code, done := e.parse(invokeDoc, fs, args)
+	if done {
+		return code
 	}
-	if len(pos) < 1 || len(pos) > 2 {
-		fmt.Fprint(e.stderr, invokeUsage)
-		return exitUsage
+	switch {
+	case len(pos) == 0:
+		return e.usageError(invokeDoc, "which agent? (card detect lists them)")
+	case len(pos) > 2:
+		return e.usageError(invokeDoc, fmt.Sprintf("one task, not %d arguments: quote it, \"like this\"", len(pos)-1))
+	}
+	timeoutSet := false
+	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if timeoutSet && (*timeout < daemon.MinInvokeTimeoutSecs || *timeout > daemon.MaxInvokeTimeoutSecs) {
+		return e.usageError(invokeDoc, fmt.Sprintf("--timeout %d: the deadline is %d to %d seconds (default %d)",
+			*timeout, daemon.MinInvokeTimeoutSecs, daemon.MaxInvokeTimeoutSecs, int(daemon.DefaultInvokeTimeout.Seconds())))
 	}
 	task := "-"
 	if len(pos) == 2 {
 		task = pos[1]
 	}
 	if task == "-" {
+		if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			fmt.Fprintln(e.stderr, "card invoke: reading the task from stdin; end it with Ctrl-D (or give it as an argument: card invoke "+pos[0]+" \"…\")")
+		}
 		b, err := io.ReadAll(io.LimitReader(e.stdin, 8<<20))
 		if err != nil {
 			return e.fail("invoke", fmt.Errorf("read the task from stdin: %w", err))
 		}
 		task = string(b)
 	}
+	var err error
 	if *cwd == "" {
-		if *cwd, err = os.Getwd(); err != nil {
-			return e.fail("invoke", err)
-		}
+		*cwd, err = os.Getwd()
+	} else {
+		// The daemon runs elsewhere: a relative dir means this shell's.
+		*cwd, err = filepath.Abs(*cwd)
+	}
+	if err != nil {
+		return e.fail("invoke", err)
 	}
 	params := daemon.InvokeParams{ID: pos[0], Task: task, Cwd: *cwd, PermissionMode: *mode, Model: *model,
 		InvokedBy: *invokedBy, TimeoutSecs: *timeout, AcknowledgeUnenforcedReadOnly: *ack}
@@ -101,12 +108,7 @@ func (e env) invoke(args []string) int {
 	defer c.Close()
 	acc, err := c.Stream(context.Background(), params, f.push)
 	if err != nil {
-		code := e.fail("invoke", err)
-		var re *rpc.Error
-		if errors.As(err, &re) && re.Code == daemon.CodeUnenforcedReadOnly {
-			fmt.Fprintln(e.stderr, "card invoke: to run it anyway, add --acknowledge-unenforced-read-only")
-		}
-		return code
+		return e.fail("invoke", err)
 	}
 	return f.follow(c, acc.RunID, true)
 }
@@ -174,12 +176,25 @@ func (f *follower) follow(c *client.Client, runID string, cancellable bool) int 
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				if _, err := c.Cancel(ctx, runID); err != nil {
-					f.status("card: cancel failed: %v", err)
+					f.status("card: cancel failed: %s", say(err))
 				}
 			}()
 		case <-c.Done():
-			f.status("card: lost the connection to the daemon; the run may go on: card runs follow %s", runID)
-			return exitFailure
+			// The run's last event may have come in with the close.
+			for {
+				select {
+				case ev := <-f.events:
+					if code, done := f.render(ev); done {
+						return code
+					}
+					continue
+				default:
+				}
+				break
+			}
+			f.status("card: the daemon stopped, or the connection to it was lost, before run %s ended; "+
+				"once it is back, `card runs show %s` says how the run ended", runID, runID)
+			return exitInterrupted
 		case <-tick.C:
 			if f.spinner {
 				f.outMu.Lock()
@@ -263,18 +278,43 @@ func (f *follower) finish(ev daemon.AgentEvent) int {
 		fmt.Fprintln(f.e.stdout, res.Answer)
 		f.outMu.Unlock()
 	}
-	msg := fmt.Sprintf("card: run %s %s", ev.RunID, ev.Status)
-	if res != nil {
-		msg += fmt.Sprintf(" in %.1fs", float64(res.DurationMs)/1000)
-		if res.CostUSD != nil {
-			msg += fmt.Sprintf(", $%.4f", *res.CostUSD)
-		}
-		if res.Error != nil {
-			msg += ": " + res.Error.Kind + ": " + res.Error.Message
-		}
+	f.status("%s", outcomeLine(ev))
+	if res != nil && res.Error != nil && res.Error.StderrExcerpt != "" {
+		// A crash's own words are in what it printed last.
+		f.status("card: the agent's stderr ended with:\n%s", indent(res.Error.StderrExcerpt, "  "))
 	}
-	f.status("%s", msg)
 	return exitForStatus(ev.Status)
+}
+
+// outcomeLine is how a run ended, in one line: its status, how long it took
+// (with the unit), what it cost, and why it did not succeed. The error's
+// kind is named only when it adds to the status ("failed (auth)"), never
+// "cancelled: cancelled".
+func outcomeLine(ev daemon.AgentEvent) string {
+	msg := fmt.Sprintf("card: run %s %s", ev.RunID, strings.ReplaceAll(string(ev.Status), "_", " "))
+	res := ev.Result
+	if res == nil {
+		return msg
+	}
+	msg += fmt.Sprintf(" after %.1fs", float64(res.DurationMs)/1000)
+	if res.Error != nil && ev.Status == store.StatusFailed && res.Error.Kind != "" {
+		msg += " (" + res.Error.Kind + ")"
+	}
+	if res.CostUSD != nil {
+		msg += fmt.Sprintf(", $%.4f", *res.CostUSD)
+	}
+	if res.Error != nil && res.Error.Message != "" {
+		msg += ": " + res.Error.Message
+	}
+	return msg
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
 }
 
 func exitForStatus(s store.Status) int {

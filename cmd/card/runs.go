@@ -13,16 +13,50 @@ import (
 	"github.com/card-dev/card/daemon/store"
 )
 
-const runsUsage = `usage: card runs [--limit N] [--json] [--home DIR]
-       card runs show RUN_ID [--home DIR]
-       card runs follow RUN_ID [--home DIR]
-       card runs prune [--dry-run] [--max-runs N] [--max-age-days D] [--json] [--home DIR]
+var runsDoc = doc{
+	name:  "runs",
+	usage: "runs [--limit N] [--json] [--home DIR]",
+	about: "Lists the run history, newest first: each run's id, status, agent, start, duration,\ninvocation chain and task.",
+	more: `Subcommands:
+  show RUN_ID     one run as JSON, with its answer, error and usage
+  follow RUN_ID   replay a run's events and follow it live to its end
+  prune           delete finished runs past the retention`,
+	examples: []string{
+		"card runs",
+		"card runs --limit 100 --json",
+		"card runs show run_06H2Z15BV3X8J0Y0ZEA1S76AKR",
+		"card runs follow run_06H2Z15BV3X8J0Y0ZEA1S76AKR",
+		"card help runs prune",
+	},
+}
 
-runs lists the run history, newest first. show prints one run as JSON. follow replays a
-run's events and follows it live to its end (exit code as for card invoke). prune deletes
-finished runs past the retention (card.toml's max_runs and max_age_days, or the flags'; 0 is
-no bound) with their events; --dry-run only counts them. A running run is never pruned.
-`
+var runsShowDoc = doc{
+	name:     "runs show",
+	usage:    "runs show RUN_ID [--home DIR]",
+	about:    "Prints one recorded run as JSON: status, timing, exit code, answer, error (with the\nagent's stderr excerpt), usage and cost.",
+	examples: []string{"card runs show run_06H2Z15BV3X8J0Y0ZEA1S76AKR"},
+}
+
+var runsFollowDoc = doc{
+	name:  "runs follow",
+	usage: "runs follow RUN_ID [--home DIR]",
+	about: "Replays a run's events from its start and follows it live to its end, as card invoke\nshows them. Ctrl-C stops following; the run goes on.",
+	more:  "Exit codes: as for card invoke, by how the run ended.",
+	examples: []string{
+		"card runs follow run_06H2Z15BV3X8J0Y0ZEA1S76AKR",
+	},
+}
+
+var runsPruneDoc = doc{
+	name:  "runs prune",
+	usage: "runs prune [--dry-run] [--max-runs N] [--max-age-days D] [--json] [--home DIR]",
+	about: `Deletes finished runs past the retention, with their events: card.toml's max_runs and
+max_age_days, or the flags' (0 is no bound). A running run is never pruned.`,
+	examples: []string{
+		"card runs prune --dry-run  # count what would go",
+		"card runs prune --max-runs 1000",
+	},
+}
 
 func (e env) runs(args []string) int {
 	if len(args) > 0 {
@@ -33,21 +67,22 @@ func (e env) runs(args []string) int {
 			return e.runsFollow(args[1:])
 		case "prune":
 			return e.runsPrune(args[1:])
-		case "help", "-h", "--help":
-			fmt.Fprint(e.stdout, runsUsage)
-			return exitOK
+		case "help":
+			args = []string{"--help"}
 		}
 	}
-	fs, home := e.flags("runs")
-	fs.Usage = func() { fmt.Fprint(e.stderr, runsUsage) }
-	limit := fs.Int("limit", 20, "how many runs to list (at most 500)")
+	fs, home := e.newFlags(runsDoc)
+	limit := fs.Int("limit", 20, "how many runs to list, at most 500")
 	asJSON := fs.Bool("json", false, "print the runs as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fmt.Fprint(e.stderr, runsUsage)
-		return exitUsage
+	pos, code, done := e.parse(runsDoc, fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(runsDoc, fmt.Sprintf("unknown subcommand %q (show, follow or prune)", pos[0]))
 	}
 	var runs []store.Run
-	code := e.call("runs", *home, func(ctx context.Context, c *client.Client) (err error) {
+	code = e.call("runs", *home, func(ctx context.Context, c *client.Client) (err error) {
 		runs, err = c.Runs(ctx, daemon.ListParams{Limit: *limit})
 		return err
 	})
@@ -56,6 +91,10 @@ func (e env) runs(args []string) int {
 	}
 	if *asJSON {
 		return printJSON(e.stdout, runs)
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(e.stdout, "No runs recorded yet; `card invoke ID TASK` starts one.")
+		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "RUN\tSTATUS\tAGENT\tSTARTED\tTOOK\tCHAIN\tTASK")
@@ -75,21 +114,24 @@ func (e env) runs(args []string) int {
 	return exitOK
 }
 
-func (e env) oneRunID(name string, args []string) (string, *string, bool) {
-	fs, home := e.flags("runs " + name)
-	fs.Usage = func() { fmt.Fprint(e.stderr, runsUsage) }
-	pos, err := permute(fs, args)
-	if err != nil || len(pos) != 1 {
-		fmt.Fprint(e.stderr, runsUsage)
-		return "", nil, false
+// oneRunID parses the args of a command that takes one run id; done is
+// true with the exit code when the command is over (help, bad usage).
+func (e env) oneRunID(d doc, args []string) (id string, home *string, code int, done bool) {
+	fs, home := e.newFlags(d)
+	pos, code, done := e.parse(d, fs, args)
+	if done {
+		return "", nil, code, done
 	}
-	return pos[0], home, true
+	if len(pos) != 1 {
+		return "", nil, e.usageError(d, "one RUN_ID (card runs lists them)"), true
+	}
+	return pos[0], home, exitOK, false
 }
 
 func (e env) runsShow(args []string) int {
-	id, home, ok := e.oneRunID("show", args)
-	if !ok {
-		return exitUsage
+	id, home, code, done := e.oneRunID(runsShowDoc, args)
+	if done {
+		return code
 	}
 	return e.call("runs show", *home, func(ctx context.Context, c *client.Client) error {
 		run, err := c.Run(ctx, id)
@@ -101,9 +143,9 @@ func (e env) runsShow(args []string) int {
 }
 
 func (e env) runsFollow(args []string) int {
-	id, home, ok := e.oneRunID("follow", args)
-	if !ok {
-		return exitUsage
+	id, home, code, done := e.oneRunID(runsFollowDoc, args)
+	if done {
+		return code
 	}
 	f := newFollower(e, false, id)
 	c, err := dial(*home)
@@ -118,15 +160,17 @@ func (e env) runsFollow(args []string) int {
 }
 
 func (e env) runsPrune(args []string) int {
-	fs, home := e.flags("runs prune")
-	fs.Usage = func() { fmt.Fprint(e.stderr, runsUsage) }
+	fs, home := e.newFlags(runsPruneDoc)
 	dry := fs.Bool("dry-run", false, "count what would be deleted, delete nothing")
-	maxRuns := fs.Int("max-runs", 0, "keep the newest N runs (instead of card.toml's max_runs; 0: no bound)")
-	maxAge := fs.Int("max-age-days", 0, "keep runs younger than D days (instead of card.toml's max_age_days; 0: no bound)")
+	maxRuns := fs.Int("max-runs", 0, "keep the newest `n` runs (instead of card.toml's max_runs; 0: no bound)")
+	maxAge := fs.Int("max-age-days", 0, "keep runs younger than `days` (instead of card.toml's max_age_days; 0: no bound)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fmt.Fprint(e.stderr, runsUsage)
-		return exitUsage
+	pos, code, done := e.parse(runsPruneDoc, fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(runsPruneDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
 	p := daemon.PruneParams{DryRun: *dry}
 	fs.Visit(func(f *flag.Flag) {

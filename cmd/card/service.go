@@ -13,16 +13,47 @@ import (
 	"github.com/card-dev/card/deploy"
 )
 
-const serviceUsage = `usage: card service install|uninstall|status [--dry-run] [--home DIR]
-
-  install     write the service definition for this binary and user and start it
-              (systemd user unit, XDG autostart entry, or LaunchAgent on macOS)
+var serviceDoc = doc{
+	name:  "service",
+	usage: "service install|uninstall|status [--dry-run] [--home DIR]",
+	about: `Runs card serve at login, as this user: a systemd user unit on Linux (an XDG autostart
+entry where there is no systemd user manager), a LaunchAgent on macOS. The definition pins
+this binary and the home, so install from an installed card (go install ./cmd/card), not
+from go run.`,
+	more: `Subcommands:
+  install     write the service definition and start it
   uninstall   stop the service and remove its definition
-  status      whether the service is installed and loaded, its pid, and what daemon.json says
+  status      whether the service is installed and loaded, its pid, and what daemon.json says`,
+	examples: []string{
+		"card service install --dry-run  # every file and command, nothing done",
+		"card service install",
+		"card service status",
+	},
+}
 
-  --dry-run   (install, uninstall) print every file and command instead of doing them
-  --home DIR  the daemon home the service runs with (default $CARD_HOME or the platform default)
-`
+var serviceVerbDocs = map[string]doc{
+	"install": {
+		name:  "service install",
+		usage: "service install [--dry-run] [--home DIR]",
+		about: "Writes the service definition for this binary, this user and the home, then starts it.\nRun again after moving the binary or to change the home.",
+		examples: []string{
+			"card service install --dry-run  # every file and command, nothing done",
+			"card service install --home ~/card-home",
+		},
+	},
+	"uninstall": {
+		name:     "service uninstall",
+		usage:    "service uninstall [--dry-run] [--home DIR]",
+		about:    "Stops the service and removes its definition. The home and its run history are kept.",
+		examples: []string{"card service uninstall --dry-run", "card service uninstall"},
+	},
+	"status": {
+		name:     "service status",
+		usage:    "service status [--home DIR]",
+		about:    "Says whether the service is installed and loaded, its pid, and what daemon.json says.",
+		examples: []string{"card service status"},
+	},
+}
 
 // serviceMachine is how `card service` learns about this machine and runs
 // systemctl/launchctl. It is a variable so the CLI test can pin a target: a
@@ -35,31 +66,29 @@ var serviceMachine = func(ctx context.Context, cardHome string) (deploy.Target, 
 }
 
 func (e env) service(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, serviceUsage)
-		if len(args) == 0 {
-			return exitUsage
-		}
+	if len(args) == 0 {
+		return e.usageError(serviceDoc, "which subcommand? (install, uninstall or status)")
+	}
+	if wantsHelp(args) {
+		serviceDoc.write(e.stdout, nil)
 		return exitOK
 	}
 	verb := args[0]
-	if verb != "status" {
-		if _, err := deploy.ParseAction(verb); err != nil {
-			fmt.Fprintf(e.stderr, "card service: %v\n\n%s", err, serviceUsage)
-			return exitUsage
-		}
+	d, ok := serviceVerbDocs[verb]
+	if !ok {
+		return e.usageError(serviceDoc, fmt.Sprintf("unknown subcommand %q", verb))
 	}
-	fs, home := e.flags("service " + verb)
+	fs, home := e.newFlags(d)
 	var dryRun *bool
 	if verb != "status" {
 		dryRun = fs.Bool("dry-run", false, "print every file and command instead of doing them")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	pos, code, done := e.parse(d, fs, args[1:])
+	if done {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "card service %s: unexpected argument %q\n\n%s", verb, fs.Arg(0), serviceUsage)
-		return exitUsage
+	if len(pos) > 0 {
+		return e.usageError(d, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
 	cardHome, err := client.ResolveHome(*home)
 	if err == nil {

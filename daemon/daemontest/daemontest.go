@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/internal/fakeclaude"
+	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -304,33 +306,55 @@ func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 	if os.Getenv(fakeclaude.EnvVar) != "" {
 		os.Exit(fakeclaude.Main())
 	}
-	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
+	goleak.VerifyTestMain(testskip.Wrap(m), append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
 }
 
 // UserHome makes an empty directory to serve as a daemon's HOME where
 // detection may take binaries from: outside the world-writable scratch
 // directories (/tmp and the like), where t.TempDir usually is and where
 // detection skips every binary, ~/.local/bin included. It lives under the
-// user's cache directory and is removed at cleanup; the test is skipped,
-// saying why, when the cache directory is itself in a scratch directory.
+// user's cache directory, or, when that is in a scratch directory (a HOME
+// made with mktemp), under ~/.cache of the account's own home as the user
+// database has it; it is removed at cleanup. The test is skipped, saying
+// why, when neither is outside the scratch directories.
 func UserHome(t testing.TB) string {
 	t.Helper()
-	base, err := os.UserCacheDir()
-	if err == nil {
-		for _, s := range detect.DefaultScratchDirs {
-			if strings.HasPrefix(filepath.Clean(base)+"/", s) {
-				err = fmt.Errorf("the user cache dir %s is in the scratch dir %s", base, s)
-			}
-		}
+	var tried []string
+	base := ""
+	candidates := []string{}
+	if c, err := os.UserCacheDir(); err == nil {
+		candidates = append(candidates, c)
 	}
-	if err != nil {
-		t.Skip("SKIPPING: no directory outside the scratch dirs for a test HOME: " + err.Error())
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		candidates = append(candidates, filepath.Join(u.HomeDir, ".cache"))
+	}
+	for _, c := range candidates {
+		if !inScratch(c) {
+			base = c
+			break
+		}
+		tried = append(tried, c)
+	}
+	if base == "" {
+		testskip.Skip(t, testskip.Gap{
+			Why:    "no HOME outside the scratch dirs for detection to search",
+			Enable: "give the tests a HOME or XDG_CACHE_HOME outside " + strings.Join(detect.DefaultScratchDirs, ", "),
+		}, "SKIPPING: no directory outside the scratch dirs for a test HOME (tried "+strings.Join(tried, ", ")+")")
 	}
 	require.NoError(t, os.MkdirAll(base, 0o700))
 	dir, err := os.MkdirTemp(base, "card-test-home-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
+}
+
+func inScratch(dir string) bool {
+	for _, s := range detect.DefaultScratchDirs {
+		if strings.HasPrefix(filepath.Clean(dir)+"/", s) {
+			return true
+		}
+	}
+	return false
 }
 
 // AskingClaude writes a Claude Code stand-in that asks card's permission

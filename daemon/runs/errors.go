@@ -12,7 +12,9 @@ var (
 	// ErrShutdown ends runs when the daemon stops: recorded interrupted.
 	ErrShutdown = errors.New("card is shutting down")
 	// ErrCancelled is a cancel asked for by a client: recorded cancelled.
-	ErrCancelled = errors.New("cancelled by agents.cancel")
+	// Its text follows the status "cancelled" wherever a run's end is
+	// shown, so it says who, not "cancelled" again.
+	ErrCancelled = errors.New("a client asked to stop it")
 	// ErrDisconnected ends a run whose client went away, when the operator
 	// set cancel_on_disconnect: recorded cancelled.
 	ErrDisconnected = errors.New("the client that started it disconnected (cancel_on_disconnect = true)")

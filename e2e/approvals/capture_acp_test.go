@@ -13,6 +13,7 @@ import (
 
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // TestCaptureACPApprovalExamples runs ask mode with the real Gemini CLI
@@ -24,7 +25,7 @@ import (
 func TestCaptureACPApprovalExamples(t *testing.T) {
 	out := os.Getenv("CARD_DOCS_CAPTURE_ACP")
 	if out == "" {
-		t.Skip("set CARD_DOCS_CAPTURE_ACP=DIR (and CARD_E2E=1) to capture the ACP ask-mode examples")
+		testskip.Skip(t, testskip.DocsCapture, "set CARD_DOCS_CAPTURE_ACP=DIR (and CARD_E2E=1) to capture the ACP ask-mode examples")
 	}
 	for _, c := range []struct {
 		cli      agentCLI

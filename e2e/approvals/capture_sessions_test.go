@@ -15,6 +15,7 @@ import (
 
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // TestCaptureSessionApprovalExamples runs ask mode with the real Codex,
@@ -26,7 +27,7 @@ import (
 func TestCaptureSessionApprovalExamples(t *testing.T) {
 	out := os.Getenv("CARD_DOCS_CAPTURE_SESSIONS")
 	if out == "" {
-		t.Skip("set CARD_DOCS_CAPTURE_SESSIONS=DIR (and CARD_E2E=1) to capture the session ask-mode examples")
+		testskip.Skip(t, testskip.DocsCapture, "set CARD_DOCS_CAPTURE_SESSIONS=DIR (and CARD_E2E=1) to capture the session ask-mode examples")
 	}
 	for _, c := range sessionCases {
 		t.Run(c.cli.id, func(t *testing.T) {

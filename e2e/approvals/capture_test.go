@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // TestCaptureApprovalExamples runs ask mode with the real Claude Code over a
@@ -22,7 +23,7 @@ import (
 func TestCaptureApprovalExamples(t *testing.T) {
 	out := os.Getenv("CARD_DOCS_CAPTURE")
 	if out == "" {
-		t.Skip("set CARD_DOCS_CAPTURE=FILE (and CARD_E2E=1) to capture the ask-mode examples")
+		testskip.Skip(t, testskip.DocsCapture, "set CARD_DOCS_CAPTURE=FILE (and CARD_E2E=1) to capture the ask-mode examples")
 	}
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{bash("made-by-bash.txt")}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

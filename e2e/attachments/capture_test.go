@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // TestCaptureAttachmentExamples runs the real Claude Code and the real
@@ -27,7 +28,7 @@ import (
 func TestCaptureAttachmentExamples(t *testing.T) {
 	out := os.Getenv("CARD_DOCS_CAPTURE")
 	if out == "" {
-		t.Skip("set CARD_DOCS_CAPTURE=FILE (and CARD_E2E=1) to capture the attachment examples")
+		testskip.Skip(t, testskip.DocsCapture, "set CARD_DOCS_CAPTURE=FILE (and CARD_E2E=1) to capture the attachment examples")
 	}
 	var buf bytes.Buffer
 	// A 1×1 PNG keeps the example's base64 short.

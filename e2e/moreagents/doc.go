@@ -1,6 +1,6 @@
 // Package moreagents holds the end-to-end tests against the real
-// GitHub Copilot CLI, Factory Droid and Pi installed by `npm install` in
-// e2e/agents: detection and versions, health in an empty HOME, the Droid
+// GitHub Copilot CLI, Factory Droid and Pi installed by e2e/agents/install.sh
+// in e2e/agents: detection and versions, health in an empty HOME, the Droid
 // launcher without its platform binary, `agents.detect` listing all six
 // adapters, and one invoke of each through a real `card serve` pointed at a
 // loopback vendor-API stand-in (e2e/standin).

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // BinDirEnv names the directory holding the real CLIs when they are not in
@@ -21,11 +23,12 @@ const BinDirEnv = "CARD_E2E_BIN_DIR"
 //     of the enclosing repository (found by walking up from the working dir).
 //   - A missing CLI skips loudly, or fails when CARD_E2E_REQUIRED=1 (CI), so
 //     CI can never go green by skipping.
+//   - Either skip is counted in the package's summary line (testskip), which
+//     `go test ./...` shows without -v.
 func CLI(t testing.TB, name string) string {
 	t.Helper()
-	required := os.Getenv("CARD_E2E_REQUIRED") == "1"
-	if os.Getenv("CARD_E2E") != "1" && !required {
-		t.Skip("real-CLI end-to-end test skipped: set CARD_E2E=1 to run it against " + name)
+	if os.Getenv("CARD_E2E") != "1" && !testskip.Required() {
+		testskip.Skip(t, testskip.RealCLIsOff, "real-CLI end-to-end test against "+name+" skipped")
 	}
 	dir := os.Getenv(BinDirEnv)
 	if dir == "" {
@@ -36,11 +39,7 @@ func CLI(t testing.TB, name string) string {
 		p = name
 	}
 	if _, err := os.Stat(p); dir == "" || err != nil {
-		msg := "REAL CLI MISSING: " + p + ": run `npm install` in e2e/agents or set " + BinDirEnv + "; end-to-end test NOT RUN"
-		if required {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Skip(t, testskip.RealCLIsMissing, "REAL CLI MISSING: "+p+"; end-to-end test NOT RUN")
 	}
 	return p
 }

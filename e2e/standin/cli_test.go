@@ -3,6 +3,7 @@ package standin
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/testskip"
 )
 
 // realCLI is one real agent CLI pointed at a stand-in the way an operator
@@ -363,8 +366,10 @@ func droidBinary(t *testing.T) string {
 		return p
 	}
 	if out, err := exec.Command(launcher, "--version").CombinedOutput(); err != nil {
-		t.Skipf("DROID NOT RUNNABLE: %s --version: %v: %s; set CARD_E2E_DROID_BIN to a platform binary "+
-			"(npm install @factory/cli-linux-x64 into a temp prefix) to run this test", launcher, err, out)
+		testskip.Skip(t, testskip.Gap{
+			Why:    "no runnable droid platform binary",
+			Enable: "set CARD_E2E_DROID_BIN to a platform binary (npm install @factory/cli-linux-x64 into a temp prefix)",
+		}, fmt.Sprintf("DROID NOT RUNNABLE: %s --version: %v: %s", launcher, err, out))
 	}
 	return launcher
 }

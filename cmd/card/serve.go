@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/card-dev/card/daemon"
+)
+
+var serveDoc = doc{
+	name:  "serve",
+	usage: "serve [--home DIR] [--addr HOST:PORT] [--log-level LEVEL]",
+	about: `Runs the daemon in the foreground until Ctrl-C or SIGTERM. It listens on a loopback port,
+writes its address to <home>/daemon.json and a new token to <home>/token, and finds the
+agent CLIs on this machine. Clients (card's other commands, apps, editor plugins) find it
+through those two files. card.toml in the home is optional.
+
+On a terminal it says where it listens and logs readable lines; otherwise (a supervisor,
+a pipe) it logs one JSON record per line. ` + "`card service install`" + ` runs it at login instead.`,
+	more: "Exit codes: 0 stopped cleanly, 1 failed (e.g. the port is taken), 4 another daemon\nalready serves this home.",
+	examples: []string{
+		"card serve",
+		"card serve --home /tmp/card-dev --addr 127.0.0.1:7777  # a second, separate daemon",
+		"card serve --log-level debug",
+	},
+}
+
+// serveUntil is the context card serve runs in: until SIGTERM or Ctrl-C.
+// Tests replace it to stop a daemon in their own process.
+var serveUntil = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+}
+
+func (e env) serve(args []string) int {
+	fs, home := e.newFlags(serveDoc)
+	addr := fs.String("addr", "", "listen on `host:port` (default 127.0.0.1:0, any free port; card.toml's addr)")
+	level := fs.String("log-level", "", "`level`: debug, info, warn or error (default info)")
+	pos, code, done := e.parse(serveDoc, fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return e.usageError(serveDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
+	}
+	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
+		var already *daemon.AlreadyRunningError
+		if errors.As(err, &already) {
+			return exitRefused
+		}
+		return exitFailure
+	}
+	ctx, stop := serveUntil()
+	defer stop()
+	if err := d.Start(); err != nil {
+		d.Shutdown(context.Background())
+		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
+		return exitFailure
+	}
+	if daemon.IsTerminal(e.stderr) {
+		fmt.Fprint(e.stderr, listening(d, *home != ""))
+	}
+	if err := d.Serve(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// listening is what a person who ran `card serve` in a terminal needs next:
+// where it listens, where a client finds the token, and what to type in
+// another terminal (with --home when they gave one).
+func listening(d *daemon.Daemon, homeFlag bool) string {
+	h := ""
+	if homeFlag {
+		h = " --home " + shellWord(d.Home())
+	}
+	card := "card"
+	if exe, err := os.Executable(); err == nil && strings.Contains(exe, "go-build") {
+		// Started by go run: card itself may not be on PATH yet.
+		card = "go run ./cmd/card"
+	}
+	return fmt.Sprintf(`
+card %s is listening on %s (pid %d)
+  home:   %s
+  token:  %s (new at every start; clients read it there)
+  try, in another terminal:  %[6]s info%[7]s   %[6]s detect%[7]s --health
+  Ctrl-C stops it.
+
+`, daemon.Version, d.URL(), os.Getpid(), d.Home(), filepath.Join(d.Home(), daemon.TokenFileName), card, h)
+}
+
+// shellWord quotes s for a POSIX shell when it needs quoting.
+func shellWord(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
