@@ -37,10 +37,6 @@ const acpVersion = 1
 // acpAuthRequired is ACP's error code for "authenticate first".
 const acpAuthRequired = -32000
 
-// acpMaxTools bounds how many tool calls one turn tracks, so an agent that
-// invents ids without end cannot grow the conversation's memory.
-const acpMaxTools = 10000
-
 // acpDialect is what differs between agents speaking ACP.
 type acpDialect struct {
 	// toolName names a call for the approver and the events; ACP itself
@@ -75,8 +71,7 @@ type acpConversation struct {
 	newAnswer bool // a tool call came since the last text: the next text starts the answer again
 	fresh     bool // the next agent output starts a model turn
 	turns     int
-	toolCalls int
-	tools     map[string]*acpTool
+	tools     sessionTools
 	usage     Usage
 	retries   int
 	// lastNotice is the error the agent said it gave up on, as text,
@@ -86,19 +81,12 @@ type acpConversation struct {
 	failure    *Failure
 }
 
-// acpTool is what the conversation knows of one tool call.
-type acpTool struct {
-	name      string
-	announced bool // its tool_use event was emitted
-	done      bool // its tool_result event was emitted
-}
-
 func newACPConversation(sp SessionPlan) (conversation, error) {
 	d, ok := acpDialects[sp.Adapter]
 	if !ok {
 		return nil, fmt.Errorf("adapter %q is not run over ACP", sp.Adapter)
 	}
-	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true, tools: map[string]*acpTool{}}, nil
+	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true}, nil
 }
 
 // acpHandler serves the agent's messages to card.
@@ -373,7 +361,7 @@ func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
 func (c *acpConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.toolCalls, Usage: c.usage}
+	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
 	switch {
 	case c.failure != nil:
 		res.IsError, res.Error = true, c.failure

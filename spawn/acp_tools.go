@@ -17,28 +17,15 @@ func (c *acpConversation) agentOutput() {
 	}
 }
 
-// tool is the record of a tool call, nil past acpMaxTools.
-func (c *acpConversation) tool(id string) *acpTool {
-	if t, ok := c.tools[id]; ok {
-		return t
-	}
-	if len(c.tools) >= acpMaxTools {
-		return nil
-	}
-	t := &acpTool{}
-	c.tools[id] = t
-	return t
-}
-
 // announce is the tool_use event of a call not announced yet.
 func (c *acpConversation) announce(call acpToolCall) []Event {
-	t := c.tool(call.ToolCallID)
+	t := c.tools.get(call.ToolCallID)
 	if t == nil || t.announced {
 		return nil
 	}
 	t.announced = true
 	t.name = c.nameOf(call)
-	c.toolCalls++
+	c.tools.calls++
 	c.newAnswer = true
 	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: t.name, ID: call.ToolCallID, Input: validRaw(acpInput(call))}}}
 }
@@ -48,7 +35,7 @@ func (c *acpConversation) result(call acpToolCall) []Event {
 	if call.Status != "completed" && call.Status != "failed" {
 		return nil
 	}
-	t := c.tool(call.ToolCallID)
+	t := c.tools.get(call.ToolCallID)
 	if t != nil {
 		if t.done {
 			return nil
@@ -65,7 +52,7 @@ func (c *acpConversation) nameOf(call acpToolCall) string {
 	if n := c.dialect.toolName(call); n != "" {
 		return n
 	}
-	if t, ok := c.tools[call.ToolCallID]; ok && t.name != "" {
+	if t, ok := c.tools.byID[call.ToolCallID]; ok && t.name != "" {
 		return t.name
 	}
 	return "tool"

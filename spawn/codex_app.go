@@ -44,14 +44,6 @@ const codexAskSandbox = "workspace-write"
 // codexMaxItems bounds how many items one turn tracks.
 const codexMaxItems = 10000
 
-// codexAppTool is what the conversation knows of one tool item.
-type codexAppTool struct {
-	name      string
-	input     json.RawMessage
-	announced bool
-	done      bool
-}
-
 // codexAppConversation is one app-server turn.
 type codexAppConversation struct {
 	rpcTurn
@@ -60,8 +52,7 @@ type codexAppConversation struct {
 	model     string
 	answer    string
 	deltas    map[string]bool // agent messages already streamed as deltas
-	tools     map[string]*codexAppTool
-	toolCalls int
+	tools     sessionTools
 	turns     int
 	retries   int
 	usage     Usage
@@ -73,7 +64,7 @@ type codexAppConversation struct {
 
 func newCodexAppConversation(sp SessionPlan) (conversation, error) {
 	return &codexAppConversation{rpcTurn: rpcTurn{adapter: sp.Adapter}, deltas: map[string]bool{},
-		tools: map[string]*codexAppTool{}, turnEnded: make(chan struct{})}, nil
+		turnEnded: make(chan struct{})}, nil
 }
 
 func (c *codexAppConversation) converse(ctx context.Context, t turn) {
@@ -224,14 +215,14 @@ func (c *codexAppConversation) item(done bool, raw json.RawMessage, emit func(..
 			emit(Event{Kind: EventText, Text: it.Text})
 		}
 	case "commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall":
-		tl := c.tool(it.ID)
+		tl := c.tools.get(it.ID)
 		if tl == nil {
 			return
 		}
 		if !tl.announced {
 			tl.name, tl.input = codexAppToolOf(it)
 		}
-		emit(c.announce(it.ID, tl)...)
+		emit(c.tools.announce(it.ID, tl)...)
 		if done && !tl.done {
 			tl.done = true
 			emit(Event{Kind: EventToolResult, Tool: &Tool{ID: it.ID}, Output: clip(codexAppOutput(it), maxOutput), IsError: codexAppFailed(it)})
@@ -242,28 +233,6 @@ func (c *codexAppConversation) item(done bool, raw json.RawMessage, emit func(..
 			emit(otherEvent(it.Type, raw))
 		}
 	}
-}
-
-func (c *codexAppConversation) tool(id string) *codexAppTool {
-	if t, ok := c.tools[id]; ok {
-		return t
-	}
-	if len(c.tools) >= codexMaxItems {
-		return nil
-	}
-	t := &codexAppTool{}
-	c.tools[id] = t
-	return t
-}
-
-// announce is the tool_use event of a call not announced yet.
-func (c *codexAppConversation) announce(id string, t *codexAppTool) []Event {
-	if t.announced {
-		return nil
-	}
-	t.announced = true
-	c.toolCalls++
-	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: t.name, ID: id, Input: validRaw(t.input)}}}
 }
 
 // codexAppToolOf names an item as codex exec's parser does
@@ -358,9 +327,9 @@ func (c *codexAppConversation) approval(ctx context.Context, method string, para
 			q.Summary = oneLine(q.Tool + ": " + strings.Join(cmds, "; "))
 		}
 		c.mu.Lock()
-		if tl := c.tool(p.ItemID); tl != nil && !tl.announced {
+		if tl := c.tools.get(p.ItemID); tl != nil && !tl.announced {
 			tl.name, tl.input = q.Tool, input
-			t.Emit(c.announce(p.ItemID, tl)...)
+			t.Emit(c.tools.announce(p.ItemID, tl)...)
 		}
 		c.mu.Unlock()
 	case "item/fileChange/requestApproval":
@@ -372,13 +341,13 @@ func (c *codexAppConversation) approval(ctx context.Context, method string, para
 		// under the same item id.
 		c.mu.Lock()
 		input := codexAppChanges(nil)
-		if tl := c.tool(p.ItemID); tl != nil {
+		if tl := c.tools.get(p.ItemID); tl != nil {
 			if tl.input != nil {
 				input = tl.input
 			} else {
 				tl.name, tl.input = "file_change", input
 			}
-			t.Emit(c.announce(p.ItemID, tl)...)
+			t.Emit(c.tools.announce(p.ItemID, tl)...)
 		}
 		c.mu.Unlock()
 		if p.Reason != "" || p.GrantRoot != "" {
@@ -478,7 +447,7 @@ func (c *codexAppConversation) fail(method string, err error) {
 func (c *codexAppConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	res := Result{Answer: c.answer, SessionID: c.threadID, Turns: c.turns, ToolCalls: c.toolCalls, Usage: c.usage}
+	res := Result{Answer: c.answer, SessionID: c.threadID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
 	switch {
 	case c.failure != nil:
 		res.IsError, res.Error = true, c.failure

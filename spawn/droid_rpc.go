@@ -116,14 +116,6 @@ type (
 	}
 )
 
-// droidTool is what the conversation knows of one tool use.
-type droidTool struct {
-	name      string
-	input     json.RawMessage
-	announced bool
-	done      bool
-}
-
 // droidConversation is one stream-jsonrpc turn.
 type droidConversation struct {
 	rpcTurn
@@ -133,8 +125,7 @@ type droidConversation struct {
 	model     string
 	answer    answerBuf
 	answerMsg string // the assistant message the answer is from
-	tools     map[string]*droidTool
-	toolCalls int
+	tools     sessionTools
 	turns     int
 	retries   int
 	usage     Usage
@@ -145,7 +136,7 @@ type droidConversation struct {
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
 	init := droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto", ModelID: sp.Model, ReasoningEffort: sp.Effort}
-	return &droidConversation{init: init, rpcTurn: rpcTurn{adapter: sp.Adapter, idPrefix: "card-"}, tools: map[string]*droidTool{}, turnEnded: make(chan struct{})}, nil
+	return &droidConversation{init: init, rpcTurn: rpcTurn{adapter: sp.Adapter, idPrefix: "card-"}, turnEnded: make(chan struct{})}, nil
 }
 
 func (c *droidConversation) converse(ctx context.Context, t turn) {
@@ -232,16 +223,16 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 		// Sent as the input streams in (first {}), then whole: the last
 		// one seen is the call's input.
 		if n.ToolUse != nil {
-			if tl := c.tool(n.ToolUse.ID); tl != nil && !tl.announced {
+			if tl := c.tools.get(n.ToolUse.ID); tl != nil && !tl.announced {
 				tl.name, tl.input = n.ToolUse.Name, n.ToolUse.Input
 			}
 		}
 	case "tool_execution_phase_changed":
-		if tl := c.tool(n.ToolUseID); tl != nil {
+		if tl := c.tools.get(n.ToolUseID); tl != nil {
 			emit(c.announce(n.ToolUseID, tl)...)
 		}
 	case "tool_result":
-		tl := c.tool(n.ToolUseID)
+		tl := c.tools.get(n.ToolUseID)
 		if tl == nil || tl.done {
 			return
 		}
@@ -305,29 +296,16 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 	}
 }
 
-func (c *droidConversation) tool(id string) *droidTool {
-	if t, ok := c.tools[id]; ok {
-		return t
+// announce is the shared announce, with a call Droid left unnamed named
+// "tool".
+func (c *droidConversation) announce(id string, t *sessionTool) []Event {
+	evs := c.tools.announce(id, t)
+	for _, e := range evs {
+		if e.Tool.Name == "" {
+			e.Tool.Name = "tool"
+		}
 	}
-	if len(c.tools) >= codexMaxItems {
-		return nil
-	}
-	t := &droidTool{}
-	c.tools[id] = t
-	return t
-}
-
-func (c *droidConversation) announce(id string, t *droidTool) []Event {
-	if t.announced {
-		return nil
-	}
-	t.announced = true
-	c.toolCalls++
-	name := t.name
-	if name == "" {
-		name = "tool"
-	}
-	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: name, ID: id, Input: validRaw(t.input)}}}
+	return evs
 }
 
 // droidText is a content or message field as text: a string, or the text
@@ -371,7 +349,7 @@ func (c *droidConversation) permission(ctx context.Context, p droidPermission, t
 	}
 	for _, u := range p.ToolUses {
 		c.mu.Lock()
-		if tl := c.tool(u.ToolUse.ID); tl != nil {
+		if tl := c.tools.get(u.ToolUse.ID); tl != nil {
 			if !tl.announced {
 				tl.name, tl.input = u.ToolUse.Name, u.ToolUse.Input
 			}
@@ -402,7 +380,7 @@ func (c *droidConversation) fail(method string, err error) {
 func (c *droidConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.toolCalls, Usage: c.usage}
+	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
 	switch {
 	case c.failure != nil:
 		res.IsError, res.Error = true, c.failure
