@@ -61,8 +61,9 @@ func (r anthropicRequest) toolResults() (n int, last string, endsWithResult bool
 	return n, last, endsWithResult
 }
 
-// toolResultText is a tool result's content as text: a string, or the text
-// of its blocks.
+// toolResultText is a tool's result as text, whichever API carried it
+// (Anthropic's tool_result content, OpenAI's function call output): a
+// string, or the text of its blocks.
 func toolResultText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {

@@ -62,28 +62,10 @@ func (r openAIRequest) toolResults() (n int, last string, endsWithResult bool) {
 		n++
 		if i == len(items)-1 {
 			endsWithResult = true
-			last = "content=" + outputText(it.Output)
+			last = "content=" + toolResultText(it.Output)
 		}
 	}
 	return n, last, endsWithResult
-}
-
-// outputText is a function call output as text: a string, or the text of
-// its content items.
-func outputText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(raw, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
 }
 
 func (r openAIRequest) offers(name string) bool {
