@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -364,16 +363,8 @@ func fakePrompt(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
 // acpRun runs the fake ACP agent with script through the real runner, as
 // Gemini's ask plan would run.
 func acpRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
-	t.Helper()
-	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "acp:" + script}, Input: Input{Images: images},
-		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}
-	var mu sync.Mutex
-	var evs []Event
-	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "Please create the file.", Approver: approver, Limits: lim,
-		BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
-		OnEvent: func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
-	return res, evs, work, err
+	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "acp:" + script}, Input: Input{Images: images},
+		Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}, approver, lim)
 }
 
 func TestAnACPTurnPutsTheQuestionToTheApproverAndAnswersWithTheAgentsOption(t *testing.T) {

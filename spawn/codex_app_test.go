@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -169,16 +168,8 @@ func fakeCodexTurn(script string, in *bufio.Scanner, say func(string), note func
 // codexRun runs the fake app-server with script through the real runner,
 // as Codex's ask plan would run.
 func codexRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
-	t.Helper()
-	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "codex:" + script}, Input: Input{Images: images},
-		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}}
-	var mu sync.Mutex
-	var evs []Event
-	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "Please create the file.", Approver: approver, Limits: lim,
-		BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
-		OnEvent: func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
-	return res, evs, work, err
+	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "codex:" + script}, Input: Input{Images: images},
+		Session: &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}}, approver, lim)
 }
 
 func TestACodexTurnPutsTheCommandToTheApproverAndAnswersAcceptOrDecline(t *testing.T) {

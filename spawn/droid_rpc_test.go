@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -171,17 +170,8 @@ func fakeDroidTurn(in *bufio.Scanner, say func(string), note func(string), env, 
 // droidRun runs the fake Droid with script through the real runner, as
 // Droid's ask plan would run it.
 func droidRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits) (Result, []Event, string, error) {
-	t.Helper()
-	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "droid:" + script},
-		MaxAPIRetries: DefaultMaxAPIRetries,
-		Ask:           &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: "custom:x-0"}}
-	var mu sync.Mutex
-	var evs []Event
-	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "Please create the file.", Approver: approver, Limits: lim,
-		BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
-		OnEvent: func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
-	return res, evs, work, err
+	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "droid:" + script}, MaxAPIRetries: DefaultMaxAPIRetries,
+		Session: &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: "custom:x-0"}}, approver, lim)
 }
 
 func TestADroidTurnPutsTheExecuteToTheApproverAndAnswersProceedOrCancel(t *testing.T) {

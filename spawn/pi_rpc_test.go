@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -119,16 +118,8 @@ func fakePiTurn(in *bufio.Scanner, say func(string), said string) {
 }
 
 func piRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
-	t.Helper()
-	work := t.TempDir()
-	plan := Plan{Program: os.Args[0], Dir: work, Env: map[string]string{helperEnv: "pi:" + script}, Input: Input{Images: images},
-		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi}}
-	var mu sync.Mutex
-	var evs []Event
-	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "Please create the file.", Approver: approver, Limits: lim,
-		BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
-		OnEvent: func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
-	return res, evs, work, err
+	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "pi:" + script}, Input: Input{Images: images},
+		Session: &SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi}}, approver, lim)
 }
 
 func TestAPiTurnPutsTheGatesQuestionToTheApproverAndAnswersConfirmed(t *testing.T) {

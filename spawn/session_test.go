@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,21 @@ func fakeSilent() int {
 		_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
 	}
 	select {}
+}
+
+// sessionRun runs plan's fake session agent (the test binary, in the role
+// its helperEnv names) through the real runner as an ask plan, and gives the
+// run's result, its events in order and its working dir.
+func sessionRun(t *testing.T, ctx context.Context, plan Plan, approver Approver, lim Limits) (Result, []Event, string, error) {
+	t.Helper()
+	plan.Program, plan.Dir = os.Args[0], t.TempDir()
+	plan.Ask = &AskPlan{Channel: AskViaSession}
+	var mu sync.Mutex
+	var evs []Event
+	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "Please create the file.", Approver: approver, Limits: lim,
+		BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
+		OnEvent: func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
+	return res, evs, plan.Dir, err
 }
 
 // assertSilentAgentEndsAtTheDeadline runs the fake agent helper (whose
