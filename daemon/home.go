@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/card-dev/card/internal/atomicfile"
 )
 
 // Files inside the home directory.
@@ -258,37 +260,10 @@ func writeNewToken(path string) (string, error) {
 		return "", fmt.Errorf("generate token: %w", err)
 	}
 	tok := hex.EncodeToString(buf)
-	if err := writeFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write token %s: %w", path, err)
 	}
 	return tok, nil
-}
-
-// writeFileAtomic writes through a temp file and a rename, so a reader never
-// sees a half-written token or discovery file.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // Discovery is <home>/daemon.json: how a client finds the running daemon.
@@ -324,7 +299,7 @@ func writeDiscovery(home string, d Discovery) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(home, DiscoveryFileName), append(b, '\n'), 0o600)
+	return atomicfile.Write(filepath.Join(home, DiscoveryFileName), append(b, '\n'), 0o600)
 }
 
 // removeDiscovery deletes daemon.json only if it is still ours, so a daemon

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/card-dev/card/internal/atomicfile"
 )
 
 // StepKind says what a Step does.
@@ -216,7 +218,7 @@ func (s Steps) Apply(ctx context.Context, r Runner, progress io.Writer) error {
 				return fmt.Errorf("create directory %s: %w", st.Path, err)
 			}
 		case WriteStep:
-			if err := writeFileAtomic(full, st.Content, st.Mode.Perm()); err != nil {
+			if err := atomicfile.Write(full, st.Content, st.Mode.Perm()); err != nil {
 				return fmt.Errorf("write %s: %w", st.Path, err)
 			}
 			p.printf("wrote %s\n", st.Path)
@@ -245,34 +247,6 @@ func (s Steps) Apply(ctx context.Context, r Runner, progress io.Writer) error {
 		p.printf("%s\n", n)
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path so that a supervisor reading it concurrently (systemd's
-// daemon-reload, launchd) sees the old file or the new one, never half of one.
-func writeFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // printer remembers the first write error so the print loops stay readable.
