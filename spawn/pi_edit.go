@@ -20,10 +20,14 @@ var piEditWriters = []string{"edit", "write"}
 // piEditGate resolves a path exactly as Pi's tools do (path-utils.js
 // resolveToCwd in 0.73.1: a leading "@" dropped, Unicode spaces made plain,
 // "~" and "~/" the home, relative to the working dir), then follows
-// symlinks through every part that exists. A missing part after a symlink
-// that resolves nowhere (a dangling link would be followed by the write and
-// create its target), or a ".." in the part that does not exist yet, is
-// blocked rather than reasoned about.
+// symlinks through every part that exists with the system's own realpath
+// (realpathSync.native: the plain realpathSync takes ".." away lexically
+// first, while the kernel takes it after following a link, so
+// "<cwd>/link/../x" looked inside and was written beside the cwd). A path
+// that still holds a ".." segment once resolved as Pi does (only an
+// absolute one can) is blocked outright, and so is one that ends in a
+// symlink pointing nowhere (the write would follow it and create its
+// target): blocked rather than reasoned about.
 var piEditGate = `// card's edit-mode gate: edit and write may change files under the working
 // dir only; read tools run as they are; anything else is blocked.
 import { lstatSync, realpathSync } from "node:fs";
@@ -33,7 +37,7 @@ import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
 export default function (pi: any) {
   const readOnly = new Set(` + mustJSON(piReadOnlyTools) + `);
   const writers = new Set(` + mustJSON(piEditWriters) + `);
-  const root = realpathSync(process.cwd());
+  const root = realpathSync.native(process.cwd());
   const under = (p: string) => p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
   const likePi = (raw: string) => {
     let p = raw.startsWith("@") ? raw.slice(1) : raw;
@@ -47,9 +51,7 @@ export default function (pi: any) {
     let cur = p;
     for (;;) {
       try {
-        const r = realpathSync(cur);
-        if (rest.includes("..")) throw new Error("a '..' after a part that does not exist");
-        return join(r, ...rest);
+        return join(realpathSync.native(cur), ...rest);
       } catch (e: any) {
         if (e?.code !== "ENOENT") throw e;
         let link = false;
@@ -71,8 +73,10 @@ export default function (pi: any) {
     if (paths.length === 0) return deny("it names no path");
     for (const raw of paths) {
       if (typeof raw !== "string" || raw === "") return deny("its path is not a string");
+      const abs = likePi(raw);
+      if (abs.split(sep).includes("..")) return deny(raw + " holds a '..', which the system would take after following links");
       let p: string;
-      try { p = real(likePi(raw)); } catch (e: any) { return deny(raw + " cannot be resolved safely (" + (e?.message ?? e) + ")"); }
+      try { p = real(abs); } catch (e: any) { return deny(raw + " cannot be resolved safely (" + (e?.message ?? e) + ")"); }
       if (!under(p)) return deny(raw + " is outside the working dir " + root + "; edit mode changes files under it only");
     }
     return undefined;

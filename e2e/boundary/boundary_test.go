@@ -190,6 +190,12 @@ func newPlace(t *testing.T) place {
 // when the invoke was refused) and the refusal.
 func runEdit(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall) (*standin.Server, []daemon.AgentEvent, error) {
 	t.Helper()
+	return runEditAllowing(t, c, bin, pl, calls, nil)
+}
+
+// runEditAllowing is runEdit with the request's allowed_tools.
+func runEditAllowing(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall, allowed []string) (*standin.Server, []daemon.AgentEvent, error) {
+	t.Helper()
 	home := t.TempDir()
 	s, env, adapterCfg := c.serve(t, standin.Script{Answer: "DONE", ToolCalls: calls}, home)
 	cfg := map[string]any{"login_shell_path": false}
@@ -202,7 +208,7 @@ func runEdit(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall
 	d := daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: env,
 		Agents: map[string]string{c.id: bin}, Client: client.Options{OnEvent: events.Add}})
 	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: c.id, Task: "Please write the file.", Cwd: pl.cwd,
-		PermissionMode: "edit", TimeoutSecs: 120}, nil)
+		PermissionMode: "edit", AllowedTools: allowed, TimeoutSecs: 120}, nil)
 	if err != nil {
 		return s, nil, err
 	}
@@ -301,18 +307,23 @@ func TestEditModeDoesNotWriteThroughASymlinkOutOfTheCwd(t *testing.T) {
 			if w.existing || c.refused != "" {
 				continue
 			}
-			t.Run(c.id+"/"+w.name, func(t *testing.T) {
-				bin := standin.CLI(t, c.bin)
-				t.Parallel()
-				pl := newPlace(t)
-				require.NoError(t, os.Symlink(pl.outside, filepath.Join(pl.cwd, "docs")))
-				s, evs, err := runEdit(t, c, bin, pl, w.calls(filepath.Join(pl.cwd, "docs", "planted.txt")))
-				require.NoError(t, err)
-				require.True(t, calledTool(evs) || len(s.ToolResults()) > 0, "the CLI never ran the scripted %s call; it offered: %s",
-					w.name, offeredTools(s))
-				t.Logf("what %s told the model: %q", c.id, s.ToolResults())
-				assert.NoFileExists(t, filepath.Join(pl.outside, "planted.txt"), "an edit-mode run wrote through a symlink out of its working dir")
-			})
+			// Through the link, and back out of it with a ".." the kernel
+			// takes after following it (string-joined: filepath.Join would
+			// take it away lexically, as a careless check does).
+			for name, rel := range map[string]string{"into": "/docs/planted.txt", "back-out": "/docs/../outside/planted.txt"} {
+				t.Run(c.id+"/"+w.name+"/"+name, func(t *testing.T) {
+					bin := standin.CLI(t, c.bin)
+					t.Parallel()
+					pl := newPlace(t)
+					require.NoError(t, os.Symlink(pl.outside, filepath.Join(pl.cwd, "docs")))
+					s, evs, err := runEdit(t, c, bin, pl, w.calls(pl.cwd+rel))
+					require.NoError(t, err)
+					require.True(t, calledTool(evs) || len(s.ToolResults()) > 0, "the CLI never ran the scripted %s call; it offered: %s",
+						w.name, offeredTools(s))
+					t.Logf("what %s told the model: %q", c.id, s.ToolResults())
+					assert.NoFileExists(t, filepath.Join(pl.outside, "planted.txt"), "an edit-mode run wrote through a symlink out of its working dir")
+				})
+			}
 		}
 	}
 }
@@ -370,4 +381,96 @@ func requireRefused(t *testing.T, err error, why string) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
 	assert.Contains(t, re.Message, why)
+}
+
+func cliByID(t *testing.T, id string) cli {
+	for _, c := range clis {
+		if c.id == id {
+			return c
+		}
+	}
+	t.Fatalf("no cli %s", id)
+	return cli{}
+}
+
+// Copilot takes allowed_tools as permission kinds with an argument; a
+// write rule naming a path outside the cwd must not carry a write there.
+func TestCopilotEditModeWriteRulesDoNotReachOutsideTheCwd(t *testing.T) {
+	c := cliByID(t, agent.Copilot)
+	for name, rule := range map[string]string{"a dir": "write(%s/**)", "a file": "write(%s/planted.txt)", "any": "write(*)"} {
+		t.Run(name, func(t *testing.T) {
+			bin := standin.CLI(t, c.bin)
+			t.Parallel()
+			pl := newPlace(t)
+			target := filepath.Join(pl.outside, "planted.txt")
+			allowed := []string{"read", strings.ReplaceAll(rule, "%s", pl.outside)}
+			s, evs, err := runEditAllowing(t, c, bin, pl, c.writes[0].calls(target), allowed)
+			if err != nil {
+				t.Logf("refused: %v", err)
+			} else {
+				require.True(t, calledTool(evs) || len(s.ToolResults()) > 0, "it offered: %s", offeredTools(s))
+				t.Logf("what copilot told the model: %q", s.ToolResults())
+			}
+			assert.NoFileExists(t, target, "an allow rule carried an edit-mode write outside the working dir")
+		})
+	}
+}
+
+// Pi's gate resolves a path the way Pi's own tools do; every spelling of
+// a path outside the cwd is blocked, and one inside that needs new
+// directories still writes.
+func TestPisEditGateResolvesEverySpellingOfAPath(t *testing.T) {
+	c := cliByID(t, agent.Pi)
+	cases := []struct {
+		name string
+		path func(pl place) string
+		// planted is where a write that got through would land.
+		planted func(pl place, home string) string
+		inside  bool
+	}{
+		{"relative with ..", func(pl place) string { return "../outside/planted.txt" },
+			func(pl place, _ string) string { return filepath.Join(pl.outside, "planted.txt") }, false},
+		{"an @ prefix", func(pl place) string { return "@../outside/planted.txt" },
+			func(pl place, _ string) string { return filepath.Join(pl.outside, "planted.txt") }, false},
+		{"the home", func(pl place) string { return "~/planted.txt" },
+			func(_ place, home string) string { return filepath.Join(home, "planted.txt") }, false},
+		{"a dangling symlink the write would follow", func(pl place) string { return "dangling" },
+			func(pl place, _ string) string { return filepath.Join(pl.outside, "planted.txt") }, false},
+		// Not filepath.Join, which would take the ".." away lexically: the
+		// kernel takes it after following docs, to beside the cwd.
+		{"absolute with .. after a symlink", func(pl place) string { return pl.cwd + "/docs/../outside/planted.txt" },
+			func(pl place, _ string) string { return filepath.Join(pl.outside, "planted.txt") }, false},
+		{"inside, in new directories", func(pl place) string { return "sub/dir/inside.txt" },
+			func(pl place, _ string) string { return filepath.Join(pl.cwd, "sub", "dir", "inside.txt") }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := standin.CLI(t, c.bin)
+			t.Parallel()
+			pl := newPlace(t)
+			require.NoError(t, os.Symlink(filepath.Join(pl.outside, "planted.txt"), filepath.Join(pl.cwd, "dangling")))
+			require.NoError(t, os.Symlink(pl.outside, filepath.Join(pl.cwd, "docs")))
+			home := t.TempDir()
+			s, env, adapterCfg := c.serve(t, standin.Script{Answer: "DONE", ToolCalls: c.writes[0].calls(tc.path(pl))}, home)
+			var buf bytes.Buffer
+			require.NoError(t, toml.NewEncoder(&buf).Encode(map[string]any{"login_shell_path": false, "adapters": map[string]any{c.id: adapterCfg}}))
+			events := daemontest.NewEvents()
+			d := daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: env,
+				Agents: map[string]string{c.id: bin}, Client: client.Options{OnEvent: events.Add}})
+			acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: c.id, Task: "Please write the file.", Cwd: pl.cwd,
+				PermissionMode: "edit", TimeoutSecs: 120}, nil)
+			require.NoError(t, err)
+			events.WaitEnd(t, acc.RunID, 150*time.Second)
+			results := s.ToolResults()
+			require.Len(t, results, 1, "the model's write ran or was refused")
+			t.Logf("what pi told the model: %q", results)
+			if tc.inside {
+				assert.FileExists(t, tc.planted(pl, home))
+				return
+			}
+			assert.Contains(t, results[0], "card's edit mode refused this write call")
+			assert.NoFileExists(t, tc.planted(pl, home))
+			assert.NoFileExists(t, filepath.Join(pl.outside, "planted.txt"))
+		})
+	}
 }
