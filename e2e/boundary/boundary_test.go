@@ -474,3 +474,41 @@ func TestPisEditGateResolvesEverySpellingOfAPath(t *testing.T) {
 		})
 	}
 }
+
+// allowed_tools narrows Claude's read tools in edit mode; the file tools
+// stay offered and inside the cwd, and a rule for one is refused before
+// any process starts.
+func TestClaudeEditModeWithNarrowedToolsStillWritesOnlyInsideTheCwd(t *testing.T) {
+	c := cliByID(t, agent.ClaudeCode)
+	bin := standin.CLI(t, c.bin)
+	write := c.writes[0].calls
+	for name, dir := range map[string]func(place) string{"inside": func(p place) string { return p.cwd }, "outside": func(p place) string { return p.outside }} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pl := newPlace(t)
+			target := filepath.Join(dir(pl), "planted.txt")
+			s, evs, err := runEditAllowing(t, c, bin, pl, write(target), []string{"Read", "Grep"})
+			require.NoError(t, err)
+			require.True(t, calledTool(evs) || len(s.ToolResults()) > 0, "it offered: %s", offeredTools(s))
+			if name == "inside" {
+				assert.FileExists(t, target, "tool results: %q", s.ToolResults())
+			} else {
+				assert.NoFileExists(t, target)
+			}
+		})
+	}
+	t.Run("a rule for Write", func(t *testing.T) {
+		t.Parallel()
+		pl := newPlace(t)
+		target := filepath.Join(pl.outside, "planted.txt")
+		s, _, err := runEditAllowing(t, c, bin, pl, write(target), []string{"Read", "Write(" + pl.outside + "/**)"})
+		var re *rpc.Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		data, err := json.Marshal(re.Data)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"field":"allowed_tools[1]"}`, string(data))
+		assert.Empty(t, s.ModelCalls(), "refused before Claude ran")
+		assert.NoFileExists(t, target)
+	})
+}
