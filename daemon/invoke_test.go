@@ -314,6 +314,10 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 		{"placeholder in invoked_by", map[string]any{"id": "claude-code", "task": "x", "invoked_by": "{{card-file:x}}"}, "invoked_by"},
 		{"placeholder in a tool", map[string]any{"id": "claude-code", "task": "x", "allowed_tools": []string{"Read", "Read({{card-file:x}})"}}, "allowed_tools[1]"},
 		{"a tool entry that is two", map[string]any{"id": "claude-code", "task": "x", "allowed_tools": []string{"Read(/) Bash"}}, "allowed_tools"},
+		// An allow rule for a file tool would let edit mode write outside
+		// its cwd; the index says which entry.
+		{"an allow rule for Write in edit mode", map[string]any{"id": "claude-code", "task": "x", "permission_mode": "edit", "allowed_tools": []string{"Read", "Write"}}, "allowed_tools[1]"},
+		{"an allow rule for Edit of the home in edit mode", map[string]any{"id": "claude-code", "task": "x", "permission_mode": "edit", "allowed_tools": []string{"Edit(~/.bashrc)"}}, "allowed_tools[0]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

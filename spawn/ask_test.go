@@ -73,7 +73,7 @@ func TestInAskModeAllowedToolsNarrowAndOnlyTheReadOnlyOnesRunUnasked(t *testing.
 		_, err := Build("claude", Request{Adapter: "claude-code", Mode: ModeAsk, Cwd: cwd, AllowedTools: bad})
 		var fe *FieldError
 		require.True(t, errors.As(err, &fe), "%v: %v", bad, err)
-		assert.Equal(t, "allowed_tools", fe.Field)
+		assert.Equal(t, "allowed_tools[0]", fe.Field)
 	}
 }
 

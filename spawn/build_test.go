@@ -26,10 +26,10 @@ func TestTheWholeArgvIsPinnedPerAdapterAndMode(t *testing.T) {
 		want    string
 	}{
 		{"claude-code", ModeReadOnly, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode dontAsk --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob --allowedTools Read Grep Glob`},
-		{"claude-code", ModeEdit, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob,Edit,Write,NotebookEdit --allowedTools Read Grep Glob Edit Write NotebookEdit`},
+		{"claude-code", ModeEdit, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Glob,Edit,Write,NotebookEdit --allowedTools Read Grep Glob`},
 		{"claude-code", ModeBypass, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode bypassPermissions --disallowedTools Task --setting-sources  --strict-mcp-config --tools default`},
 		{"codex", ModeReadOnly, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox read-only -c approval_policy="never" -`},
-		{"codex", ModeEdit, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox workspace-write -c approval_policy="never" -`},
+		{"codex", ModeEdit, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox workspace-write -c approval_policy="never" -c sandbox_workspace_write.exclude_slash_tmp=true -c sandbox_workspace_write.exclude_tmpdir_env_var=true -`},
 		{"codex", ModeBypass, `exec --json --ignore-user-config --ignore-rules --color never --skip-git-repo-check --sandbox danger-full-access -c approval_policy="never" -`},
 		{"gemini", ModeReadOnly, `--output-format stream-json --approval-mode plan`},
 		{"gemini", ModeEdit, `--output-format stream-json --approval-mode auto_edit`},
@@ -42,7 +42,7 @@ func TestTheWholeArgvIsPinnedPerAdapterAndMode(t *testing.T) {
 		{"droid", ModeReadOnly, `exec -o stream-json`},
 		{"droid", ModeBypass, `exec -o stream-json --skip-permissions-unsafe`},
 		{"pi", ModeReadOnly, piBase + ` --tools read,grep,find,ls`},
-		{"pi", ModeEdit, piBase + ` --tools read,grep,find,ls,edit,write`},
+		{"pi", ModeEdit, `-p --mode json --no-session -nc --no-extensions -e {{card-file:card-edit-gate.ts}} --no-skills --no-prompt-templates --no-themes --offline --tools read,grep,find,ls,edit,write`},
 		{"pi", ModeBypass, piBase + ` --tools read,grep,find,ls,edit,write,bash`},
 	}
 	for _, c := range cases {
@@ -52,6 +52,11 @@ func TestTheWholeArgvIsPinnedPerAdapterAndMode(t *testing.T) {
 			assert.Equal(t, c.want, strings.Join(p.Args, " "))
 			assert.Equal(t, "/usr/bin/"+c.adapter, p.Program)
 			assert.Equal(t, cwd, p.Dir)
+			if c.adapter == "pi" && c.mode == ModeEdit {
+				require.Len(t, p.Files, 1, "Pi's edit gate is the run's one private file")
+				assert.Equal(t, piEditGateFile, p.Files[0].Path)
+				return
+			}
 			assert.Empty(t, p.Files)
 		})
 	}
@@ -68,11 +73,11 @@ func TestClaudeEmptyToolsIsAnExplicitEmptyArgument(t *testing.T) {
 }
 
 func TestEveryRequestOptionLandsOnClaudesArgv(t *testing.T) {
-	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeEdit, AllowedTools: []string{"Read", "Edit"},
+	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeEdit, AllowedTools: []string{"Read", "Grep(src/**)"},
 		Model: "opus", MaxTurns: 7, Effort: "xhigh", SystemPrompt: "You are terse.", SystemPromptAppend: true,
 		SessionID: "123e4567-e89b-12d3-a456-426614174000"})
 	require.NoError(t, err)
-	assert.Equal(t, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Edit --allowedTools Read Edit --model opus --effort xhigh --max-turns 7 --session-id 123e4567-e89b-12d3-a456-426614174000 --append-system-prompt-file {{card-file:system-prompt.txt}}`,
+	assert.Equal(t, `-p --output-format stream-json --verbose --include-partial-messages --permission-mode acceptEdits --disallowedTools Task --setting-sources  --strict-mcp-config --tools Read,Grep,Edit,Write,NotebookEdit --allowedTools Read Grep(src/**) --model opus --effort xhigh --max-turns 7 --session-id 123e4567-e89b-12d3-a456-426614174000 --append-system-prompt-file {{card-file:system-prompt.txt}}`,
 		strings.Join(p.Args, " "))
 	require.Len(t, p.Files, 1)
 	assert.Equal(t, "You are terse.", string(p.Files[0].Content))
@@ -157,7 +162,7 @@ func TestAllowedToolsMayOnlyNarrowTheMode(t *testing.T) {
 	_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, AllowedTools: []string{"Read", "Bash(git log:*)"}})
 	var fe *FieldError
 	require.ErrorAs(t, err, &fe)
-	assert.Equal(t, "allowed_tools", fe.Field)
+	assert.Equal(t, "allowed_tools[1]", fe.Field)
 	assert.Contains(t, fe.Message, "Bash is not available in read_only")
 
 	_, err = Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Mode: ModeBypass, AllowBypass: true, AllowedTools: []string{"Task"}})

@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -11,10 +13,24 @@ import (
 // Bypass inherits Claude's whole built-in set.
 var claudeModeTools = map[Mode][]string{
 	ModeReadOnly: {"Read", "Grep", "Glob"},
-	ModeEdit:     {"Read", "Grep", "Glob", "Edit", "Write", "NotebookEdit"},
+	ModeEdit:     append([]string{"Read", "Grep", "Glob"}, claudeFileTools...),
 	// Ask offers Bash too: every call of it is a question (claude_ask.go).
 	ModeAsk: append([]string{"Read", "Grep", "Glob"}, claudeAskedTools...),
 }
+
+// claudeFileTools are the tools edit mode offers to change files. They are
+// offered (--tools) and never allow-listed (--allowedTools): an allow rule
+// for Edit or Write, bare or with a path, is a rule of its own that Claude
+// applies before acceptEdits, and acceptEdits is what keeps an edit inside
+// the working dir. With `--allowedTools Write` a Write of ~/.bashrc ran
+// unasked; without it the same Write is refused and one inside the working
+// dir still runs (checked against Claude Code 2.1.197).
+var claudeFileTools = []string{"Edit", "Write", "NotebookEdit"}
+
+// claudeWriteTools are the names an allow rule for changing files may take,
+// MultiEdit included: it is not offered, but a rule naming it is refused
+// for the same reason, not as merely unknown.
+var claudeWriteTools = append([]string{"MultiEdit"}, claudeFileTools...)
 
 // claudePermissionMode maps card's mode onto Claude's --permission-mode.
 //
@@ -23,6 +39,8 @@ var claudeModeTools = map[Mode][]string{
 //     accident of being headless; dontAsk says it.
 //   - edit → acceptEdits: file edits are auto-accepted inside the working
 //     dir only; an edit elsewhere needs a prompt, which headless means no.
+//     That holds only while no allow rule names a file tool (see
+//     claudeFileTools).
 //   - bypass → bypassPermissions (operator-allowed only).
 //   - ask → default, so Claude asks card's permission tool (claude_ask.go).
 func claudePermissionMode(m Mode) string {
@@ -108,6 +126,12 @@ func buildClaude(bin string, req Request) (Plan, error) {
 // for a mode, narrowed by the request. A requested entry whose base tool the
 // mode does not offer is refused rather than dropped: the client asked for
 // something it will not get, and should hear so.
+//
+// In edit mode the allow rules are the read tools' only (claudeFileTools
+// says why), and the file tools are offered whatever allowed_tools says:
+// a request cannot name them without asking for an allow rule, and what
+// keeps them inside the working dir is the mode, not the list. A client
+// that wants no writes asks for read_only.
 func claudeTools(mode Mode, requested []string) (tools, allowed []string, err error) {
 	offered, bounded := claudeModeTools[mode]
 	unasked := claudeModeTools[ModeReadOnly]
@@ -115,18 +139,24 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 		if !bounded {
 			return []string{"default"}, nil, nil
 		}
-		if mode == ModeAsk {
+		if mode == ModeAsk || mode == ModeEdit {
 			return offered, unasked, nil
 		}
 		return offered, offered, nil
 	}
-	for _, entry := range requested {
+	for i, entry := range requested {
+		field := fmt.Sprintf("allowed_tools[%d]", i)
 		base, _, _ := strings.Cut(entry, "(")
 		if strings.EqualFold(base, "Task") {
-			return nil, nil, &FieldError{"allowed_tools", "Task is never allowed: nested agents escape the turn cap and the loop guard"}
+			return nil, nil, &FieldError{field, "Task is never allowed: nested agents escape the turn cap and the loop guard"}
+		}
+		if mode == ModeEdit && slices.ContainsFunc(claudeWriteTools, func(w string) bool { return strings.EqualFold(w, base) }) {
+			return nil, nil, &FieldError{field, fmt.Sprintf("%q is an allow rule for writing files, which Claude applies before edit mode's "+
+				"working-dir boundary, so it would let the agent write outside the working dir; leave it out: edit mode "+
+				"always offers %s and keeps them inside the working dir", entry, strings.Join(claudeFileTools, ", "))}
 		}
 		if bounded && !contains(offered, base) {
-			return nil, nil, &FieldError{"allowed_tools", base + " is not available in " + string(mode) + " mode (it offers " + strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
+			return nil, nil, &FieldError{field, base + " is not available in " + string(mode) + " mode (it offers " + strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
 		}
 		if !contains(tools, base) {
 			tools = append(tools, base)
@@ -135,12 +165,19 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 			// Offered, and asked about on every call: an allow rule for
 			// it would skip the question.
 			if entry != base {
-				return nil, nil, &FieldError{"allowed_tools", entry + ": in ask mode every " + base +
+				return nil, nil, &FieldError{field, entry + ": in ask mode every " + base +
 					" call is asked, so it takes no pattern; name the tool alone (" + base + ")"}
 			}
 			continue
 		}
 		allowed = append(allowed, entry)
+	}
+	if mode == ModeEdit {
+		for _, t := range claudeFileTools {
+			if !contains(tools, t) {
+				tools = append(tools, t)
+			}
+		}
 	}
 	if tools == nil {
 		tools = []string{}

@@ -9,6 +9,16 @@ func codexSandbox(m Mode) string {
 	return modeValue(m, "read-only", "workspace-write", "danger-full-access")
 }
 
+// codexEditTmp takes /tmp and $TMPDIR out of workspace-write's writable
+// roots. Codex adds both by default, so an edit run's shell could write
+// beside the working dir in any temp dir (seen with Codex 0.171.0: a
+// sibling of the cwd under /tmp was written, one under the home was
+// "Read-only file system"), and edit promises the working dir only.
+var codexEditTmp = []string{
+	"-c", "sandbox_workspace_write.exclude_slash_tmp=true",
+	"-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+}
+
 // buildCodex maps the request onto `codex exec`, checked against
 // `codex exec --help` of 0.171.0.
 //
@@ -18,6 +28,7 @@ func codexSandbox(m Mode) string {
 //   - -c approval_policy="never": `codex exec` has no --ask-for-approval; with
 //     "never" a refused command goes back to the model instead of waiting for
 //     a human who is not there until the deadline.
+//   - edit adds codexEditTmp: no temp dir is writable, only the cwd.
 //   - --color never keeps escape sequences out of the JSON lines.
 //   - --skip-git-repo-check: the working dir is the client's choice, not
 //     necessarily a git repository.
@@ -54,6 +65,9 @@ func buildCodex(bin string, req Request) (Plan, error) {
 		"--sandbox", codexSandbox(mode),
 		"-c", `approval_policy="never"`,
 	)
+	if mode == ModeEdit {
+		args = append(args, codexEditTmp...)
+	}
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}

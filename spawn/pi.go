@@ -38,6 +38,8 @@ var piThinking = []string{"low", "medium", "high", "xhigh"}
 //     The working dir's .pi/settings.json and .pi/SYSTEM.md are still read,
 //     which is one more reason read-only is disclosed as not enforced.
 //   - --offline: no update check or other startup network call.
+//   - edit: card's gate extension (-e, pi_edit.go) keeps edit and write
+//     inside the working dir; Pi itself would write anywhere.
 func buildPi(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.MaxTurns > 0 {
@@ -68,6 +70,12 @@ func buildPi(bin string, req Request) (Plan, error) {
 		"--no-session",
 		"-nc",
 		"--no-extensions",
+	)
+	if mode == ModeEdit {
+		// The gate that keeps edit and write inside the cwd (pi_edit.go).
+		args = append(args, "-e", p.privateFile(piEditGateFile, piEditGate))
+	}
+	args = append(args,
 		"--no-skills",
 		"--no-prompt-templates",
 		"--no-themes",
