@@ -119,11 +119,19 @@ type outNotification struct {
 // the notification $/cancelRequest {"id": <the request's id>}, as the
 // Language Server Protocol does, so it can withdraw whatever it shows its
 // user, and Call returns ctx's error; an answer that arrives after that is
-// ignored.
+// ignored. A documented request (ServerRequest) whose class the connection
+// was not granted is never sent: Call returns an *AccessDeniedError, and
+// since the connection has no such request pending, a response it sends
+// anyway answers nothing and is dropped.
 func (p *Peer) Call(ctx context.Context, method string, params, result any) error {
 	o := p.out
 	if o == nil {
 		return errors.New("rpc: this peer is not a connection and cannot be sent requests")
+	}
+	if p.reg != nil {
+		if need, ok := p.reg.serverRequestAccess(method); ok && !p.grants.Has(need) {
+			return &AccessDeniedError{Method: method, Need: need, Have: p.grants, Origin: p.origin}
+		}
 	}
 	select {
 	case <-o.done:
