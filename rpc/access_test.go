@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 const codeTestDenied int64 = -32099
@@ -212,8 +214,9 @@ func (p *modeParams) Validate() error {
 // paramsServer serves run (class agents, raised by its params' values to
 // write or host), its alias, and ask.me (read), which asks the client
 // q.approve (class approve) and answers with what Call returned.
-func paramsServer(t *testing.T) (url string, ran *atomic.Int32) {
+func paramsServer(t *testing.T) (url string, ran *atomic.Int32, logs *observer.ObservedLogs) {
 	t.Helper()
+	core, logs := observer.New(zap.DebugLevel)
 	ran = &atomic.Int32{}
 	r := NewRegistry()
 	r.MapErrors(func(err error) error {
@@ -241,7 +244,7 @@ func paramsServer(t *testing.T) (url string, ran *atomic.Int32) {
 			}
 			return "answered " + a.Say, err
 		})
-	srv := NewServer(ServerConfig{Registry: r, Gate: &Gate{
+	srv := NewServer(ServerConfig{Registry: r, Logger: zap.New(core), Gate: &Gate{
 		Token:          func() ([]byte, error) { return []byte(fuzzToken), nil },
 		AllowedOrigins: []string{"https://app.example", "https://writer.example"},
 		OriginGrants:   map[string]Grants{"https://writer.example": GrantsOf(AccessRead, AccessAgents, AccessWrite, AccessApprove)},
@@ -253,7 +256,7 @@ func paramsServer(t *testing.T) (url string, ran *atomic.Int32) {
 		_ = srv.Shutdown(ctx)
 		hs.Close()
 	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/rpc", ran
+	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/rpc", ran, logs
 }
 
 // A method's class can depend on its params: the call needs the method's
@@ -261,7 +264,7 @@ func paramsServer(t *testing.T) (url string, ran *atomic.Int32) {
 // rule is refused before the params' own Validate and the handler, names
 // the param and its value, and is judged the same under an alias.
 func TestAParamsValueCanNeedAClassTheMethodItselfDoesNot(t *testing.T) {
-	url, ran := paramsServer(t)
+	url, ran, _ := paramsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	dial := func(origin string) *Client {
@@ -340,7 +343,7 @@ func TestAParamsValueCanNeedAClassTheMethodItselfDoesNot(t *testing.T) {
 // class: Call refuses it at once, and a response that connection sends
 // anyway, with an id the server would use, answers nothing.
 func TestAServerRequestIsNeverSentToAConnectionWithoutItsClass(t *testing.T) {
-	url, _ := paramsServer(t)
+	url, _, logs := paramsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var asked atomic.Int32
@@ -383,6 +386,10 @@ func TestAServerRequestIsNeverSentToAConnectionWithoutItsClass(t *testing.T) {
 	_, got, err := ws.Read(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, string(got), "not asked", "the response was taken for an answer: %s", got)
+	stray := logs.FilterMessageSnippet("ignoring a response to no waiting request").All()
+	require.Len(t, stray, 1)
+	assert.Equal(t, zap.InfoLevel, stray[0].Level, "the first stray response of a connection is seen at info")
+	assert.Equal(t, "card-1", stray[0].ContextMap()["id"])
 }
 
 func TestAnAccessRuleThatCouldNeverMatchIsRefusedAtRegistration(t *testing.T) {
