@@ -232,7 +232,10 @@ func fieldByWireName(t reflect.Type, name string) (reflect.StructField, bool) {
 // matches reports whether decoded params v (the struct) carry the rule's
 // value.
 func (r paramRule) matches(v reflect.Value) (any, bool) {
-	fv := v.FieldByIndex(r.index)
+	fv, err := v.FieldByIndexErr(r.index)
+	if err != nil {
+		return nil, false // a field of a nil embedded struct: absent
+	}
 	if r.Value == nil {
 		if fv.IsZero() || (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.Len() == 0 {
 			return nil, false
