@@ -151,13 +151,32 @@ func TestEveryMethodHasAnAccessClassAndTheHostOnesAreHost(t *testing.T) {
 	}
 	assert.Equal(t, rpc.AccessRead, got["daemon.info"])
 	assert.Equal(t, rpc.AccessRead, got["runs.subscribe"])
+	assert.Equal(t, rpc.AccessApprove, got["agents.approval_decide"], "answering a question is a right of its own")
+	// What a run may do raises agents.invoke's class, under both names.
+	for _, m := range doc.Methods {
+		if m.Name != "agents.invoke" && m.Name != "agents.invoke_external" {
+			continue
+		}
+		need := map[string]rpc.Access{}
+		for _, r := range m.AccessRules {
+			if r.Param == "permission_mode" {
+				need[r.Value.(string)] = r.Access
+			}
+		}
+		assert.Equal(t, map[string]rpc.Access{"edit": rpc.AccessWrite, "ask": rpc.AccessWrite, "bypass": rpc.AccessHost}, need, m.Name)
+	}
+	for _, q := range doc.ServerRequests {
+		if q.Name == daemon.ApproveMethod {
+			assert.Equal(t, rpc.AccessApprove, q.Access, "agents.approve goes only to connections that may approve")
+		}
+	}
 }
 
 func TestOriginGrantsInCardTomlAreValidated(t *testing.T) {
 	cases := []struct{ name, toml, want string }{
 		{"unknown class", `allowed_origins = ["https://a.example"]
 [origins."https://a.example"]
-grants = ["read", "admin"]`, `[origins."https://a.example"] grants: unknown access class "admin"; the classes are read, agents, host`},
+grants = ["read", "admin"]`, `[origins."https://a.example"] grants: unknown access class "admin"; the classes are read, agents, write, approve, host`},
 		{"origin not allowed", `[origins."https://a.example"]
 grants = ["read"]`, `"https://a.example" is not in allowed_origins`},
 		{"no grants", `allowed_origins = ["https://a.example"]

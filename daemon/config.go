@@ -36,8 +36,10 @@ type Config struct {
 	// AllowedHosts are extra Host header names, for a non-loopback listener.
 	AllowedHosts []string `toml:"allowed_hosts"`
 	// Origins grants an allowed browser origin other access classes than
-	// the default read and agents: [origins."https://app.example"] grants
-	// = ["read", "agents", "host"].
+	// the default read and agents (read-only runs): [origins."https://app.example"]
+	// grants = ["read", "agents", "write", "approve"] lets its pages start
+	// runs that write or ask and answer their questions; "host" adds the
+	// host itself and bypass runs.
 	Origins map[string]OriginConfig `toml:"origins"`
 
 	MaxMessageBytes  int64 `toml:"max_message_bytes"`

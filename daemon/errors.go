@@ -52,7 +52,7 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSubstrateFailed, Name: "substrate_failed", Meaning: "The substrate operation failed; the message names the path or command."},
 	{Code: CodeSubstrateTransport, Name: "substrate_transport", Meaning: "The MCP bridge behind the substrate could not be reached; retrying later may help."},
 	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
-	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the method's access class (a browser origin gets read and agents unless card.toml grants it more); data names the class and the card.toml key."},
+	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the access class the method, or a param's value (permission_mode edit, ask, bypass), needs (a browser origin gets read and agents unless card.toml grants it more); data names the class, the param and the card.toml key."},
 	{Code: CodeTooManySubs, Name: "too_many_subscriptions", Meaning: "This connection already follows max_subscriptions_per_connection runs; a subscription ends with its run's last event."},
 }
 
@@ -178,10 +178,19 @@ func substrateError(err error) error {
 func accessDenied(e *rpc.AccessDeniedError) error {
 	data := map[string]any{"method": e.Method, "access": e.Need, "grants": e.Have.List(), "origin": e.Origin}
 	msg := e.Error()
+	if e.Param != "" {
+		// The param that needed the class, by its own name, so a client
+		// reads data.permission_mode as it sent it.
+		data["param"] = e.Param
+		data[e.Param] = e.Value
+	}
 	if e.Origin != "" {
 		key := OriginGrantsKey(e.Origin)
 		data["config_key"] = key
 		msg += fmt.Sprintf("; an operator who trusts that page with it adds %q to %s in %s", e.Need, key, ConfigFileName)
+		if e.Param == "permission_mode" && e.Value == string(spawn.ModeBypass) {
+			msg += " (allow_bypass alone never opens bypass to a web page)"
+		}
 	}
 	return &rpc.Error{Code: CodeAccessDenied, Message: msg, Data: data}
 }

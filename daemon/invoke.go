@@ -87,6 +87,25 @@ type InvokeParams struct {
 	RequireAttachments bool `json:"require_attachments,omitempty"`
 }
 
+// invokeAccessRules are the classes agents.invoke (and its CAR name) needs
+// beyond agents, by what the run may do. The invariant they keep: a
+// connection holding only read and agents (a web page's default grants)
+// starts no run that can write a file or run a command outside a read-only
+// boundary, and answers no question. So a run that writes or asks needs
+// write (answering its questions is approve, on their own); bypass, which
+// turns the agent's protections off, needs host, which allow_bypass alone
+// never gives a web page; read_only on an adapter that does not enforce it
+// is only a request to the model, so acknowledging that is write; and an
+// MCP server handed to the agent acts through its own tools, which no
+// permission mode bounds.
+var invokeAccessRules = []rpc.AccessRule{
+	{Param: "permission_mode", Value: string(spawn.ModeEdit), Access: rpc.AccessWrite},
+	{Param: "permission_mode", Value: string(spawn.ModeAsk), Access: rpc.AccessWrite},
+	{Param: "permission_mode", Value: string(spawn.ModeBypass), Access: rpc.AccessHost},
+	{Param: "acknowledge_unenforced_read_only", Value: true, Access: rpc.AccessWrite},
+	{Param: "mcp_endpoint", Access: rpc.AccessWrite},
+}
+
 // prepare is agents.invoke's one params step: it decides every bad-params
 // answer (-32602 naming the field; an unknown id lists the known ones) and
 // builds the run's plan once, before anything is recorded, so a request the

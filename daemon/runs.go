@@ -249,8 +249,9 @@ func (e *TooManySubscriptionsError) Error() string {
 func (d *Daemon) registerRuns() {
 	r := d.registry
 	invokeDoc := rpc.Doc{
-		Access:  rpc.AccessAgents,
-		Summary: "Run an installed agent on a task, inside its permission boundary, and record the run.",
+		Access:      rpc.AccessAgents,
+		AccessRules: invokeAccessRules,
+		Summary:     "Run an installed agent on a task, inside its permission boundary, and record the run.",
 		Description: "Checks, in order: params (-32602 naming the field; an unknown id lists the known ones), the ancestry guard, " +
 			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
 			"(max_concurrent_runs; a run over the cap is refused, never queued). Every invoke past params validation is recorded " +
@@ -292,7 +293,7 @@ func (d *Daemon) registerRuns() {
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
 		Description: "Each event arrives exactly once and in seq order; the last is `done` or `error`. Reconnecting clients pass " +
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them). While it " +
-			"follows an ask-mode run whose starting connection is gone, the connection is sent the run's questions (agents.approve).",
+			"follows an ask-mode run whose starting connection is gone, a connection granted the approve access class is sent the run's questions (agents.approve); one without it is never asked.",
 		Errors: []int64{CodeRunNotFound, CodeTooManySubs},
 	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
 		peer := rpc.PeerFrom(ctx)
@@ -312,7 +313,10 @@ func (d *Daemon) registerRuns() {
 			defer release()
 			// A follower of an ask-mode run is asked its questions once
 			// the connection that started it is gone.
-			defer d.runs.Watch(p.RunID, peerAsker{peer})()
+			// Only one that may approve: following a run is only read.
+			if a := approverOf(peer); a != nil {
+				defer d.runs.Watch(p.RunID, a)()
+			}
 			follow(ctx, peer, events)
 		}, nil
 	})
@@ -368,7 +372,9 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 	}
 	if peer != nil {
 		req.Conn = peer.Context()
-		req.Asker = peerAsker{peer}
+		// A starter that may not approve is not asked: its run's questions
+		// go to the connections following it that may.
+		req.Asker = approverOf(peer)
 	}
 	run, err := d.runs.Start(ctx, req)
 	if err != nil {

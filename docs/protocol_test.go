@@ -392,16 +392,35 @@ func TestTheErrorTableIsTheRegistrysCodeTable(t *testing.T) {
 func TestTheAccessTableIsEveryMethodsRegisteredClass(t *testing.T) {
 	b, err := os.ReadFile(protocolDoc)
 	require.NoError(t, err)
-	rowRE := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| `(read|agents|host)` \\|$")
-	rows := map[string]string{}
+	rowRE := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| `(read|agents|write|approve|host)`( \\(raised by its params, above\\))? \\|$")
+	rows, raised := map[string]string{}, map[string]bool{}
 	for _, m := range rowRE.FindAllStringSubmatch(string(b), -1) {
 		rows[m[1]] = m[2]
+		raised[m[1]] = m[3] != ""
 	}
 	methods := registry(t).Methods()
+	rules := map[string]string{}
 	for _, m := range methods {
 		assert.Equal(t, string(m.Doc.Access), rows[m.Name], "access table row for %s", m.Name)
+		assert.Equal(t, len(m.Doc.AccessRules) > 0, raised[m.Name], "access table row for %s says whether its params raise its class", m.Name)
+		for _, r := range m.Doc.AccessRules {
+			v := "any"
+			if r.Value != nil {
+				j, err := json.Marshal(r.Value)
+				require.NoError(t, err)
+				v = "`" + string(j) + "`"
+			}
+			rules["`"+r.Param+"` | "+v] = string(r.Access)
+		}
 	}
 	assert.Len(t, rows, len(methods), "the access table has methods the registry does not")
+	// The rules table: one row per rule, param | value | class.
+	ruleRE := regexp.MustCompile("(?m)^\\| (`[a-z_]+` \\| (?:`[^`]+`|any)) \\| `(write|approve|host|agents|read)`")
+	doc := map[string]string{}
+	for _, m := range ruleRE.FindAllStringSubmatch(string(b), -1) {
+		doc[m[1]] = m[2]
+	}
+	assert.Equal(t, rules, doc, "the access rules table is the registry's")
 }
 
 func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {

@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -11,17 +13,26 @@ import (
 // the upgrade, from how it connected; a method outside that set is refused
 // before its params are read. A token alone proves only that the caller
 // could read a file, and a web page the operator allowed is not the person
-// at the keyboard: the page may run agents within their permission modes,
-// but a shell on the host is another matter.
+// at the keyboard: the page may read and run agents that change nothing,
+// but an agent that may write a file or run a command, the answer to an
+// agent's question, and a shell on the host are each a right of its own.
 type Access string
 
 const (
 	// AccessRead is the daemon's own state: who it is, which agents are
 	// installed and healthy, the run history and a run's events.
 	AccessRead Access = "read"
-	// AccessAgents starts and ends agent runs, each inside its permission
-	// mode's boundary.
+	// AccessAgents starts and ends agent runs that change nothing on the
+	// host: read-only runs of an agent whose read-only mode is enforced.
 	AccessAgents Access = "agents"
+	// AccessWrite starts agent runs that may write files or, once a
+	// question is answered, run commands: a run's permission mode decides,
+	// so the method declares it with AccessRules on its params.
+	AccessWrite Access = "write"
+	// AccessApprove answers an agent's questions (ask mode): allowing a
+	// tool call is running it, so a connection without this class is
+	// never asked, and an answer from it decides nothing.
+	AccessApprove Access = "approve"
 	// AccessHost touches the host directly, outside any agent's boundary:
 	// shell commands, reading and writing files, terminals, and deleting
 	// the daemon's history.
@@ -29,7 +40,7 @@ const (
 )
 
 // AccessClasses lists every class, in the order the docs walk them.
-var AccessClasses = []Access{AccessRead, AccessAgents, AccessHost}
+var AccessClasses = []Access{AccessRead, AccessAgents, AccessWrite, AccessApprove, AccessHost}
 
 func (a Access) bit() Grants {
 	switch a {
@@ -39,6 +50,10 @@ func (a Access) bit() Grants {
 		return 2
 	case AccessHost:
 		return 4
+	case AccessWrite:
+		return 8
+	case AccessApprove:
+		return 16
 	}
 	return 0
 }
@@ -50,11 +65,12 @@ func (a Access) Valid() bool { return a.bit() != 0 }
 type Grants uint8
 
 // GrantAll is every class: what a native client (no Origin) holds.
-const GrantAll Grants = 7
+const GrantAll Grants = 31
 
 // DefaultOriginGrants is what a connection from an allowed browser origin
 // holds unless the application grants that origin more (or less): reading
-// and running agents, never the host.
+// and running agents that change nothing; never a run that writes or asks,
+// never an answer to a question, never the host.
 const DefaultOriginGrants Grants = 3
 
 // GrantsOf is the set of the given classes; an unknown one adds nothing.
@@ -113,12 +129,17 @@ func joinClasses(as []Access) string {
 // more.
 type AccessDeniedError struct {
 	Method string
-	// Need is the method's class; Have what the connection holds.
+	// Need is the class refused; Have what the connection holds.
 	Need Access
 	Have Grants
 	// Origin is the browser origin the connection came from ("" for a
 	// native client).
 	Origin string
+	// Param and Value name the param that needed Need beyond the method's
+	// own class (an AccessRule's), with the value the call gave it; ""
+	// when the method's class itself was refused.
+	Param string
+	Value any
 }
 
 func (e *AccessDeniedError) Error() string {
@@ -126,7 +147,125 @@ func (e *AccessDeniedError) Error() string {
 	if e.Origin != "" {
 		from = "connections from " + e.Origin
 	}
-	return fmt.Sprintf("%s needs the %q access class, which %s are not granted (granted: %s)", e.Method, e.Need, from, e.Have)
+	what := e.Method
+	if e.Param != "" {
+		what = fmt.Sprintf("%s with %s %s", e.Method, e.Param, ruleValue(e.Value))
+	}
+	return fmt.Sprintf("%s needs the %q access class, which %s are not granted (granted: %s)", what, e.Need, from, e.Have)
+}
+
+// AccessRule raises a method's class for the calls whose params carry a
+// value: agents.invoke is agents, but with permission_mode "edit" it is
+// write. A class that depends on the params is declared here, beside the
+// method's own, rather than checked in its handler, so rpc.discover
+// publishes it, it is checked before the handler runs, and a test can walk
+// every method's rules from the registry.
+type AccessRule struct {
+	// Param is the wire name of a top-level param.
+	Param string `json:"param"`
+	// Value is the value (a string or a bool) that needs Access; nil
+	// means any value but the param's zero (absent, "", false, empty).
+	Value any `json:"value,omitempty"`
+	// Access is the class the call then needs too.
+	Access Access `json:"access"`
+}
+
+func ruleValue(v any) string {
+	if v == nil {
+		return "set"
+	}
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
+}
+
+// paramRule is an AccessRule bound to the params type's field.
+type paramRule struct {
+	AccessRule
+	index []int
+}
+
+// bindRules finds each rule's field in the params type t, and panics on a
+// rule that names no field or a value of another type than the field's: a
+// rule that can never match would leave the method open by mistake.
+func bindRules(method string, t reflect.Type, rules []AccessRule) []paramRule {
+	if len(rules) == 0 {
+		return nil
+	}
+	if t.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("rpc: method %q has access rules but its params are not a struct", method))
+	}
+	var out []paramRule
+	for _, r := range rules {
+		if !r.Access.Valid() {
+			panic(fmt.Sprintf("rpc: method %q: access rule on %q has no valid class (%q)", method, r.Param, r.Access))
+		}
+		f, ok := fieldByWireName(t, r.Param)
+		if !ok {
+			panic(fmt.Sprintf("rpc: method %q: access rule names param %q, which its params do not have", method, r.Param))
+		}
+		if r.Value != nil && reflect.TypeOf(r.Value) != f.Type {
+			panic(fmt.Sprintf("rpc: method %q: access rule on %q has a %T value for a %s param", method, r.Param, r.Value, f.Type))
+		}
+		out = append(out, paramRule{AccessRule: r, index: f.Index})
+	}
+	return out
+}
+
+func fieldByWireName(t reflect.Type, name string) (reflect.StructField, bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if n == "" {
+			n = f.Name
+		}
+		if n == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// matches reports whether decoded params v (the struct) carry the rule's
+// value.
+func (r paramRule) matches(v reflect.Value) (any, bool) {
+	fv, err := v.FieldByIndexErr(r.index)
+	if err != nil {
+		return nil, false // a field of a nil embedded struct: absent
+	}
+	if r.Value == nil {
+		if fv.IsZero() || (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map) && fv.Len() == 0 {
+			return nil, false
+		}
+		return fv.Interface(), true
+	}
+	return fv.Interface(), fv.Interface() == r.Value
+}
+
+// authorizeParams refuses a call whose decoded params need a class, by one
+// of the method's rules, that the connection was not granted. The first
+// rule refused is named.
+func authorizeParams(ctx context.Context, info *MethodInfo, rules []paramRule, params any) error {
+	p := PeerFrom(ctx)
+	if p == nil || len(rules) == 0 {
+		return nil
+	}
+	v := reflect.ValueOf(params)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	for _, r := range rules {
+		if p.grants.Has(r.Access) {
+			continue
+		}
+		if got, ok := r.matches(v); ok {
+			return &AccessDeniedError{Method: info.Name, Need: r.Access, Have: p.grants, Origin: p.origin, Param: r.Param, Value: got}
+		}
+	}
+	return nil
 }
 
 // authorize refuses a method the caller's connection may not call. A call

@@ -119,11 +119,19 @@ type outNotification struct {
 // the notification $/cancelRequest {"id": <the request's id>}, as the
 // Language Server Protocol does, so it can withdraw whatever it shows its
 // user, and Call returns ctx's error; an answer that arrives after that is
-// ignored.
+// ignored. A documented request (ServerRequest) whose class the connection
+// was not granted is never sent: Call returns an *AccessDeniedError, and
+// since the connection has no such request pending, a response it sends
+// anyway answers nothing and is dropped.
 func (p *Peer) Call(ctx context.Context, method string, params, result any) error {
 	o := p.out
 	if o == nil {
 		return errors.New("rpc: this peer is not a connection and cannot be sent requests")
+	}
+	if p.reg != nil {
+		if need, ok := p.reg.serverRequestAccess(method); ok && !p.grants.Has(need) {
+			return &AccessDeniedError{Method: method, Need: need, Have: p.grants, Origin: p.origin}
+		}
 	}
 	select {
 	case <-o.done:
@@ -186,8 +194,8 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 // id, exactly one of result and error) to the request it answers, and
 // reports whether the message was a response at all. A response nobody
 // waits for (a late answer to a withdrawn request, or an id the server
-// never sent) is dropped with a debug line: JSON-RPC has no way to answer a
-// response. Absent members are nil.
+// never sent this connection) is dropped and logged (stray): JSON-RPC has
+// no way to answer a response. Absent members are nil.
 func (s *frameStream) takeResponse(id, result, rawErr []byte) bool {
 	hasResult, hasErr := result != nil, rawErr != nil
 	if id == nil || hasResult == hasErr {
@@ -195,7 +203,7 @@ func (s *frameStream) takeResponse(id, result, rawErr []byte) bool {
 	}
 	var key string
 	if s.out == nil || json.Unmarshal(id, &key) != nil {
-		s.log.Debug("ignoring a response to no request of the server's", zap.ByteString("id", id))
+		s.stray("ignoring a response to no request of the server's", zap.ByteString("id", id))
 		return true
 	}
 	r := response{result: result}
@@ -207,7 +215,18 @@ func (s *frameStream) takeResponse(id, result, rawErr []byte) bool {
 		r = response{err: &we}
 	}
 	if !s.out.deliver(key, r) {
-		s.log.Debug("ignoring a response to no waiting request of the server's (withdrawn or never sent)", zap.String("id", key))
+		s.stray("ignoring a response to no waiting request of the server's (withdrawn, or never sent to this connection)", zap.String("id", key))
 	}
 	return true
+}
+
+// stray logs a response that answered nothing: the first of a connection
+// at info (a late answer to a withdrawn question is ordinary; a connection
+// answering questions it was never sent is not), the rest at debug.
+func (s *frameStream) stray(msg string, fields ...zap.Field) {
+	if s.strays.Add(1) == 1 {
+		s.log.Info(msg, append(fields, zap.String("note", "later ones on this connection are logged at debug"))...)
+		return
+	}
+	s.log.Debug(msg, fields...)
 }

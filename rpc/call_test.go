@@ -59,7 +59,7 @@ func callTest(t *testing.T) *serverTest {
 			}
 			return nil, err
 		})
-	ServerRequest[askParams, askAnswer](r, "q.ask", Doc{Summary: "A question for the client."})
+	ServerRequest[askParams, askAnswer](r, "q.ask", Doc{Summary: "A question for the client.", Access: AccessRead})
 	st.srv = NewServer(ServerConfig{Registry: r, Gate: &Gate{Token: func() ([]byte, error) { return []byte(fuzzToken), nil }}})
 	hs := httptest.NewServer(st.srv)
 	st.url = "ws" + strings.TrimPrefix(hs.URL, "http") + "/rpc"

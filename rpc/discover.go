@@ -92,6 +92,10 @@ type OpenRPCMethod struct {
 	// Access is the method's access class: a connection not granted it is
 	// refused before the params are read.
 	Access Access `json:"x-access"`
+	// AccessRules raise the class for calls whose params carry a value
+	// (permission_mode "edit" needs write): such a call needs x-access and
+	// each matching rule's class.
+	AccessRules []AccessRule `json:"x-access-rules,omitempty"`
 }
 
 // OpenRPCNotification is a server-to-client notification in x-notifications.
@@ -191,6 +195,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			Result:         ContentDescriptor{Name: "result", Schema: result},
 			AliasOf:        m.AliasOf,
 			Access:         m.Doc.Access,
+			AccessRules:    m.Doc.AccessRules,
 		}
 		if m.AliasOf != "" {
 			om.Description = strings.TrimSpace(fmt.Sprintf("Alias of %s, with the same params, result and errors. %s", m.AliasOf, om.Description))

@@ -328,7 +328,7 @@ func TestDiscoverRefusesATypeSharedByParamsAndResults(t *testing.T) {
 // with (closed: the server reads exactly these fields).
 func TestDiscoverListsServerRequestsWithTheirParamsAndTheAnswerTheyExpect(t *testing.T) {
 	r := discoverTestRegistry()
-	ServerRequest[askParams, askAnswer](r, "things.ask", Doc{Summary: "Ask the client about a thing.", Description: "Answer yes or no."})
+	ServerRequest[askParams, askAnswer](r, "things.ask", Doc{Summary: "Ask the client about a thing.", Description: "Answer yes or no.", Access: AccessRead})
 	doc := discover(t, r)
 	reqs := doc["x-server-requests"].([]any)
 	require.Len(t, reqs, 1)
@@ -348,7 +348,7 @@ func TestDiscoverListsServerRequestsWithTheirParamsAndTheAnswerTheyExpect(t *tes
 	assert.Contains(t, def["properties"].(map[string]any), "say")
 
 	assert.PanicsWithValue(t, `rpc: server request "things.ask" registered twice`, func() {
-		ServerRequest[askParams, askAnswer](r, "things.ask", Doc{Summary: "again"})
+		ServerRequest[askParams, askAnswer](r, "things.ask", Doc{Summary: "again", Access: AccessRead})
 	})
 	assert.Panics(t, func() { ServerRequest[askParams, askAnswer](r, "things.other", Doc{}) })
 }

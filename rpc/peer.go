@@ -24,6 +24,9 @@ type Peer struct {
 	// web page.
 	grants Grants
 	origin string
+	// reg is the server's registry, for the class of each request the
+	// server sends (ServerRequest); nil outside a server.
+	reg *Registry
 }
 
 type peerKey struct{}

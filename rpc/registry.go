@@ -22,10 +22,17 @@ type Doc struct {
 	// method may answer with, beyond the standard ones every method can
 	// return.
 	Errors []int64
-	// Access is the method's class (read, agents or host): which
+	// Access is the method's class (one of AccessClasses): which
 	// connections may call it. It is required: a method registered without
 	// one would be callable by whoever connects, however they connected.
+	// For a server-to-client request it is the class a connection must
+	// hold to be sent the request at all (and so to answer it).
 	Access Access
+	// AccessRules raise the class for calls whose params carry a value
+	// (AccessRule); such a call needs Access and every matching rule's
+	// class. They are checked once the params are decoded, before the
+	// params' own Validate and the handler.
+	AccessRules []AccessRule
 }
 
 // Validator is implemented by params types that check themselves after
@@ -52,10 +59,10 @@ type NotificationInfo struct {
 
 type method struct {
 	info MethodInfo
-	call func(ctx context.Context, params json.RawMessage) (any, Then, error)
+	call func(ctx context.Context, info *MethodInfo, params json.RawMessage) (any, Then, error)
 	// fast, when set, is tried first on the connection's read goroutine
 	// (see Fast); ok false sends the request on to call.
-	fast func(ctx context.Context, params json.RawMessage) (res any, ok bool, err error)
+	fast func(ctx context.Context, info *MethodInfo, params json.RawMessage) (res any, ok bool, err error)
 }
 
 // Then is what a handler goes on to do once its answer is on the wire: the
@@ -109,11 +116,15 @@ func RegisterThen[P, R any](r *Registry, name string, doc Doc, fn func(ctx conte
 		panic(fmt.Sprintf("rpc: method %q registered without an access class (Doc.Access %q; one of %s)", name, doc.Access, joinClasses(AccessClasses)))
 	}
 	pt := reflect.TypeFor[P]()
+	rules := bindRules(name, pt, doc.AccessRules)
 	m := &method{
 		info: MethodInfo{Name: name, Doc: doc, Params: pt, Result: resultType(reflect.TypeFor[R]())},
-		call: func(ctx context.Context, raw json.RawMessage) (any, Then, error) {
+		call: func(ctx context.Context, info *MethodInfo, raw json.RawMessage) (any, Then, error) {
 			var p P
 			if err := decodeParams(raw, pt, &p); err != nil {
+				return nil, nil, err
+			}
+			if err := authorizeParams(ctx, info, rules, &p); err != nil {
 				return nil, nil, err
 			}
 			if v, ok := any(&p).(Validator); ok {
@@ -151,9 +162,13 @@ func Fast[P, R any](r *Registry, name string, fast func(ctx context.Context, par
 		panic(fmt.Sprintf("rpc: Fast for %q with other params or result types than its handler's", name))
 	}
 	pt := m.info.Params
-	m.fast = func(ctx context.Context, raw json.RawMessage) (any, bool, error) {
+	rules := bindRules(name, pt, m.info.Doc.AccessRules)
+	m.fast = func(ctx context.Context, info *MethodInfo, raw json.RawMessage) (any, bool, error) {
 		var p P
 		if err := decodeParams(raw, pt, &p); err != nil {
+			return nil, true, err
+		}
+		if err := authorizeParams(ctx, info, rules, &p); err != nil {
 			return nil, true, err
 		}
 		if v, ok := any(&p).(Validator); ok {
@@ -299,7 +314,7 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 	}()
 	herr := authorize(ctx, &m.info)
 	if herr == nil {
-		result, then, herr = m.call(ctx, params)
+		result, then, herr = m.call(ctx, &m.info, params)
 	}
 	if herr != nil {
 		if mapErr != nil {
@@ -335,7 +350,7 @@ func (r *Registry) dispatchFast(ctx context.Context, name string, params json.Ra
 	ferr := authorize(ctx, &m.info)
 	var res any
 	if ferr == nil {
-		res, ok, ferr = m.fast(ctx, params)
+		res, ok, ferr = m.fast(ctx, &m.info, params)
 	}
 	if ferr != nil {
 		if mapErr != nil {

@@ -185,7 +185,7 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants G
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	peer := &Peer{id: id, grants: grants, origin: origin, onPanic: func(method string, p any, stack []byte) {
+	peer := &Peer{id: id, grants: grants, origin: origin, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
 	ctx = withPeer(ctx, peer)

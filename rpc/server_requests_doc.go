@@ -25,14 +25,22 @@ type OpenRPCServerRequest struct {
 	ParamStructure string              `json:"paramStructure"`
 	Params         []ContentDescriptor `json:"params"`
 	Result         ContentDescriptor   `json:"result"`
+	// Access is the class a connection must hold to be sent the request.
+	Access Access `json:"x-access"`
 }
 
 // ServerRequest documents a request the server sends with params P, which a
 // client answers with a result R. Like a method, it cannot be documented
-// without a summary or twice.
+// without a summary or an access class, or twice. The class is what a
+// connection must hold to be sent the request (Peer.Call refuses to send it
+// elsewhere): the answer to a question can be a right in itself, and a
+// connection never asked has no answer that counts.
 func ServerRequest[P, R any](r *Registry, name string, doc Doc) {
 	if strings.TrimSpace(doc.Summary) == "" {
 		panic(fmt.Sprintf("rpc: server request %q registered without a summary", name))
+	}
+	if !doc.Access.Valid() {
+		panic(fmt.Sprintf("rpc: server request %q registered without an access class (Doc.Access %q; one of %s)", name, doc.Access, joinClasses(AccessClasses)))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -42,6 +50,18 @@ func ServerRequest[P, R any](r *Registry, name string, doc Doc) {
 		}
 	}
 	r.serverRequests = append(r.serverRequests, ServerRequestInfo{Name: name, Doc: doc, Params: reflect.TypeFor[P](), Result: reflect.TypeFor[R]()})
+}
+
+// serverRequestAccess is the class a documented server request needs.
+func (r *Registry) serverRequestAccess(name string) (Access, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, q := range r.serverRequests {
+		if q.Name == name {
+			return q.Doc.Access, true
+		}
+	}
+	return "", false
 }
 
 // ServerRequests lists the documented server-to-client requests.
@@ -68,6 +88,7 @@ func (sb *schemaBuilder) serverRequestsDoc(list []ServerRequestInfo) ([]OpenRPCS
 		out = append(out, OpenRPCServerRequest{
 			Name: q.Name, Summary: q.Doc.Summary, Description: q.Doc.Description,
 			ParamStructure: "by-name", Params: params, Result: ContentDescriptor{Name: "result", Schema: result},
+			Access: q.Doc.Access,
 		})
 	}
 	return out, nil

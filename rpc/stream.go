@@ -53,6 +53,10 @@ type frameStream struct {
 	// out holds the server's own requests awaiting the client's response
 	// (call.go); nil on the client side.
 	out *outgoing
+	// strays counts responses that answered no waiting request (call.go),
+	// so the first on a connection is logged where an operator sees it and
+	// the rest, which a client can send without end, only at debug.
+	strays atomic.Int64
 
 	// wmu makes writes one at a time; wtimer and deadline enforce
 	// writeTimeout on each (see write).

@@ -21,7 +21,10 @@ import (
 // connections following the run (runs.subscribe), including one that
 // subscribes while a question waits (an editor that reloads its window and
 // follows its run again sees the question). Only a connection a question
-// was sent to may answer it. No answer within the approval timeout, or
+// was sent to may answer it. The broker is handed only connections that
+// may answer at all (the daemon keeps out those without the approve access
+// class, starter or follower): a run started by one that may not has no
+// starter to ask. No answer within the approval timeout, or
 // nobody to ask when the question comes, denies it; so does every asked
 // connection answering with an error instead of a decision. allow_always
 // allows the tool by name for the rest of the run, and releases the
