@@ -35,7 +35,7 @@ type ContentBlock struct {
 	Title       *string           `json:"title,omitempty"`
 	Description *string           `json:"description,omitempty"`
 	Size        *int64            `json:"size,omitempty"`
-	Resource    *EmbeddedResource `json:"resource,omitempty"`
+	Resource    *ResourceContents `json:"resource,omitempty"`
 	Annotations *Annotations      `json:"annotations,omitempty"`
 	Meta        Meta              `json:"_meta,omitempty"`
 }
@@ -89,11 +89,11 @@ func (b ContentBlock) MarshalJSON() ([]byte, error) {
 	case ContentResource:
 		r := b.Resource
 		if r == nil {
-			r = &EmbeddedResource{}
+			r = &ResourceContents{}
 		}
 		return json.Marshal(struct {
 			common
-			Resource *EmbeddedResource `json:"resource"`
+			Resource *ResourceContents `json:"resource"`
 		}{c, r})
 	default:
 		// A type this package does not know is written as it was given.
@@ -102,9 +102,9 @@ func (b ContentBlock) MarshalJSON() ([]byte, error) {
 	}
 }
 
-// EmbeddedResource is a resource's contents inside a prompt: text, or a
-// binary Blob (standard base64). Exactly one of Text and Blob is set.
-type EmbeddedResource struct {
+// ResourceContents is an embedded resource's contents: text, or a binary
+// Blob (standard base64). Exactly one of Text and Blob is set.
+type ResourceContents struct {
 	URI      string  `json:"uri"`
 	MimeType *string `json:"mimeType,omitempty"`
 	Text     *string `json:"text,omitempty"`

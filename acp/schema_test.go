@@ -198,7 +198,7 @@ func TestEveryContentBlockTypeIsWrittenAsTheSchemaHasIt(t *testing.T) {
 		ImageBlock("image/png", nil),
 		{Type: ContentAudio, Data: "AAAA", MimeType: "audio/wav"},
 		{Type: ContentResourceLink, URI: "file:///work/a", Name: "a", MimeType: mime, Size: &size},
-		{Type: ContentResource, Resource: &EmbeddedResource{URI: "file:///work/a", MimeType: &mime, Text: &text}},
+		{Type: ContentResource, Resource: &ResourceContents{URI: "file:///work/a", MimeType: &mime, Text: &text}},
 		{Type: ContentText, Text: "x", Annotations: &Annotations{Audience: []string{"user"}}},
 	}
 	seen := map[string]bool{}
