@@ -31,6 +31,10 @@ import (
 // The client declares no file system and no terminal: the agent then
 // reads, writes and runs commands itself, inside its own permission
 // checks, and asks card only whether it may.
+//
+// The messages are package acp's, which both of card's ACP roles share;
+// what is here is this role's reading of them: updates as card's events,
+// permission options as card's decisions, errors and exits as failures.
 
 // acpDialect is what differs between agents speaking ACP.
 type acpDialect struct {
