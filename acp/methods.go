@@ -59,11 +59,17 @@ const (
 	SideProtocol Side = "protocol"
 )
 
-// Methods maps every method and notification to the side that serves it,
-// so a router can refuse a message sent the wrong way (an agent calling
-// session/prompt on its client) by the table instead of by a switch that
-// forgets one.
-var Methods = map[string]Side{
+// SideOf is the side that serves method, and false for a method that is
+// not ACP's: a router refuses a message sent the wrong way (an agent
+// calling session/prompt on its client) by the table, instead of by a
+// switch that forgets one.
+func SideOf(method string) (Side, bool) {
+	s, ok := methods[method]
+	return s, ok
+}
+
+// methods is every method and notification, with the side that serves it.
+var methods = map[string]Side{
 	MethodInitialize:             SideAgent,
 	MethodAuthenticate:           SideAgent,
 	MethodLogout:                 SideAgent,

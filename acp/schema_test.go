@@ -60,7 +60,12 @@ func TestEveryMethodOfTheSchemaHasAConstantOnTheRightSide(t *testing.T) {
 		inSchema[m.Method] = m.Side
 	}
 	require.NotEmpty(t, inSchema, "the schema names no methods: is it the right file?")
-	assert.Equal(t, inSchema, Methods, "Methods must list exactly the schema's methods, each with the side that serves it")
+	assert.Equal(t, inSchema, methods, "the table must list exactly the schema's methods, each with the side that serves it")
+	side, ok := SideOf(MethodSessionPrompt)
+	assert.True(t, ok)
+	assert.Equal(t, SideAgent, side)
+	_, ok = SideOf("session/unknown")
+	assert.False(t, ok)
 }
 
 // messages are the Go types of every request, response and notification
