@@ -83,9 +83,9 @@ func TestStreamedEventsArriveInSeqOrderAndEndWithOneDone(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	_, evs, acc := rd.stream(t, rd.params("codex", "say pong"))
 	assert.True(t, acc.Accepted)
-	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
+	evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	time.Sleep(100 * time.Millisecond) // nothing may follow the terminal event
-	got = evs.Of(acc.RunID)
+	got := evs.Of(acc.RunID)
 
 	var text string
 	terminals := 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 )
 
@@ -30,18 +31,16 @@ import (
 // The client declares no file system and no terminal: the agent then
 // reads, writes and runs commands itself, inside its own permission
 // checks, and asks card only whether it may.
-
-// acpVersion is the protocol version card speaks.
-const acpVersion = 1
-
-// acpAuthRequired is ACP's error code for "authenticate first".
-const acpAuthRequired = -32000
+//
+// The messages are package acp's, which both of card's ACP roles share;
+// what is here is this role's reading of them: updates as card's events,
+// permission options as card's decisions, errors and exits as failures.
 
 // acpDialect is what differs between agents speaking ACP.
 type acpDialect struct {
 	// toolName names a call for the approver and the events; ACP itself
 	// carries no tool name.
-	toolName func(c acpToolCall) string
+	toolName func(c acp.ToolCallUpdate) string
 	// exitFailure explains an agent that stopped before its turn ended,
 	// from its exit status and stderr; nil when it has nothing to add.
 	exitFailure func(exit ExitInfo) *Failure
@@ -108,19 +107,21 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 	stream := newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })
 	handler := acpHandler(func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		switch req.Method {
-		case "session/update":
+		case acp.MethodSessionUpdate:
 			// In order, on the reader: the events keep the agent's order,
 			// and the prompt's result is read only after every update
 			// before it is handled.
-			var p acpUpdateParams
+			var p struct {
+				Update json.RawMessage `json:"update"`
+			}
 			if req.Params != nil && decodeParams(*req.Params, &p) {
 				c.update(p.Update, t.Emit)
 			}
-		case "session/request_permission":
+		case acp.MethodSessionRequestPermission:
 			if req.Notif {
 				return
 			}
-			var p acpPermissionParams
+			var p acp.RequestPermissionRequest
 			if req.Params == nil || !decodeParams(*req.Params, &p) {
 				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
 				return
@@ -128,7 +129,7 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 			c.mu.Lock()
 			if c.closing {
 				c.mu.Unlock()
-				_ = conn.Reply(hctx, req.ID, acpPermissionResult{Outcome: acpOutcome{Outcome: "cancelled"}})
+				_ = conn.Reply(hctx, req.ID, acp.Cancelled())
 				return
 			}
 			asks.Add(1)
@@ -164,7 +165,7 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		c.step = method
 		c.mu.Unlock()
 		next++
-		err := conn.Call(ctx, method, params, result, jsonrpc2.PickID(jsonrpc2.ID{Num: next}))
+		err := conn.Call(ctx, method, params, &lenientResult{result}, jsonrpc2.PickID(jsonrpc2.ID{Num: next}))
 		if err != nil {
 			c.fail(method, err)
 			return false
@@ -172,12 +173,12 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		return true
 	}
 
-	var ini acpInitializeResult
-	if !call("initialize", acpInitializeParams{ProtocolVersion: acpVersion}, &ini) {
+	var ini acp.InitializeResponse
+	if !call(acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}, &ini) {
 		return
 	}
-	if ini.ProtocolVersion != acpVersion {
-		c.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acpVersion)))
+	if ini.ProtocolVersion != acp.ProtocolVersion {
+		c.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acp.ProtocolVersion)))
 		return
 	}
 	if len(t.Images) > 0 && !ini.AgentCapabilities.PromptCapabilities.Image {
@@ -186,8 +187,8 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.Images))))
 		return
 	}
-	var sess acpNewSessionResult
-	if !call("session/new", acpNewSessionParams{Cwd: t.Cwd, MCPServers: []any{}}, &sess) {
+	var sess acp.NewSessionResponse
+	if !call(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: t.Cwd}, &sess) {
 		return
 	}
 	c.mu.Lock()
@@ -198,8 +199,8 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 	t.Emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
 	c.mu.Unlock()
 
-	var res acpPromptResult
-	if !call("session/prompt", acpPromptParams{SessionID: sess.SessionID, Prompt: acpPrompt(t.Prompt, t.Images)}, &res) {
+	var res acp.PromptResponse
+	if !call(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: sess.SessionID, Prompt: acpPrompt(t.Prompt, t.Images)}, &res) {
 		return
 	}
 	c.endTurn(res, t.Emit)
@@ -207,22 +208,33 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 
 // acpPrompt is the prompt's content: the images first, as card's other
 // image paths send them, then the text.
-func acpPrompt(text string, images []Image) []acpContent {
-	blocks := make([]acpContent, 0, len(images)+1)
+func acpPrompt(text string, images []Image) []acp.ContentBlock {
+	blocks := make([]acp.ContentBlock, 0, len(images)+1)
 	for _, img := range images {
-		blocks = append(blocks, acpContent{Type: "image", MimeType: img.MIME, Data: img.Data})
+		blocks = append(blocks, acp.ImageBlock(img.MIME, img.Data))
 	}
-	return append(blocks, acpContent{Type: "text", Text: text})
+	return append(blocks, acp.TextBlock(text))
+}
+
+// geminiMeta is where Gemini reports a turn's tokens: its own _meta.
+type geminiMeta struct {
+	Quota *struct {
+		TokenCount *struct {
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		} `json:"token_count"`
+	} `json:"quota"`
 }
 
 // endTurn records the prompt's result: the turn is over.
-func (c *acpConversation) endTurn(res acpPromptResult, emit func(...Event)) {
+func (c *acpConversation) endTurn(res acp.PromptResponse, emit func(...Event)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.completed = true
+	var m geminiMeta
 	if res.Usage != nil {
 		c.usage = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
-	} else if m := res.Meta; m != nil && m.Quota != nil && m.Quota.TokenCount != nil {
+	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
 		c.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
 	}
 	if c.usage != (Usage{}) {
@@ -236,11 +248,11 @@ func (c *acpConversation) endTurn(res acpPromptResult, emit func(...Event)) {
 		return
 	}
 	switch res.StopReason {
-	case "max_turn_requests":
+	case acp.StopMaxTurnRequests:
 		c.failure = failure(KindMaxTurns, c.adapter+" ended the turn: it reached its limit of model requests for one prompt")
-	case "refusal":
+	case acp.StopRefusal:
 		c.failure = failure(KindAPI, c.adapter+" ended the turn: the agent refused to continue")
-	case "cancelled":
+	case acp.StopCancelled:
 		c.failure = failure(KindCancelled, c.adapter+" ended the turn as cancelled")
 	}
 }
@@ -250,6 +262,18 @@ func (c *acpConversation) endTurn(res acpPromptResult, emit func(...Event)) {
 func decodeParams(raw json.RawMessage, v any) bool {
 	err := decodeLine(raw, v)
 	return err == nil || isTypeError(err)
+}
+
+// lenientResult reads a call's result as decodeParams reads params: an
+// agent's answer with one field of an unexpected type (there are many in
+// ACP's results) costs that field, not the turn.
+type lenientResult struct{ v any }
+
+func (r *lenientResult) UnmarshalJSON(b []byte) error {
+	if !decodeParams(b, r.v) {
+		return fmt.Errorf("the agent's result is not a JSON object of the expected shape: %.200s", b)
+	}
+	return nil
 }
 
 // fail records why a call did not get its answer, when the agent gave a
@@ -281,7 +305,7 @@ func (c *acpConversation) classified(msg string, code int64) *Failure {
 		kind = KindAuth
 	case code == 429:
 		kind = KindRateLimit
-	case code == acpAuthRequired && kind == KindAPI:
+	case code == int64(acp.CodeAuthRequired) && kind == KindAPI:
 		kind = KindAuth
 	}
 	if kind == KindAuth && c.dialect.authHint != "" {
@@ -301,20 +325,21 @@ func (c *acpConversation) setFailure(f *Failure) {
 // update maps one session/update onto events, emitted under the lock so
 // they keep their order with the tool_use a question may emit.
 func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
-	var u acpUpdate
-	if !decodeParams(raw, &u) || u.SessionUpdate == "" {
+	var u acp.SessionUpdate
+	if !decodeParams(raw, &u) || u.Kind == "" {
 		emit(otherEvent("", raw))
 		return
 	}
+	kind := string(u.Kind)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch u.SessionUpdate {
-	case "agent_message_chunk":
-		var b acpContent
-		if !decodeParams(u.Content, &b) || b.Type != "text" {
-			emit(otherEvent(u.SessionUpdate, raw))
+	switch u.Kind {
+	case acp.UpdateAgentMessageChunk:
+		if u.Chunk == nil || u.Chunk.Content.Type != acp.ContentText {
+			emit(otherEvent(kind, raw))
 			return
 		}
+		b := u.Chunk.Content
 		if c.dialect.notice != nil {
 			switch retry, failed := c.dialect.notice(b.Text); {
 			case retry:
@@ -337,24 +362,32 @@ func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
 		}
 		c.answer.add(b.Text)
 		emit(Event{Kind: EventText, Text: b.Text, Delta: true})
-	case "agent_thought_chunk":
+	case acp.UpdateAgentThoughtChunk:
 		c.agentOutput()
-		emit(otherEvent(u.SessionUpdate, raw))
-	case "tool_call":
+		emit(otherEvent(kind, raw))
+	case acp.UpdateToolCall:
 		c.lastNotice = ""
 		c.agentOutput()
-		emit(c.announce(u.acpToolCall)...)
-		emit(c.result(u.acpToolCall)...)
-	case "tool_call_update":
-		emit(c.announce(u.acpToolCall)...)
-		emit(c.result(u.acpToolCall)...)
-	case "user_message_chunk", "available_commands_update", "current_mode_update", "config_option_update",
-		"session_info_update", "usage_update":
+		var call acp.ToolCallUpdate
+		if u.ToolCall != nil {
+			call = u.ToolCall.AsUpdate()
+		}
+		emit(c.announce(call)...)
+		emit(c.result(call)...)
+	case acp.UpdateToolCallUpdate:
+		var call acp.ToolCallUpdate
+		if u.ToolCallUpdate != nil {
+			call = *u.ToolCallUpdate
+		}
+		emit(c.announce(call)...)
+		emit(c.result(call)...)
+	case acp.UpdateUserMessageChunk, acp.UpdateAvailableCommands, acp.UpdateCurrentMode, acp.UpdateConfigOption,
+		acp.UpdateSessionInfo, acp.UpdateUsage:
 		// The prompt's echo and the agent's menus and meters: nothing a
 		// run's record needs.
 	default:
 		// plan and whatever comes next, as the agent sent it.
-		emit(otherEvent(u.SessionUpdate, raw))
+		emit(otherEvent(kind, raw))
 	}
 }
 

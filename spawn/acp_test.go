@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/internal/proc"
 )
@@ -67,7 +68,7 @@ func TestALineIsAMessageOnlyWhenItIsOneJSONRPCObject(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":`:      false,
 		``:                                       false,
 	} {
-		assert.Equal(t, want, isMessage([]byte(line)), line)
+		assert.Equal(t, want, acp.IsMessage([]byte(line)), line)
 	}
 }
 
@@ -133,7 +134,7 @@ func TestSessionUpdatesMapOntoCardsEvents(t *testing.T) {
 	assert.Equal(t, Event{Kind: EventText, Text: "DONE", Delta: true}, evs[6])
 	assert.Equal(t, "something_new", evs[7].Type)
 
-	c.endTurn(acpPromptResult{StopReason: "end_turn"}, func(...Event) {})
+	c.endTurn(acp.PromptResponse{StopReason: "end_turn"}, func(...Event) {})
 	res := c.finish(ExitInfo{})
 	assert.Equal(t, "DONE", res.Answer, "the answer is what the agent said after its last tool call")
 	assert.Equal(t, 1, res.ToolCalls)
@@ -170,7 +171,7 @@ func TestCopilotsAPITroubleInMessageTextIsARetryAndAnError(t *testing.T) {
 	require.Len(t, evs, 2)
 	assert.Equal(t, Event{Kind: EventRetry, Attempt: 1, Error: "Info: Request failed due to a transient API error. Retrying..."}, evs[0])
 	assert.Equal(t, EventError, evs[1].Kind)
-	c.endTurn(acpPromptResult{StopReason: "end_turn"}, func(...Event) {})
+	c.endTurn(acp.PromptResponse{StopReason: "end_turn"}, func(...Event) {})
 	res := c.finish(ExitInfo{})
 	require.NotNil(t, res.Error)
 	assert.Equal(t, KindAuth, res.Error.Kind)
@@ -182,7 +183,7 @@ func TestCopilotsAPITroubleInMessageTextIsARetryAndAnError(t *testing.T) {
 	_, c = updates(t, agent.Copilot,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Error: "}}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"the build failed (HTTP 500 from the registry)."}}`)
-	c.endTurn(acpPromptResult{StopReason: "end_turn"}, func(...Event) {})
+	c.endTurn(acp.PromptResponse{StopReason: "end_turn"}, func(...Event) {})
 	assert.Nil(t, c.finish(ExitInfo{}).Error)
 }
 
@@ -190,7 +191,7 @@ func TestAStopReasonOtherThanTheEndOfTheTurnIsAFailureOfItsKind(t *testing.T) {
 	for reason, kind := range map[string]string{"end_turn": "", "max_tokens": "", "max_turn_requests": KindMaxTurns, "refusal": KindAPI, "cancelled": KindCancelled} {
 		_, c := updates(t, agent.Gemini)
 		var evs []Event
-		c.endTurn(acpPromptResult{StopReason: reason}, func(e ...Event) { evs = append(evs, e...) })
+		c.endTurn(acp.PromptResponse{StopReason: acp.StopReason(reason)}, func(e ...Event) { evs = append(evs, e...) })
 		res := c.finish(ExitInfo{})
 		if kind == "" {
 			assert.Nil(t, res.Error, reason)
@@ -234,16 +235,16 @@ func TestAnAgentsErrorResponseIsClassified(t *testing.T) {
 }
 
 func TestAnswerOptionsArePickedByKindNotByID(t *testing.T) {
-	gemini := []acpPermissionOption{{OptionID: "proceed_always", Kind: "allow_always"}, {OptionID: "proceed_once", Kind: "allow_once"}, {OptionID: "cancel", Kind: "reject_once"}}
-	copilot := []acpPermissionOption{{OptionID: "allow_once", Kind: "allow_once"}, {OptionID: "allow_always", Kind: "allow_always"}, {OptionID: "reject_once", Kind: "reject_once"}}
-	assert.Equal(t, acpOutcome{Outcome: "selected", OptionID: "proceed_once"}, acpAnswer(gemini, true).Outcome)
-	assert.Equal(t, acpOutcome{Outcome: "selected", OptionID: "cancel"}, acpAnswer(gemini, false).Outcome)
-	assert.Equal(t, acpOutcome{Outcome: "selected", OptionID: "allow_once"}, acpAnswer(copilot, true).Outcome)
-	assert.Equal(t, acpOutcome{Outcome: "selected", OptionID: "reject_once"}, acpAnswer(copilot, false).Outcome)
-	onlyAlways := []acpPermissionOption{{OptionID: "a", Kind: "allow_always"}, {OptionID: "r", Kind: "reject_always"}}
-	assert.Equal(t, acpOutcome{Outcome: "cancelled"}, acpAnswer(onlyAlways, true).Outcome,
+	gemini := []acp.PermissionOption{{OptionID: "proceed_always", Kind: "allow_always"}, {OptionID: "proceed_once", Kind: "allow_once"}, {OptionID: "cancel", Kind: "reject_once"}}
+	copilot := []acp.PermissionOption{{OptionID: "allow_once", Kind: "allow_once"}, {OptionID: "allow_always", Kind: "allow_always"}, {OptionID: "reject_once", Kind: "reject_once"}}
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "proceed_once"}, acpAnswer(gemini, true).Outcome)
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "cancel"}, acpAnswer(gemini, false).Outcome)
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "allow_once"}, acpAnswer(copilot, true).Outcome)
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "reject_once"}, acpAnswer(copilot, false).Outcome)
+	onlyAlways := []acp.PermissionOption{{OptionID: "a", Kind: "allow_always"}, {OptionID: "r", Kind: "reject_always"}}
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "cancelled"}, acpAnswer(onlyAlways, true).Outcome,
 		"an agent offering no allow-once is not given more than the client allowed")
-	assert.Equal(t, acpOutcome{Outcome: "cancelled"}, acpAnswer(onlyAlways, false).Outcome)
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "cancelled"}, acpAnswer(onlyAlways, false).Outcome)
 }
 
 // The fake ACP agent: the test binary re-executed with helperEnv=acp:<script>.
@@ -292,7 +293,12 @@ func fakeACP(script string) int {
 			case "images", "noimage":
 				// Says what the prompt's blocks were, and ends the turn.
 				var p struct {
-					Prompt []acpContent `json:"prompt"`
+					Prompt []struct {
+						Type     string `json:"type"`
+						Text     string `json:"text"`
+						MimeType string `json:"mimeType"`
+						Data     []byte `json:"data"`
+					} `json:"prompt"`
 				}
 				_ = json.Unmarshal(*req.Params, &p)
 				var said []string
@@ -330,7 +336,7 @@ func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
 func (stdio) Close() error                { return os.Stdin.Close() }
 
 func fakePrompt(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	var p acpPromptParams
+	var p acp.PromptRequest
 	_ = json.Unmarshal(*req.Params, &p)
 	update := func(u map[string]any) {
 		_ = conn.Notify(ctx, "session/update", map[string]any{"sessionId": p.SessionID, "update": u})
@@ -340,7 +346,7 @@ func fakePrompt(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
 	}
 	text("You said: " + p.Prompt[0].Text)
 	const id = "run_shell_command__run_shell_command_1_0"
-	var res acpPermissionResult
+	var res acp.RequestPermissionResponse
 	err := conn.Call(ctx, "session/request_permission", map[string]any{"sessionId": p.SessionID,
 		"options": []map[string]any{{"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"},
 			{"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}, {"optionId": "cancel", "name": "Reject", "kind": "reject_once"}},
@@ -402,9 +408,9 @@ func TestNoApproverDeniesEveryQuestion(t *testing.T) {
 	var a Approver // a nil approver never reaches Run's check: the plan's channel is the session
 	conv, err := newACPConversation(SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini})
 	require.NoError(t, err)
-	out := conv.(*acpConversation).permission(context.Background(), acpPermissionParams{ToolCall: acpToolCall{ToolCallID: "x__1", Kind: "execute"},
-		Options: []acpPermissionOption{{OptionID: "ok", Kind: "allow_once"}, {OptionID: "no", Kind: "reject_once"}}}, turn{Emit: func(...Event) {}, Approver: a})
-	assert.Equal(t, acpOutcome{Outcome: "selected", OptionID: "no"}, out.Outcome)
+	out := conv.(*acpConversation).permission(context.Background(), acp.RequestPermissionRequest{ToolCall: acp.ToolCallUpdate{ToolCallID: "x__1", Kind: "execute"},
+		Options: []acp.PermissionOption{{OptionID: "ok", Kind: "allow_once"}, {OptionID: "no", Kind: "reject_once"}}}, turn{Emit: func(...Event) {}, Approver: a})
+	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "no"}, out.Outcome)
 }
 
 // Lines that are not messages are kept as "other" events, bounded, and

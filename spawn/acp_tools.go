@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+
+	"github.com/card-dev/card/acp"
 )
 
 // How an ACP agent's tool calls become card's events and questions.
@@ -18,7 +20,7 @@ func (c *acpConversation) agentOutput() {
 }
 
 // announce is the tool_use event of a call not announced yet.
-func (c *acpConversation) announce(call acpToolCall) []Event {
+func (c *acpConversation) announce(call acp.ToolCallUpdate) []Event {
 	t := c.tools.get(call.ToolCallID)
 	if t == nil || t.announced {
 		return nil
@@ -31,8 +33,8 @@ func (c *acpConversation) announce(call acpToolCall) []Event {
 }
 
 // result is the tool_result event of a call that has just finished.
-func (c *acpConversation) result(call acpToolCall) []Event {
-	if call.Status != "completed" && call.Status != "failed" {
+func (c *acpConversation) result(call acp.ToolCallUpdate) []Event {
+	if call.Status != acp.ToolCompleted && call.Status != acp.ToolFailed {
 		return nil
 	}
 	t := c.tools.get(call.ToolCallID)
@@ -43,12 +45,12 @@ func (c *acpConversation) result(call acpToolCall) []Event {
 		t.done = true
 	}
 	c.fresh = true
-	return []Event{{Kind: EventToolResult, Tool: &Tool{ID: call.ToolCallID}, Output: clip(acpOutput(call), maxOutput), IsError: call.Status == "failed"}}
+	return []Event{{Kind: EventToolResult, Tool: &Tool{ID: call.ToolCallID}, Output: clip(acpOutput(call), maxOutput), IsError: call.Status == acp.ToolFailed}}
 }
 
 // nameOf names a call by the dialect, falling back to the name it was
 // announced with (an update need not repeat the kind).
-func (c *acpConversation) nameOf(call acpToolCall) string {
+func (c *acpConversation) nameOf(call acp.ToolCallUpdate) string {
 	if n := c.dialect.toolName(call); n != "" {
 		return n
 	}
@@ -60,7 +62,7 @@ func (c *acpConversation) nameOf(call acpToolCall) string {
 
 // permission puts one session/request_permission to the approver and
 // picks the agent's option for the decision.
-func (c *acpConversation) permission(ctx context.Context, p acpPermissionParams, t turn) acpPermissionResult {
+func (c *acpConversation) permission(ctx context.Context, p acp.RequestPermissionRequest, t turn) acp.RequestPermissionResponse {
 	call := p.ToolCall
 	input := acpInput(call)
 	c.mu.Lock()
@@ -84,23 +86,23 @@ func (c *acpConversation) permission(ctx context.Context, p acpPermissionParams,
 // in the run's record, and what "always" covers is card's rule, not the
 // agent's. With no fitting option the question is cancelled, which ACP
 // agents read as a denial (checked with Gemini and Copilot).
-func acpAnswer(opts []acpPermissionOption, allow bool) acpPermissionResult {
-	want := "reject_once"
+func acpAnswer(opts []acp.PermissionOption, allow bool) acp.RequestPermissionResponse {
+	want := acp.PermissionRejectOnce
 	if allow {
-		want = "allow_once"
+		want = acp.PermissionAllowOnce
 	}
 	for _, o := range opts {
 		if o.Kind == want && o.OptionID != "" {
-			return acpPermissionResult{Outcome: acpOutcome{Outcome: "selected", OptionID: o.OptionID}}
+			return acp.Selected(o.OptionID)
 		}
 	}
-	return acpPermissionResult{Outcome: acpOutcome{Outcome: "cancelled"}}
+	return acp.Cancelled()
 }
 
 // acpInput is a call's input as card shows it: the agent's rawInput when
 // it sends one (Copilot), else what the call says of itself (Gemini sends
 // a title, a kind, locations and content such as a diff).
-func acpInput(call acpToolCall) json.RawMessage {
+func acpInput(call acp.ToolCallUpdate) json.RawMessage {
 	if in := call.RawInput; len(in) > 0 && in[0] == '{' && json.Valid(in) {
 		return in
 	}
@@ -111,9 +113,9 @@ func acpInput(call acpToolCall) json.RawMessage {
 	if call.Kind != "" {
 		desc["kind"] = call.Kind
 	}
-	for k, v := range map[string]json.RawMessage{"locations": call.Locations, "content": call.Content} {
-		if len(v) > 0 && len(v) <= maxRaw && json.Valid(v) && string(v) != "[]" && string(v) != "null" {
-			desc[k] = v
+	for k, v := range map[string]any{"locations": call.Locations, "content": call.Content} {
+		if b, err := json.Marshal(v); err == nil && len(b) <= maxRaw && string(b) != "[]" && string(b) != "null" {
+			desc[k] = json.RawMessage(b)
 		}
 	}
 	b, _ := json.Marshal(desc)
@@ -122,7 +124,7 @@ func acpInput(call acpToolCall) json.RawMessage {
 
 // acpSummary is the question's one line: from the input's command, path or
 // URL, else from the call's title.
-func acpSummary(name string, call acpToolCall, input json.RawMessage) string {
+func acpSummary(name string, call acp.ToolCallUpdate, input json.RawMessage) string {
 	s := summarize(name, input)
 	if s == name && strings.TrimSpace(call.Title) != "" {
 		s = oneLine(name + ": " + call.Title)
@@ -132,24 +134,14 @@ func acpSummary(name string, call acpToolCall, input json.RawMessage) string {
 
 // acpOutput is a finished call's output as text: its text content, else
 // what its rawOutput says.
-func acpOutput(call acpToolCall) string {
-	var blocks []struct {
-		Type    string `json:"type"`
-		Path    string `json:"path"`
-		Content struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
+func acpOutput(call acp.ToolCallUpdate) string {
 	var parts []string
-	if decodeParams(call.Content, &blocks) {
-		for _, b := range blocks {
-			switch {
-			case b.Type == "content" && b.Content.Type == "text":
-				parts = append(parts, b.Content.Text)
-			case b.Type == "diff" && b.Path != "":
-				parts = append(parts, "changed "+b.Path)
-			}
+	for _, b := range call.Content {
+		switch {
+		case b.Type == acp.ToolContentContent && b.Content != nil && b.Content.Type == acp.ContentText:
+			parts = append(parts, b.Content.Text)
+		case b.Type == acp.ToolContentDiff && b.Path != "":
+			parts = append(parts, "changed "+b.Path)
 		}
 	}
 	if out := strings.TrimSpace(strings.Join(parts, "\n")); out != "" {

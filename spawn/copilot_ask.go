@@ -3,6 +3,7 @@ package spawn
 import (
 	"strings"
 
+	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 )
 
@@ -59,7 +60,7 @@ func buildCopilotAsk(bin string, req Request) (Plan, error) {
 // read, ...): allow_always then covers the kind, as Copilot's own "always
 // allow" does.
 var copilotACP = acpDialect{
-	toolName: func(c acpToolCall) string { return c.Kind },
+	toolName: func(c acp.ToolCallUpdate) string { return string(c.Kind) },
 	exitFailure: func(exit ExitInfo) *Failure {
 		if strings.Contains(exit.StderrTail, copilotNoAuth) {
 			return copilotNoAuthFailure()

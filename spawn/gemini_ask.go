@@ -3,6 +3,7 @@ package spawn
 import (
 	"fmt"
 
+	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 )
 
@@ -52,11 +53,11 @@ func buildGeminiAsk(bin string, req Request) (Plan, error) {
 // geminiACP is Gemini's dialect of ACP. It names the tool in front of
 // each call id; its fatal exit codes are those of its one-shot mode.
 var geminiACP = acpDialect{
-	toolName: func(c acpToolCall) string {
+	toolName: func(c acp.ToolCallUpdate) string {
 		if m := idToolName.FindStringSubmatch(c.ToolCallID); m != nil {
 			return m[1]
 		}
-		return c.Kind
+		return string(c.Kind)
 	},
 	exitFailure: func(exit ExitInfo) *Failure {
 		k, ok := geminiExitKinds[exit.Code]

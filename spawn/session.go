@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/card-dev/card/acp"
 )
 
 // Session protocols: an agent that asks about tool calls over its own stdin
@@ -100,21 +102,21 @@ func newConversation(sp SessionPlan) (conversation, error) {
 // one message per line each way. It reads lines the runner has already
 // bounded and counted, so nothing the child prints can grow it.
 //
-// A line that is not a JSON-RPC message (a log line, a stray object) is
-// handed to bad and skipped: sourcegraph/jsonrpc2 would otherwise close the
-// whole conversation on it.
+// The framing is acp's (these agents frame alike): a line that is not a
+// JSON-RPC message (a log line, a stray object) is handed to bad and
+// skipped, since sourcegraph/jsonrpc2 would otherwise close the whole
+// conversation on it, and each message is written as one line.
 type lineStream struct {
 	lines <-chan []byte
-	w     io.Writer
+	w     *acp.Writer
 	bad   func(line []byte)
 
-	wmu  sync.Mutex
 	done chan struct{}
 	once sync.Once
 }
 
 func newLineStream(lines <-chan []byte, w io.Writer, bad func(line []byte)) *lineStream {
-	return &lineStream{lines: lines, w: w, bad: bad, done: make(chan struct{})}
+	return &lineStream{lines: lines, w: acp.NewWriter(w), bad: bad, done: make(chan struct{})}
 }
 
 // ReadObject implements jsonrpc2.ObjectStream.
@@ -130,7 +132,7 @@ func (s *lineStream) ReadObject(v any) error {
 				return io.EOF
 			}
 		}
-		if !isMessage(line) {
+		if !acp.IsMessage(line) {
 			if s.bad != nil {
 				s.bad(line)
 			}
@@ -140,50 +142,9 @@ func (s *lineStream) ReadObject(v any) error {
 	}
 }
 
-// isMessage is true for one JSON-RPC request, notification or response.
-// It is checked before the line reaches jsonrpc2, whose decoder may leave
-// half a message behind on a line it rejects.
-func isMessage(line []byte) bool {
-	if len(line) == 0 || line[0] != '{' {
-		return false
-	}
-	var m struct {
-		Method *string          `json:"method"`
-		Result *json.RawMessage `json:"result"`
-		Error  *json.RawMessage `json:"error"`
-		ID     *json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(line, &m) != nil {
-		return false
-	}
-	// A result of null decodes as a nil pointer; a response always has
-	// an id, so the id tells it apart from an object that is no message.
-	response := m.Method == nil && m.ID != nil && (m.Result != nil || m.Error != nil || hasNullResult(line))
-	return m.Method != nil || response
-}
-
-// hasNullResult is a response whose result is JSON null, which a pointer
-// field cannot tell from a missing one.
-func hasNullResult(line []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil {
-		return false
-	}
-	_, ok := m["result"]
-	return ok
-}
-
 // WriteObject implements jsonrpc2.ObjectStream: one line per message.
 func (s *lineStream) WriteObject(obj any) error {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	_, err = s.w.Write(b)
-	return err
+	return s.w.Write(obj)
 }
 
 // Close implements jsonrpc2.ObjectStream. It stops reading; the child's

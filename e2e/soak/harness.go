@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -317,5 +316,3 @@ func countLog(path, s string) int {
 	b, _ := os.ReadFile(path)
 	return bytes.Count(b, []byte(s))
 }
-
-var errSkip = errors.New("skip")

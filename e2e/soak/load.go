@@ -73,7 +73,6 @@ func phaseLoad(ctx context.Context, h *harness) *result {
 		all      = make(latencies, 0, conns*reqs)
 		perMeth  = map[string]latencies{}
 	)
-	start := time.Now()
 	var wg sync.WaitGroup
 	ready := make(chan struct{})
 	for i := 0; i < conns; i++ {
@@ -115,7 +114,7 @@ func phaseLoad(ctx context.Context, h *harness) *result {
 	}
 	// Every client connects first, so the 200 are truly concurrent.
 	time.Sleep(200 * time.Millisecond)
-	start = time.Now()
+	start := time.Now()
 	close(ready)
 	wg.Wait()
 	elapsed := time.Since(start)
