@@ -297,6 +297,7 @@ func TestStreamedInvokeSpeaksAgentsChatEvent(t *testing.T) {
 			}
 			require.Len(t, calls, 1, "the fixture's one tool call")
 			assert.Equal(t, "Read", calls[0].Tool)
+			assert.Equal(t, "Read", calls[0].Detail, "the legacy name")
 			var params map[string]any
 			require.NoError(t, json.Unmarshal(calls[0].Params, &params))
 			assert.Equal(t, "/home/user/project/README.md", params["file_path"])
@@ -419,6 +420,10 @@ func TestTheFieldsCardCannotHonourAreRefusedAsDocumented(t *testing.T) {
 	home, err := filepath.EvalSymlinks(c.home)
 	require.NoError(t, err)
 	assert.Equal(t, home, run.Cwd, "no cwd: the daemon user's home")
+	_, rerr := h.call("agents.invoke_external", map[string]any{"id": "codex", "task": "fix it", "permission_mode": "edit"})
+	require.NotNil(t, rerr, "a run that may change files names where")
+	assert.Equal(t, -32602, rerr.Code)
+	assert.Contains(t, string(rerr.Data), "cwd")
 }
 
 func indexOf(xs []string, x string) int {

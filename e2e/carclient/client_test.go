@@ -84,6 +84,7 @@ type chatEvent struct {
 	Delta              *string         `json:"delta"`
 	Tool               string          `json:"tool"`
 	Params             json.RawMessage `json:"params"`
+	Detail             string          `json:"detail"`
 	FinishReason       *string         `json:"finish_reason"`
 	Text               *string         `json:"text"`
 	DroppedAttachments json.RawMessage `json:"dropped_attachments"`
