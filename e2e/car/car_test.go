@@ -1,8 +1,11 @@
 package car_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"image"
+	"image/png"
 	"net/http"
 	"os"
 	"os/exec"
@@ -309,4 +312,76 @@ func TestACARClientFindsCardThroughDaemonJSONAndAuthenticatesOnTheUpgrade(t *tes
 	require.Error(t, err, "no token, no upgrade: there is no session.auth to send it later")
 	require.NotNil(t, resp)
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// The real Claude Code, Codex and Gemini CLIs, each on its stand-in API,
+// streamed through agents.invoke_external as a CAR host asks: the ack and
+// every agents.chat.event carry the host's session_id and the adapter as
+// agent_id, the tokens carry the answer, and the terminal done says how
+// many of the host's three attachments (an image, a text file claiming to
+// be one, a path that does not exist) were not sent.
+func TestRealAgentsStreamCARsDialectAndSkipWhatTheyCannotSend(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	require.NoError(t, png.Encode(&buf, img))
+	dot := filepath.Join(dir, "dot.png")
+	require.NoError(t, os.WriteFile(dot, buf.Bytes(), 0o600))
+	notes := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("not an image\n"), 0o600))
+	attachments := []map[string]any{{"path": dot, "media_type": "image/png"}, {"path": notes, "media_type": "image/png"}, {"path": filepath.Join(dir, "missing.png")}}
+
+	cases := []struct {
+		adapter, bin string
+		setup        func(t *testing.T, bin, answer string) (environ []string, adapterCfg map[string]any)
+	}{
+		{"claude-code", "claude", func(t *testing.T, bin, answer string) ([]string, map[string]any) {
+			s := standin.NewAnthropic(t, standin.Script{Answer: answer})
+			return append(s.ClaudeEnv(t.TempDir(), os.Getenv("PATH")), "CAR_CLAUDE_CODE_BIN="+bin), nil
+		}},
+		{"codex", "codex", func(t *testing.T, bin, answer string) ([]string, map[string]any) {
+			s := standin.NewOpenAI(t, standin.Script{Answer: answer})
+			args, env := s.CodexExtras()
+			return []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "CAR_CODEX_BIN=" + bin, "NO_COLOR=1"},
+				map[string]any{"args": args, "env": env}
+		}},
+		{"gemini", "gemini", func(t *testing.T, bin, answer string) ([]string, map[string]any) {
+			s := standin.NewGemini(t, standin.Script{Answer: answer})
+			env, err := s.GeminiSetup(t.TempDir(), os.Getenv("PATH"))
+			require.NoError(t, err)
+			return append(env, "CAR_GEMINI_BIN="+bin), map[string]any{"args": []string{"--skip-trust"}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.adapter, func(t *testing.T) {
+			bin := standin.CLI(t, c.bin)
+			answer := "PONG via card from the " + c.adapter + " stand-in"
+			environ, cfg := c.setup(t, bin, answer)
+			d := startDaemon(t, environ, c.adapter, cfg)
+			w := dialWire(t, d)
+			session := "chat-" + c.adapter
+			var acc map[string]any
+			w.ok("agents.invoke_external", map[string]any{"id": c.adapter, "task": "say pong", "cwd": t.TempDir(), "stream": true,
+				"session_id": session, "timeout_secs": 150, "attachments": attachments}, &acc)
+			assert.Equal(t, true, acc["accepted"])
+			assert.Equal(t, session, acc["session_id"])
+			assert.EqualValues(t, 2, acc["dropped_attachments"])
+			evs := w.untilChatEnd(session)
+			var text strings.Builder
+			for _, n := range evs {
+				p := n["params"].(map[string]any)
+				assert.Equal(t, session, p["session_id"])
+				assert.Equal(t, c.adapter, p["agent_id"])
+				if p["kind"] == "token" {
+					text.WriteString(p["delta"].(string))
+				}
+			}
+			last := evs[len(evs)-1]["params"].(map[string]any)
+			require.Equal(t, "done", last["kind"], "%v", last)
+			assert.Equal(t, answer, strings.TrimSpace(last["text"].(string)))
+			assert.Contains(t, text.String(), answer)
+			assert.EqualValues(t, 2, last["dropped_attachments"])
+			assert.Contains(t, last["finish_reason"], "2 image(s) skipped")
+		})
+	}
 }
