@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"unicode"
@@ -354,6 +355,9 @@ func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (Ex
 		// reaching for files rather than a host that named a bad one.
 		return ExternalInvokeAnswer{}, nil, rpc.InvalidField("attachments[0].path",
 			"a connection from a web page (Origin %s) may not make card read files on this machine; agents.invoke takes the image's bytes (data_b64 with mime_type)", peer.Origin())
+	}
+	if field := placeholderIn(reflect.ValueOf(p.Attachments), "attachments"); field != "" {
+		return ExternalInvokeAnswer{}, nil, rpc.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
 	}
 	car := p.Attachments
 	if car == nil {

@@ -254,6 +254,17 @@ func TestARoutingIDIsBoundedPrintableText(t *testing.T) {
 	assert.False(t, res.IsError)
 }
 
+// card's private-file placeholder is refused in a CAR attachment's path,
+// as in every field that is not text for the agent, rather than skipped.
+func TestACARAttachmentMayNotHoldCardsPlaceholder(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	c := rd.RPC(t, rpc.ClientOptions{})
+	re := rpcCode(t, externalCall(t, c, map[string]any{"id": "codex", "task": "x", "cwd": rd.cwd,
+		"attachments": []map[string]any{{"path": "/tmp/ok.png"}, {"path": "/tmp/{{card-file:x}}.png"}}}, nil))
+	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, "attachments[1].path", errData(t, re)["field"])
+}
+
 // The agent CLI's own session is kept apart from the host's routing id:
 // the answer's agent_session_id is the run's session_id in the history,
 // and resume continues it.
