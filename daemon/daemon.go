@@ -71,6 +71,7 @@ type Daemon struct {
 	substrate *lazySubstrate
 	runs      *runs.Manager
 	subs      subscriptions
+	carRoutes carRoutes
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
@@ -23,7 +24,8 @@ const (
 	MaxInvokeTimeoutSecs = 3600
 )
 
-// InvokeParams are agents.invoke's (and agents.invoke_external's) params.
+// InvokeParams are agents.invoke's params (agents.invoke_external has its
+// own, ExternalInvokeParams, with the same fields in CAR's meaning).
 type InvokeParams struct {
 	// ID is the adapter to run (claude-code, codex, gemini, ...).
 	ID string `json:"id"`
@@ -113,6 +115,14 @@ var invokeAccessRules = []rpc.AccessRule{
 // daemon's state (the guard, bypass allowed, the binary, the cap) is the
 // run subsystem's gate, after this.
 func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
+	return d.prepareWith(p, nil)
+}
+
+// prepareWith is prepare with a choice of attachment policy: nil is
+// agents.invoke's (the first bad attachment refuses the request); car is
+// CAR's, for agents.invoke_external (a bad one is skipped, recorded as
+// dropped with why, and the agent runs with the rest).
+func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Request, error) {
 	if strings.TrimSpace(p.ID) == "" {
 		return runs.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
@@ -125,14 +135,21 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if err := p.check(); err != nil {
 		return runs.Request{}, err
 	}
-	checked, err := readAttachments(p.Attachments, d.cfg.Attachments)
-	if err != nil {
+	var (
+		checked []attachment
+		skipped []store.Attachment
+		err     error
+	)
+	if car != nil {
+		checked, skipped = readCARAttachments(car, d.cfg.Attachments)
+	} else if checked, err = readAttachments(p.Attachments, d.cfg.Attachments); err != nil {
 		return runs.Request{}, err
 	}
 	images, records, err := attach(p.ID, checked, p.RequireAttachments)
 	if err != nil {
 		return runs.Request{}, err
 	}
+	records = withSkipped(records, skipped)
 	req := p.spawnRequest()
 	req.Images = images
 	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())

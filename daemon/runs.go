@@ -264,7 +264,7 @@ func (d *Daemon) registerRuns() {
 			CodeUnenforcedReadOnly, CodeTooManyRuns, rpc.CodeShuttingDown},
 	}
 	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
-	r.Alias("agents.invoke_external", "agents.invoke")
+	d.registerCAR()
 	rpc.Register(r, "agents.cancel", rpc.Doc{
 		Access:      rpc.AccessAgents,
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",

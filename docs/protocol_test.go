@@ -472,7 +472,8 @@ func TestCaptureExamples(t *testing.T) {
 	home := filepath.Join(os.TempDir(), "card-example-home")
 	_ = os.RemoveAll(home)
 	t.Cleanup(func() { _ = os.RemoveAll(home) })
-	ws := startDaemon(t, home).Raw(t)
+	d := startDaemon(t, home)
+	ws := d.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ws.SetReadLimit(16 << 20)
@@ -517,6 +518,7 @@ func TestCaptureExamples(t *testing.T) {
 		}
 	}
 	captureRuns(c, home)
+	captureCAR(c, home, d.URL, d.Token)
 	captureUnusable(t, c)
 
 	// Transport examples: frames that are not one well-formed request.
@@ -571,6 +573,8 @@ type capturer struct {
 	id  int
 	// quiet drops notifications (a replay would repeat the run's events).
 	quiet bool
+	// chatEnded is set when a terminal agents.chat.event is read.
+	chatEnded bool
 }
 
 func (c *capturer) emit(method, kind string, raw []byte) {
@@ -591,6 +595,7 @@ func (c *capturer) read() (method string, id int, result json.RawMessage, msg []
 	}
 	require.NoError(c.t, json.Unmarshal(msg, &probe))
 	if probe.Method != "" {
+		c.noteChat(msg)
 		if !c.quiet {
 			c.emit(probe.Method, "notification", msg)
 		}

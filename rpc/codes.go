@@ -56,7 +56,27 @@ type Error struct {
 	Code    int64  `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+	// closeConn ends the connection once this answer is written
+	// (CloseAfter); it never goes on the wire.
+	closeConn string
 }
+
+// CloseAfter marks a handler's error as one that ends the connection: the
+// client is answered with err, and then the connection is closed with 1008
+// (policy violation) and reason. It is for a client that proved it should
+// not be connected (it presented a credential that is not the daemon's),
+// which must hear why before the socket goes.
+func CloseAfter(err error, reason string) error {
+	return &closeAfterError{err: err, reason: reason}
+}
+
+type closeAfterError struct {
+	err    error
+	reason string
+}
+
+func (e *closeAfterError) Error() string { return e.err.Error() }
+func (e *closeAfterError) Unwrap() error { return e.err }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
 

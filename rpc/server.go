@@ -325,6 +325,9 @@ func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc
 func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, withdrawn bool) {
 	ctx := sc.ctx
 	if req.notif() {
+		if rerr != nil && rerr.closeConn != "" {
+			sc.closeAfterRefusal(req, rerr)
+		}
 		if then != nil {
 			then(ctx)
 		}
@@ -337,7 +340,16 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 		if rerr.Code == CodeInternalError {
 			sc.log.Warn("request failed", zap.String("method", req.method), zap.String("error", rerr.Message))
 		}
-		sc.answerError(req, rerr.wire())
+		flushed := sc.answerError(req, rerr.wire())
+		if rerr.closeConn != "" {
+			// A batch member's answer leaves with its batch: the socket
+			// stays until that frame is written.
+			select {
+			case <-flushed:
+			case <-ctx.Done():
+			}
+			sc.closeAfterRefusal(req, rerr)
+		}
 		return
 	}
 	flushed, err := sc.reply(req, res)
@@ -365,10 +377,22 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 	then(ctx)
 }
 
-func (sc *serverConn) answerError(req *request, e *wireError) {
-	if _, err := sc.stream.answer(req, errorAnswerWire(req.id, e)); err != nil {
+// closeAfterRefusal ends the connection with 1008 once a refusal marked
+// with CloseAfter has been answered.
+func (sc *serverConn) closeAfterRefusal(req *request, rerr *Error) {
+	sc.log.Info("closing the connection after refusing a request", zap.String("method", req.method), zap.String("reason", rerr.closeConn))
+	_ = sc.ws.Close(websocket.StatusPolicyViolation, rerr.closeConn)
+}
+
+func (sc *serverConn) answerError(req *request, e *wireError) (flushed <-chan struct{}) {
+	flushed, err := sc.stream.answer(req, errorAnswerWire(req.id, e))
+	if err != nil {
 		sc.log.Debug("could not send an error answer", zap.String("method", req.method), zap.Error(err))
 	}
+	if flushed == nil {
+		return sent
+	}
+	return flushed
 }
 
 // reply sends a success answer. A result that is already JSON (Encoded) is
