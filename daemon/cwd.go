@@ -347,6 +347,9 @@ func otherUsersHomes(passwd string, uid int) []string {
 	return homes
 }
 
+// passwdFile is the passwd database; tests point it at their own.
+var passwdFile = "/etc/passwd"
+
 // readOtherHomes is otherUsersHomes over /etc/passwd, for a daemon running
 // as root, and on macOS the homes under /Users too (its accounts live in
 // its directory service, not in the file). Not root: none.
@@ -355,7 +358,7 @@ func readOtherHomes(home string) []string {
 	if uid != 0 {
 		return nil
 	}
-	b, _ := os.ReadFile("/etc/passwd")
+	b, _ := os.ReadFile(passwdFile)
 	homes := otherUsersHomes(string(b), uid)
 	if runtime.GOOS == "darwin" {
 		ents, _ := os.ReadDir("/Users")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -157,4 +158,37 @@ func TestAWritingRunIsRefusedTheHomesDotDirsAndTheAgentsPath(t *testing.T) {
 		res := rd.finished(t, p)
 		assert.False(t, res.IsError, dir)
 	}
+}
+
+// A daemon running as root could write every account's files: another
+// user's home (as the passwd database lists it) is refused to a writing
+// run, inside it and through a symlink too, while the accounts whose home
+// is "/" refuse nothing more and a project elsewhere runs.
+func TestARootDaemonRefusesAWritingRunInAnotherUsersHome(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testskip.Skip(t, testskip.Gap{Why: "only a daemon running as root refuses other users' homes", Enable: "run as root"},
+			"!!! needs root: the rule applies to a root daemon only")
+	}
+	users := t.TempDir()
+	bob := filepath.Join(users, "bob")
+	require.NoError(t, os.MkdirAll(filepath.Join(bob, "src", "app"), 0o755))
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/bash\n"+
+		"bob:x:4242:4242:Bob:"+bob+":/bin/sh\nsystemd-network:x:998:998::/:/usr/sbin/nologin\n"), 0o644))
+	daemon.UsePasswdFile(t, passwd)
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	link := filepath.Join(t.TempDir(), "bob")
+	require.NoError(t, os.Symlink(bob, link))
+	for _, cwd := range []string{bob, filepath.Join(bob, "src", "app"), link, users} {
+		p := rd.params("claude-code", "x")
+		p.Cwd, p.PermissionMode = cwd, "edit"
+		_, err := rd.Client.Invoke(ctx, p)
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, "other_user_home", errData(t, re)["rule"], re.Message)
+	}
+	p := rd.params("claude-code", "edit the project")
+	p.PermissionMode = "edit"
+	assert.False(t, rd.finished(t, p).IsError, "a project outside every home runs")
 }
