@@ -38,9 +38,14 @@ func TestNoRunStartsInAForbiddenDirSwappedInAfterItsCwdWasChecked(t *testing.T) 
 	claude := rd.agents["claude-code"]
 	script, err := os.ReadFile(claude.Path)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(claude.Path, []byte(strings.Replace(string(script), "*FAIL*)",
+	// Replaced by rename, never written in place: the daemon's detection
+	// may be running the fake's --version right now, and an executable open
+	// for writing cannot be run (ETXTBSY).
+	newScript := claude.Path + ".next"
+	require.NoError(t, os.WriteFile(newScript, []byte(strings.Replace(string(script), "*FAIL*)",
 		"*WHERE*) pwd -P > '"+claude.Dir+"'/cwd-\"$CARD_RUN_ID\"; : > ./wrote-\"$CARD_RUN_ID\"; cat '"+
 			daemontest.RepoFile(t, "spawn/testdata/claude-stream-success.jsonl")+"'; exit 0;;\n*FAIL*)", 1)), 0o755))
+	require.NoError(t, os.Rename(newScript, claude.Path))
 
 	base := t.TempDir()
 	proj, alt := filepath.Join(base, "proj"), filepath.Join(base, "alt")
