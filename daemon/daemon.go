@@ -145,7 +145,7 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 
-	policy, err := newCwdPolicy(cfg, env["HOME"], home)
+	policy, err := newCwdPolicy(cfg, env["HOME"], home, readOtherHomes(env["HOME"]))
 	if err != nil {
 		return nil, err
 	}

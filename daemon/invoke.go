@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,7 +153,7 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Req
 	records = withSkipped(records, skipped)
 	req := p.spawnRequest()
 	req.Images = images
-	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())
+	cwd, err := d.runCwd(p.ID, p.Cwd, req.EffectiveMode())
 	if err != nil {
 		return runs.Request{}, err
 	}
@@ -191,26 +192,46 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Req
 // runCwd is where a run goes: asked (the user's home when empty, allowed in
 // read_only only), with every symlink followed, so the agent runs in, and
 // the run records, the directory that was judged, not a name that could
-// point elsewhere by the time the agent starts. A mode that writes is
-// refused a directory the cwd policy refuses.
-func (d *Daemon) runCwd(asked string, mode spawn.Mode) (string, error) {
+// point elsewhere by the time the agent starts (the runner holds that
+// directory open and starts the agent in it only if it is still there). A
+// mode that writes is refused a directory the cwd policy refuses.
+func (d *Daemon) runCwd(adapter, asked string, mode spawn.Mode) (string, error) {
 	dir := asked
 	if dir == "" {
 		dir = d.env["HOME"]
 	}
-	resolved, err := resolveDir(dir)
-	if err != nil {
-		if asked == "" {
-			return dir, nil // a home that is gone: the runner says so
+	if !writesUnderCwd(mode) {
+		resolved, err := resolveDir(dir)
+		if err != nil {
+			if asked == "" {
+				return dir, nil // a home that is gone: the runner says so
+			}
+			return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
 		}
+		return resolved, nil
+	}
+	resolved, rule, why, err := d.cwdPolicy.withPath(d.agentPathDirs(adapter)).judge(osPaths{}, dir)
+	if err != nil {
 		return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
 	}
-	if writesUnderCwd(mode) {
-		if why := d.cwdPolicy.refusal(resolved); why != "" {
-			return "", cwdRefused(asked, resolved, mode, why)
-		}
+	if why != "" {
+		return "", cwdRefused(asked, resolved, mode, rule, why)
 	}
 	return resolved, nil
+}
+
+// agentPathDirs is the PATH adapter's agent gets: the search path the
+// daemon resolved, or the operator's own PATH for that adapter, which the
+// plan's environment puts over it.
+func (d *Daemon) agentPathDirs(adapter string) []string {
+	var dirs []string
+	if d.detector != nil {
+		dirs = d.detector.SearchPath().Dirs
+	}
+	if p, ok := d.cfg.Adapters[adapter].Env["PATH"]; ok {
+		dirs = append(slices.Clip(dirs), filepath.SplitList(p)...)
+	}
+	return dirs
 }
 
 // check judges the fields spawn does not: the task, the mode's need for a
