@@ -171,6 +171,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// maxSecsSetting bounds card.toml's durations in seconds: a day.
+const maxSecsSetting = 86400
+
 // ShutdownGrace is how long a graceful shutdown waits for work to end.
 func (c Config) ShutdownGrace() time.Duration {
 	return time.Duration(c.ShutdownGraceSec) * time.Second
@@ -274,6 +277,22 @@ func (c Config) Validate() error {
 	for _, ch := range checks {
 		if ch.v < ch.min {
 			return fmt.Errorf("%s = %d is below the minimum of %d", ch.name, ch.v, ch.min)
+		}
+	}
+	// Values that become a time.Duration are bounded above too: past the
+	// int64 nanoseconds a Duration holds they wrap, and a wrapped
+	// max_age_days prunes every finished run.
+	for _, ch := range []struct {
+		name string
+		v    int
+		max  int
+	}{
+		{"max_age_days", c.MaxAgeDays, MaxAgeDaysLimit},
+		{"shutdown_grace_secs", c.ShutdownGraceSec, maxSecsSetting},
+		{"probe_timeout_secs", c.ProbeTimeoutSec, maxSecsSetting},
+	} {
+		if ch.v > ch.max {
+			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)
 		}
 	}
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {

@@ -61,13 +61,19 @@ type PruneParams struct {
 	MaxAgeDays *int `json:"max_age_days,omitempty"`
 }
 
-// Validate refuses negative bounds.
+// MaxAgeDaysLimit is the largest max_age_days, in card.toml and in
+// runs.prune: a hundred years. Days become a time.Duration, which overflows
+// past about 106,751 days and wraps to an age that is negative or tiny, and
+// a tiny age prunes every finished run.
+const MaxAgeDaysLimit = 36500
+
+// Validate refuses negative bounds and an age past MaxAgeDaysLimit.
 func (p *PruneParams) Validate() error {
 	if p.MaxRuns != nil && *p.MaxRuns < 0 {
 		return rpc.InvalidField("max_runs", "must not be negative (0: no bound on the count)")
 	}
-	if p.MaxAgeDays != nil && *p.MaxAgeDays < 0 {
-		return rpc.InvalidField("max_age_days", "must not be negative (0: no bound on age)")
+	if p.MaxAgeDays != nil && (*p.MaxAgeDays < 0 || *p.MaxAgeDays > MaxAgeDaysLimit) {
+		return rpc.InvalidField("max_age_days", "must be 0 to %d days, not %d (0: no bound on age)", MaxAgeDaysLimit, *p.MaxAgeDays)
 	}
 	return nil
 }

@@ -498,6 +498,7 @@ func TestCaptureExamples(t *testing.T) {
 		}
 	}
 	captureRuns(c, home)
+	call("runs.prune", `{"max_age_days":106752}`)
 	captureUnusable(t, c)
 
 	// Transport examples: frames that are not one well-formed request.
