@@ -45,6 +45,13 @@ type Config struct {
 	MaxInFlight      int   `toml:"max_inflight_per_connection"`
 	ShutdownGraceSec int   `toml:"shutdown_grace_secs"`
 
+	// MaxConnectionsPerOrigin caps one allowed web origin's connections (0:
+	// a quarter of max_connections); MaxPendingConnections caps the
+	// connections that have not finished their upgrade, the oldest closed
+	// past it.
+	MaxConnectionsPerOrigin int `toml:"max_connections_per_origin"`
+	MaxPendingConnections   int `toml:"max_pending_connections"`
+
 	// AllowBypass lets a request use permission_mode = "bypass", which turns
 	// off the agent's own protections. Off by default.
 	AllowBypass bool `toml:"allow_bypass"`
@@ -152,6 +159,7 @@ func DefaultConfig() Config {
 		LogLevel:                "info",
 		MaxMessageBytes:         4 << 20,
 		MaxConnections:          128,
+		MaxPendingConnections:   rpc.DefaultMaxPending,
 		MaxInFlight:             64,
 		ShutdownGraceSec:        10,
 		RecordTasks:             &recordTasks,
@@ -259,6 +267,8 @@ func (c Config) Validate() error {
 	}{
 		{"max_message_bytes", c.MaxMessageBytes, 1024},
 		{"max_connections", int64(c.MaxConnections), 1},
+		{"max_connections_per_origin", int64(c.MaxConnectionsPerOrigin), 0},
+		{"max_pending_connections", int64(c.MaxPendingConnections), 1},
 		{"max_inflight_per_connection", int64(c.MaxInFlight), 1},
 		{"shutdown_grace_secs", int64(c.ShutdownGraceSec), 1},
 		{"max_concurrent_runs", int64(c.MaxConcurrentRuns), 1},
@@ -294,6 +304,9 @@ func (c Config) Validate() error {
 		if ch.v > ch.max {
 			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)
 		}
+	}
+	if c.MaxConnectionsPerOrigin > c.MaxConnections {
+		return fmt.Errorf("max_connections_per_origin = %d is above max_connections = %d", c.MaxConnectionsPerOrigin, c.MaxConnections)
 	}
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
 		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
