@@ -288,7 +288,7 @@ func (d *Daemon) registerRuns() {
 	rpc.Register(r, "runs.get", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
-		Description: "An ask-mode run also lists its approvals: every question it asked, in order, with its decision (absent while it waits).",
+		Description: "An ask-mode run also lists its approvals: the questions it asked, in order, with their decisions (absent while one waits), at most 1,000; approvals_truncated and approvals_total say when it recorded more.",
 		Errors:      []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p GetParams) (RunRecord, error) {
 		return d.runs.Get(ctx, p.RunID)
