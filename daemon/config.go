@@ -48,7 +48,7 @@ type Config struct {
 	// MaxConnectionsPerOrigin caps one allowed web origin's connections (0:
 	// a quarter of max_connections); MaxPendingConnections caps the
 	// connections that have not finished their upgrade, the oldest closed
-	// past it.
+	// past it (0: 256 or max_connections, whichever is larger).
 	MaxConnectionsPerOrigin int `toml:"max_connections_per_origin"`
 	MaxPendingConnections   int `toml:"max_pending_connections"`
 
@@ -159,7 +159,6 @@ func DefaultConfig() Config {
 		LogLevel:                "info",
 		MaxMessageBytes:         4 << 20,
 		MaxConnections:          128,
-		MaxPendingConnections:   rpc.DefaultMaxPending,
 		MaxInFlight:             64,
 		ShutdownGraceSec:        10,
 		RecordTasks:             &recordTasks,
@@ -268,7 +267,7 @@ func (c Config) Validate() error {
 		{"max_message_bytes", c.MaxMessageBytes, 1024},
 		{"max_connections", int64(c.MaxConnections), 1},
 		{"max_connections_per_origin", int64(c.MaxConnectionsPerOrigin), 0},
-		{"max_pending_connections", int64(c.MaxPendingConnections), 1},
+		{"max_pending_connections", int64(c.MaxPendingConnections), 0},
 		{"max_inflight_per_connection", int64(c.MaxInFlight), 1},
 		{"shutdown_grace_secs", int64(c.ShutdownGraceSec), 1},
 		{"max_concurrent_runs", int64(c.MaxConcurrentRuns), 1},

@@ -41,7 +41,8 @@ type ServerConfig struct {
 	// quarter of MaxConns to native clients. See slots.go.
 	MaxConnsPerOrigin int
 	// MaxPending caps accepted connections that have not finished their
-	// upgrade (zero: DefaultMaxPending); past it the oldest is closed.
+	// upgrade (zero: DefaultMaxPending or MaxConns, whichever is larger);
+	// past it the oldest is closed.
 	// Only connections the http.Server reports through ConnState count.
 	MaxPending int
 	// MaxInFlight caps unanswered requests per connection; past it a request
@@ -96,7 +97,9 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.MaxConnsPerOrigin = defaultMaxConnsPerOrigin(cfg.MaxConns)
 	}
 	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = DefaultMaxPending
+		// At least MaxConns: clients filling every slot at once must not
+		// push out each other's handshakes.
+		cfg.MaxPending = max(DefaultMaxPending, cfg.MaxConns)
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight

@@ -29,6 +29,7 @@ import (
 
 // Defaults for the slot bounds.
 const (
+	// DefaultMaxPending is the least MaxPending defaults to.
 	DefaultMaxPending = 256
 	// DefaultHandshakeTimeout bounds each phase of an upgrade before the
 	// socket is handed over: reading the headers, reading the request,
