@@ -223,10 +223,12 @@ func (d *Daemon) Start() error {
 				OriginsSetting: "allowed_origins in " + ConfigFileName,
 			},
 		},
-		ReadLimit:   d.cfg.MaxMessageBytes,
-		MaxConns:    d.cfg.MaxConnections,
-		MaxInFlight: d.cfg.MaxInFlight,
-		Logger:      d.log.Named("rpc"),
+		ReadLimit:         d.cfg.MaxMessageBytes,
+		MaxConns:          d.cfg.MaxConnections,
+		MaxConnsPerOrigin: d.cfg.MaxConnectionsPerOrigin,
+		MaxPending:        d.cfg.MaxPendingConnections,
+		MaxInFlight:       d.cfg.MaxInFlight,
+		Logger:            d.log.Named("rpc"),
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", d.rpcSrv)
@@ -234,12 +236,16 @@ func (d *Daemon) Start() error {
 		http.Error(w, "not found: card serves WebSocket JSON-RPC at /rpc", http.StatusNotFound)
 	})
 	d.httpSrv = &http.Server{
-		Handler: mux,
-		// Slow-loris upgrades must not hold a connection slot forever.
-		ReadHeaderTimeout: 5 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+		Handler:        mux,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       zap.NewStdLog(d.log.Named("http")),
+		// Connections that have not finished their upgrade are bounded
+		// in number (the oldest closed past max_pending_connections) and
+		// in time: a slow-loris upgrade, or a refused one left open, holds
+		// neither a slot nor a descriptor for long.
+		ConnState: d.rpcSrv.ConnState,
 	}
+	rpc.HandshakeTimeouts(d.httpSrv, rpc.DefaultHandshakeTimeout)
 	d.serveErr = make(chan error, 1)
 	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
 

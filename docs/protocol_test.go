@@ -519,6 +519,7 @@ func TestCaptureExamples(t *testing.T) {
 	}
 	captureRuns(c, home)
 	captureCAR(c, home, d.URL, d.Token)
+	call("runs.prune", `{"max_age_days":106752}`)
 	captureUnusable(t, c)
 
 	// Transport examples: frames that are not one well-formed request.
@@ -530,6 +531,8 @@ func TestCaptureExamples(t *testing.T) {
 	}
 	raw("parse", `{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]`)
 	raw("batch", `[{"jsonrpc":"2.0","id":101,"method":"daemon.info"},{"jsonrpc":"2.0","method":"daemon.info"},{"jsonrpc":"2.0","id":102,"method":1}]`)
+	raw("duplicate method", `{"jsonrpc":"2.0","id":7,"method":"daemon.info","method":"runs.prune"}`)
+	raw("duplicate result", `{"jsonrpc":"2.0","id":"card-1","result":{"decision":"deny"},"result":{"decision":"allow"}}`)
 	// A waiting invoke withdrawn with $/cancelRequest by the id it was sent with.
 	slow := fmt.Sprintf(`{"jsonrpc":"2.0","id":"invoke-7","method":"agents.invoke","params":{"id":"claude-code","task":"SLOW: think for a long time.","cwd":%q}}`, home)
 	withdraw := `{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"invoke-7"}}`

@@ -39,7 +39,7 @@ type CodeInfo struct {
 func Codes() []CodeInfo {
 	return []CodeInfo{
 		{CodeParseError, "parse_error", "The frame is not valid JSON. The answer's id is null."},
-		{CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a binary frame, an empty or oversized batch)."},
+		{CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a member given twice, a binary frame, an empty or oversized batch)."},
 		{CodeMethodNotFound, "method_not_found", "No method of that name; rpc.discover lists them."},
 		{CodeInvalidParams, "invalid_params", "The params do not fit the method; the message and data.field name the field."},
 		{CodeInternalError, "internal_error", "The daemon failed while answering; its log has the detail."},

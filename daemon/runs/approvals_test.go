@@ -90,7 +90,12 @@ type brokerTest struct {
 }
 
 func newBroker(starter Asker, timeout time.Duration) brokerTest {
-	l := newEventLog("run_1", 10)
+	return newBrokerBound(starter, timeout, 10)
+}
+
+// newBrokerBound is newBroker with a run event bound of max.
+func newBrokerBound(starter Asker, timeout time.Duration, max int) brokerTest {
+	l := newEventLog("run_1", max)
 	b := newApprovals("run_1", "claude-code", timeout, starter, l, zap.NewNop())
 	return brokerTest{approvals: b, log: l}
 }
@@ -361,20 +366,28 @@ func TestAnAgentThatStopsWaitingGetsADenyRecordedAsTheRunsEnd(t *testing.T) {
 	assert.Equal(t, ByRunEnd, b.records()[0].By)
 }
 
-// Approval events are kept past the run's event bound: the record of what
-// an agent was allowed to do is never partial.
-func TestApprovalEventsAreKeptPastTheEventBound(t *testing.T) {
+// Approval events count against the run's event bound like every event,
+// and one past it is counted as dropped; but a question that was kept
+// always keeps its decision, so no kept question looks unanswered.
+func TestApprovalEventsCountAgainstTheEventBoundAndAKeptQuestionKeepsItsDecision(t *testing.T) {
 	starter := newAsker(1)
 	b := newBroker(starter, time.Minute)
-	addN(b.log, 20) // the bound is 10
-	got := b.ask(context.Background(), "Bash", "x")
+	addN(b.log, 9) // the bound is 10: the question is the tenth
+	got := b.ask(context.Background(), "Bash", "kept")
 	starter.question(t)
 	starter.answer(DecisionAllow, "")
 	decision(t, got)
 	recs := b.records()
 	require.Len(t, recs, 1)
-	assert.Equal(t, DecisionAllow, recs[0].Decision)
-	assert.EqualValues(t, 10, b.log.droppedCount())
+	assert.Equal(t, DecisionAllow, recs[0].Decision, "the decision of a kept question is kept past the bound")
+	assert.EqualValues(t, 0, b.log.droppedCount())
+
+	got = b.ask(context.Background(), "Bash", "past")
+	starter.question(t)
+	starter.answer(DecisionDeny, "")
+	assert.False(t, decision(t, got).Allow, "a question past the bound is still asked and decided")
+	assert.Len(t, b.records(), 1, "but neither its question nor its decision is kept")
+	assert.EqualValues(t, 2, b.log.droppedCount(), "and both are counted as dropped")
 }
 
 // Many questions answered by many connections at once: each is decided
@@ -382,7 +395,7 @@ func TestApprovalEventsAreKeptPastTheEventBound(t *testing.T) {
 func TestConcurrentQuestionsAndAnswersDecideEachExactlyOnce(t *testing.T) {
 	starter := newAsker(1)
 	starter.leave()
-	b := newBroker(starter, time.Minute)
+	b := newBrokerBound(starter, time.Minute, 100) // every question and decision kept
 	subs := []*fakeAsker{newAsker(2), newAsker(3), newAsker(4)}
 	stop := make(chan struct{})
 	var answering sync.WaitGroup
