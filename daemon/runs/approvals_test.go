@@ -366,28 +366,32 @@ func TestAnAgentThatStopsWaitingGetsADenyRecordedAsTheRunsEnd(t *testing.T) {
 	assert.Equal(t, ByRunEnd, b.records()[0].By)
 }
 
-// Approval events count against the run's event bound like every event,
-// and one past it is counted as dropped; but a question that was kept
-// always keeps its decision, so no kept question looks unanswered.
-func TestApprovalEventsCountAgainstTheEventBoundAndAKeptQuestionKeepsItsDecision(t *testing.T) {
+// Approval events count against the run's event bound like every event;
+// a question that was kept always keeps its decision, so no kept question
+// looks unanswered; and a tool call that could not be recorded is never
+// run: past the bound it is denied without asking anyone, an allow_always
+// rule included.
+func TestApprovalEventsCountAgainstTheEventBoundAndAnUnrecordedCallIsNeverRun(t *testing.T) {
 	starter := newAsker(1)
 	b := newBroker(starter, time.Minute)
 	addN(b.log, 9) // the bound is 10: the question is the tenth
 	got := b.ask(context.Background(), "Bash", "kept")
 	starter.question(t)
-	starter.answer(DecisionAllow, "")
-	decision(t, got)
+	starter.answer(DecisionAllowAlways, "")
+	assert.True(t, decision(t, got).Allow)
 	recs := b.records()
 	require.Len(t, recs, 1)
-	assert.Equal(t, DecisionAllow, recs[0].Decision, "the decision of a kept question is kept past the bound")
+	assert.Equal(t, DecisionAllowAlways, recs[0].Decision, "the decision of a kept question is kept past the bound")
 	assert.EqualValues(t, 0, b.log.droppedCount())
 
-	got = b.ask(context.Background(), "Bash", "past")
-	starter.question(t)
-	starter.answer(DecisionDeny, "")
-	assert.False(t, decision(t, got).Allow, "a question past the bound is still asked and decided")
-	assert.Len(t, b.records(), 1, "but neither its question nor its decision is kept")
-	assert.EqualValues(t, 2, b.log.droppedCount(), "and both are counted as dropped")
+	for _, tool := range []string{"Write", "Bash"} { // asked, and matched by the allow_always rule
+		d := decision(t, b.ask(context.Background(), tool, "past"))
+		assert.False(t, d.Allow, "%s past the bound is denied", tool)
+		assert.Contains(t, d.Message, "max_events_per_run")
+	}
+	starter.notAsked(t)
+	assert.Len(t, b.records(), 1, "neither question nor decision past the bound is kept")
+	assert.EqualValues(t, 3, b.log.droppedCount(), "and each is counted as dropped")
 }
 
 // Many questions answered by many connections at once: each is decided

@@ -63,8 +63,8 @@ func (l *eventLog) add(kind string, ev AgentEvent, terminal bool) {
 // the bound is counted in dropped, as any event is. The one exception is a
 // decision whose question was kept, which is always kept too: a kept
 // question is never left looking unanswered, and there are at most as many
-// of those as the bound.
-func (l *eventLog) keep(kind string, ev AgentEvent) {
+// of those as the bound. It reports whether ev was kept.
+func (l *eventLog) keep(kind string, ev AgentEvent) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id := ""
@@ -82,6 +82,14 @@ func (l *eventLog) keep(kind string, ev AgentEvent) {
 		}
 		l.questions[id] = true
 	}
+	return kept
+}
+
+// hasRoom reports whether an event added now would be kept.
+func (l *eventLog) hasRoom() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.ended && len(l.events) < l.max
 }
 
 func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
