@@ -88,24 +88,11 @@ func newACPConversation(sp SessionPlan) (conversation, error) {
 	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true}, nil
 }
 
-// acpHandler serves the agent's messages to card.
-type acpHandler func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
-
-func (h acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	h(ctx, conn, req)
-}
-
-// discardLog keeps jsonrpc2's own complaints (an unmatched response, a
-// closed stream) off the daemon's stderr; what matters reaches the run.
-type discardLog struct{}
-
-func (discardLog) Printf(string, ...any) {}
-
 func (c *acpConversation) converse(ctx context.Context, t turn) {
 	ctx, cancel := context.WithCancel(ctx)
 	var asks sync.WaitGroup
 	stream := newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })
-	handler := acpHandler(func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	handler := rpcHandler(func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		switch req.Method {
 		case acp.MethodSessionUpdate:
 			// In order, on the reader: the events keep the agent's order,
@@ -255,25 +242,6 @@ func (c *acpConversation) endTurn(res acp.PromptResponse, emit func(...Event)) {
 	case acp.StopCancelled:
 		c.failure = failure(KindCancelled, c.adapter+" ended the turn as cancelled")
 	}
-}
-
-// decodeParams reads a message's params leniently (a field of an
-// unexpected type costs that field, not the message).
-func decodeParams(raw json.RawMessage, v any) bool {
-	err := decodeLine(raw, v)
-	return err == nil || isTypeError(err)
-}
-
-// lenientResult reads a call's result as decodeParams reads params: an
-// agent's answer with one field of an unexpected type (there are many in
-// ACP's results) costs that field, not the turn.
-type lenientResult struct{ v any }
-
-func (r *lenientResult) UnmarshalJSON(b []byte) error {
-	if !decodeParams(b, r.v) {
-		return fmt.Errorf("the agent's result is not a JSON object of the expected shape: %.200s", b)
-	}
-	return nil
 }
 
 // fail records why a call did not get its answer, when the agent gave a

@@ -275,7 +275,7 @@ func fakeACP(script string) int {
 		fmt.Println(strings.Repeat("x", 100<<10))
 	}
 	ctx := context.Background()
-	h := acpHandler(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	h := rpcHandler(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		switch req.Method {
 		case "initialize":
 			_ = conn.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentInfo": map[string]any{"name": "fake", "version": "1"},

@@ -35,7 +35,7 @@ type rpcTurn struct {
 // open starts the JSON-RPC connection over stream; close must follow.
 func (r *rpcTurn) open(ctx context.Context, stream jsonrpc2.ObjectStream, h func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request)) {
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	r.conn = jsonrpc2.NewConn(r.ctx, stream, acpHandler(h), jsonrpc2.SetLogger(discardLog{}))
+	r.conn = jsonrpc2.NewConn(r.ctx, stream, rpcHandler(h), jsonrpc2.SetLogger(discardLog{}))
 }
 
 // close ends the turn: no new question, those waiting are denied (the
@@ -122,3 +122,16 @@ func (r *rpcTurn) stopped(exit ExitInfo) *Failure {
 	}
 	return failure(kind, clip(msg, 2048))
 }
+
+// rpcHandler serves the agent's messages to card over jsonrpc2.
+type rpcHandler func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
+
+func (h rpcHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	h(ctx, conn, req)
+}
+
+// discardLog keeps jsonrpc2's own complaints (an unmatched response, a
+// closed stream) off the daemon's stderr; what matters reaches the run.
+type discardLog struct{}
+
+func (discardLog) Printf(string, ...any) {}
