@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -58,12 +57,9 @@ var acpDialects = map[string]acpDialect{agent.Gemini: geminiACP, agent.Copilot: 
 // acpConversation is one ACP turn. Its state is touched by the reader
 // (session/update, in order) and by each question waiting on the approver.
 type acpConversation struct {
-	adapter string
+	rpcTurn
 	dialect acpDialect
 
-	mu        sync.Mutex
-	closing   bool // no new question is taken: the turn is over
-	step      string
 	sessionID string
 	model     string
 	answer    answerBuf
@@ -76,8 +72,6 @@ type acpConversation struct {
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
-	completed  bool
-	failure    *Failure
 }
 
 func newACPConversation(sp SessionPlan) (conversation, error) {
@@ -85,79 +79,23 @@ func newACPConversation(sp SessionPlan) (conversation, error) {
 	if !ok {
 		return nil, fmt.Errorf("adapter %q is not run over ACP", sp.Adapter)
 	}
-	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true}, nil
+	return &acpConversation{rpcTurn: newRPCTurn(sp.Adapter, "", acpWords), dialect: d, fresh: true}, nil
 }
 
-func (c *acpConversation) converse(ctx context.Context, t turn) {
-	ctx, cancel := context.WithCancel(ctx)
-	var asks sync.WaitGroup
-	stream := newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })
-	handler := rpcHandler(func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-		switch req.Method {
-		case acp.MethodSessionUpdate:
-			// In order, on the reader: the events keep the agent's order,
-			// and the prompt's result is read only after every update
-			// before it is handled.
-			var p struct {
-				Update json.RawMessage `json:"update"`
-			}
-			if req.Params != nil && decodeParams(*req.Params, &p) {
-				c.update(p.Update, t.Emit)
-			}
-		case acp.MethodSessionRequestPermission:
-			if req.Notif {
-				return
-			}
-			var p acp.RequestPermissionRequest
-			if req.Params == nil || !decodeParams(*req.Params, &p) {
-				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
-				return
-			}
-			c.mu.Lock()
-			if c.closing {
-				c.mu.Unlock()
-				_ = conn.Reply(hctx, req.ID, acp.Cancelled())
-				return
-			}
-			asks.Add(1)
-			c.mu.Unlock()
-			// Off the reader: the question waits for a person, and the
-			// agent's messages keep coming meanwhile.
-			go func() {
-				defer asks.Done()
-				_ = conn.Reply(ctx, req.ID, c.permission(ctx, p, t))
-			}()
-		default:
-			if !req.Notif {
-				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
-					Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
-			}
-		}
-	})
-	conn := jsonrpc2.NewConn(ctx, stream, handler, jsonrpc2.SetLogger(discardLog{}))
-	defer func() {
-		c.mu.Lock()
-		c.closing = true
-		c.mu.Unlock()
-		// Questions still waiting end with the turn (the approver
-		// answers a cancelled context with a deny).
-		cancel()
-		asks.Wait()
-		conn.Close()
-	}()
+// acpWords name the step as ACP's calls are answered; ACP's first call is
+// initialize.
+var acpWords = stopWords{verb: "answered", firstStep: "initialize", cutShort: "its ACP output was cut short"}
 
-	var next uint64
+func (c *acpConversation) converse(ctx context.Context, t turn) {
+	stream := newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })
+	c.open(ctx, stream, func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+		c.handle(hctx, conn, req, t)
+	})
+	defer c.close()
+	// ACP's results have many fields an agent may send in an unexpected
+	// type; each costs that field, not the turn.
 	call := func(method string, params, result any) bool {
-		c.mu.Lock()
-		c.step = method
-		c.mu.Unlock()
-		next++
-		err := conn.Call(ctx, method, params, &lenientResult{result}, jsonrpc2.PickID(jsonrpc2.ID{Num: next}))
-		if err != nil {
-			c.fail(method, err)
-			return false
-		}
-		return true
+		return c.call(method, params, &lenientResult{result}, c.fail)
 	}
 
 	var ini acp.InitializeResponse
@@ -191,6 +129,39 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		return
 	}
 	c.endTurn(res, t.Emit)
+}
+
+// handle serves one message of the agent, on the reader.
+func (c *acpConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, t turn) {
+	switch req.Method {
+	case acp.MethodSessionUpdate:
+		// In order, on the reader: the events keep the agent's order, and
+		// the prompt's result is read only after every update before it
+		// is handled.
+		var p struct {
+			Update json.RawMessage `json:"update"`
+		}
+		if req.Params != nil && decodeParams(*req.Params, &p) {
+			c.update(p.Update, t.Emit)
+		}
+	case acp.MethodSessionRequestPermission:
+		if req.Notif {
+			return
+		}
+		var p acp.RequestPermissionRequest
+		if req.Params == nil || !decodeParams(*req.Params, &p) {
+			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
+			return
+		}
+		// Off the reader: the question waits for a person, and the
+		// agent's messages keep coming meanwhile.
+		c.ask(hctx, req.ID, acp.Cancelled(), func(ctx context.Context) any { return c.permission(ctx, p, t) })
+	default:
+		if !req.Notif {
+			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
+				Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
+		}
+	}
 }
 
 // acpPrompt is the prompt's content: the images first, as card's other
@@ -282,14 +253,6 @@ func (c *acpConversation) classified(msg string, code int64) *Failure {
 	return failure(kind, clip(msg, 2048))
 }
 
-func (c *acpConversation) setFailure(f *Failure) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failure == nil {
-		c.failure = f
-	}
-}
-
 // update maps one session/update onto events, emitted under the lock so
 // they keep their order with the tool_use a question may emit.
 func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
@@ -363,41 +326,7 @@ func (c *acpConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
-	switch {
-	case c.failure != nil:
-		res.IsError, res.Error = true, c.failure
-	case c.completed:
-	default:
-		f := c.dialect.exitFailure(exit)
-		if f == nil {
-			f = c.stopped(exit)
-		}
-		res.IsError, res.Error = true, f
-	}
-	return res
-}
-
-// stopped explains an agent whose stdout ended before the turn did.
-func (c *acpConversation) stopped(exit ExitInfo) *Failure {
-	step := c.step
-	if step == "" {
-		step = "initialize"
-	}
-	var msg string
-	kind := KindExit
-	switch {
-	case exit.Code > 0:
-		msg = fmt.Sprintf("%s exited with status %d before it answered %s", c.adapter, exit.Code, step)
-	case exit.Code == 0:
-		kind = KindBadOutput
-		msg = fmt.Sprintf("%s exited 0 before it answered %s; its ACP output was cut short", c.adapter, step)
-	default:
-		msg = fmt.Sprintf("%s was killed before it answered %s", c.adapter, step)
-	}
-	if l := lastLine(exit.StderrTail); l != "" {
-		msg += ": " + l
-	}
-	return failure(kind, clip(msg, 2048))
+	return c.end(res, exit, c.dialect.exitFailure, "")
 }
 
 // idToolName reads the tool name Gemini puts in front of its call ids
