@@ -28,6 +28,13 @@ import (
 // app-server, Droid's stream-jsonrpc and Pi's RPC mode are JSON objects one
 // per line too, and fit the same turn (newLineStream is their framing when
 // they are JSON-RPC).
+//
+// What a protocol does not own is shared: turnState (session_turn.go) is
+// the common ending (the first failure wins, an early stop is explained,
+// questions still waiting end denied before stdin closes), rpcTurn
+// (session_rpc.go) the JSON-RPC calls and questions on top of it, and a
+// new protocol gets an entry in the conformance suite that every protocol
+// passes (session_conformance_test.go).
 
 // Protocol names a session protocol an agent speaks over its stdio.
 type Protocol string
