@@ -352,10 +352,7 @@ func (c *codexAppConversation) approval(ctx context.Context, method string, para
 		}
 		q = Question{Tool: "file_change", Input: input, ToolUseID: p.ItemID, Summary: codexAppChangeSummary(input)}
 	}
-	d := Decision{Message: "card denied this tool call: the run has no approver"}
-	if t.Approver != nil {
-		d = t.Approver.Approve(ctx, q)
-	}
+	d := t.approve(ctx, q)
 	if d.Allow {
 		return codexAppDecision{Decision: "accept"}
 	}

@@ -346,11 +346,8 @@ func (c *droidConversation) permission(ctx context.Context, p droidPermission, t
 			t.Emit(c.announce(u.ToolUse.ID, tl)...)
 		}
 		c.mu.Unlock()
-		d := Decision{Message: "card denied this tool call: the run has no approver"}
-		if t.Approver != nil {
-			d = t.Approver.Approve(ctx, Question{Tool: u.ToolUse.Name, Input: u.ToolUse.Input, ToolUseID: u.ToolUse.ID,
-				Summary: summarize(u.ToolUse.Name, u.ToolUse.Input)})
-		}
+		d := t.approve(ctx, Question{Tool: u.ToolUse.Name, Input: u.ToolUse.Input, ToolUseID: u.ToolUse.ID,
+			Summary: summarize(u.ToolUse.Name, u.ToolUse.Input)})
 		if !d.Allow {
 			return droidAnswer{SelectedOption: "cancel"}
 		}

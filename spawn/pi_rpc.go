@@ -201,11 +201,7 @@ func (c *piRPCConversation) uiRequest(l piRPCLine, t turn) {
 		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &ok})
 	}
 	c.question(false, reply, func(ctx context.Context) any {
-		d := Decision{Message: "card denied this tool call: the run has no approver"}
-		if t.Approver != nil {
-			d = t.Approver.Approve(ctx, q)
-		}
-		return d.Allow
+		return t.approve(ctx, q).Allow
 	})
 }
 

@@ -88,6 +88,14 @@ type turn struct {
 	Approver Approver
 }
 
+// approve puts q to the turn's approver; a turn without one denies it.
+func (t turn) approve(ctx context.Context, q Question) Decision {
+	if t.Approver == nil {
+		return Decision{Message: "card denied this tool call: the run has no approver"}
+	}
+	return t.Approver.Approve(ctx, q)
+}
+
 // protocols builds a conversation per protocol, for a plan's SessionPlan.
 var protocols = map[Protocol]func(SessionPlan) (conversation, error){
 	ProtocolACP:      newACPConversation,
