@@ -1,15 +1,19 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
@@ -93,7 +97,7 @@ type InvokeParams struct {
 // chosen agent's CLI cannot honour is never a run. What depends on the
 // daemon's state (the guard, bypass allowed, the binary, the cap) is the
 // run subsystem's gate, after this.
-func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
+func (d *Daemon) prepare(p InvokeParams) (_ runs.Request, err error) {
 	if strings.TrimSpace(p.ID) == "" {
 		return runs.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
@@ -110,6 +114,11 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if err != nil {
 		return runs.Request{}, err
 	}
+	defer func() {
+		if err != nil {
+			closeAttachments(checked)
+		}
+	}()
 	images, records, err := attach(p.ID, checked, p.RequireAttachments)
 	if err != nil {
 		return runs.Request{}, err
@@ -137,6 +146,14 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if err != nil {
 		return runs.Request{}, err
 	}
+	var stageFn func(context.Context) ([]store.Attachment, func(), error)
+	var discard func()
+	if len(checked) > 0 {
+		stageFn = func(context.Context) ([]store.Attachment, func(), error) {
+			return d.stage(checked, records, len(images) > 0)
+		}
+		discard = func() { closeAttachments(checked) }
+	}
 	return runs.Request{
 		Adapter:                       p.ID,
 		InvokedBy:                     p.InvokedBy,
@@ -149,7 +166,28 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 		ApprovalTimeout:               req.ApprovalTimeout,
 		Attachments:                   records,
+		Stage:                         stageFn,
+		Discard:                       discard,
 	}, nil
+}
+
+// stage reads the checked attachments into a private directory of card's,
+// when the run takes them (keep), or only digests them; see stage.
+func (d *Daemon) stage(checked []attachment, records []store.Attachment, keep bool) ([]store.Attachment, func(), error) {
+	records = slices.Clone(records)
+	if !keep {
+		return records, func() {}, stage(checked, records, "", d.cfg.Attachments.MaxBytes)
+	}
+	dir, err := spawn.NewPrivateDir(proc.TempDir(d.env))
+	if err != nil {
+		closeAttachments(checked)
+		return nil, nil, fmt.Errorf("could not make a private directory for the attachments: %w", err)
+	}
+	if err := stage(checked, records, dir.Path, d.cfg.Attachments.MaxBytes); err != nil {
+		dir.Remove()
+		return nil, nil, err
+	}
+	return records, dir.Remove, nil
 }
 
 // runCwd is where a run goes: asked (the user's home when empty, allowed in

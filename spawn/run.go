@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +81,11 @@ type RunSpec struct {
 	// Approver decides the tool calls of an ask-mode plan (Plan.Ask); a
 	// plan that asks is refused without one.
 	Approver Approver
+	// ImageMemory is the daemon's bound on image bytes in memory. A plan
+	// with a Session carries its images whole inside a protocol message:
+	// the run waits here for room before reading them from disk, and gives
+	// it back when its turn is over. nil: no bound.
+	ImageMemory *Budget
 }
 
 // Error is a failed run, typed by Kind (the Kind* constants). Command is
@@ -132,12 +138,35 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		return fail(kind, msg+" before the agent started", err)
 	}
 	var conv conversation
+	sessionImages := plan.Input.Images
 	if plan.Session != nil {
 		c, err := newConversation(*plan.Session)
 		if err != nil {
 			return fail(KindSpawn, err.Error(), err)
 		}
 		conv = c
+		if len(sessionImages) > 0 {
+			var n int64
+			for _, img := range sessionImages {
+				n += img.Size()
+			}
+			release, err := spec.ImageMemory.Hold(ctx, n)
+			if err != nil {
+				kind, msg := ctxKind(ctx)
+				return fail(kind, msg+" while the run waited for memory for its images ([attachments] max_bytes_in_flight)", err)
+			}
+			defer func() {
+				sessionImages = nil
+				release()
+				// The images and the message that carried them are
+				// garbage now; give their pages back rather than keep a
+				// high-water mark for the daemon's whole life.
+				debug.FreeOSMemory()
+			}()
+			if sessionImages, err = inMemory(sessionImages); err != nil {
+				return fail(KindSpawn, err.Error(), err)
+			}
+		}
 	}
 
 	if plan.Ask != nil {
@@ -156,11 +185,12 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		if tmp == "" {
 			tmp = proc.TempDir(proc.EnvMap(childEnv))
 		}
-		dir, err := writePrivateFiles(tmp, plan.Files)
+		pd, err := writePrivateFiles(tmp, plan.Files)
 		if err != nil {
 			return fail(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
-		defer os.RemoveAll(dir)
+		defer pd.Remove()
+		dir := pd.Path
 		args, env = substituteFiles(args, env, dir, plan.Files)
 		inputPaths, _ = substituteFiles(inputPaths, nil, dir, plan.Files)
 		childEnv = mergeEnv(spec.BaseEnv, env)
@@ -251,7 +281,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		r.turnDone = make(chan struct{})
 		go func() { // the conversation, then EOF
 			defer ioWG.Done()
-			conv.converse(ctx, turn{Prompt: spec.Prompt, Images: plan.Input.Images, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
+			conv.converse(ctx, turn{Prompt: spec.Prompt, Images: sessionImages, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
 			r.stdin.close()
 			close(r.turnDone)
 		}()
