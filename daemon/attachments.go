@@ -141,6 +141,7 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 	var (
 		head   []byte
 		size   int64
+		digest string
 		source string
 		at     attachment
 	)
@@ -159,11 +160,11 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 		if a.MimeType == "" {
 			return attachment{}, rpc.InvalidField(field("mime_type"), "required with data_b64: one of %s", imageMIMEs())
 		}
-		n, h, err := checkBase64(a.DataB64, maxBytes)
+		n, h, sum, err := checkBase64(a.DataB64, maxBytes)
 		if err != nil {
 			return attachment{}, rpc.InvalidField(field(source), "%v", err)
 		}
-		at.b64, size, head = a.DataB64, n, h
+		at.b64, size, head, digest = a.DataB64, n, h, sum
 	}
 	at.field = field(source)
 	fail := func(err error) (attachment, error) {
@@ -196,7 +197,9 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 		}
 	}
 	at.image = spawn.Image{Name: a.Name, MIME: typ.MIME, File: &spawn.ImageFile{Size: size}}
-	at.record = store.Attachment{Index: i, Name: a.Name, MimeType: typ.MIME, Size: size}
+	// A file's digest waits for its read, after the gate: a refused run's
+	// record has the type and size of a file it names, not its digest.
+	at.record = store.Attachment{Index: i, Name: a.Name, MimeType: typ.MIME, Size: size, SHA256: digest}
 	return at, nil
 }
 
@@ -281,23 +284,23 @@ func readWithin(f *os.File, d time.Duration, fn func() (int, error)) (int, error
 
 // checkBase64 judges standard base64 of at most maxBytes without decoding
 // it into memory: the size from the encoded length, then the whole of it
-// decoded into nothing, keeping only its first bytes.
-func checkBase64(s string, maxBytes int64) (int64, []byte, error) {
+// decoded into nothing but its digest, keeping only its first bytes.
+func checkBase64(s string, maxBytes int64) (int64, []byte, string, error) {
 	if strings.HasPrefix(s, "data:") {
-		return 0, nil, errors.New("holds a data: URL; send only the base64 after its comma, and the type in mime_type")
+		return 0, nil, "", errors.New("holds a data: URL; send only the base64 after its comma, and the type in mime_type")
 	}
 	if n := int64(base64.StdEncoding.DecodedLen(len(s))); n > maxBytes+2 {
-		return 0, nil, tooBig(n, maxBytes)
+		return 0, nil, "", tooBig(n, maxBytes)
 	}
-	h := &headWriter{max: sniffLen}
-	n, err := io.Copy(h, base64.NewDecoder(base64.StdEncoding, strings.NewReader(s)))
+	h, sum := &headWriter{max: sniffLen}, sha256.New()
+	n, err := io.Copy(io.MultiWriter(h, sum), base64.NewDecoder(base64.StdEncoding, strings.NewReader(s)))
 	if err != nil {
-		return 0, nil, fmt.Errorf("is not valid standard base64: %v", err)
+		return 0, nil, "", fmt.Errorf("is not valid standard base64: %v", err)
 	}
 	if n > maxBytes {
-		return 0, nil, tooBig(n, maxBytes)
+		return 0, nil, "", tooBig(n, maxBytes)
 	}
-	return n, h.b, nil
+	return n, h.b, hex.EncodeToString(sum.Sum(nil)), nil
 }
 
 // headWriter keeps the first max bytes written to it and counts the rest.
