@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +81,11 @@ type RunSpec struct {
 	// Approver decides the tool calls of an ask-mode plan (Plan.Ask); a
 	// plan that asks is refused without one.
 	Approver Approver
+	// ImageMemory is the daemon's bound on image bytes in memory. A plan
+	// with a Session carries its images whole inside a protocol message:
+	// the run waits here for room before reading them from disk, and gives
+	// it back when its turn is over. nil: no bound.
+	ImageMemory *Budget
 }
 
 // Error is a failed run, typed by Kind (the Kind* constants). Command is
@@ -146,6 +152,9 @@ type prepared struct {
 	args       []string
 	childEnv   []string
 	inputPaths []string
+	// sessionImages are a conversation's images in memory, held within
+	// the daemon's image budget until cleanup.
+	sessionImages []Image
 
 	cleanups []func()
 }
@@ -190,6 +199,28 @@ func prepare(ctx context.Context, spec RunSpec) (*prepared, *Error) {
 			return p, p.early(KindSpawn, err.Error(), err)
 		}
 		p.conv = c
+		if imgs := p.plan.Input.Images; len(imgs) > 0 {
+			var n int64
+			for _, img := range imgs {
+				n += img.Size()
+			}
+			release, err := spec.ImageMemory.Hold(ctx, n)
+			if err != nil {
+				kind, msg := ctxKind(ctx)
+				return p, p.early(kind, msg+" while the run waited for memory for its images ([attachments] max_bytes_in_flight)", err)
+			}
+			p.cleanups = append(p.cleanups, func() {
+				p.sessionImages = nil
+				release()
+				// The images and the message that carried them are
+				// garbage now; give their pages back rather than keep a
+				// high-water mark for the daemon's whole life.
+				debug.FreeOSMemory()
+			})
+			if p.sessionImages, err = inMemory(imgs); err != nil {
+				return p, p.early(KindSpawn, err.Error(), err)
+			}
+		}
 	}
 	if p.plan.Ask != nil {
 		stop, err := openAsk(&p.plan, spec.Approver)
@@ -227,11 +258,12 @@ func (p *prepared) writeFiles() *Error {
 		if tmp == "" {
 			tmp = proc.TempDir(proc.EnvMap(p.childEnv))
 		}
-		dir, err := writePrivateFiles(tmp, p.plan.Files)
+		pd, err := writePrivateFiles(tmp, p.plan.Files)
 		if err != nil {
 			return p.early(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
-		p.cleanups = append(p.cleanups, func() { os.RemoveAll(dir) })
+		p.cleanups = append(p.cleanups, pd.Remove)
+		dir := pd.Path
 		args, env = substituteFiles(args, env, dir, p.plan.Files)
 		inputPaths, _ = substituteFiles(inputPaths, nil, dir, p.plan.Files)
 		p.childEnv = mergeEnv(spec.BaseEnv, env)
@@ -399,7 +431,7 @@ func feedStdin(ctx context.Context, p *prepared, r *run, ev *emitter, ioWG *sync
 	// on; the emitter takes them one at a time, through the same retry
 	// bound as a one-shot run's.
 	emit := func(evs ...Event) { ev.emit(evs) }
-	t := turn{Prompt: p.spec.Prompt, Images: p.plan.Input.Images, Cwd: p.plan.Dir, Lines: lines, Stdin: r.stdin.f, Emit: emit, Approver: p.spec.Approver}
+	t := turn{Prompt: p.spec.Prompt, Images: p.sessionImages, Cwd: p.plan.Dir, Lines: lines, Stdin: r.stdin.f, Emit: emit, Approver: p.spec.Approver}
 	go func() { // the conversation, then EOF
 		defer ioWG.Done()
 		p.conv.converse(ctx, t)
