@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/spawn"
 )
@@ -16,10 +17,10 @@ func TestFollowRendersPiecesAsOneAnswerAndWarningsAsNotes(t *testing.T) {
 	var out, errb bytes.Buffer
 	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
 	for _, ev := range []daemon.AgentEvent{
-		{Event: spawn.Event{Kind: spawn.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
-		{Event: spawn.Event{Kind: spawn.EventThinking, Text: "hmm", Delta: true}},
-		{Event: spawn.Event{Kind: spawn.EventText, Text: "PO", Delta: true}},
-		{Event: spawn.Event{Kind: spawn.EventText, Text: "NG", Delta: true}},
+		{Event: api.Event{Kind: spawn.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
+		{Event: api.Event{Kind: spawn.EventThinking, Text: "hmm", Delta: true}},
+		{Event: api.Event{Kind: spawn.EventText, Text: "PO", Delta: true}},
+		{Event: api.Event{Kind: spawn.EventText, Text: "NG", Delta: true}},
 	} {
 		f.render(ev)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -45,19 +45,12 @@ func (m *Manager) Decide(ctx context.Context, conn uint64, runID, requestID, dec
 	return lr.approvals.answer(conn, requestID, decision, message)
 }
 
-// Record is runs.get's answer: the recorded run and, for an ask-mode run,
-// every question it asked with its decision, in the order asked.
-type Record struct {
-	store.Run
-	Approvals []ApprovalRecord `json:"approvals,omitempty"`
-}
-
-// ApprovalRecord is one question of a run and its decision (absent while it
-// waits).
-type ApprovalRecord struct {
-	Tool ToolCall `json:"tool"`
-	Approval
-}
+// The record types live in package api (Record is api.RunRecord); these
+// aliases keep the run code and its callers compiling under the old names.
+type (
+	Record         = api.RunRecord
+	ApprovalRecord = api.ApprovalRecord
+)
 
 // approvalKinds are the events a run's approvals are read back from.
 var approvalKinds = []string{EventApprovalRequested, EventApprovalDecided}
