@@ -82,4 +82,3 @@ type ListQuery struct {
 	Adapter string
 	Status  Status
 }
-
