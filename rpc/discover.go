@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"reflect"
 	"strings"
 
@@ -269,13 +268,16 @@ func newSchemaBuilder() *schemaBuilder {
 	}
 }
 
-// schemaName qualifies a type with its package ("daemon.Info"), because
-// several packages define a Params or a Result.
+// schemaName is a type's name alone ("InvokeResult"): the published
+// schemas are what clients in other languages are generated from, so a
+// name must not change when a type moves between Go packages. Two types
+// that want the same name are refused when the document is built
+// (noteOwners), never silently merged.
 func schemaName(t reflect.Type) string {
 	if t.Name() == "" || t.PkgPath() == "" {
 		return ""
 	}
-	return path.Base(t.PkgPath()) + "." + t.Name()
+	return t.Name()
 }
 
 // reflect returns the root schema of t, as a plain JSON value with
@@ -311,7 +313,9 @@ func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[st
 	delete(v, "$defs")
 	delete(v, "$schema")
 	delete(v, "$id")
-	b.noteOwners(t, map[reflect.Type]bool{})
+	if err := b.noteOwners(t, map[reflect.Type]bool{}); err != nil {
+		return nil, err
+	}
 	for name, def := range defs {
 		if _, ok := b.owner[name]; !ok {
 			return nil, fmt.Errorf("definition %q has no Go type", name)
@@ -324,33 +328,36 @@ func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[st
 	return v, nil
 }
 
-// noteOwners walks t's named types and refuses a name used by two types.
-func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) {
+// noteOwners walks t's named types and refuses a name used by two types:
+// schema names carry no Go package, so two packages' Info would otherwise
+// describe one another.
+func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if seen[t] {
-		return
+		return nil
 	}
 	seen[t] = true
 	if name := schemaName(t); name != "" {
 		if prev, ok := b.owner[name]; ok && prev != t {
-			panic(fmt.Sprintf("rpc.discover: types %v and %v both want the schema name %q", prev, t, name))
+			return fmt.Errorf("types %v (%s) and %v (%s) both want the schema name %q; rename one", prev, prev.PkgPath(), t, t.PkgPath(), name)
 		}
 		b.owner[name] = t
 	}
 	switch t.Kind() {
-	case reflect.Slice, reflect.Array:
-		b.noteOwners(t.Elem(), seen)
-	case reflect.Map:
-		b.noteOwners(t.Elem(), seen)
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return b.noteOwners(t.Elem(), seen)
 	case reflect.Struct:
 		for i := 0; i < t.NumField(); i++ {
 			if t.Field(i).IsExported() || t.Field(i).Anonymous {
-				b.noteOwners(t.Field(i).Type, seen)
+				if err := b.noteOwners(t.Field(i).Type, seen); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 // result is the schema of a method's result: open to additive fields.
