@@ -11,7 +11,7 @@
 // sent, proof from the operating system that what listens there is this
 // user's daemon (see docs/protocol.md, "Before you send the token"). A call
 // whose context ends
-// is withdrawn with $/cancelRequest. rpc.Client stays the low-level client
+// is withdrawn with $/cancelRequest. rpcclient.Client stays the low-level client
 // for what no typed method sends (malformed params in tests, raw frames).
 package client
 
@@ -28,7 +28,7 @@ import (
 
 	"github.com/card-dev/card/api"
 	homedir "github.com/card-dev/card/internal/home"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Options say which daemon to reach and how.
@@ -56,13 +56,13 @@ type Options struct {
 	// RPC tunes the transport (headers, the token as a subprotocol, the read
 	// limit, a logger, serving the daemon's requests). Its OnNotification is
 	// the client's own and is ignored.
-	RPC rpc.ClientOptions
+	RPC rpcclient.ClientOptions
 }
 
 // Client is one connection to the daemon. Its methods may be called from
 // several goroutines at once.
 type Client struct {
-	rpc    *rpc.Client
+	rpc    *rpcclient.Client
 	events *router
 }
 
@@ -133,9 +133,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.OnApprove != nil {
 		ro.OnRequest = approver(opts.OnApprove, ro.OnRequest)
 	}
-	rc, err := rpc.Dial(ctx, url, token, ro)
+	rc, err := rpcclient.Dial(ctx, url, token, ro)
 	if err != nil {
-		var de *rpc.DialError
+		var de *rpcclient.DialError
 		if pid != 0 && errors.As(err, &de) && de.Status == 0 {
 			return nil, &NoDaemonError{Home: home, PID: pid, Cause: err}
 		}
@@ -202,7 +202,7 @@ func findDaemon(home string) (homedir.Discovery, string, error) {
 
 // Call sends method with params as they are and decodes the answer into
 // result: for what no typed method sends, such as params a test makes
-// malformed on purpose. A JSON-RPC error answer is an *rpc.Error.
+// malformed on purpose. A JSON-RPC error answer is an *rpcclient.Error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.rpc.Call(ctx, method, params, result)
 }
@@ -230,11 +230,11 @@ func approver(onApprove func(context.Context, api.ApproveParams) (api.ApproveAns
 			if next != nil {
 				return next(ctx, method, params)
 			}
-			return nil, &rpc.Error{Code: rpc.CodeMethodNotFound, Message: "this client serves no " + method}
+			return nil, &rpcclient.Error{Code: rpcclient.CodeMethodNotFound, Message: "this client serves no " + method}
 		}
 		var q api.ApproveParams
 		if err := json.Unmarshal(params, &q); err != nil {
-			return nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: "agents.approve params: " + err.Error()}
+			return nil, &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "agents.approve params: " + err.Error()}
 		}
 		return onApprove(ctx, q)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Info is daemon.info: who the daemon is.
@@ -17,8 +17,8 @@ func (c *Client) Info(ctx context.Context) (api.Info, error) {
 }
 
 // Discover is rpc.discover: the OpenRPC document of every method.
-func (c *Client) Discover(ctx context.Context) (rpc.OpenRPCDocument, error) {
-	return call[rpc.OpenRPCDocument](ctx, c, rpc.DiscoverMethod, nil)
+func (c *Client) Discover(ctx context.Context) (rpcclient.OpenRPCDocument, error) {
+	return call[rpcclient.OpenRPCDocument](ctx, c, rpcclient.DiscoverMethod, nil)
 }
 
 // Detect is agents.detect: the installed agent CLIs, from the daemon's cache
@@ -56,7 +56,7 @@ func (c *Client) HealthAll(ctx context.Context, force bool) ([]api.ExternalAgent
 
 // Invoke is agents.invoke without stream: it answers when the run has
 // ended. A run that failed is a result with IsError, not an error; an error
-// is a refusal (*rpc.Error with the daemon's code) or a lost connection.
+// is a refusal (*rpcclient.Error with the daemon's code) or a lost connection.
 // p.Stream is ignored; Stream streams.
 func (c *Client) Invoke(ctx context.Context, p api.InvokeParams) (api.InvokeResult, error) {
 	p.Stream = false
@@ -103,7 +103,7 @@ func (c *Client) Prune(ctx context.Context, p api.PruneParams) (api.PruneResult,
 
 // ApprovalDecide is agents.approval_decide: the answer to a question of an
 // ask-mode run given as a request, so a refused answer comes back as an
-// error (*rpc.Error with the daemon's code). Options.OnApprove answers
+// error (*rpcclient.Error with the daemon's code). Options.OnApprove answers
 // agents.approve directly instead.
 func (c *Client) ApprovalDecide(ctx context.Context, p api.DecideParams) (api.DecideResult, error) {
 	return call[api.DecideResult](ctx, c, "agents.approval_decide", p)

@@ -173,7 +173,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 		}()
 		select {
 		case <-done:
-		case <-time.After(cancelNoticeTimeout):
+		case <-time.After(cancelNoticeWait):
 		}
 		return ctx.Err()
 	case <-o.done:
@@ -211,3 +211,7 @@ func (s *frameStream) takeResponse(id, result, rawErr []byte) bool {
 	}
 	return true
 }
+
+// cancelNoticeWait bounds the write of a $/cancelRequest: whoever gave up
+// on the request must not wait long on a stuck socket either.
+const cancelNoticeWait = 2 * time.Second

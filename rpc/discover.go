@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/invopop/jsonschema"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // OpenRPCVersion is the OpenRPC specification version rpc.discover's
@@ -15,7 +17,7 @@ import (
 const OpenRPCVersion = "1.3.2"
 
 // DiscoverMethod is the OpenRPC service-discovery method name.
-const DiscoverMethod = "rpc.discover"
+const DiscoverMethod = rpcclient.DiscoverMethod
 
 // Every named Go type's schema lives once in components.schemas, so a type
 // used by ten methods is described once; errors live in components.errors.
@@ -42,92 +44,20 @@ type ServiceInfo struct {
 	URL string
 }
 
-// OpenRPCDocument is rpc.discover's result: an OpenRPC 1.x document.
-//
-// OpenRPC has no object for server-to-client notifications or requests, so
-// they are listed in the x-notifications extension, each shaped like a
-// method without a result, and the x-server-requests extension, each shaped
-// like a method whose params the server sends and whose result the client
-// answers.
-type OpenRPCDocument struct {
-	OpenRPC       string                `json:"openrpc"`
-	Info          OpenRPCInfo           `json:"info"`
-	Servers       []OpenRPCServer       `json:"servers,omitempty"`
-	Methods       []OpenRPCMethod       `json:"methods"`
-	Components    OpenRPCComponents     `json:"components"`
-	Notifications []OpenRPCNotification `json:"x-notifications,omitempty"`
-	// ServerRequests are the requests the server sends a client, which the
-	// client answers with a JSON-RPC response (x-server-requests).
-	ServerRequests []OpenRPCServerRequest `json:"x-server-requests,omitempty"`
-}
-
-// OpenRPCInfo is the document's info object.
-type OpenRPCInfo struct {
-	Title           string `json:"title"`
-	Version         string `json:"version"`
-	Description     string `json:"description,omitempty"`
-	ProtocolVersion string `json:"x-protocol-version,omitempty"`
-}
-
-// OpenRPCServer names the endpoint the document describes.
-type OpenRPCServer struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-}
-
-// OpenRPCMethod is one method object. Params are by name: every params type
-// is a JSON object, and the registry refuses positional arrays.
-type OpenRPCMethod struct {
-	Name           string              `json:"name"`
-	Summary        string              `json:"summary"`
-	Description    string              `json:"description,omitempty"`
-	ParamStructure string              `json:"paramStructure"`
-	Params         []ContentDescriptor `json:"params"`
-	Result         ContentDescriptor   `json:"result"`
-	Errors         []OpenRPCReference  `json:"errors,omitempty"`
-	// AliasOf names the method this one is another name for (a name kept
-	// for compatibility); its shapes are the target's.
-	AliasOf string `json:"x-alias-of,omitempty"`
-	// Access is the method's access class: a connection not granted it is
-	// refused before the params are read.
-	Access Access `json:"x-access"`
-}
-
-// OpenRPCNotification is a server-to-client notification in x-notifications.
-type OpenRPCNotification struct {
-	Name           string              `json:"name"`
-	Summary        string              `json:"summary"`
-	Description    string              `json:"description,omitempty"`
-	ParamStructure string              `json:"paramStructure"`
-	Params         []ContentDescriptor `json:"params"`
-}
-
-// ContentDescriptor is an OpenRPC content descriptor: a named schema.
-type ContentDescriptor struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Required    bool   `json:"required,omitempty"`
-	Schema      any    `json:"schema"`
-}
-
-// OpenRPCReference points into components.
-type OpenRPCReference struct {
-	Ref string `json:"$ref"`
-}
-
-// OpenRPCError is an OpenRPC error object, one per row of the registry's
-// Codes.
-type OpenRPCError struct {
-	Code    int64  `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-}
-
-// OpenRPCComponents holds the shared schemas and the error-code table.
-type OpenRPCComponents struct {
-	Schemas map[string]any          `json:"schemas"`
-	Errors  map[string]OpenRPCError `json:"errors"`
-}
+// The document's types are defined with the client (package rpcclient),
+// so a client can read it without the server; these aliases keep rpc's
+// names.
+type (
+	OpenRPCDocument     = rpcclient.OpenRPCDocument
+	OpenRPCInfo         = rpcclient.OpenRPCInfo
+	OpenRPCServer       = rpcclient.OpenRPCServer
+	OpenRPCMethod       = rpcclient.OpenRPCMethod
+	OpenRPCNotification = rpcclient.OpenRPCNotification
+	ContentDescriptor   = rpcclient.ContentDescriptor
+	OpenRPCReference    = rpcclient.OpenRPCReference
+	OpenRPCError        = rpcclient.OpenRPCError
+	OpenRPCComponents   = rpcclient.OpenRPCComponents
+)
 
 // RegisterDiscover registers rpc.discover on r. info is called per request,
 // so the document carries the address the daemon ended up listening on.
@@ -189,7 +119,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			Params:         params,
 			Result:         ContentDescriptor{Name: "result", Schema: result},
 			AliasOf:        m.AliasOf,
-			Access:         m.Doc.Access,
+			Access:         string(m.Doc.Access),
 		}
 		if m.AliasOf != "" {
 			om.Description = strings.TrimSpace(fmt.Sprintf("Alias of %s, with the same params, result and errors. %s", m.AliasOf, om.Description))

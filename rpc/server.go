@@ -337,7 +337,7 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 		if rerr.Code == CodeInternalError {
 			sc.log.Warn("request failed", zap.String("method", req.method), zap.String("error", rerr.Message))
 		}
-		sc.answerError(req, rerr.wire())
+		sc.answerError(req, wireOf(rerr))
 		return
 	}
 	flushed, err := sc.reply(req, res)
