@@ -12,7 +12,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
-	"github.com/card-dev/card/agent"
 )
 
 // The Agent Client Protocol conversation (protocol version 1), as Gemini
@@ -52,9 +51,6 @@ type acpDialect struct {
 	notice func(text string) (retry bool, failed bool)
 }
 
-// acpDialects are the adapters run over ACP (their ask mode).
-var acpDialects = map[string]acpDialect{agent.Gemini: geminiACP, agent.Copilot: copilotACP}
-
 // acpConversation is one ACP turn. Its state is touched by the reader
 // (session/update, in order) and by each question waiting on the approver.
 type acpConversation struct {
@@ -80,12 +76,18 @@ type acpConversation struct {
 	failure    *Failure
 }
 
-func newACPConversation(sp SessionPlan) (conversation, error) {
-	d, ok := acpDialects[sp.Adapter]
-	if !ok {
-		return nil, fmt.Errorf("adapter %q is not run over ACP", sp.Adapter)
+// acpSession is the Session.New of an adapter run over ACP in dialect d.
+func acpSession(d acpDialect) func(SessionPlan) (conversation, error) {
+	return func(sp SessionPlan) (conversation, error) {
+		return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true}, nil
 	}
-	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true}, nil
+}
+
+// newACPConversation is the ACP conversation for sp's adapter, whose driver
+// must speak ACP.
+func newACPConversation(sp SessionPlan) (conversation, error) {
+	sp.Protocol = ProtocolACP
+	return newConversation(sp)
 }
 
 // acpHandler serves the agent's messages to card.

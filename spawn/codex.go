@@ -1,6 +1,12 @@
 package spawn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+
+	"strconv"
+)
 
 // codexSandbox maps card's mode onto `codex exec --sandbox`. Codex's boundary
 // is the OS sandbox (Landlock/seccomp on Linux, Seatbelt on macOS), so the
@@ -136,4 +142,22 @@ func codexConfigKey(args []string, i int) string {
 	}
 	k, _, _ := strings.Cut(kv, "=")
 	return strings.TrimSpace(k)
+}
+
+// codexDriver is Codex's driver: one-shot `codex exec`, and its app-server
+// protocol in ask mode.
+//
+// The MCP hand-over: -c mcp_servers.client.url="…", a command-line override
+// that --ignore-user-config leaves in force. It goes after "exec", before the
+// subcommand and the prompt: -c is an exec-level option.
+var codexDriver = Driver{
+	For:           agent.Codex,
+	Build:         buildCodex,
+	NewParser:     func() Parser { return newCodexParser() },
+	CheckExtraArg: codexCheckExtraArg,
+	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
+		override := "mcp_servers." + MCPServerName + ".url=" + strconv.Quote(endpoint)
+		p.Args = append([]string{p.Args[0], "-c", override}, p.Args[1:]...)
+	}},
+	Session: SessionDriver{Protocol: ProtocolCodexApp, New: newCodexAppConversation},
 }

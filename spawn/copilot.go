@@ -1,6 +1,10 @@
 package spawn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+)
 
 // copilotModeTools are the permission kinds (`--allow-tool`) each mode
 // grants, and the ones it denies outright. Read-only has no `shell`: a shell
@@ -114,4 +118,21 @@ func copilotAllow(mode Mode, requested []string) ([]string, error) {
 		out = append(out, entry)
 	}
 	return out, nil
+}
+
+// copilotDriver is Copilot CLI's driver: one-shot with the prompt on stdin, and ACP in
+// ask mode.
+//
+// The MCP hand-over: --additional-mcp-config @<private file> with
+// {"mcpServers": {"client": {"type": "http", "url": …, "tools": ["*"]}}},
+// and --allow-tool client.
+var copilotDriver = Driver{
+	For:           agent.Copilot,
+	Build:         buildCopilot,
+	NewParser:     func() Parser { return newCopilotParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
+		p.Args = append(p.Args, "--additional-mcp-config", "@"+p.privateFile("mcp.json", mcpConfig(endpoint, map[string]any{"tools": []string{"*"}})), "--allow-tool", MCPServerName)
+	}},
+	Session: SessionDriver{Protocol: ProtocolACP, New: acpSession(copilotACP)},
 }

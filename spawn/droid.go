@@ -3,6 +3,8 @@ package spawn
 import (
 	"fmt"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // DroidEditRefused is the message of a Droid edit request. Droid's only way
@@ -78,4 +80,15 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	return p, nil
+}
+
+// droidDriver is Droid's driver: one-shot `droid exec`, and its
+// stream-jsonrpc in ask mode.
+var droidDriver = Driver{
+	For:           agent.Droid,
+	Build:         buildDroid,
+	NewParser:     func() Parser { return newDroidParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP:           MCPHandover{Refused: "droid exec 0.225 takes MCP servers only from ~/.factory/mcp.json (there is no flag), and card does not write a person's settings"},
+	Session:       SessionDriver{Protocol: ProtocolDroidRPC, New: newDroidConversation},
 }

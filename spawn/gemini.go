@@ -1,5 +1,7 @@
 package spawn
 
+import "github.com/card-dev/card/agent"
+
 // geminiApprovalMode maps card's mode onto `gemini --approval-mode`
 // (choices in 0.61.0: default, auto_edit, yolo, plan).
 //
@@ -68,4 +70,16 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	return p, nil
+}
+
+// geminiDriver is Gemini CLI's driver: one-shot with the prompt on stdin, and ACP in
+// ask mode.
+var geminiDriver = Driver{
+	For:           agent.Gemini,
+	Build:         buildGemini,
+	NewParser:     func() Parser { return newGeminiParser() },
+	CheckExtraArg: noExtraArgCheck,
+	BypassValues:  map[string]string{"yolo": "Gemini's yolo mode"},
+	MCP:           MCPHandover{Refused: "Gemini CLI 0.61 takes MCP servers only from its settings files (there is no flag), and card does not write a person's settings"},
+	Session:       SessionDriver{Protocol: ProtocolACP, New: acpSession(geminiACP)},
 }

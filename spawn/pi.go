@@ -1,6 +1,10 @@
 package spawn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+)
 
 // piModeTools are the built-in tools each mode hands Pi. This list is the
 // whole of Pi's boundary, and it is not enforced: Pi has no sandbox, no
@@ -125,4 +129,14 @@ func piTools(mode Mode, requested []string) ([]string, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// piDriver is Pi's driver: one-shot `pi -p`, and its RPC mode in ask mode.
+var piDriver = Driver{
+	For:           agent.Pi,
+	Build:         buildPi,
+	NewParser:     func() Parser { return newPiParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP:           MCPHandover{Refused: "Pi has no MCP client"},
+	Session:       SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPCConversation},
 }
