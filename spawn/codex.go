@@ -42,16 +42,16 @@ var codexEditTmp = []string{
 func buildCodex(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", "codex", "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode")
+		return Plan{}, errUnsupported("allowed_tools", agent.Codex, "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode")
 	}
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "codex", "codex exec has no turn cap; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Codex, "codex exec has no turn cap; use timeout_secs")
 	}
 	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", "codex", "Codex assigns its own thread id (reported in the session event); use resume with it")
+		return Plan{}, errUnsupported("session_id", agent.Codex, "Codex assigns its own thread id (reported in the session event); use resume with it")
 	}
 	if req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", "codex", "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
+		return Plan{}, errUnsupported("system_prompt", agent.Codex, "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
 	}
 	if mode == ModeAsk {
 		return buildCodexAsk(bin, req)

@@ -39,13 +39,13 @@ var copilotModeTools = map[Mode]struct{ allow, deny []string }{
 func buildCopilot(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "copilot", "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Copilot, "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs")
 	}
 	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", "copilot", "Copilot CLI always saves its session; it cannot discard it")
+		return Plan{}, errUnsupported("session_id", agent.Copilot, "Copilot CLI always saves its session; it cannot discard it")
 	}
 	if req.SystemPrompt != "" {
-		return Plan{}, errUnsupported("system_prompt", "copilot", "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
+		return Plan{}, errUnsupported("system_prompt", agent.Copilot, "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
 	}
 	if mode == ModeAsk {
 		return buildCopilotAsk(bin, req)

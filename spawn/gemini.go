@@ -29,19 +29,19 @@ func geminiApprovalMode(m Mode) string {
 func buildGemini(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", "gemini", "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode")
+		return Plan{}, errUnsupported("allowed_tools", agent.Gemini, "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode")
 	}
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "gemini", "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Gemini, "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs")
 	}
 	if req.Effort != "" {
-		return Plan{}, errUnsupported("effort", "gemini", "Gemini CLI has no effort flag")
+		return Plan{}, errUnsupported("effort", agent.Gemini, "Gemini CLI has no effort flag")
 	}
 	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", "gemini", "Gemini CLI always records its session; it cannot discard it")
+		return Plan{}, errUnsupported("session_id", agent.Gemini, "Gemini CLI always records its session; it cannot discard it")
 	}
 	if req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", "gemini", "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
+		return Plan{}, errUnsupported("system_prompt", agent.Gemini, "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
 	}
 	if mode == ModeAsk {
 		return buildGeminiAsk(bin, req)
