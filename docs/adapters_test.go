@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -239,6 +240,9 @@ func docTables(t *testing.T) map[string][]docTable {
 		b, err := os.ReadFile(path)
 		require.NoError(t, err)
 		for _, m := range tableMark.FindAllStringSubmatch(string(b), -1) {
+			if m[1] == "request-fields" {
+				continue // one column per adapter: requestFieldCells reads it
+			}
 			tab := docTable{where: path, rows: map[string][]string{}}
 			lines := strings.Split(strings.TrimSpace(m[2]), "\n")
 			require.Greater(t, len(lines), 2, "%s: table %s has a header, a rule and rows", path, m[1])
@@ -304,5 +308,92 @@ func TestTheAgentTablesInTheDocsMatchTheAdapters(t *testing.T) {
 	}
 	for name := range tables {
 		assert.Contains(t, checks, name, "a table marked %s that this test does not know", name)
+	}
+}
+
+// requestFieldCells reads the tables marked request-fields, one column per
+// adapter (headed by its display name, or the start of it): the cell of
+// each adapter in the row whose first cell starts with field.
+func requestFieldCells(t *testing.T, field string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var blocks []string
+	for _, root := range docsToScan {
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			if strings.HasSuffix(path, ".md") {
+				b, _ := os.ReadFile(path)
+				for _, m := range tableMark.FindAllStringSubmatch(string(b), -1) {
+					if m[1] == "request-fields" {
+						blocks = append(blocks, m[2])
+					}
+				}
+			}
+			return nil
+		})
+	}
+	require.Len(t, blocks, 1, "the tables marked <!-- table:request-fields --> are in the docs once")
+	split := func(line string) []string { return strings.Split(strings.Trim(line, "| "), " | ") }
+	var columns []string
+	for _, line := range strings.Split(blocks[0], "\n") {
+		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		cells := split(line)
+		if cells[0] == "field" {
+			columns = nil
+			for _, h := range cells[1:] {
+				id := ""
+				for _, a := range agent.All() {
+					if strings.HasPrefix(a.DisplayName, h) {
+						id = a.ID
+					}
+				}
+				require.NotEmpty(t, id, "request-fields: the column %q is no adapter's display name", h)
+				columns = append(columns, id)
+			}
+			continue
+		}
+		if strings.HasPrefix(cells[0], "`"+field+"`") {
+			require.Len(t, cells, len(columns)+1, line)
+			for i, id := range columns {
+				out[id] = cells[i+1]
+			}
+		}
+	}
+	return out
+}
+
+// The request-field tables say "refused" for a field exactly where the
+// adapter's builder refuses it (in read_only, the mode the tables
+// describe), for every adapter.
+func TestTheRequestFieldTablesSayRefusedWhereTheBuilderRefuses(t *testing.T) {
+	cwd := t.TempDir()
+	for _, c := range []struct {
+		field string
+		set   func(*spawn.Request)
+	}{
+		{"effort", func(r *spawn.Request) { r.Effort = "high" }},
+		{"max_turns", func(r *spawn.Request) { r.MaxTurns = 3 }},
+		{"session_id", func(r *spawn.Request) { r.SessionID = "0199a3b2-7c1d-7e2f-8a3b-4c5d6e7f8091" }},
+		{"resume", func(r *spawn.Request) { r.Resume = "0199a3b2-7c1d-7e2f-8a3b-4c5d6e7f8091" }},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			cells := requestFieldCells(t, c.field)
+			for _, id := range agent.IDs() {
+				cell, ok := cells[id]
+				if !assert.True(t, ok, "request-fields: no %s cell for %s", c.field, id) {
+					continue
+				}
+				req := spawn.Request{Adapter: id, Mode: spawn.ModeReadOnly, Cwd: cwd}
+				c.set(&req)
+				_, err := spawn.Build("/bin/x", req)
+				var fe *spawn.FieldError
+				refused := errors.As(err, &fe) && fe.Field == c.field
+				assert.Equal(t, refused, strings.HasPrefix(cell, "refused"), "%s %s: the builder says %v, the docs %q", id, c.field, err, cell)
+			}
+		})
 	}
 }
