@@ -29,13 +29,19 @@ type driver struct {
 	// CheckExtraArg, when set, refuses an adapter-specific widening in
 	// args[i] (Codex's `-c sandbox_mode=...`); it returns the reason.
 	CheckExtraArg func(args []string, i int) string
+	// StdoutToFile gives a one-shot run's child a file for stdout instead
+	// of a pipe (Plan.StdoutToFile): for a Node CLI that exits as soon as
+	// it has answered and would lose, with a pipe, the end of a stream
+	// the kernel's buffer did not take (Gemini prints the prompt back in
+	// its stream, so a big prompt loses the answer).
+	StdoutToFile bool
 }
 
 // drivers holds every adapter's builder and parser, by agent id.
 var drivers = map[string]driver{
 	agent.ClaudeCode: {Build: buildClaude, NewParser: func() Parser { return newClaudeParser() }},
 	agent.Codex:      {Build: buildCodex, NewParser: func() Parser { return newCodexParser() }, CheckExtraArg: codexCheckExtraArg},
-	agent.Gemini:     {Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }},
+	agent.Gemini:     {Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }, StdoutToFile: true},
 	agent.Copilot:    {Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() }},
 	agent.Droid:      {Build: buildDroid, NewParser: func() Parser { return newDroidParser() }},
 	agent.Pi:         {Build: buildPi, NewParser: func() Parser { return newPiParser() }},
@@ -123,6 +129,9 @@ func Build(bin string, req Request) (Plan, error) {
 		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
 	}
 	p.MaxAPIRetries = req.APIRetries()
+	// A conversation's child does not exit by itself after its answer
+	// (card ends it once the turn is over), so it keeps its pipe.
+	p.StdoutToFile = a.StdoutToFile && p.Session == nil
 	return p, nil
 }
 
@@ -162,6 +171,12 @@ type Plan struct {
 	// Build sets it from the request, and also hands it to the CLI's own
 	// retry setting where the CLI has one; 0 allows none.
 	MaxAPIRetries int
+	// StdoutToFile makes the child's stdout a file in the run's private
+	// directory (0600, unlinked once open) that the runner reads as it
+	// grows, instead of a pipe: Node writes to a file synchronously, so a
+	// CLI that calls process.exit right after a big write still has all of
+	// it read. The output limit holds on the file's size as well.
+	StdoutToFile bool
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.
