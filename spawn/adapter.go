@@ -30,10 +30,13 @@ type driver struct {
 	// args[i] (Codex's `-c sandbox_mode=...`); it returns the reason.
 	CheckExtraArg func(args []string, i int) string
 	// StdoutToFile gives a one-shot run's child a file for stdout instead
-	// of a pipe (Plan.StdoutToFile): for a Node CLI that exits as soon as
-	// it has answered and would lose, with a pipe, the end of a stream
-	// the kernel's buffer did not take (Gemini prints the prompt back in
-	// its stream, so a big prompt loses the answer).
+	// of a pipe (Plan.StdoutToFile): for a CLI that exits as soon as it
+	// has answered and, with a pipe, loses the part of its stream the
+	// kernel's buffer had not taken. Gemini, Copilot and Droid print the
+	// prompt back in their stream, so with a big prompt the answer is in
+	// that part (checked against the real CLIs with a stdout pipe read
+	// late: each wrote about 64 KB of a 300–500 KB stream; Claude Code,
+	// Codex and Pi do not echo the prompt, and Pi waits for its pipe).
 	StdoutToFile bool
 }
 
@@ -42,8 +45,8 @@ var drivers = map[string]driver{
 	agent.ClaudeCode: {Build: buildClaude, NewParser: func() Parser { return newClaudeParser() }},
 	agent.Codex:      {Build: buildCodex, NewParser: func() Parser { return newCodexParser() }, CheckExtraArg: codexCheckExtraArg},
 	agent.Gemini:     {Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }, StdoutToFile: true},
-	agent.Copilot:    {Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() }},
-	agent.Droid:      {Build: buildDroid, NewParser: func() Parser { return newDroidParser() }},
+	agent.Copilot:    {Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() }, StdoutToFile: true},
+	agent.Droid:      {Build: buildDroid, NewParser: func() Parser { return newDroidParser() }, StdoutToFile: true},
 	agent.Pi:         {Build: buildPi, NewParser: func() Parser { return newPiParser() }},
 }
 

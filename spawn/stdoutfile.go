@@ -11,8 +11,9 @@ import (
 // to a pipe or a socket: Node writes to those asynchronously, queues what
 // the kernel's buffer does not take, and exit drops the queue. A Gemini
 // that prints a big prompt back in its stream exits before the pipe drains
-// and its answer, the last line, is never written. To a regular file Node
-// writes synchronously, so such a CLI's stdout is a file card tails.
+// and its answer, the last line, is never written (Copilot and Droid do
+// the same). To a regular file a write is synchronous, so such a CLI's
+// stdout is a file card tails.
 
 // stdoutFileName is the child's stdout in the run's private directory, for
 // the instant between its creation and its unlinking.

@@ -162,7 +162,7 @@ func TestAStdoutFileRunStreamsLiveAndLeavesNoProcessOrFileBehind(t *testing.T) {
 
 // Which CLIs need the file is a fact of each adapter, and only a one-shot
 // run gets it: a conversation's child is ended by card after its turn.
-func TestOnlyGeminisOneShotRunsWriteStdoutToAFile(t *testing.T) {
+func TestGeminiCopilotAndDroidOneShotRunsAloneWriteStdoutToAFile(t *testing.T) {
 	for _, id := range IDs() {
 		for _, mode := range []Mode{ModeReadOnly, ModeAsk} {
 			a, _ := Lookup(id)
@@ -172,7 +172,7 @@ func TestOnlyGeminisOneShotRunsWriteStdoutToAFile(t *testing.T) {
 			req := Request{Adapter: id, Cwd: t.TempDir(), Mode: mode}
 			p, err := Build("/usr/bin/"+id, req)
 			require.NoError(t, err, "%s %s", id, mode)
-			want := id == "gemini" && mode != ModeAsk
+			want := (id == "gemini" || id == "copilot" || id == "droid") && mode != ModeAsk
 			assert.Equal(t, want, p.StdoutToFile, "%s %s", id, mode)
 		}
 	}
