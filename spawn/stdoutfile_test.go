@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,6 +140,30 @@ func TestAStdoutFileRunStreamsLiveAndLeavesNoProcessOrFileBehind(t *testing.T) {
 		assert.Less(t, time.Since(start), 5*time.Second)
 		left, _ := os.ReadDir(tmp)
 		assert.Empty(t, left, "the run's private directory and its stdout file are gone")
+	})
+	t.Run("a writer that escaped the group cannot hold the run open", func(t *testing.T) {
+		var escaped int
+		t.Cleanup(func() {
+			if escaped > 0 {
+				_ = syscall.Kill(escaped, syscall.SIGKILL)
+			}
+		})
+		start := time.Now()
+		_, err := Run(context.Background(), RunSpec{
+			// setsid puts the writer in a session and group of its own,
+			// out of card's reach; it keeps the stdout file open and
+			// growing.
+			Plan:    Plan{Program: "/bin/sh", Args: []string{"-c", "setsid sh -c 'while :; do echo spam; done' & echo $!; exit 0"}, Dir: t.TempDir(), StdoutToFile: true},
+			TempDir: t.TempDir(),
+			OnEvent: func(ev Event) {
+				if p, err := strconv.Atoi(strings.TrimSpace(ev.Text)); err == nil && escaped == 0 {
+					escaped = p
+				}
+			},
+			Limits: Limits{KillGrace: 300 * time.Millisecond},
+		})
+		require.NotZero(t, escaped, "the escaped writer's pid was read")
+		assert.Less(t, time.Since(start), 5*time.Second, "the run ended (%v)", err)
 	})
 	t.Run("cancel ends the group", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
