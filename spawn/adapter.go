@@ -43,6 +43,15 @@ type Driver struct {
 	// Session is the protocol the agent speaks over stdio when it cannot
 	// run one-shot (its ask mode).
 	Session SessionDriver
+	// StdoutToFile gives a one-shot run's child a file for stdout instead
+	// of a pipe (Plan.StdoutToFile): for a CLI that exits as soon as it
+	// has answered and, with a pipe, loses the part of its stream the
+	// kernel's buffer had not taken. Gemini, Copilot and Droid print the
+	// prompt back in their stream, so with a big prompt the answer is in
+	// that part (checked against the real CLIs with a stdout pipe read
+	// late: each wrote about 64 KB of a 300–500 KB stream; Claude Code,
+	// Codex and Pi do not echo the prompt, and Pi waits for its pipe).
+	StdoutToFile bool
 }
 
 // MCPHandover is how a CLI is handed one HTTP MCP server for one run:
@@ -189,6 +198,9 @@ func Build(bin string, req Request) (Plan, error) {
 		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
 	}
 	p.MaxAPIRetries = req.APIRetries()
+	// A conversation's child does not exit by itself after its answer
+	// (card ends it once the turn is over), so it keeps its pipe.
+	p.StdoutToFile = a.StdoutToFile && p.Session == nil
 	return p, nil
 }
 
@@ -228,6 +240,12 @@ type Plan struct {
 	// Build sets it from the request, and also hands it to the CLI's own
 	// retry setting where the CLI has one; 0 allows none.
 	MaxAPIRetries int
+	// StdoutToFile makes the child's stdout a file in the run's private
+	// directory (0600, unlinked once open) that the runner reads as it
+	// grows, instead of a pipe: Node writes to a file synchronously, so a
+	// CLI that calls process.exit right after a big write still has all of
+	// it read. The output limit holds on the file's size as well.
+	StdoutToFile bool
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -127,6 +127,7 @@ func copilotAllow(mode Mode, requested []string) ([]string, error) {
 // {"mcpServers": {"client": {"type": "http", "url": …, "tools": ["*"]}}},
 // and --allow-tool client.
 var copilotDriver = Driver{
+	StdoutToFile:  true,
 	For:           agent.Copilot,
 	Build:         buildCopilot,
 	NewParser:     func() Parser { return newCopilotParser() },

@@ -85,6 +85,7 @@ func buildDroid(bin string, req Request) (Plan, error) {
 // droidDriver is Droid's driver: one-shot `droid exec`, and its
 // stream-jsonrpc in ask mode.
 var droidDriver = Driver{
+	StdoutToFile:  true,
 	For:           agent.Droid,
 	Build:         buildDroid,
 	NewParser:     func() Parser { return newDroidParser() },

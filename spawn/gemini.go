@@ -75,6 +75,7 @@ func buildGemini(bin string, req Request) (Plan, error) {
 // geminiDriver is Gemini CLI's driver: one-shot with the prompt on stdin, and ACP in
 // ask mode.
 var geminiDriver = Driver{
+	StdoutToFile:  true,
 	For:           agent.Gemini,
 	Build:         buildGemini,
 	NewParser:     func() Parser { return newGeminiParser() },

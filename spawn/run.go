@@ -152,6 +152,8 @@ type prepared struct {
 	args       []string
 	childEnv   []string
 	inputPaths []string
+	// privateDir is the run's private directory, "" when it has none.
+	privateDir string
 	// sessionImages are a conversation's images in memory, held within
 	// the daemon's image budget until cleanup.
 	sessionImages []Image
@@ -253,7 +255,7 @@ func (p *prepared) writeFiles() *Error {
 	spec := p.spec
 	args, env, inputPaths := p.plan.Args, p.plan.Env, p.plan.Input.Files
 	p.childEnv = mergeEnv(spec.BaseEnv, env)
-	if len(p.plan.Files) > 0 {
+	if len(p.plan.Files) > 0 || p.plan.StdoutToFile {
 		tmp := spec.TempDir
 		if tmp == "" {
 			tmp = proc.TempDir(proc.EnvMap(p.childEnv))
@@ -264,6 +266,7 @@ func (p *prepared) writeFiles() *Error {
 		}
 		p.cleanups = append(p.cleanups, pd.Remove)
 		dir := pd.Path
+		p.privateDir = dir
 		args, env = substituteFiles(args, env, dir, p.plan.Files)
 		inputPaths, _ = substituteFiles(inputPaths, nil, dir, p.plan.Files)
 		p.childEnv = mergeEnv(spec.BaseEnv, env)
@@ -283,36 +286,54 @@ func (p *prepared) writeFiles() *Error {
 }
 
 // started is the child as start left it: running in its own group, with
-// our ends of its three pipes.
+// our ends of its three pipes (stdout a file when the plan says so).
 type started struct {
 	cmd                   *exec.Cmd
 	at                    time.Time
 	pgid                  int
 	stdin, stdout, stderr *os.File
+	// stdoutFile, when set, is the child's stdout (stdout is its read end).
+	stdoutFile *stdoutFile
 }
 
-// start owns the child's birth: three pipes, an explicit working dir and
-// environment, its own process group killed with the daemon, and OnStart
-// told the group before anything can outlive it. On failure every pipe end
-// is closed.
+// start owns the child's birth: three pipes (stdout a file of the run's
+// when the plan says so), an explicit working dir and environment, its own
+// process group killed with the daemon, and OnStart told the group before
+// anything can outlive it. On failure every pipe end is closed.
 func start(p *prepared) (*started, *Error) {
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, p.early(KindSpawn, "pipe: "+err.Error(), err)
 	}
-	stdoutR, stdoutW, err := os.Pipe()
+	var stdoutR, stdoutW *os.File
+	var sf *stdoutFile
+	if p.plan.StdoutToFile {
+		sf, err = openStdoutFile(p.privateDir)
+		if err == nil {
+			stdoutR, stdoutW = sf.f, sf.child
+		}
+	} else {
+		stdoutR, stdoutW, err = os.Pipe()
+	}
 	if err != nil {
 		closeAll(stdinR, stdinW)
-		return nil, p.early(KindSpawn, "pipe: "+err.Error(), err)
+		return nil, p.early(KindSpawn, "stdout: "+err.Error(), err)
+	}
+	closeWatch := func() {
+		if sf != nil {
+			sf.watch.Close()
+		}
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW)
+		closeWatch()
 		return nil, p.early(KindSpawn, "pipe: "+err.Error(), err)
 	}
 	dir, releaseDir, err := holdDir(p.plan.Dir)
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		closeWatch()
 		return nil, p.early(KindSpawn, err.Error(), err)
 	}
 	cmd := &exec.Cmd{
@@ -330,6 +351,7 @@ func start(p *prepared) (*started, *Error) {
 	releaseDir()
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		closeWatch()
 		return nil, p.early(KindSpawn, fmt.Sprintf("could not start %s: %v", p.plan.Program, err), err)
 	}
 	// The child holds its ends now; ours must close or EOF never comes.
@@ -339,7 +361,7 @@ func start(p *prepared) (*started, *Error) {
 	if p.spec.OnStart != nil {
 		p.spec.OnStart(pid, pgid)
 	}
-	return &started{cmd: cmd, at: at, pgid: pgid, stdin: stdinW, stdout: stdoutR, stderr: stderrR}, nil
+	return &started{cmd: cmd, at: at, pgid: pgid, stdin: stdinW, stdout: stdoutR, stderr: stderrR, stdoutFile: sf}, nil
 }
 
 // collected is what collect saw of the child.
@@ -358,7 +380,7 @@ type collected struct {
 func collect(ctx context.Context, p *prepared, c *started) collected {
 	lim := p.lim
 	r := &run{lim: lim, pgid: c.pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
-		ended: make(chan struct{}),
+		ended: make(chan struct{}), groupGone: make(chan struct{}),
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, r.end)
 	if sp, ok := p.spec.Parser.(StderrParser); ok {
@@ -368,6 +390,19 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 	wg.Add(2)
 	ioWG.Add(2)
 	lines := feedStdin(ctx, p, r, ev, &ioWG)
+	r.stdoutSrc = r.stdout.f
+	watchDone := make(chan struct{})
+	if sf := c.stdoutFile; sf != nil {
+		grew := make(chan struct{}, 1)
+		r.stdoutIsFile = true
+		r.stdoutSrc = &tailReader{f: sf.f, grew: grew, gone: r.groupGone, final: -1}
+		go func() {
+			defer close(watchDone)
+			sf.watchSize(r, grew)
+		}()
+	} else {
+		close(watchDone)
+	}
 	go func() { // stderr tail, bounded
 		defer ioWG.Done()
 		r.readStderr()
@@ -399,6 +434,10 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 	if lines != nil {
 		close(lines)
 	}
+	if c.stdoutFile != nil {
+		c.stdoutFile.watch.Close()
+	}
+	<-watchDone
 	ioWG.Wait()
 	close(r.ioDone)
 	wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -50,6 +51,12 @@ type run struct {
 	stderrLines func([]byte)
 
 	stdin, stdout, stderr closer
+	// stdoutSrc is what readStdout reads: the stdout pipe, or a tail of
+	// the stdout file (stdoutIsFile), which ends by itself once the group
+	// is gone (groupGone) and is never cut short by the drain.
+	stdoutSrc    io.Reader
+	stdoutIsFile bool
+	groupGone    chan struct{}
 
 	stderrTail *proc.Capped
 }
@@ -127,6 +134,7 @@ func (r *run) supervise(ctx context.Context) {
 		r.terminate()
 	}
 	<-r.exited
+	close(r.groupGone)
 	drain := time.NewTimer(r.lim.KillGrace)
 	defer drain.Stop()
 	select {
@@ -135,7 +143,9 @@ func (r *run) supervise(ctx context.Context) {
 	case <-drain.C:
 	}
 	r.stdin.close()
-	r.stdout.close()
+	if !r.stdoutIsFile {
+		r.stdout.close()
+	}
 	r.stderr.close()
 }
 
@@ -150,7 +160,7 @@ func (r *run) terminate() {
 // longer than MaxLine without buffering it, and stops feeding once output is
 // over the limit (still draining so the child never blocks on a full pipe).
 func (r *run) readStdout(feed func([]byte), skipped func(int64)) int64 {
-	br := bufio.NewReaderSize(r.stdout.f, 64<<10)
+	br := bufio.NewReaderSize(r.stdoutSrc, 64<<10)
 	var total int64
 	var long []byte // a line longer than the reader's buffer, up to MaxLine
 	var dropping bool
