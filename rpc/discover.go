@@ -182,6 +182,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of %s: %w", m.Name, err)
 		}
+		r.describe(m.Name, params)
 		result, err := sb.result(m.Result)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: result of %s: %w", m.Name, err)
@@ -222,6 +223,9 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 	reqs, err := sb.serverRequestsDoc(r.ServerRequests())
 	if err != nil {
 		return nil, err
+	}
+	for i := range reqs {
+		r.describe(reqs[i].Name, reqs[i].Params)
 	}
 	doc.ServerRequests = reqs
 	doc.Components.Schemas = sb.defs
