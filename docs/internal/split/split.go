@@ -114,6 +114,11 @@ func Split(text string) (*Result, error) {
 	}
 
 	res := &Result{Pages: map[string][]line{}, Anchors: map[string]string{}}
+	titleOf := map[string]string{}
+	for _, p := range pages {
+		titleOf[p.Path] = p.Title
+	}
+	seenPage, ownTitle := map[string]bool{}, map[string]bool{}
 	dest := make([]string, len(in))  // page of each line
 	group := make([]string, len(in)) // for a moved block: its heading on the agent page
 	shift := make([]int, len(in))    // heading levels to take off
@@ -149,7 +154,14 @@ func Split(text string) (*Result, error) {
 				}
 				if h.page != parent.page {
 					h.shift = lvl - 2
+					// A page whose first section is named as the page is
+					// titled by that heading itself, not by a copy of it.
+					if !seenPage[h.page] && titleOf[h.page] == txt {
+						h.shift = lvl - 1
+						ownTitle[h.page] = true
+					}
 				}
+				seenPage[h.page] = true
 				stack = append(stack, h)
 				slug := Slug(txt)
 				if prev, dup := res.Anchors[slug]; dup && prev != h.page {
@@ -221,12 +233,18 @@ func Split(text string) (*Result, error) {
 			res.Pages[p] = append(res.Pages[p], line{-1, t})
 		}
 	}
+	about := func(p string) string {
+		return abouts[p] + " Part of the [card protocol](" + relLink(p, indexPage) + ")."
+	}
 	open := func(p string) {
 		if _, ok := res.Pages[p]; ok || p == indexPage {
 			return
 		}
-		up := relLink(p, indexPage)
-		gen(p, "# "+titles[p], "", Marker, "", abouts[p]+" Part of the [card protocol]("+up+").", "")
+		if ownTitle[p] {
+			res.Pages[p] = []line{} // the title is the section's heading; the rest follows it
+			return
+		}
+		gen(p, "# "+titles[p], "", Marker, "", about(p), "")
 	}
 	lastGroup := map[string]string{}
 	for i, l := range in {
@@ -258,6 +276,9 @@ func Split(text string) (*Result, error) {
 			}
 		}
 		res.Pages[p] = append(res.Pages[p], line{i, text})
+		if ownTitle[p] && len(res.Pages[p]) == 1 {
+			gen(p, "", Marker, "", about(p), "")
+		}
 	}
 
 	// Agent pages: the comparison tables they have a row in.
