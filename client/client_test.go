@@ -72,6 +72,22 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			runID = res.RunID
 			return err
 		}},
+		{"agents.invoke_external", func() error {
+			res, err := c.InvokeExternal(ctx, daemon.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: dir, SessionID: "chat-abc123"})
+			assert.Equal(t, "chat-abc123", res.SessionID)
+			return err
+		}},
+		{"agents.chat.cancel", func() error {
+			r, err := c.ChatCancel(ctx, "chat-abc123")
+			assert.False(t, r.Cancelled, "its run has ended")
+			return err
+		}},
+		{"session.auth", func() error { r, err := c.SessionAuth(ctx, d.Token); assert.True(t, r.OK); return err }},
+		{"server.handshake", func() error {
+			r, err := c.Handshake(ctx, daemon.HandshakeParams{})
+			assert.Equal(t, daemon.ProtocolVersion, r.ProtocolVersion)
+			return err
+		}},
 		{"agents.cancel", func() error { r, err := c.Cancel(ctx, runID); assert.False(t, r.Cancelled); return err }},
 		{"agents.approval_decide", func() error {
 			// The run did not ask: the daemon answers, with its code for that.
@@ -82,7 +98,11 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			}
 			return nil
 		}},
-		{"runs.list", func() error { r, err := c.Runs(ctx, daemon.ListParams{}); assert.Len(t, r, 1); return err }},
+		{"runs.list", func() error {
+			r, err := c.Runs(ctx, daemon.ListParams{})
+			assert.Len(t, r, 2, "invoke and invoke_external")
+			return err
+		}},
 		{"runs.get", func() error { r, err := c.Run(ctx, runID); assert.Equal(t, runID, r.RunID); return err }},
 		{"runs.subscribe", func() error {
 			ended := make(chan struct{})
@@ -97,9 +117,9 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			return err
 		}},
 		{"runs.prune", func() error {
-			one := 1
-			r, err := c.Prune(ctx, daemon.PruneParams{DryRun: true, MaxRuns: &one})
-			assert.Equal(t, daemon.PruneResult{Pruned: store.Pruned{Kept: 1}, DryRun: true, MaxRuns: 1, MaxAgeDays: 30}, r)
+			two := 2
+			r, err := c.Prune(ctx, daemon.PruneParams{DryRun: true, MaxRuns: &two})
+			assert.Equal(t, daemon.PruneResult{Pruned: store.Pruned{Kept: 2}, DryRun: true, MaxRuns: 2, MaxAgeDays: 30}, r)
 			return err
 		}},
 		{"substrate.info", func() error { i, err := c.SubstrateInfo(ctx); assert.True(t, i.Local); return err }},

@@ -82,6 +82,34 @@ func (c *Client) Stream(ctx context.Context, p daemon.InvokeParams, onEvent func
 	return acc, err
 }
 
+// InvokeExternal is CAR's agents.invoke_external without stream: the run in
+// CAR's dialect (session_id the host's routing id, bad attachments skipped
+// and counted). p.Stream is ignored: a streamed CAR run speaks
+// agents.chat.event, which this client does not route; Stream follows a run.
+func (c *Client) InvokeExternal(ctx context.Context, p daemon.ExternalInvokeParams) (daemon.ExternalInvokeResult, error) {
+	p.Stream = false
+	return call[daemon.ExternalInvokeResult](ctx, c, "agents.invoke_external", p)
+}
+
+// ChatCancel is CAR's agents.chat.cancel: it ends this connection's running
+// agents.invoke_external under sessionID, once the run has ended.
+func (c *Client) ChatCancel(ctx context.Context, sessionID string) (daemon.ChatCancelResult, error) {
+	return call[daemon.ChatCancelResult](ctx, c, "agents.chat.cancel", daemon.ChatCancelParams{SessionID: sessionID})
+}
+
+// SessionAuth is CAR's session.auth on this already authenticated
+// connection: a token other than the daemon's is refused and the daemon
+// closes the connection.
+func (c *Client) SessionAuth(ctx context.Context, token string) (daemon.SessionAuthResult, error) {
+	return call[daemon.SessionAuthResult](ctx, c, "session.auth", daemon.SessionAuthParams{Token: token})
+}
+
+// Handshake is CAR's server.handshake: the daemon's protocol version and
+// build.
+func (c *Client) Handshake(ctx context.Context, p daemon.HandshakeParams) (daemon.HandshakeResult, error) {
+	return call[daemon.HandshakeResult](ctx, c, "server.handshake", p)
+}
+
 // Cancel is agents.cancel: it answers once the run has ended.
 func (c *Client) Cancel(ctx context.Context, runID string) (daemon.CancelResult, error) {
 	return call[daemon.CancelResult](ctx, c, "agents.cancel", daemon.CancelParams{RunID: runID})

@@ -145,8 +145,10 @@ func TestEveryMethodHasAnAccessClassAndTheHostOnesAreHost(t *testing.T) {
 			assert.Equal(t, rpc.AccessRead, a, name)
 		case strings.HasPrefix(name, "substrate."):
 			assert.Equal(t, rpc.AccessHost, a, "%s touches the host", name)
-		case name == "agents.invoke", name == "agents.invoke_external", name == "agents.cancel":
+		case name == "agents.invoke", name == "agents.invoke_external", name == "agents.cancel", name == "agents.chat.cancel":
 			assert.Equal(t, rpc.AccessAgents, a, name)
+		case name == "session.auth", name == "server.handshake":
+			assert.Equal(t, rpc.AccessRead, a, "%s only answers what the connection already is", name)
 		}
 	}
 	assert.Equal(t, rpc.AccessRead, got["daemon.info"])
@@ -170,6 +172,8 @@ func TestEveryMethodHasAnAccessClassAndTheHostOnesAreHost(t *testing.T) {
 			assert.Equal(t, rpc.AccessApprove, q.Access, "agents.approve goes only to connections that may approve")
 		}
 	}
+	assert.Equal(t, rpc.AccessAgents, got["agents.chat.cancel"])
+	assert.Equal(t, rpc.AccessRead, got["session.auth"])
 }
 
 func TestOriginGrantsInCardTomlAreValidated(t *testing.T) {

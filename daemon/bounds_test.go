@@ -16,6 +16,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/rpc"
 )
 
 // A task is sent to the agent whole, but the history keeps at most
@@ -74,6 +75,30 @@ func TestTheHistoryStaysWithinItsRetention(t *testing.T) {
 	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
 	require.NoError(t, err)
 	assert.Len(t, runs, 3)
+}
+
+// A max_age_days whose days overflow a time.Duration used to wrap to a
+// tiny age and prune every finished run; it is refused naming the range,
+// and nothing is deleted.
+func TestAPruneAgeThatOverflowsIsRefusedAndPrunesNothing(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	rd.finished(t, rd.params("claude-code", "say pong"))
+	for _, days := range []int{106752, 213504, daemon.MaxAgeDaysLimit + 1, -1} {
+		_, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxAgeDays: &days})
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%d", days)
+		assert.Equal(t, "max_age_days", errData(t, re)["field"], "%d", days)
+		assert.Contains(t, re.Message, "must be 0 to 36500 days", "%d", days)
+	}
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
+	assert.Len(t, runs, 1, "nothing was pruned")
+	most := daemon.MaxAgeDaysLimit
+	res, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxAgeDays: &most})
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), res.Runs)
+	assert.Equal(t, daemon.MaxAgeDaysLimit, res.MaxAgeDays)
 }
 
 // A connection follows at most max_subscriptions_per_connection runs at

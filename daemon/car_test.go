@@ -1,15 +1,22 @@
 package daemon_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
 )
@@ -162,4 +169,167 @@ cat '`+daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")+`'
 		assert.Contains(t, re.Message, c.why)
 		assert.NotContains(t, re.Message, "secret")
 	}
+}
+
+// agents.invoke_external takes every field of agents.invoke but the three
+// CAR gives another meaning (session_id is the host's routing id, card's is
+// agent_session_id; attachments are CAR's {path, media_type} and skipped,
+// never required), with the same JSON name and type: a field added to
+// agents.invoke and forgotten here fails this test.
+func TestInvokeExternalTakesEveryFieldOfAgentsInvoke(t *testing.T) {
+	external := map[string]reflect.Type{}
+	et := reflect.TypeFor[daemon.ExternalInvokeParams]()
+	for i := 0; i < et.NumField(); i++ {
+		external[strings.Split(et.Field(i).Tag.Get("json"), ",")[0]] = et.Field(i).Type
+	}
+	it := reflect.TypeFor[daemon.InvokeParams]()
+	for i := 0; i < it.NumField(); i++ {
+		name := strings.Split(it.Field(i).Tag.Get("json"), ",")[0]
+		switch name {
+		case "session_id":
+			assert.Equal(t, it.Field(i).Type, external["agent_session_id"])
+		case "attachments":
+			assert.Equal(t, reflect.TypeFor[[]daemon.ExternalAttachment](), external[name])
+		case "require_attachments":
+			assert.NotContains(t, external, name, "CAR skips what it cannot send; there is nothing to require")
+		default:
+			assert.Equal(t, it.Field(i).Type, external[name], "agents.invoke_external's %s", name)
+		}
+	}
+	assert.Equal(t, reflect.TypeFor[string](), external["session_id"])
+}
+
+func externalCall(t *testing.T, c *rpc.Client, params map[string]any, out any) error {
+	t.Helper()
+	return c.Call(daemontest.Context(t), "agents.invoke_external", params, out)
+}
+
+// One running agents.invoke_external per session_id per connection: a
+// second is refused -32042 naming the first run, while another connection
+// may use the same id (a host's ids are its own), and agents.chat.cancel
+// from it does not reach the first connection's run.
+func TestASessionIDNamesOneRunningRunPerConnection(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	a, b := rd.RPC(t, rpc.ClientOptions{}), rd.RPC(t, rpc.ClientOptions{})
+	p := map[string]any{"id": "claude-code", "task": "SLEEP", "cwd": rd.cwd, "stream": true, "session_id": "chat-1"}
+	var first, second daemon.ExternalInvokeAccepted
+	require.NoError(t, externalCall(t, a, p, &first))
+	assert.Equal(t, "chat-1", first.SessionID)
+
+	re := rpcCode(t, externalCall(t, a, p, nil))
+	assert.Equal(t, daemon.CodeSessionInUse, re.Code)
+	assert.Equal(t, first.RunID, errData(t, re)["run_id"])
+	assert.Equal(t, "chat-1", errData(t, re)["session_id"])
+
+	require.NoError(t, externalCall(t, b, p, &second))
+	assert.NotEqual(t, first.RunID, second.RunID)
+	var res daemon.ChatCancelResult
+	require.NoError(t, b.Call(daemontest.Context(t), "agents.chat.cancel", map[string]any{"session_id": "chat-1"}, &res))
+	assert.True(t, res.Cancelled)
+	assert.Equal(t, second.RunID, res.RunID, "b's cancel ends b's run")
+	run, err := rd.Client.Run(daemontest.Context(t), first.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusRunning, run.Status, "and not a's")
+
+	require.NoError(t, a.Call(daemontest.Context(t), "agents.chat.cancel", map[string]any{"session_id": "chat-1"}, &res))
+	assert.True(t, res.Cancelled)
+	assert.Equal(t, store.StatusCancelled, res.Status)
+	// The id is free again once its run has ended.
+	p["task"] = "say pong"
+	require.NoError(t, externalCall(t, a, p, &first))
+}
+
+// A session_id is any printable text the host chooses, up to 256 bytes;
+// longer, or with control characters, it is refused naming the field.
+func TestARoutingIDIsBoundedPrintableText(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	c := rd.RPC(t, rpc.ClientOptions{})
+	for _, id := range []string{strings.Repeat("a", 257), "chat\n1", "chat\x001"} {
+		re := rpcCode(t, externalCall(t, c, map[string]any{"id": "codex", "task": "say pong", "cwd": rd.cwd, "session_id": id}, nil))
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, "session_id", errData(t, re)["field"])
+	}
+	var res daemon.ExternalInvokeResult
+	require.NoError(t, externalCall(t, c, map[string]any{"id": "codex", "task": "say pong", "cwd": rd.cwd, "session_id": strings.Repeat("é", 128)}, &res))
+	assert.False(t, res.IsError)
+}
+
+// card's private-file placeholder is refused in a CAR attachment's path,
+// as in every field that is not text for the agent, rather than skipped.
+func TestACARAttachmentMayNotHoldCardsPlaceholder(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	c := rd.RPC(t, rpc.ClientOptions{})
+	re := rpcCode(t, externalCall(t, c, map[string]any{"id": "codex", "task": "x", "cwd": rd.cwd,
+		"attachments": []map[string]any{{"path": "/tmp/ok.png"}, {"path": "/tmp/{{card-file:x}}.png"}}}, nil))
+	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, "attachments[1].path", errData(t, re)["field"])
+}
+
+// The agent CLI's own session is kept apart from the host's routing id:
+// the answer's agent_session_id is the run's session_id in the history,
+// and resume continues it.
+func TestTheAgentsOwnSessionIsKeptForResume(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	c := rd.RPC(t, rpc.ClientOptions{})
+	var res daemon.ExternalInvokeResult
+	require.NoError(t, externalCall(t, c, map[string]any{"id": "claude-code", "task": "say pong", "cwd": rd.cwd, "session_id": "chat-abc123"}, &res))
+	assert.Equal(t, "chat-abc123", res.SessionID)
+	require.NotEmpty(t, res.AgentSessionID)
+	run, err := rd.Client.Run(daemontest.Context(t), res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, res.AgentSessionID, run.SessionID)
+	args, _ := rd.agents["claude-code"].Received(t, res.RunID)
+	assert.NotContains(t, strings.Join(args, " "), "chat-abc123", "the routing id never reaches the agent")
+
+	require.NoError(t, externalCall(t, c, map[string]any{"id": "claude-code", "task": "go on", "cwd": rd.cwd, "session_id": "chat-abc123", "resume": res.AgentSessionID}, &res))
+	args, _ = rd.agents["claude-code"].Received(t, res.RunID)
+	assert.Contains(t, strings.Join(args, " "), "--resume "+run.SessionID)
+}
+
+// A web page may not have card read a file through agents.invoke_external
+// either: refused, not skipped.
+func TestAWebPageMayNotNameAFileOnInvokeExternal(t *testing.T) {
+	rd := startRunsDaemon(t, "allowed_origins = [\"https://app.example\"]\n")
+	page := rd.RPC(t, rpc.ClientOptions{Header: http.Header{"Origin": {"https://app.example"}}})
+	re := rpcCode(t, externalCall(t, page, map[string]any{"id": "claude-code", "task": "look", "cwd": rd.cwd,
+		"attachments": []map[string]any{{"path": "/etc/hostname"}}}, nil))
+	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, "attachments[0].path", errData(t, re)["field"])
+	assert.Contains(t, re.Message, "https://app.example")
+}
+
+// card's own agents.invoke keeps card's meaning beside CAR's: a
+// CAR-shaped attachment and a non-UUID session_id are refused, a bad
+// attachment refuses the request, and a stream is agents.event, never
+// agents.chat.event.
+func TestAgentsInvokeKeepsCardsMeaning(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	var mu sync.Mutex
+	var methods []string
+	c := rd.RPC(t, rpc.ClientOptions{OnNotification: func(method string, _ json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		methods = append(methods, method)
+	}})
+	call := func(params map[string]any, out any) error {
+		return c.Call(daemontest.Context(t), "agents.invoke", params, out)
+	}
+	re := rpcCode(t, call(map[string]any{"id": "claude-code", "task": "x", "cwd": rd.cwd, "attachments": []map[string]any{{"path": "/nonexistent.png", "media_type": "image/png"}}}, nil))
+	assert.Equal(t, "attachments[0].media_type", errData(t, re)["field"])
+	re = rpcCode(t, call(map[string]any{"id": "claude-code", "task": "x", "cwd": rd.cwd, "attachments": []map[string]any{{"path": "/nonexistent.png"}}}, nil))
+	assert.Equal(t, "attachments[0].path", errData(t, re)["field"])
+	re = rpcCode(t, call(map[string]any{"id": "claude-code", "task": "x", "cwd": rd.cwd, "session_id": "chat-abc123"}, nil))
+	assert.Equal(t, "session_id", errData(t, re)["field"])
+
+	var acc daemon.InvokeAccepted
+	require.NoError(t, call(map[string]any{"id": "claude-code", "task": "say pong", "cwd": rd.cwd, "stream": true}, &acc))
+	waitRun(t, rd.Client, acc.RunID, 30*time.Second)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(methods) > 0 && methods[len(methods)-1] == "agents.event"
+	}, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.NotContains(t, methods, daemon.ChatEventMethod)
 }

@@ -47,6 +47,13 @@ type Config struct {
 	MaxInFlight      int   `toml:"max_inflight_per_connection"`
 	ShutdownGraceSec int   `toml:"shutdown_grace_secs"`
 
+	// MaxConnectionsPerOrigin caps one allowed web origin's connections (0:
+	// a quarter of max_connections); MaxPendingConnections caps the
+	// connections that have not finished their upgrade, the oldest closed
+	// past it (0: 256 or max_connections, whichever is larger).
+	MaxConnectionsPerOrigin int `toml:"max_connections_per_origin"`
+	MaxPendingConnections   int `toml:"max_pending_connections"`
+
 	// AllowBypass lets a request use permission_mode = "bypass", which turns
 	// off the agent's own protections. Off by default.
 	AllowBypass bool `toml:"allow_bypass"`
@@ -173,6 +180,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// maxSecsSetting bounds card.toml's durations in seconds: a day.
+const maxSecsSetting = 86400
+
 // ShutdownGrace is how long a graceful shutdown waits for work to end.
 func (c Config) ShutdownGrace() time.Duration {
 	return time.Duration(c.ShutdownGraceSec) * time.Second
@@ -258,6 +268,8 @@ func (c Config) Validate() error {
 	}{
 		{"max_message_bytes", c.MaxMessageBytes, 1024},
 		{"max_connections", int64(c.MaxConnections), 1},
+		{"max_connections_per_origin", int64(c.MaxConnectionsPerOrigin), 0},
+		{"max_pending_connections", int64(c.MaxPendingConnections), 0},
 		{"max_inflight_per_connection", int64(c.MaxInFlight), 1},
 		{"shutdown_grace_secs", int64(c.ShutdownGraceSec), 1},
 		{"max_concurrent_runs", int64(c.MaxConcurrentRuns), 1},
@@ -277,6 +289,25 @@ func (c Config) Validate() error {
 		if ch.v < ch.min {
 			return fmt.Errorf("%s = %d is below the minimum of %d", ch.name, ch.v, ch.min)
 		}
+	}
+	// Values that become a time.Duration are bounded above too: past the
+	// int64 nanoseconds a Duration holds they wrap, and a wrapped
+	// max_age_days prunes every finished run.
+	for _, ch := range []struct {
+		name string
+		v    int
+		max  int
+	}{
+		{"max_age_days", c.MaxAgeDays, MaxAgeDaysLimit},
+		{"shutdown_grace_secs", c.ShutdownGraceSec, maxSecsSetting},
+		{"probe_timeout_secs", c.ProbeTimeoutSec, maxSecsSetting},
+	} {
+		if ch.v > ch.max {
+			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)
+		}
+	}
+	if c.MaxConnectionsPerOrigin > c.MaxConnections {
+		return fmt.Errorf("max_connections_per_origin = %d is above max_connections = %d", c.MaxConnectionsPerOrigin, c.MaxConnections)
 	}
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
 		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)

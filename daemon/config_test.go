@@ -32,6 +32,9 @@ func TestConfigRefusals(t *testing.T) {
 		{"bad log level", "log_level = \"loud\"\n", "log_level"},
 		{"more API retries than the bound", "max_api_retries = 11\n", "max_api_retries"},
 		{"negative API retries", "max_api_retries = -1\n", "max_api_retries"},
+		{"an age that overflows a duration", "max_age_days = 106752\n", "max_age_days = 106752 is above the maximum of 36500"},
+		{"a grace that overflows a duration", "shutdown_grace_secs = 9300000000\n", "shutdown_grace_secs"},
+		{"a probe deadline that overflows a duration", "probe_timeout_secs = 9300000000\n", "probe_timeout_secs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,8 +2,13 @@ package daemon
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
@@ -36,24 +41,51 @@ var containers = []string{
 	"/private", "/private/tmp", "/private/var",
 }
 
-// homeTrees are the parts of the user's home where credentials and what
-// runs at login live: an agent that writes there can plant a key, a token
-// or a login item. They are refused with everything under them.
-var homeTrees = []string{".ssh", ".gnupg", ".aws", ".config", ".local", "Library"}
+// homeTrees are the parts of the user's home, other than its dot
+// directories, where what runs at login lives (macOS's LaunchAgents, its
+// application support): refused with everything under them.
+var homeTrees = []string{"Library"}
 
-// cwdPolicy is what decides whether a writing run may use a directory: the
-// user's home, card's own home and the operator's allowed_edit_dirs, all
-// resolved (symlinks followed, cleaned).
+// The rules a cwd is refused by, named in the error's data.rule so a
+// client can tell them apart without reading the message.
+const (
+	ruleCardHome      = "card_home"
+	ruleHoldsCardHome = "holds_card_home"
+	ruleRoot          = "root"
+	ruleHome          = "home"
+	ruleHomeDotDir    = "home_dot_dir"
+	ruleHomeTree      = "home_tree"
+	ruleAgentPath     = "agent_path"
+	ruleOtherHome     = "other_user_home"
+	ruleSystem        = "system"
+	ruleContainer     = "container"
+)
+
+// cwdPolicy is what decides whether a writing run may use a directory. Its
+// inputs are explicit and already resolved (symlinks followed, cleaned):
+// the user's home, card's own home, the operator's allowed_edit_dirs, the
+// homes of the machine's other users (when the daemon runs as root, so
+// could write them) and the agents' search path. refusal reads nothing:
+// newCwdPolicy and withPath resolve what it compares against, and judge
+// asks a pathModel for the directory's real name and its volume's case
+// rule.
 type cwdPolicy struct {
 	Home     string
 	CardHome string
 	Allowed  []string
+	// OtherHomes are the other users' homes: an agent working there as
+	// root plants a key or a login script for that user.
+	OtherHomes []string
+	// Path is every directory on the agent's PATH: a program written
+	// there runs the next time any agent, or the user, types its name.
+	Path []string
 }
 
 // newCwdPolicy resolves the directories the policy compares against. An
 // allowed_edit_dirs entry that does not resolve is an error at startup: a
-// typo there would otherwise allow nothing and say nothing.
-func newCwdPolicy(cfg Config, userHome, cardHome string) (cwdPolicy, error) {
+// typo there would otherwise allow nothing and say nothing. otherHomes are
+// the other users' homes as the passwd database lists them.
+func newCwdPolicy(cfg Config, userHome, cardHome string, otherHomes []string) (cwdPolicy, error) {
 	p := cwdPolicy{Home: filepath.Clean(userHome), CardHome: filepath.Clean(cardHome)}
 	if userHome == "" {
 		p.Home = ""
@@ -70,62 +102,204 @@ func newCwdPolicy(cfg Config, userHome, cardHome string) (cwdPolicy, error) {
 		}
 		p.Allowed = append(p.Allowed, r)
 	}
+	for _, h := range otherHomes {
+		if p.broad(resolveLoose(h)) {
+			continue
+		}
+		p.OtherHomes = append(p.OtherHomes, resolveLoose(h))
+	}
 	return p, nil
 }
 
+// withPath is the policy with the agents' search path (each entry
+// resolved), taken at each check: the path grows when the login shell
+// answers and when a CLI is installed.
+func (c cwdPolicy) withPath(dirs []string) cwdPolicy {
+	c.Path = nil
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			continue // never searched: the runner drops relative entries
+		}
+		if r := resolveLoose(d); !c.broad(r) {
+			c.Path = append(c.Path, r)
+		}
+	}
+	return c
+}
+
+// broad reports whether dir is too wide to refuse with everything under
+// it: the root, the user's own home or a directory of many projects (a
+// PATH entry of "/", a service account whose home is "/", a home holding
+// the user's). Those are refused as themselves by their own rules, and an
+// agent below them cannot write them.
+func (c cwdPolicy) broad(dir string) bool {
+	if dir == "/" || (c.Home != "" && within(c.Home, dir, false)) {
+		return true
+	}
+	return slices.Contains(containers, dir)
+}
+
 // refusal says why a run that writes must not use dir (resolved) as its
-// cwd, or "" when it may. The operator's allowed dirs win over every rule
-// but one: card's own home, where an agent could rewrite card.toml or read
-// the token, is never a cwd.
-func (c cwdPolicy) refusal(dir string) string {
-	if c.CardHome != "" && within(dir, c.CardHome) {
-		return "card's own home (its token and card.toml), which no run may change"
+// cwd, and by which rule, or "" when it may. fold says the volume holding
+// dir finds names whatever their case (macOS's default), so "~/.SSH" is
+// "~/.ssh" there and the rules compare names the same way. The operator's
+// allowed dirs win over every rule but one: card's own home, where an agent
+// could rewrite card.toml or read the token, is never a cwd.
+func (c cwdPolicy) refusal(dir string, fold bool) (rule, why string) {
+	if c.CardHome != "" && within(dir, c.CardHome, fold) {
+		return ruleCardHome, "card's own home (its token and card.toml), which no run may change"
 	}
 	for _, a := range c.Allowed {
-		if within(dir, a) {
-			return ""
+		if within(dir, a, fold) {
+			return "", ""
 		}
 	}
 	if dir == "/" {
-		return "the root of the filesystem"
+		return ruleRoot, "the root of the filesystem"
 	}
-	if c.Home != "" && dir == c.Home {
-		return "your home directory itself, which holds every project and your settings"
+	if c.Home != "" && same(dir, c.Home, fold) {
+		return ruleHome, "your home directory itself, which holds every project and your settings"
 	}
-	if c.CardHome != "" && within(c.CardHome, dir) {
-		return fmt.Sprintf("a directory that holds card's own home (%s)", c.CardHome)
+	if c.CardHome != "" && within(c.CardHome, dir, fold) {
+		return ruleHoldsCardHome, fmt.Sprintf("a directory that holds card's own home (%s)", c.CardHome)
 	}
 	if c.Home != "" {
-		for _, h := range homeTrees {
-			if t := filepath.Join(c.Home, h); within(dir, t) {
-				return fmt.Sprintf("inside %s, where credentials and login items live", t)
+		if first, ok := below(dir, c.Home, fold); ok {
+			if strings.HasPrefix(first, ".") {
+				return ruleHomeDotDir, fmt.Sprintf("inside %s: every directory directly under your home whose name begins with a dot "+
+					"holds settings, credentials or programs something runs by itself", filepath.Join(c.Home, first))
+			}
+			for _, h := range homeTrees {
+				if strings.EqualFold(first, h) && (fold || first == h) {
+					return ruleHomeTree, fmt.Sprintf("inside %s, where login items live", filepath.Join(c.Home, h))
+				}
 			}
 		}
 	}
+	for _, p := range c.Path {
+		if within(dir, p, fold) {
+			return ruleAgentPath, fmt.Sprintf("inside %s, a directory on the agents' PATH, where a program written runs in place of a command", p)
+		}
+		if within(p, dir, fold) {
+			return ruleAgentPath, fmt.Sprintf("a directory that holds %s, which is on the agents' PATH", p)
+		}
+	}
+	for _, h := range c.OtherHomes {
+		if within(dir, h, fold) {
+			return ruleOtherHome, fmt.Sprintf("inside %s, another user's home", h)
+		}
+		if within(h, dir, fold) {
+			return ruleOtherHome, fmt.Sprintf("a directory that holds %s, another user's home", h)
+		}
+	}
 	for _, s := range systemTrees {
-		if within(dir, s) {
-			return fmt.Sprintf("inside %s, which the system owns", s)
+		if within(dir, s, fold) {
+			return ruleSystem, fmt.Sprintf("inside %s, which the system owns", s)
 		}
 	}
 	for _, s := range containers {
-		if dir == s {
-			return fmt.Sprintf("%s itself, which holds many projects; use one of them", s)
+		if same(dir, s, fold) {
+			return ruleContainer, fmt.Sprintf("%s itself, which holds many projects; use one of them", s)
 		}
 	}
-	return ""
+	return "", ""
 }
 
-// within reports whether dir is root or below it (both clean and absolute).
-func within(dir, root string) bool {
+// within reports whether dir is root or below it (both clean and
+// absolute), comparing names as a volume that folds case does when fold.
+func within(dir, root string, fold bool) bool {
 	if root == "/" {
 		return true
 	}
-	return dir == root || strings.HasPrefix(dir, root+"/")
+	if !fold {
+		return dir == root || strings.HasPrefix(dir, root+"/")
+	}
+	ds, rs := strings.Split(dir, "/"), strings.Split(root, "/")
+	if len(ds) < len(rs) {
+		return false
+	}
+	for i, r := range rs {
+		if !strings.EqualFold(ds[i], r) {
+			return false
+		}
+	}
+	return true
+}
+
+// same reports whether a and b name one directory.
+func same(a, b string, fold bool) bool {
+	if fold {
+		return within(a, b, true) && within(b, a, true)
+	}
+	return a == b
+}
+
+// below is the first name of dir under root, when dir is strictly below
+// root.
+func below(dir, root string, fold bool) (string, bool) {
+	if !within(dir, root, fold) || same(dir, root, fold) {
+		return "", false
+	}
+	n := strings.Count(root, "/")
+	if root == "/" {
+		n = 0
+	}
+	return strings.Split(dir, "/")[n+1], true
 }
 
 // writesUnderCwd reports whether a run in mode can change files under its
 // working directory: every mode but read_only.
 func writesUnderCwd(m spawn.Mode) bool { return m != "" && m != spawn.ModeReadOnly }
+
+// pathModel is how the file system names a directory: what a name
+// resolves to, and whether the volume holding it finds names whatever
+// their case. Tests give the policy a case-insensitive model on a
+// case-sensitive machine.
+type pathModel interface {
+	resolve(dir string) (string, error)
+	foldsCase(dir string) bool
+}
+
+// judge resolves dir through m and says why a writing run may not use it
+// (rule and why empty when it may).
+func (c cwdPolicy) judge(m pathModel, dir string) (resolved, rule, why string, err error) {
+	if resolved, err = m.resolve(dir); err != nil {
+		return "", "", "", err
+	}
+	rule, why = c.refusal(resolved, m.foldsCase(resolved))
+	return resolved, rule, why, nil
+}
+
+// osPaths is the file system itself.
+type osPaths struct{}
+
+func (osPaths) resolve(dir string) (string, error) { return resolveDir(dir) }
+
+// foldsCase asks the file system: dir spelled with every letter's case
+// swapped is the same directory only where lookups ignore case (macOS's
+// default APFS, a FAT or casefolded volume), on every component of the
+// path. A name with no letters has nothing to fold.
+func (osPaths) foldsCase(dir string) bool {
+	other := swapCase(dir)
+	if other == dir {
+		return false
+	}
+	a, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(other)
+	return err == nil && os.SameFile(a, b)
+}
+
+func swapCase(s string) string {
+	return strings.Map(func(r rune) rune {
+		if u := unicode.ToUpper(r); u != r {
+			return u
+		}
+		return unicode.ToLower(r)
+	}, s)
+}
 
 // resolveDir follows every symlink of an absolute dir and cleans it, so a
 // rule about "/" cannot be walked around with a link to it or with "..".
@@ -137,8 +311,68 @@ func resolveDir(dir string) (string, error) {
 	return filepath.Abs(r)
 }
 
+// resolveLoose resolves the longest part of dir that exists and keeps the
+// rest as named: a PATH entry or a home not made yet still names where it
+// will be (a link on its way included).
+func resolveLoose(dir string) string {
+	dir = filepath.Clean(dir)
+	rest := ""
+	for d := dir; ; d = filepath.Dir(d) {
+		if r, err := resolveDir(d); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if d == filepath.Dir(d) {
+			return dir
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+	}
+}
+
+// otherUsersHomes lists, from a passwd file's text, the homes of every
+// account but uid's. The daemon asks only when it runs as root: another
+// user's home is otherwise not its to write.
+func otherUsersHomes(passwd string, uid int) []string {
+	var homes []string
+	for _, line := range strings.Split(passwd, "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 7 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		id, err := strconv.Atoi(f[2])
+		if err != nil || id == uid || !filepath.IsAbs(f[5]) {
+			continue
+		}
+		homes = append(homes, filepath.Clean(f[5]))
+	}
+	return homes
+}
+
+// passwdFile is the passwd database; tests point it at their own.
+var passwdFile = "/etc/passwd"
+
+// readOtherHomes is otherUsersHomes over /etc/passwd, for a daemon running
+// as root, and on macOS the homes under /Users too (its accounts live in
+// its directory service, not in the file). Not root: none.
+func readOtherHomes(home string) []string {
+	uid := os.Geteuid()
+	if uid != 0 {
+		return nil
+	}
+	b, _ := os.ReadFile(passwdFile)
+	homes := otherUsersHomes(string(b), uid)
+	if runtime.GOOS == "darwin" {
+		ents, _ := os.ReadDir("/Users")
+		for _, e := range ents {
+			if p := filepath.Join("/Users", e.Name()); e.IsDir() && e.Name() != "Shared" && !strings.HasPrefix(e.Name(), ".") && p != home {
+				homes = append(homes, p)
+			}
+		}
+	}
+	return homes
+}
+
 // cwdRefused is the -32602 for a writing run's cwd the policy refuses.
-func cwdRefused(asked, resolved string, mode spawn.Mode, why string) error {
+func cwdRefused(asked, resolved string, mode spawn.Mode, rule, why string) error {
 	shown := fmt.Sprintf("%q", asked)
 	if resolved != filepath.Clean(asked) {
 		shown += fmt.Sprintf(" (resolved: %s)", resolved)
@@ -146,5 +380,5 @@ func cwdRefused(asked, resolved string, mode spawn.Mode, why string) error {
 	return &rpc.Error{Code: rpc.CodeInvalidParams,
 		Message: fmt.Sprintf("invalid params: cwd: %s is %s; permission_mode %s lets the agent change everything under its cwd. "+
 			"Use the project's own directory, or have the operator list this one in %s in %s", shown, why, mode, AllowedEditDirsKey, ConfigFileName),
-		Data: map[string]any{"field": "cwd", "resolved": resolved, "config_key": AllowedEditDirsKey}}
+		Data: map[string]any{"field": "cwd", "resolved": resolved, "rule": rule, "config_key": AllowedEditDirsKey}}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -99,4 +100,95 @@ func TestAllowedEditDirsLetsTheOperatorsChoiceThrough(t *testing.T) {
 	_, err = daemon.ParseConfig("card.toml", `allowed_edit_dirs = ["relative/dir"]`)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not an absolute path")
+}
+
+// Over the wire: an edit or ask run is refused each place an agent's
+// settings, another program's credentials or a command on the agents' PATH
+// live, by the rule data.rule names and with the card.toml key to
+// override it; allowed_edit_dirs naming one of them lets that one through,
+// and a project under the home still runs.
+func TestAWritingRunIsRefusedTheHomesDotDirsAndTheAgentsPath(t *testing.T) {
+	home := t.TempDir()
+	tools := t.TempDir()
+	for _, d := range []string{".claude", ".codex", ".gemini", ".pi/agent/extensions", ".config/foo", ".docker", "bin", "src/project"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(tools, "bin", "sub"), 0o755))
+	allowed := filepath.Join(home, ".docker")
+	rd := startRunsDaemon(t, "allowed_edit_dirs = ["+strconv.Quote(allowed)+"]\n",
+		"HOME="+home, "PATH="+filepath.Join(home, "bin")+":"+filepath.Join(tools, "bin")+":/usr/bin:/bin")
+	ctx := daemontest.Context(t)
+	links := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(home, ".claude"), filepath.Join(links, "claude")))
+
+	cases := []struct{ name, cwd, mode, resolved, rule string }{
+		{"Claude Code's settings", filepath.Join(home, ".claude"), "edit", filepath.Join(home, ".claude"), "home_dot_dir"},
+		{"a symlink to them", filepath.Join(links, "claude"), "ask", filepath.Join(home, ".claude"), "home_dot_dir"},
+		{"Codex's, with a trailing slash", filepath.Join(home, ".codex") + "/", "edit", filepath.Join(home, ".codex"), "home_dot_dir"},
+		{"Gemini's, through ..", filepath.Join(home, "src", "..", ".gemini"), "edit", filepath.Join(home, ".gemini"), "home_dot_dir"},
+		{"Pi's extensions", filepath.Join(home, ".pi", "agent", "extensions"), "edit", filepath.Join(home, ".pi", "agent", "extensions"), "home_dot_dir"},
+		{"a dir deep in ~/.config", filepath.Join(home, ".config", "foo"), "bypass", filepath.Join(home, ".config", "foo"), "home_dot_dir"},
+		{"~/bin on PATH", filepath.Join(home, "bin"), "edit", filepath.Join(home, "bin"), "agent_path"},
+		{"below a PATH dir", filepath.Join(tools, "bin", "sub"), "edit", filepath.Join(tools, "bin", "sub"), "agent_path"},
+		{"a dir holding one", tools, "edit", tools, "agent_path"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := rd.params("claude-code", "x")
+			p.Cwd, p.PermissionMode = tc.cwd, tc.mode
+			if tc.mode == "bypass" {
+				p.ID = "codex"
+			}
+			_, err := rd.Client.Invoke(ctx, p)
+			re := rpcCode(t, err)
+			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			data := errData(t, re)
+			resolved, _ := filepath.EvalSymlinks(tc.resolved)
+			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": tc.rule, "config_key": daemon.AllowedEditDirsKey}, data)
+			assert.Contains(t, re.Message, "allowed_edit_dirs in card.toml")
+		})
+	}
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a refused cwd is not a run")
+
+	for _, dir := range []string{allowed, filepath.Join(home, "src", "project")} {
+		p := rd.params("claude-code", "edit here")
+		p.Cwd, p.PermissionMode = dir, "edit"
+		res := rd.finished(t, p)
+		assert.False(t, res.IsError, dir)
+	}
+}
+
+// A daemon running as root could write every account's files: another
+// user's home (as the passwd database lists it) is refused to a writing
+// run, inside it and through a symlink too, while the accounts whose home
+// is "/" refuse nothing more and a project elsewhere runs.
+func TestARootDaemonRefusesAWritingRunInAnotherUsersHome(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testskip.Skip(t, testskip.Gap{Why: "only a daemon running as root refuses other users' homes", Enable: "run as root"},
+			"!!! needs root: the rule applies to a root daemon only")
+	}
+	users := t.TempDir()
+	bob := filepath.Join(users, "bob")
+	require.NoError(t, os.MkdirAll(filepath.Join(bob, "src", "app"), 0o755))
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/bash\n"+
+		"bob:x:4242:4242:Bob:"+bob+":/bin/sh\nsystemd-network:x:998:998::/:/usr/sbin/nologin\n"), 0o644))
+	daemon.UsePasswdFile(t, passwd)
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	link := filepath.Join(t.TempDir(), "bob")
+	require.NoError(t, os.Symlink(bob, link))
+	for _, cwd := range []string{bob, filepath.Join(bob, "src", "app"), link, users} {
+		p := rd.params("claude-code", "x")
+		p.Cwd, p.PermissionMode = cwd, "edit"
+		_, err := rd.Client.Invoke(ctx, p)
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, "other_user_home", errData(t, re)["rule"], re.Message)
+	}
+	p := rd.params("claude-code", "edit the project")
+	p.PermissionMode = "edit"
+	assert.False(t, rd.finished(t, p).IsError, "a project outside every home runs")
 }

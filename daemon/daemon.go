@@ -71,6 +71,7 @@ type Daemon struct {
 	substrate *lazySubstrate
 	runs      *runs.Manager
 	subs      subscriptions
+	carRoutes carRoutes
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server
@@ -144,7 +145,7 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 
-	policy, err := newCwdPolicy(cfg, env["HOME"], home)
+	policy, err := newCwdPolicy(cfg, env["HOME"], home, readOtherHomes(env["HOME"]))
 	if err != nil {
 		return nil, err
 	}
@@ -222,10 +223,12 @@ func (d *Daemon) Start() error {
 				OriginsSetting: "allowed_origins in " + ConfigFileName,
 			},
 		},
-		ReadLimit:   d.cfg.MaxMessageBytes,
-		MaxConns:    d.cfg.MaxConnections,
-		MaxInFlight: d.cfg.MaxInFlight,
-		Logger:      d.log.Named("rpc"),
+		ReadLimit:         d.cfg.MaxMessageBytes,
+		MaxConns:          d.cfg.MaxConnections,
+		MaxConnsPerOrigin: d.cfg.MaxConnectionsPerOrigin,
+		MaxPending:        d.cfg.MaxPendingConnections,
+		MaxInFlight:       d.cfg.MaxInFlight,
+		Logger:            d.log.Named("rpc"),
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", d.rpcSrv)
@@ -233,12 +236,16 @@ func (d *Daemon) Start() error {
 		http.Error(w, "not found: card serves WebSocket JSON-RPC at /rpc", http.StatusNotFound)
 	})
 	d.httpSrv = &http.Server{
-		Handler: mux,
-		// Slow-loris upgrades must not hold a connection slot forever.
-		ReadHeaderTimeout: 5 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+		Handler:        mux,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       zap.NewStdLog(d.log.Named("http")),
+		// Connections that have not finished their upgrade are bounded
+		// in number (the oldest closed past max_pending_connections) and
+		// in time: a slow-loris upgrade, or a refused one left open, holds
+		// neither a slot nor a descriptor for long.
+		ConnState: d.rpcSrv.ConnState,
 	}
+	rpc.HandshakeTimeouts(d.httpSrv, rpc.DefaultHandshakeTimeout)
 	d.serveErr = make(chan error, 1)
 	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
 

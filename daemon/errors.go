@@ -54,6 +54,7 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
 	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the access class the method, or a param's value (permission_mode edit, ask, bypass), needs (a browser origin gets read and agents unless card.toml grants it more); data names the class, the param and the card.toml key."},
 	{Code: CodeTooManySubs, Name: "too_many_subscriptions", Meaning: "This connection already follows max_subscriptions_per_connection runs; a subscription ends with its run's last event."},
+	{Code: CodeSessionInUse, Name: "session_in_use", Meaning: "agents.invoke_external: this connection already has a running run under that session_id; data names it."},
 }
 
 // wireError maps a domain error onto the wire. The registry applies it to
@@ -79,8 +80,11 @@ func wireError(err error) error {
 		badChoice  *runs.BadDecisionError
 		denied     *rpc.AccessDeniedError
 		subs       *TooManySubscriptionsError
+		inUse      *SessionInUseError
 	)
 	switch {
+	case errors.As(err, &inUse):
+		return &rpc.Error{Code: CodeSessionInUse, Message: inUse.Error(), Data: map[string]any{"session_id": inUse.SessionID, "run_id": inUse.RunID}}
 	case errors.As(err, &subs):
 		return &rpc.Error{Code: CodeTooManySubs, Message: subs.Error(),
 			Data: map[string]any{"open": subs.Open, "max_subscriptions_per_connection": subs.Max, "config_key": "max_subscriptions_per_connection"}}

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
@@ -23,7 +25,8 @@ const (
 	MaxInvokeTimeoutSecs = 3600
 )
 
-// InvokeParams are agents.invoke's (and agents.invoke_external's) params.
+// InvokeParams are agents.invoke's params (agents.invoke_external has its
+// own, ExternalInvokeParams, with the same fields in CAR's meaning).
 type InvokeParams struct {
 	// ID is the adapter to run (claude-code, codex, gemini, ...).
 	ID string `json:"id"`
@@ -113,6 +116,14 @@ var invokeAccessRules = []rpc.AccessRule{
 // daemon's state (the guard, bypass allowed, the binary, the cap) is the
 // run subsystem's gate, after this.
 func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
+	return d.prepareWith(p, nil)
+}
+
+// prepareWith is prepare with a choice of attachment policy: nil is
+// agents.invoke's (the first bad attachment refuses the request); car is
+// CAR's, for agents.invoke_external (a bad one is skipped, recorded as
+// dropped with why, and the agent runs with the rest).
+func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Request, error) {
 	if strings.TrimSpace(p.ID) == "" {
 		return runs.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
@@ -125,17 +136,24 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 	if err := p.check(); err != nil {
 		return runs.Request{}, err
 	}
-	checked, err := readAttachments(p.Attachments, d.cfg.Attachments)
-	if err != nil {
+	var (
+		checked []attachment
+		skipped []store.Attachment
+		err     error
+	)
+	if car != nil {
+		checked, skipped = readCARAttachments(car, d.cfg.Attachments)
+	} else if checked, err = readAttachments(p.Attachments, d.cfg.Attachments); err != nil {
 		return runs.Request{}, err
 	}
 	images, records, err := attach(p.ID, checked, p.RequireAttachments)
 	if err != nil {
 		return runs.Request{}, err
 	}
+	records = withSkipped(records, skipped)
 	req := p.spawnRequest()
 	req.Images = images
-	cwd, err := d.runCwd(p.Cwd, req.EffectiveMode())
+	cwd, err := d.runCwd(p.ID, p.Cwd, req.EffectiveMode())
 	if err != nil {
 		return runs.Request{}, err
 	}
@@ -174,26 +192,46 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 // runCwd is where a run goes: asked (the user's home when empty, allowed in
 // read_only only), with every symlink followed, so the agent runs in, and
 // the run records, the directory that was judged, not a name that could
-// point elsewhere by the time the agent starts. A mode that writes is
-// refused a directory the cwd policy refuses.
-func (d *Daemon) runCwd(asked string, mode spawn.Mode) (string, error) {
+// point elsewhere by the time the agent starts (the runner holds that
+// directory open and starts the agent in it only if it is still there). A
+// mode that writes is refused a directory the cwd policy refuses.
+func (d *Daemon) runCwd(adapter, asked string, mode spawn.Mode) (string, error) {
 	dir := asked
 	if dir == "" {
 		dir = d.env["HOME"]
 	}
-	resolved, err := resolveDir(dir)
-	if err != nil {
-		if asked == "" {
-			return dir, nil // a home that is gone: the runner says so
+	if !writesUnderCwd(mode) {
+		resolved, err := resolveDir(dir)
+		if err != nil {
+			if asked == "" {
+				return dir, nil // a home that is gone: the runner says so
+			}
+			return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
 		}
+		return resolved, nil
+	}
+	resolved, rule, why, err := d.cwdPolicy.withPath(d.agentPathDirs(adapter)).judge(osPaths{}, dir)
+	if err != nil {
 		return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
 	}
-	if writesUnderCwd(mode) {
-		if why := d.cwdPolicy.refusal(resolved); why != "" {
-			return "", cwdRefused(asked, resolved, mode, why)
-		}
+	if why != "" {
+		return "", cwdRefused(asked, resolved, mode, rule, why)
 	}
 	return resolved, nil
+}
+
+// agentPathDirs is the PATH adapter's agent gets: the search path the
+// daemon resolved, or the operator's own PATH for that adapter, which the
+// plan's environment puts over it.
+func (d *Daemon) agentPathDirs(adapter string) []string {
+	var dirs []string
+	if d.detector != nil {
+		dirs = d.detector.SearchPath().Dirs
+	}
+	if p, ok := d.cfg.Adapters[adapter].Env["PATH"]; ok {
+		dirs = append(slices.Clip(dirs), filepath.SplitList(p)...)
+	}
+	return dirs
 }
 
 // check judges the fields spawn does not: the task, the mode's need for a

@@ -34,6 +34,18 @@ var paramDocs = func() map[string]map[string]string {
 		"attachments":                      "Images for the agent (PNG, JPEG, GIF or WebP): each a path on this machine, or base64 data with its MIME type, with an optional name.",
 		"require_attachments":              "Refuse the request instead of running an adapter that cannot take the attachments (it would run without them).",
 	}
+	// CAR's invoke: agents.invoke's fields where the meaning is the same;
+	// session_id is the host's routing id, the agent's session is
+	// agent_session_id.
+	external := map[string]string{}
+	for k, v := range invoke {
+		external[k] = v
+	}
+	external["stream"] = "Answer at once with the session id and run id and send the run's progress as agents.chat.event notifications; without it the answer is the finished run."
+	external["session_id"] = "The host's own routing id for this conversation (printable text, at most 256 bytes); named in the answer and every event, never given to the agent. A chat-<uuid> id when omitted."
+	external["agent_session_id"] = "Start a new session of the agent under this UUID, to resume later (what agents.invoke calls session_id)."
+	external["resume"] = "Continue the agent's session with this id: an earlier answer's agent_session_id."
+	external["attachments"] = "Images for the agent, each a path on this machine with an advisory media type (the bytes decide); one card cannot send is skipped."
 	runID := map[string]string{"run_id": "The run, as agents.invoke or runs.list named it."}
 	path := map[string]string{"path": "An absolute path on the substrate."}
 	pid := "The PTY, by the pid substrate.pty_start answered."
@@ -45,7 +57,19 @@ var paramDocs = func() map[string]map[string]string {
 			"id":    "One adapter's health; without it the answer lists every installed adapter's.",
 			"force": "Check again instead of answering the health cached in the last 30 s.",
 		},
-		"agents.invoke": invoke,
+		"agents.invoke":          invoke,
+		"agents.invoke_external": external,
+		"agents.chat.cancel":     {"session_id": "The session_id of a running agents.invoke_external this connection started: its run is cancelled."},
+		"session.auth": {
+			"token":            "The daemon's token (the one in <home>/token that opened the connection); any other is refused.",
+			"agent_id":         "Refused: card supervises no lifecycle agents.",
+			"host_token":       "Refused: card has no host-management role; what a connection may call is its access class.",
+			"memory_namespace": "Refused: card keeps no memory graph.",
+		},
+		"server.handshake": {
+			"protocol_version": "The protocol version the client speaks; the answer echoes it back beside card's.",
+			"client_version":   "The client's own build; accepted for CAR's sake, card does not act on it.",
+		},
 		"agents.cancel": {"run_id": "The run to end: its agent's whole process group is stopped and the run is recorded as cancelled."},
 		"agents.approval_decide": {
 			"run_id":     "The run whose question this answers.",

@@ -61,13 +61,19 @@ type PruneParams struct {
 	MaxAgeDays *int `json:"max_age_days,omitempty"`
 }
 
-// Validate refuses negative bounds.
+// MaxAgeDaysLimit is the largest max_age_days, in card.toml and in
+// runs.prune: a hundred years. Days become a time.Duration, which overflows
+// past about 106,751 days and wraps to an age that is negative or tiny, and
+// a tiny age prunes every finished run.
+const MaxAgeDaysLimit = 36500
+
+// Validate refuses negative bounds and an age past MaxAgeDaysLimit.
 func (p *PruneParams) Validate() error {
 	if p.MaxRuns != nil && *p.MaxRuns < 0 {
 		return rpc.InvalidField("max_runs", "must not be negative (0: no bound on the count)")
 	}
-	if p.MaxAgeDays != nil && *p.MaxAgeDays < 0 {
-		return rpc.InvalidField("max_age_days", "must not be negative (0: no bound on age)")
+	if p.MaxAgeDays != nil && (*p.MaxAgeDays < 0 || *p.MaxAgeDays > MaxAgeDaysLimit) {
+		return rpc.InvalidField("max_age_days", "must be 0 to %d days, not %d (0: no bound on age)", MaxAgeDaysLimit, *p.MaxAgeDays)
 	}
 	return nil
 }
@@ -264,7 +270,7 @@ func (d *Daemon) registerRuns() {
 			CodeUnenforcedReadOnly, CodeTooManyRuns, rpc.CodeShuttingDown},
 	}
 	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
-	r.Alias("agents.invoke_external", "agents.invoke")
+	d.registerCAR()
 	rpc.Register(r, "agents.cancel", rpc.Doc{
 		Access:      rpc.AccessAgents,
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",
@@ -283,7 +289,7 @@ func (d *Daemon) registerRuns() {
 	rpc.Register(r, "runs.get", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
-		Description: "An ask-mode run also lists its approvals: every question it asked, in order, with its decision (absent while it waits).",
+		Description: "An ask-mode run also lists its approvals: the questions it asked, in order, with their decisions (absent while one waits), at most 1,000; approvals_truncated and approvals_total say when it recorded more.",
 		Errors:      []int64{CodeRunNotFound},
 	}, func(ctx context.Context, p GetParams) (RunRecord, error) {
 		return d.runs.Get(ctx, p.RunID)

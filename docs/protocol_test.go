@@ -505,7 +505,8 @@ func TestCaptureExamples(t *testing.T) {
 	home := filepath.Join(os.TempDir(), "card-example-home")
 	_ = os.RemoveAll(home)
 	t.Cleanup(func() { _ = os.RemoveAll(home) })
-	ws := startDaemon(t, home).Raw(t)
+	d := startDaemon(t, home)
+	ws := d.Raw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ws.SetReadLimit(16 << 20)
@@ -550,6 +551,8 @@ func TestCaptureExamples(t *testing.T) {
 		}
 	}
 	captureRuns(c, home)
+	captureCAR(c, home, d.URL, d.Token)
+	call("runs.prune", `{"max_age_days":106752}`)
 	captureUnusable(t, c)
 
 	// Transport examples: frames that are not one well-formed request.
@@ -561,6 +564,8 @@ func TestCaptureExamples(t *testing.T) {
 	}
 	raw("parse", `{"jsonrpc":"2.0","method":"foobar,"params":"bar","baz]`)
 	raw("batch", `[{"jsonrpc":"2.0","id":101,"method":"daemon.info"},{"jsonrpc":"2.0","method":"daemon.info"},{"jsonrpc":"2.0","id":102,"method":1}]`)
+	raw("duplicate method", `{"jsonrpc":"2.0","id":7,"method":"daemon.info","method":"runs.prune"}`)
+	raw("duplicate result", `{"jsonrpc":"2.0","id":"card-1","result":{"decision":"deny"},"result":{"decision":"allow"}}`)
 	// A waiting invoke withdrawn with $/cancelRequest by the id it was sent with.
 	slow := fmt.Sprintf(`{"jsonrpc":"2.0","id":"invoke-7","method":"agents.invoke","params":{"id":"claude-code","task":"SLOW: think for a long time.","cwd":%q}}`, home)
 	withdraw := `{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"invoke-7"}}`
@@ -604,6 +609,8 @@ type capturer struct {
 	id  int
 	// quiet drops notifications (a replay would repeat the run's events).
 	quiet bool
+	// chatEnded is set when a terminal agents.chat.event is read.
+	chatEnded bool
 }
 
 func (c *capturer) emit(method, kind string, raw []byte) {
@@ -624,6 +631,7 @@ func (c *capturer) read() (method string, id int, result json.RawMessage, msg []
 	}
 	require.NoError(c.t, json.Unmarshal(msg, &probe))
 	if probe.Method != "" {
+		c.noteChat(msg)
 		if !c.quiet {
 			c.emit(probe.Method, "notification", msg)
 		}

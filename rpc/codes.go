@@ -39,7 +39,7 @@ type CodeInfo struct {
 func Codes() []CodeInfo {
 	return []CodeInfo{
 		{CodeParseError, "parse_error", "The frame is not valid JSON. The answer's id is null."},
-		{CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a binary frame, an empty or oversized batch)."},
+		{CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a member given twice, a binary frame, an empty or oversized batch)."},
 		{CodeMethodNotFound, "method_not_found", "No method of that name; rpc.discover lists them."},
 		{CodeInvalidParams, "invalid_params", "The params do not fit the method; the message and data.field name the field."},
 		{CodeInternalError, "internal_error", "The daemon failed while answering; its log has the detail."},
@@ -56,7 +56,27 @@ type Error struct {
 	Code    int64  `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+	// closeConn ends the connection once this answer is written
+	// (CloseAfter); it never goes on the wire.
+	closeConn string
 }
+
+// CloseAfter marks a handler's error as one that ends the connection: the
+// client is answered with err, and then the connection is closed with 1008
+// (policy violation) and reason. It is for a client that proved it should
+// not be connected (it presented a credential that is not the daemon's),
+// which must hear why before the socket goes.
+func CloseAfter(err error, reason string) error {
+	return &closeAfterError{err: err, reason: reason}
+}
+
+type closeAfterError struct {
+	err    error
+	reason string
+}
+
+func (e *closeAfterError) Error() string { return e.err.Error() }
+func (e *closeAfterError) Unwrap() error { return e.err }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -22,6 +24,11 @@ type envelope struct {
 	// object could otherwise read two requests.
 	dupParams bool
 	dupField  string
+	// dupMember names a member of the message itself given twice
+	// ("method", "result", or any other name). Such a message is refused
+	// whole: which of two methods, or of two answers to a question, a
+	// reader takes is exactly what two readers can disagree on.
+	dupMember string
 }
 
 // envelopeDecoders are reused: a decoder per request was a third of the
@@ -41,12 +48,12 @@ type envelopeDecoder struct {
 // value is a slice of raw, not a copy: a 3 MiB params member is not copied
 // again.
 //
-// The pass refuses names given twice, at every depth, so a frame whose
-// params repeat a name costs no second pass over them: the tokenizer
-// checks while it reads. Only a frame with a repeated name, anywhere, is
-// read again, leniently, to find which: a repeated member of the envelope
-// itself keeps its last value, as it always has, and a repeated name in
-// params sets dupParams.
+// The pass refuses names given twice, at every depth, so a frame without
+// one (every frame a client means to send) pays nothing for the check: the
+// tokenizer checks while it reads. Only a frame with a repeated name,
+// anywhere, is read again, leniently, to find which: a repeated member of
+// the envelope itself sets dupMember, and a repeated name in params sets
+// dupParams.
 func decodeEnvelope(raw []byte) (envelope, error) {
 	env, err := readEnvelope(raw, false)
 	if err == nil || !errors.Is(err, jsontext.ErrDuplicateName) {
@@ -54,6 +61,9 @@ func decodeEnvelope(raw []byte) (envelope, error) {
 	}
 	if env, err = readEnvelope(raw, true); err != nil {
 		return env, err
+	}
+	if env.dupMember != "" {
+		return env, nil
 	}
 	if p := env.Params; len(p) > 0 && p[0] == '{' {
 		env.dupField, env.dupParams = duplicateParam(p)
@@ -73,12 +83,24 @@ func readEnvelope(raw []byte, allowDuplicates bool) (env envelope, err error) {
 	} else if tok.Kind() != '{' {
 		return env, errors.New("not an object")
 	}
+	// seen is only kept on the lenient pass, the one that looks for a
+	// repeated member; a message has a handful of members.
+	var seen []string
 	for d.PeekKind() != '}' {
 		tok, err := d.ReadToken()
 		if err != nil {
 			return env, err
 		}
 		name := tok.String()
+		if allowDuplicates && env.dupMember == "" {
+			// Only copies are kept: keeping name itself would move every
+			// member's name to the heap on the strict pass too.
+			if i := slices.Index(seen, name); i >= 0 {
+				env.dupMember = seen[i]
+			} else {
+				seen = append(seen, strings.Clone(name))
+			}
+		}
 		v, err := d.ReadValue()
 		if err != nil {
 			return env, err

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,28 +76,41 @@ func TestADuplicateNameInAFramesParamsIsRefusedBeforeTheHandler(t *testing.T) {
 }
 
 // The envelope's one pass notices a name given twice in params wherever the
-// id stands (before or after params), at any depth, and only in names: a
-// repeated member of the envelope itself keeps its last value, as it
-// always has.
+// id stands (before or after params), at any depth, and only in names; a
+// member of the envelope itself given twice refuses the whole message
+// (-32600 naming the member) before params are looked at.
 func TestTheEnvelopesOwnPassFindsANameGivenTwiceInParams(t *testing.T) {
 	cases := []struct {
 		name, frame string
 		field       string // "" when the request goes on
+		member      string // an envelope member given twice
 		method      string
 		id          string
 	}{
-		{"id after params", `{"jsonrpc":"2.0","method":"m","params":{"a":1,"a":2},"id":7}`, "a", "", "7"},
-		{"nested in an array", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"items":[{"path":"/a"},{"path":"/b","path":"/c"}]}}`, "items[1].path", "", "7"},
-		{"an envelope member twice and params twice", `{"jsonrpc":"2.0","id":7,"id":8,"method":"m","params":{"o":{"k":1,"k":2}}}`, "o.k", "", "8"},
-		{"an envelope member twice keeps the last", `{"jsonrpc":"2.0","id":7,"method":"first","method":"m","params":{"a":1}}`, "", "m", "7"},
-		{"the same text inside a string is no name", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"task":"{\"a\":1,\"a\":2}","a":1}}`, "", "m", "7"},
-		{"the same name in sibling objects", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"x":{"a":1},"y":{"a":1}}}`, "", "m", "7"},
+		{"id after params", `{"jsonrpc":"2.0","method":"m","params":{"a":1,"a":2},"id":7}`, "a", "", "", "7"},
+		{"nested in an array", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"items":[{"path":"/a"},{"path":"/b","path":"/c"}]}}`, "items[1].path", "", "", "7"},
+		{"an envelope member twice and params twice", `{"jsonrpc":"2.0","id":7,"id":8,"method":"m","params":{"o":{"k":1,"k":2}}}`, "", "id", "", "null"},
+		{"the method twice", `{"jsonrpc":"2.0","id":7,"method":"first","method":"m","params":{"a":1}}`, "", "method", "", "null"},
+		{"params twice", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"a":1},"params":{"a":2}}`, "", "params", "", "7"},
+		{"jsonrpc twice", `{"jsonrpc":"1.0","jsonrpc":"2.0","id":7,"method":"m"}`, "", "jsonrpc", "", "7"},
+		{"an unknown member twice", `{"jsonrpc":"2.0","id":7,"method":"m","x":1,"x":2}`, "", "x", "", "7"},
+		{"a response's result twice", `{"jsonrpc":"2.0","id":"card-1","result":{"decision":"deny"},"result":{"decision":"allow"}}`, "", "result", "", "null"},
+		{"a response's error twice", `{"jsonrpc":"2.0","id":"card-1","error":{"code":1,"message":"a"},"error":{"code":2,"message":"b"}}`, "", "error", "", "null"},
+		{"the same text inside a string is no name", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"task":"{\"a\":1,\"a\":2}","a":1}}`, "", "", "m", "7"},
+		{"the same name in sibling objects", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"x":{"a":1},"y":{"a":1}}}`, "", "", "m", "7"},
+		{"a member's name inside params is no envelope member", `{"jsonrpc":"2.0","id":7,"method":"m","params":{"method":"x","id":1}}`, "", "", "m", "7"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &frameStream{}
 			req, answer := s.parseRequest([]byte(tc.frame))
-			if tc.field != "" {
+			switch {
+			case tc.member != "":
+				require.Nil(t, req)
+				assert.JSONEq(t, `{"jsonrpc":"2.0","id":`+tc.id+`,"error":{"code":-32600,"message":"invalid request: \"`+tc.member+
+					`\" is given more than once; each member of a JSON-RPC message may appear once","data":{"member":"`+tc.member+`"}}}`, string(answer))
+				return
+			case tc.field != "":
 				require.Nil(t, req)
 				assert.JSONEq(t, `{"jsonrpc":"2.0","id":`+tc.id+`,"error":{"code":-32602,"message":"invalid params: `+tc.field+`: `+duplicateMessage+`","data":{"field":"`+tc.field+`"}}}`, string(answer))
 				return
@@ -107,4 +121,22 @@ func TestTheEnvelopesOwnPassFindsANameGivenTwiceInParams(t *testing.T) {
 			assert.Equal(t, tc.id, string(req.id))
 		})
 	}
+}
+
+// An answer to the server's question that gives "result" twice (a deny,
+// then an allow) decides nothing: neither copy reaches the caller, which
+// still waits, and a well-formed answer afterwards is taken.
+func TestAResponseWithAMemberGivenTwiceIsRefusedAndDecidesNothing(t *testing.T) {
+	st := callTest(t)
+	c := st.dial(t)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"ask.client","params":{"n":1}}`)
+	id := c.serverRequest()
+	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"say":"deny"},"result":{"say":"allow"}}`, id))
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: \"result\" is given more than once; each member of a JSON-RPC message may appear once","data":{"member":"result"}}}`, c.read())
+	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"say":"deny"}}`, id))
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":{"say":"deny"}}`, c.read())
+
+	// A request whose method is given twice runs neither.
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"nothing","method":"ask.client"}`)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: \"method\" is given more than once; each member of a JSON-RPC message may appear once","data":{"member":"method"}}}`, c.read())
 }

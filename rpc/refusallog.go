@@ -52,7 +52,30 @@ func newRefusalLog(log *zap.Logger, burst int, window time.Duration) *refusalLog
 // refused logs or counts one refused upgrade. The log names who and why,
 // never the token: Authorization and the subprotocols are not logged.
 func (l *refusalLog) refused(r *http.Request, status int, reason string) {
+	if !l.take(reason) {
+		return
+	}
+	l.log.Info("refused websocket upgrade",
+		zap.Int("status", status), zap.String("reason", reason),
+		zap.String("remote", loggable(r.RemoteAddr)), zap.String("host", loggable(r.Host)),
+		zap.String("origin", loggable(r.Header.Get("Origin"))), zap.String("path", loggable(r.URL.Path)))
+}
+
+// closedPending logs or counts one connection closed before its upgrade
+// finished, to make room for a newer one.
+func (l *refusalLog) closedPending(remote string) {
+	const reason = "closed: too many connections had not finished their upgrade; the oldest made room"
+	if l.take(reason) {
+		l.log.Info("closed a connection that had not finished its upgrade",
+			zap.String("reason", reason), zap.String("remote", loggable(remote)))
+	}
+}
+
+// take reports whether one more line of reason may be logged in this
+// window, and counts it as suppressed when not.
+func (l *refusalLog) take(reason string) bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	now := time.Now()
 	if l.start.IsZero() || now.Sub(l.start) >= l.window {
 		l.flushLocked()
@@ -63,15 +86,10 @@ func (l *refusalLog) refused(r *http.Request, status int, reason string) {
 		if l.timer == nil && !l.closed {
 			l.timer = time.AfterFunc(l.window-now.Sub(l.start), l.flush)
 		}
-		l.mu.Unlock()
-		return
+		return false
 	}
 	l.logged[reason]++
-	l.mu.Unlock()
-	l.log.Info("refused websocket upgrade",
-		zap.Int("status", status), zap.String("reason", reason),
-		zap.String("remote", loggable(r.RemoteAddr)), zap.String("host", loggable(r.Host)),
-		zap.String("origin", loggable(r.Header.Get("Origin"))), zap.String("path", loggable(r.URL.Path)))
+	return true
 }
 
 // flush ends the window: the count of what was not logged, in one line.

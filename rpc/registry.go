@@ -364,10 +364,18 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 		result, then, herr = m.call(ctx, &m.info, params)
 	}
 	if herr != nil {
+		var closing *closeAfterError
+		errors.As(herr, &closing)
 		if mapErr != nil {
 			herr = mapErr(herr)
 		}
-		return nil, nil, ToError(herr)
+		e := ToError(herr)
+		if closing != nil {
+			c := *e
+			c.closeConn = closing.reason
+			e = &c
+		}
+		return nil, nil, e
 	}
 	return result, then, nil
 }

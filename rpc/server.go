@@ -36,6 +36,15 @@ type ServerConfig struct {
 	ReadLimit int64
 	// MaxConns caps concurrent connections; past it the upgrade gets 503.
 	MaxConns int
+	// MaxConnsPerOrigin caps the connections of one allowed web origin
+	// (zero: a quarter of MaxConns); web origins together also leave a
+	// quarter of MaxConns to native clients. See slots.go.
+	MaxConnsPerOrigin int
+	// MaxPending caps accepted connections that have not finished their
+	// upgrade (zero: DefaultMaxPending or MaxConns, whichever is larger);
+	// past it the oldest is closed.
+	// Only connections the http.Server reports through ConnState count.
+	MaxPending int
 	// MaxInFlight caps unanswered requests per connection; past it a request
 	// is answered at once with CodeTooManyRequests instead of queueing.
 	MaxInFlight  int
@@ -62,7 +71,13 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*serverConn]struct{}
-	wg    sync.WaitGroup
+	// byOrigin counts open connections per web origin (originKey), under
+	// mu; native clients are not counted here.
+	byOrigin map[string]int
+	// webConns is the sum of byOrigin.
+	webConns int
+	pending  *pendingConns
+	wg       sync.WaitGroup
 	// draining is written under mu (so no connection is added after
 	// Shutdown starts waiting) and read without it on every request.
 	draining atomic.Bool
@@ -77,6 +92,14 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerOrigin <= 0 {
+		cfg.MaxConnsPerOrigin = defaultMaxConnsPerOrigin(cfg.MaxConns)
+	}
+	if cfg.MaxPending <= 0 {
+		// At least MaxConns: clients filling every slot at once must not
+		// push out each other's handshakes.
+		cfg.MaxPending = max(DefaultMaxPending, cfg.MaxConns)
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -97,6 +120,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.RefusalLogWindow = DefaultRefusalLogWindow
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conns: map[*serverConn]struct{}{},
+		byOrigin: map[string]int{}, pending: newPendingConns(cfg.MaxPending),
 		refusals: newRefusalLog(cfg.Logger, cfg.RefusalLogBurst, cfg.RefusalLogWindow),
 		release:  newMemoryRelease()}
 }
@@ -135,11 +159,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusServiceUnavailable, "service unavailable: too many connections (limit "+strconv.Itoa(s.cfg.MaxConns)+"); close an idle one and retry")
 		return
 	}
+	grants, origin := s.cfg.Gate.Grants(r)
+	key := originKey(origin)
+	if origin != "" {
+		if reason := s.webSlotRefusal(key); reason != "" {
+			s.mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, r, http.StatusServiceUnavailable, reason)
+			return
+		}
+		s.byOrigin[key]++
+		s.webConns++
+	}
 	s.active.Add(1)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
 	defer s.active.Add(-1)
+	if origin != "" {
+		defer func() {
+			s.mu.Lock()
+			if s.byOrigin[key]--; s.byOrigin[key] <= 0 {
+				delete(s.byOrigin, key)
+			}
+			s.webConns--
+			s.mu.Unlock()
+		}()
+	}
 
 	opts := &websocket.AcceptOptions{InsecureSkipVerify: true} // Origin was checked by the gate, more strictly.
 	if subprotocol != "" {
@@ -152,8 +198,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	grants, origin := s.cfg.Gate.Grants(r)
 	s.serve(c, hj.conn, r.RemoteAddr, grants, origin)
+}
+
+// webSlotRefusal is why a connection from web origin key may not have a
+// slot ("" when it may), with mu held.
+func (s *Server) webSlotRefusal(key string) string {
+	if n := s.cfg.MaxConnsPerOrigin; s.byOrigin[key] >= n {
+		return "service unavailable: too many connections from this origin (limit " + strconv.Itoa(n) + "); close an idle one and retry"
+	}
+	if n := s.cfg.MaxConns - nativeReserve(s.cfg.MaxConns); s.webConns >= n {
+		return "service unavailable: web pages hold every connection they may (limit " + strconv.Itoa(n) +
+			"; the rest are kept for native clients); close an idle one and retry"
+	}
+	return ""
 }
 
 // serverConn is one client connection.
@@ -325,6 +383,9 @@ func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc
 func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, withdrawn bool) {
 	ctx := sc.ctx
 	if req.notif() {
+		if rerr != nil && rerr.closeConn != "" {
+			sc.closeAfterRefusal(req, rerr)
+		}
 		if then != nil {
 			then(ctx)
 		}
@@ -337,7 +398,16 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 		if rerr.Code == CodeInternalError {
 			sc.log.Warn("request failed", zap.String("method", req.method), zap.String("error", rerr.Message))
 		}
-		sc.answerError(req, rerr.wire())
+		flushed := sc.answerError(req, rerr.wire())
+		if rerr.closeConn != "" {
+			// A batch member's answer leaves with its batch: the socket
+			// stays until that frame is written.
+			select {
+			case <-flushed:
+			case <-ctx.Done():
+			}
+			sc.closeAfterRefusal(req, rerr)
+		}
 		return
 	}
 	flushed, err := sc.reply(req, res)
@@ -365,10 +435,22 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 	then(ctx)
 }
 
-func (sc *serverConn) answerError(req *request, e *wireError) {
-	if _, err := sc.stream.answer(req, errorAnswerWire(req.id, e)); err != nil {
+// closeAfterRefusal ends the connection with 1008 once a refusal marked
+// with CloseAfter has been answered.
+func (sc *serverConn) closeAfterRefusal(req *request, rerr *Error) {
+	sc.log.Info("closing the connection after refusing a request", zap.String("method", req.method), zap.String("reason", rerr.closeConn))
+	_ = sc.ws.Close(websocket.StatusPolicyViolation, rerr.closeConn)
+}
+
+func (sc *serverConn) answerError(req *request, e *wireError) (flushed <-chan struct{}) {
+	flushed, err := sc.stream.answer(req, errorAnswerWire(req.id, e))
+	if err != nil {
 		sc.log.Debug("could not send an error answer", zap.String("method", req.method), zap.Error(err))
 	}
+	if flushed == nil {
+		return sent
+	}
+	return flushed
 }
 
 // reply sends a success answer. A result that is already JSON (Encoded) is

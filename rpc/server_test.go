@@ -90,6 +90,10 @@ func newServerTest(t *testing.T, maxInFlight int) *serverTest {
 			context.AfterFunc(PeerFrom(ctx).Context(), func() { st.gone.Add(1) })
 			return true, nil
 		})
+	Register(r, "refuse.close", Doc{Access: AccessRead, Summary: "Refuse, then end the connection."},
+		func(ctx context.Context, _ struct{}) (bool, error) {
+			return false, CloseAfter(&Error{Code: CodeInternalError, Message: "go away"}, "refused")
+		})
 	st.srv = NewServer(ServerConfig{
 		Registry:    r,
 		Gate:        &Gate{Token: func() ([]byte, error) { return []byte(fuzzToken), nil }},
@@ -361,4 +365,29 @@ func TestAConnectionThatArrivesWhileTheServerDrainsClosesItself(t *testing.T) {
 		t.Fatal("serve did not return")
 	}
 	assert.Zero(t, len(srv.conns))
+}
+
+// A refusal marked CloseAfter reaches the client, alone or in a batch, and
+// only then is the connection closed with 1008; other connections go on.
+func TestARefusalThatClosesTheConnectionIsAnsweredFirst(t *testing.T) {
+	st := newServerTest(t, 0)
+	other := st.dial(t)
+	for _, frame := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"refuse.close"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"wait.ms","params":{"n":50}},{"jsonrpc":"2.0","id":2,"method":"refuse.close"}]`,
+	} {
+		c := st.dial(t)
+		c.send(frame)
+		answer := c.read()
+		assert.Contains(t, answer, `"message":"go away"`)
+		if strings.HasPrefix(frame, "[") {
+			assert.Contains(t, answer, `"result":50`, "the batch's other answer travels with it")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _, err := c.ws.Read(ctx)
+		cancel()
+		assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "%v", err)
+	}
+	other.send(`{"jsonrpc":"2.0","id":7,"method":"wait.ms","params":{"n":1}}`)
+	assert.Contains(t, other.read(), `"result":1`)
 }

@@ -249,6 +249,16 @@ func (s *frameStream) parseRequest(raw []byte) (req *request, errAnswer []byte) 
 	if !idValid {
 		answerID = nil
 	}
+	if env.dupMember != "" {
+		// Neither copy is read: not a method to run, not an answer to a
+		// question. The answer names the request only when its id and
+		// method are each given once; a response (no method) is never
+		// answered by id, as its id is the server's own.
+		if env.dupMember == "id" || env.dupMember == "method" || env.Method == nil {
+			answerID = nil
+		}
+		return nil, duplicateMemberAnswer(answerID, env.dupMember)
+	}
 	if string(env.JSONRPC) != `"2.0"` {
 		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "jsonrpc" must be exactly "2.0"`)
 	}
@@ -451,6 +461,18 @@ func invalidParamsAnswer(id json.RawMessage, field, message string) []byte {
 	data, _ := json.Marshal(map[string]string{"field": field})
 	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: CodeInvalidParams,
 		Message: "invalid params: " + field + ": " + message, Data: data}})
+	return b
+}
+
+// duplicateMemberAnswer refuses a message that gives one of its own
+// members twice, naming it in the message and in data.member.
+func duplicateMemberAnswer(id json.RawMessage, member string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	data, _ := json.Marshal(map[string]string{"member": member})
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: CodeInvalidRequest,
+		Message: fmt.Sprintf("invalid request: %q is given more than once; each member of a JSON-RPC message may appear once", member), Data: data}})
 	return b
 }
 

@@ -137,7 +137,9 @@ type Plan struct {
 	// Env holds additions to the daemon's environment (operator env first,
 	// then the adapter's own, which win). Values may hold FileRef placeholders.
 	Env map[string]string
-	// Dir is the working directory: absolute and existing, checked by Run.
+	// Dir is the working directory: absolute, existing and its real name
+	// (no symlink on the way), checked by Run, which starts the child in the
+	// directory held open by descriptor, not by the name again.
 	Dir string
 	// Files are written by the runner, 0600, into a private 0700 directory it
 	// creates for the run and removes afterwards.

@@ -136,13 +136,3 @@ func summarize(tool string, input json.RawMessage) string {
 	}
 	return oneLine(s)
 }
-
-// oneLine is s on one line (whitespace runs become one space), at most
-// summaryMax bytes.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > summaryMax {
-		s = clip(s, summaryMax-3) + "..."
-	}
-	return s
-}

@@ -201,10 +201,15 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW)
 		return fail(KindSpawn, "pipe: "+err.Error(), err)
 	}
+	dir, releaseDir, err := holdDir(plan.Dir)
+	if err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
+		return fail(KindSpawn, err.Error(), err)
+	}
 	cmd := &exec.Cmd{
 		Path:        prog,
 		Args:        append([]string{plan.Program}, args...),
-		Dir:         plan.Dir,
+		Dir:         dir,
 		Env:         childEnv,
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
@@ -212,7 +217,9 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		SysProcAttr: proc.NewGroupKilledWithParent(),
 	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	releaseDir()
+	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
 		return fail(KindSpawn, fmt.Sprintf("could not start %s: %v", plan.Program, err), err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -120,6 +121,35 @@ func TestTheChildRunsInTheDirectoryItWasGiven(t *testing.T) {
 	got, err := filepath.EvalSymlinks(strings.TrimSpace(p.b.String()))
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+}
+
+// The daemon judges a run's directory by its real name and hands that name
+// on; a name that has since become a symlink, or that now passes through
+// one, leads somewhere nobody judged, so the runner starts nothing there.
+func TestTheChildNeverStartsWhereTheCheckedDirNoLongerLeads(t *testing.T) {
+	forbidden := t.TempDir()
+	base := t.TempDir()
+	// The directory itself swapped for a symlink.
+	require.NoError(t, os.Symlink(forbidden, filepath.Join(base, "proj")))
+	cases := []string{filepath.Join(base, "proj")}
+	if runtime.GOOS == "linux" {
+		// A directory on the way swapped: only a kernel that says where a
+		// held descriptor points catches this one.
+		require.NoError(t, os.MkdirAll(filepath.Join(forbidden, "sub"), 0o755))
+		require.NoError(t, os.Symlink(forbidden, filepath.Join(base, "on-the-way")))
+		cases = append(cases, filepath.Join(base, "on-the-way", "sub"))
+	}
+	for _, dir := range cases {
+		p := &rawParser{}
+		_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "/bin/sh", Args: []string{"-c", "pwd -P; : > wrote-here"}, Dir: dir}, Parser: p})
+		e := runErr(t, err)
+		assert.Equal(t, KindSpawn, e.Kind, dir)
+		assert.Contains(t, e.Message, "changed after it was checked", dir)
+		assert.Empty(t, p.b.String(), "the child ran in %s", dir)
+	}
+	wrote, _ := filepath.Glob(filepath.Join(forbidden, "*", "wrote-here"))
+	wrote2, _ := filepath.Glob(filepath.Join(forbidden, "wrote-here"))
+	assert.Empty(t, append(wrote, wrote2...))
 }
 
 func TestCancelKillsTheChildPromptly(t *testing.T) {

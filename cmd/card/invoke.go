@@ -30,7 +30,11 @@ var invokeDoc = doc{
 	usage: "invoke ID [TASK|-] [--cwd DIR] [--mode MODE] [--model M] [--timeout SECONDS] [flags]",
 	about: `Runs agent ID (claude-code, codex, gemini, copilot, droid, pi) on TASK through the daemon,
 in --cwd. With TASK "-" or no TASK, the task is read from stdin. The answer streams to stdout
-as it arrives; status and tool calls go to stderr. Ctrl-C cancels the run (a second Ctrl-C
+as it arrives; status and tool calls go to stderr. On a terminal, control characters in what the
+agent wrote (ESC and the sequences it starts: clipboard writes, clearing the screen, moving the
+cursor; a bare carriage return, backspace, DEL, the C1 controls) are printed as visible escapes
+such as \x1b, so a model cannot act on your terminal; newlines and tabs pass. Piped or redirected,
+the text is written as the agent gave it. Ctrl-C cancels the run (a second Ctrl-C
 stops waiting and leaves it running). The run is recorded: card runs lists it.
 
 Modes: read_only (the default) may read but not change anything; edit may change files under
@@ -124,6 +128,10 @@ type follower struct {
 	label   string
 	spinner bool
 
+	// escapeOut and escapeErr are set when stdout and stderr are
+	// terminals: the agent's text is then printed through termSafe.
+	escapeOut, escapeErr bool
+
 	events  chan daemon.AgentEvent
 	outMu   sync.Mutex
 	midLine bool // stdout's last write did not end a line
@@ -132,10 +140,9 @@ type follower struct {
 }
 
 func newFollower(e env, asJSON bool, label string) *follower {
-	f := &follower{e: e, asJSON: asJSON, label: label, events: make(chan daemon.AgentEvent, 1024)}
-	if fd, ok := e.stderr.(*os.File); ok && term.IsTerminal(int(fd.Fd())) {
-		f.spinner = true
-	}
+	f := &follower{e: e, asJSON: asJSON, label: label, events: make(chan daemon.AgentEvent, 1024),
+		escapeOut: isTerminal(e.stdout), escapeErr: isTerminal(e.stderr)}
+	f.spinner = f.escapeErr
 	return f
 }
 
@@ -223,7 +230,13 @@ func (f *follower) status(format string, args ...any) {
 		fmt.Fprintln(f.e.stdout)
 		f.midLine = false
 	}
-	fmt.Fprintf(f.e.stderr, format+"\n", args...)
+	msg := fmt.Sprintf(format, args...)
+	if f.escapeErr {
+		// Status lines carry the agent's words too: tool inputs, its
+		// errors and warnings, the end of its stderr.
+		msg = termSafe(msg)
+	}
+	fmt.Fprintln(f.e.stderr, msg)
 }
 
 func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
@@ -239,7 +252,11 @@ func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
 		if !ev.Delta && f.midLine {
 			fmt.Fprintln(f.e.stdout)
 		}
-		fmt.Fprint(f.e.stdout, ev.Text)
+		text := ev.Text
+		if f.escapeOut {
+			text = termSafe(text)
+		}
+		fmt.Fprint(f.e.stdout, text)
 		f.printed = true
 		f.midLine = !strings.HasSuffix(ev.Text, "\n")
 		if !ev.Delta && f.midLine {
@@ -274,8 +291,12 @@ func (f *follower) finish(ev daemon.AgentEvent) int {
 		printJSON(f.e.stdout, res)
 	} else if res != nil && res.Answer != "" && !f.printed {
 		// An agent that reports its answer only in the result still shows it.
+		answer := res.Answer
+		if f.escapeOut {
+			answer = termSafe(answer)
+		}
 		f.outMu.Lock()
-		fmt.Fprintln(f.e.stdout, res.Answer)
+		fmt.Fprintln(f.e.stdout, answer)
 		f.outMu.Unlock()
 	}
 	f.status("%s", outcomeLine(ev))

@@ -2,9 +2,14 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"testing"
+	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/term"
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/spawn"
@@ -25,4 +30,97 @@ func TestFollowRendersPiecesAsOneAnswerAndWarningsAsNotes(t *testing.T) {
 	}
 	assert.Equal(t, "PONG", out.String())
 	assert.Equal(t, "card: note from the agent: Model metadata for `gpt-5` not found\n", errb.String())
+}
+
+// On a terminal, what the agent wrote cannot act on it: an OSC 52
+// clipboard write, a clear screen, a cursor move, a bare carriage return
+// that overprints, a C1 CSI, are all printed as visible escapes, on stdout
+// and in the status lines on stderr; newlines and tabs pass. Piped, the
+// text is left as the agent gave it.
+func TestOnATerminalTheAgentsEscapesArePrintedVisiblyAndPipedTheyPass(t *testing.T) {
+	hostile := "ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H\tdone\rfake\x7f\u009b2J\r\nnext\n"
+	want := `ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H` + "\tdone" + `\x0dfake\x7f\u009b2J` + "\r\nnext\n"
+	events := []daemon.AgentEvent{
+		{Event: spawn.Event{Kind: spawn.EventText, Text: hostile, Delta: true}},
+		{Event: spawn.Event{Kind: spawn.EventWarning, Text: "see \x1b]0;owned\x07 this"}},
+	}
+
+	outPTY, outTTY, err := pty.Open()
+	require.NoError(t, err)
+	defer outPTY.Close()
+	defer outTTY.Close()
+	errPTY, errTTY, err := pty.Open()
+	require.NoError(t, err)
+	defer errPTY.Close()
+	defer errTTY.Close()
+	for _, tty := range []*os.File{outTTY, errTTY} {
+		_, err := term.MakeRaw(int(tty.Fd())) // what is written arrives as written
+		require.NoError(t, err)
+	}
+	f := newFollower(env{stdout: outTTY, stderr: errTTY}, false, "claude-code")
+	for _, ev := range events {
+		f.render(ev)
+	}
+	assert.Equal(t, want, readTTY(t, outPTY, len(want)))
+	note := `card: note from the agent: see \x1b]0;owned\x07 this` + "\n"
+	assert.Contains(t, readTTY(t, errPTY, len(note)), note)
+
+	var out, errb bytes.Buffer
+	f = newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
+	for _, ev := range events {
+		f.render(ev)
+	}
+	assert.Equal(t, hostile, out.String(), "piped, the bytes pass as they are")
+	assert.Equal(t, "card: note from the agent: see \x1b]0;owned\x07 this\n", errb.String())
+}
+
+// readTTY reads what arrives on a terminal's master side until it has at
+// least n bytes or 5 seconds pass (a terminal's master takes no read
+// deadline; closing it ends the reader).
+func readTTY(t *testing.T, master *os.File, n int) string {
+	t.Helper()
+	chunks, done := make(chan []byte), make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 4096)
+			k, err := master.Read(buf)
+			if k > 0 {
+				select {
+				case chunks <- buf[:k]:
+				case <-done:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var got []byte
+	deadline := time.After(5 * time.Second)
+	for len(got) < n {
+		select {
+		case c, ok := <-chunks:
+			if !ok {
+				return string(got)
+			}
+			got = append(got, c...)
+		case <-deadline:
+			return string(got)
+		}
+	}
+	return string(got)
+}
+
+func TestTermSafeLeavesPlainTextAloneAndEscapesEveryControl(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, é and 日本\n\tindented\r\n": "plain text, é and 日本\n\tindented\r\n",
+		"\x00\x01\x08\x0b\x0c\x1b\x7f":         `\x00\x01\x08\x0b\x0c\x1b\x7f`,
+		"a\rb":                                 `a\x0db`,
+		"\u0080\u0085\u009b\u009f\u00a0":       `\u0080\u0085\u009b\u009f` + "\u00a0",
+	} {
+		assert.Equal(t, want, termSafe(in), "%q", in)
+	}
 }

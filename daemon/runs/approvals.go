@@ -56,6 +56,10 @@ const (
 	// ByRunEnd: the run ended (cancelled, timed out, shut down) while the
 	// question waited; denied.
 	ByRunEnd = "run_ended"
+	// ByEventBound: the run has kept max_events_per_run events, so the
+	// question could not be recorded; denied, since a tool call the
+	// history cannot show is never run.
+	ByEventBound = "event_bound"
 )
 
 // Event kinds of the broker.
@@ -266,16 +270,26 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 		done:  make(chan struct{}),
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
+	unrecorded := "card denied this tool call: run " + a.runID + " has kept max_events_per_run events, so this call could not be recorded, " +
+		"and card runs no tool call its history cannot show; raise max_events_per_run or start a new run"
 	if a.always[sq.Tool] {
-		a.decideLocked(q, DecisionAllow, ByRule, "")
+		if !a.log.hasRoom() {
+			a.decideLocked(q, DecisionDeny, ByEventBound, unrecorded)
+		} else {
+			a.decideLocked(q, DecisionAllow, ByRule, "")
+		}
 		a.mu.Unlock()
 		return q.result
 	}
 	a.open[id] = q
-	a.log.keep(EventApprovalRequested, AgentEvent{
+	if !a.log.keep(EventApprovalRequested, AgentEvent{
 		Event:    spawn.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
 		Approval: &Approval{RequestID: id, Summary: sq.Summary, RequestedAt: &now, ExpiresAt: &q.params.ExpiresAt},
-	})
+	}) {
+		a.decideLocked(q, DecisionDeny, ByEventBound, unrecorded)
+		a.mu.Unlock()
+		return q.result
+	}
 	audience := a.audienceLocked()
 	for _, c := range audience {
 		a.sendLocked(q, c)

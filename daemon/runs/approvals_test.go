@@ -90,7 +90,12 @@ type brokerTest struct {
 }
 
 func newBroker(starter Asker, timeout time.Duration) brokerTest {
-	l := newEventLog("run_1", 10)
+	return newBrokerBound(starter, timeout, 10)
+}
+
+// newBrokerBound is newBroker with a run event bound of max.
+func newBrokerBound(starter Asker, timeout time.Duration, max int) brokerTest {
+	l := newEventLog("run_1", max)
 	b := newApprovals("run_1", "claude-code", timeout, starter, l, zap.NewNop())
 	return brokerTest{approvals: b, log: l}
 }
@@ -361,20 +366,32 @@ func TestAnAgentThatStopsWaitingGetsADenyRecordedAsTheRunsEnd(t *testing.T) {
 	assert.Equal(t, ByRunEnd, b.records()[0].By)
 }
 
-// Approval events are kept past the run's event bound: the record of what
-// an agent was allowed to do is never partial.
-func TestApprovalEventsAreKeptPastTheEventBound(t *testing.T) {
+// Approval events count against the run's event bound like every event;
+// a question that was kept always keeps its decision, so no kept question
+// looks unanswered; and a tool call that could not be recorded is never
+// run: past the bound it is denied without asking anyone, an allow_always
+// rule included.
+func TestApprovalEventsCountAgainstTheEventBoundAndAnUnrecordedCallIsNeverRun(t *testing.T) {
 	starter := newAsker(1)
 	b := newBroker(starter, time.Minute)
-	addN(b.log, 20) // the bound is 10
-	got := b.ask(context.Background(), "Bash", "x")
+	addN(b.log, 9) // the bound is 10: the question is the tenth
+	got := b.ask(context.Background(), "Bash", "kept")
 	starter.question(t)
-	starter.answer(DecisionAllow, "")
-	decision(t, got)
+	starter.answer(DecisionAllowAlways, "")
+	assert.True(t, decision(t, got).Allow)
 	recs := b.records()
 	require.Len(t, recs, 1)
-	assert.Equal(t, DecisionAllow, recs[0].Decision)
-	assert.EqualValues(t, 10, b.log.droppedCount())
+	assert.Equal(t, DecisionAllowAlways, recs[0].Decision, "the decision of a kept question is kept past the bound")
+	assert.EqualValues(t, 0, b.log.droppedCount())
+
+	for _, tool := range []string{"Write", "Bash"} { // asked, and matched by the allow_always rule
+		d := decision(t, b.ask(context.Background(), tool, "past"))
+		assert.False(t, d.Allow, "%s past the bound is denied", tool)
+		assert.Contains(t, d.Message, "max_events_per_run")
+	}
+	starter.notAsked(t)
+	assert.Len(t, b.records(), 1, "neither question nor decision past the bound is kept")
+	assert.EqualValues(t, 3, b.log.droppedCount(), "and each is counted as dropped")
 }
 
 // Many questions answered by many connections at once: each is decided
@@ -382,7 +399,7 @@ func TestApprovalEventsAreKeptPastTheEventBound(t *testing.T) {
 func TestConcurrentQuestionsAndAnswersDecideEachExactlyOnce(t *testing.T) {
 	starter := newAsker(1)
 	starter.leave()
-	b := newBroker(starter, time.Minute)
+	b := newBrokerBound(starter, time.Minute, 100) // every question and decision kept
 	subs := []*fakeAsker{newAsker(2), newAsker(3), newAsker(4)}
 	stop := make(chan struct{})
 	var answering sync.WaitGroup

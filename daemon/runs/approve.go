@@ -46,11 +46,22 @@ func (m *Manager) Decide(ctx context.Context, conn uint64, runID, requestID, dec
 }
 
 // Record is runs.get's answer: the recorded run and, for an ask-mode run,
-// every question it asked with its decision, in the order asked.
+// the questions it asked with their decisions, in the order asked: the
+// first MaxApprovalRecords of them. A run that recorded more says so with
+// ApprovalsTruncated and ApprovalsTotal, never a silent cut.
 type Record struct {
 	store.Run
-	Approvals []ApprovalRecord `json:"approvals,omitempty"`
+	Approvals          []ApprovalRecord `json:"approvals,omitempty"`
+	ApprovalsTruncated bool             `json:"approvals_truncated,omitempty"`
+	// ApprovalsTotal is how many questions the run recorded, set with
+	// ApprovalsTruncated.
+	ApprovalsTotal int `json:"approvals_total,omitempty"`
 }
+
+// MaxApprovalRecords bounds the approvals one runs.get answer lists, so the
+// answer of a run that asked thousands of questions stays a size a client
+// reads in one frame.
+const MaxApprovalRecords = 1000
 
 // ApprovalRecord is one question of a run and its decision (absent while it
 // waits).
@@ -94,22 +105,35 @@ func approvalRecords(payloads []json.RawMessage) []ApprovalRecord {
 	return out
 }
 
-// approvalsOf reads a run's approvals: a live run's from memory (the store
-// may lag), a finished one's from the store.
-func (m *Manager) approvalsOf(ctx context.Context, id string) ([]ApprovalRecord, error) {
+// approvalsOf reads a run's approvals, at most MaxApprovalRecords of them,
+// and how many it recorded: a live run's from memory (the store may lag),
+// a finished one's from the store. The store is read once, up to
+// store.MaxEventsLimit events; only a run with more than that is counted
+// by another query.
+func (m *Manager) approvalsOf(ctx context.Context, id string) ([]ApprovalRecord, int, error) {
 	var payloads []json.RawMessage
 	if lr := m.lookup(id); lr != nil {
 		for _, e := range lr.log.ofKinds(approvalKinds...) {
 			payloads = append(payloads, e.raw)
 		}
-		return approvalRecords(payloads), nil
+		recs := approvalRecords(payloads)
+		return recs[:min(len(recs), MaxApprovalRecords)], len(recs), nil
 	}
 	evs, err := m.store.EventsOfKinds(ctx, id, approvalKinds...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, e := range evs {
 		payloads = append(payloads, e.Payload)
 	}
-	return approvalRecords(payloads), nil
+	recs := approvalRecords(payloads)
+	total := len(recs)
+	if len(evs) >= store.MaxEventsLimit {
+		n, err := m.store.CountDistinct(ctx, id, "$.approval.request_id", approvalKinds...)
+		if err != nil {
+			return nil, 0, err
+		}
+		total = max(total, int(n))
+	}
+	return recs[:min(len(recs), MaxApprovalRecords)], total, nil
 }

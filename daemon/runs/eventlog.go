@@ -34,7 +34,10 @@ type eventLog struct {
 	dropped int64 // events past the bound: numbered and counted, not kept
 	written int   // events[:written] are in the store
 	ended   bool  // the terminal event is in events
-	changed chan struct{}
+	// questions are the approval questions kept whose decision is still
+	// to come (by request id): that decision is kept past the bound.
+	questions map[string]bool
+	changed   chan struct{}
 	// bytes is the size of the kept events, read without the lock by
 	// subscribers measuring how far behind they are.
 	bytes atomic.Int64
@@ -53,21 +56,59 @@ func (l *eventLog) add(kind string, ev AgentEvent, terminal bool) {
 	l.put(kind, ev, terminal, terminal)
 }
 
-// keep appends an event the bound never drops: an approval's question or
-// decision, since a record of what an agent was allowed to do must be whole.
-// Each costs a tool call and a model turn, so they cannot flood the log.
-func (l *eventLog) keep(kind string, ev AgentEvent) { l.put(kind, ev, true, false) }
+// keep appends an approval's question or decision. They count against the
+// bound like every other event: an agent that asks without end (each
+// question answered at once by a rule, a timeout or a deny) must not grow
+// the log, the history and runs.get's answer without end either; one past
+// the bound is counted in dropped, as any event is. The one exception is a
+// decision whose question was kept, which is always kept too: a kept
+// question is never left looking unanswered, and there are at most as many
+// of those as the bound. It reports whether ev was kept.
+func (l *eventLog) keep(kind string, ev AgentEvent) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := ""
+	if ev.Approval != nil {
+		id = ev.Approval.RequestID
+	}
+	answers := kind == EventApprovalDecided && l.questions[id]
+	kept := l.putLocked(kind, ev, answers, false)
+	switch {
+	case answers:
+		delete(l.questions, id)
+	case kept && kind == EventApprovalRequested:
+		if l.questions == nil {
+			l.questions = map[string]bool{}
+		}
+		l.questions[id] = true
+	}
+	return kept
+}
+
+// hasRoom reports whether an event added now would be kept.
+func (l *eventLog) hasRoom() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.ended && len(l.events) < l.max
+}
 
 func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.putLocked(kind, ev, kept, terminal)
+}
+
+// putLocked appends ev (always when force, else within the bound) and
+// reports whether it was kept.
+func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) bool {
 	if l.ended {
 		// Nothing follows the terminal event: subscribers stop there.
-		return
+		return false
 	}
 	ev.RunID, ev.Seq = l.runID, l.nextSeq
 	l.nextSeq++
-	if !kept && len(l.events) >= l.max {
+	kept := force || len(l.events) < l.max
+	if !kept {
 		l.dropped++
 	} else {
 		raw, err := json.Marshal(ev)
@@ -82,6 +123,7 @@ func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
+	return kept
 }
 
 // after returns the kept events with seq > seq, whether the log has ended,

@@ -210,8 +210,12 @@ func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
 	}
 	rec := Record{Run: run}
 	if run.PermissionMode == string(spawn.ModeAsk) {
-		if rec.Approvals, err = m.approvalsOf(ctx, id); err != nil {
+		var total int
+		if rec.Approvals, total, err = m.approvalsOf(ctx, id); err != nil {
 			return Record{}, err
+		}
+		if total > len(rec.Approvals) {
+			rec.ApprovalsTruncated, rec.ApprovalsTotal = true, total
 		}
 	}
 	return rec, nil

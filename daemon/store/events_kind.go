@@ -45,3 +45,24 @@ func (s *Store) EventsOfKinds(ctx context.Context, runID string, kinds ...string
 	}
 	return events, nil
 }
+
+// CountDistinct is how many distinct values the JSON member at path (an
+// SQLite JSON path such as '$.approval.request_id') takes among a run's
+// events of the given kinds: what a reader of at most MaxEventsLimit of
+// them (EventsOfKinds) needs to say how much it left out.
+func (s *Store) CountDistinct(ctx context.Context, runID, path string, kinds ...string) (int64, error) {
+	if len(kinds) == 0 {
+		return 0, nil
+	}
+	args := []any{path, runID}
+	for _, k := range kinds {
+		args = append(args, k)
+	}
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT json_extract(payload, ?)) FROM events WHERE run_id = ? AND kind IN (?`+
+		strings.Repeat(",?", len(kinds)-1)+`)`, args...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: events of run %s: %w", runID, err)
+	}
+	return n, nil
+}

@@ -1,8 +1,11 @@
 package car_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"image"
+	"image/png"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,14 +85,18 @@ func (w *wire) ok(method string, params, out any) {
 	require.NoError(w.t, json.Unmarshal(res, out), string(res))
 }
 
-// untilEnd reads notifications until a terminal agents.event for runID.
-func (w *wire) untilEnd(runID string) []map[string]any {
+// untilChatEnd reads notifications until a terminal agents.chat.event for
+// session.
+func (w *wire) untilChatEnd(session string) []map[string]any {
 	w.t.Helper()
 	var evs []map[string]any
-	for _, n := range w.notes {
-		if p, _ := n["params"].(map[string]any); p != nil && p["run_id"] == runID {
+	keep := func(n map[string]any) {
+		if p, _ := n["params"].(map[string]any); p != nil && n["method"] == "agents.chat.event" && p["session_id"] == session {
 			evs = append(evs, n)
 		}
+	}
+	for _, n := range w.notes {
+		keep(n)
 	}
 	for {
 		if len(evs) > 0 {
@@ -102,9 +109,7 @@ func (w *wire) untilEnd(runID string) []map[string]any {
 		require.NoError(w.t, err)
 		var n map[string]any
 		require.NoError(w.t, json.Unmarshal(b, &n))
-		if p, _ := n["params"].(map[string]any); p != nil && p["run_id"] == runID {
-			evs = append(evs, n)
-		}
+		keep(n)
 	}
 }
 
@@ -213,8 +218,9 @@ func TestACLIInstalledIntoLocalBinAfterStartIsFoundOnRefresh(t *testing.T) {
 }
 
 // What a CAR client sends to agents.invoke_external, over the wire, with the
-// real Claude Code on a stand-in: CAR's result names, the stream and its
-// notification, cancel, session_id, and the fields card refuses.
+// real Claude Code on a stand-in: CAR's result names, session_id as the
+// host's routing id, the stream in agents.chat.event, CAR's cancel and
+// handshake, and the fields card refuses.
 func TestWhatACARClientGetsFromInvokeExternal(t *testing.T) {
 	claude := standin.CLI(t, "claude")
 	s := standin.NewAnthropic(t, standin.Script{})
@@ -231,39 +237,41 @@ func TestWhatACARClientGetsFromInvokeExternal(t *testing.T) {
 	}
 	assert.Equal(t, false, result["is_error"])
 
-	// session_id: CAR's is the host's routing id; card's asks the agent for
-	// a new session with that UUID, and the result names the agent's own.
-	const sid = "3f6c1f7e-2b1a-4c8e-9d47-0a5b7c3e1d29"
-	w.ok("agents.invoke_external", map[string]any{"id": "claude-code", "task": "say pong", "cwd": cwd, "session_id": sid, "timeout_secs": 120}, &result)
-	assert.Equal(t, sid, result["session_id"])
-	_, rerr := w.call("agents.invoke_external", map[string]any{"id": "claude-code", "task": "say pong", "cwd": cwd, "session_id": "chat-window-1"})
-	require.NotNil(t, rerr)
-	assert.Equal(t, -32602, rerr.Code)
-	assert.Equal(t, "session_id", rerr.Data["field"])
+	// session_id: the host's routing id, any string, threaded through the
+	// answer; the agent's own session is agent_session_id.
+	w.ok("agents.invoke_external", map[string]any{"id": "claude-code", "task": "say pong", "cwd": cwd, "session_id": "chat-window-1", "timeout_secs": 120}, &result)
+	assert.Equal(t, "chat-window-1", result["session_id"])
+	assert.NotEmpty(t, result["agent_session_id"])
+	assert.NotEqual(t, "chat-window-1", result["agent_session_id"])
 
-	// The stream: {accepted, run_id} at once, then agents.event
-	// notifications (not agents.chat.event) keyed by run_id with a seq.
+	// The stream: {accepted, session_id} at once, then agents.chat.event
+	// notifications carrying that session_id, ending with done.
 	var acc map[string]any
-	w.ok("agents.invoke_external", map[string]any{"id": "claude-code", "task": "say pong", "cwd": cwd, "stream": true, "timeout_secs": 120}, &acc)
+	w.ok("agents.invoke_external", map[string]any{"id": "claude-code", "task": "say pong", "cwd": cwd, "stream": true,
+		"session_id": "chat-window-2", "timeout_secs": 120}, &acc)
 	assert.Equal(t, true, acc["accepted"])
-	runID, _ := acc["run_id"].(string)
-	require.NotEmpty(t, runID)
-	evs := w.untilEnd(runID)
-	for i, n := range evs {
-		assert.Equal(t, "agents.event", n["method"])
-		assert.EqualValues(t, i+1, n["params"].(map[string]any)["seq"])
+	assert.Equal(t, "chat-window-2", acc["session_id"])
+	evs := w.untilChatEnd("chat-window-2")
+	for _, n := range evs {
+		assert.Equal(t, "agents.chat.event", n["method"])
+		p := n["params"].(map[string]any)
+		assert.Equal(t, "claude-code", p["agent_id"])
+		assert.Contains(t, []string{"token", "tool_call", "done", "error"}, p["kind"])
 	}
-	assert.Equal(t, "done", evs[len(evs)-1]["params"].(map[string]any)["kind"])
+	last := evs[len(evs)-1]["params"].(map[string]any)
+	assert.Equal(t, "done", last["kind"], "%v", last)
+	assert.Contains(t, last["text"], "PONG")
 
-	// Cancel: agents.cancel by run_id; CAR's agents.chat.cancel is not a
-	// method here, nor session.auth or server.handshake.
+	// agents.chat.cancel, session.auth and server.handshake are CAR's.
 	var cancelled map[string]any
-	w.ok("agents.cancel", map[string]any{"run_id": runID}, &cancelled)
-	for _, m := range []string{"agents.chat.cancel", "session.auth", "server.handshake"} {
-		_, rerr = w.call(m, map[string]any{})
-		require.NotNil(t, rerr, m)
-		assert.Equal(t, -32601, rerr.Code, m)
-	}
+	w.ok("agents.chat.cancel", map[string]any{"session_id": "chat-window-2"}, &cancelled)
+	assert.Equal(t, false, cancelled["cancelled"], "the run had ended")
+	var auth, hs map[string]any
+	w.ok("session.auth", map[string]any{"token": d.Token}, &auth)
+	assert.Equal(t, true, auth["ok"])
+	w.ok("server.handshake", map[string]any{"protocol_version": 2}, &hs)
+	assert.Equal(t, "1.0", hs["protocol_version"])
+	var rerr *wireError
 
 	// CAR's isolation switches and its mini-swe-agent adapter are refused,
 	// naming what; a field card does not take is never ignored.
@@ -304,4 +312,76 @@ func TestACARClientFindsCardThroughDaemonJSONAndAuthenticatesOnTheUpgrade(t *tes
 	require.Error(t, err, "no token, no upgrade: there is no session.auth to send it later")
 	require.NotNil(t, resp)
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// The real Claude Code, Codex and Gemini CLIs, each on its stand-in API,
+// streamed through agents.invoke_external as a CAR host asks: the ack and
+// every agents.chat.event carry the host's session_id and the adapter as
+// agent_id, the tokens carry the answer, and the terminal done says how
+// many of the host's three attachments (an image, a text file claiming to
+// be one, a path that does not exist) were not sent.
+func TestRealAgentsStreamCARsDialectAndSkipWhatTheyCannotSend(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	require.NoError(t, png.Encode(&buf, img))
+	dot := filepath.Join(dir, "dot.png")
+	require.NoError(t, os.WriteFile(dot, buf.Bytes(), 0o600))
+	notes := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("not an image\n"), 0o600))
+	attachments := []map[string]any{{"path": dot, "media_type": "image/png"}, {"path": notes, "media_type": "image/png"}, {"path": filepath.Join(dir, "missing.png")}}
+
+	cases := []struct {
+		adapter, bin string
+		setup        func(t *testing.T, bin, answer string) (environ []string, adapterCfg map[string]any)
+	}{
+		{"claude-code", "claude", func(t *testing.T, bin, answer string) ([]string, map[string]any) {
+			s := standin.NewAnthropic(t, standin.Script{Answer: answer})
+			return append(s.ClaudeEnv(t.TempDir(), os.Getenv("PATH")), "CAR_CLAUDE_CODE_BIN="+bin), nil
+		}},
+		{"codex", "codex", func(t *testing.T, bin, answer string) ([]string, map[string]any) {
+			s := standin.NewOpenAI(t, standin.Script{Answer: answer})
+			args, env := s.CodexExtras()
+			return []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "CAR_CODEX_BIN=" + bin, "NO_COLOR=1"},
+				map[string]any{"args": args, "env": env}
+		}},
+		{"gemini", "gemini", func(t *testing.T, bin, answer string) ([]string, map[string]any) {
+			s := standin.NewGemini(t, standin.Script{Answer: answer})
+			env, err := s.GeminiSetup(t.TempDir(), os.Getenv("PATH"))
+			require.NoError(t, err)
+			return append(env, "CAR_GEMINI_BIN="+bin), map[string]any{"args": []string{"--skip-trust"}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.adapter, func(t *testing.T) {
+			bin := standin.CLI(t, c.bin)
+			answer := "PONG via card from the " + c.adapter + " stand-in"
+			environ, cfg := c.setup(t, bin, answer)
+			d := startDaemon(t, environ, c.adapter, cfg)
+			w := dialWire(t, d)
+			session := "chat-" + c.adapter
+			var acc map[string]any
+			w.ok("agents.invoke_external", map[string]any{"id": c.adapter, "task": "say pong", "cwd": t.TempDir(), "stream": true,
+				"session_id": session, "timeout_secs": 150, "attachments": attachments}, &acc)
+			assert.Equal(t, true, acc["accepted"])
+			assert.Equal(t, session, acc["session_id"])
+			assert.EqualValues(t, 2, acc["dropped_attachments"])
+			evs := w.untilChatEnd(session)
+			var text strings.Builder
+			for _, n := range evs {
+				p := n["params"].(map[string]any)
+				assert.Equal(t, session, p["session_id"])
+				assert.Equal(t, c.adapter, p["agent_id"])
+				if p["kind"] == "token" {
+					text.WriteString(p["delta"].(string))
+				}
+			}
+			last := evs[len(evs)-1]["params"].(map[string]any)
+			require.Equal(t, "done", last["kind"], "%v", last)
+			assert.Equal(t, answer, strings.TrimSpace(last["text"].(string)))
+			assert.Contains(t, text.String(), answer)
+			assert.EqualValues(t, 2, last["dropped_attachments"])
+			assert.Contains(t, last["finish_reason"], "2 image(s) skipped")
+		})
+	}
 }

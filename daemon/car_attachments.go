@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/rpc"
+)
+
+// ExternalAttachment is an image attached to agents.invoke_external in CAR's
+// shape: an absolute path on this machine, and the type the host thinks it
+// is. The bytes decide the type; media_type is only the host's guess.
+type ExternalAttachment struct {
+	// Path is an absolute path to an image file (PNG, JPEG, GIF or WebP by
+	// its bytes), read once when the request arrives.
+	Path string `json:"path"`
+	// MediaType is advisory: card sends the type the bytes are.
+	MediaType string `json:"media_type,omitempty"`
+}
+
+// readCARAttachments applies CAR's rule to a request's attachments: each
+// one card cannot send (unreadable, not an image by its bytes, over the
+// size cap, past the count cap) is skipped and recorded as dropped with
+// the reason, and the agent still runs with the others. A host written for
+// CAR counts on the run happening; what it was not given it learns from
+// dropped_attachments. The checks themselves are agents.invoke's, one by
+// one, so the two methods never disagree about what an image is.
+func readCARAttachments(list []ExternalAttachment, lim AttachmentLimits) (checked []attachment, skipped []store.Attachment) {
+	for i, a := range list {
+		name := filepath.Base(a.Path)
+		if a.Path == "" {
+			name = ""
+		}
+		if i >= lim.MaxCount {
+			skipped = append(skipped, store.Attachment{Index: i, Name: name,
+				Dropped: fmt.Sprintf("past the %d attachments a run may have ([attachments] max_count in card.toml)", lim.MaxCount)})
+			continue
+		}
+		// media_type is not handed on: agents.invoke refuses a claimed type
+		// the bytes contradict, and for CAR the claim is only advice.
+		at, err := readAttachment(i, Attachment{Path: a.Path}, lim.MaxBytes)
+		if err != nil {
+			skipped = append(skipped, store.Attachment{Index: i, Name: name, Dropped: skipReason(err)})
+			continue
+		}
+		checked = append(checked, at)
+	}
+	return checked, skipped
+}
+
+// skipReason is what a dropped attachment's record says: the refusal
+// agents.invoke would have answered, without the field name it would
+// have carried (the index is the record's own).
+func skipReason(err error) string {
+	var fe *rpc.FieldError
+	if errors.As(err, &fe) {
+		return fe.Message
+	}
+	return err.Error()
+}
+
+// withSkipped adds the skipped attachments' records to the sent ones', in
+// request order, so the run's record lists every attachment it was asked
+// to take.
+func withSkipped(records, skipped []store.Attachment) []store.Attachment {
+	if len(skipped) == 0 {
+		return records
+	}
+	out := append(append([]store.Attachment(nil), records...), skipped...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}

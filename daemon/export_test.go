@@ -1,0 +1,10 @@
+package daemon
+
+import "testing"
+
+// UsePasswdFile has the daemons t starts read path as the passwd database.
+func UsePasswdFile(t testing.TB, path string) {
+	old := passwdFile
+	passwdFile = path
+	t.Cleanup(func() { passwdFile = old })
+}
