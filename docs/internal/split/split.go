@@ -123,6 +123,7 @@ func Split(text string) (*Result, error) {
 	group := make([]string, len(in)) // for a moved block: its heading on the agent page
 	shift := make([]int, len(in))    // heading levels to take off
 	var stack []heading
+	var headingsSeen []string
 	fence := false
 	var blockAd *adapter
 	blockList := false
@@ -163,6 +164,7 @@ func Split(text string) (*Result, error) {
 				}
 				seenPage[h.page] = true
 				stack = append(stack, h)
+				headingsSeen = append(headingsSeen, txt)
 				slug := Slug(txt)
 				if prev, dup := res.Anchors[slug]; dup && prev != h.page {
 					res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: heading %q is on %s and %s; links to it go to the first", i+1, txt, prev, h.page))
@@ -217,6 +219,20 @@ func Split(text string) (*Result, error) {
 	if fence {
 		return nil, errors.New("a code block is never closed")
 	}
+	// A rule no heading matched is most likely a heading someone renamed:
+	// its section then stays with its parent, which the reader should know.
+	used := map[string]bool{}
+	for _, h := range headingsSeen {
+		used[h] = true
+	}
+	for _, rules := range []map[string]string{sectionRules, blockRules} {
+		for h := range rules {
+			if !used[h] {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("no section is headed %q, so its rule moved nothing: was it renamed? (docs/internal/split/rules.go)", h))
+			}
+		}
+	}
+	sort.Strings(res.Warnings)
 
 	// Emit: pages in input order, each opening with its title.
 	titles := map[string]string{}

@@ -93,3 +93,9 @@ func TestTheCheckedInProtocolDocSplitsWhole(t *testing.T) {
 		t.Log(w)
 	}
 }
+
+func TestARuleWhoseHeadingIsGoneIsWarnedAbout(t *testing.T) {
+	res, err := Split(strings.Replace(fixture, "### Sign-in states", "### Signing in", 1))
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), `no section is headed "Sign-in states"`)
+}
