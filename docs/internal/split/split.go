@@ -7,7 +7,20 @@
 // warning, and no line is written unless every line of the input is on
 // exactly one page (Verify).
 //
-//	go run ./docs/internal/split            # from the module root
+// From the module root, with docs/protocol.md the one-file document again
+// (say a branch that edited it was merged: take that side's file):
+//
+//	git show MERGE_HEAD:docs/protocol.md > docs/protocol.md   # or the side that has every edit
+//	go run ./docs/internal/split                              # -n: print the pages, write nothing
+//	CARD_DOCS_UPDATE_PARAMS=1 go test -count=1 -run TestTheParamsTables ./docs/
+//	go test -count=1 ./docs/...
+//
+// It replaces only the pages that carry its marker, and rewrites links to
+// protocol.md#anchor elsewhere in the repository to the page holding the
+// anchor. Once the pages are edited by hand, a branch that still edits the
+// one-file document needs a three-way merge of that document
+// (git merge-file ours base theirs, with ours the document the pages were
+// last split from) before the split is run again.
 package main
 
 import (
