@@ -132,6 +132,7 @@ func Split(text string) (*Result, error) {
 		titleOf[p.Path] = p.Title
 	}
 	seenPage, ownTitle := map[string]bool{}, map[string]bool{}
+	movedTo := map[int][2]string{}   // a subsection's heading line → the contract page it left, its heading
 	dest := make([]string, len(in))  // page of each line
 	group := make([]string, len(in)) // for a moved block: its heading on the agent page
 	shift := make([]int, len(in))    // heading levels to take off
@@ -165,6 +166,9 @@ func Split(text string) (*Result, error) {
 				} else if len(stack) == 0 {
 					h.page = otherPage
 					res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: no rule for section %q; it goes to docs/%s", i+1, txt, otherPage))
+				}
+				if h.page != parent.page && strings.HasPrefix(h.page, "agents/") && parent.page != indexPage && !strings.HasPrefix(parent.page, "agents/") {
+					movedTo[i] = [2]string{parent.page, txt}
 				}
 				if h.page != parent.page {
 					h.shift = lvl - 2
@@ -204,7 +208,14 @@ func Split(text string) (*Result, error) {
 			if blockAd == nil && (paraStart || strings.HasPrefix(l, "- ")) {
 				if a, ok := adapterOf(l); ok {
 					blockAd, blockList = &a, strings.HasPrefix(l, "- ")
-					if firstRemoved < 0 {
+					// A new run of moved blocks when the last line with
+					// text stayed in the contract: each run leaves its own
+					// pointer where it was.
+					last := i - 1
+					for last > 0 && strings.TrimSpace(in[last]) == "" {
+						last--
+					}
+					if firstRemoved < 0 || group[last] == "" {
 						firstRemoved = i
 					}
 					have := false
@@ -291,6 +302,13 @@ func Split(text string) (*Result, error) {
 				links = append(links, "["+a.Title+"]("+relLink(dest[i-1], agentPage(a.ID))+"#"+Slug(group[i])+")")
 			}
 			gen(dest[i-1], "Each adapter's part is on its own page: "+strings.Join(links, ", ")+".", "")
+		}
+		if from, ok := movedTo[i]; ok {
+			name := titles[p]
+			if j := strings.Index(name, " (`"); j > 0 {
+				name = name[:j]
+			}
+			gen(from[0], "", "["+from[1]+"]("+relLink(from[0], p)+"#"+Slug(from[1])+") is on the "+name+" page.", "")
 		}
 		if group[i] != "" && lastGroup[p] != group[i] {
 			gen(p, "", "## "+group[i], "")

@@ -43,7 +43,11 @@ func TestTheSplitKeepsEveryLineOnExactlyOnePage(t *testing.T) {
 	assert.Contains(t, signIn, "**Not an adapter.** Stays.")
 	assert.NotContains(t, signIn, "signs in so")
 	assert.Contains(t, signIn, "[Claude Code](../agents/claude-code.md#sign-in), [Codex CLI](../agents/codex.md#sign-in)")
-	assert.Contains(t, page("protocol/permissions.md"), "- **General** stays.")
+	perm := page("protocol/permissions.md")
+	assert.Contains(t, perm, "- **General** stays.")
+	assert.Contains(t, perm, "[Claude Code](../agents/claude-code.md#flags).\n\n- **General** stays.", "each run of moved items leaves its pointer")
+	assert.Contains(t, perm, "[Pi](../agents/pi.md#flags).")
+	assert.Contains(t, perm, "[Codex (app-server)](../agents/codex.md#codex-app-server) is on the Codex CLI page.")
 }
 
 func TestVerifyRefusesALostADoubledOrAnAlteredLine(t *testing.T) {
