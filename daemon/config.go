@@ -137,6 +137,12 @@ type AttachmentLimits struct {
 	MaxCount int `toml:"max_count"`
 	// MaxBytes bounds each attachment's size, decoded.
 	MaxBytes int64 `toml:"max_bytes"`
+	// MaxBytesInFlight bounds the attachment bytes the daemon holds in
+	// memory at once, across every run: an image is streamed from card's
+	// private copy on disk, except where a session protocol (ACP, Codex's
+	// app server) carries it whole in one message; such a run waits for
+	// room first.
+	MaxBytesInFlight int64 `toml:"max_bytes_in_flight"`
 }
 
 // AdapterConfig is an operator's [adapters.<id>] table.
@@ -176,7 +182,7 @@ func DefaultConfig() Config {
 		ProbeTimeoutSec:         5,
 		LoginShellPath:          &loginShellPath,
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
-		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20},
+		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
 	}
 }
 
@@ -284,6 +290,7 @@ func (c Config) Validate() error {
 		{"max_subscriber_queue_bytes", c.MaxSubscriberQueueBytes, 64 << 10},
 		{"attachments.max_count", int64(c.Attachments.MaxCount), 0},
 		{"attachments.max_bytes", c.Attachments.MaxBytes, 1},
+		{"attachments.max_bytes_in_flight", c.Attachments.MaxBytesInFlight, 1},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
@@ -308,6 +315,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnectionsPerOrigin > c.MaxConnections {
 		return fmt.Errorf("max_connections_per_origin = %d is above max_connections = %d", c.MaxConnectionsPerOrigin, c.MaxConnections)
+	}
+	if c.Attachments.MaxBytesInFlight < c.Attachments.MaxBytes {
+		return fmt.Errorf("attachments.max_bytes_in_flight = %d is below attachments.max_bytes = %d: one image must fit", c.Attachments.MaxBytesInFlight, c.Attachments.MaxBytes)
 	}
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
 		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)

@@ -101,6 +101,7 @@ type Daemon struct {
 // New prepares a daemon: home, config, token and the home lock. It does not
 // listen yet; Start does.
 func New(opts Options) (*Daemon, error) {
+	inherited := closeInheritedOnExec()
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
@@ -145,6 +146,10 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 
+	if inherited > 0 {
+		log.Info("marked descriptors inherited from card's launcher close-on-exec, so no agent gets them", zap.Int("count", inherited))
+	}
+
 	policy, err := newCwdPolicy(cfg, env["HOME"], home, readOtherHomes(env["HOME"]))
 	if err != nil {
 		return nil, err
@@ -165,6 +170,7 @@ func New(opts Options) (*Daemon, error) {
 		lock.release()
 		return nil, err
 	}
+	sweepPrivateDirs(env, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Daemon{
 		cfg:       cfg,

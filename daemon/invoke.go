@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
@@ -123,7 +125,7 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 // agents.invoke's (the first bad attachment refuses the request); car is
 // CAR's, for agents.invoke_external (a bad one is skipped, recorded as
 // dropped with why, and the agent runs with the rest).
-func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Request, error) {
+func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.Request, err error) {
 	if strings.TrimSpace(p.ID) == "" {
 		return runs.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
@@ -139,18 +141,24 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Req
 	var (
 		checked []attachment
 		skipped []store.Attachment
-		err     error
 	)
 	if car != nil {
 		checked, skipped = readCARAttachments(car, d.cfg.Attachments)
 	} else if checked, err = readAttachments(p.Attachments, d.cfg.Attachments); err != nil {
 		return runs.Request{}, err
 	}
-	images, records, err := attach(p.ID, checked, p.RequireAttachments)
+	defer func() {
+		if err != nil {
+			closeAttachments(checked)
+		}
+	}()
+	// sent are the records of checked, one each and in its order, as the
+	// stage step fills them in; the skipped join them in request order.
+	images, sent, err := attach(p.ID, checked, p.RequireAttachments)
 	if err != nil {
 		return runs.Request{}, err
 	}
-	records = withSkipped(records, skipped)
+	records := withSkipped(sent, skipped)
 	req := p.spawnRequest()
 	req.Images = images
 	cwd, err := d.runCwd(p.ID, p.Cwd, req.EffectiveMode())
@@ -174,6 +182,18 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Req
 	if err != nil {
 		return runs.Request{}, err
 	}
+	var stageFn func(context.Context) ([]store.Attachment, func(), error)
+	var discard func()
+	if len(checked) > 0 {
+		stageFn = func(context.Context) ([]store.Attachment, func(), error) {
+			staged, done, err := d.stage(checked, sent, len(images) > 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			return withSkipped(staged, skipped), done, nil
+		}
+		discard = func() { closeAttachments(checked) }
+	}
 	return runs.Request{
 		Adapter:                       p.ID,
 		InvokedBy:                     p.InvokedBy,
@@ -186,7 +206,28 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Req
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 		ApprovalTimeout:               req.ApprovalTimeout,
 		Attachments:                   records,
+		Stage:                         stageFn,
+		Discard:                       discard,
 	}, nil
+}
+
+// stage reads the checked attachments into a private directory of card's,
+// when the run takes them (keep), or only digests them; see stage.
+func (d *Daemon) stage(checked []attachment, records []store.Attachment, keep bool) ([]store.Attachment, func(), error) {
+	records = slices.Clone(records)
+	if !keep {
+		return records, func() {}, stage(checked, records, "", d.cfg.Attachments.MaxBytes)
+	}
+	dir, err := spawn.NewPrivateDir(proc.TempDir(d.env))
+	if err != nil {
+		closeAttachments(checked)
+		return nil, nil, fmt.Errorf("could not make a private directory for the attachments: %w", err)
+	}
+	if err := stage(checked, records, dir.Path, d.cfg.Attachments.MaxBytes); err != nil {
+		dir.Remove()
+		return nil, nil, err
+	}
+	return records, dir.Remove, nil
 }
 
 // runCwd is where a run goes: asked (the user's home when empty, allowed in

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,4 +123,41 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 		require.NotNil(t, run.Error)
 		assert.Contains(t, run.Error.Message, "shut down")
 	})
+}
+
+// A descriptor card's launcher left open (not close-on-exec) reaches no
+// agent: card marks every inherited one close-on-exec at start. The daemon
+// itself still has it, so the test shows the launcher did leak it.
+func TestADescriptorTheLauncherLeftOpenReachesNoAgent(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/<pid>/fd")
+	}
+	bin := daemontest.Build(t)
+	_, pins := replayAgents(t)
+	leak, err := os.CreateTemp(t.TempDir(), "launcher-secret-*")
+	require.NoError(t, err)
+	defer leak.Close()
+	p := daemontest.Serve(t, bin, daemontest.Options{Config: "login_shell_path = false\n", Agents: pins,
+		Environ: []string{"PATH=" + os.Getenv("PATH")}, ExtraFiles: []*os.File{leak}})
+	holds := func(pid int) bool {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, e := range ents {
+			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); target == leak.Name() {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, holds(p.Cmd.Process.Pid), "card serve was started with the leaked descriptor")
+
+	acc, err := p.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: "claude-code", Task: "SLEEP", Cwd: t.TempDir()}, nil)
+	require.NoError(t, err)
+	waitForProcesses(t, acc.RunID)
+	pids := processesOfRun(acc.RunID)
+	require.NotEmpty(t, pids)
+	for _, pid := range pids {
+		assert.False(t, holds(pid), "agent process %d has the launcher's descriptor", pid)
+	}
+	_, err = p.Client.Cancel(daemontest.Context(t), acc.RunID)
+	require.NoError(t, err)
 }

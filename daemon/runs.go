@@ -12,6 +12,7 @@ import (
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/spawn"
 )
 
 // The run subsystem's wire types and names, for clients of this package
@@ -160,6 +161,7 @@ func (d *Daemon) setupRuns() error {
 		MaxSubscriberQueueBytes: d.cfg.MaxSubscriberQueueBytes,
 		Retention:               d.cfg.retention(),
 		CancelOnDisconnect:      d.cfg.CancelOnDisconnect,
+		ImageMemory:             spawn.NewBudget(d.cfg.Attachments.MaxBytesInFlight),
 	})
 	if err := d.runs.EndLeftovers(ctx); err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -58,12 +57,9 @@ var acpDialects = map[string]acpDialect{agent.Gemini: geminiACP, agent.Copilot: 
 // acpConversation is one ACP turn. Its state is touched by the reader
 // (session/update, in order) and by each question waiting on the approver.
 type acpConversation struct {
-	adapter string
+	rpcTurn
 	dialect acpDialect
 
-	mu        sync.Mutex
-	closing   bool // no new question is taken: the turn is over
-	step      string
 	sessionID string
 	model     string
 	answer    answerBuf
@@ -76,8 +72,6 @@ type acpConversation struct {
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
-	completed  bool
-	failure    *Failure
 }
 
 func newACPConversation(sp SessionPlan) (conversation, error) {
@@ -85,92 +79,23 @@ func newACPConversation(sp SessionPlan) (conversation, error) {
 	if !ok {
 		return nil, fmt.Errorf("adapter %q is not run over ACP", sp.Adapter)
 	}
-	return &acpConversation{adapter: sp.Adapter, dialect: d, fresh: true}, nil
+	return &acpConversation{rpcTurn: newRPCTurn(sp.Adapter, "", acpWords), dialect: d, fresh: true}, nil
 }
 
-// acpHandler serves the agent's messages to card.
-type acpHandler func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
-
-func (h acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	h(ctx, conn, req)
-}
-
-// discardLog keeps jsonrpc2's own complaints (an unmatched response, a
-// closed stream) off the daemon's stderr; what matters reaches the run.
-type discardLog struct{}
-
-func (discardLog) Printf(string, ...any) {}
+// acpWords name the step as ACP's calls are answered; ACP's first call is
+// initialize.
+var acpWords = stopWords{verb: "answered", firstStep: "initialize", cutShort: "its ACP output was cut short"}
 
 func (c *acpConversation) converse(ctx context.Context, t turn) {
-	ctx, cancel := context.WithCancel(ctx)
-	var asks sync.WaitGroup
 	stream := newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })
-	handler := acpHandler(func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-		switch req.Method {
-		case acp.MethodSessionUpdate:
-			// In order, on the reader: the events keep the agent's order,
-			// and the prompt's result is read only after every update
-			// before it is handled.
-			var p struct {
-				Update json.RawMessage `json:"update"`
-			}
-			if req.Params != nil && decodeParams(*req.Params, &p) {
-				c.update(p.Update, t.Emit)
-			}
-		case acp.MethodSessionRequestPermission:
-			if req.Notif {
-				return
-			}
-			var p acp.RequestPermissionRequest
-			if req.Params == nil || !decodeParams(*req.Params, &p) {
-				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
-				return
-			}
-			c.mu.Lock()
-			if c.closing {
-				c.mu.Unlock()
-				_ = conn.Reply(hctx, req.ID, acp.Cancelled())
-				return
-			}
-			asks.Add(1)
-			c.mu.Unlock()
-			// Off the reader: the question waits for a person, and the
-			// agent's messages keep coming meanwhile.
-			go func() {
-				defer asks.Done()
-				_ = conn.Reply(ctx, req.ID, c.permission(ctx, p, t))
-			}()
-		default:
-			if !req.Notif {
-				_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
-					Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
-			}
-		}
+	c.open(ctx, stream, func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+		c.handle(hctx, conn, req, t)
 	})
-	conn := jsonrpc2.NewConn(ctx, stream, handler, jsonrpc2.SetLogger(discardLog{}))
-	defer func() {
-		c.mu.Lock()
-		c.closing = true
-		c.mu.Unlock()
-		// Questions still waiting end with the turn (the approver
-		// answers a cancelled context with a deny).
-		cancel()
-		asks.Wait()
-		conn.Close()
-	}()
-
-	var next uint64
+	defer c.close()
+	// ACP's results have many fields an agent may send in an unexpected
+	// type; each costs that field, not the turn.
 	call := func(method string, params, result any) bool {
-		c.mu.Lock()
-		c.step = method
-		c.mu.Unlock()
-		next++
-		err := conn.Call(ctx, method, params, &lenientResult{result}, jsonrpc2.PickID(jsonrpc2.ID{Num: next}))
-		if err != nil {
-			c.fail(method, err)
-			return false
-		}
-		return true
+		return c.call(method, params, &lenientResult{result}, c.fail)
 	}
 
 	var ini acp.InitializeResponse
@@ -204,6 +129,39 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		return
 	}
 	c.endTurn(res, t.Emit)
+}
+
+// handle serves one message of the agent, on the reader.
+func (c *acpConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, t turn) {
+	switch req.Method {
+	case acp.MethodSessionUpdate:
+		// In order, on the reader: the events keep the agent's order, and
+		// the prompt's result is read only after every update before it
+		// is handled.
+		var p struct {
+			Update json.RawMessage `json:"update"`
+		}
+		if req.Params != nil && decodeParams(*req.Params, &p) {
+			c.update(p.Update, t.Emit)
+		}
+	case acp.MethodSessionRequestPermission:
+		if req.Notif {
+			return
+		}
+		var p acp.RequestPermissionRequest
+		if req.Params == nil || !decodeParams(*req.Params, &p) {
+			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
+			return
+		}
+		// Off the reader: the question waits for a person, and the
+		// agent's messages keep coming meanwhile.
+		c.ask(hctx, req.ID, acp.Cancelled(), func(ctx context.Context) any { return c.permission(ctx, p, t) })
+	default:
+		if !req.Notif {
+			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
+				Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
+		}
+	}
 }
 
 // acpPrompt is the prompt's content: the images first, as card's other
@@ -257,25 +215,6 @@ func (c *acpConversation) endTurn(res acp.PromptResponse, emit func(...Event)) {
 	}
 }
 
-// decodeParams reads a message's params leniently (a field of an
-// unexpected type costs that field, not the message).
-func decodeParams(raw json.RawMessage, v any) bool {
-	err := decodeLine(raw, v)
-	return err == nil || isTypeError(err)
-}
-
-// lenientResult reads a call's result as decodeParams reads params: an
-// agent's answer with one field of an unexpected type (there are many in
-// ACP's results) costs that field, not the turn.
-type lenientResult struct{ v any }
-
-func (r *lenientResult) UnmarshalJSON(b []byte) error {
-	if !decodeParams(b, r.v) {
-		return fmt.Errorf("the agent's result is not a JSON object of the expected shape: %.200s", b)
-	}
-	return nil
-}
-
 // fail records why a call did not get its answer, when the agent gave a
 // reason: an error response. A closed stream (the agent died) or an ended
 // context is the runner's to explain.
@@ -312,14 +251,6 @@ func (c *acpConversation) classified(msg string, code int64) *Failure {
 		msg += " — " + c.dialect.authHint
 	}
 	return failure(kind, clip(msg, 2048))
-}
-
-func (c *acpConversation) setFailure(f *Failure) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failure == nil {
-		c.failure = f
-	}
 }
 
 // update maps one session/update onto events, emitted under the lock so
@@ -395,41 +326,7 @@ func (c *acpConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
-	switch {
-	case c.failure != nil:
-		res.IsError, res.Error = true, c.failure
-	case c.completed:
-	default:
-		f := c.dialect.exitFailure(exit)
-		if f == nil {
-			f = c.stopped(exit)
-		}
-		res.IsError, res.Error = true, f
-	}
-	return res
-}
-
-// stopped explains an agent whose stdout ended before the turn did.
-func (c *acpConversation) stopped(exit ExitInfo) *Failure {
-	step := c.step
-	if step == "" {
-		step = "initialize"
-	}
-	var msg string
-	kind := KindExit
-	switch {
-	case exit.Code > 0:
-		msg = fmt.Sprintf("%s exited with status %d before it answered %s", c.adapter, exit.Code, step)
-	case exit.Code == 0:
-		kind = KindBadOutput
-		msg = fmt.Sprintf("%s exited 0 before it answered %s; its ACP output was cut short", c.adapter, step)
-	default:
-		msg = fmt.Sprintf("%s was killed before it answered %s", c.adapter, step)
-	}
-	if l := lastLine(exit.StderrTail); l != "" {
-		msg += ": " + l
-	}
-	return failure(kind, clip(msg, 2048))
+	return c.end(res, exit, c.dialect.exitFailure, "")
 }
 
 // idToolName reads the tool name Gemini puts in front of its call ids

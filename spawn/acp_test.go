@@ -256,7 +256,7 @@ func TestAnswerOptionsArePickedByKindNotByID(t *testing.T) {
 //	linger    as turn, then ignores stdin EOF and SIGTERM.
 //	die       answers initialize and session/new, then exits 3 on session/prompt.
 //	silent    starts a grandchild (pid in grandchild.pid), answers nothing.
-//	noise     prints a non-JSON line and an over-long line, then as turn.
+//	noise     prints an over-long line and a non-JSON line (fakeNoise), then as turn.
 //	error     answers session/prompt with error 429.
 //	flood     prints stdout without end once prompted.
 //	images    declares image support; says what blocks the prompt had.
@@ -271,11 +271,10 @@ func fakeACP(script string) int {
 		select {}
 	}
 	if script == "noise" {
-		fmt.Println("Ripgrep is not available. Falling back to GrepTool.")
-		fmt.Println(strings.Repeat("x", 100<<10))
+		fakeNoise()
 	}
 	ctx := context.Background()
-	h := acpHandler(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	h := rpcHandler(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		switch req.Method {
 		case "initialize":
 			_ = conn.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentInfo": map[string]any{"name": "fake", "version": "1"},
@@ -369,8 +368,9 @@ func fakePrompt(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
 // acpRun runs the fake ACP agent with script through the real runner, as
 // Gemini's ask plan would run.
 func acpRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
-	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "acp:" + script}, Input: Input{Images: images},
-		Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}, approver, lim)
+	p := acpProtocol.plan(script)
+	p.Input.Images = images
+	return sessionRun(t, ctx, p, approver, lim)
 }
 
 func TestAnACPTurnPutsTheQuestionToTheApproverAndAnswersWithTheAgentsOption(t *testing.T) {
@@ -413,19 +413,6 @@ func TestNoApproverDeniesEveryQuestion(t *testing.T) {
 	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "no"}, out.Outcome)
 }
 
-// Lines that are not messages are kept as "other" events, bounded, and
-// the conversation carries on.
-func TestNoiseOnAnACPAgentsStdoutDoesNotEndTheConversation(t *testing.T) {
-	r := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, evs, _, err := acpRun(t, ctx, "noise", r, Limits{MaxLine: 1 << 10})
-	require.NoError(t, err)
-	assert.Equal(t, "DONE after selected proceed_once", res.Answer)
-	assert.Equal(t, Event{Kind: EventOther, Text: "Ripgrep is not available. Falling back to GrepTool."}, evs[0])
-	assert.Equal(t, "a stdout line of more than 1024 bytes was skipped (line limit)", evs[1].Text)
-}
-
 // A turn that is over ends the agent: ACP agents wait for the next prompt.
 // One that ignores stdin's end and SIGTERM is killed after the grace.
 func TestAnAgentThatStaysUpAfterItsTurnIsEnded(t *testing.T) {
@@ -444,24 +431,6 @@ func TestAnAgentThatStaysUpAfterItsTurnIsEnded(t *testing.T) {
 	assert.False(t, proc.GroupAlive(pgid), "the agent's group outlived the run")
 }
 
-func TestAnACPAgentThatDiesMidConversationIsAnExitFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, _, _, err := acpRun(t, ctx, "die", &recorder{}, Limits{})
-	e := runErr(t, err)
-	assert.Equal(t, KindExit, e.Kind)
-	assert.Equal(t, 3, e.ExitCode)
-	assert.Contains(t, e.Message, "exited with status 3 before it answered session/prompt")
-	assert.Contains(t, e.Message, "fatal: the fake agent fell over")
-	assert.Equal(t, "sess-fake", res.SessionID)
-	require.NotNil(t, res.Error.ExitCode)
-	assert.Equal(t, 3, *res.Error.ExitCode)
-}
-
-func TestAnACPAgentThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testing.T) {
-	assertSilentAgentEndsAtTheDeadline(t, "acp:silent", SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini})
-}
-
 func TestAnACPErrorResponseFailsTheRunWithItsKind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -477,24 +446,6 @@ func TestAnACPAgentPrintingWithoutEndHitsTheOutputLimit(t *testing.T) {
 	defer cancel()
 	_, _, _, err := acpRun(t, ctx, "flood", &recorder{}, Limits{MaxOutput: 1 << 20, KillGrace: 300 * time.Millisecond})
 	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
-}
-
-// A question still waiting when the run is cancelled ends with the run.
-func TestCancellingAnACPRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
-	approver, asked, ended := waitingApprover()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-asked
-		cancel()
-	}()
-	_, _, work, err := acpRun(t, ctx, "turn", approver, Limits{KillGrace: 300 * time.Millisecond})
-	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the question outlived the run")
-	}
-	assert.NoFileExists(t, filepath.Join(work, "made.txt"))
 }
 
 // Images travel in session/prompt as ACP image blocks (base64 data), before

@@ -72,10 +72,7 @@ func (c *acpConversation) permission(ctx context.Context, p acp.RequestPermissio
 	t.Emit(c.announce(call)...)
 	c.mu.Unlock()
 
-	d := Decision{Message: "card denied this tool call: the run has no approver"}
-	if t.Approver != nil {
-		d = t.Approver.Approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})
-	}
+	d := t.approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})
 	return acpAnswer(p.Options, d.Allow)
 }
 

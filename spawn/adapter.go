@@ -169,6 +169,10 @@ type PlanFile struct {
 	// Path is relative to the run's private directory (a plain file name).
 	Path    string
 	Content []byte
+	// From, when set, is a private file of card's whose bytes the file gets
+	// instead of Content: linked when it can be, copied otherwise, never
+	// read into memory.
+	From *ImageFile
 	// Mode is the file mode; 0 means 0600. Anything wider is refused.
 	Mode os.FileMode
 }

@@ -3,11 +3,15 @@ package spawn
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Image is one image a run hands the agent: bytes the caller has already
@@ -18,9 +22,127 @@ type Image struct {
 	// Name is the client's name for it. It is for records and messages
 	// only and never becomes part of a path.
 	Name string
-	// MIME is the type SniffImage found in Data.
+	// MIME is the type SniffImage found in the bytes.
 	MIME string
+	// Data is the image in memory; nil when File holds it.
 	Data []byte
+	// File is card's private copy of the image on disk, for an image too
+	// big to keep in memory while the run waits and goes: it is linked into
+	// the run's directory or streamed onto the agent's stdin, and read into
+	// memory only where a protocol message must carry it whole. The daemon
+	// writes it after the run's slot is taken, before Run; a plan built
+	// earlier refers to it by this pointer.
+	File *ImageFile
+}
+
+// ImageFile is where an Image's bytes are on disk and how many there are.
+type ImageFile struct {
+	// Path is an absolute path in a private (0700) directory of card's.
+	Path string
+	// Size is the image's length in bytes, known before the file is
+	// written.
+	Size int64
+}
+
+// Size is the image's length in bytes.
+func (img Image) Size() int64 {
+	if img.File != nil {
+		return img.File.Size
+	}
+	return int64(len(img.Data))
+}
+
+// open reads the image's bytes from wherever they are.
+func (img Image) open() (io.ReadCloser, error) {
+	if img.File != nil {
+		return os.Open(img.File.Path)
+	}
+	return io.NopCloser(bytes.NewReader(img.Data)), nil
+}
+
+// sameImage is true when a and b are the very same image (the same memory
+// or the same private file), not merely equal bytes.
+func sameImage(a, b Image) bool {
+	if a.File != nil || b.File != nil {
+		return a.File == b.File
+	}
+	return sameBytes(a.Data, b.Data)
+}
+
+// Budget bounds the image bytes the daemon holds in memory at once, across
+// runs. Most runs stream their images from disk and take none of it; a
+// session protocol (ACP, Codex's app server) must put every image whole
+// inside one message, and its run waits here for room first, so a burst of
+// such runs cannot take the daemon's memory with it.
+type Budget struct {
+	mu   sync.Mutex
+	max  int64
+	used int64
+	wake chan struct{} // closed and replaced whenever bytes are given back
+}
+
+// NewBudget is a Budget of max bytes; max <= 0 means no bound.
+func NewBudget(max int64) *Budget {
+	return &Budget{max: max, wake: make(chan struct{})}
+}
+
+// Hold waits until n bytes fit (a request for more than the whole budget
+// waits for all of it) or ctx ends, and returns the function that gives
+// them back.
+func (b *Budget) Hold(ctx context.Context, n int64) (func(), error) {
+	if b == nil || b.max <= 0 || n <= 0 {
+		return func() {}, nil
+	}
+	n = min(n, b.max)
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					b.mu.Lock()
+					b.used -= n
+					close(b.wake)
+					b.wake = make(chan struct{})
+					b.mu.Unlock()
+				})
+			}, nil
+		}
+		wake := b.wake
+		b.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// InUse is how many bytes are held now.
+func (b *Budget) InUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// inMemory returns images with every file-backed one read into memory, for
+// a protocol message that carries them whole.
+func inMemory(images []Image) ([]Image, error) {
+	out := make([]Image, len(images))
+	for i, img := range images {
+		out[i] = img
+		if img.File == nil {
+			continue
+		}
+		data, err := os.ReadFile(img.File.Path)
+		if err != nil {
+			return nil, fmt.Errorf("attachments[%d]: card's private copy cannot be read: %w", i, err)
+		}
+		out[i].Data, out[i].File = data, nil
+	}
+	return out, nil
 }
 
 // ImageType is one image format card recognises, by its first bytes.
@@ -77,9 +199,17 @@ func ImageLabels() string {
 }
 
 // checkImages refuses an image whose bytes are not the type it claims: the
-// caller sniffs, and a mismatch here means a caller skipped that.
+// caller sniffs, and a mismatch here means a caller skipped that. A
+// file-backed image is not written yet when the plan is built; the daemon
+// sniffs its bytes as it writes them, and only its type is judged here.
 func checkImages(images []Image) error {
 	for i, img := range images {
+		if img.File != nil {
+			if _, known := ImageTypeOf(img.MIME); !known || img.File.Size <= 0 {
+				return &FieldError{fmt.Sprintf("attachments[%d]", i), fmt.Sprintf("is not a %s image of type %q", ImageLabels(), img.MIME)}
+			}
+			continue
+		}
 		t, ok := SniffImage(img.Data)
 		if !ok || t.MIME != img.MIME {
 			return &FieldError{fmt.Sprintf("attachments[%d]", i), fmt.Sprintf("is not a %s image of type %q", ImageLabels(), img.MIME)}
@@ -121,7 +251,7 @@ func (p *Plan) imageFiles(images []Image) []string {
 	for i, img := range images {
 		t, _ := ImageTypeOf(img.MIME)
 		name := "image-" + strconv.Itoa(i+1) + t.Ext
-		p.Files = append(p.Files, PlanFile{Path: name, Content: img.Data, Mode: 0o600})
+		p.Files = append(p.Files, PlanFile{Path: name, Content: img.Data, From: img.File, Mode: 0o600})
 		refs[i] = FileRef(name)
 	}
 	return refs
@@ -134,7 +264,7 @@ func (p *Plan) imageFiles(images []Image) []string {
 func echoAllowance(images []Image, times int) int64 {
 	var n int64
 	for _, img := range images {
-		n += int64(len(img.Data)+2)/3*4 + 256
+		n += (img.Size()+2)/3*4 + 256
 	}
 	return n * int64(times)
 }
@@ -151,10 +281,10 @@ func (p Plan) delivers(images []Image) error {
 	for i, img := range images {
 		found := false
 		for _, in := range p.Input.Images {
-			found = found || sameBytes(in.Data, img.Data)
+			found = found || sameImage(in, img)
 		}
 		for _, f := range p.Files {
-			found = found || (sameBytes(f.Content, img.Data) && strings.Contains(named, FileRef(f.Path)))
+			found = found || (sameImage(Image{Data: f.Content, File: f.From}, img) && strings.Contains(named, FileRef(f.Path)))
 		}
 		if !found {
 			return fmt.Errorf("attachments[%d] is in no part of the plan", i)
@@ -205,22 +335,34 @@ type claudeTextBlock struct {
 
 // writeClaudeMessage writes one stream-json user message on one line: the
 // images first (Anthropic's advice for vision prompts), then the text. Each
-// block is encoded on its own, so at most one image's base64 is in memory
-// at a time rather than all of them. Claude Code reads one message per
+// image is base64-encoded as it is copied from its bytes (card's private
+// file, usually) onto stdin, so no image's base64 is ever in memory whole. Claude Code reads one message per
 // line and the runner closes stdin after it: with stdin open, Claude prints
 // its result and then waits for the next message instead of exiting.
 func writeClaudeMessage(w io.Writer, text string, images []Image) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	_, _ = bw.WriteString(`{"type":"user","message":{"role":"user","content":[`)
 	for _, img := range images {
-		var block claudeImageBlock
-		block.Type, block.Source.Type, block.Source.MediaType, block.Source.Data = "image", "base64", img.MIME, img.Data
-		b, err := json.Marshal(block)
+		// The same bytes json.Marshal makes of a claudeImageBlock; the MIME
+		// is one of ImageTypes', which need no escaping.
+		if _, known := ImageTypeOf(img.MIME); !known {
+			return fmt.Errorf("image type %q is not one card sends", img.MIME)
+		}
+		_, _ = bw.WriteString(`{"type":"image","source":{"type":"base64","media_type":"` + img.MIME + `","data":"`)
+		src, err := img.open()
 		if err != nil {
 			return err
 		}
-		_, _ = bw.Write(b)
-		_ = bw.WriteByte(',')
+		enc := base64.NewEncoder(base64.StdEncoding, bw)
+		_, err = io.Copy(enc, src)
+		src.Close()
+		if err == nil {
+			err = enc.Close()
+		}
+		if err != nil {
+			return err
+		}
+		_, _ = bw.WriteString(`"}},`)
 	}
 	b, err := json.Marshal(claudeTextBlock{Type: "text", Text: text})
 	if err != nil {

@@ -351,12 +351,3 @@ func rawText(raw json.RawMessage, def string) string {
 	}
 	return clip(string(raw), 2048)
 }
-
-// validRaw keeps raw only if it is valid and bounded JSON, so an Event always
-// marshals.
-func validRaw(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || len(raw) > maxRaw || !json.Valid(raw) {
-		return nil
-	}
-	return append(json.RawMessage(nil), raw...)
-}

@@ -57,14 +57,10 @@ type codexAppConversation struct {
 	retries   int
 	usage     Usage
 	lastError string
-	completed bool
-	turnEnded chan struct{}
-	endedOnce bool
 }
 
 func newCodexAppConversation(sp SessionPlan) (conversation, error) {
-	return &codexAppConversation{rpcTurn: rpcTurn{adapter: sp.Adapter}, deltas: map[string]bool{},
-		turnEnded: make(chan struct{})}, nil
+	return &codexAppConversation{rpcTurn: newRPCTurn(sp.Adapter, "", rpcWords), deltas: map[string]bool{}}, nil
 }
 
 func (c *codexAppConversation) converse(ctx context.Context, t turn) {
@@ -99,15 +95,8 @@ func (c *codexAppConversation) converse(ctx context.Context, t turn) {
 	if !c.call("turn/start", codexAppTurnStart{ThreadID: th.Thread.ID, Input: input}, &started, c.fail) {
 		return
 	}
-	c.mu.Lock()
-	c.step = "the turn (turn/completed)"
-	c.mu.Unlock()
 	// The turn's end is a notification, not turn/start's answer.
-	select {
-	case <-c.turnEnded:
-	case <-c.conn.DisconnectNotify():
-	case <-c.ctx.Done():
-	}
+	c.awaitEnd("the turn (turn/completed)")
 }
 
 // handle serves one message of the server, on the reader.
@@ -363,10 +352,7 @@ func (c *codexAppConversation) approval(ctx context.Context, method string, para
 		}
 		q = Question{Tool: "file_change", Input: input, ToolUseID: p.ItemID, Summary: codexAppChangeSummary(input)}
 	}
-	d := Decision{Message: "card denied this tool call: the run has no approver"}
-	if t.Approver != nil {
-		d = t.Approver.Approve(ctx, q)
-	}
+	d := t.approve(ctx, q)
 	if d.Allow {
 		return codexAppDecision{Decision: "accept"}
 	}
@@ -396,11 +382,9 @@ func codexAppChangeSummary(input json.RawMessage) string {
 
 // endTurn records turn/completed: the turn is over.
 func (c *codexAppConversation) endTurn(turn codexAppTurn, emit func(...Event)) {
-	if c.endedOnce {
+	if c.completed {
 		return
 	}
-	c.endedOnce = true
-	c.completed = true
 	if c.usage != (Usage{}) {
 		u := c.usage
 		emit(Event{Kind: EventUsage, Usage: &u})
@@ -423,7 +407,7 @@ func (c *codexAppConversation) endTurn(turn codexAppTurn, emit func(...Event)) {
 			c.failure = codexAppFailure(msg)
 		}
 	}
-	close(c.turnEnded)
+	c.markEnded()
 }
 
 // codexAppFailure classifies an error the server reported.
@@ -448,18 +432,14 @@ func (c *codexAppConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := Result{Answer: c.answer, SessionID: c.threadID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
-	switch {
-	case c.failure != nil:
-		res.IsError, res.Error = true, c.failure
-	case c.completed:
-	case strings.Contains(exit.StderrTail, "Not logged in"):
-		res.IsError, res.Error = true, failure(KindAuth, "codex is not logged in — run `codex login`")
-	default:
-		f := c.stopped(exit)
-		if c.lastError != "" {
-			f.Message += "; its last error: " + c.lastError
-		}
-		res.IsError, res.Error = true, f
+	return c.end(res, exit, codexAppExit, c.lastError)
+}
+
+// codexAppExit reads a server that stopped before its turn ended: one
+// that is not signed in says so on stderr.
+func codexAppExit(exit ExitInfo) *Failure {
+	if strings.Contains(exit.StderrTail, "Not logged in") {
+		return failure(KindAuth, "codex is not logged in — run `codex login`")
 	}
-	return res
+	return nil
 }

@@ -53,10 +53,15 @@ func TestCodexAskPlanRunsTheAppServer(t *testing.T) {
 //	patch     announces a file change, asks about it, says the decision.
 //	die       answers until turn/start, then exits 3.
 //	silent    starts a grandchild (pid in grandchild.pid), answers nothing.
+//	noise     fakeNoise, then as turn.
 //	failed    the turn fails with a 401 error.
 func fakeCodexApp(script string) int {
 	if script == "silent" {
 		return fakeSilent()
+	}
+	if script == "noise" {
+		fakeNoise()
+		script = "turn"
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -168,8 +173,9 @@ func fakeCodexTurn(script string, in *bufio.Scanner, say func(string), note func
 // codexRun runs the fake app-server with script through the real runner,
 // as Codex's ask plan would run.
 func codexRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
-	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "codex:" + script}, Input: Input{Images: images},
-		Session: &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}}, approver, lim)
+	p := codexProtocol.plan(script)
+	p.Input.Images = images
+	return sessionRun(t, ctx, p, approver, lim)
 }
 
 func TestACodexTurnPutsTheCommandToTheApproverAndAnswersAcceptOrDecline(t *testing.T) {
@@ -249,29 +255,4 @@ func TestACodexTurnThatFailsIsTheRunsErrorOfItsKind(t *testing.T) {
 	assert.Contains(t, e.Message, "codex login")
 	assert.Equal(t, KindAuth, res.Error.Kind)
 	assert.Contains(t, kinds(evs), EventError)
-}
-
-func TestACodexServerThatDiesMidTurnIsAnExitFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, _, _, err := codexRun(t, ctx, "die", &recorder{}, Limits{})
-	e := runErr(t, err)
-	assert.Equal(t, KindExit, e.Kind)
-	assert.Equal(t, 3, e.ExitCode)
-	assert.Contains(t, e.Message, "codex exited with status 3 before it finished turn/start")
-	assert.Contains(t, e.Message, "fatal: the fake server fell over")
-	assert.Equal(t, "th-1", res.SessionID)
-}
-
-func TestACodexServerThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testing.T) {
-	assertSilentAgentEndsAtTheDeadline(t, "codex:silent", SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex})
-}
-
-// A question still waiting when the run is cancelled ends with the run,
-// and the command does not run.
-func TestCancellingACodexRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
-	assertCancelEndsTheWaitingQuestion(t, func(ctx context.Context, approver Approver) (string, error) {
-		_, _, work, err := codexRun(t, ctx, "turn", approver, Limits{KillGrace: 300 * time.Millisecond})
-		return work, err
-	})
 }

@@ -1,7 +1,10 @@
 package spawn
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -26,4 +29,57 @@ func decodeLine(line []byte, v any) error {
 func isTypeError(err error) bool {
 	var se *jsonv2.SemanticError
 	return errors.As(err, &se)
+}
+
+// The helpers below are shared by every adapter's parser and session
+// protocol: what they read of a CLI's JSON and of its stderr.
+
+// validRaw keeps raw only if it is valid and bounded JSON, so an Event always
+// marshals.
+func validRaw(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || len(raw) > maxRaw || !json.Valid(raw) {
+		return nil
+	}
+	return append(json.RawMessage(nil), raw...)
+}
+
+// decodeParams reads a message's params leniently (a field of an
+// unexpected type costs that field, not the message).
+func decodeParams(raw json.RawMessage, v any) bool {
+	err := decodeLine(raw, v)
+	return err == nil || isTypeError(err)
+}
+
+// lenientResult reads a call's result as decodeParams reads params: an
+// agent's answer with one field of an unexpected type (there are many in
+// ACP's results) costs that field, not the turn.
+type lenientResult struct{ v any }
+
+func (r *lenientResult) UnmarshalJSON(b []byte) error {
+	if !decodeParams(b, r.v) {
+		return fmt.Errorf("the agent's result is not a JSON object of the expected shape: %.200s", b)
+	}
+	return nil
+}
+
+// lastLine is the last non-empty line of s with ANSI colour codes removed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(stripANSI(lines[i]))
+		if l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+// lineWith returns the first line of s containing marker, trimmed.
+func lineWith(s, marker string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, marker) {
+			return strings.TrimSpace(stripANSI(l))
+		}
+	}
+	return marker
 }

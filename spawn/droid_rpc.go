@@ -130,13 +130,11 @@ type droidConversation struct {
 	retries   int
 	usage     Usage
 	lastError string
-	completed bool
-	turnEnded chan struct{}
 }
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
 	init := droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto", ModelID: sp.Model, ReasoningEffort: sp.Effort}
-	return &droidConversation{init: init, rpcTurn: rpcTurn{adapter: sp.Adapter, idPrefix: "card-"}, turnEnded: make(chan struct{})}, nil
+	return &droidConversation{init: init, rpcTurn: newRPCTurn(sp.Adapter, "card-", rpcWords)}, nil
 }
 
 func (c *droidConversation) converse(ctx context.Context, t turn) {
@@ -164,14 +162,7 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 	if !c.call("droid.add_user_message", map[string]any{"text": t.Prompt}, &added, c.fail) {
 		return
 	}
-	c.mu.Lock()
-	c.step = "the turn (agent_turn_completed)"
-	c.mu.Unlock()
-	select {
-	case <-c.turnEnded:
-	case <-c.conn.DisconnectNotify():
-	case <-c.ctx.Done():
-	}
+	c.awaitEnd("the turn (agent_turn_completed)")
 }
 
 func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, t turn) {
@@ -257,7 +248,6 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 		if c.completed {
 			return
 		}
-		c.completed = true
 		if c.usage != (Usage{}) {
 			u := c.usage
 			emit(Event{Kind: EventUsage, Usage: &u})
@@ -269,7 +259,7 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 			}
 			c.failure = failure(classifyMessage(msg), clip(msg, 2048))
 		}
-		close(c.turnEnded)
+		c.markEnded()
 	case "llm_retry":
 		c.retries++
 		attempt := n.Attempt
@@ -356,11 +346,8 @@ func (c *droidConversation) permission(ctx context.Context, p droidPermission, t
 			t.Emit(c.announce(u.ToolUse.ID, tl)...)
 		}
 		c.mu.Unlock()
-		d := Decision{Message: "card denied this tool call: the run has no approver"}
-		if t.Approver != nil {
-			d = t.Approver.Approve(ctx, Question{Tool: u.ToolUse.Name, Input: u.ToolUse.Input, ToolUseID: u.ToolUse.ID,
-				Summary: summarize(u.ToolUse.Name, u.ToolUse.Input)})
-		}
+		d := t.approve(ctx, Question{Tool: u.ToolUse.Name, Input: u.ToolUse.Input, ToolUseID: u.ToolUse.ID,
+			Summary: summarize(u.ToolUse.Name, u.ToolUse.Input)})
 		if !d.Allow {
 			return droidAnswer{SelectedOption: "cancel"}
 		}
@@ -381,16 +368,5 @@ func (c *droidConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
-	switch {
-	case c.failure != nil:
-		res.IsError, res.Error = true, c.failure
-	case c.completed:
-	default:
-		f := c.stopped(exit)
-		if c.lastError != "" {
-			f.Message += "; its last error: " + c.lastError
-		}
-		res.IsError, res.Error = true, f
-	}
-	return res
+	return c.end(res, exit, nil, c.lastError)
 }

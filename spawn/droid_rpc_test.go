@@ -60,9 +60,14 @@ func TestDroidAskPlanRunsStreamJSONRPCAndCarriesTheModelIntoTheSession(t *testin
 //	        with the call cancelled and no text.
 //	die     exits 3 after the user message is accepted.
 //	silent  starts a grandchild (pid in grandchild.pid), answers nothing.
+//	noise   fakeNoise, then as turn.
 func fakeDroid(script string) int {
 	if script == "silent" {
 		return fakeSilent()
+	}
+	if script == "noise" {
+		fakeNoise()
+		script = "turn"
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -170,8 +175,7 @@ func fakeDroidTurn(in *bufio.Scanner, say func(string), note func(string), env, 
 // droidRun runs the fake Droid with script through the real runner, as
 // Droid's ask plan would run it.
 func droidRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits) (Result, []Event, string, error) {
-	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "droid:" + script}, MaxAPIRetries: DefaultMaxAPIRetries,
-		Session: &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: "custom:x-0"}}, approver, lim)
+	return sessionRun(t, ctx, droidProtocol.plan(script), approver, lim)
 }
 
 func TestADroidTurnPutsTheExecuteToTheApproverAndAnswersProceedOrCancel(t *testing.T) {
@@ -205,29 +209,4 @@ func TestADroidTurnPutsTheExecuteToTheApproverAndAnswersProceedOrCancel(t *testi
 			assert.Equal(t, Event{Kind: EventToolResult, Tool: &Tool{ID: "toolu_1"}, Output: "Error: Tool execution cancelled by user", IsError: true}, evs[6])
 		}
 	}
-}
-
-func TestADroidThatDiesMidTurnIsAnExitFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, _, _, err := droidRun(t, ctx, "die", &recorder{}, Limits{})
-	e := runErr(t, err)
-	assert.Equal(t, KindExit, e.Kind)
-	assert.Equal(t, 3, e.ExitCode)
-	assert.Contains(t, e.Message, "droid exited with status 3 before it finished the turn (agent_turn_completed)")
-	assert.Contains(t, e.Message, "fatal: the fake droid fell over")
-	assert.Equal(t, "s-1", res.SessionID)
-}
-
-func TestADroidThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testing.T) {
-	assertSilentAgentEndsAtTheDeadline(t, "droid:silent", SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid})
-}
-
-// A question still waiting when the run is cancelled ends with the run,
-// and the command does not run.
-func TestCancellingADroidRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
-	assertCancelEndsTheWaitingQuestion(t, func(ctx context.Context, approver Approver) (string, error) {
-		_, _, work, err := droidRun(t, ctx, "turn", approver, Limits{KillGrace: 300 * time.Millisecond})
-		return work, err
-	})
 }

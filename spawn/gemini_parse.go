@@ -271,15 +271,3 @@ func (p *geminiParser) Finish(exit ExitInfo) Result {
 	}
 	return res
 }
-
-// lastLine is the last non-empty line of s with ANSI colour codes removed.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(stripANSI(lines[i]))
-		if l != "" {
-			return l
-		}
-	}
-	return ""
-}

@@ -189,13 +189,3 @@ func (p *piParser) Finish(exit ExitInfo) Result {
 	}
 	return res
 }
-
-// lineWith returns the first line of s containing marker, trimmed.
-func lineWith(s, marker string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, marker) {
-			return strings.TrimSpace(stripANSI(l))
-		}
-	}
-	return marker
-}

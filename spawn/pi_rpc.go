@@ -97,22 +97,18 @@ type (
 
 // piRPCConversation is one RPC-mode turn.
 type piRPCConversation struct {
-	adapter string
-	parser  *piParser
+	turnState
+	parser *piParser
 
 	wmu sync.Mutex
 	w   io.Writer
-
-	mu        sync.Mutex
-	closing   bool
-	completed bool
-	failure   *Failure
-	step      string
-	asks      sync.WaitGroup
 }
 
+// piWords: Pi's turn starts with the prompt command.
+var piWords = stopWords{verb: "finished", firstStep: "the prompt", cutShort: "its output was cut short"}
+
 func newPiRPCConversation(sp SessionPlan) (conversation, error) {
-	return &piRPCConversation{adapter: sp.Adapter, parser: newPiParser()}, nil
+	return &piRPCConversation{turnState: turnState{adapter: sp.Adapter, words: piWords}, parser: newPiParser()}, nil
 }
 
 func (c *piRPCConversation) write(v any) {
@@ -127,17 +123,8 @@ func (c *piRPCConversation) write(v any) {
 
 func (c *piRPCConversation) converse(ctx context.Context, t turn) {
 	c.w = t.Stdin
-	qctx, cancel := context.WithCancel(ctx)
-	defer func() {
-		// The turn is over: no new question; those waiting are denied
-		// (the approver answers an ended context with a deny) and
-		// answered before stdin closes.
-		c.mu.Lock()
-		c.closing = true
-		c.mu.Unlock()
-		cancel()
-		c.asks.Wait()
-	}()
+	c.begin(ctx)
+	defer c.over()
 
 	p := piRPCPrompt{ID: "card-1", Type: "prompt", Message: t.Prompt}
 	for _, img := range t.Images {
@@ -174,7 +161,7 @@ func (c *piRPCConversation) converse(ctx context.Context, t turn) {
 			}
 			c.setStep("the turn (agent_end)")
 		case "extension_ui_request":
-			c.uiRequest(qctx, l, t)
+			c.uiRequest(l, t)
 		case "agent_end":
 			t.Emit(c.parser.Feed(line)...)
 			c.mu.Lock()
@@ -187,17 +174,11 @@ func (c *piRPCConversation) converse(ctx context.Context, t turn) {
 	}
 }
 
-func (c *piRPCConversation) setStep(s string) {
-	c.mu.Lock()
-	c.step = s
-	c.mu.Unlock()
-}
-
 // uiRequest answers one extension dialog. Only the gate's confirm is a
 // question for the approver; another dialog (none is loaded but card's
 // gate) is answered cancelled, and fire-and-forget methods (notify,
 // setStatus, …) need no answer.
-func (c *piRPCConversation) uiRequest(ctx context.Context, l piRPCLine, t turn) {
+func (c *piRPCConversation) uiRequest(l piRPCLine, t turn) {
 	switch l.Method {
 	case "confirm":
 	case "select", "input", "editor":
@@ -213,66 +194,34 @@ func (c *piRPCConversation) uiRequest(ctx context.Context, l piRPCLine, t turn) 
 		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &no})
 		return
 	}
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &no})
-		return
-	}
-	c.asks.Add(1)
-	c.mu.Unlock()
 	input := validRaw(call.Input)
 	q := Question{Tool: call.Tool, Input: input, ToolUseID: call.ToolCallID, Summary: summarize(call.Tool, input)}
-	go func() {
-		defer c.asks.Done()
-		d := Decision{Message: "card denied this tool call: the run has no approver"}
-		if t.Approver != nil {
-			d = t.Approver.Approve(ctx, q)
-		}
-		allow := d.Allow
-		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &allow})
-	}()
+	reply := func(allow any) {
+		ok := allow.(bool)
+		c.write(piRPCUIResponse{Type: "extension_ui_response", ID: l.ID, Confirmed: &ok})
+	}
+	c.question(false, reply, func(ctx context.Context) any {
+		return t.approve(ctx, q).Allow
+	})
 }
 
 func (c *piRPCConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	parsed := exit
 	if c.completed {
 		// The child was ended after the turn: its exit says nothing.
-		res := c.parser.Finish(ExitInfo{})
-		if c.failure != nil {
-			res.IsError, res.Error = true, c.failure
+		parsed = ExitInfo{}
+	}
+	res := c.parser.Finish(parsed)
+	return c.end(res, exit, func(exit ExitInfo) *Failure {
+		switch {
+		case res.Error != nil:
+			// The parser read the failure in Pi's own events.
+			return res.Error
+		case strings.Contains(exit.StderrTail, piNoKey):
+			return failure(KindAuth, clip("pi: "+lineWith(exit.StderrTail, piNoKey), 2048))
 		}
-		return res
-	}
-	res := c.parser.Finish(exit)
-	if c.failure != nil {
-		res.IsError, res.Error = true, c.failure
-		return res
-	}
-	if res.Error != nil {
-		return res
-	}
-	step := c.step
-	if step == "" {
-		step = "the prompt"
-	}
-	var msg string
-	kind := KindExit
-	switch {
-	case exit.Code > 0:
-		msg = fmt.Sprintf("%s exited with status %d before it finished %s", c.adapter, exit.Code, step)
-	case exit.Code == 0:
-		kind = KindBadOutput
-		msg = fmt.Sprintf("%s exited 0 before it finished %s; its output was cut short", c.adapter, step)
-	default:
-		msg = fmt.Sprintf("%s was killed before it finished %s", c.adapter, step)
-	}
-	if strings.Contains(exit.StderrTail, piNoKey) {
-		kind, msg = KindAuth, "pi: "+lineWith(exit.StderrTail, piNoKey)
-	} else if l := lastLine(exit.StderrTail); l != "" {
-		msg += ": " + l
-	}
-	res.IsError, res.Error = true, failure(kind, clip(msg, 2048))
-	return res
+		return nil
+	}, "")
 }

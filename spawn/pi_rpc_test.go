@@ -53,9 +53,14 @@ func TestPiAskPlanRunsRPCModeWithCardsGate(t *testing.T) {
 //	        confirmed and answers quoting the tool's result either way.
 //	die     exits 3 after accepting the prompt.
 //	silent  starts a grandchild (pid in grandchild.pid), answers nothing.
+//	noise   fakeNoise, then as turn.
 func fakePi(script string) int {
 	if script == "silent" {
 		return fakeSilent()
+	}
+	if script == "noise" {
+		fakeNoise()
+		script = "turn"
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -118,8 +123,9 @@ func fakePiTurn(in *bufio.Scanner, say func(string), said string) {
 }
 
 func piRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
-	return sessionRun(t, ctx, Plan{Env: map[string]string{helperEnv: "pi:" + script}, Input: Input{Images: images},
-		Session: &SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi}}, approver, lim)
+	p := piProtocol.plan(script)
+	p.Input.Images = images
+	return sessionRun(t, ctx, p, approver, lim)
 }
 
 func TestAPiTurnPutsTheGatesQuestionToTheApproverAndAnswersConfirmed(t *testing.T) {
@@ -155,28 +161,4 @@ func TestImagesGoInPisPromptCommand(t *testing.T) {
 	res, _, _, err := piRun(t, ctx, "turn", r, Limits{KillGrace: 300 * time.Millisecond}, Image{Name: "a.png", MIME: "image/png", Data: []byte("PNG")})
 	require.NoError(t, err)
 	assert.Equal(t, "DONE | The user denied this tool call. | Please create the file. image/png:UE5H", res.Answer)
-}
-
-func TestAPiThatDiesMidTurnIsAnExitFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, _, _, err := piRun(t, ctx, "die", &recorder{}, Limits{})
-	e := runErr(t, err)
-	assert.Equal(t, KindExit, e.Kind)
-	assert.Equal(t, 3, e.ExitCode)
-	assert.Contains(t, e.Message, "pi exited with status 3 before it finished the turn (agent_end)")
-	assert.Contains(t, e.Message, "fatal: the fake pi fell over")
-}
-
-func TestAPiThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testing.T) {
-	assertSilentAgentEndsAtTheDeadline(t, "pi:silent", SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi})
-}
-
-// A question still waiting when the run is cancelled ends with the run,
-// and the command does not run.
-func TestCancellingAPiRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
-	assertCancelEndsTheWaitingQuestion(t, func(ctx context.Context, approver Approver) (string, error) {
-		_, _, work, err := piRun(t, ctx, "turn", approver, Limits{KillGrace: 300 * time.Millisecond})
-		return work, err
-	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +81,11 @@ type RunSpec struct {
 	// Approver decides the tool calls of an ask-mode plan (Plan.Ask); a
 	// plan that asks is refused without one.
 	Approver Approver
+	// ImageMemory is the daemon's bound on image bytes in memory. A plan
+	// with a Session carries its images whole inside a protocol message:
+	// the run waits here for room before reading them from disk, and gives
+	// it back when its turn is over. nil: no bound.
+	ImageMemory *Budget
 }
 
 // Error is a failed run, typed by Kind (the Kind* constants). Command is
@@ -115,161 +121,260 @@ func (e *Error) Unwrap() error { return e.Err }
 // Deadline and cancel both end the whole group: SIGTERM, then SIGKILL after
 // KillGrace. A group member left behind after the leader exits is ended the
 // same way, so no grandchild outlives the run.
+//
+// A run is four steps, each owning one part of the guarantees: prepare
+// (nothing is started yet), start (the child in its own group), collect (the
+// child's output until the group is gone) and classify (what the run came
+// to).
 func Run(ctx context.Context, spec RunSpec) (Result, error) {
-	lim := spec.Limits.withDefaults()
-	plan := spec.Plan
-	lim.MaxOutput += plan.OutputAllowance
-	command := plan.Command()
-	fail := func(kind, msg string, err error) (Result, error) {
-		e := &Error{Kind: kind, Message: msg, Command: command, ExitCode: -1, Err: err}
-		return Result{IsError: true, Error: &Failure{Kind: kind, Message: msg}}, e
+	p, err := prepare(ctx, spec)
+	defer p.cleanup()
+	if err != nil {
+		return err.result(), err
 	}
-	if err := checkDir(plan.Dir); err != nil {
-		return fail(KindSpawn, err.Error(), err)
+	c, err := start(p)
+	if err != nil {
+		return err.result(), err
+	}
+	out := collect(ctx, p, c)
+	return classify(ctx, p, c, out)
+}
+
+// prepared is a run checked and made ready, with nothing started yet.
+type prepared struct {
+	spec    RunSpec
+	plan    Plan
+	lim     Limits
+	command string // the argv for messages, never the prompt
+	conv    conversation
+
+	prog       string // the program's resolved path
+	args       []string
+	childEnv   []string
+	inputPaths []string
+	// sessionImages are a conversation's images in memory, held within
+	// the daemon's image budget until cleanup.
+	sessionImages []Image
+
+	cleanups []func()
+}
+
+// cleanup undoes prepare, last step first, once the child and its group are
+// gone: the private files go, then a question still waiting ends, denied.
+func (p *prepared) cleanup() {
+	for i := len(p.cleanups) - 1; i >= 0; i-- {
+		p.cleanups[i]()
+	}
+}
+
+// early is a run that failed before its child ran: there is no exit status.
+func (p *prepared) early(kind, msg string, err error) *Error {
+	return &Error{Kind: kind, Message: msg, Command: p.command, ExitCode: -1, Err: err}
+}
+
+// result is the Result of a run that failed with e before its child ran.
+func (e *Error) result() Result {
+	return Result{IsError: true, Error: &Failure{Kind: e.Kind, Message: e.Message}}
+}
+
+// prepare owns everything that must hold before a child starts: an
+// absolute, existing working directory, a context still live, the session
+// protocol and the ask channel, the plan's private files written and every
+// reference to them resolved, and the program found on the child's own
+// PATH. Its cleanups run whatever it returns.
+func prepare(ctx context.Context, spec RunSpec) (*prepared, *Error) {
+	p := &prepared{spec: spec, plan: spec.Plan, lim: spec.Limits.withDefaults()}
+	p.lim.MaxOutput += p.plan.OutputAllowance
+	p.command = p.plan.Command()
+	if err := checkDir(p.plan.Dir); err != nil {
+		return p, p.early(KindSpawn, err.Error(), err)
 	}
 	if err := ctx.Err(); err != nil {
 		kind, msg := ctxKind(ctx)
-		return fail(kind, msg+" before the agent started", err)
+		return p, p.early(kind, msg+" before the agent started", err)
 	}
-	var conv conversation
-	if plan.Session != nil {
-		c, err := newConversation(*plan.Session)
+	if p.plan.Session != nil {
+		c, err := newConversation(*p.plan.Session)
 		if err != nil {
-			return fail(KindSpawn, err.Error(), err)
+			return p, p.early(KindSpawn, err.Error(), err)
 		}
-		conv = c
+		p.conv = c
+		if imgs := p.plan.Input.Images; len(imgs) > 0 {
+			var n int64
+			for _, img := range imgs {
+				n += img.Size()
+			}
+			release, err := spec.ImageMemory.Hold(ctx, n)
+			if err != nil {
+				kind, msg := ctxKind(ctx)
+				return p, p.early(kind, msg+" while the run waited for memory for its images ([attachments] max_bytes_in_flight)", err)
+			}
+			p.cleanups = append(p.cleanups, func() {
+				p.sessionImages = nil
+				release()
+				// The images and the message that carried them are
+				// garbage now; give their pages back rather than keep a
+				// high-water mark for the daemon's whole life.
+				debug.FreeOSMemory()
+			})
+			if p.sessionImages, err = inMemory(imgs); err != nil {
+				return p, p.early(KindSpawn, err.Error(), err)
+			}
+		}
 	}
+	if p.plan.Ask != nil {
+		stop, err := openAsk(&p.plan, spec.Approver)
+		if err != nil {
+			return p, p.early(KindSpawn, "could not open the run's ask channel: "+err.Error(), err)
+		}
+		p.cleanups = append(p.cleanups, stop)
+	}
+	if e := p.writeFiles(); e != nil {
+		return p, e
+	}
+	p.prog = p.plan.Program
+	if !strings.ContainsRune(p.prog, os.PathSeparator) {
+		// The child's PATH, not the daemon's: the daemon's live environment
+		// is not consulted after startup.
+		path, err := proc.LookPath(p.prog, proc.EnvMap(p.childEnv)["PATH"])
+		if err != nil {
+			return p, p.early(KindSpawn, fmt.Sprintf("cannot find %q on the agent's PATH: install it or give its absolute path", p.prog), err)
+		}
+		p.prog = path
+	}
+	return p, nil
+}
 
-	if plan.Ask != nil {
-		stop, err := openAsk(&plan, spec.Approver)
-		if err != nil {
-			return fail(KindSpawn, "could not open the run's ask channel: "+err.Error(), err)
-		}
-		// After the child and its group are gone: a question still
-		// waiting then ends, denied.
-		defer stop()
-	}
-	args, env, inputPaths := plan.Args, plan.Env, plan.Input.Files
-	childEnv := mergeEnv(spec.BaseEnv, env)
-	if len(plan.Files) > 0 {
+// writeFiles writes the plan's private files into a directory of the run's
+// own and puts their paths into the argv, the environment and the input
+// files; a reference to a file the plan does not write is refused, so a
+// placeholder never reaches the child.
+func (p *prepared) writeFiles() *Error {
+	spec := p.spec
+	args, env, inputPaths := p.plan.Args, p.plan.Env, p.plan.Input.Files
+	p.childEnv = mergeEnv(spec.BaseEnv, env)
+	if len(p.plan.Files) > 0 {
 		tmp := spec.TempDir
 		if tmp == "" {
-			tmp = proc.TempDir(proc.EnvMap(childEnv))
+			tmp = proc.TempDir(proc.EnvMap(p.childEnv))
 		}
-		dir, err := writePrivateFiles(tmp, plan.Files)
+		pd, err := writePrivateFiles(tmp, p.plan.Files)
 		if err != nil {
-			return fail(KindSpawn, "could not write the run's private files: "+err.Error(), err)
+			return p.early(KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
-		defer os.RemoveAll(dir)
-		args, env = substituteFiles(args, env, dir, plan.Files)
-		inputPaths, _ = substituteFiles(inputPaths, nil, dir, plan.Files)
-		childEnv = mergeEnv(spec.BaseEnv, env)
+		p.cleanups = append(p.cleanups, pd.Remove)
+		dir := pd.Path
+		args, env = substituteFiles(args, env, dir, p.plan.Files)
+		inputPaths, _ = substituteFiles(inputPaths, nil, dir, p.plan.Files)
+		p.childEnv = mergeEnv(spec.BaseEnv, env)
 	}
 	for _, a := range append(slices.Clip(args), inputPaths...) {
 		if strings.Contains(a, filePrefix) {
-			return fail(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
+			return p.early(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
 		}
 	}
 	for k, v := range env {
 		if strings.Contains(v, filePrefix) {
-			return fail(KindSpawn, "environment variable "+k+" refers to a file the plan does not write", nil)
+			return p.early(KindSpawn, "environment variable "+k+" refers to a file the plan does not write", nil)
 		}
 	}
+	p.args, p.inputPaths = args, inputPaths
+	return nil
+}
 
-	prog := plan.Program
-	if !strings.ContainsRune(prog, os.PathSeparator) {
-		// The child's PATH, not the daemon's: the daemon's live environment
-		// is not consulted after startup.
-		p, err := proc.LookPath(prog, proc.EnvMap(childEnv)["PATH"])
-		if err != nil {
-			return fail(KindSpawn, fmt.Sprintf("cannot find %q on the agent's PATH: install it or give its absolute path", prog), err)
-		}
-		prog = p
-	}
+// started is the child as start left it: running in its own group, with
+// our ends of its three pipes.
+type started struct {
+	cmd                   *exec.Cmd
+	at                    time.Time
+	pgid                  int
+	stdin, stdout, stderr *os.File
+}
 
+// start owns the child's birth: three pipes, an explicit working dir and
+// environment, its own process group killed with the daemon, and OnStart
+// told the group before anything can outlive it. On failure every pipe end
+// is closed.
+func start(p *prepared) (*started, *Error) {
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return fail(KindSpawn, "pipe: "+err.Error(), err)
+		return nil, p.early(KindSpawn, "pipe: "+err.Error(), err)
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		closeAll(stdinR, stdinW)
-		return fail(KindSpawn, "pipe: "+err.Error(), err)
+		return nil, p.early(KindSpawn, "pipe: "+err.Error(), err)
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW)
-		return fail(KindSpawn, "pipe: "+err.Error(), err)
+		return nil, p.early(KindSpawn, "pipe: "+err.Error(), err)
 	}
-	dir, releaseDir, err := holdDir(plan.Dir)
+	dir, releaseDir, err := holdDir(p.plan.Dir)
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
-		return fail(KindSpawn, err.Error(), err)
+		return nil, p.early(KindSpawn, err.Error(), err)
 	}
 	cmd := &exec.Cmd{
-		Path:        prog,
-		Args:        append([]string{plan.Program}, args...),
+		Path:        p.prog,
+		Args:        append([]string{p.plan.Program}, p.args...),
 		Dir:         dir,
-		Env:         childEnv,
+		Env:         p.childEnv,
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
 		Stderr:      stderrW,
 		SysProcAttr: proc.NewGroupKilledWithParent(),
 	}
-	start := time.Now()
+	at := time.Now()
 	err = cmd.Start()
 	releaseDir()
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW)
-		return fail(KindSpawn, fmt.Sprintf("could not start %s: %v", plan.Program, err), err)
+		return nil, p.early(KindSpawn, fmt.Sprintf("could not start %s: %v", p.plan.Program, err), err)
 	}
 	// The child holds its ends now; ours must close or EOF never comes.
 	closeAll(stdinR, stdoutW, stderrW)
 	pid := cmd.Process.Pid
-	pgid := pid
-	if spec.OnStart != nil {
-		spec.OnStart(pid, pgid)
+	pgid := pid // the child leads its own group
+	if p.spec.OnStart != nil {
+		p.spec.OnStart(pid, pgid)
 	}
+	return &started{cmd: cmd, at: at, pgid: pgid, stdin: stdinW, stdout: stdoutR, stderr: stderrR}, nil
+}
 
-	r := &run{lim: lim, pgid: pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
+// collected is what collect saw of the child.
+type collected struct {
+	r           *run
+	stdoutBytes int64
+	dur         time.Duration
+}
+
+// collect owns the child's life after it starts: the prompt or the
+// conversation on stdin, stdout to the parser or the conversation (lines
+// bounded, output capped), the stderr tail, and the supervisor that ends
+// the group by deadline, cancel, limit, verdict or the leader's exit. It
+// returns once the leader is reaped, the group is gone and every pipe is
+// done, with every event emitted.
+func collect(ctx context.Context, p *prepared, c *started) collected {
+	lim := p.lim
+	r := &run{lim: lim, pgid: c.pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
 		ended: make(chan struct{}),
-		stdin: closer{f: stdinW}, stdout: closer{f: stdoutR}, stderr: closer{f: stderrR}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
-	parser := spec.Parser
-	ev := newEmitter(spec.OnEvent, parser, plan.MaxAPIRetries, r.end)
-	if sp, ok := parser.(StderrParser); ok {
+		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
+	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, r.end)
+	if sp, ok := p.spec.Parser.(StderrParser); ok {
 		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
 	}
-	// A conversation emits from its reader and from the questions it waits
-	// on; the emitter takes them one at a time, through the same retry
-	// bound as a one-shot run's.
-	emit := func(evs ...Event) { ev.emit(evs) }
 	var wg, ioWG sync.WaitGroup
 	wg.Add(2)
 	ioWG.Add(2)
-	var lines chan []byte
-	if conv == nil {
-		go func() { // prompt, then EOF
-			defer ioWG.Done()
-			_ = writeInput(stdinW, plan.Input, spec.Prompt, inputPaths)
-			r.stdin.close()
-		}()
-	} else {
-		lines = make(chan []byte)
-		r.turnDone = make(chan struct{})
-		go func() { // the conversation, then EOF
-			defer ioWG.Done()
-			conv.converse(ctx, turn{Prompt: spec.Prompt, Images: plan.Input.Images, Cwd: plan.Dir, Lines: lines, Stdin: stdinW, Emit: emit, Approver: spec.Approver})
-			r.stdin.close()
-			close(r.turnDone)
-		}()
-	}
+	lines := feedStdin(ctx, p, r, ev, &ioWG)
 	go func() { // stderr tail, bounded
 		defer ioWG.Done()
 		r.readStderr()
 	}()
 	go func() { // leader exit
 		defer wg.Done()
-		r.waitErr = cmd.Wait()
+		r.waitErr = c.cmd.Wait()
 		close(r.exited)
 	}()
 	go func() { // the group's end: by deadline, cancel, limit, or after the leader
@@ -278,7 +383,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	}()
 
 	stdoutBytes := r.readStdout(func(line []byte) {
-		if conv == nil {
+		if lines == nil {
 			ev.feed(line)
 			return
 		}
@@ -298,31 +403,71 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 	close(r.ioDone)
 	wg.Wait()
 	ev.stop()
-	dur := time.Since(start)
+	dur := time.Since(c.at)
 	if r.reason == reasonNone && r.overLimit() {
 		// The child printed past the limit and exited before its output
 		// was counted: the limit still decides the run.
 		r.reason = reasonLimit
 	}
+	return collected{r: r, stdoutBytes: stdoutBytes, dur: dur}
+}
 
+// feedStdin starts what writes the child's stdin and closes it after: the
+// prompt then EOF for a one-shot run, or the conversation's turn for a
+// session, which gets the stdout lines through the channel returned (nil
+// for a one-shot run). It counts itself done on ioWG.
+func feedStdin(ctx context.Context, p *prepared, r *run, ev *emitter, ioWG *sync.WaitGroup) chan []byte {
+	if p.conv == nil {
+		go func() { // prompt, then EOF
+			defer ioWG.Done()
+			_ = writeInput(r.stdin.f, p.plan.Input, p.spec.Prompt, p.inputPaths)
+			r.stdin.close()
+		}()
+		return nil
+	}
+	lines := make(chan []byte)
+	r.turnDone = make(chan struct{})
+	// A conversation emits from its reader and from the questions it waits
+	// on; the emitter takes them one at a time, through the same retry
+	// bound as a one-shot run's.
+	emit := func(evs ...Event) { ev.emit(evs) }
+	t := turn{Prompt: p.spec.Prompt, Images: p.sessionImages, Cwd: p.plan.Dir, Lines: lines, Stdin: r.stdin.f, Emit: emit, Approver: p.spec.Approver}
+	go func() { // the conversation, then EOF
+		defer ioWG.Done()
+		p.conv.converse(ctx, t)
+		r.stdin.close()
+		close(r.turnDone)
+	}()
+	return lines
+}
+
+// classify owns what the run came to, once the child is gone: the parser's
+// or the conversation's result, then the first reason that fails it, in
+// order of precedence (cancel or deadline, the run's own verdict, the output
+// limit, what the agent reported, a non-zero exit, an empty answer). A
+// conversation whose turn ended as its protocol says succeeds however the
+// child went after, since card ends it.
+func classify(ctx context.Context, p *prepared, c *started, out collected) (Result, error) {
+	r := out.r
 	exitCode := -1
-	if cmd.ProcessState != nil {
-		exitCode = cmd.ProcessState.ExitCode()
+	if c.cmd.ProcessState != nil {
+		exitCode = c.cmd.ProcessState.ExitCode()
 	}
 	tail := r.tail()
 	var res Result
-	exit := ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: stdoutBytes}
+	exit := ExitInfo{Code: exitCode, StderrTail: tail, StdoutBytes: out.stdoutBytes}
 	switch {
-	case conv != nil:
-		res = conv.finish(exit)
-	case parser != nil:
-		res = parser.Finish(exit)
+	case p.conv != nil:
+		res = p.conv.finish(exit)
+	case p.spec.Parser != nil:
+		res = p.spec.Parser.Finish(exit)
 	}
 	if res.DurationMs == 0 {
-		res.DurationMs = dur.Milliseconds()
+		res.DurationMs = out.dur.Milliseconds()
 	}
 	excerpt := stderrExcerpt(tail)
-	e := &Error{Command: command, ExitCode: exitCode, StderrExcerpt: excerpt}
+	e := &Error{Command: p.command, ExitCode: exitCode, StderrExcerpt: excerpt}
+	program := filepath.Base(p.plan.Program)
 	switch {
 	case r.reason == reasonCtx:
 		e.Kind, e.Message = ctxKind(ctx)
@@ -331,31 +476,19 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		e.Kind, e.Message = r.verdict.Kind, r.verdict.Message
 	case r.reason == reasonLimit:
 		e.Kind = KindOutputLimit
-		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", lim.MaxOutput)
+		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", p.lim.MaxOutput)
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
-	case conv != nil:
+	case p.conv != nil:
 		// The turn ended as the protocol says it ends; how the child
 		// went after (card ends it) says nothing about the run.
 		res.IsError, res.Error = false, nil
 		return res, nil
 	case exitCode != 0:
-		e.Kind = KindExit
-		e.Message = fmt.Sprintf("%s exited with status %d", filepath.Base(plan.Program), exitCode)
-		if sig := syscall.Signal(exitCode - 128); exitCode > 128 && exitCode <= 128+64 {
-			// A shell (a launcher script, npx) reports a child killed by a
-			// signal as 128 plus its number; say which.
-			e.Message += fmt.Sprintf(" (128 + %d: a process it ran was killed by signal %d, %v)", int(sig), int(sig), sig)
-		}
-		if exitCode == -1 {
-			e.Message = fmt.Sprintf("%s was killed by a signal (%v)", filepath.Base(plan.Program), r.waitErr)
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				e.Message = fmt.Sprintf("%s was killed by signal %d (%v)", filepath.Base(plan.Program), int(ws.Signal()), ws.Signal())
-			}
-		}
-	case stdoutBytes == 0 || (parser != nil && strings.TrimSpace(res.Answer) == "" && !hasOutput(res)):
+		e.Kind, e.Message = KindExit, exitMessage(program, exitCode, r.waitErr, c.cmd.ProcessState)
+	case out.stdoutBytes == 0 || (p.spec.Parser != nil && strings.TrimSpace(res.Answer) == "" && !hasOutput(res)):
 		e.Kind = KindEmpty
-		e.Message = fmt.Sprintf("%s exited 0 and printed nothing", filepath.Base(plan.Program))
+		e.Message = fmt.Sprintf("%s exited 0 and printed nothing", program)
 	default:
 		res.IsError, res.Error = false, nil
 		return res, nil
@@ -367,6 +500,26 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		res.Error.ExitCode = &code
 	}
 	return res, e
+}
+
+// exitMessage says how a child that did not exit 0 went: its status, what
+// a shell's 128+n means, or the signal that killed it.
+func exitMessage(program string, exitCode int, waitErr error, state *os.ProcessState) string {
+	msg := fmt.Sprintf("%s exited with status %d", program, exitCode)
+	if sig := syscall.Signal(exitCode - 128); exitCode > 128 && exitCode <= 128+64 {
+		// A shell (a launcher script, npx) reports a child killed by a
+		// signal as 128 plus its number; say which.
+		msg += fmt.Sprintf(" (128 + %d: a process it ran was killed by signal %d, %v)", int(sig), int(sig), sig)
+	}
+	if exitCode == -1 {
+		msg = fmt.Sprintf("%s was killed by a signal (%v)", program, waitErr)
+		if state != nil {
+			if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				msg = fmt.Sprintf("%s was killed by signal %d (%v)", program, int(ws.Signal()), ws.Signal())
+			}
+		}
+	}
+	return msg
 }
 
 // hasOutput is true when a parsed result carries something besides text, so

@@ -28,6 +28,13 @@ import (
 // app-server, Droid's stream-jsonrpc and Pi's RPC mode are JSON objects one
 // per line too, and fit the same turn (newLineStream is their framing when
 // they are JSON-RPC).
+//
+// What a protocol does not own is shared: turnState (session_turn.go) is
+// the common ending (the first failure wins, an early stop is explained,
+// questions still waiting end denied before stdin closes), rpcTurn
+// (session_rpc.go) the JSON-RPC calls and questions on top of it, and a
+// new protocol gets an entry in the conformance suite that every protocol
+// passes (session_conformance_test.go).
 
 // Protocol names a session protocol an agent speaks over its stdio.
 type Protocol string
@@ -79,6 +86,14 @@ type turn struct {
 	Emit func(...Event)
 	// Approver decides the agent's questions; nil denies them all.
 	Approver Approver
+}
+
+// approve puts q to the turn's approver; a turn without one denies it.
+func (t turn) approve(ctx context.Context, q Question) Decision {
+	if t.Approver == nil {
+		return Decision{Message: "card denied this tool call: the run has no approver"}
+	}
+	return t.Approver.Approve(ctx, q)
 }
 
 // protocols builds a conversation per protocol, for a plan's SessionPlan.

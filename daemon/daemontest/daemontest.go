@@ -66,6 +66,9 @@ type Options struct {
 	NoClient bool
 	// Addr is the listen address; empty means 127.0.0.1:0.
 	Addr string
+	// ExtraFiles are left open in a Serve process, from descriptor 3 on,
+	// as a careless launcher would leave them.
+	ExtraFiles []*os.File
 }
 
 // Daemon is a running test daemon.

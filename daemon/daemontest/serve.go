@@ -58,6 +58,7 @@ func Serve(t testing.TB, bin string, opts Options) *Process {
 	p.Cmd.Dir = home
 	p.Cmd.Env = opts.environ(t)
 	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
+	p.Cmd.ExtraFiles = opts.ExtraFiles
 	p.Cmd.SysProcAttr = proc.NewGroup()
 	require.NoError(t, p.Cmd.Start())
 	go func() { _ = p.Cmd.Wait(); logf.Close(); close(p.done) }()

@@ -66,6 +66,9 @@ type Config struct {
 	// recorded since the last prune (a burst of refused invokes).
 	Retention  store.Retention
 	PruneEvery time.Duration
+	// ImageMemory bounds the image bytes runs hold in memory at once
+	// (spawn.RunSpec.ImageMemory); nil: no bound.
+	ImageMemory *spawn.Budget
 }
 
 // Deps is what the run subsystem needs from the daemon, and no more.

@@ -48,6 +48,18 @@ type Request struct {
 	// Attachments describe the request's attachments for the record, those
 	// dropped with why; the images themselves are in Plan.
 	Attachments []store.Attachment
+	// Stage, when set, is the request's costly part: reading its
+	// attachments into card's private copies, which the plan's images
+	// refer to. Start calls it once the gate has passed, with the run's
+	// slot held, so a refused request never pays for it and no number of
+	// them can take the daemon's memory or disk. Its error is the request's
+	// answer, with nothing recorded; it returns the attachments' records
+	// (digests filled in) and what to call once the run is over.
+	Stage func(ctx context.Context) ([]store.Attachment, func(), error)
+	// Discard lets go of what a request with Stage holds (the client's
+	// files, open since they were checked) when it is refused before
+	// Stage.
+	Discard func()
 }
 
 // Run is one started run: its event log, its cancel and, once finished, its
@@ -114,14 +126,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		keep = m.cfg.MaxTaskRecordBytes
 	}
 	rec.SetTask(req.Task, keep)
-	if !m.cfg.RecordTasks && len(rec.Attachments) > 0 {
-		// A name ("passport.jpg") says as much as a task can; with
-		// record_tasks off only the digests stay.
-		rec.Attachments = slices.Clone(rec.Attachments)
-		for i := range rec.Attachments {
-			rec.Attachments[i].Name = ""
-		}
-	}
+	rec.Attachments = m.recordable(rec.Attachments)
 
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
@@ -132,6 +137,9 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	rec.Ancestry = seeded
 	if refusal != nil {
 		m.mu.Unlock()
+		if req.Discard != nil {
+			req.Discard()
+		}
 		rec.Status, rec.RefusalReason = store.StatusRefused, refusal.Error()
 		if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
 			m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))
@@ -147,17 +155,31 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		lr.approvals = newApprovals(rec.RunID, req.Adapter, req.ApprovalTimeout, req.Asker, lr.log, m.log)
 	}
 	m.live[rec.RunID] = lr
-	m.running++ // the slot is held while the row is written
+	m.running++ // the slot is held while the attachments are read and the row is written
 	m.mu.Unlock()
-
-	// The row exists before the child does: a daemon killed from here on
-	// still leaves a record that says so.
-	if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
+	unstart := func() {
 		m.mu.Lock()
 		delete(m.live, rec.RunID)
 		m.running--
 		m.mu.Unlock()
 		cancelCause(nil)
+	}
+
+	release := func() {}
+	if req.Stage != nil {
+		atts, rel, err := req.Stage(ctx)
+		if err != nil {
+			unstart()
+			return nil, err
+		}
+		rec.Attachments, release = m.recordable(atts), rel
+	}
+
+	// The row exists before the child does: a daemon killed from here on
+	// still leaves a record that says so.
+	if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
+		unstart()
+		release()
 		return nil, fmt.Errorf("could not start run %s: %w", rec.RunID, err)
 	}
 	m.noteRecorded()
@@ -178,13 +200,28 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		defer m.wg.Done()
 		defer cancelTimeout()
 		defer stopWatching()
-		m.execute(runCtx, lr, plan, req.Task)
+		m.execute(runCtx, lr, plan, req.Task, release)
 	}()
 	return lr, nil
 }
 
+// recordable is what the record keeps of attachments: a name
+// ("passport.jpg") says as much as a task can, so with record_tasks off
+// only the types, sizes and digests stay.
+func (m *Manager) recordable(atts []store.Attachment) []store.Attachment {
+	if m.cfg.RecordTasks || len(atts) == 0 {
+		return atts
+	}
+	atts = slices.Clone(atts)
+	for i := range atts {
+		atts[i].Name = ""
+	}
+	return atts
+}
+
 // execute runs the child and records its events and outcome.
-func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string) {
+// release lets go of the run's staged attachments once the child is gone.
+func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string, release func()) {
 	a, _ := spawn.Lookup(lr.adapter)
 	persisted := make(chan struct{})
 	go m.persist(lr, persisted)
@@ -195,7 +232,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		approver = lr.approvals
 	}
 	res, err := spawn.Run(ctx, spawn.RunSpec{
-		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(), Approver: approver,
+		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(), Approver: approver, ImageMemory: m.cfg.ImageMemory,
 		Limits: spawn.Limits{MaxOutput: m.cfg.MaxOutputBytes, KillGrace: killGrace},
 		OnStart: func(pid, pgid int) {
 			if err := m.store.SetPgid(context.WithoutCancel(ctx), lr.id, pgid); err != nil {
@@ -210,6 +247,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 			lr.log.add(kind, AgentEvent{Event: ev}, false)
 		},
 	})
+	release()
 	if lr.approvals != nil {
 		// Before the terminal event: every question has its decision in
 		// the record, and none is asked after the run.
