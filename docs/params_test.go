@@ -58,6 +58,13 @@ type discoveredParams struct {
 			Description string `json:"description"`
 		} `json:"params"`
 	} `json:"x-server-requests"`
+	Notifications []struct {
+		Name   string `json:"name"`
+		Params []struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+		} `json:"params"`
+	} `json:"x-notifications"`
 }
 
 // The published OpenRPC document is what a client (and the TypeScript
@@ -85,6 +92,12 @@ func TestEveryParamRPCDiscoverPublishesSaysWhatItDoesForAClient(t *testing.T) {
 			n++
 		}
 	}
+	for _, q := range doc.Notifications {
+		for _, p := range q.Params {
+			check("notification", q.Name, p.Name, p.Description)
+			n++
+		}
+	}
 	assert.Greater(t, n, 50)
 }
 
@@ -102,7 +115,7 @@ func paramRows(text string, visit func(i int, method, param, desc string, line s
 			method, inParams = m[1], false
 			continue
 		}
-		if strings.HasPrefix(l, "**Params**") {
+		if strings.HasPrefix(l, "**Params**") || strings.HasPrefix(l, "| field | type | always present | description |") {
 			inParams = true
 			continue
 		}

@@ -215,6 +215,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of notification %s: %w", n.Name, err)
 		}
+		r.describe(n.Name, params)
 		doc.Notifications = append(doc.Notifications, OpenRPCNotification{
 			Name: n.Name, Summary: n.Doc.Summary, Description: n.Doc.Description,
 			ParamStructure: "by-name", Params: params,
