@@ -54,7 +54,7 @@ func TestEveryLinkBetweenTheProtocolPagesLandsOnAHeading(t *testing.T) {
 	}
 	others, err := filepath.Glob("*.md")
 	require.NoError(t, err)
-	pages := append(append(protocolPages(t), "../README.md"), others...)
+	pages := append(append(protocolPages(t), "../README.md", "examples/node-client/README.md"), others...)
 	links := 0
 	for _, f := range pages {
 		for _, m := range mdLinkRE.FindAllStringSubmatch(read(f), -1) {
