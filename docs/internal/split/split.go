@@ -273,6 +273,10 @@ func Split(text string) (*Result, error) {
 			res.Pages[p] = append(res.Pages[p], line{-1, t})
 		}
 	}
+	adapterByPage := map[string]adapter{}
+	for _, a := range adapters {
+		adapterByPage[agentPage(a.ID)] = a
+	}
 	about := func(p string) string {
 		return abouts[p] + " Part of the [card protocol](" + relLink(p, indexPage) + ")."
 	}
@@ -285,6 +289,9 @@ func Split(text string) (*Result, error) {
 			return
 		}
 		gen(p, "# "+titles[p], "", Marker, "", about(p), "")
+		if a, ok := adapterByPage[p]; ok {
+			gen(p, glanceLines(a, p, res)...)
+		}
 	}
 	lastGroup := map[string]string{}
 	for i, l := range in {
@@ -328,27 +335,15 @@ func Split(text string) (*Result, error) {
 		}
 	}
 
-	// Agent pages: the comparison tables they have a row in.
+	// Every agent has a page, whether or not a section moved to it.
 	for _, a := range adapters {
-		p := agentPage(a.ID)
-		open(p)
-		var at []string
-		for _, g := range glance {
-			if len(g.Only) > 0 && !slices.Contains(g.Only, a.ID) {
-				continue
-			}
-			if tp, ok := res.Anchors[Slug(g.Heading)]; ok {
-				at = append(at, "- "+g.What+": [its row in "+g.Heading+"]("+relLink(p, tp)+"#"+Slug(g.Heading)+")")
-			}
-		}
-		for _, s := range a.SeeAlso {
-			if tp, ok := res.Anchors[Slug(s)]; ok {
-				at = append(at, "- ["+s+"]("+relLink(p, tp)+"#"+Slug(s)+")")
-			}
-		}
-		if len(at) > 0 {
-			gen(p, "", "## At a glance", "")
-			gen(p, at...)
+		open(agentPage(a.ID))
+	}
+	// The agents' index lists their pages.
+	if _, ok := res.Pages["agents/README.md"]; ok {
+		gen("agents/README.md", "", "## One page per agent", "")
+		for _, a := range adapters {
+			gen("agents/README.md", "- ["+a.Title+"]("+a.ID+".md) (`"+a.ID+"`)")
 		}
 	}
 	// The index: every page, then every agent.
@@ -424,6 +419,11 @@ func tidy(ls []line) []line {
 		if !fence && strings.TrimSpace(l.Text) == "" && (len(out) == 0 || strings.TrimSpace(out[len(out)-1].Text) == "") {
 			continue
 		}
+		// A heading gets a blank line before it, whatever page its
+		// neighbours came from.
+		if !fence && headingRE.MatchString(l.Text) && len(out) > 0 && strings.TrimSpace(out[len(out)-1].Text) != "" {
+			out = append(out, line{-1, ""})
+		}
 		out = append(out, l)
 	}
 	for len(out) > 0 && strings.TrimSpace(out[len(out)-1].Text) == "" {
@@ -496,4 +496,27 @@ func Render(ls []line) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// glanceLines is an agent page's list of the tables, in the client
+// contract, that have a row for it.
+func glanceLines(a adapter, p string, res *Result) []string {
+	var at []string
+	for _, g := range glance {
+		if len(g.Only) > 0 && !slices.Contains(g.Only, a.ID) {
+			continue
+		}
+		if tp, ok := res.Anchors[Slug(g.Heading)]; ok {
+			at = append(at, "- "+g.What+": [its row in "+g.Heading+"]("+relLink(p, tp)+"#"+Slug(g.Heading)+")")
+		}
+	}
+	for _, s := range a.SeeAlso {
+		if tp, ok := res.Anchors[Slug(s)]; ok {
+			at = append(at, "- ["+s+"]("+relLink(p, tp)+"#"+Slug(s)+")")
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	return append([]string{"## At a glance", ""}, append(at, "")...)
 }
