@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/card-dev/card/rpc"
 )
 
 // goish tells a description copied from a Go doc comment ("ID is the
@@ -156,5 +154,3 @@ func TestTheParamsTablesShowTheDescriptionsRPCDiscoverPublishes(t *testing.T) {
 	}
 	assert.Greater(t, rows, 50, "the params tables were found")
 }
-
-var _ = rpc.DiscoverMethod
