@@ -22,6 +22,8 @@ package agent
 import (
 	"fmt"
 	"slices"
+
+	"github.com/card-dev/card/api"
 )
 
 // Adapter ids. They mirror the CLI each adapter drives and are the keys
@@ -35,45 +37,20 @@ const (
 	Pi         = "pi"
 )
 
-// ReadOnlyEnforcement discloses how an adapter's read-only mode is enforced,
-// so a host can tell a person the truth before letting an agent near their
-// files: an OS sandbox is a wall, an allowlist is a fence the agent's own code
-// keeps, and not_enforced means read-only is only a request.
-type ReadOnlyEnforcement string
-
-const (
-	EnforcedByOSSandbox    ReadOnlyEnforcement = "os_sandbox"
-	EnforcedByAllowlist    ReadOnlyEnforcement = "allowlist"
-	EnforcedByAgentDefault ReadOnlyEnforcement = "agent_default"
-	NotEnforced            ReadOnlyEnforcement = "not_enforced"
+// ReadOnlyEnforcement and Capabilities are disclosed to clients as they
+// are, so they are defined with the other wire types in package api; these
+// aliases keep every adapter's facts and their readers under the old names.
+type (
+	ReadOnlyEnforcement = api.ReadOnlyEnforcement
+	Capabilities        = api.Capabilities
 )
 
-// Valid reports whether e is one of the four kinds.
-func (e ReadOnlyEnforcement) Valid() bool {
-	switch e {
-	case EnforcedByOSSandbox, EnforcedByAllowlist, EnforcedByAgentDefault, NotEnforced:
-		return true
-	}
-	return false
-}
-
-// Capabilities is the static, advisory feature set of an adapter's headless
-// protocol. The JSON names are the wire names detection reports; every field
-// is always serialised (false is information).
-type Capabilities struct {
-	ToolUse   bool `json:"tool_use"`
-	MCP       bool `json:"mcp"`
-	Hooks     bool `json:"hooks"`
-	Sessions  bool `json:"sessions"`
-	Streaming bool `json:"streaming"`
-	// Images: card hands the agent the images attached to a request
-	// (agents.invoke attachments); an adapter without it lists them in the
-	// result's dropped_attachments instead.
-	Images bool `json:"images"`
-	// Ask: card can run the agent in permission_mode ask, where a tool call
-	// outside read_only becomes a question to the client (agents.approve).
-	Ask bool `json:"ask"`
-}
+const (
+	EnforcedByOSSandbox    = api.EnforcedByOSSandbox
+	EnforcedByAllowlist    = api.EnforcedByAllowlist
+	EnforcedByAgentDefault = api.EnforcedByAgentDefault
+	NotEnforced            = api.NotEnforced
+)
 
 // Adapter is every static fact about one agent CLI.
 type Adapter struct {

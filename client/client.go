@@ -4,14 +4,14 @@
 //
 //	c, err := client.Dial(ctx, client.Options{})  // the daemon of $CARD_HOME or the default home
 //	info, err := c.Info(ctx)
-//	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: "codex", Task: "explain main.go", Cwd: dir})
+//	res, err := c.Invoke(ctx, api.InvokeParams{ID: "codex", Task: "explain main.go", Cwd: dir})
 //
 // It finds the daemon the way every client must: the URL in
 // <home>/daemon.json, the token in <home>/token, and before the token is
 // sent, proof from the operating system that what listens there is this
 // user's daemon (see docs/protocol.md, "Before you send the token"). A call
 // whose context ends
-// is withdrawn with $/cancelRequest. rpc.Client stays the low-level client
+// is withdrawn with $/cancelRequest. rpcclient.Client stays the low-level client
 // for what no typed method sends (malformed params in tests, raw frames).
 package client
 
@@ -26,8 +26,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/api"
+	homedir "github.com/card-dev/card/internal/home"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Options say which daemon to reach and how.
@@ -44,24 +45,24 @@ type Options struct {
 	// whichever run it belongs to, in order, on the connection's read
 	// goroutine: keep it quick or hand off. Stream and Subscribe take a
 	// handler for one run's events as well.
-	OnEvent func(daemon.AgentEvent)
+	OnEvent func(api.AgentEvent)
 	// OnApprove answers the questions of this connection's ask-mode runs
 	// (agents.approve): allow, allow_always or deny. It runs on a goroutine
 	// of its own per question and may wait for a person; ctx ends when the
 	// daemon withdraws the question (answered elsewhere, or expired) or the
 	// connection closes, and an answer after that is not sent. Nil answers
 	// every question with -32601, which denies it at once.
-	OnApprove func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error)
+	OnApprove func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error)
 	// RPC tunes the transport (headers, the token as a subprotocol, the read
 	// limit, a logger, serving the daemon's requests). Its OnNotification is
 	// the client's own and is ignored.
-	RPC rpc.ClientOptions
+	RPC rpcclient.ClientOptions
 }
 
 // Client is one connection to the daemon. Its methods may be called from
 // several goroutines at once.
 type Client struct {
-	rpc    *rpc.Client
+	rpc    *rpcclient.Client
 	events *router
 }
 
@@ -87,7 +88,7 @@ func (e *NoDaemonError) Error() string {
 // with --home unless home is the one card serve would pick by itself here
 // (CARD_HOME or the platform default).
 func ServeCommand(home string) string {
-	if def, err := daemon.DefaultHome(os.Getenv); err == nil && def == home {
+	if def, err := homedir.DefaultHome(os.Getenv); err == nil && def == home {
 		return "card serve"
 	}
 	if !strings.ContainsAny(home, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
@@ -104,7 +105,7 @@ func ResolveHome(flagHome string) (string, error) {
 	if flagHome != "" {
 		return flagHome, nil
 	}
-	return daemon.DefaultHome(os.Getenv)
+	return homedir.DefaultHome(os.Getenv)
 }
 
 // Dial connects to the daemon opts name. When no daemon runs for the home,
@@ -120,21 +121,21 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		if home, err = ResolveHome(home); err != nil {
 			return nil, err
 		}
-		var disc daemon.Discovery
+		var disc homedir.Discovery
 		if disc, token, err = findDaemon(home); err != nil {
 			return nil, err
 		}
 		url, pid = disc.URL, disc.PID
 	}
-	r := &router{all: opts.OnEvent, runs: map[string][]*route{}, early: map[string][]daemon.AgentEvent{}}
+	r := &router{all: opts.OnEvent, runs: map[string][]*route{}, early: map[string][]api.AgentEvent{}}
 	ro := opts.RPC
 	ro.OnNotification = r.notify
 	if opts.OnApprove != nil {
 		ro.OnRequest = approver(opts.OnApprove, ro.OnRequest)
 	}
-	rc, err := rpc.Dial(ctx, url, token, ro)
+	rc, err := rpcclient.Dial(ctx, url, token, ro)
 	if err != nil {
-		var de *rpc.DialError
+		var de *rpcclient.DialError
 		if pid != 0 && errors.As(err, &de) && de.Status == 0 {
 			return nil, &NoDaemonError{Home: home, PID: pid, Cause: err}
 		}
@@ -144,7 +145,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	r.resubscribe = func(runID string, afterSeq int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = c.rpc.Call(ctx, "runs.subscribe", daemon.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
+		_ = c.rpc.Call(ctx, "runs.subscribe", api.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
 	}
 	return c, nil
 }
@@ -155,23 +156,23 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 // daemon that starts meanwhile removes a dead one's daemon.json before it
 // writes its new token, so a client never pairs a new token with a dead
 // daemon's port.
-func findDaemon(home string) (daemon.Discovery, string, error) {
-	if _, err := daemon.CheckHome(home); err != nil {
+func findDaemon(home string) (homedir.Discovery, string, error) {
+	if _, err := homedir.CheckHome(home); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return daemon.Discovery{}, "", &NoDaemonError{Home: home, Cause: err}
+			return homedir.Discovery{}, "", &NoDaemonError{Home: home, Cause: err}
 		}
-		return daemon.Discovery{}, "", err
+		return homedir.Discovery{}, "", err
 	}
 	for attempt := 0; ; attempt++ {
-		disc, err := daemon.ReadDiscovery(home)
+		disc, err := homedir.ReadDiscovery(home)
 		if errors.Is(err, fs.ErrNotExist) {
 			return disc, "", &NoDaemonError{Home: home, Cause: err}
 		}
 		if err != nil {
 			return disc, "", err
 		}
-		token, tokErr := daemon.ReadToken(home)
-		again, err := daemon.ReadDiscovery(home)
+		token, tokErr := homedir.ReadToken(home)
+		again, err := homedir.ReadDiscovery(home)
 		if errors.Is(err, fs.ErrNotExist) {
 			// Stopped while we read: the token is gone or dead with it.
 			return disc, "", &NoDaemonError{Home: home, Cause: err}
@@ -194,14 +195,14 @@ func findDaemon(home string) (daemon.Discovery, string, error) {
 		}
 		if attempt == 2 {
 			return disc, "", fmt.Errorf("%s keeps changing while it is read (daemons starting and stopping on home %s?); try again",
-				filepath.Join(home, daemon.DiscoveryFileName), home)
+				filepath.Join(home, homedir.DiscoveryFileName), home)
 		}
 	}
 }
 
 // Call sends method with params as they are and decodes the answer into
 // result: for what no typed method sends, such as params a test makes
-// malformed on purpose. A JSON-RPC error answer is an *rpc.Error.
+// malformed on purpose. A JSON-RPC error answer is an *rpcclient.Error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.rpc.Call(ctx, method, params, result)
 }
@@ -222,18 +223,18 @@ func call[R any](ctx context.Context, c *Client, method string, params any) (R, 
 
 // approver serves agents.approve with onApprove and hands any other request
 // of the server's to next.
-func approver(onApprove func(context.Context, daemon.ApproveParams) (daemon.ApproveAnswer, error),
+func approver(onApprove func(context.Context, api.ApproveParams) (api.ApproveAnswer, error),
 	next func(context.Context, string, json.RawMessage) (any, error)) func(context.Context, string, json.RawMessage) (any, error) {
 	return func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-		if method != daemon.ApproveMethod {
+		if method != api.ApproveMethod {
 			if next != nil {
 				return next(ctx, method, params)
 			}
-			return nil, &rpc.Error{Code: rpc.CodeMethodNotFound, Message: "this client serves no " + method}
+			return nil, &rpcclient.Error{Code: rpcclient.CodeMethodNotFound, Message: "this client serves no " + method}
 		}
-		var q daemon.ApproveParams
+		var q api.ApproveParams
 		if err := json.Unmarshal(params, &q); err != nil {
-			return nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: "agents.approve params: " + err.Error()}
+			return nil, &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "agents.approve params: " + err.Error()}
 		}
 		return onApprove(ctx, q)
 	}

@@ -5,14 +5,14 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 )
 
 // router hands each agents.event to the handlers of its run. It runs on the
 // connection's read goroutine, so events arrive in the order the daemon
 // sent them.
 type router struct {
-	all func(daemon.AgentEvent)
+	all func(api.AgentEvent)
 	// resubscribe asks for a run's events again after a seq, when the
 	// daemon cut a subscription off for falling behind.
 	resubscribe func(runID string, afterSeq int64)
@@ -25,7 +25,7 @@ type router struct {
 	// id: while a streamed invoke is in flight, events of runs nobody
 	// routes are kept in early for it to claim, and dropped once none is.
 	streaming int
-	early     map[string][]daemon.AgentEvent
+	early     map[string][]api.AgentEvent
 }
 
 // route is one handler of one run's events. It delivers each seq once and
@@ -33,17 +33,17 @@ type router struct {
 // subscriptions to the same run), and ends with the terminal event.
 type route struct {
 	mu   sync.Mutex
-	fn   func(daemon.AgentEvent)
+	fn   func(api.AgentEvent)
 	last int64
 	done bool
 }
 
 // Terminal reports whether ev is the last event of its run.
-func Terminal(ev daemon.AgentEvent) bool {
-	return ev.Kind == daemon.EventDone || ev.Kind == daemon.EventRunError
+func Terminal(ev api.AgentEvent) bool {
+	return ev.Kind == api.EventDone || ev.Kind == api.EventRunError
 }
 
-func (rt *route) deliverLocked(ev daemon.AgentEvent) {
+func (rt *route) deliverLocked(ev api.AgentEvent) {
 	if rt.done || ev.Seq <= rt.last {
 		return
 	}
@@ -53,14 +53,14 @@ func (rt *route) deliverLocked(ev daemon.AgentEvent) {
 }
 
 func (r *router) notify(method string, params json.RawMessage) {
-	if method == daemon.SubscriptionEndedMethod {
+	if method == api.SubscriptionEndedMethod {
 		r.cutOff(params)
 		return
 	}
 	if method != "agents.event" {
 		return
 	}
-	var ev daemon.AgentEvent
+	var ev api.AgentEvent
 	if json.Unmarshal(params, &ev) != nil {
 		return
 	}
@@ -87,7 +87,7 @@ func (r *router) notify(method string, params json.RawMessage) {
 // add routes runID's events after afterSeq to fn, first delivering what
 // arrived for it while it had no route; the route is added before those
 // are delivered and holds its lock meanwhile, so a later event waits.
-func (r *router) add(runID string, afterSeq int64, fn func(daemon.AgentEvent)) *route {
+func (r *router) add(runID string, afterSeq int64, fn func(api.AgentEvent)) *route {
 	rt := &route{fn: fn, last: afterSeq}
 	rt.mu.Lock()
 	r.mu.Lock()
@@ -139,7 +139,7 @@ func (r *router) endStream() {
 // subscribes again from the earliest seq one of them has not seen. Every
 // route drops a seq it already had, so nothing arrives twice.
 func (r *router) cutOff(params json.RawMessage) {
-	var end daemon.SubscriptionEnded
+	var end api.SubscriptionEnded
 	if json.Unmarshal(params, &end) != nil || r.resubscribe == nil {
 		return
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/card-dev/card/daemon"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 // Before it sends the token a client makes sure that what listens on the
@@ -46,7 +46,7 @@ type target struct {
 // parseTarget accepts only the URL a daemon writes, ws://<IP>:<port>/rpc:
 // a host name would be resolved to who knows where, and could not be
 // matched against the kernel's table of listening sockets.
-func parseTarget(disc daemon.Discovery) (target, error) {
+func parseTarget(disc homedir.Discovery) (target, error) {
 	u, err := url.Parse(disc.URL)
 	if err != nil {
 		return target{}, fmt.Errorf("daemon.json: url %q: %w", disc.URL, err)

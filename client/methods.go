@@ -7,63 +7,60 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/detect"
-	"github.com/card-dev/card/rpc"
-	"github.com/card-dev/card/substrate"
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Info is daemon.info: who the daemon is.
-func (c *Client) Info(ctx context.Context) (daemon.Info, error) {
-	return call[daemon.Info](ctx, c, "daemon.info", nil)
+func (c *Client) Info(ctx context.Context) (api.Info, error) {
+	return call[api.Info](ctx, c, "daemon.info", nil)
 }
 
 // Discover is rpc.discover: the OpenRPC document of every method.
-func (c *Client) Discover(ctx context.Context) (rpc.OpenRPCDocument, error) {
-	return call[rpc.OpenRPCDocument](ctx, c, rpc.DiscoverMethod, nil)
+func (c *Client) Discover(ctx context.Context) (rpcclient.OpenRPCDocument, error) {
+	return call[rpcclient.OpenRPCDocument](ctx, c, rpcclient.DiscoverMethod, nil)
 }
 
 // Detect is agents.detect: the installed agent CLIs, from the daemon's cache
 // unless p.Refresh.
-func (c *Client) Detect(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error) {
-	return call[[]detect.ExternalAgentSpec](ctx, c, "agents.detect", p)
+func (c *Client) Detect(ctx context.Context, p api.DetectParams) ([]api.ExternalAgentSpec, error) {
+	return call[[]api.ExternalAgentSpec](ctx, c, "agents.detect", p)
 }
 
 // ListExternal is agents.list_external, CAR's name for Detect.
-func (c *Client) ListExternal(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error) {
-	return call[[]detect.ExternalAgentSpec](ctx, c, "agents.list_external", p)
+func (c *Client) ListExternal(ctx context.Context, p api.DetectParams) ([]api.ExternalAgentSpec, error) {
+	return call[[]api.ExternalAgentSpec](ctx, c, "agents.list_external", p)
 }
 
 // DetectExternal is agents.detect_external, CAR's name for a Detect that
 // always re-detects.
-func (c *Client) DetectExternal(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error) {
-	return call[[]detect.ExternalAgentSpec](ctx, c, "agents.detect_external", p)
+func (c *Client) DetectExternal(ctx context.Context, p api.DetectParams) ([]api.ExternalAgentSpec, error) {
+	return call[[]api.ExternalAgentSpec](ctx, c, "agents.detect_external", p)
 }
 
 // Health is agents.health_external for one adapter; force bypasses the
 // daemon's 30 s cache.
-func (c *Client) Health(ctx context.Context, id string, force bool) (detect.ExternalAgentHealth, error) {
+func (c *Client) Health(ctx context.Context, id string, force bool) (api.ExternalAgentHealth, error) {
 	if id == "" {
 		// Without an id the daemon answers for every detected adapter.
-		return detect.ExternalAgentHealth{}, errors.New("client: Health needs an adapter id; HealthAll answers for every detected adapter")
+		return api.ExternalAgentHealth{}, errors.New("client: Health needs an adapter id; HealthAll answers for every detected adapter")
 	}
-	return call[detect.ExternalAgentHealth](ctx, c, "agents.health_external", daemon.HealthParams{ID: id, Force: force})
+	return call[api.ExternalAgentHealth](ctx, c, "agents.health_external", api.HealthParams{ID: id, Force: force})
 }
 
 // HealthAll is agents.health_external without an id: every detected
 // (installed) adapter, as CAR defines it.
-func (c *Client) HealthAll(ctx context.Context, force bool) ([]detect.ExternalAgentHealth, error) {
-	return call[[]detect.ExternalAgentHealth](ctx, c, "agents.health_external", daemon.HealthParams{Force: force})
+func (c *Client) HealthAll(ctx context.Context, force bool) ([]api.ExternalAgentHealth, error) {
+	return call[[]api.ExternalAgentHealth](ctx, c, "agents.health_external", api.HealthParams{Force: force})
 }
 
 // Invoke is agents.invoke without stream: it answers when the run has
 // ended. A run that failed is a result with IsError, not an error; an error
-// is a refusal (*rpc.Error with the daemon's code) or a lost connection.
+// is a refusal (*rpcclient.Error with the daemon's code) or a lost connection.
 // p.Stream is ignored; Stream streams.
-func (c *Client) Invoke(ctx context.Context, p daemon.InvokeParams) (daemon.InvokeResult, error) {
+func (c *Client) Invoke(ctx context.Context, p api.InvokeParams) (api.InvokeResult, error) {
 	p.Stream = false
-	return call[daemon.InvokeResult](ctx, c, "agents.invoke", p)
+	return call[api.InvokeResult](ctx, c, "agents.invoke", p)
 }
 
 // Stream is agents.invoke with stream: it answers as soon as the run has
@@ -71,11 +68,11 @@ func (c *Client) Invoke(ctx context.Context, p daemon.InvokeParams) (daemon.Invo
 // last one terminal, on the connection's read goroutine — keep it quick,
 // and never call the client from it. Events that arrive before Stream has
 // returned are kept and delivered first, so none is lost.
-func (c *Client) Stream(ctx context.Context, p daemon.InvokeParams, onEvent func(daemon.AgentEvent)) (daemon.InvokeAccepted, error) {
+func (c *Client) Stream(ctx context.Context, p api.InvokeParams, onEvent func(api.AgentEvent)) (api.InvokeAccepted, error) {
 	p.Stream = true
 	c.events.beginStream()
 	defer c.events.endStream()
-	acc, err := call[daemon.InvokeAccepted](ctx, c, "agents.invoke", p)
+	acc, err := call[api.InvokeAccepted](ctx, c, "agents.invoke", p)
 	if err == nil && onEvent != nil {
 		c.events.add(acc.RunID, 0, onEvent)
 	}
@@ -86,69 +83,69 @@ func (c *Client) Stream(ctx context.Context, p daemon.InvokeParams, onEvent func
 // CAR's dialect (session_id the host's routing id, bad attachments skipped
 // and counted). p.Stream is ignored: a streamed CAR run speaks
 // agents.chat.event, which this client does not route; Stream follows a run.
-func (c *Client) InvokeExternal(ctx context.Context, p daemon.ExternalInvokeParams) (daemon.ExternalInvokeResult, error) {
+func (c *Client) InvokeExternal(ctx context.Context, p api.ExternalInvokeParams) (api.ExternalInvokeResult, error) {
 	p.Stream = false
-	return call[daemon.ExternalInvokeResult](ctx, c, "agents.invoke_external", p)
+	return call[api.ExternalInvokeResult](ctx, c, "agents.invoke_external", p)
 }
 
 // ChatCancel is CAR's agents.chat.cancel: it ends this connection's running
 // agents.invoke_external under sessionID, once the run has ended.
-func (c *Client) ChatCancel(ctx context.Context, sessionID string) (daemon.ChatCancelResult, error) {
-	return call[daemon.ChatCancelResult](ctx, c, "agents.chat.cancel", daemon.ChatCancelParams{SessionID: sessionID})
+func (c *Client) ChatCancel(ctx context.Context, sessionID string) (api.ChatCancelResult, error) {
+	return call[api.ChatCancelResult](ctx, c, "agents.chat.cancel", api.ChatCancelParams{SessionID: sessionID})
 }
 
 // SessionAuth is CAR's session.auth on this already authenticated
 // connection: a token other than the daemon's is refused and the daemon
 // closes the connection.
-func (c *Client) SessionAuth(ctx context.Context, token string) (daemon.SessionAuthResult, error) {
-	return call[daemon.SessionAuthResult](ctx, c, "session.auth", daemon.SessionAuthParams{Token: token})
+func (c *Client) SessionAuth(ctx context.Context, token string) (api.SessionAuthResult, error) {
+	return call[api.SessionAuthResult](ctx, c, "session.auth", api.SessionAuthParams{Token: token})
 }
 
 // Handshake is CAR's server.handshake: the daemon's protocol version and
 // build.
-func (c *Client) Handshake(ctx context.Context, p daemon.HandshakeParams) (daemon.HandshakeResult, error) {
-	return call[daemon.HandshakeResult](ctx, c, "server.handshake", p)
+func (c *Client) Handshake(ctx context.Context, p api.HandshakeParams) (api.HandshakeResult, error) {
+	return call[api.HandshakeResult](ctx, c, "server.handshake", p)
 }
 
 // Cancel is agents.cancel: it answers once the run has ended.
-func (c *Client) Cancel(ctx context.Context, runID string) (daemon.CancelResult, error) {
-	return call[daemon.CancelResult](ctx, c, "agents.cancel", daemon.CancelParams{RunID: runID})
+func (c *Client) Cancel(ctx context.Context, runID string) (api.CancelResult, error) {
+	return call[api.CancelResult](ctx, c, "agents.cancel", api.CancelParams{RunID: runID})
 }
 
 // Runs is runs.list: the run history, newest first.
-func (c *Client) Runs(ctx context.Context, p daemon.ListParams) ([]store.Run, error) {
-	return call[[]store.Run](ctx, c, "runs.list", p)
+func (c *Client) Runs(ctx context.Context, p api.ListParams) ([]api.Run, error) {
+	return call[[]api.Run](ctx, c, "runs.list", p)
 }
 
 // Run is runs.get: one recorded run, with its approvals when it ran in ask
 // mode.
-func (c *Client) Run(ctx context.Context, runID string) (daemon.RunRecord, error) {
-	return call[daemon.RunRecord](ctx, c, "runs.get", daemon.GetParams{RunID: runID})
+func (c *Client) Run(ctx context.Context, runID string) (api.RunRecord, error) {
+	return call[api.RunRecord](ctx, c, "runs.get", api.GetParams{RunID: runID})
 }
 
 // Prune is runs.prune: it deletes finished runs past the retention (with
 // p.DryRun it only counts them).
-func (c *Client) Prune(ctx context.Context, p daemon.PruneParams) (daemon.PruneResult, error) {
-	return call[daemon.PruneResult](ctx, c, "runs.prune", p)
+func (c *Client) Prune(ctx context.Context, p api.PruneParams) (api.PruneResult, error) {
+	return call[api.PruneResult](ctx, c, "runs.prune", p)
 }
 
 // ApprovalDecide is agents.approval_decide: the answer to a question of an
 // ask-mode run given as a request, so a refused answer comes back as an
-// error (*rpc.Error with the daemon's code). Options.OnApprove answers
+// error (*rpcclient.Error with the daemon's code). Options.OnApprove answers
 // agents.approve directly instead.
-func (c *Client) ApprovalDecide(ctx context.Context, p daemon.DecideParams) (daemon.DecideResult, error) {
-	return call[daemon.DecideResult](ctx, c, "agents.approval_decide", p)
+func (c *Client) ApprovalDecide(ctx context.Context, p api.DecideParams) (api.DecideResult, error) {
+	return call[api.DecideResult](ctx, c, "agents.approval_decide", p)
 }
 
 // Subscribe is runs.subscribe: onEvent (when not nil) gets the run's events
 // after afterSeq in order, replayed and then live, the last one terminal,
 // on the connection's read goroutine (as for Stream).
-func (c *Client) Subscribe(ctx context.Context, runID string, afterSeq int64, onEvent func(daemon.AgentEvent)) (daemon.SubscribeResult, error) {
+func (c *Client) Subscribe(ctx context.Context, runID string, afterSeq int64, onEvent func(api.AgentEvent)) (api.SubscribeResult, error) {
 	var rt *route
 	if onEvent != nil {
 		rt = c.events.add(runID, afterSeq, onEvent)
 	}
-	res, err := call[daemon.SubscribeResult](ctx, c, "runs.subscribe", daemon.SubscribeParams{RunID: runID, AfterSeq: afterSeq})
+	res, err := call[api.SubscribeResult](ctx, c, "runs.subscribe", api.SubscribeParams{RunID: runID, AfterSeq: afterSeq})
 	if err != nil && rt != nil {
 		c.events.remove(runID, rt)
 	}
@@ -157,32 +154,32 @@ func (c *Client) Subscribe(ctx context.Context, runID string, afterSeq int64, on
 
 // SubstrateInfo is substrate.info: which environment the substrate methods
 // act on.
-func (c *Client) SubstrateInfo(ctx context.Context) (substrate.Info, error) {
-	return call[substrate.Info](ctx, c, "substrate.info", nil)
+func (c *Client) SubstrateInfo(ctx context.Context) (api.SubstrateInfo, error) {
+	return call[api.SubstrateInfo](ctx, c, "substrate.info", nil)
 }
 
 // SubstrateRunCommand is substrate.run_command. A command that ran and
 // failed is a result with a nonzero exit code.
-func (c *Client) SubstrateRunCommand(ctx context.Context, command string, timeout time.Duration) (substrate.CommandResult, error) {
+func (c *Client) SubstrateRunCommand(ctx context.Context, command string, timeout time.Duration) (api.CommandResult, error) {
 	secs := int((timeout + time.Second - 1) / time.Second)
-	return call[substrate.CommandResult](ctx, c, "substrate.run_command", daemon.RunCommandParams{Command: command, TimeoutSecs: secs})
+	return call[api.CommandResult](ctx, c, "substrate.run_command", api.RunCommandParams{Command: command, TimeoutSecs: secs})
 }
 
 // SubstrateReadText is substrate.read_text: a whole UTF-8 file.
 func (c *Client) SubstrateReadText(ctx context.Context, path string) (string, error) {
-	r, err := call[daemon.ReadTextResult](ctx, c, "substrate.read_text", daemon.PathParams{Path: path})
+	r, err := call[api.ReadTextResult](ctx, c, "substrate.read_text", api.PathParams{Path: path})
 	return r.Content, err
 }
 
 // SubstrateWriteText is substrate.write_text.
-func (c *Client) SubstrateWriteText(ctx context.Context, p daemon.WriteTextParams) (daemon.WriteResult, error) {
-	return call[daemon.WriteResult](ctx, c, "substrate.write_text", p)
+func (c *Client) SubstrateWriteText(ctx context.Context, p api.WriteTextParams) (api.WriteResult, error) {
+	return call[api.WriteResult](ctx, c, "substrate.write_text", p)
 }
 
 // SubstrateReadBytes is substrate.read_bytes, decoded: the window of the
 // file p names.
-func (c *Client) SubstrateReadBytes(ctx context.Context, p daemon.ReadBytesParams) ([]byte, error) {
-	r, err := call[daemon.BytesResult](ctx, c, "substrate.read_bytes", p)
+func (c *Client) SubstrateReadBytes(ctx context.Context, p api.ReadBytesParams) ([]byte, error) {
+	r, err := call[api.BytesResult](ctx, c, "substrate.read_bytes", p)
 	if err != nil {
 		return nil, err
 	}
@@ -194,44 +191,44 @@ func (c *Client) SubstrateReadBytes(ctx context.Context, p daemon.ReadBytesParam
 }
 
 // SubstrateWriteBytes is substrate.write_bytes.
-func (c *Client) SubstrateWriteBytes(ctx context.Context, path string, data []byte) (daemon.WriteResult, error) {
-	return call[daemon.WriteResult](ctx, c, "substrate.write_bytes",
-		daemon.WriteBytesParams{Path: path, ContentB64: base64.StdEncoding.EncodeToString(data)})
+func (c *Client) SubstrateWriteBytes(ctx context.Context, path string, data []byte) (api.WriteResult, error) {
+	return call[api.WriteResult](ctx, c, "substrate.write_bytes",
+		api.WriteBytesParams{Path: path, ContentB64: base64.StdEncoding.EncodeToString(data)})
 }
 
 // SubstratePathState is substrate.path_state: missing, exists, or unknown
 // with a reason.
-func (c *Client) SubstratePathState(ctx context.Context, path string) (substrate.PathState, error) {
-	return call[substrate.PathState](ctx, c, "substrate.path_state", daemon.PathParams{Path: path})
+func (c *Client) SubstratePathState(ctx context.Context, path string) (api.PathState, error) {
+	return call[api.PathState](ctx, c, "substrate.path_state", api.PathParams{Path: path})
 }
 
 // SubstratePTYStart is substrate.pty_start; it answers the PTY's pid.
 func (c *Client) SubstratePTYStart(ctx context.Context, command string) (int, error) {
-	r, err := call[daemon.PTYResult](ctx, c, "substrate.pty_start", daemon.PTYStartParams{Command: command})
+	r, err := call[api.PTYResult](ctx, c, "substrate.pty_start", api.PTYStartParams{Command: command})
 	return r.PID, err
 }
 
 // SubstratePTYInput is substrate.pty_input.
 func (c *Client) SubstratePTYInput(ctx context.Context, pid int, data string) error {
-	_, err := call[daemon.OKResult](ctx, c, "substrate.pty_input", daemon.PTYInputParams{PID: pid, Data: data})
+	_, err := call[api.OKResult](ctx, c, "substrate.pty_input", api.PTYInputParams{PID: pid, Data: data})
 	return err
 }
 
 // SubstratePTYRead is substrate.pty_read: what the PTY printed since the
 // last read.
 func (c *Client) SubstratePTYRead(ctx context.Context, pid int) (string, error) {
-	r, err := call[daemon.PTYReadResult](ctx, c, "substrate.pty_read", daemon.PTYPIDParams{PID: pid})
+	r, err := call[api.PTYReadResult](ctx, c, "substrate.pty_read", api.PTYPIDParams{PID: pid})
 	return r.Data, err
 }
 
 // SubstratePTYResize is substrate.pty_resize.
 func (c *Client) SubstratePTYResize(ctx context.Context, pid int, rows, cols uint16) error {
-	_, err := call[daemon.OKResult](ctx, c, "substrate.pty_resize", daemon.PTYResizeParams{PID: pid, Rows: rows, Cols: cols})
+	_, err := call[api.OKResult](ctx, c, "substrate.pty_resize", api.PTYResizeParams{PID: pid, Rows: rows, Cols: cols})
 	return err
 }
 
 // SubstratePTYKill is substrate.pty_kill.
 func (c *Client) SubstratePTYKill(ctx context.Context, pid int) error {
-	_, err := call[daemon.OKResult](ctx, c, "substrate.pty_kill", daemon.PTYPIDParams{PID: pid})
+	_, err := call[api.OKResult](ctx, c, "substrate.pty_kill", api.PTYPIDParams{PID: pid})
 	return err
 }

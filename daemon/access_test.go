@@ -136,8 +136,8 @@ func TestEveryMethodHasAnAccessClassAndTheHostOnesAreHost(t *testing.T) {
 	require.NoError(t, err)
 	got := map[string]rpc.Access{}
 	for _, m := range doc.Methods {
-		require.True(t, m.Access.Valid(), "%s has no access class", m.Name)
-		got[m.Name] = m.Access
+		require.True(t, rpc.Access(m.Access).Valid(), "%s has no access class", m.Name)
+		got[m.Name] = rpc.Access(m.Access)
 	}
 	for name, a := range got {
 		switch {
@@ -162,14 +162,14 @@ func TestEveryMethodHasAnAccessClassAndTheHostOnesAreHost(t *testing.T) {
 		need := map[string]rpc.Access{}
 		for _, r := range m.AccessRules {
 			if r.Param == "permission_mode" {
-				need[r.Value.(string)] = r.Access
+				need[r.Value.(string)] = rpc.Access(r.Access)
 			}
 		}
 		assert.Equal(t, map[string]rpc.Access{"edit": rpc.AccessWrite, "ask": rpc.AccessWrite, "bypass": rpc.AccessHost}, need, m.Name)
 	}
 	for _, q := range doc.ServerRequests {
 		if q.Name == daemon.ApproveMethod {
-			assert.Equal(t, rpc.AccessApprove, q.Access, "agents.approve goes only to connections that may approve")
+			assert.Equal(t, rpc.AccessApprove, rpc.Access(q.Access), "agents.approve goes only to connections that may approve")
 		}
 	}
 	assert.Equal(t, rpc.AccessAgents, got["agents.chat.cancel"])

@@ -10,32 +10,18 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
 )
 
-// DetectParams are agents.detect's params (and its CAR aliases').
-type DetectParams struct {
-	// IncludeHealth adds each adapter's health (cached for 30 s, except on
-	// a refresh).
-	IncludeHealth bool `json:"include_health,omitempty"`
-	// Refresh re-detects instead of serving the cached answer, and checks
-	// health again with include_health.
-	Refresh bool `json:"refresh,omitempty"`
-	// InvokedBy is the calling host's own adapter id; adapters this caller
-	// could not spawn carry spawn_block_reason.
-	InvokedBy string `json:"invoked_by,omitempty"`
-}
-
-// HealthParams are agents.health_external's params.
-type HealthParams struct {
-	// ID asks for one adapter; without it the answer is an array of every
-	// detected (installed) adapter.
-	ID string `json:"id,omitempty"`
-	// Force bypasses the 30 s cache.
-	Force bool `json:"force,omitempty"`
-}
+// DetectParams and HealthParams are wire types and live in package api;
+// these aliases keep the daemon's code under the old names.
+type (
+	DetectParams = api.DetectParams
+	HealthParams = api.HealthParams
+)
 
 // HealthAnswer is agents.health_external's result: one adapter's health with
 // id, every detected adapter's without.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/rpc"
 )
@@ -26,42 +27,17 @@ type (
 	RunRecord      = runs.Record
 )
 
-// ApproveMethod is the server-to-client request of ask mode.
-const ApproveMethod = "agents.approve"
-
-// Approval timeout bounds: card owns the timeout (no agent CLI bounds a
-// question within any sensible wait), so it is always set and clamped.
+// The approval method name, timeout bounds and agents.approval_decide's
+// params live in package api; these aliases keep the daemon's code under
+// the old names.
 const (
-	DefaultApprovalTimeoutSecs = 120
-	MaxApprovalTimeoutSecs     = 3600
+	ApproveMethod              = api.ApproveMethod
+	DefaultApprovalTimeoutSecs = api.DefaultApprovalTimeoutSecs
+	MaxApprovalTimeoutSecs     = api.MaxApprovalTimeoutSecs
 )
 
-// DecideParams are agents.approval_decide's params.
-type DecideParams struct {
-	RunID string `json:"run_id"`
-	// RequestID is the question's id, from agents.approve or the run's
-	// approval_requested event.
-	RequestID string `json:"request_id"`
-	// Decision is allow, allow_always (this tool, for the rest of the run)
-	// or deny.
-	Decision string `json:"decision" jsonschema:"enum=allow,enum=allow_always,enum=deny"`
-	// Message is told to the agent with a deny.
-	Message string `json:"message,omitempty"`
-}
-
-// Validate requires the ids and a decision that is one of the three.
-func (p *DecideParams) Validate() error {
-	if err := requireRunID(p.RunID); err != nil {
-		return err
-	}
-	if p.RequestID == "" {
-		return rpc.InvalidField("request_id", "required: the id agents.approve gave the question")
-	}
-	if err := runs.CheckDecision(p.Decision); err != nil {
-		return rpc.InvalidField("decision", "%s", err.Error())
-	}
-	return nil
-}
+// DecideParams are agents.approval_decide's params (api.DecideParams).
+type DecideParams = api.DecideParams
 
 // peerAsker puts a run's questions to one client connection.
 type peerAsker struct{ p *rpc.Peer }

@@ -16,27 +16,15 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
 
-// Attachment is one image attached to agents.invoke: a file on this
-// machine (Path) or the image itself (DataB64 with MimeType), with an
-// optional Name.
-type Attachment struct {
-	// Path is an absolute path to an image file. card reads it once, when
-	// the request arrives, and the agent gets card's private copy.
-	Path string `json:"path,omitempty"`
-	// DataB64 is the image, standard base64.
-	DataB64 string `json:"data_b64,omitempty"`
-	// MimeType is the image's type: required with data_b64, optional with
-	// path; either way it must be what the bytes are.
-	MimeType string `json:"mime_type,omitempty"`
-	// Name is what the run's record calls it (a path's base name when
-	// omitted). It never becomes part of a path.
-	Name string `json:"name,omitempty"`
-}
+// Attachment is one image attached to agents.invoke (api.Attachment),
+// aliased so the daemon's code keeps its old name.
+type Attachment = api.Attachment
 
 // maxAttachmentName bounds a name kept in the run history.
 const maxAttachmentName = 255

@@ -10,17 +10,6 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// ExternalAttachment is an image attached to agents.invoke_external in CAR's
-// shape: an absolute path on this machine, and the type the host thinks it
-// is. The bytes decide the type; media_type is only the host's guess.
-type ExternalAttachment struct {
-	// Path is an absolute path to an image file (PNG, JPEG, GIF or WebP by
-	// its bytes), read once when the request arrives.
-	Path string `json:"path"`
-	// MediaType is advisory: card sends the type the bytes are.
-	MediaType string `json:"media_type,omitempty"`
-}
-
 // readCARAttachments applies CAR's rule to a request's attachments: each
 // one card cannot send (unreadable, not an image by its bytes, over the
 // size cap, past the count cap) is skipped and recorded as dropped with

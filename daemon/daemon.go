@@ -163,11 +163,11 @@ func New(opts Options) (*Daemon, error) {
 	// read the dead daemon's URL must not then read the new token and send
 	// it to whoever listens on the dead port.
 	if err := os.Remove(filepath.Join(home, DiscoveryFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		lock.release()
+		lock.Release()
 		return nil, fmt.Errorf("remove the stale %s: %w", filepath.Join(home, DiscoveryFileName), err)
 	}
 	if _, err := NewToken(home); err != nil {
-		lock.release()
+		lock.Release()
 		return nil, err
 	}
 	sweepPrivateDirs(env, log)
@@ -188,7 +188,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if err := d.setup(); err != nil {
 		d.closeAll(context.Background())
-		lock.release()
+		lock.Release()
 		cancel()
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.bg.Wait()
 		// The token dies with the daemon; the next start makes its own.
 		_ = os.Remove(filepath.Join(d.home, TokenFileName))
-		d.lock.release()
+		d.lock.Release()
 		if d.ln != nil {
 			// A daemon that never listened did not start, so it does not
 			// say it stopped either.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
@@ -65,6 +66,7 @@ func wireError(err error) error {
 	var (
 		refused    *runs.RefusedError
 		field      *spawn.FieldError
+		wireField  *api.FieldError
 		unknown    *detect.UnknownAdapterError
 		missing    *detect.NotInstalledError
 		unusable   *detect.UnusableError
@@ -101,6 +103,9 @@ func wireError(err error) error {
 		return &rpc.Error{Code: e.Code, Message: e.Message, Data: data}
 	case errors.As(err, &field):
 		return rpc.InvalidField(field.Field, "%s", field.Message)
+	case errors.As(err, &wireField):
+		// A params type's own Validate (package api knows nothing of rpc).
+		return rpc.InvalidField(wireField.Field, "%s", wireField.Message)
 	case errors.As(err, &unknown):
 		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
 			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}

@@ -13,12 +13,3 @@ func inode(st os.FileInfo) uint64 {
 	}
 	return 0
 }
-
-// fileOwner is the uid that owns a file; ok is false where the platform
-// does not say.
-func fileOwner(st os.FileInfo) (uid int, ok bool) {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return int(s.Uid), true
-	}
-	return 0, false
-}

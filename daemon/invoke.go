@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
@@ -18,79 +18,15 @@ import (
 	"github.com/card-dev/card/spawn"
 )
 
-// Timeout bounds for agents.invoke: a run with no deadline is a process that
-// can sit on a model session forever, and one over an hour is almost always
-// a client bug, so both ends are clamped rather than trusted.
-const (
-	DefaultInvokeTimeout = 300 * time.Second
-	MinInvokeTimeoutSecs = 1
-	MaxInvokeTimeoutSecs = 3600
-)
+// agents.invoke's params and timeout bounds live in package api; these
+// aliases keep the daemon's code under the old names.
+type InvokeParams = api.InvokeParams
 
-// InvokeParams are agents.invoke's params (agents.invoke_external has its
-// own, ExternalInvokeParams, with the same fields in CAR's meaning).
-type InvokeParams struct {
-	// ID is the adapter to run (claude-code, codex, gemini, ...).
-	ID string `json:"id"`
-	// Task is the prompt. It goes to the agent on stdin, never on argv.
-	Task string `json:"task"`
-	// InvokedBy is the calling host's own adapter id, when the host is
-	// itself an agent; the guard seeds the chain with it.
-	InvokedBy string `json:"invoked_by,omitempty"`
-	// Cwd is where the agent runs: an absolute, existing directory. It may
-	// be omitted only in read_only mode (then the daemon user's home): a
-	// run that may change files (edit, ask, bypass) names where.
-	Cwd string `json:"cwd,omitempty"`
-	// PermissionMode is read_only (default), edit, ask or bypass.
-	PermissionMode string   `json:"permission_mode,omitempty"`
-	AllowedTools   []string `json:"allowed_tools,omitempty"`
-	Model          string   `json:"model,omitempty"`
-	MaxTurns       int      `json:"max_turns,omitempty"`
-	Effort         string   `json:"effort,omitempty"`
-	// SystemPrompt replaces the agent's own system prompt, or with
-	// SystemPromptAppend is added to it. It travels in a private file, never
-	// on argv.
-	SystemPrompt       string `json:"system_prompt,omitempty"`
-	SystemPromptAppend bool   `json:"system_prompt_append,omitempty"`
-	// SessionID asks for a new session with this UUID; Resume continues one;
-	// DiscardSession leaves no resumable session behind (where the agent
-	// can: the refusal names the adapters that cannot).
-	SessionID      string `json:"session_id,omitempty"`
-	Resume         string `json:"resume,omitempty"`
-	DiscardSession bool   `json:"discard_session,omitempty"`
-	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
-	TimeoutSecs int `json:"timeout_secs,omitempty"`
-	// MaxAPIRetries bounds the agent's own retries of a failed model call
-	// (rate limit, overload, network), 0 to 10; omitted, card.toml's
-	// max_api_retries (default 3). A refused key gets at most one retry,
-	// for a login token that expired.
-	MaxAPIRetries *int `json:"max_api_retries,omitempty"`
-	// Stream answers at once with {run_id, accepted} and sends agents.event
-	// notifications; without it the answer is the finished run.
-	Stream bool `json:"stream,omitempty"`
-	// MCPEndpoint is CAR's mcp_endpoint: the URL of an MCP server
-	// (streamable HTTP) handed to the agent for this run, for the adapters
-	// whose CLI can take one (claude-code, codex, copilot); the others
-	// refuse it naming why. "" or leaving it out runs without one (card has
-	// no MCP server of its own to fill in).
-	MCPEndpoint string `json:"mcp_endpoint,omitempty"`
-	// ApprovalTimeoutSecs is how long a question of an ask-mode run waits
-	// for an answer before it is denied; default approval_timeout_secs from
-	// card.toml (120), at most 3600. Refused in other modes.
-	ApprovalTimeoutSecs int `json:"approval_timeout_secs,omitempty"`
-	// AcknowledgeUnenforcedReadOnly must be true to run an adapter whose
-	// read-only mode nothing enforces (detect's read_only_enforcement =
-	// not_enforced) in read_only mode: the caller has to know that "read
-	// only" is then only a request to the model.
-	AcknowledgeUnenforcedReadOnly bool `json:"acknowledge_unenforced_read_only,omitempty"`
-	// Attachments are images for the agent, each a path or data_b64 with
-	// mime_type: PNG, JPEG, GIF or WebP by their bytes, at most
-	// [attachments] max_count of them, each at most max_bytes.
-	Attachments []Attachment `json:"attachments,omitempty"`
-	// RequireAttachments refuses the request (-32602) rather than run an
-	// agent that takes no images without them.
-	RequireAttachments bool `json:"require_attachments,omitempty"`
-}
+const (
+	DefaultInvokeTimeout = api.DefaultInvokeTimeout
+	MinInvokeTimeoutSecs = api.MinInvokeTimeoutSecs
+	MaxInvokeTimeoutSecs = api.MaxInvokeTimeoutSecs
+)
 
 // invokeAccessRules are the classes agents.invoke (and its CAR name) needs
 // beyond agents, by what the run may do. The invariant they keep: a
@@ -135,7 +71,7 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 	if field := placeholderIn(reflect.ValueOf(p), ""); field != "" {
 		return runs.Request{}, rpc.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
 	}
-	if err := p.check(); err != nil {
+	if err := checkInvoke(&p); err != nil {
 		return runs.Request{}, err
 	}
 	var (
@@ -159,7 +95,7 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 		return runs.Request{}, err
 	}
 	records := withSkipped(sent, skipped)
-	req := p.spawnRequest()
+	req := spawnRequestOf(&p)
 	req.Images = images
 	cwd, err := d.runCwd(p.ID, p.Cwd, req.EffectiveMode())
 	if err != nil {
@@ -275,9 +211,9 @@ func (d *Daemon) agentPathDirs(adapter string) []string {
 	return dirs
 }
 
-// check judges the fields spawn does not: the task, the mode's need for a
+// checkInvoke judges the fields spawn does not: the task, the mode's need for a
 // cwd, the cwd itself, the caller's id.
-func (p *InvokeParams) check() error {
+func checkInvoke(p *InvokeParams) error {
 	if strings.TrimSpace(p.Task) == "" {
 		return rpc.InvalidField("task", "required: the task for the agent must not be empty")
 	}
@@ -315,22 +251,8 @@ func (p *InvokeParams) check() error {
 	return nil
 }
 
-// Timeout is the run's deadline, with the default and the clamp applied.
-func (p *InvokeParams) Timeout() time.Duration {
-	secs := p.TimeoutSecs
-	switch {
-	case secs == 0:
-		return DefaultInvokeTimeout
-	case secs < MinInvokeTimeoutSecs:
-		secs = MinInvokeTimeoutSecs
-	case secs > MaxInvokeTimeoutSecs:
-		secs = MaxInvokeTimeoutSecs
-	}
-	return time.Duration(secs) * time.Second
-}
-
-// spawnRequest is the argv-shaping part of the params.
-func (p *InvokeParams) spawnRequest() spawn.Request {
+// spawnRequestOf is the argv-shaping part of the params.
+func spawnRequestOf(p *InvokeParams) spawn.Request {
 	return spawn.Request{
 		Adapter:            p.ID,
 		Mode:               spawn.Mode(p.PermissionMode),

@@ -24,7 +24,7 @@ func TestEveryArgvShapingParamReachesTheSpawnRequest(t *testing.T) {
 	p := InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "edit", AllowedTools: []string{"Read"},
 		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true,
 		DiscardSession: true, Cwd: "/x"}
-	req := p.spawnRequest()
+	req := spawnRequestOf(&p)
 	assert.Equal(t, spawn.Request{Adapter: "claude-code", Mode: spawn.ModeEdit, AllowedTools: []string{"Read"},
 		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true, Cwd: "/x"}, req)
 

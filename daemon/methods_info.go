@@ -4,25 +4,16 @@ import (
 	"context"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/rpc"
 )
 
-// InfoParams is daemon.info's (empty) params.
-type InfoParams struct{}
-
-// Info is what daemon.info answers: enough for a client to check it reached
-// the daemon it meant to and speaks its protocol.
-type Info struct {
-	Version         string   `json:"version"`
-	ProtocolVersion string   `json:"protocol_version"`
-	PID             int      `json:"pid"`
-	StartedAt       string   `json:"started_at"`
-	Home            string   `json:"home"`
-	Addr            string   `json:"addr"`
-	URL             string   `json:"url"`
-	Ancestry        []string `json:"ancestry"`
-	MaxChain        int      `json:"max_chain"`
-}
+// daemon.info's params and answer live in package api; these aliases keep
+// the daemon's code under the old names.
+type (
+	InfoParams = api.InfoParams
+	Info       = api.Info
+)
 
 func (d *Daemon) registerInfo() {
 	rpc.Register(d.registry, "daemon.info", rpc.Doc{

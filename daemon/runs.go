@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
@@ -36,99 +37,24 @@ const (
 	RunIDEnv        = runs.RunIDEnv
 )
 
-// CancelParams are agents.cancel's params.
-type CancelParams struct {
-	RunID string `json:"run_id"`
-}
+// The run methods' params and results live in package api; these aliases
+// keep the daemon's code under the old names.
+type (
+	CancelParams    = api.CancelParams
+	PruneParams     = api.PruneParams
+	PruneResult     = api.PruneResult
+	ListParams      = api.ListParams
+	GetParams       = api.GetParams
+	SubscribeParams = api.SubscribeParams
+)
 
-// Validate requires the run id.
-func (p *CancelParams) Validate() error { return requireRunID(p.RunID) }
+// MaxAgeDaysLimit is the largest max_age_days (api.MaxAgeDaysLimit).
+const MaxAgeDaysLimit = api.MaxAgeDaysLimit
 
 // requireRunID is the one check every run-addressed method makes.
 func requireRunID(id string) error {
 	if id == "" {
 		return rpc.InvalidField("run_id", "required")
-	}
-	return nil
-}
-
-// PruneParams are runs.prune's params.
-type PruneParams struct {
-	// DryRun counts what would be deleted and deletes nothing.
-	DryRun bool `json:"dry_run,omitempty"`
-	// MaxRuns and MaxAgeDays replace card.toml's max_runs and max_age_days
-	// for this prune (0: no bound of that kind).
-	MaxRuns    *int `json:"max_runs,omitempty"`
-	MaxAgeDays *int `json:"max_age_days,omitempty"`
-}
-
-// MaxAgeDaysLimit is the largest max_age_days, in card.toml and in
-// runs.prune: a hundred years. Days become a time.Duration, which overflows
-// past about 106,751 days and wraps to an age that is negative or tiny, and
-// a tiny age prunes every finished run.
-const MaxAgeDaysLimit = 36500
-
-// Validate refuses negative bounds and an age past MaxAgeDaysLimit.
-func (p *PruneParams) Validate() error {
-	if p.MaxRuns != nil && *p.MaxRuns < 0 {
-		return rpc.InvalidField("max_runs", "must not be negative (0: no bound on the count)")
-	}
-	if p.MaxAgeDays != nil && (*p.MaxAgeDays < 0 || *p.MaxAgeDays > MaxAgeDaysLimit) {
-		return rpc.InvalidField("max_age_days", "must be 0 to %d days, not %d (0: no bound on age)", MaxAgeDaysLimit, *p.MaxAgeDays)
-	}
-	return nil
-}
-
-// PruneResult is what runs.prune deleted (or would delete, with dry_run),
-// how many runs are kept, and the retention it applied.
-type PruneResult struct {
-	store.Pruned
-	DryRun     bool `json:"dry_run"`
-	MaxRuns    int  `json:"max_runs"`
-	MaxAgeDays int  `json:"max_age_days"`
-}
-
-// ListParams are runs.list's params.
-type ListParams struct {
-	Limit   int    `json:"limit,omitempty"`
-	Before  string `json:"before,omitempty"`
-	Adapter string `json:"adapter,omitempty"`
-	Status  string `json:"status,omitempty"`
-}
-
-// Validate checks the status filter and the limit.
-func (p *ListParams) Validate() error {
-	if p.Status != "" && !store.Status(p.Status).Valid() {
-		return rpc.InvalidField("status", "unknown status %q; one of %v", p.Status, store.Statuses)
-	}
-	if p.Limit < 0 {
-		return rpc.InvalidField("limit", "must be positive (at most %d)", store.MaxListLimit)
-	}
-	return nil
-}
-
-// GetParams are runs.get's params.
-type GetParams struct {
-	RunID string `json:"run_id"`
-}
-
-// Validate requires the run id.
-func (p *GetParams) Validate() error { return requireRunID(p.RunID) }
-
-// SubscribeParams are runs.subscribe's params.
-type SubscribeParams struct {
-	RunID string `json:"run_id"`
-	// AfterSeq replays only events after it (0: from the start).
-	AfterSeq int64 `json:"after_seq,omitempty"`
-}
-
-// Validate requires the run id.
-func (p *SubscribeParams) Validate() error {
-	if err := requireRunID(p.RunID); err != nil {
-		return err
-	}
-	if p.AfterSeq < 0 {
-		return rpc.InvalidField("after_seq", "must not be negative")
 	}
 	return nil
 }
@@ -179,24 +105,11 @@ func sendTo(peer *rpc.Peer) runs.Send {
 	return func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "agents.event", ev) }
 }
 
-// SubscriptionEndedMethod is the notification that tells a client one of its
-// subscriptions was cut off while the run goes on.
-const SubscriptionEndedMethod = "runs.subscription_ended"
+// runs.subscription_ended's name and params live in package api; these
+// aliases keep the daemon's code under the old names.
+const SubscriptionEndedMethod = api.SubscriptionEndedMethod
 
-// SubscriptionEnded is runs.subscription_ended's params.
-type SubscriptionEnded struct {
-	RunID string `json:"run_id"`
-	// Reason is "behind": the run added more than Limit bytes of events
-	// this subscriber had yet to be sent.
-	Reason string `json:"reason"`
-	// NextSeq is the first event it was not sent; runs.subscribe with
-	// after_seq = NextSeq-1 continues from there.
-	NextSeq     int64  `json:"next_seq"`
-	BehindBytes int64  `json:"behind_bytes"`
-	Limit       int64  `json:"limit"`
-	ConfigKey   string `json:"config_key"`
-	Message     string `json:"message"`
-}
+type SubscriptionEnded = api.SubscriptionEnded
 
 // follow sends a run's events to peer with events, and, when the subscriber
 // fell too far behind and was cut off, tells it so.

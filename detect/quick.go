@@ -97,6 +97,14 @@ func (d *Detector) confirm(gen uint64) {
 	run.commit()
 }
 
+// withoutCheckTime is s with its verdict's time zeroed.
+func withoutCheckTime(s ExecutableStatus) ExecutableStatus {
+	if reason, bad := s.UnusableReason(); bad {
+		return Unusable(reason, 0)
+	}
+	return s
+}
+
 // sameDetection compares two detections without their timestamps.
 func sameDetection(a, b []ExternalAgentSpec) bool {
 	if len(a) != len(b) {
@@ -105,7 +113,7 @@ func sameDetection(a, b []ExternalAgentSpec) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		x.DetectedAt, y.DetectedAt = 0, 0
-		x.Execution.checkedAt, y.Execution.checkedAt = 0, 0
+		x.Execution, y.Execution = withoutCheckTime(x.Execution), withoutCheckTime(y.Execution)
 		if !reflect.DeepEqual(x, y) {
 			return false
 		}

@@ -166,7 +166,7 @@ func TestRPCDiscoverShowsEachMethodsAccessClassAndTheCommonErrors(t *testing.T) 
 	require.NoError(t, err)
 	got := map[string]Access{}
 	for _, m := range doc.Methods {
-		got[m.Name] = m.Access
+		got[m.Name] = Access(m.Access)
 		assert.Contains(t, m.Errors, OpenRPCReference{Ref: errorRefPrefix + "test_denied"}, "%s", m.Name)
 	}
 	assert.Equal(t, map[string]Access{"host.thing": AccessHost, "host.alias": AccessHost, DiscoverMethod: AccessRead}, got)

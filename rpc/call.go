@@ -181,7 +181,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 		}()
 		select {
 		case <-done:
-		case <-time.After(cancelNoticeTimeout):
+		case <-time.After(cancelNoticeWait):
 		}
 		return ctx.Err()
 	case <-o.done:
@@ -230,3 +230,7 @@ func (s *frameStream) stray(msg string, fields ...zap.Field) {
 	}
 	s.log.Debug(msg, fields...)
 }
+
+// cancelNoticeWait bounds the write of a $/cancelRequest: whoever gave up
+// on the request must not wait long on a stuck socket either.
+const cancelNoticeWait = 2 * time.Second

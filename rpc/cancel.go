@@ -7,6 +7,8 @@ import (
 	"errors"
 
 	"go.uber.org/zap"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // inflightCall is one unanswered request $/cancelRequest can reach.
@@ -18,7 +20,7 @@ type inflightCall struct{ cancel context.CancelCauseFunc }
 // The request's context is cancelled and, unless it answers anyway, it
 // answers with CodeRequestCancelled. Editors' JSON-RPC libraries
 // (vscode-jsonrpc) send it when their caller cancels.
-const CancelRequestMethod = "$/cancelRequest"
+const CancelRequestMethod = rpcclient.CancelRequestMethod
 
 // errCancelRequested is the cause of a request context cancelled by
 // $/cancelRequest.

@@ -3,28 +3,22 @@ package rpc
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
-// The JSON-RPC 2.0 error codes and the transport's own. An application adds
-// its codes with Registry.RegisterCodes; the registry's table (Codes) is what
-// rpc.discover publishes and what a protocol document is checked against, so
-// a code cannot be answered with in one place and forgotten in another.
+// The JSON-RPC 2.0 error codes and the transport's own are defined with
+// the client (package rpcclient), which the Go client imports without the
+// server; these aliases keep rpc's names.
 const (
-	CodeParseError     int64 = -32700
-	CodeInvalidRequest int64 = -32600
-	CodeMethodNotFound int64 = -32601
-	CodeInvalidParams  int64 = -32602
-	CodeInternalError  int64 = -32603
-
-	// CodeTooManyRequests and CodeShuttingDown are the transport's refusals:
-	// a connection over its in-flight cap, a server that is draining.
-	CodeTooManyRequests int64 = -32001
-	CodeShuttingDown    int64 = -32002
-
-	// CodeRequestCancelled is the Language Server Protocol's
-	// RequestCancelled: the client withdrew the request with $/cancelRequest.
-	// It is LSP's number so an editor's JSON-RPC library recognises it.
-	CodeRequestCancelled int64 = -32800
+	CodeParseError       = rpcclient.CodeParseError
+	CodeInvalidRequest   = rpcclient.CodeInvalidRequest
+	CodeMethodNotFound   = rpcclient.CodeMethodNotFound
+	CodeInvalidParams    = rpcclient.CodeInvalidParams
+	CodeInternalError    = rpcclient.CodeInternalError
+	CodeTooManyRequests  = rpcclient.CodeTooManyRequests
+	CodeShuttingDown     = rpcclient.CodeShuttingDown
+	CodeRequestCancelled = rpcclient.CodeRequestCancelled
 )
 
 // CodeInfo documents one error code for people and for rpc.discover.
@@ -49,17 +43,9 @@ func Codes() []CodeInfo {
 	}
 }
 
-// Error is a JSON-RPC error a handler returns to choose the code and data the
-// client sees. Any other error becomes -32603 with its text, unless the
-// registry's error mapper (Registry.MapErrors) turns it into an *Error first.
-type Error struct {
-	Code    int64  `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-	// closeConn ends the connection once this answer is written
-	// (CloseAfter); it never goes on the wire.
-	closeConn string
-}
+// Error is a JSON-RPC error (rpcclient.Error): a handler returns one to
+// choose the code and data the client sees, and a client gets one back.
+type Error = rpcclient.Error
 
 // CloseAfter marks a handler's error as one that ends the connection: the
 // client is answered with err, and then the connection is closed with 1008
@@ -77,16 +63,6 @@ type closeAfterError struct {
 
 func (e *closeAfterError) Error() string { return e.err.Error() }
 func (e *closeAfterError) Unwrap() error { return e.err }
-
-func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
-
-// Is reports whether target is an *Error with the same code, so
-// errors.Is(err, &rpc.Error{Code: X}) asks "did this fail with X" whatever
-// the message and data say: clients are told to match on the code only.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t != nil && e.Code == t.Code
-}
 
 // Errorf builds an *Error with a formatted message and optional data.
 func Errorf(code int64, data any, format string, args ...any) *Error {
@@ -120,7 +96,7 @@ type wireError struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-func (e *Error) wire() *wireError {
+func wireOf(e *Error) *wireError {
 	w := &wireError{Code: e.Code, Message: e.Message}
 	if e.Data != nil {
 		if b, err := json.Marshal(e.Data); err == nil {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"reflect"
 	"strings"
 
 	"github.com/invopop/jsonschema"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // OpenRPCVersion is the OpenRPC specification version rpc.discover's
@@ -16,7 +17,7 @@ import (
 const OpenRPCVersion = "1.3.2"
 
 // DiscoverMethod is the OpenRPC service-discovery method name.
-const DiscoverMethod = "rpc.discover"
+const DiscoverMethod = rpcclient.DiscoverMethod
 
 // Every named Go type's schema lives once in components.schemas, so a type
 // used by ten methods is described once; errors live in components.errors.
@@ -43,96 +44,20 @@ type ServiceInfo struct {
 	URL string
 }
 
-// OpenRPCDocument is rpc.discover's result: an OpenRPC 1.x document.
-//
-// OpenRPC has no object for server-to-client notifications or requests, so
-// they are listed in the x-notifications extension, each shaped like a
-// method without a result, and the x-server-requests extension, each shaped
-// like a method whose params the server sends and whose result the client
-// answers.
-type OpenRPCDocument struct {
-	OpenRPC       string                `json:"openrpc"`
-	Info          OpenRPCInfo           `json:"info"`
-	Servers       []OpenRPCServer       `json:"servers,omitempty"`
-	Methods       []OpenRPCMethod       `json:"methods"`
-	Components    OpenRPCComponents     `json:"components"`
-	Notifications []OpenRPCNotification `json:"x-notifications,omitempty"`
-	// ServerRequests are the requests the server sends a client, which the
-	// client answers with a JSON-RPC response (x-server-requests).
-	ServerRequests []OpenRPCServerRequest `json:"x-server-requests,omitempty"`
-}
-
-// OpenRPCInfo is the document's info object.
-type OpenRPCInfo struct {
-	Title           string `json:"title"`
-	Version         string `json:"version"`
-	Description     string `json:"description,omitempty"`
-	ProtocolVersion string `json:"x-protocol-version,omitempty"`
-}
-
-// OpenRPCServer names the endpoint the document describes.
-type OpenRPCServer struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-}
-
-// OpenRPCMethod is one method object. Params are by name: every params type
-// is a JSON object, and the registry refuses positional arrays.
-type OpenRPCMethod struct {
-	Name           string              `json:"name"`
-	Summary        string              `json:"summary"`
-	Description    string              `json:"description,omitempty"`
-	ParamStructure string              `json:"paramStructure"`
-	Params         []ContentDescriptor `json:"params"`
-	Result         ContentDescriptor   `json:"result"`
-	Errors         []OpenRPCReference  `json:"errors,omitempty"`
-	// AliasOf names the method this one is another name for (a name kept
-	// for compatibility); its shapes are the target's.
-	AliasOf string `json:"x-alias-of,omitempty"`
-	// Access is the method's access class: a connection not granted it is
-	// refused before the params are read.
-	Access Access `json:"x-access"`
-	// AccessRules raise the class for calls whose params carry a value
-	// (permission_mode "edit" needs write): such a call needs x-access and
-	// each matching rule's class.
-	AccessRules []AccessRule `json:"x-access-rules,omitempty"`
-}
-
-// OpenRPCNotification is a server-to-client notification in x-notifications.
-type OpenRPCNotification struct {
-	Name           string              `json:"name"`
-	Summary        string              `json:"summary"`
-	Description    string              `json:"description,omitempty"`
-	ParamStructure string              `json:"paramStructure"`
-	Params         []ContentDescriptor `json:"params"`
-}
-
-// ContentDescriptor is an OpenRPC content descriptor: a named schema.
-type ContentDescriptor struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Required    bool   `json:"required,omitempty"`
-	Schema      any    `json:"schema"`
-}
-
-// OpenRPCReference points into components.
-type OpenRPCReference struct {
-	Ref string `json:"$ref"`
-}
-
-// OpenRPCError is an OpenRPC error object, one per row of the registry's
-// Codes.
-type OpenRPCError struct {
-	Code    int64  `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-}
-
-// OpenRPCComponents holds the shared schemas and the error-code table.
-type OpenRPCComponents struct {
-	Schemas map[string]any          `json:"schemas"`
-	Errors  map[string]OpenRPCError `json:"errors"`
-}
+// The document's types are defined with the client (package rpcclient),
+// so a client can read it without the server; these aliases keep rpc's
+// names.
+type (
+	OpenRPCDocument     = rpcclient.OpenRPCDocument
+	OpenRPCInfo         = rpcclient.OpenRPCInfo
+	OpenRPCServer       = rpcclient.OpenRPCServer
+	OpenRPCMethod       = rpcclient.OpenRPCMethod
+	OpenRPCNotification = rpcclient.OpenRPCNotification
+	ContentDescriptor   = rpcclient.ContentDescriptor
+	OpenRPCReference    = rpcclient.OpenRPCReference
+	OpenRPCError        = rpcclient.OpenRPCError
+	OpenRPCComponents   = rpcclient.OpenRPCComponents
+)
 
 // RegisterDiscover registers rpc.discover on r. info is called per request,
 // so the document carries the address the daemon ended up listening on.
@@ -195,8 +120,8 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			Params:         params,
 			Result:         ContentDescriptor{Name: "result", Schema: result},
 			AliasOf:        m.AliasOf,
-			Access:         m.Doc.Access,
-			AccessRules:    m.Doc.AccessRules,
+			Access:         string(m.Doc.Access),
+			AccessRules:    wireRules(m.Doc.AccessRules),
 		}
 		if m.AliasOf != "" {
 			om.Description = strings.TrimSpace(fmt.Sprintf("Alias of %s, with the same params, result and errors. %s", m.AliasOf, om.Description))
@@ -279,13 +204,16 @@ func newSchemaBuilder() *schemaBuilder {
 	}
 }
 
-// schemaName qualifies a type with its package ("daemon.Info"), because
-// several packages define a Params or a Result.
+// schemaName is a type's name alone ("InvokeResult"): the published
+// schemas are what clients in other languages are generated from, so a
+// name must not change when a type moves between Go packages. Two types
+// that want the same name are refused when the document is built
+// (noteOwners), never silently merged.
 func schemaName(t reflect.Type) string {
 	if t.Name() == "" || t.PkgPath() == "" {
 		return ""
 	}
-	return path.Base(t.PkgPath()) + "." + t.Name()
+	return t.Name()
 }
 
 // reflect returns the root schema of t, as a plain JSON value with
@@ -321,7 +249,9 @@ func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[st
 	delete(v, "$defs")
 	delete(v, "$schema")
 	delete(v, "$id")
-	b.noteOwners(t, map[reflect.Type]bool{})
+	if err := b.noteOwners(t, map[reflect.Type]bool{}); err != nil {
+		return nil, err
+	}
 	for name, def := range defs {
 		if _, ok := b.owner[name]; !ok {
 			return nil, fmt.Errorf("definition %q has no Go type", name)
@@ -334,33 +264,36 @@ func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[st
 	return v, nil
 }
 
-// noteOwners walks t's named types and refuses a name used by two types.
-func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) {
+// noteOwners walks t's named types and refuses a name used by two types:
+// schema names carry no Go package, so two packages' Info would otherwise
+// describe one another.
+func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if seen[t] {
-		return
+		return nil
 	}
 	seen[t] = true
 	if name := schemaName(t); name != "" {
 		if prev, ok := b.owner[name]; ok && prev != t {
-			panic(fmt.Sprintf("rpc.discover: types %v and %v both want the schema name %q", prev, t, name))
+			return fmt.Errorf("types %v (%s) and %v (%s) both want the schema name %q; rename one", prev, prev.PkgPath(), t, t.PkgPath(), name)
 		}
 		b.owner[name] = t
 	}
 	switch t.Kind() {
-	case reflect.Slice, reflect.Array:
-		b.noteOwners(t.Elem(), seen)
-	case reflect.Map:
-		b.noteOwners(t.Elem(), seen)
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return b.noteOwners(t.Elem(), seen)
 	case reflect.Struct:
 		for i := 0; i < t.NumField(); i++ {
 			if t.Field(i).IsExported() || t.Field(i).Anonymous {
-				b.noteOwners(t.Field(i).Type, seen)
+				if err := b.noteOwners(t.Field(i).Type, seen); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 // result is the schema of a method's result: open to additive fields.
@@ -442,4 +375,16 @@ func rewriteRefs(v any) {
 			rewriteRefs(e)
 		}
 	}
+}
+
+// wireRules is rules as the document carries them.
+func wireRules(rules []AccessRule) []rpcclient.AccessRule {
+	if len(rules) == 0 {
+		return nil
+	}
+	out := make([]rpcclient.AccessRule, len(rules))
+	for i, r := range rules {
+		out[i] = rpcclient.AccessRule{Param: r.Param, Value: r.Value, Access: string(r.Access)}
+	}
+	return out
 }

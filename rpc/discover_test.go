@@ -151,7 +151,7 @@ func TestDiscoverReferencesResolveInsideTheDocument(t *testing.T) {
 			t.Errorf("reference %s points outside the document", ref)
 		}
 	}
-	assert.Contains(t, schemas, "rpc.discoverTestItem")
+	assert.Contains(t, schemas, "discoverTestItem")
 }
 
 func TestDiscoverListsTheMethodsOwnErrorsThenTheStandardOnesAndTheWholeCodeTable(t *testing.T) {
@@ -270,8 +270,8 @@ func TestDiscoverDescribesAOneOfResultAsEachOfItsShapes(t *testing.T) {
 	m := methodByName(t, discover(t, discoverTestRegistry()), "things.one_or_all")
 	schema := m["result"].(map[string]any)["schema"].(map[string]any)
 	assert.Equal(t, []any{
-		map[string]any{"$ref": "#/components/schemas/rpc.discoverTestItem"},
-		map[string]any{"type": "array", "items": map[string]any{"$ref": "#/components/schemas/rpc.discoverTestItem"}},
+		map[string]any{"$ref": "#/components/schemas/discoverTestItem"},
+		map[string]any{"type": "array", "items": map[string]any{"$ref": "#/components/schemas/discoverTestItem"}},
 	}, schema["oneOf"])
 
 	r := discoverTestRegistry()
@@ -298,8 +298,8 @@ func TestDiscoverClosesParamsButLeavesResultsAndNotificationsOpen(t *testing.T) 
 		require.True(t, ok, "no schema %s", name)
 		return s["additionalProperties"] == false
 	}
-	assert.True(t, closed("rpc.discoverTestParams"), "params refuse unknown fields")
-	for _, name := range []string{"rpc.discoverTestResult", "rpc.discoverTestItem", "rpc.discoverTestEvent", "rpc.OpenRPCDocument"} {
+	assert.True(t, closed("discoverTestParams"), "params refuse unknown fields")
+	for _, name := range []string{"discoverTestResult", "discoverTestItem", "discoverTestEvent", "OpenRPCDocument"} {
 		assert.False(t, closed(name), "%s must allow additive fields", name)
 	}
 }
@@ -320,7 +320,7 @@ func TestDiscoverRefusesATypeSharedByParamsAndResults(t *testing.T) {
 		func(ctx context.Context, p sharedParams) (sharedThing, error) { return p.Thing, nil })
 	_, err := r.OpenRPC(ServiceInfo{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "rpc.sharedThing")
+	assert.Contains(t, err.Error(), "type sharedThing")
 }
 
 // A request the server sends is listed in x-server-requests with its params
@@ -366,3 +366,39 @@ func TestDiscoverPublishesTheParamDescriptionsGivenItAndAnAliasTakesItsTargets(t
 	assert.Equal(t, "The thing to list.", r.ParamDoc("things.list_external", "id"))
 	assert.Empty(t, r.ParamDoc("things.one_or_all", "id"), "descriptions are per method")
 }
+
+// clashingName and the function-local type of the same name below stand for
+// two packages that each define, say, an Info.
+type clashingName struct {
+	A int `json:"a"`
+}
+
+func TestDiscoverNamesSchemasByTheTypeAloneAndRefusesTwoTypesOfOneName(t *testing.T) {
+	type clashingName struct {
+		B string `json:"b"`
+	}
+	type bothParams struct{}
+	type bothResult struct {
+		First  outerClash   `json:"first"`
+		Second clashingName `json:"second"`
+	}
+	r := NewRegistry()
+	Register(r, "x.both", Doc{Summary: "s", Access: AccessRead}, func(context.Context, bothParams) (bothResult, error) { return bothResult{}, nil })
+	_, err := r.OpenRPC(ServiceInfo{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `both want the schema name "clashingName"`)
+
+	// One of each is fine, and named without its package.
+	r = NewRegistry()
+	Register(r, "x.one", Doc{Summary: "s", Access: AccessRead}, func(context.Context, bothParams) (outerClash, error) { return outerClash{}, nil })
+	doc, err := r.OpenRPC(ServiceInfo{})
+	require.NoError(t, err)
+	assert.Contains(t, doc.Components.Schemas, "clashingName")
+	for name := range doc.Components.Schemas {
+		assert.NotContains(t, name, ".", "schema names carry no Go package")
+	}
+}
+
+// outerClash is the package-level clashingName under a name the test can
+// use inside the function that shadows it.
+type outerClash = clashingName

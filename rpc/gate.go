@@ -7,15 +7,17 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // SubprotocolVersion is the WebSocket subprotocol a client may offer beside a
 // card.bearer.<token> one, so the server need not echo the token back.
-const SubprotocolVersion = "card.v1"
+const SubprotocolVersion = rpcclient.SubprotocolVersion
 
 // BearerSubprotocolPrefix carries the token for clients that cannot set
 // headers on a WebSocket upgrade (a browser's WebSocket constructor).
-const BearerSubprotocolPrefix = "card.bearer."
+const BearerSubprotocolPrefix = rpcclient.BearerSubprotocolPrefix
 
 // Gate is every security check of the listener, in one place, applied before
 // the upgrade. A browser page can open a WebSocket to any localhost port and

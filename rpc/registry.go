@@ -372,7 +372,7 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 		e := ToError(herr)
 		if closing != nil {
 			c := *e
-			c.closeConn = closing.reason
+			c.CloseConn = closing.reason
 			e = &c
 		}
 		return nil, nil, e

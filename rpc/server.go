@@ -383,7 +383,7 @@ func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc
 func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, withdrawn bool) {
 	ctx := sc.ctx
 	if req.notif() {
-		if rerr != nil && rerr.closeConn != "" {
+		if rerr != nil && rerr.CloseConn != "" {
 			sc.closeAfterRefusal(req, rerr)
 		}
 		if then != nil {
@@ -398,8 +398,8 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 		if rerr.Code == CodeInternalError {
 			sc.log.Warn("request failed", zap.String("method", req.method), zap.String("error", rerr.Message))
 		}
-		flushed := sc.answerError(req, rerr.wire())
-		if rerr.closeConn != "" {
+		flushed := sc.answerError(req, wireOf(rerr))
+		if rerr.CloseConn != "" {
 			// A batch member's answer leaves with its batch: the socket
 			// stays until that frame is written.
 			select {
@@ -438,8 +438,8 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 // closeAfterRefusal ends the connection with 1008 once a refusal marked
 // with CloseAfter has been answered.
 func (sc *serverConn) closeAfterRefusal(req *request, rerr *Error) {
-	sc.log.Info("closing the connection after refusing a request", zap.String("method", req.method), zap.String("reason", rerr.closeConn))
-	_ = sc.ws.Close(websocket.StatusPolicyViolation, rerr.closeConn)
+	sc.log.Info("closing the connection after refusing a request", zap.String("method", req.method), zap.String("reason", rerr.CloseConn))
+	_ = sc.ws.Close(websocket.StatusPolicyViolation, rerr.CloseConn)
 }
 
 func (sc *serverConn) answerError(req *request, e *wireError) (flushed <-chan struct{}) {

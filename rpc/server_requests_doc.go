@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // ServerRequestInfo documents a request the server sends a client, whose
@@ -15,19 +17,9 @@ type ServerRequestInfo struct {
 	Result reflect.Type
 }
 
-// OpenRPCServerRequest is a server-to-client request in x-server-requests:
-// shaped like a method, with the roles reversed (the server sends the
-// params, the client answers with the result).
-type OpenRPCServerRequest struct {
-	Name           string              `json:"name"`
-	Summary        string              `json:"summary"`
-	Description    string              `json:"description,omitempty"`
-	ParamStructure string              `json:"paramStructure"`
-	Params         []ContentDescriptor `json:"params"`
-	Result         ContentDescriptor   `json:"result"`
-	// Access is the class a connection must hold to be sent the request.
-	Access Access `json:"x-access"`
-}
+// OpenRPCServerRequest is rpcclient.OpenRPCServerRequest (the document's
+// types are the client's).
+type OpenRPCServerRequest = rpcclient.OpenRPCServerRequest
 
 // ServerRequest documents a request the server sends with params P, which a
 // client answers with a result R. Like a method, it cannot be documented
@@ -88,7 +80,7 @@ func (sb *schemaBuilder) serverRequestsDoc(list []ServerRequestInfo) ([]OpenRPCS
 		out = append(out, OpenRPCServerRequest{
 			Name: q.Name, Summary: q.Doc.Summary, Description: q.Doc.Description,
 			ParamStructure: "by-name", Params: params, Result: ContentDescriptor{Name: "result", Schema: result},
-			Access: q.Doc.Access,
+			Access: string(q.Doc.Access),
 		})
 	}
 	return out, nil

@@ -6,53 +6,54 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/card-dev/card/api"
 )
 
-// Event kinds: every agent's stream is mapped onto these.
+// The event and error kinds live in package api; these aliases keep
+// spawn's parsers and their callers compiling under the old names.
 const (
-	EventSession = "session"
-	EventText    = "text"
-	// EventThinking is the model's visible reasoning, which is not part of
-	// the answer; like text it comes in pieces (Delta) or whole.
-	EventThinking   = "thinking"
-	EventToolUse    = "tool_use"
-	EventToolResult = "tool_result"
-	EventRetry      = "retry"
-	EventUsage      = "usage"
-	EventError      = "error"
-	// EventWarning is something the agent said went wrong that does not
-	// stop the run (Codex's "Model metadata ... not found"): a client shows
-	// it as a notice, never as a failure.
-	EventWarning = "warning"
-	EventOther   = "other"
+	EventSession           = api.EventSession
+	EventText              = api.EventText
+	EventThinking          = api.EventThinking
+	EventToolUse           = api.EventToolUse
+	EventToolResult        = api.EventToolResult
+	EventRetry             = api.EventRetry
+	EventUsage             = api.EventUsage
+	EventError             = api.EventError
+	EventWarning           = api.EventWarning
+	EventOther             = api.EventOther
+	KindSpawn              = api.KindSpawn
+	KindTimeout            = api.KindTimeout
+	KindCancelled          = api.KindCancelled
+	KindExit               = api.KindExit
+	KindEmpty              = api.KindEmpty
+	KindOutputLimit        = api.KindOutputLimit
+	KindAuth               = api.KindAuth
+	KindRateLimit          = api.KindRateLimit
+	KindNetwork            = api.KindNetwork
+	KindAPI                = api.KindAPI
+	KindMaxTurns           = api.KindMaxTurns
+	KindUntrustedWorkspace = api.KindUntrustedWorkspace
+	KindBadOutput          = api.KindBadOutput
+	KindBadInput           = api.KindBadInput
+	KindConfig             = api.KindConfig
+	KindTool               = api.KindTool
 )
 
-// Error kinds, in Result.Error.Kind and Error.Kind. The first group comes
-// from the runner, the second from each CLI's own signals.
-const (
-	KindSpawn       = "spawn"
-	KindTimeout     = "timeout"
-	KindCancelled   = "cancelled"
-	KindExit        = "exit"
-	KindEmpty       = "empty"
-	KindOutputLimit = "output_limit"
-
-	KindAuth      = "auth"
-	KindRateLimit = "rate_limit"
-	// KindNetwork is an API the agent could not reach at all (connection
-	// refused, no route, DNS): no HTTP status ever came back.
-	KindNetwork            = "network"
-	KindAPI                = "api"
-	KindMaxTurns           = "max_turns"
-	KindUntrustedWorkspace = "untrusted_workspace"
-	KindBadOutput          = "bad_output"
-	KindBadInput           = "bad_input"
-	KindConfig             = "config"
-	KindTool               = "tool"
+// The wire types of a run's events and result live in package api; these
+// aliases keep spawn's code and its callers compiling under the old names.
+// Failure is api.RunError: the run record and the result share one shape.
+type (
+	Tool    = api.Tool
+	Usage   = api.Usage
+	Result  = api.Result
+	Failure = api.RunError
 )
 
-// Event is one step of a run as a client sees it; it goes on the wire inside
-// `agents.event`, so its JSON names are part of the protocol.
+// Event is one step of a run as a parser reads it: api.Event, the form it
+// has inside `agents.event`, plus hints for the runner that are never sent.
+// Its exported fields must stay api.Event's (a test holds them equal).
 type Event struct {
 	Kind      string `json:"kind"`
 	SessionID string `json:"session_id,omitempty"`
@@ -87,39 +88,14 @@ type Event struct {
 	unbounded bool
 }
 
-// Tool names a tool call; ID ties a tool_result to its tool_use.
-type Tool struct {
-	Name  string          `json:"name,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
-}
-
-// Usage is token accounting in CAR's names.
-type Usage struct {
-	InputTokens       int64 `json:"input_tokens"`
-	OutputTokens      int64 `json:"output_tokens"`
-	CachedInputTokens int64 `json:"cached_input_tokens"`
-}
-
-// Result is the end of a run in CAR's field names.
-type Result struct {
-	Answer     string   `json:"answer"`
-	SessionID  string   `json:"session_id,omitempty"`
-	Turns      int      `json:"turns"`
-	ToolCalls  int      `json:"tool_calls"`
-	DurationMs int64    `json:"duration_ms"`
-	CostUSD    *float64 `json:"total_cost_usd,omitempty"`
-	Usage      Usage    `json:"usage"`
-	IsError    bool     `json:"is_error"`
-	Error      *Failure `json:"error,omitempty"`
-}
-
-// Failure is the wire form of why a run failed.
-type Failure struct {
-	Kind          string `json:"kind"`
-	Message       string `json:"message"`
-	ExitCode      *int   `json:"exit_code,omitempty"`
-	StderrExcerpt string `json:"stderr_excerpt,omitempty"`
+// Wire is e as it goes on the wire: the same fields, less the parser's
+// hints for the runner, which are never sent.
+func (e Event) Wire() api.Event {
+	return api.Event{
+		Kind: e.Kind, SessionID: e.SessionID, Model: e.Model, Text: e.Text, Delta: e.Delta, Tool: e.Tool,
+		Output: e.Output, IsError: e.IsError, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs,
+		Usage: e.Usage, Error: e.Error, Type: e.Type, Raw: e.Raw,
+	}
 }
 
 // ExitInfo is what the runner knows when the child is gone, for a parser

@@ -315,7 +315,7 @@ func TestMCPAcceptsFlattenedAndStructuredResponses(t *testing.T) {
 		v    any
 		want CommandResult
 	}{
-		{"structured", map[string]any{"stdout": "a", "stderr": "b", "exit_code": float64(3)}, CommandResult{"a", "b", 3}},
+		{"structured", map[string]any{"stdout": "a", "stderr": "b", "exit_code": float64(3)}, CommandResult{Stdout: "a", Stderr: "b", ExitCode: 3}},
 		{"flattened text", "plain output", CommandResult{Stdout: "plain output"}},
 		{"JSON object as text", `{"stdout":"a","exit_code":2}`, CommandResult{Stdout: "a", ExitCode: 2}},
 	}

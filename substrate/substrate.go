@@ -13,40 +13,25 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
-// CommandResult is what a one-shot command produced. A command that ran and
-// failed is a result with a nonzero ExitCode, not an error: errors are kept
-// for "the command could not be run or finished" so a caller never confuses a
-// failing test suite with a broken environment.
-type CommandResult struct {
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	ExitCode int    `json:"exit_code"`
-}
-
-// PathStatus is the answer to "is something at this path?".
-type PathStatus string
+// The substrate's answers are wire types (substrate.* methods) and live in
+// package api (Info is api.SubstrateInfo); these aliases keep the substrate
+// and its callers compiling under the old names.
+type (
+	CommandResult = api.CommandResult
+	PathStatus    = api.PathStatus
+	PathState     = api.PathState
+	Info          = api.SubstrateInfo
+)
 
 const (
-	// PathMissing means the environment confirmed nothing is there.
-	PathMissing PathStatus = "missing"
-	// PathExists means an entry is there, including a dangling symlink: a
-	// create-only write must not replace a link just because its target is gone.
-	PathExists PathStatus = "exists"
-	// PathUnknown means the environment could not tell (permission denied on a
-	// parent, a transport fault). It is never treated as missing.
-	PathUnknown PathStatus = "unknown"
+	PathMissing = api.PathMissing
+	PathExists  = api.PathExists
+	PathUnknown = api.PathUnknown
 )
-
-// PathState is the outcome of a presence check. It is a value, not an error,
-// because "unknown" is a legitimate answer that guarded writes must see and
-// fail closed on rather than mistake for "missing".
-type PathState struct {
-	Status PathStatus `json:"state"`
-	// Reason says why the state is unknown; empty otherwise.
-	Reason string `json:"reason,omitempty"`
-}
 
 // ToEnd is the ReadBytes length that means "up to the end of the file".
 const ToEnd int64 = -1
@@ -144,17 +129,6 @@ func (e *TimeoutError) Error() string {
 
 // Timeout lets callers test with the conventional interface{ Timeout() bool }.
 func (e *TimeoutError) Timeout() bool { return true }
-
-// Info is what a client needs to know about the substrate before using it
-// (the `substrate.info` answer).
-type Info struct {
-	Name  string `json:"name"`
-	Local bool   `json:"local"`
-	// PTY reports whether PTYStart can succeed here.
-	PTY bool `json:"pty"`
-	// ReadOnly reports `[substrate] read_only = true`.
-	ReadOnly bool `json:"read_only"`
-}
 
 // ptyReporter is implemented by substrates that know whether they have a
 // PTY; the others are assumed not to.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/term"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/spawn"
 )
@@ -21,10 +22,10 @@ func TestFollowRendersPiecesAsOneAnswerAndWarningsAsNotes(t *testing.T) {
 	var out, errb bytes.Buffer
 	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
 	for _, ev := range []daemon.AgentEvent{
-		{Event: spawn.Event{Kind: spawn.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
-		{Event: spawn.Event{Kind: spawn.EventThinking, Text: "hmm", Delta: true}},
-		{Event: spawn.Event{Kind: spawn.EventText, Text: "PO", Delta: true}},
-		{Event: spawn.Event{Kind: spawn.EventText, Text: "NG", Delta: true}},
+		{Event: api.Event{Kind: spawn.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
+		{Event: api.Event{Kind: spawn.EventThinking, Text: "hmm", Delta: true}},
+		{Event: api.Event{Kind: spawn.EventText, Text: "PO", Delta: true}},
+		{Event: api.Event{Kind: spawn.EventText, Text: "NG", Delta: true}},
 	} {
 		f.render(ev)
 	}
@@ -41,8 +42,8 @@ func TestOnATerminalTheAgentsEscapesArePrintedVisiblyAndPipedTheyPass(t *testing
 	hostile := "ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H\tdone\rfake\x7f\u009b2J\r\nnext\n"
 	want := `ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H` + "\tdone" + `\x0dfake\x7f\u009b2J` + "\r\nnext\n"
 	events := []daemon.AgentEvent{
-		{Event: spawn.Event{Kind: spawn.EventText, Text: hostile, Delta: true}},
-		{Event: spawn.Event{Kind: spawn.EventWarning, Text: "see \x1b]0;owned\x07 this"}},
+		{Event: api.Event{Kind: spawn.EventText, Text: hostile, Delta: true}},
+		{Event: api.Event{Kind: spawn.EventWarning, Text: "see \x1b]0;owned\x07 this"}},
 	}
 
 	outPTY, outTTY, err := pty.Open()

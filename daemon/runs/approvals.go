@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -32,88 +33,33 @@ import (
 // run event (approval_requested, approval_decided), kept whatever the
 // run's event bound, so the record of what was allowed is never partial.
 
-// Decisions a client may give.
-const (
-	DecisionAllow       = "allow"
-	DecisionAllowAlways = "allow_always"
-	DecisionDeny        = "deny"
+// The approval wire types, decisions and event kinds live in package api;
+// these aliases keep the broker and its callers compiling under the old
+// names.
+type (
+	ApproveParams = api.ApproveParams
+	ToolCall      = api.ToolCall
+	ApproveAnswer = api.ApproveAnswer
+	Approval      = api.Approval
+	DecideResult  = api.DecideResult
 )
 
-// Decisions lists the decisions, in the order docs name them.
-var Decisions = []string{DecisionAllow, DecisionAllowAlways, DecisionDeny}
-
-// Who decided a question (Approval.By).
 const (
-	// ByClient: a client's answer.
-	ByClient = "client"
-	// ByTimeout: nobody answered within the approval timeout; denied.
-	ByTimeout = "timeout"
-	// ByRule: allowed by an earlier allow_always for the same tool.
-	ByRule = "rule"
-	// ByNoClient: there was nobody to ask, or every connection asked
-	// answered with an error; denied.
-	ByNoClient = "no_client"
-	// ByRunEnd: the run ended (cancelled, timed out, shut down) while the
-	// question waited; denied.
-	ByRunEnd = "run_ended"
-	// ByEventBound: the run has kept max_events_per_run events, so the
-	// question could not be recorded; denied, since a tool call the
-	// history cannot show is never run.
-	ByEventBound = "event_bound"
+	DecisionAllow          = api.DecisionAllow
+	DecisionAllowAlways    = api.DecisionAllowAlways
+	DecisionDeny           = api.DecisionDeny
+	ByClient               = api.ByClient
+	ByTimeout              = api.ByTimeout
+	ByRule                 = api.ByRule
+	ByNoClient             = api.ByNoClient
+	ByRunEnd               = api.ByRunEnd
+	ByEventBound           = api.ByEventBound
+	EventApprovalRequested = api.EventApprovalRequested
+	EventApprovalDecided   = api.EventApprovalDecided
 )
 
-// Event kinds of the broker.
-const (
-	EventApprovalRequested = "approval_requested"
-	EventApprovalDecided   = "approval_decided"
-)
-
-// ApproveParams are the params of agents.approve, the question the daemon
-// sends a client.
-type ApproveParams struct {
-	RunID     string `json:"run_id"`
-	RequestID string `json:"request_id"`
-	Adapter   string `json:"adapter"`
-	// Tool is the call the agent wants to make, as the agent named it.
-	Tool ToolCall `json:"tool"`
-	// Summary says in one line what the call would do.
-	Summary string `json:"summary"`
-	// ExpiresAt is when card denies the call if nobody has answered.
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// ToolCall is a tool call put to a client.
-type ToolCall struct {
-	Name string `json:"name"`
-	// Input is the tool's input, a JSON object whose fields depend on the
-	// tool (Bash: command; Write: file_path, content; ...).
-	Input json.RawMessage `json:"input"`
-	// ID is the agent's id for the call, as its tool_use event carries it.
-	ID string `json:"id,omitempty"`
-}
-
-// ApproveAnswer is a client's answer to agents.approve.
-type ApproveAnswer struct {
-	// Decision is allow, allow_always (this tool, for the rest of the run)
-	// or deny.
-	Decision string `json:"decision" jsonschema:"enum=allow,enum=allow_always,enum=deny"`
-	// Message is told to the agent with a deny.
-	Message string `json:"message,omitempty"`
-}
-
-// Approval is the approval part of an approval_requested or
-// approval_decided event.
-type Approval struct {
-	RequestID   string     `json:"request_id"`
-	Summary     string     `json:"summary,omitempty"`
-	RequestedAt *time.Time `json:"requested_at,omitempty"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	Decision    string     `json:"decision,omitempty"`
-	By          string     `json:"by,omitempty"`
-	// Message is what the agent was told with a deny.
-	Message   string     `json:"message,omitempty"`
-	DecidedAt *time.Time `json:"decided_at,omitempty"`
-}
+// Decisions lists the decisions, in the order docs name them (api.Decisions).
+var Decisions = api.Decisions
 
 // Asker is one client connection the broker can put a question to. The
 // daemon's is a WebSocket connection sending agents.approve.
@@ -192,15 +138,6 @@ func CheckDecision(d string) error {
 		}
 	}
 	return &BadDecisionError{Decision: d}
-}
-
-// DecideResult is the answer to agents.approval_decide: the decision as
-// recorded.
-type DecideResult struct {
-	RunID     string `json:"run_id"`
-	RequestID string `json:"request_id"`
-	Decision  string `json:"decision"`
-	By        string `json:"by"`
 }
 
 // approvals is one ask-mode run's broker. It is the run's spawn.Approver.
@@ -283,7 +220,7 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 	}
 	a.open[id] = q
 	if !a.log.keep(EventApprovalRequested, AgentEvent{
-		Event:    spawn.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
+		Event:    api.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
 		Approval: &Approval{RequestID: id, Summary: sq.Summary, RequestedAt: &now, ExpiresAt: &q.params.ExpiresAt},
 	}) {
 		a.decideLocked(q, DecisionDeny, ByEventBound, unrecorded)
@@ -402,7 +339,7 @@ func (a *approvals) decideLocked(q *question, decision, by, message string) bool
 	a.closed[id] = q
 	now := a.now().UTC().Truncate(time.Millisecond)
 	a.log.keep(EventApprovalDecided, AgentEvent{
-		Event:    spawn.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
+		Event:    api.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
 		Approval: &Approval{RequestID: id, Decision: decision, By: by, Message: message, DecidedAt: &now},
 	})
 	close(q.done)

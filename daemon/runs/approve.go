@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
 )
@@ -45,30 +46,15 @@ func (m *Manager) Decide(ctx context.Context, conn uint64, runID, requestID, dec
 	return lr.approvals.answer(conn, requestID, decision, message)
 }
 
-// Record is runs.get's answer: the recorded run and, for an ask-mode run,
-// the questions it asked with their decisions, in the order asked: the
-// first MaxApprovalRecords of them. A run that recorded more says so with
-// ApprovalsTruncated and ApprovalsTotal, never a silent cut.
-type Record struct {
-	store.Run
-	Approvals          []ApprovalRecord `json:"approvals,omitempty"`
-	ApprovalsTruncated bool             `json:"approvals_truncated,omitempty"`
-	// ApprovalsTotal is how many questions the run recorded, set with
-	// ApprovalsTruncated.
-	ApprovalsTotal int `json:"approvals_total,omitempty"`
-}
+// The record types live in package api (Record is api.RunRecord); these
+// aliases keep the run code and its callers compiling under the old names.
+type (
+	Record         = api.RunRecord
+	ApprovalRecord = api.ApprovalRecord
+)
 
-// MaxApprovalRecords bounds the approvals one runs.get answer lists, so the
-// answer of a run that asked thousands of questions stays a size a client
-// reads in one frame.
-const MaxApprovalRecords = 1000
-
-// ApprovalRecord is one question of a run and its decision (absent while it
-// waits).
-type ApprovalRecord struct {
-	Tool ToolCall `json:"tool"`
-	Approval
-}
+// MaxApprovalRecords bounds the approvals one runs.get answer lists.
+const MaxApprovalRecords = api.MaxApprovalRecords
 
 // approvalKinds are the events a run's approvals are read back from.
 var approvalKinds = []string{EventApprovalRequested, EventApprovalDecided}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -113,7 +114,7 @@ func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) b
 	} else {
 		raw, err := json.Marshal(ev)
 		if err != nil {
-			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: spawn.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
+			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
 		}
 		end := l.bytes.Add(int64(len(raw)))
 		l.events = append(l.events, entry{seq: ev.Seq, kind: kind, raw: raw, end: end})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -53,7 +54,7 @@ func (c *collector) got() []int64 {
 	return append([]int64(nil), c.seqs...)
 }
 
-func text(s string) AgentEvent { return AgentEvent{Event: spawn.Event{Kind: spawn.EventText, Text: s}} }
+func text(s string) AgentEvent { return AgentEvent{Event: api.Event{Kind: spawn.EventText, Text: s}} }
 
 func addN(l *eventLog, n int) {
 	for i := 0; i < n; i++ {
@@ -61,7 +62,7 @@ func addN(l *eventLog, n int) {
 	}
 }
 
-func end(l *eventLog) { l.add(EventDone, AgentEvent{Event: spawn.Event{Kind: EventDone}}, true) }
+func end(l *eventLog) { l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true) }
 
 func seqsOf(es []entry) []int64 {
 	var out []int64

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
 )
@@ -30,9 +31,9 @@ func TestRunsGetSaysWhenItListsOnlyTheFirstApprovals(t *testing.T) {
 		for i := 1; i <= questions; i++ {
 			req := fmt.Sprintf("apr_%d", i)
 			for _, ev := range []AgentEvent{
-				{Event: spawn.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
+				{Event: api.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
 					Approval: &Approval{RequestID: req, Summary: "Bash: true", RequestedAt: &now, ExpiresAt: &now}},
-				{Event: spawn.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
+				{Event: api.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
 					Approval: &Approval{RequestID: req, Decision: DecisionDeny, By: ByClient, DecidedAt: &now}},
 			} {
 				ev.RunID, ev.Seq = id, int64(len(evs)+1)

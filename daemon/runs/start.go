@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/spawn"
@@ -244,7 +245,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 			if kind == spawn.EventError {
 				ev.Kind, kind = EventAgentError, EventAgentError
 			}
-			lr.log.add(kind, AgentEvent{Event: ev}, false)
+			lr.log.add(kind, AgentEvent{Event: ev.Wire()}, false)
 		},
 	})
 	release()
@@ -271,7 +272,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		kind = EventRunError
 	}
 	result := lr.result
-	lr.log.add(kind, AgentEvent{Event: spawn.Event{Kind: kind}, Status: status, Result: &result}, true)
+	lr.log.add(kind, AgentEvent{Event: api.Event{Kind: kind}, Status: status, Result: &result}, true)
 	m.mu.Lock()
 	m.running--
 	m.mu.Unlock()

@@ -1,53 +1,27 @@
 package runs
 
 import (
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/spawn"
 )
 
-// Event kinds on the agents.event wire beyond spawn's: a run's stream ends
-// with exactly one EventDone (it succeeded) or EventRunError (any other
-// ending), both carrying the result. An "error" the agent reports mid-run
-// (it may still recover, e.g. after a retry) travels as EventAgentError so
-// a client can rely on "error" meaning "this run is over".
+// The run subsystem's wire types live in package api; these aliases keep
+// the run code and its callers compiling under the old names.
+type (
+	AgentEvent        = api.AgentEvent
+	InvokeResult      = api.InvokeResult
+	DroppedAttachment = api.DroppedAttachment
+	InvokeAccepted    = api.InvokeAccepted
+	CancelResult      = api.CancelResult
+	SubscribeResult   = api.SubscribeResult
+)
+
+// The terminal event kinds, from package api; kept for the same reason.
 const (
-	EventDone       = "done"
-	EventRunError   = "error"
-	EventAgentError = "agent_error"
+	EventDone       = api.EventDone
+	EventRunError   = api.EventRunError
+	EventAgentError = api.EventAgentError
 )
-
-// AgentEvent is one event of a run: one agents.event notification, and one
-// stored event.
-type AgentEvent struct {
-	RunID string `json:"run_id"`
-	Seq   int64  `json:"seq"`
-	spawn.Event
-	// Status and Result are set on the terminal done / error event only.
-	Status store.Status  `json:"status,omitempty"`
-	Result *InvokeResult `json:"result,omitempty"`
-	// Approval is set on approval_requested and approval_decided only.
-	Approval *Approval `json:"approval,omitempty"`
-}
-
-// InvokeResult is a finished run: the agent's result in CAR's names plus
-// which run it was and how it ended.
-type InvokeResult struct {
-	spawn.Result
-	RunID    string       `json:"run_id"`
-	Adapter  string       `json:"adapter"`
-	Ancestry []string     `json:"ancestry"`
-	Status   store.Status `json:"status"`
-	// DroppedAttachments are the request's attachments the agent was not
-	// given (its adapter takes no images), by index.
-	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
-}
-
-// DroppedAttachment is an attachment a run did not hand its agent, and
-// why: CAR's shape.
-type DroppedAttachment struct {
-	Index  int    `json:"index"`
-	Reason string `json:"reason"`
-}
 
 // droppedOf lists the attachments a run did not hand its agent.
 func droppedOf(records []store.Attachment) []DroppedAttachment {
@@ -58,33 +32,4 @@ func droppedOf(records []store.Attachment) []DroppedAttachment {
 		}
 	}
 	return out
-}
-
-// InvokeAccepted says a run started: the immediate answer to a streaming
-// invoke, whose events follow it.
-type InvokeAccepted struct {
-	RunID    string   `json:"run_id"`
-	Accepted bool     `json:"accepted"`
-	Adapter  string   `json:"adapter"`
-	Ancestry []string `json:"ancestry"`
-	// DroppedAttachments is said at once, before any event: a client that
-	// sent an image learns here that the agent will not see it.
-	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
-}
-
-// CancelResult says what a cancel did.
-type CancelResult struct {
-	RunID  string       `json:"run_id"`
-	Status store.Status `json:"status"`
-	// Cancelled is false when the run had already ended; Reason says so.
-	Cancelled bool   `json:"cancelled"`
-	Reason    string `json:"reason,omitempty"`
-}
-
-// SubscribeResult is a subscription's answer; the events follow it.
-type SubscribeResult struct {
-	RunID  string       `json:"run_id"`
-	Status store.Status `json:"status"`
-	// Live is true when the run is still running and will be followed.
-	Live bool `json:"live"`
 }

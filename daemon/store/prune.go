@@ -30,14 +30,6 @@ type Retention struct {
 	DryRun bool
 }
 
-// Pruned is what a prune deleted (or, for a dry run, would delete), and how
-// many runs are left.
-type Pruned struct {
-	Runs   int64 `json:"runs"`
-	Events int64 `json:"events"`
-	Kept   int64 `json:"kept"`
-}
-
 // Prune deletes finished runs past the retention, oldest first, with their
 // events, in transactions of at most pruneBatch runs. SQLite reuses the
 // freed pages, so a history pruned regularly stops growing at the size its

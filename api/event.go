@@ -1,0 +1,93 @@
+package api
+
+import "encoding/json"
+
+// Event kinds: every agent's stream is mapped onto these.
+const (
+	EventSession = "session"
+	EventText    = "text"
+	// EventThinking is the model's visible reasoning, which is not part of
+	// the answer; like text it comes in pieces (Delta) or whole.
+	EventThinking   = "thinking"
+	EventToolUse    = "tool_use"
+	EventToolResult = "tool_result"
+	EventRetry      = "retry"
+	EventUsage      = "usage"
+	EventError      = "error"
+	// EventWarning is something the agent said went wrong that does not
+	// stop the run (Codex's "Model metadata ... not found"): a client shows
+	// it as a notice, never as a failure.
+	EventWarning = "warning"
+	EventOther   = "other"
+)
+
+// Error kinds, in Result.Error.Kind and Error.Kind. The first group comes
+// from the runner, the second from each CLI's own signals.
+const (
+	KindSpawn       = "spawn"
+	KindTimeout     = "timeout"
+	KindCancelled   = "cancelled"
+	KindExit        = "exit"
+	KindEmpty       = "empty"
+	KindOutputLimit = "output_limit"
+
+	KindAuth      = "auth"
+	KindRateLimit = "rate_limit"
+	// KindNetwork is an API the agent could not reach at all (connection
+	// refused, no route, DNS): no HTTP status ever came back.
+	KindNetwork            = "network"
+	KindAPI                = "api"
+	KindMaxTurns           = "max_turns"
+	KindUntrustedWorkspace = "untrusted_workspace"
+	KindBadOutput          = "bad_output"
+	KindBadInput           = "bad_input"
+	KindConfig             = "config"
+	KindTool               = "tool"
+)
+
+// Event is one step of a run as a client sees it; it goes on the wire inside
+// `agents.event`, so its JSON names are part of the protocol.
+type Event struct {
+	Kind      string `json:"kind"`
+	SessionID string `json:"session_id,omitempty"`
+	Model     string `json:"model,omitempty"`
+	// Text is assistant text for "text" and reasoning for "thinking" (a
+	// piece when Delta, else whole), the notice of a "warning", or a
+	// description for "other" lines that are not JSON.
+	Text  string `json:"text,omitempty"`
+	Delta bool   `json:"delta,omitempty"`
+	Tool  *Tool  `json:"tool,omitempty"`
+	// Output and IsError belong to "tool_result".
+	Output  string `json:"output,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Attempt, MaxAttempts, DelayMs belong to "retry".
+	Attempt     int    `json:"attempt,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	DelayMs     int64  `json:"delay_ms,omitempty"`
+	Usage       *Usage `json:"usage,omitempty"`
+	// Error is the message of an "error" event, or why a retry happened.
+	Error string `json:"error,omitempty"`
+	// Type is the CLI's own event type, for "other".
+	Type string          `json:"type,omitempty"`
+	Raw  json.RawMessage `json:"raw,omitempty"`
+}
+
+// Tool names a tool call; ID ties a tool_result to its tool_use.
+type Tool struct {
+	Name  string          `json:"name,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Result is the end of a run in CAR's field names.
+type Result struct {
+	Answer     string    `json:"answer"`
+	SessionID  string    `json:"session_id,omitempty"`
+	Turns      int       `json:"turns"`
+	ToolCalls  int       `json:"tool_calls"`
+	DurationMs int64     `json:"duration_ms"`
+	CostUSD    *float64  `json:"total_cost_usd,omitempty"`
+	Usage      Usage     `json:"usage"`
+	IsError    bool      `json:"is_error"`
+	Error      *RunError `json:"error,omitempty"`
+}
