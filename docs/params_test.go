@@ -100,7 +100,7 @@ func TestEveryParamRPCDiscoverPublishesSaysWhatItDoesForAClient(t *testing.T) {
 }
 
 var (
-	methodHeadingRE = regexp.MustCompile("^#{2,6} .*`([a-z_]+\\.[a-z_.]+)`")
+	methodHeadingRE = regexp.MustCompile("^#{1,6} .*`([a-z_$]+\\.[a-z_.]+)`")
 	paramRowRE      = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| ([^|]*) \\| (yes|no) \\| (.*?) ?\\|$")
 )
 
@@ -120,7 +120,7 @@ func paramRows(text string, visit func(i int, method, param, desc string, line s
 		if inParams && strings.HasPrefix(l, "**") {
 			inParams = false
 		}
-		if m := paramRowRE.FindStringSubmatch(l); m != nil && inParams && method != "" {
+		if m := paramRowRE.FindStringSubmatch(l); m != nil && inParams {
 			visit(i, method, m[1], strings.TrimSpace(m[4]), l)
 		}
 	}
@@ -130,9 +130,11 @@ func paramRows(text string, visit func(i int, method, param, desc string, line s
 // drift. CARD_DOCS_UPDATE_PARAMS=1 rewrites the tables' description column
 // from the registry instead of checking it.
 func TestTheParamsTablesShowTheDescriptionsRPCDiscoverPublishes(t *testing.T) {
-	reg := registry(t)
+	var doc discoveredParams
+	reg := discoverInto(t, &doc)
 	update := os.Getenv("CARD_DOCS_UPDATE_PARAMS") != ""
 	rows := 0
+	tabled := map[string]bool{}
 	for _, f := range protocolPages(t) {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -140,6 +142,11 @@ func TestTheParamsTablesShowTheDescriptionsRPCDiscoverPublishes(t *testing.T) {
 		changed := false
 		paramRows(string(b), func(i int, method, param, desc, l string) {
 			rows++
+			if method == "" {
+				t.Errorf("docs/%s:%d: a params table under no heading that names its method", f, i+1)
+				return
+			}
+			tabled[method] = true
 			want := reg.ParamDoc(method, param)
 			if update && want != "" && desc != want {
 				lines[i] = l[:strings.LastIndex(strings.TrimSuffix(l, "|"), "|")+1] + " " + want + " |"
@@ -153,4 +160,9 @@ func TestTheParamsTablesShowTheDescriptionsRPCDiscoverPublishes(t *testing.T) {
 		}
 	}
 	assert.Greater(t, rows, 50, "the params tables were found")
+	for _, m := range doc.Methods {
+		if len(m.Params) > 0 {
+			assert.True(t, tabled[m.Name], "no params table of %s was found under its heading", m.Name)
+		}
+	}
 }
