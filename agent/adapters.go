@@ -1,8 +1,24 @@
 package agent
 
-// The definitions, one per adapter. The argv each builder produces from
-// these facts is in spawn/<id>.go; the probes that read each CLI's sign-in
-// are in detect/adapter_<id>.go.
+// The definitions, one per adapter, each with its id. The argv each builder
+// produces from these facts is in spawn/<binary>.go; the probes that read
+// each CLI's sign-in are in detect/adapter_<binary>.go. Adding an agent is
+// an id here, a definition and a place in adapters; docs/adding-an-agent.md
+// lists the rest.
+
+// Adapter ids. They mirror the CLI each adapter drives and are the keys
+// clients use to invoke an agent, so they never change once shipped.
+const (
+	ClaudeCode = "claude-code"
+	Codex      = "codex"
+	Gemini     = "gemini"
+	Copilot    = "copilot"
+	Droid      = "droid"
+	Pi         = "pi"
+)
+
+// adapters is the one list, in the order detection reports them.
+var adapters = mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi})
 
 var claudeCode = Adapter{
 	ID:          ClaudeCode,

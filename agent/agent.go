@@ -9,7 +9,7 @@
 //
 // The package is a leaf of plain data over the standard library, so detect
 // and spawn can both import it without importing each other. What an adapter
-// does stays with the package that does it, keyed by the ids below: detect
+// does stays with the package that does it, keyed by the ids in adapters.go: detect
 // holds each adapter's auth heuristic and health probe, spawn its argv
 // builder and output parser. Both join their table to All() when the program
 // starts and panic there if an adapter lacks its part or a part names no
@@ -24,17 +24,6 @@ import (
 	"slices"
 
 	"github.com/card-dev/card/api"
-)
-
-// Adapter ids. They mirror the CLI each adapter drives and are the keys
-// clients use to invoke an agent, so they never change once shipped.
-const (
-	ClaudeCode = "claude-code"
-	Codex      = "codex"
-	Gemini     = "gemini"
-	Copilot    = "copilot"
-	Droid      = "droid"
-	Pi         = "pi"
 )
 
 // ReadOnlyEnforcement and Capabilities are disclosed to clients as they
@@ -79,9 +68,6 @@ type Adapter struct {
 	// Capabilities.Images is false.
 	NoImages string
 }
-
-// adapters is the one list, in the order detection reports them.
-var adapters = mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi})
 
 // mustValid panics on a definition with a missing fact or a repeated id, so
 // an incomplete adapter stops the program at start-up.

@@ -11,7 +11,7 @@ var paramDocs = func() map[string]map[string]string {
 		"invoked_by":     "The adapter id of the calling host when the host is itself an agent: adapters it may not start (the loop guard) then carry spawn_block_reason.",
 	}
 	invoke := map[string]string{
-		"id":                               "The adapter to run, one of the ids agents.detect lists (claude-code, codex, gemini, copilot, droid, pi).",
+		"id":                               "The adapter to run: one of the ids agents.detect lists.",
 		"task":                             "The prompt for the agent. card hands it over on the agent's stdin, never on its command line.",
 		"invoked_by":                       "The adapter id of the calling host when the host is itself an agent; the loop guard refuses a run that would start an agent already in the chain.",
 		"cwd":                              "The directory the agent works in: absolute and existing. Optional only in read_only (then the daemon user's home); edit, ask and bypass need it, and some directories are refused for them.",

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // claudeCloud are Claude Code's cloud-provider switches, in the order it
@@ -314,5 +316,9 @@ func claudeCloudVerdict(f claudeFacts, status map[string]any) HealthVerdict {
 
 // claudePackage: @anthropic-ai/claude-code's install script copies the
 // native binary for this machine over bin/claude.exe (a placeholder until
-// then), and the wrapper's version is the binary's.
-var claudePackage = &npmPackage{Name: "@anthropic-ai/claude-code", Native: true}
+// then), and the wrapper's version is the binary's. Its native installer
+// keeps each version in a file named for it.
+var claudePackage = &npmPackage{Name: "@anthropic-ai/claude-code", Native: true, VersionsDir: true}
+
+// claudeProbe is how detection reads Claude Code's sign-in, health and version.
+var claudeProbe = Probe{For: agent.ClaudeCode, AuthKind: claudeAuthKind, Health: claudeHealth, Package: claudePackage}

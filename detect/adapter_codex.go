@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -189,3 +191,6 @@ var codexPackage = &npmPackage{Name: "@openai/codex", Platform: func(goos, goarc
 		{Binary: bin},
 	}
 }}
+
+// codexProbe is how detection reads Codex's sign-in, health and version.
+var codexProbe = Probe{For: agent.Codex, AuthKind: codexAuthKind, Health: codexHealth, Package: codexPackage}

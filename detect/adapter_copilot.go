@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // copilotTokenEnv are the variables Copilot CLI takes a GitHub token from,
@@ -169,3 +171,6 @@ var copilotPackage = &npmPackage{Name: "@github/copilot", Platform: func(goos, g
 	}
 	return out
 }}
+
+// copilotProbe is how detection reads Copilot CLI's sign-in, health and version.
+var copilotProbe = Probe{For: agent.Copilot, AuthKind: copilotAuthKind, Health: copilotHealth, Package: copilotPackage}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // droidLoginFiles are the files Droid 0.225 keeps a Factory sign-in in
@@ -107,3 +109,6 @@ var droidPackage = &npmPackage{Name: "@factory/cli", Platform: func(goos, goarch
 		{Package: pkg + "-baseline", Binary: "bin/droid", Version: true},
 	}
 }}
+
+// droidProbe is how detection reads Droid's sign-in, health and version.
+var droidProbe = Probe{For: agent.Droid, AuthKind: droidAuthKind, Health: droidHealth, Package: droidPackage}

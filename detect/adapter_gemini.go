@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // Gemini CLI auth types, as written to settings.json (0.61.0's AuthType).
@@ -258,3 +260,6 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// geminiProbe is how detection reads Gemini CLI's sign-in, health and version.
+var geminiProbe = Probe{For: agent.Gemini, AuthKind: geminiAuthKind, Health: geminiHealth, Package: geminiPackage}

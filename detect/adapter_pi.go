@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // piKeyEnv are the provider credentials `pi --help` (0.73.1) documents.
@@ -168,3 +170,6 @@ func sortedKeys(m map[string]string) []string {
 
 // piPackage: dist/cli.js is the whole program.
 var piPackage = &npmPackage{Name: "@mariozechner/pi-coding-agent"}
+
+// piProbe is how detection reads Pi's sign-in, health and version.
+var piProbe = Probe{For: agent.Pi, AuthKind: piAuthKind, Health: piHealth, Package: piPackage}

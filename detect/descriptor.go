@@ -9,22 +9,25 @@ import (
 )
 
 // Descriptor is one adapter as detection sees it: the agent's static facts
-// (package agent) joined with detection's own per-adapter probe.
+// (package agent) joined with detection's own per-adapter Probe.
 type Descriptor struct {
 	agent.Adapter
-	probe
+	Probe
 }
 
-// probe is what detection does differently per adapter. Each adapter's
-// functions live in its adapter_*.go file and are listed in probes.
-type probe struct {
+// Probe is what detection does differently per adapter, in one value
+// declared in the adapter's own file (detect/adapter_<binary>.go) and listed
+// in probes.
+type Probe struct {
+	// For is the agent id the probe is for (an agent constant).
+	For string
 	// AuthKind guesses the auth kind from credential-file shape and key
-	// presence. It must never copy a credential value anywhere. Nil reports
-	// unknown.
+	// presence. It must never copy a credential value anywhere. Required
+	// in probes (a bare Descriptor without one reports unknown).
 	AuthKind func(in AuthInput) AuthKind
 	// Health decides the health bucket. It runs the tool's own status
-	// command through in.Run where the tool has one. Nil reports that card
-	// has no health check for the adapter.
+	// command through in.Run where the tool has one. Required in probes
+	// (a bare Descriptor without one reports that card has no check).
 	Health func(ctx context.Context, in HealthInput) HealthVerdict
 	// Package is how the adapter's npm package lays out its command, for
 	// reading its version without running it. Nil: only a probe tells.
@@ -65,36 +68,38 @@ type HealthVerdict struct {
 	Details map[string]any
 }
 
-// probes holds every adapter's probe, by agent id. Every adapter must have
-// an entry, even an empty one, so that shipping an adapter without a health
-// check is a decision written here rather than a line someone forgot.
-var probes = map[string]probe{
-	agent.ClaudeCode: {AuthKind: claudeAuthKind, Health: claudeHealth, Package: claudePackage},
-	agent.Codex:      {AuthKind: codexAuthKind, Health: codexHealth, Package: codexPackage},
-	agent.Gemini:     {AuthKind: geminiAuthKind, Health: geminiHealth, Package: geminiPackage},
-	agent.Copilot:    {AuthKind: copilotAuthKind, Health: copilotHealth, Package: copilotPackage},
-	agent.Droid:      {AuthKind: droidAuthKind, Health: droidHealth, Package: droidPackage},
-	agent.Pi:         {AuthKind: piAuthKind, Health: piHealth, Package: piPackage},
-}
+// probes is every adapter's probe, one line each; agent's list orders them.
+var probes = []Probe{claudeProbe, codexProbe, geminiProbe, copilotProbe, droidProbe, piProbe}
 
 // registry is every adapter in agent's order, with its probe.
 var registry = mustJoin(agent.All(), probes)
 
 // mustJoin pairs each adapter with its probe. It panics, when the package
-// is initialised, on an adapter without an entry or an entry for an id no
-// adapter has: both are programming errors that must not wait for a test.
-func mustJoin(adapters []agent.Adapter, probes map[string]probe) []Descriptor {
+// is initialised, on an adapter without a probe or with one missing its
+// auth heuristic or health check, and on a probe for an id no adapter has:
+// all are programming errors that must not wait for a test.
+func mustJoin(adapters []agent.Adapter, probes []Probe) []Descriptor {
+	byID := make(map[string]Probe, len(probes))
+	for _, p := range probes {
+		if _, dup := byID[p.For]; dup {
+			panic(fmt.Sprintf("detect: two probes for %q", p.For))
+		}
+		byID[p.For] = p
+	}
 	out := make([]Descriptor, 0, len(adapters))
 	known := map[string]bool{}
 	for _, a := range adapters {
 		known[a.ID] = true
-		p, ok := probes[a.ID]
+		p, ok := byID[a.ID]
 		if !ok {
-			panic(fmt.Sprintf("detect: adapter %q has no entry in probes (an empty one says it has no health check)", a.ID))
+			panic(fmt.Sprintf("detect: adapter %q has no probe in probes", a.ID))
 		}
-		out = append(out, Descriptor{Adapter: a, probe: p})
+		if p.AuthKind == nil || p.Health == nil {
+			panic(fmt.Sprintf("detect: the probe for %q has no AuthKind or no Health", a.ID))
+		}
+		out = append(out, Descriptor{Adapter: a, Probe: p})
 	}
-	for id := range probes {
+	for id := range byID {
 		if !known[id] {
 			panic(fmt.Sprintf("detect: probe for %q, which is not an agent adapter", id))
 		}

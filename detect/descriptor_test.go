@@ -1,7 +1,7 @@
 package detect
 
 import (
-	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,27 +21,42 @@ func TestEveryDescriptorIsTheAgentDefinitionWithItsProbe(t *testing.T) {
 	}
 }
 
-// An adapter detection has no entry for, or an entry for an adapter that
-// does not exist, stops the program when the package initialises.
-func TestAMissingOrOrphanedProbeStopsTheProgram(t *testing.T) {
+// An adapter detection has no probe for, a probe without its auth
+// heuristic or health check, two probes for one adapter, or a probe for an
+// adapter that does not exist, stops the program when the package
+// initialises.
+func TestAMissingIncompleteOrOrphanedProbeStopsTheProgram(t *testing.T) {
 	assert.NotPanics(t, func() { mustJoin(agent.All(), probes) })
-
-	missing := maps.Clone(probes)
-	delete(missing, agent.Droid)
-	assert.PanicsWithValue(t, `detect: adapter "droid" has no entry in probes (an empty one says it has no health check)`,
-		func() { mustJoin(agent.All(), missing) })
-
-	orphan := maps.Clone(probes)
-	orphan["cursor"] = probe{}
-	assert.PanicsWithValue(t, `detect: probe for "cursor", which is not an agent adapter`, func() { mustJoin(agent.All(), orphan) })
-
-	empty := maps.Clone(probes)
-	empty[agent.Pi] = probe{}
-	assert.NotPanics(t, func() { mustJoin(agent.All(), empty) })
+	with := func(id string, change func(*Probe)) []Probe {
+		out := slices.Clone(probes)
+		for i := range out {
+			if out[i].For == id {
+				change(&out[i])
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		probes []Probe
+		panic  string
+	}{
+		{"no probe", slices.DeleteFunc(slices.Clone(probes), func(p Probe) bool { return p.For == agent.Droid }),
+			`detect: adapter "droid" has no probe in probes`},
+		{"no auth heuristic", with(agent.Pi, func(p *Probe) { p.AuthKind = nil }), `detect: the probe for "pi" has no AuthKind or no Health`},
+		{"no health check", with(agent.Codex, func(p *Probe) { p.Health = nil }), `detect: the probe for "codex" has no AuthKind or no Health`},
+		{"two probes for one adapter", append(slices.Clone(probes), geminiProbe), `detect: two probes for "gemini"`},
+		{"a probe for no adapter", append(slices.Clone(probes), Probe{For: "cursor"}), `detect: probe for "cursor", which is not an agent adapter`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.PanicsWithValue(t, c.panic, func() { mustJoin(agent.All(), c.probes) })
+		})
+	}
 }
 
-// An empty probe is a supported choice: the adapter is still detected, its
-// auth kind is unknown, and its health says card has no check for it.
+// The registry refuses a probe without its functions, but detection itself
+// does not crash on a descriptor without them: the adapter is still
+// detected, its auth kind is unknown, and its health says card has no check.
 func TestAnAdapterWithAnEmptyProbeReportsUnknownAuthAndNoHealthCheck(t *testing.T) {
 	a, _ := agent.Lookup(agent.Pi)
 	desc := Descriptor{Adapter: a}

@@ -28,6 +28,10 @@ type npmPackage struct {
 	// an executable for this machine; a placeholder left by a skipped
 	// install script says nothing about a version.
 	Native bool
+	// VersionsDir: the CLI also has a native installer that links the
+	// command to .../versions/<version> (Claude Code's), so a command
+	// resolving there is named for the version it is.
+	VersionsDir bool
 	// Platform lists, for a launcher that runs a native binary from another
 	// package, where that binary may be, in the order the launcher looks.
 	// The first one present is the one it runs; when none is, the launcher
@@ -82,7 +86,7 @@ func readInstall(desc Descriptor, path, pathValue, goos, goarch string) installF
 		return installFacts{files: []string{path}}
 	}
 	facts := installFacts{files: []string{real}}
-	if v, ok := nativeInstallerVersion(desc, real); ok {
+	if v, ok := versionsDirVersion(desc.Package, real); ok {
 		if nativeFor(real, goos, goarch) {
 			facts.version = v
 		}
@@ -134,11 +138,11 @@ func readInstall(desc Descriptor, path, pathValue, goos, goarch string) installF
 	return facts
 }
 
-// nativeInstallerVersion reads Claude Code's native installer layout, where
-// the command is a link to ~/.local/share/claude/versions/<version>: the
-// file is named for the version it is.
-func nativeInstallerVersion(desc Descriptor, real string) (string, bool) {
-	if desc.ID != "claude-code" || filepath.Base(filepath.Dir(real)) != "versions" {
+// versionsDirVersion reads a native installer's layout (Claude Code's),
+// where the command is a link to ~/.local/share/claude/versions/<version>:
+// the file is named for the version it is.
+func versionsDirVersion(pkg *npmPackage, real string) (string, bool) {
+	if pkg == nil || !pkg.VersionsDir || filepath.Base(filepath.Dir(real)) != "versions" {
 		return "", false
 	}
 	name := filepath.Base(real)

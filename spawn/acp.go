@@ -11,7 +11,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
-	"github.com/card-dev/card/agent"
 )
 
 // The Agent Client Protocol conversation (protocol version 1), as Gemini
@@ -51,9 +50,6 @@ type acpDialect struct {
 	notice func(text string) (retry bool, failed bool)
 }
 
-// acpDialects are the adapters run over ACP (their ask mode).
-var acpDialects = map[string]acpDialect{agent.Gemini: geminiACP, agent.Copilot: copilotACP}
-
 // acpConversation is one ACP turn. Its state is touched by the reader
 // (session/update, in order) and by each question waiting on the approver.
 type acpConversation struct {
@@ -74,12 +70,18 @@ type acpConversation struct {
 	lastNotice string
 }
 
-func newACPConversation(sp SessionPlan) (conversation, error) {
-	d, ok := acpDialects[sp.Adapter]
-	if !ok {
-		return nil, fmt.Errorf("adapter %q is not run over ACP", sp.Adapter)
+// acpSession is the Session.New of an adapter run over ACP in dialect d.
+func acpSession(d acpDialect) func(SessionPlan) (conversation, error) {
+	return func(sp SessionPlan) (conversation, error) {
+		return &acpConversation{rpcTurn: newRPCTurn(sp.Adapter, "", acpWords), dialect: d, fresh: true}, nil
 	}
-	return &acpConversation{rpcTurn: newRPCTurn(sp.Adapter, "", acpWords), dialect: d, fresh: true}, nil
+}
+
+// newACPConversation is the ACP conversation for sp's adapter, whose driver
+// must speak ACP.
+func newACPConversation(sp SessionPlan) (conversation, error) {
+	sp.Protocol = ProtocolACP
+	return newConversation(sp)
 }
 
 // acpWords name the step as ACP's calls are answered; ACP's first call is

@@ -11,60 +11,126 @@ import (
 
 // Adapter is one agent CLI as spawn drives it: the agent's static facts
 // (package agent, including the read-only enforcement and the flags card
-// owns) joined with how to build its argv and how to read its output.
+// owns) joined with its Driver.
 type Adapter struct {
 	agent.Adapter
-	driver
+	Driver
 }
 
-// driver is what spawn does differently per adapter. Each adapter's builder
-// and parser live in spawn/<id>.go and spawn/<id>_parse.go and are listed in
-// drivers.
-type driver struct {
+// Driver is everything spawn does differently per adapter, in one value
+// declared in the adapter's own file (spawn/<binary>.go) and listed in
+// drivers. Every field is set: a hook an adapter does not need says so with
+// a named no-op or a stated reason, so a driver that forgot one stops the
+// program at start-up instead of failing a person's run.
+type Driver struct {
+	// For is the agent id the driver is for (an agent constant).
+	For string
 	// Build turns a validated request into a plan for the binary at bin.
 	// It returns *FieldError for a request field the CLI cannot honour.
 	Build func(bin string, req Request) (Plan, error)
 	// NewParser returns a fresh parser for one run's stdout.
 	NewParser func() Parser
-	// CheckExtraArg, when set, refuses an adapter-specific widening in
-	// args[i] (Codex's `-c sandbox_mode=...`); it returns the reason.
+	// CheckExtraArg refuses an adapter-specific widening in the operator's
+	// args[i] (Codex's `-c sandbox_mode=...`) and returns the reason, or
+	// "" to let it through; noExtraArgCheck for a CLI with none.
 	CheckExtraArg func(args []string, i int) string
+	// BypassValues are words that, anywhere in an operator's arg, turn the
+	// CLI's own protection off (Gemini's yolo approval mode), each with what
+	// it is; nil for a CLI whose bypass is only the ForbiddenFlags.
+	BypassValues map[string]string
+	// MCP is how a client's MCP server reaches the agent for one run.
+	MCP MCPHandover
+	// Session is the protocol the agent speaks over stdio when it cannot
+	// run one-shot (its ask mode).
+	Session SessionDriver
 }
 
-// drivers holds every adapter's builder and parser, by agent id.
-var drivers = map[string]driver{
-	agent.ClaudeCode: {Build: buildClaude, NewParser: func() Parser { return newClaudeParser() }},
-	agent.Codex:      {Build: buildCodex, NewParser: func() Parser { return newCodexParser() }, CheckExtraArg: codexCheckExtraArg},
-	agent.Gemini:     {Build: buildGemini, NewParser: func() Parser { return newGeminiParser() }},
-	agent.Copilot:    {Build: buildCopilot, NewParser: func() Parser { return newCopilotParser() }},
-	agent.Droid:      {Build: buildDroid, NewParser: func() Parser { return newDroidParser() }},
-	agent.Pi:         {Build: buildPi, NewParser: func() Parser { return newPiParser() }},
+// MCPHandover is how a CLI is handed one HTTP MCP server for one run:
+// exactly one of Add and Refused is set.
+type MCPHandover struct {
+	// Add puts the server at endpoint (already checked) on the plan, in
+	// the way the CLI takes one without touching the person's settings.
+	Add func(p *Plan, endpoint string)
+	// Refused says why the CLI cannot be handed one; the refusal carries
+	// it to the client.
+	Refused string
 }
+
+// SessionDriver is the session protocol an adapter's plans may ask for:
+// exactly one of New (with its Protocol) and None is set.
+type SessionDriver struct {
+	Protocol Protocol
+	// New starts one run's side of the protocol.
+	New func(SessionPlan) (conversation, error)
+	// None says why the adapter needs no session protocol.
+	None string
+}
+
+// noExtraArgCheck is CheckExtraArg for a CLI whose widenings are all
+// flags card already refuses (ForbiddenFlags and the adapter's owned flags).
+func noExtraArgCheck([]string, int) string { return "" }
+
+// drivers is every adapter's driver, one line each; the order does not
+// matter (agent's list orders the adapters).
+var drivers = []Driver{claudeDriver, codexDriver, geminiDriver, copilotDriver, droidDriver, piDriver}
 
 // registry is every adapter with its driver, by id. It is built once, when
 // the package is initialised, and only read after.
 var registry = mustJoin(agent.All(), drivers)
 
 // mustJoin pairs each adapter with its driver. It panics, when the package
-// is initialised, on an adapter without a builder or parser and on a driver
-// for an id no adapter has: an adapter card detects but cannot run, or one
-// it runs but never detects, is a programming error that must not wait for
-// a test to be noticed.
-func mustJoin(adapters []agent.Adapter, drivers map[string]driver) map[string]Adapter {
+// is initialised, on an adapter without a driver or with one missing a
+// field, and on a driver for an id no adapter has: an adapter card detects
+// but cannot run, or one it runs but never detects, is a programming error
+// that must not wait for a test, or a person's run, to be noticed.
+func mustJoin(adapters []agent.Adapter, drivers []Driver) map[string]Adapter {
+	byID := make(map[string]Driver, len(drivers))
+	for _, d := range drivers {
+		if _, dup := byID[d.For]; dup {
+			panic(fmt.Sprintf("spawn: two drivers for %q", d.For))
+		}
+		byID[d.For] = d
+	}
 	out := make(map[string]Adapter, len(adapters))
 	for _, a := range adapters {
-		d, ok := drivers[a.ID]
-		if !ok || d.Build == nil || d.NewParser == nil {
-			panic(fmt.Sprintf("spawn: adapter %q has no builder or no parser in drivers", a.ID))
+		d, ok := byID[a.ID]
+		if !ok {
+			panic(fmt.Sprintf("spawn: adapter %q has no driver in drivers", a.ID))
 		}
-		out[a.ID] = Adapter{Adapter: a, driver: d}
+		if err := d.check(); err != nil {
+			panic("spawn: " + err.Error())
+		}
+		out[a.ID] = Adapter{Adapter: a, Driver: d}
 	}
-	for id := range drivers {
+	for id := range byID {
 		if _, ok := out[id]; !ok {
 			panic(fmt.Sprintf("spawn: driver for %q, which is not an agent adapter", id))
 		}
 	}
 	return out
+}
+
+// check reports the first field of d left unset.
+func (d Driver) check() error {
+	for _, f := range []struct {
+		name  string
+		unset bool
+	}{
+		{"Build", d.Build == nil},
+		{"NewParser", d.NewParser == nil},
+		{"CheckExtraArg (noExtraArgCheck when it has none)", d.CheckExtraArg == nil},
+	} {
+		if f.unset {
+			return fmt.Errorf("the driver for %q has no %s", d.For, f.name)
+		}
+	}
+	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
+		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)
+	}
+	if (d.Session.New == nil) == (d.Session.None == "") || (d.Session.New != nil) != (d.Session.Protocol != "") {
+		return fmt.Errorf("the driver for %q must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither", d.For)
+	}
+	return nil
 }
 
 // Lookup finds an adapter by wire id.
@@ -114,7 +180,7 @@ func Build(bin string, req Request) (Plan, error) {
 		}
 		return Plan{}, fmt.Errorf("spawn: the %s builder gave permission_mode %s a plan with %s", req.Adapter, req.EffectiveMode(), what)
 	}
-	if err := withMCP(&p, req); err != nil {
+	if err := withMCP(&p, a.MCP, req); err != nil {
 		return Plan{}, err
 	}
 	if err := p.delivers(req.Images); err != nil {

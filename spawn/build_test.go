@@ -2,7 +2,7 @@ package spawn
 
 import (
 	"errors"
-	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -298,22 +298,74 @@ func TestTheRegistryListsEveryAdapterOnce(t *testing.T) {
 	}
 }
 
-// An adapter spawn cannot build or parse for, or a driver for an adapter
-// that does not exist, stops the program when the package initialises.
-func TestAnAdapterWithoutItsBuilderOrParserPanicsWhenTheRegistryIsBuilt(t *testing.T) {
+// An adapter spawn has no driver for, a driver with any field unset (a
+// builder, a parser, an extra-arg check, an MCP hand-over or its refusal, a
+// session protocol or why it needs none), or a driver for an adapter that
+// does not exist, stops the program when the package initialises.
+func TestADriverMissingAnyFieldPanicsWhenTheRegistryIsBuilt(t *testing.T) {
 	assert.NotPanics(t, func() { mustJoin(agent.All(), drivers) })
+	with := func(id string, change func(*Driver)) []Driver {
+		out := slices.Clone(drivers)
+		for i := range out {
+			if out[i].For == id {
+				change(&out[i])
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		drivers []Driver
+		panic   string
+	}{
+		{"no driver", slices.DeleteFunc(slices.Clone(drivers), func(d Driver) bool { return d.For == agent.Pi }),
+			`spawn: adapter "pi" has no driver in drivers`},
+		{"no builder", with(agent.Gemini, func(d *Driver) { d.Build = nil }), `spawn: the driver for "gemini" has no Build`},
+		{"no parser", with(agent.Codex, func(d *Driver) { d.NewParser = nil }), `spawn: the driver for "codex" has no NewParser`},
+		{"no extra-arg check", with(agent.Droid, func(d *Driver) { d.CheckExtraArg = nil }),
+			`spawn: the driver for "droid" has no CheckExtraArg (noExtraArgCheck when it has none)`},
+		{"no MCP hand-over and no refusal", with(agent.Copilot, func(d *Driver) { d.MCP = MCPHandover{} }),
+			`spawn: the driver for "copilot" must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither`},
+		{"an MCP hand-over and a refusal", with(agent.Pi, func(d *Driver) { d.MCP.Add = claudeDriver.MCP.Add }),
+			`spawn: the driver for "pi" must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither`},
+		{"no session protocol and no reason", with(agent.ClaudeCode, func(d *Driver) { d.Session = SessionDriver{} }),
+			`spawn: the driver for "claude-code" must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither`},
+		{"a session constructor without its protocol", with(agent.Droid, func(d *Driver) { d.Session.Protocol = "" }),
+			`spawn: the driver for "droid" must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither`},
+		{"two drivers for one adapter", append(slices.Clone(drivers), codexDriver), `spawn: two drivers for "codex"`},
+		{"a driver for no adapter", append(slices.Clone(drivers), Driver{For: "cursor"}), `spawn: driver for "cursor", which is not an agent adapter`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.PanicsWithValue(t, c.panic, func() { mustJoin(agent.All(), c.drivers) })
+		})
+	}
+}
 
-	missing := maps.Clone(drivers)
-	delete(missing, agent.Pi)
-	assert.PanicsWithValue(t, `spawn: adapter "pi" has no builder or no parser in drivers`, func() { mustJoin(agent.All(), missing) })
+// The MCP refusal a client gets is the driver's reason, for every adapter
+// whose driver refuses, and a driver that hands a server over builds a plan.
+func TestEveryDriversMCPHandOverOrRefusalReachesTheRequest(t *testing.T) {
+	for _, d := range drivers {
+		t.Run(d.For, func(t *testing.T) {
+			_, err := Build("/bin/x", Request{Adapter: d.For, Cwd: cwd, MCPEndpoint: "http://127.0.0.1:1/mcp"})
+			if d.MCP.Refused != "" {
+				var fe *FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, "mcp_endpoint", fe.Field)
+				assert.Contains(t, fe.Message, d.MCP.Refused)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+}
 
-	noParser := maps.Clone(drivers)
-	noParser[agent.Codex] = driver{Build: buildCodex}
-	assert.PanicsWithValue(t, `spawn: adapter "codex" has no builder or no parser in drivers`, func() { mustJoin(agent.All(), noParser) })
-
-	orphan := maps.Clone(drivers)
-	orphan["cursor"] = drivers[agent.Codex]
-	assert.PanicsWithValue(t, `spawn: driver for "cursor", which is not an agent adapter`, func() { mustJoin(agent.All(), orphan) })
+// A word that turns a CLI's protection off is refused wherever it stands in
+// an operator arg, for the adapter whose driver names it, and only there.
+func TestABypassWordInAnOperatorArgIsRefusedForTheAdapterWhoseDriverNamesIt(t *testing.T) {
+	err := CheckExtras(agent.Gemini, Extras{Args: []string{"--flag-card-does-not-know", "yolo"}})
+	require.Error(t, err)
+	assert.Equal(t, `card.toml [adapters.gemini] args[1]: "yolo" sets Gemini's yolo mode; remove it — bypass is a per-request mode the operator enables with allow_bypass = true`, err.Error())
+	assert.NoError(t, CheckExtras(agent.Codex, Extras{Args: []string{"-m", "yolo"}}))
 }
 
 func indexOf(xs []string, s string) int {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // claudeModeTools are the built-in tools each mode makes available. Read-only
@@ -183,4 +185,24 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 		tools = []string{}
 	}
 	return tools, allowed, nil
+}
+
+// claudeDriver is Claude Code's driver. It asks through card's permission
+// tool, an MCP server on its command line, so it needs no session protocol.
+//
+// The MCP hand-over: --mcp-config with a private JSON file ({"mcpServers":
+// {"client": {"type": "http", "url": …}}}), next to the --strict-mcp-config
+// every run carries, and --allowedTools mcp__client so its tools run in the
+// modes whose permission rules would otherwise refuse anything not listed.
+// The client chose the server; its tools are the client's, not a way around
+// the file boundary.
+var claudeDriver = Driver{
+	For:           agent.ClaudeCode,
+	Build:         buildClaude,
+	NewParser:     func() Parser { return newClaudeParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
+		p.Args = append(p.Args, "--mcp-config", p.privateFile("mcp.json", mcpConfig(endpoint, nil)), "--allowedTools", "mcp__"+MCPServerName)
+	}},
+	Session: SessionDriver{None: "Claude Code asks through card's permission tool (--permission-prompt-tool), not over its stdio"},
 }

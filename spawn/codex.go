@@ -1,6 +1,12 @@
 package spawn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+
+	"strconv"
+)
 
 // codexSandbox maps card's mode onto `codex exec --sandbox`. Codex's boundary
 // is the OS sandbox (Landlock/seccomp on Linux, Seatbelt on macOS), so the
@@ -36,16 +42,16 @@ var codexEditTmp = []string{
 func buildCodex(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", "codex", "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode")
+		return Plan{}, errUnsupported("allowed_tools", agent.Codex, "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode")
 	}
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "codex", "codex exec has no turn cap; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Codex, "codex exec has no turn cap; use timeout_secs")
 	}
 	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", "codex", "Codex assigns its own thread id (reported in the session event); use resume with it")
+		return Plan{}, errUnsupported("session_id", agent.Codex, "Codex assigns its own thread id (reported in the session event); use resume with it")
 	}
 	if req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", "codex", "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
+		return Plan{}, errUnsupported("system_prompt", agent.Codex, "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
 	}
 	if mode == ModeAsk {
 		return buildCodexAsk(bin, req)
@@ -136,4 +142,22 @@ func codexConfigKey(args []string, i int) string {
 	}
 	k, _, _ := strings.Cut(kv, "=")
 	return strings.TrimSpace(k)
+}
+
+// codexDriver is Codex's driver: one-shot `codex exec`, and its app-server
+// protocol in ask mode.
+//
+// The MCP hand-over: -c mcp_servers.client.url="…", a command-line override
+// that --ignore-user-config leaves in force. It goes after "exec", before the
+// subcommand and the prompt: -c is an exec-level option.
+var codexDriver = Driver{
+	For:           agent.Codex,
+	Build:         buildCodex,
+	NewParser:     func() Parser { return newCodexParser() },
+	CheckExtraArg: codexCheckExtraArg,
+	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
+		override := "mcp_servers." + MCPServerName + ".url=" + strconv.Quote(endpoint)
+		p.Args = append([]string{p.Args[0], "-c", override}, p.Args[1:]...)
+	}},
+	Session: SessionDriver{Protocol: ProtocolCodexApp, New: newCodexAppConversation},
 }

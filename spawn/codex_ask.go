@@ -25,7 +25,7 @@ import "github.com/card-dev/card/agent"
 //     the prompt and the images go in turn/start.
 func buildCodexAsk(bin string, req Request) (Plan, error) {
 	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", "codex", "in ask mode Codex runs an ephemeral app-server thread; resume in read_only or edit mode")
+		return Plan{}, errUnsupported("resume", agent.Codex, "in ask mode Codex runs an ephemeral app-server thread; resume in read_only or edit mode")
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"app-server"}

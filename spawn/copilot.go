@@ -1,6 +1,10 @@
 package spawn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+)
 
 // copilotModeTools are the permission kinds (`--allow-tool`) each mode
 // grants, and the ones it denies outright. Read-only has no `shell`: a shell
@@ -35,13 +39,13 @@ var copilotModeTools = map[Mode]struct{ allow, deny []string }{
 func buildCopilot(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "copilot", "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Copilot, "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs")
 	}
 	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", "copilot", "Copilot CLI always saves its session; it cannot discard it")
+		return Plan{}, errUnsupported("session_id", agent.Copilot, "Copilot CLI always saves its session; it cannot discard it")
 	}
 	if req.SystemPrompt != "" {
-		return Plan{}, errUnsupported("system_prompt", "copilot", "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
+		return Plan{}, errUnsupported("system_prompt", agent.Copilot, "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
 	}
 	if mode == ModeAsk {
 		return buildCopilotAsk(bin, req)
@@ -114,4 +118,21 @@ func copilotAllow(mode Mode, requested []string) ([]string, error) {
 		out = append(out, entry)
 	}
 	return out, nil
+}
+
+// copilotDriver is Copilot CLI's driver: one-shot with the prompt on stdin, and ACP in
+// ask mode.
+//
+// The MCP hand-over: --additional-mcp-config @<private file> with
+// {"mcpServers": {"client": {"type": "http", "url": …, "tools": ["*"]}}},
+// and --allow-tool client.
+var copilotDriver = Driver{
+	For:           agent.Copilot,
+	Build:         buildCopilot,
+	NewParser:     func() Parser { return newCopilotParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
+		p.Args = append(p.Args, "--additional-mcp-config", "@"+p.privateFile("mcp.json", mcpConfig(endpoint, map[string]any{"tools": []string{"*"}})), "--allow-tool", MCPServerName)
+	}},
+	Session: SessionDriver{Protocol: ProtocolACP, New: acpSession(copilotACP)},
 }

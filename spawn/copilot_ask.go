@@ -29,13 +29,13 @@ import (
 //     again, so the model never hears the denial.
 func buildCopilotAsk(bin string, req Request) (Plan, error) {
 	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", "copilot", "in ask mode Copilot asks about every call outside read_only; an --allow-tool entry would skip the question instead of narrowing")
+		return Plan{}, errUnsupported("allowed_tools", agent.Copilot, "in ask mode Copilot asks about every call outside read_only; an --allow-tool entry would skip the question instead of narrowing")
 	}
 	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", "copilot", "in ask mode Copilot runs over ACP, where the agent names the session (session/new) and reports it in the session event")
+		return Plan{}, errUnsupported("session_id", agent.Copilot, "in ask mode Copilot runs over ACP, where the agent names the session (session/new) and reports it in the session event")
 	}
 	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", "copilot", "card does not resume an ACP session yet; resume in read_only or edit mode")
+		return Plan{}, errUnsupported("resume", agent.Copilot, "card does not resume an ACP session yet; resume in read_only or edit mode")
 	}
 	p := copilotPlan(bin, req)
 	args := append([]string{}, req.Extras.Args...)

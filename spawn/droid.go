@@ -3,6 +3,8 @@ package spawn
 import (
 	"fmt"
 	"strings"
+
+	"github.com/card-dev/card/agent"
 )
 
 // DroidEditRefused is the message of a Droid edit request. Droid's only way
@@ -32,16 +34,16 @@ func buildDroid(bin string, req Request) (Plan, error) {
 		return Plan{}, &FieldError{"permission_mode", "edit is not supported by droid: " + DroidEditRefused}
 	}
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "droid", "droid exec has no turn cap; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Droid, "droid exec has no turn cap; use timeout_secs")
 	}
 	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", "droid", "Droid assigns its own session id (reported in the session event); use resume with it")
+		return Plan{}, errUnsupported("session_id", agent.Droid, "Droid assigns its own session id (reported in the session event); use resume with it")
 	}
 	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", "droid", "droid exec always saves its session; it cannot discard it")
+		return Plan{}, errUnsupported("session_id", agent.Droid, "droid exec always saves its session; it cannot discard it")
 	}
 	if req.SystemPrompt != "" && !req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", "droid", "Droid can append to its system prompt from a file but cannot replace it; send system_prompt with system_prompt_append: true")
+		return Plan{}, errUnsupported("system_prompt", agent.Droid, "Droid can append to its system prompt from a file but cannot replace it; send system_prompt with system_prompt_append: true")
 	}
 	if mode == ModeAsk {
 		return buildDroidAsk(bin, req)
@@ -55,7 +57,7 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	}
 	if req.AllowedTools != nil {
 		if len(req.AllowedTools) == 0 {
-			return Plan{}, errUnsupported("allowed_tools", "droid", "--only-tools cannot select no tools at all; name at least one (for example Read)")
+			return Plan{}, errUnsupported("allowed_tools", agent.Droid, "--only-tools cannot select no tools at all; name at least one (for example Read)")
 		}
 		for _, t := range req.AllowedTools {
 			if strings.HasPrefix(strings.ToUpper(t), "MCP:") {
@@ -78,4 +80,15 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	return p, nil
+}
+
+// droidDriver is Droid's driver: one-shot `droid exec`, and its
+// stream-jsonrpc in ask mode.
+var droidDriver = Driver{
+	For:           agent.Droid,
+	Build:         buildDroid,
+	NewParser:     func() Parser { return newDroidParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP:           MCPHandover{Refused: "droid exec 0.225 takes MCP servers only from ~/.factory/mcp.json (there is no flag), and card does not write a person's settings"},
+	Session:       SessionDriver{Protocol: ProtocolDroidRPC, New: newDroidConversation},
 }

@@ -27,13 +27,13 @@ import (
 //     that carry them in read_only were not seen to act in this mode.
 func buildDroidAsk(bin string, req Request) (Plan, error) {
 	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", "droid", "card does not resume a stream-jsonrpc session; resume in read_only")
+		return Plan{}, errUnsupported("resume", agent.Droid, "card does not resume a stream-jsonrpc session; resume in read_only")
 	}
 	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", "droid", "in ask mode Droid's own autonomy level decides what is asked; send allowed_tools in read_only")
+		return Plan{}, errUnsupported("allowed_tools", agent.Droid, "in ask mode Droid's own autonomy level decides what is asked; send allowed_tools in read_only")
 	}
 	if req.SystemPrompt != "" {
-		return Plan{}, errUnsupported("system_prompt", "droid", "in ask mode Droid takes no --append-system-prompt-file; send system_prompt in read_only")
+		return Plan{}, errUnsupported("system_prompt", agent.Droid, "in ask mode Droid takes no --append-system-prompt-file; send system_prompt in read_only")
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"exec"}

@@ -1,5 +1,7 @@
 package spawn
 
+import "github.com/card-dev/card/agent"
+
 // geminiApprovalMode maps card's mode onto `gemini --approval-mode`
 // (choices in 0.61.0: default, auto_edit, yolo, plan).
 //
@@ -27,19 +29,19 @@ func geminiApprovalMode(m Mode) string {
 func buildGemini(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", "gemini", "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode")
+		return Plan{}, errUnsupported("allowed_tools", agent.Gemini, "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode")
 	}
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "gemini", "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Gemini, "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs")
 	}
 	if req.Effort != "" {
-		return Plan{}, errUnsupported("effort", "gemini", "Gemini CLI has no effort flag")
+		return Plan{}, errUnsupported("effort", agent.Gemini, "Gemini CLI has no effort flag")
 	}
 	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", "gemini", "Gemini CLI always records its session; it cannot discard it")
+		return Plan{}, errUnsupported("session_id", agent.Gemini, "Gemini CLI always records its session; it cannot discard it")
 	}
 	if req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", "gemini", "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
+		return Plan{}, errUnsupported("system_prompt", agent.Gemini, "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
 	}
 	if mode == ModeAsk {
 		return buildGeminiAsk(bin, req)
@@ -68,4 +70,16 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	return p, nil
+}
+
+// geminiDriver is Gemini CLI's driver: one-shot with the prompt on stdin, and ACP in
+// ask mode.
+var geminiDriver = Driver{
+	For:           agent.Gemini,
+	Build:         buildGemini,
+	NewParser:     func() Parser { return newGeminiParser() },
+	CheckExtraArg: noExtraArgCheck,
+	BypassValues:  map[string]string{"yolo": "Gemini's yolo mode"},
+	MCP:           MCPHandover{Refused: "Gemini CLI 0.61 takes MCP servers only from its settings files (there is no flag), and card does not write a person's settings"},
+	Session:       SessionDriver{Protocol: ProtocolACP, New: acpSession(geminiACP)},
 }

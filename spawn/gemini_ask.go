@@ -28,10 +28,10 @@ import (
 //     not stop the run, and Gemini then ignores the folder's own settings.
 func buildGeminiAsk(bin string, req Request) (Plan, error) {
 	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", "gemini", "in ask mode Gemini runs over ACP, where the agent names the session (session/new) and reports it in the session event")
+		return Plan{}, errUnsupported("session_id", agent.Gemini, "in ask mode Gemini runs over ACP, where the agent names the session (session/new) and reports it in the session event")
 	}
 	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", "gemini", "card does not resume an ACP session yet; resume in read_only or edit mode")
+		return Plan{}, errUnsupported("resume", agent.Gemini, "card does not resume an ACP session yet; resume in read_only or edit mode")
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)

@@ -1,6 +1,10 @@
 package spawn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/card-dev/card/agent"
+)
 
 // piModeTools are the built-in tools each mode hands Pi. This list is the
 // whole of Pi's boundary, and it is not enforced: Pi has no sandbox, no
@@ -43,17 +47,17 @@ var piThinking = []string{"low", "medium", "high", "xhigh"}
 func buildPi(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", "pi", "Pi has no turn cap; use timeout_secs")
+		return Plan{}, errUnsupported("max_turns", agent.Pi, "Pi has no turn cap; use timeout_secs")
 	}
 	if req.SessionID != "" || req.Resume != "" {
 		field := "session_id"
 		if req.Resume != "" {
 			field = "resume"
 		}
-		return Plan{}, errUnsupported(field, "pi", "card runs Pi with --no-session, so there is no session to name or resume")
+		return Plan{}, errUnsupported(field, agent.Pi, "card runs Pi with --no-session, so there is no session to name or resume")
 	}
 	if req.Effort != "" && !contains(piThinking, req.Effort) {
-		return Plan{}, errUnsupported("effort", "pi", "Pi's --thinking levels stop at xhigh; use "+strings.Join(piThinking, ", "))
+		return Plan{}, errUnsupported("effort", agent.Pi, "Pi's --thinking levels stop at xhigh; use "+strings.Join(piThinking, ", "))
 	}
 	tools, err := piTools(mode, req.AllowedTools)
 	if err != nil {
@@ -125,4 +129,14 @@ func piTools(mode Mode, requested []string) ([]string, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// piDriver is Pi's driver: one-shot `pi -p`, and its RPC mode in ask mode.
+var piDriver = Driver{
+	For:           agent.Pi,
+	Build:         buildPi,
+	NewParser:     func() Parser { return newPiParser() },
+	CheckExtraArg: noExtraArgCheck,
+	MCP:           MCPHandover{Refused: "Pi has no MCP client"},
+	Session:       SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPCConversation},
 }

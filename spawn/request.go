@@ -274,8 +274,8 @@ func CheckExtras(adapter string, e Extras) error {
 					return fmt.Errorf("%s: %q turns off the agent's protection (%s); remove it — bypass is a per-request mode the operator enables with allow_bypass = true", where, a, f)
 				}
 			}
-			if tok == "yolo" && adapter == "gemini" {
-				return fmt.Errorf("%s: %q sets Gemini's yolo mode; remove it — bypass is a per-request mode the operator enables with allow_bypass = true", where, a)
+			if what, ok := ad.BypassValues[tok]; ok {
+				return fmt.Errorf("%s: %q sets %s; remove it — bypass is a per-request mode the operator enables with allow_bypass = true", where, a, what)
 			}
 			for _, f := range ad.OwnedFlags {
 				if tok == f {
@@ -283,7 +283,7 @@ func CheckExtras(adapter string, e Extras) error {
 				}
 			}
 		}
-		if ad.CheckExtraArg != nil {
+		if ad.CheckExtraArg != nil { // nil only for an unknown adapter
 			if why := ad.CheckExtraArg(e.Args, i); why != "" {
 				return fmt.Errorf("%s: %s; remove it", where, why)
 			}

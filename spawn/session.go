@@ -21,7 +21,8 @@ import (
 // once the turn is over, since these agents wait for a next prompt instead
 // of exiting.
 //
-// The seam: a protocol is one conversation type registered in protocols.
+// The seam: a protocol is one conversation type, named by the Session of
+// each driver that speaks it.
 // It gets the turn (prompt, cwd, stdout lines, stdin, emit, approver) and
 // reports its result once the child is gone; the runner keeps every
 // process guarantee. ACP (Gemini CLI, Copilot CLI) is the first; Codex's
@@ -96,20 +97,15 @@ func (t turn) approve(ctx context.Context, q Question) Decision {
 	return t.Approver.Approve(ctx, q)
 }
 
-// protocols builds a conversation per protocol, for a plan's SessionPlan.
-var protocols = map[Protocol]func(SessionPlan) (conversation, error){
-	ProtocolACP:      newACPConversation,
-	ProtocolCodexApp: newCodexAppConversation,
-	ProtocolDroidRPC: newDroidConversation,
-	ProtocolPiRPC:    newPiRPCConversation,
-}
-
+// newConversation starts sp's conversation with the protocol its adapter's
+// driver speaks (Driver.Session); a plan naming another protocol is a
+// builder's mistake.
 func newConversation(sp SessionPlan) (conversation, error) {
-	mk, ok := protocols[sp.Protocol]
-	if !ok {
-		return nil, fmt.Errorf("unknown session protocol %q", sp.Protocol)
+	a, ok := Lookup(sp.Adapter)
+	if !ok || a.Session.New == nil || a.Session.Protocol != sp.Protocol {
+		return nil, fmt.Errorf("adapter %q is not run over session protocol %q", sp.Adapter, sp.Protocol)
 	}
-	return mk(sp)
+	return a.Session.New(sp)
 }
 
 // lineStream is a jsonrpc2.ObjectStream over newline-delimited JSON, the

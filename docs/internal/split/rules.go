@@ -1,5 +1,13 @@
 package main
 
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/card-dev/card/agent"
+)
+
 // The mapping: which section of the one-file protocol document goes to which
 // page. A section is matched by its heading text (without the #s); a
 // section takes its parent's page unless a rule names it. A section no rule
@@ -78,24 +86,49 @@ var sectionRules = map[string]string{
 	"Gemini and workspace trust":       "agents/gemini.md",
 }
 
-// adapter is one agent page. Names are how the prose starts a paragraph or
-// a list item about it (`**Claude Code**`, `- **Claude `read_only` …`).
+// adapter is one agent page, made from the agent package's facts so that
+// a new adapter gets its page without a line here. Names are how the prose
+// opens a paragraph or a list item about it: the display name, and each of
+// its words but "CLI" (`**Claude Code**`, `- **Claude `read_only` …`,
+// `- **Copilot:**`).
 type adapter struct {
 	ID    string
 	Title string
 	Names []string
-	// SeeAlso: sections on another agent's page that cover this one too.
+	// SeeAlso: sections on another agent's page whose heading names this
+	// one too ("Gemini CLI and Copilot CLI (ACP)").
 	SeeAlso []string
 }
 
-var adapters = []adapter{
-	{"claude-code", "Claude Code", []string{"Claude Code", "Claude"}, nil},
-	{"codex", "Codex CLI", []string{"Codex CLI", "Codex"}, nil},
-	{"gemini", "Gemini CLI", []string{"Gemini CLI", "Gemini"}, nil},
-	{"copilot", "GitHub Copilot CLI", []string{"GitHub Copilot CLI", "Copilot"}, []string{"Gemini CLI and Copilot CLI (ACP)"}},
-	{"droid", "Factory Droid", []string{"Factory Droid", "Droid"}, nil},
-	{"pi", "Pi", []string{"Pi"}, nil},
-}
+var adapters = func() []adapter {
+	var out []adapter
+	for _, a := range agent.All() {
+		names := []string{a.DisplayName}
+		if n := strings.TrimSuffix(a.DisplayName, " CLI"); n != a.DisplayName {
+			names = append(names, n)
+		}
+		for _, w := range strings.Fields(a.DisplayName) {
+			if w != "CLI" && !slices.Contains(names, w) {
+				names = append(names, w)
+			}
+		}
+		ad := adapter{ID: a.ID, Title: a.DisplayName, Names: names}
+		for h, p := range sectionRules {
+			if p == agentPage(a.ID) || !strings.HasPrefix(p, "agents/") {
+				continue
+			}
+			for _, n := range names[1:] {
+				if strings.Contains(h, n+" ") {
+					ad.SeeAlso = append(ad.SeeAlso, h)
+					break
+				}
+			}
+		}
+		sort.Strings(ad.SeeAlso)
+		out = append(out, ad)
+	}
+	return out
+}()
 
 // blockRules: in a section with this heading, a paragraph that opens with
 // `**<adapter name>` (and what follows it up to the next heading or bold
@@ -109,17 +142,17 @@ var blockRules = map[string]string{
 
 // glance: sections whose tables compare every adapter; they stay in the
 // client contract, and each agent page links its row there.
-// Only, when set, names the adapters the table has rows for.
+// Named: the table has rows only for the adapters its heading names.
 var glance = []struct {
 	Heading, What string
-	Only          []string
+	Named         bool
 }{
-	{"Agent ids", "id, binary, package, pin", nil},
-	{"How `read_only` is enforced", "how read-only is enforced", nil},
-	{"The mapping", "the argv of each permission mode", nil},
-	{"Request fields per adapter", "which request fields it honours", nil},
-	{"What live means per agent", "live grain", nil},
-	{"API failures: how fast a run ends", "retries and API failures", nil},
-	{"Attachments: images for the agent", "images", nil},
-	{"Health of Copilot, Droid and Pi", "health, decided from files", []string{"copilot", "droid", "pi"}},
+	{"Agent ids", "id, binary, package, pin", false},
+	{"How `read_only` is enforced", "how read-only is enforced", false},
+	{"The mapping", "the argv of each permission mode", false},
+	{"Request fields per adapter", "which request fields it honours", false},
+	{"What live means per agent", "live grain", false},
+	{"API failures: how fast a run ends", "retries and API failures", false},
+	{"Attachments: images for the agent", "images", false},
+	{"Health of Copilot, Droid and Pi", "health, decided from files", true},
 }

@@ -503,7 +503,7 @@ func Render(ls []line) string {
 func glanceLines(a adapter, p string, res *Result) []string {
 	var at []string
 	for _, g := range glance {
-		if len(g.Only) > 0 && !slices.Contains(g.Only, a.ID) {
+		if g.Named && !names(g.Heading, a) {
 			continue
 		}
 		if tp, ok := res.Anchors[Slug(g.Heading)]; ok {
@@ -519,4 +519,15 @@ func glanceLines(a adapter, p string, res *Result) []string {
 		return nil
 	}
 	return append([]string{"## At a glance", ""}, append(at, "")...)
+}
+
+// names tells whether a heading names the adapter, as a whole word.
+func names(heading string, a adapter) bool {
+	words := strings.FieldsFunc(heading, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for _, n := range a.Names {
+		if slices.Contains(words, n) {
+			return true
+		}
+	}
+	return false
 }
