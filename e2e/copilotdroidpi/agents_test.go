@@ -1,4 +1,4 @@
-package moreagents
+package copilotdroidpi
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package car_test
+package carrealclis_test
 
 import (
 	"bytes"

@@ -1,9 +1,9 @@
-// Package car_test holds card to the meaning CAR's published daemon protocol
+// Package carrealclis_test holds card to the meaning CAR's published daemon protocol
 // gives the methods card serves under CAR's names, with the real agent CLIs
 // behind a real daemon over its WebSocket: what a CAR client asks for, it
 // gets. Like every real-CLI test it runs only with CARD_E2E=1 (or
 // CARD_E2E_REQUIRED=1, which turns a missing CLI into a failure).
-package car_test
+package carrealclis_test
 
 import (
 	"bytes"
