@@ -33,7 +33,7 @@ var Version = "0.1.0-dev"
 
 // ProtocolVersion is the wire protocol's version. Additive changes (a new
 // method, a new optional field) keep the major number; anything a current
-// client could misread bumps it. See docs/protocol.md#versioning.
+// client could misread bumps it. See docs/protocol/versioning.md#versioning.
 const ProtocolVersion = "1.0"
 
 // Options are what the caller of New decides; everything else comes from

@@ -6,6 +6,7 @@ import "github.com/card-dev/card/rpc"
 // document is built per call from the registry, so it also describes
 // methods registered after it.
 func (d *Daemon) setupDiscover() error {
+	d.registry.DescribeParams(paramDocs)
 	rpc.RegisterDiscover(d.registry, func() rpc.ServiceInfo {
 		return rpc.ServiceInfo{
 			Title:           "card",

@@ -1,4 +1,6 @@
-// Package docs holds the checks that keep docs/protocol.md true: every
+// Package docs holds the checks that keep the protocol docs true (the index
+// docs/protocol.md, the client contract's pages under docs/protocol/ and
+// the agents' pages under docs/agents/, read as one document): every
 // registered method and notification has a heading, every JSON example
 // parses and decodes strictly into the Go types the daemon registers, and
 // the error table is the daemon registry's code table. Run with CARD_DOCS_CAPTURE=FILE to
@@ -31,7 +33,32 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-const protocolDoc = "protocol.md"
+// protocolPages are the files that make up the protocol document, the
+// index first: a method's heading or example may be on any of them.
+func protocolPages(t *testing.T) []string {
+	t.Helper()
+	files := []string{"protocol.md"}
+	for _, dir := range []string{"protocol", "agents"} {
+		m, err := filepath.Glob(filepath.Join(dir, "*.md"))
+		require.NoError(t, err)
+		files = append(files, m...)
+	}
+	require.Greater(t, len(files), 1, "the protocol's pages are missing")
+	return files
+}
+
+// protocolText is every page's text, one after another.
+func protocolText(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range protocolPages(t) {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		b.Write(data)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
 
 // startDaemon starts a daemon in home whose only agent is the fake Claude
 // Code of testdata, with the login-shell PATH off so no CLI installed on
@@ -59,6 +86,7 @@ func startDaemon(t *testing.T, home string, agents ...string) *daemontest.Daemon
 
 // example is one marked ```json block of the doc.
 type example struct {
+	File   string
 	Line   int
 	Method string
 	Kind   string // request, response or notification
@@ -237,11 +265,19 @@ func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rp
 
 func loadDoc(t *testing.T) parsedDoc {
 	t.Helper()
-	b, err := os.ReadFile(protocolDoc)
-	require.NoError(t, err)
-	d, err := parseDoc(string(b))
-	require.NoError(t, err)
-	return d
+	var all parsedDoc
+	for _, f := range protocolPages(t) {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		d, err := parseDoc(string(b))
+		require.NoError(t, err, "docs/%s", f)
+		for i := range d.JSON {
+			d.JSON[i].File = "docs/" + f
+		}
+		all.Headings = append(all.Headings, d.Headings...)
+		all.JSON = append(all.JSON, d.JSON...)
+	}
+	return all
 }
 
 func registry(t *testing.T) *rpc.Registry {
@@ -320,13 +356,13 @@ func TestEveryRegisteredMethodAndNotificationHasAHeadingInTheProtocolDoc(t *test
 		return false
 	}
 	for name := range methods {
-		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for method `%s`", name)
+		assert.True(t, hasHeading(name), "the protocol docs have no heading for method `%s`", name)
 	}
 	for name := range notes {
-		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for notification `%s`", name)
+		assert.True(t, hasHeading(name), "the protocol docs have no heading for notification `%s`", name)
 	}
 	for name := range serverRequests(reg) {
-		assert.True(t, hasHeading(name), "docs/protocol.md has no heading for server request `%s`", name)
+		assert.True(t, hasHeading(name), "the protocol docs have no heading for server request `%s`", name)
 	}
 }
 
@@ -360,21 +396,20 @@ func TestEveryJSONBlockParsesAndEveryExampleFitsTheRegisteredTypes(t *testing.T)
 	require.NotEmpty(t, doc.JSON)
 	for _, ex := range doc.JSON {
 		if !json.Valid([]byte(ex.JSON)) {
-			t.Errorf("docs/protocol.md:%d: the json block does not parse", ex.Line)
+			t.Errorf("%s:%d: the json block does not parse", ex.File, ex.Line)
 			continue
 		}
 		if ex.Method == "" {
 			continue
 		}
 		if err := checkExample(ex, reg); err != nil {
-			t.Errorf("docs/protocol.md:%d: %s %s example: %v", ex.Line, ex.Method, ex.Kind, err)
+			t.Errorf("%s:%d: %s %s example: %v", ex.File, ex.Line, ex.Method, ex.Kind, err)
 		}
 	}
 }
 
 func TestTheErrorTableIsTheRegistrysCodeTable(t *testing.T) {
-	b, err := os.ReadFile(protocolDoc)
-	require.NoError(t, err)
+	b := []byte(protocolText(t))
 	table := registry(t).Codes()
 	rowRE := regexp.MustCompile("(?m)^\\| `?(-32[0-9]{3})`? \\| `([a-z_]+)` \\|")
 	rows := map[string]string{}
@@ -390,8 +425,7 @@ func TestTheErrorTableIsTheRegistrysCodeTable(t *testing.T) {
 // The access-class table is the registry's: a method whose class changes,
 // or a method added, cannot leave the document behind.
 func TestTheAccessTableIsEveryMethodsRegisteredClass(t *testing.T) {
-	b, err := os.ReadFile(protocolDoc)
-	require.NoError(t, err)
+	b := []byte(protocolText(t))
 	rowRE := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| `(read|agents|write|approve|host)`( \\(raised by its params, above\\))? \\|$")
 	rows, raised := map[string]string{}, map[string]bool{}
 	for _, m := range rowRE.FindAllStringSubmatch(string(b), -1) {
@@ -424,8 +458,7 @@ func TestTheAccessTableIsEveryMethodsRegisteredClass(t *testing.T) {
 }
 
 func TestTheDocStatesTheCurrentProtocolVersion(t *testing.T) {
-	b, err := os.ReadFile(protocolDoc)
-	require.NoError(t, err)
+	b := []byte(protocolText(t))
 	assert.Contains(t, string(b), fmt.Sprintf("`protocol_version` is `%s`", daemon.ProtocolVersion))
 }
 
@@ -769,8 +802,7 @@ func TestRPCDiscoverDescribesEveryResultAndLeavesResultsOpen(t *testing.T) {
 // them, so a change to one (a new check in a method's gate order) cannot
 // leave the other behind.
 func TestEveryMethodsSummaryAndDescriptionAreInTheProtocolDoc(t *testing.T) {
-	b, err := os.ReadFile(protocolDoc)
-	require.NoError(t, err)
+	b := []byte(protocolText(t))
 	text := string(b)
 	for _, m := range registry(t).Methods() {
 		if m.AliasOf != "" {

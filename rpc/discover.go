@@ -107,6 +107,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of %s: %w", m.Name, err)
 		}
+		r.describe(m.Name, params)
 		result, err := sb.result(m.Result)
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: result of %s: %w", m.Name, err)
@@ -139,6 +140,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: params of notification %s: %w", n.Name, err)
 		}
+		r.describe(n.Name, params)
 		doc.Notifications = append(doc.Notifications, OpenRPCNotification{
 			Name: n.Name, Summary: n.Doc.Summary, Description: n.Doc.Description,
 			ParamStructure: "by-name", Params: params,
@@ -147,6 +149,9 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 	reqs, err := sb.serverRequestsDoc(r.ServerRequests())
 	if err != nil {
 		return nil, err
+	}
+	for i := range reqs {
+		r.describe(reqs[i].Name, reqs[i].Params)
 	}
 	doc.ServerRequests = reqs
 	doc.Components.Schemas = sb.defs

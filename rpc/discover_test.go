@@ -353,6 +353,20 @@ func TestDiscoverListsServerRequestsWithTheirParamsAndTheAnswerTheyExpect(t *tes
 	assert.Panics(t, func() { ServerRequest[askParams, askAnswer](r, "things.other", Doc{}) })
 }
 
+func TestDiscoverPublishesTheParamDescriptionsGivenItAndAnAliasTakesItsTargets(t *testing.T) {
+	r := discoverTestRegistry()
+	r.DescribeParams(map[string]map[string]string{"things.list": {"id": "The thing to list."}})
+	doc := discover(t, r)
+	for _, name := range []string{"things.list", "things.list_external"} {
+		id := methodByName(t, doc, name)["params"].([]any)[0].(map[string]any)
+		assert.Equal(t, "The thing to list.", id["description"], name)
+	}
+	force := methodByName(t, doc, "things.list")["params"].([]any)[1].(map[string]any)
+	assert.Nil(t, force["description"], "a param given none has none")
+	assert.Equal(t, "The thing to list.", r.ParamDoc("things.list_external", "id"))
+	assert.Empty(t, r.ParamDoc("things.one_or_all", "id"), "descriptions are per method")
+}
+
 // clashingName and the function-local type of the same name below stand for
 // two packages that each define, say, an Info.
 type clashingName struct {

@@ -86,6 +86,53 @@ type Registry struct {
 	codes          []CodeInfo
 	common         []int64
 	mapErr         func(error) error
+	// paramDocs: method or server request → param → what it does for a
+	// client (DescribeParams).
+	paramDocs map[string]map[string]string
+}
+
+// DescribeParams gives rpc.discover each param's description, by method (or
+// server request) and param name. The descriptions are kept apart from the
+// Go types on purpose: a struct's doc comment speaks to the Go reader ("ID
+// is the adapter…"), a published description to a client in any language.
+// An alias takes its target's. Later calls add to and replace earlier ones.
+func (r *Registry) DescribeParams(docs map[string]map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paramDocs == nil {
+		r.paramDocs = map[string]map[string]string{}
+	}
+	for m, ps := range docs {
+		if r.paramDocs[m] == nil {
+			r.paramDocs[m] = map[string]string{}
+		}
+		for p, d := range ps {
+			r.paramDocs[m][p] = d
+		}
+	}
+}
+
+// ParamDoc is the description DescribeParams gave a param of a method or a
+// server request ("" when none).
+func (r *Registry) ParamDoc(method, param string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if m, ok := r.methods[method]; ok && m.info.AliasOf != "" {
+		if d := r.paramDocs[method][param]; d != "" {
+			return d
+		}
+		method = m.info.AliasOf
+	}
+	return r.paramDocs[method][param]
+}
+
+// describe fills in each param's published description.
+func (r *Registry) describe(method string, params []ContentDescriptor) {
+	for i := range params {
+		if d := r.ParamDoc(method, params[i].Name); d != "" {
+			params[i].Description = d
+		}
+	}
 }
 
 // NewRegistry returns an empty registry.
