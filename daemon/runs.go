@@ -51,14 +51,6 @@ type (
 // MaxAgeDaysLimit is the largest max_age_days (api.MaxAgeDaysLimit).
 const MaxAgeDaysLimit = api.MaxAgeDaysLimit
 
-// requireRunID is the one check every run-addressed method makes.
-func requireRunID(id string) error {
-	if id == "" {
-		return rpc.InvalidField("run_id", "required")
-	}
-	return nil
-}
-
 // setupRuns opens the run history, ends what a previous daemon left
 // running, and registers the run methods.
 func (d *Daemon) setupRuns() error {
