@@ -160,4 +160,3 @@ func TestAFourthConcurrentStartOverADailyBudgetIsRefusedWithItsCode(t *testing.T
 	assert.Equal(t, api.BudgetStatus{Budget: "daily_usd", Scope: "all", Period: "day", Limit: 0.03, Spent: b.Spent, InFlight: 0.03, Left: 0, ResetsAt: b.ResetsAt}, b)
 	assert.True(t, b.ResetsAt.Equal(resets))
 }
-
