@@ -29,12 +29,13 @@ func (d *Daemon) usageSummary(ctx context.Context, p api.UsageParams) (api.Usage
 		}
 	}
 	loc := d.runs.BudgetLocation()
-	from, end, err := p.Range(nowIn(loc))
+	now := nowIn(loc)
+	from, end, err := p.Range(now)
 	if err != nil {
 		return api.UsageSummary{}, err
 	}
 	out := api.UsageSummary{From: from.Format(api.UsageDateLayout), To: end.AddDate(0, 0, -1).Format(api.UsageDateLayout),
-		Timezone: loc.String(), Rows: []api.UsageRow{}}
+		Timezone: zoneName(now), Rows: []api.UsageRow{}}
 	for day := from; day.Before(end); day = day.AddDate(0, 0, 1) {
 		rows, err := d.runs.Usage(ctx, day, day.AddDate(0, 0, 1), p.Adapter)
 		if err != nil {
@@ -70,3 +71,8 @@ func addUsage(t *api.UsageRow, r api.UsageRow) {
 }
 
 func nowIn(loc *time.Location) time.Time { return time.Now().In(loc) }
+
+// zoneName names now's zone by its abbreviation and offset ("CET+01:00"):
+// the daemon's local zone has no other name Go can tell, and the offset is
+// what a client needs to read the dates.
+func zoneName(now time.Time) string { return now.Format("MST-07:00") }

@@ -100,9 +100,9 @@ func budgetKey(scope, budget string) string {
 }
 
 func (e *BudgetExceededError) Error() string {
-	return fmt.Sprintf("the %s budget is reached (%s = %g): %g spent this %s and %g reserved by %d run(s) in flight; "+
+	return fmt.Sprintf("the %s budget is reached (%s = %g): %g spent %s and %g reserved by %d run(s) in flight; "+
 		"the run was refused; the budget resets at %s, or raise it in card.toml",
-		scopeName(e.Scope), e.ConfigKey(), e.Limit, round6(e.Spent), e.Period, round6(e.InFlight), e.InFlightRuns, e.ResetsAt.Format(time.RFC3339))
+		scopeName(e.Scope), e.ConfigKey(), e.Limit, round6(e.Spent), map[string]string{"day": "today", "month": "this month"}[e.Period], round6(e.InFlight), e.InFlightRuns, e.ResetsAt.Format(time.RFC3339))
 }
 
 func scopeName(scope string) string {
