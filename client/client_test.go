@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -101,6 +102,11 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		{"runs.list", func() error {
 			r, err := c.Runs(ctx, daemon.ListParams{})
 			assert.Len(t, r, 2, "invoke and invoke_external")
+			return err
+		}},
+		{"usage.summary", func() error {
+			r, err := c.UsageSummary(ctx, api.UsageParams{})
+			assert.Equal(t, int64(2), r.Totals.Runs, "invoke and invoke_external, both today")
 			return err
 		}},
 		{"runs.get", func() error { r, err := c.Run(ctx, runID); assert.Equal(t, runID, r.RunID); return err }},

@@ -117,6 +117,12 @@ func (c *Client) Runs(ctx context.Context, p api.ListParams) ([]api.Run, error) 
 	return call[[]api.Run](ctx, c, "runs.list", p)
 }
 
+// UsageSummary is usage.summary: what the runs used per adapter per day
+// over p's dates, with totals and the budgets' standing.
+func (c *Client) UsageSummary(ctx context.Context, p api.UsageParams) (api.UsageSummary, error) {
+	return call[api.UsageSummary](ctx, c, "usage.summary", p)
+}
+
 // Run is runs.get: one recorded run, with its approvals when it ran in ask
 // mode.
 func (c *Client) Run(ctx context.Context, runID string) (api.RunRecord, error) {

@@ -354,7 +354,7 @@ func (d *Daemon) registerCAR() {
 			"agents.chat.event notifications (token, tool_call, and one terminal done or error) to this connection. One running run per " +
 			"session_id per connection; agents.chat.cancel ends it.",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
-			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeSessionInUse, rpc.CodeShuttingDown},
+			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, CodeSessionInUse, rpc.CodeShuttingDown},
 	}, d.invokeExternal)
 	rpc.Register(r, "agents.chat.cancel", rpc.Doc{
 		Access:      rpc.AccessAgents,

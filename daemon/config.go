@@ -4,15 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
@@ -98,9 +101,158 @@ type Config struct {
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
+	// Budget is the [budget] table: daily and monthly spending limits,
+	// overall and per adapter ([budget.adapters.<id>]), counted from the
+	// run history in the daemon's local time zone.
+	Budget BudgetConfig `toml:"budget"`
+
 	// Substrate is the [substrate] table: read_only, and an optional MCP
 	// bridge ([substrate.mcp] command or url).
 	Substrate substrate.Config `toml:"substrate"`
+}
+
+// BudgetLimits are one scope's budgets; an unset key is no budget of that
+// kind. Pointers, so that a zero written in the file is refused rather than
+// read as "no budget": a budget of nothing is a typo, and a daemon that
+// refuses every run is the wrong way to find out.
+type BudgetLimits struct {
+	DailyUSD    *float64 `toml:"daily_usd"`
+	MonthlyUSD  *float64 `toml:"monthly_usd"`
+	DailyTokens *float64 `toml:"daily_tokens"`
+}
+
+// BudgetConfig is the [budget] table: the overall limits, and each
+// adapter's under [budget.adapters.<id>].
+type BudgetConfig struct {
+	BudgetLimits
+	Adapters map[string]BudgetLimits `toml:"adapters"`
+}
+
+// The largest budgets card.toml takes: past them a figure is a typo (an
+// extra digit or two), not a plan.
+const (
+	MaxBudgetUSD    = 1_000_000
+	MaxBudgetTokens = 1e12
+)
+
+// budgetKeys are the keys of a budget table, for "did you mean".
+var budgetKeys = []string{"daily_usd", "monthly_usd", "daily_tokens"}
+
+func (l BudgetLimits) limits() runs.Limits {
+	v := func(p *float64) float64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	return runs.Limits{DailyUSD: v(l.DailyUSD), MonthlyUSD: v(l.MonthlyUSD), DailyTokens: v(l.DailyTokens)}
+}
+
+// budgets is the run subsystem's view of [budget].
+func (c Config) budgets() runs.Budgets {
+	b := runs.Budgets{All: c.Budget.limits(), Adapters: map[string]runs.Limits{}}
+	for id, l := range c.Budget.Adapters {
+		b.Adapters[id] = l.limits()
+	}
+	return b
+}
+
+// validate checks each budget is a positive, finite, bounded figure and
+// each adapter table names a known adapter.
+func (b BudgetConfig) validate() error {
+	check := func(table string, l BudgetLimits) error {
+		for _, f := range []struct {
+			key string
+			v   *float64
+			max float64
+		}{{"daily_usd", l.DailyUSD, MaxBudgetUSD}, {"monthly_usd", l.MonthlyUSD, MaxBudgetUSD}, {"daily_tokens", l.DailyTokens, MaxBudgetTokens}} {
+			if f.v == nil {
+				continue
+			}
+			v := *f.v
+			switch {
+			case math.IsNaN(v) || math.IsInf(v, 0):
+				return fmt.Errorf("%s %s = %v is not a number; give a positive figure", table, f.key, v)
+			case v <= 0:
+				return fmt.Errorf("%s %s = %v must be above zero; remove the key for no budget", table, f.key, v)
+			case v > f.max:
+				return fmt.Errorf("%s %s = %v is above the maximum of %g", table, f.key, v, f.max)
+			}
+		}
+		return nil
+	}
+	if err := check("[budget]", b.BudgetLimits); err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(b.Adapters))
+	for id := range b.Adapters {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if _, ok := spawn.Lookup(id); !ok {
+			msg := fmt.Sprintf("[budget.adapters.%s]: unknown agent %q", id, id)
+			if near := didYouMean(id, spawn.IDs()); near != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			return fmt.Errorf("%s: known agents are %s", msg, strings.Join(spawn.IDs(), ", "))
+		}
+		if err := check(fmt.Sprintf("[budget.adapters.%s]", id), b.Adapters[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unknownBudgetKey is the message for an unknown key under [budget], with
+// the known key its wrong part is most likely a typo of.
+func unknownBudgetKey(key []string) string {
+	msg := strings.Join(key, ".")
+	top := append(slices.Clone(budgetKeys), "adapters")
+	wrong, known := key[1], top
+	if slices.Contains(top, key[1]) && len(key) == 4 {
+		wrong, known = key[3], budgetKeys
+	}
+	if near := didYouMean(wrong, known); near != "" && near != wrong {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return msg
+}
+
+// didYouMean is the candidate nearest to s by edit distance, if it is near
+// enough to be a typo of it.
+func didYouMean(s string, candidates []string) string {
+	best, bestD := "", 0
+	for _, c := range candidates {
+		if d := editDistance(s, c); best == "" || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" || bestD > max(2, len(best)/3) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // OriginConfig is an operator's [origins."<origin>"] table.
@@ -219,6 +371,9 @@ func ParseConfig(path, text string) (Config, error) {
 		keys := make([]string, len(und))
 		for i, k := range und {
 			keys[i] = k.String()
+			if len(k) >= 2 && k[0] == "budget" {
+				keys[i] = unknownBudgetKey(k)
+			}
 		}
 		sort.Strings(keys)
 		return cfg, fmt.Errorf("config %s: unknown key(s) %s; see docs/protocol/versioning.md#configuration for the keys card.toml takes", path, strings.Join(keys, ", "))
@@ -332,6 +487,9 @@ func (c Config) Validate() error {
 		if err := spawn.CheckExtras(id, spawn.Extras{Args: a.Args, Env: a.Env}); err != nil {
 			return fmt.Errorf("[adapters.%s]: %w", id, err)
 		}
+	}
+	if err := c.Budget.validate(); err != nil {
+		return err
 	}
 	if m := c.Substrate.MCP; m != nil {
 		if (len(m.Command) == 0) == (m.URL == "") {

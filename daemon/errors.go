@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
@@ -35,6 +36,7 @@ const (
 	CodeSubstrateNotSupport int64 = -32023
 	CodeAccessDenied        int64 = -32030
 	CodeTooManySubs         int64 = -32031
+	CodeBudgetExceeded      int64 = -32050
 )
 
 // codes documents the application codes, in table order.
@@ -55,6 +57,7 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSubstrateNotSupport, Name: "substrate_not_supported", Meaning: "The substrate does not offer that operation (for example a PTY)."},
 	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the access class the method, or a param's value (permission_mode edit, ask, bypass), needs (a browser origin gets read and agents unless card.toml grants it more); data names the class, the param and the card.toml key."},
 	{Code: CodeTooManySubs, Name: "too_many_subscriptions", Meaning: "This connection already follows max_subscriptions_per_connection runs; a subscription ends with its run's last event."},
+	{Code: CodeBudgetExceeded, Name: "budget_exceeded", Meaning: "A daily or monthly budget in card.toml ([budget]) is reached, counting what the runs in flight reserve; data names the budget, its scope (an adapter or all), period, limit, spent, in_flight and resets_at."},
 	{Code: CodeSessionInUse, Name: "session_in_use", Meaning: "agents.invoke_external: this connection already has a running run under that session_id; data names it."},
 }
 
@@ -83,6 +86,7 @@ func wireError(err error) error {
 		denied     *rpc.AccessDeniedError
 		subs       *TooManySubscriptionsError
 		inUse      *SessionInUseError
+		overBudget *runs.BudgetExceededError
 	)
 	switch {
 	case errors.As(err, &inUse):
@@ -129,6 +133,12 @@ func wireError(err error) error {
 	case errors.As(err, &busy):
 		return &rpc.Error{Code: CodeTooManyRuns, Message: busy.Error(),
 			Data: map[string]any{"running": busy.Running, "max_concurrent_runs": busy.Max}}
+	case errors.As(err, &overBudget):
+		return &rpc.Error{Code: CodeBudgetExceeded, Message: overBudget.Error(),
+			Data: map[string]any{"budget": overBudget.Budget, "scope": overBudget.Scope, "period": overBudget.Period,
+				"limit": overBudget.Limit, "spent": overBudget.Spent, "in_flight": overBudget.InFlight,
+				"in_flight_runs": overBudget.InFlightRuns, "resets_at": overBudget.ResetsAt.Format(time.RFC3339),
+				"config_key": overBudget.ConfigKey()}}
 	case errors.As(err, &waitEnded):
 		// Only a client that withdrew the request reads this answer (one
 		// that went away reads nothing), and it needs the run's id to end

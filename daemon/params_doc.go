@@ -93,6 +93,11 @@ var paramDocs = func() map[string]map[string]string {
 		},
 		"runs.get":       runID,
 		"runs.subscribe": {"run_id": runID["run_id"], "after_seq": "Replay only the events after this seq (0: from the start), then follow the run live."},
+		"usage.summary": {
+			"from":    "The first day, YYYY-MM-DD (default: to).",
+			"to":      "The last day, YYYY-MM-DD (default: today).",
+			"adapter": "Only this adapter's rows and the budgets that bound its runs (its own and the overall ones).",
+		},
 		"runs.prune": {
 			"dry_run":      "Count what would be deleted; delete nothing.",
 			"max_runs":     "Keep the newest this many runs, instead of max_runs in card.toml (0: no bound on the count).",

@@ -80,6 +80,7 @@ func (d *Daemon) setupRuns() error {
 		Retention:               d.cfg.retention(),
 		CancelOnDisconnect:      d.cfg.CancelOnDisconnect,
 		ImageMemory:             spawn.NewBudget(d.cfg.Attachments.MaxBytesInFlight),
+		Budgets:                 d.cfg.budgets(),
 	})
 	if err := d.runs.EndLeftovers(ctx); err != nil {
 		return err
@@ -88,6 +89,7 @@ func (d *Daemon) setupRuns() error {
 	d.onClose(d.runs.Shutdown)
 	d.registerRuns()
 	d.registerApprovals()
+	d.registerUsage()
 	return nil
 }
 
@@ -166,15 +168,15 @@ func (d *Daemon) registerRuns() {
 		AccessRules: invokeAccessRules,
 		Summary:     "Run an installed agent on a task, inside its permission boundary, and record the run.",
 		Description: "Checks, in order: params (-32602 naming the field; an unknown id lists the known ones), the ancestry guard, " +
-			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, and the concurrency cap " +
-			"(max_concurrent_runs; a run over the cap is refused, never queued). Every invoke past params validation is recorded " +
+			"the daemon not shutting down, bypass allowed, agent installed and usable, unenforced read-only acknowledged, the concurrency cap " +
+			"(max_concurrent_runs; a run over the cap is refused, never queued), and the budgets ([budget] in card.toml). Every invoke past params validation is recorded " +
 			"as a run, refused ones with status `refused`. Without `stream` the answer is the finished run (InvokeResult: the " +
 			"agent's result plus run_id, adapter, ancestry, status — a failed run is an answer with is_error, not a JSON-RPC error). " +
 			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow it as agents.event " +
 			"notifications (never before it). A run belongs to the daemon: it " +
 			"goes on when the client disconnects unless cancel_on_disconnect = true.",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
-			CodeUnenforcedReadOnly, CodeTooManyRuns, rpc.CodeShuttingDown},
+			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, rpc.CodeShuttingDown},
 	}
 	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
 	d.registerCAR()

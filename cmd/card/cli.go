@@ -35,6 +35,7 @@ Commands:
   health    whether each agent is signed in and ready
   invoke    run an agent on a task and stream its answer
   runs      the run history; show, follow or prune runs
+  usage     what the runs used per agent per day, and the budgets left
   service   run card at login (systemd user unit, LaunchAgent or XDG autostart)
   token     rotate the token clients authenticate with
   version   print card's version
@@ -69,7 +70,7 @@ type env struct {
 // commands are card's subcommands, by name.
 var commands = map[string]func(env, []string) int{
 	"serve": env.serve, "info": env.info, "detect": env.detect, "health": env.health, "token": env.token,
-	"invoke": env.invoke, "runs": env.runs, "service": env.service, "version": env.version,
+	"invoke": env.invoke, "runs": env.runs, "usage": env.usage, "service": env.service, "version": env.version,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -21,14 +21,18 @@ type gateInput struct {
 	Running      int
 	MaxRuns      int
 	ShuttingDown bool
+	// Budget is the budget gate's refusal (nil: within every budget).
+	Budget error
 }
 
 // gate applies the checks in their documented order — guard, shutting down,
-// bypass, installed/usable, unenforced read-only, concurrency — and returns
+// bypass, installed/usable, unenforced read-only, concurrency, budgets —
+// and returns
 // the seeded ancestry (recorded on the run either way) and the first
 // refusal. The guard comes first because a looping call must be stopped
 // whatever else is wrong with it, and the cap last because it is the only
-// transient one.
+// transient ones
+// with the budgets, which reset by the calendar.
 func gate(in gateInput) ([]string, error) {
 	ref, seeded := in.Guard.Check(in.Adapter, in.InvokedBy)
 	if ref != nil {
@@ -48,6 +52,9 @@ func gate(in gateInput) ([]string, error) {
 	}
 	if in.Running >= in.MaxRuns {
 		return seeded, &TooManyRunsError{Running: in.Running, Max: in.MaxRuns}
+	}
+	if in.Budget != nil {
+		return seeded, in.Budget
 	}
 	return seeded, nil
 }

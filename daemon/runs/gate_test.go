@@ -22,6 +22,7 @@ func TestGateRefusesInTheDocumentedOrder(t *testing.T) {
 		Guard:     guard.Snapshot{MaxChain: 3},
 		BinaryErr: &detect.UnusableError{ID: "pi", Path: "/x/pi", Reason: "not executable"},
 		ReadOnly:  detect.NotEnforced, Running: 8, MaxRuns: 8, ShuttingDown: true,
+		Budget: &BudgetExceededError{Budget: "daily_usd", Scope: "all", Period: "day"},
 	}
 	steps := []struct {
 		is  func(error) bool
@@ -33,6 +34,7 @@ func TestGateRefusesInTheDocumentedOrder(t *testing.T) {
 		{isA[*detect.UnusableError], func(in *gateInput) { in.BinaryErr = nil }},
 		{isA[*UnenforcedReadOnlyError], func(in *gateInput) { in.Acknowledge = true }},
 		{isA[*TooManyRunsError], func(in *gateInput) { in.Running = 7 }},
+		{isA[*BudgetExceededError], func(in *gateInput) { in.Budget = nil }},
 	}
 	for i, s := range steps {
 		_, ref := gate(in)

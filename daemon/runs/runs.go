@@ -69,6 +69,9 @@ type Config struct {
 	// ImageMemory bounds the image bytes runs hold in memory at once
 	// (spawn.RunSpec.ImageMemory); nil: no bound.
 	ImageMemory *spawn.Budget
+	// Budgets are the daily and monthly spending limits a start is checked
+	// against.
+	Budgets Budgets
 }
 
 // Deps is what the run subsystem needs from the daemon, and no more.
@@ -103,6 +106,13 @@ type Manager struct {
 	closing bool
 	wg      sync.WaitGroup // one per live run
 
+	// budgetMu orders the budget gate's reads of the history and the
+	// reservations of runs in flight against each run's end; it is taken
+	// before mu, never inside it. reserved holds each run in flight's
+	// reservation, let go once its outcome is stored.
+	budgetMu sync.Mutex
+	reserved map[string]reservation
+
 	// The pruner: recorded counts runs written since the last prune, and
 	// a burst past pruneAfter kicks a prune before the ticker would.
 	recorded   atomic.Int64
@@ -117,7 +127,7 @@ func New(deps Deps, cfg Config) *Manager {
 	if deps.Log == nil {
 		deps.Log = zap.NewNop()
 	}
-	m := &Manager{deps: deps, cfg: cfg, store: deps.Store, log: deps.Log, live: map[string]*Run{}, pruneKick: make(chan struct{}, 1)}
+	m := &Manager{deps: deps, cfg: cfg, store: deps.Store, log: deps.Log, live: map[string]*Run{}, reserved: map[string]reservation{}, pruneKick: make(chan struct{}, 1)}
 	if n := cfg.Retention.MaxRuns; n > 0 {
 		m.pruneAfter = int64(min(max(n/10, 10), 1000))
 	}

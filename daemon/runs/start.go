@@ -129,15 +129,27 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	rec.SetTask(req.Task, keep)
 	rec.Attachments = m.recordable(rec.Attachments)
 
+	// With a budget on the adapter, the history is read and the
+	// reservation taken under budgetMu, held until the run is counted in
+	// flight or refused.
+	var budgetErr error
+	var res reservation
+	unlockBudget := func() {}
+	if m.cfg.Budgets.active(req.Adapter) {
+		m.budgetMu.Lock()
+		unlockBudget = m.budgetMu.Unlock
+		res, budgetErr = m.checkBudgets(ctx, req.Adapter)
+	}
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
 		Adapter: req.Adapter, InvokedBy: req.InvokedBy, Mode: req.Mode, Acknowledge: req.AcknowledgeUnenforcedReadOnly,
 		Guard: m.deps.Guard, AllowBypass: m.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
-		Running: m.running, MaxRuns: m.cfg.MaxConcurrentRuns, ShuttingDown: m.closing,
+		Running: m.running, MaxRuns: m.cfg.MaxConcurrentRuns, ShuttingDown: m.closing, Budget: budgetErr,
 	})
 	rec.Ancestry = seeded
 	if refusal != nil {
 		m.mu.Unlock()
+		unlockBudget()
 		if req.Discard != nil {
 			req.Discard()
 		}
@@ -158,11 +170,16 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	m.live[rec.RunID] = lr
 	m.running++ // the slot is held while the attachments are read and the row is written
 	m.mu.Unlock()
+	if m.cfg.Budgets.active(req.Adapter) {
+		m.reserved[rec.RunID] = res
+	}
+	unlockBudget()
 	unstart := func() {
 		m.mu.Lock()
 		delete(m.live, rec.RunID)
 		m.running--
 		m.mu.Unlock()
+		m.unreserve(rec.RunID)
 		cancelCause(nil)
 	}
 
@@ -204,6 +221,13 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		m.execute(runCtx, lr, plan, req.Task, release)
 	}()
 	return lr, nil
+}
+
+// unreserve lets go of a run's budget reservation.
+func (m *Manager) unreserve(id string) {
+	m.budgetMu.Lock()
+	delete(m.reserved, id)
+	m.budgetMu.Unlock()
 }
 
 // recordable is what the record keeps of attachments: a name
@@ -263,6 +287,9 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	if err := m.store.Finish(context.Background(), lr.id, finish(res, err, status, lr.log.droppedCount())); err != nil {
 		m.log.Error("could not record how a run ended", zap.String("run_id", lr.id), zap.Error(err))
 	}
+	// Only now that its cost is in the history does the run stop holding
+	// its reservation against the budgets.
+	m.unreserve(lr.id)
 	m.log.Info("run ended", zap.String("run_id", lr.id), zap.String("adapter", lr.adapter), zap.String("status", string(status)),
 		zap.Int64("duration_ms", res.DurationMs))
 	// The outcome is in the store before any client hears "done", so a
