@@ -189,6 +189,7 @@ func Build(bin string, req Request) (Plan, error) {
 		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
 	}
 	p.MaxAPIRetries = req.APIRetries()
+	p.Stall = req.Watchdog()
 	return p, nil
 }
 
@@ -228,6 +229,8 @@ type Plan struct {
 	// Build sets it from the request, and also hands it to the CLI's own
 	// retry setting where the CLI has one; 0 allows none.
 	MaxAPIRetries int
+	// Stall is the run's watchdog; the zero value watches nothing.
+	Stall Watchdog
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.
