@@ -166,6 +166,12 @@ func TestWatchdogRequestFieldsThatMeanNothingAreRefusedNamingTheField(t *testing
 		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
 		assert.Equal(t, c.field, errData(t, re)["field"])
 	}
+	// CAR's invoke checks them the same.
+	_, err := d.Client.InvokeExternal(daemontest.Context(t), daemon.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong",
+		Cwd: t.TempDir(), StallSecs: n(5), StallKillSecs: n(5)})
+	re := rpcCode(t, err)
+	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, "stall_kill_secs", errData(t, re)["field"])
 	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir(),
 		StallSecs: n(900), StallKillSecs: n(0)})
 	require.NoError(t, err)
