@@ -77,6 +77,8 @@ type ExternalInvokeParams struct {
 	Resume                        string `json:"resume,omitempty"`
 	DiscardSession                bool   `json:"discard_session,omitempty"`
 	MaxAPIRetries                 *int   `json:"max_api_retries,omitempty"`
+	StallSecs                     *int   `json:"stall_secs,omitempty"`
+	StallKillSecs                 *int   `json:"stall_kill_secs,omitempty"`
 	ApprovalTimeoutSecs           int    `json:"approval_timeout_secs,omitempty"`
 	AcknowledgeUnenforcedReadOnly bool   `json:"acknowledge_unenforced_read_only,omitempty"`
 }

@@ -18,6 +18,11 @@ const (
 	// stop the run (Codex's "Model metadata ... not found"): a client shows
 	// it as a notice, never as a failure.
 	EventWarning = "warning"
+	// EventStalled says the agent has printed nothing for the run's
+	// stall_secs while no question waited and no announced retry was
+	// pending; it carries QuietMs and KillAfterMs. Output after it puts
+	// the run back to working without an event of its own.
+	EventStalled = "stalled"
 	EventOther   = "other"
 )
 
@@ -43,6 +48,9 @@ const (
 	KindBadInput           = "bad_input"
 	KindConfig             = "config"
 	KindTool               = "tool"
+	// KindStalled is a run the watchdog ended: no output from the agent
+	// for stall_kill_secs.
+	KindStalled = "stalled"
 )
 
 // Event is one step of a run as a client sees it; it goes on the wire inside
@@ -61,9 +69,14 @@ type Event struct {
 	Output  string `json:"output,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
 	// Attempt, MaxAttempts, DelayMs belong to "retry".
-	Attempt     int    `json:"attempt,omitempty"`
-	MaxAttempts int    `json:"max_attempts,omitempty"`
-	DelayMs     int64  `json:"delay_ms,omitempty"`
+	Attempt     int   `json:"attempt,omitempty"`
+	MaxAttempts int   `json:"max_attempts,omitempty"`
+	DelayMs     int64 `json:"delay_ms,omitempty"`
+	// QuietMs and KillAfterMs belong to "stalled": how long the agent has
+	// been silent, and its silence after which the run is ended (absent
+	// when the watchdog only warns).
+	QuietMs     int64  `json:"quiet_ms,omitempty"`
+	KillAfterMs int64  `json:"kill_after_ms,omitempty"`
 	Usage       *Usage `json:"usage,omitempty"`
 	// Error is the message of an "error" event, or why a retry happened.
 	Error string `json:"error,omitempty"`

@@ -111,6 +111,16 @@ type InvokeParams struct {
 	// max_api_retries (default 3). A refused key gets at most one retry,
 	// for a login token that expired.
 	MaxAPIRetries *int `json:"max_api_retries,omitempty"`
+	// StallSecs is the watchdog's warning: after this many seconds with
+	// no output from the agent (no question waiting, no announced retry
+	// pending) the run is "stalled" and a stalled event is sent; 1 to
+	// 3600, omitted card.toml's stall_secs (default 300).
+	StallSecs *int `json:"stall_secs,omitempty"`
+	// StallKillSecs ends the run (kind stalled, its process group gone)
+	// after this many seconds of such silence: 0 never, else more than
+	// StallSecs and at most 3600; omitted card.toml's stall_kill_secs
+	// (default 0).
+	StallKillSecs *int `json:"stall_kill_secs,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`

@@ -21,6 +21,24 @@ const (
 	StatusInterrupted Status = "interrupted"
 )
 
+// RunState is what a running run is doing now, as its watchdog sees it.
+type RunState string
+
+const (
+	// StateStarting: the agent has printed nothing yet.
+	StateStarting RunState = "starting"
+	// StateWorking: the agent printed within its stall_secs.
+	StateWorking RunState = "working"
+	// StateWaitingApproval: a question of an ask-mode run waits for its
+	// answer; the watchdog's clock is paused.
+	StateWaitingApproval RunState = "waiting_approval"
+	// StateWaitingAPI: the agent announced a retry of its model call with
+	// a delay, and the delay has not passed; the clock is paused.
+	StateWaitingAPI RunState = "waiting_api"
+	// StateStalled: the agent has printed nothing for stall_secs.
+	StateStalled RunState = "stalled"
+)
+
 // Statuses lists every status, in lifecycle order.
 var Statuses = []Status{StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled, StatusTimedOut, StatusRefused, StatusInterrupted}
 
@@ -44,6 +62,10 @@ type Run struct {
 	RunID   string `json:"run_id"`
 	Adapter string `json:"adapter"`
 	Status  Status `json:"status"`
+	// State is what a running run is doing (starting, working,
+	// waiting_approval, waiting_api, stalled); absent once it has ended.
+	// It is live, never stored.
+	State RunState `json:"state,omitempty"`
 	// InvokedBy is the caller's own adapter id as it named itself, if it did.
 	InvokedBy string `json:"invoked_by,omitempty"`
 	// Ancestry is the seeded chain the guard judged this run against.

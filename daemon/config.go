@@ -98,6 +98,13 @@ type Config struct {
 	// model call when the request names none.
 	MaxAPIRetries int `toml:"max_api_retries"`
 
+	// StallSecs and StallKillSecs are a run's watchdog when the request
+	// names none: the silence after which it is marked stalled, and the
+	// silence after which it is ended (0: never). See spawn's watchdog for
+	// how the defaults were chosen.
+	StallSecs     int `toml:"stall_secs"`
+	StallKillSecs int `toml:"stall_kill_secs"`
+
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
 
@@ -334,6 +341,7 @@ func DefaultConfig() Config {
 		ProbeTimeoutSec:         5,
 		LoginShellPath:          &loginShellPath,
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
+		StallSecs:               spawn.DefaultStallSecs,
 		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
 	}
 }
@@ -476,6 +484,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
 		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
+	}
+	if c.StallSecs < 1 || c.StallSecs > spawn.MaxStallSecs {
+		return fmt.Errorf("stall_secs = %d is outside 1..%d (seconds of silence before a run is marked stalled)", c.StallSecs, spawn.MaxStallSecs)
+	}
+	if k := c.StallKillSecs; k != 0 && (k <= c.StallSecs || k > spawn.MaxStallSecs) {
+		return fmt.Errorf("stall_kill_secs = %d must be 0 (never end a run for its silence) or more than stall_secs = %d and at most %d", k, c.StallSecs, spawn.MaxStallSecs)
 	}
 	if c.ApprovalTimeoutSecs > MaxApprovalTimeoutSecs {
 		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, MaxApprovalTimeoutSecs)

@@ -106,6 +106,14 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 		n := d.cfg.MaxAPIRetries
 		req.MaxAPIRetries = &n
 	}
+	if req.StallSecs == nil {
+		n := d.cfg.StallSecs
+		req.StallSecs = &n
+	}
+	if req.StallKillSecs == nil {
+		n := d.cfg.StallKillSecs
+		req.StallKillSecs = &n
+	}
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
 	// Bypass is the gate's to refuse (after the guard, with its own code),
@@ -268,6 +276,8 @@ func spawnRequestOf(p *InvokeParams) spawn.Request {
 		Cwd:                p.Cwd,
 		MCPEndpoint:        p.MCPEndpoint,
 		MaxAPIRetries:      p.MaxAPIRetries,
+		StallSecs:          p.StallSecs,
+		StallKillSecs:      p.StallKillSecs,
 	}
 }
 

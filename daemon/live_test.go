@@ -105,3 +105,75 @@ func TestTheRetryBoundReachesTheAgentFromTheRequestOrCardToml(t *testing.T) {
 		assert.Contains(t, re.Message, "between 0 and 10")
 	}
 }
+
+// An agent that goes silent (here: it printed its init and then sleeps, as
+// Claude Code does waiting on an API that never answers) is shown stalled by
+// runs.get, gets one stalled event, and is ended with kind stalled, its
+// processes gone, under the request's watchdog; card.toml's keys apply when
+// the request names none.
+func TestASilentAgentIsStalledThenEndedWithKindStalled(t *testing.T) {
+	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-partial.jsonl", "stall_secs = 1\nstall_kill_secs = 3\n")
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "LINGER", Cwd: t.TempDir()}, nil)
+	require.NoError(t, err)
+	var seen []string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		rec, err := d.Client.Run(daemontest.Context(t), acc.RunID)
+		require.NoError(t, err)
+		if rec.Status != store.StatusRunning {
+			assert.Empty(t, rec.State, "an ended run has no state")
+			break
+		}
+		if s := string(rec.State); len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Contains(t, seen, "stalled", "runs.get showed %v", seen)
+	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
+	last := got[len(got)-1]
+	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(got))
+	require.NotNil(t, last.Result.Error)
+	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind)
+	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 3")
+	var stalled []daemon.AgentEvent
+	for _, ev := range got {
+		if ev.Kind == spawn.EventStalled {
+			stalled = append(stalled, ev)
+		}
+	}
+	require.Len(t, stalled, 1, daemontest.Kinds(got))
+	assert.EqualValues(t, 3000, stalled[0].KillAfterMs)
+	assert.GreaterOrEqual(t, stalled[0].QuietMs, int64(1000))
+	waitNoProcesses(t, acc.RunID, 5*time.Second)
+}
+
+func TestWatchdogRequestFieldsThatMeanNothingAreRefusedNamingTheField(t *testing.T) {
+	d, _, _ := liveClaude(t, "spawn/testdata/claude-stream-success.jsonl", "stall_kill_secs = 600\n")
+	n := func(v int) *int { return &v }
+	for _, c := range []struct {
+		stall, kill *int
+		field       string
+	}{
+		{n(0), nil, "stall_secs"}, {n(-1), nil, "stall_secs"}, {n(3601), nil, "stall_secs"},
+		{nil, n(-3), "stall_kill_secs"}, {n(10), n(10), "stall_kill_secs"}, {n(10), n(99999), "stall_kill_secs"},
+		// card.toml's kill of 600 s is not more than this request's warning.
+		{n(900), nil, "stall_kill_secs"},
+	} {
+		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir(),
+			StallSecs: c.stall, StallKillSecs: c.kill})
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, c.field, errData(t, re)["field"])
+	}
+	// CAR's invoke checks them the same.
+	_, err := d.Client.InvokeExternal(daemontest.Context(t), daemon.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong",
+		Cwd: t.TempDir(), StallSecs: n(5), StallKillSecs: n(5)})
+	re := rpcCode(t, err)
+	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, "stall_kill_secs", errData(t, re)["field"])
+	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir(),
+		StallSecs: n(900), StallKillSecs: n(0)})
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusSucceeded, res.Status)
+}

@@ -201,6 +201,7 @@ func Build(bin string, req Request) (Plan, error) {
 	// A conversation's child does not exit by itself after its answer
 	// (card ends it once the turn is over), so it keeps its pipe.
 	p.StdoutToFile = a.StdoutToFile && p.Session == nil
+	p.Stall = req.Watchdog()
 	return p, nil
 }
 
@@ -246,6 +247,8 @@ type Plan struct {
 	// CLI that calls process.exit right after a big write still has all of
 	// it read. The output limit holds on the file's size as well.
 	StdoutToFile bool
+	// Stall is the run's watchdog; the zero value watches nothing.
+	Stall Watchdog
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

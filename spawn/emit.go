@@ -23,6 +23,8 @@ type emitter struct {
 	parser  Parser
 	guard   *retryGuard
 	end     func(*Failure)
+	// watch sees each event (a retry's delay pauses it); nil: none.
+	watch *watchdog
 
 	grace   time.Duration
 	netDown *time.Timer // running while the API is out of reach
@@ -85,6 +87,9 @@ func (e *emitter) emitLocked(evs []Event) {
 				e.end(unreachableFailure(msg, e.grace))
 			})
 		}
+		if e.watch != nil {
+			e.watch.event(ev)
+		}
 		if e.onEvent != nil {
 			e.onEvent(*ev)
 		}
@@ -93,6 +98,18 @@ func (e *emitter) emitLocked(evs []Event) {
 			e.end(v.end)
 		}
 	}
+}
+
+// endRun ends the run for the watchdog; what the agent prints after is not
+// sent, as after the guard's ending.
+func (e *emitter) endRun(f *Failure) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended || e.stopped {
+		return
+	}
+	e.ended = true
+	e.end(f)
 }
 
 // stop ends the network grace, once the child is gone.

@@ -22,6 +22,7 @@ const (
 	EventUsage             = api.EventUsage
 	EventError             = api.EventError
 	EventWarning           = api.EventWarning
+	EventStalled           = api.EventStalled
 	EventOther             = api.EventOther
 	KindSpawn              = api.KindSpawn
 	KindTimeout            = api.KindTimeout
@@ -39,6 +40,7 @@ const (
 	KindBadInput           = api.KindBadInput
 	KindConfig             = api.KindConfig
 	KindTool               = api.KindTool
+	KindStalled            = api.KindStalled
 )
 
 // The wire types of a run's events and result live in package api; these
@@ -68,9 +70,12 @@ type Event struct {
 	Output  string `json:"output,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
 	// Attempt, MaxAttempts, DelayMs belong to "retry".
-	Attempt     int    `json:"attempt,omitempty"`
-	MaxAttempts int    `json:"max_attempts,omitempty"`
-	DelayMs     int64  `json:"delay_ms,omitempty"`
+	Attempt     int   `json:"attempt,omitempty"`
+	MaxAttempts int   `json:"max_attempts,omitempty"`
+	DelayMs     int64 `json:"delay_ms,omitempty"`
+	// QuietMs and KillAfterMs belong to "stalled".
+	QuietMs     int64  `json:"quiet_ms,omitempty"`
+	KillAfterMs int64  `json:"kill_after_ms,omitempty"`
 	Usage       *Usage `json:"usage,omitempty"`
 	// Error is the message of an "error" event, or why a retry happened.
 	Error string `json:"error,omitempty"`
@@ -94,6 +99,7 @@ func (e Event) Wire() api.Event {
 	return api.Event{
 		Kind: e.Kind, SessionID: e.SessionID, Model: e.Model, Text: e.Text, Delta: e.Delta, Tool: e.Tool,
 		Output: e.Output, IsError: e.IsError, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs,
+		QuietMs: e.QuietMs, KillAfterMs: e.KillAfterMs,
 		Usage: e.Usage, Error: e.Error, Type: e.Type, Raw: e.Raw,
 	}
 }

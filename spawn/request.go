@@ -89,6 +89,22 @@ type Request struct {
 	// MaxAPIRetries bounds the agent's own retries of a failed model call
 	// (rate limit, overload, network); nil means DefaultMaxAPIRetries.
 	MaxAPIRetries *int
+	// StallSecs and StallKillSecs are the run's watchdog (Watchdog): nil
+	// means DefaultStallSecs and no kill.
+	StallSecs     *int
+	StallKillSecs *int
+}
+
+// Watchdog is the request's watchdog, with the defaults filled in.
+func (r Request) Watchdog() Watchdog {
+	w := Watchdog{After: DefaultStallSecs * time.Second}
+	if r.StallSecs != nil {
+		w.After = time.Duration(*r.StallSecs) * time.Second
+	}
+	if r.StallKillSecs != nil {
+		w.KillAfter = time.Duration(*r.StallKillSecs) * time.Second
+	}
+	return w
 }
 
 // APIRetries is the request's retry bound, with the default filled in.
@@ -164,6 +180,9 @@ func (r Request) Validate() error {
 	}
 	if n := r.APIRetries(); n < 0 || n > MaxAPIRetriesLimit {
 		return &FieldError{"max_api_retries", fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
+	}
+	if err := r.checkWatchdog(); err != nil {
+		return err
 	}
 	if r.MaxTurns < 0 {
 		return &FieldError{"max_turns", "must be a positive number of turns (or omitted)"}
@@ -332,4 +351,26 @@ func IsRequestError(err error) bool {
 	var fe *FieldError
 	var be *BypassRefusedError
 	return errors.As(err, &fe) || errors.As(err, &be)
+}
+
+// checkWatchdog refuses a watchdog that means nothing: a warning of no
+// silence at all or past any run's deadline, or a kill that would come
+// before the warning.
+func (r Request) checkWatchdog() error {
+	stall := DefaultStallSecs
+	if r.StallSecs != nil {
+		stall = *r.StallSecs
+		if stall < 1 || stall > MaxStallSecs {
+			return &FieldError{"stall_secs", fmt.Sprintf("must be between 1 and %d seconds of silence (default %d)", MaxStallSecs, DefaultStallSecs)}
+		}
+	}
+	if r.StallKillSecs == nil || *r.StallKillSecs == 0 {
+		return nil
+	}
+	if k := *r.StallKillSecs; k < 0 || k > MaxStallSecs {
+		return &FieldError{"stall_kill_secs", fmt.Sprintf("must be 0 (never end a run for its silence) or between stall_secs and %d seconds", MaxStallSecs)}
+	} else if k <= stall {
+		return &FieldError{"stall_kill_secs", fmt.Sprintf("%d must be more than stall_secs (%d): the run is marked stalled before it is ended", k, stall)}
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -71,6 +72,9 @@ type RunSpec struct {
 	OnStart func(pid, pgid int)
 	// OnEvent receives events in order, never concurrently.
 	OnEvent func(Event)
+	// OnState is told each change of what the run is doing (starting
+	// first), in order; it must not block.
+	OnState func(api.RunState)
 	// Parser reads stdout; nil means every line becomes an "other" event.
 	// A plan with a Session is read by its protocol's conversation, and
 	// Parser is not used.
@@ -147,6 +151,7 @@ type prepared struct {
 	lim     Limits
 	command string // the argv for messages, never the prompt
 	conv    conversation
+	watch   *watchdog
 
 	prog       string // the program's resolved path
 	args       []string
@@ -224,8 +229,13 @@ func prepare(ctx context.Context, spec RunSpec) (*prepared, *Error) {
 			}
 		}
 	}
+	p.watch = newWatchdog(p.plan.Stall, spec.OnState)
+	if spec.Approver != nil {
+		// A question waiting for a person is not the agent being silent.
+		p.spec.Approver = watchedApprover{Approver: spec.Approver, w: p.watch}
+	}
 	if p.plan.Ask != nil {
-		stop, err := openAsk(&p.plan, spec.Approver)
+		stop, err := openAsk(&p.plan, p.spec.Approver)
 		if err != nil {
 			return p, p.early(KindSpawn, "could not open the run's ask channel: "+err.Error(), err)
 		}
@@ -382,12 +392,16 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 	r := &run{lim: lim, pgid: c.pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
 		ended: make(chan struct{}), groupGone: make(chan struct{}),
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
+	r.watch = p.watch
 	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, r.end)
+	ev.watch = p.watch
+	p.watch.emit = func(e Event) { ev.emit([]Event{e}) }
+	p.watch.end = ev.endRun
 	if sp, ok := p.spec.Parser.(StderrParser); ok {
 		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
 	}
 	var wg, ioWG sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	ioWG.Add(2)
 	lines := feedStdin(ctx, p, r, ev, &ioWG)
 	r.stdoutSrc = r.stdout.f
@@ -415,6 +429,10 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 	go func() { // the group's end: by deadline, cancel, limit, or after the leader
 		defer wg.Done()
 		r.supervise(ctx)
+	}()
+	go func() { // the agent's silence, until the leader exits
+		defer wg.Done()
+		p.watch.watch(r.exited)
 	}()
 
 	stdoutBytes := r.readStdout(func(line []byte) {

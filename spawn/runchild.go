@@ -59,6 +59,9 @@ type run struct {
 	groupGone    chan struct{}
 
 	stderrTail *proc.Capped
+
+	// watch is told of every byte the agent prints.
+	watch *watchdog
 }
 
 // closer closes a pipe end once, from whichever goroutine gets there first;
@@ -71,6 +74,9 @@ type closer struct {
 func (c *closer) close() { c.once.Do(func() { c.f.Close() }) }
 
 func (r *run) count(n int) {
+	if r.watch != nil && n > 0 {
+		r.watch.touch()
+	}
 	if r.total.Add(int64(n)) > r.lim.MaxOutput {
 		r.limOnce.Do(func() { close(r.limitHit) })
 	}

@@ -221,7 +221,7 @@ func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
 	if err != nil {
 		return Record{}, notFound(id, err)
 	}
-	rec := Record{Run: run}
+	rec := Record{Run: m.withState(run)}
 	if run.PermissionMode == string(spawn.ModeAsk) {
 		var total int
 		if rec.Approvals, total, err = m.approvalsOf(ctx, id); err != nil {
@@ -240,7 +240,22 @@ func (m *Manager) List(ctx context.Context, q store.ListQuery) ([]store.Run, err
 	if runs == nil && err == nil {
 		runs = []store.Run{}
 	}
+	for i := range runs {
+		runs[i] = m.withState(runs[i])
+	}
 	return runs, err
+}
+
+// withState is run with its live state, while it is running: the state is
+// never stored, since it means nothing once the run has ended.
+func (m *Manager) withState(run store.Run) store.Run {
+	if run.Status != store.StatusRunning {
+		return run
+	}
+	if lr := m.lookup(run.RunID); lr != nil && !lr.log.isEnded() {
+		run.State = lr.State()
+	}
+	return run
 }
 
 // Cancel ends a live run and waits for its outcome to be recorded. A run

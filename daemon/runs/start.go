@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -77,6 +78,18 @@ type Run struct {
 	approvals *approvals
 	// dropped are the attachments the agent was not given.
 	dropped []DroppedAttachment
+	// state is what the run is doing (an api.RunState), as the runner's
+	// watchdog last said; runs.get and runs.list show it while it runs.
+	state atomic.Value
+}
+
+// State is what the running run is doing now: starting until the runner
+// says otherwise.
+func (r *Run) State() api.RunState {
+	if s, ok := r.state.Load().(api.RunState); ok {
+		return s
+	}
+	return api.StateStarting
 }
 
 // ID is the run's id.
@@ -264,6 +277,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 				m.log.Warn("could not record the run's process group", zap.String("run_id", lr.id), zap.Error(err))
 			}
 		},
+		OnState: func(s api.RunState) { lr.state.Store(s) },
 		OnEvent: func(ev spawn.Event) {
 			kind := ev.Kind
 			if kind == spawn.EventError {

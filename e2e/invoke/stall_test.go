@@ -1,0 +1,96 @@
+package invoke_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/spawn"
+)
+
+// claudeCase is the Claude Code case of cases().
+func claudeCase(t *testing.T) cliCase {
+	t.Helper()
+	for _, c := range cases() {
+		if c.adapter == "claude-code" {
+			return c
+		}
+	}
+	t.Fatal("no claude-code case")
+	return cliCase{}
+}
+
+// The real Claude Code against an API that takes the request and never
+// answers (the stream opened, then nothing): the run is stalled after
+// stall_secs of silence, with one stalled event, then ended with kind
+// stalled after stall_kill_secs, every process of its group gone.
+func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
+	tc := claudeCase(t)
+	bin := standin.CLI(t, tc.bin)
+	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Stall: true}, false))
+	stall, kill := 2, 5
+	acc, err := sess.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: tc.adapter, Task: "say pong", Cwd: sess.cwd,
+		TimeoutSecs: 120, StallSecs: &stall, StallKillSecs: &kill}, nil)
+	require.NoError(t, err)
+
+	// While it is stalled: its state says so, and its group is alive.
+	var pgid int
+	var members []int
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		rec, err := sess.c.Run(daemontest.Context(t), acc.RunID)
+		require.NoError(t, err)
+		if rec.Status != api.StatusRunning {
+			break
+		}
+		if rec.State == api.StateStalled && rec.Pgid != 0 {
+			pgid = rec.Pgid
+			members, _ = proc.GroupMembers(pgid)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NotZero(t, pgid, "runs.get never showed the run stalled")
+	require.NotEmpty(t, members, "the stalled run's group %d had no live process", pgid)
+
+	evs := sess.events.WaitEnd(t, acc.RunID, 60*time.Second)
+	last := evs[len(evs)-1]
+	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(evs))
+	require.NotNil(t, last.Result.Error)
+	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind, last.Result.Error.Message)
+	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 5")
+	stalled := ofKind(evs, spawn.EventStalled)
+	require.Len(t, stalled, 1, daemontest.Kinds(evs))
+	assert.EqualValues(t, 5000, stalled[0].KillAfterMs)
+	quietFor := sess.arrived.of(last).Sub(sess.arrived.of(evs[len(evs)-2]))
+	t.Logf("claude-code: stalled after %d ms of silence; ended %v after the event before it; group %d had %d processes",
+		stalled[0].QuietMs, quietFor.Round(time.Millisecond), pgid, len(members))
+	left, _ := proc.GroupMembers(pgid)
+	assert.Empty(t, left, "process group %d outlived the run", pgid)
+	for _, pid := range members {
+		assert.False(t, proc.Alive(pid), "process %d of the group outlived the run", pid)
+	}
+}
+
+// The real Claude Code against an API that answers slowly but steadily (a
+// word a second): with stall_secs 2 and stall_kill_secs 4 the run is never
+// stalled and succeeds with the whole answer.
+func TestASlowButSteadyAPINeverStallsTheRealClaude(t *testing.T) {
+	tc := claudeCase(t)
+	bin := standin.CLI(t, tc.bin)
+	const answer = "one two three four five six"
+	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: time.Second}, false))
+	stall, kill := 2, 4
+	evs, _ := sess.invoke(t, daemon.InvokeParams{ID: tc.adapter, Task: "count slowly", StallSecs: &stall, StallKillSecs: &kill})
+	last := evs[len(evs)-1]
+	require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
+	assert.Equal(t, answer, last.Result.Answer)
+	assert.Empty(t, ofKind(evs, spawn.EventStalled), daemontest.Kinds(evs))
+}
