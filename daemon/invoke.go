@@ -268,6 +268,8 @@ func spawnRequestOf(p *InvokeParams) spawn.Request {
 		Cwd:                p.Cwd,
 		MCPEndpoint:        p.MCPEndpoint,
 		MaxAPIRetries:      p.MaxAPIRetries,
+		MaxCostUSD:         p.MaxCostUSD,
+		MaxTokens:          p.MaxTokens,
 	}
 }
 

@@ -43,6 +43,9 @@ type Driver struct {
 	// Session is the protocol the agent speaks over stdio when it cannot
 	// run one-shot (its ask mode).
 	Session SessionDriver
+	// Caps is how the CLI's run is held to a request's max_cost_usd and
+	// max_tokens.
+	Caps CapsDriver
 }
 
 // MCPHandover is how a CLI is handed one HTTP MCP server for one run:
@@ -124,6 +127,9 @@ func (d Driver) check() error {
 			return fmt.Errorf("the driver for %q has no %s", d.For, f.name)
 		}
 	}
+	if n := countTrue(d.Caps.CostFlag != nil, d.Caps.CostReported, d.Caps.NoCost != ""); n != 1 || d.Caps.TokensWhen == "" {
+		return fmt.Errorf("the driver for %q must say how it holds max_cost_usd (Caps.CostFlag, Caps.CostReported or Caps.NoCost, one of them) and when its CLI reports tokens (Caps.TokensWhen)", d.For)
+	}
 	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
 		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)
 	}
@@ -189,6 +195,9 @@ func Build(bin string, req Request) (Plan, error) {
 		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
 	}
 	p.MaxAPIRetries = req.APIRetries()
+	if err := withCaps(&p, a, req); err != nil {
+		return Plan{}, err
+	}
 	return p, nil
 }
 
@@ -228,6 +237,9 @@ type Plan struct {
 	// Build sets it from the request, and also hands it to the CLI's own
 	// retry setting where the CLI has one; 0 allows none.
 	MaxAPIRetries int
+	// Caps are the request's max_cost_usd and max_tokens as the runner
+	// enforces them; nil when the request set neither.
+	Caps *PlanCaps
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -169,7 +169,11 @@ func (p *claudeParser) Feed(line []byte) []Event {
 			p.resultUsage = Usage{InputTokens: r.Usage.InputTokens + r.Usage.CacheCreationInputTokens,
 				OutputTokens: r.Usage.OutputTokens, CachedInputTokens: r.Usage.CacheReadInputTokens}
 			u := p.resultUsage
-			return []Event{{Kind: EventUsage, Usage: &u}}
+			ev := Event{Kind: EventUsage, Usage: &u}
+			if r.TotalCostUSD != nil {
+				ev.costUSD = *r.TotalCostUSD
+			}
+			return []Event{ev}
 		}
 		return nil
 	}
@@ -280,10 +284,15 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 		if kind == KindAPI && classifyMessage(msg) == KindNetwork {
 			kind = KindNetwork
 		}
-		if r.subtype == "error_max_turns" {
+		switch {
+		case r.subtype == "error_max_turns":
 			kind = KindMaxTurns
 			msg = fmt.Sprintf("claude stopped at the turn cap after %d turns; raise max_turns or narrow the task", r.NumTurns)
-		} else if msg == "" && len(r.Errors) > 0 {
+		case r.subtype == "error_max_budget_usd":
+			// --max-budget-usd passed: the runner words it with the cap.
+			kind = KindBudget
+			msg = "claude stopped at its spending cap (--max-budget-usd)"
+		case msg == "" && len(r.Errors) > 0:
 			msg = strings.Join(r.Errors, "; ")
 		}
 		if msg == "" {

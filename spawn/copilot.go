@@ -135,4 +135,8 @@ var copilotDriver = Driver{
 		p.Args = append(p.Args, "--additional-mcp-config", "@"+p.privateFile("mcp.json", mcpConfig(endpoint, map[string]any{"tools": []string{"*"}})), "--allow-tool", MCPServerName)
 	}},
 	Session: SessionDriver{Protocol: ProtocolACP, New: acpSession(copilotACP)},
+	Caps: CapsDriver{
+		NoCost:     "copilot reports no cost; its own cap (--max-ai-credits) counts AI credits, not dollars, from 30 up",
+		TokensWhen: TokensPerCall, // assistant.usage after each model call
+	},
 }

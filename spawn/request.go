@@ -89,6 +89,10 @@ type Request struct {
 	// MaxAPIRetries bounds the agent's own retries of a failed model call
 	// (rate limit, overload, network); nil means DefaultMaxAPIRetries.
 	MaxAPIRetries *int
+	// MaxCostUSD and MaxTokens are the request's caps (nil: none); see
+	// Caps for how each adapter enforces them.
+	MaxCostUSD *float64
+	MaxTokens  *int64
 }
 
 // APIRetries is the request's retry bound, with the default filled in.
@@ -164,6 +168,9 @@ func (r Request) Validate() error {
 	}
 	if n := r.APIRetries(); n < 0 || n > MaxAPIRetriesLimit {
 		return &FieldError{"max_api_retries", fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
+	}
+	if err := checkCaps(r.MaxCostUSD, r.MaxTokens); err != nil {
+		return err
 	}
 	if r.MaxTurns < 0 {
 		return &FieldError{"max_turns", "must be a positive number of turns (or omitted)"}

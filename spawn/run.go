@@ -347,6 +347,9 @@ type collected struct {
 	r           *run
 	stdoutBytes int64
 	dur         time.Duration
+	// capUsage is the usage the cap guard added up (zero without caps),
+	// for a result whose parser kept none.
+	capUsage Usage
 }
 
 // collect owns the child's life after it starts: the prompt or the
@@ -360,7 +363,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 	r := &run{lim: lim, pgid: c.pgid, exited: make(chan struct{}), limitHit: make(chan struct{}), ioDone: make(chan struct{}),
 		ended: make(chan struct{}),
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
-	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, r.end)
+	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, p.plan.Caps, r.end)
 	if sp, ok := p.spec.Parser.(StderrParser); ok {
 		r.stderrLines = func(line []byte) { ev.feedStderr(sp, line) }
 	}
@@ -409,7 +412,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		// was counted: the limit still decides the run.
 		r.reason = reasonLimit
 	}
-	return collected{r: r, stdoutBytes: stdoutBytes, dur: dur}
+	return collected{r: r, stdoutBytes: stdoutBytes, dur: dur, capUsage: ev.caps.reported()}
 }
 
 // feedStdin starts what writes the child's stdin and closes it after: the
@@ -465,6 +468,11 @@ func classify(ctx context.Context, p *prepared, c *started, out collected) (Resu
 	if res.DurationMs == 0 {
 		res.DurationMs = out.dur.Milliseconds()
 	}
+	if res.Usage == (Usage{}) {
+		// A run the cap ended before the CLI's own summary still records
+		// what it used.
+		res.Usage = out.capUsage
+	}
 	excerpt := stderrExcerpt(tail)
 	e := &Error{Command: p.command, ExitCode: exitCode, StderrExcerpt: excerpt}
 	program := filepath.Base(p.plan.Program)
@@ -479,6 +487,11 @@ func classify(ctx context.Context, p *prepared, c *started, out collected) (Resu
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", p.lim.MaxOutput)
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
+		if e.Kind == KindBudget && p.plan.Caps != nil && p.plan.Caps.CostByCLI {
+			// The CLI stopped at its own spending flag: say it in the
+			// words of the cap the client set.
+			e.Message = p.plan.Caps.capMessage(res)
+		}
 	case p.conv != nil:
 		// The turn ended as the protocol says it ends; how the child
 		// went after (card ends it) says nothing about the run.
