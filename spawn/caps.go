@@ -174,7 +174,11 @@ func (c *PlanCaps) capMessage(res Result) string {
 	if res.CostUSD != nil {
 		spent = *res.CostUSD
 	}
-	return costPassed(c.MaxCostUSD, spent, res.Usage, c.Program)
+	msg := costPassed(c.MaxCostUSD, spent, res.Usage, c.Program)
+	if res.Error != nil && res.Error.Message != "" {
+		msg += "; " + c.Program + " said: " + res.Error.Message
+	}
+	return msg
 }
 
 func usd(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -122,20 +122,21 @@ func TestATokenCapReportedOnlyAtTurnEndEndsTheRunBudgetWithTheAnswerKept(t *test
 
 func TestClaudesOwnSpendingCapIsPassedOnAndItsEndingIsBudget(t *testing.T) {
 	a, _ := Lookup("claude-code")
-	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: "/tmp", MaxCostUSD: f64(0.25)})
+	p, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: "/tmp", MaxCostUSD: f64(0.01)})
 	require.NoError(t, err)
-	assert.Contains(t, p.Command(), " --max-budget-usd 0.25")
-	lines := []string{
-		`{"type":"system","subtype":"init","session_id":"942c07c4-8230-4293-9685-338fbcab211c","model":"claude-fake"}`,
-		`{"type":"result","subtype":"error_max_budget_usd","is_error":true,"duration_ms":5,"num_turns":2,"session_id":"942c07c4-8230-4293-9685-338fbcab211c","total_cost_usd":0.31,"usage":{"input_tokens":1000,"output_tokens":500},"errors":["Reached maximum budget ($0.25)"]}`,
-	}
-	sh := shPlan(t, `printf '%s\n' '`+strings.Join(lines, `' '`)+`'; exit 1`)
+	assert.Contains(t, p.Command(), " --max-budget-usd 0.01")
+	// A real capture: Claude Code 2.1.197 against a stand-in whose model
+	// call cost $3.015, run with --max-budget-usd 0.01.
+	stream := filepath.Join("testdata", "claude-stream-budget.jsonl")
+	abs, err := filepath.Abs(stream)
+	require.NoError(t, err)
+	sh := shPlan(t, `cat `+abs+`; exit 1`)
 	sh.Caps = p.Caps
 	res, err := Run(context.Background(), RunSpec{Plan: sh, Parser: a.NewParser()})
 	e := runErr(t, err)
 	assert.Equal(t, KindBudget, e.Kind)
-	assert.Equal(t, "max_cost_usd 0.25 passed: claude-code reported $0.3100 spent (input 1,000, output 500 tokens)", e.Message)
-	assert.Equal(t, Usage{InputTokens: 1000, OutputTokens: 500}, res.Usage)
+	assert.Equal(t, "max_cost_usd 0.01 passed: claude-code reported $3.0150 spent (input 1,000,000, output 1,000 tokens); claude-code said: Reached maximum budget ($0.01)", e.Message)
+	assert.Equal(t, Usage{InputTokens: 1_000_000, OutputTokens: 1000}, res.Usage, "Claude zeroes usage here; its modelUsage keeps the counts")
 }
 
 func TestCapsThatAreNotALimitAreRefusedNamingTheField(t *testing.T) {

@@ -82,6 +82,15 @@ type claudeResult struct {
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	} `json:"usage"`
+	// ModelUsage is the run's tokens per model. Claude Code 2.1.197 zeroes
+	// usage in the result of a run its --max-budget-usd stopped, and keeps
+	// the counts only here.
+	ModelUsage map[string]struct {
+		InputTokens              int64 `json:"inputTokens"`
+		OutputTokens             int64 `json:"outputTokens"`
+		CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
+		CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
+	} `json:"modelUsage"`
 	Errors []string `json:"errors"`
 	// subtype lives on the outer line
 	subtype string
@@ -168,6 +177,15 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		if r.Usage != nil {
 			p.resultUsage = Usage{InputTokens: r.Usage.InputTokens + r.Usage.CacheCreationInputTokens,
 				OutputTokens: r.Usage.OutputTokens, CachedInputTokens: r.Usage.CacheReadInputTokens}
+		}
+		if p.resultUsage == (Usage{}) {
+			for _, m := range r.ModelUsage {
+				p.resultUsage.InputTokens += m.InputTokens + m.CacheCreationInputTokens
+				p.resultUsage.OutputTokens += m.OutputTokens
+				p.resultUsage.CachedInputTokens += m.CacheReadInputTokens
+			}
+		}
+		if r.Usage != nil || len(r.ModelUsage) > 0 {
 			u := p.resultUsage
 			ev := Event{Kind: EventUsage, Usage: &u}
 			if r.TotalCostUSD != nil {
@@ -289,9 +307,13 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 			kind = KindMaxTurns
 			msg = fmt.Sprintf("claude stopped at the turn cap after %d turns; raise max_turns or narrow the task", r.NumTurns)
 		case r.subtype == "error_max_budget_usd":
-			// --max-budget-usd passed: the runner words it with the cap.
+			// --max-budget-usd passed: the runner words it with the cap,
+			// and Claude's own words follow.
 			kind = KindBudget
 			msg = "claude stopped at its spending cap (--max-budget-usd)"
+			if len(r.Errors) > 0 {
+				msg = strings.Join(r.Errors, "; ")
+			}
 		case msg == "" && len(r.Errors) > 0:
 			msg = strings.Join(r.Errors, "; ")
 		}

@@ -1,0 +1,68 @@
+package moreagents
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/spawn"
+)
+
+// The real Pi reports each model call's usage as it ends (message_end),
+// so card holds max_tokens while the run goes on: against a stand-in whose
+// model asks for three file reads at 700 tokens a call, a cap of 1000 is
+// passed by the second call, and card ends Pi there, long before its
+// answer, with kind budget and the usage recorded.
+func TestARealPiRunIsStoppedMidRunByItsTokenCap(t *testing.T) {
+	_, pathValue := binDir(t)
+	userHome := t.TempDir()
+	project := filepath.Join(userHome, "project")
+	require.NoError(t, os.MkdirAll(project, 0o755))
+	for _, f := range []string{"a.txt", "b.txt", "c.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(project, f), []byte("hello\n"), 0o644))
+	}
+	read := func(f string) standin.ToolCall {
+		return standin.ToolCall{Name: "read", Input: map[string]any{"path": filepath.Join(project, f)}}
+	}
+	srv := standin.NewAnthropic(t, standin.Script{Answer: "DONE", InputTokens: 600, OutputTokens: 100,
+		ToolCalls: []standin.ToolCall{read("a.txt"), read("b.txt"), read("c.txt")}})
+	env, args, err := srv.PiSetup(userHome, pathValue)
+	require.NoError(t, err)
+	c := startDaemon(t, userHome, pathValue, map[string]any{"login_shell_path": false, "probe_timeout_secs": 90,
+		"adapters": map[string]any{"pi": map[string]any{"args": args, "env": standin.AdapterEnv(env)}}})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	limit := int64(1000)
+	start := time.Now()
+	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: agent.Pi, Task: "read a.txt, b.txt and c.txt, then say DONE", Cwd: project,
+		TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: true, MaxTokens: &limit})
+	require.NoError(t, err)
+	t.Logf("pi: status %s in %v, %d model calls, error %+v, usage %+v", res.Status, time.Since(start).Round(time.Millisecond), len(srv.ModelCalls()), res.Error, res.Usage)
+	require.NotNil(t, res.Error)
+	assert.Equal(t, spawn.KindBudget, res.Error.Kind)
+	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,400 tokens (input 1,200, output 200)", res.Error.Message)
+	// Pi runs the next tool and starts its next call within milliseconds
+	// of printing a message's usage, so that call may already be under way
+	// when card ends the group; it never finishes, and no call follows.
+	assert.Less(t, len(srv.ModelCalls()), 4, "the run was stopped before the script's last call")
+	assert.NotContains(t, res.Answer, "DONE")
+	assert.Equal(t, int64(1200), res.Usage.InputTokens)
+
+	run, err := c.Run(ctx, res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusFailed, run.Status)
+	require.NotNil(t, run.Error)
+	assert.Equal(t, spawn.KindBudget, run.Error.Kind)
+	require.NotNil(t, run.Usage)
+	assert.Equal(t, int64(200), run.Usage.OutputTokens, "the record keeps the usage that passed the cap")
+}
