@@ -314,6 +314,7 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 		{"a zero token cap", map[string]any{"id": "claude-code", "task": "x", "max_tokens": 0}, "max_tokens"},
 		{"an absurd token cap", map[string]any{"id": "claude-code", "task": "x", "max_tokens": 1e12}, "max_tokens"},
 		{"a fractional token cap", map[string]any{"id": "claude-code", "task": "x", "max_tokens": 1.5}, "max_tokens"},
+		{"a token cap on an adapter that reports no tokens", map[string]any{"id": "copilot", "task": "x", "max_tokens": 1000}, "max_tokens"},
 		{"unknown field", map[string]any{"id": "claude-code", "task": "x", "prompt": "x"}, "prompt"},
 		{"bad session id", map[string]any{"id": "claude-code", "task": "x", "session_id": "--yolo"}, "session_id"},
 		{"a name in another case", map[string]any{"id": "claude-code", "task": "x", "PERMISSION_MODE": "edit"}, "PERMISSION_MODE"},

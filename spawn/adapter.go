@@ -127,8 +127,8 @@ func (d Driver) check() error {
 			return fmt.Errorf("the driver for %q has no %s", d.For, f.name)
 		}
 	}
-	if n := countTrue(d.Caps.CostFlag != nil, d.Caps.CostReported, d.Caps.NoCost != ""); n != 1 || d.Caps.TokensWhen == "" {
-		return fmt.Errorf("the driver for %q must say how it holds max_cost_usd (Caps.CostFlag, Caps.CostReported or Caps.NoCost, one of them) and when its CLI reports tokens (Caps.TokensWhen)", d.For)
+	if countTrue(d.Caps.CostFlag != nil, d.Caps.CostReported, d.Caps.NoCost != "") != 1 || (d.Caps.TokensWhen == "") == (d.Caps.NoTokens == "") {
+		return fmt.Errorf("the driver for %q must say how it holds max_cost_usd (Caps.CostFlag, Caps.CostReported or Caps.NoCost, one of them) and max_tokens (Caps.TokensWhen, or Caps.NoTokens with why not)", d.For)
 	}
 	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
 		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)

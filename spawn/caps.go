@@ -26,9 +26,8 @@ const (
 )
 
 // CapsDriver is how one CLI is held to a request's caps. The token cap is
-// always card's own, from the usage the CLI reports (none of the CLIs has
-// a token cap of its own); the cost cap is one of three things, exactly
-// one set.
+// card's own, from the usage the CLI reports (none of the CLIs has a token
+// cap of its own); the cost cap is one of three things, exactly one set.
 type CapsDriver struct {
 	// CostFlag hands max_cost_usd to the CLI's own spending cap, which
 	// stops the CLI before its next model call once it is passed.
@@ -40,8 +39,10 @@ type CapsDriver struct {
 	// reports what it spends.
 	NoCost string
 	// TokensWhen is when the CLI reports its tokens: TokensPerCall or
-	// TokensTurnEnd.
+	// TokensTurnEnd; "" for a CLI that reports none, with NoTokens saying
+	// so (max_tokens is then refused: a cap card cannot hold is not one).
 	TokensWhen string
+	NoTokens   string
 }
 
 // PlanCaps are a run's caps as the runner enforces them.
@@ -91,6 +92,9 @@ func withCaps(p *Plan, a Adapter, req Request) error {
 	}
 	c := &PlanCaps{Program: a.ID}
 	if req.MaxTokens != nil {
+		if a.Caps.NoTokens != "" {
+			return errUnsupported("max_tokens", req.Adapter, a.Caps.NoTokens)
+		}
 		c.MaxTokens = *req.MaxTokens
 	}
 	if req.MaxCostUSD != nil {
