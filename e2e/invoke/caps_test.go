@@ -1,6 +1,7 @@
 package invoke_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,26 +45,30 @@ func TestARealClaudeRunIsStoppedByItsCostCap(t *testing.T) {
 	assert.GreaterOrEqual(t, run.Usage.InputTokens, int64(1_000_000), "the record keeps the usage that passed the cap")
 }
 
-// The real Codex reports its tokens only when the turn completes, so a
-// token cap can only be judged there: the run ends budget with the answer
-// that came with the usage kept in the result and the record.
-func TestARealCodexRunPastItsTokenCapEndsBudgetAtTheEndOfTheTurnWithItsAnswer(t *testing.T) {
-	bin := standin.CLI(t, "codex")
-	tc := cases()[1]
-	require.Equal(t, "codex", tc.adapter)
-	const answer = "PONG past the cap"
-	s := tc.newServer(t, bin, standin.Script{Answer: answer, InputTokens: 800, OutputTokens: 300}, false)
-	sess := startDaemon(t, s)
-	limit := int64(1000)
-	evs := sess.failsAs(t, daemon.InvokeParams{ID: "codex", Task: "say pong", MaxTokens: &limit}, spawn.KindBudget)
-	last := evs[len(evs)-1]
-	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,100 tokens (input 800, output 300)", last.Result.Error.Message)
-	assert.Equal(t, answer, last.Result.Answer, "the answer is kept")
+// The real Codex and Gemini CLI report their tokens only when the turn
+// completes, so a token cap can only be judged there: the run ends budget
+// with the answer that came with the usage kept in the result and the
+// record.
+func TestARealRunPastItsTokenCapAtTheEndOfTheTurnEndsBudgetWithItsAnswer(t *testing.T) {
+	for _, tc := range cases()[1:] {
+		t.Run(tc.adapter, func(t *testing.T) {
+			bin := standin.CLI(t, tc.bin)
+			t.Parallel()
+			answer := "PONG past the cap from " + tc.adapter
+			s := tc.newServer(t, bin, standin.Script{Answer: answer, InputTokens: 800, OutputTokens: 300}, false)
+			sess := startDaemon(t, s)
+			limit := int64(1000)
+			evs := sess.failsAs(t, daemon.InvokeParams{ID: tc.adapter, Task: "say pong", MaxTokens: &limit}, spawn.KindBudget)
+			last := evs[len(evs)-1]
+			assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,100 tokens (input 800, output 300)", last.Result.Error.Message)
+			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer), "the answer is kept")
 
-	run, err := sess.c.Run(daemontest.Context(t), last.RunID)
-	require.NoError(t, err)
-	assert.Equal(t, store.StatusFailed, run.Status)
-	assert.Equal(t, answer, run.Answer)
-	require.NotNil(t, run.Usage)
-	assert.Equal(t, int64(300), run.Usage.OutputTokens)
+			run, err := sess.c.Run(daemontest.Context(t), last.RunID)
+			require.NoError(t, err)
+			assert.Equal(t, store.StatusFailed, run.Status)
+			assert.Equal(t, answer, strings.TrimSpace(run.Answer))
+			require.NotNil(t, run.Usage)
+			assert.Equal(t, int64(300), run.Usage.OutputTokens)
+		})
+	}
 }
