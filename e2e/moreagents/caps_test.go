@@ -97,3 +97,30 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 	require.NotNil(t, run.Usage)
 	assert.Equal(t, int64(200), run.Usage.OutputTokens, "the record keeps the usage that passed the cap")
 }
+
+// The real Droid reports its tokens only in its completion line, at the
+// end of the turn: a token cap passed there ends the run budget with the
+// answer kept.
+func TestARealDroidRunPastItsTokenCapEndsBudgetAtTheEndOfTheTurnWithItsAnswer(t *testing.T) {
+	_, pathValue := binDir(t)
+	userHome := t.TempDir()
+	project := filepath.Join(userHome, "project")
+	require.NoError(t, os.MkdirAll(project, 0o755))
+	const answer = "PONG past the cap from droid"
+	srv := standin.NewAnthropic(t, standin.Script{Answer: answer, InputTokens: 800, OutputTokens: 300})
+	env, args, err := srv.DroidSetup(userHome, pathValue)
+	require.NoError(t, err)
+	c := startDaemon(t, userHome, pathValue, map[string]any{"login_shell_path": false, "probe_timeout_secs": 90,
+		"adapters": map[string]any{"droid": map[string]any{"args": args, "env": standin.AdapterEnv(env)}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	limit := int64(1000)
+	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: agent.Droid, Task: "say pong", Cwd: project, TimeoutSecs: 240, MaxTokens: &limit})
+	require.NoError(t, err)
+	t.Logf("droid: status %s, %d model calls, error %+v, usage %+v", res.Status, len(srv.ModelCalls()), res.Error, res.Usage)
+	require.NotNil(t, res.Error)
+	assert.Equal(t, spawn.KindBudget, res.Error.Kind)
+	assert.Contains(t, res.Error.Message, "max_tokens 1000 passed: the agent reported ")
+	assert.Equal(t, answer, res.Answer, "the answer is kept")
+	assert.Greater(t, res.Usage.InputTokens+res.Usage.OutputTokens, limit)
+}
