@@ -84,10 +84,11 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,400 tokens (input 1,200, output 200)", res.Error.Message)
 	// Pi runs the next tool and starts its next call within milliseconds
 	// of printing a message's usage, so that call may already be under way
-	// when card ends the group; it never finishes, and no call follows.
+	// when card ends the group (on a loaded machine it may even finish, and
+	// its usage is then part of what the run used); no call follows it.
 	assert.Less(t, len(srv.ModelCalls()), 4, "the run was stopped before the script's last call")
 	assert.NotContains(t, res.Answer, "DONE")
-	assert.Equal(t, int64(1200), res.Usage.InputTokens)
+	assert.GreaterOrEqual(t, res.Usage.InputTokens, int64(1200))
 
 	run, err := c.Run(ctx, res.RunID)
 	require.NoError(t, err)
@@ -95,7 +96,8 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 	require.NotNil(t, run.Error)
 	assert.Equal(t, spawn.KindBudget, run.Error.Kind)
 	require.NotNil(t, run.Usage)
-	assert.Equal(t, int64(200), run.Usage.OutputTokens, "the record keeps the usage that passed the cap")
+	assert.Equal(t, res.Usage, *run.Usage, "the record keeps the usage the run ended with")
+	assert.GreaterOrEqual(t, run.Usage.OutputTokens, int64(200))
 }
 
 // The real Droid reports its tokens only in its completion line, at the
