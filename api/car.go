@@ -73,14 +73,18 @@ type ExternalInvokeParams struct {
 	// (agents.invoke's session_id); Resume continues the agent's session
 	// (the agent_session_id of an earlier answer); DiscardSession leaves
 	// none behind.
-	AgentSessionID                string `json:"agent_session_id,omitempty"`
-	Resume                        string `json:"resume,omitempty"`
-	DiscardSession                bool   `json:"discard_session,omitempty"`
-	MaxAPIRetries                 *int   `json:"max_api_retries,omitempty"`
-	StallSecs                     *int   `json:"stall_secs,omitempty"`
-	StallKillSecs                 *int   `json:"stall_kill_secs,omitempty"`
-	ApprovalTimeoutSecs           int    `json:"approval_timeout_secs,omitempty"`
-	AcknowledgeUnenforcedReadOnly bool   `json:"acknowledge_unenforced_read_only,omitempty"`
+	AgentSessionID string `json:"agent_session_id,omitempty"`
+	Resume         string `json:"resume,omitempty"`
+	DiscardSession bool   `json:"discard_session,omitempty"`
+	MaxAPIRetries  *int   `json:"max_api_retries,omitempty"`
+	StallSecs      *int   `json:"stall_secs,omitempty"`
+	StallKillSecs  *int   `json:"stall_kill_secs,omitempty"`
+	// MaxCostUSD and MaxTokens are agents.invoke's max_cost_usd and
+	// max_tokens.
+	MaxCostUSD                    *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens                     *int64   `json:"max_tokens,omitempty"`
+	ApprovalTimeoutSecs           int      `json:"approval_timeout_secs,omitempty"`
+	AcknowledgeUnenforcedReadOnly bool     `json:"acknowledge_unenforced_read_only,omitempty"`
 }
 
 // ExternalAttachment is an image attached to agents.invoke_external in CAR's

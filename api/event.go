@@ -51,6 +51,10 @@ const (
 	// KindStalled is a run the watchdog ended: no output from the agent
 	// for stall_kill_secs.
 	KindStalled = "stalled"
+	// KindBudget is a run stopped because it passed its request's
+	// max_cost_usd or max_tokens; the message names the cap, what was spent
+	// and what the agent reported.
+	KindBudget = "budget"
 )
 
 // Event is one step of a run as a client sees it; it goes on the wire inside

@@ -121,6 +121,15 @@ type InvokeParams struct {
 	// StallSecs and at most 3600; omitted card.toml's stall_kill_secs
 	// (default 0).
 	StallKillSecs *int `json:"stall_kill_secs,omitempty"`
+	// MaxCostUSD caps what the run may spend, in US dollars, as the agent
+	// reports it; MaxTokens caps its input plus output tokens. A run that
+	// passes either ends with kind budget, its usage recorded. Each is
+	// enforced with the CLI's own control where it has one, otherwise by
+	// card from the usage the agent reports (after each model call or only
+	// at the end of its turn, per adapter); an adapter that reports no cost
+	// refuses max_cost_usd.
+	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens  *int64   `json:"max_tokens,omitempty"`
 	// Stream answers at once with {run_id, accepted} and sends agents.event
 	// notifications; without it the answer is the finished run.
 	Stream bool `json:"stream,omitempty"`

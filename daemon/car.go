@@ -64,7 +64,7 @@ func invokeParamsOf(p *ExternalInvokeParams) InvokeParams {
 		AllowedTools: p.AllowedTools, Model: p.Model, MaxTurns: p.MaxTurns, Effort: p.Effort,
 		SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend,
 		SessionID: p.AgentSessionID, Resume: p.Resume, DiscardSession: p.DiscardSession,
-		TimeoutSecs: p.TimeoutSecs, MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, Stream: p.Stream, MCPEndpoint: p.MCPEndpoint,
+		TimeoutSecs: p.TimeoutSecs, MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Stream: p.Stream, MCPEndpoint: p.MCPEndpoint,
 		ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 	}
 }

@@ -333,3 +333,17 @@ func TestAgentsInvokeKeepsCardsMeaning(t *testing.T) {
 	defer mu.Unlock()
 	assert.NotContains(t, methods, daemon.ChatEventMethod)
 }
+
+// agents.invoke_external takes agents.invoke's caps, refused the same way.
+func TestTheExternalInvokeRefusesCapsThatAreNotALimitNamingTheField(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	c := rd.RPC(t, rpc.ClientOptions{})
+	for _, tc := range []struct {
+		field string
+		value any
+	}{{"max_cost_usd", -0.5}, {"max_cost_usd", 0}, {"max_cost_usd", 1e9}, {"max_tokens", 0}, {"max_tokens", -3}, {"max_tokens", 2e9}} {
+		re := rpcCode(t, externalCall(t, c, map[string]any{"id": "pi", "task": "say pong", "cwd": rd.cwd, tc.field: tc.value}, nil))
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s %v", tc.field, tc.value)
+		assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
+	}
+}

@@ -278,6 +278,8 @@ func spawnRequestOf(p *InvokeParams) spawn.Request {
 		MaxAPIRetries:      p.MaxAPIRetries,
 		StallSecs:          p.StallSecs,
 		StallKillSecs:      p.StallKillSecs,
+		MaxCostUSD:         p.MaxCostUSD,
+		MaxTokens:          p.MaxTokens,
 	}
 }
 

@@ -35,6 +35,8 @@ var paramDocs = func() map[string]map[string]string {
 		"require_attachments":              "Refuse the request instead of running an adapter that cannot take the attachments (it would run without them).",
 		"stall_secs":                       "After this many seconds with no output from the agent (a question waiting or an announced retry delay does not count) the run is reported stalled: 1 to 3600, default stall_secs from card.toml (300).",
 		"stall_kill_secs":                  "After this many seconds with no output the run is ended, its process group killed, with error kind stalled: more than stall_secs, at most 3600; 0 or absent (the default, from card.toml) never ends a quiet run.",
+		"max_cost_usd":                     "A cap on what the run may spend, in US dollars as the agent reports them: above 0, at most 10000. A run that passes it ends with error kind budget; refused by the adapters that neither cap nor report cost.",
+		"max_tokens":                       "A cap on the input plus output tokens the agent reports: 1 to 1000000000. A run that passes it ends with error kind budget; refused by an adapter that reports no tokens.",
 	}
 	// CAR's invoke: agents.invoke's fields where the meaning is the same;
 	// session_id is the host's routing id, the agent's session is

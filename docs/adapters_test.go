@@ -288,6 +288,16 @@ func TestTheAgentTablesInTheDocsMatchTheAdapters(t *testing.T) {
 		"mcp-handover": func(t *testing.T, a spawn.Adapter, cells []string) {
 			assert.Equal(t, a.MCP.Refused != "", strings.HasPrefix(cells[1], "refused"), "refused in the docs exactly when the driver refuses: %s", cells[1])
 		},
+		"caps": func(t *testing.T, a spawn.Adapter, cells []string) {
+			require.Len(t, cells, 3)
+			assert.Equal(t, a.Caps.NoCost != "", strings.HasPrefix(cells[1], "refused"), "max_cost_usd refused in the docs exactly when the driver refuses it: %s", cells[1])
+			assert.Equal(t, a.Caps.CostFlag == nil, strings.HasPrefix(cells[1], "refused") || strings.HasPrefix(cells[1], "card"), "the CLI's own cost cap in the docs exactly when the driver passes one: %s", cells[1])
+			assert.Equal(t, a.Caps.NoTokens != "", strings.HasPrefix(cells[2], "refused"), "max_tokens refused in the docs exactly when the driver refuses it: %s", cells[2])
+			if a.Caps.NoTokens == "" {
+				when := map[string]string{spawn.TokensPerCall: "after each model call", spawn.TokensTurnEnd: "at the end of the turn"}[a.Caps.TokensWhen]
+				assert.Contains(t, cells[2], when, "when the CLI reports its tokens")
+			}
+		},
 		"live-grain":  func(*testing.T, spawn.Adapter, []string) {},
 		"api-retries": func(*testing.T, spawn.Adapter, []string) {},
 	}
@@ -379,6 +389,8 @@ func TestTheRequestFieldTablesSayRefusedWhereTheBuilderRefuses(t *testing.T) {
 		{"max_turns", func(r *spawn.Request) { r.MaxTurns = 3 }},
 		{"session_id", func(r *spawn.Request) { r.SessionID = "0199a3b2-7c1d-7e2f-8a3b-4c5d6e7f8091" }},
 		{"resume", func(r *spawn.Request) { r.Resume = "0199a3b2-7c1d-7e2f-8a3b-4c5d6e7f8091" }},
+		{"max_cost_usd", func(r *spawn.Request) { v := 1.5; r.MaxCostUSD = &v }},
+		{"max_tokens", func(r *spawn.Request) { v := int64(5000); r.MaxTokens = &v }},
 	} {
 		t.Run(c.field, func(t *testing.T) {
 			cells := requestFieldCells(t, c.field)

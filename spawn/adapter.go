@@ -52,6 +52,9 @@ type Driver struct {
 	// late: each wrote about 64 KB of a 300–500 KB stream; Claude Code,
 	// Codex and Pi do not echo the prompt, and Pi waits for its pipe).
 	StdoutToFile bool
+	// Caps is how the CLI's run is held to a request's max_cost_usd and
+	// max_tokens.
+	Caps CapsDriver
 }
 
 // MCPHandover is how a CLI is handed one HTTP MCP server for one run:
@@ -133,6 +136,9 @@ func (d Driver) check() error {
 			return fmt.Errorf("the driver for %q has no %s", d.For, f.name)
 		}
 	}
+	if countTrue(d.Caps.CostFlag != nil, d.Caps.CostReported, d.Caps.NoCost != "") != 1 || (d.Caps.TokensWhen == "") == (d.Caps.NoTokens == "") {
+		return fmt.Errorf("the driver for %q must say how it holds max_cost_usd (Caps.CostFlag, Caps.CostReported or Caps.NoCost, one of them) and max_tokens (Caps.TokensWhen, or Caps.NoTokens with why not)", d.For)
+	}
 	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
 		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)
 	}
@@ -202,6 +208,9 @@ func Build(bin string, req Request) (Plan, error) {
 	// (card ends it once the turn is over), so it keeps its pipe.
 	p.StdoutToFile = a.StdoutToFile && p.Session == nil
 	p.Stall = req.Watchdog()
+	if err := withCaps(&p, a, req); err != nil {
+		return Plan{}, err
+	}
 	return p, nil
 }
 
@@ -249,6 +258,9 @@ type Plan struct {
 	StdoutToFile bool
 	// Stall is the run's watchdog; the zero value watches nothing.
 	Stall Watchdog
+	// Caps are the request's max_cost_usd and max_tokens as the runner
+	// enforces them; nil when the request set neither.
+	Caps *PlanCaps
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -205,4 +205,13 @@ var claudeDriver = Driver{
 		p.Args = append(p.Args, "--mcp-config", p.privateFile("mcp.json", mcpConfig(endpoint, nil)), "--allowedTools", "mcp__"+MCPServerName)
 	}},
 	Session: SessionDriver{None: "Claude Code asks through card's permission tool (--permission-prompt-tool), not over its stdio"},
+	Caps: CapsDriver{
+		// Claude Code's own cap stops it before the next model call once
+		// what it reports spent passes the amount (it ends with subtype
+		// error_max_budget_usd); its tokens come only with the result.
+		CostFlag: func(p *Plan, usd float64) {
+			p.Args = append(p.Args, "--max-budget-usd", strconv.FormatFloat(usd, 'f', -1, 64))
+		},
+		TokensWhen: TokensTurnEnd,
+	},
 }

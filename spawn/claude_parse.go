@@ -82,6 +82,15 @@ type claudeResult struct {
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	} `json:"usage"`
+	// ModelUsage is the run's tokens per model. Claude Code 2.1.197 zeroes
+	// usage in the result of a run its --max-budget-usd stopped, and keeps
+	// the counts only here.
+	ModelUsage map[string]struct {
+		InputTokens              int64 `json:"inputTokens"`
+		OutputTokens             int64 `json:"outputTokens"`
+		CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
+		CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
+	} `json:"modelUsage"`
 	Errors []string `json:"errors"`
 	// subtype lives on the outer line
 	subtype string
@@ -168,8 +177,21 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		if r.Usage != nil {
 			p.resultUsage = Usage{InputTokens: r.Usage.InputTokens + r.Usage.CacheCreationInputTokens,
 				OutputTokens: r.Usage.OutputTokens, CachedInputTokens: r.Usage.CacheReadInputTokens}
+		}
+		if p.resultUsage == (Usage{}) {
+			for _, m := range r.ModelUsage {
+				p.resultUsage.InputTokens += m.InputTokens + m.CacheCreationInputTokens
+				p.resultUsage.OutputTokens += m.OutputTokens
+				p.resultUsage.CachedInputTokens += m.CacheReadInputTokens
+			}
+		}
+		if r.Usage != nil || len(r.ModelUsage) > 0 {
 			u := p.resultUsage
-			return []Event{{Kind: EventUsage, Usage: &u}}
+			ev := Event{Kind: EventUsage, Usage: &u}
+			if r.TotalCostUSD != nil {
+				ev.costUSD = *r.TotalCostUSD
+			}
+			return []Event{ev}
 		}
 		return nil
 	}
@@ -280,10 +302,19 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 		if kind == KindAPI && classifyMessage(msg) == KindNetwork {
 			kind = KindNetwork
 		}
-		if r.subtype == "error_max_turns" {
+		switch {
+		case r.subtype == "error_max_turns":
 			kind = KindMaxTurns
 			msg = fmt.Sprintf("claude stopped at the turn cap after %d turns; raise max_turns or narrow the task", r.NumTurns)
-		} else if msg == "" && len(r.Errors) > 0 {
+		case r.subtype == "error_max_budget_usd":
+			// --max-budget-usd passed: the runner words it with the cap,
+			// and Claude's own words follow.
+			kind = KindBudget
+			msg = "claude stopped at its spending cap (--max-budget-usd)"
+			if len(r.Errors) > 0 {
+				msg = strings.Join(r.Errors, "; ")
+			}
+		case msg == "" && len(r.Errors) > 0:
 			msg = strings.Join(r.Errors, "; ")
 		}
 		if msg == "" {

@@ -160,4 +160,8 @@ var codexDriver = Driver{
 		p.Args = append([]string{p.Args[0], "-c", override}, p.Args[1:]...)
 	}},
 	Session: SessionDriver{Protocol: ProtocolCodexApp, New: newCodexAppConversation},
+	Caps: CapsDriver{
+		NoCost:     "codex reports tokens but no cost, and has no spending cap of its own",
+		TokensWhen: TokensTurnEnd, // turn.completed carries the turn's usage
+	},
 }

@@ -136,4 +136,11 @@ var copilotDriver = Driver{
 		p.Args = append(p.Args, "--additional-mcp-config", "@"+p.privateFile("mcp.json", mcpConfig(endpoint, map[string]any{"tools": []string{"*"}})), "--allow-tool", MCPServerName)
 	}},
 	Session: SessionDriver{Protocol: ProtocolACP, New: acpSession(copilotACP)},
+	Caps: CapsDriver{
+		NoCost: "copilot reports no cost; its own cap (--max-ai-credits) counts AI credits, not dollars, from 30 up",
+		// Copilot CLI 1.0.102's JSON stream, run against a provider of the
+		// operator's, has no token counts at all: no assistant.usage, and a
+		// result whose usage holds only durations and premium requests.
+		NoTokens: "copilot's JSON output reports no token counts (checked with Copilot CLI 1.0.102 on a provider of the operator's), so card cannot hold a token cap",
+	},
 }

@@ -151,7 +151,7 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		p.usage.OutputTokens += d.OutputTokens
 		p.usage.CachedInputTokens += d.CacheReadTokens
 		u := Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CachedInputTokens: d.CacheReadTokens}
-		return []Event{{Kind: EventUsage, Usage: &u}}
+		return []Event{{Kind: EventUsage, Usage: &u, perCall: true}}
 	case "session.error":
 		msg := clip(strings.TrimSpace(d.Message), 2048)
 		p.err = failure(copilotErrorKind(d.ErrorType, d.StatusCode, msg), msg)

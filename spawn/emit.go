@@ -22,6 +22,7 @@ type emitter struct {
 	onEvent func(Event)
 	parser  Parser
 	guard   *retryGuard
+	caps    *capGuard
 	end     func(*Failure)
 	// watch sees each event (a retry's delay pauses it); nil: none.
 	watch *watchdog
@@ -36,8 +37,8 @@ type emitter struct {
 	ended bool
 }
 
-func newEmitter(onEvent func(Event), parser Parser, maxRetries int, end func(*Failure)) *emitter {
-	return &emitter{onEvent: onEvent, parser: parser, guard: newRetryGuard(maxRetries), end: end, grace: NetworkGrace}
+func newEmitter(onEvent func(Event), parser Parser, maxRetries int, caps *PlanCaps, end func(*Failure)) *emitter {
+	return &emitter{onEvent: onEvent, parser: parser, guard: newRetryGuard(maxRetries), caps: newCapGuard(caps), end: end, grace: NetworkGrace}
 }
 
 // feed parses one stdout line and emits its events.
@@ -92,6 +93,11 @@ func (e *emitter) emitLocked(evs []Event) {
 		}
 		if e.onEvent != nil {
 			e.onEvent(*ev)
+		}
+		if v.end == nil {
+			// A cap is judged on the usage the event reports, after the
+			// client has seen it: the ending then explains itself.
+			v.end = e.caps.observe(ev)
 		}
 		if v.end != nil {
 			e.ended = true

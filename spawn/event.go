@@ -41,6 +41,7 @@ const (
 	KindConfig             = api.KindConfig
 	KindTool               = api.KindTool
 	KindStalled            = api.KindStalled
+	KindBudget             = api.KindBudget
 )
 
 // The wire types of a run's events and result live in package api; these
@@ -91,6 +92,11 @@ type Event struct {
 	// bounded retries and waits with no end (Codex's "waiting for
 	// network"): the runner ends the run there.
 	unbounded bool
+	// perCall marks a usage event that carries one model call's tokens
+	// (and costUSD its cost), which the runner adds up; a usage event
+	// without it carries the run's total so far.
+	perCall bool
+	costUSD float64
 }
 
 // Wire is e as it goes on the wire: the same fields, less the parser's

@@ -834,3 +834,17 @@ func TestAnIsErrorResultIsNeverASuccessWhateverItsSubtype(t *testing.T) {
 		assert.Empty(t, res.Answer, "an error message is not an answer")
 	}
 }
+
+// Claude Code 2.1.197 stopped by --max-budget-usd ends with subtype
+// error_max_budget_usd and a usage of zeros; the run's tokens are only in
+// modelUsage, and the parser keeps them.
+func TestClaudesBudgetStopIsBudgetWithTheTokensOfItsModelUsage(t *testing.T) {
+	evs, res := feedAll(t, "claude-code", fixture(t, "claude-stream-budget.jsonl"), ExitInfo{Code: 1})
+	require.True(t, res.IsError)
+	assert.Equal(t, KindBudget, res.Error.Kind)
+	assert.Equal(t, "Reached maximum budget ($0.01)", res.Error.Message)
+	assert.Equal(t, Usage{InputTokens: 1_000_000, OutputTokens: 1000}, res.Usage)
+	require.NotNil(t, res.CostUSD)
+	assert.InDelta(t, 3.015, *res.CostUSD, 1e-9)
+	assert.Equal(t, EventUsage, evs[len(evs)-1].Kind)
+}

@@ -139,4 +139,9 @@ var piDriver = Driver{
 	CheckExtraArg: noExtraArgCheck,
 	MCP:           MCPHandover{Refused: "Pi has no MCP client"},
 	Session:       SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPCConversation},
+	Caps: CapsDriver{
+		// Each assistant message_end carries its tokens and its cost.
+		CostReported: true,
+		TokensWhen:   TokensPerCall,
+	},
 }

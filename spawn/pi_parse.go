@@ -128,7 +128,8 @@ func (p *piParser) assistantEnd(m *piMessage) []Event {
 		p.usage.OutputTokens += u.Output
 		p.usage.CachedInputTokens += u.CacheRead
 		p.cost += u.Cost.Total
-		evs = append(evs, Event{Kind: EventUsage, Model: m.Model, Usage: &Usage{InputTokens: u.Input, OutputTokens: u.Output, CachedInputTokens: u.CacheRead}})
+		evs = append(evs, Event{Kind: EventUsage, Model: m.Model, Usage: &Usage{InputTokens: u.Input, OutputTokens: u.Output, CachedInputTokens: u.CacheRead},
+			perCall: true, costUSD: u.Cost.Total})
 	}
 	switch m.StopReason {
 	case "error":

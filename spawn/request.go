@@ -93,6 +93,10 @@ type Request struct {
 	// means DefaultStallSecs and no kill.
 	StallSecs     *int
 	StallKillSecs *int
+	// MaxCostUSD and MaxTokens are the request's caps (nil: none); see
+	// Caps for how each adapter enforces them.
+	MaxCostUSD *float64
+	MaxTokens  *int64
 }
 
 // Watchdog is the request's watchdog, with the defaults filled in.
@@ -182,6 +186,9 @@ func (r Request) Validate() error {
 		return &FieldError{"max_api_retries", fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
 	}
 	if err := r.checkWatchdog(); err != nil {
+		return err
+	}
+	if err := checkCaps(r.MaxCostUSD, r.MaxTokens); err != nil {
 		return err
 	}
 	if r.MaxTurns < 0 {

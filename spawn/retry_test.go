@@ -105,7 +105,7 @@ func (r *emitRecorder) ended() []*Failure {
 
 func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 	rec := &emitRecorder{}
-	e := newEmitter(rec.event, nil, 10, rec.end)
+	e := newEmitter(rec.event, nil, 10, nil, rec.end)
 	e.grace = 100 * time.Millisecond
 	start := time.Now()
 	e.emit([]Event{retryEv(1, KindNetwork, "Connection error.")})
@@ -119,7 +119,7 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 
 	// Progress stops the clock: the API answered after all.
 	rec = &emitRecorder{}
-	e = newEmitter(rec.event, nil, 10, rec.end)
+	e = newEmitter(rec.event, nil, 10, nil, rec.end)
 	e.grace = 100 * time.Millisecond
 	e.emit([]Event{retryEv(1, KindNetwork, "Connection error."), {Kind: EventText, Text: "back", Delta: true}})
 	time.Sleep(3 * e.grace)
@@ -128,7 +128,7 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 
 	// A run that ends first stops the clock too.
 	rec = &emitRecorder{}
-	e = newEmitter(rec.event, nil, 10, rec.end)
+	e = newEmitter(rec.event, nil, 10, nil, rec.end)
 	e.grace = 100 * time.Millisecond
 	e.emit([]Event{retryEv(1, KindNetwork, "Connection error.")})
 	e.stop()
@@ -258,7 +258,7 @@ func TestStripANSIRemovesEveryKindOfEscape(t *testing.T) {
 // had already scheduled) is not sent: the client heard the end.
 func TestNothingIsSentAfterTheGuardEndsTheRun(t *testing.T) {
 	rec := &emitRecorder{}
-	e := newEmitter(rec.event, nil, 1, rec.end)
+	e := newEmitter(rec.event, nil, 1, nil, rec.end)
 	e.emit([]Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")})
 	e.emit([]Event{{Kind: EventText, Text: "late"}})
 	e.stop()

@@ -379,6 +379,9 @@ type collected struct {
 	r           *run
 	stdoutBytes int64
 	dur         time.Duration
+	// capUsage is the usage the cap guard added up (zero without caps),
+	// for a result whose parser kept none.
+	capUsage Usage
 }
 
 // collect owns the child's life after it starts: the prompt or the
@@ -393,7 +396,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		ended: make(chan struct{}), groupGone: make(chan struct{}),
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	r.watch = p.watch
-	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, r.end)
+	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, p.plan.Caps, r.end)
 	ev.watch = p.watch
 	p.watch.emit = func(e Event) { ev.emit([]Event{e}) }
 	p.watch.end = ev.endRun
@@ -466,7 +469,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		// was counted: the limit still decides the run.
 		r.reason = reasonLimit
 	}
-	return collected{r: r, stdoutBytes: stdoutBytes, dur: dur}
+	return collected{r: r, stdoutBytes: stdoutBytes, dur: dur, capUsage: ev.caps.reported()}
 }
 
 // feedStdin starts what writes the child's stdin and closes it after: the
@@ -522,6 +525,11 @@ func classify(ctx context.Context, p *prepared, c *started, out collected) (Resu
 	if res.DurationMs == 0 {
 		res.DurationMs = out.dur.Milliseconds()
 	}
+	if res.Usage == (Usage{}) {
+		// A run the cap ended before the CLI's own summary still records
+		// what it used.
+		res.Usage = out.capUsage
+	}
 	excerpt := stderrExcerpt(tail)
 	e := &Error{Command: p.command, ExitCode: exitCode, StderrExcerpt: excerpt}
 	program := filepath.Base(p.plan.Program)
@@ -536,6 +544,11 @@ func classify(ctx context.Context, p *prepared, c *started, out collected) (Resu
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", p.lim.MaxOutput)
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
+		if e.Kind == KindBudget && p.plan.Caps != nil && p.plan.Caps.CostByCLI {
+			// The CLI stopped at its own spending flag: say it in the
+			// words of the cap the client set.
+			e.Message = p.plan.Caps.capMessage(res)
+		}
 	case p.conv != nil:
 		// The turn ended as the protocol says it ends; how the child
 		// went after (card ends it) says nothing about the run.

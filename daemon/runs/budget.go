@@ -10,6 +10,7 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
 )
 
 // Limits are one scope's budgets from card.toml; zero is no budget of that
@@ -191,14 +192,21 @@ func (m *Manager) inFlight(scope string, k budgetKind) (float64, int) {
 // and a run's reservation let go only after its outcome (its cost) is in
 // the store, is what keeps concurrent starts from all passing on the same
 // headroom: every figure is either in the history or reserved, never in
-// neither.
-func (m *Manager) checkBudgets(ctx context.Context, adapter string) (reservation, error) {
+// neither. A run whose request caps its cost or tokens reserves its cap
+// instead of the estimate: that is what it may spend.
+func (m *Manager) checkBudgets(ctx context.Context, adapter string, caps *spawn.PlanCaps) (reservation, error) {
 	res := reservation{adapter: adapter}
 	usd, toks, err := m.store.RecentAverage(ctx, adapter, reserveWindow)
 	if err != nil {
 		return res, err
 	}
 	res.usd, res.tokens = max(usd, reserveFloorUSD), max(toks, reserveFloorToks)
+	if caps != nil && caps.MaxCostUSD > 0 {
+		res.usd = caps.MaxCostUSD
+	}
+	if caps != nil && caps.MaxTokens > 0 {
+		res.tokens = float64(caps.MaxTokens)
+	}
 	now := m.cfg.Budgets.now()
 	for _, s := range m.cfg.Budgets.scopes(adapter) {
 		for _, k := range budgetKinds {

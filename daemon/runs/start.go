@@ -151,7 +151,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	if m.cfg.Budgets.active(req.Adapter) {
 		m.budgetMu.Lock()
 		unlockBudget = m.budgetMu.Unlock
-		res, budgetErr = m.checkBudgets(ctx, req.Adapter)
+		res, budgetErr = m.checkBudgets(ctx, req.Adapter, req.Plan.Caps)
 	}
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
