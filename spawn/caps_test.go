@@ -20,7 +20,7 @@ func i64(v int64) *int64     { return &v }
 // capRun runs a fake agent that prints lines, one every 50 ms, then waits
 // a minute (a run left to itself would hit the test's deadline), and
 // parses them with adapter's parser under the request's caps.
-func capRun(t *testing.T, adapter string, lines []string, cost *float64, tokens *int64) (Result, error, []Event, time.Duration) {
+func capRun(t *testing.T, adapter string, lines []string, cost *float64, tokens *int64) (Result, []Event, time.Duration, error) {
 	t.Helper()
 	a, ok := Lookup(adapter)
 	require.True(t, ok)
@@ -34,7 +34,7 @@ func capRun(t *testing.T, adapter string, lines []string, cost *float64, tokens 
 	start := time.Now()
 	res, err := Run(ctx, RunSpec{Plan: p, Parser: a.NewParser(), OnEvent: func(ev Event) { evs = append(evs, ev) },
 		Limits: Limits{KillGrace: 200 * time.Millisecond}})
-	return res, err, evs, time.Since(start)
+	return res, evs, time.Since(start), err
 }
 
 func piMessageLine(in, out int, cost string) string {
@@ -49,7 +49,7 @@ func TestATokenCapPassedMidRunKillsTheAgentAndEndsBudgetWithItsUsage(t *testing.
 		`{"type":"session","version":3,"id":"p1","cwd":"/w"}`,
 		piMessageLine(400, 100, "0"), piMessageLine(600, 134, "0"), piMessageLine(5000, 5000, "0"),
 	}
-	res, err, evs, took := capRun(t, "pi", lines, nil, i64(1000))
+	res, evs, took, err := capRun(t, "pi", lines, nil, i64(1000))
 	e := runErr(t, err)
 	assert.Equal(t, KindBudget, e.Kind)
 	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,234 tokens (input 1,000, output 234)", e.Message)
@@ -71,7 +71,7 @@ func TestACostCapOnAnAgentThatReportsCostIsAddedUpPerModelCall(t *testing.T) {
 		`{"type":"session","version":3,"id":"p1","cwd":"/w"}`,
 		piMessageLine(10, 5, "0.02"), piMessageLine(10, 5, "0.02"), piMessageLine(10, 5, "0.02"),
 	}
-	res, err, _, _ := capRun(t, "pi", lines, f64(0.05), nil)
+	res, _, _, err := capRun(t, "pi", lines, f64(0.05), nil)
 	e := runErr(t, err)
 	assert.Equal(t, KindBudget, e.Kind)
 	assert.Equal(t, "max_cost_usd 0.05 passed: pi reported $0.0600 spent (input 30, output 15 tokens)", e.Message)
@@ -108,7 +108,7 @@ func TestATokenCapReportedOnlyAtTurnEndEndsTheRunBudgetWithTheAnswerKept(t *test
 		`{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"the answer"}}`,
 		`{"type":"turn.completed","usage":{"input_tokens":900,"cached_input_tokens":0,"output_tokens":200}}`,
 	}
-	res, err, _, _ := capRun(t, "codex", lines, nil, i64(1000))
+	res, _, _, err := capRun(t, "codex", lines, nil, i64(1000))
 	e := runErr(t, err)
 	assert.Equal(t, KindBudget, e.Kind)
 	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,100 tokens (input 900, output 200)", e.Message)
