@@ -96,6 +96,21 @@ type tailReader struct {
 
 func (t *tailReader) Read(p []byte) (int, error) {
 	for {
+		if t.final < 0 {
+			// Looked at on every read, not only at the end of the file: a
+			// writer that escaped the group and writes faster than card
+			// reads would otherwise keep the reader from ever reaching the
+			// end, and the run open until the output limit.
+			select {
+			case <-t.gone:
+				st, err := t.f.Stat()
+				if err != nil {
+					return 0, err
+				}
+				t.final = st.Size()
+			default:
+			}
+		}
 		if t.final >= 0 {
 			if t.off >= t.final {
 				return 0, io.EOF
