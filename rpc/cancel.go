@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,41 +86,6 @@ func (sc *serverConn) cancelRequest(req *request) {
 	}
 }
 
-// idKey is a request id as the client wrote it, in one spelling: a string
-// by its value (so "\u0061" and "a" match), a number by its text. null names
-// no request that could be told apart from another, so it is not a key.
-func idKey(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", false
-	}
-	// Every request is tracked, so the common spellings (a string without
-	// escapes, digits) take their keys without a decoder.
-	if raw[0] == '"' && len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		return `"` + string(raw[1:len(raw)-1]), true
-	}
-	if digits(raw) {
-		return "n" + string(raw), true
-	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return "", false
-		}
-		return `"` + s, true
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) != nil {
-		return "", false
-	}
-	return "n" + n.String(), true
-}
-
-func digits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
+// idKey is rpcclient.IDKey: the server keys the requests it answers as the
+// client keys the ones it sends.
+var idKey = rpcclient.IDKey

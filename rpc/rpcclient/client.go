@@ -209,7 +209,7 @@ func (h *clientHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *js
 	default:
 		rctx, cancel := context.WithCancel(ctx)
 		raw, _ := req.ID.MarshalJSON()
-		key, _ := idKey(raw)
+		key, _ := IDKey(raw)
 		h.mu.Lock()
 		if h.inflight == nil {
 			h.inflight = map[string]context.CancelFunc{}
@@ -246,7 +246,7 @@ func (h *clientHandler) withdraw(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	key, ok := idKey(p.ID)
+	key, ok := IDKey(p.ID)
 	if !ok {
 		return
 	}

@@ -94,10 +94,12 @@ type discard struct{}
 
 func (discard) Printf(string, ...any) {}
 
-// idKey is a request id as the client wrote it, in one spelling: a string
+// IDKey is a request id as its sender wrote it, in one spelling: a string
 // by its value (so "\u0061" and "a" match), a number by its text. null names
 // no request that could be told apart from another, so it is not a key.
-func idKey(raw json.RawMessage) (string, bool) {
+// Both ends match responses and $/cancelRequest to requests by it, so they
+// share this one spelling.
+func IDKey(raw json.RawMessage) (string, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
