@@ -1,0 +1,194 @@
+package api
+
+import "time"
+
+// Sessions: one agent conversation across turns. A session is started for
+// an adapter with everything that holds for the whole conversation; each
+// sessions.prompt is a turn, recorded as a run that names its session and
+// turn number. A prompt sent while a turn runs waits in the session's queue
+// (FIFO, bounded) and runs when the turn ends.
+
+// SessionState is what a session is doing.
+type SessionState string
+
+const (
+	// SessionIdle: no turn is running; the next prompt starts one at once.
+	SessionIdle SessionState = "idle"
+	// SessionRunning: a turn is running.
+	SessionRunning SessionState = "running"
+	// SessionWaitingApproval: the running turn's agent waits on a question.
+	SessionWaitingApproval SessionState = "waiting_approval"
+	// SessionClosed: the session was closed; it takes no more prompts and
+	// its history stays.
+	SessionClosed SessionState = "closed"
+)
+
+// SessionStartParams are sessions.start's params: what holds for every
+// turn of the conversation. The fields mean what agents.invoke's of the
+// same name mean; TimeoutSecs, the stall limits and the approval timeout
+// apply to each turn, the caps to the whole session.
+type SessionStartParams struct {
+	ID                            string   `json:"id"`
+	InvokedBy                     string   `json:"invoked_by,omitempty"`
+	Cwd                           string   `json:"cwd,omitempty"`
+	PermissionMode                string   `json:"permission_mode,omitempty"`
+	AllowedTools                  []string `json:"allowed_tools,omitempty"`
+	Model                         string   `json:"model,omitempty"`
+	Effort                        string   `json:"effort,omitempty"`
+	SystemPrompt                  string   `json:"system_prompt,omitempty"`
+	SystemPromptAppend            bool     `json:"system_prompt_append,omitempty"`
+	MCPEndpoint                   string   `json:"mcp_endpoint,omitempty"`
+	ApprovalTimeoutSecs           int      `json:"approval_timeout_secs,omitempty"`
+	AcknowledgeUnenforcedReadOnly bool     `json:"acknowledge_unenforced_read_only,omitempty"`
+	RequireAttachments            bool     `json:"require_attachments,omitempty"`
+	TimeoutSecs                   int      `json:"timeout_secs,omitempty"`
+	MaxAPIRetries                 *int     `json:"max_api_retries,omitempty"`
+	StallSecs                     *int     `json:"stall_secs,omitempty"`
+	StallKillSecs                 *int     `json:"stall_kill_secs,omitempty"`
+	MaxCostUSD                    *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens                     *int64   `json:"max_tokens,omitempty"`
+	// Warm starts the agent's process at once instead of at the first
+	// prompt, so the first turn does not wait for the CLI's start-up.
+	Warm bool `json:"warm,omitempty"`
+}
+
+// SessionPromptParams are sessions.prompt's params: one turn.
+type SessionPromptParams struct {
+	SessionID   string       `json:"session_id"`
+	Task        string       `json:"task"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// SessionPromptResult is sessions.prompt's answer, given at once: the turn
+// started (RunID set) or waits in the queue at Position (1: next).
+type SessionPromptResult struct {
+	SessionID string `json:"session_id"`
+	Turn      int    `json:"turn"`
+	RunID     string `json:"run_id,omitempty"`
+	Queued    bool   `json:"queued"`
+	Position  int    `json:"position,omitempty"`
+}
+
+// SessionSteerParams add input to the running turn, for a CLI with a
+// channel for it.
+type SessionSteerParams struct {
+	SessionID string `json:"session_id"`
+	Task      string `json:"task"`
+}
+
+// SessionSteerResult says the input reached the running turn.
+type SessionSteerResult struct {
+	SessionID string `json:"session_id"`
+	Turn      int    `json:"turn"`
+	RunID     string `json:"run_id"`
+	Steered   bool   `json:"steered"`
+}
+
+// SessionCancelParams end the running turn, and with ClearQueue every
+// queued prompt too.
+type SessionCancelParams struct {
+	SessionID  string `json:"session_id"`
+	ClearQueue bool   `json:"clear_queue,omitempty"`
+}
+
+// SessionCancelResult says what a cancel did.
+type SessionCancelResult struct {
+	SessionID string `json:"session_id"`
+	// Cancelled is false when no turn was running; Reason says so.
+	Cancelled bool   `json:"cancelled"`
+	RunID     string `json:"run_id,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	// Cleared is how many queued prompts were dropped.
+	Cleared int `json:"cleared"`
+}
+
+// SessionIDParams name one session (sessions.get, sessions.close).
+type SessionIDParams struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionListParams filter sessions.list.
+type SessionListParams struct {
+	Adapter string `json:"adapter,omitempty"`
+	// State filters by state; IncludeClosed lists closed sessions too
+	// (they are left out by default).
+	State         SessionState `json:"state,omitempty"`
+	IncludeClosed bool         `json:"include_closed,omitempty"`
+	Limit         int          `json:"limit,omitempty"`
+}
+
+// SessionSubscribeParams follow a session's events across turns from
+// after AfterSeq (0: from the start).
+type SessionSubscribeParams struct {
+	SessionID string `json:"session_id"`
+	AfterSeq  int64  `json:"after_seq,omitempty"`
+}
+
+// SessionSubscribeResult is a subscription's answer; sessions.event
+// notifications follow it.
+type SessionSubscribeResult struct {
+	SessionID string       `json:"session_id"`
+	State     SessionState `json:"state"`
+	// NextSeq is the seq the session's next event will have.
+	NextSeq int64 `json:"next_seq"`
+	// Live is false for a closed session: its history is replayed and
+	// nothing follows.
+	Live bool `json:"live"`
+}
+
+// SessionEvent is one sessions.event notification: one event of one of
+// the session's turns, numbered in the session (Seq counts across turns,
+// from 1, with no gaps) and carrying the run's own event whole.
+type SessionEvent struct {
+	SessionID string     `json:"session_id"`
+	Seq       int64      `json:"seq"`
+	Turn      int        `json:"turn"`
+	Event     AgentEvent `json:"event"`
+}
+
+// QueuedPrompt is one prompt waiting in a session's queue. The task's
+// text is not shown: only whoever sent it needs it back.
+type QueuedPrompt struct {
+	Turn        int       `json:"turn"`
+	Position    int       `json:"position"`
+	QueuedAt    time.Time `json:"queued_at"`
+	TaskBytes   int       `json:"task_bytes"`
+	Attachments int       `json:"attachments"`
+}
+
+// Session is one session as sessions.start, sessions.get and
+// sessions.list show it.
+type Session struct {
+	SessionID      string       `json:"session_id"`
+	Adapter        string       `json:"adapter"`
+	State          SessionState `json:"state"`
+	Cwd            string       `json:"cwd"`
+	PermissionMode string       `json:"permission_mode"`
+	Model          string       `json:"model,omitempty"`
+	Ancestry       []string     `json:"ancestry"`
+	// Turns is how many turns have started; CurrentRunID is the running
+	// one's run.
+	Turns        int            `json:"turns"`
+	CurrentRunID string         `json:"current_run_id,omitempty"`
+	Queue        []QueuedPrompt `json:"queue"`
+	// AgentSessionID is the CLI's own session id, which a cold turn
+	// resumes.
+	AgentSessionID string `json:"agent_session_id,omitempty"`
+	// Warm says whether the agent's process is running between turns, and
+	// Pid which it is.
+	Warm bool `json:"warm"`
+	Pid  int  `json:"pid,omitempty"`
+	// NextSeq is the seq the session's next event will have.
+	NextSeq      int64      `json:"next_seq"`
+	TotalCostUSD float64    `json:"total_cost_usd"`
+	Usage        Usage      `json:"usage"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	ClosedAt     *time.Time `json:"closed_at,omitempty"`
+	CloseReason  string     `json:"close_reason,omitempty"`
+}
+
+// SessionList is sessions.list's answer.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
