@@ -15,8 +15,10 @@ var usageDoc = doc{
 	name:  "usage",
 	usage: "usage [--from DATE] [--to DATE] [--adapter ID] [--json] [--home DIR]",
 	about: `Prints what the runs used, per agent per day: runs, turns, refused runs, input, output and
-cached tokens, and cost where the agent reports one ("-" where it does not), with the total,
-then each budget of card.toml's [budget] with what is spent, left and when it resets. Days are
+cached tokens, and cost where the agent reports one ("-" where it does not), with the total;
+then the latest rate-limit window each agent reported since the daemon started (Claude Code on a
+claude.ai sign-in, Codex in ask mode), how much of it is used and when it resets; then each
+budget of card.toml's [budget] with what is spent, left and when it resets. Days are
 the daemon's local dates (YYYY-MM-DD, both ends included, each defaulting to today).`,
 	examples: []string{
 		"card usage                                  # today",
