@@ -155,3 +155,30 @@ func captureCall(t *testing.T, method string, params, result any) {
 		t.Name(), method, rb.String(), method, sb.String())
 	require.NoError(t, err)
 }
+
+// A subscriber over their five-hour limit: the API answers 429 with the
+// unified status rejected; the real Claude Code says when the window
+// resets, the run ends rate_limit in its words, and usage.summary shows the
+// window rejected with its reset, so a client can tell the person when to
+// come back instead of trying again.
+func TestARealClaudeOverItsSubscriptionLimitShowsTheWindowRejectedWithItsReset(t *testing.T) {
+	bin := standin.CLI(t, "claude")
+	h := http.Header{}
+	h.Set("anthropic-ratelimit-unified-status", "rejected")
+	h.Set("anthropic-ratelimit-unified-reset", strconv.FormatInt(fiveHourReset.Unix(), 10))
+	h.Set("anthropic-ratelimit-unified-representative-claim", "five_hour")
+	h.Set("anthropic-ratelimit-unified-5h-utilization", "1.0")
+	h.Set("anthropic-ratelimit-unified-5h-reset", strconv.FormatInt(fiveHourReset.Unix(), 10))
+	sess := startDaemon(t, onSubscription(claudeCase(t).newServer(t, bin, standin.Script{Status: http.StatusTooManyRequests, Headers: h}, false)))
+	evs := sess.failsAs(t, daemon.InvokeParams{ID: "claude-code", Task: "say pong"}, spawn.KindRateLimit)
+	assert.Empty(t, ofKind(evs, spawn.EventRetry), "Claude does not retry a limit the API says is reached")
+	last := evs[len(evs)-1]
+	assert.Contains(t, last.Result.Error.Message, "limit", "Claude's own words")
+	sum, err := sess.c.UsageSummary(daemontest.Context(t), api.UsageParams{})
+	require.NoError(t, err)
+	require.Len(t, sum.RateLimits, 1)
+	got := sum.RateLimits[0]
+	assert.Equal(t, api.RateLimitWindow{Window: "five_hour", Status: "rejected", WindowMinutes: 300, ResetsAt: &fiveHourReset}, got.RateLimitWindow)
+	assert.Equal(t, last.RunID, got.RunID, "a failed run's report counts too")
+	t.Logf("claude-code: %s", last.Result.Error.Message)
+}
