@@ -295,6 +295,10 @@ type ExternalAgentHealth struct {
 	Reason string `json:"reason,omitempty"`
 	// CheckedAt is UNIX seconds.
 	CheckedAt uint64 `json:"checked_at"`
+	// RateLimits is card's addition: the latest rate-limit windows a run of
+	// this adapter reported (as in usage.summary), absent when none has
+	// since the daemon started.
+	RateLimits []RateLimitSeen `json:"rate_limits,omitempty"`
 }
 
 // MarshalJSON keeps details an object even when nil, so clients can index it

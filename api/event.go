@@ -23,7 +23,14 @@ const (
 	// pending; it carries QuietMs and KillAfterMs. Output after it puts
 	// the run back to working without an event of its own.
 	EventStalled = "stalled"
-	EventOther   = "other"
+	// EventRateLimit is the agent's report of its subscription's rate-limit
+	// windows (RateLimits), as its CLI read them from the API's response
+	// headers: how much of each window is used and when it resets. Only
+	// some CLIs report them, and only on some sign-ins (see each agent's
+	// page); the daemon keeps the latest per adapter for usage.summary and
+	// health.
+	EventRateLimit = "rate_limit"
+	EventOther     = "other"
 )
 
 // Error kinds, in Result.Error.Kind and Error.Kind. The first group comes
@@ -82,6 +89,8 @@ type Event struct {
 	QuietMs     int64  `json:"quiet_ms,omitempty"`
 	KillAfterMs int64  `json:"kill_after_ms,omitempty"`
 	Usage       *Usage `json:"usage,omitempty"`
+	// RateLimits belongs to "rate_limit": the windows this report covers.
+	RateLimits []RateLimitWindow `json:"rate_limits,omitempty"`
 	// Error is the message of an "error" event, or why a retry happened.
 	Error string `json:"error,omitempty"`
 	// Type is the CLI's own event type, for "other".

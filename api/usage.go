@@ -101,4 +101,39 @@ type UsageSummary struct {
 	Rows     []UsageRow     `json:"rows"`
 	Totals   UsageRow       `json:"totals"`
 	Budgets  []BudgetStatus `json:"budgets"`
+	// RateLimits is the latest report of each adapter's rate-limit windows
+	// (one entry per adapter and window), whatever the range: a window is
+	// the account's state now, not a sum over days. Empty until a run of
+	// an agent that reports them has done so since the daemon started.
+	RateLimits []RateLimitSeen `json:"rate_limits"`
+}
+
+// RateLimitWindow is one window of a subscription's rate limit as an
+// agent CLI reported it: Claude Code's rate_limit_event (on a claude.ai
+// sign-in), Codex's account/rateLimits/updated (its app-server).
+type RateLimitWindow struct {
+	// Window is the CLI's own name for it: Claude Code's rateLimitType
+	// (five_hour, seven_day, seven_day_opus, seven_day_sonnet, overage),
+	// Codex's primary or secondary.
+	Window string `json:"window"`
+	// Status is Claude Code's verdict on the window: allowed,
+	// allowed_warning (near its limit) or rejected (over it). Codex says
+	// none.
+	Status string `json:"status,omitempty"`
+	// UsedPercent is how much of the window is used, 0 to 100, where the
+	// CLI said (Claude Code says only once a window nears its limit).
+	UsedPercent *float64 `json:"used_percent,omitempty"`
+	// WindowMinutes is the window's length, where known.
+	WindowMinutes int `json:"window_minutes,omitempty"`
+	// ResetsAt is when the window starts again, where the CLI said.
+	ResetsAt *time.Time `json:"resets_at,omitempty"`
+}
+
+// RateLimitSeen is a window as the daemon last saw it reported: by which
+// adapter, in which run, and when.
+type RateLimitSeen struct {
+	Adapter string `json:"adapter"`
+	RateLimitWindow
+	RunID  string    `json:"run_id"`
+	SeenAt time.Time `json:"seen_at"`
 }

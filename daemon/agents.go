@@ -149,15 +149,29 @@ func (d *Daemon) setupAgents() error {
 		Description: "With `id`, one ExternalAgentHealth (an adapter that is not installed answers not_executable saying how to install or pin it); without, an array for every detected adapter, as CAR defines it. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`. `details.auth_method` (subscription, api_key or cloud) and `details.auth_source` say how a ready adapter signs in.",
 	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
-			return rpc.Second[detect.ExternalAgentHealth](d.detector.HealthDetected(ctx, p.Force)), nil
+			hs := d.detector.HealthDetected(ctx, p.Force)
+			out := make([]detect.ExternalAgentHealth, len(hs))
+			for i, h := range hs {
+				out[i] = d.withRateLimits(h)
+			}
+			return rpc.Second[detect.ExternalAgentHealth](out), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
 			return HealthAnswer{}, err
 		}
-		return rpc.First[detect.ExternalAgentHealth, []detect.ExternalAgentHealth](h), nil
+		return rpc.First[detect.ExternalAgentHealth, []detect.ExternalAgentHealth](d.withRateLimits(h)), nil
 	})
 	return nil
+}
+
+// withRateLimits is h with the latest rate-limit windows its adapter's runs
+// reported. h is a copy: the detector's cached answer is never changed.
+func (d *Daemon) withRateLimits(h detect.ExternalAgentHealth) detect.ExternalAgentHealth {
+	if rl := d.runs.RateLimits(h.ID); len(rl) > 0 {
+		h.RateLimits = rl
+	}
+	return h
 }
 
 // detectAgents answers the three detection methods. The answer without
@@ -177,6 +191,12 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 	specs, gen := d.detector.DetectGen(ctx, refresh)
 	if p.IncludeHealth {
 		specs = d.detector.WithHealth(ctx, specs, refresh)
+		for i, s := range specs {
+			if s.Health != nil {
+				h := d.withRateLimits(*s.Health)
+				specs[i].Health = &h
+			}
+		}
 	}
 	e, err := rpc.Encode(d.guardVerdicts(specs, p.InvokedBy))
 	if err == nil && cacheable {

@@ -150,6 +150,7 @@ var paramDocs = func() map[string]map[string]string {
 			"delay_ms":      "On retry: how long the agent waits before it, when it says.",
 			"quiet_ms":      "On stalled: how long the agent has printed nothing.",
 			"kill_after_ms": "On stalled: after how long a silence card ends the run (absent when it never will).",
+			"rate_limits":   "On rate_limit: the subscription's rate-limit windows the agent reported (window, status, used_percent, window_minutes, resets_at).",
 			"usage":         "On usage: the tokens used: input, output and cached input.",
 			"error":         "On retry: why the model call failed, in the agent's words; on agent_error: what the agent reported.",
 			"type":          "On other: the type the agent gave the line card does not map.",

@@ -17,7 +17,8 @@ func (d *Daemon) registerUsage() {
 		Summary: "What the runs used: per adapter per day, runs, turns, refused runs, input/output/cached tokens and cost, with totals and every budget's spent and left.",
 		Description: "from and to are dates (YYYY-MM-DD, both included, each defaulting to today) in the daemon's local time zone, " +
 			"named in timezone; at most 366 days. A run counts on the day it was asked for. cost_usd is null where no run reported a cost. " +
-			"budgets lists each configured budget ([budget] in card.toml) as of now, with what runs in flight reserve.",
+			"budgets lists each configured budget ([budget] in card.toml) as of now, with what runs in flight reserve. " +
+			"rate_limits is the latest report of each agent's subscription rate-limit windows since the daemon started, whatever the range.",
 	}, d.usageSummary)
 }
 
@@ -50,6 +51,7 @@ func (d *Daemon) usageSummary(ctx context.Context, p api.UsageParams) (api.Usage
 	if out.Budgets, err = d.runs.BudgetStatus(ctx, p.Adapter); err != nil {
 		return api.UsageSummary{}, err
 	}
+	out.RateLimits = d.runs.RateLimits(p.Adapter)
 	return out, nil
 }
 

@@ -160,3 +160,58 @@ func TestAFourthConcurrentStartOverADailyBudgetIsRefusedWithItsCode(t *testing.T
 	assert.Equal(t, api.BudgetStatus{Budget: "daily_usd", Scope: "all", Period: "day", Limit: 0.03, Spent: b.Spent, InFlight: 0.03, Left: 0, ResetsAt: b.ResetsAt}, b)
 	assert.True(t, b.ResetsAt.Equal(resets))
 }
+
+// A run whose agent reported a rate-limit window (the real Claude Code's
+// stream on a claude.ai sign-in, replayed) leaves the window in
+// usage.summary and in agents.health_external for its adapter, with the
+// run and when card saw it; the other adapters' answers have none.
+func TestARateLimitWindowAnAgentReportedShowsInUsageAndHealth(t *testing.T) {
+	claude := daemontest.ReplayAgent(t, "claude", "2.1.197 (Claude Code)", daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-rate-limit.jsonl"))
+	d := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": claude.Path}})
+	ctx := daemontest.Context(t)
+	h, err := d.Client.Health(ctx, "claude-code", false)
+	require.NoError(t, err)
+	assert.Empty(t, h.RateLimits, "none before a run reports one")
+
+	before := time.Now().Add(-time.Second)
+	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "say pong", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	sum, err := d.Client.UsageSummary(ctx, api.UsageParams{})
+	require.NoError(t, err)
+	require.Len(t, sum.RateLimits, 1)
+	w := sum.RateLimits[0]
+	assert.Equal(t, "claude-code", w.Adapter)
+	assert.Equal(t, res.RunID, w.RunID)
+	assert.Equal(t, "five_hour", w.Window)
+	assert.Equal(t, "allowed_warning", w.Status)
+	require.NotNil(t, w.UsedPercent)
+	assert.InDelta(t, 80, *w.UsedPercent, 1e-9)
+	assert.Equal(t, 300, w.WindowMinutes)
+	require.NotNil(t, w.ResetsAt)
+	assert.WithinRange(t, w.SeenAt, before, time.Now())
+
+	h, err = d.Client.Health(ctx, "claude-code", false)
+	require.NoError(t, err)
+	assert.Equal(t, sum.RateLimits, h.RateLimits, "the cached health answer carries the latest windows")
+	all, err := d.Client.HealthAll(ctx, false)
+	require.NoError(t, err)
+	for _, h := range all {
+		if h.ID == "claude-code" {
+			assert.Equal(t, sum.RateLimits, h.RateLimits)
+		} else {
+			assert.Empty(t, h.RateLimits, h.ID)
+		}
+	}
+	specs, err := d.Client.Detect(ctx, api.DetectParams{IncludeHealth: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, specs)
+	for _, s := range specs {
+		require.NotNil(t, s.Health, s.ID)
+		if s.ID == "claude-code" {
+			assert.Equal(t, sum.RateLimits, s.Health.RateLimits, "agents.detect's health too")
+		}
+	}
+	other, err := d.Client.UsageSummary(ctx, api.UsageParams{Adapter: "codex"})
+	require.NoError(t, err)
+	assert.Equal(t, []api.RateLimitSeen{}, other.RateLimits)
+}

@@ -3,7 +3,11 @@ package spawn
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
+	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // claudeParser reads `claude -p --output-format stream-json --verbose
@@ -45,6 +49,8 @@ type claudeLine struct {
 	RetryDelayMs float64         `json:"retry_delay_ms"`
 	ErrorStatus  json.RawMessage `json:"error_status"`
 	Error        json.RawMessage `json:"error"`
+	// rate_limit_event
+	RateLimitInfo *claudeRateLimit `json:"rate_limit_info"`
 	// assistant / user
 	// Content is decoded in the same pass as the line: a second Unmarshal
 	// of a RawMessage doubles the cost on the hot path (assistant text).
@@ -170,6 +176,11 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		return evs
 	case "stream_event":
 		return p.streamEvent(l)
+	case "rate_limit_event":
+		if w, ok := l.RateLimitInfo.window(); ok {
+			return []Event{{Kind: EventRateLimit, RateLimits: []api.RateLimitWindow{w}}}
+		}
+		return []Event{otherEvent(l.Type, line)}
 	case "result":
 		r := l.claudeResult
 		r.subtype = l.Subtype
@@ -381,4 +392,50 @@ func rawText(raw json.RawMessage, def string) string {
 		return clip(s, 2048)
 	}
 	return clip(string(raw), 2048)
+}
+
+// claudeRateLimit is the rate_limit_info of Claude Code's rate_limit_event
+// (2.1.197), which it writes when its reading of the API's
+// anthropic-ratelimit-unified-* headers changes: only on a claude.ai
+// sign-in (an OAuth token), never with an API key. It names one window
+// (the one the API says binds, its representative claim), says whether it
+// is allowed, allowed_warning or rejected, and when it resets (UNIX
+// seconds); utilization (0 to 1) only once the window nears its limit.
+type claudeRateLimit struct {
+	Status        string   `json:"status"`
+	ResetsAt      *float64 `json:"resetsAt"`
+	RateLimitType string   `json:"rateLimitType"`
+	Utilization   *float64 `json:"utilization"`
+}
+
+// claudeWindowMinutes are the lengths of the windows Claude Code names.
+var claudeWindowMinutes = map[string]int{"five_hour": 300, "seven_day": 7 * 24 * 60, "seven_day_opus": 7 * 24 * 60,
+	"seven_day_sonnet": 7 * 24 * 60, "seven_day_overage_included": 7 * 24 * 60}
+
+// window is the report as card's window; false when it names nothing a
+// client could use (no window and no status).
+func (r *claudeRateLimit) window() (api.RateLimitWindow, bool) {
+	if r == nil || (r.RateLimitType == "" && r.Status == "") {
+		return api.RateLimitWindow{}, false
+	}
+	w := api.RateLimitWindow{Window: clip(r.RateLimitType, 64), Status: clip(r.Status, 64), WindowMinutes: claudeWindowMinutes[r.RateLimitType]}
+	if w.Window == "" {
+		w.Window = "unified"
+	}
+	if r.Utilization != nil && *r.Utilization >= 0 && *r.Utilization <= 10 {
+		pct := math.Round(*r.Utilization*1000) / 10
+		w.UsedPercent = &pct
+	}
+	w.ResetsAt = unixTime(r.ResetsAt)
+	return w, true
+}
+
+// unixTime is a CLI's UNIX-seconds timestamp as a time, nil when absent or
+// outside any plausible reset (before 2020, or centuries ahead).
+func unixTime(secs *float64) *time.Time {
+	if secs == nil || *secs < 1_577_836_800 || *secs > 32_503_680_000 {
+		return nil
+	}
+	t := time.Unix(int64(*secs), 0).UTC()
+	return &t
 }

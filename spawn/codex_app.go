@@ -163,6 +163,10 @@ func (c *codexAppConversation) handle(hctx context.Context, conn *jsonrpc2.Conn,
 		}
 		c.lastError = msg
 		t.Emit(Event{Kind: EventError, Error: msg})
+	case "account/rateLimits/updated":
+		if ev, ok := codexRateLimitEvent(params); ok {
+			t.Emit(ev)
+		}
 	case "warning", "configWarning", "deprecationNotice", "guardianWarning":
 		// Warnings the turn survives ("Model metadata for `gpt-5` not
 		// found"): a warning event, no failure.
@@ -178,7 +182,7 @@ func (c *codexAppConversation) handle(hctx context.Context, conn *jsonrpc2.Conn,
 		}
 		t.Emit(Event{Kind: EventWarning, Text: clip(msg, 2048)})
 	case "item/commandExecution/outputDelta", "item/reasoning/summaryTextDelta", "item/reasoning/summaryPartAdded", "item/reasoning/textDelta",
-		"thread/started", "thread/status/changed", "turn/started", "serverRequest/resolved", "account/rateLimits/updated",
+		"thread/started", "thread/status/changed", "turn/started", "serverRequest/resolved",
 		"remoteControl/status/changed", "mcpServer/startupStatus/updated", "turn/diff/updated", "item/fileChange/outputDelta":
 		// Progress and meters: the items carry what a run's record needs.
 	default:

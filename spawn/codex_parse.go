@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // codexParser reads `codex exec --json` (0.171.0): thread.started,
@@ -215,4 +217,58 @@ func (p *codexParser) Finish(exit ExitInfo) Result {
 		res.IsError, res.Error = true, failure(KindBadOutput, "codex exited 0 without turn.completed; its --json output was cut short or changed shape")
 	}
 	return res
+}
+
+// codexRateLimits is the app-server's account/rateLimits/updated (0.171.0),
+// which Codex sends after a model call whose response carried its
+// x-codex-primary-* and x-codex-secondary-* headers (used-percent,
+// window-minutes, reset-at): the two windows of the account's limit,
+// whatever the sign-in. `codex exec --json` prints nothing of them.
+type codexRateLimits struct {
+	RateLimits struct {
+		LimitID   string           `json:"limitId"`
+		Primary   *codexRateWindow `json:"primary"`
+		Secondary *codexRateWindow `json:"secondary"`
+	} `json:"rateLimits"`
+}
+
+type codexRateWindow struct {
+	UsedPercent        *float64 `json:"usedPercent"`
+	WindowDurationMins *int64   `json:"windowDurationMins"`
+	ResetsAt           *float64 `json:"resetsAt"`
+}
+
+// codexRateLimitEvent reads an account/rateLimits/updated; false when it
+// carries no window.
+func codexRateLimitEvent(params json.RawMessage) (Event, bool) {
+	var p codexRateLimits
+	if !decodeParams(params, &p) {
+		return Event{}, false
+	}
+	prefix := ""
+	if id := p.RateLimits.LimitID; id != "" && id != "codex" {
+		prefix = clip(id, 64) + "/"
+	}
+	var ws []api.RateLimitWindow
+	for _, w := range []struct {
+		name string
+		win  *codexRateWindow
+	}{{"primary", p.RateLimits.Primary}, {"secondary", p.RateLimits.Secondary}} {
+		if w.win == nil {
+			continue
+		}
+		rw := api.RateLimitWindow{Window: prefix + w.name, ResetsAt: unixTime(w.win.ResetsAt)}
+		if u := w.win.UsedPercent; u != nil && *u >= 0 && *u <= 1000 {
+			pct := *u
+			rw.UsedPercent = &pct
+		}
+		if m := w.win.WindowDurationMins; m != nil && *m > 0 && *m <= 366*24*60 {
+			rw.WindowMinutes = int(*m)
+		}
+		ws = append(ws, rw)
+	}
+	if len(ws) == 0 {
+		return Event{}, false
+	}
+	return Event{Kind: EventRateLimit, RateLimits: ws}, true
 }

@@ -23,6 +23,7 @@ const (
 	EventError             = api.EventError
 	EventWarning           = api.EventWarning
 	EventStalled           = api.EventStalled
+	EventRateLimit         = api.EventRateLimit
 	EventOther             = api.EventOther
 	KindSpawn              = api.KindSpawn
 	KindTimeout            = api.KindTimeout
@@ -78,6 +79,8 @@ type Event struct {
 	QuietMs     int64  `json:"quiet_ms,omitempty"`
 	KillAfterMs int64  `json:"kill_after_ms,omitempty"`
 	Usage       *Usage `json:"usage,omitempty"`
+	// RateLimits belongs to "rate_limit".
+	RateLimits []api.RateLimitWindow `json:"rate_limits,omitempty"`
 	// Error is the message of an "error" event, or why a retry happened.
 	Error string `json:"error,omitempty"`
 	// Type is the CLI's own event type, for "other".
@@ -106,7 +109,7 @@ func (e Event) Wire() api.Event {
 		Kind: e.Kind, SessionID: e.SessionID, Model: e.Model, Text: e.Text, Delta: e.Delta, Tool: e.Tool,
 		Output: e.Output, IsError: e.IsError, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs,
 		QuietMs: e.QuietMs, KillAfterMs: e.KillAfterMs,
-		Usage: e.Usage, Error: e.Error, Type: e.Type, Raw: e.Raw,
+		Usage: e.Usage, RateLimits: e.RateLimits, Error: e.Error, Type: e.Type, Raw: e.Raw,
 	}
 }
 

@@ -30,7 +30,8 @@ func TestTheParsersEventHasExactlyTheWireEventsExportedFields(t *testing.T) {
 func TestWireCopiesEveryExportedField(t *testing.T) {
 	e := Event{Kind: EventRetry, SessionID: "s", Model: "m", Text: "t", Delta: true, Tool: &Tool{Name: "n"},
 		Output: "o", IsError: true, Attempt: 1, MaxAttempts: 2, DelayMs: 3, QuietMs: 5, KillAfterMs: 6, Usage: &Usage{InputTokens: 4},
-		Error: "e", Type: "ty", Raw: []byte(`{}`), cause: KindAuth, unbounded: true}
+		RateLimits: []api.RateLimitWindow{{Window: "five_hour"}},
+		Error:      "e", Type: "ty", Raw: []byte(`{}`), cause: KindAuth, unbounded: true}
 	w := reflect.ValueOf(e.Wire())
 	v := reflect.ValueOf(e)
 	for i := 0; i < w.NumField(); i++ {

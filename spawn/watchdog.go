@@ -56,11 +56,16 @@ type watchdog struct {
 	mu         sync.Mutex
 	last       time.Time // the agent's last output, or the end of a pause
 	retryUntil time.Time // an announced retry's delay runs until then
-	asking     int       // questions waiting for an answer
-	output     bool      // the agent has printed something
-	stalled    bool
-	state      api.RunState
-	killed     bool
+	// retrying: the agent announced a retry without saying how long it
+	// waits (Codex's "Reconnecting... n/m", Copilot's turn_retry), and has
+	// shown no progress since: it is waiting for the API, though the
+	// clock runs on, since nothing bounds how long.
+	retrying bool
+	asking   int  // questions waiting for an answer
+	output   bool // the agent has printed something
+	stalled  bool
+	state    api.RunState
+	killed   bool
 
 	// emit and end are the run's, set before the first tick.
 	emit func(Event)
@@ -86,6 +91,8 @@ func (w *watchdog) setStateLocked(now time.Time) {
 		s = api.StateWaitingAPI
 	case w.stalled:
 		s = api.StateStalled
+	case w.retrying:
+		s = api.StateWaitingAPI
 	case w.output:
 		s = api.StateWorking
 	}
@@ -115,11 +122,12 @@ func (w *watchdog) event(ev *Event) {
 	defer w.mu.Unlock()
 	switch ev.Kind {
 	case EventRetry:
+		w.retrying = true
 		if ev.DelayMs > 0 {
 			w.retryUntil = now.Add(time.Duration(ev.DelayMs) * time.Millisecond)
 		}
 	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
-		w.retryUntil = time.Time{}
+		w.retryUntil, w.retrying = time.Time{}, false
 	}
 	w.setStateLocked(now)
 }

@@ -185,3 +185,38 @@ func TestWatchdogLimitsThatMeanNothingAreRefusedNamingTheField(t *testing.T) {
 	assert.Equal(t, Watchdog{After: 2 * time.Second, KillAfter: 5 * time.Second}, w)
 	assert.Equal(t, Watchdog{After: DefaultStallSecs * time.Second}, Request{}.Watchdog())
 }
+
+// A retry announced without a delay (Codex's "Reconnecting... 1/5",
+// Copilot's turn_retry) is waiting for the API until the agent shows
+// progress; then it is working again, and the run is never stalled by it
+// when the agent answers in time.
+func TestARetryWithoutADelayIsWaitingForTheAPIUntilProgress(t *testing.T) {
+	var w watched
+	plan := shPlan(t, "echo again; sleep 0.5; echo answer")
+	plan.MaxAPIRetries = 3
+	_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: undelayedRetryParser{}, OnEvent: w.onEvent, OnState: w.onState})
+	require.NoError(t, err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Contains(t, w.states, api.StateWaitingAPI)
+	var after []api.RunState
+	for i, s := range w.states {
+		if s == api.StateWaitingAPI {
+			after = w.states[i+1:]
+			break
+		}
+	}
+	assert.Equal(t, []api.RunState{api.StateWorking}, after, "progress after the retry puts the run back to working: %v", w.states)
+}
+
+// undelayedRetryParser reads "again" as a retry that names no delay and any
+// other line as text.
+type undelayedRetryParser struct{}
+
+func (undelayedRetryParser) Feed(line []byte) []Event {
+	if string(line) == "again" {
+		return []Event{{Kind: EventRetry, Attempt: 1, MaxAttempts: 5, Error: "429 Too Many Requests"}}
+	}
+	return []Event{{Kind: EventText, Text: string(line)}}
+}
+func (undelayedRetryParser) Finish(ExitInfo) Result { return Result{Answer: "answer"} }

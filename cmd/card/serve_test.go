@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -129,4 +130,20 @@ func TestServeForAHomeAlreadyServedIsRefused(t *testing.T) {
 	code := run([]string{"serve", "--home", home, "--addr", "127.0.0.1:0"}, nil, &bytes.Buffer{}, &errOut)
 	assert.Equal(t, exitRefused, code)
 	assert.Contains(t, errOut.String(), "already serving home "+home)
+}
+
+// A misspelt [budget] key stops `card serve` before it listens, naming the
+// key and what was meant: a budget the daemon silently ignored would let
+// the runs spend past it.
+func TestServeWithAMisspeltBudgetKeyRefusesToStartAndSaysWhatWasMeant(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	home := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "card.toml"), []byte("[budget]\ndaily_usd = 5\nmonthy_usd = 50\n"), 0o600))
+	var errOut bytes.Buffer
+	code := run([]string{"serve", "--home", home, "--addr", "127.0.0.1:0"}, nil, &bytes.Buffer{}, &errOut)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, errOut.String(), "budget.monthy_usd")
+	assert.Contains(t, errOut.String(), `did you mean "monthly_usd"`)
+	assert.NotContains(t, errOut.String(), "detected agents", "it never started")
 }

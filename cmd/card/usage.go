@@ -15,8 +15,10 @@ var usageDoc = doc{
 	name:  "usage",
 	usage: "usage [--from DATE] [--to DATE] [--adapter ID] [--json] [--home DIR]",
 	about: `Prints what the runs used, per agent per day: runs, turns, refused runs, input, output and
-cached tokens, and cost where the agent reports one ("-" where it does not), with the total,
-then each budget of card.toml's [budget] with what is spent, left and when it resets. Days are
+cached tokens, and cost where the agent reports one ("-" where it does not), with the total;
+then the latest rate-limit window each agent reported since the daemon started (Claude Code on a
+claude.ai sign-in, Codex in ask mode), how much of it is used and when it resets; then each
+budget of card.toml's [budget] with what is spent, left and when it resets. Days are
 the daemon's local dates (YYYY-MM-DD, both ends included, each defaulting to today).`,
 	examples: []string{
 		"card usage                                  # today",
@@ -67,6 +69,7 @@ func writeUsage(e env, sum api.UsageSummary) {
 	}
 	row("total", "", sum.Totals)
 	_ = w.Flush()
+	writeRateLimits(e, sum.RateLimits)
 	if len(sum.Budgets) == 0 {
 		fmt.Fprintln(e.stdout, "\nNo budgets set ([budget] in card.toml).")
 		return
@@ -77,6 +80,31 @@ func writeUsage(e env, sum api.UsageSummary) {
 	for _, b := range sum.Budgets {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Budget, b.Scope, num(b.Limit), num(b.Spent), num(b.InFlight), num(b.Left),
 			b.ResetsAt.Local().Format(time.DateTime))
+	}
+	_ = w.Flush()
+}
+
+// writeRateLimits prints the agents' latest rate-limit windows, if any
+// agent reported one since the daemon started.
+func writeRateLimits(e env, rl []api.RateLimitSeen) {
+	if len(rl) == 0 {
+		return
+	}
+	fmt.Fprintln(e.stdout)
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "RATE LIMIT\tAGENT\tSTATUS\tUSED\tRESETS\tSEEN")
+	for _, r := range rl {
+		used, resets, status := "-", "-", r.Status
+		if r.UsedPercent != nil {
+			used = strconv.FormatFloat(*r.UsedPercent, 'f', -1, 64) + "%"
+		}
+		if r.ResetsAt != nil {
+			resets = r.ResetsAt.Local().Format(time.DateTime)
+		}
+		if status == "" {
+			status = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Window, r.Adapter, status, used, resets, r.SeenAt.Local().Format(time.DateTime))
 	}
 	_ = w.Flush()
 }

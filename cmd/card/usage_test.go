@@ -67,3 +67,36 @@ func TestUsagePrintsTheSumsOfTheStoredRunsAndTheBudgetLeft(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "card usage [--from DATE]")
 }
+
+// After a run whose agent reported a rate-limit window (the real Claude
+// Code's stream on a claude.ai sign-in, replayed), card usage prints the
+// window with how much is used and when it resets, and --json carries it.
+func TestUsagePrintsTheRateLimitWindowsTheAgentsReported(t *testing.T) {
+	claude := daemontest.ReplayAgent(t, "claude", "2.1.197 (Claude Code)", daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-rate-limit.jsonl"))
+	home := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n", Agents: map[string]string{agent.ClaudeCode: claude.Path},
+		Logger: zap.NewNop(), NoClient: true,
+	}).Home
+	code, out, errOut := runCLI("usage", "--home", home)
+	require.Equal(t, exitOK, code, errOut)
+	assert.NotContains(t, out, "RATE LIMIT", "no window before an agent reports one")
+
+	code, _, errOut = runCLI("invoke", "claude-code", "say pong", "--home", home, "--cwd", t.TempDir())
+	require.Equal(t, exitOK, code, errOut)
+	code, out, errOut = runCLI("usage", "--home", home, "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var sum api.UsageSummary
+	require.NoError(t, json.Unmarshal([]byte(out), &sum))
+	require.Len(t, sum.RateLimits, 1)
+	w := sum.RateLimits[0]
+	assert.Equal(t, "five_hour", w.Window)
+	assert.Equal(t, "allowed_warning", w.Status)
+	require.NotNil(t, w.UsedPercent)
+	assert.InDelta(t, 80, *w.UsedPercent, 1e-9)
+	require.NotNil(t, w.ResetsAt)
+
+	code, out, errOut = runCLI("usage", "--home", home)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `RATE LIMIT\s+AGENT\s+STATUS\s+USED\s+RESETS\s+SEEN`, out)
+	assert.Regexp(t, `five_hour\s+claude-code\s+allowed_warning\s+80%\s+`+regexp.QuoteMeta(w.ResetsAt.Local().Format(time.DateTime)), out)
+}

@@ -113,6 +113,9 @@ type Manager struct {
 	budgetMu sync.Mutex
 	reserved map[string]reservation
 
+	// rateLimits is the latest rate-limit window each adapter reported.
+	rateLimits rateLimitBook
+
 	// The pruner: recorded counts runs written since the last prune, and
 	// a burst past pruneAfter kicks a prune before the ticker would.
 	recorded   atomic.Int64

@@ -283,6 +283,9 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 			if kind == spawn.EventError {
 				ev.Kind, kind = EventAgentError, EventAgentError
 			}
+			if kind == spawn.EventRateLimit {
+				m.NoteRateLimits(lr.adapter, lr.id, ev.RateLimits)
+			}
 			lr.log.add(kind, AgentEvent{Event: ev.Wire()}, false)
 		},
 	})

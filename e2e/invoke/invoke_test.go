@@ -38,6 +38,8 @@ type setup struct {
 	adapterCfg map[string]any
 	// server is the stand-in the CLI is pointed at.
 	server *standin.Server
+	// config is more of card.toml (a [budget] table).
+	config map[string]any
 }
 
 type session struct {
@@ -55,6 +57,9 @@ func startDaemon(t *testing.T, s setup) *session {
 	cfg := map[string]any{"login_shell_path": false}
 	if s.adapterCfg != nil {
 		cfg["adapters"] = map[string]any{s.adapter: s.adapterCfg}
+	}
+	for k, v := range s.config {
+		cfg[k] = v
 	}
 	var buf bytes.Buffer
 	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))

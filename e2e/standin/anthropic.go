@@ -120,7 +120,7 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 	if req.Model == "" {
 		req.Model = s.Model
 	}
-	if s.script.failing() {
+	if s.failing(r) {
 		kind, msg := anthropicErrorKind(s.script.Status)
 		if s.script.Message != "" {
 			msg = s.script.Message

@@ -42,7 +42,7 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "request body is not JSON", 0)
 		return
 	}
-	if s.script.failing() {
+	if s.failing(r) {
 		st, msg := geminiErrorKind(s.script.Status)
 		if s.script.Message != "" {
 			msg = s.script.Message

@@ -99,7 +99,7 @@ func serveOpenAI(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 	if req.Model == "" {
 		req.Model = s.Model
 	}
-	if s.script.failing() {
+	if s.failing(r) {
 		typ, code, msg := openAIErrorKind(s.script.Status)
 		if s.script.Message != "" {
 			msg = s.script.Message

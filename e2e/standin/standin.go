@@ -12,6 +12,7 @@ package standin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -79,6 +81,16 @@ type Script struct {
 	// text that reaches a client as it is written from text that arrives
 	// only when the turn ends.
 	DeltaDelay time.Duration
+	// FailFirst, with Status set, answers only the first FailFirst model
+	// calls with the error and every later one as a successful turn: the
+	// shape of an overloaded or rate-limited API that recovers, for a CLI
+	// that retries.
+	FailFirst int
+	// Headers are sent with every answer to a model call, the error ones
+	// included: a vendor's rate-limit headers (Anthropic's
+	// anthropic-ratelimit-unified-*, OpenAI's x-codex-primary-*), so a
+	// test sees what a CLI makes of them.
+	Headers http.Header
 }
 
 // ToolCall is a tool call the stand-in's model makes.
@@ -95,6 +107,20 @@ func (s Script) answer() string {
 }
 
 func (s Script) failing() bool { return s.Status != 0 && s.Status != http.StatusOK }
+
+// callKey carries a model call's number (1 for the first) in its request's
+// context.
+type callKey struct{}
+
+// failing says whether this model call gets the scripted error: every one,
+// or with FailFirst only the first FailFirst.
+func (s *Server) failing(r *http.Request) bool {
+	if !s.script.failing() {
+		return false
+	}
+	n, _ := r.Context().Value(callKey{}).(int64)
+	return s.script.FailFirst <= 0 || n <= int64(s.script.FailFirst)
+}
 
 func (s Script) usage() (in, out int) {
 	in, out = s.InputTokens, s.OutputTokens
@@ -153,6 +179,7 @@ type Server struct {
 	Model string
 
 	script Script
+	calls  atomic.Int64 // model calls served so far
 	srv    *httptest.Server
 	done   chan struct{} // closed by Close; releases stalled streams
 	once   sync.Once
@@ -233,6 +260,12 @@ func start(t testing.TB, v Vendor, model string, script Script, h func(*Server, 
 	// from the network, since it answers any caller as a model vendor.
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if isModelCall(v, r.URL.Path) {
+			r = r.WithContext(context.WithValue(r.Context(), callKey{}, s.calls.Add(1)))
+			for k, vs := range script.Headers {
+				w.Header()[http.CanonicalHeaderKey(k)] = vs
+			}
+		}
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h(s, rw, r, body)
 		s.record(r, body, rw.status)

@@ -502,3 +502,37 @@ func TestOpenAIResponsesMakesTheScriptedToolCallsThenQuotesTheLastOutput(t *test
 	assert.Equal(t, "DONE | tool result was: content=rejected by user", text.String())
 	assert.Equal(t, []string{"content=rejected by user"}, s.ToolResults())
 }
+
+// FailFirst refuses only the first model calls, in each dialect, and
+// Headers go out with every model call's answer, refused or not; side
+// calls (token counting) neither count nor carry them.
+func TestFailFirstRefusesOnlyTheFirstModelCallsAndHeadersGoWithEveryAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(testing.TB, Script) *Server
+		path  string
+		side  string
+	}{
+		{"anthropic", NewAnthropic, "/v1/messages", "/v1/messages/count_tokens"},
+		{"openai", NewOpenAI, "/v1/responses", ""},
+		{"gemini", NewGemini, "/v1beta/models/g:generateContent", "/v1beta/models/g:countTokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			h.Set("x-codex-primary-used-percent", "42")
+			s := tc.start(t, Script{Status: 529, FailFirst: 2, Headers: h})
+			if tc.side != "" {
+				side := post(t, s.URL+tc.side, `{"model":"m"}`, nil)
+				assert.Equal(t, http.StatusOK, side.StatusCode, "a side call is no model call")
+				assert.Empty(t, side.Header.Get("X-Codex-Primary-Used-Percent"))
+			}
+			var got []int
+			for range 4 {
+				resp := post(t, s.URL+tc.path, `{"model":"m","stream":false}`, nil)
+				got = append(got, resp.StatusCode)
+				assert.Equal(t, "42", resp.Header.Get("X-Codex-Primary-Used-Percent"))
+			}
+			assert.Equal(t, []int{529, 529, 200, 200}, got)
+		})
+	}
+}
