@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -64,6 +65,10 @@ type Store struct {
 	path string
 	now  func() time.Time
 	ids  idGenerator
+
+	// stmtMu guards inserts, the prepared INSERTs of events by row count.
+	stmtMu  sync.Mutex
+	inserts map[int]*sql.Stmt
 }
 
 // Open opens (creating if needed) the run store at path and brings its
@@ -125,7 +130,15 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database. Pending WAL content is already durable; SQLite
 // checkpoints it on close.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.stmtMu.Lock()
+	for _, st := range s.inserts {
+		_ = st.Close()
+	}
+	s.inserts = nil
+	s.stmtMu.Unlock()
+	return s.db.Close()
+}
 
 // NewRunID returns a new run id: "run_" and 26 characters of Crockford
 // base32 over 48 bits of milliseconds and 80 random bits, like a ULID. Ids
