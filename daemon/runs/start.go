@@ -324,6 +324,11 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	// the last batch.
 	<-persisted
 	close(lr.finished)
+	// With the answer out, the log's pages go into the database now,
+	// rather than inside a commit some later run waits for.
+	if err := m.store.Checkpoint(context.Background()); err != nil {
+		m.log.Debug("could not checkpoint the run history", zap.Error(err))
+	}
 
 	m.mu.Lock()
 	delete(m.live, lr.id)
