@@ -266,6 +266,7 @@ func (d *Daemon) Start() error {
 	d.log.Info("card is listening", zap.String("url", d.url), zap.String("home", d.home),
 		zap.String("version", Version), zap.Int("pid", d.pid))
 	d.detectInBackground()
+	d.trimAfterStart()
 	return nil
 }
 

@@ -27,7 +27,7 @@ import (
 // noisy machine slows both alike; the ratio is what counts. It measures and
 // reports; it asserts nothing about speed.
 //
-//	CARD_BENCH=1 go test -run TestThroughputAgainstTheEchoCeiling -v ./daemon/
+//	CARD_BENCH=1 CARD_BENCH_SITTINGS=5 go test -count=1 -run TestThroughputAgainstTheEchoCeiling -v ./daemon/
 func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
 		testskip.Skip(t, testskip.Bench, "measures daemon throughput against the WebSocket echo ceiling")
@@ -35,8 +35,40 @@ func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 	o := fakeAgents(t)
 	o.NoClient = true
 	td := daemontest.Start(t, o)
+	// CARD_BENCH_SITTINGS repeats the whole measurement (every method, each
+	// time alternated with the echo server) and counts the sittings that
+	// met both bounds: the goal is every one of them.
+	sittings := 1
+	if v := os.Getenv("CARD_BENCH_SITTINGS"); v != "" {
+		_, err := fmt.Sscan(v, &sittings)
+		require.NoError(t, err)
+	}
+	met := map[string]int{}
+	var verdicts []string
+	defer func() {
+		for _, v := range verdicts {
+			t.Log(v)
+		}
+		for _, method := range []string{"daemon.info", "agents.detect"} {
+			t.Logf("%s met both bounds in %d of %d sittings", method, met[method], sittings)
+		}
+	}()
+	for sitting := 1; sitting <= sittings; sitting++ {
+		throughputSitting(t, td, sitting, func(method string, ratio, p99ratio float64) {
+			ok := ratio >= 0.8 && p99ratio <= 1.2
+			if ok {
+				met[method]++
+			}
+			verdicts = append(verdicts, fmt.Sprintf("sitting %d (load %s): %s %.2fx, p99 %.2fx echo's, met: %v", sitting, loadAvg(), method, ratio, p99ratio, ok))
+		})
+	}
+}
+
+// throughputSitting measures each method once against the echo server and
+// reports its ratio and p99 ratio to verdict.
+func throughputSitting(t *testing.T, td *daemontest.Daemon, sitting int, verdict func(method string, ratio, p99ratio float64)) {
 	for _, method := range []string{"daemon.info", "agents.detect"} {
-		t.Run(method, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d", method, sitting), func(t *testing.T) {
 			request := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q}`, method))
 			answer := oneAnswer(t, td, request)
 			echo := echoServer(t, answer)
@@ -77,6 +109,7 @@ func TestThroughputAgainstTheEchoCeiling(t *testing.T) {
 			t.Logf("card daemon:  %8.0f req/s  p50 %v  p99 %v", daemonRate, pct(daemonLat, 50), pct(daemonLat, 99))
 			t.Logf("ratio %.2fx of the echo ceiling (rounds: min %.2f, median %.2f, max %.2f); p99 %.2fx echo's (goal >= 0.80x, p99 <= 1.20x)",
 				ratio, ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1], p99ratio)
+			verdict(method, ratio, p99ratio)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -27,6 +28,9 @@ type Peer struct {
 	// reg is the server's registry, for the class of each request the
 	// server sends (ServerRequest); nil outside a server.
 	reg *Registry
+	// write sends one frame on the connection (the frame stream's write);
+	// nil outside a server.
+	write func([]byte) error
 }
 
 type peerKey struct{}
@@ -62,6 +66,40 @@ func (p *Peer) Context() context.Context { return p.ctx }
 
 // Notify sends a notification to this client. Calls from one goroutine
 // arrive in order.
+//
+// Params already encoded (a json.RawMessage, as a run's events are: encoded
+// once for every subscriber and the store) are written inside the envelope
+// as they are; going through jsonrpc2 would encode the envelope by
+// reflection and scan and copy the params twice more, per event and per
+// subscriber.
 func (p *Peer) Notify(ctx context.Context, method string, params any) error {
+	if raw, ok := params.(json.RawMessage); ok && p.write != nil && len(raw) > 0 {
+		bp := answerBufs.Get().(*[]byte)
+		b := append((*bp)[:0], `{"jsonrpc":"2.0","method":`...)
+		b = appendMethod(b, method)
+		b = append(b, `,"params":`...)
+		b = append(b, raw...)
+		b = append(b, '}')
+		err := p.write(b)
+		if cap(b) <= maxPooledAnswer {
+			*bp = b
+			answerBufs.Put(bp)
+		}
+		return err
+	}
 	return p.conn.Load().Notify(ctx, method, params)
+}
+
+// appendMethod appends a method name as a JSON string; the names are the
+// server's own, but one needing escapes is still encoded right.
+func appendMethod(b []byte, method string) []byte {
+	for i := 0; i < len(method); i++ {
+		if c := method[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			m, _ := json.Marshal(method)
+			return append(b, m...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, method...)
+	return append(b, '"')
 }

@@ -274,6 +274,7 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants G
 	stream := newFrameStream(ctx, ws, true, s.cfg.WriteTimeout, s.cfg.MaxBatch, log)
 	stream.out = newOutgoing(stream.write, ctx.Done(), log)
 	peer.out = stream.out
+	peer.write = stream.write
 	stream.handle = sc.handle
 	stream.large = s.release.note
 	sc.stream = stream

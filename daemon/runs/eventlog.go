@@ -112,7 +112,7 @@ func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) b
 	if !kept {
 		l.dropped++
 	} else {
-		raw, err := json.Marshal(ev)
+		raw, err := encodeEvent(&ev)
 		if err != nil {
 			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
 		}
@@ -132,12 +132,21 @@ func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) b
 // log, not a copy: an entry never changes once added and add only writes
 // past the view's end, so a thousand subscribers of a long run share one
 // log instead of holding a thousand copies of it.
+//
+// The terminal event is held back until the store has every event: a
+// client that saw a run end and asks the history for it right away finds
+// all of it there, and its answer (runs.get, a replay) never has a hole.
 func (l *eventLog) after(seq int64) ([]entry, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i := sort.Search(len(l.events), func(i int) bool { return l.events[i].seq > seq })
 	n := len(l.events)
-	return l.events[i:n:n], l.ended, l.changed
+	ended := l.ended
+	if ended && l.written < n {
+		n--
+		ended = false
+	}
+	i := sort.Search(n, func(i int) bool { return l.events[i].seq > seq })
+	return l.events[i:n:n], ended, l.changed
 }
 
 // bytesThrough is the size of the kept events with seq <= seq.
@@ -162,12 +171,18 @@ func (l *eventLog) unwritten() ([]entry, bool, <-chan struct{}) {
 }
 
 // markWritten records that n more events are in the store and reports
-// whether the store now has every kept event.
+// whether the store now has every kept event. Once it has them all after
+// the terminal event, the followers waiting for that event are woken.
 func (l *eventLog) markWritten(n int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.written += n
-	return l.written == len(l.events)
+	all := l.written == len(l.events)
+	if all && l.ended && n > 0 {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+	return all
 }
 
 // isEnded reports whether the terminal event is in the log.

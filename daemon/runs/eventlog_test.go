@@ -62,7 +62,18 @@ func addN(l *eventLog, n int) {
 	}
 }
 
-func end(l *eventLog) { l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true) }
+// end adds the terminal event and marks every event stored, as the run's
+// writer would.
+func end(l *eventLog) {
+	l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true)
+	stored(l)
+}
+
+// stored marks every event added so far as written to the store.
+func stored(l *eventLog) {
+	pending, _, _ := l.unwritten()
+	l.markWritten(len(pending))
+}
 
 func seqsOf(es []entry) []int64 {
 	var out []int64
@@ -156,7 +167,10 @@ func TestASlowSubscriberSlowsOnlyItself(t *testing.T) {
 func TestTheBoundKeepsTheFirstEventsAndTheTerminalOneAndCountsTheRest(t *testing.T) {
 	l := newEventLog("run_1", 3)
 	addN(l, 10)
-	end(l)
+	l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true)
+	pending, _, _ := l.unwritten()
+	assert.Equal(t, []int64{1, 2, 3, 11}, seqsOf(pending), "what is stored is what is kept")
+	stored(l)
 	evs, ended, _ := l.after(0)
 	assert.True(t, ended)
 	assert.Equal(t, []int64{1, 2, 3, 11}, seqsOf(evs))
@@ -165,8 +179,6 @@ func TestTheBoundKeepsTheFirstEventsAndTheTerminalOneAndCountsTheRest(t *testing
 	c := &collector{}
 	require.True(t, follows(context.Background(), c, l, 0)(5*time.Second))
 	assert.Equal(t, []int64{1, 2, 3, 11}, c.got(), "what is sent is what is kept")
-	pending, _, _ := l.unwritten()
-	assert.Equal(t, []int64{1, 2, 3, 11}, seqsOf(pending), "and what is stored")
 }
 
 func TestAFollowerStopsWhenItsSubscriberGoesAway(t *testing.T) {
@@ -243,4 +255,23 @@ func TestFollowersShareTheLogInsteadOfCopyingIt(t *testing.T) {
 	b, _, _ := l.after(0)
 	assert.Len(t, a, 3000, "a view does not grow under its holder")
 	assert.Len(t, b, 3001)
+}
+
+// A follower is sent the terminal event only once the store has every
+// event: a client that learns the run ended and asks the history at once
+// finds all of it.
+func TestTheTerminalEventWaitsForTheStoreToHaveEveryEvent(t *testing.T) {
+	l := newEventLog("run_1", 100)
+	addN(l, 3)
+	l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true)
+	c := &collector{}
+	wait := follows(context.Background(), c, l, 0)
+	require.Eventually(t, func() bool { return len(c.got()) == 3 }, 5*time.Second, time.Millisecond)
+	assert.False(t, wait(50*time.Millisecond), "the follower waits for the store")
+	assert.Equal(t, []int64{1, 2, 3}, c.got(), "the events before the end are sent as they come")
+	l.markWritten(2)
+	assert.False(t, wait(50*time.Millisecond), "two of four stored is not all")
+	l.markWritten(2)
+	require.True(t, wait(5*time.Second), "the follower ends once the store has them all")
+	assert.Equal(t, []int64{1, 2, 3, 4}, c.got())
 }

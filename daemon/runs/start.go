@@ -320,12 +320,18 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	m.mu.Lock()
 	m.running--
 	m.mu.Unlock()
-	close(lr.finished)
-	// The run stays live (its events served from memory) until the store
-	// has them all, so a replay from the store is never missing a tail.
-	// Storing a chatty run's events can take longer than the run itself;
-	// nobody waits for it but shutdown.
+	// The answer waits for the store to have every event, as followers
+	// wait for it to send the terminal one: a runs.get or a replay right
+	// after the answer finds the whole run. The events are stored while the
+	// agent prints them, a batch per transaction, so what is left here is
+	// the last batch.
 	<-persisted
+	close(lr.finished)
+	// With the answer out, the log's pages go into the database now,
+	// rather than inside a commit some later run waits for.
+	if err := m.store.Checkpoint(context.Background()); err != nil {
+		m.log.Debug("could not checkpoint the run history", zap.Error(err))
+	}
 
 	m.mu.Lock()
 	delete(m.live, lr.id)

@@ -43,6 +43,15 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []NewEven
 			return fmt.Errorf("store: event %d of run %s: payload is not valid JSON", events[i].Seq, runID)
 		}
 	}
+	// Prepared before the transaction takes the store's one connection.
+	var stmts [2]*sql.Stmt
+	for i, n := range [2]int{1, insertRows} {
+		st, err := s.insertEvents(ctx, n)
+		if err != nil {
+			return fmt.Errorf("store: events of run %s: %w", runID, err)
+		}
+		stmts[i] = st
+	}
 	var failed int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var one int
@@ -54,17 +63,38 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []NewEven
 		if err != nil {
 			return err
 		}
-		for _, e := range events {
-			failed = e.Seq
-			_, err := tx.ExecContext(ctx,
-				`INSERT INTO events (run_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)`,
-				runID, e.Seq, e.Kind, string(e.Payload), ms(s.now()))
+		now := ms(s.now())
+		args := make([]any, 0, 5*min(len(events), insertRows))
+		// single is set once a statement of many rows met a seq given twice:
+		// the rest go one row at a time, so the error names that seq.
+		single := false
+		for rest := events; len(rest) > 0; {
+			n := insertRows
+			if single || len(rest) < n {
+				n = 1
+			}
+			stmt := stmts[0]
+			if n > 1 {
+				stmt = stmts[1]
+			}
+			args = args[:0]
+			for _, e := range rest[:n] {
+				args = append(args, runID, e.Seq, e.Kind, string(e.Payload), now)
+			}
+			failed = rest[0].Seq
+			_, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
 			if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
-				return fmt.Errorf("seq %d is already recorded; seq must increase per run", e.Seq)
+				if n > 1 {
+					// SQLite undid the statement, not the transaction.
+					single = true
+					continue
+				}
+				return fmt.Errorf("seq %d is already recorded; seq must increase per run", rest[0].Seq)
 			}
 			if err != nil {
 				return err
 			}
+			rest = rest[n:]
 		}
 		return nil
 	})
@@ -72,6 +102,34 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []NewEven
 		return fmt.Errorf("store: event %d of run %s: %w", failed, runID, err)
 	}
 	return nil
+}
+
+// insertRows is how many events one INSERT statement writes. Each
+// statement costs SQLite a parse, and database/sql a round of checks and
+// conversions, whatever its rows: a chatty run's thousands of events in
+// statements of one row each spent most of the store's time there.
+const insertRows = 64
+
+// insertEvents is the prepared INSERT of n events (1 or insertRows),
+// prepared once per store: the one connection keeps it. It must not be
+// called inside a transaction, which holds that connection.
+func (s *Store) insertEvents(ctx context.Context, n int) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st := s.inserts[n]; st != nil {
+		return st, nil
+	}
+	q := "INSERT INTO events (run_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)" +
+		strings.Repeat(", (?, ?, ?, ?, ?)", n-1)
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if s.inserts == nil {
+		s.inserts = map[int]*sql.Stmt{}
+	}
+	s.inserts[n] = st
+	return st, nil
 }
 
 // Events returns a run's recorded events with seq > afterSeq, in seq order,

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -64,6 +65,10 @@ type Store struct {
 	path string
 	now  func() time.Time
 	ids  idGenerator
+
+	// stmtMu guards inserts, the prepared INSERTs of events by row count.
+	stmtMu  sync.Mutex
+	inserts map[int]*sql.Stmt
 }
 
 // Open opens (creating if needed) the run store at path and brings its
@@ -125,7 +130,15 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database. Pending WAL content is already durable; SQLite
 // checkpoints it on close.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.stmtMu.Lock()
+	for _, st := range s.inserts {
+		_ = st.Close()
+	}
+	s.inserts = nil
+	s.stmtMu.Unlock()
+	return s.db.Close()
+}
 
 // NewRunID returns a new run id: "run_" and 26 characters of Crockford
 // base32 over 48 bits of milliseconds and 80 random bits, like a ULID. Ids
@@ -133,6 +146,20 @@ func (s *Store) Close() error { return s.db.Close() }
 // for List; within one millisecond they still increase, so two runs created
 // together list in the order they were made.
 func (s *Store) NewRunID() string { return s.ids.next(s.now()) }
+
+// Checkpoint copies what the write-ahead log holds into the database
+// (PRAGMA wal_checkpoint(PASSIVE): it waits for no reader). SQLite does this
+// by itself inside the commit that takes the log past 1,000 pages, which
+// made that commit, and whoever waited for it, pay for the pages of every
+// commit before: a chatty run's history is about 400 of them. The run
+// subsystem calls it once a run's answer is out, so a run's commits find
+// the log short.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		return fmt.Errorf("store: checkpoint %s: %w", s.path, err)
+	}
+	return nil
+}
 
 // IntegrityCheck runs PRAGMA integrity_check and reports anything but "ok".
 func (s *Store) IntegrityCheck(ctx context.Context) error {

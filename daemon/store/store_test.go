@@ -748,3 +748,30 @@ func TestEventsOfKindsReadsOnlyThoseKindsInSeqOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, other)
 }
+
+// A seq given twice inside a batch long enough to be written many rows to
+// a statement is named exactly, and none of the batch is stored.
+func TestASeqGivenTwiceInALongBatchIsNamedAndNoneOfItIsStored(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	id := s.NewRunID()
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	var batch []NewEvent
+	for q := int64(1); q <= 200; q++ {
+		seq := q
+		if q == 150 {
+			seq = 90
+		}
+		batch = append(batch, NewEvent{Seq: seq, Kind: "text", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, q))})
+	}
+	err := s.AppendEvents(ctx, id, batch)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "seq 90 is already recorded")
+	events, err := s.Events(ctx, id, 0, 0)
+	require.NoError(t, err)
+	assert.Empty(t, events)
+	require.NoError(t, s.AppendEvents(ctx, id, batch[:149]))
+	events, err = s.Events(ctx, id, 0, 0)
+	require.NoError(t, err)
+	assert.Len(t, events, 149)
+}

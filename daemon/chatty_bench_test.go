@@ -1,0 +1,313 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/testskip"
+)
+
+// chattyDeltas is how many text deltas the chatty fake prints.
+const chattyDeltas = 5000
+
+// chattyStream is a captured partial-messages Claude Code stream with its
+// one text delta repeated chattyDeltas times and its status line left out:
+// 8 + 5,000 lines, about 1.3 MB, what an agent that thinks aloud prints.
+func chattyStream(t testing.TB) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(daemontest.RepoFile(t, "spawn/testdata/claude-stream-partial.jsonl"))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(string(raw), "\n") {
+		switch {
+		case strings.Contains(line, `"subtype":"status"`):
+		case strings.Contains(line, `"text_delta"`):
+			for range chattyDeltas {
+				out.WriteString(line)
+			}
+		default:
+			out.WriteString(line)
+		}
+	}
+	return out.Bytes()
+}
+
+// chattyAgent writes the chatty fake: a Claude Code that reads its task and
+// prints the chatty stream in one go, then exits.
+func chattyAgent(t testing.TB) (bin string, lines int) {
+	t.Helper()
+	stream := chattyStream(t)
+	file := filepath.Join(t.TempDir(), "chatty.jsonl")
+	require.NoError(t, os.WriteFile(file, stream, 0o644))
+	bin = daemontest.Script(t, "claude", fmt.Sprintf(`case "$1" in
+--version) echo "2.1.197 (Claude Code)"; exit 0;;
+auth|login) exit 1;;
+esac
+cat > /dev/null
+exec cat %q`, file))
+	return bin, bytes.Count(stream, []byte("\n"))
+}
+
+// chattyPath is one way of running the chatty agent once: it returns when
+// the caller has its answer (the finished run, or a streamed run's last
+// event) and the id of the run, "" when card recorded none.
+type chattyPath struct {
+	name string
+	run  func(ctx context.Context, task string) (runID string, err error)
+}
+
+// TestChattyRunAgainstReadingItsPipe runs an agent that prints a 5,008-line
+// stream (5,000 text deltas, 1.3 MB) and exits, directly (fork/exec, task
+// on stdin, stdout read to EOF) and through agents.invoke without and with
+// stream (a raw WebSocket client that receives every event), alternated in
+// one run. Right after each answer it counts the run's events in the store,
+// which must all be there; it samples the heap throughout. Goal: each card
+// path at most 1.5× the direct run at the median. Another way of running a
+// turn (a session's) is one more chattyPath.
+//
+//	CARD_BENCH=1 go test -count=1 -run TestChattyRunAgainstReadingItsPipe -v ./daemon/
+//
+// CARD_BENCH_CHATTY_ROUNDS sets the rounds (default 30); CARD_BENCH_PROFILE
+// names a directory for CPU and allocation profiles of the card runs alone.
+func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
+	if os.Getenv("CARD_BENCH") != "1" {
+		testskip.Skip(t, testskip.Bench, "benchmark of a chatty run against reading its pipe (figures go to docs/performance.md)")
+	}
+	bin, lines := chattyAgent(t)
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: bin},
+		Logger: zap.NewNop(),
+	})
+	cwd := t.TempDir()
+	st, err := store.Open(context.Background(), filepath.Join(d.Home, daemon.RunsDBName), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+
+	direct := chattyPath{"direct", func(ctx context.Context, task string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Dir = cwd
+		cmd.Stdin = strings.NewReader(task)
+		out, err := cmd.Output()
+		if err == nil && bytes.Count(out, []byte("\n")) != lines {
+			err = fmt.Errorf("read %d lines, want %d", bytes.Count(out, []byte("\n")), lines)
+		}
+		return "", err
+	}}
+	ws := d.Raw(t)
+	ws.SetReadLimit(16 << 20)
+	var id atomic.Int64
+	invoke := func(stream bool) func(ctx context.Context, task string) (string, error) {
+		return func(ctx context.Context, task string) (string, error) {
+			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id.Add(1), "method": "agents.invoke",
+				"params": daemon.InvokeParams{ID: agent.ClaudeCode, Task: task, Cwd: cwd, Stream: stream}})
+			if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+				return "", err
+			}
+			var answer struct {
+				Result struct {
+					RunID  string `json:"run_id"`
+					Status string `json:"status"`
+				} `json:"result"`
+				Error json.RawMessage `json:"error"`
+			}
+			_, frame, err := ws.Read(ctx)
+			if err != nil {
+				return "", err
+			}
+			if err := json.Unmarshal(frame, &answer); err != nil || answer.Error != nil {
+				return "", fmt.Errorf("answer %s: %v", frame, err)
+			}
+			if !stream {
+				if answer.Result.Status != string(store.StatusSucceeded) {
+					return "", fmt.Errorf("run ended %s", frame)
+				}
+				return answer.Result.RunID, nil
+			}
+			for {
+				_, frame, err := ws.Read(ctx)
+				if err != nil {
+					return "", err
+				}
+				// The terminal event is the only one with a status.
+				if bytes.Contains(frame, []byte(`"status":"`)) {
+					if !bytes.Contains(frame, []byte(`"kind":"done"`)) {
+						return "", fmt.Errorf("run ended %.300s", frame)
+					}
+					return answer.Result.RunID, nil
+				}
+			}
+		}
+	}
+	paths := []chattyPath{direct, {"agents.invoke", invoke(false)}, {"agents.invoke + stream", invoke(true)}}
+
+	// The heap of the whole process (daemon and clients), sampled without
+	// stopping the world.
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+
+	rounds := 30
+	if v := os.Getenv("CARD_BENCH_CHATTY_ROUNDS"); v != "" {
+		_, err := fmt.Sscan(v, &rounds)
+		require.NoError(t, err)
+	}
+	ctx := daemontest.Context(t)
+	if rounds > 40 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(t.Context(), time.Duration(rounds)*3*time.Second)
+		defer cancel()
+	}
+	took := make([][]time.Duration, len(paths))
+	var missing []string
+	var events int
+	runOne := func(i int) {
+		start := time.Now()
+		runID, err := paths[i].run(ctx, "talk a lot")
+		took[i] = append(took[i], time.Since(start))
+		require.NoError(t, err, paths[i].name)
+		if runID == "" {
+			return
+		}
+		// Right after the answer, before anything else: the whole history.
+		evs, err := st.Events(context.Background(), runID, 0, store.MaxEventsLimit)
+		require.NoError(t, err)
+		if n := len(evs); n == 0 || evs[n-1].Kind != daemon.EventDone {
+			missing = append(missing, fmt.Sprintf("%s: %d events stored at the answer", paths[i].name, n))
+		} else {
+			events = n
+		}
+	}
+	for range 3 { // warm caches
+		for i := range paths {
+			runOne(i)
+		}
+	}
+	for i := range took {
+		took[i] = nil
+	}
+	missing = nil
+	runtime.GC()
+	idle := readHeap()
+	peak.Store(0)
+	stopProfile := startProfiles(t)
+	for r := range rounds {
+		// Rotate which path goes first, so none always follows another's
+		// garbage.
+		for k := range paths {
+			runOne((r + k) % len(paths))
+		}
+	}
+	stopProfile()
+	close(stop)
+	sampling.Wait()
+	base := median(took[0])
+	t.Logf("load: %s", loadAvg())
+	t.Logf("%d rounds, each path once per round in rotating order; %d stream lines, %d events stored per run", rounds, lines, events)
+	for i, p := range paths {
+		m := median(took[i])
+		t.Logf("%-24s median %7.2f ms (min %6.2f, max %7.2f) | %.2fx direct, %+.2f ms, %.2f µs per line",
+			p.name, ms(m), ms(minOf(took[i])), ms(maxOf(took[i])), float64(m)/float64(base), ms(m-base), float64(m-base)/float64(lines)/1e3)
+	}
+	t.Logf("heap in objects: %.1f MiB idle after GC, peak %.1f MiB while the runs went", mib(idle), mib(peak.Load()))
+	for _, m := range missing {
+		t.Errorf("not every event was stored by the answer: %s", m)
+	}
+}
+
+func readHeap() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func minOf(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = min(m, d)
+	}
+	return m
+}
+
+func maxOf(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
+
+// loadAvg is /proc/loadavg's first three fields, for the figures' context.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// startProfiles starts a CPU profile into $CARD_BENCH_PROFILE/cpu.pprof,
+// when that is set, and returns what stops it and writes the allocations
+// since into allocs.pprof. The direct runs are in it too: they cost this
+// process only the reading of a pipe.
+func startProfiles(t *testing.T) func() {
+	dir := os.Getenv("CARD_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	cpu, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	require.NoError(t, err)
+	require.NoError(t, pprof.StartCPUProfile(cpu))
+	return func() {
+		pprof.StopCPUProfile()
+		require.NoError(t, cpu.Close())
+		f, err := os.Create(filepath.Join(dir, "allocs.pprof"))
+		require.NoError(t, err)
+		require.NoError(t, pprof.Lookup("allocs").WriteTo(f, 0))
+		require.NoError(t, f.Close())
+	}
+}

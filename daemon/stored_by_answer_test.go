@@ -1,0 +1,63 @@
+package daemon_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/store"
+)
+
+// A client that has a run's answer (or, streaming, its last event) and
+// asks the history for it at once finds every event there: the answer
+// waits for the store, not the other way round. The chatty agent prints
+// thousands of lines in a few milliseconds, more than the store writes in
+// that time, so an answer sent when the agent exits would come first.
+func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
+	bin, _ := chattyAgent(t)
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: bin},
+	})
+	st, err := store.Open(context.Background(), filepath.Join(d.Home, daemon.RunsDBName), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	stored := func(id string) []store.Event {
+		evs, err := st.Events(context.Background(), id, 0, store.MaxEventsLimit)
+		require.NoError(t, err)
+		return evs
+	}
+	ctx := daemontest.Context(t)
+	p := daemon.InvokeParams{ID: agent.ClaudeCode, Task: "talk a lot", Cwd: t.TempDir()}
+	for range 3 {
+		res, err := d.Client.Invoke(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusSucceeded, res.Status)
+		evs := stored(res.RunID)
+		require.Greater(t, len(evs), chattyDeltas, "every text delta is in the store at the answer")
+		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind, "the terminal event is stored last")
+		require.EqualValues(t, len(evs), evs[len(evs)-1].Seq, "no event is missing")
+
+		var got []daemon.AgentEvent
+		done := make(chan []store.Event, 1)
+		acc, err := d.Client.Stream(ctx, p, func(ev daemon.AgentEvent) {
+			got = append(got, ev)
+			if ev.Kind == daemon.EventDone || ev.Kind == daemon.EventRunError {
+				done <- stored(ev.RunID) // before anything else: the moment the client learns the end
+			}
+		})
+		require.NoError(t, err)
+		select {
+		case evs = <-done:
+		case <-ctx.Done():
+			t.Fatal("the streamed run did not end")
+		}
+		require.Len(t, evs, len(got), "the history has what the client was sent, when it was sent the end (run %s)", acc.RunID)
+		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind)
+	}
+}
