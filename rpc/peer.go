@@ -76,11 +76,15 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	if raw, ok := params.(json.RawMessage); ok && p.write != nil && len(raw) > 0 {
 		bp := answerBufs.Get().(*[]byte)
 		b := append((*bp)[:0], `{"jsonrpc":"2.0","method":`...)
-		b = appendMethod(b, method)
+		m, err := json.Marshal(method)
+		if err != nil {
+			return err
+		}
+		b = append(b, m...)
 		b = append(b, `,"params":`...)
 		b = append(b, raw...)
 		b = append(b, '}')
-		err := p.write(b)
+		err = p.write(b)
 		if cap(b) <= maxPooledAnswer {
 			*bp = b
 			answerBufs.Put(bp)
@@ -88,18 +92,4 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 		return err
 	}
 	return p.conn.Load().Notify(ctx, method, params)
-}
-
-// appendMethod appends a method name as a JSON string; the names are the
-// server's own, but one needing escapes is still encoded right.
-func appendMethod(b []byte, method string) []byte {
-	for i := 0; i < len(method); i++ {
-		if c := method[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			m, _ := json.Marshal(method)
-			return append(b, m...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, method...)
-	return append(b, '"')
 }

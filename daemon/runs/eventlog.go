@@ -112,7 +112,9 @@ func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) b
 	if !kept {
 		l.dropped++
 	} else {
-		raw, err := encodeEvent(&ev)
+		// Encoded once, here: these bytes are what every subscriber is
+		// sent and what the store keeps.
+		raw, err := json.Marshal(ev)
 		if err != nil {
 			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
 		}
