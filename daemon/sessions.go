@@ -25,6 +25,9 @@ const sessionStartCheck = "sessions.start: checking the session's params"
 // setupSessions builds the session manager over the run subsystem, carries
 // on the sessions a previous daemon left open, and registers the methods.
 func (d *Daemon) setupSessions() error {
+	if d.warmer == nil {
+		d.warmer = sessions.SpawnWarmer{}
+	}
 	d.sessions = sessions.New(sessions.Deps{
 		Store:   d.runs.Store(),
 		Runs:    d.runs,
