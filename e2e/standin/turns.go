@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // UserMessages is how many user messages a model call's body carries, in
@@ -93,14 +94,31 @@ func hasText(content json.RawMessage) bool {
 	return false
 }
 
-// forRequest is the server a request is answered by: s itself, or with
-// Script.AnswerUserMessages a copy whose answer says how many user
-// messages this request carried ("user messages: 2").
+// scripts holds the script a test set on a running server with
+// SetScript, by server.
+var scripts sync.Map
+
+// SetScript makes s answer the model calls that arrive from now on by
+// script: a conversation's later turn can then be scripted apart from its
+// first (one tool call in each turn, say), on the one server the CLI was
+// pointed at.
+func (s *Server) SetScript(script Script) { scripts.Store(s, script) }
+
+// forRequest is the server a request is answered by: s itself, or a copy
+// with the script SetScript set, and with Script.AnswerUserMessages an
+// answer saying how many user messages this request carried ("user
+// messages: 2").
 func (s *Server) forRequest(body []byte) *Server {
-	if !s.script.AnswerUserMessages {
+	script := s.script
+	set, ok := scripts.Load(s)
+	if ok {
+		script = set.(Script)
+	}
+	if !ok && !script.AnswerUserMessages {
 		return s
 	}
-	script := s.script
-	script.Answer = fmt.Sprintf("user messages: %d", UserMessages(s.Vendor, body))
+	if script.AnswerUserMessages {
+		script.Answer = fmt.Sprintf("user messages: %d", UserMessages(s.Vendor, body))
+	}
 	return &Server{URL: s.URL, Vendor: s.Vendor, Model: s.Model, script: script, srv: s.srv, done: s.done}
 }
