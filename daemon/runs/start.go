@@ -436,3 +436,19 @@ func (m *Manager) Note(runID, kind string, ev AgentEvent) bool {
 
 // Live is the live run of that id, or nil once it has left the live set.
 func (m *Manager) Live(id string) *Run { return m.lookup(id) }
+
+// WarmSpec is the spec a warm agent of a session starts with before any
+// turn of it runs (sessions.start with warm): the binary detection
+// resolved, the environment a run of the adapter would get under the
+// session's chain (no run id: the agent outlives any one run), and the
+// runner's limits. The session's start has passed the guard and the
+// bypass gate already; its turns each pass the whole gate.
+func (m *Manager) WarmSpec(ctx context.Context, adapter string, ancestry []string, plan spawn.Plan) (spawn.RunSpec, error) {
+	bin, _, err := m.deps.Binaries.Binary(ctx, adapter)
+	if err != nil {
+		return spawn.RunSpec{}, err
+	}
+	plan.Program = bin
+	return spawn.RunSpec{Plan: plan, BaseEnv: childEnv(m.deps.Env, m.deps.PATH(), guard.Child(ancestry, adapter), ""),
+		Limits: spawn.Limits{MaxOutput: m.cfg.MaxOutputBytes, KillGrace: killGrace}, ImageMemory: m.cfg.ImageMemory}, nil
+}

@@ -96,6 +96,10 @@ type warmAgent struct {
 	// runID is the run of the turn on it now ("" between turns).
 	runID string
 	idle  *time.Timer
+	// started is closed once the agent's start has ended, well or not;
+	// a turn that finds the agent starting waits for it instead of
+	// starting a second process.
+	started chan struct{}
 }
 
 func (w *warmAgent) alive() bool { return w != nil && w.agent != nil && w.agent.Alive() }
@@ -131,6 +135,17 @@ func (p *warmPool) acquire(ctx context.Context, s *session, runID string, start 
 		p.mu.Unlock()
 		return nil, errors.New("card is shutting down")
 	}
+	for w := s.warm; w != nil && w.agent == nil; w = s.warm {
+		// Starting (sessions.start with warm): wait, then look again.
+		ch := w.started
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+	}
 	if w := s.warm; w != nil {
 		if w.runID != "" {
 			// A session runs one turn at a time; two on one agent would be
@@ -163,7 +178,8 @@ func (p *warmPool) acquire(ctx context.Context, s *session, runID string, start 
 	}
 	// The new agent holds its place (and the session's warm field) while
 	// it starts, so no other turn of the session can start a second one.
-	w := &warmAgent{session: s, runID: runID, lastUsed: time.Now(), idle: time.NewTimer(time.Hour)}
+	w := &warmAgent{session: s, runID: runID, lastUsed: time.Now(), idle: time.NewTimer(time.Hour), started: make(chan struct{})}
+	defer close(w.started)
 	w.idle.Stop()
 	s.warm = w
 	p.agents = append(p.agents, w)
@@ -339,15 +355,46 @@ func (m *Manager) canWarm(adapter string) bool {
 	return ok
 }
 
-// warmAtStart is sessions.start with warm: the agent starts at the first
-// prompt all the same, since its environment and program are a turn's
-// (the run subsystem builds them as the turn starts); the start is
-// logged so an operator sees why the first turn paid the start-up.
+// warmStartTimeout bounds a warm agent's start at sessions.start.
+const warmStartTimeout = 2 * time.Minute
+
+// warmAtStart is sessions.start with warm: the agent starts now, in the
+// background, so the first turn does not wait for the CLI's start-up; a
+// first prompt that comes while it starts waits for it (never a second
+// process). An agent that cannot start is logged and the first turn
+// starts one itself, or runs cold.
 func (m *Manager) warmAtStart(s *session) {
 	if !m.canWarm(s.row.Adapter) {
 		return
 	}
-	m.log.Debug("warm start asked: the agent starts with the first turn", zap.String("session_id", s.row.ID))
+	t, err := m.deps.Prepare(s.params, "(the session's warm start: no prompt yet)", nil, s.row.AgentSessionID)
+	if err != nil {
+		m.log.Warn("could not plan a session's warm start", zap.String("session_id", s.row.ID), zap.Error(err))
+		return
+	}
+	if t.Run.Discard != nil {
+		t.Run.Discard()
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), warmStartTimeout)
+		defer cancel()
+		spec, err := m.deps.Runs.WarmSpec(ctx, s.row.Adapter, s.row.Ancestry, t.Run.Plan)
+		if err != nil {
+			m.log.Warn("could not start a session's warm agent", zap.String("session_id", s.row.ID), zap.Error(err))
+			return
+		}
+		spec.BaseEnv = append(spec.BaseEnv, SessionIDEnv+"="+s.row.ID)
+		w, err := m.warm.acquire(ctx, s, "warm-start", func(ctx context.Context) (Agent, error) {
+			return m.deps.Warmer.Start(ctx, WarmStart{Request: t.Spawn, Spec: spec})
+		})
+		if w == nil {
+			m.log.Warn("could not start a session's warm agent; its first turn starts one", zap.String("session_id", s.row.ID), zap.Error(err))
+			return
+		}
+		m.warm.release(w)
+	}()
 }
 
 // execFor is the run hook of a session's turn: over its warm agent when

@@ -83,6 +83,8 @@ type fakeWarmer struct {
 	agents    []*fakeAgent
 	steerable bool
 	hold      chan struct{}
+	// startHold, when set, holds each Start until it is sent to.
+	startHold chan struct{}
 	alive     atomic.Int32
 	inTurn    atomic.Int32
 	maxInTurn atomic.Int32
@@ -90,6 +92,9 @@ type fakeWarmer struct {
 
 func (w *fakeWarmer) CanWarm(string) (bool, string) { return true, "" }
 func (w *fakeWarmer) Start(ctx context.Context, ws WarmStart) (Agent, error) {
+	if w.startHold != nil {
+		<-w.startHold
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.starts = append(w.starts, ws)
@@ -314,4 +319,24 @@ func TestClosingASessionEndsItsWarmAgent(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, fw.agent(0).Alive())
 	assert.Zero(t, m.warm.count())
+}
+
+func TestAWarmStartStartsTheAgentBeforeTheFirstPromptAndTheFirstTurnWaitsForIt(t *testing.T) {
+	fw := &fakeWarmer{startHold: make(chan struct{})}
+	m := newWarmManager(t, fw, Config{})
+	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code", Warm: true}, []string{})
+	require.NoError(t, err)
+	// The first prompt arrives while the agent is still starting.
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "one"}, nil, nil)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	fw.startHold <- struct{}{}
+	waitIdle(t, m, s.SessionID)
+	run, err := m.st.Get(context.Background(), res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StatusSucceeded, run.Status)
+	require.Len(t, fw.started(), 1, "the turn waited for the warm start instead of starting a second agent")
+	assert.EqualValues(t, 1, fw.agent(0).turns.Load())
+	assert.Contains(t, fw.started()[0].Spec.BaseEnv, SessionIDEnv+"="+s.SessionID)
+	assert.Equal(t, "/bin/false", fw.started()[0].Spec.Plan.Program, "the binary detection resolved")
 }
