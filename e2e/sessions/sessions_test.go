@@ -205,8 +205,8 @@ func TestEachRealCLIsSecondTurnCarriesTheFirstAndSurvivesASIGKILL(t *testing.T) 
 	for _, c := range clis {
 		t.Run(c.id, func(t *testing.T) {
 			if c.id == "droid" {
-				t.Skip("droid exec -s ID (how card resumes a Droid session) exits 1 printing nothing when the prompt comes on stdin, as card sends it; " +
-					"Droid's conversations need its stream-jsonrpc channel as a warm agent")
+				t.Skip("droid exec -s ID (how card resumes a Droid session) exits 1 printing nothing against the stand-in, with the prompt on stdin, " +
+					"in a file (-f) or as an argument, with or without -m: Droid's conversations need its stream-jsonrpc channel as a warm agent")
 			}
 			if c.id == "pi" {
 				t.Skip("card runs Pi with --no-session, so a cold Pi turn has no session to resume; Pi's conversations need its RPC mode as a warm agent")
