@@ -466,3 +466,29 @@ func TestAKilledDaemonLosesNoTurnAndTheNextPromptContinuesTheConversation(t *tes
 	assert.Equal(t, "942c07c4-8230-4293-9685-338fbcab211c", args[i+1])
 	_ = one
 }
+
+func TestBadSessionParamsAreRefusedNamingTheField(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	for _, tc := range []struct {
+		method, field string
+		params        any
+	}{
+		{"sessions.prompt", "session_id", map[string]any{"task": "x"}},
+		{"sessions.prompt", "task", map[string]any{"session_id": "ses_x", "task": "  "}},
+		{"sessions.steer", "task", map[string]any{"session_id": "ses_x"}},
+		{"sessions.cancel", "session_id", map[string]any{}},
+		{"sessions.get", "session_id", map[string]any{}},
+		{"sessions.close", "session_id", map[string]any{}},
+		{"sessions.subscribe", "after_seq", map[string]any{"session_id": "ses_x", "after_seq": -1}},
+		{"sessions.list", "state", map[string]any{"state": "sleeping"}},
+		{"sessions.list", "limit", map[string]any{"limit": -1}},
+		{"sessions.start", "id", map[string]any{}},
+		{"sessions.start", "permission_mode", map[string]any{"id": "claude-code", "permission_mode": "god"}},
+	} {
+		err := rd.Client.Call(ctx, tc.method, tc.params, nil)
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s %v", tc.method, tc.params)
+		assert.Equal(t, tc.field, errData(t, re)["field"], "%s %v", tc.method, tc.params)
+	}
+}
