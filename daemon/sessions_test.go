@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -491,4 +492,52 @@ func TestBadSessionParamsAreRefusedNamingTheField(t *testing.T) {
 		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s %v", tc.method, tc.params)
 		assert.Equal(t, tc.field, errData(t, re)["field"], "%s %v", tc.method, tc.params)
 	}
+}
+
+func TestAGracefulRestartKeepsTheSessionAndRecordsWhatWasQueued(t *testing.T) {
+	agents, pins := replayAgents(t)
+	home := t.TempDir()
+	cwd := t.TempDir()
+	opts := daemontest.Options{Home: home, Config: "login_shell_path = false\n", Agents: pins}
+	first := daemontest.Start(t, opts)
+	ctx := daemontest.Context(t)
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd})
+	require.NoError(t, err)
+	evs := &sessionEvents{}
+	_, err = first.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+	require.NoError(t, err)
+	_, err = first.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
+	require.NoError(t, err)
+	evs.waitEnds(t, 1, 10*time.Second)
+	_, err = first.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "SLEEP through the restart"})
+	require.NoError(t, err)
+	q, err := first.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "queued at the restart"})
+	require.NoError(t, err)
+	require.True(t, q.Queued)
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	require.NoError(t, first.Shutdown(sctx))
+
+	second := daemontest.Start(t, opts)
+	got, err := second.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.SessionIdle, got.State)
+	assert.Equal(t, 3, got.Turns)
+	assert.Empty(t, got.Queue)
+	again := &sessionEvents{}
+	_, err = second.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, again.add)
+	require.NoError(t, err)
+	four, err := second.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn four"})
+	require.NoError(t, err)
+	all := again.waitEnds(t, 4, 10*time.Second)
+	gapFree(t, all, 0)
+	var statuses []api.Status
+	for _, ev := range all {
+		if client.Terminal(ev.Event) {
+			statuses = append(statuses, ev.Event.Status)
+		}
+	}
+	assert.Equal(t, []api.Status{api.StatusSucceeded, api.StatusInterrupted, api.StatusRefused, api.StatusSucceeded}, statuses)
+	args, _ := agents["claude-code"].Received(t, four.RunID)
+	assert.Contains(t, args, "--resume")
 }
