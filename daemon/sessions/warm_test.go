@@ -340,3 +340,23 @@ func TestAWarmStartStartsTheAgentBeforeTheFirstPromptAndTheFirstTurnWaitsForIt(t
 	assert.Contains(t, fw.started()[0].Spec.BaseEnv, SessionIDEnv+"="+s.SessionID)
 	assert.Equal(t, "/bin/false", fw.started()[0].Spec.Plan.Program, "the binary detection resolved")
 }
+
+func TestCancellingATurnOverAWarmAgentEndsTheTurnAndTheNextOneStillRuns(t *testing.T) {
+	fw := &fakeWarmer{hold: make(chan struct{})}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "long"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	c, err := m.Cancel(context.Background(), api.SessionCancelParams{SessionID: id})
+	require.NoError(t, err)
+	assert.True(t, c.Cancelled)
+	waitIdle(t, m, id)
+	run, err := m.st.Get(context.Background(), res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StatusCancelled, run.Status)
+	fw.hold = nil
+	two := turn(t, m, id, "two")
+	assert.Equal(t, api.StatusSucceeded, two.Status)
+	assert.Len(t, fw.started(), 1, "the agent the cancelled turn left alive takes the next turn")
+}
