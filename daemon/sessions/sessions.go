@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -838,7 +837,6 @@ func (m *Manager) Wait(ctx context.Context) {
 	}
 }
 
-var _ = fmt.Sprintf
 
 // Params are a session's start params (as stored, cwd resolved).
 func (m *Manager) Params(ctx context.Context, id string) (api.SessionStartParams, error) {
