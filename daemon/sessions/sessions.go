@@ -837,7 +837,6 @@ func (m *Manager) Wait(ctx context.Context) {
 	}
 }
 
-
 // Params are a session's start params (as stored, cwd resolved).
 func (m *Manager) Params(ctx context.Context, id string) (api.SessionStartParams, error) {
 	m.mu.Lock()
