@@ -58,21 +58,21 @@ func (d *Daemon) setupSessions() error {
 
 // turnParamsOf is a turn's agents.invoke params: the session's start
 // params with the prompt.
-func turnParamsOf(p api.SessionStartParams, task string, atts []api.Attachment, resume string) InvokeParams {
+func turnParamsOf(p api.SessionStartParams, task string, atts []api.Attachment, c sessions.Continue) InvokeParams {
 	return InvokeParams{
 		ID: p.ID, InvokedBy: p.InvokedBy, Task: task, Attachments: atts, Cwd: p.Cwd, PermissionMode: p.PermissionMode,
 		AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt,
 		SystemPromptAppend: p.SystemPromptAppend, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs,
 		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly, RequireAttachments: p.RequireAttachments,
 		TimeoutSecs: p.TimeoutSecs, MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs,
-		MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Resume: resume,
+		MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Resume: c.Resume, SessionID: c.SessionID,
 	}
 }
 
 // prepareTurn plans one turn of a session: agents.invoke's params step over
-// the session's params, continuing the CLI's session by resume.
-func (d *Daemon) prepareTurn(p api.SessionStartParams, task string, atts []api.Attachment, resume string) (sessions.Turn, error) {
-	ip := turnParamsOf(p, task, atts, resume)
+// the session's params, continuing the CLI's session as c says.
+func (d *Daemon) prepareTurn(p api.SessionStartParams, task string, atts []api.Attachment, c sessions.Continue) (sessions.Turn, error) {
+	ip := turnParamsOf(p, task, atts, c)
 	req, err := d.prepare(ip)
 	if err != nil {
 		return sessions.Turn{}, err
@@ -123,7 +123,7 @@ func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (ap
 		return api.Session{}, rpc.InvalidField("id", "required: the adapter of the conversation, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
 	// The params are judged as a turn's would be; the plan is thrown away.
-	req, err := d.prepare(turnParamsOf(p, sessionStartCheck, nil, ""))
+	req, err := d.prepare(turnParamsOf(p, sessionStartCheck, nil, sessions.Continue{}))
 	if err != nil {
 		return api.Session{}, err
 	}

@@ -541,3 +541,23 @@ func TestAGracefulRestartKeepsTheSessionAndRecordsWhatWasQueued(t *testing.T) {
 	args, _ := agents["claude-code"].Received(t, four.RunID)
 	assert.Contains(t, args, "--resume")
 }
+
+func TestAFirstTurnThatFailedBeforeTheCLISaidAnythingLeavesNoSessionToResume(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	s, evs := startSession(t, rd, rd.Client, "claude-code")
+	one, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "FAIL at once"})
+	require.NoError(t, err)
+	evs.waitEnds(t, 1, 10*time.Second)
+	args, _ := rd.agents["claude-code"].Received(t, one.RunID)
+	require.Contains(t, args, "--session-id", "a first turn runs under an id card chose")
+	got, err := rd.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Empty(t, got.AgentSessionID, "the chosen id is let go: the CLI never began that session")
+	two, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "again"})
+	require.NoError(t, err)
+	evs.waitEnds(t, 2, 10*time.Second)
+	args, _ = rd.agents["claude-code"].Received(t, two.RunID)
+	assert.NotContains(t, args, "--resume")
+	assert.Contains(t, args, "--session-id")
+}

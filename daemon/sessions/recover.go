@@ -80,6 +80,9 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 		return err
 	}
 	for i, r := range turns {
+		if r.SessionID != "" && r.SessionID == s.row.AgentSessionID {
+			s.confirmed = true
+		}
 		if r.TotalCostUSD != nil {
 			s.spentUSD += *r.TotalCostUSD
 		}
@@ -116,7 +119,13 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 		s.row.NextSeq = max(s.row.NextSeq, t.base+last+1)
 		s.row.Turns = max(s.row.Turns, r.SessionTurn)
 		if s.row.AgentSessionID == "" && r.SessionID != "" {
-			s.row.AgentSessionID = r.SessionID
+			s.row.AgentSessionID, s.confirmed = r.SessionID, true
+		}
+		if !s.confirmed && r.Status == store.StatusInterrupted {
+			// A first turn cut short by the crash under the id card chose:
+			// the CLI may have begun that session; resume it (a failure
+			// then lets the id go, as above).
+			s.confirmed = true
 		}
 	}
 	return nil

@@ -18,6 +18,8 @@ package sessions
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -52,15 +54,23 @@ type Turn struct {
 	Spawn spawn.Request
 }
 
+// Continue is how a turn continues the CLI's own session: Resume the id
+// an earlier turn reported (or card chose), or, for a first turn, a new
+// SessionID card chooses for the adapters whose CLI takes one, so even a
+// first turn cut short by a crash leaves an id the next turn resumes.
+type Continue struct {
+	Resume    string
+	SessionID string
+}
+
 // Deps is what sessions need from the daemon.
 type Deps struct {
 	Store *store.Store
 	Runs  *runs.Manager
 	// Prepare plans a turn: p are the session's start params (caps lowered
-	// to what the session has left), resume the CLI session to continue
-	// ("" for the first turn). Its error is a bad-params answer; nothing
-	// is recorded.
-	Prepare func(p api.SessionStartParams, task string, atts []api.Attachment, resume string) (Turn, error)
+	// to what the session has left), c how it continues the CLI's session.
+	// Its error is a bad-params answer; nothing is recorded.
+	Prepare func(p api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Turn, error)
 	// Warmer starts warm agents; nil runs every turn cold.
 	Warmer Warmer
 	Log    *zap.Logger
@@ -141,6 +151,11 @@ type session struct {
 	// approve; each is watching the current turn's run through unwatch.
 	watchers map[uint64]runs.Asker
 	unwatch  map[uint64]func()
+	// confirmed says a CLI has reported the session id the conversation
+	// resumes (row.AgentSessionID), not only card chosen it for a first
+	// turn: a chosen id whose turn failed before the CLI said anything is
+	// let go, or every later turn would resume a session that never began.
+	confirmed bool
 	// warm is the session's warm agent, nil when it has none; the warm
 	// pool's mutex guards it.
 	warm *warmAgent
@@ -241,7 +256,7 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, asker r
 		}
 		// Judge the prompt now, so a bad one is answered now rather than
 		// refused later with nobody to tell.
-		t, err := m.deps.Prepare(s.params, p.Task, p.Attachments, "")
+		t, err := m.deps.Prepare(s.params, p.Task, p.Attachments, Continue{})
 		if err != nil {
 			return api.SessionPromptResult{}, err
 		}
@@ -303,7 +318,7 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 		left := *c - s.spentTokens
 		p.MaxTokens = &left
 	}
-	t, err := m.deps.Prepare(p, q.task, q.atts, s.row.AgentSessionID)
+	t, chosen, err := m.prepareTurn(s, p, q)
 	if err != nil {
 		if dequeued {
 			m.refuseTurnLocked(s, q.Turn, "the queued prompt could not be started: "+err.Error())
@@ -335,6 +350,9 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 	}
 	s.row.Turns = max(s.row.Turns, q.Turn)
 	s.row.State = string(api.SessionRunning)
+	if chosen != "" {
+		s.row.AgentSessionID = chosen
+	}
 	s.current = run
 	s.turns = append(s.turns, turnRef{turn: q.Turn, runID: run.ID(), base: req.SessionSeqBase})
 	for id, a := range s.watchers {
@@ -345,6 +363,35 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 	m.wg.Add(1)
 	go m.awaitTurn(s, run, req.SessionSeqBase)
 	return run, nil
+}
+
+// prepareTurn plans q's turn: resuming the CLI session the conversation
+// has, or for its first turn under a session id card chooses, where the
+// adapter's CLI takes one (chosen says which; "" when the CLI picks its
+// own, reported when the turn ends).
+func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (Turn, string, error) {
+	if s.row.AgentSessionID != "" {
+		t, err := m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID})
+		return t, "", err
+	}
+	id := newUUID()
+	t, err := m.deps.Prepare(p, q.task, q.atts, Continue{SessionID: id})
+	var fe *spawn.FieldError
+	if errors.As(err, &fe) && fe.Field == "session_id" {
+		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
+		return t, "", err
+	}
+	return t, id, err
+}
+
+// newUUID is a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // refuseTurnLocked records turn as a refused run of the session with its
@@ -396,8 +443,11 @@ func (m *Manager) awaitTurn(s *session, run *runs.Run, base int64) {
 		}
 	}
 	s.row.NextSeq = base + last + 1
-	if res.SessionID != "" {
-		s.row.AgentSessionID = res.SessionID
+	switch {
+	case res.SessionID != "":
+		s.row.AgentSessionID, s.confirmed = res.SessionID, true
+	case !s.confirmed && res.Status != store.StatusSucceeded:
+		s.row.AgentSessionID = ""
 	}
 	s.addSpentLocked(res.Result)
 	s.current = nil

@@ -367,7 +367,7 @@ func (m *Manager) warmAtStart(s *session) {
 	if !m.canWarm(s.row.Adapter) {
 		return
 	}
-	t, err := m.deps.Prepare(s.params, "(the session's warm start: no prompt yet)", nil, s.row.AgentSessionID)
+	t, err := m.deps.Prepare(s.params, "(the session's warm start: no prompt yet)", nil, Continue{Resume: s.row.AgentSessionID})
 	if err != nil {
 		m.log.Warn("could not plan a session's warm start", zap.String("session_id", s.row.ID), zap.Error(err))
 		return

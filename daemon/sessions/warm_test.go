@@ -129,8 +129,12 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 		Env: map[string]string{"HOME": t.TempDir()}, PATH: func() string { return "/usr/bin:/bin" }, Log: zaptest.NewLogger(t)},
 		runs.Config{MaxConcurrentRuns: 8, MaxEventsPerRun: 100, MaxOutputBytes: 1 << 20})
 	cwd := t.TempDir()
-	prepare := func(p api.SessionStartParams, task string, atts []api.Attachment, resume string) (Turn, error) {
-		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: resume}
+	prepare := func(p api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Turn, error) {
+		if c.SessionID != "" {
+			// As Codex and Droid: the CLI picks its own session id.
+			return Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
+		}
+		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume}
 		plan, err := spawn.Build("", sreq)
 		if err != nil {
 			return Turn{}, err
