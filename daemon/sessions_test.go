@@ -574,3 +574,35 @@ func TestAFirstTurnThatFailedBeforeTheCLISaidAnythingLeavesNoSessionToResume(t *
 	assert.NotContains(t, args, "--resume")
 	assert.Contains(t, args, "--session-id")
 }
+
+func TestASessionWhoseEarlyTurnsWerePrunedStillReplaysTheRest(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	s, evs := startSession(t, rd, rd.Client, "claude-code")
+	for i := 1; i <= 3; i++ {
+		_, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: fmt.Sprint("turn ", i)})
+		require.NoError(t, err)
+		evs.waitEnds(t, i, 10*time.Second)
+	}
+	all := evs.all()
+	one := 0
+	for _, ev := range all {
+		if ev.Turn == 1 {
+			one++
+		}
+	}
+	require.Eventually(t, func() bool {
+		runs, err := rd.Client.Runs(ctx, daemon.ListParams{Status: "running"})
+		return err == nil && len(runs) == 0
+	}, 5*time.Second, 10*time.Millisecond)
+	keep := 2
+	_, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxRuns: &keep})
+	require.NoError(t, err)
+	again := &sessionEvents{}
+	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, again.add)
+	require.NoError(t, err)
+	got := again.waitEnds(t, 2, 5*time.Second)
+	require.Len(t, got, len(all)-one)
+	assert.Equal(t, all[one].Seq, got[0].Seq, "the seq goes on at turn two's base")
+	gapFree(t, got, int64(one))
+}

@@ -793,6 +793,13 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 				continue
 			}
 			_, events, err := m.deps.Runs.Subscribe(ctx, t.runID, max(0, seq-t.base))
+			var gone *runs.NotFoundError
+			if errors.As(err, &gone) {
+				// The turn's run was pruned from the history (max_runs,
+				// max_age_days): its events are gone, and the seq goes on
+				// at the next turn's base.
+				continue
+			}
 			if err != nil {
 				return err
 			}
