@@ -281,3 +281,60 @@ func TestARealClaudeSessionAsksAndItsAllowAlwaysHoldsForTheNextTurn(t *testing.T
 	}
 	assert.True(t, byRule, "turn two's decision is recorded as the session's rule")
 }
+
+func TestTwoRealClaudeSessionsAtOnceKeepTheirConversationsApart(t *testing.T) {
+	standin.CLI(t, "claude")
+	card(t)
+	conv := start(t, clis[0], standin.Script{AnswerUserMessages: true}, client.Options{})
+	ctx := daemontest.Context(t)
+	words := map[string]string{"A": "avocado", "B": "banana"}
+	ids := map[string]string{}
+	for name := range words {
+		s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, TimeoutSecs: 180})
+		require.NoError(t, err)
+		ids[name] = s.SessionID
+		conv.subscribe(t, s.SessionID, 0)
+	}
+	var wg sync.WaitGroup
+	for name, word := range words {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, task := range []string{"Remember the word " + word + ".", "Which word, session " + name + "?"} {
+				res, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: ids[name], Task: task})
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Eventually(t, func() bool {
+					for _, ev := range conv.events.all() {
+						if ev.SessionID == ids[name] && ev.Turn == res.Turn && client.Terminal(ev.Event) {
+							return true
+						}
+					}
+					return false
+				}, 3*time.Minute, 50*time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	for name, word := range words {
+		other := words["A"]
+		if name == "A" {
+			other = words["B"]
+		}
+		found := false
+		for _, call := range conv.server.ModelCalls() {
+			if bytes.Contains(call.Body, []byte("Which word, session "+name+"?")) {
+				found = true
+				assert.Contains(t, string(call.Body), word, "session %s's turn two does not carry its own turn one", name)
+				assert.NotContains(t, string(call.Body), other, "session %s's turn two carries the other session's", name)
+			}
+		}
+		assert.True(t, found, "no model call of session %s's turn two", name)
+	}
+	a, err := conv.proc.Client.Session(ctx, ids["A"])
+	require.NoError(t, err)
+	b, err := conv.proc.Client.Session(ctx, ids["B"])
+	require.NoError(t, err)
+	assert.NotEqual(t, a.AgentSessionID, b.AgentSessionID)
+}
