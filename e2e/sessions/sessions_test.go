@@ -12,6 +12,7 @@ package sessions_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,4 +338,43 @@ func TestTwoRealClaudeSessionsAtOnceKeepTheirConversationsApart(t *testing.T) {
 	b, err := conv.proc.Client.Session(ctx, ids["B"])
 	require.NoError(t, err)
 	assert.NotEqual(t, a.AgentSessionID, b.AgentSessionID)
+}
+
+func TestThreePromptsQueuedBehindARealClaudeTurnRunInOrderEachCarryingTheOnesBefore(t *testing.T) {
+	standin.CLI(t, "claude")
+	card(t)
+	conv := start(t, clis[0], standin.Script{AnswerUserMessages: true, DeltaDelay: 300 * time.Millisecond}, client.Options{})
+	ctx := daemontest.Context(t)
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, TimeoutSecs: 180})
+	require.NoError(t, err)
+	conv.subscribe(t, s.SessionID, 0)
+	first, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Prompt one."})
+	require.NoError(t, err)
+	require.False(t, first.Queued)
+	var wg sync.WaitGroup
+	for i := 2; i <= 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: fmt.Sprintf("Prompt %d.", i)})
+			assert.NoError(t, err)
+			assert.True(t, res.Queued, "prompt %d did not wait behind the running turn", i)
+		}()
+	}
+	wg.Wait()
+	var ends []api.SessionEvent
+	require.Eventually(t, func() bool {
+		ends = ends[:0]
+		for _, ev := range conv.events.all() {
+			if client.Terminal(ev.Event) {
+				ends = append(ends, ev)
+			}
+		}
+		return len(ends) == 4
+	}, 3*time.Minute, 50*time.Millisecond)
+	for i, end := range ends {
+		assert.Equal(t, i+1, end.Turn)
+		require.Equal(t, api.StatusSucceeded, end.Event.Status, "turn %d: %+v", end.Turn, end.Event.Result.Error)
+		assert.Equal(t, i+1, userMessages(t, end), "turn %d's request carries the %d turns before it", end.Turn, i)
+	}
 }
