@@ -378,3 +378,45 @@ func TestThreePromptsQueuedBehindARealClaudeTurnRunInOrderEachCarryingTheOnesBef
 		assert.Equal(t, i+1, userMessages(t, end), "turn %d's request carries the %d turns before it", end.Turn, i)
 	}
 }
+
+func TestCancellingARealClaudeTurnRunsThePromptQueuedBehindIt(t *testing.T) {
+	standin.CLI(t, "claude")
+	card(t)
+	conv := start(t, clis[0], standin.Script{AnswerUserMessages: true, DeltaDelay: 20 * time.Second}, client.Options{})
+	ctx := daemontest.Context(t)
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, TimeoutSecs: 180})
+	require.NoError(t, err)
+	conv.subscribe(t, s.SessionID, 0)
+	one, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "A slow answer, please."})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, ev := range conv.events.all() {
+			if ev.Turn == one.Turn && ev.Event.Kind == "text" {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 20*time.Millisecond, "turn one's answer never began")
+	conv.server.SetScript(standin.Script{AnswerUserMessages: true})
+	two, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Then a quick one."})
+	require.NoError(t, err)
+	require.True(t, two.Queued)
+	start := time.Now()
+	res, err := conv.proc.Client.CancelTurn(ctx, api.SessionCancelParams{SessionID: s.SessionID})
+	require.NoError(t, err)
+	assert.True(t, res.Cancelled)
+	assert.Less(t, time.Since(start), 5*time.Second, "the cancel took longer than a run's")
+	var ends []api.SessionEvent
+	require.Eventually(t, func() bool {
+		ends = ends[:0]
+		for _, ev := range conv.events.all() {
+			if client.Terminal(ev.Event) {
+				ends = append(ends, ev)
+			}
+		}
+		return len(ends) == 2
+	}, 3*time.Minute, 50*time.Millisecond)
+	assert.Equal(t, api.StatusCancelled, ends[0].Event.Status)
+	require.Equal(t, api.StatusSucceeded, ends[1].Event.Status, "%+v", ends[1].Event.Result.Error)
+	t.Logf("the turn after the cancelled one carried %d user messages", userMessages(t, ends[1]))
+}
