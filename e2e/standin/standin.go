@@ -91,6 +91,9 @@ type Script struct {
 	// anthropic-ratelimit-unified-*, OpenAI's x-codex-primary-*), so a
 	// test sees what a CLI makes of them.
 	Headers http.Header
+	// AnswerUserMessages answers each model call with the number of user
+	// messages it carried (see UserMessages), instead of Answer.
+	AnswerUserMessages bool
 }
 
 // ToolCall is a tool call the stand-in's model makes.
@@ -267,7 +270,7 @@ func start(t testing.TB, v Vendor, model string, script Script, h func(*Server, 
 			}
 		}
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h(s, rw, r, body)
+		h(s.forRequest(body), rw, r, body)
 		s.record(r, body, rw.status)
 	}))
 	s.URL = s.srv.URL
