@@ -250,7 +250,7 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 			mode = "ask"
 		}
 	}
-	sess, err := be.StartSession(ctx, api.SessionStartParams{ID: id, Cwd: p.Cwd, PermissionMode: mode, Model: meta.Model,
+	sess, err := be.StartSession(ctx, api.SessionStartParams{ID: id, InvokedBy: s.cfg.InvokedBy, Cwd: p.Cwd, PermissionMode: mode, Model: meta.Model,
 		Effort: meta.Effort, MCPEndpoint: endpoint, Warm: meta.Warm})
 	if err != nil {
 		return nil, s.startError(ctx, be, id, err)

@@ -42,6 +42,11 @@ type Config struct {
 	// session/new names none; empty is ask for an adapter that can ask,
 	// else read_only.
 	DefaultPermissionMode string
+	// InvokedBy is the adapter this agent runs under, when an agent CLI
+	// started it (the last of its CAR_INVOKED_BY): every session names it,
+	// so the guard refuses a session that would call an agent already in
+	// the chain.
+	InvokedBy string
 }
 
 // Server is one ACP connection's agent side. Serve it once.

@@ -163,8 +163,11 @@ func (st *session) pump(ctx context.Context) {
 			continue
 		}
 		history := ev.Seq <= st.replayUntil || st.replayUntil > st.handled
-		echo := ev.Turn > st.lastTurn && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
-		if ev.Turn > st.lastTurn {
+		// A turn starts with its first event of a run (a queued prompt's
+		// own event names no run yet).
+		starts := ev.Event.RunID != "" && ev.Turn > st.lastTurn
+		echo := starts && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
+		if starts {
 			st.lastTurn = ev.Turn
 		}
 		if id := ev.Event.RunID; id != "" {
@@ -218,9 +221,11 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, histor
 		}
 		return
 	}
-	st.mu.Lock()
-	st.running = ev.Turn
-	st.mu.Unlock()
+	if e.RunID != "" {
+		st.mu.Lock()
+		st.running = ev.Turn
+		st.mu.Unlock()
+	}
 	st.send(ev, st.mapEvent(e)...)
 	if e.Kind == api.EventDone || e.Kind == api.EventRunError {
 		st.mu.Lock()
