@@ -242,6 +242,7 @@ func (d *Daemon) Start() error {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", d.rpcSrv)
+	mux.Handle(ACPPath, d.acpHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found: card serves WebSocket JSON-RPC at /rpc", http.StatusNotFound)
 	})

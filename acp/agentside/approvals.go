@@ -106,6 +106,10 @@ func (st *session) ask(e api.AgentEvent, viaApprove bool) *perm {
 	}
 	id := e.Approval.RequestID
 	st.mu.Lock()
+	if a, done := st.answered[id]; done {
+		st.mu.Unlock()
+		return &perm{done: closed(), answer: a}
+	}
 	p := st.perms[id]
 	if p != nil {
 		p.viaApprove = p.viaApprove || viaApprove
@@ -127,6 +131,9 @@ func (st *session) ask(e api.AgentEvent, viaApprove bool) *perm {
 		}
 		decide := !p.viaApprove && !p.elsewhere
 		delete(st.perms, id)
+		if !p.elsewhere {
+			st.answered[id] = p.answer
+		}
 		close(p.done)
 		st.mu.Unlock()
 		if decide {

@@ -262,14 +262,13 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode)}, nil
 }
 
-// startError adds the sign-in state to a refused start when the adapter
-// is not signed in, so an editor shows the step that fixes it.
-func (s *Server) startError(ctx context.Context, be Backend, id string, err error) *acp.Error {
-	aerr := fromBackend(err)
-	if h, herr := be.Health(ctx, id, false); herr == nil && h.Status != api.StatusReady && h.Status != api.StatusUnknown {
-		return notSignedIn(id, h)
-	}
-	return aerr
+// startError is a refused start as the daemon said it. The sign-in state
+// is not checked here: health is a reading of the CLI's files, which can
+// say "not signed in" of a CLI that works (a key in the daemon's
+// environment), so it must not refuse a session; a turn the API refuses
+// ends with the sign-in error instead.
+func (s *Server) startError(_ context.Context, _ Backend, _ string, err error) *acp.Error {
+	return fromBackend(err)
 }
 
 func adapterList() string {

@@ -140,8 +140,8 @@ func TestARefusedStartKeepsTheDaemonsCodeAndMessage(t *testing.T) {
 	assert.JSONEq(t, `{"field":"cwd"}`, string(err.Data))
 
 	be.health = api.ExternalAgentHealth{Status: api.StatusExpired, Reason: "the login expired"}
-	err = e.fail(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work"})
-	assert.Equal(t, acp.CodeAuthRequired, err.Code, "a start refused for a lapsed sign-in says to sign in")
+	err = e.fail(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/etc"})
+	assert.Equal(t, acp.ErrorCode(-32012), err.Code, "health's guess at the sign-in never replaces the daemon's own refusal")
 }
 
 func TestMCPServersCardCannotHandOverAreNamedInTheError(t *testing.T) {
@@ -611,4 +611,38 @@ func TestALineThatIsNoMessageIsAnsweredWithAParseError(t *testing.T) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	assert.True(t, strings.Contains(string(e.frames[0]), `-32700`), "%s", e.frames[0])
+}
+
+func TestAQuestionAnsweredInReplyIsNotAskedAgainWhenItsEventFollows(t *testing.T) {
+	be := newFake()
+	be.hold = make(chan struct{})
+	be.script = func(*fakeSession, api.SessionPromptParams) []api.AgentEvent {
+		return []api.AgentEvent{{Event: api.Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: "Bash", ID: "t1", Input: json.RawMessage(`{"command":"ls"}`)}}}}
+	}
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(e)
+	id := newSession(e, "")
+	done := e.start(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
+	require.Eventually(t, func() bool { return len(e.updatesOf(id, acp.UpdateToolCall)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	a, err := e.srv.Approve(t.Context(), api.ApproveParams{RunID: "run_1_1", RequestID: "q1", Tool: api.ToolCall{Name: "Bash", ID: "t1"}})
+	require.NoError(t, err)
+	assert.Equal(t, api.DecisionAllow, a.Decision)
+	be.mu.Lock()
+	fs := be.sessions[id]
+	be.mu.Unlock()
+	be.emit(fs, 1, api.AgentEvent{RunID: "run_1_1", Event: api.Event{Kind: api.EventApprovalRequested, Tool: &api.Tool{Name: "Bash", ID: "t1"}},
+		Approval: &api.Approval{RequestID: "q1"}})
+	close(be.hold)
+	require.Nil(t, (<-done).Error)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	assert.Len(t, e.asked, 1, "the event of a question already answered asks nothing")
+	assert.Empty(t, be.decided)
+}
+
+func TestASessionNamesTheAgentItRunsUnder(t *testing.T) {
+	be := newFake()
+	e := newEditor(t, Config{Adapter: "claude-code", InvokedBy: "codex"}, be)
+	newSession(e, "")
+	assert.Equal(t, "codex", be.started[0].InvokedBy, "the guard judges the session with the chain it runs under")
 }

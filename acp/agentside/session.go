@@ -45,6 +45,11 @@ type session struct {
 
 	runs       map[string]int // the running turns' runs, for a question's run id
 	perms      map[string]*perm
+	// answered are the questions answered here, kept until their turn
+	// ends: the same question arriving the other way (as agents.approve
+	// after the event, or the event after agents.approve) is not put
+	// again.
+	answered map[string]api.ApproveAnswer
 	always     map[string]string // tool name → the decision an "always" answer gave
 	replayAsks map[string]api.AgentEvent
 	cost       float64
@@ -65,7 +70,7 @@ func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
 	}
 	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, caps: caps,
 		waiters: map[int]chan turnEnd{}, ended: map[int]turnEnd{}, cancelled: map[int]bool{},
-		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
+		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]api.ApproveAnswer{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
 	st.cond = sync.NewCond(&st.mu)
 	s.sessions[sess.SessionID] = st
 	ctx := s.ctx
@@ -173,6 +178,7 @@ func (st *session) pump(ctx context.Context) {
 		if id := ev.Event.RunID; id != "" {
 			if terminal(ev.Event) {
 				delete(st.runs, id)
+				clear(st.answered)
 			} else {
 				st.runs[id] = ev.Turn
 			}
