@@ -43,13 +43,13 @@ type session struct {
 	open     []string
 	toolName map[string]string
 
-	runs       map[string]int // the running turns' runs, for a question's run id
-	perms      map[string]*perm
+	runs  map[string]int // the running turns' runs, for a question's run id
+	perms map[string]*perm
 	// answered are the questions answered here, kept until their turn
 	// ends: the same question arriving the other way (as agents.approve
 	// after the event, or the event after agents.approve) is not put
 	// again.
-	answered map[string]api.ApproveAnswer
+	answered   map[string]api.ApproveAnswer
 	always     map[string]string // tool name → the decision an "always" answer gave
 	replayAsks map[string]api.AgentEvent
 	cost       float64
