@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,4 +162,46 @@ func TestTheACPSDKClientDrivesCardACP(t *testing.T) {
 	n := checkFrames(t, frames)
 	assert.Greater(t, n, 20, "the suite saw card's frames")
 	t.Logf("%d frames card sent, each valid by the ACP v1 schema", n)
+
+	t.Run("card acp started by an agent is judged by the guard", func(t *testing.T) {
+		// Claude Code running card acp claude-code would be Claude Code
+		// calling itself: its environment carries card's ancestry.
+		out := acpExchange(t, bin, p.Home, []string{"CAR_INVOKED_BY=claude-code"},
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"`+cwd+`","mcpServers":[]}}`)
+		require.Len(t, out, 2, "%v", out)
+		assert.Contains(t, out[1], `"code":-32010`, "a cycle: %s", out[1])
+	})
+}
+
+// acpExchange runs card acp claude-code with env, sends lines one at a time,
+// each after the answer to the one before, and returns card's answers.
+func acpExchange(t *testing.T, bin, home string, env []string, lines ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "acp", agent.ClaudeCode, "--home", home)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 16<<20)
+	var out []string
+	for _, l := range lines {
+		_, err := io.WriteString(stdin, l+"\n")
+		require.NoError(t, err)
+		require.True(t, sc.Scan(), "no answer to %s; stderr: %s", l, stderr.String())
+		out = append(out, sc.Text())
+	}
+	require.NoError(t, stdin.Close())
+	_ = cmd.Wait()
+	return out
 }
