@@ -77,10 +77,18 @@ func (f *fakeBackend) StartSession(_ context.Context, p api.SessionStartParams) 
 
 func (f *fakeBackend) emit(fs *fakeSession, turn int, ev api.AgentEvent) {
 	f.mu.Lock()
-	ev.Seq = int64(len(fs.events) + 1)
-	se := api.SessionEvent{SessionID: fs.sess.SessionID, Seq: ev.Seq, Turn: turn, Event: ev}
+	seq := int64(len(fs.events) + 1)
+	// The run's own seq counts its events from 1; the session's counts
+	// every turn's.
+	ev.Seq = 1
+	for _, e := range fs.events {
+		if e.Event.RunID == ev.RunID {
+			ev.Seq++
+		}
+	}
+	se := api.SessionEvent{SessionID: fs.sess.SessionID, Seq: seq, Turn: turn, Event: ev}
 	fs.events = append(fs.events, se)
-	fs.sess.NextSeq = ev.Seq + 1
+	fs.sess.NextSeq = seq + 1
 	subs := append([]func(api.SessionEvent){}, fs.subs...)
 	f.mu.Unlock()
 	for _, fn := range subs {

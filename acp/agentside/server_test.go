@@ -646,3 +646,17 @@ func TestASessionNamesTheAgentItRunsUnder(t *testing.T) {
 	newSession(e, "")
 	assert.Equal(t, "codex", be.started[0].InvokedBy, "the guard judges the session with the chain it runs under")
 }
+
+func TestALoadFromTheMiddleOfATurnDoesNotEchoItsPromptAgain(t *testing.T) {
+	be := newFake()
+	be.script = func(*fakeSession, api.SessionPromptParams) []api.AgentEvent {
+		return []api.AgentEvent{{Event: api.Event{Kind: api.EventText, Text: "a", Delta: true}}, {Event: api.Event{Kind: api.EventSession, SessionID: "x"}}}
+	}
+	first := newEditor(t, Config{Adapter: "claude-code"}, be)
+	id := newSession(first, "")
+	prompt(first, id, "hello")
+	// The client saw seq 1 (the text); seq 2 maps to no update.
+	second := newEditor(t, Config{Adapter: "claude-code"}, be)
+	second.ok(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: id, Cwd: "/w", Meta: json.RawMessage(`{"card":{"afterSeq":1}}`)}, nil)
+	assert.Equal(t, []acp.UpdateKind{acp.UpdateUsage}, second.kinds(id), "the rest of the turn, and not its prompt again")
+}

@@ -169,9 +169,11 @@ func (st *session) pump(ctx context.Context) {
 		}
 		history := ev.Seq <= st.replayUntil || st.replayUntil > st.handled
 		// A turn starts with its first event of a run (a queued prompt's
-		// own event names no run yet).
+		// own event names no run yet). Its prompt is echoed only from the
+		// run's very first event: a load from afterSeq in the middle of a
+		// turn resumes a turn the client has already seen begin.
 		starts := ev.Event.RunID != "" && ev.Turn > st.lastTurn
-		echo := starts && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
+		echo := starts && ev.Event.Seq == 1 && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
 		if starts {
 			st.lastTurn = ev.Turn
 		}
