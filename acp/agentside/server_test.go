@@ -3,10 +3,12 @@ package agentside
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -659,4 +661,30 @@ func TestALoadFromTheMiddleOfATurnDoesNotEchoItsPromptAgain(t *testing.T) {
 	second := newEditor(t, Config{Adapter: "claude-code"}, be)
 	second.ok(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: id, Cwd: "/w", Meta: json.RawMessage(`{"card":{"afterSeq":1}}`)}, nil)
 	assert.Equal(t, []acp.UpdateKind{acp.UpdateUsage}, second.kinds(id), "the rest of the turn, and not its prompt again")
+}
+
+// The ACP page's captured frames are ACP messages by the published schema:
+// an example that drifted from what card sends fails here.
+func TestTheACPPagesCapturedFramesAreValidACPMessages(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/protocol/acp.md")
+	require.NoError(t, err)
+	e := newEditor(t, Config{Adapter: "claude-code"}, newFake())
+	root, err := e.schema.Compile("schema.json")
+	require.NoError(t, err)
+	n := 0
+	in := false
+	for i, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```jsonl"):
+			in = true
+		case strings.HasPrefix(line, "```"):
+			in = false
+		case in:
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(line))
+			require.NoError(t, err, "docs/protocol/acp.md:%d", i+1)
+			assert.NoError(t, root.Validate(inst), "docs/protocol/acp.md:%d: %s", i+1, line)
+			n++
+		}
+	}
+	assert.GreaterOrEqual(t, n, 20, "the page shows a real exchange")
 }
