@@ -56,7 +56,8 @@ func timeTurns(t *testing.T, cmd *exec.Cmd, cwd string, meta map[string]any, tur
 	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
 	cl := &firstChunk{}
 	conn := acpsdk.NewClientSideConnection(cl, stdin, stdout)
-	ctx := daemontest.Context(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
 	require.NoError(t, err)
 	sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{}, Meta: meta})
@@ -101,15 +102,17 @@ func TestFirstChunkThroughCardACPAgainstGeminiDirectly(t *testing.T) {
 	cwd := filepath.Join(t.TempDir(), "project")
 	require.NoError(t, os.MkdirAll(cwd, 0o755))
 
-	direct := exec.Command(gem, "--acp")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	direct := exec.CommandContext(ctx, gem, "--acp")
 	direct.Dir = cwd
 	direct.Env = append(os.Environ(), env...)
 	d := timeTurns(t, direct, cwd, nil, turns)
 
 	bin := daemontest.Build(t)
-	p := daemontest.Serve(t, bin, daemontest.Options{Config: "login_shell_path = false\n", Environ: env,
+	p := daemontest.Serve(t, bin, daemontest.Options{Config: "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n", Environ: env,
 		Agents: map[string]string{agent.Gemini: gem}, NoClient: true})
-	viaCard := exec.Command(bin, "acp", agent.Gemini, "--home", p.Home, "--mode", "read_only")
+	viaCard := exec.CommandContext(ctx, bin, "acp", agent.Gemini, "--home", p.Home, "--mode", "read_only")
 	viaCard.Env = os.Environ()
 	c := timeTurns(t, viaCard, cwd, nil, turns)
 
