@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -23,6 +25,9 @@ const sessionStartCheck = "sessions.start: checking the session's params"
 // setupSessions builds the session manager over the run subsystem, carries
 // on the sessions a previous daemon left open, and registers the methods.
 func (d *Daemon) setupSessions() error {
+	if d.warmer == nil {
+		d.warmer = sessions.SpawnWarmer{}
+	}
 	d.sessions = sessions.New(sessions.Deps{
 		Store:   d.runs.Store(),
 		Runs:    d.runs,
@@ -159,6 +164,9 @@ func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (
 			return api.SessionPromptResult{}, err
 		}
 	}
+	if err := d.adapterStillThere(ctx, p.SessionID); err != nil {
+		return api.SessionPromptResult{}, err
+	}
 	var asker runs.Asker
 	var conn context.Context
 	if peer != nil {
@@ -276,3 +284,24 @@ func (d *Daemon) registerSessions() {
 // sessionStartAccessRules are agents.invoke's access rules, on
 // sessions.start's params of the same names.
 var sessionStartAccessRules = invokeAccessRules
+
+// adapterStillThere refuses a prompt to a session whose adapter's CLI is
+// gone since the session started: detection's answer is cached, so the
+// binary it found is looked at again, and a turn is not recorded as a run
+// that failed to start when the CLI was uninstalled.
+func (d *Daemon) adapterStillThere(ctx context.Context, id string) error {
+	sp, err := d.sessions.Params(ctx, id)
+	if err != nil {
+		return err
+	}
+	bin, _, err := d.detector.Binary(ctx, sp.ID)
+	if err == nil {
+		if _, serr := os.Stat(bin); serr != nil {
+			err = fmt.Errorf("its binary %s is gone (%v)", bin, serr)
+		}
+	}
+	if err != nil {
+		return &sessions.AdapterGoneError{SessionID: id, Adapter: sp.ID, Err: err}
+	}
+	return nil
+}

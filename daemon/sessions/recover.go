@@ -31,10 +31,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	for _, row := range rows {
 		if row.WarmPgid > 0 {
-			n := endLeftoverGroup(row.WarmPgid)
+			n := endLeftoverGroup(row.WarmPgid, row.ID)
 			m.log.Warn("a session's warm agent was left by a previous daemon; ended its process group",
 				zap.String("session_id", row.ID), zap.Int("pgid", row.WarmPgid), zap.Int("processes_ended", n))
 			row.WarmPgid = 0
+			if err := m.st.SetSessionWarmPgid(ctx, row.ID, 0); err != nil {
+				return err
+			}
 		}
 		var p api.SessionStartParams
 		if err := json.Unmarshal(row.Params, &p); err != nil {

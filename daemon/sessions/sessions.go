@@ -142,7 +142,8 @@ type session struct {
 	// approve; each is watching the current turn's run through unwatch.
 	watchers map[uint64]runs.Asker
 	unwatch  map[uint64]func()
-	// warm is the session's warm agent, nil when it has none.
+	// warm is the session's warm agent, nil when it has none; the warm
+	// pool's mutex guards it.
 	warm *warmAgent
 }
 
@@ -527,8 +528,6 @@ func (m *Manager) Close(ctx context.Context, id, reason string) (api.Session, er
 	run := s.current
 	m.saveLocked(s)
 	s.notifyLocked()
-	w := s.warm
-	s.warm = nil
 	s.mu.Unlock()
 	if run != nil {
 		_, _ = m.deps.Runs.Cancel(ctx, run.ID())
@@ -537,7 +536,7 @@ func (m *Manager) Close(ctx context.Context, id, reason string) (api.Session, er
 		case <-ctx.Done():
 		}
 	}
-	m.warm.end(w, "the session closed")
+	m.warm.end(s, "the session closed")
 	// The turn's waiter records the dropped prompts; wait until it has.
 	s.mu.Lock()
 	for s.current != nil || len(s.queue) > 0 {
@@ -631,8 +630,8 @@ func (m *Manager) viewLocked(s *session) api.Session {
 		}
 		v.NextSeq = s.row.NextSeq + s.current.LastSeq()
 	}
-	if w := s.warm; w != nil && w.alive() {
-		v.Warm, v.Pid = true, w.agent.Pid()
+	if pid := m.warm.pidOf(s); pid > 0 {
+		v.Warm, v.Pid = true, pid
 	}
 	v.TotalCostUSD, v.Usage = s.spentUSD, s.usage
 	return v
@@ -868,13 +867,14 @@ func (m *Manager) Steer(ctx context.Context, p api.SessionSteerParams) (api.Sess
 		return api.SessionSteerResult{}, err
 	}
 	s.mu.Lock()
-	run, w, turn := s.current, s.warm, s.row.Turns
+	run, turn := s.current, s.row.Turns
 	adapter := s.row.Adapter
 	s.mu.Unlock()
+	w := m.warm.of(s)
 	if run == nil {
 		return api.SessionSteerResult{}, &SteerUnsupportedError{SessionID: p.SessionID, Adapter: adapter, Reason: "no turn is running"}
 	}
-	if w == nil || !w.alive() || !w.turning(run.ID()) {
+	if w == nil || !w.turning(run.ID()) {
 		return api.SessionSteerResult{}, &SteerUnsupportedError{SessionID: p.SessionID, Adapter: adapter,
 			Reason: "the running turn is cold (a new process of the CLI, which reads its prompt once, on stdin)"}
 	}

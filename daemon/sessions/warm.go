@@ -2,7 +2,13 @@ package sessions
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/spawn"
@@ -10,51 +16,23 @@ import (
 
 // SessionIDEnv names the card session in the environment of its warm
 // agent, so a daemon restarted after a crash ends only a group that is
-// provably that session's.
+// provably that session's (a pgid alone may have been reused).
 const SessionIDEnv = "CARD_SESSION_ID"
 
-// endLeftoverGroup ends a warm agent's group a previous daemon left, if
+// leftoverGrace is the SIGTERM→SIGKILL gap for a warm agent's group left
+// by a previous daemon.
+const leftoverGrace = 1500 * time.Millisecond
+
+// endLeftoverGroup ends a warm agent's group a previous daemon left, where
 // its processes carry the session's tag.
-func endLeftoverGroup(pgid int) int {
-	return endTagged(pgid)
+func endLeftoverGroup(pgid int, sessionID string) int {
+	return proc.EndTaggedGroup(pgid, SessionIDEnv, sessionID, leftoverGrace)
 }
 
-var endTagged = func(pgid int) int { return 0 }
-
-// warmAgent is a session's warm agent.
-type warmAgent struct {
-	agent Agent
-}
-
-func (w *warmAgent) alive() bool { return w != nil && w.agent != nil && w.agent.Alive() }
-
-// turning says whether the warm agent is running run's turn.
-func (w *warmAgent) turning(runID string) bool { return false }
-
-// Steerer is an Agent whose CLI takes more input during a turn.
-type Steerer interface {
-	Steer(ctx context.Context, text string) error
-}
-
-// warmPool bounds the warm agents alive at once.
-type warmPool struct {
-	m *Manager
-}
-
-func (p *warmPool) init(m *Manager)              { p.m = m }
-func (p *warmPool) end(w *warmAgent, why string) {}
-func (p *warmPool) shutdown()                    {}
-
-func (m *Manager) warmAtStart(s *session) {}
-
-// execFor is the run hook of a session's turn: over its warm agent when it
-// has one, else nil (a cold spawn.Run).
-func (m *Manager) execFor(s *session, req spawn.Request) func(context.Context, spawn.RunSpec) (spawn.Result, error) {
-	return nil
-}
-
-// Agent is one warm agent process as a session uses it; *spawn.Warm is
-// one.
+// Agent is one warm agent process as a session uses it: *spawn.Warm is one
+// (through SpawnWarmer). A session drives it only through this, so the
+// daemon's side (one agent per conversation, idle timeout, least recently
+// used first out, a dead agent replaced) is proven with a fake.
 type Agent interface {
 	Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, error)
 	Pid() int
@@ -63,19 +41,356 @@ type Agent interface {
 	Close()
 }
 
+// Steerer is an Agent whose CLI takes more input during a turn (Codex's
+// app-server turn/steer). spawn.Warm has no such method yet; an agent that
+// has one is steered through it.
+type Steerer interface {
+	Steer(ctx context.Context, text string) error
+}
+
 // Warmer starts warm agents.
 type Warmer interface {
+	// CanWarm says whether the adapter's CLI keeps one process across
+	// turns, and if not, why.
 	CanWarm(adapter string) (bool, string)
+	// Start starts one and returns once it can take its first turn; ctx
+	// bounds the start only.
 	Start(ctx context.Context, w WarmStart) (Agent, error)
 }
 
 // WarmStart is what starting a warm agent needs: the session's argv
-// request (Resume set to the CLI session it continues) and the one-shot
-// spec the turn would have run with (program, environment, limits).
+// request (Resume set to the CLI session it continues, if any) and the
+// one-shot spec the turn would have run with (program, environment with
+// the session's tag, limits, image memory).
 type WarmStart struct {
 	Request spawn.Request
 	Spec    spawn.RunSpec
 }
 
-var _ = proc.EndTaggedGroup
-var _ = time.Second
+// SpawnWarmer is the Warmer over spawn's warm agents.
+type SpawnWarmer struct{}
+
+// CanWarm is spawn.CanWarm.
+func (SpawnWarmer) CanWarm(adapter string) (bool, string) { return spawn.CanWarm(adapter) }
+
+// Start builds the adapter's conversation channel and starts it.
+func (SpawnWarmer) Start(ctx context.Context, w WarmStart) (Agent, error) {
+	plan, err := spawn.BuildWarm(w.Spec.Plan.Program, w.Request)
+	if err != nil {
+		return nil, err
+	}
+	plan.Program = w.Spec.Plan.Program
+	wa, err := spawn.StartWarm(ctx, spawn.WarmSpec{Plan: plan, BaseEnv: w.Spec.BaseEnv, Limits: w.Spec.Limits,
+		TempDir: w.Spec.TempDir, ImageMemory: w.Spec.ImageMemory})
+	if err != nil {
+		return nil, err
+	}
+	return wa, nil
+}
+
+// warmAgent is a session's warm agent and its place in the pool.
+type warmAgent struct {
+	agent    Agent
+	session  *session
+	lastUsed time.Time
+	// runID is the run of the turn on it now ("" between turns).
+	runID string
+	idle  *time.Timer
+}
+
+func (w *warmAgent) alive() bool { return w != nil && w.agent != nil && w.agent.Alive() }
+
+// turning says whether the warm agent is running run's turn.
+func (w *warmAgent) turning(runID string) bool {
+	return w != nil && w.runID != "" && w.runID == runID
+}
+
+// warmPool holds the warm agents: at most MaxWarm alive, the least
+// recently used ended first when another is needed; each ended after
+// IdleTimeout without a turn. Its mutex guards every session's warm field
+// and the agents' state; it is never held while a turn runs, and is taken
+// after a session's mutex, never before.
+type warmPool struct {
+	m      *Manager
+	mu     sync.Mutex
+	agents []*warmAgent
+	closed bool
+}
+
+func (p *warmPool) init(m *Manager) { p.m = m }
+
+// errAllBusy is why a turn runs cold when every warm agent is in a turn.
+var errAllBusy = errors.New("every warm agent is in a turn ([sessions] max_warm)")
+
+// acquire is the session's warm agent for run's turn: its own if alive,
+// else a new one started (ending the least recently used idle one when the
+// pool is full). It returns nil, with why, when the turn runs cold.
+func (p *warmPool) acquire(ctx context.Context, s *session, runID string, start func(context.Context) (Agent, error)) (*warmAgent, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errors.New("card is shutting down")
+	}
+	if w := s.warm; w != nil {
+		if w.runID != "" {
+			// A session runs one turn at a time; two on one agent would be
+			// two conversations' worth of input in one process.
+			p.mu.Unlock()
+			return nil, fmt.Errorf("session %s's agent is already in a turn (run %s)", s.row.ID, w.runID)
+		}
+		if w.alive() {
+			w.runID = runID
+			w.idle.Stop()
+			p.touchLocked(w)
+			p.mu.Unlock()
+			return w, nil
+		}
+		p.removeLocked(w)
+	}
+	var evict *warmAgent
+	if len(p.agents) >= p.m.cfg.MaxWarm {
+		for _, w := range p.agents { // oldest first
+			if w.runID == "" {
+				evict = w
+				break
+			}
+		}
+		if evict == nil {
+			p.mu.Unlock()
+			return nil, errAllBusy
+		}
+		p.removeLocked(evict)
+	}
+	// The new agent holds its place (and the session's warm field) while
+	// it starts, so no other turn of the session can start a second one.
+	w := &warmAgent{session: s, runID: runID, lastUsed: time.Now(), idle: time.NewTimer(time.Hour)}
+	w.idle.Stop()
+	s.warm = w
+	p.agents = append(p.agents, w)
+	p.mu.Unlock()
+	if evict != nil {
+		p.m.log.Info("ended the least recently used warm agent for another session", zap.String("session_id", evict.session.row.ID),
+			zap.Int("max_warm", p.m.cfg.MaxWarm))
+		p.close(evict)
+	}
+	a, err := start(ctx)
+	p.mu.Lock()
+	if err != nil || p.closed {
+		p.removeLocked(w)
+		p.mu.Unlock()
+		if err == nil {
+			a.Close()
+			err = errors.New("card is shutting down")
+		}
+		return nil, err
+	}
+	w.agent = a
+	p.mu.Unlock()
+	p.m.setWarmPgid(s, a.Pid())
+	go p.watch(w)
+	return w, nil
+}
+
+// release ends a turn on w: the agent waits for the next one, until the
+// idle timeout.
+func (p *warmPool) release(w *warmAgent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.runID = ""
+	w.lastUsed = time.Now()
+	if !w.alive() || !slices.Contains(p.agents, w) {
+		p.removeLocked(w)
+		return
+	}
+	w.idle = time.AfterFunc(p.m.cfg.IdleTimeout, func() { p.expire(w) })
+}
+
+// expire ends w if it is still idle.
+func (p *warmPool) expire(w *warmAgent) {
+	p.mu.Lock()
+	if w.runID != "" || !slices.Contains(p.agents, w) {
+		p.mu.Unlock()
+		return
+	}
+	p.removeLocked(w)
+	p.mu.Unlock()
+	p.m.log.Info("ended a warm agent idle for its timeout; the next turn resumes the conversation cold",
+		zap.String("session_id", w.session.row.ID), zap.Duration("idle", p.m.cfg.IdleTimeout))
+	p.close(w)
+}
+
+// watch forgets an agent that died by itself.
+func (p *warmPool) watch(w *warmAgent) {
+	<-w.agent.Done()
+	p.mu.Lock()
+	busy := w.runID != ""
+	if !busy {
+		p.removeLocked(w)
+	}
+	p.mu.Unlock()
+	p.m.setWarmPgid(w.session, 0)
+}
+
+func (p *warmPool) touchLocked(w *warmAgent) {
+	w.lastUsed = time.Now()
+	if i := slices.Index(p.agents, w); i >= 0 {
+		p.agents = append(slices.Delete(p.agents, i, i+1), w)
+	}
+}
+
+// removeLocked takes w out of the pool and its session; the caller ends
+// its process.
+func (p *warmPool) removeLocked(w *warmAgent) {
+	if w == nil {
+		return
+	}
+	if w.idle != nil {
+		w.idle.Stop()
+	}
+	p.agents = slices.DeleteFunc(p.agents, func(x *warmAgent) bool { return x == w })
+	if w.session.warm == w {
+		w.session.warm = nil
+	}
+}
+
+func (p *warmPool) close(w *warmAgent) {
+	if w != nil && w.agent != nil {
+		w.agent.Close()
+	}
+}
+
+// end ends a session's warm agent (the session closed).
+func (p *warmPool) end(s *session, why string) {
+	p.mu.Lock()
+	w := s.warm
+	p.removeLocked(w)
+	p.mu.Unlock()
+	if w != nil {
+		p.m.log.Info("ended a session's warm agent", zap.String("session_id", s.row.ID), zap.String("why", why))
+		p.close(w)
+	}
+}
+
+// shutdown ends every warm agent and starts no more.
+func (p *warmPool) shutdown() {
+	p.mu.Lock()
+	p.closed = true
+	agents := slices.Clone(p.agents)
+	for _, w := range agents {
+		p.removeLocked(w)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range agents {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.close(w) }()
+	}
+	wg.Wait()
+}
+
+// pidOf is the session's warm agent's pid, 0 when it has none alive.
+func (p *warmPool) pidOf(s *session) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := s.warm; w.alive() {
+		return w.agent.Pid()
+	}
+	return 0
+}
+
+// of is the session's warm agent with a snapshot of its turn, or nil.
+func (p *warmPool) of(s *session) *warmAgent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := s.warm; w.alive() {
+		c := *w
+		return &c
+	}
+	return nil
+}
+
+// count is how many warm agents are alive (tests and sessions.get).
+func (p *warmPool) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, w := range p.agents {
+		if w.alive() {
+			n++
+		}
+	}
+	return n
+}
+
+// setWarmPgid records the session's warm agent's group (0: none) so a
+// daemon restarted after a crash can end one left behind.
+func (m *Manager) setWarmPgid(s *session, pgid int) {
+	if err := m.st.SetSessionWarmPgid(context.Background(), s.row.ID, pgid); err != nil {
+		m.log.Warn("could not record a warm agent's process group", zap.String("session_id", s.row.ID), zap.Error(err))
+	}
+}
+
+// canWarm says whether the session's turns go over a warm agent.
+func (m *Manager) canWarm(adapter string) bool {
+	if m.deps.Warmer == nil || m.cfg.MaxWarm <= 0 {
+		return false
+	}
+	ok, _ := m.deps.Warmer.CanWarm(adapter)
+	return ok
+}
+
+// warmAtStart is sessions.start with warm: the agent starts at the first
+// prompt all the same, since its environment and program are a turn's
+// (the run subsystem builds them as the turn starts); the start is
+// logged so an operator sees why the first turn paid the start-up.
+func (m *Manager) warmAtStart(s *session) {
+	if !m.canWarm(s.row.Adapter) {
+		return
+	}
+	m.log.Debug("warm start asked: the agent starts with the first turn", zap.String("session_id", s.row.ID))
+}
+
+// execFor is the run hook of a session's turn: over its warm agent when
+// the adapter keeps one, else nil (the run subsystem's cold spawn.Run). A
+// turn whose agent cannot start (or the pool is full of agents in turns)
+// runs cold, resuming the CLI's session by its id: the conversation goes
+// on either way.
+func (m *Manager) execFor(s *session, req spawn.Request) func(context.Context, spawn.RunSpec) (spawn.Result, error) {
+	if !m.canWarm(s.row.Adapter) {
+		return nil
+	}
+	id := s.row.ID
+	return func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
+		runID := ""
+		for _, kv := range spec.BaseEnv {
+			if v, ok := cutEnv(kv, "CARD_RUN_ID"); ok {
+				runID = v
+			}
+		}
+		if runID == "" {
+			runID = "turn"
+		}
+		spec.BaseEnv = append(slices.Clip(spec.BaseEnv), SessionIDEnv+"="+id)
+		w, err := m.warm.acquire(ctx, s, runID, func(ctx context.Context) (Agent, error) {
+			return m.deps.Warmer.Start(ctx, WarmStart{Request: req, Spec: spec})
+		})
+		if w == nil {
+			m.log.Info("a session's turn runs cold", zap.String("session_id", id), zap.Error(err))
+			return spawn.Run(ctx, spec)
+		}
+		defer m.warm.release(w)
+		if spec.OnStart != nil {
+			pid := w.agent.Pid()
+			spec.OnStart(pid, pid)
+		}
+		return w.agent.Turn(ctx, spawn.TurnSpec{Prompt: spec.Prompt, Images: spec.Plan.Input.Images, OnEvent: spec.OnEvent,
+			OnState: spec.OnState, Approver: spec.Approver})
+	}
+}
+
+func cutEnv(kv, name string) (string, bool) {
+	if len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '=' {
+		return kv[len(name)+1:], true
+	}
+	return "", false
+}

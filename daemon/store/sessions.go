@@ -86,9 +86,11 @@ func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 		return err
 	}
 	// args are in sessionColumns order; id is first.
+	// The warm pgid is SetSessionWarmPgid's alone: it changes as the agent
+	// starts and ends, not with the session's state.
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, agent_session_id = ?, turns = ?, next_seq = ?,
-		queue = ?, warm_pgid = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
-		args[2], args[9], args[10], args[11], args[12], args[13], args[15], args[16], args[17], ss.ID)
+		queue = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
+		args[2], args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", ss.ID, err)
 	}

@@ -79,6 +79,9 @@ type Script struct {
 	// text that reaches a client as it is written from text that arrives
 	// only when the turn ends.
 	DeltaDelay time.Duration
+	// AnswerUserMessages answers each model call with the number of user
+	// messages it carried (see UserMessages), instead of Answer.
+	AnswerUserMessages bool
 }
 
 // ToolCall is a tool call the stand-in's model makes.
@@ -234,7 +237,7 @@ func start(t testing.TB, v Vendor, model string, script Script, h func(*Server, 
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h(s, rw, r, body)
+		h(s.forRequest(body), rw, r, body)
 		s.record(r, body, rw.status)
 	}))
 	s.URL = s.srv.URL

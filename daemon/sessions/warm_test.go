@@ -1,0 +1,317 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/spawn"
+)
+
+type fakeBinaries struct{}
+
+func (fakeBinaries) Binary(_ context.Context, id string) (string, detect.ExternalAgentSpec, error) {
+	return "/bin/false", detect.ExternalAgentSpec{ID: id, BinaryPath: "/bin/false", ReadOnlyEnforcement: detect.ReadOnlyEnforcement("allowlist")}, nil
+}
+
+// fakeAgent is a warm agent that answers each turn with the number of the
+// turn it is in its own life, after hold (when set) lets it.
+type fakeAgent struct {
+	w     *fakeWarmer
+	pid   int
+	done  chan struct{}
+	once  sync.Once
+	turns atomic.Int32
+	steer chan string
+}
+
+func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, error) {
+	if n := a.w.inTurn.Add(1); n > a.w.maxInTurn.Load() {
+		a.w.maxInTurn.Store(n)
+	}
+	defer a.w.inTurn.Add(-1)
+	n := a.turns.Add(1)
+	if hold := a.w.hold; hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return spawn.Result{}, &spawn.Error{Kind: spawn.KindCancelled, Message: "cancelled"}
+		case <-a.done:
+			return spawn.Result{}, errors.New("the agent died")
+		}
+	}
+	t.OnEvent(spawn.Event{Kind: spawn.EventText, Text: fmt.Sprintf("pid %d turn %d: %s", a.pid, n, t.Prompt)})
+	return spawn.Result{Answer: t.Prompt, SessionID: "cli-session-1"}, nil
+}
+func (a *fakeAgent) Pid() int              { return a.pid }
+func (a *fakeAgent) Done() <-chan struct{} { return a.done }
+func (a *fakeAgent) Alive() bool {
+	select {
+	case <-a.done:
+		return false
+	default:
+		return true
+	}
+}
+func (a *fakeAgent) Close() { a.die() }
+func (a *fakeAgent) die() {
+	a.once.Do(func() { a.w.alive.Add(-1); close(a.done) })
+}
+
+// steeringAgent is a fakeAgent whose CLI takes input during a turn.
+type steeringAgent struct{ *fakeAgent }
+
+func (a steeringAgent) Steer(_ context.Context, text string) error { a.steer <- text; return nil }
+
+type fakeWarmer struct {
+	mu        sync.Mutex
+	starts    []WarmStart
+	agents    []*fakeAgent
+	steerable bool
+	hold      chan struct{}
+	alive     atomic.Int32
+	inTurn    atomic.Int32
+	maxInTurn atomic.Int32
+}
+
+func (w *fakeWarmer) CanWarm(string) (bool, string) { return true, "" }
+func (w *fakeWarmer) Start(ctx context.Context, ws WarmStart) (Agent, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.starts = append(w.starts, ws)
+	a := &fakeAgent{w: w, pid: 1000 + len(w.starts), done: make(chan struct{}), steer: make(chan string, 4)}
+	w.agents = append(w.agents, a)
+	w.alive.Add(1)
+	if w.steerable {
+		return steeringAgent{a}, nil
+	}
+	return a, nil
+}
+
+func (w *fakeWarmer) started() []WarmStart {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]WarmStart(nil), w.starts...)
+}
+
+func (w *fakeWarmer) agent(i int) *fakeAgent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.agents[i]
+}
+
+// newWarmManager is a session manager over a real run subsystem and store
+// whose turns go over fw's agents.
+func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "runs.db"), store.Options{})
+	require.NoError(t, err)
+	rm := runs.New(runs.Deps{Store: st, Binaries: fakeBinaries{}, Guard: guard.Snapshot{MaxChain: 3},
+		Env: map[string]string{"HOME": t.TempDir()}, PATH: func() string { return "/usr/bin:/bin" }, Log: zaptest.NewLogger(t)},
+		runs.Config{MaxConcurrentRuns: 8, MaxEventsPerRun: 100, MaxOutputBytes: 1 << 20})
+	cwd := t.TempDir()
+	prepare := func(p api.SessionStartParams, task string, atts []api.Attachment, resume string) (Turn, error) {
+		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: resume}
+		plan, err := spawn.Build("", sreq)
+		if err != nil {
+			return Turn{}, err
+		}
+		return Turn{Run: runs.Request{Adapter: p.ID, Task: task, Mode: spawn.ModeReadOnly, Plan: plan, Cwd: cwd, Timeout: 30 * time.Second}, Spawn: sreq}, nil
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = time.Minute
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = 8
+	}
+	if cfg.MaxWarm == 0 {
+		cfg.MaxWarm = 4
+	}
+	m := New(Deps{Store: st, Runs: rm, Prepare: prepare, Warmer: fw, Log: zaptest.NewLogger(t)}, cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+		rm.Shutdown(ctx)
+		m.Wait(ctx)
+		_ = st.Close()
+	})
+	return m
+}
+
+func startFor(t *testing.T, m *Manager) string {
+	t.Helper()
+	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{})
+	require.NoError(t, err)
+	return s.SessionID
+}
+
+// turn prompts id and waits for the turn's outcome.
+func turn(t *testing.T, m *Manager, id, task string) store.Run {
+	t.Helper()
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: task}, nil, nil)
+	require.NoError(t, err)
+	require.False(t, res.Queued)
+	waitIdle(t, m, id)
+	run, err := m.st.Get(context.Background(), res.RunID)
+	require.NoError(t, err)
+	return run
+}
+
+func waitIdle(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s, err := m.Get(context.Background(), id)
+		return err == nil && s.State == api.SessionIdle
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestASecondTurnGoesOverTheSameWarmAgent(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	one := turn(t, m, id, "one")
+	two := turn(t, m, id, "two")
+	assert.Equal(t, api.StatusSucceeded, one.Status)
+	assert.Equal(t, api.StatusSucceeded, two.Status)
+	require.Len(t, fw.started(), 1, "one agent for both turns")
+	assert.EqualValues(t, 2, fw.agent(0).turns.Load())
+	s, err := m.Get(context.Background(), id)
+	require.NoError(t, err)
+	assert.True(t, s.Warm)
+	assert.Equal(t, 1001, s.Pid)
+	row, err := m.st.GetSession(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, 1001, row.WarmPgid, "the warm agent's group is recorded for a restart after a crash")
+	assert.Contains(t, fw.started()[0].Spec.BaseEnv, SessionIDEnv+"="+id, "the agent carries its session's tag")
+	run, err := m.st.Get(context.Background(), two.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, 1001, run.Pgid)
+}
+
+func TestAWarmAgentIdleForItsTimeoutEndsAndTheNextTurnResumesTheSession(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{IdleTimeout: 50 * time.Millisecond})
+	id := startFor(t, m)
+	turn(t, m, id, "one")
+	require.Eventually(t, func() bool { return !fw.agent(0).Alive() }, 5*time.Second, 5*time.Millisecond, "the idle agent was not ended")
+	s, err := m.Get(context.Background(), id)
+	require.NoError(t, err)
+	assert.False(t, s.Warm)
+	turn(t, m, id, "two")
+	starts := fw.started()
+	require.Len(t, starts, 2)
+	assert.Empty(t, starts[0].Request.Resume)
+	assert.Equal(t, "cli-session-1", starts[1].Request.Resume, "the new agent resumes the CLI's session")
+}
+
+func TestPastMaxWarmTheLeastRecentlyUsedAgentEndsFirst(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{MaxWarm: 2})
+	a, b, c := startFor(t, m), startFor(t, m), startFor(t, m)
+	turn(t, m, a, "a1")
+	turn(t, m, b, "b1")
+	turn(t, m, a, "a2") // a is now the most recently used
+	turn(t, m, c, "c1")
+	assert.True(t, fw.agent(0).Alive(), "a's agent was used last but one")
+	assert.False(t, fw.agent(1).Alive(), "b's agent was the least recently used")
+	assert.True(t, fw.agent(2).Alive())
+	assert.EqualValues(t, 2, fw.alive.Load())
+	turn(t, m, b, "b2")
+	assert.False(t, fw.agent(0).Alive(), "then a's")
+	assert.EqualValues(t, 2, fw.alive.Load(), "never more than max_warm")
+	assert.Equal(t, "cli-session-1", fw.started()[3].Request.Resume)
+}
+
+func TestAnAgentThatDiedIsReplacedByOneThatResumesTheSession(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	turn(t, m, id, "one")
+	fw.agent(0).die()
+	require.Eventually(t, func() bool { s, _ := m.Get(context.Background(), id); return !s.Warm }, 5*time.Second, 5*time.Millisecond)
+	two := turn(t, m, id, "two")
+	assert.Equal(t, api.StatusSucceeded, two.Status)
+	require.Len(t, fw.started(), 2)
+	assert.Equal(t, "cli-session-1", fw.started()[1].Request.Resume)
+}
+
+func TestOneSessionNeverHasTwoAgentsNorTwoTurnsAtOnce(t *testing.T) {
+	fw := &fakeWarmer{hold: make(chan struct{})}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: fmt.Sprint("p", i)}, nil, nil)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	for i := 0; i < 5; i++ {
+		fw.hold <- struct{}{}
+	}
+	require.Eventually(t, func() bool {
+		s, _ := m.Get(context.Background(), id)
+		return s.State == api.SessionIdle && s.Turns == 5 && len(s.Queue) == 0
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Len(t, fw.started(), 1)
+	assert.EqualValues(t, 1, fw.maxInTurn.Load(), "two turns ran at once")
+	assert.EqualValues(t, 5, fw.agent(0).turns.Load())
+}
+
+func TestSteerReachesARunningTurnOverAnAgentThatTakesIt(t *testing.T) {
+	fw := &fakeWarmer{hold: make(chan struct{}), steerable: true}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "long"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	st, err := m.Steer(context.Background(), api.SessionSteerParams{SessionID: id, Task: "also this"})
+	require.NoError(t, err)
+	assert.True(t, st.Steered)
+	assert.Equal(t, res.RunID, st.RunID)
+	assert.Equal(t, "also this", <-fw.agent(0).steer)
+	fw.hold <- struct{}{}
+	waitIdle(t, m, id)
+
+	plain := &fakeWarmer{hold: make(chan struct{})}
+	m2 := newWarmManager(t, plain, Config{})
+	id2 := startFor(t, m2)
+	_, err = m2.Prompt(context.Background(), api.SessionPromptParams{SessionID: id2, Task: "long"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return plain.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	_, err = m2.Steer(context.Background(), api.SessionSteerParams{SessionID: id2, Task: "x"})
+	var su *SteerUnsupportedError
+	require.ErrorAs(t, err, &su)
+	assert.Contains(t, su.Reason, "no channel")
+	plain.hold <- struct{}{}
+	waitIdle(t, m2, id2)
+}
+
+func TestClosingASessionEndsItsWarmAgent(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	turn(t, m, id, "one")
+	_, err := m.Close(context.Background(), id, "")
+	require.NoError(t, err)
+	assert.False(t, fw.agent(0).Alive())
+	assert.Zero(t, m.warm.count())
+}
