@@ -202,7 +202,11 @@ func acpExchange(t *testing.T, bin, home string, env []string, lines ...string) 
 	for _, l := range lines {
 		_, err := io.WriteString(stdin, l+"\n")
 		require.NoError(t, err)
-		require.True(t, sc.Scan(), "no answer to %s; stderr: %s", l, stderr.String())
+		if !sc.Scan() {
+			_ = stdin.Close()
+			_ = cmd.Wait() // stderr is complete only once the process is gone
+			t.Fatalf("no answer to %s; stderr: %s", l, stderr.String())
+		}
 		out = append(out, sc.Text())
 	}
 	require.NoError(t, stdin.Close())
