@@ -322,7 +322,9 @@ type editor struct {
 
 var errEOF = fmt.Errorf("EOF: %w", os.ErrClosed)
 
-func newEditor(t *testing.T, cfg Config, be *fakeBackend) *editor {
+// schemaCompiler compiles the published schema; a compiler is not safe for
+// concurrent use, so each user has its own.
+func schemaCompiler(t *testing.T) *jsonschema.Compiler {
 	t.Helper()
 	raw, err := os.ReadFile("../testdata/schema.json")
 	require.NoError(t, err)
@@ -330,6 +332,12 @@ func newEditor(t *testing.T, cfg Config, be *fakeBackend) *editor {
 	require.NoError(t, err)
 	c := jsonschema.NewCompiler()
 	require.NoError(t, c.AddResource("schema.json", doc))
+	return c
+}
+
+func newEditor(t *testing.T, cfg Config, be *fakeBackend) *editor {
+	t.Helper()
+	c := schemaCompiler(t)
 	e := &editor{t: t, p: &pipe{in: make(chan []byte, 64), out: make(chan []byte, 4096), done: make(chan struct{})},
 		be: be, schema: c, methods: map[string]string{}, waiting: map[string]chan acp.Message{}, served: make(chan error, 1)}
 	if cfg.Version == "" {

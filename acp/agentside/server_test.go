@@ -668,8 +668,7 @@ func TestALoadFromTheMiddleOfATurnDoesNotEchoItsPromptAgain(t *testing.T) {
 func TestTheACPPagesCapturedFramesAreValidACPMessages(t *testing.T) {
 	raw, err := os.ReadFile("../../docs/protocol/acp.md")
 	require.NoError(t, err)
-	e := newEditor(t, Config{Adapter: "claude-code"}, newFake())
-	root, err := e.schema.Compile("schema.json")
+	root, err := schemaCompiler(t).Compile("schema.json")
 	require.NoError(t, err)
 	n := 0
 	in := false
