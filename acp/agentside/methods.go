@@ -168,23 +168,15 @@ func authMethod(id string) acp.AuthMethod {
 		Description: ptr("card uses " + facts.Binary + "'s own sign-in; sign in with " + loginHint(id) + ", then choose this again.")}
 }
 
-// loginHint is how a person signs in to each CLI.
+// loginHint is how a person signs in: with the CLI itself, as for using
+// it without card. The health check's reason, when there is one, names the
+// CLI's own command (it is the adapter's probe that knows it).
 func loginHint(id string) string {
-	switch id {
-	case agent.ClaudeCode:
-		return "`claude` and /login (or set ANTHROPIC_API_KEY)"
-	case agent.Codex:
-		return "`codex login` (or set OPENAI_API_KEY)"
-	case agent.Gemini:
-		return "`gemini` and its sign-in (or set GEMINI_API_KEY)"
-	case agent.Copilot:
-		return "`copilot` and /login (or set COPILOT_GITHUB_TOKEN)"
-	case agent.Droid:
-		return "`droid` and /login (or set FACTORY_API_KEY)"
-	case agent.Pi:
-		return "`pi` and /login (or a provider key such as ANTHROPIC_API_KEY)"
+	facts, ok := agent.Lookup(id)
+	if !ok {
+		return "the CLI's own login"
 	}
-	return "the CLI's own login"
+	return "`" + facts.Binary + "` itself (its own login, or its API key in the daemon's environment)"
 }
 
 func (s *Server) authenticate(ctx context.Context, be Backend, p acp.AuthenticateRequest) (any, *acp.Error) {

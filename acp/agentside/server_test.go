@@ -99,7 +99,7 @@ func TestAuthenticateReportsTheCLIsOwnSignIn(t *testing.T) {
 	err := e.fail(acp.MethodAuthenticate, acp.AuthenticateRequest{MethodID: "claude-code"})
 	assert.Equal(t, acp.CodeAuthRequired, err.Code)
 	assert.Contains(t, err.Message, "no credentials found")
-	assert.Contains(t, err.Message, "/login")
+	assert.Contains(t, err.Message, "sign in with `claude` itself")
 
 	err = e.fail(acp.MethodAuthenticate, acp.AuthenticateRequest{MethodID: "codex"})
 	assert.Equal(t, acp.CodeInvalidParams, err.Code)
