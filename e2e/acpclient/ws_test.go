@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 	"github.com/coder/websocket"
@@ -205,4 +206,76 @@ func TestTheDaemonsACPEndpointServesCoderGoSDK(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, -32030, re.Code, "the session's calls are judged by the origin's own classes: %v", err)
 	})
+}
+
+// blockingClient never answers a question itself: it waits until the
+// question is withdrawn, and notes that it was.
+type blockingClient struct {
+	sdkClient
+	withdrawn chan struct{}
+}
+
+func (c *blockingClient) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, p)
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		close(c.withdrawn)
+	case <-time.After(30 * time.Second):
+	}
+	return acpsdk.RequestPermissionResponse{}, errors.New("no answer")
+}
+
+// TestTwoEditorsOnOneSessionAreBothAskedAndTheFirstAnswerWins: one ACP
+// connection starts a session and prompts; another resumes the same
+// session and answers the question; the first is withdrawn.
+func TestTwoEditorsOnOneSessionAreBothAskedAndTheFirstAnswerWins(t *testing.T) {
+	cwd := t.TempDir()
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
+	})
+	ctx := daemontest.Context(t)
+	url := acpURL(d.URL)
+	connect := func(cl acpsdk.Client) *acpsdk.ClientSideConnection {
+		ws, _, err := dialACP(t, url, d.Token, "")
+		require.NoError(t, err)
+		w, r := framed(ctx, ws)
+		conn := acpsdk.NewClientSideConnection(cl, w, r)
+		_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
+		require.NoError(t, err)
+		return conn
+	}
+	first := &blockingClient{withdrawn: make(chan struct{})}
+	a := connect(first)
+	sess, err := a.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
+		Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode}}})
+	require.NoError(t, err)
+	second := &sdkClient{}
+	b := connect(second)
+	_, err = b.ResumeSession(ctx, acpsdk.ResumeSessionRequest{SessionId: sess.SessionId, Cwd: cwd})
+	require.NoError(t, err)
+
+	file := filepath.Join(cwd, "both.txt")
+	res, err := a.Prompt(ctx, acpsdk.PromptRequest{SessionId: sess.SessionId,
+		Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(`TOOL Bash {"command":"echo hi > ` + file + `"}`)}})
+	require.NoError(t, err)
+	assert.Equal(t, acpsdk.StopReasonEndTurn, res.StopReason)
+	_, err = os.Stat(file)
+	assert.NoError(t, err, "the second editor's allow ran the call")
+	second.mu.Lock()
+	assert.Len(t, second.asked, 1, "the editor following the session was asked")
+	second.mu.Unlock()
+	first.mu.Lock()
+	assert.Len(t, first.asked, 1, "the editor that prompted was asked too")
+	first.mu.Unlock()
+	select {
+	case <-first.withdrawn:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first editor's question was not withdrawn after the other answered")
+	}
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	assert.NotEmpty(t, second.updates, "the follower saw the turn's updates")
 }
