@@ -167,6 +167,24 @@ func TestTheACPSDKClientDrivesCardACP(t *testing.T) {
 	assert.Greater(t, n, 20, "the suite saw card's frames")
 	t.Logf("%d frames card sent, each valid by the ACP v1 schema", n)
 
+	t.Run("a cwd refused for the mode is an error naming cwd", func(t *testing.T) {
+		out := acpExchange(t, bin, p.Home, nil,
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[],"_meta":{"card":{"permissionMode":"edit"}}}}`)
+		require.Len(t, out, 2, "%v", out)
+		t.Logf("session/new in / (edit): %s", out[1])
+		var m struct {
+			Error *struct {
+				Code    int             `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out[1]), &m))
+		require.NotNil(t, m.Error, "refused: %s", out[1])
+		assert.Contains(t, m.Error.Message+string(m.Error.Data), "cwd")
+	})
+
 	t.Run("card acp started by an agent is judged by the guard", func(t *testing.T) {
 		// Claude Code running card acp claude-code would be Claude Code
 		// calling itself: its environment carries card's ancestry.
