@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -278,4 +279,48 @@ func TestTwoEditorsOnOneSessionAreBothAskedAndTheFirstAnswerWins(t *testing.T) {
 	second.mu.Lock()
 	defer second.mu.Unlock()
 	assert.NotEmpty(t, second.updates, "the follower saw the turn's updates")
+}
+
+// TestAPromptWhileATurnRunsIsQueuedAndAnsweredWhenItsOwnTurnEnds: the
+// second session/prompt waits in the session's queue; both are answered,
+// the second after the first.
+func TestAPromptWhileATurnRunsIsQueuedAndAnsweredWhenItsOwnTurnEnds(t *testing.T) {
+	cwd := t.TempDir()
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
+	})
+	ctx := daemontest.Context(t)
+	ws, _, err := dialACP(t, acpURL(d.URL), d.Token, "")
+	require.NoError(t, err)
+	w, r := framed(ctx, ws)
+	conn := acpsdk.NewClientSideConnection(&sdkClient{}, w, r)
+	_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
+	require.NoError(t, err)
+	sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
+		Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode}}})
+	require.NoError(t, err)
+	type ended struct {
+		n   int
+		at  time.Time
+		res acpsdk.PromptResponse
+		err error
+	}
+	done := make(chan ended, 2)
+	run := func(n int, cmd string) {
+		res, err := conn.Prompt(ctx, acpsdk.PromptRequest{SessionId: sess.SessionId,
+			Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(`TOOL Bash {"command":"` + cmd + `"}`)}})
+		done <- ended{n, time.Now(), res, err}
+	}
+	go run(1, "sleep 1; echo one > "+filepath.Join(cwd, "one.txt"))
+	time.Sleep(300 * time.Millisecond)
+	go run(2, "echo two > "+filepath.Join(cwd, "two.txt"))
+	a, b := <-done, <-done
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+	assert.Equal(t, 1, a.n, "the first prompt's turn ends first")
+	assert.Equal(t, 2, b.n)
+	assert.Equal(t, acpsdk.StopReasonEndTurn, a.res.StopReason)
+	assert.Equal(t, acpsdk.StopReasonEndTurn, b.res.StopReason)
+	assert.Contains(t, fmt.Sprint(b.res.Meta), "turn:2", "the queued prompt ran as the session's second turn")
 }
