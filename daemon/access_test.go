@@ -180,7 +180,7 @@ func TestOriginGrantsInCardTomlAreValidated(t *testing.T) {
 	cases := []struct{ name, toml, want string }{
 		{"unknown class", `allowed_origins = ["https://a.example"]
 [origins."https://a.example"]
-grants = ["read", "admin"]`, `[origins."https://a.example"] grants: unknown access class "admin"; the classes are read, agents, write, approve, host`},
+grants = ["read", "admin"]`, `[origins."https://a.example"] grants: unknown access class "admin"; the classes are read, agents, write, approve, host, acp`},
 		{"origin not allowed", `[origins."https://a.example"]
 grants = ["read"]`, `"https://a.example" is not in allowed_origins`},
 		{"no grants", `allowed_origins = ["https://a.example"]

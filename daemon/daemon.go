@@ -242,8 +242,9 @@ func (d *Daemon) Start() error {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", d.rpcSrv)
+	mux.Handle(ACPPath, d.acpHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "not found: card serves WebSocket JSON-RPC at /rpc", http.StatusNotFound)
+		http.Error(w, "not found: card serves WebSocket JSON-RPC at /rpc (and ACP at /acp)", http.StatusNotFound)
 	})
 	d.httpSrv = &http.Server{
 		Handler:        mux,

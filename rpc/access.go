@@ -37,10 +37,15 @@ const (
 	// shell commands, reading and writing files, terminals, and deleting
 	// the daemon's history.
 	AccessHost Access = "host"
+	// AccessACP opens the daemon's /acp endpoint, where the Agent Client
+	// Protocol is spoken. It is a class of the connection, not of a
+	// method: an ACP session's calls are judged by the classes above like
+	// any other, so acp lets a page speak ACP without letting it do more.
+	AccessACP Access = "acp"
 )
 
 // AccessClasses lists every class, in the order the docs walk them.
-var AccessClasses = []Access{AccessRead, AccessAgents, AccessWrite, AccessApprove, AccessHost}
+var AccessClasses = []Access{AccessRead, AccessAgents, AccessWrite, AccessApprove, AccessHost, AccessACP}
 
 func (a Access) bit() Grants {
 	switch a {
@@ -54,6 +59,8 @@ func (a Access) bit() Grants {
 		return 8
 	case AccessApprove:
 		return 16
+	case AccessACP:
+		return 32
 	}
 	return 0
 }
@@ -65,7 +72,7 @@ func (a Access) Valid() bool { return a.bit() != 0 }
 type Grants uint8
 
 // GrantAll is every class: what a native client (no Origin) holds.
-const GrantAll Grants = 31
+const GrantAll Grants = 63
 
 // DefaultOriginGrants is what a connection from an allowed browser origin
 // holds unless the application grants that origin more (or less): reading

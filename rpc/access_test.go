@@ -137,7 +137,7 @@ func TestGrantsParseNameTheUnknownClassAndListInOrder(t *testing.T) {
 	_, err = ParseGrants([]string{"read", "admin"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"admin"`)
-	assert.Contains(t, err.Error(), "read, agents, write, approve, host")
+	assert.Contains(t, err.Error(), "read, agents, write, approve, host, acp")
 	assert.Equal(t, "read, agents", DefaultOriginGrants.String())
 	assert.Equal(t, "none", Grants(0).String())
 	assert.Equal(t, GrantAll, GrantsOf(AccessClasses...))

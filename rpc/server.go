@@ -512,3 +512,32 @@ type zapPrintf struct{ log *zap.Logger }
 func (z zapPrintf) Printf(format string, v ...any) {
 	z.log.Debug(fmt.Sprintf(format, v...))
 }
+
+// Admit runs this server's gate for another WebSocket endpoint on the same
+// listener (the daemon's /acp): the same token, Host and Origin checks,
+// refused with the same texts and counted in the same refusal log. When ok
+// is false the refusal has been written to w. A draining server admits
+// nobody.
+func (s *Server) Admit(w http.ResponseWriter, r *http.Request) (subprotocol string, grants Grants, origin string, ok bool) {
+	if r.Method != http.MethodGet {
+		s.refuse(w, r, http.StatusMethodNotAllowed, "method not allowed: "+r.URL.Path+" is a WebSocket endpoint (GET with Upgrade: websocket)")
+		return "", 0, "", false
+	}
+	subprotocol, refusal := s.cfg.Gate.Check(r)
+	if refusal != nil {
+		s.refuse(w, r, refusal.Status, refusal.Reason)
+		return "", 0, "", false
+	}
+	if s.draining.Load() {
+		s.refuse(w, r, http.StatusServiceUnavailable, "service unavailable: the daemon is shutting down")
+		return "", 0, "", false
+	}
+	grants, origin = s.cfg.Gate.Grants(r)
+	return subprotocol, grants, origin, true
+}
+
+// Refuse answers an upgrade with status and reason, logged with the
+// gate's refusals.
+func (s *Server) Refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	s.refuse(w, r, status, reason)
+}

@@ -35,6 +35,7 @@ Commands:
   health    whether each agent is signed in and ready
   invoke    run an agent on a task and stream its answer
   chat      hold a conversation with an agent, one prompt per line
+  acp       be an ACP agent on stdio for an editor (Zed, JetBrains, Neovim, Emacs)
   runs      the run history; show, follow or prune runs
   usage     what the runs used per agent per day, and the budgets left
   service   run card at login (systemd user unit, LaunchAgent or XDG autostart)
@@ -71,7 +72,8 @@ type env struct {
 // commands are card's subcommands, by name.
 var commands = map[string]func(env, []string) int{
 	"serve": env.serve, "info": env.info, "detect": env.detect, "health": env.health, "token": env.token,
-	"invoke": env.invoke, "chat": env.chat, "runs": env.runs, "usage": env.usage, "service": env.service, "version": env.version,
+	"invoke": env.invoke, "chat": env.chat, "acp": env.acp, "runs": env.runs, "usage": env.usage, "service": env.service,
+	"version": env.version,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

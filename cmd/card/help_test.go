@@ -24,6 +24,7 @@ func TestEveryCommandsHelpExitsZeroAndReadsLikeHelp(t *testing.T) {
 		{[]string{"detect"}, true},
 		{[]string{"health"}, true},
 		{[]string{"invoke"}, true},
+		{[]string{"acp"}, true},
 		{[]string{"runs"}, true},
 		{[]string{"runs", "show"}, true},
 		{[]string{"runs", "follow"}, true},

@@ -1,0 +1,70 @@
+// Package agentside is card as an ACP agent: it answers an editor that
+// speaks the Agent Client Protocol (version 1) and does the work through
+// card's sessions. One ACP session is one card session; each
+// session/prompt is a turn (a run in card's history); the turn's events
+// become session/update notifications, its questions
+// session/request_permission requests.
+//
+// The package knows nothing of where the sessions live: a Backend does the
+// calls. `card acp` hands it the Go client over the daemon's WebSocket;
+// the daemon's /acp endpoint hands it a client of its own /rpc endpoint
+// that carries the ACP connection's Origin, so an ACP client holds exactly
+// the access classes it would hold on /rpc and no method is reachable
+// through ACP that was not reachable before.
+package agentside
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
+)
+
+// Backend is the part of card's client the front door uses: sessions,
+// detection and health, a run's record (for the prompt of a turn another
+// client started), and answering a question. *client.Client is one.
+type Backend interface {
+	StartSession(ctx context.Context, p api.SessionStartParams) (api.Session, error)
+	PromptSession(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error)
+	CancelTurn(ctx context.Context, p api.SessionCancelParams) (api.SessionCancelResult, error)
+	CloseSession(ctx context.Context, id string) (api.Session, error)
+	Sessions(ctx context.Context, p api.SessionListParams) (api.SessionList, error)
+	Session(ctx context.Context, id string) (api.Session, error)
+	SubscribeSession(ctx context.Context, p api.SessionSubscribeParams, onEvent func(api.SessionEvent)) (api.SessionSubscribeResult, error)
+	Detect(ctx context.Context, p api.DetectParams) ([]api.ExternalAgentSpec, error)
+	Health(ctx context.Context, id string, force bool) (api.ExternalAgentHealth, error)
+	Run(ctx context.Context, runID string) (api.RunRecord, error)
+	ApprovalDecide(ctx context.Context, p api.DecideParams) (api.DecideResult, error)
+}
+
+// Transport carries whole ACP messages, one per Read and Write: a line of
+// stdio, or a WebSocket text frame.
+type Transport interface {
+	Read(ctx context.Context) ([]byte, error)
+	Write(ctx context.Context, msg []byte) error
+}
+
+// Lines is the stdio transport: one message per line each way. Writes are
+// serialised, so two goroutines never interleave within a line.
+func Lines(r io.Reader, w io.Writer) Transport {
+	return &lines{r: acp.NewReader(r, 0), w: w}
+}
+
+type lines struct {
+	r  *acp.Reader
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lines) Read(context.Context) ([]byte, error) { return l.r.ReadLine() }
+
+func (l *lines) Write(_ context.Context, msg []byte) error {
+	b := make([]byte, 0, len(msg)+1)
+	b = append(append(b, msg...), '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.w.Write(b)
+	return err
+}

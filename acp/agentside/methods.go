@@ -1,0 +1,563 @@
+package agentside
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
+)
+
+// SessionMeta is _meta.card on session/new: what ACP's session/new has no
+// field for. Adapter picks the CLI (required unless the server is fixed to
+// one, and then it must name that one or be left out).
+type SessionMeta struct {
+	Adapter        string `json:"adapter,omitempty"`
+	PermissionMode string `json:"permissionMode,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Effort         string `json:"effort,omitempty"`
+	Warm           bool   `json:"warm,omitempty"`
+	// DropMCPServers starts the session without the mcpServers card cannot
+	// hand the CLI, instead of refusing it: the editor asked for it.
+	DropMCPServers bool `json:"dropMcpServers,omitempty"`
+	// AfterSeq, on session/load, replays only the events after this seq
+	// (each session/update card sends carries its seq in _meta.card.seq).
+	AfterSeq int64 `json:"afterSeq,omitempty"`
+}
+
+func readMeta(raw acp.Meta) (SessionMeta, *acp.Error) {
+	var m SessionMeta
+	if len(raw) == 0 || string(raw) == "null" {
+		return m, nil
+	}
+	var outer map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &outer); err != nil {
+		return m, invalid("_meta", "must be an object: %v", err)
+	}
+	inner, ok := outer[MetaKey]
+	if !ok {
+		return m, nil
+	}
+	if err := json.Unmarshal(inner, &m); err != nil {
+		return m, invalid("_meta.card", "%v", err)
+	}
+	return m, nil
+}
+
+// permissionModes are card's modes, offered as the session's ACP modes.
+var permissionModes = []acp.SessionMode{
+	{ID: "read_only", Name: "Read only", Description: ptr("The agent reads and answers; it changes nothing.")},
+	{ID: "ask", Name: "Ask", Description: ptr("Each tool call outside read-only is put to you first.")},
+	{ID: "edit", Name: "Edit", Description: ptr("The agent edits files in the session's directory without asking.")},
+	{ID: "bypass", Name: "Bypass", Description: ptr("The agent runs anything without asking (the operator must allow it).")},
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// detect is the daemon's detection, cached for a minute: initialize and
+// every session/new need it, and it does not change between them.
+func (s *Server) detect(ctx context.Context, be Backend) ([]api.ExternalAgentSpec, *acp.Error) {
+	s.mu.Lock()
+	specs, at := s.specs, s.specsAt
+	s.mu.Unlock()
+	if specs != nil && time.Since(at) < time.Minute {
+		return specs, nil
+	}
+	specs, err := be.Detect(ctx, api.DetectParams{})
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	s.mu.Lock()
+	s.specs, s.specsAt = specs, time.Now()
+	s.mu.Unlock()
+	return specs, nil
+}
+
+// spec is the installed adapter id, or the error an editor shows.
+func (s *Server) spec(ctx context.Context, be Backend, id string) (api.ExternalAgentSpec, *acp.Error) {
+	facts, known := agent.Lookup(id)
+	if !known {
+		ids := []string{}
+		for _, a := range agent.All() {
+			ids = append(ids, a.ID)
+		}
+		data, _ := json.Marshal(map[string]any{"adapter": id, "adapters": ids})
+		return api.ExternalAgentSpec{}, &acp.Error{Code: CodeAdapterUnavailable,
+			Message: fmt.Sprintf("card has no adapter %q; the adapters are %s", id, strings.Join(ids, ", ")), Data: data}
+	}
+	specs, aerr := s.detect(ctx, be)
+	if aerr != nil {
+		return api.ExternalAgentSpec{}, aerr
+	}
+	for _, sp := range specs {
+		if sp.ID != id {
+			continue
+		}
+		if reason, bad := sp.UnusableReason(); bad {
+			data, _ := json.Marshal(map[string]string{"adapter": id, "reason": reason})
+			return sp, &acp.Error{Code: CodeAdapterUnavailable, Message: facts.DisplayName + " cannot run: " + reason, Data: data}
+		}
+		return sp, nil
+	}
+	data, _ := json.Marshal(map[string]string{"adapter": id, "install": facts.InstallHint})
+	return api.ExternalAgentSpec{}, &acp.Error{Code: CodeAdapterUnavailable,
+		Message: fmt.Sprintf("%s (%s) is not installed where card looks: %s", facts.DisplayName, facts.Binary, facts.InstallHint), Data: data}
+}
+
+func (s *Server) initialize(ctx context.Context, be Backend, p acp.InitializeRequest) (any, *acp.Error) {
+	s.mu.Lock()
+	s.clientCaps = p.ClientCapabilities
+	s.mu.Unlock()
+	caps := acp.AgentCapabilities{
+		LoadSession:         true,
+		PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
+		SessionCapabilities: acp.SessionCapabilities{List: &acp.MetaOnly{}, Resume: &acp.MetaOnly{}, Close: &acp.MetaOnly{}},
+	}
+	info := &acp.Implementation{Name: "card", Version: s.cfg.Version}
+	var auth []acp.AuthMethod
+	if s.cfg.Adapter != "" {
+		sp, aerr := s.spec(ctx, be, s.cfg.Adapter)
+		if aerr != nil {
+			return nil, aerr
+		}
+		caps.PromptCapabilities.Image = sp.Capabilities.Images
+		caps.MCPCapabilities.HTTP = sp.Capabilities.MCP
+		info.Title = ptr("card: " + sp.DisplayName)
+		auth = []acp.AuthMethod{authMethod(sp.ID)}
+	} else {
+		// Every session names its adapter, so what a prompt may carry is
+		// what every installed adapter takes: an image is never sent to
+		// one that would not see it. _meta.card.adapters has each one's.
+		specs, aerr := s.detect(ctx, be)
+		if aerr != nil {
+			return nil, aerr
+		}
+		per := map[string]acp.PromptCapabilities{}
+		img, mcp, some := true, true, false
+		for _, sp := range specs {
+			if _, bad := sp.UnusableReason(); bad {
+				continue
+			}
+			some = true
+			img = img && sp.Capabilities.Images
+			mcp = mcp && sp.Capabilities.MCP
+			per[sp.ID] = acp.PromptCapabilities{Image: sp.Capabilities.Images, EmbeddedContext: true}
+			auth = append(auth, authMethod(sp.ID))
+		}
+		caps.PromptCapabilities.Image = img && some
+		caps.MCPCapabilities.HTTP = mcp && some
+		meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"adapters": per}})
+		caps.Meta = meta
+	}
+	return acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion, AgentCapabilities: caps, AuthMethods: auth, AgentInfo: info}, nil
+}
+
+// authMethod is the one sign-in card offers per adapter: checking the
+// CLI's own sign-in. card never handles credentials; a person signs in
+// with the CLI and authenticate reports what card's health check sees.
+func authMethod(id string) acp.AuthMethod {
+	facts, _ := agent.Lookup(id)
+	return acp.AuthMethod{ID: id, Name: "Check " + facts.DisplayName + "'s sign-in",
+		Description: ptr("card uses " + facts.Binary + "'s own sign-in; sign in with " + loginHint(id) + ", then choose this again.")}
+}
+
+// loginHint is how a person signs in: with the CLI itself, as for using
+// it without card. The health check's reason, when there is one, names the
+// CLI's own command (it is the adapter's probe that knows it).
+func loginHint(id string) string {
+	facts, ok := agent.Lookup(id)
+	if !ok {
+		return "the CLI's own login"
+	}
+	return "`" + facts.Binary + "` itself (its own login, or its API key in the daemon's environment)"
+}
+
+func (s *Server) authenticate(ctx context.Context, be Backend, p acp.AuthenticateRequest) (any, *acp.Error) {
+	id := p.MethodID
+	if s.cfg.Adapter != "" && id != s.cfg.Adapter {
+		return nil, invalid("methodId", "this agent offers %q only", s.cfg.Adapter)
+	}
+	if _, aerr := s.spec(ctx, be, id); aerr != nil {
+		return nil, aerr
+	}
+	h, err := be.Health(ctx, id, true)
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	if h.Status == api.StatusReady {
+		return acp.AuthenticateResponse{}, nil
+	}
+	return nil, notSignedIn(id, h)
+}
+
+func notSignedIn(id string, h api.ExternalAgentHealth) *acp.Error {
+	facts, _ := agent.Lookup(id)
+	data, _ := json.Marshal(map[string]string{"adapter": id, "status": string(h.Status), "reason": h.Reason})
+	msg := facts.DisplayName + " is not signed in"
+	if h.Reason != "" {
+		msg += ": " + h.Reason
+	}
+	return &acp.Error{Code: acp.CodeAuthRequired, Message: msg + "; sign in with " + loginHint(id), Data: data}
+}
+
+func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionRequest) (any, *acp.Error) {
+	meta, aerr := readMeta(p.Meta)
+	if aerr != nil {
+		return nil, aerr
+	}
+	id := meta.Adapter
+	switch {
+	case s.cfg.Adapter != "" && id != "" && id != s.cfg.Adapter:
+		return nil, invalid("_meta.card.adapter", "this agent runs %s only (card acp %s); it cannot start a %s session", s.cfg.Adapter, s.cfg.Adapter, id)
+	case s.cfg.Adapter != "":
+		id = s.cfg.Adapter
+	case id == "":
+		return nil, invalid("_meta.card.adapter", "session/new must name the adapter here (one of %s), as {\"_meta\":{\"card\":{\"adapter\":\"codex\"}}}", adapterList())
+	}
+	if !filepath.IsAbs(p.Cwd) {
+		return nil, invalid("cwd", "must be an absolute path, got %q", p.Cwd)
+	}
+	sp, aerr := s.spec(ctx, be, id)
+	if aerr != nil {
+		return nil, aerr
+	}
+	endpoint, aerr := mcpEndpoint(sp, p.MCPServers, meta.DropMCPServers)
+	if aerr != nil {
+		return nil, aerr
+	}
+	mode := meta.PermissionMode
+	if mode == "" {
+		mode = s.cfg.DefaultPermissionMode
+	}
+	if mode == "" {
+		mode = "read_only"
+		if sp.Capabilities.Ask {
+			mode = "ask"
+		}
+	}
+	sess, err := be.StartSession(ctx, api.SessionStartParams{ID: id, InvokedBy: s.cfg.InvokedBy, Cwd: p.Cwd, PermissionMode: mode, Model: meta.Model,
+		Effort: meta.Effort, MCPEndpoint: endpoint, Warm: meta.Warm})
+	if err != nil {
+		return nil, s.startError(ctx, be, id, err)
+	}
+	st := s.attach(sess, sp.Capabilities)
+	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
+		return nil, aerr
+	}
+	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode)}, nil
+}
+
+// startError is a refused start as the daemon said it. The sign-in state
+// is not checked here: health is a reading of the CLI's files, which can
+// say "not signed in" of a CLI that works (a key in the daemon's
+// environment), so it must not refuse a session; a turn the API refuses
+// ends with the sign-in error instead.
+func (s *Server) startError(_ context.Context, _ Backend, _ string, err error) *acp.Error {
+	return fromBackend(err)
+}
+
+func adapterList() string {
+	ids := []string{}
+	for _, a := range agent.All() {
+		ids = append(ids, a.ID)
+	}
+	return strings.Join(ids, ", ")
+}
+
+func modes(current string) *acp.SessionModeState {
+	return &acp.SessionModeState{CurrentModeID: current, AvailableModes: permissionModes}
+}
+
+// mcpEndpoint is the one MCP server card can hand the session's CLI: an
+// HTTP server without headers, for a CLI that takes an endpoint. Every
+// other server is named in the error, unless the editor asked to drop
+// them.
+func mcpEndpoint(sp api.ExternalAgentSpec, servers []acp.MCPServer, drop bool) (string, *acp.Error) {
+	type refused struct {
+		Name   string `json:"name"`
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+	}
+	var endpoint string
+	var out []refused
+	for _, srv := range servers {
+		typ := srv.Type
+		if typ == "" {
+			typ = "stdio"
+		}
+		switch {
+		case typ != "http":
+			out = append(out, refused{srv.Name, typ, "card hands a CLI one MCP server over HTTP; it does not run " + typ + " servers"})
+		case !sp.Capabilities.MCP:
+			out = append(out, refused{srv.Name, typ, sp.DisplayName + " takes no MCP endpoint from card"})
+		case len(srv.Headers) > 0:
+			out = append(out, refused{srv.Name, typ, "card hands over a URL only, not headers"})
+		case endpoint != "":
+			out = append(out, refused{srv.Name, typ, "card hands over one MCP server per session"})
+		default:
+			endpoint = srv.URL
+		}
+	}
+	if len(out) > 0 && !drop {
+		names := []string{}
+		for _, r := range out {
+			names = append(names, fmt.Sprintf("%s (%s: %s)", r.Name, r.Type, r.Reason))
+		}
+		data, _ := json.Marshal(map[string]any{"field": "mcpServers", "refused": out})
+		return "", &acp.Error{Code: acp.CodeInvalidParams, Message: "mcpServers: card cannot hand " + strings.Join(names, "; ") +
+			`; remove them, or set _meta.card.dropMcpServers to start without them`, Data: data}
+	}
+	return endpoint, nil
+}
+
+func (s *Server) loadSession(ctx context.Context, be Backend, p acp.LoadSessionRequest) (any, *acp.Error) {
+	meta, aerr := readMeta(p.Meta)
+	if aerr != nil {
+		return nil, aerr
+	}
+	st, sess, aerr := s.reopen(ctx, be, p.SessionID)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.subscribe(ctx, be, st, meta.AfterSeq, true); aerr != nil {
+		return nil, aerr
+	}
+	return acp.LoadSessionResponse{Modes: modes(sess.PermissionMode)}, nil
+}
+
+func (s *Server) resumeSession(ctx context.Context, be Backend, p acp.ResumeSessionRequest) (any, *acp.Error) {
+	st, sess, aerr := s.reopen(ctx, be, p.SessionID)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
+		return nil, aerr
+	}
+	return acp.ResumeSessionResponse{Modes: modes(sess.PermissionMode)}, nil
+}
+
+// reopen finds a session of card's for load or resume.
+func (s *Server) reopen(ctx context.Context, be Backend, id string) (*session, api.Session, *acp.Error) {
+	if id == "" {
+		return nil, api.Session{}, invalid("sessionId", "is required")
+	}
+	sess, err := be.Session(ctx, id)
+	if err != nil {
+		aerr := fromBackend(err)
+		if aerr.Code == -32043 { // session_not_found
+			aerr.Code = acp.CodeResourceNotFound
+		}
+		return nil, sess, aerr
+	}
+	if s.cfg.Adapter != "" && sess.Adapter != s.cfg.Adapter {
+		return nil, sess, &acp.Error{Code: acp.CodeResourceNotFound,
+			Message: fmt.Sprintf("session %s is a %s session; this agent runs %s", id, sess.Adapter, s.cfg.Adapter)}
+	}
+	var caps api.Capabilities
+	if facts, ok := agent.Lookup(sess.Adapter); ok {
+		caps = facts.Capabilities
+	}
+	return s.attach(sess, caps), sess, nil
+}
+
+func (s *Server) listSessions(ctx context.Context, be Backend, p acp.ListSessionsRequest) (any, *acp.Error) {
+	list, err := be.Sessions(ctx, api.SessionListParams{Adapter: s.cfg.Adapter, Limit: api.MaxListLimit})
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	out := acp.ListSessionsResponse{}
+	for _, ss := range list.Sessions {
+		if p.Cwd != nil && *p.Cwd != ss.Cwd {
+			continue
+		}
+		title := ss.Adapter + " session"
+		out.Sessions = append(out.Sessions, acp.SessionInfo{SessionID: ss.SessionID, Cwd: ss.Cwd, Title: &title,
+			UpdatedAt: ptr(ss.UpdatedAt.UTC().Format(time.RFC3339))})
+	}
+	return out, nil
+}
+
+func (s *Server) closeSession(ctx context.Context, be Backend, p acp.CloseSessionRequest) (any, *acp.Error) {
+	if p.SessionID == "" {
+		return nil, invalid("sessionId", "is required")
+	}
+	if _, err := be.CloseSession(ctx, p.SessionID); err != nil {
+		return nil, fromBackend(err)
+	}
+	s.mu.Lock()
+	st := s.sessions[p.SessionID]
+	delete(s.sessions, p.SessionID)
+	s.mu.Unlock()
+	if st != nil {
+		st.stop()
+	}
+	return acp.CloseSessionResponse{}, nil
+}
+
+// setMode: a card session's permission mode holds for the whole
+// conversation (it decides the CLI's argv and the guard's boundary), so
+// only the current mode is accepted; another one is an error that says
+// how to get it.
+func (s *Server) setMode(_ context.Context, p acp.SetSessionModeRequest) (any, *acp.Error) {
+	st := s.session(p.SessionID)
+	if st == nil {
+		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "no session " + p.SessionID + " on this connection"}
+	}
+	if !slices.ContainsFunc(permissionModes, func(m acp.SessionMode) bool { return m.ID == p.ModeID }) {
+		return nil, invalid("modeId", "card's modes are read_only, ask, edit and bypass, not %q", p.ModeID)
+	}
+	if p.ModeID == st.mode {
+		return acp.SetSessionModeResponse{}, nil
+	}
+	return nil, invalid("modeId", "a card session keeps the permission mode it started with (%s); start a new session with _meta.card.permissionMode %q", st.mode, p.ModeID)
+}
+
+// setConfigOption: the model and the effort are fixed when a card session
+// starts (_meta.card.model, _meta.card.effort), and card offers no config
+// options, so every one is unknown.
+func (s *Server) setConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (any, *acp.Error) {
+	if s.session(p.SessionID) == nil {
+		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "no session " + p.SessionID + " on this connection"}
+	}
+	return nil, invalid("configId", "card offers no config option %q: a session's model and effort are set when it starts, with _meta.card.model and _meta.card.effort on session/new", p.ConfigID)
+}
+
+func (s *Server) session(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// prompt runs one turn: the prompt's blocks become the task and its
+// images attachments; the answer waits for the turn to end. A prompt sent
+// while a turn runs waits in the session's queue, and is answered when its
+// own turn ends.
+func (s *Server) prompt(ctx context.Context, be Backend, p acp.PromptRequest) (any, *acp.Error) {
+	st := s.session(p.SessionID)
+	if st == nil {
+		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "no session " + p.SessionID + " on this connection: session/new, session/load or session/resume it first"}
+	}
+	task, atts, aerr := promptContent(p.Prompt, st.caps.Images)
+	if aerr != nil {
+		return nil, aerr
+	}
+	st.mu.Lock()
+	st.prompting++
+	st.mu.Unlock()
+	res, err := be.PromptSession(ctx, api.SessionPromptParams{SessionID: st.id, Task: task, Attachments: atts})
+	if err != nil {
+		st.mu.Lock()
+		st.prompting--
+		st.mu.Unlock()
+		return nil, fromBackend(err)
+	}
+	w := st.await(res.Turn)
+	st.mu.Lock()
+	st.prompting--
+	st.mu.Unlock()
+	select {
+	case end := <-w:
+		if end.err != nil {
+			return nil, end.err
+		}
+		return acp.PromptResponse{StopReason: end.stop, Meta: end.meta}, nil
+	case <-ctx.Done():
+		// The request itself was withdrawn ($/cancel_request): the turn
+		// is ended too, since nobody waits for it any more.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = be.CancelTurn(cctx, api.SessionCancelParams{SessionID: st.id})
+		return nil, &acp.Error{Code: acp.CodeRequestCancelled, Message: "request cancelled"}
+	}
+}
+
+// promptContent is a prompt as card's task: text blocks as they are, a
+// resource link as a line naming it, an embedded text resource inline
+// under its URI; images (data or a file URI) become attachments.
+func promptContent(blocks []acp.ContentBlock, images bool) (string, []api.Attachment, *acp.Error) {
+	var b strings.Builder
+	var atts []api.Attachment
+	sep := func() {
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+	}
+	for i, blk := range blocks {
+		field := fmt.Sprintf("prompt[%d]", i)
+		switch blk.Type {
+		case acp.ContentText:
+			sep()
+			b.WriteString(blk.Text)
+		case acp.ContentResourceLink:
+			sep()
+			fmt.Fprintf(&b, "[%s](%s)", blk.Name, blk.URI)
+		case acp.ContentResource:
+			r := blk.Resource
+			if r == nil {
+				return "", nil, invalid(field+".resource", "is required")
+			}
+			switch {
+			case r.Text != nil:
+				sep()
+				fmt.Fprintf(&b, "Contents of %s:\n```\n%s\n```", r.URI, *r.Text)
+			case r.Blob != nil && r.MimeType != nil && strings.HasPrefix(*r.MimeType, "image/"):
+				if !images {
+					return "", nil, invalid(field, "this adapter takes no images (see promptCapabilities.image)")
+				}
+				atts = append(atts, api.Attachment{DataB64: *r.Blob, MimeType: *r.MimeType, Name: filepath.Base(r.URI)})
+			default:
+				return "", nil, invalid(field+".resource", "card passes embedded resources as text; %s is binary", r.URI)
+			}
+		case acp.ContentImage:
+			if !images {
+				return "", nil, invalid(field, "this adapter takes no images (see promptCapabilities.image)")
+			}
+			switch {
+			case blk.Data != "":
+				if _, err := base64.StdEncoding.DecodeString(blk.Data); err != nil {
+					return "", nil, invalid(field+".data", "is not standard base64: %v", err)
+				}
+				atts = append(atts, api.Attachment{DataB64: blk.Data, MimeType: blk.MimeType})
+			case strings.HasPrefix(blk.URI, "file://"):
+				atts = append(atts, api.Attachment{Path: strings.TrimPrefix(blk.URI, "file://"), MimeType: blk.MimeType})
+			default:
+				return "", nil, invalid(field, "an image needs data, or a file:// uri")
+			}
+		default:
+			return "", nil, invalid(field+".type", "card does not take %q content (see promptCapabilities)", blk.Type)
+		}
+	}
+	if strings.TrimSpace(b.String()) == "" && len(atts) == 0 {
+		return "", nil, invalid("prompt", "is empty")
+	}
+	return b.String(), atts, nil
+}
+
+// cancelSession is session/cancel: the running turn ends (its prompt is
+// answered cancelled once the turn's last events are sent), and so do the
+// prompts of this connection still waiting in the queue.
+func (s *Server) cancelSession(ctx context.Context, id string) {
+	st := s.session(id)
+	s.mu.Lock()
+	be := s.backend
+	s.mu.Unlock()
+	if st == nil || be == nil {
+		return
+	}
+	st.markCancelled()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := be.CancelTurn(cctx, api.SessionCancelParams{SessionID: id, ClearQueue: true})
+	if err != nil {
+		s.logf("card acp: cancel session %s: %v", id, err)
+		return
+	}
+	st.cancelQueued(res)
+}

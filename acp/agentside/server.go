@@ -1,0 +1,343 @@
+package agentside
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
+)
+
+// Error codes of the front door beyond ACP's own. ACP lets an agent use
+// any code; these two are card's application range.
+const (
+	// CodeAdapterUnavailable: the adapter is not installed, cannot run,
+	// or is not one card knows. The message names it and how to install.
+	CodeAdapterUnavailable acp.ErrorCode = -32048
+	// CodeNoDaemon: `card acp` found no daemon to connect to; the message
+	// says how to start one.
+	CodeNoDaemon acp.ErrorCode = -32049
+)
+
+// MetaKey is the key of card's object in an ACP message's _meta.
+const MetaKey = "card"
+
+// Config is what a Server is for.
+type Config struct {
+	// Adapter fixes the adapter of every session (`card acp ADAPTER`);
+	// empty lets each session/new name its own in _meta.card.adapter.
+	Adapter string
+	// Version is card's version, for agentInfo.
+	Version string
+	// Logf, when set, gets one line per thing worth telling the person
+	// (never ACP frames); `card acp` writes it to stderr.
+	Logf func(format string, args ...any)
+	// DefaultPermissionMode is the permission mode of a session whose
+	// session/new names none; empty is ask for an adapter that can ask,
+	// else read_only.
+	DefaultPermissionMode string
+	// InvokedBy is the adapter this agent runs under, when an agent CLI
+	// started it (the last of its CAR_INVOKED_BY): every session names it,
+	// so the guard refuses a session that would call an agent already in
+	// the chain.
+	InvokedBy string
+}
+
+// Server is one ACP connection's agent side. Serve it once.
+type Server struct {
+	cfg Config
+
+	mu          sync.Mutex
+	backend     Backend
+	unavailable error
+	t           Transport
+	ctx         context.Context
+	nextID      int64
+	calls       map[string]chan *acp.Message
+	inflight    map[string]context.CancelFunc
+	sessions    map[string]*session
+	clientCaps  acp.ClientCapabilities
+	specs       []api.ExternalAgentSpec
+	specsAt     time.Time
+	wg          sync.WaitGroup
+}
+
+// New is a Server with no backend yet: SetBackend or SetUnavailable before
+// Serve.
+func New(cfg Config) *Server {
+	return &Server{cfg: cfg, calls: map[string]chan *acp.Message{}, inflight: map[string]context.CancelFunc{},
+		sessions: map[string]*session{}}
+}
+
+// SetBackend gives the server its backend.
+func (s *Server) SetBackend(b Backend) {
+	s.mu.Lock()
+	s.backend, s.unavailable = b, nil
+	s.mu.Unlock()
+}
+
+// SetUnavailable makes every request answer with err's message: what
+// `card acp` does when no daemon runs, so the editor shows why.
+func (s *Server) SetUnavailable(err error) {
+	s.mu.Lock()
+	s.unavailable = err
+	s.mu.Unlock()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// Serve reads and answers messages until the transport ends or ctx is
+// done, then waits for the handlers it started.
+func (s *Server) Serve(ctx context.Context, t Transport) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.t, s.ctx = t, ctx
+	s.mu.Unlock()
+	defer s.wg.Wait()
+	defer cancel()
+	for {
+		line, err := t.Read(ctx)
+		if err != nil {
+			if errors.Is(err, acp.ErrLineTooLong) {
+				s.send(errorResponse(json.RawMessage("null"), &acp.Error{Code: acp.CodeInvalidRequest, Message: "message longer than card reads"}))
+				continue
+			}
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if !acp.IsMessage(line) {
+			s.send(errorResponse(json.RawMessage("null"), &acp.Error{Code: acp.CodeParseError, Message: "not a JSON-RPC message"}))
+			continue
+		}
+		var m acp.Message
+		if err := json.Unmarshal(line, &m); err != nil {
+			s.send(errorResponse(json.RawMessage("null"), &acp.Error{Code: acp.CodeParseError, Message: err.Error()}))
+			continue
+		}
+		switch {
+		case m.IsResponse():
+			s.mu.Lock()
+			ch := s.calls[string(m.ID)]
+			delete(s.calls, string(m.ID))
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- &m
+			}
+		case m.IsNotification():
+			s.notification(ctx, &m)
+		case m.IsRequest():
+			rctx, rcancel := context.WithCancel(ctx)
+			key := string(m.ID)
+			s.mu.Lock()
+			s.inflight[key] = rcancel
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer rcancel()
+				res, aerr := s.dispatch(rctx, &m)
+				s.mu.Lock()
+				delete(s.inflight, key)
+				s.mu.Unlock()
+				if aerr == nil && rctx.Err() != nil && ctx.Err() == nil {
+					aerr = &acp.Error{Code: acp.CodeRequestCancelled, Message: "request cancelled"}
+				}
+				if aerr != nil {
+					s.send(errorResponse(m.ID, aerr))
+					return
+				}
+				resp, err := acp.Response(m.ID, res, nil)
+				if err != nil {
+					s.send(errorResponse(m.ID, &acp.Error{Code: acp.CodeInternalError, Message: err.Error()}))
+					return
+				}
+				s.send(resp)
+			}()
+		default:
+			s.send(errorResponse(json.RawMessage("null"), &acp.Error{Code: acp.CodeInvalidRequest, Message: "not a request, notification or response"}))
+		}
+	}
+}
+
+func errorResponse(id json.RawMessage, e *acp.Error) *acp.Message {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	m, _ := acp.Response(id, nil, e)
+	return m
+}
+
+// send writes one message; a write that fails ends nothing here (the read
+// side notices the transport is gone).
+func (s *Server) send(m *acp.Message) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		s.logf("card acp: cannot encode a message: %v", err)
+		return
+	}
+	s.mu.Lock()
+	t, ctx := s.t, s.ctx
+	s.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if err := t.Write(ctx, b); err != nil {
+		s.logf("card acp: write: %v", err)
+	}
+}
+
+func (s *Server) notify(method string, params any) {
+	m, err := acp.Notification(method, params)
+	if err != nil {
+		s.logf("card acp: cannot encode %s: %v", method, err)
+		return
+	}
+	s.send(m)
+}
+
+// call sends a request to the client and waits for its answer. A ctx that
+// ends first withdraws the request with $/cancel_request.
+func (s *Server) call(ctx context.Context, method string, params, result any) error {
+	s.mu.Lock()
+	s.nextID++
+	id := json.RawMessage(strconv.FormatInt(s.nextID, 10))
+	ch := make(chan *acp.Message, 1)
+	s.calls[string(id)] = ch
+	s.mu.Unlock()
+	m, err := acp.Request(id, method, params)
+	if err != nil {
+		return err
+	}
+	s.send(m)
+	select {
+	case r := <-ch:
+		if r.Error != nil {
+			return r.Error
+		}
+		if result != nil {
+			return json.Unmarshal(r.Result, result)
+		}
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.calls, string(id))
+		s.mu.Unlock()
+		s.notify(acp.MethodCancelRequest, acp.CancelRequestNotification{RequestID: id})
+		return ctx.Err()
+	}
+}
+
+func (s *Server) notification(ctx context.Context, m *acp.Message) {
+	switch m.Method {
+	case acp.MethodCancelRequest:
+		var p acp.CancelRequestNotification
+		if json.Unmarshal(m.Params, &p) == nil {
+			s.mu.Lock()
+			cancel := s.inflight[string(p.RequestID)]
+			s.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		}
+	case acp.MethodSessionCancel:
+		var p acp.CancelNotification
+		if json.Unmarshal(m.Params, &p) == nil {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.cancelSession(ctx, p.SessionID)
+			}()
+		}
+	default:
+		s.logf("card acp: ignored notification %s", m.Method)
+	}
+}
+
+// dispatch runs one request.
+func (s *Server) dispatch(ctx context.Context, m *acp.Message) (any, *acp.Error) {
+	s.mu.Lock()
+	be, unavailable := s.backend, s.unavailable
+	s.mu.Unlock()
+	if unavailable != nil {
+		return nil, &acp.Error{Code: CodeNoDaemon, Message: unavailable.Error()}
+	}
+	if be == nil {
+		return nil, &acp.Error{Code: CodeNoDaemon, Message: "card is not connected to its daemon"}
+	}
+	side, known := acp.SideOf(m.Method)
+	if !known || side != acp.SideAgent {
+		return nil, &acp.Error{Code: acp.CodeMethodNotFound, Message: "card serves no method " + strconv.Quote(m.Method)}
+	}
+	switch m.Method {
+	case acp.MethodInitialize:
+		return decodeAnd(m, func(p acp.InitializeRequest) (any, *acp.Error) { return s.initialize(ctx, be, p) })
+	case acp.MethodAuthenticate:
+		return decodeAnd(m, func(p acp.AuthenticateRequest) (any, *acp.Error) { return s.authenticate(ctx, be, p) })
+	case acp.MethodSessionNew:
+		return decodeAnd(m, func(p acp.NewSessionRequest) (any, *acp.Error) { return s.newSession(ctx, be, p) })
+	case acp.MethodSessionLoad:
+		return decodeAnd(m, func(p acp.LoadSessionRequest) (any, *acp.Error) { return s.loadSession(ctx, be, p) })
+	case acp.MethodSessionResume:
+		return decodeAnd(m, func(p acp.ResumeSessionRequest) (any, *acp.Error) { return s.resumeSession(ctx, be, p) })
+	case acp.MethodSessionList:
+		return decodeAnd(m, func(p acp.ListSessionsRequest) (any, *acp.Error) { return s.listSessions(ctx, be, p) })
+	case acp.MethodSessionClose:
+		return decodeAnd(m, func(p acp.CloseSessionRequest) (any, *acp.Error) { return s.closeSession(ctx, be, p) })
+	case acp.MethodSessionPrompt:
+		return decodeAnd(m, func(p acp.PromptRequest) (any, *acp.Error) { return s.prompt(ctx, be, p) })
+	case acp.MethodSessionSetMode:
+		return decodeAnd(m, func(p acp.SetSessionModeRequest) (any, *acp.Error) { return s.setMode(ctx, p) })
+	case acp.MethodSessionSetConfigOption:
+		return decodeAnd(m, func(p acp.SetSessionConfigOptionRequest) (any, *acp.Error) { return s.setConfigOption(ctx, p) })
+	}
+	return nil, &acp.Error{Code: acp.CodeMethodNotFound, Message: "card does not serve " + m.Method + " (see its initialize capabilities)"}
+}
+
+func decodeAnd[P any](m *acp.Message, f func(P) (any, *acp.Error)) (any, *acp.Error) {
+	var p P
+	if len(m.Params) > 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			return nil, &acp.Error{Code: acp.CodeInvalidParams, Message: m.Method + " params: " + err.Error()}
+		}
+	}
+	return f(p)
+}
+
+// invalid is an invalid-params error naming the field.
+func invalid(field, format string, args ...any) *acp.Error {
+	data, _ := json.Marshal(map[string]string{"field": field})
+	return &acp.Error{Code: acp.CodeInvalidParams, Message: field + ": " + fmt.Sprintf(format, args...), Data: data}
+}
+
+// fromBackend is a backend error in ACP's shape: a daemon error keeps its
+// code, message and data (an editor shows the message; the code is card's
+// documented one), anything else is an internal error.
+func fromBackend(err error) *acp.Error {
+	if err == nil {
+		return nil
+	}
+	var ae *acp.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if code, msg, data, ok := rpcError(err); ok {
+		return &acp.Error{Code: acp.ErrorCode(code), Message: msg, Data: data}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &acp.Error{Code: acp.CodeRequestCancelled, Message: "request cancelled"}
+	}
+	return &acp.Error{Code: acp.CodeInternalError, Message: err.Error()}
+}

@@ -1,0 +1,373 @@
+package agentside
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
+)
+
+// session is one card session as this connection follows it: the events
+// in, in seq order, each handled once; the prompts of this connection that
+// wait for their turn's end; the questions put to the editor.
+type session struct {
+	srv     *Server
+	id      string
+	adapter string
+	mode    string
+	caps    api.Capabilities
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []api.SessionEvent
+	handled int64 // the last seq handled
+	stopped bool
+	// replayUntil is the last seq of the history a load replays: events up
+	// to it are history (their prompts echoed, their old questions not
+	// asked again).
+	replayUntil int64
+	// prompting counts this connection's prompts in flight: a turn that
+	// starts meanwhile is this connection's, and its prompt is not echoed.
+	prompting int
+	waiters   map[int]chan turnEnd
+	ended     map[int]turnEnd
+	cancelled map[int]bool
+	running   int // the turn whose events come now; 0 between turns
+	lastTurn  int // the last turn whose first event was handled
+
+	// Handled on the pump only: the tool calls of the turn still open, by
+	// id, in the order they started.
+	open     []string
+	toolName map[string]string
+
+	runs  map[string]int // the running turns' runs, for a question's run id
+	perms map[string]*perm
+	// answered are the questions answered here, kept until their turn
+	// ends: the same question arriving the other way (as agents.approve
+	// after the event, or the event after agents.approve) is not put
+	// again.
+	answered   map[string]api.ApproveAnswer
+	always     map[string]string // tool name → the decision an "always" answer gave
+	replayAsks map[string]api.AgentEvent
+	cost       float64
+}
+
+type turnEnd struct {
+	stop acp.StopReason
+	err  *acp.Error
+	meta acp.Meta
+}
+
+// attach is the connection's state of sess, made on first use.
+func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.sessions[sess.SessionID]; st != nil {
+		return st
+	}
+	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, caps: caps,
+		waiters: map[int]chan turnEnd{}, ended: map[int]turnEnd{}, cancelled: map[int]bool{},
+		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]api.ApproveAnswer{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
+	st.cond = sync.NewCond(&st.mu)
+	s.sessions[sess.SessionID] = st
+	ctx := s.ctx
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		st.pump(ctx)
+	}()
+	go func() {
+		<-ctx.Done()
+		st.stop()
+	}()
+	return st
+}
+
+func (st *session) stop() {
+	st.mu.Lock()
+	st.stopped = true
+	st.cond.Broadcast()
+	st.mu.Unlock()
+}
+
+// subscribe follows the session's events after seq after. A replay (load)
+// waits until the history up to the subscription's answer has been sent as
+// updates, so the load is answered after its history, as ACP has it.
+func (s *Server) subscribe(ctx context.Context, be Backend, st *session, after int64, replay bool) *acp.Error {
+	if after < 0 {
+		after = 0
+	}
+	st.mu.Lock()
+	if replay || st.handled == 0 {
+		st.handled = after
+	}
+	st.mu.Unlock()
+	res, err := be.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: st.id, AfterSeq: after}, st.enqueue)
+	if err != nil {
+		return fromBackend(err)
+	}
+	if !replay {
+		return nil
+	}
+	last := res.NextSeq - 1
+	st.mu.Lock()
+	if last > st.replayUntil {
+		st.replayUntil = last
+	}
+	for st.handled < last && !st.stopped && ctx.Err() == nil {
+		st.waitLocked(ctx)
+	}
+	asks := st.replayAsks
+	st.replayAsks = map[string]api.AgentEvent{}
+	st.mu.Unlock()
+	// Questions still open at the end of the history are asked now.
+	for _, ev := range asks {
+		st.askAsync(ev)
+	}
+	return nil
+}
+
+// waitLocked waits on cond, woken at the latest when ctx ends.
+func (st *session) waitLocked(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() {
+		st.mu.Lock()
+		st.cond.Broadcast()
+		st.mu.Unlock()
+	})
+	st.cond.Wait()
+	stop()
+}
+
+// enqueue is the subscription's handler: it runs on the client's read
+// goroutine, so it only queues.
+func (st *session) enqueue(ev api.SessionEvent) {
+	st.mu.Lock()
+	st.queue = append(st.queue, ev)
+	st.cond.Broadcast()
+	st.mu.Unlock()
+}
+
+// pump handles the queued events one at a time, in order, each seq once.
+func (st *session) pump(ctx context.Context) {
+	for {
+		st.mu.Lock()
+		for len(st.queue) == 0 && !st.stopped {
+			st.cond.Wait()
+		}
+		if st.stopped {
+			st.mu.Unlock()
+			return
+		}
+		ev := st.queue[0]
+		st.queue = st.queue[1:]
+		if ev.Seq <= st.handled {
+			st.mu.Unlock()
+			continue
+		}
+		history := ev.Seq <= st.replayUntil || st.replayUntil > st.handled
+		// A turn starts with its first event of a run (a queued prompt's
+		// own event names no run yet). Its prompt is echoed only from the
+		// run's very first event: a load from afterSeq in the middle of a
+		// turn resumes a turn the client has already seen begin.
+		starts := ev.Event.RunID != "" && ev.Turn > st.lastTurn
+		echo := starts && ev.Event.Seq == 1 && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
+		if starts {
+			st.lastTurn = ev.Turn
+		}
+		if id := ev.Event.RunID; id != "" {
+			if terminal(ev.Event) {
+				delete(st.runs, id)
+				clear(st.answered)
+			} else {
+				st.runs[id] = ev.Turn
+			}
+		}
+		st.mu.Unlock()
+
+		st.handle(ctx, ev, echo, history)
+
+		st.mu.Lock()
+		st.handled = ev.Seq
+		st.cond.Broadcast()
+		st.mu.Unlock()
+	}
+}
+
+// handle sends one event's updates and, for a turn's last event, ends the
+// prompt waiting for it.
+func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, history bool) {
+	if echo && ev.Event.RunID != "" {
+		if task := st.taskOf(ctx, ev.Event.RunID); task != "" {
+			st.send(ev, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Chunk: &acp.ContentChunk{Content: acp.TextBlock(task)}})
+		}
+	}
+	e := ev.Event
+	switch e.Kind {
+	case api.EventApprovalRequested:
+		st.send(ev, st.mapEvent(e)...)
+		if history {
+			st.mu.Lock()
+			if e.Approval != nil {
+				st.replayAsks[e.Approval.RequestID] = e
+			}
+			st.mu.Unlock()
+			return
+		}
+		st.askAsync(e)
+		return
+	case api.EventApprovalDecided:
+		if e.Approval != nil {
+			st.mu.Lock()
+			delete(st.replayAsks, e.Approval.RequestID)
+			if p := st.perms[e.Approval.RequestID]; p != nil {
+				p.decidedElsewhere(api.ApproveAnswer{Decision: e.Approval.Decision, Message: e.Approval.Message})
+			}
+			st.mu.Unlock()
+		}
+		return
+	}
+	if e.RunID != "" {
+		st.mu.Lock()
+		st.running = ev.Turn
+		st.mu.Unlock()
+	}
+	st.send(ev, st.mapEvent(e)...)
+	if e.Kind == api.EventDone || e.Kind == api.EventRunError {
+		st.mu.Lock()
+		cancelled := st.cancelled[ev.Turn]
+		st.running = 0
+		st.mu.Unlock()
+		if e.Result != nil && e.Result.CostUSD != nil {
+			st.cost += *e.Result.CostUSD
+			st.send(ev, acp.SessionUpdate{Kind: acp.UpdateUsage, Usage: &acp.UsageUpdate{Used: used(e.Result.Usage),
+				Cost: &acp.Cost{Amount: st.cost, Currency: "USD"}, Meta: usageMeta(e.Result.Usage)}})
+		}
+		st.finish(ev.Turn, endOf(ev, cancelled))
+	}
+}
+
+// taskOf is a turn's prompt from the run's record, for a turn this
+// connection did not send (history, or another client's prompt).
+func (st *session) taskOf(ctx context.Context, runID string) string {
+	st.srv.mu.Lock()
+	be := st.srv.backend
+	st.srv.mu.Unlock()
+	if be == nil {
+		return ""
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rec, err := be.Run(cctx, runID)
+	if err != nil {
+		return ""
+	}
+	return rec.Task
+}
+
+func (st *session) send(ev api.SessionEvent, ups ...acp.SessionUpdate) {
+	meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"seq": ev.Seq, "turn": ev.Turn, "runId": ev.Event.RunID}})
+	for _, u := range ups {
+		st.srv.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id, Update: u, Meta: meta})
+	}
+}
+
+// await is the channel the end of turn comes on: at once when the turn
+// already ended (its events can overtake the prompt's own answer).
+func (st *session) await(turn int) chan turnEnd {
+	ch := make(chan turnEnd, 1)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if end, ok := st.ended[turn]; ok {
+		delete(st.ended, turn)
+		ch <- end
+		return ch
+	}
+	st.waiters[turn] = ch
+	return ch
+}
+
+func (st *session) finish(turn int, end turnEnd) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.cancelled, turn)
+	if ch := st.waiters[turn]; ch != nil {
+		delete(st.waiters, turn)
+		ch <- end
+		return
+	}
+	if st.prompting > 0 {
+		st.ended[turn] = end
+		// Bounded: only the turns of prompts still in flight are kept.
+		for t := range st.ended {
+			if t < turn-16 {
+				delete(st.ended, t)
+			}
+		}
+	}
+}
+
+// markCancelled notes that every turn this connection waits for, and the
+// one running, ends as cancelled.
+func (st *session) markCancelled() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for t := range st.waiters {
+		st.cancelled[t] = true
+	}
+	if st.running != 0 {
+		st.cancelled[st.running] = true
+	}
+}
+
+// cancelQueued answers the prompts that waited in the queue, which the
+// cancel dropped: they will have no events. The running turn is answered
+// when its last event comes.
+func (st *session) cancelQueued(res api.SessionCancelResult) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	_ = res
+	for t, ch := range st.waiters {
+		if t == st.running || t <= st.lastTurn {
+			continue
+		}
+		delete(st.waiters, t)
+		delete(st.cancelled, t)
+		ch <- turnEnd{stop: acp.StopCancelled}
+	}
+}
+
+func terminal(e api.AgentEvent) bool {
+	return e.Kind == api.EventDone || e.Kind == api.EventRunError
+}
+
+// endOf is how a turn's last event answers its prompt.
+func endOf(ev api.SessionEvent, cancelled bool) turnEnd {
+	e := ev.Event
+	meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"runId": e.RunID, "turn": ev.Turn, "status": e.Status}})
+	switch {
+	case cancelled || e.Status == api.StatusCancelled:
+		return turnEnd{stop: acp.StopCancelled, meta: meta}
+	case e.Kind == api.EventDone:
+		return turnEnd{stop: acp.StopEndTurn, meta: meta}
+	}
+	var re *api.RunError
+	if e.Result != nil {
+		re = e.Result.Error
+	}
+	if re != nil && re.Kind == api.KindMaxTurns {
+		return turnEnd{stop: acp.StopMaxTurnRequests, meta: meta}
+	}
+	code := acp.CodeInternalError
+	kind, msg := "", "the turn failed"
+	if re != nil {
+		kind, msg = re.Kind, re.Message
+		if re.Kind == api.KindAuth {
+			code = acp.CodeAuthRequired
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"runId": e.RunID, "turn": ev.Turn, "status": e.Status, "kind": kind})
+	return turnEnd{err: &acp.Error{Code: code, Message: msg, Data: data}}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/card-dev/card/acp/agentside"
+	"github.com/card-dev/card/client"
+	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/guard"
+)
+
+var acpDoc = doc{
+	name:  "acp",
+	usage: "acp ADAPTER [--home DIR] [--mode MODE]",
+	about: "Speaks the Agent Client Protocol (ACP, version 1) on stdin and stdout, as the agent ADAPTER,\n" +
+		"for an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). Each ACP session is a card\n" +
+		"session on the running daemon: its turns are runs in card's history, its questions come to the\n" +
+		"editor, and session/load replays it. Only ACP goes to stdout; card's own lines go to stderr.\n" +
+		"With no daemon running it says so on stderr and answers initialize with an error the editor\n" +
+		"shows. The adapters are claude-code, codex, gemini, copilot, droid and pi.",
+	examples: []string{
+		"card acp claude-code                  # what an editor runs: command card, args acp claude-code",
+		"card acp codex --mode edit            # sessions edit without asking",
+		"card acp gemini --home /tmp/card-dev  # the daemon of card serve --home /tmp/card-dev",
+	},
+}
+
+func (e env) acp(args []string) int {
+	fs, home := e.newFlags(acpDoc)
+	mode := fs.String("mode", "", "the permission `mode` of a session that names none: read_only, ask, edit or bypass (default ask)")
+	pos, code, done := e.parse(acpDoc, fs, args)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return e.usageError(acpDoc, "name one adapter: claude-code, codex, gemini, copilot, droid or pi")
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(e.stderr, format+"\n", args...) }
+	// An agent CLI that runs card acp has card's ancestry in its
+	// environment; its sessions are judged by it like any nested call.
+	invokedBy := ""
+	if chain := os.Getenv(guard.AncestryEnv); chain != "" {
+		parts := strings.Split(chain, ",")
+		invokedBy = strings.TrimSpace(parts[len(parts)-1])
+	}
+	srv := agentside.New(agentside.Config{Adapter: pos[0], Version: daemon.Version, Logf: logf, DefaultPermissionMode: *mode,
+		InvokedBy: invokedBy})
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, err := client.Dial(dctx, client.Options{Home: *home, OnApprove: srv.Approve})
+	cancel()
+	exit := exitOK
+	if err != nil {
+		// One line, and the editor learns the same from initialize.
+		fmt.Fprintf(e.stderr, "card acp: %v\n", err)
+		srv.SetUnavailable(err)
+		var nd *client.NoDaemonError
+		if errors.As(err, &nd) {
+			exit = exitNoDaemon
+		} else {
+			exit = exitFailure
+		}
+	} else {
+		defer c.Close()
+		srv.SetBackend(c)
+		go func() {
+			select {
+			case <-c.Done():
+				lost := errors.New("card acp: the connection to card's daemon was lost; restart the agent once the daemon runs")
+				fmt.Fprintln(e.stderr, lost.Error())
+				srv.SetUnavailable(lost)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err := srv.Serve(ctx, agentside.Lines(e.stdin, e.stdout)); err != nil {
+		fmt.Fprintf(e.stderr, "card acp: %v\n", err)
+		return exitFailure
+	}
+	return exit
+}
+
+// The Go client is the front door's backend: every call an ACP session
+// makes is a call card's own clients make.
+var _ agentside.Backend = (*client.Client)(nil)

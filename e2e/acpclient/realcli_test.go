@@ -1,0 +1,178 @@
+package acpclient
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/testskip"
+)
+
+// realCLI is one real agent CLI run against its vendor's stand-in: the
+// stand-in's model calls the CLI's own shell tool once per conversation
+// (writing toolFile in the cwd), then answers.
+type realCLI struct {
+	id, bin string
+	images  bool
+	// twoTurnMode is the permission mode a two-turn conversation runs
+	// in: card's sessions do not yet resume Codex, Gemini and Copilot in
+	// ask mode (their ask channel is a session of its own), and refuse
+	// the second turn saying so.
+	twoTurnMode string
+	// noMemory, when set, says why a second turn that remembers the first
+	// is not checked for this CLI: what the sessions do with it today.
+	noMemory string
+	shell    func(file string) standin.ToolCall
+	// serve starts the stand-in and returns the daemon's environment;
+	// adapter, when set, is the CLI's card.toml [adapters.<id>] table.
+	serve   func(t *testing.T, script standin.Script) (*standin.Server, []string)
+	adapter func(t *testing.T, s *standin.Server, home string) map[string]any
+}
+
+func shellTool(name string) func(string) standin.ToolCall {
+	return func(file string) standin.ToolCall {
+		return standin.ToolCall{Name: name, Input: map[string]any{"command": "echo hello > " + file, "description": "Write a file"}}
+	}
+}
+
+var realCLIs = []realCLI{
+	{id: agent.ClaudeCode, bin: "claude", images: true, shell: shellTool("Bash"),
+		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+			s := standin.NewAnthropic(t, script)
+			return s, s.ClaudeEnv(t.TempDir(), os.Getenv("PATH"))
+		}},
+	{id: agent.Codex, bin: "codex", images: true, twoTurnMode: "edit",
+		shell: func(file string) standin.ToolCall {
+			return standin.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > " + file}}
+		},
+		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+			return standin.NewOpenAI(t, script), []string{"NO_COLOR=1"}
+		},
+		adapter: func(t *testing.T, s *standin.Server, home string) map[string]any {
+			args, env := s.CodexExtras()
+			return map[string]any{"args": args, "env": env}
+		}},
+	{id: agent.Gemini, bin: "gemini", images: true, twoTurnMode: "edit", shell: shellTool("run_shell_command"),
+		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+			s := standin.NewGemini(t, script)
+			env, err := s.GeminiSetup(t.TempDir(), os.Getenv("PATH"))
+			require.NoError(t, err)
+			return s, env
+		},
+		// Headless Gemini (edit mode) refuses a folder it was never told
+		// to trust; an operator passes this in card.toml.
+		adapter: func(*testing.T, *standin.Server, string) map[string]any {
+			return map[string]any{"args": []string{"--skip-trust"}}
+		}},
+	{id: agent.Copilot, bin: "copilot", images: true, twoTurnMode: "edit", shell: shellTool("bash"),
+		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+			s := standin.NewAnthropic(t, script)
+			return s, s.CopilotEnv(t.TempDir(), os.Getenv("PATH"))
+		}},
+	{id: agent.Droid, bin: "droid", images: false,
+		noMemory: "card's sessions refuse Droid's second turn in ask mode (stream-jsonrpc is not resumed), and in read_only the resumed droid exits 1 against the stand-in",
+		shell: func(file string) standin.ToolCall {
+			return standin.ToolCall{Name: "Execute", Input: map[string]any{"command": "echo hello > " + file,
+				"summary": "Write a file", "riskLevel": "low", "riskLevelReason": "writes one file in the project"}}
+		},
+		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+			return standin.NewAnthropic(t, script), []string{"NO_COLOR=1"}
+		},
+		adapter: func(t *testing.T, s *standin.Server, home string) map[string]any {
+			env, args, err := s.DroidSetup(home, os.Getenv("PATH"))
+			require.NoError(t, err)
+			return map[string]any{"args": args, "env": standin.AdapterEnv(env)}
+		}},
+	{id: agent.Pi, bin: "pi", images: true, shell: shellTool("bash"),
+		noMemory: "card runs Pi with --no-session: edit and read_only refuse a second turn, and in ask mode the second turn runs without the first (its model call does not carry the first prompt)",
+		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
+			return standin.NewAnthropic(t, script), []string{"NO_COLOR=1"}
+		},
+		adapter: func(t *testing.T, s *standin.Server, home string) map[string]any {
+			env, args, err := s.PiSetup(home, os.Getenv("PATH"))
+			require.NoError(t, err)
+			return map[string]any{"args": args, "env": standin.AdapterEnv(env)}
+		}},
+}
+
+// TestTheACPSDKClientDrivesEveryRealCLIThroughCardACP runs the SDK
+// client's suite through `card acp ADAPTER` for each of the six real CLIs
+// against its stand-in, then checks from the stand-in's side what only the
+// model sees: the second turn's conversation holds the first turn's
+// prompt, and the image arrived.
+func TestTheACPSDKClientDrivesEveryRealCLIThroughCardACP(t *testing.T) {
+	if os.Getenv("CARD_E2E") != "1" {
+		testskip.Skip(t, testskip.Gap{Why: "real agent CLIs are not run by default", Enable: "CARD_E2E=1"}, "")
+	}
+	nodeBin := node(t)
+	bin := daemontest.Build(t)
+	for _, c := range realCLIs {
+		t.Run(c.id, func(t *testing.T) {
+			cliBin := standin.CLI(t, c.bin)
+			cwd := filepath.Join(t.TempDir(), "project")
+			require.NoError(t, os.MkdirAll(cwd, 0o755))
+			toolFile := filepath.Join(cwd, "made-by-"+c.id+".txt")
+			model, env := c.serve(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.shell(toolFile)}})
+			config := "login_shell_path = false\n"
+			if c.adapter != nil {
+				home := t.TempDir()
+				cfg := map[string]any{"login_shell_path": false, "adapters": map[string]any{c.id: c.adapter(t, model, home)}}
+				var buf bytes.Buffer
+				require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
+				config = buf.String()
+				env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
+			}
+			p := daemontest.Serve(t, bin, daemontest.Options{Config: config, Environ: env,
+				Agents: map[string]string{c.id: cliBin}, NoClient: true})
+			frames := filepath.Join(t.TempDir(), "frames.jsonl")
+			images := "0"
+			if c.images {
+				images = "1"
+			}
+			remember, recall := "remember the number 7193", "which number did I ask you to remember"
+			runNode(t, nodeBin, []string{
+				"CARD_BIN=" + bin, "CARD_HOME=" + p.Home, "ACP_EMPTY_HOME=" + t.TempDir(),
+				"ACP_ADAPTER=" + c.id, "ACP_CWD=" + cwd, "ACP_FRAMES=" + frames, "ACP_IMAGE=" + images,
+				"ACP_TOOL_FILE=" + toolFile, "ACP_TURN_TIMEOUT_MS=180000",
+				"ACP_DEFAULT_PERMISSION=allow_once", "ACP_REMEMBER_MODE=" + c.twoTurnMode, "ACP_SKIP_RECALL=" + c.noMemory,
+				"ACP_PROMPT_REMEMBER=" + remember, "ACP_EXPECT_REMEMBER=DONE",
+				"ACP_PROMPT_RECALL=" + recall, "ACP_EXPECT_RECALL=DONE",
+				"ACP_PROMPT_IMAGE=what is in the picture",
+				"ACP_PROMPT_TOOL=write the file", "ACP_PROMPT_LONG=write the file, slowly",
+			})
+			n := checkFrames(t, frames)
+			t.Logf("%s: %d frames card sent, each valid by the ACP v1 schema", c.id, n)
+			// CARD_ACP_CAPTURE=DIR keeps both sides' frames, for the docs'
+			// examples.
+			if dir := os.Getenv("CARD_ACP_CAPTURE"); dir != "" {
+				b, err := os.ReadFile(frames)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, c.id+".jsonl"), b, 0o644))
+			}
+
+			remembered := false
+			for _, r := range model.ModelCalls() {
+				if body := string(r.Body); strings.Contains(body, recall) && strings.Contains(body, remember) {
+					remembered = true
+				}
+			}
+			if c.noMemory != "" {
+				t.Logf("%s: a second turn remembering the first is not checked: %s", c.id, c.noMemory)
+			} else {
+				assert.True(t, remembered, "the second turn's model call carries the first turn's prompt: the CLI resumed its session")
+			}
+			if c.images {
+				assert.NotEmpty(t, model.Images(), "the prompt's image reached the model")
+			}
+		})
+	}
+}
