@@ -30,9 +30,10 @@ import {
 /**
  * Answers one ask-mode question. signal aborts when the daemon withdraws
  * it (answered elsewhere, expired) or the connection closes; an answer
- * after that is not counted.
+ * after that is not counted. undefined answers nothing here: the question
+ * stays open for another client, agents.approval_decide or the timeout.
  */
-export type Approver = (question: ApproveParams, signal: AbortSignal) => ApproveAnswer | Promise<ApproveAnswer>;
+export type Approver = (question: ApproveParams, signal: AbortSignal) => ApproveAnswer | undefined | Promise<ApproveAnswer | undefined>;
 
 /** How the client reconnects when the socket drops. */
 export interface ReconnectOptions {
@@ -142,16 +143,17 @@ export class RunStream implements AsyncIterable<AgentEvent> {
   private failure: Error | null = null;
   private readonly idKnown: Promise<string>;
   private resolveId!: (id: string) => void;
+  private rejectId!: (err: Error) => void;
 
   constructor(
     private readonly client: Client,
     readonly onApprove: Approver | 'elsewhere' | undefined,
   ) {
-    this.idKnown = new Promise((r) => { this.resolveId = r; });
+    this.idKnown = new Promise((res, rej) => { this.resolveId = res; this.rejectId = rej; });
     this.idKnown.catch(() => {});
   }
 
-  /** Resolves with the run id once the daemon named it. */
+  /** Resolves with the run id once the daemon named it; rejects with the refusal when it refused the run. */
   id(): Promise<string> { return this.idKnown; }
 
   /** @internal */
@@ -187,6 +189,7 @@ export class RunStream implements AsyncIterable<AgentEvent> {
 
   /** @internal Ends the stream with err after what is queued. */
   fail(err: Error): void {
+    if (!this.runId) this.rejectId(err);
     if (this.ended) return;
     this.ended = true;
     this.failure = err;
@@ -227,6 +230,8 @@ export class RunStream implements AsyncIterable<AgentEvent> {
 export class Client extends MethodsBase {
   /** The home the client found the daemon through ('' when given a URL). */
   home = '';
+  /** The daemon's URL, as daemon.json gave it (or the url option). */
+  url = '';
   private conn: MessageConnection | null = null;
   private ws: WebSocket | null = null;
   private ready: Promise<MessageConnection>;
@@ -251,8 +256,9 @@ export class Client extends MethodsBase {
   }
 
   private async open(): Promise<MessageConnection> {
-    const { ws, home } = await open(this.opts);
+    const { ws, home, url } = await open(this.opts);
     this.home = home;
+    this.url = url;
     const conn = createMessageConnection(new WsReader(ws), new WsWriter(ws));
     conn.onNotification('agents.event', (ev: AgentEvent) => this.route(ev));
     conn.onNotification('runs.subscription_ended', (p: Notifications['runs.subscription_ended']) => {
@@ -277,16 +283,20 @@ export class Client extends MethodsBase {
     if (!handler) return new ResponseError(-32601, 'this client answers no agents.approve questions');
     const ac = new AbortController();
     token.onCancellationRequested(() => ac.abort());
-    if (handler === 'elsewhere') {
-      // Never answered here: the daemon withdraws it once it is decided.
-      await new Promise<void>((r) => ac.signal.addEventListener('abort', () => r(), { once: true }));
+    // Left open: never answered here; the daemon withdraws the question
+    // once it is decided.
+    const leave = async () => {
+      if (!ac.signal.aborted) await new Promise<void>((r) => ac.signal.addEventListener('abort', () => r(), { once: true }));
       return new ResponseError(-32800, 'left to another client');
-    }
+    };
+    if (handler === 'elsewhere') return leave();
+    let answer: ApproveAnswer | undefined;
     try {
-      return await handler(q, ac.signal);
+      answer = await handler(q, ac.signal);
     } catch (err) {
       return new ResponseError(-32603, `the approver failed: ${(err as Error).message}`);
     }
+    return answer ?? leave();
   }
 
   private route(ev: AgentEvent): void {

@@ -89,14 +89,14 @@ export function dial(url: string, token: string, maxPayload = 64 << 20): Promise
  * between the read and the upgrade); refused again, TokenRejectedError.
  * beforeDial runs before each upgrade (for tests).
  */
-export async function open(ep: Endpoint, beforeDial?: () => void): Promise<{ ws: WebSocket; home: string; discovery?: Discovery }> {
-  if (ep.url) return { ws: await dial(ep.url, ep.token ?? '', ep.maxPayload), home: ep.home ?? '' };
+export async function open(ep: Endpoint, beforeDial?: () => void): Promise<{ ws: WebSocket; url: string; home: string; discovery?: Discovery }> {
+  if (ep.url) return { ws: await dial(ep.url, ep.token ?? '', ep.maxPayload), url: ep.url, home: ep.home ?? '' };
   const home = resolveHome(ep.home);
   let { discovery, token } = findDaemon(home);
   for (let retried = false; ; retried = true) {
     beforeDial?.(); // tests: the token changes between the read and the upgrade
     try {
-      return { ws: await dial(discovery.url, token, ep.maxPayload), home, discovery };
+      return { ws: await dial(discovery.url, token, ep.maxPayload), url: discovery.url, home, discovery };
     } catch (e) {
       if (!(e instanceof DialError)) throw e;
       if (e.status === 0) throw new NoDaemonError(home, discovery.pid, e);
