@@ -22,6 +22,9 @@ type AgentEvent struct {
 	Result *InvokeResult `json:"result,omitempty" jsonschema_extras:"x-kinds=done,x-kinds=error"`
 	// Approval is set on approval_requested and approval_decided only.
 	Approval *Approval `json:"approval,omitempty" jsonschema_extras:"x-kinds=approval_requested,x-kinds=approval_decided"`
+	// Queued is set on prompt_queued only: a session's prompt that waits
+	// behind this turn.
+	Queued *QueuedPrompt `json:"queued,omitempty" jsonschema_extras:"x-kinds=prompt_queued"`
 }
 
 // InvokeResult is a finished run: the agent's result in CAR's names plus

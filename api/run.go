@@ -112,6 +112,15 @@ type Run struct {
 	// Attachments describes the images the request attached, in order,
 	// including those the agent could not take: never their bytes.
 	Attachments []AttachmentRecord `json:"attachments,omitempty"`
+
+	// CardSessionID names the card session (sessions.start) this run is a
+	// turn of, and SessionTurn which turn (from 1); both absent for a run
+	// of agents.invoke. It is card's id, never the CLI's own (SessionID).
+	// SessionSeqBase is where the run's events start in the session's
+	// seq: run event seq N is session event seq SessionSeqBase+N.
+	CardSessionID  string `json:"card_session_id,omitempty"`
+	SessionTurn    int    `json:"session_turn,omitempty"`
+	SessionSeqBase int64  `json:"session_seq_base,omitempty"`
 }
 
 // AttachmentRecord is what the history keeps of one image a run was handed:

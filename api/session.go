@@ -146,6 +146,11 @@ type SessionEvent struct {
 	Event     AgentEvent `json:"event"`
 }
 
+// EventPromptQueued is the event a session adds to its running turn's
+// stream when a prompt is queued behind it; its queued field says which
+// turn the prompt will be and where it waits.
+const EventPromptQueued = "prompt_queued"
+
 // QueuedPrompt is one prompt waiting in a session's queue. The task's
 // text is not shown: only whoever sent it needs it back.
 type QueuedPrompt struct {

@@ -44,7 +44,8 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "note.txt")
-	var runID string
+	var runID, sessionID string
+	turnEnded := make(chan struct{}, 1)
 	calls := []struct {
 		method string
 		call   func() error
@@ -156,6 +157,54 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			require.NoError(t, c.SubstratePTYResize(ctx, pid, 40, 120))
 			_, err = c.SubstratePTYRead(ctx, pid)
 			return errors.Join(err, c.SubstratePTYKill(ctx, pid))
+		}},
+		{"sessions.start", func() error {
+			s, err := c.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: dir})
+			sessionID = s.SessionID
+			return err
+		}},
+		{"sessions.subscribe", func() error {
+			_, err := c.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: sessionID}, func(ev api.SessionEvent) {
+				if client.Terminal(ev.Event) {
+					select {
+					case turnEnded <- struct{}{}:
+					default:
+					}
+				}
+			})
+			return err
+		}},
+		{"sessions.prompt", func() error {
+			r, err := c.PromptSession(ctx, api.SessionPromptParams{SessionID: sessionID, Task: "say pong"})
+			assert.Equal(t, 1, r.Turn)
+			if err == nil {
+				<-turnEnded
+			}
+			return err
+		}},
+		{"sessions.steer", func() error {
+			_, err := c.SteerSession(ctx, api.SessionSteerParams{SessionID: sessionID, Task: "more"})
+			var re *rpc.Error
+			if assert.ErrorAs(t, err, &re) {
+				assert.Equal(t, daemon.CodeSteerUnsupported, re.Code)
+			}
+			return nil
+		}},
+		{"sessions.cancel", func() error {
+			r, err := c.CancelTurn(ctx, api.SessionCancelParams{SessionID: sessionID})
+			assert.False(t, r.Cancelled, "no turn runs")
+			return err
+		}},
+		{"sessions.get", func() error { s, err := c.Session(ctx, sessionID); assert.Equal(t, 1, s.Turns); return err }},
+		{"sessions.list", func() error {
+			l, err := c.Sessions(ctx, api.SessionListParams{})
+			assert.Len(t, l.Sessions, 1)
+			return err
+		}},
+		{"sessions.close", func() error {
+			s, err := c.CloseSession(ctx, sessionID)
+			assert.Equal(t, api.SessionClosed, s.State)
+			return err
 		}},
 	}
 	var covered []string

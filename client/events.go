@@ -26,6 +26,8 @@ type router struct {
 	// routes are kept in early for it to claim, and dropped once none is.
 	streaming int
 	early     map[string][]api.AgentEvent
+	// sessions routes sessions.event notifications.
+	sessions sessionRouter
 }
 
 // route is one handler of one run's events. It delivers each seq once and
@@ -55,6 +57,10 @@ func (rt *route) deliverLocked(ev api.AgentEvent) {
 func (r *router) notify(method string, params json.RawMessage) {
 	if method == api.SubscriptionEndedMethod {
 		r.cutOff(params)
+		return
+	}
+	if method == "sessions.event" {
+		r.sessions.notify(params)
 		return
 	}
 	if method != "agents.event" {

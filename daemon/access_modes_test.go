@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -308,6 +310,15 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 		}
 		return nil, false
 	}
+	sessionID := ""
+	editSession := func() string {
+		if sessionID == "" {
+			s, err := ad.Client.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "edit"})
+			require.NoError(t, err)
+			sessionID = s.SessionID
+		}
+		return sessionID
+	}
 	refusedModes := map[string]string{"edit": "write", "ask": "write", "bypass": "host"}
 	calls := 0
 	for _, m := range doc.Methods {
@@ -324,6 +335,11 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 				if !ok && m.Name == "agents.chat.cancel" && cd.Name == "session_id" {
 					// Only this method requires one; agents.invoke's must be a UUID.
 					v, ok = "chat-1", true
+				}
+				if !ok && strings.HasPrefix(m.Name, "sessions.") && cd.Name == "session_id" {
+					// A session a native client started in edit mode: a
+					// prompt from the page must not run its turn.
+					v, ok = editSession(), true
 				}
 				if !ok && m.Name == "session.auth" && cd.Name == "token" {
 					// The right one: a wrong token closes the connection

@@ -116,6 +116,22 @@ type Config struct {
 	// Substrate is the [substrate] table: read_only, and an optional MCP
 	// bridge ([substrate.mcp] command or url).
 	Substrate substrate.Config `toml:"substrate"`
+
+	// Sessions is the [sessions] table: conversations across turns.
+	Sessions SessionsConfig `toml:"sessions"`
+}
+
+// SessionsConfig is the [sessions] table.
+type SessionsConfig struct {
+	// MaxQueue bounds the prompts one session holds waiting behind its
+	// running turn; one more is refused, never dropped.
+	MaxQueue int `toml:"max_queue"`
+	// IdleSecs ends a session's warm agent after this long without a turn;
+	// the next turn resumes the CLI's session cold.
+	IdleSecs int `toml:"idle_secs"`
+	// MaxWarm bounds the warm agents alive at once, across sessions; past
+	// it the least recently used one is ended.
+	MaxWarm int `toml:"max_warm"`
 }
 
 // BudgetLimits are one scope's budgets; an unset key is no budget of that
@@ -343,6 +359,7 @@ func DefaultConfig() Config {
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
 		StallSecs:               spawn.DefaultStallSecs,
 		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
+		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4},
 	}
 }
 
@@ -454,6 +471,9 @@ func (c Config) Validate() error {
 		{"attachments.max_count", int64(c.Attachments.MaxCount), 0},
 		{"attachments.max_bytes", c.Attachments.MaxBytes, 1},
 		{"attachments.max_bytes_in_flight", c.Attachments.MaxBytesInFlight, 1},
+		{"sessions.max_queue", int64(c.Sessions.MaxQueue), 0},
+		{"sessions.idle_secs", int64(c.Sessions.IdleSecs), 1},
+		{"sessions.max_warm", int64(c.Sessions.MaxWarm), 0},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
@@ -471,6 +491,8 @@ func (c Config) Validate() error {
 		{"max_age_days", c.MaxAgeDays, MaxAgeDaysLimit},
 		{"shutdown_grace_secs", c.ShutdownGraceSec, maxSecsSetting},
 		{"probe_timeout_secs", c.ProbeTimeoutSec, maxSecsSetting},
+		{"sessions.idle_secs", c.Sessions.IdleSecs, maxSecsSetting},
+		{"sessions.max_queue", c.Sessions.MaxQueue, 1000},
 	} {
 		if ch.v > ch.max {
 			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)

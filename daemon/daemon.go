@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -70,6 +71,9 @@ type Daemon struct {
 	detector  *detect.Detector
 	substrate *lazySubstrate
 	runs      *runs.Manager
+	sessions  *sessions.Manager
+	// warmer starts sessions' warm agents.
+	warmer    sessions.Warmer
 	subs      subscriptions
 	carRoutes carRoutes
 	tokens    *tokenFile
@@ -350,7 +354,7 @@ func (d *Daemon) setup() error {
 	d.registry.CommonErrors(CodeAccessDenied)
 	d.registry.MapErrors(wireError)
 	d.registerInfo()
-	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSubstrate, d.setupDiscover} {
+	for _, step := range []func() error{d.setupAgents, d.setupRuns, d.setupSessions, d.setupSubstrate, d.setupDiscover} {
 		if err := step(); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
@@ -37,6 +38,12 @@ const (
 	CodeAccessDenied        int64 = -32030
 	CodeTooManySubs         int64 = -32031
 	CodeBudgetExceeded      int64 = -32050
+
+	CodeSessionNotFound  int64 = -32043
+	CodeSessionClosed    int64 = -32044
+	CodeSessionQueueFull int64 = -32045
+	CodeSteerUnsupported int64 = -32046
+	CodeAdapterGone      int64 = -32047
 )
 
 // codes documents the application codes, in table order.
@@ -58,6 +65,11 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeAccessDenied, Name: "access_denied", Meaning: "The connection is not granted the access class the method, or a param's value (permission_mode edit, ask, bypass), needs (a browser origin gets read and agents unless card.toml grants it more); data names the class, the param and the card.toml key."},
 	{Code: CodeTooManySubs, Name: "too_many_subscriptions", Meaning: "This connection already follows max_subscriptions_per_connection runs; a subscription ends with its run's last event."},
 	{Code: CodeBudgetExceeded, Name: "budget_exceeded", Meaning: "A daily or monthly budget in card.toml ([budget]) is reached, counting what the runs in flight reserve; data names the budget, its scope (an adapter or all), period, limit, spent, in_flight and resets_at."},
+	{Code: CodeSessionNotFound, Name: "session_not_found", Meaning: "No session with that session_id; data names it."},
+	{Code: CodeSessionClosed, Name: "session_closed", Meaning: "The session was closed and takes no more prompts; data names it and why it closed."},
+	{Code: CodeSessionQueueFull, Name: "session_queue_full", Meaning: "The session already holds [sessions] max_queue prompts behind its running turn; the prompt was refused, not queued."},
+	{Code: CodeSteerUnsupported, Name: "steer_unsupported", Meaning: "The running turn cannot take more input: no turn runs, the turn is cold, or the adapter's CLI has no channel for it; data.reason says which."},
+	{Code: CodeAdapterGone, Name: "adapter_gone", Meaning: "The session's adapter is no longer installed or usable; data names the adapter and detection's reason."},
 	{Code: CodeSessionInUse, Name: "session_in_use", Meaning: "agents.invoke_external: this connection already has a running run under that session_id; data names it."},
 }
 
@@ -88,6 +100,9 @@ func wireError(err error) error {
 		inUse      *SessionInUseError
 		overBudget *runs.BudgetExceededError
 	)
+	if e := sessionError(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.As(err, &inUse):
 		return &rpc.Error{Code: CodeSessionInUse, Message: inUse.Error(), Data: map[string]any{"session_id": inUse.SessionID, "run_id": inUse.RunID}}
@@ -212,4 +227,39 @@ func accessDenied(e *rpc.AccessDeniedError) error {
 		}
 	}
 	return &rpc.Error{Code: CodeAccessDenied, Message: msg, Data: data}
+}
+
+// sessionError maps the session manager's errors onto the wire, or nil
+// for another error.
+func sessionError(err error) error {
+	var (
+		notFound *sessions.NotFoundError
+		closed   *sessions.ClosedError
+		full     *sessions.QueueFullError
+		steer    *sessions.SteerUnsupportedError
+		gone     *sessions.AdapterGoneError
+		capped   *sessions.CapError
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return &rpc.Error{Code: CodeSessionNotFound, Message: notFound.Error(), Data: map[string]any{"field": "session_id", "session_id": notFound.SessionID}}
+	case errors.As(err, &closed):
+		return &rpc.Error{Code: CodeSessionClosed, Message: closed.Error(), Data: map[string]any{"field": "session_id", "session_id": closed.SessionID, "close_reason": closed.Reason}}
+	case errors.As(err, &full):
+		return &rpc.Error{Code: CodeSessionQueueFull, Message: full.Error(),
+			Data: map[string]any{"session_id": full.SessionID, "queued": full.Queued, "max_queue": full.Max, "config_key": "[sessions] max_queue"}}
+	case errors.As(err, &steer):
+		return &rpc.Error{Code: CodeSteerUnsupported, Message: steer.Error(), Data: map[string]any{"session_id": steer.SessionID, "adapter": steer.Adapter, "reason": steer.Reason}}
+	case errors.As(err, &gone):
+		data := map[string]any{"field": "session_id", "session_id": gone.SessionID, "adapter": gone.Adapter, "reason": gone.Err.Error()}
+		var refused *runs.RefusedError
+		if errors.As(err, &refused) {
+			data["run_id"] = refused.RunID
+		}
+		return &rpc.Error{Code: CodeAdapterGone, Message: gone.Error(), Data: data}
+	case errors.As(err, &capped):
+		return &rpc.Error{Code: CodeBudgetExceeded, Message: capped.Error(),
+			Data: map[string]any{"kind": "budget", "session_id": capped.SessionID, "cap": capped.Cap, "field": capped.Cap, "limit": capped.Limit, "spent": capped.Spent}}
+	}
+	return nil
 }

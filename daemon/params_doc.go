@@ -51,6 +51,25 @@ var paramDocs = func() map[string]map[string]string {
 	external["resume"] = "Continue the agent's session with this id: an earlier answer's agent_session_id."
 	external["attachments"] = "Images for the agent, each a path on this machine with an advisory media type (the bytes decide); one card cannot send is skipped."
 	runID := map[string]string{"run_id": "The run, as agents.invoke or runs.list named it."}
+	sessionID := map[string]string{"session_id": "The session, as sessions.start or sessions.list named it (card's id, not the CLI's own)."}
+	sessionStart := map[string]string{
+		"warm": "Start the agent's process now, where the adapter can keep one across turns, so the first turn does not wait for the CLI's start-up.",
+	}
+	for k, v := range invoke {
+		switch k {
+		case "task", "stream", "attachments", "session_id", "resume", "discard_session", "max_turns":
+		case "id":
+			sessionStart[k] = "The adapter of the conversation: one of the ids agents.detect lists."
+		case "max_cost_usd":
+			sessionStart[k] = "A cap on what the whole session may spend, in US dollars as the agent reports them; each turn gets what is left as its own cap, and once it is spent the next prompt is refused (budget_exceeded)."
+		case "max_tokens":
+			sessionStart[k] = "A cap on the input plus output tokens of the whole session; each turn gets what is left, and once it is spent the next prompt is refused (budget_exceeded)."
+		case "timeout_secs":
+			sessionStart[k] = "End each turn after this many seconds: 1 to 3600, default 300."
+		default:
+			sessionStart[k] = v
+		}
+	}
 	path := map[string]string{"path": "An absolute path on the substrate."}
 	pid := "The PTY, by the pid substrate.pty_start answered."
 	return map[string]map[string]string{
@@ -157,6 +176,7 @@ var paramDocs = func() map[string]map[string]string {
 			"status":        "On done and error: how the run ended (succeeded, failed, cancelled, timed_out, interrupted).",
 			"result":        "On done and error: the whole result, as agents.invoke answers a run without stream.",
 			"approval":      "On approval_requested and approval_decided: the question's id, summary and times, or the decision, who made it and when.",
+			"queued":        "On prompt_queued (a session's turn): the prompt that waits behind this turn: the turn it will be, its position, when it was queued, its size in bytes and its attachment count.",
 		},
 		SubscriptionEndedMethod: {
 			"run_id":       "The run whose events stopped coming to this connection; the run itself goes on.",
@@ -166,6 +186,38 @@ var paramDocs = func() map[string]map[string]string {
 			"limit":        "The bound it went past, in bytes.",
 			"config_key":   "The card.toml key that sets that bound.",
 			"message":      "The same, for a person.",
+		},
+		"sessions.start": sessionStart,
+		"sessions.prompt": {
+			"session_id":  sessionID["session_id"],
+			"task":        "The prompt for this turn, handed to the agent on its stdin (or its warm agent's channel).",
+			"attachments": invoke["attachments"],
+		},
+		"sessions.steer": {
+			"session_id": sessionID["session_id"],
+			"task":       "The text to add to the running turn, over a warm agent whose CLI takes input during a turn.",
+		},
+		"sessions.cancel": {
+			"session_id":  sessionID["session_id"],
+			"clear_queue": "Drop the queued prompts too (each recorded as a refused turn); without it the next one runs once the turn has ended.",
+		},
+		"sessions.close": sessionID,
+		"sessions.get":   sessionID,
+		"sessions.list": {
+			"adapter":        "Only the sessions of this adapter id.",
+			"state":          "Only the sessions in this state: idle, running, waiting_approval or closed.",
+			"include_closed": "List closed sessions too; they are left out by default.",
+			"limit":          "How many sessions to answer, newest first: default 50, at most 500.",
+		},
+		"sessions.subscribe": {
+			"session_id": sessionID["session_id"],
+			"after_seq":  "Replay only the session's events after this seq (0: from the start), across turns, then follow the session live until it closes.",
+		},
+		"sessions.event": {
+			"session_id": "The session the event belongs to.",
+			"seq":        "The event's place in the session: from 1, counting across turns.",
+			"turn":       "The turn (from 1) whose run the event belongs to.",
+			"event":      "The turn's run event whole, as agents.event carries it (run_id, the run's own seq, kind, …); prompt_queued events carry queued.",
 		},
 		"agents.chat.event": {
 			"session_id":          "The host's routing id, as agents.invoke_external was given it (or generated).",

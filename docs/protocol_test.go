@@ -552,6 +552,7 @@ func TestCaptureExamples(t *testing.T) {
 	}
 	captureRuns(c, home)
 	captureCAR(c, home, d.URL, d.Token)
+	captureSessions(c, home)
 	call("runs.prune", `{"max_age_days":106752}`)
 	captureUnusable(t, c)
 
@@ -611,6 +612,8 @@ type capturer struct {
 	quiet bool
 	// chatEnded is set when a terminal agents.chat.event is read.
 	chatEnded bool
+	// sessionEnds counts the terminal sessions.event notifications read.
+	sessionEnds int
 }
 
 func (c *capturer) emit(method, kind string, raw []byte) {
@@ -632,6 +635,7 @@ func (c *capturer) read() (method string, id int, result json.RawMessage, msg []
 	require.NoError(c.t, json.Unmarshal(msg, &probe))
 	if probe.Method != "" {
 		c.noteChat(msg)
+		c.noteSession(probe.Method, msg)
 		if !c.quiet {
 			c.emit(probe.Method, "notification", msg)
 		}

@@ -151,11 +151,14 @@ type approvals struct {
 	mu       sync.Mutex
 	starter  Asker // nil when the run was started without a connection
 	watchers map[uint64]Asker
-	always   map[string]bool
-	next     int
-	open     map[string]*question
-	closed   map[string]*question
-	ended    bool
+	always   *Always
+	// askAll sends each question to the starter and every watcher at
+	// once, not to the watchers only once the starter is gone.
+	askAll bool
+	next   int
+	open   map[string]*question
+	closed map[string]*question
+	ended  bool
 }
 
 // question is one tool call waiting for, or given, a decision.
@@ -173,7 +176,31 @@ type question struct {
 
 func newApprovals(runID, adapter string, timeout time.Duration, starter Asker, log *eventLog, logger *zap.Logger) *approvals {
 	return &approvals{runID: runID, adapter: adapter, timeout: timeout, starter: starter, log: log, logger: logger, now: time.Now,
-		watchers: map[uint64]Asker{}, always: map[string]bool{}, open: map[string]*question{}, closed: map[string]*question{}}
+		watchers: map[uint64]Asker{}, always: NewAlways(), open: map[string]*question{}, closed: map[string]*question{}}
+}
+
+// Always is the set of tools allow_always has allowed, by name. A run has
+// its own unless its Request shares one: a session's turns share theirs,
+// so an allow_always holds for the rest of the conversation.
+type Always struct {
+	mu    sync.Mutex
+	tools map[string]bool
+}
+
+// NewAlways is an empty set.
+func NewAlways() *Always { return &Always{tools: map[string]bool{}} }
+
+// Has reports whether tool was allowed always.
+func (s *Always) Has(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools[tool]
+}
+
+func (s *Always) add(tool string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tools[tool] = true
 }
 
 func gone(a Asker) bool {
@@ -209,7 +236,7 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	unrecorded := "card denied this tool call: run " + a.runID + " has kept max_events_per_run events, so this call could not be recorded, " +
 		"and card runs no tool call its history cannot show; raise max_events_per_run or start a new run"
-	if a.always[sq.Tool] {
+	if a.always.Has(sq.Tool) {
 		if !a.log.hasRoom() {
 			a.decideLocked(q, DecisionDeny, ByEventBound, unrecorded)
 		} else {
@@ -253,10 +280,13 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 // audienceLocked is who a new question goes to: the starter while it is
 // connected, else every connection following the run.
 func (a *approvals) audienceLocked() []Asker {
-	if a.starter != nil && !gone(a.starter) {
-		return []Asker{a.starter}
-	}
 	var out []Asker
+	if a.starter != nil && !gone(a.starter) {
+		if !a.askAll {
+			return []Asker{a.starter}
+		}
+		out = append(out, a.starter)
+	}
 	for _, w := range a.watchers {
 		if !gone(w) {
 			out = append(out, w)
@@ -346,7 +376,7 @@ func (a *approvals) decideLocked(q *question, decision, by, message string) bool
 	q.cancel()
 	if decision == DecisionAllowAlways {
 		tool := q.params.Tool.Name
-		a.always[tool] = true
+		a.always.add(tool)
 		for _, other := range a.open {
 			if other.params.Tool.Name == tool {
 				a.decideLocked(other, DecisionAllow, ByRule, "")
@@ -384,7 +414,7 @@ func (a *approvals) watch(c Asker) func() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.watchers[c.ID()] = c
-	if a.starter == nil || gone(a.starter) {
+	if a.askAll || a.starter == nil || gone(a.starter) {
 		for _, q := range a.open {
 			a.sendLocked(q, c)
 		}

@@ -136,6 +136,9 @@ func New(deps Deps, cfg Config) *Manager {
 	return m
 }
 
+// Store is the run history the manager writes.
+func (m *Manager) Store() *store.Store { return m.store }
+
 // Prune applies r to the history now, keeping every run the manager still
 // holds (running, or ended with events still being stored).
 func (m *Manager) Prune(ctx context.Context, r store.Retention) (store.Pruned, error) {

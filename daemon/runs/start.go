@@ -62,6 +62,29 @@ type Request struct {
 	// files, open since they were checked) when it is refused before
 	// Stage.
 	Discard func()
+
+	// A session's turn: the card session it belongs to, its turn number
+	// and where its events start in the session's seq, all recorded on
+	// the run. Empty for agents.invoke.
+	CardSessionID  string
+	SessionTurn    int
+	SessionSeqBase int64
+	// Ancestry, when set, is the chain the guard judges the run against
+	// instead of the daemon's: a session seeds it once, at its start, and
+	// every turn carries it.
+	Ancestry []string
+	// AskAll sends an ask-mode run's questions to Asker and every
+	// connection watching the run at once (the first answer wins), instead
+	// of to the watchers only once Asker is gone.
+	AskAll bool
+	// Always, when set, is the allow_always set the run shares (a
+	// session's turns share one); nil gives the run its own.
+	Always *Always
+	// Exec, when set, runs the child instead of spawn.Run, with the spec
+	// spawn.Run would have been given (a session's turn over a warm agent);
+	// everything else about the run (gate, record, events, approvals,
+	// cancel, deadline) is as for any run.
+	Exec func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error)
 }
 
 // Run is one started run: its event log, its cancel and, once finished, its
@@ -134,6 +157,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	rec := store.Run{
 		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
 		PermissionMode: string(req.Mode), Model: req.Model, Attachments: req.Attachments,
+		CardSessionID: req.CardSessionID, SessionTurn: req.SessionTurn, SessionSeqBase: req.SessionSeqBase,
 	}
 	keep := 0
 	if m.cfg.RecordTasks {
@@ -153,10 +177,14 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		unlockBudget = m.budgetMu.Unlock
 		res, budgetErr = m.checkBudgets(ctx, req.Adapter, req.Plan.Caps)
 	}
+	snap := m.deps.Guard
+	if req.Ancestry != nil {
+		snap.Ancestry = req.Ancestry
+	}
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
 		Adapter: req.Adapter, InvokedBy: req.InvokedBy, Mode: req.Mode, Acknowledge: req.AcknowledgeUnenforcedReadOnly,
-		Guard: m.deps.Guard, AllowBypass: m.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
+		Guard: snap, AllowBypass: m.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
 		Running: m.running, MaxRuns: m.cfg.MaxConcurrentRuns, ShuttingDown: m.closing, Budget: budgetErr,
 	})
 	rec.Ancestry = seeded
@@ -179,6 +207,10 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		finished: make(chan struct{}), log: newEventLog(rec.RunID, m.cfg.MaxEventsPerRun), dropped: droppedOf(req.Attachments)}
 	if req.Mode == spawn.ModeAsk {
 		lr.approvals = newApprovals(rec.RunID, req.Adapter, req.ApprovalTimeout, req.Asker, lr.log, m.log)
+		lr.approvals.askAll = req.AskAll
+		if req.Always != nil {
+			lr.approvals.always = req.Always
+		}
 	}
 	m.live[rec.RunID] = lr
 	m.running++ // the slot is held while the attachments are read and the row is written
@@ -231,7 +263,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		defer m.wg.Done()
 		defer cancelTimeout()
 		defer stopWatching()
-		m.execute(runCtx, lr, plan, req.Task, release)
+		m.execute(runCtx, lr, plan, req.Task, req.Exec, release)
 	}()
 	return lr, nil
 }
@@ -259,7 +291,7 @@ func (m *Manager) recordable(atts []store.Attachment) []store.Attachment {
 
 // execute runs the child and records its events and outcome.
 // release lets go of the run's staged attachments once the child is gone.
-func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string, release func()) {
+func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string, exec func(context.Context, spawn.RunSpec) (spawn.Result, error), release func()) {
 	a, _ := spawn.Lookup(lr.adapter)
 	persisted := make(chan struct{})
 	go m.persist(lr, persisted)
@@ -269,7 +301,10 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	if lr.approvals != nil {
 		approver = lr.approvals
 	}
-	res, err := spawn.Run(ctx, spawn.RunSpec{
+	if exec == nil {
+		exec = spawn.Run
+	}
+	res, err := exec(ctx, spawn.RunSpec{
 		Plan: plan, Prompt: task, BaseEnv: env, Parser: a.NewParser(), Approver: approver, ImageMemory: m.cfg.ImageMemory,
 		Limits: spawn.Limits{MaxOutput: m.cfg.MaxOutputBytes, KillGrace: killGrace},
 		OnStart: func(pid, pgid int) {
@@ -369,3 +404,35 @@ func outcome(err error, cause error) store.Status {
 	}
 	return store.StatusFailed
 }
+
+// LastSeq is the seq of the run's last event so far (its terminal one once
+// it has ended): a session numbers the next turn's events after it.
+func (r *Run) LastSeq() int64 {
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	return r.log.nextSeq - 1
+}
+
+// Done is closed once the run's outcome is recorded and announced.
+func (r *Run) Done() <-chan struct{} { return r.finished }
+
+// Note adds one event that is not the agent's to a live run's stream
+// (a session records a prompt queued behind the running turn this way),
+// kept within the run's event bound like any other. It reports false when
+// the run has ended or was never live: nothing follows a terminal event.
+func (m *Manager) Note(runID, kind string, ev AgentEvent) bool {
+	lr := m.lookup(runID)
+	if lr == nil {
+		return false
+	}
+	ev.Kind = kind
+	lr.log.mu.Lock()
+	defer lr.log.mu.Unlock()
+	if lr.log.ended || len(lr.log.events) >= lr.log.max {
+		return false
+	}
+	return lr.log.putLocked(kind, ev, false, false)
+}
+
+// Live is the live run of that id, or nil once it has left the live set.
+func (m *Manager) Live(id string) *Run { return m.lookup(id) }

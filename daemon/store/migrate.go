@@ -58,6 +58,37 @@ var migrations = [][]string{
 	{
 		`ALTER TABLE runs ADD COLUMN attachments TEXT`,
 	},
+	// 3: sessions (conversations across turns) and, on runs, which card
+	// session and turn a run is, with where its events start in the
+	// session's seq. card_session_id is card's own id; the run's
+	// session_id stays the CLI's.
+	{
+		`CREATE TABLE sessions (
+			id               TEXT PRIMARY KEY,
+			adapter          TEXT NOT NULL,
+			state            TEXT NOT NULL CHECK (state IN ('idle','running','closed')),
+			cwd              TEXT NOT NULL DEFAULT '',
+			permission_mode  TEXT NOT NULL DEFAULT '',
+			model            TEXT NOT NULL DEFAULT '',
+			effort           TEXT NOT NULL DEFAULT '',
+			params           TEXT NOT NULL DEFAULT '{}',
+			ancestry         TEXT NOT NULL DEFAULT '[]',
+			agent_session_id TEXT NOT NULL DEFAULT '',
+			turns            INTEGER NOT NULL DEFAULT 0,
+			next_seq         INTEGER NOT NULL DEFAULT 1,
+			queue            TEXT NOT NULL DEFAULT '[]',
+			warm_pgid        INTEGER,
+			created_at       INTEGER NOT NULL,
+			updated_at       INTEGER NOT NULL,
+			closed_at        INTEGER,
+			close_reason     TEXT NOT NULL DEFAULT ''
+		)`,
+		`CREATE INDEX sessions_by_adapter ON sessions (adapter, id)`,
+		`ALTER TABLE runs ADD COLUMN card_session_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE runs ADD COLUMN session_turn INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE runs ADD COLUMN session_seq_base INTEGER NOT NULL DEFAULT 0`,
+		`CREATE INDEX runs_by_card_session ON runs (card_session_id, session_turn) WHERE card_session_id != ''`,
+	},
 }
 
 // SchemaVersion is the schema this code writes.

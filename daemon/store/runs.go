@@ -12,7 +12,8 @@ import (
 
 const runColumns = `id, adapter, status, invoked_by, ancestry, cwd, permission_mode, model,
 	created_at, started_at, ended_at, duration_ms, exit_code, session_id, answer, error, usage,
-	total_cost_usd, turns, tool_calls, task, task_len, task_sha256, pgid, refusal_reason, events_dropped, attachments`
+	total_cost_usd, turns, tool_calls, task, task_len, task_sha256, pgid, refusal_reason, events_dropped, attachments,
+	card_session_id, session_turn, session_seq_base`
 
 // querier is what *sql.DB and *sql.Tx share, so reads work inside a write
 // transaction too.
@@ -87,10 +88,11 @@ func (s *Store) Create(ctx context.Context, r Run) error {
 		attachments = string(b)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.RunID, r.Adapter, string(r.Status), r.InvokedBy, string(ancestryJSON), r.Cwd, r.PermissionMode, r.Model,
 		ms(r.CreatedAt), started, ended, duration, r.ExitCode, r.SessionID, r.Answer, errJSON, usageJSON,
-		r.TotalCostUSD, r.Turns, r.ToolCalls, r.Task, r.TaskLen, r.TaskSHA256, pgid, r.RefusalReason, r.EventsDropped, attachments)
+		r.TotalCostUSD, r.Turns, r.ToolCalls, r.Task, r.TaskLen, r.TaskSHA256, pgid, r.RefusalReason, r.EventsDropped, attachments,
+		r.CardSessionID, r.SessionTurn, r.SessionSeqBase)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("store: run %s already exists; take a fresh id from NewRunID", r.RunID)
@@ -303,7 +305,8 @@ func scanRun(sc rowScanner) (Run, error) {
 	)
 	err := sc.Scan(&r.RunID, &r.Adapter, &status, &r.InvokedBy, &ancestry, &r.Cwd, &r.PermissionMode, &r.Model,
 		&created, &started, &ended, &duration, &exitCode, &r.SessionID, &r.Answer, &errJSON, &usageJSON,
-		&cost, &r.Turns, &r.ToolCalls, &r.Task, &r.TaskLen, &r.TaskSHA256, &pid, &r.RefusalReason, &r.EventsDropped, &attachmentsJSON)
+		&cost, &r.Turns, &r.ToolCalls, &r.Task, &r.TaskLen, &r.TaskSHA256, &pid, &r.RefusalReason, &r.EventsDropped, &attachmentsJSON,
+		&r.CardSessionID, &r.SessionTurn, &r.SessionSeqBase)
 	if err != nil {
 		return Run{}, err
 	}

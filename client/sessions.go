@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/card-dev/card/api"
+)
+
+// StartSession is sessions.start: a conversation with one adapter; nothing
+// runs until its first prompt (unless p.Warm).
+func (c *Client) StartSession(ctx context.Context, p api.SessionStartParams) (api.Session, error) {
+	return call[api.Session](ctx, c, "sessions.start", p)
+}
+
+// PromptSession is sessions.prompt: one turn, started at once or queued
+// behind the running one (the answer says which). Its events come to a
+// SubscribeSession of the session.
+func (c *Client) PromptSession(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error) {
+	return call[api.SessionPromptResult](ctx, c, "sessions.prompt", p)
+}
+
+// SteerSession is sessions.steer: more input for the running turn, where
+// the agent's CLI takes it.
+func (c *Client) SteerSession(ctx context.Context, p api.SessionSteerParams) (api.SessionSteerResult, error) {
+	return call[api.SessionSteerResult](ctx, c, "sessions.steer", p)
+}
+
+// CancelTurn is sessions.cancel: it ends the running turn (and with
+// p.ClearQueue the queued prompts) and answers once the turn has ended.
+func (c *Client) CancelTurn(ctx context.Context, p api.SessionCancelParams) (api.SessionCancelResult, error) {
+	return call[api.SessionCancelResult](ctx, c, "sessions.cancel", p)
+}
+
+// CloseSession is sessions.close.
+func (c *Client) CloseSession(ctx context.Context, id string) (api.Session, error) {
+	return call[api.Session](ctx, c, "sessions.close", api.SessionIDParams{SessionID: id})
+}
+
+// Sessions is sessions.list.
+func (c *Client) Sessions(ctx context.Context, p api.SessionListParams) (api.SessionList, error) {
+	return call[api.SessionList](ctx, c, "sessions.list", p)
+}
+
+// Session is sessions.get.
+func (c *Client) Session(ctx context.Context, id string) (api.Session, error) {
+	return call[api.Session](ctx, c, "sessions.get", api.SessionIDParams{SessionID: id})
+}
+
+// SubscribeSession is sessions.subscribe: onEvent (when not nil) gets the
+// session's events after p.AfterSeq in seq order, each once, replayed and
+// then live across turns, on the connection's read goroutine (keep it
+// quick; never call the client from it). Events that arrive before the
+// answer are delivered too.
+func (c *Client) SubscribeSession(ctx context.Context, p api.SessionSubscribeParams, onEvent func(api.SessionEvent)) (api.SessionSubscribeResult, error) {
+	var rt *sessionRoute
+	if onEvent != nil {
+		rt = c.events.sessions.add(p.SessionID, p.AfterSeq, onEvent)
+	}
+	res, err := call[api.SessionSubscribeResult](ctx, c, "sessions.subscribe", p)
+	if err != nil && rt != nil {
+		c.events.sessions.remove(p.SessionID, rt)
+	}
+	return res, err
+}
+
+// sessionRouter hands each sessions.event to its session's handlers, each
+// seq once.
+type sessionRouter struct {
+	mu     sync.Mutex
+	routes map[string][]*sessionRoute
+}
+
+type sessionRoute struct {
+	mu   sync.Mutex
+	fn   func(api.SessionEvent)
+	last int64
+}
+
+func (r *sessionRouter) add(id string, after int64, fn func(api.SessionEvent)) *sessionRoute {
+	rt := &sessionRoute{fn: fn, last: after}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.routes == nil {
+		r.routes = map[string][]*sessionRoute{}
+	}
+	r.routes[id] = append(r.routes[id], rt)
+	return rt
+}
+
+func (r *sessionRouter) remove(id string, rt *sessionRoute) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	routes := slices.DeleteFunc(r.routes[id], func(have *sessionRoute) bool { return have == rt })
+	if len(routes) == 0 {
+		delete(r.routes, id)
+	} else {
+		r.routes[id] = routes
+	}
+}
+
+func (r *sessionRouter) notify(params json.RawMessage) {
+	var ev api.SessionEvent
+	if json.Unmarshal(params, &ev) != nil {
+		return
+	}
+	r.mu.Lock()
+	routes := slices.Clone(r.routes[ev.SessionID])
+	r.mu.Unlock()
+	for _, rt := range routes {
+		rt.mu.Lock()
+		if ev.Seq > rt.last {
+			rt.last = ev.Seq
+			rt.fn(ev)
+		}
+		rt.mu.Unlock()
+	}
+}

@@ -1,0 +1,304 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/sessions"
+	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/spawn"
+)
+
+// sessionStartCheck is the task a session's params are judged with at
+// sessions.start, before any prompt exists: the same checks a turn's
+// params get, so a session whose turns could never run is refused at once.
+const sessionStartCheck = "sessions.start: checking the session's params"
+
+// setupSessions builds the session manager over the run subsystem, carries
+// on the sessions a previous daemon left open, and registers the methods.
+func (d *Daemon) setupSessions() error {
+	d.sessions = sessions.New(sessions.Deps{
+		Store:   d.runs.Store(),
+		Runs:    d.runs,
+		Prepare: d.prepareTurn,
+		Warmer:  d.warmer,
+		Log:     d.log.Named("sessions"),
+	}, sessions.Config{
+		MaxQueue:    d.cfg.Sessions.MaxQueue,
+		IdleTimeout: time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
+		MaxWarm:     d.cfg.Sessions.MaxWarm,
+	})
+	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+	defer cancel()
+	if err := d.sessions.Recover(ctx); err != nil {
+		return err
+	}
+	// Closers run last registered first: sessions stop taking turns and end
+	// their warm agents, the run subsystem ends the running turns, and the
+	// turns' waiters record what was queued before the store closes.
+	d.onClose(func(ctx context.Context) {
+		d.sessions.Shutdown(ctx)
+		d.runs.Shutdown(ctx)
+		d.sessions.Wait(ctx)
+	})
+	d.registerSessions()
+	return nil
+}
+
+// turnParamsOf is a turn's agents.invoke params: the session's start
+// params with the prompt.
+func turnParamsOf(p api.SessionStartParams, task string, atts []api.Attachment, resume, newID string) InvokeParams {
+	return InvokeParams{
+		ID: p.ID, InvokedBy: p.InvokedBy, Task: task, Attachments: atts, Cwd: p.Cwd, PermissionMode: p.PermissionMode,
+		AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt,
+		SystemPromptAppend: p.SystemPromptAppend, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs,
+		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly, RequireAttachments: p.RequireAttachments,
+		TimeoutSecs: p.TimeoutSecs, MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs,
+		MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Resume: resume, SessionID: newID,
+	}
+}
+
+// prepareTurn plans one turn of a session: agents.invoke's params step over
+// the session's params, continuing the CLI's session by resume.
+func (d *Daemon) prepareTurn(p api.SessionStartParams, task string, atts []api.Attachment, resume string) (sessions.Turn, error) {
+	ip := turnParamsOf(p, task, atts, resume, "")
+	req, err := d.prepare(ip)
+	if err != nil {
+		return sessions.Turn{}, err
+	}
+	sreq := spawnRequestOf(&ip)
+	sreq.Cwd = req.Cwd
+	return sessions.Turn{Run: req, Spawn: sreq}, nil
+}
+
+// sessionAccess is the class a session's turns need beyond agents, by its
+// start params: what agents.invoke's access rules would ask of one of its
+// runs. A prompt is held to it, so a connection that could not have
+// started the session cannot run a turn of it either.
+func sessionAccess(p api.SessionStartParams) (rpc.Access, string, any) {
+	switch {
+	case p.PermissionMode == string(spawn.ModeBypass):
+		return rpc.AccessHost, "permission_mode", p.PermissionMode
+	case p.PermissionMode == string(spawn.ModeEdit), p.PermissionMode == string(spawn.ModeAsk):
+		return rpc.AccessWrite, "permission_mode", p.PermissionMode
+	case p.AcknowledgeUnenforcedReadOnly:
+		return rpc.AccessWrite, "acknowledge_unenforced_read_only", true
+	case p.MCPEndpoint != "":
+		return rpc.AccessWrite, "mcp_endpoint", p.MCPEndpoint
+	}
+	return "", "", nil
+}
+
+// mayPrompt refuses a prompt from a connection not granted what the
+// session's turns need.
+func (d *Daemon) mayPrompt(ctx context.Context, method, id string) error {
+	peer := rpc.PeerFrom(ctx)
+	if peer == nil {
+		return nil
+	}
+	p, err := d.sessions.Params(ctx, id)
+	if err != nil {
+		return err
+	}
+	need, param, value := sessionAccess(p)
+	if need == "" || peer.Grants().Has(need) {
+		return nil
+	}
+	return &rpc.AccessDeniedError{Method: method, Need: need, Have: peer.Grants(), Origin: peer.Origin(), Param: param, Value: value}
+}
+
+func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (api.Session, error) {
+	if strings.TrimSpace(p.ID) == "" {
+		return api.Session{}, rpc.InvalidField("id", "required: the adapter of the conversation, one of %s", strings.Join(spawn.IDs(), ", "))
+	}
+	// The params are judged as a turn's would be; the plan is thrown away.
+	req, err := d.prepare(turnParamsOf(p, sessionStartCheck, nil, "", ""))
+	if err != nil {
+		return api.Session{}, err
+	}
+	if req.Discard != nil {
+		req.Discard()
+	}
+	// The session runs where the check resolved it, whatever a link there
+	// points to later.
+	p.Cwd = req.Cwd
+	if p.PermissionMode == "" {
+		p.PermissionMode = string(req.Mode)
+	}
+	if _, _, err := d.detector.Binary(ctx, p.ID); err != nil {
+		return api.Session{}, err
+	}
+	// The guard seeds the session's chain once; every turn is judged
+	// against it and carries it.
+	refusal, seeded := d.guard.Check(p.ID, p.InvokedBy)
+	if refusal != nil {
+		return api.Session{}, refusal
+	}
+	if p.PermissionMode == string(spawn.ModeBypass) && !d.cfg.AllowBypass {
+		return api.Session{}, &spawn.BypassRefusedError{Adapter: p.ID}
+	}
+	return d.sessions.Start(ctx, p, seeded)
+}
+
+func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error) {
+	if strings.TrimSpace(p.SessionID) == "" {
+		return api.SessionPromptResult{}, rpc.InvalidField("session_id", "required: the session sessions.start answered")
+	}
+	if err := d.mayPrompt(ctx, "sessions.prompt", p.SessionID); err != nil {
+		return api.SessionPromptResult{}, err
+	}
+	peer := rpc.PeerFrom(ctx)
+	if peer != nil {
+		if err := mayNameFiles(peer.Origin(), p.Attachments); err != nil {
+			return api.SessionPromptResult{}, err
+		}
+	}
+	if err := d.adapterStillThere(ctx, p.SessionID); err != nil {
+		return api.SessionPromptResult{}, err
+	}
+	var asker runs.Asker
+	var conn context.Context
+	if peer != nil {
+		asker, conn = approverOf(peer), peer.Context()
+	}
+	res, err := d.sessions.Prompt(ctx, p, asker, conn)
+	if err != nil {
+		var missing *detect.NotInstalledError
+		var unusable *detect.UnusableError
+		if errors.As(err, &missing) || errors.As(err, &unusable) {
+			adapter := ""
+			if s, gerr := d.sessions.Get(ctx, p.SessionID); gerr == nil {
+				adapter = s.Adapter
+			}
+			return res, &sessions.AdapterGoneError{SessionID: p.SessionID, Adapter: adapter, Err: err}
+		}
+	}
+	return res, err
+}
+
+func (d *Daemon) registerSessions() {
+	r := d.registry
+	rpc.Register(r, "sessions.start", rpc.Doc{
+		Access:      rpc.AccessAgents,
+		AccessRules: sessionStartAccessRules,
+		Summary:     "Start a conversation with an adapter: what holds for every turn (cwd, mode, model, caps, …); nothing runs until the first prompt.",
+		Description: "The params are agents.invoke's, without the task, and are judged as a turn's would be (-32602 naming the field). " +
+			"The guard seeds the session's ancestry once; every turn carries it. max_cost_usd and max_tokens cap the whole session. " +
+			"With warm, the agent's process starts at once where the adapter can keep one across turns.",
+		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable, rpc.CodeShuttingDown},
+	}, d.sessionStart)
+	rpc.Register(r, "sessions.prompt", rpc.Doc{
+		Access:  rpc.AccessAgents,
+		Summary: "One turn: run the prompt now if the session is idle, else queue it (FIFO, [sessions] max_queue); the answer says which turn and where it waits.",
+		Description: "Each turn is a run (runs.get shows it, with card_session_id and session_turn), with agents.invoke's gates, events, " +
+			"approvals, attachments and budgets; a turn after the first continues the CLI's own session. The prompt needs the access " +
+			"class the session's params need (write for edit or ask, host for bypass). A queued prompt adds a prompt_queued event to the " +
+			"running turn's stream. Once a session cap is spent the prompt is refused (-32050, data.cap).",
+		Errors: []int64{CodeSessionNotFound, CodeSessionClosed, CodeSessionQueueFull, CodeAdapterGone, CodeGuardRefused,
+			CodeAgentUnusable, CodeTooManyRuns, CodeBudgetExceeded, rpc.CodeShuttingDown},
+	}, d.sessionPrompt)
+	rpc.Register(r, "sessions.steer", rpc.Doc{
+		Access:      rpc.AccessAgents,
+		Summary:     "Add input to the running turn, where the agent's CLI has a channel for it; refused with the reason elsewhere.",
+		Description: "Only a turn over a warm agent whose CLI takes input during a turn can be steered; a cold turn, an idle session, or an adapter without such a channel is refused with -32046 and data.reason.",
+		Errors:      []int64{CodeSessionNotFound, CodeSessionClosed, CodeSteerUnsupported},
+	}, func(ctx context.Context, p api.SessionSteerParams) (api.SessionSteerResult, error) {
+		if err := d.mayPrompt(ctx, "sessions.steer", p.SessionID); err != nil {
+			return api.SessionSteerResult{}, err
+		}
+		return d.sessions.Steer(ctx, p)
+	})
+	rpc.Register(r, "sessions.cancel", rpc.Doc{
+		Access:      rpc.AccessAgents,
+		Summary:     "End the session's running turn (its run ends cancelled); with clear_queue, drop the queued prompts too.",
+		Description: "Answers once the turn has ended. Without clear_queue the next queued prompt then runs. Each dropped prompt is recorded as a refused turn with one event saying so; cleared counts them.",
+		Errors:      []int64{CodeSessionNotFound, CodeSessionClosed},
+	}, d.sessions.Cancel)
+	rpc.Register(r, "sessions.close", rpc.Doc{
+		Access:      rpc.AccessAgents,
+		Summary:     "End the session: its running turn is cancelled, its queue dropped (recorded), its warm agent ended; its history stays.",
+		Description: "Closing a closed session answers it as it is.",
+		Errors:      []int64{CodeSessionNotFound},
+	}, func(ctx context.Context, p api.SessionIDParams) (api.Session, error) {
+		return d.sessions.Close(ctx, p.SessionID, "")
+	})
+	rpc.Register(r, "sessions.list", rpc.Doc{
+		Access:      rpc.AccessRead,
+		Summary:     "The sessions, newest first: open ones by default, closed ones too with include_closed; filter by adapter and state.",
+		Description: "limit defaults to 50, at most 500.",
+	}, d.sessions.List)
+	rpc.Register(r, "sessions.get", rpc.Doc{
+		Access:  rpc.AccessRead,
+		Summary: "One session: its state (idle, running, waiting_approval, closed), turns, queue, the CLI's session id, warm agent, spending and next seq.",
+		Errors:  []int64{CodeSessionNotFound},
+	}, func(ctx context.Context, p api.SessionIDParams) (api.Session, error) {
+		return d.sessions.Get(ctx, p.SessionID)
+	})
+	rpc.RegisterThen(r, "sessions.subscribe", rpc.Doc{
+		Access:  rpc.AccessRead,
+		Summary: "Replay a session's events after after_seq as sessions.event notifications, across its turns, then follow it live until it closes.",
+		Description: "seq counts across the turns from 1; a reconnecting client passes the last seq it saw and misses nothing. " +
+			"A connection granted the approve class is also asked the questions of the session's ask-mode turns while it follows (the first answer wins).",
+		Errors: []int64{CodeSessionNotFound, CodeTooManySubs},
+	}, func(ctx context.Context, p api.SessionSubscribeParams) (api.SessionSubscribeResult, rpc.Then, error) {
+		peer := rpc.PeerFrom(ctx)
+		release := func() {}
+		if peer != nil {
+			var err error
+			if release, err = d.subs.take(peer, d.cfg.MaxSubscriptionsPerConn); err != nil {
+				return api.SessionSubscribeResult{}, nil, err
+			}
+		}
+		var watcher runs.Asker
+		if peer != nil {
+			watcher = approverOf(peer)
+		}
+		res, events, err := d.sessions.Subscribe(ctx, p.SessionID, p.AfterSeq, watcher)
+		if err != nil || peer == nil {
+			release()
+			return res, nil, err
+		}
+		return res, func(ctx context.Context) {
+			defer release()
+			_ = events(ctx, func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "sessions.event", ev) })
+		}, nil
+	})
+	rpc.Notification[api.SessionEvent](r, "sessions.event", rpc.Doc{
+		Summary: "One event of a session: {session_id, seq, turn, event}, event being the turn's run event whole (agents.event's shape); seq counts across turns from 1.",
+		Description: "Besides a run's kinds, a session's stream has prompt_queued (a prompt waits behind this turn; queued says its turn and position). " +
+			"A turn that never ran (dropped from the queue, refused when it came up) has one error event with status refused.",
+	})
+}
+
+// sessionStartAccessRules are agents.invoke's access rules, on
+// sessions.start's params of the same names.
+var sessionStartAccessRules = invokeAccessRules
+
+// adapterStillThere refuses a prompt to a session whose adapter's CLI is
+// gone since the session started: detection's answer is cached, so the
+// binary it found is looked at again, and a turn is not recorded as a run
+// that failed to start when the CLI was uninstalled.
+func (d *Daemon) adapterStillThere(ctx context.Context, id string) error {
+	sp, err := d.sessions.Params(ctx, id)
+	if err != nil {
+		return err
+	}
+	bin, _, err := d.detector.Binary(ctx, sp.ID)
+	if err == nil {
+		if _, serr := os.Stat(bin); serr != nil {
+			err = fmt.Errorf("its binary %s is gone (%v)", bin, serr)
+		}
+	}
+	if err != nil {
+		return &sessions.AdapterGoneError{SessionID: id, Adapter: sp.ID, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package sessions
+
+import (
+	"fmt"
+)
+
+// NotFoundError is an unknown session id.
+type NotFoundError struct{ SessionID string }
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("no session %q: sessions.list shows the sessions (include_closed for closed ones)", e.SessionID)
+}
+
+// ClosedError refuses a prompt, steer or cancel to a closed session.
+type ClosedError struct {
+	SessionID string
+	Reason    string
+}
+
+func (e *ClosedError) Error() string {
+	return fmt.Sprintf("session %s is closed (%s); it takes no more prompts: start a new one with sessions.start", e.SessionID, e.Reason)
+}
+
+// QueueFullError refuses a prompt when the session's queue holds max
+// prompts already.
+type QueueFullError struct {
+	SessionID string
+	Queued    int
+	Max       int
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("session %s already has %d prompts queued behind the running turn ([sessions] max_queue = %d); "+
+		"the prompt was refused, not queued: send it once a turn ends, or cancel with clear_queue", e.SessionID, e.Queued, e.Max)
+}
+
+// SteerUnsupportedError refuses a steer: Reason says why (no running turn,
+// a cold turn, or the adapter's CLI has no channel for it).
+type SteerUnsupportedError struct {
+	SessionID string
+	Adapter   string
+	Reason    string
+}
+
+func (e *SteerUnsupportedError) Error() string {
+	return fmt.Sprintf("session %s (%s) cannot be steered: %s; send the text with sessions.prompt instead (it queues behind the running turn)",
+		e.SessionID, e.Adapter, e.Reason)
+}
+
+// AdapterGoneError refuses a prompt to a session whose adapter's CLI is no
+// longer installed (or no longer runs). Err is detection's error.
+type AdapterGoneError struct {
+	SessionID string
+	Adapter   string
+	Err       error
+}
+
+func (e *AdapterGoneError) Error() string {
+	return fmt.Sprintf("session %s: its agent %s is no longer installed or usable: %v; reinstall it, or start a new session with another adapter",
+		e.SessionID, e.Adapter, e.Err)
+}
+
+func (e *AdapterGoneError) Unwrap() error { return e.Err }
+
+// CapError refuses a prompt once the session spent its cap
+// (max_cost_usd or max_tokens of sessions.start).
+type CapError struct {
+	SessionID string
+	Cap       string // "max_cost_usd" or "max_tokens"
+	Limit     float64
+	Spent     float64
+}
+
+func (e *CapError) Error() string {
+	return fmt.Sprintf("session %s has spent %g of its %s = %g; it takes no more prompts (start a new session, with a higher cap if need be)",
+		e.SessionID, e.Spent, e.Cap, e.Limit)
+}

@@ -1,0 +1,120 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/store"
+)
+
+// restartedReason is why a prompt queued when the daemon stopped never
+// ran. card does not run it after a restart: the connection that sent it
+// may be gone, with nobody to answer its questions or read its answer, so
+// it is recorded refused, visibly, and the client sends it again.
+const restartedReason = "card stopped before this queued prompt ran (the daemon restarted or was killed); send it again"
+
+// Recover loads the sessions a previous daemon left open, after the run
+// subsystem has recorded its leftover runs interrupted: a turn that was
+// running gets the terminal event it never had (so the session's stream
+// says how it ended), the prompts that were queued are recorded refused,
+// each with its event, and a warm agent's group left behind is ended. The
+// next prompt of each continues the same conversation, cold, by the CLI
+// session id stored with it.
+func (m *Manager) Recover(ctx context.Context) error {
+	rows, err := m.st.OpenSessions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		if row.WarmPgid > 0 {
+			n := endLeftoverGroup(row.WarmPgid)
+			m.log.Warn("a session's warm agent was left by a previous daemon; ended its process group",
+				zap.String("session_id", row.ID), zap.Int("pgid", row.WarmPgid), zap.Int("processes_ended", n))
+			row.WarmPgid = 0
+		}
+		var p api.SessionStartParams
+		if err := json.Unmarshal(row.Params, &p); err != nil {
+			m.log.Error("a session's start params could not be read; closing it", zap.String("session_id", row.ID), zap.Error(err))
+			row.State, row.CloseReason = string(api.SessionClosed), "its record could not be read after a restart"
+			_ = m.st.UpdateSession(ctx, row)
+			continue
+		}
+		s := newSession(row, p)
+		if err := m.recoverTurns(ctx, s); err != nil {
+			return err
+		}
+		var left []queued
+		_ = json.Unmarshal(row.Queue, &left)
+		s.row.State = string(api.SessionIdle)
+		for _, q := range left {
+			reason := q.Dropped
+			if reason == "" {
+				reason = restartedReason
+			}
+			m.refuseTurnLocked(s, q.Turn, reason)
+		}
+		m.saveLocked(s)
+		m.mu.Lock()
+		m.live[row.ID] = s
+		m.mu.Unlock()
+		if len(left) > 0 {
+			m.log.Warn("a session had prompts queued when the daemon stopped; recorded them refused",
+				zap.String("session_id", row.ID), zap.Int("prompts", len(left)))
+		}
+	}
+	return nil
+}
+
+// recoverTurns reads a session's turns and spending, and ends the stream
+// of a turn the previous daemon left running.
+func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
+	turns, err := m.st.SessionRuns(ctx, s.row.ID)
+	if err != nil {
+		return err
+	}
+	for i, r := range turns {
+		if r.TotalCostUSD != nil {
+			s.spentUSD += *r.TotalCostUSD
+		}
+		if r.Usage != nil {
+			s.spentTokens += r.Usage.InputTokens + r.Usage.OutputTokens
+			s.usage.InputTokens += r.Usage.InputTokens
+			s.usage.OutputTokens += r.Usage.OutputTokens
+			s.usage.CachedInputTokens += r.Usage.CachedInputTokens
+		}
+		t := turnRef{turn: r.SessionTurn, runID: r.RunID, base: r.SessionSeqBase}
+		if i+1 < len(turns) {
+			t.last = turns[i+1].SessionSeqBase - r.SessionSeqBase
+			s.turns = append(s.turns, t)
+			continue
+		}
+		last, kind, err := m.st.LastEvent(ctx, r.RunID)
+		if err != nil {
+			return err
+		}
+		if kind != api.EventDone && kind != api.EventRunError && r.Status.Terminal() {
+			// The daemon died mid-turn: the run is interrupted in the
+			// store, and its stream gets the end it never had.
+			last++
+			res := api.InvokeResult{RunID: r.RunID, Adapter: r.Adapter, Ancestry: r.Ancestry, Status: r.Status,
+				Result: api.Result{IsError: true, Error: r.Error, SessionID: r.SessionID}}
+			ev := api.AgentEvent{RunID: r.RunID, Seq: last, Event: api.Event{Kind: api.EventRunError}, Status: r.Status, Result: &res}
+			raw, _ := json.Marshal(ev)
+			if err := m.st.AppendEvent(ctx, r.RunID, last, api.EventRunError, raw); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		t.last = last
+		s.turns = append(s.turns, t)
+		s.row.NextSeq = max(s.row.NextSeq, t.base+last+1)
+		s.row.Turns = max(s.row.Turns, r.SessionTurn)
+		if s.row.AgentSessionID == "" && r.SessionID != "" {
+			s.row.AgentSessionID = r.SessionID
+		}
+	}
+	return nil
+}

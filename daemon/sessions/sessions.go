@@ -1,0 +1,890 @@
+// Package sessions is card's conversations: a session holds one agent
+// conversation across turns. Each prompt is a turn, and each turn is a
+// normal run of the run subsystem (its gate, record, events, approvals,
+// attachments, cancel, deadline and budgets), recorded with its session
+// and turn number. A session runs one turn at a time: a prompt sent while
+// a turn runs waits in the session's queue (FIFO, bounded) and runs when
+// the turn ends, so one conversation never has two agent processes.
+//
+// Turn N > 1 continues the CLI's own session: it resumes, by the id the
+// previous turn reported, in a new process (cold), or takes the turn over
+// the session's warm agent when the adapter has one.
+//
+// A session's events are one stream across turns: the concatenation of
+// its turns' run events, each turn's events numbered after the previous
+// turn's last (the base is stored on the turn's run), so sessions.subscribe
+// replays and follows from any seq with nothing missed or repeated.
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/runs"
+	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
+)
+
+// Config is the part of card.toml ([sessions]) sessions read.
+type Config struct {
+	// MaxQueue bounds the prompts waiting behind a session's running turn.
+	MaxQueue int
+	// IdleTimeout ends a warm agent that had no turn for this long.
+	IdleTimeout time.Duration
+	// MaxWarm bounds the warm agents alive at once; past it the least
+	// recently used is ended.
+	MaxWarm int
+}
+
+// Turn is one turn's run, planned by the daemon from the session's start
+// params and the prompt: the run request, and the argv request it was
+// built from (a warm agent is built from the same).
+type Turn struct {
+	Run   runs.Request
+	Spawn spawn.Request
+}
+
+// Deps is what sessions need from the daemon.
+type Deps struct {
+	Store *store.Store
+	Runs  *runs.Manager
+	// Prepare plans a turn: p are the session's start params (caps lowered
+	// to what the session has left), resume the CLI session to continue
+	// ("" for the first turn). Its error is a bad-params answer; nothing
+	// is recorded.
+	Prepare func(p api.SessionStartParams, task string, atts []api.Attachment, resume string) (Turn, error)
+	// Warmer starts warm agents; nil runs every turn cold.
+	Warmer Warmer
+	Log    *zap.Logger
+}
+
+// Manager owns the sessions: the open ones in memory, every one in the
+// store.
+type Manager struct {
+	deps Deps
+	cfg  Config
+	st   *store.Store
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	live    map[string]*session
+	closing bool
+	wg      sync.WaitGroup // one per turn waiter
+
+	warm warmPool
+}
+
+// New returns a manager; Recover loads what a previous daemon left.
+func New(deps Deps, cfg Config) *Manager {
+	if deps.Log == nil {
+		deps.Log = zap.NewNop()
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	m := &Manager{deps: deps, cfg: cfg, st: deps.Store, log: deps.Log, live: map[string]*session{}}
+	m.warm.init(m)
+	return m
+}
+
+// queued is one prompt waiting in a session's queue. Dropped prompts
+// (cleared by a cancel, the session closed, the daemon restarted) stay in
+// line, marked, until their turn comes: each is then recorded as a refused
+// run of its turn, with one event saying why, so it is never lost silently
+// and the session's seq stays in turn order.
+type queued struct {
+	Turn        int       `json:"turn"`
+	QueuedAt    time.Time `json:"queued_at"`
+	TaskBytes   int       `json:"task_bytes"`
+	Attachments int       `json:"attachments"`
+	Dropped     string    `json:"dropped,omitempty"`
+
+	task  string
+	atts  []api.Attachment
+	asker runs.Asker
+	conn  context.Context
+}
+
+// turnRef is one turn of a session in its event stream: its run, where its
+// events start (base) and, once it has ended, its last run seq.
+type turnRef struct {
+	turn  int
+	runID string
+	base  int64
+	last  int64 // 0 while the turn runs
+}
+
+// session is one open session in memory. mu orders everything about it:
+// one turn at a time, the queue, the record.
+type session struct {
+	mu      sync.Mutex
+	row     store.Session
+	params  api.SessionStartParams
+	queue   []*queued
+	current *runs.Run
+	turns   []turnRef
+	changed chan struct{} // closed and replaced when a turn starts or ends, or the session closes
+	always  *runs.Always
+	// spent is what the session's finished turns cost, for its caps.
+	spentUSD    float64
+	spentTokens int64
+	usage       api.Usage
+	// watchers are the connections subscribed to the session that may
+	// approve; each is watching the current turn's run through unwatch.
+	watchers map[uint64]runs.Asker
+	unwatch  map[uint64]func()
+	// warm is the session's warm agent, nil when it has none.
+	warm *warmAgent
+}
+
+func (s *session) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *session) closed() bool { return s.row.State == string(api.SessionClosed) }
+
+// Start records a new session; nothing runs until its first prompt (or,
+// with p.Warm, its warm agent starts at once). p is validated by the
+// daemon; ancestry is the chain the guard seeded once for the session.
+func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry []string) (api.Session, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return api.Session{}, err
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	row := store.Session{
+		CreatedAt: now, UpdatedAt: now,
+		ID: m.st.NewSessionID(), Adapter: p.ID, State: string(api.SessionIdle), Cwd: p.Cwd, PermissionMode: p.PermissionMode,
+		Model: p.Model, Effort: p.Effort, Params: raw, Ancestry: ancestry, NextSeq: 1,
+	}
+	if row.PermissionMode == "" {
+		row.PermissionMode = string(spawn.ModeReadOnly)
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return api.Session{}, runs.ErrShuttingDown
+	}
+	m.mu.Unlock()
+	if err := m.st.CreateSession(context.WithoutCancel(ctx), row); err != nil {
+		return api.Session{}, err
+	}
+	s := newSession(row, p)
+	m.mu.Lock()
+	m.live[row.ID] = s
+	m.mu.Unlock()
+	m.log.Info("session started", zap.String("session_id", row.ID), zap.String("adapter", p.ID), zap.String("mode", row.PermissionMode),
+		zap.Strings("ancestry", ancestry))
+	if p.Warm {
+		m.warmAtStart(s)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.viewLocked(s), nil
+}
+
+func newSession(row store.Session, p api.SessionStartParams) *session {
+	return &session{row: row, params: p, changed: make(chan struct{}), always: runs.NewAlways(),
+		watchers: map[uint64]runs.Asker{}, unwatch: map[uint64]func(){}}
+}
+
+// lookup is an open session, or the error for an unknown or closed one.
+func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	row, err := m.st.GetSession(ctx, id)
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return nil, &NotFoundError{SessionID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, &ClosedError{SessionID: id, Reason: row.CloseReason}
+}
+
+// Prompt is one turn: it starts at once when the session is idle, else it
+// waits in the queue. asker is the prompting connection (the turn's
+// questions go to it and to every subscriber), conn its context.
+func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, asker runs.Asker, conn context.Context) (api.SessionPromptResult, error) {
+	s, err := m.lookup(ctx, p.SessionID)
+	if err != nil {
+		return api.SessionPromptResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed() {
+		return api.SessionPromptResult{}, &ClosedError{SessionID: s.row.ID, Reason: s.row.CloseReason}
+	}
+	if err := s.capLocked(); err != nil {
+		return api.SessionPromptResult{}, err
+	}
+	q := &queued{task: p.Task, atts: p.Attachments, asker: asker, conn: conn, QueuedAt: time.Now().UTC().Truncate(time.Millisecond),
+		TaskBytes: len(p.Task), Attachments: len(p.Attachments)}
+	if s.current != nil {
+		waiting := s.waitingLocked()
+		if len(waiting) >= m.cfg.MaxQueue {
+			return api.SessionPromptResult{}, &QueueFullError{SessionID: s.row.ID, Queued: len(waiting), Max: m.cfg.MaxQueue}
+		}
+		// Judge the prompt now, so a bad one is answered now rather than
+		// refused later with nobody to tell.
+		t, err := m.deps.Prepare(s.params, p.Task, p.Attachments, "")
+		if err != nil {
+			return api.SessionPromptResult{}, err
+		}
+		if t.Run.Discard != nil {
+			t.Run.Discard()
+		}
+		s.row.Turns++
+		q.Turn = s.row.Turns
+		s.queue = append(s.queue, q)
+		m.saveLocked(s)
+		pos := len(waiting) + 1
+		m.deps.Runs.Note(s.current.ID(), api.EventPromptQueued, api.AgentEvent{Queued: &api.QueuedPrompt{
+			Turn: q.Turn, Position: pos, QueuedAt: q.QueuedAt, TaskBytes: q.TaskBytes, Attachments: q.Attachments}})
+		m.log.Info("session prompt queued", zap.String("session_id", s.row.ID), zap.Int("turn", q.Turn), zap.Int("position", pos))
+		return api.SessionPromptResult{SessionID: s.row.ID, Turn: q.Turn, Queued: true, Position: pos}, nil
+	}
+	q.Turn = s.row.Turns + 1
+	run, err := m.startLocked(ctx, s, q, false)
+	if err != nil {
+		return api.SessionPromptResult{}, err
+	}
+	return api.SessionPromptResult{SessionID: s.row.ID, Turn: q.Turn, RunID: run.ID()}, nil
+}
+
+// waitingLocked are the queued prompts still to run, in order.
+func (s *session) waitingLocked() []*queued {
+	var out []*queued
+	for _, q := range s.queue {
+		if q.Dropped == "" {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// capLocked refuses a prompt once the session has spent a cap.
+func (s *session) capLocked() error {
+	if c := s.params.MaxCostUSD; c != nil && s.spentUSD >= *c {
+		return &CapError{SessionID: s.row.ID, Cap: "max_cost_usd", Limit: *c, Spent: s.spentUSD}
+	}
+	if c := s.params.MaxTokens; c != nil && s.spentTokens >= *c {
+		return &CapError{SessionID: s.row.ID, Cap: "max_tokens", Limit: float64(*c), Spent: float64(s.spentTokens)}
+	}
+	return nil
+}
+
+// startLocked starts q as the session's next turn. dequeued says q came
+// from the queue (its turn number is already taken). A start the gate
+// refuses is recorded as a refused run of the turn; one refused before
+// anything was recorded (bad params) takes no turn number unless dequeued,
+// in which case it is recorded refused here, since nobody else will hear.
+func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeued bool) (*runs.Run, error) {
+	p := s.params
+	if c := p.MaxCostUSD; c != nil {
+		left := *c - s.spentUSD
+		p.MaxCostUSD = &left
+	}
+	if c := p.MaxTokens; c != nil {
+		left := *c - s.spentTokens
+		p.MaxTokens = &left
+	}
+	t, err := m.deps.Prepare(p, q.task, q.atts, s.row.AgentSessionID)
+	if err != nil {
+		if dequeued {
+			m.refuseTurnLocked(s, q.Turn, "the queued prompt could not be started: "+err.Error())
+		}
+		return nil, err
+	}
+	req := t.Run
+	req.CardSessionID, req.SessionTurn, req.SessionSeqBase = s.row.ID, q.Turn, s.row.NextSeq-1
+	req.Ancestry = s.row.Ancestry
+	if req.Ancestry == nil {
+		req.Ancestry = []string{}
+	}
+	req.AskAll, req.Always = true, s.always
+	req.Asker, req.Conn = q.asker, q.conn
+	req.Exec = m.execFor(s, t.Spawn)
+	run, err := m.deps.Runs.Start(context.WithoutCancel(ctx), req)
+	if err != nil {
+		var refused *runs.RefusedError
+		if errors.As(err, &refused) {
+			// The gate recorded the turn refused: its one event says why.
+			m.addRefusalEvent(s, refused.RunID, q.Turn, refused.Error())
+			s.row.Turns = max(s.row.Turns, q.Turn)
+			m.saveLocked(s)
+			s.notifyLocked()
+		} else if dequeued {
+			m.refuseTurnLocked(s, q.Turn, "the queued prompt could not be started: "+err.Error())
+		}
+		return nil, err
+	}
+	s.row.Turns = max(s.row.Turns, q.Turn)
+	s.row.State = string(api.SessionRunning)
+	s.current = run
+	s.turns = append(s.turns, turnRef{turn: q.Turn, runID: run.ID(), base: req.SessionSeqBase})
+	for id, a := range s.watchers {
+		s.unwatch[id] = m.deps.Runs.Watch(run.ID(), a)
+	}
+	m.saveLocked(s)
+	s.notifyLocked()
+	m.wg.Add(1)
+	go m.awaitTurn(s, run, req.SessionSeqBase)
+	return run, nil
+}
+
+// refuseTurnLocked records turn as a refused run of the session with its
+// one event, for a prompt that never ran (dropped from the queue, or one
+// the gate refused when its turn came).
+func (m *Manager) refuseTurnLocked(s *session, turn int, reason string) {
+	ctx := context.Background()
+	rec := store.Run{RunID: m.st.NewRunID(), Adapter: s.row.Adapter, Status: store.StatusRefused, RefusalReason: reason,
+		Ancestry: s.row.Ancestry, Cwd: s.row.Cwd, PermissionMode: s.row.PermissionMode, Model: s.row.Model,
+		CardSessionID: s.row.ID, SessionTurn: turn, SessionSeqBase: s.row.NextSeq - 1}
+	if err := m.st.Create(ctx, rec); err != nil {
+		m.log.Error("could not record a session's refused turn", zap.String("session_id", s.row.ID), zap.Int("turn", turn), zap.Error(err))
+		return
+	}
+	m.addRefusalEvent(s, rec.RunID, turn, reason)
+	s.row.Turns = max(s.row.Turns, turn)
+	m.saveLocked(s)
+	s.notifyLocked()
+}
+
+// addRefusalEvent stores a refused turn's one event (an error event with
+// status refused) and numbers it next in the session's stream.
+func (m *Manager) addRefusalEvent(s *session, runID string, turn int, reason string) {
+	base := s.row.NextSeq - 1
+	ev := api.AgentEvent{RunID: runID, Seq: 1, Event: api.Event{Kind: api.EventRunError, Error: reason}, Status: store.StatusRefused,
+		Result: &api.InvokeResult{RunID: runID, Adapter: s.row.Adapter, Ancestry: s.row.Ancestry, Status: store.StatusRefused,
+			Result: api.Result{IsError: true, Error: &api.RunError{Kind: "refused", Message: reason}}}}
+	raw, _ := json.Marshal(ev)
+	if err := m.st.AppendEvent(context.Background(), runID, 1, api.EventRunError, raw); err != nil {
+		m.log.Error("could not record a refused turn's event", zap.String("run_id", runID), zap.Error(err))
+		return
+	}
+	s.turns = append(s.turns, turnRef{turn: turn, runID: runID, base: base, last: 1})
+	s.row.NextSeq = base + 2
+}
+
+// awaitTurn waits for a turn's end, records it on the session, and starts
+// the next queued prompt.
+func (m *Manager) awaitTurn(s *session, run *runs.Run, base int64) {
+	defer m.wg.Done()
+	<-run.Done()
+	res, _ := run.Wait(context.Background())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := run.LastSeq()
+	for i := range s.turns {
+		if s.turns[i].runID == run.ID() {
+			s.turns[i].last = last
+		}
+	}
+	s.row.NextSeq = base + last + 1
+	if res.SessionID != "" {
+		s.row.AgentSessionID = res.SessionID
+	}
+	s.addSpentLocked(res.Result)
+	s.current = nil
+	for id, stop := range s.unwatch {
+		stop()
+		delete(s.unwatch, id)
+	}
+	if !s.closed() {
+		s.row.State = string(api.SessionIdle)
+	}
+	m.saveLocked(s)
+	s.notifyLocked()
+	m.nextLocked(s)
+}
+
+func (s *session) addSpentLocked(r api.Result) {
+	if r.CostUSD != nil {
+		s.spentUSD += *r.CostUSD
+	}
+	s.spentTokens += r.Usage.InputTokens + r.Usage.OutputTokens
+	s.usage.InputTokens += r.Usage.InputTokens
+	s.usage.OutputTokens += r.Usage.OutputTokens
+	s.usage.CachedInputTokens += r.Usage.CachedInputTokens
+}
+
+// nextLocked starts the next queued prompt, recording the dropped ones
+// ahead of it as refused turns, while no turn runs.
+func (m *Manager) nextLocked(s *session) {
+	for s.current == nil && len(s.queue) > 0 {
+		q := s.queue[0]
+		s.queue = s.queue[1:]
+		if q.Dropped == "" && !s.closed() {
+			if err := s.capLocked(); err != nil {
+				q.Dropped = err.Error()
+			}
+		}
+		if q.Dropped == "" && m.isClosing() {
+			q.Dropped = "card shut down before this queued prompt ran; send it again"
+		}
+		if q.Dropped != "" {
+			m.refuseTurnLocked(s, q.Turn, q.Dropped)
+			continue
+		}
+		if _, err := m.startLocked(context.Background(), s, q, true); err != nil {
+			m.log.Warn("a session's queued prompt was refused when its turn came", zap.String("session_id", s.row.ID),
+				zap.Int("turn", q.Turn), zap.Error(err))
+		}
+	}
+	m.saveLocked(s)
+}
+
+func (m *Manager) isClosing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closing
+}
+
+// saveLocked writes the session's row; a failure is logged, the session
+// goes on in memory.
+func (m *Manager) saveLocked(s *session) {
+	var q []*queued
+	for _, e := range s.queue {
+		q = append(q, e)
+	}
+	raw, _ := json.Marshal(q)
+	if q == nil {
+		raw = []byte("[]")
+	}
+	s.row.Queue = raw
+	s.row.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	if err := m.st.UpdateSession(context.Background(), s.row); err != nil {
+		m.log.Error("could not record a session's state", zap.String("session_id", s.row.ID), zap.Error(err))
+	}
+}
+
+// Cancel ends the session's running turn and, with ClearQueue, drops its
+// queued prompts (each recorded as a refused turn).
+func (m *Manager) Cancel(ctx context.Context, p api.SessionCancelParams) (api.SessionCancelResult, error) {
+	s, err := m.lookup(ctx, p.SessionID)
+	if err != nil {
+		return api.SessionCancelResult{}, err
+	}
+	s.mu.Lock()
+	res := api.SessionCancelResult{SessionID: s.row.ID}
+	if p.ClearQueue {
+		for _, q := range s.waitingLocked() {
+			q.Dropped = "cleared by sessions.cancel with clear_queue before it ran"
+			res.Cleared++
+		}
+		m.saveLocked(s)
+	}
+	run := s.current
+	s.mu.Unlock()
+	if run == nil {
+		res.Reason = "no turn is running in session " + p.SessionID
+		return res, nil
+	}
+	cr, err := m.deps.Runs.Cancel(ctx, run.ID())
+	if err != nil {
+		return res, err
+	}
+	res.Cancelled, res.RunID, res.Reason = cr.Cancelled, run.ID(), cr.Reason
+	return res, nil
+}
+
+// Close ends the session: its running turn is cancelled, its queued
+// prompts dropped (recorded as refused turns), its warm agent ended. A
+// closed session keeps its history and takes no more prompts.
+func (m *Manager) Close(ctx context.Context, id, reason string) (api.Session, error) {
+	s, err := m.lookup(ctx, id)
+	var closed *ClosedError
+	if errors.As(err, &closed) {
+		return m.Get(ctx, id)
+	}
+	if err != nil {
+		return api.Session{}, err
+	}
+	s.mu.Lock()
+	if reason == "" {
+		reason = "closed by sessions.close"
+	}
+	for _, q := range s.waitingLocked() {
+		q.Dropped = "the session was closed before this queued prompt ran"
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	s.row.State, s.row.ClosedAt, s.row.CloseReason = string(api.SessionClosed), &now, reason
+	run := s.current
+	m.saveLocked(s)
+	s.notifyLocked()
+	w := s.warm
+	s.warm = nil
+	s.mu.Unlock()
+	if run != nil {
+		_, _ = m.deps.Runs.Cancel(ctx, run.ID())
+		select {
+		case <-run.Done():
+		case <-ctx.Done():
+		}
+	}
+	m.warm.end(w, "the session closed")
+	// The turn's waiter records the dropped prompts; wait until it has.
+	s.mu.Lock()
+	for s.current != nil || len(s.queue) > 0 {
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return api.Session{}, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	m.saveLocked(s)
+	view := m.viewLocked(s)
+	s.mu.Unlock()
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
+	m.log.Info("session closed", zap.String("session_id", id), zap.String("reason", reason))
+	return view, nil
+}
+
+// Get is one session as the wire shows it.
+func (m *Manager) Get(ctx context.Context, id string) (api.Session, error) {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return m.viewLocked(s), nil
+	}
+	row, err := m.st.GetSession(ctx, id)
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return api.Session{}, &NotFoundError{SessionID: id}
+	}
+	if err != nil {
+		return api.Session{}, err
+	}
+	return m.viewOfRow(ctx, row)
+}
+
+// List is the sessions, newest first.
+func (m *Manager) List(ctx context.Context, p api.SessionListParams) (api.SessionList, error) {
+	rows, err := m.st.ListSessions(ctx, store.SessionQuery{Adapter: p.Adapter, State: storedState(p.State), IncludeClosed: p.IncludeClosed, Limit: p.Limit})
+	if err != nil {
+		return api.SessionList{}, err
+	}
+	out := api.SessionList{Sessions: []api.Session{}}
+	for _, row := range rows {
+		m.mu.Lock()
+		s := m.live[row.ID]
+		m.mu.Unlock()
+		var v api.Session
+		if s != nil {
+			s.mu.Lock()
+			v = m.viewLocked(s)
+			s.mu.Unlock()
+		} else if v, err = m.viewOfRow(ctx, row); err != nil {
+			return api.SessionList{}, err
+		}
+		if p.State != "" && v.State != p.State {
+			continue
+		}
+		out.Sessions = append(out.Sessions, v)
+	}
+	return out, nil
+}
+
+// storedState is the stored state a wire state filter reads: a turn
+// waiting on a question is running in the store.
+func storedState(s api.SessionState) string {
+	if s == api.SessionWaitingApproval {
+		return string(api.SessionRunning)
+	}
+	return string(s)
+}
+
+func (m *Manager) viewLocked(s *session) api.Session {
+	v := viewOf(s.row)
+	v.Turns = s.row.Turns
+	v.Queue = []api.QueuedPrompt{}
+	for i, q := range s.waitingLocked() {
+		v.Queue = append(v.Queue, api.QueuedPrompt{Turn: q.Turn, Position: i + 1, QueuedAt: q.QueuedAt, TaskBytes: q.TaskBytes, Attachments: q.Attachments})
+	}
+	if s.current != nil {
+		v.CurrentRunID = s.current.ID()
+		v.State = api.SessionRunning
+		if s.current.State() == api.StateWaitingApproval {
+			v.State = api.SessionWaitingApproval
+		}
+		v.NextSeq = s.row.NextSeq + s.current.LastSeq()
+	}
+	if w := s.warm; w != nil && w.alive() {
+		v.Warm, v.Pid = true, w.agent.Pid()
+	}
+	v.TotalCostUSD, v.Usage = s.spentUSD, s.usage
+	return v
+}
+
+func viewOf(row store.Session) api.Session {
+	v := api.Session{SessionID: row.ID, Adapter: row.Adapter, State: api.SessionState(row.State), Cwd: row.Cwd,
+		PermissionMode: row.PermissionMode, Model: row.Model, Ancestry: row.Ancestry, Turns: row.Turns, Queue: []api.QueuedPrompt{},
+		AgentSessionID: row.AgentSessionID, NextSeq: row.NextSeq, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		ClosedAt: row.ClosedAt, CloseReason: row.CloseReason}
+	if v.Ancestry == nil {
+		v.Ancestry = []string{}
+	}
+	return v
+}
+
+// viewOfRow is a session not in memory (closed): its spending is read from
+// its turns.
+func (m *Manager) viewOfRow(ctx context.Context, row store.Session) (api.Session, error) {
+	v := viewOf(row)
+	turns, err := m.st.SessionRuns(ctx, row.ID)
+	if err != nil {
+		return api.Session{}, err
+	}
+	for _, r := range turns {
+		if r.TotalCostUSD != nil {
+			v.TotalCostUSD += *r.TotalCostUSD
+		}
+		if r.Usage != nil {
+			v.Usage.InputTokens += r.Usage.InputTokens
+			v.Usage.OutputTokens += r.Usage.OutputTokens
+			v.Usage.CachedInputTokens += r.Usage.CachedInputTokens
+		}
+	}
+	return v, nil
+}
+
+// Send delivers one sessions.event notification's params (JSON).
+type Send func(ctx context.Context, event json.RawMessage) error
+
+// Subscribe answers where the session stands and returns what sends its
+// events after afterSeq, replayed and then live across turns, until the
+// session closes or ctx ends. watcher, when not nil, is asked the
+// questions of the session's ask-mode turns while it follows.
+func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64, watcher runs.Asker) (api.SessionSubscribeResult, func(context.Context, Send) error, error) {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s == nil {
+		row, err := m.st.GetSession(ctx, id)
+		if errors.Is(err, store.ErrSessionNotFound) {
+			return api.SessionSubscribeResult{}, nil, &NotFoundError{SessionID: id}
+		}
+		if err != nil {
+			return api.SessionSubscribeResult{}, nil, err
+		}
+		// A closed session: its history, from the store, and nothing live.
+		s = newSession(row, api.SessionStartParams{})
+		if s.turns, err = m.turnsOf(ctx, row); err != nil {
+			return api.SessionSubscribeResult{}, nil, err
+		}
+	}
+	s.mu.Lock()
+	v := m.viewLocked(s)
+	s.mu.Unlock()
+	res := api.SessionSubscribeResult{SessionID: id, State: v.State, NextSeq: v.NextSeq, Live: v.State != api.SessionClosed}
+	return res, func(ctx context.Context, send Send) error {
+		if watcher != nil && res.Live {
+			defer m.watch(s, watcher)()
+		}
+		return m.stream(ctx, s, afterSeq, send)
+	}, nil
+}
+
+// watch makes a the session's subscriber for approvals until the returned
+// function is called.
+func (m *Manager) watch(s *session, a runs.Asker) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := a.ID()
+	s.watchers[id] = a
+	if s.current != nil {
+		s.unwatch[id] = m.deps.Runs.Watch(s.current.ID(), a)
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.watchers[id] == a {
+			delete(s.watchers, id)
+			if stop := s.unwatch[id]; stop != nil {
+				stop()
+				delete(s.unwatch, id)
+			}
+		}
+	}
+}
+
+// stream sends the session's events after seq, turn by turn.
+func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) error {
+	done := 0 // the turns (by index in s.turns) fully sent
+	for {
+		s.mu.Lock()
+		refs := slices.Clone(s.turns)
+		changed, closed := s.changed, s.closed()
+		busy := s.current != nil || len(s.queue) > 0
+		s.mu.Unlock()
+		for ; done < len(refs); done++ {
+			t := refs[done]
+			if t.last > 0 && t.base+t.last <= seq {
+				continue
+			}
+			_, events, err := m.deps.Runs.Subscribe(ctx, t.runID, max(0, seq-t.base))
+			if err != nil {
+				return err
+			}
+			var sendErr error
+			err = events(ctx, func(ctx context.Context, raw json.RawMessage) error {
+				var head struct {
+					Seq int64 `json:"seq"`
+				}
+				if json.Unmarshal(raw, &head) != nil {
+					return nil
+				}
+				at := t.base + head.Seq
+				if sendErr = send(ctx, sessionEvent(s.row.ID, at, t.turn, raw)); sendErr != nil {
+					return sendErr
+				}
+				seq = at
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if sendErr != nil || ctx.Err() != nil {
+				return nil
+			}
+		}
+		if closed && !busy {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// sessionEvent is one sessions.event's params around a run event's JSON.
+func sessionEvent(id string, seq int64, turn int, raw json.RawMessage) json.RawMessage {
+	b := make([]byte, 0, len(raw)+len(id)+64)
+	b = append(b, `{"session_id":`...)
+	b = strconv.AppendQuote(b, id)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, `,"turn":`...)
+	b = strconv.AppendInt(b, int64(turn), 10)
+	b = append(b, `,"event":`...)
+	b = append(b, raw...)
+	b = append(b, '}')
+	return b
+}
+
+// turnsOf reads a session's turns from the store, with each turn's last
+// seq from the next one's base (the last turn's from the session's next
+// seq).
+func (m *Manager) turnsOf(ctx context.Context, row store.Session) ([]turnRef, error) {
+	runsOf, err := m.st.SessionRuns(ctx, row.ID)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]turnRef, 0, len(runsOf))
+	for i, r := range runsOf {
+		t := turnRef{turn: r.SessionTurn, runID: r.RunID, base: r.SessionSeqBase}
+		if i+1 < len(runsOf) {
+			t.last = runsOf[i+1].SessionSeqBase - r.SessionSeqBase
+		} else {
+			t.last = row.NextSeq - 1 - r.SessionSeqBase
+		}
+		refs = append(refs, t)
+	}
+	return refs, nil
+}
+
+// Shutdown refuses new sessions and turns and ends the warm agents. The
+// running turns are the run subsystem's to end (recorded interrupted);
+// their waiters record the queued prompts refused. Call it before the run
+// subsystem's Shutdown, and Wait after it.
+func (m *Manager) Shutdown(ctx context.Context) {
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	m.warm.shutdown()
+}
+
+// Wait waits for the turn waiters to finish recording (after the run
+// subsystem has ended every run).
+func (m *Manager) Wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+var _ = fmt.Sprintf
+
+// Params are a session's start params (as stored, cwd resolved).
+func (m *Manager) Params(ctx context.Context, id string) (api.SessionStartParams, error) {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s.params, nil
+	}
+	row, err := m.st.GetSession(ctx, id)
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return api.SessionStartParams{}, &NotFoundError{SessionID: id}
+	}
+	if err != nil {
+		return api.SessionStartParams{}, err
+	}
+	var p api.SessionStartParams
+	err = json.Unmarshal(row.Params, &p)
+	return p, err
+}
+
+// Steer adds input to the running turn over its warm agent.
+func (m *Manager) Steer(ctx context.Context, p api.SessionSteerParams) (api.SessionSteerResult, error) {
+	s, err := m.lookup(ctx, p.SessionID)
+	if err != nil {
+		return api.SessionSteerResult{}, err
+	}
+	s.mu.Lock()
+	run, w, turn := s.current, s.warm, s.row.Turns
+	adapter := s.row.Adapter
+	s.mu.Unlock()
+	if run == nil {
+		return api.SessionSteerResult{}, &SteerUnsupportedError{SessionID: p.SessionID, Adapter: adapter, Reason: "no turn is running"}
+	}
+	if w == nil || !w.alive() || !w.turning(run.ID()) {
+		return api.SessionSteerResult{}, &SteerUnsupportedError{SessionID: p.SessionID, Adapter: adapter,
+			Reason: "the running turn is cold (a new process of the CLI, which reads its prompt once, on stdin)"}
+	}
+	st, ok := w.agent.(Steerer)
+	if !ok {
+		return api.SessionSteerResult{}, &SteerUnsupportedError{SessionID: p.SessionID, Adapter: adapter,
+			Reason: "the adapter's CLI has no channel that takes input during a turn"}
+	}
+	if err := st.Steer(ctx, p.Task); err != nil {
+		return api.SessionSteerResult{}, &SteerUnsupportedError{SessionID: p.SessionID, Adapter: adapter, Reason: err.Error()}
+	}
+	return api.SessionSteerResult{SessionID: p.SessionID, Turn: turn, RunID: run.ID(), Steered: true}, nil
+}

@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrSessionNotFound is returned (wrapped, naming the id) for an unknown
+// session.
+var ErrSessionNotFound = errors.New("session not found")
+
+// Session is one stored session: a conversation with one adapter across
+// turns. Params is sessions.start's params as JSON (what holds for every
+// turn); Queue is the prompts waiting, as JSON, without their text.
+type Session struct {
+	ID             string
+	Adapter        string
+	State          string // idle, running or closed
+	Cwd            string
+	PermissionMode string
+	Model          string
+	Effort         string
+	Params         json.RawMessage
+	Ancestry       []string
+	AgentSessionID string
+	Turns          int
+	NextSeq        int64
+	Queue          json.RawMessage
+	WarmPgid       int
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ClosedAt       *time.Time
+	CloseReason    string
+}
+
+const sessionColumns = `id, adapter, state, cwd, permission_mode, model, effort, params, ancestry,
+	agent_session_id, turns, next_seq, queue, warm_pgid, created_at, updated_at, closed_at, close_reason`
+
+// NewSessionID returns a new session id: "ses_" and 26 characters of
+// Crockford base32, time-ordered like run ids, so a list sorts by age.
+func (s *Store) NewSessionID() string {
+	id := s.ids.next(s.now())
+	return "ses_" + strings.TrimPrefix(id, "run_")
+}
+
+// CreateSession records a new session.
+func (s *Store) CreateSession(ctx context.Context, ss Session) error {
+	if ss.ID == "" || ss.Adapter == "" {
+		return errors.New("store: a session needs an id and an adapter")
+	}
+	if ss.CreatedAt.IsZero() {
+		ss.CreatedAt = s.now()
+	}
+	ss.UpdatedAt = ss.CreatedAt
+	if ss.State == "" {
+		ss.State = "idle"
+	}
+	if ss.NextSeq == 0 {
+		ss.NextSeq = 1
+	}
+	args, err := sessionArgs(ss)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
+	if err != nil {
+		return fmt.Errorf("store: create session %s: %w", ss.ID, err)
+	}
+	return nil
+}
+
+// UpdateSession writes a session's mutable fields (state, the CLI's
+// session id, turns, next seq, queue, warm pgid, closed) and stamps it
+// updated now.
+func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
+	if ss.UpdatedAt.IsZero() {
+		ss.UpdatedAt = s.now()
+	}
+	args, err := sessionArgs(ss)
+	if err != nil {
+		return err
+	}
+	// args are in sessionColumns order; id is first.
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, agent_session_id = ?, turns = ?, next_seq = ?,
+		queue = ?, warm_pgid = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
+		args[2], args[9], args[10], args[11], args[12], args[13], args[15], args[16], args[17], ss.ID)
+	if err != nil {
+		return fmt.Errorf("store: update session %s: %w", ss.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: session %s: %w", ss.ID, ErrSessionNotFound)
+	}
+	return nil
+}
+
+// SetSessionWarmPgid records (pgid > 0) or clears (0) the process group
+// of a session's warm agent, so a daemon restarted after a crash can end a
+// group its predecessor left behind.
+func (s *Store) SetSessionWarmPgid(ctx context.Context, id string, pgid int) error {
+	var v any
+	if pgid > 0 {
+		v = pgid
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET warm_pgid = ? WHERE id = ?`, v, id); err != nil {
+		return fmt.Errorf("store: session %s: warm pgid: %w", id, err)
+	}
+	return nil
+}
+
+func sessionArgs(ss Session) ([]any, error) {
+	ancestry := ss.Ancestry
+	if ancestry == nil {
+		ancestry = []string{}
+	}
+	anc, err := json.Marshal(ancestry)
+	if err != nil {
+		return nil, err
+	}
+	params, queue := ss.Params, ss.Queue
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	if len(queue) == 0 {
+		queue = json.RawMessage("[]")
+	}
+	var pgid, closed any
+	if ss.WarmPgid > 0 {
+		pgid = ss.WarmPgid
+	}
+	if ss.ClosedAt != nil {
+		closed = ms(*ss.ClosedAt)
+	}
+	updated := ss.UpdatedAt
+	if updated.IsZero() {
+		updated = ss.CreatedAt
+	}
+	return []any{ss.ID, ss.Adapter, ss.State, ss.Cwd, ss.PermissionMode, ss.Model, ss.Effort, string(params), string(anc),
+		ss.AgentSessionID, ss.Turns, ss.NextSeq, string(queue), pgid, ms(ss.CreatedAt), ms(updated), closed, ss.CloseReason}, nil
+}
+
+// GetSession returns one session, or an error wrapping ErrSessionNotFound.
+func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
+	ss, err := scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("store: session %s: %w", id, ErrSessionNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("store: read session %s: %w", id, err)
+	}
+	return ss, nil
+}
+
+// SessionQuery selects sessions for ListSessions.
+type SessionQuery struct {
+	Adapter       string
+	State         string
+	IncludeClosed bool
+	Limit         int
+}
+
+// ListSessions returns sessions newest first.
+func (s *Store) ListSessions(ctx context.Context, q SessionQuery) ([]Session, error) {
+	limit := q.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultListLimit
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	var where []string
+	var args []any
+	if q.Adapter != "" {
+		where, args = append(where, "adapter = ?"), append(args, q.Adapter)
+	}
+	if q.State != "" {
+		where, args = append(where, "state = ?"), append(args, q.State)
+	} else if !q.IncludeClosed {
+		where = append(where, "state != 'closed'")
+	}
+	query := `SELECT ` + sessionColumns + ` FROM sessions`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY id DESC LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []Session{}
+	for rows.Next() {
+		ss, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list sessions: %w", err)
+		}
+		out = append(out, ss)
+	}
+	return out, rows.Err()
+}
+
+// SessionRuns returns the runs of a card session, in turn order.
+func (s *Store) SessionRuns(ctx context.Context, id string) ([]Run, error) {
+	return queryRuns(ctx, s.db, `SELECT `+runColumns+` FROM runs WHERE card_session_id = ? ORDER BY session_turn, id`, id)
+}
+
+// LastEvent is the highest seq stored for a run and its kind (0, "":
+// none).
+func (s *Store) LastEvent(ctx context.Context, runID string) (int64, string, error) {
+	var seq int64
+	var kind string
+	err := s.db.QueryRowContext(ctx, `SELECT seq, kind FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&seq, &kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("store: run %s: last event: %w", runID, err)
+	}
+	return seq, kind, nil
+}
+
+// OpenSessions returns every session not closed; a daemon starting reads
+// them to carry their conversations on.
+func (s *Store) OpenSessions(ctx context.Context) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE state != 'closed' ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		ss, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: open sessions: %w", err)
+		}
+		out = append(out, ss)
+	}
+	return out, rows.Err()
+}
+
+func scanSession(sc rowScanner) (Session, error) {
+	var (
+		ss                 Session
+		params, anc, queue string
+		created, updated   int64
+		pgid, closed       sql.NullInt64
+	)
+	err := sc.Scan(&ss.ID, &ss.Adapter, &ss.State, &ss.Cwd, &ss.PermissionMode, &ss.Model, &ss.Effort, &params, &anc,
+		&ss.AgentSessionID, &ss.Turns, &ss.NextSeq, &queue, &pgid, &created, &updated, &closed, &ss.CloseReason)
+	if err != nil {
+		return Session{}, err
+	}
+	ss.Params, ss.Queue = json.RawMessage(params), json.RawMessage(queue)
+	if err := json.Unmarshal([]byte(anc), &ss.Ancestry); err != nil {
+		return Session{}, fmt.Errorf("session %s: ancestry: %w", ss.ID, err)
+	}
+	ss.CreatedAt, ss.UpdatedAt = fromMs(created), fromMs(updated)
+	ss.ClosedAt = optTime(closed)
+	if pgid.Valid {
+		ss.WarmPgid = int(pgid.Int64)
+	}
+	return ss, nil
+}
