@@ -88,7 +88,7 @@ type Event struct {
 	KillAfterMs int64  `json:"kill_after_ms,omitempty" jsonschema_extras:"x-kinds=stalled"`
 	Usage       *Usage `json:"usage,omitempty" jsonschema_extras:"x-kinds=usage"`
 	// Error is the message of an "error" event, or why a retry happened.
-	Error string `json:"error,omitempty" jsonschema_extras:"x-kinds=retry,x-kinds=agent_error"`
+	Error string `json:"error,omitempty" jsonschema_extras:"x-kinds=retry,x-kinds=agent_error,x-kinds=error"`
 	// Type is the CLI's own event type, for "other".
 	Type string          `json:"type,omitempty" jsonschema_extras:"x-kinds=other"`
 	Raw  json.RawMessage `json:"raw,omitempty" jsonschema_extras:"x-kinds=other"`
