@@ -25,6 +25,9 @@ import {
   type MethodName,
   type Methods,
   type Notifications,
+  type SessionEvent,
+  type SessionsPromptParams,
+  type SessionsPromptResult,
 } from './generated.js';
 
 /**
@@ -219,6 +222,86 @@ export class RunStream implements AsyncIterable<AgentEvent> {
   }
 }
 
+export interface SessionFollowOptions {
+  /** Only the session's events after this seq (default 0: from the start). */
+  afterSeq?: number;
+  /** Aborting stops following (the session goes on); the iterator throws the signal's reason. */
+  signal?: AbortSignal;
+  /** Answers the questions of this session's turns, before the client's own onApprove. */
+  onApprove?: Approver | 'elsewhere';
+}
+
+/**
+ * A session's events across its turns (sessions.subscribe), in the
+ * session's seq order, each once, surviving reconnects like a RunStream.
+ * It follows the session until the loop breaks, the signal aborts or the
+ * client closes; a closed session's history ends the loop once replayed.
+ */
+export class SessionStream implements AsyncIterable<SessionEvent> {
+  /** The last session seq handed to the stream. */
+  lastSeq = 0;
+  /** Where a closed session's history ends (next_seq - 1); null while the session is open. */
+  private endSeq: number | null = null;
+  /** The run ids of the session's turns seen so far, so their questions go to this stream's approver. */
+  readonly runs = new Set<string>();
+  private readonly queue: SessionEvent[] = [];
+  private wake: (() => void) | null = null;
+  private ended = false;
+  private failure: Error | null = null;
+
+  constructor(
+    private readonly client: Client,
+    readonly sessionId: string,
+    readonly onApprove: Approver | 'elsewhere' | undefined,
+  ) {}
+
+  /** @internal */
+  push(ev: SessionEvent): void {
+    if (this.ended || ev.seq <= this.lastSeq) return;
+    this.lastSeq = ev.seq;
+    this.runs.add(ev.event.run_id);
+    this.queue.push(ev);
+    if (this.endSeq !== null && this.lastSeq >= this.endSeq) this.finish();
+    this.poke();
+  }
+
+  /** @internal The session is closed: its history ends at seq. */
+  closedAt(seq: number): void {
+    this.endSeq = seq;
+    if (this.lastSeq >= seq) { this.finish(); this.poke(); }
+  }
+
+  /** @internal */
+  fail(err: Error): void {
+    if (this.ended) return;
+    this.failure = err;
+    this.finish();
+    this.poke();
+  }
+
+  /** @internal */
+  get finished(): boolean { return this.ended; }
+
+  private finish() { this.ended = true; this.client.detachSession(this); }
+  private poke() { const w = this.wake; this.wake = null; w?.(); }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<SessionEvent> {
+    try {
+      for (;;) {
+        const ev = this.queue.shift();
+        if (ev) { yield ev; continue; }
+        if (this.ended) {
+          if (this.failure) throw this.failure;
+          return;
+        }
+        await new Promise<void>((r) => { this.wake = r; });
+      }
+    } finally {
+      if (!this.ended) this.finish();
+    }
+  }
+}
+
 /**
  * One connection to the card daemon, kept: when the socket drops (the
  * daemon restarted, the machine slept) it reconnects with backoff, finding
@@ -237,6 +320,7 @@ export class Client extends MethodsBase {
   private ready: Promise<MessageConnection>;
   private closed = false;
   private readonly streams = new Map<string, RunStream>();
+  private readonly sessionStreams = new Map<string, Set<SessionStream>>();
   private readonly starting = new Set<RunStream>();
   private readonly early = new Map<string, AgentEvent[]>();
   private readonly listeners = new Map<string, Set<(params: never) => void>>();
@@ -269,6 +353,10 @@ export class Client extends MethodsBase {
     conn.onNotification((method: string, params: unknown) => {
       for (const l of this.listeners.get(method) ?? []) (l as (p: unknown) => void)(params);
     });
+    conn.onNotification('sessions.event', (ev: SessionEvent) => {
+      for (const l of this.listeners.get('sessions.event') ?? []) (l as (p: SessionEvent) => void)(ev);
+      for (const st of this.sessionStreams.get(ev.session_id) ?? []) st.push(ev);
+    });
     conn.onRequest('agents.approve', (q: ApproveParams, token) => this.approve(q, token));
     conn.onClose(() => this.dropped(conn, new ConnectionLostError('the connection to the daemon closed')));
     conn.onError(() => {});
@@ -279,7 +367,9 @@ export class Client extends MethodsBase {
   }
 
   private async approve(q: ApproveParams, token: { isCancellationRequested: boolean; onCancellationRequested: (l: () => void) => Disposable }): Promise<ApproveAnswer | ResponseError> {
-    const handler = this.streams.get(q.run_id)?.onApprove ?? this.opts.onApprove;
+    let handler = this.streams.get(q.run_id)?.onApprove;
+    for (const set of this.sessionStreams.values()) for (const st of set) if (!handler && st.runs.has(q.run_id)) handler = st.onApprove;
+    handler ??= this.opts.onApprove;
     if (!handler) return new ResponseError(-32601, 'this client answers no agents.approve questions');
     const ac = new AbortController();
     token.onCancellationRequested(() => ac.abort());
@@ -339,7 +429,7 @@ export class Client extends MethodsBase {
       this.closed = true;
       this.ready = Promise.reject(err);
       this.ready.catch(() => {});
-      for (const s of [...this.streams.values(), ...this.starting]) s.fail(err);
+      for (const s of this.allStreams()) s.fail(err);
       return;
     }
     this.opts.onDisconnect?.(err);
@@ -361,6 +451,7 @@ export class Client extends MethodsBase {
         if (this.closed) { conn.dispose(); this.ws?.terminate(); throw new ConnectionLostError('the client was closed'); }
         this.ready = Promise.resolve(conn);
         for (const s of [...this.streams.values()]) void this.resubscribe(s, s.lastSeq);
+        for (const set of this.sessionStreams.values()) for (const st of set) void this.subscribeSession(st);
         this.opts.onReconnect?.();
         return conn;
       } catch (err) {
@@ -368,7 +459,7 @@ export class Client extends MethodsBase {
         if (Date.now() > deadline) {
           const gaveUp = new ConnectionLostError(`gave up reconnecting to the daemon: ${last.message}`, { cause: last });
           this.closed = true;
-          for (const s of [...this.streams.values(), ...this.starting]) s.fail(gaveUp);
+          for (const s of this.allStreams()) s.fail(gaveUp);
           throw gaveUp;
         }
       }
@@ -471,6 +562,86 @@ export class Client extends MethodsBase {
     return s;
   }
 
+  /**
+   * Follows a session across its turns (sessions.subscribe):
+   *
+   *     for await (const { turn, event } of client.followSession(id)) …
+   */
+  followSession(sessionId: string, opts: SessionFollowOptions = {}): SessionStream {
+    const st = new SessionStream(this, sessionId, opts.onApprove);
+    st.lastSeq = opts.afterSeq ?? 0;
+    const set = this.sessionStreams.get(sessionId) ?? new Set();
+    set.add(st);
+    this.sessionStreams.set(sessionId, set);
+    const { signal } = opts;
+    if (signal?.aborted) { st.fail(abortReason(signal)); return st; }
+    signal?.addEventListener('abort', () => st.fail(abortReason(signal)), { once: true });
+    void this.subscribeSession(st);
+    return st;
+  }
+
+  /**
+   * Sends a prompt to a session and yields the events of its turn, from
+   * its first to its terminal one, whether it started at once or waited in
+   * the queue. result resolves with sessions.prompt's answer.
+   */
+  prompt(params: SessionsPromptParams, opts: { signal?: AbortSignal; onApprove?: Approver | 'elsewhere' } = {}): AsyncIterable<AgentEvent> & { result: Promise<SessionsPromptResult> } {
+    const ac = new AbortController();
+    const stop = () => ac.abort(opts.signal?.reason);
+    opts.signal?.addEventListener('abort', stop, { once: true });
+    const self = this;
+    const started = (async () => {
+      const { next_seq } = await self.sessionsGet({ session_id: params.session_id });
+      const st = self.followSession(params.session_id, { afterSeq: next_seq - 1, signal: ac.signal, ...(opts.onApprove ? { onApprove: opts.onApprove } : {}) });
+      try {
+        return { st, res: await self.sessionsPrompt(params) };
+      } catch (err) {
+        st.fail(err as Error);
+        throw err;
+      }
+    })();
+    started.catch(() => {});
+    const result = started.then((x) => x.res);
+    result.catch(() => {});
+    return {
+      result,
+      async *[Symbol.asyncIterator]() {
+        const { st, res } = await started;
+        try {
+          for await (const ev of st) {
+            if (ev.turn !== res.turn) continue;
+            yield ev.event;
+            if (isTerminal(ev.event)) return;
+          }
+        } finally {
+          opts.signal?.removeEventListener('abort', stop);
+          ac.abort();
+        }
+      },
+    };
+  }
+
+  private async subscribeSession(st: SessionStream): Promise<void> {
+    try {
+      const r = await this.call('sessions.subscribe', { session_id: st.sessionId, after_seq: st.lastSeq });
+      if (!r.live) st.closedAt(r.next_seq - 1);
+    } catch (err) {
+      if (err instanceof ConnectionLostError) return;
+      st.fail(err as Error);
+    }
+  }
+
+  /** @internal */
+  detachSession(st: SessionStream): void {
+    const set = this.sessionStreams.get(st.sessionId);
+    set?.delete(st);
+    if (set?.size === 0) this.sessionStreams.delete(st.sessionId);
+  }
+
+  private allStreams(): Array<RunStream | SessionStream> {
+    return [...this.streams.values(), ...this.starting, ...[...this.sessionStreams.values()].flatMap((set) => [...set])];
+  }
+
   /** Calls handler with every notification of that method on this connection (after reconnects too); returns what removes it. */
   on<N extends keyof Notifications>(method: N, handler: (params: Notifications[N]) => void): () => void;
   on(method: string, handler: (params: unknown) => void): () => void;
@@ -485,7 +656,7 @@ export class Client extends MethodsBase {
   close(): void {
     this.closed = true;
     const err = new ConnectionLostError('the client was closed');
-    for (const s of [...this.streams.values(), ...this.starting]) s.fail(err);
+    for (const s of this.allStreams()) s.fail(err);
     this.conn?.dispose();
     this.ws?.close();
     this.conn = null;

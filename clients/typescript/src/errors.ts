@@ -87,16 +87,17 @@ export interface ErrorData {
   access_denied: { method: string; access: string; grants: string[]; origin?: string; config_key?: string; param?: string; [k: string]: unknown };
   too_many_subscriptions: { open: number; max_subscriptions_per_connection: number; config_key: string };
   session_in_use: { session_id: string; run_id: string };
+  /** A daily or monthly budget (budget, scope, period, …) or a session's cap (kind budget, cap, field, session_id). */
   budget_exceeded: {
-    budget: string; scope: string; period: string; limit: number; spent: number; in_flight: number;
-    in_flight_runs?: number; resets_at: string; config_key: string; run_id?: string;
+    budget?: string; scope?: string; period?: string; limit: number; spent: number; in_flight?: number;
+    in_flight_runs?: number; resets_at?: string; config_key?: string; run_id?: string;
+    kind?: 'budget'; cap?: string; field?: string; session_id?: string;
   };
-  // Reserved for sessions; their data names the session.
-  session_not_found: { session_id: string; [k: string]: unknown };
-  session_closed: { session_id: string; [k: string]: unknown };
-  session_queue_full: { session_id: string; [k: string]: unknown };
-  steer_unsupported: { session_id?: string; adapter?: string; [k: string]: unknown };
-  adapter_gone: { session_id?: string; adapter?: string; [k: string]: unknown };
+  session_not_found: { field: 'session_id'; session_id: string };
+  session_closed: { field: 'session_id'; session_id: string; close_reason: string };
+  session_queue_full: { session_id: string; queued: number; max_queue: number; config_key: string };
+  steer_unsupported: { session_id: string; adapter: string; reason: string };
+  adapter_gone: { field: 'session_id'; session_id: string; adapter: string; reason: string; run_id?: string };
 }
 // Every name the daemon's schema has must be in the table above.
 type Missing = Exclude<ErrorName, keyof ErrorData>;

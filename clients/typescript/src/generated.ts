@@ -139,6 +139,14 @@ export interface AgentEventApprovalDecided extends AgentEventBase {
 }
 
 /**
+ * An AgentEvent of kind prompt_queued.
+ */
+export interface AgentEventPromptQueued extends AgentEventBase {
+  kind: "prompt_queued";
+  queued?: QueuedPrompt;
+}
+
+/**
  * An AgentEvent of kind done.
  */
 export interface AgentEventDone extends AgentEventBase {
@@ -152,6 +160,7 @@ export interface AgentEventDone extends AgentEventBase {
  */
 export interface AgentEventError extends AgentEventBase {
   kind: "error";
+  error?: string;
   result?: InvokeResult;
   status?: string;
 }
@@ -174,11 +183,12 @@ export type AgentEvent =
   | AgentEventAgentError
   | AgentEventApprovalRequested
   | AgentEventApprovalDecided
+  | AgentEventPromptQueued
   | AgentEventDone
   | AgentEventError;
 
 /** The kinds of AgentEvent, in the daemon's order. */
-export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "other", "agent_error", "approval_requested", "approval_decided", "done", "error"] as const;
+export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "done", "error"] as const;
 export type AgentEventKind = (typeof agentEventKinds)[number];
 
 export interface Approval {
@@ -644,6 +654,14 @@ export interface PruneResult {
   runs: number;
 }
 
+export interface QueuedPrompt {
+  attachments: number;
+  position: number;
+  queued_at: string;
+  task_bytes: number;
+  turn: number;
+}
+
 export interface ReadBytesParams {
   length?: number;
   offset?: number;
@@ -659,6 +677,7 @@ export interface Run {
   ancestry: string[];
   answer?: string;
   attachments?: AttachmentRecord[];
+  card_session_id?: string;
   created_at: string;
   cwd?: string;
   duration_ms?: number;
@@ -673,6 +692,8 @@ export interface Run {
   refusal_reason?: string;
   run_id: string;
   session_id?: string;
+  session_seq_base?: number;
+  session_turn?: number;
   started_at?: string;
   state?: string;
   status: string;
@@ -706,6 +727,7 @@ export interface RunRecord {
   approvals_total?: number;
   approvals_truncated?: boolean;
   attachments?: AttachmentRecord[];
+  card_session_id?: string;
   created_at: string;
   cwd?: string;
   duration_ms?: number;
@@ -720,6 +742,8 @@ export interface RunRecord {
   refusal_reason?: string;
   run_id: string;
   session_id?: string;
+  session_seq_base?: number;
+  session_turn?: number;
   started_at?: string;
   state?: string;
   status: string;
@@ -733,6 +757,29 @@ export interface RunRecord {
   usage?: Usage;
 }
 
+export interface Session {
+  adapter: string;
+  agent_session_id?: string;
+  ancestry: string[];
+  close_reason?: string;
+  closed_at?: string;
+  created_at: string;
+  current_run_id?: string;
+  cwd: string;
+  model?: string;
+  next_seq: number;
+  permission_mode: string;
+  pid?: number;
+  queue: QueuedPrompt[];
+  session_id: string;
+  state: string;
+  total_cost_usd: number;
+  turns: number;
+  updated_at: string;
+  usage: Usage;
+  warm: boolean;
+}
+
 export interface SessionAuthParams {
   agent_id?: string;
   host_token?: string;
@@ -743,6 +790,102 @@ export interface SessionAuthParams {
 export interface SessionAuthResult {
   auth_enabled: boolean;
   ok: boolean;
+}
+
+export interface SessionCancelParams {
+  clear_queue?: boolean;
+  session_id: string;
+}
+
+export interface SessionCancelResult {
+  cancelled: boolean;
+  cleared: number;
+  reason?: string;
+  run_id?: string;
+  session_id: string;
+}
+
+export interface SessionEvent {
+  event: AgentEvent;
+  seq: number;
+  session_id: string;
+  turn: number;
+}
+
+export interface SessionIDParams {
+  session_id: string;
+}
+
+export interface SessionList {
+  sessions: Session[];
+}
+
+export interface SessionListParams {
+  adapter?: string;
+  include_closed?: boolean;
+  limit?: number;
+  state?: string;
+}
+
+export interface SessionPromptParams {
+  attachments?: Attachment[];
+  session_id: string;
+  task: string;
+}
+
+export interface SessionPromptResult {
+  position?: number;
+  queued: boolean;
+  run_id?: string;
+  session_id: string;
+  turn: number;
+}
+
+export interface SessionStartParams {
+  acknowledge_unenforced_read_only?: boolean;
+  allowed_tools?: string[];
+  approval_timeout_secs?: number;
+  cwd?: string;
+  effort?: string;
+  id: string;
+  invoked_by?: string;
+  max_api_retries?: number;
+  max_cost_usd?: number;
+  max_tokens?: number;
+  mcp_endpoint?: string;
+  model?: string;
+  permission_mode?: string;
+  require_attachments?: boolean;
+  stall_kill_secs?: number;
+  stall_secs?: number;
+  system_prompt?: string;
+  system_prompt_append?: boolean;
+  timeout_secs?: number;
+  warm?: boolean;
+}
+
+export interface SessionSteerParams {
+  session_id: string;
+  task: string;
+}
+
+export interface SessionSteerResult {
+  run_id: string;
+  session_id: string;
+  steered: boolean;
+  turn: number;
+}
+
+export interface SessionSubscribeParams {
+  after_seq?: number;
+  session_id: string;
+}
+
+export interface SessionSubscribeResult {
+  live: boolean;
+  next_seq: number;
+  session_id: string;
+  state: string;
 }
 
 export interface SubscribeParams {
@@ -1390,6 +1533,258 @@ export interface ServerHandshakeParams {
 export type ServerHandshakeResult = HandshakeResult;
 
 /**
+ * Params of sessions.cancel.
+ */
+export interface SessionsCancelParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * Drop the queued prompts too (each recorded as a refused turn); without it the next one runs
+   * once the turn has ended.
+   */
+  clear_queue?: boolean;
+}
+
+/**
+ * Result of sessions.cancel.
+ */
+export type SessionsCancelResult = SessionCancelResult;
+
+/**
+ * Params of sessions.close.
+ */
+export interface SessionsCloseParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+}
+
+/**
+ * Result of sessions.close.
+ */
+export type SessionsCloseResult = Session;
+
+/**
+ * Params of sessions.get.
+ */
+export interface SessionsGetParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+}
+
+/**
+ * Result of sessions.get.
+ */
+export type SessionsGetResult = Session;
+
+/**
+ * Params of sessions.list.
+ */
+export interface SessionsListParams {
+  /**
+   * Only the sessions of this adapter id.
+   */
+  adapter?: string;
+  /**
+   * Only the sessions in this state: idle, running, waiting_approval or closed.
+   */
+  state?: string;
+  /**
+   * List closed sessions too; they are left out by default.
+   */
+  include_closed?: boolean;
+  /**
+   * How many sessions to answer, newest first: default 50, at most 500.
+   */
+  limit?: number;
+}
+
+/**
+ * Result of sessions.list.
+ */
+export type SessionsListResult = SessionList;
+
+/**
+ * Params of sessions.prompt.
+ */
+export interface SessionsPromptParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * The prompt for this turn, handed to the agent on its stdin (or its warm agent's channel).
+   */
+  task: string;
+  /**
+   * Images for the agent (PNG, JPEG, GIF or WebP): each a path on this machine, or base64 data
+   * with its MIME type, with an optional name.
+   */
+  attachments?: Attachment[];
+}
+
+/**
+ * Result of sessions.prompt.
+ */
+export type SessionsPromptResult = SessionPromptResult;
+
+/**
+ * Params of sessions.start.
+ */
+export interface SessionsStartParams {
+  /**
+   * The adapter of the conversation: one of the ids agents.detect lists.
+   */
+  id: string;
+  /**
+   * The adapter id of the calling host when the host is itself an agent; the loop guard refuses a
+   * run that would start an agent already in the chain.
+   */
+  invoked_by?: string;
+  /**
+   * The directory the agent works in: absolute and existing. Optional only in read_only (then the
+   * daemon user's home); edit, ask and bypass need it, and some directories are refused for them.
+   */
+  cwd?: string;
+  /**
+   * What the agent may do: read_only (the default), edit (change files under cwd), ask (every
+   * other tool call becomes an agents.approve question) or bypass (only where the operator allows
+   * it).
+   */
+  permission_mode?: string;
+  /**
+   * Narrow the mode's tools to these, one tool or pattern per entry; [] means no tools. Refused
+   * for an adapter that cannot narrow its tools.
+   */
+  allowed_tools?: string[];
+  /**
+   * The model the agent should use, in the agent's own naming.
+   */
+  model?: string;
+  /**
+   * How hard the model should think: low, medium, high, xhigh or max; refused by the agents that
+   * take no effort setting.
+   */
+  effort?: string;
+  /**
+   * Replace the agent's system prompt with this text (or add to it with system_prompt_append). It
+   * reaches the agent in a private file, never on its command line.
+   */
+  system_prompt?: string;
+  /**
+   * Add system_prompt to the agent's own system prompt instead of replacing it.
+   */
+  system_prompt_append?: boolean;
+  /**
+   * The URL of an MCP server (streamable HTTP) to hand the agent for this run; refused, naming
+   * why, by the agents whose CLI cannot take one. Empty means none.
+   */
+  mcp_endpoint?: string;
+  /**
+   * In ask mode, how long a question waits for an answer before card denies the tool call: 1 to
+   * 3600, default from card.toml (120). Refused in the other modes.
+   */
+  approval_timeout_secs?: number;
+  /**
+   * Set to run read_only on an adapter whose read-only mode nothing enforces
+   * (read_only_enforcement not_enforced): you accept that read-only is then only what the model is
+   * told.
+   */
+  acknowledge_unenforced_read_only?: boolean;
+  /**
+   * Refuse the request instead of running an adapter that cannot take the attachments (it would
+   * run without them).
+   */
+  require_attachments?: boolean;
+  /**
+   * End each turn after this many seconds: 1 to 3600, default 300.
+   */
+  timeout_secs?: number;
+  /**
+   * How many times in a row the agent may retry a failing model call (rate limit, overload,
+   * network) before card ends the run: 0 to 10, default from card.toml (3).
+   */
+  max_api_retries?: number;
+  /**
+   * After this many seconds with no output from the agent (a question waiting or an announced
+   * retry delay does not count) the run is reported stalled: 1 to 3600, default stall_secs from
+   * card.toml (300).
+   */
+  stall_secs?: number;
+  /**
+   * After this many seconds with no output the run is ended, its process group killed, with error
+   * kind stalled: more than stall_secs, at most 3600; 0 or absent (the default, from card.toml)
+   * never ends a quiet run.
+   */
+  stall_kill_secs?: number;
+  /**
+   * A cap on what the whole session may spend, in US dollars as the agent reports them; each turn
+   * gets what is left as its own cap, and once it is spent the next prompt is refused
+   * (budget_exceeded).
+   */
+  max_cost_usd?: number;
+  /**
+   * A cap on the input plus output tokens of the whole session; each turn gets what is left, and
+   * once it is spent the next prompt is refused (budget_exceeded).
+   */
+  max_tokens?: number;
+  /**
+   * Start the agent's process now, where the adapter can keep one across turns, so the first turn
+   * does not wait for the CLI's start-up.
+   */
+  warm?: boolean;
+}
+
+/**
+ * Result of sessions.start.
+ */
+export type SessionsStartResult = Session;
+
+/**
+ * Params of sessions.steer.
+ */
+export interface SessionsSteerParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * The text to add to the running turn, over a warm agent whose CLI takes input during a turn.
+   */
+  task: string;
+}
+
+/**
+ * Result of sessions.steer.
+ */
+export type SessionsSteerResult = SessionSteerResult;
+
+/**
+ * Params of sessions.subscribe.
+ */
+export interface SessionsSubscribeParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * Replay only the session's events after this seq (0: from the start), across turns, then follow
+   * the session live until it closes.
+   */
+  after_seq?: number;
+}
+
+/**
+ * Result of sessions.subscribe.
+ */
+export type SessionsSubscribeResult = SessionSubscribeResult;
+
+/**
  * Result of substrate.info.
  */
 export type SubstrateInfoResult = SubstrateInfo;
@@ -1638,6 +2033,14 @@ export interface Methods {
   "runs.subscribe": { params: RunsSubscribeParams; result: RunsSubscribeResult; access: "read"; errors: "run_not_found" | "too_many_subscriptions" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "server.handshake": { params: ServerHandshakeParams; result: ServerHandshakeResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "session.auth": { params: SessionAuthParams; result: SessionAuthResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.cancel": { params: SessionsCancelParams; result: SessionsCancelResult; access: "agents"; errors: "session_not_found" | "session_closed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.close": { params: SessionsCloseParams; result: SessionsCloseResult; access: "agents"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.get": { params: SessionsGetParams; result: SessionsGetResult; access: "read"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.list": { params: SessionsListParams; result: SessionsListResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.prompt": { params: SessionsPromptParams; result: SessionsPromptResult; access: "agents"; errors: "session_not_found" | "session_closed" | "session_queue_full" | "adapter_gone" | "guard_refused" | "agent_unusable" | "too_many_runs" | "budget_exceeded" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
+  "sessions.start": { params: SessionsStartParams; result: SessionsStartResult; access: "agents"; errors: "guard_refused" | "bypass_not_allowed" | "agent_not_installed" | "agent_unusable" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
+  "sessions.steer": { params: SessionsSteerParams; result: SessionsSteerResult; access: "agents"; errors: "session_not_found" | "session_closed" | "steer_unsupported" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.subscribe": { params: SessionsSubscribeParams; result: SessionsSubscribeResult; access: "read"; errors: "session_not_found" | "too_many_subscriptions" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "substrate.info": { params: SubstrateInfoParams; result: SubstrateInfoResult; access: "read"; errors: "substrate_read_only" | "substrate_failed" | "substrate_transport" | "substrate_not_supported" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "substrate.path_state": { params: SubstratePathStateParams; result: SubstratePathStateResult; access: "host"; errors: "substrate_read_only" | "substrate_failed" | "substrate_transport" | "substrate_not_supported" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "substrate.pty_input": { params: SubstratePtyInputParams; result: SubstratePtyInputResult; access: "host"; errors: "substrate_read_only" | "substrate_failed" | "substrate_transport" | "substrate_not_supported" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
@@ -1673,6 +2076,14 @@ export const methodAccess: { readonly [M in MethodName]: Methods[M]['access'] } 
   "runs.subscribe": "read",
   "server.handshake": "read",
   "session.auth": "read",
+  "sessions.cancel": "agents",
+  "sessions.close": "agents",
+  "sessions.get": "read",
+  "sessions.list": "read",
+  "sessions.prompt": "agents",
+  "sessions.start": "agents",
+  "sessions.steer": "agents",
+  "sessions.subscribe": "read",
   "substrate.info": "read",
   "substrate.path_state": "host",
   "substrate.pty_input": "host",
@@ -1814,6 +2225,62 @@ export abstract class MethodsBase {
     return this.call("session.auth", params, opts);
   }
   /**
+   * End the session's running turn (its run ends cancelled); with clear_queue, drop the queued
+   * prompts too.
+   */
+  sessionsCancel(params: SessionsCancelParams, opts?: CallOptions): Promise<SessionsCancelResult> {
+    return this.call("sessions.cancel", params, opts);
+  }
+  /**
+   * End the session: its running turn is cancelled, its queue dropped (recorded), its warm agent
+   * ended; its history stays.
+   */
+  sessionsClose(params: SessionsCloseParams, opts?: CallOptions): Promise<SessionsCloseResult> {
+    return this.call("sessions.close", params, opts);
+  }
+  /**
+   * One session: its state (idle, running, waiting_approval, closed), turns, queue, the CLI's
+   * session id, warm agent, spending and next seq.
+   */
+  sessionsGet(params: SessionsGetParams, opts?: CallOptions): Promise<SessionsGetResult> {
+    return this.call("sessions.get", params, opts);
+  }
+  /**
+   * The sessions, newest first: open ones by default, closed ones too with include_closed; filter
+   * by adapter and state.
+   */
+  sessionsList(params?: SessionsListParams, opts?: CallOptions): Promise<SessionsListResult> {
+    return this.call("sessions.list", params, opts);
+  }
+  /**
+   * One turn: run the prompt now if the session is idle, else queue it (FIFO, [sessions]
+   * max_queue); the answer says which turn and where it waits.
+   */
+  sessionsPrompt(params: SessionsPromptParams, opts?: CallOptions): Promise<SessionsPromptResult> {
+    return this.call("sessions.prompt", params, opts);
+  }
+  /**
+   * Start a conversation with an adapter: what holds for every turn (cwd, mode, model, caps, …);
+   * nothing runs until the first prompt.
+   */
+  sessionsStart(params: SessionsStartParams, opts?: CallOptions): Promise<SessionsStartResult> {
+    return this.call("sessions.start", params, opts);
+  }
+  /**
+   * Add input to the running turn, where the agent's CLI has a channel for it; refused with the
+   * reason elsewhere.
+   */
+  sessionsSteer(params: SessionsSteerParams, opts?: CallOptions): Promise<SessionsSteerResult> {
+    return this.call("sessions.steer", params, opts);
+  }
+  /**
+   * Replay a session's events after after_seq as sessions.event notifications, across its turns,
+   * then follow it live until it closes.
+   */
+  sessionsSubscribe(params: SessionsSubscribeParams, opts?: CallOptions): Promise<SessionsSubscribeResult> {
+    return this.call("sessions.subscribe", params, opts);
+  }
+  /**
    * Which environment the substrate methods act on: its name, whether it is the local host,
    * whether it has a PTY, whether it is read-only.
    */
@@ -1915,11 +2382,18 @@ export type AgentsEventNotification = AgentEvent;
  */
 export type RunsSubscriptionEndedNotification = SubscriptionEnded;
 
+/**
+ * sessions.event: One event of a session: {session_id, seq, turn, event}, event being the turn's
+ * run event whole (agents.event's shape); seq counts across turns from 1.
+ */
+export type SessionsEventNotification = SessionEvent;
+
 /** Every notification the daemon sends, by method. */
 export interface Notifications {
   "agents.chat.event": AgentsChatEventNotification;
   "agents.event": AgentsEventNotification;
   "runs.subscription_ended": RunsSubscriptionEndedNotification;
+  "sessions.event": SessionsEventNotification;
 }
 
 /** Every request the daemon sends a client, by method: the params it sends and the result it expects. */
@@ -2012,6 +2486,29 @@ export const errorCodes = {
    * names it.
    */
   session_in_use: -32042,
+  /**
+   * No session with that session_id; data names it.
+   */
+  session_not_found: -32043,
+  /**
+   * The session was closed and takes no more prompts; data names it and why it closed.
+   */
+  session_closed: -32044,
+  /**
+   * The session already holds [sessions] max_queue prompts behind its running turn; the prompt was
+   * refused, not queued.
+   */
+  session_queue_full: -32045,
+  /**
+   * The running turn cannot take more input: no turn runs, the turn is cold, or the adapter's CLI
+   * has no channel for it; data.reason says which.
+   */
+  steer_unsupported: -32046,
+  /**
+   * The session's adapter is no longer installed or usable; data names the adapter and detection's
+   * reason.
+   */
+  adapter_gone: -32047,
   /**
    * A daily or monthly budget in card.toml ([budget]) is reached, counting what the runs in flight
    * reserve; data names the budget, its scope (an adapter or all), period, limit, spent, in_flight

@@ -2,8 +2,8 @@
 // call its methods typed from its own schema, and stream runs as async
 // iterables that survive reconnects.
 export * from './generated.js';
-export { Client, RunStream, connect } from './client.js';
-export type { Approver, ClientOptions, FollowOptions, InvokeOptions, ReconnectOptions } from './client.js';
+export { Client, RunStream, SessionStream, connect } from './client.js';
+export type { Approver, ClientOptions, FollowOptions, InvokeOptions, ReconnectOptions, SessionFollowOptions } from './client.js';
 export { DialError, dial, findDaemon, open, type Endpoint } from './connect.js';
 export { CardError, ConnectionLostError, ListenerError, NoDaemonError, TokenRejectedError, isCardError, type ErrorData } from './errors.js';
 export { HomeError, checkHome, readDiscovery, readToken, resolveHome, serveCommand, type Discovery } from './home.js';

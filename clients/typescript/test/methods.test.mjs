@@ -86,6 +86,30 @@ const calls = {
     assert.match(out, /ping/);
   },
   'substrate.pty_kill': async (c, x) => { assert.equal((await c.substratePtyKill({ pid: x.pty })).ok, true); },
+  'sessions.start': async (c, x) => {
+    const s = await c.sessionsStart({ id: 'claude-code', cwd: x.home });
+    assert.equal(s.state, 'idle');
+    x.session = s.session_id;
+  },
+  'sessions.prompt': async (c, x) => {
+    const r = await c.sessionsPrompt({ session_id: x.session, task: 'SLOW: take your time.' });
+    assert.equal(r.turn, 1);
+    assert.match(r.run_id ?? '', /^run_/);
+  },
+  'sessions.steer': async (c, x) => {
+    await assert.rejects(c.sessionsSteer({ session_id: x.session, task: 'and more' }), (e) => isCardError(e, 'steer_unsupported') && e.data.session_id === x.session);
+  },
+  'sessions.subscribe': async (c, x) => {
+    const r = await c.sessionsSubscribe({ session_id: x.session });
+    assert.equal(r.live, true);
+  },
+  'sessions.get': async (c, x) => { assert.equal((await c.sessionsGet({ session_id: x.session })).turns, 1); },
+  'sessions.list': async (c, x) => { assert.ok((await c.sessionsList({})).sessions.some((s) => s.session_id === x.session)); },
+  'sessions.cancel': async (c, x) => { assert.equal((await c.sessionsCancel({ session_id: x.session })).cancelled, true); },
+  'sessions.close': async (c, x) => {
+    assert.equal((await c.sessionsClose({ session_id: x.session })).state, 'closed');
+    await assert.rejects(c.sessionsPrompt({ session_id: x.session, task: 'x' }), (e) => isCardError(e, 'session_closed') && e.data.session_id === x.session);
+  },
 };
 
 test('the table calls every method the daemon lists, and no other', () => {
