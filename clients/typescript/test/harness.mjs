@@ -34,7 +34,7 @@ export function binaries() {
 /** A private temp directory removed after the test. */
 export function tempDir(t, name = 'card-ts-') {
   const d = mkdtempSync(join(tmpdir(), name));
-  t.after(() => rmSync(d, { recursive: true, force: true }));
+  t.after(() => rmSync(d, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }));
   return d;
 }
 
@@ -47,7 +47,15 @@ export function tempDir(t, name = 'card-ts-') {
  */
 export async function startDaemon(t, o = {}) {
   const { card } = binaries();
-  const home = o.home ?? join(tempDir(t), 'home');
+  // Its own directory, removed only once the daemon (and any restart of
+  // it) has stopped writing there: hooks run in the order they were added.
+  const dir = mkdtempSync(join(tmpdir(), 'card-ts-'));
+  const home = o.home ?? join(dir, 'home');
+  const stops = [];
+  t.after(async () => {
+    for (const stop of stops) await stop();
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
+  });
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const env = {
     PATH: '/usr/bin:/bin',
@@ -56,8 +64,13 @@ export async function startDaemon(t, o = {}) {
     ANTHROPIC_API_KEY: 'sk-ant-test-not-a-key',
   };
   const d = await serve(card, { home, env, config: o.config ?? 'login_shell_path = false\n' });
-  t.after(() => d.stop('SIGKILL'));
-  return { ...d, env, card, restart: () => serve(card, { home, env }) };
+  stops.push(() => d.stop('SIGKILL'));
+  const restart = async () => {
+    const again = await serve(card, { home, env });
+    stops.push(() => again.stop('SIGKILL'));
+    return again;
+  };
+  return { ...d, env, card, restart };
 }
 
 /** Runs fn with CARD_HOME set to home, restoring it after. */
