@@ -346,15 +346,16 @@ export class Client extends MethodsBase {
     const conn = createMessageConnection(new WsReader(ws), new WsWriter(ws));
     conn.onNotification('agents.event', (ev: AgentEvent) => this.route(ev));
     conn.onNotification('runs.subscription_ended', (p: Notifications['runs.subscription_ended']) => {
+      this.emit('runs.subscription_ended', p);
       // Cut off for being too far behind: go on from where it stopped.
       const s = this.streams.get(p.run_id);
       if (s) void this.resubscribe(s, Math.min(s.lastSeq, p.next_seq - 1));
     });
-    conn.onNotification((method: string, params: unknown) => {
-      for (const l of this.listeners.get(method) ?? []) (l as (p: unknown) => void)(params);
-    });
+    // Every other notification (a method with a handler above is not
+    // passed to this one).
+    conn.onNotification((method: string, params: unknown) => this.emit(method, params));
     conn.onNotification('sessions.event', (ev: SessionEvent) => {
-      for (const l of this.listeners.get('sessions.event') ?? []) (l as (p: SessionEvent) => void)(ev);
+      this.emit('sessions.event', ev);
       for (const st of this.sessionStreams.get(ev.session_id) ?? []) st.push(ev);
     });
     conn.onRequest('agents.approve', (q: ApproveParams, token) => this.approve(q, token));
@@ -389,8 +390,14 @@ export class Client extends MethodsBase {
     return answer ?? leave();
   }
 
+  private emit(method: string, params: unknown): void {
+    for (const l of this.listeners.get(method) ?? []) {
+      try { (l as (p: unknown) => void)(params); } catch { /* a listener's failure is its own */ }
+    }
+  }
+
   private route(ev: AgentEvent): void {
-    for (const l of this.listeners.get('agents.event') ?? []) (l as (p: AgentEvent) => void)(ev);
+    this.emit('agents.event', ev);
     const s = this.streams.get(ev.run_id);
     if (s) { s.push(ev); return; }
     if (this.starting.size > 0) {
@@ -533,10 +540,10 @@ export class Client extends MethodsBase {
     const { signal } = opts;
     const cancel = () => {
       s.abort(abortReason(signal!));
-      void s.id().then(async (id) => {
+      s.id().then(async (id) => {
         try { await this.agentsCancel({ run_id: id }); } catch { /* ended meanwhile */ }
         s.fail(abortReason(signal!));
-      });
+      }, () => { /* refused: nothing to cancel */ });
     };
     if (signal?.aborted) { s.fail(abortReason(signal)); return s; }
     signal?.addEventListener('abort', cancel, { once: true });

@@ -9,6 +9,8 @@ test('a streamed run yields its events in seq order, the terminal one last, with
   const d = await startDaemon(t);
   const client = await connect({ home: d.home });
   t.after(() => client.close());
+  const heard = [];
+  const off = client.on('agents.event', (ev) => heard.push(ev.seq));
   const run = client.invoke({ id: 'claude-code', task: 'Reply with PONG.', cwd: d.home });
   const kinds = [];
   let text = '';
@@ -17,6 +19,8 @@ test('a streamed run yields its events in seq order, the terminal one last, with
     if (ev.kind === 'text') text += ev.text ?? '';
   }
   assert.deepEqual(kinds, ['1:session', '2:text', '3:usage', '4:done']);
+  assert.deepEqual(heard, [1, 2, 3, 4], 'a listener hears every agents.event too');
+  off();
   assert.equal(text, 'PONG from fake anthropic');
   assert.match(run.runId ?? '', /^run_\w+$/);
   assert.equal(run.result?.status, 'succeeded');
