@@ -139,12 +139,17 @@ function paramsSchema(params) {
  * x-kinds: one member per kind with the fields of that kind.
  * @param {string} base the schema's name
  * @param {any} s
+ * @param {Record<string, string>} [docs] descriptions of its fields by name
  * @returns {{ text: string, kinds: string[] } | null}
  */
-function kindUnion(base, s) {
+function kindUnion(base, s, docs = {}) {
   const kinds = s?.properties?.kind?.['x-enum'];
   if (!Array.isArray(kinds)) return null;
-  const props = s.properties;
+  // The fields' descriptions, where the schema has none, from the
+  // notification that carries this type (agents.event's params).
+  /** @type {Record<string, any>} */
+  const props = {};
+  for (const [n, p] of Object.entries(s.properties)) props[n] = /** @type {any} */ (p).description || !docs[n] ? p : { ...(/** @type {any} */ (p)), description: docs[n] };
   const req = new Set(s.required ?? []);
   const common = Object.keys(props).filter((n) => n !== 'kind' && !props[n]['x-kinds']);
   /** @param {any} p */
@@ -193,8 +198,15 @@ export const protocolVersion = ${quote(d.info?.['x-protocol-version'] ?? '')};
 
   // Schemas, by name.
   const unions = new Map();
+  /** @type {Record<string, Record<string, string>>} */
+  const fieldDocs = {};
+  for (const n of d['x-notifications'] ?? []) {
+    const ps = paramsSchema(n.params ?? []);
+    const same = Object.keys(schemas).find((name) => sameFields(schemas[name], ps));
+    if (same) fieldDocs[same] = Object.fromEntries((n.params ?? []).filter((/** @type {any} */ p) => p.description).map((/** @type {any} */ p) => [p.name, p.description]));
+  }
   for (const name of Object.keys(schemas).sort()) {
-    const u = kindUnion(name, schemas[name]);
+    const u = kindUnion(name, schemas[name], fieldDocs[name]);
     if (u) { unions.set(name, u); out.push(u.text); continue; }
     out.push(declare(name, schemas[name]));
   }

@@ -16,7 +16,14 @@ export interface AccessRule {
  * The fields every AgentEvent has, whatever its kind.
  */
 export interface AgentEventBase {
+  /**
+   * The run the event belongs to.
+   */
   run_id: string;
+  /**
+   * The event's place in the run: 1, 2, 3, … with no gaps; pass the last one seen to
+   * runs.subscribe as after_seq to go on after a reconnect.
+   */
   seq: number;
 }
 
@@ -25,7 +32,13 @@ export interface AgentEventBase {
  */
 export interface AgentEventSession extends AgentEventBase {
   kind: "session";
+  /**
+   * On session: the model the agent runs.
+   */
   model?: string;
+  /**
+   * On session: the agent's own session id, to resume later.
+   */
   session_id?: string;
 }
 
@@ -34,7 +47,15 @@ export interface AgentEventSession extends AgentEventBase {
  */
 export interface AgentEventText extends AgentEventBase {
   kind: "text";
+  /**
+   * On text and thinking: this is one piece of a message being written; append the pieces in seq
+   * order.
+   */
   delta?: boolean;
+  /**
+   * On text and thinking: the text (a piece when delta is set); on warning: the notice; on other:
+   * the agent's line.
+   */
   text?: string;
 }
 
@@ -43,7 +64,15 @@ export interface AgentEventText extends AgentEventBase {
  */
 export interface AgentEventThinking extends AgentEventBase {
   kind: "thinking";
+  /**
+   * On text and thinking: this is one piece of a message being written; append the pieces in seq
+   * order.
+   */
   delta?: boolean;
+  /**
+   * On text and thinking: the text (a piece when delta is set); on warning: the notice; on other:
+   * the agent's line.
+   */
   text?: string;
 }
 
@@ -52,6 +81,10 @@ export interface AgentEventThinking extends AgentEventBase {
  */
 export interface AgentEventToolUse extends AgentEventBase {
   kind: "tool_use";
+  /**
+   * On tool_use and the approval events: the tool call, with the agent's tool name, its id and its
+   * input.
+   */
   tool?: Tool;
 }
 
@@ -60,8 +93,18 @@ export interface AgentEventToolUse extends AgentEventBase {
  */
 export interface AgentEventToolResult extends AgentEventBase {
   kind: "tool_result";
+  /**
+   * On tool_result: the tool call failed.
+   */
   is_error?: boolean;
+  /**
+   * On tool_result: what the tool answered.
+   */
   output?: string;
+  /**
+   * On tool_use and the approval events: the tool call, with the agent's tool name, its id and its
+   * input.
+   */
   tool?: Tool;
 }
 
@@ -70,9 +113,23 @@ export interface AgentEventToolResult extends AgentEventBase {
  */
 export interface AgentEventRetry extends AgentEventBase {
   kind: "retry";
+  /**
+   * On retry: which attempt at the failed model call this is.
+   */
   attempt?: number;
+  /**
+   * On retry: how long the agent waits before it, when it says.
+   */
   delay_ms?: number;
+  /**
+   * On retry: why the model call failed, in the agent's words; on agent_error: what the agent
+   * reported.
+   */
   error?: string;
+  /**
+   * On retry: how many attempts the run may make; the retry past it is the one card ended the run
+   * at.
+   */
   max_attempts?: number;
 }
 
@@ -81,6 +138,9 @@ export interface AgentEventRetry extends AgentEventBase {
  */
 export interface AgentEventUsage extends AgentEventBase {
   kind: "usage";
+  /**
+   * On usage: the tokens used: input, output and cached input.
+   */
   usage?: Usage;
 }
 
@@ -89,6 +149,10 @@ export interface AgentEventUsage extends AgentEventBase {
  */
 export interface AgentEventWarning extends AgentEventBase {
   kind: "warning";
+  /**
+   * On text and thinking: the text (a piece when delta is set); on warning: the notice; on other:
+   * the agent's line.
+   */
   text?: string;
 }
 
@@ -97,8 +161,18 @@ export interface AgentEventWarning extends AgentEventBase {
  */
 export interface AgentEventStalled extends AgentEventBase {
   kind: "stalled";
+  /**
+   * On stalled: after how long a silence card ends the run (absent when it never will).
+   */
   kill_after_ms?: number;
+  /**
+   * On stalled: how long the agent has printed nothing.
+   */
   quiet_ms?: number;
+  /**
+   * On text and thinking: the text (a piece when delta is set); on warning: the notice; on other:
+   * the agent's line.
+   */
   text?: string;
 }
 
@@ -107,8 +181,18 @@ export interface AgentEventStalled extends AgentEventBase {
  */
 export interface AgentEventOther extends AgentEventBase {
   kind: "other";
+  /**
+   * On other: the agent's line as JSON, when it was JSON.
+   */
   raw?: unknown;
+  /**
+   * On text and thinking: the text (a piece when delta is set); on warning: the notice; on other:
+   * the agent's line.
+   */
   text?: string;
+  /**
+   * On other: the type the agent gave the line card does not map.
+   */
   type?: string;
 }
 
@@ -117,6 +201,10 @@ export interface AgentEventOther extends AgentEventBase {
  */
 export interface AgentEventAgentError extends AgentEventBase {
   kind: "agent_error";
+  /**
+   * On retry: why the model call failed, in the agent's words; on agent_error: what the agent
+   * reported.
+   */
   error?: string;
 }
 
@@ -125,7 +213,15 @@ export interface AgentEventAgentError extends AgentEventBase {
  */
 export interface AgentEventApprovalRequested extends AgentEventBase {
   kind: "approval_requested";
+  /**
+   * On approval_requested and approval_decided: the question's id, summary and times, or the
+   * decision, who made it and when.
+   */
   approval?: Approval;
+  /**
+   * On tool_use and the approval events: the tool call, with the agent's tool name, its id and its
+   * input.
+   */
   tool?: Tool;
 }
 
@@ -134,7 +230,15 @@ export interface AgentEventApprovalRequested extends AgentEventBase {
  */
 export interface AgentEventApprovalDecided extends AgentEventBase {
   kind: "approval_decided";
+  /**
+   * On approval_requested and approval_decided: the question's id, summary and times, or the
+   * decision, who made it and when.
+   */
   approval?: Approval;
+  /**
+   * On tool_use and the approval events: the tool call, with the agent's tool name, its id and its
+   * input.
+   */
   tool?: Tool;
 }
 
@@ -143,6 +247,10 @@ export interface AgentEventApprovalDecided extends AgentEventBase {
  */
 export interface AgentEventPromptQueued extends AgentEventBase {
   kind: "prompt_queued";
+  /**
+   * On prompt_queued (a session's turn): the prompt that waits behind this turn: the turn it will
+   * be, its position, when it was queued, its size in bytes and its attachment count.
+   */
   queued?: QueuedPrompt;
 }
 
@@ -151,7 +259,13 @@ export interface AgentEventPromptQueued extends AgentEventBase {
  */
 export interface AgentEventDone extends AgentEventBase {
   kind: "done";
+  /**
+   * On done and error: the whole result, as agents.invoke answers a run without stream.
+   */
   result?: InvokeResult;
+  /**
+   * On done and error: how the run ended (succeeded, failed, cancelled, timed_out, interrupted).
+   */
   status?: string;
 }
 
@@ -160,8 +274,18 @@ export interface AgentEventDone extends AgentEventBase {
  */
 export interface AgentEventError extends AgentEventBase {
   kind: "error";
+  /**
+   * On retry: why the model call failed, in the agent's words; on agent_error: what the agent
+   * reported.
+   */
   error?: string;
+  /**
+   * On done and error: the whole result, as agents.invoke answers a run without stream.
+   */
   result?: InvokeResult;
+  /**
+   * On done and error: how the run ended (succeeded, failed, cancelled, timed_out, interrupted).
+   */
   status?: string;
 }
 
