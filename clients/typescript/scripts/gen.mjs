@@ -152,6 +152,12 @@ function kindUnion(base, s, docs = {}) {
   for (const [n, p] of Object.entries(s.properties)) props[n] = /** @type {any} */ (p).description || !docs[n] ? p : { ...(/** @type {any} */ (p)), description: docs[n] };
   const req = new Set(s.required ?? []);
   const common = Object.keys(props).filter((n) => n !== 'kind' && !props[n]['x-kinds']);
+  // Only what every event has may go without x-kinds: an optional field
+  // without it is one someone added without saying which kinds carry it,
+  // and putting it on every kind would be a lie.
+  for (const n of common) {
+    if (!req.has(n)) throw new Error(`gen: ${base}.${n} is optional but names no kinds (x-kinds): tag its Go field with jsonschema_extras:"x-kinds=<kind>,…" in package api (and add a new kind to kind's x-enum)`);
+  }
   /** @param {any} p */
   const kindsOf = (p) => (Array.isArray(p['x-kinds']) ? p['x-kinds'] : [p['x-kinds']]);
   for (const n of Object.keys(props)) {

@@ -28,3 +28,14 @@ test('every event kind the daemon lists is a member of the AgentEvent union', as
   assert.deepEqual([...agentEventKinds], kinds);
   for (const k of kinds) assert.match(readFileSync(generatedPath, 'utf8'), new RegExp(`kind: "${k}";`));
 });
+
+test('the generator refuses an event field that names no kinds, or a kind the list lacks', async (t) => {
+  const d = await startDaemon(t);
+  const doc = await discover(d.home);
+  const untagged = structuredClone(doc);
+  untagged.components.schemas.AgentEvent.properties.rate_limits = { type: 'array', items: { type: 'string' } };
+  assert.throws(() => generate(untagged), /AgentEvent\.rate_limits is optional but names no kinds \(x-kinds\)/);
+  const unlisted = structuredClone(doc);
+  unlisted.components.schemas.AgentEvent.properties.rate_limits = { type: 'array', 'x-kinds': 'rate_limit' };
+  assert.throws(() => generate(unlisted), /AgentEvent\.rate_limits names kind rate_limit, which kind's x-enum does not list/);
+});
