@@ -31,6 +31,14 @@ export function binaries() {
   return { dir, card, asking };
 }
 
+// Every daemon a test started is killed when this process ends, also when
+// the runner ends it (a test that timed out runs no after hooks), so no
+// card serve outlives the tests.
+const daemons = new Set();
+const killAll = () => { for (const c of daemons) { try { c.kill('SIGKILL'); } catch { /* gone */ } } };
+process.on('exit', killAll);
+for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => { killAll(); process.exit(128 + (sig === 'SIGTERM' ? 15 : 2)); });
+
 /** A private temp directory removed after the test. */
 export function tempDir(t, name = 'card-ts-') {
   const d = mkdtempSync(join(tmpdir(), name));
@@ -64,9 +72,11 @@ export async function startDaemon(t, o = {}) {
     ANTHROPIC_API_KEY: 'sk-ant-test-not-a-key',
   };
   const d = await serve(card, { home, env, config: o.config ?? 'login_shell_path = false\n' });
+  daemons.add(d.child);
   stops.push(() => d.stop('SIGKILL'));
   const restart = async () => {
     const again = await serve(card, { home, env });
+    daemons.add(again.child);
     stops.push(() => again.stop('SIGKILL'));
     return again;
   };
