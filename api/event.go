@@ -66,36 +66,41 @@ const (
 
 // Event is one step of a run as a client sees it; it goes on the wire inside
 // `agents.event`, so its JSON names are part of the protocol.
+//
+// The jsonschema_extras tags go into rpc.discover's schema: x-enum on kind
+// lists the kinds (an open list: a client ignores one it does not know),
+// and x-kinds on a field names the kinds that carry it, so a client can be
+// generated with one type per kind instead of one bag of optional fields.
 type Event struct {
-	Kind      string `json:"kind"`
-	SessionID string `json:"session_id,omitempty"`
-	Model     string `json:"model,omitempty"`
+	Kind      string `json:"kind" jsonschema_extras:"x-enum=session,x-enum=text,x-enum=thinking,x-enum=tool_use,x-enum=tool_result,x-enum=retry,x-enum=usage,x-enum=warning,x-enum=stalled,x-enum=rate_limit,x-enum=other,x-enum=agent_error,x-enum=approval_requested,x-enum=approval_decided,x-enum=prompt_queued,x-enum=done,x-enum=error"`
+	SessionID string `json:"session_id,omitempty" jsonschema_extras:"x-kinds=session"`
+	Model     string `json:"model,omitempty" jsonschema_extras:"x-kinds=session"`
 	// Text is assistant text for "text" and reasoning for "thinking" (a
 	// piece when Delta, else whole), the notice of a "warning", or a
 	// description for "other" lines that are not JSON.
-	Text  string `json:"text,omitempty"`
-	Delta bool   `json:"delta,omitempty"`
-	Tool  *Tool  `json:"tool,omitempty"`
+	Text  string `json:"text,omitempty" jsonschema_extras:"x-kinds=text,x-kinds=thinking,x-kinds=warning,x-kinds=stalled,x-kinds=other"`
+	Delta bool   `json:"delta,omitempty" jsonschema_extras:"x-kinds=text,x-kinds=thinking"`
+	Tool  *Tool  `json:"tool,omitempty" jsonschema_extras:"x-kinds=tool_use,x-kinds=tool_result,x-kinds=approval_requested,x-kinds=approval_decided"`
 	// Output and IsError belong to "tool_result".
-	Output  string `json:"output,omitempty"`
-	IsError bool   `json:"is_error,omitempty"`
+	Output  string `json:"output,omitempty" jsonschema_extras:"x-kinds=tool_result"`
+	IsError bool   `json:"is_error,omitempty" jsonschema_extras:"x-kinds=tool_result"`
 	// Attempt, MaxAttempts, DelayMs belong to "retry".
-	Attempt     int   `json:"attempt,omitempty"`
-	MaxAttempts int   `json:"max_attempts,omitempty"`
-	DelayMs     int64 `json:"delay_ms,omitempty"`
+	Attempt     int   `json:"attempt,omitempty" jsonschema_extras:"x-kinds=retry"`
+	MaxAttempts int   `json:"max_attempts,omitempty" jsonschema_extras:"x-kinds=retry"`
+	DelayMs     int64 `json:"delay_ms,omitempty" jsonschema_extras:"x-kinds=retry"`
 	// QuietMs and KillAfterMs belong to "stalled": how long the agent has
 	// been silent, and its silence after which the run is ended (absent
 	// when the watchdog only warns).
-	QuietMs     int64  `json:"quiet_ms,omitempty"`
-	KillAfterMs int64  `json:"kill_after_ms,omitempty"`
-	Usage       *Usage `json:"usage,omitempty"`
+	QuietMs     int64  `json:"quiet_ms,omitempty" jsonschema_extras:"x-kinds=stalled"`
+	KillAfterMs int64  `json:"kill_after_ms,omitempty" jsonschema_extras:"x-kinds=stalled"`
+	Usage       *Usage `json:"usage,omitempty" jsonschema_extras:"x-kinds=usage"`
 	// RateLimits belongs to "rate_limit": the windows this report covers.
-	RateLimits []RateLimitWindow `json:"rate_limits,omitempty"`
+	RateLimits []RateLimitWindow `json:"rate_limits,omitempty" jsonschema_extras:"x-kinds=rate_limit"`
 	// Error is the message of an "error" event, or why a retry happened.
-	Error string `json:"error,omitempty"`
+	Error string `json:"error,omitempty" jsonschema_extras:"x-kinds=retry,x-kinds=agent_error,x-kinds=error"`
 	// Type is the CLI's own event type, for "other".
-	Type string          `json:"type,omitempty"`
-	Raw  json.RawMessage `json:"raw,omitempty"`
+	Type string          `json:"type,omitempty" jsonschema_extras:"x-kinds=other"`
+	Raw  json.RawMessage `json:"raw,omitempty" jsonschema_extras:"x-kinds=other"`
 }
 
 // Tool names a tool call; ID ties a tool_result to its tool_use.

@@ -18,13 +18,13 @@ type AgentEvent struct {
 	Seq   int64  `json:"seq"`
 	Event
 	// Status and Result are set on the terminal done / error event only.
-	Status Status        `json:"status,omitempty"`
-	Result *InvokeResult `json:"result,omitempty"`
+	Status Status        `json:"status,omitempty" jsonschema_extras:"x-kinds=done,x-kinds=error"`
+	Result *InvokeResult `json:"result,omitempty" jsonschema_extras:"x-kinds=done,x-kinds=error"`
 	// Approval is set on approval_requested and approval_decided only.
-	Approval *Approval `json:"approval,omitempty"`
+	Approval *Approval `json:"approval,omitempty" jsonschema_extras:"x-kinds=approval_requested,x-kinds=approval_decided"`
 	// Queued is set on prompt_queued only: a session's prompt that waits
 	// behind this turn.
-	Queued *QueuedPrompt `json:"queued,omitempty"`
+	Queued *QueuedPrompt `json:"queued,omitempty" jsonschema_extras:"x-kinds=prompt_queued"`
 }
 
 // InvokeResult is a finished run: the agent's result in CAR's names plus

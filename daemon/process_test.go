@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -97,12 +98,37 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		require.NotEmpty(t, processesOfRun(id), "a grandchild outlives a SIGKILLed daemon; without this the test proves nothing")
 
-		run, err := serve(t, p.Home).Client.Run(daemontest.Context(t), id)
+		again := serve(t, p.Home)
+		run, err := again.Client.Run(daemontest.Context(t), id)
 		require.NoError(t, err)
 		assert.Equal(t, store.StatusInterrupted, run.Status)
 		require.NotNil(t, run.Error)
 		assert.Equal(t, "interrupted", run.Error.Kind)
 		waitNoProcesses(t, id, 3*time.Second)
+
+		// A client that follows the run again from the start is sent its
+		// events and then one terminal event: without it, it would wait for
+		// an end that never comes.
+		ended := make(chan api.AgentEvent, 1)
+		var seqs []int64
+		_, err = again.Client.Subscribe(daemontest.Context(t), id, 0, func(ev api.AgentEvent) {
+			seqs = append(seqs, ev.Seq)
+			if ev.Kind == "done" || ev.Kind == "error" {
+				ended <- ev
+			}
+		})
+		require.NoError(t, err)
+		select {
+		case ev := <-ended:
+			assert.Equal(t, "error", ev.Kind)
+			assert.Equal(t, store.StatusInterrupted, ev.Status)
+			require.NotNil(t, ev.Result)
+			require.NotNil(t, ev.Result.Error)
+			assert.Equal(t, "interrupted", ev.Result.Error.Kind)
+			assert.Equal(t, int64(len(seqs)), ev.Seq, "the terminal event comes at the seq after the last stored one: %v", seqs)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no terminal event for the interrupted run; got seqs %v", seqs)
+		}
 	})
 
 	t.Run("SIGTERM: runs recorded interrupted, no child left, exit 0", func(t *testing.T) {

@@ -12,6 +12,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
@@ -214,11 +216,42 @@ func (m *Manager) EndLeftovers(ctx context.Context) error {
 		return err
 	}
 	for _, r := range left {
+		if err := m.endEvent(ctx, r); err != nil {
+			m.log.Warn("could not record the end of a run a previous daemon left running", zap.String("run_id", r.RunID), zap.Error(err))
+		}
 		n := endLeftoverGroup(r.Pgid, r.RunID)
 		m.log.Warn("a run was left running by a previous daemon; recorded it as interrupted",
 			zap.String("run_id", r.RunID), zap.String("adapter", r.Adapter), zap.Int("pgid", r.Pgid), zap.Int("processes_ended", n))
 	}
 	return nil
+}
+
+// endEvent records the terminal event a run left running never got: a
+// client that follows the run again after the restart (runs.subscribe with
+// the last seq it saw) is promised that its stream ends with done or
+// error, and without this event it would wait for ever. It takes the seq
+// after the last one stored; events the dead daemon had not stored yet
+// died with it.
+func (m *Manager) endEvent(ctx context.Context, r store.Run) error {
+	last, err := m.store.LastSeq(ctx, r.RunID)
+	if err != nil {
+		return err
+	}
+	res := InvokeResult{RunID: r.RunID, Adapter: r.Adapter, Ancestry: r.Ancestry, Status: store.StatusInterrupted}
+	res.IsError, res.Error, res.SessionID, res.Answer = true, r.Error, r.SessionID, r.Answer
+	res.Turns, res.ToolCalls, res.CostUSD = r.Turns, r.ToolCalls, r.TotalCostUSD
+	if r.DurationMs != nil {
+		res.DurationMs = *r.DurationMs
+	}
+	if r.Usage != nil {
+		res.Usage = *r.Usage
+	}
+	ev := AgentEvent{RunID: r.RunID, Seq: last + 1, Event: api.Event{Kind: EventRunError}, Status: store.StatusInterrupted, Result: &res}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return m.store.AppendEvent(ctx, r.RunID, ev.Seq, EventRunError, raw)
 }
 
 // Get is one recorded run with its approvals, or *NotFoundError.

@@ -180,3 +180,13 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq int64, limit 
 	}
 	return events, nil
 }
+
+// LastSeq is the highest seq recorded for a run's events, 0 when it has
+// none.
+func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
+	var seq int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?`, runID).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("store: last event of run %s: %w", runID, err)
+	}
+	return seq, nil
+}
