@@ -177,6 +177,18 @@ export interface AgentEventStalled extends AgentEventBase {
 }
 
 /**
+ * An AgentEvent of kind rate_limit.
+ */
+export interface AgentEventRateLimit extends AgentEventBase {
+  kind: "rate_limit";
+  /**
+   * On rate_limit: the subscription's rate-limit windows the agent reported (window, status,
+   * used_percent, window_minutes, resets_at).
+   */
+  rate_limits?: RateLimitWindow[];
+}
+
+/**
  * An AgentEvent of kind other.
  */
 export interface AgentEventOther extends AgentEventBase {
@@ -303,6 +315,7 @@ export type AgentEvent =
   | AgentEventUsage
   | AgentEventWarning
   | AgentEventStalled
+  | AgentEventRateLimit
   | AgentEventOther
   | AgentEventAgentError
   | AgentEventApprovalRequested
@@ -312,7 +325,7 @@ export type AgentEvent =
   | AgentEventError;
 
 /** The kinds of AgentEvent, in the daemon's order. */
-export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "done", "error"] as const;
+export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "rate_limit", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "done", "error"] as const;
 export type AgentEventKind = (typeof agentEventKinds)[number];
 
 export interface Approval {
@@ -478,6 +491,7 @@ export interface ExternalAgentHealth {
   checked_at: number;
   details: Record<string, unknown>;
   id: string;
+  rate_limits?: RateLimitSeen[];
   reason?: string;
   status: string;
 }
@@ -786,6 +800,25 @@ export interface QueuedPrompt {
   turn: number;
 }
 
+export interface RateLimitSeen {
+  adapter: string;
+  resets_at?: string;
+  run_id: string;
+  seen_at: string;
+  status?: string;
+  used_percent?: number;
+  window: string;
+  window_minutes?: number;
+}
+
+export interface RateLimitWindow {
+  resets_at?: string;
+  status?: string;
+  used_percent?: number;
+  window: string;
+  window_minutes?: number;
+}
+
 export interface ReadBytesParams {
   length?: number;
   offset?: number;
@@ -1081,6 +1114,7 @@ export interface UsageRow {
 export interface UsageSummary {
   budgets: BudgetStatus[];
   from: string;
+  rate_limits: RateLimitSeen[];
   rows: UsageRow[];
   timezone: string;
   to: string;

@@ -33,9 +33,9 @@ test('the generator refuses an event field that names no kinds, or a kind the li
   const d = await startDaemon(t);
   const doc = await discover(d.home);
   const untagged = structuredClone(doc);
-  untagged.components.schemas.AgentEvent.properties.rate_limits = { type: 'array', items: { type: 'string' } };
-  assert.throws(() => generate(untagged), /AgentEvent\.rate_limits is optional but names no kinds \(x-kinds\)/);
+  untagged.components.schemas.AgentEvent.properties.future_field = { type: 'array', items: { type: 'string' } };
+  assert.throws(() => generate(untagged), /AgentEvent\.future_field is optional but names no kinds \(x-kinds\)/);
   const unlisted = structuredClone(doc);
-  unlisted.components.schemas.AgentEvent.properties.rate_limits = { type: 'array', 'x-kinds': 'rate_limit' };
-  assert.throws(() => generate(unlisted), /AgentEvent\.rate_limits names kind rate_limit, which kind's x-enum does not list/);
+  unlisted.components.schemas.AgentEvent.properties.future_field = { type: 'array', 'x-kinds': 'future_kind' };
+  assert.throws(() => generate(unlisted), /AgentEvent\.future_field names kind future_kind, which kind's x-enum does not list/);
 });
