@@ -8,22 +8,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 func TestOnlyTheURLADaemonWritesIsAccepted(t *testing.T) {
 	ok := []string{"ws://127.0.0.1:41234/rpc", "ws://[::1]:41234/rpc", "ws://127.0.0.2:1/rpc"}
 	for _, u := range ok {
-		_, err := parseTarget(daemon.Discovery{URL: u, PID: 7})
+		_, err := parseTarget(homedir.Discovery{URL: u, PID: 7})
 		assert.NoError(t, err, u)
 	}
 	bad := []string{"ws://localhost:41234/rpc", "wss://127.0.0.1:41234/rpc", "ws://127.0.0.1/rpc",
 		"ws://127.0.0.1:41234/other", "ws://127.0.0.1:41234/rpc?x=1", "ws://u@127.0.0.1:41234/rpc", "ws://127.0.0.1:0/rpc", "::"}
 	for _, u := range bad {
-		_, err := parseTarget(daemon.Discovery{URL: u, PID: 7})
+		_, err := parseTarget(homedir.Discovery{URL: u, PID: 7})
 		assert.Error(t, err, u)
 	}
-	_, err := parseTarget(daemon.Discovery{URL: ok[0]})
+	_, err := parseTarget(homedir.Discovery{URL: ok[0]})
 	assert.Error(t, err, "a daemon.json without a pid")
 }
 

@@ -15,7 +15,10 @@ func TestTheParsersEventHasExactlyTheWireEventsExportedFields(t *testing.T) {
 		var out []reflect.StructField
 		for i := 0; i < t.NumField(); i++ {
 			if f := t.Field(i); f.IsExported() {
+				// Only the json tag matters on the wire; the schema
+				// annotations live on api.Event alone.
 				f.Index, f.Offset = nil, 0
+				f.Tag = reflect.StructTag(`json:"` + f.Tag.Get("json") + `"`)
 				out = append(out, f)
 			}
 		}
