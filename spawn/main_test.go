@@ -41,6 +41,10 @@ func helper(mode string) int {
 		return fakeCodexApp(strings.TrimPrefix(mode, "codex:"))
 	case strings.HasPrefix(mode, "droid:"):
 		return fakeDroid(strings.TrimPrefix(mode, "droid:"))
+	case strings.HasPrefix(mode, "claudewarm:"):
+		return fakeClaudeWarm(strings.TrimPrefix(mode, "claudewarm:"))
+	case strings.HasPrefix(mode, "acpwarm:"):
+		return fakeACPWarm(strings.TrimPrefix(mode, "acpwarm:"))
 	case strings.HasPrefix(mode, "pi:"):
 		return fakePi(strings.TrimPrefix(mode, "pi:"))
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 )
 
@@ -21,11 +24,27 @@ import (
 // process and the protocol. An agent that died (or was ended) is never
 // reused: the next turn starts a new one that resumes the CLI's own session
 // by its id, cold.
+//
+// The process side is warm_child.go, the turn loop shared by every
+// protocol is warmRunner below, and each protocol's side is a warmProto
+// (warm_claude.go, warm_acp.go) built on the same parsers and session
+// code as the one-shot and ask-mode runs.
 
 // ErrNoWarmChannel is StartWarm's error for an adapter whose CLI has no
 // headless channel that takes a second prompt in the same process; its
 // conversations run each turn as a new process resuming the CLI's session.
 var ErrNoWarmChannel = errors.New("the adapter has no channel that keeps one agent process across turns")
+
+// ErrNoSteer is Steer's error for a CLI whose conversation channel cannot
+// add input to a turn that is running.
+var ErrNoSteer = errors.New("the agent's conversation channel cannot add input to a running turn")
+
+// ErrNoTurn is Steer's error when no turn is running to steer.
+var ErrNoTurn = errors.New("no turn is running on the agent")
+
+// ErrAgentGone is Turn's and Steer's error (inside the *Error) for an agent
+// whose process has ended: the conversation goes on in a new one.
+var ErrAgentGone = errors.New("the warm agent's process has ended")
 
 // WarmSpec starts one warm agent. Plan is built by BuildWarm, its Program
 // set to the binary detection resolved; BaseEnv, Limits, TempDir and
@@ -67,36 +86,85 @@ type Warm struct {
 // warmAgent is one protocol's multi-turn side of a warm agent.
 type warmAgent interface {
 	turn(ctx context.Context, t TurnSpec) (Result, error)
+	steer(ctx context.Context, text string) error
+	alive() bool
+	sessionID() string
 	close()
+}
+
+// warmAdapters are the adapters whose conversation channel card keeps warm,
+// each with its protocol's side, and the rest with why not. An adapter is
+// listed only once its channel was proved against the real CLI: two turns
+// on one process, a cancelled turn, and its permission modes' boundary.
+var warmAdapters = map[string]struct {
+	proto func(plan Plan) warmProto
+	no    string
+}{
+	agent.ClaudeCode: {proto: newClaudeWarm},
+	agent.Gemini:     {proto: newACPWarm},
+	agent.Copilot:    {proto: newACPWarm},
+	agent.Codex:      {no: "card does not keep Codex's app-server thread across turns yet (each turn resumes the CLI's session in a new process)"},
+	agent.Droid:      {no: "card does not keep Droid's stream-jsonrpc session across turns yet (each turn resumes the CLI's session in a new process)"},
+	agent.Pi:         {no: "card does not keep Pi's RPC mode across turns yet (each turn resumes the CLI's session in a new process)"},
 }
 
 // CanWarm says whether the adapter's CLI has a channel that keeps one
 // process across turns, and if not, why.
 func CanWarm(adapter string) (bool, string) {
-	a, ok := Lookup(adapter)
-	if !ok {
+	if _, ok := Lookup(adapter); !ok {
 		return false, fmt.Sprintf("unknown adapter %q", adapter)
 	}
-	_ = a
-	return false, ErrNoWarmChannel.Error()
+	w, ok := warmAdapters[adapter]
+	if !ok || w.proto == nil {
+		why := ErrNoWarmChannel.Error()
+		if ok && w.no != "" {
+			why = w.no
+		}
+		return false, why
+	}
+	return true, ""
 }
 
 // BuildWarm is Build for a warm agent: the same request checks and the
 // same boundary per permission mode, with the argv of the CLI's
 // conversation channel instead of its one-shot mode. The request's Resume
-// continues a CLI session the conversation already has.
+// continues a CLI session the conversation already has. An adapter or mode
+// card does not keep warm is an error that wraps ErrNoWarmChannel, so the
+// caller can run the turn cold instead.
 func BuildWarm(bin string, req Request) (Plan, error) {
 	if ok, why := CanWarm(req.Adapter); !ok {
-		return Plan{}, fmt.Errorf("%s: %s", req.Adapter, why)
+		return Plan{}, fmt.Errorf("%s: %s: %w", req.Adapter, why, ErrNoWarmChannel)
 	}
-	return Plan{}, ErrNoWarmChannel
+	if len(req.Images) > 0 {
+		// A warm agent's images belong to its turns (TurnSpec.Images).
+		return Plan{}, &FieldError{"attachments", "a warm agent takes attachments with each turn, not at its start"}
+	}
+	switch req.Adapter {
+	case agent.ClaudeCode:
+		return buildClaudeWarm(bin, req)
+	case agent.Gemini, agent.Copilot:
+		return buildACPWarm(bin, req)
+	}
+	return Plan{}, fmt.Errorf("%s: %w", req.Adapter, ErrNoWarmChannel)
 }
 
 // StartWarm starts the plan's child and its conversation channel, and
 // returns once the agent is ready for its first turn (or has failed to
 // start: the error is an *Error, as Run's). ctx bounds the start only.
 func StartWarm(ctx context.Context, spec WarmSpec) (*Warm, error) {
-	return nil, ErrNoWarmChannel
+	adapter := ""
+	if spec.Plan.Session != nil {
+		adapter = spec.Plan.Session.Adapter
+	}
+	wa, ok := warmAdapters[adapter]
+	if !ok || wa.proto == nil {
+		return nil, ErrNoWarmChannel
+	}
+	r, err := startWarm(ctx, spec, adapter, wa.proto(spec.Plan))
+	if err != nil {
+		return nil, err
+	}
+	return &Warm{adapter: adapter, pid: r.child.c.cmd.Process.Pid, done: r.done, impl: r}, nil
 }
 
 // Turn sends one prompt and returns its result once the agent has answered
@@ -110,6 +178,25 @@ func (w *Warm) Turn(ctx context.Context, t TurnSpec) (Result, error) {
 	return w.impl.turn(ctx, t)
 }
 
+// Steer adds text to the turn that is running, where the CLI's channel
+// takes input mid-turn; ErrNoSteer where it does not, ErrNoTurn when no
+// turn is running.
+func (w *Warm) Steer(ctx context.Context, text string) error {
+	if w == nil || w.impl == nil {
+		return ErrNoWarmChannel
+	}
+	return w.impl.steer(ctx, text)
+}
+
+// AgentSessionID is the CLI's own id of the conversation, once the agent
+// has said it ("" before): what a later cold turn resumes.
+func (w *Warm) AgentSessionID() string {
+	if w == nil || w.impl == nil {
+		return ""
+	}
+	return w.impl.sessionID()
+}
+
 // Pid is the agent's process id (its group's id too).
 func (w *Warm) Pid() int { return w.pid }
 
@@ -118,11 +205,14 @@ func (w *Warm) Done() <-chan struct{} { return w.done }
 
 // Alive says whether the agent can take another turn.
 func (w *Warm) Alive() bool {
+	if w == nil || w.impl == nil {
+		return false
+	}
 	select {
 	case <-w.done:
 		return false
 	default:
-		return w.impl != nil
+		return w.impl.alive()
 	}
 }
 
@@ -135,3 +225,32 @@ func (w *Warm) Close() {
 	w.impl.close()
 	<-w.done
 }
+
+// switchApprover is the approver the agent's ask channel is opened with
+// once, for its whole life: each question goes to the running turn's
+// approver, and one asked between turns, or in a turn without an
+// approver, is denied.
+type switchApprover struct {
+	mu  sync.Mutex
+	cur Approver
+}
+
+func (s *switchApprover) set(a Approver) {
+	s.mu.Lock()
+	s.cur = a
+	s.mu.Unlock()
+}
+
+func (s *switchApprover) Approve(ctx context.Context, q Question) Decision {
+	s.mu.Lock()
+	a := s.cur
+	s.mu.Unlock()
+	if a == nil {
+		return Decision{Message: "card denied this tool call: no turn with an approver is running"}
+	}
+	return a.Approve(ctx, q)
+}
+
+// aliveFlag is set once the agent must take no more turns (it was ended,
+// or is being), before its process is gone.
+type aliveFlag struct{ broken atomic.Bool }

@@ -1,0 +1,181 @@
+package spawn
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/card-dev/card/acp"
+)
+
+// fakeClaudeWarm is Claude Code's stream-json conversation as the real CLI
+// speaks it: one turn per stdin user message, each answered with an init
+// line, the text "You said: <prompt> (turn N, pid P)" and its own result,
+// one session id throughout. A prompt says what the turn does:
+//
+//	"wait ..."        answers nothing until an interrupt control request,
+//	                  then ends the turn with an error result.
+//	"deaf ..."        answers nothing, and ignores the interrupt.
+//	"flood ..."       prints without end.
+//	"exit ..."        answers, then exits before the next turn.
+//	"grandchild ..."  starts a grandchild (its pid in grandchild.pid) and answers.
+//	"write PATH"      answers, as if its read-only tools had refused it.
+func fakeClaudeWarm(string) int {
+	const sid = "5f0c7e4a-1111-4222-8333-944455556666"
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	emit := func(v any) {
+		mu.Lock()
+		defer mu.Unlock()
+		b, _ := json.Marshal(v)
+		out.Write(append(b, '\n'))
+		out.Flush()
+	}
+	result := func(text string, isErr bool, subtype string) {
+		emit(map[string]any{"type": "result", "subtype": subtype, "is_error": isErr, "result": text, "session_id": sid, "num_turns": 1,
+			"usage": map[string]any{"input_tokens": 3, "output_tokens": 2}})
+	}
+	interrupted := make(chan struct{}, 1)
+	turns := 0
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	for in.Scan() {
+		var m struct {
+			Type    string `json:"type"`
+			Request struct {
+				Subtype string `json:"subtype"`
+			} `json:"request"`
+			RequestID string `json:"request_id"`
+			Message   struct {
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		if m.Type == "control_request" && m.Request.Subtype == "interrupt" {
+			emit(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": m.RequestID}})
+			select {
+			case interrupted <- struct{}{}:
+			default:
+			}
+			continue
+		}
+		if m.Type != "user" || len(m.Message.Content) == 0 {
+			continue
+		}
+		turns++
+		text := m.Message.Content[len(m.Message.Content)-1].Text
+		emit(map[string]any{"type": "system", "subtype": "init", "session_id": sid, "model": "claude-fake"})
+		switch verb, arg, _ := strings.Cut(text, " "); verb {
+		case "wait":
+			go func() {
+				<-interrupted
+				result("", true, "error_during_execution")
+			}()
+			continue
+		case "deaf":
+			continue
+		case "flood":
+			line := strings.Repeat("y", 1<<10) + "\n"
+			for {
+				if _, err := os.Stdout.WriteString(line); err != nil {
+					os.Exit(1)
+				}
+			}
+		case "grandchild":
+			gc := exec.Command("sleep", "300")
+			if gc.Start() == nil {
+				_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
+			}
+		case "write":
+			_ = arg // the fake's read-only tools write nothing
+		}
+		answer := fmt.Sprintf("You said: %s (turn %d, pid %d)", text, turns, os.Getpid())
+		emit(map[string]any{"type": "assistant", "session_id": sid, "message": map[string]any{"id": "msg_" + strconv.Itoa(turns), "model": "claude-fake",
+			"content": []any{map[string]any{"type": "text", "text": answer}}}})
+		result(answer, false, "success")
+		if strings.HasPrefix(text, "exit") {
+			fmt.Fprintln(os.Stderr, "fake claude: leaving between turns")
+			return 4
+		}
+	}
+	return 0
+}
+
+// fakeACPWarm is an ACP agent kept across turns: initialize and session/new
+// once, then each session/prompt answered "You said: <prompt> (turn N, pid
+// P)". A prompt "wait ..." answers only once session/cancel comes (with
+// stopReason cancelled), "deaf ..." never, "exit ..." answers and exits,
+// "flood ..." prints without end, "grandchild ..." starts a grandchild.
+func fakeACPWarm(string) int {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var waiting []*jsonrpc2.Request
+	turns := 0
+	var conn *jsonrpc2.Conn
+	h := rpcHandler(func(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) {
+		switch req.Method {
+		case "initialize":
+			_ = c.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{"promptCapabilities": map[string]any{"image": true}}})
+		case "session/new":
+			_ = c.Reply(ctx, req.ID, map[string]any{"sessionId": "sess-warm", "models": map[string]any{"currentModelId": "fake-model"}})
+		case "session/cancel":
+			mu.Lock()
+			w := waiting
+			waiting = nil
+			mu.Unlock()
+			for _, r := range w {
+				_ = c.Reply(ctx, r.ID, map[string]any{"stopReason": "cancelled"})
+			}
+		case "session/prompt":
+			var p acp.PromptRequest
+			_ = json.Unmarshal(*req.Params, &p)
+			turns++
+			text := p.Prompt[len(p.Prompt)-1].Text
+			verb, _, _ := strings.Cut(text, " ")
+			switch verb {
+			case "wait":
+				mu.Lock()
+				waiting = append(waiting, req)
+				mu.Unlock()
+				return
+			case "deaf":
+				return
+			case "flood":
+				line := strings.Repeat("y", 1<<10) + "\n"
+				for {
+					if _, err := os.Stdout.WriteString(line); err != nil {
+						os.Exit(1)
+					}
+				}
+			case "grandchild":
+				gc := exec.Command("sleep", "300")
+				if gc.Start() == nil {
+					_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
+				}
+			}
+			_ = c.Notify(ctx, "session/update", map[string]any{"sessionId": p.SessionID, "update": map[string]any{"sessionUpdate": "agent_message_chunk",
+				"content": map[string]any{"type": "text", "text": fmt.Sprintf("You said: %s (turn %d, pid %d)", text, turns, os.Getpid())}}})
+			_ = c.Reply(ctx, req.ID, map[string]any{"stopReason": "end_turn", "usage": map[string]any{"inputTokens": 4, "outputTokens": 2}})
+			if verb == "exit" {
+				fmt.Fprintln(os.Stderr, "fake acp: leaving between turns")
+				os.Exit(4)
+			}
+		}
+	})
+	conn = jsonrpc2.NewConn(ctx, jsonrpc2.NewPlainObjectStream(stdio{}), h)
+	<-conn.DisconnectNotify()
+	return 0
+}

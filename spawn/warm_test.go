@@ -1,0 +1,268 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/internal/proc"
+)
+
+// warmFakes are the fake agents of each warm protocol card speaks.
+var warmFakes = []struct {
+	name string
+	plan func(dir string) Plan
+}{
+	{"claude-stream-json", func(dir string) Plan {
+		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "claudewarm:x"}, Input: Input{Format: InputClaudeMessage},
+			Session: &SessionPlan{Protocol: protocolClaudeStream, Adapter: agent.ClaudeCode}}
+	}},
+	{"acp", func(dir string) Plan {
+		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "acpwarm:x"},
+			Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}
+	}},
+}
+
+type warmExit struct {
+	mu   sync.Mutex
+	exit *ExitInfo
+	n    int
+}
+
+func (x *warmExit) on(e ExitInfo) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.exit, x.n = &e, x.n+1
+}
+
+func startFake(t *testing.T, plan Plan, lim Limits) (*Warm, *warmExit) {
+	t.Helper()
+	if lim.KillGrace == 0 {
+		lim.KillGrace = 500 * time.Millisecond
+	}
+	x := &warmExit{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := StartWarm(ctx, WarmSpec{Plan: plan, BaseEnv: []string{"PATH=" + os.Getenv("PATH")}, Limits: lim, OnExit: x.on})
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	return w, x
+}
+
+func doTurn(t *testing.T, w *Warm, ctx context.Context, prompt string) (Result, []Event, error) {
+	t.Helper()
+	var mu sync.Mutex
+	var evs []Event
+	res, err := w.Turn(ctx, TurnSpec{Prompt: prompt, OnEvent: func(e Event) {
+		mu.Lock()
+		evs = append(evs, e)
+		mu.Unlock()
+	}})
+	mu.Lock()
+	defer mu.Unlock()
+	return res, evs, err
+}
+
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestAWarmAgentAnswersEachTurnInTheSameProcess(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, _ := startFake(t, f.plan(t.TempDir()), Limits{})
+			pid := strconv.Itoa(w.Pid())
+			for i, prompt := range []string{"hello", "again", "and once more"} {
+				res, evs, err := doTurn(t, w, within(t, 20*time.Second), prompt)
+				require.NoError(t, err)
+				assert.Equal(t, "You said: "+prompt+" (turn "+strconv.Itoa(i+1)+", pid "+pid+")", res.Answer)
+				assert.Contains(t, kinds(evs), EventText)
+				assert.NotEmpty(t, res.SessionID)
+				assert.True(t, w.Alive())
+			}
+			assert.NotEmpty(t, w.AgentSessionID())
+		})
+	}
+}
+
+func TestACancelledWarmTurnIsStoppedInsideTheProtocolAndTheAgentStaysUp(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, _ := startFake(t, f.plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(300*time.Millisecond, cancel)
+			start := time.Now()
+			res, _, err := doTurn(t, w, ctx, "wait for me")
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, KindCancelled, e.Kind)
+			assert.Equal(t, KindCancelled, res.Error.Kind)
+			assert.Contains(t, e.Message, "stays up")
+			assert.Less(t, time.Since(start), 4*time.Second, "the agent's own stop, not the grace")
+			require.True(t, w.Alive(), "a turn the protocol stopped leaves the agent warm")
+			res, _, err = doTurn(t, w, within(t, 20*time.Second), "next")
+			require.NoError(t, err)
+			assert.Contains(t, res.Answer, "You said: next (turn 2, pid "+strconv.Itoa(w.Pid())+")")
+		})
+	}
+}
+
+func TestAWarmTurnTheAgentWillNotStopEndsTheAgentAndItsGroup(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, x := startFake(t, f.plan(t.TempDir()), Limits{KillGrace: 300 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+			defer cancel()
+			_, _, err := doTurn(t, w, ctx, "deaf to you")
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, KindTimeout, e.Kind)
+			assert.False(t, w.Alive())
+			select {
+			case <-w.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("Done was not closed")
+			}
+			assert.False(t, proc.GroupAlive(w.Pid()))
+			x.mu.Lock()
+			assert.Equal(t, 1, x.n, "OnExit once")
+			x.mu.Unlock()
+			_, err = w.Turn(context.Background(), TurnSpec{Prompt: "hello?"})
+			assert.ErrorIs(t, err, ErrAgentGone)
+		})
+	}
+}
+
+// MaxOutput bounds each turn: turns that each stay under it run on, and the
+// one that floods ends the agent with output_limit.
+func TestTheOutputLimitCountsEachWarmTurn(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, _ := startFake(t, f.plan(t.TempDir()), Limits{MaxOutput: 2 << 10})
+			for i := 0; i < 8; i++ { // some 400 bytes a turn: far past the limit in all
+				_, _, err := doTurn(t, w, within(t, 20*time.Second), "hello "+strconv.Itoa(i))
+				require.NoError(t, err, "turn %d", i)
+			}
+			_, _, err := doTurn(t, w, within(t, 20*time.Second), "flood the pipe")
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, KindOutputLimit, e.Kind)
+			assert.False(t, w.Alive())
+			<-w.Done()
+			assert.False(t, proc.GroupAlive(w.Pid()))
+		})
+	}
+}
+
+func TestAWarmAgentThatDiesBetweenTurnsIsNoLongerAlive(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, x := startFake(t, f.plan(t.TempDir()), Limits{})
+			_, _, err := doTurn(t, w, within(t, 20*time.Second), "exit after this")
+			require.NoError(t, err)
+			select {
+			case <-w.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("Done was not closed after the agent exited")
+			}
+			assert.False(t, w.Alive())
+			x.mu.Lock()
+			require.NotNil(t, x.exit)
+			assert.Equal(t, 4, x.exit.Code)
+			assert.Contains(t, x.exit.StderrTail, "leaving between turns")
+			x.mu.Unlock()
+			res, err := w.Turn(context.Background(), TurnSpec{Prompt: "still there?"})
+			assert.ErrorIs(t, err, ErrAgentGone)
+			assert.Equal(t, KindExit, res.Error.Kind)
+		})
+	}
+}
+
+func TestClosingAWarmAgentEndsItsWholeGroupGrandchildrenToo(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, _ := startFake(t, f.plan(dir), Limits{})
+			_, _, err := doTurn(t, w, within(t, 20*time.Second), "grandchild please")
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(dir, "grandchild.pid"))
+			require.NoError(t, err)
+			gc, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			require.True(t, proc.Alive(gc))
+			w.Close()
+			w.Close()
+			assert.False(t, proc.Alive(gc), "the grandchild outlived Close")
+			assert.False(t, proc.GroupAlive(w.Pid()))
+			assert.False(t, w.Alive())
+		})
+	}
+}
+
+// Turns run one at a time: a second Turn waits for the first, and one
+// whose ctx ends while it waits gives up without touching the agent.
+func TestWarmTurnsRunOneAtATime(t *testing.T) {
+	w, _ := startFake(t, warmFakes[0].plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := doTurn(t, w, ctx, "wait for me")
+		first <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	_, err := w.Turn(within(t, 200*time.Millisecond), TurnSpec{Prompt: "me too"})
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Contains(t, e.Message, "waited for the one before it")
+	cancel()
+	assert.Error(t, <-first)
+	assert.True(t, w.Alive())
+}
+
+func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
+	for _, id := range IDs() {
+		ok, why := CanWarm(id)
+		switch id {
+		case agent.ClaudeCode, agent.Gemini, agent.Copilot:
+			assert.True(t, ok, id)
+		default:
+			assert.False(t, ok, id)
+			assert.NotEmpty(t, why, id)
+			_, err := BuildWarm("/bin/"+id, Request{Adapter: id, Cwd: "/tmp"})
+			assert.True(t, errors.Is(err, ErrNoWarmChannel), "%s: %v", id, err)
+		}
+	}
+	ok, why := CanWarm("nope")
+	assert.False(t, ok)
+	assert.Contains(t, why, "unknown adapter")
+}
+
+func TestSteeringIsRefusedWhereTheChannelHasNone(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, _ := startFake(t, f.plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
+			assert.ErrorIs(t, w.Steer(context.Background(), "x"), ErrNoTurn)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _, _ = doTurn(t, w, ctx, "wait for me")
+			}()
+			require.Eventually(t, func() bool { return w.Steer(context.Background(), "x") != ErrNoTurn }, 5*time.Second, 10*time.Millisecond)
+			assert.ErrorIs(t, w.Steer(context.Background(), "x"), ErrNoSteer)
+			cancel()
+			<-done
+		})
+	}
+}
