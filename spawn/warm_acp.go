@@ -30,6 +30,13 @@ func buildACPWarm(bin string, req Request) (Plan, error) {
 	if req.Resume != "" {
 		return Plan{}, errUnsupported("resume", req.Adapter, "card does not load an ACP session into a warm agent yet; resume it in a one-shot turn")
 	}
+	if m := req.EffectiveMode(); req.Adapter == agent.Copilot && (m == ModeEdit || m == ModeBypass) {
+		// Seen with Copilot CLI 1.0.102 against a stand-in: over ACP,
+		// --allow-tool write creates a file outside the working dir
+		// unasked, where the one-shot run's path verification refuses
+		// it. Those turns run cold, in the one-shot boundary.
+		return Plan{}, fmt.Errorf("%s: in %s mode Copilot's ACP channel does not keep writes inside the working dir: %w", req.Adapter, m, ErrNoWarmChannel)
+	}
 	p, err := Build(bin, req)
 	if err != nil {
 		return Plan{}, err

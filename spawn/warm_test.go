@@ -266,3 +266,82 @@ func TestSteeringIsRefusedWhereTheChannelHasNone(t *testing.T) {
 		})
 	}
 }
+
+// A warm plan is the one-shot plan's boundary with the conversation
+// channel's argv: every flag of the one-shot plan but its output mode, and
+// never the prompt.
+func TestAWarmPlanKeepsTheOneShotBoundaryFlags(t *testing.T) {
+	for _, c := range []struct {
+		id      string
+		mode    Mode
+		dropped []string
+		added   []string
+	}{
+		{agent.ClaudeCode, ModeReadOnly, nil, []string{"--input-format", "stream-json"}},
+		{agent.ClaudeCode, ModeEdit, nil, []string{"--input-format", "stream-json"}},
+		{agent.ClaudeCode, ModeAsk, nil, []string{"--input-format", "stream-json"}},
+		{agent.Gemini, ModeReadOnly, []string{"--output-format", "stream-json"}, []string{"--acp"}},
+		{agent.Gemini, ModeEdit, []string{"--output-format", "stream-json"}, []string{"--acp"}},
+		{agent.Copilot, ModeReadOnly, []string{"--output-format", "json"}, []string{"--acp"}},
+	} {
+		req := Request{Adapter: c.id, Mode: c.mode, Cwd: cwd, ApprovalTimeout: time.Minute}
+		one, err := Build("/bin/"+c.id, req)
+		require.NoError(t, err)
+		warm, err := BuildWarm("/bin/"+c.id, req)
+		require.NoError(t, err, "%s/%s", c.id, c.mode)
+		want := map[string]int{}
+		for _, a := range one.Args {
+			want[a]++
+		}
+		for _, a := range c.dropped {
+			want[a]--
+		}
+		for _, a := range c.added {
+			want[a]++
+		}
+		got := map[string]int{}
+		for _, a := range warm.Args {
+			got[a]++
+		}
+		for k, v := range want {
+			if v == 0 {
+				delete(want, k)
+			}
+		}
+		assert.Equal(t, want, got, "%s/%s", c.id, c.mode)
+		require.NotNil(t, warm.Session, "%s/%s", c.id, c.mode)
+		assert.Equal(t, one.Ask, warm.Ask)
+		assert.Equal(t, one.Env, warm.Env)
+	}
+	for _, m := range []Mode{ModeEdit, ModeBypass} {
+		_, err := BuildWarm("/bin/copilot", Request{Adapter: agent.Copilot, Mode: m, Cwd: cwd, AllowBypass: true})
+		assert.ErrorIs(t, err, ErrNoWarmChannel, "Copilot's ACP channel lets --allow-tool write leave the cwd")
+	}
+	_, err := BuildWarm("/bin/claude", Request{Adapter: agent.ClaudeCode, Cwd: cwd, Images: testImages()})
+	var fe *FieldError
+	assert.ErrorAs(t, err, &fe)
+}
+
+// In ask mode each warm turn's questions go to that turn's approver, and
+// no other: the first turn allows, the second denies.
+func TestEachWarmTurnAsksItsOwnApprover(t *testing.T) {
+	plan := Plan{Program: os.Args[0], Dir: t.TempDir(), Env: map[string]string{helperEnv: "acp:turn"},
+		Ask: &AskPlan{Channel: AskViaSession}, Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}
+	w, _ := startFake(t, plan, Limits{})
+	for _, allow := range []bool{true, false} {
+		r := &recorder{answer: func(Question) Decision { return Decision{Allow: allow} }}
+		res, err := w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "Please create the file.", Approver: r})
+		require.NoError(t, err)
+		require.Len(t, r.asked, 1, "allow=%v", allow)
+		want := map[bool]string{true: "DONE after selected proceed_once", false: "DONE after selected cancel"}[allow]
+		assert.Equal(t, want, res.Answer)
+	}
+	// A plan that does not ask never puts a question to a turn's approver.
+	plan.Ask = nil
+	w2, _ := startFake(t, plan, Limits{})
+	r := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+	res, err := w2.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "Please create the file.", Approver: r})
+	require.NoError(t, err)
+	assert.Empty(t, r.asked)
+	assert.Equal(t, "DONE after selected cancel", res.Answer, "denied: only ask mode has anyone to ask")
+}
