@@ -24,7 +24,9 @@ import (
 // A turn is cancelled inside the protocol with the control request the
 // CLI's own SDK sends ({"type":"control_request","request":{"subtype":
 // "interrupt"}}): the CLI stops the model call and ends the turn with its
-// result, and takes the next line as a new turn.
+// result, and takes the next line as a new turn (seen with 2.1.197: the
+// cancelled turn ended within about a second, and the next turn ran in the
+// same process).
 func buildClaudeWarm(bin string, req Request) (Plan, error) {
 	p, err := Build(bin, req)
 	if err != nil {
@@ -117,6 +119,11 @@ func (c *claudeWarm) interrupt(*warmTurn) bool {
 	return c.w.child.write(append(msg, '\n')) == nil
 }
 
+// steer is refused: a user line written while a turn runs does not join
+// it. Claude Code 2.1.197 queues it as a turn of its own, answered with its
+// own result after the running turn's (seen against a stand-in: the
+// running turn's model call never carried it, the next one did), so card
+// would hand one turn's answer to another.
 func (c *claudeWarm) steer(*warmTurn, string) error { return ErrNoSteer }
 
 func (c *claudeWarm) finish(t *warmTurn, exit *ExitInfo) Result {

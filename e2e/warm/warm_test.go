@@ -237,3 +237,56 @@ func startAgentIn(t *testing.T, c cli, cwd string, script standin.Script, mode s
 	t.Cleanup(a.w.Close)
 	return a
 }
+
+// Once the warm agent is gone, the conversation goes on cold: a one-shot
+// run resuming the CLI's own session by the id the warm agent reported
+// (and, for Claude, a new warm agent resuming it) still carries turn one.
+func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) {
+			t.Parallel()
+			bin := standin.CLI(t, c.bin)
+			home, cwd := t.TempDir(), t.TempDir()
+			cwd, _ = filepath.EvalSymlinks(cwd)
+			s, env, extra := c.serve(t, standin.Script{Answer: "NOTED"}, home)
+			env = append(env, "CAR_INVOKED_BY=card")
+			req := spawn.Request{Adapter: c.id, Cwd: cwd, Extras: spawn.Extras{Args: extra}}
+			plan, err := spawn.BuildWarm(bin, req)
+			require.NoError(t, err)
+			w, err := spawn.StartWarm(timeout(t, 90*time.Second), spawn.WarmSpec{Plan: plan, BaseEnv: env})
+			require.NoError(t, err)
+			_, err = w.Turn(timeout(t, 120*time.Second), spawn.TurnSpec{Prompt: "Remember the word HERON-NINE."})
+			require.NoError(t, err)
+			sid := w.AgentSessionID()
+			require.NotEmpty(t, sid)
+			w.Close()
+
+			req.Resume = sid
+			one, err := spawn.Build(bin, req)
+			require.NoError(t, err)
+			a, _ := spawn.Lookup(c.id)
+			res, err := spawn.Run(timeout(t, 120*time.Second), spawn.RunSpec{Plan: one, Prompt: "Which word was it?", BaseEnv: env, Parser: a.NewParser()})
+			require.NoError(t, err)
+			assert.Contains(t, res.Answer, "NOTED")
+			calls := s.ModelCalls()
+			last := string(calls[len(calls)-1].Body)
+			assert.Contains(t, last, "HERON-NINE", "the cold turn resumed the warm agent's session")
+			assert.Contains(t, last, "Which word was it?")
+
+			if c.id != agent.ClaudeCode {
+				return
+			}
+			plan, err = spawn.BuildWarm(bin, req)
+			require.NoError(t, err)
+			w, err = spawn.StartWarm(timeout(t, 90*time.Second), spawn.WarmSpec{Plan: plan, BaseEnv: env})
+			require.NoError(t, err)
+			defer w.Close()
+			_, err = w.Turn(timeout(t, 120*time.Second), spawn.TurnSpec{Prompt: "And once more: which word?"})
+			require.NoError(t, err)
+			calls = s.ModelCalls()
+			last = string(calls[len(calls)-1].Body)
+			assert.Contains(t, last, "HERON-NINE", "a warm agent resuming the session carries turn one")
+			assert.Equal(t, sid, w.AgentSessionID())
+		})
+	}
+}
