@@ -91,4 +91,3 @@ func rounded(d []time.Duration) []time.Duration {
 	}
 	return out
 }
-
