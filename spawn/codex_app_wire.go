@@ -9,7 +9,7 @@ type (
 	codexAppThreadStart struct {
 		Cwd               string `json:"cwd"`
 		ApprovalPolicy    string `json:"approvalPolicy"`
-		ApprovalsReviewer string `json:"approvalsReviewer"`
+		ApprovalsReviewer string `json:"approvalsReviewer,omitempty"`
 		Sandbox           string `json:"sandbox"`
 		Ephemeral         bool   `json:"ephemeral"`
 	}

@@ -55,6 +55,9 @@ type SessionPlan struct {
 	// there and not on argv (Droid's stream-jsonrpc); empty leaves the
 	// CLI's own choice.
 	Model, Effort string
+	// thread is the app-server thread a warm Codex agent starts (its
+	// mode's sandbox and approval policy); nil: the ask thread.
+	thread *codexAppThreadStart
 }
 
 // conversation is one run's side of a session protocol.

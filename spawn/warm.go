@@ -103,7 +103,7 @@ var warmAdapters = map[string]struct {
 	agent.ClaudeCode: {proto: newClaudeWarm},
 	agent.Gemini:     {proto: newACPWarm},
 	agent.Copilot:    {proto: newACPWarm},
-	agent.Codex:      {no: "card does not keep Codex's app-server thread across turns yet (each turn resumes the CLI's session in a new process)"},
+	agent.Codex:      {proto: newCodexWarm},
 	agent.Droid:      {no: "card does not keep Droid's stream-jsonrpc session across turns yet (each turn resumes the CLI's session in a new process)"},
 	agent.Pi:         {no: "card does not keep Pi's RPC mode across turns yet (each turn resumes the CLI's session in a new process)"},
 }
@@ -144,6 +144,8 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 		return buildClaudeWarm(bin, req)
 	case agent.Gemini, agent.Copilot:
 		return buildACPWarm(bin, req)
+	case agent.Codex:
+		return buildCodexWarm(bin, req)
 	}
 	return Plan{}, fmt.Errorf("%s: %w", req.Adapter, ErrNoWarmChannel)
 }

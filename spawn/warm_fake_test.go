@@ -179,3 +179,99 @@ func fakeACPWarm(string) int {
 	<-conn.DisconnectNotify()
 	return 0
 }
+
+// fakeCodexWarm is Codex's app-server kept across turns: initialize and
+// thread/start once, then each turn/start answered "You said: <prompt>
+// (turn N, pid P)" and turn/completed. A prompt "wait ..." completes only
+// at turn/interrupt (status interrupted) or turn/steer (answering with
+// the steered text), "deaf ..." never, "exit ..." answers and exits,
+// "flood ..." prints without end, "grandchild ..." starts a grandchild.
+func fakeCodexWarm(string) int {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	say := func(v any) {
+		b, _ := json.Marshal(v)
+		os.Stdout.Write(append(b, '\n'))
+	}
+	note := func(method string, params any) { say(map[string]any{"method": method, "params": params}) }
+	turns := 0
+	waiting := ""
+	answer := func(tu, text string) {
+		note("item/agentMessage/delta", map[string]any{"itemId": "msg-" + tu, "delta": text})
+		note("item/completed", map[string]any{"item": map[string]any{"type": "agentMessage", "id": "msg-" + tu, "text": text}})
+		note("thread/tokenUsage/updated", map[string]any{"tokenUsage": map[string]any{"total": map[string]any{"inputTokens": 10 * turns, "outputTokens": 2 * turns}}})
+		note("turn/completed", map[string]any{"threadId": "th-warm", "turn": map[string]any{"id": tu, "status": "completed"}})
+	}
+	for in.Scan() {
+		var m struct {
+			ID     *int            `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		_ = json.Unmarshal(in.Bytes(), &m)
+		id := 0
+		if m.ID != nil {
+			id = *m.ID
+		}
+		switch m.Method {
+		case "initialize":
+			say(map[string]any{"id": id, "result": map[string]any{"userAgent": "fake"}})
+		case "thread/start":
+			say(map[string]any{"id": id, "result": map[string]any{"thread": map[string]any{"id": "th-warm"}, "model": "gpt-fake"}})
+		case "turn/interrupt":
+			say(map[string]any{"id": id, "result": map[string]any{}})
+			if waiting != "" {
+				note("turn/completed", map[string]any{"threadId": "th-warm", "turn": map[string]any{"id": waiting, "status": "interrupted"}})
+				waiting = ""
+			}
+		case "turn/steer":
+			var p struct {
+				ExpectedTurnID string `json:"expectedTurnId"`
+				Input          []struct{ Text string }
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			if p.ExpectedTurnID != waiting || waiting == "" {
+				say(map[string]any{"id": id, "error": map[string]any{"code": -32600, "message": "no such turn"}})
+				continue
+			}
+			say(map[string]any{"id": id, "result": map[string]any{"turnId": waiting}})
+			answer(waiting, "steered: "+p.Input[0].Text)
+			waiting = ""
+		case "turn/start":
+			var p struct {
+				Input []struct{ Type, Text string }
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			turns++
+			tu := "tu-" + strconv.Itoa(turns)
+			say(map[string]any{"id": id, "result": map[string]any{"turn": map[string]any{"id": tu, "status": "inProgress"}}})
+			text := p.Input[len(p.Input)-1].Text
+			verb, _, _ := strings.Cut(text, " ")
+			switch verb {
+			case "wait":
+				waiting = tu
+				continue
+			case "deaf":
+				continue
+			case "flood":
+				line := strings.Repeat("y", 1<<10) + "\n"
+				for {
+					if _, err := os.Stdout.WriteString(line); err != nil {
+						os.Exit(1)
+					}
+				}
+			case "grandchild":
+				gc := exec.Command("sleep", "300")
+				if gc.Start() == nil {
+					_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
+				}
+			}
+			answer(tu, fmt.Sprintf("You said: %s (turn %d, pid %d)", text, turns, os.Getpid()))
+			if verb == "exit" {
+				fmt.Fprintln(os.Stderr, "fake codex: leaving between turns")
+				os.Exit(4)
+			}
+		}
+	}
+	return 0
+}

@@ -145,10 +145,11 @@ func startWarm(ctx context.Context, spec WarmSpec, adapter string, proto warmPro
 		w.broken.Store(true)
 		w.stopLife()
 		<-proto.consumed()
-		close(w.done)
+		// OnExit before Done: whoever sees Done has had OnExit.
 		if onExit != nil {
 			onExit(w.child.exit)
 		}
+		close(w.done)
 	}()
 	return w, nil
 }

@@ -31,6 +31,10 @@ var warmFakes = []struct {
 		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "acpwarm:x"},
 			Session: &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}}
 	}},
+	{"codex-app-server", func(dir string) Plan {
+		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "codexwarm:x"},
+			Session: &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex, thread: &codexAppThreadStart{ApprovalPolicy: "never", Sandbox: "read-only"}}}
+	}},
 }
 
 type warmExit struct {
@@ -234,7 +238,7 @@ func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
 	for _, id := range IDs() {
 		ok, why := CanWarm(id)
 		switch id {
-		case agent.ClaudeCode, agent.Gemini, agent.Copilot:
+		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex:
 			assert.True(t, ok, id)
 		default:
 			assert.False(t, ok, id)
@@ -250,6 +254,9 @@ func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
 
 func TestSteeringIsRefusedWhereTheChannelHasNone(t *testing.T) {
 	for _, f := range warmFakes {
+		if f.name == "codex-app-server" {
+			continue // it steers: TestCodexSteersTheRunningTurn
+		}
 		t.Run(f.name, func(t *testing.T) {
 			w, _ := startFake(t, f.plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
 			assert.ErrorIs(t, w.Steer(context.Background(), "x"), ErrNoTurn)
@@ -344,4 +351,23 @@ func TestEachWarmTurnAsksItsOwnApprover(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, r.asked)
 	assert.Equal(t, "DONE after selected cancel", res.Answer, "denied: only ask mode has anyone to ask")
+}
+
+// Codex's turn/steer joins the running turn: the turn ends with the
+// steered input's answer, and the agent takes the next turn.
+func TestCodexSteersTheRunningTurn(t *testing.T) {
+	w, _ := startFake(t, warmFakes[2].plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
+	got := make(chan Result, 1)
+	go func() {
+		res, _, _ := doTurn(t, w, within(t, 20*time.Second), "wait for more")
+		got <- res
+	}()
+	require.Eventually(t, func() bool { return w.Steer(context.Background(), "also this") == nil }, 5*time.Second, 20*time.Millisecond)
+	res := <-got
+	assert.Equal(t, "steered: also this", res.Answer)
+	assert.False(t, res.IsError)
+	res, _, err := doTurn(t, w, within(t, 20*time.Second), "next")
+	require.NoError(t, err)
+	assert.Contains(t, res.Answer, "(turn 2, pid")
+	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 2}, res.Usage, "a turn's part of the thread's total")
 }

@@ -57,6 +57,19 @@ var clis = []cli{
 		write: func(p string) standin.ToolCall {
 			return standin.ToolCall{Name: "write_file", Input: map[string]any{"file_path": p, "content": "planted\n"}}
 		}},
+	{id: agent.Codex, bin: "codex",
+		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, []string) {
+			s := standin.NewOpenAI(t, script)
+			args, env := s.CodexExtras()
+			full := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "NO_COLOR=1"}
+			for k, v := range env {
+				full = append(full, k+"="+v)
+			}
+			return s, full, args
+		},
+		write: func(p string) standin.ToolCall {
+			return standin.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "printf 'planted\\n' > " + p}}
+		}},
 	{id: agent.Copilot, bin: "copilot",
 		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, []string) {
 			s := standin.NewAnthropic(t, script)
@@ -288,5 +301,52 @@ func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 			assert.Contains(t, last, "HERON-NINE", "a warm agent resuming the session carries turn one")
 			assert.Equal(t, sid, w.AgentSessionID())
 		})
+	}
+}
+
+// Codex's turn/steer adds input to the running turn: the steered text
+// reaches the model within the same turn (a model call made before the
+// turn ends carries it), and the next turn runs as usual. Every other
+// warm CLI refuses steer.
+func TestCodexSteerJoinsTheRunningTurn(t *testing.T) {
+	var c cli
+	for _, x := range clis {
+		if x.id == agent.Codex {
+			c = x
+		}
+	}
+	a := startAgent(t, c, standin.Script{Answer: "one two three four five six seven eight", DeltaDelay: 300 * time.Millisecond}, spawn.ModeReadOnly)
+	var once sync.Once
+	steered := make(chan error, 1)
+	res, err := a.turn(t, timeout(t, 120*time.Second), "Count to eight.", func(e spawn.Event) {
+		if e.Kind == spawn.EventText {
+			once.Do(func() { go func() { steered <- a.w.Steer(context.Background(), "Also say BANANA-THREE.") }() })
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, <-steered)
+	inTurn := false
+	for _, r := range a.s.ModelCalls() {
+		inTurn = inTurn || strings.Contains(string(r.Body), "BANANA-THREE")
+	}
+	assert.True(t, inTurn, "the steered text reached the model before the turn ended")
+	t.Logf("codex: steered turn answered %q after %d model calls", res.Answer, len(a.s.ModelCalls()))
+	_, err = a.turn(t, timeout(t, 120*time.Second), "Next.", nil)
+	require.NoError(t, err)
+
+	for _, other := range clis {
+		if other.id == agent.Codex || other.id == agent.Gemini {
+			continue // Gemini: refused the same way as Copilot (ACP has no steer); kept short
+		}
+		b := startAgent(t, other, standin.Script{Answer: "one two three four", DeltaDelay: 300 * time.Millisecond}, spawn.ModeReadOnly)
+		var once sync.Once
+		refused := make(chan error, 1)
+		_, err := b.turn(t, timeout(t, 120*time.Second), "Count to four.", func(e spawn.Event) {
+			if e.Kind == spawn.EventText {
+				once.Do(func() { refused <- b.w.Steer(context.Background(), "x") })
+			}
+		})
+		require.NoError(t, err)
+		assert.ErrorIs(t, <-refused, spawn.ErrNoSteer, other.id)
 	}
 }
