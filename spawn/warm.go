@@ -105,7 +105,7 @@ var warmAdapters = map[string]struct {
 	agent.Copilot:    {proto: newACPWarm},
 	agent.Codex:      {proto: newCodexWarm},
 	agent.Droid:      {no: "card does not keep Droid's stream-jsonrpc session across turns yet (each turn resumes the CLI's session in a new process)"},
-	agent.Pi:         {no: "card does not keep Pi's RPC mode across turns yet (each turn resumes the CLI's session in a new process)"},
+	agent.Pi:         {proto: newPiWarm},
 }
 
 // CanWarm says whether the adapter's CLI has a channel that keeps one
@@ -146,6 +146,8 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 		return buildACPWarm(bin, req)
 	case agent.Codex:
 		return buildCodexWarm(bin, req)
+	case agent.Pi:
+		return buildPiWarm(bin, req)
 	}
 	return Plan{}, fmt.Errorf("%s: %w", req.Adapter, ErrNoWarmChannel)
 }
@@ -181,8 +183,10 @@ func (w *Warm) Turn(ctx context.Context, t TurnSpec) (Result, error) {
 }
 
 // Steer adds text to the turn that is running, where the CLI's channel
-// takes input mid-turn; ErrNoSteer where it does not, ErrNoTurn when no
-// turn is running.
+// takes input mid-turn (Codex, Pi); ErrNoSteer where it does not, ErrNoTurn
+// when no turn is running. It waits for the agent to take the text, so it
+// must not be called from the turn's OnEvent, which runs on the agent's
+// reader.
 func (w *Warm) Steer(ctx context.Context, text string) error {
 	if w == nil || w.impl == nil {
 		return ErrNoWarmChannel

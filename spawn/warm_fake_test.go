@@ -275,3 +275,76 @@ func fakeCodexWarm(string) int {
 	}
 	return 0
 }
+
+// fakePiWarm is Pi's RPC mode kept across turns: each prompt answered
+// "You said: <prompt> (turn N, pid P)" and agent_end. A prompt "wait ..."
+// ends only at abort (as aborted) or steer (answering with the steered
+// text), "deaf ..." never, "exit ..." answers and exits, "flood ..."
+// prints without end, "grandchild ..." starts a grandchild.
+func fakePiWarm(string) int {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	say := func(v any) {
+		b, _ := json.Marshal(v)
+		os.Stdout.Write(append(b, '\n'))
+	}
+	usage := map[string]any{"input": 10, "output": 5, "cost": map[string]any{"total": 0}}
+	answer := func(text, stop string) {
+		say(map[string]any{"type": "message_update", "assistantMessageEvent": map[string]any{"type": "text_delta", "delta": text}})
+		say(map[string]any{"type": "message_end", "message": map[string]any{"role": "assistant", "model": "m", "content": []any{map[string]any{"type": "text", "text": text}},
+			"usage": usage, "stopReason": stop}})
+		say(map[string]any{"type": "agent_end", "messages": []any{}})
+	}
+	turns := 0
+	waiting := false
+	for in.Scan() {
+		var m struct{ ID, Type, Message string }
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		switch m.Type {
+		case "abort":
+			say(map[string]any{"type": "response", "command": "abort", "success": true})
+			if waiting {
+				waiting = false
+				answer("", "aborted")
+			}
+		case "steer":
+			say(map[string]any{"type": "response", "command": "steer", "success": waiting})
+			if waiting {
+				waiting = false
+				answer("steered: "+m.Message, "stop")
+			}
+		case "prompt":
+			turns++
+			say(map[string]any{"id": m.ID, "type": "response", "command": "prompt", "success": true})
+			say(map[string]any{"type": "agent_start"})
+			verb, _, _ := strings.Cut(m.Message, " ")
+			switch verb {
+			case "wait":
+				waiting = true
+				continue
+			case "deaf":
+				continue
+			case "flood":
+				line := strings.Repeat("y", 1<<10) + "\n"
+				for {
+					if _, err := os.Stdout.WriteString(line); err != nil {
+						os.Exit(1)
+					}
+				}
+			case "grandchild":
+				gc := exec.Command("sleep", "300")
+				if gc.Start() == nil {
+					_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
+				}
+			}
+			answer(fmt.Sprintf("You said: %s (turn %d, pid %d)", m.Message, turns, os.Getpid()), "stop")
+			if verb == "exit" {
+				fmt.Fprintln(os.Stderr, "fake pi: leaving between turns")
+				os.Exit(4)
+			}
+		}
+	}
+	return 0
+}

@@ -35,6 +35,10 @@ var warmFakes = []struct {
 		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "codexwarm:x"},
 			Session: &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex, thread: &codexAppThreadStart{ApprovalPolicy: "never", Sandbox: "read-only"}}}
 	}},
+	{"pi-rpc", func(dir string) Plan {
+		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "piwarm:x"},
+			Session: &SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi}}
+	}},
 }
 
 type warmExit struct {
@@ -93,10 +97,14 @@ func TestAWarmAgentAnswersEachTurnInTheSameProcess(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "You said: "+prompt+" (turn "+strconv.Itoa(i+1)+", pid "+pid+")", res.Answer)
 				assert.Contains(t, kinds(evs), EventText)
-				assert.NotEmpty(t, res.SessionID)
+				if f.name != "pi-rpc" { // card runs Pi with --no-session
+					assert.NotEmpty(t, res.SessionID)
+				}
 				assert.True(t, w.Alive())
 			}
-			assert.NotEmpty(t, w.AgentSessionID())
+			if f.name != "pi-rpc" {
+				assert.NotEmpty(t, w.AgentSessionID())
+			}
 		})
 	}
 }
@@ -238,7 +246,7 @@ func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
 	for _, id := range IDs() {
 		ok, why := CanWarm(id)
 		switch id {
-		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex:
+		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex, agent.Pi:
 			assert.True(t, ok, id)
 		default:
 			assert.False(t, ok, id)
@@ -254,8 +262,8 @@ func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
 
 func TestSteeringIsRefusedWhereTheChannelHasNone(t *testing.T) {
 	for _, f := range warmFakes {
-		if f.name == "codex-app-server" {
-			continue // it steers: TestCodexSteersTheRunningTurn
+		if f.name == "codex-app-server" || f.name == "pi-rpc" {
+			continue // they steer: TestCodexAndPiSteerTheRunningTurn
 		}
 		t.Run(f.name, func(t *testing.T) {
 			w, _ := startFake(t, f.plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
@@ -290,6 +298,10 @@ func TestAWarmPlanKeepsTheOneShotBoundaryFlags(t *testing.T) {
 		{agent.Gemini, ModeReadOnly, []string{"--output-format", "stream-json"}, []string{"--acp"}},
 		{agent.Gemini, ModeEdit, []string{"--output-format", "stream-json"}, []string{"--acp"}},
 		{agent.Copilot, ModeReadOnly, []string{"--output-format", "json"}, []string{"--acp"}},
+		{agent.Pi, ModeReadOnly, []string{"-p", "json"}, []string{"rpc"}},
+		{agent.Pi, ModeEdit, []string{"-p", "json"}, []string{"rpc"}},
+		{agent.Pi, ModeAsk, nil, nil},
+		{agent.Codex, ModeAsk, nil, nil},
 	} {
 		req := Request{Adapter: c.id, Mode: c.mode, Cwd: cwd, ApprovalTimeout: time.Minute}
 		one, err := Build("/bin/"+c.id, req)
@@ -319,6 +331,16 @@ func TestAWarmPlanKeepsTheOneShotBoundaryFlags(t *testing.T) {
 		require.NotNil(t, warm.Session, "%s/%s", c.id, c.mode)
 		assert.Equal(t, one.Ask, warm.Ask)
 		assert.Equal(t, one.Env, warm.Env)
+	}
+	// Codex's warm plan is its app-server, the mode's sandbox on the
+	// thread with approval "never", edit's temp dirs taken out as in exec.
+	for _, m := range []Mode{ModeReadOnly, ModeEdit, ModeBypass} {
+		p, err := BuildWarm("/bin/codex", Request{Adapter: agent.Codex, Mode: m, Cwd: cwd, AllowBypass: true})
+		require.NoError(t, err)
+		assert.Equal(t, "app-server", p.Args[0])
+		assert.Equal(t, &codexAppThreadStart{Cwd: cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(m)}, p.Session.thread)
+		assert.Equal(t, m == ModeEdit, strings.Contains(strings.Join(p.Args, " "), strings.Join(codexEditTmp, " ")), m)
+		assert.Nil(t, p.Ask)
 	}
 	for _, m := range []Mode{ModeEdit, ModeBypass} {
 		_, err := BuildWarm("/bin/copilot", Request{Adapter: agent.Copilot, Mode: m, Cwd: cwd, AllowBypass: true})
@@ -353,10 +375,16 @@ func TestEachWarmTurnAsksItsOwnApprover(t *testing.T) {
 	assert.Equal(t, "DONE after selected cancel", res.Answer, "denied: only ask mode has anyone to ask")
 }
 
-// Codex's turn/steer joins the running turn: the turn ends with the
-// steered input's answer, and the agent takes the next turn.
-func TestCodexSteersTheRunningTurn(t *testing.T) {
-	w, _ := startFake(t, warmFakes[2].plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
+// Codex's turn/steer and Pi's steer join the running turn: the turn ends
+// with the steered input's answer, and the agent takes the next turn.
+func TestCodexAndPiSteerTheRunningTurn(t *testing.T) {
+	for _, f := range warmFakes[2:] {
+		t.Run(f.name, func(t *testing.T) { steerFake(t, f.plan(t.TempDir())) })
+	}
+}
+
+func steerFake(t *testing.T, plan Plan) {
+	w, _ := startFake(t, plan, Limits{KillGrace: 5 * time.Second})
 	got := make(chan Result, 1)
 	go func() {
 		res, _, _ := doTurn(t, w, within(t, 20*time.Second), "wait for more")
@@ -369,5 +397,7 @@ func TestCodexSteersTheRunningTurn(t *testing.T) {
 	res, _, err := doTurn(t, w, within(t, 20*time.Second), "next")
 	require.NoError(t, err)
 	assert.Contains(t, res.Answer, "(turn 2, pid")
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 2}, res.Usage, "a turn's part of the thread's total")
+	if plan.Session.Protocol == ProtocolCodexApp {
+		assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 2}, res.Usage, "a turn's part of the thread's total")
+	}
 }

@@ -70,6 +70,20 @@ var clis = []cli{
 		write: func(p string) standin.ToolCall {
 			return standin.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "printf 'planted\\n' > " + p}}
 		}},
+	{id: agent.Pi, bin: "pi",
+		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, []string) {
+			s := standin.NewAnthropic(t, script)
+			env, args, err := s.PiSetup(home, os.Getenv("PATH"))
+			require.NoError(t, err)
+			full := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+			for k, v := range standin.AdapterEnv(env) {
+				full = append(full, k+"="+v)
+			}
+			return s, full, args
+		},
+		write: func(p string) standin.ToolCall {
+			return standin.ToolCall{Name: "write", Input: map[string]any{"path": p, "content": "planted\n"}}
+		}},
 	{id: agent.Copilot, bin: "copilot",
 		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, []string) {
 			s := standin.NewAnthropic(t, script)
@@ -149,7 +163,9 @@ func TestASecondTurnRunsInTheSameProcessAndCarriesTheFirst(t *testing.T) {
 			assert.Equal(t, 1, a.starts, "one process for both turns")
 			assert.True(t, proc.Alive(pid))
 			assert.True(t, a.w.Alive())
-			assert.NotEmpty(t, a.w.AgentSessionID())
+			if c.id != agent.Pi { // card runs Pi with --no-session
+				assert.NotEmpty(t, a.w.AgentSessionID())
+			}
 			a.w.Close()
 			assert.False(t, proc.GroupAlive(pid), "Close left part of the agent's group running")
 		})
@@ -258,6 +274,9 @@ func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
+			if c.id == agent.Pi {
+				t.Skip("card runs Pi with --no-session: there is no session to resume")
+			}
 			bin := standin.CLI(t, c.bin)
 			home, cwd := t.TempDir(), t.TempDir()
 			cwd, _ = filepath.EvalSymlinks(cwd)
@@ -304,49 +323,39 @@ func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 	}
 }
 
-// Codex's turn/steer adds input to the running turn: the steered text
-// reaches the model within the same turn (a model call made before the
-// turn ends carries it), and the next turn runs as usual. Every other
-// warm CLI refuses steer.
-func TestCodexSteerJoinsTheRunningTurn(t *testing.T) {
-	var c cli
-	for _, x := range clis {
-		if x.id == agent.Codex {
-			c = x
-		}
-	}
-	a := startAgent(t, c, standin.Script{Answer: "one two three four five six seven eight", DeltaDelay: 300 * time.Millisecond}, spawn.ModeReadOnly)
-	var once sync.Once
-	steered := make(chan error, 1)
-	res, err := a.turn(t, timeout(t, 120*time.Second), "Count to eight.", func(e spawn.Event) {
-		if e.Kind == spawn.EventText {
-			once.Do(func() { go func() { steered <- a.w.Steer(context.Background(), "Also say BANANA-THREE.") }() })
-		}
-	})
-	require.NoError(t, err)
-	require.NoError(t, <-steered)
-	inTurn := false
-	for _, r := range a.s.ModelCalls() {
-		inTurn = inTurn || strings.Contains(string(r.Body), "BANANA-THREE")
-	}
-	assert.True(t, inTurn, "the steered text reached the model before the turn ended")
-	t.Logf("codex: steered turn answered %q after %d model calls", res.Answer, len(a.s.ModelCalls()))
-	_, err = a.turn(t, timeout(t, 120*time.Second), "Next.", nil)
-	require.NoError(t, err)
-
-	for _, other := range clis {
-		if other.id == agent.Codex || other.id == agent.Gemini {
-			continue // Gemini: refused the same way as Copilot (ACP has no steer); kept short
-		}
-		b := startAgent(t, other, standin.Script{Answer: "one two three four", DeltaDelay: 300 * time.Millisecond}, spawn.ModeReadOnly)
-		var once sync.Once
-		refused := make(chan error, 1)
-		_, err := b.turn(t, timeout(t, 120*time.Second), "Count to four.", func(e spawn.Event) {
-			if e.Kind == spawn.EventText {
-				once.Do(func() { refused <- b.w.Steer(context.Background(), "x") })
+// Steer adds input to the running turn where the CLI's channel has a way
+// (Codex's turn/steer, Pi's steer command): the steered text reaches the
+// model within the same turn (a model call made before the turn ends
+// carries it), and the next turn runs as usual. The other CLIs refuse it.
+func TestSteerJoinsTheRunningTurnWhereTheCLIHasAWay(t *testing.T) {
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) {
+			t.Parallel()
+			a := startAgent(t, c, standin.Script{Answer: "one two three four five six seven eight", DeltaDelay: 300 * time.Millisecond}, spawn.ModeReadOnly)
+			var once sync.Once
+			steered := make(chan error, 1)
+			res, err := a.turn(t, timeout(t, 120*time.Second), "Count to eight.", func(e spawn.Event) {
+				if e.Kind == spawn.EventText {
+					// Off the event callback: Steer waits for the
+					// agent's answer, which the callback's reader brings.
+					once.Do(func() { go func() { steered <- a.w.Steer(context.Background(), "Also say BANANA-THREE.") }() })
+				}
+			})
+			require.NoError(t, err)
+			serr := <-steered
+			if c.id != agent.Codex && c.id != agent.Pi {
+				assert.ErrorIs(t, serr, spawn.ErrNoSteer)
+				return
 			}
+			require.NoError(t, serr)
+			inTurn := false
+			for _, r := range a.s.ModelCalls() {
+				inTurn = inTurn || strings.Contains(string(r.Body), "BANANA-THREE")
+			}
+			assert.True(t, inTurn, "the steered text reached the model before the turn ended")
+			t.Logf("%s: steered turn answered %q after %d model calls", c.id, res.Answer, len(a.s.ModelCalls()))
+			_, err = a.turn(t, timeout(t, 120*time.Second), "Next.", nil)
+			require.NoError(t, err)
 		})
-		require.NoError(t, err)
-		assert.ErrorIs(t, <-refused, spawn.ErrNoSteer, other.id)
 	}
 }
