@@ -144,6 +144,18 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 	})
 	defer c.close()
 
+	if !c.handshake(t) {
+		return
+	}
+	if !c.addMessage(t) {
+		return
+	}
+	c.awaitEnd("the turn (agent_turn_completed)")
+}
+
+// handshake opens Droid's session in the turn's cwd; false when Droid did
+// not answer it. A warm agent opens it once, for every turn after.
+func (c *droidConversation) handshake(t turn) bool {
 	c.init.Cwd = t.Cwd
 	var init struct {
 		SessionID string `json:"sessionId"`
@@ -152,17 +164,20 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 		} `json:"settings"`
 	}
 	if !c.call("droid.initialize_session", c.init, &init, c.fail) {
-		return
+		return false
 	}
 	c.mu.Lock()
 	c.sessionID, c.model = init.SessionID, init.Settings.ModelID
 	t.Emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
 	c.mu.Unlock()
+	return true
+}
+
+// addMessage sends the turn's prompt; the turn ends with
+// agent_turn_completed.
+func (c *droidConversation) addMessage(t turn) bool {
 	var added json.RawMessage
-	if !c.call("droid.add_user_message", map[string]any{"text": t.Prompt}, &added, c.fail) {
-		return
-	}
-	c.awaitEnd("the turn (agent_turn_completed)")
+	return c.call("droid.add_user_message", map[string]any{"text": t.Prompt}, &added, c.fail)
 }
 
 func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, t turn) {

@@ -43,6 +43,8 @@ func helper(mode string) int {
 		return fakeDroid(strings.TrimPrefix(mode, "droid:"))
 	case strings.HasPrefix(mode, "claudewarm:"):
 		return fakeClaudeWarm(strings.TrimPrefix(mode, "claudewarm:"))
+	case strings.HasPrefix(mode, "droidwarm:"):
+		return fakeDroidWarm(strings.TrimPrefix(mode, "droidwarm:"))
 	case strings.HasPrefix(mode, "piwarm:"):
 		return fakePiWarm(strings.TrimPrefix(mode, "piwarm:"))
 	case strings.HasPrefix(mode, "codexwarm:"):

@@ -104,7 +104,7 @@ var warmAdapters = map[string]struct {
 	agent.Gemini:     {proto: newACPWarm},
 	agent.Copilot:    {proto: newACPWarm},
 	agent.Codex:      {proto: newCodexWarm},
-	agent.Droid:      {no: "card does not keep Droid's stream-jsonrpc session across turns yet (each turn resumes the CLI's session in a new process)"},
+	agent.Droid:      {proto: newDroidWarm},
 	agent.Pi:         {proto: newPiWarm},
 }
 
@@ -148,6 +148,8 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 		return buildCodexWarm(bin, req)
 	case agent.Pi:
 		return buildPiWarm(bin, req)
+	case agent.Droid:
+		return buildDroidWarm(bin, req)
 	}
 	return Plan{}, fmt.Errorf("%s: %w", req.Adapter, ErrNoWarmChannel)
 }

@@ -32,6 +32,9 @@ type warmChild struct {
 
 	kill     chan struct{}
 	killOnce sync.Once
+	// quit asks for a graceful end: stdin closed, the grace to exit.
+	quit     chan struct{}
+	quitOnce sync.Once
 	// writeMu keeps each message written to stdin whole when a turn, a
 	// steer and a cancel write at once.
 	writeMu sync.Mutex
@@ -73,7 +76,7 @@ func startWarmChild(ctx context.Context, spec WarmSpec, approver Approver, skipp
 		ended: make(chan struct{}), groupGone: make(chan struct{}),
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	r.stdoutSrc = c.stdout
-	w := &warmChild{p: p, c: c, r: r, lines: make(chan []byte), readerGone: make(chan struct{}), skipped: skipped, kill: make(chan struct{}), done: make(chan struct{})}
+	w := &warmChild{p: p, c: c, r: r, lines: make(chan []byte), readerGone: make(chan struct{}), skipped: skipped, kill: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go w.live(spec.OnExit)
 	return w, nil
 }
@@ -116,6 +119,19 @@ func (w *warmChild) live(onExit func(ExitInfo)) {
 	case <-r.limitHit:
 		w.limited = true
 	case <-w.kill:
+	case <-w.quit:
+		// Its stdin closed, a CLI ends its session the way it does on its
+		// own (and saves it, for a cold turn to resume), within the grace.
+		r.stdin.close()
+		grace := time.NewTimer(r.lim.KillGrace)
+		select {
+		case <-r.exited:
+		case <-grace.C:
+		case <-w.kill:
+		case <-r.limitHit:
+			w.limited = true
+		}
+		grace.Stop()
 	}
 	// A member left behind after the leader exits is ended the same way;
 	// EndGroup returns at once when there is none.
@@ -152,7 +168,11 @@ func (w *warmChild) live(onExit func(ExitInfo)) {
 // stopReading says the protocol reads no more lines.
 func (w *warmChild) stopReading() { w.readerGoneOnce.Do(func() { close(w.readerGone) }) }
 
-// end asks the supervisor to end the whole group; it does not wait.
+// close asks the supervisor to end the child gracefully: stdin closed,
+// then the group ended after the grace; it does not wait.
+func (w *warmChild) close() { w.quitOnce.Do(func() { close(w.quit) }) }
+
+// end asks the supervisor to end the whole group now; it does not wait.
 func (w *warmChild) end() { w.killOnce.Do(func() { close(w.kill) }) }
 
 // write writes b on the child's stdin, all of it or an error; a child

@@ -348,3 +348,79 @@ func fakePiWarm(string) int {
 	}
 	return 0
 }
+
+// fakeDroidWarm is Droid's stream-jsonrpc kept across turns: one
+// initialize_session, then each add_user_message answered "You said:
+// <prompt> (turn N, pid P)" and agent_turn_completed. A prompt "wait ..."
+// completes only at droid.interrupt_session, "deaf ..." never, "exit ..."
+// answers and exits, "flood ..." prints without end, "grandchild ..."
+// starts a grandchild.
+func fakeDroidWarm(string) int {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	say := func(v map[string]any) {
+		v["jsonrpc"], v["factoryApiVersion"] = "2.0", "1.0.0"
+		b, _ := json.Marshal(v)
+		os.Stdout.Write(append(b, '\n'))
+	}
+	note := func(n map[string]any) {
+		say(map[string]any{"type": "notification", "method": "droid.session_notification", "params": map[string]any{"sessionId": "s-warm", "notification": n}})
+	}
+	turns := 0
+	waiting := false
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		_ = json.Unmarshal(in.Bytes(), &m)
+		var id string
+		if json.Unmarshal(m.ID, &id) != nil {
+			continue
+		}
+		switch m.Method {
+		case "droid.initialize_session":
+			say(map[string]any{"type": "response", "id": id, "result": map[string]any{"sessionId": "s-warm", "settings": map[string]any{"modelId": "droid-fake"}}})
+		case "droid.interrupt_session":
+			say(map[string]any{"type": "response", "id": id, "result": map[string]any{}})
+			if waiting {
+				waiting = false
+				note(map[string]any{"type": "agent_turn_completed", "reason": "interrupted"})
+			}
+		case "droid.add_user_message":
+			var p struct{ Text string }
+			_ = json.Unmarshal(m.Params, &p)
+			turns++
+			say(map[string]any{"type": "response", "id": id, "result": map[string]any{}})
+			verb, _, _ := strings.Cut(p.Text, " ")
+			switch verb {
+			case "wait":
+				waiting = true
+				continue
+			case "deaf":
+				continue
+			case "flood":
+				line := strings.Repeat("y", 1<<10) + "\n"
+				for {
+					if _, err := os.Stdout.WriteString(line); err != nil {
+						os.Exit(1)
+					}
+				}
+			case "grandchild":
+				gc := exec.Command("sleep", "300")
+				if gc.Start() == nil {
+					_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
+				}
+			}
+			note(map[string]any{"type": "assistant_text_delta", "messageId": "m-" + strconv.Itoa(turns),
+				"textDelta": fmt.Sprintf("You said: %s (turn %d, pid %d)", p.Text, turns, os.Getpid())})
+			note(map[string]any{"type": "agent_turn_completed"})
+			if verb == "exit" {
+				fmt.Fprintln(os.Stderr, "fake droid: leaving between turns")
+				os.Exit(4)
+			}
+		}
+	}
+	return 0
+}

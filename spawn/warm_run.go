@@ -176,10 +176,11 @@ func (w *warmRunner) alive() bool { return !w.broken.Load() }
 
 func (w *warmRunner) sessionID() string { return w.proto.sessionID() }
 
-// close ends the agent: its group, then the protocol.
+// close ends the agent: its stdin closed, so it can end its session as it
+// would on its own, then its group after the grace, then the protocol.
 func (w *warmRunner) close() {
 	w.broken.Store(true)
-	w.child.end()
+	w.child.close()
 	<-w.done
 }
 

@@ -39,6 +39,10 @@ var warmFakes = []struct {
 		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "piwarm:x"},
 			Session: &SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi}}
 	}},
+	{"droid-stream-jsonrpc", func(dir string) Plan {
+		return Plan{Program: os.Args[0], Dir: dir, Env: map[string]string{helperEnv: "droidwarm:x"},
+			Session: &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid}}
+	}},
 }
 
 type warmExit struct {
@@ -246,7 +250,7 @@ func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
 	for _, id := range IDs() {
 		ok, why := CanWarm(id)
 		switch id {
-		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex, agent.Pi:
+		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex, agent.Pi, agent.Droid:
 			assert.True(t, ok, id)
 		default:
 			assert.False(t, ok, id)
@@ -378,7 +382,7 @@ func TestEachWarmTurnAsksItsOwnApprover(t *testing.T) {
 // Codex's turn/steer and Pi's steer join the running turn: the turn ends
 // with the steered input's answer, and the agent takes the next turn.
 func TestCodexAndPiSteerTheRunningTurn(t *testing.T) {
-	for _, f := range warmFakes[2:] {
+	for _, f := range warmFakes[2:4] {
 		t.Run(f.name, func(t *testing.T) { steerFake(t, f.plan(t.TempDir())) })
 	}
 }
@@ -399,5 +403,25 @@ func steerFake(t *testing.T, plan Plan) {
 	assert.Contains(t, res.Answer, "(turn 2, pid")
 	if plan.Session.Protocol == ProtocolCodexApp {
 		assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 2}, res.Usage, "a turn's part of the thread's total")
+	}
+}
+
+// Close ends the agent the way it ends on its own, stdin closed, so it can
+// save its session for a cold turn; only one that stays up past the grace
+// is killed.
+func TestClosingAWarmAgentLetsItExitOnItsOwnFirst(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			w, x := startFake(t, f.plan(t.TempDir()), Limits{KillGrace: 5 * time.Second})
+			_, _, err := doTurn(t, w, within(t, 20*time.Second), "hello")
+			require.NoError(t, err)
+			start := time.Now()
+			w.Close()
+			assert.Less(t, time.Since(start), 4*time.Second, "it exited on stdin's end, not at the grace")
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			require.NotNil(t, x.exit)
+			assert.Equal(t, 0, x.exit.Code, "exited, not killed")
+		})
 	}
 }

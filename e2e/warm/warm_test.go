@@ -84,6 +84,20 @@ var clis = []cli{
 		write: func(p string) standin.ToolCall {
 			return standin.ToolCall{Name: "write", Input: map[string]any{"path": p, "content": "planted\n"}}
 		}},
+	{id: agent.Droid, bin: "droid",
+		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, []string) {
+			s := standin.NewAnthropic(t, script)
+			env, args, err := s.DroidSetup(home, os.Getenv("PATH"))
+			require.NoError(t, err)
+			full := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+			for k, v := range standin.AdapterEnv(env) {
+				full = append(full, k+"="+v)
+			}
+			return s, full, args
+		},
+		write: func(p string) standin.ToolCall {
+			return standin.ToolCall{Name: "Create", Input: map[string]any{"file_path": p, "content": "planted\n"}}
+		}},
 	{id: agent.Copilot, bin: "copilot",
 		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, []string) {
 			s := standin.NewAnthropic(t, script)
@@ -216,6 +230,14 @@ func TestAWarmTurnHoldsItsModesBoundary(t *testing.T) {
 		for _, mode := range []spawn.Mode{spawn.ModeReadOnly, spawn.ModeEdit} {
 			t.Run(c.id+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()
+				if c.id == agent.Droid && mode == spawn.ModeEdit {
+					// Refused in every Droid run (its edit cannot be kept
+					// inside the working dir).
+					_, err := spawn.BuildWarm(standin.CLI(t, c.bin), spawn.Request{Adapter: c.id, Cwd: t.TempDir(), Mode: mode})
+					var fe *spawn.FieldError
+					require.ErrorAs(t, err, &fe)
+					return
+				}
 				if c.id == agent.Copilot && mode == spawn.ModeEdit {
 					// Over ACP its --allow-tool write wrote outside the
 					// working dir (this test, before the refusal).
@@ -274,8 +296,14 @@ func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
-			if c.id == agent.Pi {
+			switch c.id {
+			case agent.Pi:
 				t.Skip("card runs Pi with --no-session: there is no session to resume")
+			case agent.Droid:
+				// Droid 0.225.2 saves the stream-jsonrpc session (its
+				// .jsonl is in ~/.factory/sessions), but `droid exec -s
+				// <id>` of it exits 1 and prints nothing.
+				t.Skip("droid exec -s of a stream-jsonrpc session exits 1 without a word (Droid 0.225.2)")
 			}
 			bin := standin.CLI(t, c.bin)
 			home, cwd := t.TempDir(), t.TempDir()
