@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
 )
@@ -40,8 +41,20 @@ func TestWarmFollowUpAgainstAColdTurn(t *testing.T) {
 			defer w.Close()
 			_, err = w.Turn(timeout(t, 120*time.Second), spawn.TurnSpec{Prompt: "Remember the word OSPREY."})
 			require.NoError(t, err)
-			req.Resume = w.AgentSessionID()
+			// A cold turn is a new CLI process resuming a session of its
+			// own (a warm agent's thread has one writer: Codex refuses a
+			// second process on it); Pi (--no-session) and Droid (whose
+			// exec -s of a session fails) start afresh, which costs the
+			// same start-up.
 			a, _ := spawn.Lookup(c.id)
+			if c.id != agent.Pi && c.id != agent.Droid {
+				one, err := spawn.Build(bin, req)
+				require.NoError(t, err)
+				res, err := spawn.Run(timeout(t, 120*time.Second), spawn.RunSpec{Plan: one, Prompt: "Remember the word OSPREY.", BaseEnv: env, Parser: a.NewParser()})
+				require.NoError(t, err)
+				require.NotEmpty(t, res.SessionID)
+				req.Resume = res.SessionID
+			}
 
 			firstText := func(run func(onEvent func(spawn.Event)) error) time.Duration {
 				var once sync.Once
