@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 )
 
@@ -26,9 +25,10 @@ import (
 // by its id, cold.
 //
 // The process side is warm_child.go, the turn loop shared by every
-// protocol is warmRunner below, and each protocol's side is a warmProto
-// (warm_claude.go, warm_acp.go) built on the same parsers and session
-// code as the one-shot and ask-mode runs.
+// protocol is warmRunner (warm_run.go), and each protocol's side is a
+// warmProto, named by the adapter's driver (Driver.Warm) and built on the
+// same parsers and session code as its one-shot and ask-mode runs
+// (claude_warm.go, warm_acp.go, codex_warm.go, pi_warm.go, droid_warm.go).
 
 // ErrNoWarmChannel is StartWarm's error for an adapter whose CLI has no
 // headless channel that takes a second prompt in the same process; its
@@ -92,35 +92,15 @@ type warmAgent interface {
 	close()
 }
 
-// warmAdapters are the adapters whose conversation channel card keeps warm,
-// each with its protocol's side, and the rest with why not. An adapter is
-// listed only once its channel was proved against the real CLI: two turns
-// on one process, a cancelled turn, and its permission modes' boundary.
-var warmAdapters = map[string]struct {
-	proto func(plan Plan) warmProto
-	no    string
-}{
-	agent.ClaudeCode: {proto: newClaudeWarm},
-	agent.Gemini:     {proto: newACPWarm},
-	agent.Copilot:    {proto: newACPWarm},
-	agent.Codex:      {proto: newCodexWarm},
-	agent.Droid:      {proto: newDroidWarm},
-	agent.Pi:         {proto: newPiWarm},
-}
-
 // CanWarm says whether the adapter's CLI has a channel that keeps one
 // process across turns, and if not, why.
 func CanWarm(adapter string) (bool, string) {
-	if _, ok := Lookup(adapter); !ok {
+	a, ok := Lookup(adapter)
+	if !ok {
 		return false, fmt.Sprintf("unknown adapter %q", adapter)
 	}
-	w, ok := warmAdapters[adapter]
-	if !ok || w.proto == nil {
-		why := ErrNoWarmChannel.Error()
-		if ok && w.no != "" {
-			why = w.no
-		}
-		return false, why
+	if a.Warm.Build == nil {
+		return false, a.Warm.None
 	}
 	return true, ""
 }
@@ -139,19 +119,8 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 		// A warm agent's images belong to its turns (TurnSpec.Images).
 		return Plan{}, &FieldError{"attachments", "a warm agent takes attachments with each turn, not at its start"}
 	}
-	switch req.Adapter {
-	case agent.ClaudeCode:
-		return buildClaudeWarm(bin, req)
-	case agent.Gemini, agent.Copilot:
-		return buildACPWarm(bin, req)
-	case agent.Codex:
-		return buildCodexWarm(bin, req)
-	case agent.Pi:
-		return buildPiWarm(bin, req)
-	case agent.Droid:
-		return buildDroidWarm(bin, req)
-	}
-	return Plan{}, fmt.Errorf("%s: %w", req.Adapter, ErrNoWarmChannel)
+	a, _ := Lookup(req.Adapter)
+	return a.Warm.Build(bin, req)
 }
 
 // StartWarm starts the plan's child and its conversation channel, and
@@ -162,11 +131,11 @@ func StartWarm(ctx context.Context, spec WarmSpec) (*Warm, error) {
 	if spec.Plan.Session != nil {
 		adapter = spec.Plan.Session.Adapter
 	}
-	wa, ok := warmAdapters[adapter]
-	if !ok || wa.proto == nil {
+	a, ok := Lookup(adapter)
+	if !ok || a.Warm.Proto == nil {
 		return nil, ErrNoWarmChannel
 	}
-	r, err := startWarm(ctx, spec, adapter, wa.proto(spec.Plan))
+	r, err := startWarm(ctx, spec, adapter, a.Warm.Proto(spec.Plan))
 	if err != nil {
 		return nil, err
 	}
@@ -262,3 +231,13 @@ func (s *switchApprover) Approve(ctx context.Context, q Question) Decision {
 // aliveFlag is set once the agent must take no more turns (it was ended,
 // or is being), before its process is gone.
 type aliveFlag struct{ broken atomic.Bool }
+
+// buildOneShot is Build, for the warm builders, which start from the
+// one-shot plan: a variable set at init, since Build reads the registry
+// the warm builders are part of.
+var buildOneShot func(bin string, req Request) (Plan, error)
+
+// lookupDriver is Lookup, for the same reason.
+var lookupDriver func(id string) (Adapter, bool)
+
+func init() { buildOneShot, lookupDriver = Build, Lookup }

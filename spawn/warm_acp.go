@@ -9,7 +9,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
-	"github.com/card-dev/card/agent"
 )
 
 // Gemini CLI's and Copilot CLI's conversation channel is ACP, the protocol
@@ -30,14 +29,7 @@ func buildACPWarm(bin string, req Request) (Plan, error) {
 	if req.Resume != "" {
 		return Plan{}, errUnsupported("resume", req.Adapter, "card does not load an ACP session into a warm agent yet; resume it in a one-shot turn")
 	}
-	if m := req.EffectiveMode(); req.Adapter == agent.Copilot && (m == ModeEdit || m == ModeBypass) {
-		// Seen with Copilot CLI 1.0.102 against a stand-in: over ACP,
-		// --allow-tool write creates a file outside the working dir
-		// unasked, where the one-shot run's path verification refuses
-		// it. Those turns run cold, in the one-shot boundary.
-		return Plan{}, fmt.Errorf("%s: in %s mode Copilot's ACP channel does not keep writes inside the working dir: %w", req.Adapter, m, ErrNoWarmChannel)
-	}
-	p, err := Build(bin, req)
+	p, err := buildOneShot(bin, req)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -92,11 +84,11 @@ func newACPWarm(plan Plan) warmProto {
 	if plan.Session != nil {
 		a.adapter = plan.Session.Adapter
 	}
-	switch a.adapter {
-	case agent.Gemini:
-		a.dialect = geminiACP
-	case agent.Copilot:
-		a.dialect = copilotACP
+	// The adapter's dialect of ACP, as its driver's ask-mode session has it.
+	if d, ok := lookupDriver(a.adapter); ok && d.Session.Protocol == ProtocolACP {
+		if conv, err := d.Session.New(SessionPlan{Protocol: ProtocolACP, Adapter: a.adapter}); err == nil {
+			a.dialect = conv.(*acpConversation).dialect
+		}
 	}
 	return a
 }

@@ -29,7 +29,7 @@ func buildDroidWarm(bin string, req Request) (Plan, error) {
 	if mode == ModeBypass {
 		return Plan{}, fmt.Errorf("%s: bypass is not kept warm over stream-jsonrpc: %w", req.Adapter, ErrNoWarmChannel)
 	}
-	if _, err := Build(bin, req); err != nil { // every check of a one-shot request
+	if _, err := buildOneShot(bin, req); err != nil { // every check of a one-shot request
 		return Plan{}, err
 	}
 	p, err := buildDroidAsk(bin, req)

@@ -28,7 +28,7 @@ import (
 // with --no-session in every mode, so a conversation lives only as long as
 // its warm process: a cold turn after it starts afresh.
 func buildPiWarm(bin string, req Request) (Plan, error) {
-	p, err := Build(bin, req)
+	p, err := buildOneShot(bin, req)
 	if err != nil {
 		return Plan{}, err
 	}

@@ -38,7 +38,7 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 		return Plan{}, errUnsupported("session_id", agent.Codex, "a warm Codex thread is kept so that a cold turn can resume it")
 	}
 	mode := req.EffectiveMode()
-	one, err := Build(bin, req) // every check of a one-shot request
+	one, err := buildOneShot(bin, req) // every check of a one-shot request
 	if err != nil {
 		return Plan{}, err
 	}
@@ -64,9 +64,10 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 	p.Args = args
 	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex,
 		thread: &codexAppThreadStart{Cwd: req.Cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(mode)}}
-	a, _ := Lookup(agent.Codex)
-	if err := withMCP(&p, a.MCP, req); err != nil {
-		return Plan{}, err
+	if req.MCPEndpoint != "" {
+		// The endpoint was checked by the one-shot build above.
+		a, _ := lookupDriver(agent.Codex)
+		a.MCP.Add(&p, req.MCPEndpoint)
 	}
 	return p, nil
 }

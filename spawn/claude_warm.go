@@ -28,7 +28,7 @@ import (
 // cancelled turn ended within about a second, and the next turn ran in the
 // same process).
 func buildClaudeWarm(bin string, req Request) (Plan, error) {
-	p, err := Build(bin, req)
+	p, err := buildOneShot(bin, req)
 	if err != nil {
 		return Plan{}, err
 	}
