@@ -124,7 +124,7 @@ func (c *codexWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	}()
 	conv := c.conversation()
 	conv.begin(ctx)
-	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.approver}
+	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.child.approver}
 	c.mu.Lock()
 	c.cur, c.curT = conv, t
 	c.mu.Unlock()
@@ -185,7 +185,7 @@ func (c *codexWarm) begin(wt *warmTurn) {
 	c.mu.Unlock()
 	conv.callCtx = c.w.life
 	conv.begin(wt.ctx)
-	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: c.w.plan.Dir, Emit: wt.emit, Approver: c.w.approver}
+	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: c.w.plan.Dir, Emit: wt.emit, Approver: c.w.child.approver}
 	c.mu.Lock()
 	c.cur, c.curT = conv, t
 	c.byTurn[wt] = conv

@@ -90,7 +90,7 @@ func (d *droidWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	}()
 	c := d.conversation()
 	c.begin(ctx)
-	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.approver}
+	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.child.approver}
 	d.mu.Lock()
 	d.cur, d.curT = c, t
 	d.mu.Unlock()
@@ -153,7 +153,7 @@ func (d *droidWarm) begin(wt *warmTurn) {
 	d.mu.Unlock()
 	c.callCtx = d.w.life
 	c.begin(wt.ctx)
-	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: d.w.plan.Dir, Emit: wt.emit, Approver: d.w.approver}
+	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: d.w.plan.Dir, Emit: wt.emit, Approver: d.w.child.approver}
 	d.mu.Lock()
 	d.cur, d.curT = c, t
 	d.byTurn[wt] = c

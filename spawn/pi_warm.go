@@ -125,7 +125,7 @@ func (p *piWarm) feed(line []byte) {
 func (p *piWarm) begin(wt *warmTurn) {
 	c := &piRPCConversation{turnState: turnState{adapter: agent.Pi, words: piWords}, parser: newPiParser(), w: stdinWriter{p.w.child}}
 	c.begin(wt.ctx)
-	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: p.w.plan.Dir, Emit: wt.emit, Approver: p.w.approver}
+	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: p.w.plan.Dir, Emit: wt.emit, Approver: p.w.child.approver}
 	p.mu.Lock()
 	p.cur, p.curT, p.curW = c, t, wt
 	p.byTurn[wt] = c
@@ -151,13 +151,23 @@ drain:
 	if err := p.write(map[string]string{"type": "steer", "message": text}); err != nil {
 		return err
 	}
-	select {
-	case l := <-p.steered:
+	answered := func(l piRPCLine) error {
 		if l.Success != nil && !*l.Success {
 			return fmt.Errorf("pi refused steer: %s", strings.TrimSpace(l.Error))
 		}
 		return nil
+	}
+	select {
+	case l := <-p.steered:
+		return answered(l)
 	case <-wt.ended:
+		// Pi answers the steer before the turn it joined ends: an
+		// answer already read counts.
+		select {
+		case l := <-p.steered:
+			return answered(l)
+		default:
+		}
 		return ErrNoTurn
 	case <-p.done:
 		return ErrAgentGone

@@ -124,7 +124,7 @@ func (a *acpWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	}()
 	c := a.conversation()
 	c.begin(ctx)
-	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.approver}
+	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.child.approver}
 	a.mu.Lock()
 	a.cur, a.curT = c, t
 	a.mu.Unlock()
@@ -187,7 +187,7 @@ func (a *acpWarm) begin(wt *warmTurn) {
 	// ctx ends: a cancelled turn is answered "cancelled" within the grace.
 	c.callCtx = a.w.life
 	c.begin(wt.ctx)
-	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: a.w.plan.Dir, Emit: wt.emit, Approver: a.w.approver}
+	t := turn{Prompt: wt.spec.Prompt, Images: wt.images, Cwd: a.w.plan.Dir, Emit: wt.emit, Approver: a.w.child.approver}
 	a.mu.Lock()
 	a.cur, a.curT = c, t
 	a.byTurn[wt] = c

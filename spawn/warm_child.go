@@ -16,7 +16,10 @@ import (
 // ends, and a supervisor that ends the whole group when asked, when output
 // runs past the limit, or when the leader exits (leftovers included).
 type warmChild struct {
-	p *prepared
+	// approver is the one the agent's questions go to: the warm agent's
+	// switch to the running turn's, paused in the watchdog while it waits.
+	approver Approver
+	p        *prepared
 	c *started
 	r *run
 	// lines are the child's stdout lines, bounded (MaxLine) and counted
@@ -76,7 +79,10 @@ func startWarmChild(ctx context.Context, spec WarmSpec, approver Approver, skipp
 		ended: make(chan struct{}), groupGone: make(chan struct{}),
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	r.stdoutSrc = c.stdout
-	w := &warmChild{p: p, c: c, r: r, lines: make(chan []byte), readerGone: make(chan struct{}), skipped: skipped, kill: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+	// One watchdog for the agent's life, readied for each turn: the
+	// agent's output touches it, its questions pause it.
+	r.watch = p.watch
+	w := &warmChild{approver: p.spec.Approver, p: p, c: c, r: r, lines: make(chan []byte), readerGone: make(chan struct{}), skipped: skipped, kill: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go w.live(spec.OnExit)
 	return w, nil
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/card-dev/card/api"
 )
 
 // warmProto is one protocol's side of a warm agent. The runner owns the
@@ -51,6 +50,11 @@ type warmTurn struct {
 	verdict *Failure // the run's own ending (retries, caps)
 	judged  chan struct{}
 	vOnce   sync.Once
+
+	// emitMu and over keep a late message of the agent's (an update read
+	// after the turn's end) from reaching a turn its caller has closed.
+	emitMu sync.RWMutex
+	over   bool
 }
 
 // end says the turn is over as far as the protocol goes.
@@ -83,8 +87,22 @@ func (t *warmTurn) judge(f *Failure) {
 	})
 }
 
-// emit hands events to the turn's client, through its guards.
-func (t *warmTurn) emit(evs ...Event) { t.ev.emit(evs) }
+// emit hands events to the turn's client, through its guards, until the
+// turn is over.
+func (t *warmTurn) emit(evs ...Event) {
+	t.emitMu.RLock()
+	defer t.emitMu.RUnlock()
+	if !t.over {
+		t.ev.emit(evs)
+	}
+}
+
+// close ends the turn's events: what comes after is dropped.
+func (t *warmTurn) close() {
+	t.emitMu.Lock()
+	t.over = true
+	t.emitMu.Unlock()
+}
 
 // warmRunner is the turn loop every warm protocol shares.
 type warmRunner struct {
@@ -253,9 +271,23 @@ func (w *warmRunner) turn(ctx context.Context, ts TurnSpec) (Result, error) {
 		w.approver.set(ts.Approver)
 	}
 	defer w.approver.set(nil)
-	if ts.OnState != nil {
-		ts.OnState(api.StateWorking)
-	}
+	// The turn's watchdog: the agent's silence within the turn, paused
+	// while a question waits, ending the turn (and the agent) at
+	// stall_kill_secs as a one-shot run's ends.
+	wd := w.child.p.watch
+	wd.turn(ts.OnState, func(e Event) { t.emit(e) }, t.judge)
+	t.ev.watch = wd
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		wd.watch(stopWatch)
+	}()
+	defer func() {
+		close(stopWatch)
+		<-watched
+		wd.turn(nil, nil, nil)
+	}()
 	w.child.resetOutput()
 	w.mu.Lock()
 	w.cur = t
@@ -323,6 +355,7 @@ func (w *warmRunner) turn(ctx context.Context, ts TurnSpec) (Result, error) {
 	w.mu.Lock()
 	w.cur = nil
 	w.mu.Unlock()
+	t.close()
 	t.ev.stop()
 
 	var exit *ExitInfo

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -422,6 +423,43 @@ func TestClosingAWarmAgentLetsItExitOnItsOwnFirst(t *testing.T) {
 			defer x.mu.Unlock()
 			require.NotNil(t, x.exit)
 			assert.Equal(t, 0, x.exit.Code, "exited, not killed")
+		})
+	}
+}
+
+// Each warm turn has a run's watchdog: a turn whose agent goes silent is
+// marked stalled, and at stall_kill_secs ended with kind stalled, its
+// agent with it; the turn before, with output, was working.
+func TestASilentWarmTurnIsStalledAndEndedByItsWatchdog(t *testing.T) {
+	for _, f := range warmFakes {
+		t.Run(f.name, func(t *testing.T) {
+			plan := f.plan(t.TempDir())
+			plan.Stall = Watchdog{After: 100 * time.Millisecond, KillAfter: 400 * time.Millisecond}
+			w, _ := startFake(t, plan, Limits{KillGrace: 300 * time.Millisecond})
+			var mu sync.Mutex
+			var states []api.RunState
+			onState := func(s api.RunState) {
+				mu.Lock()
+				states = append(states, s)
+				mu.Unlock()
+			}
+			_, err := w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "hello", OnState: onState})
+			require.NoError(t, err)
+			var evs []Event
+			_, err = w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "deaf to you", OnState: onState, OnEvent: func(e Event) {
+				mu.Lock()
+				evs = append(evs, e)
+				mu.Unlock()
+			}})
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, KindStalled, e.Kind)
+			assert.False(t, w.Alive())
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Contains(t, kinds(evs), EventStalled)
+			assert.Contains(t, states, api.StateWorking)
+			assert.Contains(t, states, api.StateStalled)
 		})
 	}
 }
