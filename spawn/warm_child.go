@@ -20,8 +20,8 @@ type warmChild struct {
 	// switch to the running turn's, paused in the watchdog while it waits.
 	approver Approver
 	p        *prepared
-	c *started
-	r *run
+	c        *started
+	r        *run
 	// lines are the child's stdout lines, bounded (MaxLine) and counted
 	// (MaxOutput, reset by each turn); closed once stdout ends. The
 	// protocol reads every one of them until then.

@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-
 )
 
 // warmProto is one protocol's side of a warm agent. The runner owns the
