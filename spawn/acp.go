@@ -58,7 +58,8 @@ type acpConversation struct {
 
 	sessionID string
 	model     string
-	images    bool // the agent declared image support (initialize)
+	images    bool   // the agent declared image support (initialize)
+	resume    string // the session handshake loads instead of a new one
 	answer    answerBuf
 	newAnswer bool // a tool call came since the last text: the next text starts the answer again
 	fresh     bool // the next agent output starts a model turn
@@ -123,7 +124,19 @@ func (c *acpConversation) handshake(t turn) bool {
 	c.images = ini.AgentCapabilities.PromptCapabilities.Image
 	c.mu.Unlock()
 	var sess acp.NewSessionResponse
-	if !c.acpCall(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: t.Cwd}, &sess) {
+	if c.resume != "" {
+		// A warm agent continuing a session the conversation has: the
+		// agent replays its history as updates, which the opening drops.
+		if !ini.AgentCapabilities.LoadSession {
+			c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
+			return false
+		}
+		var loaded acp.LoadSessionResponse
+		if !c.acpCall(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: c.resume, Cwd: t.Cwd}, &loaded) {
+			return false
+		}
+		sess.SessionID = c.resume
+	} else if !c.acpCall(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: t.Cwd}, &sess) {
 		return false
 	}
 	c.mu.Lock()

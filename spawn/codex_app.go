@@ -50,6 +50,7 @@ type codexAppConversation struct {
 
 	threadID  string
 	turnID    string // the running turn's id, from turn/start
+	resume    string // the thread handshake resumes instead of a new one
 	model     string
 	answer    string
 	deltas    map[string]bool // agent messages already streamed as deltas
@@ -92,7 +93,14 @@ func (c *codexAppConversation) handshake(t turn, start codexAppThreadStart) bool
 		return false
 	}
 	var th codexAppThreadResult
-	if !c.call("thread/start", start, &th, c.fail) {
+	if c.resume != "" {
+		// A warm agent continuing a thread the conversation has, with the
+		// mode's sandbox and approval policy as a new thread gets them.
+		if !c.call("thread/resume", codexAppThreadResume{ThreadID: c.resume, Cwd: start.Cwd, ApprovalPolicy: start.ApprovalPolicy,
+			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox}, &th, c.fail) {
+			return false
+		}
+	} else if !c.call("thread/start", start, &th, c.fail) {
 		return false
 	}
 	c.mu.Lock()

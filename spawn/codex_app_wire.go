@@ -13,6 +13,13 @@ type (
 		Sandbox           string `json:"sandbox"`
 		Ephemeral         bool   `json:"ephemeral"`
 	}
+	codexAppThreadResume struct {
+		ThreadID          string `json:"threadId"`
+		Cwd               string `json:"cwd"`
+		ApprovalPolicy    string `json:"approvalPolicy"`
+		ApprovalsReviewer string `json:"approvalsReviewer,omitempty"`
+		Sandbox           string `json:"sandbox"`
+	}
 	codexAppThreadResult struct {
 		Thread struct {
 			ID string `json:"id"`

@@ -31,9 +31,6 @@ import (
 // resumes it (codex exec resume <thread id>); ask mode's is, as in a
 // one-shot ask run.
 func buildCodexWarm(bin string, req Request) (Plan, error) {
-	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", agent.Codex, "card does not load a thread into a warm app-server yet; resume it in a one-shot turn")
-	}
 	if req.NoSession {
 		return Plan{}, errUnsupported("session_id", agent.Codex, "a warm Codex thread is kept so that a cold turn can resume it")
 	}
@@ -43,7 +40,7 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 		return Plan{}, err
 	}
 	if mode == ModeAsk {
-		return one, nil
+		return one, nil // ask mode refuses resume: its thread is ephemeral
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), MaxAPIRetries: one.MaxAPIRetries, Stall: one.Stall, Caps: one.Caps}
 	args := []string{"app-server"}
@@ -63,7 +60,7 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex,
-		thread: &codexAppThreadStart{Cwd: req.Cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(mode)}}
+		thread: &codexAppThreadStart{Cwd: req.Cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(mode)}, resume: req.Resume}
 	if req.MCPEndpoint != "" {
 		// The endpoint was checked by the one-shot build above.
 		a, _ := lookupDriver(agent.Codex)
@@ -79,6 +76,7 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 type codexWarm struct {
 	w      *warmRunner
 	thread codexAppThreadStart
+	resume string // the thread the opening resumes, "" for a new one
 	conn   *jsonrpc2.Conn
 	done   chan struct{}
 
@@ -102,6 +100,9 @@ func newCodexWarm(plan Plan) warmProto {
 		c.thread = codexAppThreadStart{Cwd: plan.Dir, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: true}
 	}
 	c.thread.Cwd = plan.Dir
+	if plan.Session != nil {
+		c.resume = plan.Session.resume
+	}
 	return c
 }
 
@@ -123,6 +124,7 @@ func (c *codexWarm) open(ctx context.Context, w *warmRunner) *Failure {
 		close(c.done)
 	}()
 	conv := c.conversation()
+	conv.resume = c.resume
 	conv.begin(ctx)
 	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.child.approver}
 	c.mu.Lock()

@@ -26,9 +26,10 @@ func buildACPWarm(bin string, req Request) (Plan, error) {
 	if req.SessionID != "" {
 		return Plan{}, errUnsupported("session_id", req.Adapter, "over ACP the agent names the session (session/new) and reports it in the session event")
 	}
-	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", req.Adapter, "card does not load an ACP session into a warm agent yet; resume it in a one-shot turn")
-	}
+	// The session to continue goes inside the protocol (session/load),
+	// never on argv.
+	resume := req.Resume
+	req.Resume = ""
 	p, err := buildOneShot(bin, req)
 	if err != nil {
 		return Plan{}, err
@@ -45,6 +46,7 @@ func buildACPWarm(bin string, req Request) (Plan, error) {
 		p.Args = append(slices.Clip(args[:n]), append([]string{"--acp"}, args[n:]...)...)
 		p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: req.Adapter}
 	}
+	p.Session.resume = resume
 	return p, nil
 }
 
@@ -64,6 +66,7 @@ type acpWarm struct {
 	w       *warmRunner
 	adapter string
 	dialect acpDialect
+	resume  string // the session the opening loads, "" for a new one
 	conn    *jsonrpc2.Conn
 	done    chan struct{}
 
@@ -82,7 +85,7 @@ type acpWarm struct {
 func newACPWarm(plan Plan) warmProto {
 	a := &acpWarm{done: make(chan struct{}), byTurn: map[*warmTurn]*acpConversation{}}
 	if plan.Session != nil {
-		a.adapter = plan.Session.Adapter
+		a.adapter, a.resume = plan.Session.Adapter, plan.Session.resume
 	}
 	// The adapter's dialect of ACP, as its driver's ask-mode session has it.
 	if d, ok := lookupDriver(a.adapter); ok && d.Session.Protocol == ProtocolACP {
@@ -123,6 +126,7 @@ func (a *acpWarm) open(ctx context.Context, w *warmRunner) *Failure {
 		close(a.done)
 	}()
 	c := a.conversation()
+	c.resume = a.resume
 	c.begin(ctx)
 	t := turn{Cwd: w.plan.Dir, Emit: func(...Event) {}, Approver: w.child.approver}
 	a.mu.Lock()

@@ -128,7 +128,14 @@ func fakeACPWarm(string) int {
 	h := rpcHandler(func(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		switch req.Method {
 		case "initialize":
-			_ = c.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{"promptCapabilities": map[string]any{"image": true}}})
+			_ = c.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{"loadSession": true, "promptCapabilities": map[string]any{"image": true}}})
+		case "session/load":
+			var p struct{ SessionID string }
+			_ = json.Unmarshal(*req.Params, &p)
+			turns = 10 // the loaded session's history, replayed as updates
+			_ = c.Notify(ctx, "session/update", map[string]any{"sessionId": p.SessionID, "update": map[string]any{"sessionUpdate": "agent_message_chunk",
+				"content": map[string]any{"type": "text", "text": "an old answer, replayed"}}})
+			_ = c.Reply(ctx, req.ID, map[string]any{})
 		case "session/new":
 			_ = c.Reply(ctx, req.ID, map[string]any{"sessionId": "sess-warm", "models": map[string]any{"currentModelId": "fake-model"}})
 		case "session/cancel":
@@ -218,6 +225,11 @@ func fakeCodexWarm(string) int {
 			say(map[string]any{"id": id, "result": map[string]any{"userAgent": "fake"}})
 		case "thread/start":
 			say(map[string]any{"id": id, "result": map[string]any{"thread": map[string]any{"id": "th-warm"}, "model": "gpt-fake"}})
+		case "thread/resume":
+			var p struct{ ThreadID, Sandbox, ApprovalPolicy string }
+			_ = json.Unmarshal(m.Params, &p)
+			turns = 10 // the resumed thread's history
+			say(map[string]any{"id": id, "result": map[string]any{"thread": map[string]any{"id": p.ThreadID}, "model": "gpt-fake"}})
 		case "turn/interrupt":
 			say(map[string]any{"id": id, "result": map[string]any{}})
 			if waiting != "" {

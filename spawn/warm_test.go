@@ -463,3 +463,39 @@ func TestASilentWarmTurnIsStalledAndEndedByItsWatchdog(t *testing.T) {
 		})
 	}
 }
+
+// A warm agent can continue a session the conversation has: ACP's
+// session/load (its replayed history reaches no turn) and Codex's
+// thread/resume, the id staying the CLI's own.
+func TestAWarmAgentContinuesTheSessionItIsGiven(t *testing.T) {
+	for _, f := range warmFakes[1:3] {
+		t.Run(f.name, func(t *testing.T) {
+			plan := f.plan(t.TempDir())
+			plan.Session.resume = "sess-old"
+			w, _ := startFake(t, plan, Limits{})
+			res, evs, err := doTurn(t, w, within(t, 20*time.Second), "hello")
+			require.NoError(t, err)
+			assert.Contains(t, res.Answer, "(turn 11, pid")
+			for _, e := range evs {
+				assert.NotContains(t, e.Text, "replayed", "the loaded history is not the turn's")
+			}
+			assert.Equal(t, "sess-old", w.AgentSessionID())
+		})
+	}
+}
+
+// A session to continue goes inside the protocol, never on argv.
+func TestAWarmPlanCarriesTheSessionToContinueInsideTheProtocol(t *testing.T) {
+	for _, id := range []string{agent.Copilot, agent.Codex} {
+		p, err := BuildWarm("/bin/"+id, Request{Adapter: id, Cwd: cwd, Resume: "sess-old"})
+		require.NoError(t, err, id)
+		assert.Equal(t, "sess-old", p.Session.resume, id)
+		assert.NotContains(t, strings.Join(p.Args, " "), "sess-old", id)
+	}
+	_, err := BuildWarm("/bin/gemini", Request{Adapter: agent.Gemini, Cwd: cwd, Resume: "sess-old"})
+	var fe *FieldError
+	assert.ErrorAs(t, err, &fe, "Gemini's session/load finds none")
+	p, err := BuildWarm("/bin/claude", Request{Adapter: agent.ClaudeCode, Cwd: cwd, Resume: "sess-old"})
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(p.Args, " "), "--resume sess-old", "Claude's own flag, as in a one-shot run")
+}
