@@ -246,6 +246,12 @@ func (w *warmRunner) turn(ctx context.Context, ts TurnSpec) (Result, error) {
 		return early(kind, msg+" before the turn started", err)
 	}
 	t := &warmTurn{ctx: ctx, spec: ts, at: time.Now(), ended: make(chan struct{}), judged: make(chan struct{})}
+	if a, ok := lookupDriver(w.adapter); ok && len(ts.Images) > 0 && !a.Capabilities.Images {
+		// Build refuses these for a one-shot run; a turn's images are
+		// checked here, so none is dropped without a word.
+		e := &FieldError{"attachments", fmt.Sprintf("%s does not take images: %s", w.adapter, a.NoImages)}
+		return early(KindBadInput, e.Error(), e)
+	}
 	if len(ts.Images) > 0 {
 		var n int64
 		for _, img := range ts.Images {

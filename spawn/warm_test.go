@@ -247,7 +247,7 @@ func TestWarmTurnsRunOneAtATime(t *testing.T) {
 	assert.True(t, w.Alive())
 }
 
-func TestOnlyTheAdaptersWithAProvedChannelWarm(t *testing.T) {
+func TestEveryAdapterSaysWhetherItsCLIIsKeptWarm(t *testing.T) {
 	for _, id := range IDs() {
 		ok, why := CanWarm(id)
 		switch id {
@@ -498,4 +498,19 @@ func TestAWarmPlanCarriesTheSessionToContinueInsideTheProtocol(t *testing.T) {
 	p, err := BuildWarm("/bin/claude", Request{Adapter: agent.ClaudeCode, Cwd: cwd, Resume: "sess-old"})
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(p.Args, " "), "--resume sess-old", "Claude's own flag, as in a one-shot run")
+}
+
+// A turn's images reach an agent that takes them, and are refused, naming
+// the field, for one that does not (Build's rule for a one-shot run).
+func TestAWarmTurnsImagesAreRefusedForAnAgentThatTakesNone(t *testing.T) {
+	w, _ := startFake(t, warmFakes[4].plan(t.TempDir()), Limits{})
+	require.Equal(t, agent.Droid, w.adapter)
+	_, err := w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "look", Images: testImages()})
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, KindBadInput, e.Kind)
+	assert.Contains(t, e.Message, "attachments")
+	assert.True(t, w.Alive(), "a refused turn never reached the agent")
+	_, _, err = doTurn(t, w, within(t, 20*time.Second), "hello")
+	require.NoError(t, err)
 }
