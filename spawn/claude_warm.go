@@ -59,6 +59,11 @@ type claudeWarm struct {
 	t      *warmTurn // the turn the lines belong to, nil between turns
 	parser *claudeParser
 	sid    string
+	// spent is the process's cost so far: Claude's result reports what
+	// the process has spent over all its turns (seen with 2.1.197:
+	// 0.000105, 0.00021, 0.000315 for three alike turns), and a turn's
+	// cost is its part.
+	spent float64
 }
 
 func newClaudeWarm(Plan) warmProto { return &claudeWarm{done: make(chan struct{})} }
@@ -141,6 +146,12 @@ func (c *claudeWarm) finish(t *warmTurn, exit *ExitInfo) Result {
 		x = *exit
 	}
 	res := p.Finish(x)
+	if res.CostUSD != nil {
+		total := *res.CostUSD
+		turn := max(total-c.spent, 0)
+		c.spent = total
+		res.CostUSD = &turn
+	}
 	if f := t.protocolFailure(); f != nil {
 		res.IsError, res.Error = true, f
 	}

@@ -39,12 +39,13 @@ func fakeClaudeWarm(string) int {
 		out.Write(append(b, '\n'))
 		out.Flush()
 	}
-	result := func(text string, isErr bool, subtype string) {
+	turns := 0
+	// The cost is the process's so far, as Claude reports it.
+	result := func(text string, isErr bool, subtype string, turn int) {
 		emit(map[string]any{"type": "result", "subtype": subtype, "is_error": isErr, "result": text, "session_id": sid, "num_turns": 1,
-			"usage": map[string]any{"input_tokens": 3, "output_tokens": 2}})
+			"total_cost_usd": 0.25 * float64(turn), "usage": map[string]any{"input_tokens": 3, "output_tokens": 2}})
 	}
 	interrupted := make(chan struct{}, 1)
-	turns := 0
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
 	for in.Scan() {
@@ -80,10 +81,10 @@ func fakeClaudeWarm(string) int {
 		emit(map[string]any{"type": "system", "subtype": "init", "session_id": sid, "model": "claude-fake"})
 		switch verb, arg, _ := strings.Cut(text, " "); verb {
 		case "wait":
-			go func() {
+			go func(turn int) {
 				<-interrupted
-				result("", true, "error_during_execution")
-			}()
+				result("", true, "error_during_execution", turn)
+			}(turns)
 			continue
 		case "deaf":
 			continue
@@ -105,7 +106,7 @@ func fakeClaudeWarm(string) int {
 		answer := fmt.Sprintf("You said: %s (turn %d, pid %d)", text, turns, os.Getpid())
 		emit(map[string]any{"type": "assistant", "session_id": sid, "message": map[string]any{"id": "msg_" + strconv.Itoa(turns), "model": "claude-fake",
 			"content": []any{map[string]any{"type": "text", "text": answer}}}})
-		result(answer, false, "success")
+		result(answer, false, "success", turns)
 		if strings.HasPrefix(text, "exit") {
 			fmt.Fprintln(os.Stderr, "fake claude: leaving between turns")
 			return 4

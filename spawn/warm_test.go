@@ -102,6 +102,9 @@ func TestAWarmAgentAnswersEachTurnInTheSameProcess(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "You said: "+prompt+" (turn "+strconv.Itoa(i+1)+", pid "+pid+")", res.Answer)
 				assert.Contains(t, kinds(evs), EventText)
+				if res.CostUSD != nil {
+					assert.InDelta(t, 0.25, *res.CostUSD, 1e-9, "a turn's cost is its part of the process's")
+				}
 				if f.name != "pi-rpc" { // card runs Pi with --no-session
 					assert.NotEmpty(t, res.SessionID)
 				}

@@ -163,11 +163,17 @@ func TestASecondTurnRunsInTheSameProcessAndCarriesTheFirst(t *testing.T) {
 			res, err := a.turn(t, timeout(t, 120*time.Second), "Remember the word PELICAN-SEVEN.", nil)
 			require.NoError(t, err)
 			assert.Contains(t, res.Answer, "NOTED")
+			firstCost := res.CostUSD
 			first := len(a.s.ModelCalls())
 			require.Positive(t, first)
 			res, err = a.turn(t, timeout(t, 120*time.Second), "Which word did I ask you to remember?", nil)
 			require.NoError(t, err)
 			assert.Contains(t, res.Answer, "NOTED")
+			if firstCost != nil && res.CostUSD != nil {
+				// The stand-in's usage is the same each turn: so is a
+				// turn's cost (Claude reports the process's total).
+				assert.InDelta(t, *firstCost, *res.CostUSD, *firstCost/10, "a turn's cost is its own")
+			}
 			calls := a.s.ModelCalls()
 			require.Greater(t, len(calls), first, "the second turn called the model")
 			last := string(calls[len(calls)-1].Body)
