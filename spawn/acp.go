@@ -44,6 +44,9 @@ type acpDialect struct {
 	exitFailure func(exit ExitInfo) *Failure
 	// authHint is what to do about an auth failure.
 	authHint string
+	// sessionUsage says the prompt result's usage is the session's total
+	// so far, not the prompt's (Copilot): a warm turn's is its part.
+	sessionUsage bool
 	// notice reads an agent that reports its own API trouble as message
 	// text instead of an error (Copilot): a retry it is making, or the
 	// error it gave up on. Nil for an agent that answers with errors.
@@ -60,13 +63,16 @@ type acpConversation struct {
 	model     string
 	images    bool   // the agent declared image support (initialize)
 	resume    string // the session handshake loads instead of a new one
-	answer    answerBuf
-	newAnswer bool // a tool call came since the last text: the next text starts the answer again
-	fresh     bool // the next agent output starts a model turn
-	turns     int
-	tools     sessionTools
-	usage     Usage
-	retries   int
+	// usageTotal is what the agent reported; usageBase, for a warm
+	// agent's turn, the session's total before it (see sessionUsage).
+	usageTotal, usageBase Usage
+	answer                answerBuf
+	newAnswer             bool // a tool call came since the last text: the next text starts the answer again
+	fresh                 bool // the next agent output starts a model turn
+	turns                 int
+	tools                 sessionTools
+	usage                 Usage
+	retries               int
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
@@ -228,7 +234,11 @@ func (c *acpConversation) endTurn(res acp.PromptResponse, emit func(...Event)) {
 	c.completed = true
 	var m geminiMeta
 	if res.Usage != nil {
-		c.usage = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+		c.usageTotal = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+		c.usage = c.usageTotal
+		if c.dialect.sessionUsage {
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
+		}
 	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
 		c.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
 	}

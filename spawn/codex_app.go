@@ -48,17 +48,20 @@ const codexMaxItems = 10000
 type codexAppConversation struct {
 	rpcTurn
 
-	threadID  string
-	turnID    string // the running turn's id, from turn/start
-	resume    string // the thread handshake resumes instead of a new one
-	model     string
-	answer    string
-	deltas    map[string]bool // agent messages already streamed as deltas
-	tools     sessionTools
-	turns     int
-	retries   int
-	usage     Usage
-	lastError string
+	threadID string
+	turnID   string // the running turn's id, from turn/start
+	resume   string // the thread handshake resumes instead of a new one
+	// usageTotal is the thread's total as the server reports it;
+	// usageBase, for a warm agent's turn, the total before it.
+	usageTotal, usageBase Usage
+	model                 string
+	answer                string
+	deltas                map[string]bool // agent messages already streamed as deltas
+	tools                 sessionTools
+	turns                 int
+	retries               int
+	usage                 Usage
+	lastError             string
 }
 
 func newCodexAppConversation(sp SessionPlan) (conversation, error) {
@@ -178,7 +181,8 @@ func (c *codexAppConversation) handle(hctx context.Context, conn *jsonrpc2.Conn,
 		if decodeParams(params, &u) {
 			c.turns++
 			tot := u.TokenUsage.Total
-			c.usage = Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
+			c.usageTotal = Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
 		}
 	case "turn/completed":
 		var p struct {

@@ -184,6 +184,7 @@ func (c *codexWarm) begin(wt *warmTurn) {
 	conv := c.conversation()
 	c.mu.Lock()
 	conv.threadID, conv.model, conv.next = c.tid, c.model, c.next
+	conv.usageBase = c.used
 	c.mu.Unlock()
 	conv.callCtx = c.w.life
 	conv.begin(wt.ctx)
@@ -283,11 +284,11 @@ func (c *codexWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 	if f := wt.protocolFailure(); f != nil {
 		res.IsError, res.Error = true, f
 	}
-	if res.Usage != (Usage{}) {
+	conv.mu.Lock()
+	total := conv.usageTotal
+	conv.mu.Unlock()
+	if total != (Usage{}) {
 		c.mu.Lock()
-		total := res.Usage
-		res.Usage = Usage{InputTokens: total.InputTokens - c.used.InputTokens, OutputTokens: total.OutputTokens - c.used.OutputTokens,
-			CachedInputTokens: total.CachedInputTokens - c.used.CachedInputTokens}
 		c.used = total
 		c.mu.Unlock()
 	}

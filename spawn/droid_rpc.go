@@ -130,6 +130,10 @@ type droidConversation struct {
 	retries   int
 	usage     Usage
 	lastError string
+	// usageTotal is the session's total as Droid reports it (seen with
+	// 0.225.2: 10/5, 20/10, 30/15 for three alike turns); usageBase, for
+	// a warm agent's turn, the total before it.
+	usageTotal, usageBase Usage
 }
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
@@ -257,7 +261,8 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 		// One per model call.
 		if n.TokenUse != nil {
 			c.turns++
-			c.usage = Usage{InputTokens: n.TokenUse.InputTokens, OutputTokens: n.TokenUse.OutputTokens, CachedInputTokens: n.TokenUse.CacheReadTokens}
+			c.usageTotal = Usage{InputTokens: n.TokenUse.InputTokens, OutputTokens: n.TokenUse.OutputTokens, CachedInputTokens: n.TokenUse.CacheReadTokens}
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
 		}
 	case "agent_turn_completed":
 		if c.completed {

@@ -59,6 +59,7 @@ type droidWarm struct {
 	sid    string
 	model  string
 	next   uint64
+	used   Usage // the session's token total before the running turn
 }
 
 func newDroidWarm(plan Plan) warmProto {
@@ -150,6 +151,7 @@ func (d *droidWarm) begin(wt *warmTurn) {
 	c := d.conversation()
 	d.mu.Lock()
 	c.sessionID, c.model, c.next = d.sid, d.model, d.next
+	c.usageBase = d.used
 	d.mu.Unlock()
 	c.callCtx = d.w.life
 	c.begin(wt.ctx)
@@ -213,6 +215,14 @@ func (d *droidWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 	res := c.finish(x)
 	if f := wt.protocolFailure(); f != nil {
 		res.IsError, res.Error = true, f
+	}
+	c.mu.Lock()
+	total := c.usageTotal
+	c.mu.Unlock()
+	if total != (Usage{}) {
+		d.mu.Lock()
+		d.used = total
+		d.mu.Unlock()
 	}
 	return res
 }

@@ -80,6 +80,7 @@ type acpWarm struct {
 	model  string
 	images bool
 	next   uint64
+	used   Usage // the session's token total before the running turn
 }
 
 func newACPWarm(plan Plan) warmProto {
@@ -186,6 +187,7 @@ func (a *acpWarm) begin(wt *warmTurn) {
 	c := a.conversation()
 	a.mu.Lock()
 	c.sessionID, c.model, c.images, c.next = a.sid, a.model, a.images, a.next
+	c.usageBase = a.used
 	a.mu.Unlock()
 	// The prompt's call waits for the agent's answer however the turn's
 	// ctx ends: a cancelled turn is answered "cancelled" within the grace.
@@ -242,6 +244,14 @@ func (a *acpWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 	res := c.finish(x)
 	if f := wt.protocolFailure(); f != nil {
 		res.IsError, res.Error = true, f
+	}
+	c.mu.Lock()
+	total := c.usageTotal
+	c.mu.Unlock()
+	if total != (Usage{}) {
+		a.mu.Lock()
+		a.used = total
+		a.mu.Unlock()
 	}
 	return res
 }

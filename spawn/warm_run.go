@@ -33,6 +33,13 @@ type warmProto interface {
 	sessionID() string
 }
 
+// usageMinus is a's tokens less b's, none below zero: a turn's part of a
+// total an agent reports for its whole session.
+func usageMinus(a, b Usage) Usage {
+	return Usage{InputTokens: max(a.InputTokens-b.InputTokens, 0), OutputTokens: max(a.OutputTokens-b.OutputTokens, 0),
+		CachedInputTokens: max(a.CachedInputTokens-b.CachedInputTokens, 0)}
+}
+
 // warmTurn is one turn as the runner and the protocol share it.
 type warmTurn struct {
 	ctx    context.Context
