@@ -169,6 +169,11 @@ func TestASecondTurnRunsInTheSameProcessAndCarriesTheFirst(t *testing.T) {
 			res, err = a.turn(t, timeout(t, 120*time.Second), "Which word did I ask you to remember?", nil)
 			require.NoError(t, err)
 			assert.Contains(t, res.Answer, "NOTED")
+			if c.id != agent.ClaudeCode {
+				// The stand-in's usage is the same each turn: so is a
+				// turn's, though Copilot and Droid report the session's.
+				assert.Equal(t, spawn.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "a turn's usage is its own")
+			}
 			if firstCost != nil && res.CostUSD != nil {
 				// The stand-in's usage is the same each turn: so is a
 				// turn's cost (Claude reports the process's total).
