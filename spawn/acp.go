@@ -44,6 +44,9 @@ type acpDialect struct {
 	exitFailure func(exit ExitInfo) *Failure
 	// authHint is what to do about an auth failure.
 	authHint string
+	// sessionUsage says the prompt result's usage is the session's total
+	// so far, not the prompt's (Copilot): a warm turn's is its part.
+	sessionUsage bool
 	// notice reads an agent that reports its own API trouble as message
 	// text instead of an error (Copilot): a retry it is making, or the
 	// error it gave up on. Nil for an agent that answers with errors.
@@ -58,13 +61,18 @@ type acpConversation struct {
 
 	sessionID string
 	model     string
-	answer    answerBuf
-	newAnswer bool // a tool call came since the last text: the next text starts the answer again
-	fresh     bool // the next agent output starts a model turn
-	turns     int
-	tools     sessionTools
-	usage     Usage
-	retries   int
+	images    bool   // the agent declared image support (initialize)
+	resume    string // the session handshake loads instead of a new one
+	// usageTotal is what the agent reported; usageBase, for a warm
+	// agent's turn, the session's total before it (see sessionUsage).
+	usageTotal, usageBase Usage
+	answer                answerBuf
+	newAnswer             bool // a tool call came since the last text: the next text starts the answer again
+	fresh                 bool // the next agent output starts a model turn
+	turns                 int
+	tools                 sessionTools
+	usage                 Usage
+	retries               int
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
@@ -94,29 +102,48 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 		c.handle(hctx, conn, req, t)
 	})
 	defer c.close()
-	// ACP's results have many fields an agent may send in an unexpected
-	// type; each costs that field, not the turn.
-	call := func(method string, params, result any) bool {
-		return c.call(method, params, &lenientResult{result}, c.fail)
-	}
-
-	var ini acp.InitializeResponse
-	if !call(acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}, &ini) {
+	if !c.handshake(t) {
 		return
+	}
+	c.prompt(t)
+}
+
+// acpCall is one of card's calls: ACP's results have many fields an agent
+// may send in an unexpected type, and each costs that field, not the turn.
+func (c *acpConversation) acpCall(method string, params, result any) bool {
+	return c.call(method, params, &lenientResult{result}, c.fail)
+}
+
+// handshake is ACP's opening: initialize, then session/new in the turn's
+// cwd; false when the agent did not get that far (the failure recorded).
+// A warm agent makes it once, for every turn after.
+func (c *acpConversation) handshake(t turn) bool {
+	var ini acp.InitializeResponse
+	if !c.acpCall(acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}, &ini) {
+		return false
 	}
 	if ini.ProtocolVersion != acp.ProtocolVersion {
 		c.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acp.ProtocolVersion)))
-		return
+		return false
 	}
-	if len(t.Images) > 0 && !ini.AgentCapabilities.PromptCapabilities.Image {
-		// ACP forbids an image block to an agent that did not declare
-		// images; sending none would run the task without what it shows.
-		c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.Images))))
-		return
-	}
+	c.mu.Lock()
+	c.images = ini.AgentCapabilities.PromptCapabilities.Image
+	c.mu.Unlock()
 	var sess acp.NewSessionResponse
-	if !call(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: t.Cwd}, &sess) {
-		return
+	if c.resume != "" {
+		// A warm agent continuing a session the conversation has: the
+		// agent replays its history as updates, which the opening drops.
+		if !ini.AgentCapabilities.LoadSession {
+			c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
+			return false
+		}
+		var loaded acp.LoadSessionResponse
+		if !c.acpCall(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: c.resume, Cwd: t.Cwd}, &loaded) {
+			return false
+		}
+		sess.SessionID = c.resume
+	} else if !c.acpCall(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: t.Cwd}, &sess) {
+		return false
 	}
 	c.mu.Lock()
 	c.sessionID = sess.SessionID
@@ -125,9 +152,23 @@ func (c *acpConversation) converse(ctx context.Context, t turn) {
 	}
 	t.Emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
 	c.mu.Unlock()
+	return true
+}
 
+// prompt is one turn of the session handshake opened: session/prompt, and
+// its result.
+func (c *acpConversation) prompt(t turn) {
+	c.mu.Lock()
+	images, sid := c.images, c.sessionID
+	c.mu.Unlock()
+	if len(t.Images) > 0 && !images {
+		// ACP forbids an image block to an agent that did not declare
+		// images; sending none would run the task without what it shows.
+		c.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.Images))))
+		return
+	}
 	var res acp.PromptResponse
-	if !call(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: sess.SessionID, Prompt: acpPrompt(t.Prompt, t.Images)}, &res) {
+	if !c.acpCall(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: sid, Prompt: acpPrompt(t.Prompt, t.Images)}, &res) {
 		return
 	}
 	c.endTurn(res, t.Emit)
@@ -193,7 +234,11 @@ func (c *acpConversation) endTurn(res acp.PromptResponse, emit func(...Event)) {
 	c.completed = true
 	var m geminiMeta
 	if res.Usage != nil {
-		c.usage = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+		c.usageTotal = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+		c.usage = c.usageTotal
+		if c.dialect.sessionUsage {
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
+		}
 	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
 		c.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
 	}

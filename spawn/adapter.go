@@ -55,6 +55,22 @@ type Driver struct {
 	// Caps is how the CLI's run is held to a request's max_cost_usd and
 	// max_tokens.
 	Caps CapsDriver
+	// Warm is the CLI's channel that keeps one process across the turns of
+	// a conversation (warm.go).
+	Warm WarmDriver
+}
+
+// WarmDriver is how an adapter's CLI is kept warm: Build and Proto, or
+// None with why not. Set only once the channel was proved against the
+// real CLI (two turns in one process, a cancelled turn, each mode's
+// boundary).
+type WarmDriver struct {
+	// Build is BuildWarm's plan for the adapter, from a validated request.
+	Build func(bin string, req Request) (Plan, error)
+	// Proto is the protocol's side of one warm agent of a plan.
+	Proto func(plan Plan) warmProto
+	// None says why the adapter is not kept warm.
+	None string
 }
 
 // MCPHandover is how a CLI is handed one HTTP MCP server for one run:
@@ -141,6 +157,9 @@ func (d Driver) check() error {
 	}
 	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
 		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)
+	}
+	if (d.Warm.Build == nil) != (d.Warm.Proto == nil) || (d.Warm.Build == nil) == (d.Warm.None == "") {
+		return fmt.Errorf("the driver for %q must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither", d.For)
 	}
 	if (d.Session.New == nil) == (d.Session.None == "") || (d.Session.New != nil) != (d.Session.Protocol != "") {
 		return fmt.Errorf("the driver for %q must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither", d.For)

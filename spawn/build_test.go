@@ -332,6 +332,10 @@ func TestADriverMissingAnyFieldPanicsWhenTheRegistryIsBuilt(t *testing.T) {
 			`spawn: the driver for "claude-code" must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither`},
 		{"a session constructor without its protocol", with(agent.Droid, func(d *Driver) { d.Session.Protocol = "" }),
 			`spawn: the driver for "droid" must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither`},
+		{"no warm channel and no reason", with(agent.Gemini, func(d *Driver) { d.Warm = WarmDriver{} }),
+			`spawn: the driver for "gemini" must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither`},
+		{"a warm builder without its protocol", with(agent.Pi, func(d *Driver) { d.Warm.Proto = nil }),
+			`spawn: the driver for "pi" must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither`},
 		{"two drivers for one adapter", append(slices.Clone(drivers), codexDriver), `spawn: two drivers for "codex"`},
 		{"a driver for no adapter", append(slices.Clone(drivers), Driver{For: "cursor"}), `spawn: driver for "cursor", which is not an agent adapter`},
 	} {

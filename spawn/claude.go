@@ -214,4 +214,5 @@ var claudeDriver = Driver{
 		},
 		TokensWhen: TokensTurnEnd,
 	},
+	Warm: WarmDriver{Build: buildClaudeWarm, Proto: newClaudeWarm},
 }

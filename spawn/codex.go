@@ -164,4 +164,5 @@ var codexDriver = Driver{
 		NoCost:     "codex reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // turn.completed carries the turn's usage
 	},
+	Warm: WarmDriver{Build: buildCodexWarm, Proto: newCodexWarm},
 }

@@ -48,15 +48,20 @@ const codexMaxItems = 10000
 type codexAppConversation struct {
 	rpcTurn
 
-	threadID  string
-	model     string
-	answer    string
-	deltas    map[string]bool // agent messages already streamed as deltas
-	tools     sessionTools
-	turns     int
-	retries   int
-	usage     Usage
-	lastError string
+	threadID string
+	turnID   string // the running turn's id, from turn/start
+	resume   string // the thread handshake resumes instead of a new one
+	// usageTotal is the thread's total as the server reports it;
+	// usageBase, for a warm agent's turn, the total before it.
+	usageTotal, usageBase Usage
+	model                 string
+	answer                string
+	deltas                map[string]bool // agent messages already streamed as deltas
+	tools                 sessionTools
+	turns                 int
+	retries               int
+	usage                 Usage
+	lastError             string
 }
 
 func newCodexAppConversation(sp SessionPlan) (conversation, error) {
@@ -69,34 +74,66 @@ func (c *codexAppConversation) converse(ctx context.Context, t turn) {
 		c.handle(hctx, conn, req, t)
 	})
 	defer c.close()
+	if !c.handshake(t, codexAppThreadStart{Cwd: t.Cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: true}) {
+		return
+	}
+	if !c.startTurn(t) {
+		return
+	}
+	// The turn's end is a notification, not turn/start's answer.
+	c.awaitEnd("the turn (turn/completed)")
+}
 
+// handshake is the app-server's opening: initialize, initialized, and the
+// thread start; false when the server did not get that far. A warm agent
+// makes it once, for every turn after.
+func (c *codexAppConversation) handshake(t turn, start codexAppThreadStart) bool {
 	var ini json.RawMessage
 	if !c.call("initialize", map[string]any{"clientInfo": map[string]any{"name": "card", "title": "card", "version": "1"}, "capabilities": nil}, &ini, c.fail) {
-		return
+		return false
 	}
 	if err := c.conn.Notify(c.ctx, "initialized", nil); err != nil {
-		return
+		return false
 	}
 	var th codexAppThreadResult
-	if !c.call("thread/start", codexAppThreadStart{Cwd: t.Cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: true}, &th, c.fail) {
-		return
+	if c.resume != "" {
+		// A warm agent continuing a thread the conversation has, with the
+		// mode's sandbox and approval policy as a new thread gets them.
+		if !c.call("thread/resume", codexAppThreadResume{ThreadID: c.resume, Cwd: start.Cwd, ApprovalPolicy: start.ApprovalPolicy,
+			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox}, &th, c.fail) {
+			return false
+		}
+	} else if !c.call("thread/start", start, &th, c.fail) {
+		return false
 	}
 	c.mu.Lock()
 	c.threadID, c.model = th.Thread.ID, th.Model
 	t.Emit(Event{Kind: EventSession, SessionID: c.threadID, Model: c.model})
 	c.mu.Unlock()
+	return true
+}
 
+// startTurn sends turn/start on the thread with the turn's prompt and
+// images, and records the turn's id.
+func (c *codexAppConversation) startTurn(t turn) bool {
 	input := make([]codexAppInput, 0, len(t.Images)+1)
 	for _, img := range t.Images {
 		input = append(input, codexAppInput{Type: "image", URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data)})
 	}
 	input = append(input, codexAppInput{Type: "text", Text: t.Prompt, TextElements: []any{}})
-	var started json.RawMessage
-	if !c.call("turn/start", codexAppTurnStart{ThreadID: th.Thread.ID, Input: input}, &started, c.fail) {
-		return
+	c.mu.Lock()
+	thread := c.threadID
+	c.mu.Unlock()
+	var started struct {
+		Turn codexAppTurn `json:"turn"`
 	}
-	// The turn's end is a notification, not turn/start's answer.
-	c.awaitEnd("the turn (turn/completed)")
+	if !c.call("turn/start", codexAppTurnStart{ThreadID: thread, Input: input}, &lenientResult{&started}, c.fail) {
+		return false
+	}
+	c.mu.Lock()
+	c.turnID = started.Turn.ID
+	c.mu.Unlock()
+	return true
 }
 
 // handle serves one message of the server, on the reader.
@@ -144,7 +181,8 @@ func (c *codexAppConversation) handle(hctx context.Context, conn *jsonrpc2.Conn,
 		if decodeParams(params, &u) {
 			c.turns++
 			tot := u.TokenUsage.Total
-			c.usage = Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
+			c.usageTotal = Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
 		}
 	case "turn/completed":
 		var p struct {

@@ -9,9 +9,16 @@ type (
 	codexAppThreadStart struct {
 		Cwd               string `json:"cwd"`
 		ApprovalPolicy    string `json:"approvalPolicy"`
-		ApprovalsReviewer string `json:"approvalsReviewer"`
+		ApprovalsReviewer string `json:"approvalsReviewer,omitempty"`
 		Sandbox           string `json:"sandbox"`
 		Ephemeral         bool   `json:"ephemeral"`
+	}
+	codexAppThreadResume struct {
+		ThreadID          string `json:"threadId"`
+		Cwd               string `json:"cwd"`
+		ApprovalPolicy    string `json:"approvalPolicy"`
+		ApprovalsReviewer string `json:"approvalsReviewer,omitempty"`
+		Sandbox           string `json:"sandbox"`
 	}
 	codexAppThreadResult struct {
 		Thread struct {

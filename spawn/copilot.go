@@ -143,4 +143,5 @@ var copilotDriver = Driver{
 		// result whose usage holds only durations and premium requests.
 		NoTokens: "copilot's JSON output reports no token counts (checked with Copilot CLI 1.0.102 on a provider of the operator's), so card cannot hold a token cap",
 	},
+	Warm: WarmDriver{Build: buildCopilotWarm, Proto: newACPWarm},
 }

@@ -69,6 +69,9 @@ var copilotACP = acpDialect{
 	},
 	authHint: copilotAuthHint,
 	notice:   copilotNotice,
+	// Seen with 1.0.102: three alike prompts in one session reported
+	// 10/5, 20/10 and 30/15 tokens.
+	sessionUsage: true,
 }
 
 // copilotNotice reads Copilot's API trouble, which its ACP mode reports as

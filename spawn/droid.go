@@ -96,4 +96,5 @@ var droidDriver = Driver{
 		NoCost:     "droid reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // the completion line's usage
 	},
+	Warm: WarmDriver{Build: buildDroidWarm, Proto: newDroidWarm},
 }

@@ -130,6 +130,10 @@ type droidConversation struct {
 	retries   int
 	usage     Usage
 	lastError string
+	// usageTotal is the session's total as Droid reports it (seen with
+	// 0.225.2: 10/5, 20/10, 30/15 for three alike turns); usageBase, for
+	// a warm agent's turn, the total before it.
+	usageTotal, usageBase Usage
 }
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
@@ -144,6 +148,18 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 	})
 	defer c.close()
 
+	if !c.handshake(t) {
+		return
+	}
+	if !c.addMessage(t) {
+		return
+	}
+	c.awaitEnd("the turn (agent_turn_completed)")
+}
+
+// handshake opens Droid's session in the turn's cwd; false when Droid did
+// not answer it. A warm agent opens it once, for every turn after.
+func (c *droidConversation) handshake(t turn) bool {
 	c.init.Cwd = t.Cwd
 	var init struct {
 		SessionID string `json:"sessionId"`
@@ -152,17 +168,20 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 		} `json:"settings"`
 	}
 	if !c.call("droid.initialize_session", c.init, &init, c.fail) {
-		return
+		return false
 	}
 	c.mu.Lock()
 	c.sessionID, c.model = init.SessionID, init.Settings.ModelID
 	t.Emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
 	c.mu.Unlock()
+	return true
+}
+
+// addMessage sends the turn's prompt; the turn ends with
+// agent_turn_completed.
+func (c *droidConversation) addMessage(t turn) bool {
 	var added json.RawMessage
-	if !c.call("droid.add_user_message", map[string]any{"text": t.Prompt}, &added, c.fail) {
-		return
-	}
-	c.awaitEnd("the turn (agent_turn_completed)")
+	return c.call("droid.add_user_message", map[string]any{"text": t.Prompt}, &added, c.fail)
 }
 
 func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, t turn) {
@@ -242,7 +261,8 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 		// One per model call.
 		if n.TokenUse != nil {
 			c.turns++
-			c.usage = Usage{InputTokens: n.TokenUse.InputTokens, OutputTokens: n.TokenUse.OutputTokens, CachedInputTokens: n.TokenUse.CacheReadTokens}
+			c.usageTotal = Usage{InputTokens: n.TokenUse.InputTokens, OutputTokens: n.TokenUse.OutputTokens, CachedInputTokens: n.TokenUse.CacheReadTokens}
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
 		}
 	case "agent_turn_completed":
 		if c.completed {

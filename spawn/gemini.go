@@ -87,4 +87,5 @@ var geminiDriver = Driver{
 		NoCost:     "gemini reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // the result line's stats
 	},
+	Warm: WarmDriver{Build: buildGeminiWarm, Proto: newACPWarm},
 }

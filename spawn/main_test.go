@@ -41,6 +41,16 @@ func helper(mode string) int {
 		return fakeCodexApp(strings.TrimPrefix(mode, "codex:"))
 	case strings.HasPrefix(mode, "droid:"):
 		return fakeDroid(strings.TrimPrefix(mode, "droid:"))
+	case strings.HasPrefix(mode, "claudewarm:"):
+		return fakeClaudeWarm(strings.TrimPrefix(mode, "claudewarm:"))
+	case strings.HasPrefix(mode, "droidwarm:"):
+		return fakeDroidWarm(strings.TrimPrefix(mode, "droidwarm:"))
+	case strings.HasPrefix(mode, "piwarm:"):
+		return fakePiWarm(strings.TrimPrefix(mode, "piwarm:"))
+	case strings.HasPrefix(mode, "codexwarm:"):
+		return fakeCodexWarm(strings.TrimPrefix(mode, "codexwarm:"))
+	case strings.HasPrefix(mode, "acpwarm:"):
+		return fakeACPWarm(strings.TrimPrefix(mode, "acpwarm:"))
 	case strings.HasPrefix(mode, "pi:"):
 		return fakePi(strings.TrimPrefix(mode, "pi:"))
 	}

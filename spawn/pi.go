@@ -144,4 +144,5 @@ var piDriver = Driver{
 		CostReported: true,
 		TokensWhen:   TokensPerCall,
 	},
+	Warm: WarmDriver{Build: buildPiWarm, Proto: newPiWarm},
 }

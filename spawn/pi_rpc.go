@@ -125,13 +125,7 @@ func (c *piRPCConversation) converse(ctx context.Context, t turn) {
 	c.w = t.Stdin
 	c.begin(ctx)
 	defer c.over()
-
-	p := piRPCPrompt{ID: "card-1", Type: "prompt", Message: t.Prompt}
-	for _, img := range t.Images {
-		p.Images = append(p.Images, piRPCImage{Type: "image", Data: base64.StdEncoding.EncodeToString(img.Data), MimeType: img.MIME})
-	}
-	c.setStep("prompt")
-	c.write(p)
+	c.prompt(t, "card-1")
 	for {
 		var line []byte
 		var ok bool
@@ -143,35 +137,55 @@ func (c *piRPCConversation) converse(ctx context.Context, t turn) {
 				return
 			}
 		}
-		var l piRPCLine
-		if json.Unmarshal(line, &l) != nil || l.Type == "" {
-			t.Emit(otherEvent("", line))
-			continue
-		}
-		switch l.Type {
-		case "response":
-			if l.Success != nil && !*l.Success {
-				msg := fmt.Sprintf("%s refused the %s command: %s", c.adapter, l.Command, strings.TrimSpace(l.Error))
-				c.mu.Lock()
-				if c.failure == nil {
-					c.failure = failure(classifyMessage(msg), clip(msg, 2048))
-				}
-				c.mu.Unlock()
-				return
-			}
-			c.setStep("the turn (agent_end)")
-		case "extension_ui_request":
-			c.uiRequest(l, t)
-		case "agent_end":
-			t.Emit(c.parser.Feed(line)...)
-			c.mu.Lock()
-			c.completed = true
-			c.mu.Unlock()
+		if c.line(line, t) {
 			return
-		default:
-			t.Emit(c.parser.Feed(line)...)
 		}
 	}
+}
+
+// prompt sends the turn's prompt command.
+func (c *piRPCConversation) prompt(t turn, id string) {
+	p := piRPCPrompt{ID: id, Type: "prompt", Message: t.Prompt}
+	for _, img := range t.Images {
+		p.Images = append(p.Images, piRPCImage{Type: "image", Data: base64.StdEncoding.EncodeToString(img.Data), MimeType: img.MIME})
+	}
+	c.setStep("prompt")
+	c.write(p)
+}
+
+// line reads one of Pi's lines for the turn; true once the turn is over
+// (agent_end, or the prompt refused). A warm agent feeds every turn's
+// lines through it.
+func (c *piRPCConversation) line(line []byte, t turn) bool {
+	var l piRPCLine
+	if json.Unmarshal(line, &l) != nil || l.Type == "" {
+		t.Emit(otherEvent("", line))
+		return false
+	}
+	switch l.Type {
+	case "response":
+		if l.Success != nil && !*l.Success {
+			msg := fmt.Sprintf("%s refused the %s command: %s", c.adapter, l.Command, strings.TrimSpace(l.Error))
+			c.mu.Lock()
+			if c.failure == nil {
+				c.failure = failure(classifyMessage(msg), clip(msg, 2048))
+			}
+			c.mu.Unlock()
+			return true
+		}
+		c.setStep("the turn (agent_end)")
+	case "extension_ui_request":
+		c.uiRequest(l, t)
+	case "agent_end":
+		t.Emit(c.parser.Feed(line)...)
+		c.mu.Lock()
+		c.completed = true
+		c.mu.Unlock()
+		return true
+	default:
+		t.Emit(c.parser.Feed(line)...)
+	}
+	return false
 }
 
 // uiRequest answers one extension dialog. Only the gate's confirm is a

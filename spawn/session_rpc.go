@@ -27,6 +27,10 @@ type rpcTurn struct {
 
 	conn *jsonrpc2.Conn
 	next uint64
+	// callCtx, when set, bounds card's calls instead of the turn's
+	// context: a warm agent's turn that is cancelled still waits, within
+	// the grace, for the agent's answer to the call it cancelled.
+	callCtx context.Context
 }
 
 func newRPCTurn(adapter, idPrefix string, words stopWords) rpcTurn {
@@ -56,7 +60,11 @@ func (r *rpcTurn) call(method string, params, result any, fail func(method strin
 		id = jsonrpc2.ID{Str: fmt.Sprintf("%s%d", r.idPrefix, r.next), IsString: true}
 	}
 	opts = append(opts, jsonrpc2.PickID(id))
-	if err := r.conn.Call(r.ctx, method, params, result, opts...); err != nil {
+	ctx := r.ctx
+	if r.callCtx != nil {
+		ctx = r.callCtx
+	}
+	if err := r.conn.Call(ctx, method, params, result, opts...); err != nil {
 		fail(method, err)
 		return false
 	}

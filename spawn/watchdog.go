@@ -168,15 +168,29 @@ func (w *watchdog) tick(now time.Time) {
 			Text: fmt.Sprintf("the agent has printed nothing for %s (stall_secs = %d)", quiet.Round(time.Second), int(w.cfg.After/time.Second))}
 	}
 	w.setStateLocked(now)
+	emit, endRun := w.emit, w.end
 	w.mu.Unlock()
 	// The emitter takes its own lock and calls event, so these go out
 	// after w.mu is let go.
-	if send != nil && w.emit != nil {
-		w.emit(*send)
+	if send != nil && emit != nil {
+		emit(*send)
 	}
-	if end != nil && w.end != nil {
-		w.end(end)
+	if end != nil && endRun != nil {
+		endRun(end)
 	}
+}
+
+// turn readies the watchdog of a warm agent for one turn: the clock starts
+// now, and onState, emit and end are the turn's; nil for all three between
+// turns, when nobody is told.
+func (w *watchdog) turn(onState func(api.RunState), emit func(Event), end func(*Failure)) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onState, w.emit, w.end = onState, emit, end
+	w.last, w.retryUntil, w.output, w.stalled, w.killed = now, time.Time{}, false, false, false
+	w.state = ""
+	w.setStateLocked(now)
 }
 
 // watch ticks until stop closes. A run without limits only follows its

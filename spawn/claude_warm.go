@@ -1,0 +1,175 @@
+package spawn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Claude Code's conversation channel: `-p --input-format stream-json
+// --output-format stream-json`, with stdin left open. Each stdin line
+// {"type":"user","message":{...}} is one turn, answered with the CLI's own
+// assistant messages and its own `result` line, in the same session and
+// the same process; the CLI then waits for the next line, and exits when
+// stdin closes (checked against Claude Code 2.1.197 and a loopback
+// stand-in: the second turn's API request carried the first turn's
+// messages). Every flag of the one-shot plan stays, so each permission
+// mode's boundary is the one-shot run's.
+//
+// A turn is cancelled inside the protocol with the control request the
+// CLI's own SDK sends ({"type":"control_request","request":{"subtype":
+// "interrupt"}}): the CLI stops the model call and ends the turn with its
+// result, and takes the next line as a new turn (seen with 2.1.197: the
+// cancelled turn ended within about a second, and the next turn ran in the
+// same process).
+func buildClaudeWarm(bin string, req Request) (Plan, error) {
+	p, err := buildOneShot(bin, req)
+	if err != nil {
+		return Plan{}, err
+	}
+	if !slices.Contains(p.Args, "--input-format") {
+		// Operator extras come first and card's own flags after them, so
+		// the last --input-format (card's) is the one Claude uses.
+		p.Args = append(p.Args, "--input-format", "stream-json")
+	}
+	p.Input = Input{Format: InputClaudeMessage}
+	// The runner knows the warm agent's protocol by its session plan;
+	// Claude asks through its permission tool, never over stdio.
+	p.Session = &SessionPlan{Protocol: protocolClaudeStream, Adapter: req.Adapter}
+	return p, nil
+}
+
+// protocolClaudeStream names Claude Code's stream-json conversation, which
+// only warm agents speak (its one-shot runs write one message and close
+// stdin).
+const protocolClaudeStream Protocol = "claude-stream-json"
+
+// claudeWarm is Claude Code's side of a warm agent.
+type claudeWarm struct {
+	w    *warmRunner
+	done chan struct{}
+	next atomic.Uint64
+
+	mu     sync.Mutex
+	t      *warmTurn // the turn the lines belong to, nil between turns
+	parser *claudeParser
+	sid    string
+	// spent is the process's cost so far: Claude's result reports what
+	// the process has spent over all its turns (seen with 2.1.197:
+	// 0.000105, 0.00021, 0.000315 for three alike turns), and a turn's
+	// cost is its part.
+	spent float64
+}
+
+func newClaudeWarm(Plan) warmProto { return &claudeWarm{done: make(chan struct{})} }
+
+func (c *claudeWarm) consumed() <-chan struct{} { return c.done }
+
+// open starts the reader. Claude Code says nothing before its first
+// prompt (its init line comes with each turn), so there is no opening.
+func (c *claudeWarm) open(_ context.Context, w *warmRunner) *Failure {
+	c.w = w
+	go func() {
+		defer close(c.done)
+		for line := range w.child.lines {
+			c.feed(line)
+		}
+	}()
+	return nil
+}
+
+// feed reads one stdout line for the running turn; the turn ends at its
+// result line. A line between turns is nobody's and is dropped.
+func (c *claudeWarm) feed(line []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t == nil {
+		return
+	}
+	evs := c.parser.Feed(line)
+	if c.parser.sessionID != "" {
+		c.sid = c.parser.sessionID
+	}
+	c.t.emit(evs...)
+	if c.parser.result != nil {
+		c.t.end()
+		c.t = nil
+	}
+}
+
+func (c *claudeWarm) begin(t *warmTurn) {
+	c.mu.Lock()
+	c.t, c.parser = t, newClaudeParser()
+	c.mu.Unlock()
+	var b bytes.Buffer
+	if err := writeClaudeMessage(&b, t.spec.Prompt, t.images); err != nil {
+		t.fail(failure(KindBadInput, err.Error()))
+		return
+	}
+	if err := c.w.child.write(b.Bytes()); err != nil {
+		// The agent is gone; the runner explains it from the exit.
+		return
+	}
+}
+
+// interrupt sends Claude Code's interrupt control request.
+func (c *claudeWarm) interrupt(*warmTurn) bool {
+	id := "card-interrupt-" + strconv.FormatUint(c.next.Add(1), 10)
+	msg, _ := json.Marshal(map[string]any{"type": "control_request", "request_id": id, "request": map[string]any{"subtype": "interrupt"}})
+	return c.w.child.write(append(msg, '\n')) == nil
+}
+
+// steer is refused: a user line written while a turn runs does not join
+// it. Claude Code 2.1.197 queues it as a turn of its own, answered with its
+// own result after the running turn's (seen against a stand-in: the
+// running turn's model call never carried it, the next one did), so card
+// would hand one turn's answer to another.
+func (c *claudeWarm) steer(*warmTurn, string) error { return ErrNoSteer }
+
+func (c *claudeWarm) finish(t *warmTurn, exit *ExitInfo) Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t == t {
+		c.t = nil
+	}
+	p := c.parser
+	if p == nil {
+		p = newClaudeParser()
+	}
+	x := ExitInfo{Code: 0}
+	if exit != nil {
+		x = *exit
+	}
+	res := p.Finish(x)
+	if res.CostUSD != nil {
+		total := *res.CostUSD
+		turn := max(total-c.spent, 0)
+		c.spent = total
+		res.CostUSD = &turn
+	}
+	if f := t.protocolFailure(); f != nil {
+		res.IsError, res.Error = true, f
+	}
+	if p.result == nil && res.Error == nil && exit != nil {
+		msg := fmt.Sprintf("claude ended (exit status %d) before it answered the turn", exit.Code)
+		if exit.Code < 0 {
+			msg = "claude was killed before it answered the turn"
+		}
+		if l := lastLine(exit.StderrTail); l != "" {
+			msg += ": " + l
+		}
+		res.IsError, res.Error = true, failure(KindExit, clip(msg, 2048))
+	}
+	return res
+}
+
+func (c *claudeWarm) sessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sid
+}
