@@ -61,18 +61,28 @@ func (d *Daemon) prepare(p InvokeParams) (runs.Request, error) {
 // agents.invoke's (the first bad attachment refuses the request); car is
 // CAR's, for agents.invoke_external (a bad one is skipped, recorded as
 // dropped with why, and the agent runs with the rest).
-func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.Request, err error) {
+func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (runs.Request, error) {
+	r, _, err := d.prepareBoth(p, car)
+	return r, err
+}
+
+// prepareBoth is prepareWith that also gives the spawn request the plan was
+// built from, with everything the daemon adds to the params (the operator's
+// args and env, the defaults of card.toml, the checked cwd): a session's
+// warm agent is built from the same request as its one-shot turn, so it
+// runs against the same configuration.
+func (d *Daemon) prepareBoth(p InvokeParams, car []ExternalAttachment) (_ runs.Request, _ spawn.Request, err error) {
 	if strings.TrimSpace(p.ID) == "" {
-		return runs.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
+		return runs.Request{}, spawn.Request{}, rpc.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
 	if _, ok := spawn.Lookup(p.ID); !ok {
-		return runs.Request{}, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
+		return runs.Request{}, spawn.Request{}, &detect.UnknownAdapterError{ID: p.ID, Known: spawn.IDs()}
 	}
 	if field := placeholderIn(reflect.ValueOf(p), ""); field != "" {
-		return runs.Request{}, rpc.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
+		return runs.Request{}, spawn.Request{}, rpc.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
 	}
 	if err := checkInvoke(&p); err != nil {
-		return runs.Request{}, err
+		return runs.Request{}, spawn.Request{}, err
 	}
 	var (
 		checked []attachment
@@ -81,7 +91,7 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 	if car != nil {
 		checked, skipped = readCARAttachments(car, d.cfg.Attachments)
 	} else if checked, err = readAttachments(p.Attachments, d.cfg.Attachments); err != nil {
-		return runs.Request{}, err
+		return runs.Request{}, spawn.Request{}, err
 	}
 	defer func() {
 		if err != nil {
@@ -92,14 +102,14 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 	// stage step fills them in; the skipped join them in request order.
 	images, sent, err := attach(p.ID, checked, p.RequireAttachments)
 	if err != nil {
-		return runs.Request{}, err
+		return runs.Request{}, spawn.Request{}, err
 	}
 	records := withSkipped(sent, skipped)
 	req := spawnRequestOf(&p)
 	req.Images = images
 	cwd, err := d.runCwd(p.ID, p.Cwd, req.EffectiveMode())
 	if err != nil {
-		return runs.Request{}, err
+		return runs.Request{}, spawn.Request{}, err
 	}
 	req.Cwd = cwd
 	if req.MaxAPIRetries == nil {
@@ -124,7 +134,7 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 	// argv depends on it.
 	plan, err := spawn.Build("", req)
 	if err != nil {
-		return runs.Request{}, err
+		return runs.Request{}, spawn.Request{}, err
 	}
 	var stageFn func(context.Context) ([]store.Attachment, func(), error)
 	var discard func()
@@ -152,7 +162,7 @@ func (d *Daemon) prepareWith(p InvokeParams, car []ExternalAttachment) (_ runs.R
 		Attachments:                   records,
 		Stage:                         stageFn,
 		Discard:                       discard,
-	}, nil
+	}, req, nil
 }
 
 // stage reads the checked attachments into a private directory of card's,

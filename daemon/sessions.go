@@ -73,12 +73,13 @@ func turnParamsOf(p api.SessionStartParams, task string, atts []api.Attachment, 
 // the session's params, continuing the CLI's session as c says.
 func (d *Daemon) prepareTurn(p api.SessionStartParams, task string, atts []api.Attachment, c sessions.Continue) (sessions.Turn, error) {
 	ip := turnParamsOf(p, task, atts, c)
-	req, err := d.prepare(ip)
+	req, sreq, err := d.prepareBoth(ip, nil)
 	if err != nil {
 		return sessions.Turn{}, err
 	}
-	sreq := spawnRequestOf(&ip)
-	sreq.Cwd = req.Cwd
+	// A turn's images reach a warm agent with its prompt, never when the
+	// agent starts.
+	sreq.Images = nil
 	return sessions.Turn{Run: req, Spawn: sreq}, nil
 }
 

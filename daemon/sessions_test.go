@@ -317,7 +317,7 @@ func TestTwoSessionsOfOneAdapterStayApart(t *testing.T) {
 }
 
 func TestEverySessionErrorNamesWhatWasRefused(t *testing.T) {
-	rd := startRunsDaemon(t, "[sessions]\nmax_queue = 1\n")
+	rd := startRunsDaemon(t, "[sessions]\nmax_queue = 1\nmax_warm = 0\n")
 	ctx := daemontest.Context(t)
 	s, evs := startSession(t, rd, rd.Client, "claude-code")
 

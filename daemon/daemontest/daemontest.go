@@ -69,6 +69,13 @@ type Options struct {
 	// ExtraFiles are left open in a Serve process, from descriptor 3 on,
 	// as a careless launcher would leave them.
 	ExtraFiles []*os.File
+	// Warm lets sessions keep warm agents, as a real daemon does. Off, the
+	// card.toml written gets [sessions] max_warm = 0 (unless Config has a
+	// [sessions] table of its own), so every turn is a one-shot process:
+	// the scripted fake agents speak only the one-shot form of their CLI,
+	// and would wait forever on a warm channel's open stdin. Tests of the
+	// real CLIs set it.
+	Warm bool
 }
 
 // Daemon is a running test daemon.
@@ -125,10 +132,12 @@ func (opts Options) home(t testing.TB) string {
 	if home == "" {
 		home = filepath.Join(t.TempDir(), "card")
 	}
-	if opts.Config != "" {
-		require.NoError(t, os.MkdirAll(home, 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(opts.Config), 0o600))
+	config := opts.Config
+	if !opts.Warm && !strings.Contains(config, "[sessions]") {
+		config += "\n[sessions]\nmax_warm = 0\n"
 	}
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.ConfigFileName), []byte(config), 0o600))
 	return home
 }
 

@@ -111,7 +111,7 @@ func TestFirstChunkThroughCardACPAgainstGeminiDirectly(t *testing.T) {
 	d := timeTurns(t, direct, cwd, nil, turns)
 
 	bin := daemontest.Build(t)
-	p := daemontest.Serve(t, bin, daemontest.Options{Config: "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n", Environ: env,
+	p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n", Environ: env,
 		Agents: map[string]string{agent.Gemini: gem}, NoClient: true})
 	viaCard := exec.CommandContext(ctx, bin, "acp", agent.Gemini, "--home", p.Home, "--mode", "read_only")
 	viaCard.Env = os.Environ()
@@ -198,7 +198,7 @@ func TestAFiveThousandChunkTurnThroughCardACPAgainstGeminiDirectly(t *testing.T)
 	dn, dspan, dwhole := streamTurn(t, direct, cwd)
 
 	bin := daemontest.Build(t)
-	p := daemontest.Serve(t, bin, daemontest.Options{Config: "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n",
+	p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n",
 		Environ: env, Agents: map[string]string{agent.Gemini: gem}, NoClient: true})
 	viaCard := exec.CommandContext(ctx, bin, "acp", agent.Gemini, "--home", p.Home, "--mode", "read_only")
 	viaCard.Env = os.Environ()

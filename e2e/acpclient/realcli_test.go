@@ -131,7 +131,7 @@ func TestTheACPSDKClientDrivesEveryRealCLIThroughCardACP(t *testing.T) {
 				config = buf.String()
 				env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
 			}
-			p := daemontest.Serve(t, bin, daemontest.Options{Config: config, Environ: env,
+			p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: config, Environ: env,
 				Agents: map[string]string{c.id: cliBin}, NoClient: true})
 			frames := filepath.Join(t.TempDir(), "frames.jsonl")
 			images := "0"

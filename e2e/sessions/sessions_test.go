@@ -134,7 +134,7 @@ func start(t *testing.T, c cli, script standin.Script, copts client.Options) *co
 	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
 	conv := &conversation{c: c, server: server, project: filepath.Join(home, "project"), events: &collected{}}
 	require.NoError(t, os.MkdirAll(conv.project, 0o755))
-	conv.opts = daemontest.Options{Config: buf.String(), Agents: map[string]string{c.id: bin},
+	conv.opts = daemontest.Options{Warm: true, Config: buf.String(), Agents: map[string]string{c.id: bin},
 		Environ: append([]string{"HOME=" + home, "PATH=" + path, "LANG=C.UTF-8"}, environ...), Client: copts}
 	conv.proc = daemontest.Serve(t, card(t), conv.opts)
 	return conv

@@ -71,7 +71,12 @@ export async function startDaemon(t, o = {}) {
     CAR_CLAUDE_CODE_BIN: o.agent ?? scriptClaude,
     ANTHROPIC_API_KEY: 'sk-ant-test-not-a-key',
   };
-  const d = await serve(card, { home, env, config: o.config ?? 'login_shell_path = false\n' });
+  // The script stand-in speaks only Claude's one-shot stream, so sessions
+  // run every turn as its own process (max_warm = 0), as a real CLI's cold
+  // turn would.
+  let config = o.config ?? 'login_shell_path = false\n';
+  if (!config.includes('[sessions]')) config += '\n[sessions]\nmax_warm = 0\n';
+  const d = await serve(card, { home, env, config });
   daemons.add(d.child);
   stops.push(() => d.stop('SIGKILL'));
   const restart = async () => {
