@@ -55,6 +55,10 @@ func runProbe(ctx context.Context, bin string, args []string, env []string, dir 
 	cmd.Stdin = nil // os/exec connects nil stdin to /dev/null
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
+	// A probe dies with the daemon as an agent does: Copilot's first
+	// --version unpacks its package for seconds, and a daemon killed
+	// meanwhile must not leave it writing in the person's home.
+	cmd.SysProcAttr = proc.NewGroupKilledWithParent()
 	if err := proc.Start(cmd); err != nil {
 		return ProbeOutput{ExitCode: -1, StartErr: err}
 	}

@@ -374,6 +374,12 @@ func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (
 		t, err := m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID})
 		return t, "", err
 	}
+	if m.canWarm(s.row.Adapter) {
+		// A warm agent's CLI names its own session and reports it (over
+		// ACP, session/new takes no id), and the turn's result carries it.
+		t, err := m.deps.Prepare(p, q.task, q.atts, Continue{})
+		return t, "", err
+	}
 	id := newUUID()
 	t, err := m.deps.Prepare(p, q.task, q.atts, Continue{SessionID: id})
 	var fe *spawn.FieldError
