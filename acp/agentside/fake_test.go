@@ -41,12 +41,11 @@ type fakeBackend struct {
 }
 
 type fakeSession struct {
-	sess    api.Session
-	events  []api.SessionEvent
-	subs    []func(api.SessionEvent)
-	running bool
-	cancel  chan struct{}
-	tasks   map[string]string
+	sess   api.Session
+	events []api.SessionEvent
+	subs   []func(api.SessionEvent)
+	cancel chan struct{}
+	tasks  map[string]string
 	// approvals waiting for a decision, by request id.
 	waiting map[string]chan string
 }

@@ -515,9 +515,7 @@ func (m *Manager) isClosing() bool {
 // goes on in memory.
 func (m *Manager) saveLocked(s *session) {
 	var q []*queued
-	for _, e := range s.queue {
-		q = append(q, e)
-	}
+	q = append(q, s.queue...)
 	raw, _ := json.Marshal(q)
 	if q == nil {
 		raw = []byte("[]")
