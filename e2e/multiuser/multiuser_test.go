@@ -125,7 +125,9 @@ func newWorld(t *testing.T) *world {
 	copyFile(t, self, w.testBin)
 	if node := nodeClientDir(); node != "" {
 		w.nodeClient = filepath.Join(base, "node-client")
-		out, err := exec.Command("cp", "-r", node, w.nodeClient).CombinedOutput()
+		// -L: the example's package is a link into clients/typescript,
+		// which a copy elsewhere must carry with it.
+		out, err := exec.Command("cp", "-rL", node, w.nodeClient).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.NoError(t, exec.Command("chmod", "-R", "a+rX", w.nodeClient).Run())
 	}
@@ -150,7 +152,7 @@ func copyFile(t *testing.T, from, to string) {
 // nodeClientDir is the Node example with its dependencies, if installed.
 func nodeClientDir() string {
 	dir := daemontestRepoDir("docs/examples/node-client")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ws", "package.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@card-dev", "client", "dist")); err != nil {
 		return ""
 	}
 	if _, err := exec.LookPath("node"); err != nil {
