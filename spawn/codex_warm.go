@@ -139,23 +139,7 @@ func (c *codexWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	if ok {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return failure(KindCancelled, "the start was cancelled")
-	}
-	conv.mu.Lock()
-	f := conv.failure
-	conv.mu.Unlock()
-	if f != nil {
-		return f
-	}
-	select {
-	case <-w.child.done:
-	case <-ctx.Done():
-		return failure(KindCancelled, "the start was cancelled")
-	}
-	conv.mu.Lock()
-	defer conv.mu.Unlock()
-	return conv.end(Result{}, w.child.exit, codexAppExit, conv.lastError).Error
+	return conv.startFailed(ctx, w.child, codexAppExit, &conv.lastError)
 }
 
 // handle serves one message of the server: to the running turn's
@@ -275,15 +259,7 @@ func (c *codexWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 	if conv == nil {
 		return Result{IsError: true, Error: failure(KindExit, "codex ended before the turn began")}
 	}
-	conv.over()
-	x := ExitInfo{Code: 0}
-	if exit != nil {
-		x = *exit
-	}
-	res := conv.finish(x)
-	if f := wt.protocolFailure(); f != nil {
-		res.IsError, res.Error = true, f
-	}
+	res := wt.settle(conv, exit)
 	conv.mu.Lock()
 	total := conv.usageTotal
 	conv.mu.Unlock()

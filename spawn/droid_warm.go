@@ -104,23 +104,7 @@ func (d *droidWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	if ok {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return failure(KindCancelled, "the start was cancelled")
-	}
-	c.mu.Lock()
-	f := c.failure
-	c.mu.Unlock()
-	if f != nil {
-		return f
-	}
-	select {
-	case <-w.child.done:
-	case <-ctx.Done():
-		return failure(KindCancelled, "the start was cancelled")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.end(Result{}, w.child.exit, nil, c.lastError).Error
+	return c.startFailed(ctx, w.child, nil, &c.lastError)
 }
 
 // handle serves one message of Droid: to the running turn's conversation,
@@ -207,15 +191,7 @@ func (d *droidWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 	if c == nil {
 		return Result{IsError: true, Error: failure(KindExit, "droid ended before the turn began")}
 	}
-	c.over()
-	x := ExitInfo{Code: 0}
-	if exit != nil {
-		x = *exit
-	}
-	res := c.finish(x)
-	if f := wt.protocolFailure(); f != nil {
-		res.IsError, res.Error = true, f
-	}
+	res := wt.settle(c, exit)
 	c.mu.Lock()
 	total := c.usageTotal
 	c.mu.Unlock()

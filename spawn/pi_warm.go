@@ -187,15 +187,7 @@ func (p *piWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 	if c == nil {
 		return Result{IsError: true, Error: failure(KindExit, "pi ended before the turn began")}
 	}
-	c.over()
-	x := ExitInfo{Code: 0}
-	if exit != nil {
-		x = *exit
-	}
-	res := c.finish(x)
-	if f := wt.protocolFailure(); f != nil {
-		res.IsError, res.Error = true, f
-	}
+	res := wt.settle(c, exit)
 	return res
 }
 

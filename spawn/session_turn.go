@@ -119,6 +119,35 @@ func (s *turnState) end(res Result, exit ExitInfo, explain func(ExitInfo) *Failu
 	return res
 }
 
+// startFailed explains a warm agent whose handshake did not complete: a
+// cancelled start, the failure the protocol recorded, or, once the agent
+// has gone, what its exit says (explain and lastError as for end;
+// lastError, read with mu held, may be nil).
+func (s *turnState) startFailed(ctx context.Context, child *warmChild, explain func(ExitInfo) *Failure, lastError *string) *Failure {
+	if ctx.Err() != nil {
+		return failure(KindCancelled, "the start was cancelled")
+	}
+	s.mu.Lock()
+	f := s.failure
+	s.mu.Unlock()
+	if f != nil {
+		return f
+	}
+	// The agent went before it answered: its exit says why.
+	select {
+	case <-child.done:
+	case <-ctx.Done():
+		return failure(KindCancelled, "the start was cancelled")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := ""
+	if lastError != nil {
+		last = *lastError
+	}
+	return s.end(Result{}, child.exit, explain, last).Error
+}
+
 // stopped explains an agent whose stdout ended before the turn did.
 func (s *turnState) stopped(exit ExitInfo) *Failure {
 	step := s.step

@@ -142,24 +142,7 @@ func (a *acpWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	if ok {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return failure(KindCancelled, "the start was cancelled")
-	}
-	c.mu.Lock()
-	f := c.failure
-	c.mu.Unlock()
-	if f != nil {
-		return f
-	}
-	// The agent went before it answered: its exit says why.
-	select {
-	case <-w.child.done:
-	case <-ctx.Done():
-		return failure(KindCancelled, "the start was cancelled")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.end(Result{}, w.child.exit, a.dialect.exitFailure, "").Error
+	return c.startFailed(ctx, w.child, a.dialect.exitFailure, nil)
 }
 
 // handle serves one message of the agent: to the running turn's
@@ -235,16 +218,7 @@ func (a *acpWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 		}
 		return Result{IsError: true, Error: failure(KindExit, a.adapter+" ended before the turn began")}
 	}
-	// Questions still waiting end denied before the result is read.
-	c.over()
-	x := ExitInfo{Code: 0}
-	if exit != nil {
-		x = *exit
-	}
-	res := c.finish(x)
-	if f := wt.protocolFailure(); f != nil {
-		res.IsError, res.Error = true, f
-	}
+	res := wt.settle(c, exit)
 	c.mu.Lock()
 	total := c.usageTotal
 	c.mu.Unlock()

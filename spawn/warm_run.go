@@ -82,6 +82,30 @@ func (t *warmTurn) protocolFailure() *Failure {
 	return t.failure
 }
 
+// settling is a protocol's conversation as a warm turn ends it: its
+// questions still waiting denied, then its result.
+type settling interface {
+	over()
+	finish(exit ExitInfo) Result
+}
+
+// settle ends c's turn on a warm agent once its reader is done with it:
+// questions still waiting end denied before the result is read, the
+// agent's exit (nil while it lives) explains an unfinished turn, and a
+// failure the runner saw first wins.
+func (t *warmTurn) settle(c settling, exit *ExitInfo) Result {
+	c.over()
+	x := ExitInfo{Code: 0}
+	if exit != nil {
+		x = *exit
+	}
+	res := c.finish(x)
+	if f := t.protocolFailure(); f != nil {
+		res.IsError, res.Error = true, f
+	}
+	return res
+}
+
 // judge is the emitter's ending: the run's own guards (retries, caps)
 // decided the turn cannot succeed.
 func (t *warmTurn) judge(f *Failure) {
