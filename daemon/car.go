@@ -2,13 +2,14 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"sync"
+
+	"github.com/google/uuid"
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
@@ -199,13 +200,7 @@ func (c *carRoutes) lookup(r carRoute) string {
 
 // newChatID is the session_id of a request that named none, in the form
 // CAR gives its own: chat-<a random UUID>.
-func newChatID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("chat-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func newChatID() string { return "chat-" + uuid.NewString() }
 
 func routeOf(ctx context.Context, session string) carRoute {
 	var conn uint64

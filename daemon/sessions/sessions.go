@@ -18,8 +18,6 @@ package sessions
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -27,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/api"
@@ -380,7 +379,7 @@ func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (
 		t, err := m.deps.Prepare(p, q.task, q.atts, Continue{})
 		return t, "", err
 	}
-	id := newUUID()
+	id := uuid.NewString()
 	t, err := m.deps.Prepare(p, q.task, q.atts, Continue{SessionID: id})
 	var fe *spawn.FieldError
 	if errors.As(err, &fe) && fe.Field == "session_id" {
@@ -388,16 +387,6 @@ func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (
 		return t, "", err
 	}
 	return t, id, err
-}
-
-// newUUID is a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // refuseTurnLocked records turn as a refused run of the session with its
