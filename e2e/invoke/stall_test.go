@@ -80,17 +80,24 @@ func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 }
 
 // The real Claude Code against an API that answers slowly but steadily (a
-// word a second): with stall_secs 2 and stall_kill_secs 4 the run is never
-// stalled and succeeds with the whole answer.
+// word every 1.5 s): with stall_secs 4 and stall_kill_secs 8 the run is
+// never stalled and succeeds with the whole answer, though it lasts longer
+// than stall_kill_secs in all, so a watchdog that counted the run's age
+// instead of its silence would end it. The silence clock also covers the
+// CLI's start-up, before it prints anything: Node's start of Claude Code
+// has taken over 2 s on a loaded CI machine, so stall_secs leaves it 4.
 func TestASlowButSteadyAPINeverStallsTheRealClaude(t *testing.T) {
 	tc := claudeCase(t)
 	bin := standin.CLI(t, tc.bin)
-	const answer = "one two three four five six"
-	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: time.Second}, false))
-	stall, kill := 2, 4
+	const answer = "one two three four five six seven"
+	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: 1500 * time.Millisecond}, false))
+	stall, kill := 4, 8
+	began := time.Now()
 	evs, _ := sess.invoke(t, daemon.InvokeParams{ID: tc.adapter, Task: "count slowly", StallSecs: &stall, StallKillSecs: &kill})
+	took := time.Since(began)
 	last := evs[len(evs)-1]
 	require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 	assert.Equal(t, answer, last.Result.Answer)
 	assert.Empty(t, ofKind(evs, spawn.EventStalled), daemontest.Kinds(evs))
+	assert.Greater(t, took, time.Duration(kill)*time.Second, "the run must outlast stall_kill_secs for the test to mean anything")
 }
