@@ -77,11 +77,14 @@ type (
 		Attempt   int             `json:"attempt"`
 		Message   json.RawMessage `json:"message"`
 		Error     json.RawMessage `json:"error"`
-		TokenUse  *struct {
-			InputTokens     int64 `json:"inputTokens"`
-			OutputTokens    int64 `json:"outputTokens"`
-			CacheReadTokens int64 `json:"cacheReadTokens"`
-		} `json:"tokenUsage"`
+		TokenUse  *droidTokens    `json:"tokenUsage"`
+		// CumulativeUse is the session's total, on agent_turn_completed.
+		CumulativeUse *droidTokens `json:"cumulativeTokenUsage"`
+	}
+	droidTokens struct {
+		InputTokens     int64 `json:"inputTokens"`
+		OutputTokens    int64 `json:"outputTokens"`
+		CacheReadTokens int64 `json:"cacheReadTokens"`
 	}
 	droidToolUse struct {
 		ID    string          `json:"id"`
@@ -134,6 +137,10 @@ type droidConversation struct {
 	// 0.225.2: 10/5, 20/10, 30/15 for three alike turns); usageBase, for
 	// a warm agent's turn, the total before it.
 	usageTotal, usageBase Usage
+}
+
+func (t droidTokens) usage() Usage {
+	return Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CachedInputTokens: t.CacheReadTokens}
 }
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
@@ -261,12 +268,26 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 		// One per model call.
 		if n.TokenUse != nil {
 			c.turns++
-			c.usageTotal = Usage{InputTokens: n.TokenUse.InputTokens, OutputTokens: n.TokenUse.OutputTokens, CachedInputTokens: n.TokenUse.CacheReadTokens}
+			c.usageTotal = n.TokenUse.usage()
 			c.usage = usageMinus(c.usageTotal, c.usageBase)
 		}
 	case "agent_turn_completed":
 		if c.completed {
 			return
+		}
+		// The turn's own usage and the session's total come with its end
+		// too, and they are what counts: Droid 0.225.2 now and then leaves
+		// out a turn's session_token_usage_changed (seen on the second
+		// turn of a warm agent, about one run in four).
+		if n.CumulativeUse != nil && n.CumulativeUse.usage() != (Usage{}) {
+			c.usageTotal = n.CumulativeUse.usage()
+			c.usage = usageMinus(c.usageTotal, c.usageBase)
+		}
+		if n.TokenUse != nil && n.TokenUse.usage() != (Usage{}) {
+			c.usage = n.TokenUse.usage()
+		}
+		if c.turns == 0 && c.usage != (Usage{}) {
+			c.turns = 1
 		}
 		if c.usage != (Usage{}) {
 			u := c.usage

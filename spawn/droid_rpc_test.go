@@ -210,3 +210,43 @@ func TestADroidTurnPutsTheExecuteToTheApproverAndAnswersProceedOrCancel(t *testi
 		}
 	}
 }
+
+// A turn's usage comes from its agent_turn_completed, which carries the
+// turn's tokens and the session's total, whether or not Droid sent the
+// turn's session_token_usage_changed first (Droid 0.225.2 sometimes does
+// not), and whatever the session spent before the turn.
+func TestADroidTurnsUsageIsItsOwnEvenWithoutItsUsageNotification(t *testing.T) {
+	const done = `{"type":"agent_turn_completed","reason":"completed","tokenUsage":{"inputTokens":10,"outputTokens":5,"cacheReadTokens":1},"cumulativeTokenUsage":{"inputTokens":30,"outputTokens":15,"cacheReadTokens":3}}`
+	cases := []struct {
+		name  string
+		base  Usage // the session's total before the turn, for a warm agent
+		notes []string
+	}{
+		{"the usage notification left out, second turn of a warm agent", Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2},
+			[]string{done}},
+		{"the usage notification sent, second turn of a warm agent", Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2},
+			[]string{`{"type":"session_token_usage_changed","tokenUsage":{"inputTokens":30,"outputTokens":15,"cacheReadTokens":3}}`, done}},
+		{"a cold turn resuming a session whose history cost tokens before", Usage{},
+			[]string{done}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conv, err := newDroidConversation(SessionPlan{Adapter: "droid"})
+			require.NoError(t, err)
+			c := conv.(*droidConversation)
+			c.usageBase = tc.base
+			var evs []Event
+			for _, raw := range tc.notes {
+				var n droidNotification
+				require.NoError(t, json.Unmarshal([]byte(raw), &n))
+				c.notification(n, json.RawMessage(raw), func(e ...Event) { evs = append(evs, e...) })
+			}
+			want := Usage{InputTokens: 10, OutputTokens: 5, CachedInputTokens: 1}
+			require.Equal(t, []string{EventUsage}, kinds(evs))
+			assert.Equal(t, want, *evs[0].Usage)
+			assert.Equal(t, want, c.finish(ExitInfo{}).Usage)
+			assert.Equal(t, Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}, c.usageTotal, "the next turn's base")
+			assert.Equal(t, 1, c.finish(ExitInfo{}).Turns)
+		})
+	}
+}
