@@ -2,7 +2,9 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,6 +13,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
 )
 
 // A client that has a run's answer (or, streaming, its last event) and
@@ -39,7 +42,7 @@ func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.StatusSucceeded, res.Status)
 		evs := stored(res.RunID)
-		require.Greater(t, len(evs), chattyDeltas, "every text delta is in the store at the answer")
+		require.Equal(t, strings.Repeat("PONG from fake anthropic", chattyDeltas), storedText(t, evs), "every text delta is in the store at the answer")
 		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind, "the terminal event is stored last")
 		require.EqualValues(t, len(evs), evs[len(evs)-1].Seq, "no event is missing")
 
@@ -60,4 +63,19 @@ func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
 		require.Len(t, evs, len(got), "the history has what the client was sent, when it was sent the end (run %s)", acc.RunID)
 		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind)
 	}
+}
+
+// storedText joins the text of a run's stored text events.
+func storedText(t *testing.T, evs []store.Event) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Kind != spawn.EventText {
+			continue
+		}
+		var ev daemon.AgentEvent
+		require.NoError(t, json.Unmarshal(e.Payload, &ev))
+		b.WriteString(ev.Text)
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,6 +36,35 @@ type emitter struct {
 	// already scheduled, its own last words) still reaches the parser, for
 	// the result, but is not sent: the run is over for the client.
 	ended bool
+
+	// coalesce is set by a reader that calls flush whenever it has no
+	// more complete lines in hand; see held.
+	coalesce bool
+	held     heldDelta
+}
+
+// heldDelta is a text or thinking delta not yet sent, with the deltas of the
+// same kind that followed it, while the lines after it were already read and
+// waiting. An agent that prints faster than card can hand each line on (a
+// long answer streamed a token a line, a diff) would otherwise cost one
+// event, one stored row and one WebSocket frame per line; the text is the
+// same, in order, in fewer events. Nothing waits for more output: the reader
+// flushes what is held before it blocks on the pipe, so a line that arrives
+// alone goes out alone, at once.
+type heldDelta struct {
+	kind string // EventText or EventThinking; "" when nothing is held
+	text strings.Builder
+}
+
+// maxHeldText bounds the text one merged delta carries: an event stays a
+// size a client can show as it comes and the store keeps in one row.
+const maxHeldText = 32 << 10
+
+// mergeable is a bare text or thinking delta: its text is all it says, so
+// two in a row can be one without losing anything.
+func mergeable(ev *Event) bool {
+	return ev.Delta && (ev.Kind == EventText || ev.Kind == EventThinking) &&
+		ev.SessionID == "" && ev.Model == "" && ev.Tool == nil && ev.Usage == nil && ev.Raw == nil && ev.Type == "" && ev.Error == ""
 }
 
 func newEmitter(onEvent func(Event), parser Parser, maxRetries int, caps *PlanCaps, end func(*Failure)) *emitter {
@@ -84,6 +114,7 @@ func (e *emitter) emitLocked(evs []Event) {
 				if e.stopped || e.ended {
 					return
 				}
+				e.flushLocked()
 				e.ended = true
 				e.end(unreachableFailure(msg, e.grace))
 			})
@@ -91,6 +122,11 @@ func (e *emitter) emitLocked(evs []Event) {
 		if e.watch != nil {
 			e.watch.event(ev)
 		}
+		if e.coalesce && mergeable(ev) {
+			e.hold(ev)
+			continue
+		}
+		e.flushLocked()
 		if e.onEvent != nil {
 			e.onEvent(*ev)
 		}
@@ -106,6 +142,38 @@ func (e *emitter) emitLocked(evs []Event) {
 	}
 }
 
+// hold adds a mergeable delta to what is held, sending what was held first
+// when it is of the other kind or full.
+func (e *emitter) hold(ev *Event) {
+	h := &e.held
+	if h.kind != "" && (h.kind != ev.Kind || h.text.Len()+len(ev.Text) > maxHeldText) {
+		e.flushLocked()
+	}
+	h.kind = ev.Kind
+	h.text.WriteString(ev.Text)
+}
+
+// flush sends the held delta, if any: the reader calls it when it has no
+// more complete lines in hand, before it waits for the agent.
+func (e *emitter) flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushLocked()
+}
+
+func (e *emitter) flushLocked() {
+	h := &e.held
+	if h.kind == "" {
+		return
+	}
+	ev := Event{Kind: h.kind, Text: h.text.String(), Delta: true}
+	h.kind = ""
+	h.text.Reset()
+	if e.onEvent != nil {
+		e.onEvent(ev)
+	}
+}
+
 // endRun ends the run for the watchdog; what the agent prints after is not
 // sent, as after the guard's ending.
 func (e *emitter) endRun(f *Failure) {
@@ -114,14 +182,19 @@ func (e *emitter) endRun(f *Failure) {
 	if e.ended || e.stopped {
 		return
 	}
+	e.flushLocked()
 	e.ended = true
 	e.end(f)
 }
 
-// stop ends the network grace, once the child is gone.
+// stop sends what is still held and ends the network grace, once the child
+// is gone.
 func (e *emitter) stop() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.ended {
+		e.flushLocked()
+	}
 	e.stopped = true
 	if e.netDown != nil {
 		e.netDown.Stop()

@@ -438,6 +438,14 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		p.watch.watch(r.exited)
 	}()
 
+	// A one-shot run's lines are parsed as they are read, so deltas that
+	// were read together can go out together (emitter.held); a
+	// conversation's lines go to its protocol one at a time.
+	var drained func()
+	if lines == nil {
+		ev.coalesce = true
+		drained = ev.flush
+	}
 	stdoutBytes := r.readStdout(func(line []byte) {
 		if lines == nil {
 			ev.feed(line)
@@ -451,7 +459,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		}
 	}, func(n int64) {
 		ev.emit([]Event{{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)}})
-	})
+	}, drained)
 	if lines != nil {
 		close(lines)
 	}

@@ -165,7 +165,7 @@ func (r *run) terminate() {
 // readStdout hands complete lines to feed as they arrive, skipping any line
 // longer than MaxLine without buffering it, and stops feeding once output is
 // over the limit (still draining so the child never blocks on a full pipe).
-func (r *run) readStdout(feed func([]byte), skipped func(int64)) int64 {
+func (r *run) readStdout(feed func([]byte), skipped func(int64), drained func()) int64 {
 	br := bufio.NewReaderSize(r.stdoutSrc, 64<<10)
 	var total int64
 	var long []byte // a line longer than the reader's buffer, up to MaxLine
@@ -207,11 +207,30 @@ func (r *run) readStdout(feed func([]byte), skipped func(int64)) int64 {
 				feed(line)
 			}
 		}
+		if drained != nil && err == nil && !lineBuffered(br) {
+			// The next read waits for the agent: what the lines so far
+			// produced goes out first.
+			drained()
+		}
 		if err != nil && err != bufio.ErrBufferFull {
+			if drained != nil {
+				drained()
+			}
 			r.stdout.close()
 			return total
 		}
 	}
+}
+
+// lineBuffered says whether br holds a whole line already read, which the
+// next ReadSlice returns without reading the pipe.
+func lineBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n)
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // maxStderrLine bounds a stderr line handed to the parser; the rest of a

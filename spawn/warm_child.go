@@ -108,7 +108,7 @@ func (w *warmChild) live(onExit func(ExitInfo)) {
 			if w.skipped != nil {
 				w.skipped(n)
 			}
-		})
+		}, nil)
 		close(w.lines)
 	}()
 	go func() {
