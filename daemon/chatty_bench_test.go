@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,7 +161,8 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 			}
 		}
 	}
-	paths := []chattyPath{direct, {"agents.invoke", invoke(false)}, {"agents.invoke + stream", invoke(true)}}
+	paths := []chattyPath{direct, {"agents.invoke", invoke(false)}, {"agents.invoke + stream", invoke(true)},
+		{"sessions.prompt (turn)", sessionTurns(t, d, cwd)}, {"ACP session/prompt", acpTurns(t, d, cwd)}}
 
 	// The heap of the whole process (daemon and clients), sampled without
 	// stopping the world.
@@ -249,6 +251,146 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	t.Logf("heap in objects: %.1f MiB idle after GC, peak %.1f MiB while the runs went", mib(idle), mib(peak.Load()))
 	for _, m := range missing {
 		t.Errorf("not every event was stored by the answer: %s", m)
+	}
+}
+
+// call sends one JSON-RPC request on ws and reads frames until its answer,
+// returning the answer's result; notifications before it are skipped.
+func call(ctx context.Context, ws *websocket.Conn, id int, method string, params any) (json.RawMessage, error) {
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+		return nil, err
+	}
+	for {
+		_, frame, err := ws.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var m struct {
+			ID     *int            `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(frame, &m) != nil || m.ID == nil || *m.ID != id {
+			continue
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, m.Error)
+		}
+		return m.Result, nil
+	}
+}
+
+// sessionTurns is the chatty run as turns of one session (sessions.start
+// once, subscribed on its own socket): each round one sessions.prompt,
+// until the turn's terminal sessions.event. The turns are cold (the
+// daemon keeps no warm agent here), as a session turn of the fake is.
+func sessionTurns(t *testing.T, d *daemontest.Daemon, cwd string) func(ctx context.Context, task string) (string, error) {
+	ws := d.Raw(t)
+	ws.SetReadLimit(16 << 20)
+	ctx := daemontest.Context(t)
+	res, err := call(ctx, ws, 1, "sessions.start", map[string]any{"id": agent.ClaudeCode, "cwd": cwd})
+	require.NoError(t, err)
+	var started struct {
+		SessionID string `json:"session_id"`
+	}
+	require.NoError(t, json.Unmarshal(res, &started))
+	_, err = call(ctx, ws, 2, "sessions.subscribe", map[string]any{"session_id": started.SessionID, "after_seq": 0})
+	require.NoError(t, err)
+	next := 2
+	return func(ctx context.Context, task string) (string, error) {
+		next++
+		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": next, "method": "sessions.prompt",
+			"params": map[string]any{"session_id": started.SessionID, "task": task}})
+		if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+			return "", err
+		}
+		var runID string
+		answered, ended := false, false
+		for !answered || !ended {
+			_, frame, err := ws.Read(ctx)
+			if err != nil {
+				return "", err
+			}
+			switch {
+			case bytes.Contains(frame, []byte(`"method":"sessions.event"`)):
+				// The terminal event is the only one with a status.
+				if bytes.Contains(frame, []byte(`"status":"`)) {
+					if !bytes.Contains(frame, []byte(`"kind":"done"`)) {
+						return "", fmt.Errorf("turn ended %.300s", frame)
+					}
+					ended = true
+				}
+			default:
+				var a struct {
+					Result struct {
+						RunID string `json:"run_id"`
+					} `json:"result"`
+					Error json.RawMessage `json:"error"`
+				}
+				if err := json.Unmarshal(frame, &a); err != nil || a.Error != nil {
+					return "", fmt.Errorf("answer %s: %v", frame, err)
+				}
+				runID, answered = a.Result.RunID, true
+			}
+		}
+		return runID, nil
+	}
+}
+
+// acpTurns is the chatty run as turns of one ACP session on the daemon's
+// /acp endpoint (initialize and session/new once): each round one
+// session/prompt, until its answer, the session/update notifications of
+// the turn read on the way.
+func acpTurns(t *testing.T, d *daemontest.Daemon, cwd string) func(ctx context.Context, task string) (string, error) {
+	ctx := daemontest.Context(t)
+	ws, _, err := websocket.Dial(ctx, strings.Replace(d.URL, "/rpc", "/acp", 1),
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.CloseNow() })
+	ws.SetReadLimit(16 << 20)
+	_, err = call(ctx, ws, 1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	require.NoError(t, err)
+	res, err := call(ctx, ws, 2, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{},
+		"_meta": map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode, "permissionMode": "read_only"}}})
+	require.NoError(t, err)
+	var created struct {
+		SessionID string `json:"sessionId"`
+	}
+	require.NoError(t, json.Unmarshal(res, &created))
+	next := 2
+	return func(ctx context.Context, task string) (string, error) {
+		next++
+		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": next, "method": "session/prompt",
+			"params": map[string]any{"sessionId": created.SessionID, "prompt": []any{map[string]any{"type": "text", "text": task}}}})
+		if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+			return "", err
+		}
+		var last []byte // the turn's last session/update: its _meta names the run
+		for {
+			_, frame, err := ws.Read(ctx)
+			if err != nil {
+				return "", err
+			}
+			if bytes.Contains(frame, []byte(`"method":"session/update"`)) {
+				last = frame
+				continue
+			}
+			if !bytes.Contains(frame, []byte(`"stopReason":"end_turn"`)) {
+				return "", fmt.Errorf("answer %.300s", frame)
+			}
+			var u struct {
+				Params struct {
+					Meta struct {
+						Card struct {
+							RunID string `json:"runId"`
+						} `json:"card"`
+					} `json:"_meta"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal(last, &u)
+			return u.Params.Meta.Card.RunID, nil
+		}
 	}
 }
 

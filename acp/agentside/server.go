@@ -188,6 +188,11 @@ func (s *Server) send(m *acp.Message) {
 		s.logf("card acp: cannot encode a message: %v", err)
 		return
 	}
+	s.write(b)
+}
+
+// write sends one encoded message.
+func (s *Server) write(b []byte) {
 	s.mu.Lock()
 	t, ctx := s.t, s.ctx
 	s.mu.Unlock()
@@ -199,13 +204,23 @@ func (s *Server) send(m *acp.Message) {
 	}
 }
 
+// notify sends a notification. Its params are encoded once and written
+// inside the envelope as they are: going through acp.Message would have
+// encoding/json scan and copy them again, and a turn's session/update
+// carries the whole text of the agent's answer.
 func (s *Server) notify(method string, params any) {
-	m, err := acp.Notification(method, params)
+	p, err := json.Marshal(params)
 	if err != nil {
 		s.logf("card acp: cannot encode %s: %v", method, err)
 		return
 	}
-	s.send(m)
+	b := make([]byte, 0, len(p)+len(method)+40)
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = strconv.AppendQuote(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, p...)
+	b = append(b, '}')
+	s.write(b)
 }
 
 // call sends a request to the client and waits for its answer. A ctx that
