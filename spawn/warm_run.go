@@ -127,6 +127,15 @@ func (t *warmTurn) emit(evs ...Event) {
 	}
 }
 
+// flush sends the text deltas the turn's emitter holds.
+func (t *warmTurn) flush() {
+	t.emitMu.RLock()
+	defer t.emitMu.RUnlock()
+	if !t.over {
+		t.ev.flush()
+	}
+}
+
 // close ends the turn's events: what comes after is dropped.
 func (t *warmTurn) close() {
 	t.emitMu.Lock()
@@ -191,6 +200,17 @@ func startWarm(ctx context.Context, spec WarmSpec, adapter string, proto warmPro
 	go func() {
 		<-w.child.done
 		w.broken.Store(true)
+		// What the agent wrote before it exited (an answer, then exit) is
+		// read before what the protocol holds open for its life ends: a
+		// request still waiting for that answer would fail on the ended
+		// life instead. The stream has ended with the child, so this is
+		// short; the grace bounds a protocol that holds on.
+		grace := time.NewTimer(w.lim.KillGrace)
+		select {
+		case <-proto.consumed():
+		case <-grace.C:
+		}
+		grace.Stop()
 		w.stopLife()
 		<-proto.consumed()
 		// OnExit before Done: whoever sees Done has had OnExit.
