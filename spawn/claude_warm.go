@@ -76,11 +76,38 @@ func (c *claudeWarm) open(_ context.Context, w *warmRunner) *Failure {
 	c.w = w
 	go func() {
 		defer close(c.done)
-		for line := range w.child.lines {
+		lines := w.child.lines
+		for line := range lines {
 			c.feed(line)
+			// Lines the reader already has wait on the channel: their
+			// deltas may join what the turn holds; with none waiting,
+			// what it holds goes out before this waits for the agent.
+			for waiting := true; waiting; {
+				select {
+				case next, ok := <-lines:
+					if !ok {
+						c.flush()
+						return
+					}
+					c.feed(next)
+				default:
+					c.flush()
+					waiting = false
+				}
+			}
 		}
 	}()
 	return nil
+}
+
+// flush sends what the running turn holds of its text.
+func (c *claudeWarm) flush() {
+	c.mu.Lock()
+	t := c.t
+	c.mu.Unlock()
+	if t != nil {
+		t.flush()
+	}
 }
 
 // feed reads one stdout line for the running turn; the turn ends at its
@@ -103,6 +130,7 @@ func (c *claudeWarm) feed(line []byte) {
 }
 
 func (c *claudeWarm) begin(t *warmTurn) {
+	t.ev.mergeDeltas()
 	c.mu.Lock()
 	c.t, c.parser = t, newClaudeParser()
 	c.mu.Unlock()

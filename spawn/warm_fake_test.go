@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -102,6 +103,41 @@ func fakeClaudeWarm(string) int {
 			}
 		case "write":
 			_ = arg // the fake's read-only tools write nothing
+		case "stream", "gate":
+			// "stream N": N text deltas "d " in one write, then the whole
+			// message; "gate PATH": one delta, then, once PATH exists,
+			// another.
+			delta := func(text string) string {
+				b, _ := json.Marshal(map[string]any{"type": "stream_event", "session_id": sid, "event": map[string]any{"type": "content_block_delta", "index": 0,
+					"delta": map[string]any{"type": "text_delta", "text": text}}})
+				return string(b) + "\n"
+			}
+			start, _ := json.Marshal(map[string]any{"type": "stream_event", "session_id": sid, "event": map[string]any{"type": "message_start",
+				"message": map[string]any{"id": "msg_" + strconv.Itoa(turns)}}})
+			emit(json.RawMessage(start))
+			var whole string
+			if verb == "stream" {
+				n, _ := strconv.Atoi(arg)
+				mu.Lock()
+				out.WriteString(strings.Repeat(delta("d "), n))
+				out.Flush()
+				mu.Unlock()
+				whole = strings.Repeat("d ", n)
+			} else {
+				emit(json.RawMessage(strings.TrimSpace(delta("first "))))
+				for {
+					if _, err := os.Stat(arg); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				emit(json.RawMessage(strings.TrimSpace(delta("second"))))
+				whole = "first second"
+			}
+			emit(map[string]any{"type": "assistant", "session_id": sid, "message": map[string]any{"id": "msg_" + strconv.Itoa(turns), "model": "claude-fake",
+				"content": []any{map[string]any{"type": "text", "text": whole}}}})
+			result(whole, false, "success", turns)
+			continue
 		}
 		answer := fmt.Sprintf("You said: %s (turn %d, pid %d)", text, turns, os.Getpid())
 		emit(map[string]any{"type": "assistant", "session_id": sid, "message": map[string]any{"id": "msg_" + strconv.Itoa(turns), "model": "claude-fake",

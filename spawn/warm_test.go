@@ -517,3 +517,44 @@ func TestAWarmTurnsImagesAreRefusedForAnAgentThatTakesNone(t *testing.T) {
 	_, _, err = doTurn(t, w, within(t, 20*time.Second), "hello")
 	require.NoError(t, err)
 }
+
+func TestAWarmClaudeTurnSendsTheDeltasItReadTogetherAsOneAndALoneOneAtOnce(t *testing.T) {
+	w, _ := startFake(t, warmFakes[0].plan(t.TempDir()), Limits{})
+
+	res, evs, err := doTurn(t, w, within(t, 20*time.Second), "stream 500")
+	require.NoError(t, err)
+	var texts []Event
+	var joined strings.Builder
+	for _, e := range evs {
+		if e.Kind == EventText {
+			texts = append(texts, e)
+			joined.WriteString(e.Text)
+		}
+	}
+	want := strings.Repeat("d ", 500)
+	assert.Equal(t, want, joined.String(), "every delta's text, once, in order")
+	assert.Equal(t, want, res.Answer)
+	assert.Less(t, len(texts), 500, "500 deltas written at once were merged")
+
+	gate := filepath.Join(t.TempDir(), "seen")
+	var mu sync.Mutex
+	var got []string
+	res, err = w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "gate " + gate, OnEvent: func(e Event) {
+		if e.Kind != EventText {
+			return
+		}
+		mu.Lock()
+		got = append(got, e.Text)
+		mu.Unlock()
+		if e.Text == "first " {
+			// The agent waits for this before it writes again: a turn
+			// that held the delta for more would never end.
+			require.NoError(t, os.WriteFile(gate, nil, 0o600))
+		}
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, "first second", res.Answer)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"first ", "second"}, got)
+}
