@@ -198,6 +198,12 @@ var paramDocs = func() map[string]map[string]string {
 			"session_id": sessionID["session_id"],
 			"task":       "The text to add to the running turn, over a warm agent whose CLI takes input during a turn.",
 		},
+		"sessions.configure": {
+			"session_id":      sessionID["session_id"],
+			"permission_mode": "The session's new mode from its next turn: read_only, edit, ask or bypass; the cwd is judged against it as at sessions.start. Absent: unchanged.",
+			"model":           "The session's new model from its next turn, in the agent's own naming; \"default\" goes back to the CLI's own. Absent: unchanged.",
+			"effort":          "The session's new effort from its next turn (low, medium, high, xhigh or max, as the adapter takes them); \"default\" goes back to the CLI's own. Absent: unchanged.",
+		},
 		"sessions.cancel": {
 			"session_id":  sessionID["session_id"],
 			"clear_queue": "Drop the queued prompts too (each recorded as a refused turn); without it the next one runs once the turn has ended.",
