@@ -159,6 +159,7 @@ var paramDocs = func() map[string]map[string]string {
 			"kind":          "What happened: session, text, thinking, tool_use, tool_result, retry, usage, warning, other, agent_error, approval_requested, approval_decided, or the one terminal event, done or error. Ignore kinds you do not know.",
 			"session_id":    "On session: the agent's own session id, to resume later.",
 			"model":         "On session: the model the agent runs.",
+			"commands":      "On session: the slash commands the agent's CLI says it takes (name, and description and input_hint where it says them); absent when it lists none.",
 			"text":          "On text and thinking: the text (a piece when delta is set); on warning: the notice; on other: the agent's line.",
 			"delta":         "On text and thinking: this is one piece of a message being written; append the pieces in seq order.",
 			"tool":          "On tool_use and the approval events: the tool call, with the agent's tool name, its id and its input.",

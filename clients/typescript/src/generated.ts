@@ -33,6 +33,11 @@ export interface AgentEventBase {
 export interface AgentEventSession extends AgentEventBase {
   kind: "session";
   /**
+   * On session: the slash commands the agent's CLI says it takes (name, and description and
+   * input_hint where it says them); absent when it lists none.
+   */
+  commands?: SlashCommand[];
+  /**
    * On session: the model the agent runs.
    */
   model?: string;
@@ -1059,6 +1064,12 @@ export interface SessionSubscribeResult {
   next_seq: number;
   session_id: string;
   state: string;
+}
+
+export interface SlashCommand {
+  description?: string;
+  input_hint?: string;
+  name: string;
 }
 
 export interface SubscribeParams {
