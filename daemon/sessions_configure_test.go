@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,4 +157,36 @@ func TestAConfigureNeedsTheAccessClassStartingInTheNewModeNeeds(t *testing.T) {
 		assert.Equal(t, "write", errData(t, rpcCode(t, err))["access"])
 	}
 	_ = res
+}
+
+// The change is recorded with the session: a daemon restarted after it
+// runs the next turn with it.
+func TestAConfiguredSessionKeepsItsSettingsAcrossARestart(t *testing.T) {
+	bin := daemontest.Build(t)
+	agents, pins := replayAgents(t)
+	opts := daemontest.Options{Config: "login_shell_path = false\n", Agents: pins}
+	first := daemontest.Serve(t, bin, opts)
+	ctx := daemontest.Context(t)
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	_, err = first.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit", Model: "opus"})
+	require.NoError(t, err)
+	require.NoError(t, first.Cmd.Process.Signal(syscall.SIGKILL))
+	first.Wait(t, 10*time.Second)
+	opts.Home = first.Home
+	second := daemontest.Serve(t, bin, opts)
+
+	got, err := second.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, "edit", got.PermissionMode)
+	assert.Equal(t, "opus", got.Model)
+	evs := &sessionEvents{}
+	_, err = second.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+	require.NoError(t, err)
+	one, err := second.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
+	require.NoError(t, err)
+	evs.waitEnds(t, 1, 10*time.Second)
+	args, _ := agents["claude-code"].Received(t, one.RunID)
+	assert.Equal(t, "acceptEdits", flagValue(args, "--permission-mode"))
+	assert.Equal(t, "opus", flagValue(args, "--model"))
 }
