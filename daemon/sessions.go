@@ -166,9 +166,11 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 	if err != nil {
 		return api.SessionConfigureResult{}, err
 	}
-	if cur, err := d.sessions.Get(ctx, p.SessionID); err != nil {
+	cur, err := d.sessions.Get(ctx, p.SessionID)
+	if err != nil {
 		return api.SessionConfigureResult{}, err
-	} else if cur.State == api.SessionClosed {
+	}
+	if cur.State == api.SessionClosed {
 		return api.SessionConfigureResult{}, &sessions.ClosedError{SessionID: cur.SessionID, Reason: cur.CloseReason}
 	}
 	next := sp
@@ -204,6 +206,26 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 	}
 	if next.PermissionMode == string(spawn.ModeBypass) && !d.cfg.AllowBypass {
 		return api.SessionConfigureResult{}, &spawn.BypassRefusedError{Adapter: next.ID}
+	}
+	// A conversation under way must go on after the change: where the CLI
+	// cannot resume it with the new settings (Codex's, Gemini's and
+	// Copilot's ask channel is a session of its own), the change is
+	// refused now rather than the next prompt.
+	if cur.AgentSessionID != "" {
+		rreq, err := d.prepare(turnParamsOf(next, sessionConfigureCheck, nil, sessions.Continue{Resume: cur.AgentSessionID}))
+		if err != nil {
+			field := "permission_mode"
+			if p.PermissionMode == "" {
+				field = "model"
+				if p.Model == "" {
+					field = "effort"
+				}
+			}
+			return api.SessionConfigureResult{}, rpc.InvalidField(field, "the session's conversation could not go on after this change: %v", err)
+		}
+		if rreq.Discard != nil {
+			rreq.Discard()
+		}
 	}
 	return d.sessions.Configure(ctx, p.SessionID, next)
 }

@@ -190,3 +190,37 @@ func TestAConfiguredSessionKeepsItsSettingsAcrossARestart(t *testing.T) {
 	assert.Equal(t, "acceptEdits", flagValue(args, "--permission-mode"))
 	assert.Equal(t, "opus", flagValue(args, "--model"))
 }
+
+// Codex's ask channel is a session of its own, which card does not resume:
+// a change into ask once a Codex conversation is under way would strand
+// it, so it is refused at once, and the conversation goes on as it was.
+func TestAChangeAfterWhichTheConversationCouldNotGoOnIsRefused(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "codex", Cwd: rd.cwd, PermissionMode: "edit"})
+	require.NoError(t, err)
+	// Before any turn there is no conversation to strand.
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "ask"})
+	require.NoError(t, err)
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit"})
+	require.NoError(t, err)
+	evs := &sessionEvents{}
+	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+	require.NoError(t, err)
+	_, err = rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
+	require.NoError(t, err)
+	evs.waitEnds(t, 1, 10*time.Second)
+	got, err := rd.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	require.NotEmpty(t, got.AgentSessionID, "the fake Codex reported its thread")
+
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "ask"})
+	re := rpcCode(t, err)
+	require.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, "permission_mode", errData(t, re)["field"])
+	assert.Contains(t, re.Message, "could not go on")
+	t.Logf("codex edit → ask after a turn: %s", re.Message)
+	got, err = rd.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, "edit", got.PermissionMode)
+}
