@@ -35,6 +35,7 @@ var claudeCode = Adapter{
 	OwnedFlags: []string{"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
 		"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
 		"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
+	Efforts: effortsAll,
 }
 
 var codex = Adapter{
@@ -52,6 +53,7 @@ var codex = Adapter{
 	ReadOnly: EnforcedByOSSandbox,
 	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p",
 		"--listen", "--stdio"},
+	Efforts: effortsAll,
 }
 
 var gemini = Adapter{
@@ -91,6 +93,7 @@ var copilot = Adapter{
 		"--plugin-dir", "--enable-mcp-server", "--assisted-approval", "--enable-all-github-mcp-tools",
 		"--add-github-mcp-toolset", "--add-github-mcp-tool", "--allow-all-mcp-server-instructions",
 		"--output-format", "--fleet", "--acp", "--remote", "--connect"},
+	Efforts: effortsAll,
 }
 
 var droid = Adapter{
@@ -113,6 +116,7 @@ var droid = Adapter{
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
 	NoImages: "droid exec takes no image in the mode card runs it (no image flag; an @path in the prompt stays text; " +
 		"stream-json input keeps only the text); only --input-format stream-jsonrpc carries images, which card speaks in ask mode alone (images are one capability for every mode)",
+	Efforts: effortsAll,
 }
 
 var pi = Adapter{
@@ -134,4 +138,5 @@ var pi = Adapter{
 	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
+	Efforts: []string{"low", "medium", "high", "xhigh"},
 }

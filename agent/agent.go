@@ -67,7 +67,14 @@ type Adapter struct {
 	// require_attachments, the request refused), for an adapter whose
 	// Capabilities.Images is false.
 	NoImages string
+	// Efforts are the reasoning-effort levels the CLI takes from card
+	// (spawn maps them onto its flag); nil when it has no effort setting.
+	// An editor is offered these as the session's thought levels.
+	Efforts []string
 }
+
+// effortsAll are card's effort levels where the CLI takes every one.
+var effortsAll = []string{"low", "medium", "high", "xhigh", "max"}
 
 // mustValid panics on a definition with a missing fact or a repeated id, so
 // an incomplete adapter stops the program at start-up.

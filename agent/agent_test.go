@@ -116,3 +116,17 @@ func TestEachAdapterEitherTakesImagesOrSaysWhyItCannot(t *testing.T) {
 	neither.NoImages = ""
 	assert.Panics(t, func() { mustValid([]Adapter{neither}) })
 }
+
+// The thought levels an editor is offered are levels card validates and
+// hands to the CLI; Gemini CLI, which has no effort flag, offers none.
+func TestEveryAdaptersEffortsAreCardsEffortLevels(t *testing.T) {
+	for _, a := range All() {
+		for _, e := range a.Efforts {
+			assert.Contains(t, effortsAll, e, a.ID)
+		}
+	}
+	g, _ := Lookup(Gemini)
+	assert.Empty(t, g.Efforts)
+	c, _ := Lookup(ClaudeCode)
+	assert.Equal(t, effortsAll, c.Efforts)
+}

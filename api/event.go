@@ -75,6 +75,9 @@ type Event struct {
 	Kind      string `json:"kind" jsonschema_extras:"x-enum=session,x-enum=text,x-enum=thinking,x-enum=tool_use,x-enum=tool_result,x-enum=retry,x-enum=usage,x-enum=warning,x-enum=stalled,x-enum=rate_limit,x-enum=other,x-enum=agent_error,x-enum=approval_requested,x-enum=approval_decided,x-enum=prompt_queued,x-enum=done,x-enum=error"`
 	SessionID string `json:"session_id,omitempty" jsonschema_extras:"x-kinds=session"`
 	Model     string `json:"model,omitempty" jsonschema_extras:"x-kinds=session"`
+	// Commands are the slash commands the CLI says it takes, where its
+	// start-up line lists them (Claude Code's init).
+	Commands []SlashCommand `json:"commands,omitempty" jsonschema_extras:"x-kinds=session"`
 	// Text is assistant text for "text" and reasoning for "thinking" (a
 	// piece when Delta, else whole), the notice of a "warning", or a
 	// description for "other" lines that are not JSON.
@@ -121,4 +124,13 @@ type Result struct {
 	Usage      Usage     `json:"usage"`
 	IsError    bool      `json:"is_error"`
 	Error      *RunError `json:"error,omitempty"`
+}
+
+// SlashCommand is one slash command an agent's CLI lists: its name
+// without the slash, and what it does and what it takes where the CLI
+// says so.
+type SlashCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	InputHint   string `json:"input_hint,omitempty"`
 }

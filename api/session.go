@@ -102,6 +102,40 @@ type SessionCancelResult struct {
 	Cleared int `json:"cleared"`
 }
 
+// SessionConfigureParams change what a session's next turns run with: the
+// permission mode, the model and the effort, each left as it is when
+// absent or "". A turn already running keeps what it started with. Model
+// or effort "default" goes back to the CLI's own default (card passes no
+// flag for it).
+type SessionConfigureParams struct {
+	SessionID      string `json:"session_id"`
+	PermissionMode string `json:"permission_mode,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Effort         string `json:"effort,omitempty"`
+}
+
+// ConfigureDefault is the model or effort value of sessions.configure that
+// drops the session's own, so the CLI uses its default.
+const ConfigureDefault = "default"
+
+// SessionConfigureResult is sessions.configure's answer: the session as it
+// now is, and from which turn the change holds.
+type SessionConfigureResult struct {
+	Session Session `json:"session"`
+	// Changed names the fields whose value changed (empty: nothing did).
+	Changed []string `json:"changed"`
+	// AppliesFromTurn is the first turn that runs with the new settings: the
+	// next one to start (a queued prompt's turn included).
+	AppliesFromTurn int `json:"applies_from_turn"`
+	// RunningTurn is the turn running now, which keeps the settings it
+	// started with (0: none runs).
+	RunningTurn int `json:"running_turn,omitempty"`
+	// WarmAgent says what became of the session's warm agent, whose CLI
+	// was started with the old settings: "ended" (it was idle), "ends_after_turn"
+	// (it is in the running turn), or "" (there was none, or nothing changed).
+	WarmAgent string `json:"warm_agent,omitempty"`
+}
+
 // SessionIDParams name one session (sessions.get, sessions.close).
 type SessionIDParams struct {
 	SessionID string `json:"session_id"`
@@ -170,6 +204,7 @@ type Session struct {
 	Cwd            string       `json:"cwd"`
 	PermissionMode string       `json:"permission_mode"`
 	Model          string       `json:"model,omitempty"`
+	Effort         string       `json:"effort,omitempty"`
 	Ancestry       []string     `json:"ancestry"`
 	// Turns is how many turns have started; CurrentRunID is the running
 	// one's run.

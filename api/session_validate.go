@@ -68,3 +68,33 @@ func (p *SessionListParams) Validate() error {
 	}
 	return nil
 }
+
+// Validate requires the session id and at least one change, and refuses a
+// value with a NUL or a leading dash (it would reach a CLI's argv). Which
+// mode, model and effort an adapter takes is the daemon's check, as at
+// sessions.start.
+func (p *SessionConfigureParams) Validate() error {
+	if err := requireSessionID(p.SessionID); err != nil {
+		return err
+	}
+	if p.PermissionMode == "" && p.Model == "" && p.Effort == "" {
+		return invalidField("permission_mode", "nothing to change: give permission_mode, model or effort")
+	}
+	switch p.PermissionMode {
+	case "", "read_only", "ask", "edit", "bypass":
+	default:
+		return invalidField("permission_mode", "unknown mode %q; one of read_only, ask, edit, bypass", p.PermissionMode)
+	}
+	for _, f := range []struct{ name, v string }{{"model", p.Model}, {"effort", p.Effort}} {
+		if strings.ContainsRune(f.v, 0) {
+			return invalidField(f.name, "contains a NUL byte")
+		}
+		if strings.HasPrefix(f.v, "-") {
+			return invalidField(f.name, "must not start with '-'")
+		}
+		if strings.TrimSpace(f.v) != f.v {
+			return invalidField(f.name, "must not start or end with white space")
+		}
+	}
+	return nil
+}

@@ -182,6 +182,14 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			}
 			return err
 		}},
+		{"sessions.configure", func() error {
+			res, err := c.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: sessionID, Model: "claude-opus-4-8"})
+			if err == nil {
+				assert.Equal(t, "claude-opus-4-8", res.Session.Model)
+				assert.Equal(t, []string{"model"}, res.Changed)
+			}
+			return err
+		}},
 		{"sessions.steer", func() error {
 			_, err := c.SteerSession(ctx, api.SessionSteerParams{SessionID: sessionID, Task: "more"})
 			var re *rpc.Error

@@ -118,3 +118,9 @@ func (r *sessionRouter) notify(params json.RawMessage) {
 		rt.mu.Unlock()
 	}
 }
+
+// ConfigureSession is sessions.configure: a new permission mode, model or
+// effort for the session's next turns (the running turn keeps its own).
+func (c *Client) ConfigureSession(ctx context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
+	return call[api.SessionConfigureResult](ctx, c, "sessions.configure", p)
+}

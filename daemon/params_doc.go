@@ -159,6 +159,7 @@ var paramDocs = func() map[string]map[string]string {
 			"kind":          "What happened: session, text, thinking, tool_use, tool_result, retry, usage, warning, other, agent_error, approval_requested, approval_decided, or the one terminal event, done or error. Ignore kinds you do not know.",
 			"session_id":    "On session: the agent's own session id, to resume later.",
 			"model":         "On session: the model the agent runs.",
+			"commands":      "On session: the slash commands the agent's CLI says it takes (name, and description and input_hint where it says them); absent when it lists none.",
 			"text":          "On text and thinking: the text (a piece when delta is set); on warning: the notice; on other: the agent's line.",
 			"delta":         "On text and thinking: this is one piece of a message being written; append the pieces in seq order.",
 			"tool":          "On tool_use and the approval events: the tool call, with the agent's tool name, its id and its input.",
@@ -197,6 +198,12 @@ var paramDocs = func() map[string]map[string]string {
 		"sessions.steer": {
 			"session_id": sessionID["session_id"],
 			"task":       "The text to add to the running turn, over a warm agent whose CLI takes input during a turn.",
+		},
+		"sessions.configure": {
+			"session_id":      sessionID["session_id"],
+			"permission_mode": "The session's new mode from its next turn: read_only, edit, ask or bypass; the cwd is judged against it as at sessions.start. Absent: unchanged.",
+			"model":           "The session's new model from its next turn, in the agent's own naming; \"default\" goes back to the CLI's own. Absent: unchanged.",
+			"effort":          "The session's new effort from its next turn (low, medium, high, xhigh or max, as the adapter takes them); \"default\" goes back to the CLI's own. Absent: unchanged.",
 		},
 		"sessions.cancel": {
 			"session_id":  sessionID["session_id"],

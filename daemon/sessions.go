@@ -152,6 +152,84 @@ func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (ap
 	return d.sessions.Start(ctx, p, seeded)
 }
 
+// sessionConfigureCheck is the task a configured session's params are
+// judged with, as sessionStartCheck is at the start.
+const sessionConfigureCheck = "sessions.configure: checking the session's new params"
+
+// sessionConfigure changes a session's mode, model or effort for its next
+// turns. The new params are judged exactly as sessions.start judges a
+// session's (the cwd against the new mode's roots, the adapter's modes and
+// flags, allow_bypass), and the connection must hold what the new params
+// need, as it must to start such a session.
+func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
+	sp, err := d.sessions.Params(ctx, p.SessionID)
+	if err != nil {
+		return api.SessionConfigureResult{}, err
+	}
+	cur, err := d.sessions.Get(ctx, p.SessionID)
+	if err != nil {
+		return api.SessionConfigureResult{}, err
+	}
+	if cur.State == api.SessionClosed {
+		return api.SessionConfigureResult{}, &sessions.ClosedError{SessionID: cur.SessionID, Reason: cur.CloseReason}
+	}
+	next := sp
+	if p.PermissionMode != "" {
+		next.PermissionMode = p.PermissionMode
+	}
+	switch p.Model {
+	case "":
+	case api.ConfigureDefault:
+		next.Model = ""
+	default:
+		next.Model = p.Model
+	}
+	switch p.Effort {
+	case "":
+	case api.ConfigureDefault:
+		next.Effort = ""
+	default:
+		next.Effort = p.Effort
+	}
+	if peer := rpc.PeerFrom(ctx); peer != nil {
+		if need, param, value := sessionAccess(next); need != "" && !peer.Grants().Has(need) {
+			return api.SessionConfigureResult{}, &rpc.AccessDeniedError{Method: "sessions.configure", Need: need, Have: peer.Grants(),
+				Origin: peer.Origin(), Param: param, Value: value}
+		}
+	}
+	req, err := d.prepare(turnParamsOf(next, sessionConfigureCheck, nil, sessions.Continue{}))
+	if err != nil {
+		return api.SessionConfigureResult{}, err
+	}
+	if req.Discard != nil {
+		req.Discard()
+	}
+	if next.PermissionMode == string(spawn.ModeBypass) && !d.cfg.AllowBypass {
+		return api.SessionConfigureResult{}, &spawn.BypassRefusedError{Adapter: next.ID}
+	}
+	// A conversation under way must go on after the change: where the CLI
+	// cannot resume it with the new settings (Codex's, Gemini's and
+	// Copilot's ask channel is a session of its own), the change is
+	// refused now rather than the next prompt.
+	if cur.AgentSessionID != "" {
+		rreq, err := d.prepare(turnParamsOf(next, sessionConfigureCheck, nil, sessions.Continue{Resume: cur.AgentSessionID}))
+		if err != nil {
+			field := "permission_mode"
+			if p.PermissionMode == "" {
+				field = "model"
+				if p.Model == "" {
+					field = "effort"
+				}
+			}
+			return api.SessionConfigureResult{}, rpc.InvalidField(field, "the session's conversation could not go on after this change: %v", err)
+		}
+		if rreq.Discard != nil {
+			rreq.Discard()
+		}
+	}
+	return d.sessions.Configure(ctx, p.SessionID, next)
+}
+
 func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error) {
 	if strings.TrimSpace(p.SessionID) == "" {
 		return api.SessionPromptResult{}, rpc.InvalidField("session_id", "required: the session sessions.start answered")
@@ -220,6 +298,17 @@ func (d *Daemon) registerSessions() {
 		}
 		return d.sessions.Steer(ctx, p)
 	})
+	rpc.Register(r, "sessions.configure", rpc.Doc{
+		Access:      rpc.AccessAgents,
+		AccessRules: sessionConfigureAccessRules,
+		Summary:     "Change the session's permission_mode, model or effort from its next turn on; the running turn keeps what it started with.",
+		Description: "The new params are judged as sessions.start judges a session's (-32602 naming the field: a cwd the new mode may not run in, " +
+			"a mode or flag the adapter does not take), and need the access class sessions.start would (write for edit or ask, host for bypass; " +
+			"bypass also needs allow_bypass). model or effort \"default\" goes back to the CLI's own. The change is recorded with the session. " +
+			"A warm agent started with the old settings ends now when idle, else when its turn ends (warm_agent says which); the next turn starts " +
+			"the CLI anew and resumes the conversation. applies_from_turn is the first turn that runs with the change.",
+		Errors: []int64{CodeSessionNotFound, CodeSessionClosed, CodeBypassNotAllowed},
+	}, d.sessionConfigure)
 	rpc.Register(r, "sessions.cancel", rpc.Doc{
 		Access:      rpc.AccessAgents,
 		Summary:     "End the session's running turn (its run ends cancelled); with clear_queue, drop the queued prompts too.",
@@ -296,6 +385,16 @@ func (d *Daemon) registerSessions() {
 // sessionStartAccessRules are agents.invoke's access rules, on
 // sessions.start's params of the same names.
 var sessionStartAccessRules = invokeAccessRules
+
+// sessionConfigureAccessRules are the permission-mode rules of
+// sessions.start: a session changed to a mode needs what starting one in
+// it needs. The session's other params (an MCP endpoint, an acknowledged
+// read-only) are held to their rules by the handler, from the session.
+var sessionConfigureAccessRules = []rpc.AccessRule{
+	{Param: "permission_mode", Value: string(spawn.ModeEdit), Access: rpc.AccessWrite},
+	{Param: "permission_mode", Value: string(spawn.ModeAsk), Access: rpc.AccessWrite},
+	{Param: "permission_mode", Value: string(spawn.ModeBypass), Access: rpc.AccessHost},
+}
 
 // adapterStillThere refuses a prompt to a session whose adapter's CLI is
 // gone since the session started: detection's answer is cached, so the

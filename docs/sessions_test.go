@@ -21,6 +21,8 @@ func captureSessions(c *capturer, home string) {
 	c.call("sessions.subscribe", `{`+id+`}`)
 	c.call("sessions.prompt", `{`+id+`,"task":"Reply with PONG."}`)
 	c.drainSession(1)
+	c.call("sessions.configure", `{`+id+`,"model":"claude-sonnet-4-5","effort":"high"}`)
+	c.call("sessions.configure", `{`+id+`,"permission_mode":"edit"}`)
 	c.call("sessions.prompt", `{`+id+`,"task":"SLOW: think for a long time."}`)
 	time.Sleep(200 * time.Millisecond)
 	c.call("sessions.prompt", `{`+id+`,"task":"Now reply with PONG again."}`)

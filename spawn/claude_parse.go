@@ -43,6 +43,8 @@ type claudeLine struct {
 	Subtype   string `json:"subtype"`
 	SessionID string `json:"session_id"`
 	Model     string `json:"model"`
+	// system/init
+	SlashCommands []string `json:"slash_commands"`
 	// system/api_retry
 	Attempt      int             `json:"attempt"`
 	MaxRetries   int             `json:"max_retries"`
@@ -126,7 +128,7 @@ func (p *claudeParser) Feed(line []byte) []Event {
 	case "system":
 		switch l.Subtype {
 		case "init":
-			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model}}
+			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model, Commands: slashCommands(l.SlashCommands)}}
 		case "api_retry":
 			return []Event{claudeRetry(l)}
 		}
@@ -438,4 +440,16 @@ func unixTime(secs *float64) *time.Time {
 	}
 	t := time.Unix(int64(*secs), 0).UTC()
 	return &t
+}
+
+// slashCommands are the names init's slash_commands lists (it gives no
+// description or argument hint), nil when it lists none.
+func slashCommands(names []string) []api.SlashCommand {
+	var out []api.SlashCommand
+	for _, n := range names {
+		if n = strings.TrimPrefix(strings.TrimSpace(n), "/"); n != "" {
+			out = append(out, api.SlashCommand{Name: n})
+		}
+	}
+	return out
 }

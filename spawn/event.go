@@ -62,6 +62,8 @@ type Event struct {
 	Kind      string `json:"kind"`
 	SessionID string `json:"session_id,omitempty"`
 	Model     string `json:"model,omitempty"`
+	// Commands are the slash commands the CLI lists at its start.
+	Commands []api.SlashCommand `json:"commands,omitempty"`
 	// Text is assistant text for "text" and reasoning for "thinking" (a
 	// piece when Delta, else whole), the notice of a "warning", or a
 	// description for "other" lines that are not JSON.
@@ -106,7 +108,7 @@ type Event struct {
 // hints for the runner, which are never sent.
 func (e Event) Wire() api.Event {
 	return api.Event{
-		Kind: e.Kind, SessionID: e.SessionID, Model: e.Model, Text: e.Text, Delta: e.Delta, Tool: e.Tool,
+		Kind: e.Kind, SessionID: e.SessionID, Model: e.Model, Commands: e.Commands, Text: e.Text, Delta: e.Delta, Tool: e.Tool,
 		Output: e.Output, IsError: e.IsError, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs,
 		QuietMs: e.QuietMs, KillAfterMs: e.KillAfterMs,
 		Usage: e.Usage, RateLimits: e.RateLimits, Error: e.Error, Type: e.Type, Raw: e.Raw,

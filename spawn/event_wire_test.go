@@ -31,7 +31,7 @@ func TestTheParsersEventHasExactlyTheWireEventsExportedFields(t *testing.T) {
 }
 
 func TestWireCopiesEveryExportedField(t *testing.T) {
-	e := Event{Kind: EventRetry, SessionID: "s", Model: "m", Text: "t", Delta: true, Tool: &Tool{Name: "n"},
+	e := Event{Kind: EventRetry, SessionID: "s", Model: "m", Commands: []api.SlashCommand{{Name: "c"}}, Text: "t", Delta: true, Tool: &Tool{Name: "n"},
 		Output: "o", IsError: true, Attempt: 1, MaxAttempts: 2, DelayMs: 3, QuietMs: 5, KillAfterMs: 6, Usage: &Usage{InputTokens: 4},
 		RateLimits: []api.RateLimitWindow{{Window: "five_hour"}},
 		Error:      "e", Type: "ty", Raw: []byte(`{}`), cause: KindAuth, unbounded: true}

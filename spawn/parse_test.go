@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // feedAll runs a stream through a fresh parser of the adapter, checking that
@@ -70,6 +72,10 @@ func TestClaudeSuccessFixtureBecomesSessionTextUsageAndResult(t *testing.T) {
 	assert.Equal(t, []string{EventSession, EventText, EventUsage}, kinds(evs))
 	assert.Equal(t, "942c07c4-8230-4293-9685-338fbcab211c", evs[0].SessionID)
 	assert.Equal(t, "claude-opus-4-8[1m]", evs[0].Model)
+	require.Len(t, evs[0].Commands, 26, "init's slash_commands")
+	assert.Equal(t, api.SlashCommand{Name: "deep-research"}, evs[0].Commands[0])
+	assert.Equal(t, "team-onboarding", evs[0].Commands[25].Name)
+	assert.Equal(t, evs[0].Commands, evs[0].Wire().Commands, "the commands reach the wire")
 	assert.Equal(t, "PONG from fake anthropic", evs[1].Text)
 	assert.Equal(t, "PONG from fake anthropic", res.Answer)
 	assert.Equal(t, "942c07c4-8230-4293-9685-338fbcab211c", res.SessionID)

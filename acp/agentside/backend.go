@@ -28,6 +28,7 @@ import (
 type Backend interface {
 	StartSession(ctx context.Context, p api.SessionStartParams) (api.Session, error)
 	PromptSession(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error)
+	ConfigureSession(ctx context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error)
 	CancelTurn(ctx context.Context, p api.SessionCancelParams) (api.SessionCancelResult, error)
 	CloseSession(ctx context.Context, id string) (api.Session, error)
 	Sessions(ctx context.Context, p api.SessionListParams) (api.SessionList, error)

@@ -33,6 +33,10 @@ type fakeBackend struct {
 	prompts []api.SessionPromptParams
 	decided []api.DecideParams
 	cancels []api.SessionCancelParams
+	// configured are the sessions.configure calls; configureErr refuses
+	// the next one.
+	configured   []api.SessionConfigureParams
+	configureErr error
 	// hold, when set, makes a turn wait before its last event until the
 	// test sends or the turn is cancelled.
 	hold     chan struct{}
@@ -69,7 +73,7 @@ func (f *fakeBackend) StartSession(_ context.Context, p api.SessionStartParams) 
 	f.n++
 	f.started = append(f.started, p)
 	s := api.Session{SessionID: fmt.Sprintf("ses_%d", f.n), Adapter: p.ID, State: api.SessionIdle, Cwd: p.Cwd,
-		PermissionMode: p.PermissionMode, NextSeq: 1, UpdatedAt: time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)}
+		PermissionMode: p.PermissionMode, Model: p.Model, Effort: p.Effort, NextSeq: 1, UpdatedAt: time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)}
 	f.sessions[s.SessionID] = &fakeSession{sess: s, tasks: map[string]string{}, waiting: map[string]chan string{}}
 	return s, nil
 }
@@ -170,6 +174,35 @@ func (f *fakeBackend) CancelTurn(_ context.Context, p api.SessionCancelParams) (
 		close(fs.cancel)
 	}
 	return api.SessionCancelResult{SessionID: p.SessionID, Cancelled: true}, nil
+}
+
+func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.sessions[p.SessionID]
+	if fs == nil {
+		return api.SessionConfigureResult{}, &rpcclient.Error{Code: -32043, Message: "no session " + p.SessionID}
+	}
+	if err := f.configureErr; err != nil {
+		f.configureErr = nil
+		return api.SessionConfigureResult{}, err
+	}
+	f.configured = append(f.configured, p)
+	set := func(field *string, v string) {
+		switch v {
+		case "":
+		case api.ConfigureDefault:
+			*field = ""
+		default:
+			*field = v
+		}
+	}
+	if p.PermissionMode != "" {
+		fs.sess.PermissionMode = p.PermissionMode
+	}
+	set(&fs.sess.Model, p.Model)
+	set(&fs.sess.Effort, p.Effort)
+	return api.SessionConfigureResult{Session: fs.sess, Changed: []string{}, AppliesFromTurn: fs.sess.Turns + 1}, nil
 }
 
 func (f *fakeBackend) CloseSession(_ context.Context, id string) (api.Session, error) {

@@ -251,7 +251,7 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
 		return nil, aerr
 	}
-	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode)}, nil
+	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
 }
 
 // startError is a refused start as the daemon said it. The sign-in state
@@ -329,7 +329,7 @@ func (s *Server) loadSession(ctx context.Context, be Backend, p acp.LoadSessionR
 	if aerr := s.subscribe(ctx, be, st, meta.AfterSeq, true); aerr != nil {
 		return nil, aerr
 	}
-	return acp.LoadSessionResponse{Modes: modes(sess.PermissionMode)}, nil
+	return acp.LoadSessionResponse{Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
 }
 
 func (s *Server) resumeSession(ctx context.Context, be Backend, p acp.ResumeSessionRequest) (any, *acp.Error) {
@@ -340,7 +340,7 @@ func (s *Server) resumeSession(ctx context.Context, be Backend, p acp.ResumeSess
 	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
 		return nil, aerr
 	}
-	return acp.ResumeSessionResponse{Modes: modes(sess.PermissionMode)}, nil
+	return acp.ResumeSessionResponse{Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
 }
 
 // reopen finds a session of card's for load or resume.
@@ -401,11 +401,12 @@ func (s *Server) closeSession(ctx context.Context, be Backend, p acp.CloseSessio
 	return acp.CloseSessionResponse{}, nil
 }
 
-// setMode: a card session's permission mode holds for the whole
-// conversation (it decides the CLI's argv and the guard's boundary), so
-// only the current mode is accepted; another one is an error that says
-// how to get it.
-func (s *Server) setMode(_ context.Context, p acp.SetSessionModeRequest) (any, *acp.Error) {
+// setMode is sessions.configure with the new permission mode: it holds
+// from the session's next turn (a turn running now keeps its own), judged
+// as session/new's mode is (the cwd's roots for the mode, allow_bypass,
+// the connection's access classes), and the editor is told with a
+// current_mode_update.
+func (s *Server) setMode(ctx context.Context, be Backend, p acp.SetSessionModeRequest) (any, *acp.Error) {
 	st := s.session(p.SessionID)
 	if st == nil {
 		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "no session " + p.SessionID + " on this connection"}
@@ -413,20 +414,141 @@ func (s *Server) setMode(_ context.Context, p acp.SetSessionModeRequest) (any, *
 	if !slices.ContainsFunc(permissionModes, func(m acp.SessionMode) bool { return m.ID == p.ModeID }) {
 		return nil, invalid("modeId", "card's modes are read_only, ask, edit and bypass, not %q", p.ModeID)
 	}
-	if p.ModeID == st.mode {
+	st.mu.Lock()
+	same := p.ModeID == st.mode
+	st.mu.Unlock()
+	if same {
 		return acp.SetSessionModeResponse{}, nil
 	}
-	return nil, invalid("modeId", "a card session keeps the permission mode it started with (%s); start a new session with _meta.card.permissionMode %q", st.mode, p.ModeID)
+	res, err := be.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: st.id, PermissionMode: p.ModeID})
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	st.configured(res.Session)
+	s.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id,
+		Update: acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentMode: &acp.CurrentModeUpdate{CurrentModeID: res.Session.PermissionMode}}})
+	return acp.SetSessionModeResponse{Meta: configureMeta(res)}, nil
 }
 
-// setConfigOption: the model and the effort are fixed when a card session
-// starts (_meta.card.model, _meta.card.effort), and card offers no config
-// options, so every one is unknown.
-func (s *Server) setConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (any, *acp.Error) {
-	if s.session(p.SessionID) == nil {
+// configureMeta is _meta.card of a mode or option change: from which turn
+// it holds, and which running turn keeps the old settings.
+func configureMeta(res api.SessionConfigureResult) acp.Meta {
+	m := map[string]any{"appliesFromTurn": res.AppliesFromTurn}
+	if res.RunningTurn > 0 {
+		m["runningTurn"] = res.RunningTurn
+	}
+	if res.WarmAgent != "" {
+		m["warmAgent"] = res.WarmAgent
+	}
+	meta, _ := json.Marshal(map[string]any{MetaKey: m})
+	return meta
+}
+
+// The config options card offers: the model, for every adapter (each CLI
+// takes a model flag), and the thought level where the adapter's CLI takes
+// an effort.
+const (
+	configModel  = "model"
+	configEffort = "effort"
+)
+
+// effortLevels are the effort levels the adapter's CLI takes from card
+// (agent.Adapter.Efforts); none for a CLI without an effort setting
+// (Gemini CLI), whose session then offers no thought level.
+func effortLevels(adapter string) []string {
+	facts, _ := agent.Lookup(adapter)
+	return facts.Efforts
+}
+
+// configOptions are the session's options as they stand. card does not
+// know a CLI's catalogue of models, so the model select lists the CLI's
+// default and the session's model; any model id the CLI takes can be set.
+func (st *session) configOptions() []acp.SessionConfigOption {
+	st.mu.Lock()
+	model, effort := st.model, st.effort
+	st.mu.Unlock()
+	name := st.adapter
+	if facts, ok := agent.Lookup(st.adapter); ok {
+		name = facts.DisplayName
+	}
+	def := acp.SessionConfigSelectOption{Value: api.ConfigureDefault, Name: "Default", Description: ptr(name + " chooses (card passes no flag)")}
+	models := []acp.SessionConfigSelectOption{def}
+	if model != "" {
+		models = append(models, acp.SessionConfigSelectOption{Value: model, Name: model})
+	}
+	opts := []acp.SessionConfigOption{{ID: configModel, Name: "Model", Category: ptr("model"), Type: "select",
+		Description:  ptr("From the next turn. Any model id " + name + " takes may be set; card does not list the CLI's models."),
+		CurrentValue: orDefault(model), Options: mustJSON(models)}}
+	if levels := effortLevels(st.adapter); len(levels) > 0 {
+		efforts := []acp.SessionConfigSelectOption{def}
+		for _, l := range levels {
+			efforts = append(efforts, acp.SessionConfigSelectOption{Value: l, Name: l})
+		}
+		opts = append(opts, acp.SessionConfigOption{ID: configEffort, Name: "Thought level", Category: ptr("thought_level"), Type: "select",
+			Description: ptr("How hard the model thinks, from the next turn."), CurrentValue: orDefault(effort), Options: mustJSON(efforts)})
+	}
+	return opts
+}
+
+func orDefault(v string) string {
+	if v == "" {
+		return api.ConfigureDefault
+	}
+	return v
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// configured takes the session's settings from a configure's answer.
+func (st *session) configured(sess api.Session) {
+	st.mu.Lock()
+	st.mode, st.model, st.effort = sess.PermissionMode, sess.Model, sess.Effort
+	st.mu.Unlock()
+}
+
+// setConfigOption is sessions.configure with the session's new model or
+// effort: it holds from the next turn, and the answer and a
+// config_option_update carry every option as it now is.
+func (s *Server) setConfigOption(ctx context.Context, be Backend, p acp.SetSessionConfigOptionRequest) (any, *acp.Error) {
+	st := s.session(p.SessionID)
+	if st == nil {
 		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "no session " + p.SessionID + " on this connection"}
 	}
-	return nil, invalid("configId", "card offers no config option %q: a session's model and effort are set when it starts, with _meta.card.model and _meta.card.effort on session/new", p.ConfigID)
+	value, ok := p.Value.(string)
+	if !ok || value == "" || p.Type == "boolean" {
+		return nil, invalid("value", "card's options are selects: the value is a string id, not %v", p.Value)
+	}
+	cp := api.SessionConfigureParams{SessionID: st.id}
+	switch p.ConfigID {
+	case configModel:
+		cp.Model = value
+	case configEffort:
+		levels := effortLevels(st.adapter)
+		if len(levels) == 0 {
+			return nil, invalid("configId", "%s takes no effort setting, so this session offers no %q option", st.adapter, p.ConfigID)
+		}
+		if value != api.ConfigureDefault && !slices.Contains(levels, value) {
+			return nil, invalid("value", "%s's thought levels are %s (or default), not %q", st.adapter, strings.Join(levels, ", "), value)
+		}
+		cp.Effort = value
+	default:
+		return nil, invalid("configId", "card offers the options model and effort, not %q", p.ConfigID)
+	}
+	res, err := be.ConfigureSession(ctx, cp)
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	st.configured(res.Session)
+	opts := st.configOptions()
+	s.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id,
+		Update: acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOption: &acp.ConfigOptionUpdate{ConfigOptions: opts}}})
+	return acp.SetSessionConfigOptionResponse{ConfigOptions: opts, Meta: configureMeta(res)}, nil
 }
 
 func (s *Server) session(id string) *session {

@@ -314,9 +314,9 @@ func (s *Server) dispatch(ctx context.Context, m *acp.Message) (any, *acp.Error)
 	case acp.MethodSessionPrompt:
 		return decodeAnd(m, func(p acp.PromptRequest) (any, *acp.Error) { return s.prompt(ctx, be, p) })
 	case acp.MethodSessionSetMode:
-		return decodeAnd(m, func(p acp.SetSessionModeRequest) (any, *acp.Error) { return s.setMode(ctx, p) })
+		return decodeAnd(m, func(p acp.SetSessionModeRequest) (any, *acp.Error) { return s.setMode(ctx, be, p) })
 	case acp.MethodSessionSetConfigOption:
-		return decodeAnd(m, func(p acp.SetSessionConfigOptionRequest) (any, *acp.Error) { return s.setConfigOption(ctx, p) })
+		return decodeAnd(m, func(p acp.SetSessionConfigOptionRequest) (any, *acp.Error) { return s.setConfigOption(ctx, be, p) })
 	}
 	return nil, &acp.Error{Code: acp.CodeMethodNotFound, Message: "card does not serve " + m.Method + " (see its initialize capabilities)"}
 }

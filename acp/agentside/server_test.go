@@ -581,16 +581,8 @@ func TestListResumeCloseAndTheFixedSettings(t *testing.T) {
 	assert.Equal(t, acp.StopEndTurn, prompt(fresh, id, "hi").StopReason)
 	assert.Empty(t, fresh.updatesOf(id, acp.UpdateUserMessageChunk), "resume replays nothing")
 
-	fresh.ok(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "ask"}, nil)
-	err := fresh.fail(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "edit"})
-	assert.Contains(t, err.Message, "keeps the permission mode it started with")
-	err = fresh.fail(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "yolo"})
-	assert.Contains(t, err.Message, "not \"yolo\"")
-	err = fresh.fail(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: id, ConfigID: "model", Value: "m2"})
-	assert.Contains(t, err.Message, "_meta.card.model")
-
 	fresh.ok(acp.MethodSessionClose, acp.CloseSessionRequest{SessionID: id}, nil)
-	err = fresh.fail(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
+	err := fresh.fail(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
 	assert.Equal(t, acp.CodeResourceNotFound, err.Code)
 	err = fresh.fail(acp.MethodSessionClose, acp.CloseSessionRequest{SessionID: "ses_404"})
 	assert.Equal(t, acp.ErrorCode(-32043), err.Code)
@@ -686,4 +678,137 @@ func TestTheACPPagesCapturedFramesAreValidACPMessages(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, n, 20, "the page shows a real exchange")
+}
+
+func TestSetModeChangesTheCardSessionsModeFromTheNextTurnAndTellsTheEditor(t *testing.T) {
+	be := newFake()
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(e)
+	id := newSession(e, "")
+	assert.Equal(t, acp.StopEndTurn, prompt(e, id, "one").StopReason)
+
+	// The current mode is no change: nothing is configured.
+	e.ok(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "ask"}, nil)
+	assert.Empty(t, be.configured)
+	var res acp.SetSessionModeResponse
+	e.ok(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "edit"}, &res)
+	require.Equal(t, []api.SessionConfigureParams{{SessionID: id, PermissionMode: "edit"}}, be.configured)
+	assert.JSONEq(t, `{"card":{"appliesFromTurn":2}}`, string(res.Meta))
+	require.Eventually(t, func() bool { return len(e.updatesOf(id, acp.UpdateCurrentMode)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "edit", e.updatesOf(id, acp.UpdateCurrentMode)[0].CurrentMode.CurrentModeID)
+
+	// A reopened session shows the new mode.
+	fresh := newEditor(t, Config{Adapter: "claude-code"}, be)
+	var rr acp.ResumeSessionResponse
+	fresh.ok(acp.MethodSessionResume, acp.ResumeSessionRequest{SessionID: id, Cwd: "/work/project"}, &rr)
+	assert.Equal(t, "edit", rr.Modes.CurrentModeID)
+
+	err := e.fail(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "yolo"})
+	assert.Contains(t, err.Message, "not \"yolo\"")
+	// card's refusal (a cwd the mode may not run in) reaches the editor as
+	// card said it, and the mode stays.
+	be.configureErr = &rpcclient.Error{Code: -32602, Message: "invalid params: cwd: \"/\" is the root of the filesystem",
+		Data: json.RawMessage(`{"field":"cwd","rule":"root"}`)}
+	err = e.fail(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "bypass"})
+	assert.Equal(t, acp.CodeInvalidParams, err.Code)
+	assert.JSONEq(t, `{"field":"cwd","rule":"root"}`, string(err.Data))
+	assert.Len(t, e.updatesOf(id, acp.UpdateCurrentMode), 1, "a refused change was announced")
+	e.ok(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "edit"}, nil)
+	assert.Len(t, be.configured, 1, "the mode it has is no change")
+	err = e.fail(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: "ses_404", ModeID: "edit"})
+	assert.Equal(t, acp.CodeResourceNotFound, err.Code)
+}
+
+func TestConfigOptionsTellTheModelAndTheThoughtLevelTheAdapterTakes(t *testing.T) {
+	be := newFake()
+	be.specs = append(be.specs, api.ExternalAgentSpec{ID: "gemini", DisplayName: "Gemini CLI", BinaryPath: "/bin/gemini"})
+	e := newEditor(t, Config{}, be)
+	initialize(e)
+	var r acp.NewSessionResponse
+	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: json.RawMessage(`{"card":{"adapter":"claude-code","model":"m1"}}`)}, &r)
+	require.Len(t, r.ConfigOptions, 2)
+	model, effort := r.ConfigOptions[0], r.ConfigOptions[1]
+	assert.Equal(t, "model", model.ID)
+	assert.Equal(t, "model", *model.Category)
+	assert.Equal(t, "m1", model.CurrentValue)
+	assert.JSONEq(t, `[{"value":"default","name":"Default","description":"Claude Code chooses (card passes no flag)"},{"value":"m1","name":"m1"}]`, string(model.Options))
+	assert.Equal(t, "effort", effort.ID)
+	assert.Equal(t, "thought_level", *effort.Category)
+	assert.Equal(t, "default", effort.CurrentValue)
+	assert.Contains(t, string(effort.Options), `"value":"max"`)
+
+	var g acp.NewSessionResponse
+	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: json.RawMessage(`{"card":{"adapter":"gemini"}}`)}, &g)
+	require.Len(t, g.ConfigOptions, 1, "Gemini CLI takes no effort: no thought level is offered")
+	err := e.fail(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: g.SessionID, ConfigID: "effort", Value: "high"})
+	assert.Equal(t, "configId", errField(t, err))
+
+	var set acp.SetSessionConfigOptionResponse
+	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Value: "m2"}, &set)
+	assert.Equal(t, api.SessionConfigureParams{SessionID: r.SessionID, Model: "m2"}, be.configured[0])
+	require.Len(t, set.ConfigOptions, 2)
+	assert.Equal(t, "m2", set.ConfigOptions[0].CurrentValue)
+	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "effort", Value: "high"}, &set)
+	assert.Equal(t, "high", set.ConfigOptions[1].CurrentValue)
+	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Value: "default"}, &set)
+	assert.Equal(t, "default", set.ConfigOptions[0].CurrentValue)
+	require.Eventually(t, func() bool { return len(e.updatesOf(r.SessionID, acp.UpdateConfigOption)) == 3 }, 5*time.Second, 5*time.Millisecond)
+	last := e.updatesOf(r.SessionID, acp.UpdateConfigOption)[2]
+	assert.Equal(t, "high", last.ConfigOption.ConfigOptions[1].CurrentValue)
+
+	for _, tc := range []struct {
+		req   acp.SetSessionConfigOptionRequest
+		field string
+	}{
+		{acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "fast", Value: "on"}, "configId"},
+		{acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "effort", Value: "huge"}, "value"},
+		{acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Type: "boolean", Value: true}, "value"},
+		{acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Value: ""}, "value"},
+	} {
+		err := e.fail(acp.MethodSessionSetConfigOption, tc.req)
+		assert.Equal(t, tc.field, errField(t, err), "%+v", tc.req)
+	}
+	assert.Len(t, be.configured, 3, "a refused option reached card")
+}
+
+func errField(t *testing.T, err *acp.Error) string {
+	t.Helper()
+	var d struct {
+		Field string `json:"field"`
+	}
+	require.NoError(t, json.Unmarshal(err.Data, &d))
+	return d.Field
+}
+
+func TestTheSlashCommandsACLIListsReachTheEditorOnceLessThoseCardDoesNotOffer(t *testing.T) {
+	be := newFake()
+	cmds := []api.SlashCommand{{Name: "compact"}, {Name: "heapdump"}, {Name: "review", Description: "Review a pull request", InputHint: "[pr]"}}
+	be.script = func(_ *fakeSession, p api.SessionPromptParams) []api.AgentEvent {
+		list := cmds
+		if p.Task == "changed" {
+			list = cmds[:1]
+		}
+		return []api.AgentEvent{{Event: api.Event{Kind: api.EventSession, SessionID: "cli-1", Commands: list}},
+			{Event: api.Event{Kind: api.EventText, Text: "ok"}}}
+	}
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(e)
+	id := newSession(e, "")
+	assert.Empty(t, e.updatesOf(id, acp.UpdateAvailableCommands), "nothing is known before the first turn")
+	prompt(e, id, "one")
+	prompt(e, id, "two")
+	ups := e.updatesOf(id, acp.UpdateAvailableCommands)
+	require.Len(t, ups, 1, "the same list twice is sent once")
+	got := ups[0].AvailableCommands.AvailableCommands
+	require.Len(t, got, 2, "heapdump is not offered")
+	assert.Equal(t, "compact", got[0].Name)
+	assert.Nil(t, got[0].Input)
+	assert.Equal(t, "review", got[1].Name)
+	assert.Equal(t, "Review a pull request", got[1].Description)
+	require.NotNil(t, got[1].Input)
+	assert.Equal(t, "[pr]", got[1].Input.Hint)
+	prompt(e, id, "changed")
+	ups = e.updatesOf(id, acp.UpdateAvailableCommands)
+	require.Len(t, ups, 2, "a changed list is sent again")
+	assert.Len(t, ups[1].AvailableCommands.AvailableCommands, 1)
 }

@@ -3,6 +3,7 @@ package agentside
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,10 +18,17 @@ type session struct {
 	srv     *Server
 	id      string
 	adapter string
-	mode    string
 	caps    api.Capabilities
 
-	mu      sync.Mutex
+	mu   sync.Mutex
+	mode string
+	// model and effort are the session's ("" the CLI's default), as its
+	// config options show them.
+	model, effort string
+	// commands are the slash commands last sent to the editor, so an
+	// unchanged list is not sent again.
+	commands []acp.AvailableCommand
+
 	cond    *sync.Cond
 	queue   []api.SessionEvent
 	handled int64 // the last seq handled
@@ -66,9 +74,12 @@ func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.sessions[sess.SessionID]; st != nil {
+		st.mu.Lock()
+		st.mode, st.model, st.effort = sess.PermissionMode, sess.Model, sess.Effort
+		st.mu.Unlock()
 		return st
 	}
-	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, caps: caps,
+	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, model: sess.Model, effort: sess.Effort, caps: caps,
 		waiters: map[int]chan turnEnd{}, ended: map[int]turnEnd{}, cancelled: map[int]bool{},
 		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]api.ApproveAnswer{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
 	st.cond = sync.NewCond(&st.mu)
@@ -234,6 +245,9 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, histor
 		st.running = ev.Turn
 		st.mu.Unlock()
 	}
+	if e.Kind == api.EventSession && len(e.Commands) > 0 {
+		st.announceCommands(ev)
+	}
 	st.send(ev, st.mapEvent(e)...)
 	if e.Kind == api.EventDone || e.Kind == api.EventRunError {
 		st.mu.Lock()
@@ -370,4 +384,48 @@ func endOf(ev api.SessionEvent, cancelled bool) turnEnd {
 	}
 	data, _ := json.Marshal(map[string]any{"runId": e.RunID, "turn": ev.Turn, "status": e.Status, "kind": kind})
 	return turnEnd{err: &acp.Error{Code: code, Message: msg, Data: data}}
+}
+
+// unlistedCommands are the slash commands a CLI lists that card does not
+// offer an editor, with why.
+var unlistedCommands = map[string]string{
+	// Claude Code's /heapdump writes a snapshot of the CLI's own memory
+	// (hundreds of megabytes) to a file outside the session's directory:
+	// a diagnostic of the CLI, not something asked of the conversation,
+	// and a write no permission mode of the session bounds.
+	"heapdump": "writes the CLI's memory to a file outside the session's directory",
+}
+
+// announceCommands sends the editor the slash commands a turn's CLI lists,
+// less those card does not offer, when they differ from what it was last
+// sent: once per session, and again only when the list changes.
+func (st *session) announceCommands(ev api.SessionEvent) {
+	var cmds []acp.AvailableCommand
+	for _, c := range ev.Event.Commands {
+		if _, skip := unlistedCommands[c.Name]; skip || c.Name == "" {
+			continue
+		}
+		ac := acp.AvailableCommand{Name: c.Name, Description: c.Description}
+		if c.InputHint != "" {
+			ac.Input = &struct {
+				Hint string   `json:"hint"`
+				Meta acp.Meta `json:"_meta,omitempty"`
+			}{Hint: c.InputHint}
+		}
+		cmds = append(cmds, ac)
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	st.mu.Lock()
+	same := slices.EqualFunc(st.commands, cmds, func(a, b acp.AvailableCommand) bool {
+		return a.Name == b.Name && a.Description == b.Description && (a.Input == nil) == (b.Input == nil) && (a.Input == nil || a.Input.Hint == b.Input.Hint)
+	})
+	if !same {
+		st.commands = cmds
+	}
+	st.mu.Unlock()
+	if !same {
+		st.send(ev, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: &acp.AvailableCommandsUpdate{AvailableCommands: cmds}})
+	}
 }

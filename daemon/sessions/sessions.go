@@ -681,7 +681,7 @@ func (m *Manager) viewLocked(s *session) api.Session {
 
 func viewOf(row store.Session) api.Session {
 	v := api.Session{SessionID: row.ID, Adapter: row.Adapter, State: api.SessionState(row.State), Cwd: row.Cwd,
-		PermissionMode: row.PermissionMode, Model: row.Model, Ancestry: row.Ancestry, Turns: row.Turns, Queue: []api.QueuedPrompt{},
+		PermissionMode: row.PermissionMode, Model: row.Model, Effort: row.Effort, Ancestry: row.Ancestry, Turns: row.Turns, Queue: []api.QueuedPrompt{},
 		AgentSessionID: row.AgentSessionID, NextSeq: row.NextSeq, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
 		ClosedAt: row.ClosedAt, CloseReason: row.CloseReason}
 	if v.Ancestry == nil {
@@ -905,6 +905,73 @@ func (m *Manager) Params(ctx context.Context, id string) (api.SessionStartParams
 	var p api.SessionStartParams
 	err = json.Unmarshal(row.Params, &p)
 	return p, err
+}
+
+// Configure gives the session new params for its next turns: p are its
+// params with the change, judged by the daemon as sessions.start judges
+// them. The turn running now keeps what it started with; the queued
+// prompts run with p. A warm agent started with the old settings is ended
+// now when idle, else when its turn ends, and the next turn starts its CLI
+// anew, resuming the conversation by the id the last turn reported.
+func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartParams) (api.SessionConfigureResult, error) {
+	s, err := m.lookup(ctx, id)
+	if err != nil {
+		return api.SessionConfigureResult{}, err
+	}
+	s.mu.Lock()
+	if s.closed() {
+		s.mu.Unlock()
+		return api.SessionConfigureResult{}, &ClosedError{SessionID: s.row.ID, Reason: s.row.CloseReason}
+	}
+	res := api.SessionConfigureResult{Changed: changedFields(s.params, p)}
+	var retired *warmAgent
+	if len(res.Changed) > 0 {
+		raw, err := json.Marshal(p)
+		if err != nil {
+			s.mu.Unlock()
+			return api.SessionConfigureResult{}, err
+		}
+		s.params = p
+		s.row.PermissionMode, s.row.Model, s.row.Effort, s.row.Params = p.PermissionMode, p.Model, p.Effort, raw
+		m.saveLocked(s)
+		res.WarmAgent, retired = m.warm.retire(s)
+	}
+	res.AppliesFromTurn = s.row.Turns + 1
+	if s.current != nil {
+		if n := len(s.turns); n > 0 {
+			res.RunningTurn = s.turns[n-1].turn
+		}
+		if w := s.waitingLocked(); len(w) > 0 {
+			res.AppliesFromTurn = w[0].Turn
+		}
+	}
+	s.mu.Unlock()
+	if retired != nil {
+		m.log.Info("ended an idle warm agent started with settings its session no longer has", zap.String("session_id", id))
+		m.warm.close(retired)
+	}
+	s.mu.Lock()
+	res.Session = m.viewLocked(s)
+	s.mu.Unlock()
+	m.log.Info("session configured", zap.String("session_id", id), zap.Strings("changed", res.Changed),
+		zap.String("mode", p.PermissionMode), zap.String("model", p.Model), zap.String("effort", p.Effort),
+		zap.Int("applies_from_turn", res.AppliesFromTurn))
+	return res, nil
+}
+
+// changedFields names the configurable fields whose value differs.
+func changedFields(was, now api.SessionStartParams) []string {
+	out := []string{}
+	if was.PermissionMode != now.PermissionMode {
+		out = append(out, "permission_mode")
+	}
+	if was.Model != now.Model {
+		out = append(out, "model")
+	}
+	if was.Effort != now.Effort {
+		out = append(out, "effort")
+	}
+	return out
 }
 
 // Steer adds input to the running turn over its warm agent.

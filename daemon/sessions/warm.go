@@ -100,6 +100,10 @@ type warmAgent struct {
 	// a turn that finds the agent starting waits for it instead of
 	// starting a second process.
 	started chan struct{}
+	// stale says the session was configured while the agent was in a turn
+	// (or starting): its CLI runs with the old settings, so it ends when
+	// the turn does and the next turn starts one with the new.
+	stale bool
 }
 
 func (w *warmAgent) alive() bool { return w != nil && w.agent != nil && w.agent.Alive() }
@@ -211,14 +215,47 @@ func (p *warmPool) acquire(ctx context.Context, s *session, runID string, start 
 // idle timeout.
 func (p *warmPool) release(w *warmAgent) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	w.runID = ""
 	w.lastUsed = time.Now()
+	if w.stale && slices.Contains(p.agents, w) {
+		p.removeLocked(w)
+		p.mu.Unlock()
+		p.m.log.Info("ended a warm agent started with settings its session no longer has; the next turn starts one with the new",
+			zap.String("session_id", w.session.row.ID))
+		p.close(w)
+		return
+	}
+	defer p.mu.Unlock()
 	if !w.alive() || !slices.Contains(p.agents, w) {
 		p.removeLocked(w)
 		return
 	}
 	w.idle = time.AfterFunc(p.m.cfg.IdleTimeout, func() { p.expire(w) })
+}
+
+// Warm agent fates a configure reports (api.SessionConfigureResult.WarmAgent).
+const (
+	warmEnded         = "ended"
+	warmEndsAfterTurn = "ends_after_turn"
+)
+
+// retire takes the session's warm agent, whose CLI was started with
+// settings the session no longer has, out of service: an idle one is
+// returned for the caller to end (outside the session's lock), one in a
+// turn or starting is marked to end when that is over.
+func (p *warmPool) retire(s *session) (string, *warmAgent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := s.warm
+	if w == nil {
+		return "", nil
+	}
+	if w.runID != "" {
+		w.stale = true
+		return warmEndsAfterTurn, nil
+	}
+	p.removeLocked(w)
+	return warmEnded, w
 }
 
 // expire ends w if it is still idle.

@@ -134,7 +134,7 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 			// As Codex and Droid: the CLI picks its own session id.
 			return Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
 		}
-		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume}
+		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model}
 		plan, err := spawn.Build("", sreq)
 		if err != nil {
 			return Turn{}, err
@@ -363,4 +363,59 @@ func TestCancellingATurnOverAWarmAgentEndsTheTurnAndTheNextOneStillRuns(t *testi
 	two := turn(t, m, id, "two")
 	assert.Equal(t, api.StatusSucceeded, two.Status)
 	assert.Len(t, fw.started(), 1, "the agent the cancelled turn left alive takes the next turn")
+}
+
+func TestConfiguringAnIdleSessionEndsItsWarmAgentAndTheNextTurnResumesWithTheNewSettings(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	turn(t, m, id, "one")
+	res, err := m.Configure(context.Background(), id, api.SessionStartParams{ID: "claude-code", Model: "opus"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"model"}, res.Changed)
+	assert.Equal(t, "ended", res.WarmAgent)
+	assert.Equal(t, 2, res.AppliesFromTurn)
+	assert.False(t, fw.agent(0).Alive(), "the agent started with the old model still runs")
+	assert.False(t, res.Session.Warm)
+	assert.Equal(t, "opus", res.Session.Model)
+	turn(t, m, id, "two")
+	starts := fw.started()
+	require.Len(t, starts, 2)
+	assert.Equal(t, "opus", starts[1].Request.Model)
+	assert.Equal(t, "cli-session-1", starts[1].Request.Resume, "the new agent goes on with the conversation")
+	row, err := m.st.GetSession(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "opus", row.Model, "the change is recorded with the session")
+	assert.Contains(t, string(row.Params), `"model":"opus"`)
+}
+
+func TestConfiguringDuringATurnLetsItFinishOnItsAgentAndTheNextTurnGetsANewOne(t *testing.T) {
+	fw := &fakeWarmer{hold: make(chan struct{})}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "one"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	queued, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "two"}, nil, nil)
+	require.NoError(t, err)
+	require.True(t, queued.Queued)
+
+	cr, err := m.Configure(context.Background(), id, api.SessionStartParams{ID: "claude-code", Model: "opus"})
+	require.NoError(t, err)
+	assert.Equal(t, "ends_after_turn", cr.WarmAgent)
+	assert.Equal(t, 1, cr.RunningTurn)
+	assert.Equal(t, 2, cr.AppliesFromTurn, "the queued prompt is the first turn with the change")
+	assert.True(t, fw.agent(0).Alive(), "the running turn's agent was ended under it")
+	fw.hold <- struct{}{}
+	fw.hold <- struct{}{}
+	waitIdle(t, m, id)
+	one, err := m.st.Get(context.Background(), res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StatusSucceeded, one.Status, "the running turn finished on its own agent")
+	assert.False(t, fw.agent(0).Alive())
+	starts := fw.started()
+	require.Len(t, starts, 2)
+	assert.Empty(t, starts[0].Request.Model)
+	assert.Equal(t, "opus", starts[1].Request.Model)
+	assert.Equal(t, "cli-session-1", starts[1].Request.Resume)
 }

@@ -75,7 +75,8 @@ func (s *Store) CreateSession(ctx context.Context, ss Session) error {
 }
 
 // UpdateSession writes a session's mutable fields (state, the CLI's
-// session id, turns, next seq, queue, warm pgid, closed) and stamps it
+// session id, turns, next seq, queue, closed, and the permission mode,
+// model, effort and params sessions.configure changes) and stamps it
 // updated now.
 func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 	if ss.UpdatedAt.IsZero() {
@@ -88,9 +89,9 @@ func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 	// args are in sessionColumns order; id is first.
 	// The warm pgid is SetSessionWarmPgid's alone: it changes as the agent
 	// starts and ends, not with the session's state.
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, agent_session_id = ?, turns = ?, next_seq = ?,
-		queue = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
-		args[2], args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, permission_mode = ?, model = ?, effort = ?, params = ?,
+		agent_session_id = ?, turns = ?, next_seq = ?, queue = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
+		args[2], args[4], args[5], args[6], args[7], args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", ss.ID, err)
 	}

@@ -68,3 +68,22 @@ func TestASessionAndItsTurnsRoundTripThroughTheStore(t *testing.T) {
 	_, err = s.GetSession(ctx, "ses_nope")
 	assert.ErrorIs(t, err, ErrSessionNotFound)
 }
+
+func TestAConfiguredSessionKeepsItsNewModeModelAndParamsInTheStore(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	ctx := context.Background()
+	id := s.NewSessionID()
+	require.NoError(t, s.CreateSession(ctx, Session{ID: id, Adapter: "claude-code", Cwd: "/w", PermissionMode: "read_only",
+		Params: json.RawMessage(`{"id":"claude-code","permission_mode":"read_only"}`)}))
+	got, err := s.GetSession(ctx, id)
+	require.NoError(t, err)
+	got.PermissionMode, got.Model, got.Effort = "edit", "opus", "high"
+	got.Params = json.RawMessage(`{"id":"claude-code","permission_mode":"edit","model":"opus","effort":"high"}`)
+	require.NoError(t, s.UpdateSession(ctx, got))
+	again, err := s.GetSession(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "edit", again.PermissionMode)
+	assert.Equal(t, "opus", again.Model)
+	assert.Equal(t, "high", again.Effort)
+	assert.JSONEq(t, string(got.Params), string(again.Params))
+}

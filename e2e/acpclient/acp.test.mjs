@@ -16,6 +16,11 @@
 //   ACP_DEFAULT_PERMISSION  the option kind a test that does not care picks
 //   ACP_REMEMBER_MODE       the permission mode of the two-turn session
 //   ACP_SKIP_RECALL         why the second turn is not checked, if it is not
+//   ACP_MODE_RECALL         "1" when a turn after session/set_mode must go
+//                           on with the conversation (ACP_PROMPT_MODE_*)
+//   ACP_MODEL               a model the CLI takes against its stand-in, for
+//                           a turn after session/set_config_option
+//   ACP_EXPECT_COMMANDS     "1" when the CLI lists its slash commands
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -192,6 +197,13 @@ test("a prompt is streamed as agent_message_chunk updates, and a second turn rem
     assert.ok(kinds(a.updates, id).includes("agent_message_chunk"), JSON.stringify(kinds(a.updates, id)));
     assert.ok(text(a.updates, id).includes(env.ACP_EXPECT_REMEMBER), `answer: ${text(a.updates, id)}`);
     for (const u of a.updates) assert.equal(u._meta.card.turn, 1, "every update names its turn");
+    if (env.ACP_EXPECT_COMMANDS === "1") {
+      const lists = a.updates.filter((u) => u.sessionId === id && u.update.sessionUpdate === "available_commands_update");
+      assert.equal(lists.length, 1, "the slash commands are sent once");
+      const names = lists[0].update.availableCommands.map((c) => c.name);
+      assert.ok(names.includes("compact"), JSON.stringify(names));
+      assert.ok(!names.includes("heapdump"), "a command card does not offer was listed");
+    }
     if (env.ACP_SKIP_RECALL) {
       t.diagnostic(`second turn not checked: ${env.ACP_SKIP_RECALL}`);
       return;
@@ -249,6 +261,65 @@ for (const [name, kind, want] of [
     }
   });
 }
+
+test("session/set_mode to ask before the first turn: the turn's tool call is asked, as a read_only turn's would not be", async () => {
+  const file = env.ACP_TOOL_FILE || join(cwd, "acp-set-mode.txt");
+  rmSync(file, { force: true });
+  const a = agent({ onPermission: (req) => pick(req, "allow_once") });
+  try {
+    await initialize(a);
+    const r = await a.request("session/new", { cwd, mcpServers: [], _meta: { card: { permissionMode: "read_only" } } });
+    assert.equal(r.modes.currentModeId, "read_only");
+    const set = await a.request("session/set_mode", { sessionId: r.sessionId, modeId: "ask" });
+    assert.equal(set._meta.card.appliesFromTurn, 1);
+    const modeUpdates = a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "current_mode_update");
+    assert.deepEqual(modeUpdates.map((u) => u.update.currentModeId), ["ask"]);
+    const p = await prompt(a, r.sessionId, env.ACP_PROMPT_TOOL.replaceAll("FILE", file));
+    assert.equal(p.stopReason, "end_turn");
+    assert.ok(a.asked.length >= 1, "the ask-mode turn asked");
+    assert.equal(existsSync(file), true, "the allowed call ran");
+  } finally {
+    await a.close();
+  }
+});
+
+test("a turn after session/set_mode goes on with the conversation", { skip: env.ACP_MODE_RECALL !== "1" && "this adapter does not resume across these modes" }, async () => {
+  const a = agent();
+  try {
+    await initialize(a);
+    const id = await newSession(a, "read_only");
+    assert.equal((await prompt(a, id, env.ACP_PROMPT_MODE_REMEMBER)).stopReason, "end_turn");
+    await a.request("session/set_mode", { sessionId: id, modeId: "edit" });
+    assert.equal((await prompt(a, id, env.ACP_PROMPT_MODE_RECALL)).stopReason, "end_turn");
+  } finally {
+    await a.close();
+  }
+});
+
+test("session/set_config_option model answers the new options and holds from the next turn", async () => {
+  const a = agent();
+  try {
+    await initialize(a);
+    const r = await a.request("session/new", { cwd, mcpServers: [], _meta: { card: { permissionMode: "read_only" } } });
+    const ids = r.configOptions.map((o) => o.id);
+    assert.equal(ids[0], "model");
+    assert.equal(r.configOptions[0].currentValue, "default");
+    const model = env.ACP_MODEL || "card-e2e-model";
+    const set = await a.request("session/set_config_option", { sessionId: r.sessionId, configId: "model", value: model });
+    assert.equal(set.configOptions.find((o) => o.id === "model").currentValue, model);
+    assert.deepEqual(set.configOptions.map((o) => o.id), ids);
+    const ups = a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "config_option_update");
+    assert.equal(ups.length, 1);
+    assert.equal(ups[0].update.configOptions.find((o) => o.id === "model").currentValue, model);
+    if (env.ACP_MODEL) assert.equal((await prompt(a, r.sessionId, env.ACP_PROMPT_REMEMBER)).stopReason, "end_turn");
+    await assert.rejects(
+      a.request("session/set_config_option", { sessionId: r.sessionId, configId: "fast", value: "on" }),
+      (err) => err.code === -32602,
+    );
+  } finally {
+    await a.close();
+  }
+});
 
 test("session/cancel ends the turn with stopReason cancelled", async () => {
   let cancelled;

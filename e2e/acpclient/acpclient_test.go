@@ -84,7 +84,8 @@ func checkFrames(t *testing.T, path string) int {
 	root := compile("schema.json")
 	results := map[string]string{"initialize": "InitializeResponse", "authenticate": "AuthenticateResponse",
 		"session/new": "NewSessionResponse", "session/load": "LoadSessionResponse", "session/list": "ListSessionsResponse",
-		"session/resume": "ResumeSessionResponse", "session/close": "CloseSessionResponse", "session/prompt": "PromptResponse"}
+		"session/resume": "ResumeSessionResponse", "session/close": "CloseSessionResponse", "session/prompt": "PromptResponse",
+		"session/set_mode": "SetSessionModeResponse", "session/set_config_option": "SetSessionConfigOptionResponse"}
 	params := map[string]string{"session/update": "SessionNotification", "session/request_permission": "RequestPermissionRequest",
 		"$/cancel_request": "CancelRequestNotification"}
 	f, err := os.Open(path)
@@ -183,6 +184,33 @@ func TestTheACPSDKClientDrivesCardACP(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out[1]), &m))
 		require.NotNil(t, m.Error, "refused: %s", out[1])
 		assert.Contains(t, m.Error.Message+string(m.Error.Data), "cwd")
+	})
+
+	t.Run("set_mode to edit in a cwd edit may not run in is refused naming cwd, and the mode stays", func(t *testing.T) {
+		out := acpExchange(t, bin, p.Home, nil,
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[],"_meta":{"card":{"permissionMode":"read_only"}}}}`)
+		require.Len(t, out, 2, "%v", out)
+		var created struct {
+			Result struct {
+				SessionID string `json:"sessionId"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out[1]), &created))
+		require.NotEmpty(t, created.Result.SessionID, "read_only may run in /: %s", out[1])
+		out = acpExchange(t, bin, p.Home, nil,
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{"sessionId":"`+created.Result.SessionID+`","cwd":"/","mcpServers":[]}}`,
+			`{"jsonrpc":"2.0","id":3,"method":"session/set_mode","params":{"sessionId":"`+created.Result.SessionID+`","modeId":"edit"}}`,
+			`{"jsonrpc":"2.0","id":4,"method":"session/set_mode","params":{"sessionId":"`+created.Result.SessionID+`","modeId":"bypass"}}`)
+		require.Len(t, out, 4, "%v", out)
+		t.Logf("session/set_mode edit in /: %s", out[2])
+		t.Logf("session/set_mode bypass in /: %s", out[3])
+		for _, answer := range out[2:] {
+			assert.Contains(t, answer, `"error":{"code":-32602`)
+			assert.Contains(t, answer, `"field":"cwd"`)
+		}
+		assert.Contains(t, out[1], `"currentModeId":"read_only"`)
 	})
 
 	t.Run("card acp started by an agent is judged by the guard", func(t *testing.T) {

@@ -31,6 +31,13 @@ type realCLI struct {
 	// noMemory, when set, says why a second turn that remembers the first
 	// is not checked for this CLI: what the sessions do with it today.
 	noMemory string
+	// modeMemory says a turn after a change from read_only to edit
+	// resumes the conversation, checked from the stand-in's side.
+	modeMemory bool
+	// model is a model the CLI takes against its stand-in, and commands
+	// says it lists its slash commands.
+	model    string
+	commands bool
 	shell    func(file string) standin.ToolCall
 	// serve starts the stand-in and returns the daemon's environment;
 	// adapter, when set, is the CLI's card.toml [adapters.<id>] table.
@@ -45,12 +52,12 @@ func shellTool(name string) func(string) standin.ToolCall {
 }
 
 var realCLIs = []realCLI{
-	{id: agent.ClaudeCode, bin: "claude", images: true, shell: shellTool("Bash"),
+	{id: agent.ClaudeCode, bin: "claude", images: true, shell: shellTool("Bash"), modeMemory: true, model: "claude-sonnet-4-5", commands: true,
 		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
 			s := standin.NewAnthropic(t, script)
 			return s, s.ClaudeEnv(t.TempDir(), os.Getenv("PATH"))
 		}},
-	{id: agent.Codex, bin: "codex", images: true, twoTurnMode: "edit",
+	{id: agent.Codex, bin: "codex", images: true, twoTurnMode: "edit", modeMemory: true,
 		shell: func(file string) standin.ToolCall {
 			return standin.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > " + file}}
 		},
@@ -61,7 +68,7 @@ var realCLIs = []realCLI{
 			args, env := s.CodexExtras()
 			return map[string]any{"args": args, "env": env}
 		}},
-	{id: agent.Gemini, bin: "gemini", images: true, twoTurnMode: "edit", shell: shellTool("run_shell_command"),
+	{id: agent.Gemini, bin: "gemini", images: true, twoTurnMode: "edit", modeMemory: true, shell: shellTool("run_shell_command"),
 		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
 			s := standin.NewGemini(t, script)
 			env, err := s.GeminiSetup(t.TempDir(), os.Getenv("PATH"))
@@ -73,7 +80,7 @@ var realCLIs = []realCLI{
 		adapter: func(*testing.T, *standin.Server, string) map[string]any {
 			return map[string]any{"args": []string{"--skip-trust"}}
 		}},
-	{id: agent.Copilot, bin: "copilot", images: true, twoTurnMode: "edit", shell: shellTool("bash"),
+	{id: agent.Copilot, bin: "copilot", images: true, twoTurnMode: "edit", modeMemory: true, shell: shellTool("bash"),
 		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
 			s := standin.NewAnthropic(t, script)
 			return s, s.CopilotEnv(t.TempDir(), os.Getenv("PATH"))
@@ -139,7 +146,16 @@ func TestTheACPSDKClientDrivesEveryRealCLIThroughCardACP(t *testing.T) {
 				images = "1"
 			}
 			remember, recall := "remember the number 7193", "which number did I ask you to remember"
+			modeRemember, modeRecall := "remember the word heliotrope", "now in edit mode: which word did I ask you to remember"
+			flag := func(b bool) string {
+				if b {
+					return "1"
+				}
+				return "0"
+			}
 			runNode(t, nodeBin, []string{
+				"ACP_MODE_RECALL=" + flag(c.modeMemory), "ACP_PROMPT_MODE_REMEMBER=" + modeRemember, "ACP_PROMPT_MODE_RECALL=" + modeRecall,
+				"ACP_MODEL=" + c.model, "ACP_EXPECT_COMMANDS=" + flag(c.commands),
 				"CARD_BIN=" + bin, "CARD_HOME=" + p.Home, "ACP_EMPTY_HOME=" + t.TempDir(),
 				"ACP_ADAPTER=" + c.id, "ACP_CWD=" + cwd, "ACP_FRAMES=" + frames, "ACP_IMAGE=" + images,
 				"ACP_TOOL_FILE=" + toolFile, "ACP_TURN_TIMEOUT_MS=180000",
@@ -159,11 +175,24 @@ func TestTheACPSDKClientDrivesEveryRealCLIThroughCardACP(t *testing.T) {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, c.id+".jsonl"), b, 0o644))
 			}
 
-			remembered := false
+			remembered, modeRemembered, modelUsed := false, false, false
 			for _, r := range model.ModelCalls() {
-				if body := string(r.Body); strings.Contains(body, recall) && strings.Contains(body, remember) {
+				body := string(r.Body)
+				if strings.Contains(body, recall) && strings.Contains(body, remember) {
 					remembered = true
 				}
+				if strings.Contains(body, modeRecall) && strings.Contains(body, modeRemember) {
+					modeRemembered = true
+				}
+				if c.model != "" && strings.Contains(body, `"model":"`+c.model) {
+					modelUsed = true
+				}
+			}
+			if c.modeMemory {
+				assert.True(t, modeRemembered, "the turn after session/set_mode carries the turn before it: the conversation went on")
+			}
+			if c.model != "" {
+				assert.True(t, modelUsed, "the turn after session/set_config_option asked the model for %s", c.model)
 			}
 			if c.noMemory != "" {
 				t.Logf("%s: a second turn remembering the first is not checked: %s", c.id, c.noMemory)

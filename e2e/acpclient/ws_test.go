@@ -206,6 +206,17 @@ func TestTheDaemonsACPEndpointServesCoderGoSDK(t *testing.T) {
 		var re *acpsdk.RequestError
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, -32030, re.Code, "the session's calls are judged by the origin's own classes: %v", err)
+
+		// A read-only session it may start, but not turn into one that
+		// edits, asks or bypasses.
+		ro, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
+			Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode, "permissionMode": "read_only"}}})
+		require.NoError(t, err)
+		for _, mode := range []string{"edit", "ask", "bypass"} {
+			_, err = conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: ro.SessionId, ModeId: acpsdk.SessionModeId(mode)})
+			require.ErrorAs(t, err, &re, mode)
+			assert.Equal(t, -32030, re.Code, "set_mode %s from an origin without write: %v", mode, err)
+		}
 	})
 }
 

@@ -33,6 +33,11 @@ export interface AgentEventBase {
 export interface AgentEventSession extends AgentEventBase {
   kind: "session";
   /**
+   * On session: the slash commands the agent's CLI says it takes (name, and description and
+   * input_hint where it says them); absent when it lists none.
+   */
+  commands?: SlashCommand[];
+  /**
    * On session: the model the agent runs.
    */
   model?: string;
@@ -923,6 +928,7 @@ export interface Session {
   created_at: string;
   current_run_id?: string;
   cwd: string;
+  effort?: string;
   model?: string;
   next_seq: number;
   permission_mode: string;
@@ -960,6 +966,21 @@ export interface SessionCancelResult {
   reason?: string;
   run_id?: string;
   session_id: string;
+}
+
+export interface SessionConfigureParams {
+  effort?: string;
+  model?: string;
+  permission_mode?: string;
+  session_id: string;
+}
+
+export interface SessionConfigureResult {
+  applies_from_turn: number;
+  changed: string[];
+  running_turn?: number;
+  session: Session;
+  warm_agent?: string;
 }
 
 export interface SessionEvent {
@@ -1043,6 +1064,12 @@ export interface SessionSubscribeResult {
   next_seq: number;
   session_id: string;
   state: string;
+}
+
+export interface SlashCommand {
+  description?: string;
+  input_hint?: string;
+  name: string;
 }
 
 export interface SubscribeParams {
@@ -1726,6 +1753,36 @@ export interface SessionsCloseParams {
 export type SessionsCloseResult = Session;
 
 /**
+ * Params of sessions.configure.
+ */
+export interface SessionsConfigureParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * The session's new mode from its next turn: read_only, edit, ask or bypass; the cwd is judged
+   * against it as at sessions.start. Absent: unchanged.
+   */
+  permission_mode?: string;
+  /**
+   * The session's new model from its next turn, in the agent's own naming; "default" goes back to
+   * the CLI's own. Absent: unchanged.
+   */
+  model?: string;
+  /**
+   * The session's new effort from its next turn (low, medium, high, xhigh or max, as the adapter
+   * takes them); "default" goes back to the CLI's own. Absent: unchanged.
+   */
+  effort?: string;
+}
+
+/**
+ * Result of sessions.configure.
+ */
+export type SessionsConfigureResult = SessionConfigureResult;
+
+/**
  * Params of sessions.get.
  */
 export interface SessionsGetParams {
@@ -2193,6 +2250,7 @@ export interface Methods {
   "session.auth": { params: SessionAuthParams; result: SessionAuthResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.cancel": { params: SessionsCancelParams; result: SessionsCancelResult; access: "agents"; errors: "session_not_found" | "session_closed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.close": { params: SessionsCloseParams; result: SessionsCloseResult; access: "agents"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.configure": { params: SessionsConfigureParams; result: SessionsConfigureResult; access: "agents"; errors: "session_not_found" | "session_closed" | "bypass_not_allowed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.get": { params: SessionsGetParams; result: SessionsGetResult; access: "read"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.list": { params: SessionsListParams; result: SessionsListResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.prompt": { params: SessionsPromptParams; result: SessionsPromptResult; access: "agents"; errors: "session_not_found" | "session_closed" | "session_queue_full" | "adapter_gone" | "guard_refused" | "agent_unusable" | "too_many_runs" | "budget_exceeded" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
@@ -2236,6 +2294,7 @@ export const methodAccess: { readonly [M in MethodName]: Methods[M]['access'] } 
   "session.auth": "read",
   "sessions.cancel": "agents",
   "sessions.close": "agents",
+  "sessions.configure": "agents",
   "sessions.get": "read",
   "sessions.list": "read",
   "sessions.prompt": "agents",
@@ -2395,6 +2454,13 @@ export abstract class MethodsBase {
    */
   sessionsClose(params: SessionsCloseParams, opts?: CallOptions): Promise<SessionsCloseResult> {
     return this.call("sessions.close", params, opts);
+  }
+  /**
+   * Change the session's permission_mode, model or effort from its next turn on; the running turn
+   * keeps what it started with.
+   */
+  sessionsConfigure(params: SessionsConfigureParams, opts?: CallOptions): Promise<SessionsConfigureResult> {
+    return this.call("sessions.configure", params, opts);
   }
   /**
    * One session: its state (idle, running, waiting_approval, closed), turns, queue, the CLI's

@@ -99,6 +99,12 @@ const calls = {
   'sessions.steer': async (c, x) => {
     await assert.rejects(c.sessionsSteer({ session_id: x.session, task: 'and more' }), (e) => isCardError(e, 'steer_unsupported') && e.data.session_id === x.session);
   },
+  'sessions.configure': async (c, x) => {
+    const r = await c.sessionsConfigure({ session_id: x.session, model: 'claude-opus-4-8' });
+    assert.equal(r.session.model, 'claude-opus-4-8');
+    assert.deepEqual(r.changed, ['model']);
+    assert.equal(r.running_turn, 1, 'the running turn keeps what it started with');
+  },
   'sessions.subscribe': async (c, x) => {
     const r = await c.sessionsSubscribe({ session_id: x.session });
     assert.equal(r.live, true);
