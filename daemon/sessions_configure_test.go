@@ -31,6 +31,12 @@ func TestAConfiguredModeModelAndEffortHoldFromTheNextTurnAndTheConversationGoesO
 	one, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
 	require.NoError(t, err)
 	evs.waitEnds(t, 1, 10*time.Second)
+	// The turn's terminal event is sent before the session lets the turn
+	// go: wait for it to be idle, so running_turn below is 0.
+	require.Eventually(t, func() bool {
+		g, err := rd.Client.Session(ctx, s.SessionID)
+		return err == nil && g.State == api.SessionIdle
+	}, 5*time.Second, time.Millisecond)
 
 	res, err := rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit", Model: "opus", Effort: "high"})
 	require.NoError(t, err)
