@@ -26,6 +26,9 @@ type emitter struct {
 	end     func(*Failure)
 	// watch sees each event (a retry's delay pauses it); nil: none.
 	watch *watchdog
+	// session, when set, is the session id a session event reports
+	// (Plan.SessionID).
+	session string
 
 	grace   time.Duration
 	netDown *time.Timer // running while the API is out of reach
@@ -71,6 +74,9 @@ func (e *emitter) emitLocked(evs []Event) {
 			return
 		}
 		ev := &evs[i]
+		if e.session != "" && ev.Kind == EventSession {
+			ev.SessionID = e.session
+		}
 		v := e.guard.observe(ev)
 		switch {
 		case v.progress && e.netDown != nil:

@@ -105,7 +105,7 @@ func TestAWarmAgentAnswersEachTurnInTheSameProcess(t *testing.T) {
 				if res.CostUSD != nil {
 					assert.InDelta(t, 0.25, *res.CostUSD, 1e-9, "a turn's cost is its part of the process's")
 				}
-				if f.name != "pi-rpc" { // card runs Pi with --no-session
+				if f.name != "pi-rpc" { // the fake Pi plan names no session
 					assert.NotEmpty(t, res.SessionID)
 				}
 				assert.True(t, w.Alive())
