@@ -297,6 +297,10 @@ type Plan struct {
 	// in its result and its session event, whatever id the CLI prints for
 	// itself, since card's id is the one that finds the conversation again.
 	SessionID string
+	// NoSessionID says the run keeps no session (Pi's --no-session): it
+	// reports no session id and no session event, since the id the CLI
+	// prints for itself would only invite a resume that finds nothing.
+	NoSessionID bool
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

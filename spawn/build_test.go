@@ -549,6 +549,7 @@ func TestAPiSessionIsAFileCardNamesInItsOwnDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, p.Args, "--no-session", "a run without a session leaves no file")
 	assert.Empty(t, p.SessionID)
+	assert.True(t, p.NoSessionID, "nor reports an id nothing could resume")
 
 	file := func(args []string) string {
 		i := slices.Index(args, "--session")
@@ -571,6 +572,7 @@ func TestAPiSessionIsAFileCardNamesInItsOwnDirectory(t *testing.T) {
 		assert.Equal(t, id+".jsonl", filepath.Base(f))
 		assert.Equal(t, []string{"--session-dir", filepath.Dir(f)}, p.Args[slices.Index(p.Args, "--session-dir"):][:2], "Pi looks nothing up elsewhere")
 		assert.Equal(t, id, p.SessionID)
+		assert.False(t, p.NoSessionID)
 		if first == "" {
 			first = f
 		}

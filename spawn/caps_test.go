@@ -192,7 +192,8 @@ func TestATokenCapIsRefusedExactlyByAnAdapterThatReportsNoTokens(t *testing.T) {
 
 // A run whose conversation card named reports card's id, in its session
 // event and its result, not the one the CLI prints for itself: card's id
-// is the one that finds the conversation again.
+// is the one that finds the conversation again. A run that keeps no
+// session reports none.
 func TestARunCardNamedReportsCardsSessionIDNotTheCLIsOwn(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "stream")
 	require.NoError(t, os.WriteFile(script, []byte(strings.Join([]string{
@@ -200,9 +201,12 @@ func TestARunCardNamedReportsCardsSessionIDNotTheCLIsOwn(t *testing.T) {
 		`{"type":"message_end","message":{"role":"assistant","model":"m","content":[{"type":"text","text":"Hi."}],"usage":{"input":7,"output":3,"cost":{"total":0}},"stopReason":"stop"}}`,
 		`{"type":"agent_end","messages":[]}`,
 	}, "\n")+"\n"), 0o600))
-	for _, named := range []string{"", "123e4567-e89b-12d3-a456-426614174000"} {
+	for _, named := range []string{"", "123e4567-e89b-12d3-a456-426614174000", "none"} {
 		p := shPlan(t, `cat `+script)
 		p.SessionID = named
+		if named == "none" {
+			p.SessionID, p.NoSessionID = "", true
+		}
 		a, _ := Lookup("pi")
 		var evs []Event
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -210,8 +214,15 @@ func TestARunCardNamedReportsCardsSessionIDNotTheCLIsOwn(t *testing.T) {
 		cancel()
 		require.NoError(t, err)
 		want := named
-		if want == "" {
+		switch named {
+		case "":
 			want = "01a23495-pi-own"
+		case "none":
+			// A run that keeps no session names none.
+			assert.Empty(t, res.SessionID)
+			assert.NotContains(t, kinds(evs), EventSession)
+			assert.Equal(t, "Hi.", res.Answer)
+			continue
 		}
 		assert.Equal(t, want, res.SessionID)
 		require.NotEmpty(t, evs)

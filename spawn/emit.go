@@ -27,8 +27,9 @@ type emitter struct {
 	// watch sees each event (a retry's delay pauses it); nil: none.
 	watch *watchdog
 	// session, when set, is the session id a session event reports
-	// (Plan.SessionID).
-	session string
+	// (Plan.SessionID); noSession drops session events (Plan.NoSessionID).
+	session   string
+	noSession bool
 
 	grace   time.Duration
 	netDown *time.Timer // running while the API is out of reach
@@ -74,8 +75,13 @@ func (e *emitter) emitLocked(evs []Event) {
 			return
 		}
 		ev := &evs[i]
-		if e.session != "" && ev.Kind == EventSession {
-			ev.SessionID = e.session
+		if ev.Kind == EventSession {
+			if e.noSession {
+				continue
+			}
+			if e.session != "" {
+				ev.SessionID = e.session
+			}
 		}
 		v := e.guard.observe(ev)
 		switch {

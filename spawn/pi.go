@@ -68,7 +68,7 @@ func buildPi(bin string, req Request) (Plan, error) {
 	if mode == ModeAsk {
 		return buildPiAsk(bin, req, tools, session, id), nil
 	}
-	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id, NoSessionID: id == ""}
 	p.Env["PI_OFFLINE"] = "1"
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "-p", "--mode", "json")

@@ -15,7 +15,7 @@ import (
 // is asked. The rest of the sealing is buildPi's, and the session (session,
 // id: piSession) as in every mode.
 func buildPiAsk(bin string, req Request, tools, session []string, id string) Plan {
-	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id, NoSessionID: id == ""}
 	p.Env["PI_OFFLINE"] = "1"
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "--mode", "rpc")

@@ -141,7 +141,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		return err.result(), err
 	}
 	out := collect(ctx, p, c)
-	return classify(ctx, p, c, out)
+	res, cerr := classify(ctx, p, c, out)
+	if p.plan.NoSessionID {
+		res.SessionID = ""
+	}
+	return res, cerr
 }
 
 // prepared is a run checked and made ready, with nothing started yet.
@@ -397,7 +401,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	r.watch = p.watch
 	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, p.plan.Caps, r.end)
-	ev.watch, ev.session = p.watch, p.plan.SessionID
+	ev.watch, ev.session, ev.noSession = p.watch, p.plan.SessionID, p.plan.NoSessionID
 	p.watch.emit = func(e Event) { ev.emit([]Event{e}) }
 	p.watch.end = ev.endRun
 	if sp, ok := p.spec.Parser.(StderrParser); ok {
