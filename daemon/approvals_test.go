@@ -332,7 +332,8 @@ func TestAskModeIsCheckedLikeEditAndRefusedWhereTheAgentCannotAsk(t *testing.T) 
 		{"a timeout outside ask", daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, "approval_timeout_secs", "only to permission_mode ask"},
 		{"a timeout out of range", withTimeout(ad.ask("x"), 4000), "approval_timeout_secs", "3600"},
 		{"codex resumes nothing in ask", daemon.InvokeParams{ID: "codex", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "ephemeral"},
-		{"droid resumes nothing in ask", daemon.InvokeParams{ID: "droid", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "stream-jsonrpc"},
+		{"droid takes no system prompt in ask", daemon.InvokeParams{ID: "droid", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", SystemPrompt: "be brief", SystemPromptAppend: true},
+			"system_prompt", "in ask mode"},
 		{"pi names only tools ask mode offers", daemon.InvokeParams{ID: "pi", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, "allowed_tools", "ask mode"},
 	}
 	for _, tc := range cases {

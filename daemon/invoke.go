@@ -13,6 +13,7 @@ import (
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
@@ -126,6 +127,7 @@ func (d *Daemon) prepareBoth(p InvokeParams, car []ExternalAttachment) (_ runs.R
 	}
 	a := d.cfg.Adapters[p.ID]
 	req.Extras = spawn.Extras{Args: a.Args, Env: a.Env}
+	req.AgentSessionDir = filepath.Join(d.home, home.AgentSessionsDirName)
 	// Bypass is the gate's to refuse (after the guard, with its own code),
 	// so the plan is built as if it were allowed.
 	req.AllowBypass = true

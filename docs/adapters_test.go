@@ -399,7 +399,9 @@ func TestTheRequestFieldTablesSayRefusedWhereTheBuilderRefuses(t *testing.T) {
 				if !assert.True(t, ok, "request-fields: no %s cell for %s", c.field, id) {
 					continue
 				}
-				req := spawn.Request{Adapter: id, Mode: spawn.ModeReadOnly, Cwd: cwd}
+				// The daemon always names the directory for the session
+				// files card keeps (Pi's).
+				req := spawn.Request{Adapter: id, Mode: spawn.ModeReadOnly, Cwd: cwd, AgentSessionDir: cwd}
 				c.set(&req)
 				_, err := spawn.Build("/bin/x", req)
 				var fe *spawn.FieldError

@@ -52,6 +52,11 @@ type Driver struct {
 	// late: each wrote about 64 KB of a 300–500 KB stream; Claude Code,
 	// Codex and Pi do not echo the prompt, and Pi waits for its pipe).
 	StdoutToFile bool
+	// CardNamesSession says card names the CLI's session itself, before
+	// any turn: the CLI keeps its conversation in a file at a path card
+	// chooses (Pi), so a session's id is card's from sessions.start and
+	// every turn, warm or cold, resumes that file.
+	CardNamesSession bool
 	// Caps is how the CLI's run is held to a request's max_cost_usd and
 	// max_tokens.
 	Caps CapsDriver
@@ -173,6 +178,13 @@ func Lookup(id string) (Adapter, bool) {
 	return a, ok
 }
 
+// CardNamesSession says whether card names the adapter's CLI session
+// itself (Driver.CardNamesSession); false for an unknown adapter.
+func CardNamesSession(id string) bool {
+	a, ok := registry[id]
+	return ok && a.CardNamesSession
+}
+
 // IDs lists the adapter ids, sorted.
 func IDs() []string {
 	ids := agent.IDs()
@@ -280,6 +292,15 @@ type Plan struct {
 	// Caps are the request's max_cost_usd and max_tokens as the runner
 	// enforces them; nil when the request set neither.
 	Caps *PlanCaps
+	// SessionID, when set, is the id card named the run's conversation by
+	// (Driver.CardNamesSession): the run reports it as its session id,
+	// in its result and its session event, whatever id the CLI prints for
+	// itself, since card's id is the one that finds the conversation again.
+	SessionID string
+	// NoSessionID says the run keeps no session (Pi's --no-session): it
+	// reports no session id and no session event, since the id the CLI
+	// prints for itself would only invite a resume that finds nothing.
+	NoSessionID bool
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -209,8 +210,8 @@ func TestFieldsACLICannotHonourAreRefusedNotDropped(t *testing.T) {
 		{Request{Adapter: "droid", AllowedTools: []string{"MCP:slack"}}, "allowed_tools"},
 		{Request{Adapter: "droid", AllowedTools: []string{}}, "allowed_tools"},
 		{Request{Adapter: "pi", MaxTurns: 3}, "max_turns"},
-		{Request{Adapter: "pi", Resume: "01a22954"}, "resume"},
-		{Request{Adapter: "pi", SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
+		{Request{Adapter: "pi", Resume: "01a22954", AgentSessionDir: "/home/user/.card/agent-sessions"}, "resume"}, // not an id card gave
+		{Request{Adapter: "pi", SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},                  // no directory to keep it in
 		{Request{Adapter: "pi", Effort: "max"}, "effort"},
 		{Request{Adapter: "pi", AllowedTools: []string{"bash"}}, "allowed_tools"},
 		{Request{Adapter: "pi", Mode: ModeEdit, AllowedTools: []string{"read", "bash"}}, "allowed_tools"},
@@ -534,5 +535,61 @@ func TestTheRetryBoundReachesClaudesOwnSettingAndEveryPlan(t *testing.T) {
 		var fe *FieldError
 		require.ErrorAs(t, err, &fe, "%d", n)
 		assert.Equal(t, "max_api_retries", fe.Field)
+	}
+}
+
+// A Pi run keeps no session file unless it has a session, and then keeps
+// it in a file card names under its own directory, the same for a one-shot
+// run, an ask-mode run and a warm agent; the run reports card's id, not
+// the one Pi gives itself.
+func TestAPiSessionIsAFileCardNamesInItsOwnDirectory(t *testing.T) {
+	const dir = "/home/user/.card/agent-sessions"
+	const id = "123e4567-e89b-12d3-a456-426614174000"
+	p, err := Build("/bin/pi", Request{Adapter: "pi", Cwd: cwd, AgentSessionDir: dir})
+	require.NoError(t, err)
+	assert.Contains(t, p.Args, "--no-session", "a run without a session leaves no file")
+	assert.Empty(t, p.SessionID)
+	assert.True(t, p.NoSessionID, "nor reports an id nothing could resume")
+
+	file := func(args []string) string {
+		i := slices.Index(args, "--session")
+		require.GreaterOrEqual(t, i, 0, args)
+		return args[i+1]
+	}
+	var first string
+	for _, req := range []Request{
+		{SessionID: id},
+		{Resume: id},
+		{Resume: strings.ToUpper(id), Mode: ModeAsk},
+		{Resume: id, Mode: ModeEdit},
+	} {
+		req.Adapter, req.Cwd, req.AgentSessionDir = "pi", cwd, dir
+		p, err := Build("/bin/pi", req)
+		require.NoError(t, err, "%+v", req)
+		assert.NotContains(t, p.Args, "--no-session")
+		f := file(p.Args)
+		assert.True(t, strings.HasPrefix(f, dir+"/pi/"), f)
+		assert.Equal(t, id+".jsonl", filepath.Base(f))
+		assert.Equal(t, []string{"--session-dir", filepath.Dir(f)}, p.Args[slices.Index(p.Args, "--session-dir"):][:2], "Pi looks nothing up elsewhere")
+		assert.Equal(t, id, p.SessionID)
+		assert.False(t, p.NoSessionID)
+		if first == "" {
+			first = f
+		}
+		assert.Equal(t, first, f, "every turn of a conversation resumes the one file")
+		w, err := BuildWarm("/bin/pi", req)
+		require.NoError(t, err)
+		assert.Equal(t, f, file(w.Args), "the warm agent writes the file a cold turn resumes")
+		assert.Equal(t, id, w.SessionID)
+	}
+	other, err := Build("/bin/pi", Request{Adapter: "pi", Cwd: "/home/user/other", AgentSessionDir: dir, Resume: id})
+	require.NoError(t, err)
+	assert.NotEqual(t, first, file(other.Args), "a resume from another cwd does not open a session Pi would run in the first cwd")
+
+	for _, bad := range []string{"../../etc/passwd", "/tmp/x.jsonl", "abc.jsonl"} {
+		_, err := Build("/bin/pi", Request{Adapter: "pi", Cwd: cwd, AgentSessionDir: dir, Resume: bad})
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, bad)
+		assert.Equal(t, "resume", fe.Field)
 	}
 }

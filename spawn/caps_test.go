@@ -189,3 +189,43 @@ func TestATokenCapIsRefusedExactlyByAnAdapterThatReportsNoTokens(t *testing.T) {
 		assert.Equal(t, "max_tokens", fe.Field)
 	}
 }
+
+// A run whose conversation card named reports card's id, in its session
+// event and its result, not the one the CLI prints for itself: card's id
+// is the one that finds the conversation again. A run that keeps no
+// session reports none.
+func TestARunCardNamedReportsCardsSessionIDNotTheCLIsOwn(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "stream")
+	require.NoError(t, os.WriteFile(script, []byte(strings.Join([]string{
+		`{"type":"session","version":3,"id":"01a23495-pi-own","cwd":"/w"}`,
+		`{"type":"message_end","message":{"role":"assistant","model":"m","content":[{"type":"text","text":"Hi."}],"usage":{"input":7,"output":3,"cost":{"total":0}},"stopReason":"stop"}}`,
+		`{"type":"agent_end","messages":[]}`,
+	}, "\n")+"\n"), 0o600))
+	for _, named := range []string{"", "123e4567-e89b-12d3-a456-426614174000", "none"} {
+		p := shPlan(t, `cat `+script)
+		p.SessionID = named
+		if named == "none" {
+			p.SessionID, p.NoSessionID = "", true
+		}
+		a, _ := Lookup("pi")
+		var evs []Event
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := Run(ctx, RunSpec{Plan: p, Parser: a.NewParser(), OnEvent: func(ev Event) { evs = append(evs, ev) }})
+		cancel()
+		require.NoError(t, err)
+		want := named
+		switch named {
+		case "":
+			want = "01a23495-pi-own"
+		case "none":
+			// A run that keeps no session names none.
+			assert.Empty(t, res.SessionID)
+			assert.NotContains(t, kinds(evs), EventSession)
+			assert.Equal(t, "Hi.", res.Answer)
+			continue
+		}
+		assert.Equal(t, want, res.SessionID)
+		require.NotEmpty(t, evs)
+		assert.Equal(t, Event{Kind: EventSession, SessionID: want}, evs[0])
+	}
+}

@@ -28,6 +28,12 @@ const DroidEditRefused = "Droid can only edit through --auto, whose lowest level
 //   - allowed_tools → --only-tools, which selects among the tools Droid
 //     offers and cannot raise the autonomy level; MCP selectors are refused
 //     because they would add tools rather than narrow them.
+//   - resume in read_only runs over stream-jsonrpc, as ask mode does, with
+//     droid.load_session and every question denied (resumeOverRPC): `droid
+//     exec -s ID` fetches the session from Factory's API before it reads
+//     the local one, and exits 1 printing nothing when it cannot (seen
+//     offline with a custom model). A resume that needs what only argv
+//     carries (allowed_tools, system_prompt) or bypass keeps -s.
 func buildDroid(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if mode == ModeEdit {
@@ -47,6 +53,11 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	}
 	if mode == ModeAsk {
 		return buildDroidAsk(bin, req)
+	}
+	if resumeOverRPC(req) {
+		p, err := buildDroidAsk(bin, req)
+		p.Ask = nil // read_only: nobody to ask, every question denied
+		return p, err
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"exec"}
@@ -80,6 +91,12 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	return p, nil
+}
+
+// resumeOverRPC says a read_only resume goes over stream-jsonrpc: what
+// the request asks for is all that channel takes.
+func resumeOverRPC(req Request) bool {
+	return req.Resume != "" && req.EffectiveMode() == ModeReadOnly && req.AllowedTools == nil && req.SystemPrompt == ""
 }
 
 // droidDriver is Droid's driver: one-shot `droid exec`, and its

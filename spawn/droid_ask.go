@@ -23,12 +23,11 @@ import (
 //     adapter's args is carried there too.
 //   - A deny is answered "cancel": Droid marks the call cancelled by the
 //     user and ends the turn without calling the model again.
-//   - system_prompt, allowed_tools and resume are refused: the argv flags
-//     that carry them in read_only were not seen to act in this mode.
+//   - resume loads the session with droid.load_session (droid_rpc.go),
+//     never on argv.
+//   - system_prompt and allowed_tools are refused: the argv flags that
+//     carry them in read_only were not seen to act in this mode.
 func buildDroidAsk(bin string, req Request) (Plan, error) {
-	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", agent.Droid, "card does not resume a stream-jsonrpc session; resume in read_only")
-	}
 	if req.AllowedTools != nil {
 		return Plan{}, errUnsupported("allowed_tools", agent.Droid, "in ask mode Droid's own autonomy level decides what is asked; send allowed_tools in read_only")
 	}
@@ -45,7 +44,7 @@ func buildDroidAsk(bin string, req Request) (Plan, error) {
 	}
 	p.Args = args
 	p.Ask = &AskPlan{Channel: AskViaSession}
-	p.Session = &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: model, Effort: req.Effort}
+	p.Session = &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: model, Effort: req.Effort, resume: req.Resume}
 	return p, nil
 }
 

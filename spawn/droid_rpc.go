@@ -20,6 +20,9 @@ const ProtocolDroidRPC Protocol = "droid-stream-jsonrpc"
 // speaks it; card is the client. One turn is
 //
 //	→ droid.initialize_session {machineId, cwd, autonomyLevel: off,
+//	  interactionMode: auto, modelId?, reasoningEffort?}, or to continue
+//	  a session droid.load_session {sessionId} and then
+//	  droid.update_session_settings {autonomyLevel: off,
 //	  interactionMode: auto, modelId?, reasoningEffort?}
 //	→ droid.add_user_message {text}
 //	← droid.session_notification {notification: {type, …}} while the turn
@@ -117,12 +120,24 @@ type (
 	droidAnswer struct {
 		SelectedOption string `json:"selectedOption"`
 	}
+	// droidSettings is droid.update_session_settings' params: after
+	// droid.load_session card sets the boundary of droidInit again
+	// rather than trust what the session file says.
+	droidSettings struct {
+		AutonomyLevel   string `json:"autonomyLevel"`
+		InteractionMode string `json:"interactionMode"`
+		ModelID         string `json:"modelId,omitempty"`
+		ReasoningEffort string `json:"reasoningEffort,omitempty"`
+	}
 )
 
 // droidConversation is one stream-jsonrpc turn.
 type droidConversation struct {
 	rpcTurn
 	init droidInit
+	// resume is the Droid session the turn loads (droid.load_session)
+	// instead of opening a new one; "" for a new one.
+	resume string
 
 	sessionID string
 	model     string
@@ -145,7 +160,7 @@ func (t droidTokens) usage() Usage {
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
 	init := droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto", ModelID: sp.Model, ReasoningEffort: sp.Effort}
-	return &droidConversation{init: init, rpcTurn: newRPCTurn(sp.Adapter, "card-", rpcWords)}, nil
+	return &droidConversation{init: init, resume: sp.resume, rpcTurn: newRPCTurn(sp.Adapter, "card-", rpcWords)}, nil
 }
 
 func (c *droidConversation) converse(ctx context.Context, t turn) {
@@ -164,8 +179,18 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 	c.awaitEnd("the turn (agent_turn_completed)")
 }
 
-// handshake opens Droid's session in the turn's cwd; false when Droid did
-// not answer it. A warm agent opens it once, for every turn after.
+// handshake opens Droid's session in the turn's cwd, or loads the one
+// to continue; false when Droid did not answer it. A warm agent opens it
+// once, for every turn after.
+//
+// Loading goes over this channel because `droid exec -s ID` (0.225.2)
+// first fetches the session from Factory's API and exits 1, printing
+// nothing, when that fails (offline, or with only a custom model and no
+// Factory account), while droid.load_session reads the session file under
+// ~/.factory/sessions. The loaded session keeps its own settings; card
+// sets autonomy "off" and interaction "auto" (and the request's model
+// and effort) again with droid.update_session_settings, so the boundary
+// is card's whatever the file says.
 func (c *droidConversation) handshake(t turn) bool {
 	c.init.Cwd = t.Cwd
 	var init struct {
@@ -174,7 +199,21 @@ func (c *droidConversation) handshake(t turn) bool {
 			ModelID string `json:"modelId"`
 		} `json:"settings"`
 	}
-	if !c.call("droid.initialize_session", c.init, &init, c.fail) {
+	if c.resume != "" {
+		if !c.call("droid.load_session", map[string]string{"sessionId": c.resume}, &init, c.fail) {
+			return false
+		}
+		set := droidSettings{AutonomyLevel: c.init.AutonomyLevel, InteractionMode: c.init.InteractionMode,
+			ModelID: c.init.ModelID, ReasoningEffort: c.init.ReasoningEffort}
+		var updated json.RawMessage
+		if !c.call("droid.update_session_settings", set, &updated, c.fail) {
+			return false
+		}
+		init.SessionID = c.resume
+		if set.ModelID != "" {
+			init.Settings.ModelID = set.ModelID
+		}
+	} else if !c.call("droid.initialize_session", c.init, &init, c.fail) {
 		return false
 	}
 	c.mu.Lock()

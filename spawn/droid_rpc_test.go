@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,6 @@ func TestDroidAskPlanRunsStreamJSONRPCAndCarriesTheModelIntoTheSession(t *testin
 	assert.Equal(t, "custom:y-0", p.Session.Model, "the request's model wins over the operator's default")
 
 	for _, req := range []Request{
-		{Resume: "abc"},
 		{AllowedTools: []string{"Read"}},
 		{SystemPrompt: "be brief", SystemPromptAppend: true},
 		{MaxTurns: 3},
@@ -48,6 +48,56 @@ func TestDroidAskPlanRunsStreamJSONRPCAndCarriesTheModelIntoTheSession(t *testin
 	p, err = Build("/usr/bin/droid", Request{Adapter: agent.Droid, Mode: ModeReadOnly, Cwd: cwd})
 	require.NoError(t, err)
 	assert.Nil(t, p.Session, "read_only stays one-shot stream-json")
+}
+
+// Droid continues a session by loading it over stream-jsonrpc, in ask mode
+// and in read_only (where every question is denied), since `droid exec -s`
+// exits 1 when Factory's API cannot be reached; the id never reaches argv.
+// A read_only resume with what only argv carries keeps -s.
+func TestADroidResumeLoadsTheSessionOverStreamJSONRPCUnlessArgvMustCarryMore(t *testing.T) {
+	const id = "0b6ac262-e252-479b-b742-908a5f1addfb"
+	for _, mode := range []Mode{ModeAsk, ModeReadOnly} {
+		p, err := Build("/usr/bin/droid", Request{Adapter: agent.Droid, Mode: mode, Cwd: cwd, Resume: id, Model: "custom:x-0"})
+		require.NoError(t, err, mode)
+		require.NotNil(t, p.Session, mode)
+		assert.Equal(t, id, p.Session.resume, mode)
+		assert.Equal(t, "custom:x-0", p.Session.Model, mode)
+		assert.Equal(t, []string{"exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"}, p.Args, mode)
+		assert.Equal(t, mode == ModeAsk, p.Ask != nil, mode)
+	}
+	for _, req := range []Request{
+		{AllowedTools: []string{"Read"}},
+		{SystemPrompt: "be brief", SystemPromptAppend: true},
+	} {
+		req.Adapter, req.Cwd, req.Resume = agent.Droid, cwd, id
+		p, err := Build("/usr/bin/droid", req)
+		require.NoError(t, err)
+		assert.Nil(t, p.Session, "%+v", req)
+		assert.Contains(t, strings.Join(p.Args, " "), "-s "+id)
+	}
+}
+
+// A resumed turn loads the session, sets card's boundary on it again, and
+// reports the session it continued.
+func TestADroidTurnThatResumesLoadsTheSessionAndSetsItsBoundaryAgain(t *testing.T) {
+	plan := droidProtocol.plan("turn")
+	plan.Session.resume = "s-old"
+	r := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, evs, _, err := sessionRun(t, ctx, plan, r, Limits{KillGrace: 300 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, "s-old", res.SessionID)
+	assert.Equal(t, "DONE after proceed_once | loaded s-old, autonomy off, auto, custom:x-0 | Please create the file.", res.Answer)
+	assert.Contains(t, evs, Event{Kind: EventSession, SessionID: "s-old", Model: "custom:x-0"})
+
+	plan = droidProtocol.plan("turn")
+	plan.Session.resume = "s-missing"
+	res, _, _, err = sessionRun(t, ctx, plan, r, Limits{KillGrace: 300 * time.Millisecond})
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Contains(t, e.Message, "droid.load_session with error -32004: Session not found")
+	assert.True(t, res.IsError)
 }
 
 // fakeDroid is a fake `droid exec` in stream-jsonrpc, writing lines as
@@ -76,7 +126,7 @@ func fakeDroid(script string) int {
 	note := func(n string) {
 		say(`{` + env + `,"type":"notification","method":"droid.session_notification","params":{"sessionId":"s-1","notification":` + n + `},"_meta":{"traceparent":"00-1"}}`)
 	}
-	var model string
+	var model, loaded string
 	for in.Scan() {
 		var m struct {
 			ID         json.RawMessage `json:"id"`
@@ -103,6 +153,21 @@ func fakeDroid(script string) int {
 			note(`{"type":"mcp_status_changed","servers":[]}`)
 			say("a log line that is not JSON")
 			say(fmt.Sprintf(`{%s,"type":"response","id":%q,"result":{"sessionId":"s-1","session":{"messages":[]},"settings":{"modelId":%q,"autonomyLevel":"off"}}}`, env, id, model))
+		case "droid.load_session":
+			var p struct{ SessionID string }
+			_ = json.Unmarshal(m.Params, &p)
+			if p.SessionID != "s-old" {
+				say(fmt.Sprintf(`{%s,"type":"response","id":%q,"error":{"code":-32004,"message":"Session not found"}}`, env, id))
+				continue
+			}
+			// The session file's own settings, which card sets again.
+			say(fmt.Sprintf(`{%s,"type":"response","id":%q,"result":{"session":{"messages":[]},"settings":{"modelId":"custom:old-0","autonomyLevel":"high","interactionMode":"spec"}}}`, env, id))
+			loaded = "loaded " + p.SessionID
+		case "droid.update_session_settings":
+			var p struct{ AutonomyLevel, InteractionMode, ModelID string }
+			_ = json.Unmarshal(m.Params, &p)
+			loaded += fmt.Sprintf(", autonomy %s, %s, %s", p.AutonomyLevel, p.InteractionMode, p.ModelID)
+			say(fmt.Sprintf(`{%s,"type":"response","id":%q,"result":{}}`, env, id))
 		case "droid.add_user_message":
 			var p struct{ Text string }
 			_ = json.Unmarshal(m.Params, &p)
@@ -110,6 +175,9 @@ func fakeDroid(script string) int {
 			if script == "die" {
 				fmt.Fprintln(os.Stderr, "fatal: the fake droid fell over")
 				os.Exit(3)
+			}
+			if loaded != "" {
+				p.Text = loaded + " | " + p.Text
 			}
 			fakeDroidTurn(in, say, note, env, p.Text)
 		}

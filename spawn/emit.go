@@ -27,6 +27,10 @@ type emitter struct {
 	end     func(*Failure)
 	// watch sees each event (a retry's delay pauses it); nil: none.
 	watch *watchdog
+	// session, when set, is the session id a session event reports
+	// (Plan.SessionID); noSession drops session events (Plan.NoSessionID).
+	session   string
+	noSession bool
 
 	grace   time.Duration
 	netDown *time.Timer // running while the API is out of reach
@@ -101,6 +105,14 @@ func (e *emitter) emitLocked(evs []Event) {
 			return
 		}
 		ev := &evs[i]
+		if ev.Kind == EventSession {
+			if e.noSession {
+				continue
+			}
+			if e.session != "" {
+				ev.SessionID = e.session
+			}
+		}
 		v := e.guard.observe(ev)
 		switch {
 		case v.progress && e.netDown != nil:

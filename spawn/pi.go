@@ -1,6 +1,9 @@
 package spawn
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
 	"strings"
 
 	"github.com/card-dev/card/agent"
@@ -33,7 +36,9 @@ var piThinking = []string{"low", "medium", "high", "xhigh"}
 //
 //   - -p --mode json: print mode (piped stdin is the prompt), one JSON event
 //     per line.
-//   - --no-session: a run writes no session file nobody resumes.
+//   - --no-session: a run without a session writes no session file nobody
+//     resumes; a run with one (session_id, or resume with the id card
+//     gave it) keeps it where card says (piSession).
 //   - -nc: no AGENTS.md / CLAUDE.md from the working dir.
 //   - --no-extensions, --no-skills, --no-prompt-templates, --no-themes: none
 //     of the user's or the project's add-ons (extensions are code).
@@ -49,12 +54,9 @@ func buildPi(bin string, req Request) (Plan, error) {
 	if req.MaxTurns > 0 {
 		return Plan{}, errUnsupported("max_turns", agent.Pi, "Pi has no turn cap; use timeout_secs")
 	}
-	if req.SessionID != "" || req.Resume != "" {
-		field := "session_id"
-		if req.Resume != "" {
-			field = "resume"
-		}
-		return Plan{}, errUnsupported(field, agent.Pi, "card runs Pi with --no-session, so there is no session to name or resume")
+	session, id, err := piSession(req)
+	if err != nil {
+		return Plan{}, err
 	}
 	if req.Effort != "" && !contains(piThinking, req.Effort) {
 		return Plan{}, errUnsupported("effort", agent.Pi, "Pi's --thinking levels stop at xhigh; use "+strings.Join(piThinking, ", "))
@@ -64,14 +66,14 @@ func buildPi(bin string, req Request) (Plan, error) {
 		return Plan{}, err
 	}
 	if mode == ModeAsk {
-		return buildPiAsk(bin, req, tools), nil
+		return buildPiAsk(bin, req, tools, session, id), nil
 	}
-	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id, NoSessionID: id == ""}
 	p.Env["PI_OFFLINE"] = "1"
 	args := append([]string{}, req.Extras.Args...)
+	args = append(args, "-p", "--mode", "json")
+	args = append(args, session...)
 	args = append(args,
-		"-p", "--mode", "json",
-		"--no-session",
 		"-nc",
 		"--no-extensions",
 	)
@@ -113,6 +115,36 @@ func buildPi(bin string, req Request) (Plan, error) {
 	return p, nil
 }
 
+// piSession is how a Pi run keeps its conversation: --no-session without
+// a session, else a file card names, <AgentSessionDir>/pi/<cwd key>/<id>.jsonl,
+// given to Pi by path (--session) with --session-dir naming its directory
+// too, so nothing of the session is looked up or written elsewhere (Pi
+// 0.73.1 opens the file when it exists and starts a conversation that it
+// writes there when not). The id is a UUID card chose (session_id, or the
+// one a resume names), so the path never leaves card's directory. The cwd
+// is in the path because Pi runs a session in the cwd its file records:
+// a resume from another cwd finds no file and starts afresh in its own
+// cwd rather than work in a directory this request never named.
+func piSession(req Request) (args []string, id string, err error) {
+	id, field := req.SessionID, "session_id"
+	if req.Resume != "" {
+		id, field = req.Resume, "resume"
+	}
+	if id == "" {
+		return []string{"--no-session"}, "", nil
+	}
+	if !uuidRE.MatchString(id) {
+		return nil, "", &FieldError{field, "a Pi session is named by the UUID card gave it (its agent_session_id), such as 123e4567-e89b-12d3-a456-426614174000"}
+	}
+	if req.AgentSessionDir == "" {
+		return nil, "", errUnsupported(field, agent.Pi, "card has no directory to keep Pi's session files in")
+	}
+	sum := sha256.Sum256([]byte(req.Cwd))
+	dir := filepath.Join(req.AgentSessionDir, "pi", hex.EncodeToString(sum[:12]))
+	id = strings.ToLower(id)
+	return []string{"--session-dir", dir, "--session", filepath.Join(dir, id+".jsonl")}, id, nil
+}
+
 // piTools narrows the mode's tools by the request; a tool the mode does not
 // hand out is refused rather than dropped.
 func piTools(mode Mode, requested []string) ([]string, error) {
@@ -138,7 +170,9 @@ var piDriver = Driver{
 	NewParser:     func() Parser { return newPiParser() },
 	CheckExtraArg: noExtraArgCheck,
 	MCP:           MCPHandover{Refused: "Pi has no MCP client"},
-	Session:       SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPCConversation},
+	// Pi writes its conversation where card says (piSession).
+	CardNamesSession: true,
+	Session:          SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPCConversation},
 	Caps: CapsDriver{
 		// Each assistant message_end carries its tokens and its cost.
 		CostReported: true,

@@ -12,15 +12,15 @@ import (
 // so none of the user's or the project's load (an explicit -e still
 // does). The model is handed every built-in tool; read, grep, find and ls
 // run unasked, as in read_only, and every other call (bash, edit, write)
-// is asked. The rest of the sealing is buildPi's; --no-session as in every
-// mode.
-func buildPiAsk(bin string, req Request, tools []string) Plan {
-	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+// is asked. The rest of the sealing is buildPi's, and the session (session,
+// id: piSession) as in every mode.
+func buildPiAsk(bin string, req Request, tools, session []string, id string) Plan {
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id, NoSessionID: id == ""}
 	p.Env["PI_OFFLINE"] = "1"
 	args := append([]string{}, req.Extras.Args...)
+	args = append(args, "--mode", "rpc")
+	args = append(args, session...)
 	args = append(args,
-		"--mode", "rpc",
-		"--no-session",
 		"-nc",
 		"--no-extensions",
 		"-e", p.privateFile(piAskGateFile, piAskGate),

@@ -162,3 +162,18 @@ func TestImagesGoInPisPromptCommand(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "DONE | The user denied this tool call. | Please create the file. image/png:UE5H", res.Answer)
 }
+
+// A warm Pi agent reports the session card named, in every turn's result,
+// though Pi's RPC mode prints no id of its own.
+func TestAWarmPiAgentReportsTheSessionCardNamed(t *testing.T) {
+	plan := warmFakes[3].plan(t.TempDir())
+	require.Equal(t, agent.Pi, plan.Session.Adapter)
+	plan.SessionID = "123e4567-e89b-12d3-a456-426614174000"
+	w, _ := startFake(t, plan, Limits{})
+	for range 2 {
+		res, _, err := doTurn(t, w, within(t, 20*time.Second), "hello")
+		require.NoError(t, err)
+		assert.Equal(t, plan.SessionID, res.SessionID)
+	}
+	assert.Equal(t, plan.SessionID, w.AgentSessionID())
+}

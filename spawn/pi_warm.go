@@ -24,9 +24,10 @@ import (
 //
 // In read_only, edit and bypass the plan is the one-shot plan's, every
 // boundary flag included (--tools, --no-extensions and edit mode's gate
-// extension), with --mode rpc instead of -p --mode json. card runs Pi
-// with --no-session in every mode, so a conversation lives only as long as
-// its warm process: a cold turn after it starts afresh.
+// extension), with --mode rpc instead of -p --mode json, and the session
+// file card names (piSession): Pi writes each turn there, so a turn after
+// the process ended (idle, close, a daemon restart or crash) resumes the
+// same file, warm or cold.
 func buildPiWarm(bin string, req Request) (Plan, error) {
 	p, err := buildOneShot(bin, req)
 	if err != nil {
@@ -59,10 +60,12 @@ type piWarm struct {
 	byTurn map[*warmTurn]*piRPCConversation
 	// steered gets the answers to card's steer commands.
 	steered chan piRPCLine
+	// sid is the session card named (Plan.SessionID); "" without one.
+	sid string
 }
 
-func newPiWarm(Plan) warmProto {
-	return &piWarm{done: make(chan struct{}), byTurn: map[*warmTurn]*piRPCConversation{}, steered: make(chan piRPCLine, 1)}
+func newPiWarm(plan Plan) warmProto {
+	return &piWarm{done: make(chan struct{}), byTurn: map[*warmTurn]*piRPCConversation{}, steered: make(chan piRPCLine, 1), sid: plan.SessionID}
 }
 
 func (p *piWarm) consumed() <-chan struct{} { return p.done }
@@ -188,8 +191,11 @@ func (p *piWarm) finish(wt *warmTurn, exit *ExitInfo) Result {
 		return Result{IsError: true, Error: failure(KindExit, "pi ended before the turn began")}
 	}
 	res := wt.settle(c, exit)
+	if p.sid != "" {
+		res.SessionID = p.sid
+	}
 	return res
 }
 
-// sessionID is empty: card runs Pi with --no-session.
-func (p *piWarm) sessionID() string { return "" }
+// sessionID is the session card named, since Pi's RPC mode reports none.
+func (p *piWarm) sessionID() string { return p.sid }

@@ -70,6 +70,10 @@ type Request struct {
 	Resume string
 	// NoSession discards the session instead of leaving a resumable one.
 	NoSession bool
+	// AgentSessionDir is a private directory of card's (in its 0700
+	// home) where a CLI that keeps its session in a file card names (Pi)
+	// keeps it; "" when there is none, and such a session is refused.
+	AgentSessionDir string
 	// Cwd is where the agent runs: an absolute, existing directory.
 	Cwd string
 	// MCPEndpoint is the URL of an MCP server (streamable HTTP) the client

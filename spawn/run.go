@@ -141,7 +141,11 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 		return err.result(), err
 	}
 	out := collect(ctx, p, c)
-	return classify(ctx, p, c, out)
+	res, cerr := classify(ctx, p, c, out)
+	if p.plan.NoSessionID {
+		res.SessionID = ""
+	}
+	return res, cerr
 }
 
 // prepared is a run checked and made ready, with nothing started yet.
@@ -397,7 +401,7 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		stdin: closer{f: c.stdin}, stdout: closer{f: c.stdout}, stderr: closer{f: c.stderr}, stderrTail: &proc.Capped{Tail: lim.StderrTail}}
 	r.watch = p.watch
 	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, p.plan.Caps, r.end)
-	ev.watch = p.watch
+	ev.watch, ev.session, ev.noSession = p.watch, p.plan.SessionID, p.plan.NoSessionID
 	p.watch.emit = func(e Event) { ev.emit([]Event{e}) }
 	p.watch.end = ev.endRun
 	if sp, ok := p.spec.Parser.(StderrParser); ok {
@@ -529,6 +533,9 @@ func classify(ctx context.Context, p *prepared, c *started, out collected) (Resu
 		res = p.conv.finish(exit)
 	case p.spec.Parser != nil:
 		res = p.spec.Parser.Finish(exit)
+	}
+	if p.plan.SessionID != "" {
+		res.SessionID = p.plan.SessionID
 	}
 	if res.DurationMs == 0 {
 		res.DurationMs = out.dur.Milliseconds()

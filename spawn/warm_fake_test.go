@@ -431,6 +431,11 @@ func fakeDroidWarm(string) int {
 		switch m.Method {
 		case "droid.initialize_session":
 			say(map[string]any{"type": "response", "id": id, "result": map[string]any{"sessionId": "s-warm", "settings": map[string]any{"modelId": "droid-fake"}}})
+		case "droid.load_session":
+			turns = 10 // the loaded session's history
+			say(map[string]any{"type": "response", "id": id, "result": map[string]any{"session": map[string]any{"messages": []any{}}, "settings": map[string]any{"modelId": "droid-fake"}}})
+		case "droid.update_session_settings":
+			say(map[string]any{"type": "response", "id": id, "result": map[string]any{}})
 		case "droid.interrupt_session":
 			say(map[string]any{"type": "response", "id": id, "result": map[string]any{}})
 			if waiting {

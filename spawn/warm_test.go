@@ -105,7 +105,7 @@ func TestAWarmAgentAnswersEachTurnInTheSameProcess(t *testing.T) {
 				if res.CostUSD != nil {
 					assert.InDelta(t, 0.25, *res.CostUSD, 1e-9, "a turn's cost is its part of the process's")
 				}
-				if f.name != "pi-rpc" { // card runs Pi with --no-session
+				if f.name != "pi-rpc" { // the fake Pi plan names no session
 					assert.NotEmpty(t, res.SessionID)
 				}
 				assert.True(t, w.Alive())
@@ -468,10 +468,12 @@ func TestASilentWarmTurnIsStalledAndEndedByItsWatchdog(t *testing.T) {
 }
 
 // A warm agent can continue a session the conversation has: ACP's
-// session/load (its replayed history reaches no turn) and Codex's
-// thread/resume, the id staying the CLI's own.
+// session/load (its replayed history reaches no turn), Codex's
+// thread/resume and Droid's droid.load_session, the id staying the CLI's
+// own.
 func TestAWarmAgentContinuesTheSessionItIsGiven(t *testing.T) {
-	for _, f := range warmFakes[1:3] {
+	for _, f := range []int{1, 2, 4} {
+		f := warmFakes[f]
 		t.Run(f.name, func(t *testing.T) {
 			plan := f.plan(t.TempDir())
 			plan.Session.resume = "sess-old"
@@ -489,7 +491,7 @@ func TestAWarmAgentContinuesTheSessionItIsGiven(t *testing.T) {
 
 // A session to continue goes inside the protocol, never on argv.
 func TestAWarmPlanCarriesTheSessionToContinueInsideTheProtocol(t *testing.T) {
-	for _, id := range []string{agent.Copilot, agent.Codex} {
+	for _, id := range []string{agent.Copilot, agent.Codex, agent.Droid} {
 		p, err := BuildWarm("/bin/"+id, Request{Adapter: id, Cwd: cwd, Resume: "sess-old"})
 		require.NoError(t, err, id)
 		assert.Equal(t, "sess-old", p.Session.resume, id)

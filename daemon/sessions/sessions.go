@@ -184,6 +184,12 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 	if row.PermissionMode == "" {
 		row.PermissionMode = string(spawn.ModeReadOnly)
 	}
+	if spawn.CardNamesSession(p.ID) {
+		// The CLI keeps the conversation where card says: its id is
+		// card's from the start, so the first turn (or the warm agent
+		// started now) already writes the file every later turn resumes.
+		row.AgentSessionID = uuid.NewString()
+	}
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
@@ -441,7 +447,9 @@ func (m *Manager) awaitTurn(s *session, run *runs.Run, base int64) {
 	switch {
 	case res.SessionID != "":
 		s.row.AgentSessionID, s.confirmed = res.SessionID, true
-	case !s.confirmed && res.Status != store.StatusSucceeded:
+	case !s.confirmed && res.Status != store.StatusSucceeded && !spawn.CardNamesSession(s.row.Adapter):
+		// A session card named is kept: the file is card's to name, and
+		// the CLI starts it whenever a turn first gets that far.
 		s.row.AgentSessionID = ""
 	}
 	s.addSpentLocked(res.Result)

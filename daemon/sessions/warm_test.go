@@ -37,6 +37,9 @@ type fakeAgent struct {
 	once  sync.Once
 	turns atomic.Int32
 	steer chan string
+	// sid is the session id its turns report: the one card named for an
+	// adapter whose sessions card names, as the real agent does.
+	sid string
 }
 
 func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, error) {
@@ -55,7 +58,7 @@ func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, e
 		}
 	}
 	t.OnEvent(spawn.Event{Kind: spawn.EventText, Text: fmt.Sprintf("pid %d turn %d: %s", a.pid, n, t.Prompt)})
-	return spawn.Result{Answer: t.Prompt, SessionID: "cli-session-1"}, nil
+	return spawn.Result{Answer: t.Prompt, SessionID: a.sid}, nil
 }
 func (a *fakeAgent) Pid() int              { return a.pid }
 func (a *fakeAgent) Done() <-chan struct{} { return a.done }
@@ -98,7 +101,10 @@ func (w *fakeWarmer) Start(ctx context.Context, ws WarmStart) (Agent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.starts = append(w.starts, ws)
-	a := &fakeAgent{w: w, pid: 1000 + len(w.starts), done: make(chan struct{}), steer: make(chan string, 4)}
+	a := &fakeAgent{w: w, pid: 1000 + len(w.starts), done: make(chan struct{}), steer: make(chan string, 4), sid: "cli-session-1"}
+	if spawn.CardNamesSession(ws.Request.Adapter) {
+		a.sid = ws.Request.Resume
+	}
 	w.agents = append(w.agents, a)
 	w.alive.Add(1)
 	if w.steerable {
@@ -128,13 +134,13 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 	rm := runs.New(runs.Deps{Store: st, Binaries: fakeBinaries{}, Guard: guard.Snapshot{MaxChain: 3},
 		Env: map[string]string{"HOME": t.TempDir()}, PATH: func() string { return "/usr/bin:/bin" }, Log: zaptest.NewLogger(t)},
 		runs.Config{MaxConcurrentRuns: 8, MaxEventsPerRun: 100, MaxOutputBytes: 1 << 20})
-	cwd := t.TempDir()
+	cwd, sessionDir := t.TempDir(), t.TempDir()
 	prepare := func(p api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Turn, error) {
 		if c.SessionID != "" {
 			// As Codex and Droid: the CLI picks its own session id.
 			return Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
 		}
-		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model}
+		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model, AgentSessionDir: sessionDir}
 		plan, err := spawn.Build("", sreq)
 		if err != nil {
 			return Turn{}, err
@@ -226,6 +232,44 @@ func TestAWarmAgentIdleForItsTimeoutEndsAndTheNextTurnResumesTheSession(t *testi
 	require.Len(t, starts, 2)
 	assert.Empty(t, starts[0].Request.Resume)
 	assert.Equal(t, "cli-session-1", starts[1].Request.Resume, "the new agent resumes the CLI's session")
+}
+
+// Pi keeps its conversation in a file card names: the session's id is
+// card's from sessions.start, every agent (the first included) resumes
+// it, and a turn that failed before the CLI said anything does not let it
+// go, since the file is card's to name.
+func TestASessionWhoseIDCardNamesHasItFromTheStartAndEveryAgentResumesIt(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{IdleTimeout: 50 * time.Millisecond})
+	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "pi"}, []string{})
+	require.NoError(t, err)
+	id := s.AgentSessionID
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, id)
+	turn(t, m, s.SessionID, "one")
+	require.Eventually(t, func() bool { return !fw.agent(0).Alive() }, 5*time.Second, 5*time.Millisecond)
+	fw.hold = make(chan struct{})
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "two"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(fw.started()) == 2 && fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	fw.agent(1).die()
+	waitIdle(t, m, s.SessionID)
+	failed, err := m.st.Get(context.Background(), res.RunID)
+	require.NoError(t, err)
+	require.NotEqual(t, api.StatusSucceeded, failed.Status)
+	fw.hold = nil
+	turn(t, m, s.SessionID, "three")
+	starts := fw.started()
+	require.Len(t, starts, 3)
+	for i, st := range starts {
+		assert.Equal(t, id, st.Request.Resume, "agent %d resumes the session card named", i)
+	}
+	got, err := m.Get(context.Background(), s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, id, got.AgentSessionID)
+
+	other, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{})
+	require.NoError(t, err)
+	assert.Empty(t, other.AgentSessionID, "the other CLIs name their own")
 }
 
 func TestPastMaxWarmTheLeastRecentlyUsedAgentEndsFirst(t *testing.T) {

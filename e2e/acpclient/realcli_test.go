@@ -86,7 +86,6 @@ var realCLIs = []realCLI{
 			return s, s.CopilotEnv(t.TempDir(), os.Getenv("PATH"))
 		}},
 	{id: agent.Droid, bin: "droid", images: false,
-		noMemory: "card's sessions refuse Droid's second turn in ask mode (stream-jsonrpc is not resumed), and in read_only the resumed droid exits 1 against the stand-in",
 		shell: func(file string) standin.ToolCall {
 			return standin.ToolCall{Name: "Execute", Input: map[string]any{"command": "echo hello > " + file,
 				"summary": "Write a file", "riskLevel": "low", "riskLevelReason": "writes one file in the project"}}
@@ -100,7 +99,6 @@ var realCLIs = []realCLI{
 			return map[string]any{"args": args, "env": standin.AdapterEnv(env)}
 		}},
 	{id: agent.Pi, bin: "pi", images: true, shell: shellTool("bash"),
-		noMemory: "card runs Pi with --no-session: edit and read_only refuse a second turn, and in ask mode the second turn runs without the first (its model call does not carry the first prompt)",
 		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
 			return standin.NewAnthropic(t, script), []string{"NO_COLOR=1"}
 		},

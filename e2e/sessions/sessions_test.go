@@ -120,6 +120,12 @@ func (c *collected) all() []api.SessionEvent {
 
 func start(t *testing.T, c cli, script standin.Script, copts client.Options) *conversation {
 	t.Helper()
+	return startWith(t, c, script, copts, nil)
+}
+
+// startWith is start with a [sessions] table for the daemon.
+func startWith(t *testing.T, c cli, script standin.Script, copts client.Options, sessionsCfg map[string]any) *conversation {
+	t.Helper()
 	bin := standin.CLI(t, c.bin)
 	node, err := exec.LookPath("node")
 	require.NoError(t, err, "node must be on PATH to run the npm-installed CLIs")
@@ -129,6 +135,9 @@ func start(t *testing.T, c cli, script standin.Script, copts client.Options) *co
 	cfg := map[string]any{"login_shell_path": false, "probe_timeout_secs": 90}
 	if adapterCfg != nil {
 		cfg["adapters"] = map[string]any{c.id: adapterCfg}
+	}
+	if sessionsCfg != nil {
+		cfg["sessions"] = sessionsCfg
 	}
 	var buf bytes.Buffer
 	require.NoError(t, toml.NewEncoder(&buf).Encode(cfg))
@@ -220,14 +229,9 @@ func TestEachRealCLIsSecondTurnCarriesTheFirstAndSurvivesASIGKILL(t *testing.T) 
 			assert.True(t, got.Warm, "the second turn ran on the session's warm agent")
 
 			// Past here the conversation needs the CLI's own history: the
-			// warm agent dies with the daemon, and turn three resumes cold.
-			if c.id == "droid" {
-				t.Skip("droid exec -s ID (how card resumes a Droid session cold) exits 1 printing nothing against the stand-in, with the prompt on stdin, " +
-					"in a file (-f) or as an argument, with or without -m: a Droid conversation lives only as long as its warm agent")
-			}
-			if c.id == "pi" {
-				t.Skip("card runs Pi with --no-session, so a cold Pi turn has no session to resume: a Pi conversation lives only as long as its warm agent")
-			}
+			// warm agent dies with the daemon, and turn three resumes it
+			// (a new agent resuming the session: Droid's
+			// droid.load_session, Pi's session file card names).
 			require.NotEmpty(t, got.AgentSessionID)
 			// A CLI writes a turn into its own history after it prints the
 			// answer; a daemon killed in that instant takes the agent with
@@ -243,6 +247,45 @@ func TestEachRealCLIsSecondTurnCarriesTheFirstAndSurvivesASIGKILL(t *testing.T) 
 			assert.Greater(t, three, two, "turn three, after the SIGKILL, does not carry the turns before it")
 			assert.True(t, conv.lastCallHas("avocado"))
 			t.Logf("%s: user messages per turn %d, %d, %d; CLI session %s", c.id, one, two, three, got.AgentSessionID)
+		})
+	}
+}
+
+// A warm agent that sat idle past [sessions] idle_secs is ended; the next
+// turn starts a new one that resumes the CLI's session, so it still
+// carries the turns before it.
+func TestEachRealCLIsTurnAfterItsWarmAgentIdledOutCarriesTheTurnsBefore(t *testing.T) {
+	standin.CLI(t, "claude")
+	card(t)
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) {
+			conv := startWith(t, c, standin.Script{AnswerUserMessages: true}, client.Options{}, map[string]any{"idle_secs": 2})
+			ctx := daemontest.Context(t)
+			s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
+				AcknowledgeUnenforcedReadOnly: c.id == "pi"})
+			require.NoError(t, err)
+			conv.subscribe(t, s.SessionID, 0)
+			one := userMessages(t, conv.turn(t, s.SessionID, "Remember the word avocado."))
+			first, err := conv.proc.Client.Session(ctx, s.SessionID)
+			require.NoError(t, err)
+			require.True(t, first.Warm)
+			require.Eventually(t, func() bool {
+				got, err := conv.proc.Client.Session(ctx, s.SessionID)
+				return err == nil && !got.Warm
+			}, time.Minute, 100*time.Millisecond, "the idle warm agent was not ended")
+			two := userMessages(t, conv.turn(t, s.SessionID, "Which word did I ask you to remember?"))
+			assert.Greater(t, two, one, "turn two, after the warm agent idled out, does not carry turn one")
+			assert.True(t, conv.lastCallHas("avocado"), "turn two's request does not carry turn one's prompt")
+			got, err := conv.proc.Client.Session(ctx, s.SessionID)
+			require.NoError(t, err)
+			if c.id != "gemini" {
+				// Gemini CLI 0.61.0's session/load finds no session, so a
+				// Gemini turn that resumes one runs one-shot.
+				assert.True(t, got.Warm, "turn two started a new warm agent")
+				assert.NotEqual(t, first.Pid, got.Pid)
+			}
+			assert.Equal(t, first.AgentSessionID, got.AgentSessionID)
+			t.Logf("%s: user messages per turn %d, %d; CLI session %s", c.id, one, two, got.AgentSessionID)
 		})
 	}
 }

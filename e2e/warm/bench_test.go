@@ -43,9 +43,9 @@ func TestWarmFollowUpAgainstAColdTurn(t *testing.T) {
 			require.NoError(t, err)
 			// A cold turn is a new CLI process resuming a session of its
 			// own (a warm agent's thread has one writer: Codex refuses a
-			// second process on it); Pi (--no-session) and Droid (whose
-			// exec -s of a session fails) start afresh, which costs the
-			// same start-up.
+			// second process on it); Pi and Droid are measured starting
+			// afresh (Pi given no session, Droid's one-shot stream-json
+			// without one), which costs the same start-up.
 			a, _ := spawn.Lookup(c.id)
 			if c.id != agent.Pi && c.id != agent.Droid {
 				one, err := spawn.Build(bin, req)

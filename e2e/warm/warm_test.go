@@ -188,7 +188,7 @@ func TestASecondTurnRunsInTheSameProcessAndCarriesTheFirst(t *testing.T) {
 			assert.Equal(t, 1, a.starts, "one process for both turns")
 			assert.True(t, proc.Alive(pid))
 			assert.True(t, a.w.Alive())
-			if c.id != agent.Pi { // card runs Pi with --no-session
+			if c.id != agent.Pi { // this Pi agent was given no session to keep
 				assert.NotEmpty(t, a.w.AgentSessionID())
 			}
 			a.w.Close()
@@ -303,26 +303,22 @@ func startAgentIn(t *testing.T, c cli, cwd string, script standin.Script, mode s
 // Once the warm agent is gone, the conversation goes on cold: a one-shot
 // run resuming the CLI's own session by the id the warm agent reported,
 // and a new warm agent resuming it (Claude's --resume, ACP's session/load,
-// Codex's thread/resume), each still carry turn one.
+// Codex's thread/resume, Droid's droid.load_session, Pi's session file
+// card names), each still carry turn one.
 func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
-			switch c.id {
-			case agent.Pi:
-				t.Skip("card runs Pi with --no-session: there is no session to resume")
-			case agent.Droid:
-				// Droid 0.225.2 saves the stream-jsonrpc session (its
-				// .jsonl is in ~/.factory/sessions), but `droid exec -s
-				// <id>` of it exits 1 and prints nothing.
-				t.Skip("droid exec -s of a stream-jsonrpc session exits 1 without a word (Droid 0.225.2)")
-			}
 			bin := standin.CLI(t, c.bin)
 			home, cwd := t.TempDir(), t.TempDir()
 			cwd, _ = filepath.EvalSymlinks(cwd)
 			s, env, extra := c.serve(t, standin.Script{Answer: "NOTED"}, home)
 			env = append(env, "CAR_INVOKED_BY=card")
 			req := spawn.Request{Adapter: c.id, Cwd: cwd, Extras: spawn.Extras{Args: extra}}
+			if spawn.CardNamesSession(c.id) {
+				// Pi writes the conversation to the file card names.
+				req.SessionID, req.AgentSessionDir = "0b6ac262-e252-479b-b742-908a5f1addfb", t.TempDir()
+			}
 			plan, err := spawn.BuildWarm(bin, req)
 			require.NoError(t, err)
 			w, err := spawn.StartWarm(timeout(t, 90*time.Second), spawn.WarmSpec{Plan: plan, BaseEnv: env})
@@ -333,7 +329,7 @@ func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 			require.NotEmpty(t, sid)
 			w.Close()
 
-			req.Resume = sid
+			req.SessionID, req.Resume = "", sid
 			one, err := spawn.Build(bin, req)
 			require.NoError(t, err)
 			a, _ := spawn.Lookup(c.id)

@@ -32,6 +32,10 @@ const (
 	LockFileName      = "daemon.lock"
 	// RunsDBName is the run history.
 	RunsDBName = "runs.db"
+	// AgentSessionsDirName holds the conversations of the CLIs that keep
+	// theirs in a file card names (Pi), one file per session, private as
+	// the home is.
+	AgentSessionsDirName = "agent-sessions"
 )
 
 // tokenBytes is the token's entropy: 256 bits, as the design requires.
