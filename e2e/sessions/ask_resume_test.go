@@ -76,6 +76,33 @@ func (conv *conversation) restart(t *testing.T) {
 	conv.proc = daemontest.Serve(t, card(t), conv.opts)
 }
 
+// awaitUnpacked waits until no Copilot is unpacking itself into the
+// test's home: the daemon's start-up probes run every CLI on PATH, and a
+// SIGKILL of the daemon, or the end of the test, in the middle of it would
+// leave one writing there as the test removes the home.
+func (conv *conversation) awaitUnpacked(t *testing.T) {
+	t.Helper()
+	pattern := filepath.Join(filepath.Dir(conv.project), ".cache", "copilot", "pkg", "*", ".extracting-*")
+	quiet := 0
+	require.Eventually(t, func() bool {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			quiet = 0
+			return false
+		}
+		quiet++
+		return quiet >= 4
+	}, 2*time.Minute, 250*time.Millisecond, "a Copilot probe kept unpacking itself")
+}
+
+// killQuietly SIGKILLs the daemon once nothing unpacks in the home, and
+// has the test wait for the same at its end.
+func (conv *conversation) killQuietly(t *testing.T) {
+	t.Helper()
+	conv.awaitUnpacked(t)
+	conv.kill(t)
+	t.Cleanup(func() { conv.awaitUnpacked(t) })
+}
+
 // A conversation in ask mode outlives its warm agent for the CLIs whose
 // ask channel can continue a session (Codex's thread/resume, Copilot's
 // session/load): turn one runs warm, the warm agent ends (its idle
@@ -116,7 +143,7 @@ func TestARealAskSessionsColdTurnRemembersTheWarmOneAndStillAsks(t *testing.T) {
 					// Gemini CLI 0.61.0's session/load overwrites or later
 					// deletes the session it loads: card refuses the cold
 					// turn, saying why, rather than lose the conversation.
-					conv.kill(t)
+					conv.killQuietly(t)
 					_, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Which word?"})
 					require.Error(t, err)
 					assert.Contains(t, err.Error(), "loses a session")
@@ -133,7 +160,7 @@ func TestARealAskSessionsColdTurnRemembersTheWarmOneAndStillAsks(t *testing.T) {
 					// As in the SIGKILL test of the other modes: the CLI
 					// writes its history just after it prints the answer.
 					time.Sleep(time.Second)
-					conv.kill(t)
+					conv.killQuietly(t)
 					conv.events = &collected{}
 					conv.subscribe(t, s.SessionID, got.NextSeq-1)
 				}
