@@ -331,7 +331,7 @@ func TestAskModeIsCheckedLikeEditAndRefusedWhereTheAgentCannotAsk(t *testing.T) 
 		{"no cwd", daemon.InvokeParams{ID: "claude-code", Task: "x", PermissionMode: "ask"}, "cwd", "ask"},
 		{"a timeout outside ask", daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, "approval_timeout_secs", "only to permission_mode ask"},
 		{"a timeout out of range", withTimeout(ad.ask("x"), 4000), "approval_timeout_secs", "3600"},
-		{"codex resumes nothing in ask", daemon.InvokeParams{ID: "codex", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "ephemeral"},
+		{"gemini resumes nothing in ask", daemon.InvokeParams{ID: "gemini", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "loses a session"},
 		{"droid takes no system prompt in ask", daemon.InvokeParams{ID: "droid", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", SystemPrompt: "be brief", SystemPromptAppend: true},
 			"system_prompt", "in ask mode"},
 		{"pi names only tools ask mode offers", daemon.InvokeParams{ID: "pi", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, "allowed_tools", "ask mode"},

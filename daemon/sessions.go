@@ -208,9 +208,9 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 		return api.SessionConfigureResult{}, &spawn.BypassRefusedError{Adapter: next.ID}
 	}
 	// A conversation under way must go on after the change: where the CLI
-	// cannot resume it with the new settings (Codex's, Gemini's and
-	// Copilot's ask channel is a session of its own), the change is
-	// refused now rather than the next prompt.
+	// cannot resume it with the new settings (Gemini's ask channel is an
+	// ACP session card cannot load), the change is refused now rather than
+	// at the next prompt.
 	if cur.AgentSessionID != "" {
 		rreq, err := d.prepare(turnParamsOf(next, sessionConfigureCheck, nil, sessions.Continue{Resume: cur.AgentSessionID}))
 		if err != nil {

@@ -63,6 +63,9 @@ type acpConversation struct {
 	model     string
 	images    bool   // the agent declared image support (initialize)
 	resume    string // the session handshake loads instead of a new one
+	// loading is set while session/load runs: the history the agent
+	// replays then is the turns before this one, not this turn's events.
+	loading bool
 	// usageTotal is what the agent reported; usageBase, for a warm
 	// agent's turn, the session's total before it (see sessionUsage).
 	usageTotal, usageBase Usage
@@ -81,7 +84,7 @@ type acpConversation struct {
 // acpSession is the Session.New of an adapter run over ACP in dialect d.
 func acpSession(d acpDialect) func(SessionPlan) (conversation, error) {
 	return func(sp SessionPlan) (conversation, error) {
-		return &acpConversation{rpcTurn: newRPCTurn(sp.Adapter, "", acpWords), dialect: d, fresh: true}, nil
+		return &acpConversation{rpcTurn: newRPCTurn(sp.Adapter, "", acpWords), dialect: d, fresh: true, resume: sp.resume}, nil
 	}
 }
 
@@ -138,7 +141,14 @@ func (c *acpConversation) handshake(t turn) bool {
 			return false
 		}
 		var loaded acp.LoadSessionResponse
-		if !c.acpCall(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: c.resume, Cwd: t.Cwd}, &loaded) {
+		c.mu.Lock()
+		c.loading = true
+		c.mu.Unlock()
+		ok := c.acpCall(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: c.resume, Cwd: t.Cwd}, &loaded)
+		c.mu.Lock()
+		c.loading = false
+		c.mu.Unlock()
+		if !ok {
 			return false
 		}
 		sess.SessionID = c.resume
@@ -183,6 +193,12 @@ func (c *acpConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req 
 		// is handled.
 		var p struct {
 			Update json.RawMessage `json:"update"`
+		}
+		c.mu.Lock()
+		replay := c.loading
+		c.mu.Unlock()
+		if replay {
+			return
 		}
 		if req.Params != nil && decodeParams(*req.Params, &p) {
 			c.update(p.Update, t.Emit)

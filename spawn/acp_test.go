@@ -278,7 +278,14 @@ func fakeACP(script string) int {
 		switch req.Method {
 		case "initialize":
 			_ = conn.Reply(ctx, req.ID, map[string]any{"protocolVersion": 1, "agentInfo": map[string]any{"name": "fake", "version": "1"},
-				"agentCapabilities": map[string]any{"promptCapabilities": map[string]any{"image": script != "noimage"}}})
+				"agentCapabilities": map[string]any{"loadSession": script == "resume", "promptCapabilities": map[string]any{"image": script != "noimage"}}})
+		case "session/load":
+			// The saved history is replayed as updates before the answer.
+			var p acp.LoadSessionRequest
+			_ = json.Unmarshal(*req.Params, &p)
+			_ = conn.Notify(ctx, "session/update", map[string]any{"sessionId": p.SessionID, "update": map[string]any{"sessionUpdate": "agent_message_chunk",
+				"content": map[string]any{"type": "text", "text": "replayed history of " + p.SessionID}}})
+			_ = conn.Reply(ctx, req.ID, map[string]any{})
 		case "session/new":
 			_ = conn.Reply(ctx, req.ID, map[string]any{"sessionId": "sess-fake", "models": map[string]any{"currentModelId": "fake-model"}})
 		case "session/prompt":
@@ -363,6 +370,57 @@ func fakePrompt(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request)
 	text(strings.TrimSpace(answer))
 	_ = conn.Reply(ctx, req.ID, map[string]any{"stopReason": "end_turn",
 		"_meta": map[string]any{"quota": map[string]any{"token_count": map[string]any{"input_tokens": 20, "output_tokens": 10}}}})
+}
+
+// A cold ask-mode turn continues the agent's session: session/load of the
+// id, the history it replays kept out of the turn, and the turn's tool call
+// still put to the approver. An agent that declares no session/load is
+// refused, naming the capability, before any prompt.
+func TestAnACPRunResumingASessionLoadsItAndStillAsks(t *testing.T) {
+	r := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := acpProtocol.plan("resume")
+	p.Session.resume = "sess-old"
+	res, evs, work, err := sessionRun(t, ctx, p, r, Limits{})
+	require.NoError(t, err)
+	assert.Equal(t, "sess-old", res.SessionID)
+	require.Len(t, r.asked, 1, "the resumed turn's call is asked")
+	assert.FileExists(t, filepath.Join(work, "made.txt"))
+	assert.Contains(t, res.Answer, "DONE after selected proceed_once")
+	for _, e := range evs {
+		assert.NotContains(t, e.Text, "replayed", "the loaded history is not the turn's")
+	}
+
+	r = &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+	p = acpProtocol.plan("turn")
+	p.Session.resume = "sess-old"
+	res, _, _, err = sessionRun(t, ctx, p, r, Limits{})
+	e := runErr(t, err)
+	assert.Equal(t, KindBadInput, e.Kind)
+	assert.Contains(t, e.Message, "loadSession")
+	assert.Empty(t, r.asked)
+	assert.True(t, res.IsError)
+}
+
+// Copilot's ask plan continues a session inside ACP (session/load), never
+// on argv; Gemini's is refused, since its session/load loses the session.
+func TestAnACPAskPlanResumesInsideTheProtocolWhereTheAgentKeepsTheSession(t *testing.T) {
+	p, err := Build("/bin/copilot", Request{Adapter: agent.Copilot, Mode: ModeAsk, Cwd: cwd, Resume: "31882199-0000"})
+	require.NoError(t, err)
+	assert.Equal(t, &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Copilot, resume: "31882199-0000"}, p.Session)
+	assert.NotContains(t, strings.Join(p.Args, " "), "31882199")
+	assert.NotContains(t, strings.Join(p.Args, " "), "--resume")
+	w, err := BuildWarm("/bin/copilot", Request{Adapter: agent.Copilot, Mode: ModeAsk, Cwd: cwd, Resume: "31882199-0000"})
+	require.NoError(t, err)
+	assert.Equal(t, p.Args, w.Args, "a warm agent resuming it runs the same ask plan")
+	assert.Equal(t, "31882199-0000", w.Session.resume)
+
+	_, err = Build("/bin/gemini", Request{Adapter: agent.Gemini, Mode: ModeAsk, Cwd: cwd, Resume: "31882199-0000"})
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "resume", fe.Field)
+	assert.Contains(t, fe.Error(), "loses a session")
 }
 
 // acpRun runs the fake ACP agent with script through the real runner, as

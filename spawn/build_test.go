@@ -198,7 +198,6 @@ func TestFieldsACLICannotHonourAreRefusedNotDropped(t *testing.T) {
 		{Request{Adapter: "copilot", Mode: ModeEdit, AllowedTools: []string{"shell"}}, "allowed_tools"},
 		{Request{Adapter: "copilot", Mode: ModeAsk, AllowedTools: []string{"read"}}, "allowed_tools"},
 		{Request{Adapter: "copilot", Mode: ModeAsk, SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
-		{Request{Adapter: "copilot", Mode: ModeAsk, Resume: "31882199-0000"}, "resume"},
 		{Request{Adapter: "gemini", Mode: ModeAsk, SessionID: "123e4567-e89b-12d3-a456-426614174000"}, "session_id"},
 		{Request{Adapter: "gemini", Mode: ModeAsk, Resume: "latest"}, "resume"},
 		{Request{Adapter: "gemini", Mode: ModeAsk, AllowedTools: []string{"read_file"}}, "allowed_tools"},

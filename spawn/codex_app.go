@@ -20,7 +20,9 @@ const ProtocolCodexApp Protocol = "codex-app-server"
 //
 //	→ initialize {clientInfo}          → initialized (a notification)
 //	→ thread/start {cwd, approvalPolicy: untrusted, sandbox: workspace-write,
-//	  approvalsReviewer: user, ephemeral: true}
+//	  approvalsReviewer: user, ephemeral: false}, or thread/resume
+//	  {threadId, cwd, approvalPolicy, sandbox, approvalsReviewer} with the
+//	  same three to continue a saved thread
 //	→ turn/start {threadId, input: [images…, text]}
 //	← item/started, item/completed, item/agentMessage/delta, … while the
 //	  turn runs
@@ -51,6 +53,9 @@ type codexAppConversation struct {
 	threadID string
 	turnID   string // the running turn's id, from turn/start
 	resume   string // the thread handshake resumes instead of a new one
+	// thread is the thread/start (or thread/resume) of a one-shot run: the
+	// ask thread of its plan.
+	thread codexAppThreadStart
 	// usageTotal is the thread's total as the server reports it;
 	// usageBase, for a warm agent's turn, the total before it.
 	usageTotal, usageBase Usage
@@ -65,7 +70,11 @@ type codexAppConversation struct {
 }
 
 func newCodexAppConversation(sp SessionPlan) (conversation, error) {
-	return &codexAppConversation{rpcTurn: newRPCTurn(sp.Adapter, "", rpcWords), deltas: map[string]bool{}}, nil
+	th := codexAskThread("", false)
+	if sp.thread != nil {
+		th = *sp.thread
+	}
+	return &codexAppConversation{rpcTurn: newRPCTurn(sp.Adapter, "", rpcWords), deltas: map[string]bool{}, thread: th, resume: sp.resume}, nil
 }
 
 func (c *codexAppConversation) converse(ctx context.Context, t turn) {
@@ -74,7 +83,9 @@ func (c *codexAppConversation) converse(ctx context.Context, t turn) {
 		c.handle(hctx, conn, req, t)
 	})
 	defer c.close()
-	if !c.handshake(t, codexAppThreadStart{Cwd: t.Cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: true}) {
+	th := c.thread
+	th.Cwd = t.Cwd
+	if !c.handshake(t, th) {
 		return
 	}
 	if !c.startTurn(t) {
@@ -97,10 +108,11 @@ func (c *codexAppConversation) handshake(t turn, start codexAppThreadStart) bool
 	}
 	var th codexAppThreadResult
 	if c.resume != "" {
-		// A warm agent continuing a thread the conversation has, with the
-		// mode's sandbox and approval policy as a new thread gets them.
+		// Continuing a thread the conversation has (a cold turn, or a
+		// warm agent's opening), with the mode's sandbox, approval policy
+		// and reviewer as a new thread gets them.
 		if !c.call("thread/resume", codexAppThreadResume{ThreadID: c.resume, Cwd: start.Cwd, ApprovalPolicy: start.ApprovalPolicy,
-			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox}, &th, c.fail) {
+			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox, ExcludeTurns: true}, &th, c.fail) {
 			return false
 		}
 	} else if !c.call("thread/start", start, &th, c.fail) {

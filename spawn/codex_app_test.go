@@ -23,17 +23,14 @@ func TestCodexAskPlanRunsTheAppServer(t *testing.T) {
 	p, err := Build("/usr/bin/codex", Request{Adapter: agent.Codex, Mode: ModeAsk, Cwd: cwd, Model: "gpt-5", SystemPrompt: "be brief",
 		Extras: Extras{Args: []string{"-c", `model_provider="x"`}}})
 	require.NoError(t, err)
-	assert.Equal(t, &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}, p.Session)
+	assert.Equal(t, &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex, thread: &codexAppThreadStart{Cwd: cwd, ApprovalPolicy: "untrusted",
+		ApprovalsReviewer: "user", Sandbox: "workspace-write"}}, p.Session, "a saved thread, so that a later turn can resume it")
 	assert.Equal(t, &AskPlan{Channel: AskViaSession}, p.Ask)
 	assert.Equal(t, []string{"app-server", "-c", `model_provider="x"`, "--listen", "stdio://", "-c", `model="gpt-5"`,
 		"-c", `model_instructions_file="` + FileRef("instructions.md") + `"`}, p.Args)
 	for _, f := range []string{"exec", "--json", "--sandbox", "-", "never"} {
 		assert.NotContains(t, p.Args, f, "the thread sets the sandbox and the approval policy; the prompt goes in turn/start")
 	}
-	_, err = Build("/usr/bin/codex", Request{Adapter: agent.Codex, Mode: ModeAsk, Cwd: cwd, Resume: "abc"})
-	var fe *FieldError
-	require.ErrorAs(t, err, &fe)
-	assert.Equal(t, "resume", fe.Field)
 	_, err = Build("/usr/bin/codex", Request{Adapter: agent.Codex, Mode: ModeAsk, Cwd: cwd,
 		Extras: Extras{Args: []string{"-c", `approvals_reviewer="auto_review"`}}})
 	require.Error(t, err, "an operator override of the reviewer would answer card's questions for it")
@@ -43,6 +40,53 @@ func TestCodexAskPlanRunsTheAppServer(t *testing.T) {
 		assert.Nil(t, p.Session, "%s stays codex exec", m)
 		assert.Equal(t, "exec", p.Args[0])
 	}
+}
+
+// An ask-mode thread is saved and resumed by its id with thread/resume,
+// with the very policy a new ask thread gets; a request that discards its
+// session gets an ephemeral thread. The resume goes in the protocol, not
+// on argv.
+func TestACodexAskPlanResumesItsThreadWithTheAskPolicy(t *testing.T) {
+	ask := codexAppThreadStart{Cwd: cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: "workspace-write"}
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want SessionPlan
+	}{
+		{"resume", Request{Resume: "th-old"}, SessionPlan{thread: &ask, resume: "th-old"}},
+		{"no session", Request{NoSession: true}, SessionPlan{thread: &codexAppThreadStart{Cwd: cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user",
+			Sandbox: "workspace-write", Ephemeral: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Adapter, req.Mode, req.Cwd = agent.Codex, ModeAsk, cwd
+			p, err := Build("/usr/bin/codex", req)
+			require.NoError(t, err)
+			tc.want.Protocol, tc.want.Adapter = ProtocolCodexApp, agent.Codex
+			assert.Equal(t, &tc.want, p.Session)
+			assert.NotContains(t, strings.Join(p.Args, " "), "th-old")
+			assert.NotContains(t, p.Args, "resume")
+		})
+	}
+	p, err := BuildWarm("/usr/bin/codex", Request{Adapter: agent.Codex, Mode: ModeAsk, Cwd: cwd, Resume: "th-old"})
+	require.NoError(t, err)
+	assert.Equal(t, &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex, thread: &ask, resume: "th-old"}, p.Session, "a warm agent resumes it alike")
+}
+
+// A cold ask-mode turn resumes the thread and its command is still asked.
+func TestACodexRunResumingAThreadStillPutsItsCommandToTheApprover(t *testing.T) {
+	r := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := codexProtocol.plan("turn")
+	p.Session.resume = "th-old"
+	res, _, work, err := sessionRun(t, ctx, p, r, Limits{KillGrace: 300 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, "th-old", res.SessionID, "the resumed thread, not a new one")
+	require.Len(t, r.asked, 1)
+	assert.Equal(t, "command_execution", r.asked[0].Tool)
+	assert.FileExists(t, filepath.Join(work, "made.txt"))
+	assert.Equal(t, "DONE after accept | text:Please create the file.", res.Answer)
 }
 
 // fakeCodexApp is a fake `codex app-server`: raw lines as the real one
@@ -90,12 +134,24 @@ func fakeCodexApp(script string) int {
 				Ephemeral                                       bool
 			}
 			_ = json.Unmarshal(m.Params, &p)
-			if p.ApprovalPolicy != "untrusted" || p.Sandbox != "workspace-write" || p.ApprovalsReviewer != "user" || !p.Ephemeral {
+			if p.ApprovalPolicy != "untrusted" || p.Sandbox != "workspace-write" || p.ApprovalsReviewer != "user" || p.Ephemeral {
 				say(fmt.Sprintf(`{"id":%d,"error":{"code":-32602,"message":"unexpected thread/start %s"}}`, id, strings.ReplaceAll(string(m.Params), `"`, `'`)))
 				continue
 			}
 			note("warning", `{"threadId":"th-1","message":"Model metadata for `+"`gpt-5`"+` not found."}`)
 			say(fmt.Sprintf(`{"id":%d,"result":{"thread":{"id":"th-1","cwd":%q},"model":"gpt-5"}}`, id, p.Cwd))
+		case "thread/resume":
+			// Only with the ask thread's policy, as thread/start.
+			var p struct {
+				ThreadID, Cwd, ApprovalPolicy, Sandbox, ApprovalsReviewer string
+				ExcludeTurns                                              bool
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			if p.ApprovalPolicy != "untrusted" || p.Sandbox != "workspace-write" || p.ApprovalsReviewer != "user" || !p.ExcludeTurns || p.Cwd == "" {
+				say(fmt.Sprintf(`{"id":%d,"error":{"code":-32602,"message":"unexpected thread/resume %s"}}`, id, strings.ReplaceAll(string(m.Params), `"`, `'`)))
+				continue
+			}
+			say(fmt.Sprintf(`{"id":%d,"result":{"thread":{"id":%q,"cwd":%q},"model":"gpt-5"}}`, id, p.ThreadID, p.Cwd))
 		case "turn/start":
 			var p struct {
 				Input []struct{ Type, Text, URL string }

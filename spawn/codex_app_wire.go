@@ -19,6 +19,10 @@ type (
 		ApprovalPolicy    string `json:"approvalPolicy"`
 		ApprovalsReviewer string `json:"approvalsReviewer,omitempty"`
 		Sandbox           string `json:"sandbox"`
+		// ExcludeTurns leaves the thread's past turns out of the answer:
+		// card reads only the thread's id and model from it, and without
+		// it Codex 0.171.0 warns that full-history hydration is deprecated.
+		ExcludeTurns bool `json:"excludeTurns"`
 	}
 	codexAppThreadResult struct {
 		Thread struct {

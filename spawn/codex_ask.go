@@ -2,6 +2,14 @@ package spawn
 
 import "github.com/card-dev/card/agent"
 
+// codexAskThread is the thread of ask mode: every command and every file
+// change asked (approvalPolicy untrusted, reviewed by the user, which is
+// card's broker), an approved one run in codexAskSandbox. It is saved for a
+// later turn to resume unless ephemeral.
+func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
+	return codexAppThreadStart{Cwd: cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: ephemeral}
+}
+
 // Codex in ask mode, as checked against Codex 0.171.0 with a loopback
 // model stand-in:
 //
@@ -16,7 +24,11 @@ import "github.com/card-dev/card/agent"
 //     declined one does not run and the model is told it was rejected. So
 //     nothing runs unasked: narrower than read_only, where any command may
 //     run inside the read-only sandbox.
-//   - ephemeral: the thread is not saved, so there is no session to resume.
+//   - The thread is saved (not ephemeral) unless the request discards its
+//     session: a cold turn resumes it by its id with thread/resume, carrying
+//     the same approval policy, sandbox and reviewer as thread/start, so a
+//     resumed thread asks exactly as a new one does (checked with 0.171.0:
+//     the resumed thread's first command was put to card before it ran).
 //   - The app-server has no --ignore-user-config or --ignore-rules: the
 //     thread's own approval policy, sandbox and reviewer override
 //     ~/.codex/config.toml, and card's CheckExtras keeps the operator's -c
@@ -24,9 +36,6 @@ import "github.com/card-dev/card/agent"
 //   - Model, effort and instructions are -c overrides, as in codex exec;
 //     the prompt and the images go in turn/start.
 func buildCodexAsk(bin string, req Request) (Plan, error) {
-	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", agent.Codex, "in ask mode Codex runs an ephemeral app-server thread; resume in read_only or edit mode")
-	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"app-server"}
 	args = append(args, req.Extras.Args...)
@@ -44,6 +53,7 @@ func buildCodexAsk(bin string, req Request) (Plan, error) {
 	p.Input = Input{Images: req.Images}
 	p.Args = args
 	p.Ask = &AskPlan{Channel: AskViaSession}
-	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex}
+	th := codexAskThread(req.Cwd, req.NoSession)
+	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex, thread: &th, resume: req.Resume}
 	return p, nil
 }

@@ -27,9 +27,10 @@ import (
 // override ~/.codex/config.toml, and card's CheckExtras keeps the
 // operator's -c off them.
 //
-// A read_only, edit or bypass thread is not ephemeral, so a cold turn
-// resumes it (codex exec resume <thread id>); ask mode's is, as in a
-// one-shot ask run.
+// No thread is ephemeral, so a cold turn resumes it: codex exec resume
+// <thread id> in read_only, edit and bypass, and in ask mode a one-shot
+// app-server run (or a new warm agent) opening it with thread/resume and
+// the ask thread's policy.
 func buildCodexWarm(bin string, req Request) (Plan, error) {
 	if req.NoSession {
 		return Plan{}, errUnsupported("session_id", agent.Codex, "a warm Codex thread is kept so that a cold turn can resume it")
@@ -40,7 +41,7 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 		return Plan{}, err
 	}
 	if mode == ModeAsk {
-		return one, nil // ask mode refuses resume: its thread is ephemeral
+		return one, nil // the ask plan's thread, resumed if the request says so
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), MaxAPIRetries: one.MaxAPIRetries, Stall: one.Stall, Caps: one.Caps}
 	args := []string{"app-server"}
@@ -97,7 +98,7 @@ func newCodexWarm(plan Plan) warmProto {
 	if sp := plan.Session; sp != nil && sp.thread != nil {
 		c.thread = *sp.thread
 	} else {
-		c.thread = codexAppThreadStart{Cwd: plan.Dir, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: true}
+		c.thread = codexAskThread(plan.Dir, false)
 	}
 	c.thread.Cwd = plan.Dir
 	if plan.Session != nil {

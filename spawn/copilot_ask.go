@@ -34,9 +34,6 @@ func buildCopilotAsk(bin string, req Request) (Plan, error) {
 	if req.SessionID != "" {
 		return Plan{}, errUnsupported("session_id", agent.Copilot, "in ask mode Copilot runs over ACP, where the agent names the session (session/new) and reports it in the session event")
 	}
-	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", agent.Copilot, "card does not resume an ACP session yet; resume in read_only or edit mode")
-	}
 	p := copilotPlan(bin, req)
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "--acp")
@@ -51,7 +48,7 @@ func buildCopilotAsk(bin string, req Request) (Plan, error) {
 	p.Input = Input{Images: req.Images}
 	p.Args = args
 	p.Ask = &AskPlan{Channel: AskViaSession}
-	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Copilot}
+	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Copilot, resume: req.Resume}
 	return p, nil
 }
 

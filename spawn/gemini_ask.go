@@ -31,7 +31,7 @@ func buildGeminiAsk(bin string, req Request) (Plan, error) {
 		return Plan{}, errUnsupported("session_id", agent.Gemini, "in ask mode Gemini runs over ACP, where the agent names the session (session/new) and reports it in the session event")
 	}
 	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", agent.Gemini, "card does not resume an ACP session yet; resume in read_only or edit mode")
+		return Plan{}, errUnsupported("resume", agent.Gemini, geminiNoLoad+"; resume in read_only or edit mode, which continue it one-shot with --resume")
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)
@@ -49,6 +49,20 @@ func buildGeminiAsk(bin string, req Request) (Plan, error) {
 	p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini}
 	return p, nil
 }
+
+// geminiNoLoad is why no ACP run of Gemini continues a session. Seen with
+// Gemini CLI 0.61.0 against a stand-in, though it declares loadSession:
+// session/load starts a new recording of the session before it reads the
+// saved one, in a file named by the minute and the session's short id. In
+// the minute the session was saved that is the saved file itself, and the
+// new recording's first record replaces its history with nothing ("No
+// previous sessions found for this project."). In a later minute the load
+// works, but leaves a file of the same short id with nothing resumable in
+// it, and Gemini's start-up clean-up (general.sessionRetention, on by
+// default) then deletes every file of that short id, the saved session
+// with it, on the next start that is not that session's own. `--resume
+// <id>` at an ACP start records into the saved file the same way.
+const geminiNoLoad = "Gemini CLI's ACP mode loses a session it loads (session/load overwrites the saved history in the minute it was saved, and later leaves a file that makes Gemini's next start delete it)"
 
 // geminiACP is Gemini's dialect of ACP. It names the tool in front of
 // each call id; its fatal exit codes are those of its one-shot mode.

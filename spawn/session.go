@@ -55,11 +55,13 @@ type SessionPlan struct {
 	// there and not on argv (Droid's stream-jsonrpc); empty leaves the
 	// CLI's own choice.
 	Model, Effort string
-	// thread is the app-server thread a warm Codex agent starts (its
-	// mode's sandbox and approval policy); nil: the ask thread.
+	// thread is the app-server thread a Codex run or warm agent starts or
+	// resumes (its mode's sandbox and approval policy); nil: the ask
+	// thread.
 	thread *codexAppThreadStart
-	// resume is the CLI's own session a warm agent opens instead of a new
-	// one (ACP's session/load, Codex's thread/resume); "" for a new one.
+	// resume is the CLI's own session a run or a warm agent opens instead
+	// of a new one (ACP's session/load, Codex's thread/resume); "" for a
+	// new one.
 	resume string
 }
 

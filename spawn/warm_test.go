@@ -499,7 +499,7 @@ func TestAWarmPlanCarriesTheSessionToContinueInsideTheProtocol(t *testing.T) {
 	}
 	_, err := BuildWarm("/bin/gemini", Request{Adapter: agent.Gemini, Cwd: cwd, Resume: "sess-old"})
 	var fe *FieldError
-	assert.ErrorAs(t, err, &fe, "Gemini's session/load finds none")
+	assert.ErrorAs(t, err, &fe, "Gemini's session/load loses the session it loads")
 	p, err := BuildWarm("/bin/claude", Request{Adapter: agent.ClaudeCode, Cwd: cwd, Resume: "sess-old"})
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(p.Args, " "), "--resume sess-old", "Claude's own flag, as in a one-shot run")

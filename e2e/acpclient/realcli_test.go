@@ -24,9 +24,9 @@ type realCLI struct {
 	id, bin string
 	images  bool
 	// twoTurnMode is the permission mode a two-turn conversation runs
-	// in: card's sessions do not yet resume Codex, Gemini and Copilot in
-	// ask mode (their ask channel is a session of its own), and refuse
-	// the second turn saying so.
+	// in ("" for card acp's default, ask): card's sessions do not resume
+	// Gemini in ask mode (its session/load loses the session it loads),
+	// and refuse the second turn saying so.
 	twoTurnMode string
 	// noMemory, when set, says why a second turn that remembers the first
 	// is not checked for this CLI: what the sessions do with it today.
@@ -57,7 +57,7 @@ var realCLIs = []realCLI{
 			s := standin.NewAnthropic(t, script)
 			return s, s.ClaudeEnv(t.TempDir(), os.Getenv("PATH"))
 		}},
-	{id: agent.Codex, bin: "codex", images: true, twoTurnMode: "edit", modeMemory: true,
+	{id: agent.Codex, bin: "codex", images: true, modeMemory: true,
 		shell: func(file string) standin.ToolCall {
 			return standin.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > " + file}}
 		},
@@ -80,7 +80,7 @@ var realCLIs = []realCLI{
 		adapter: func(*testing.T, *standin.Server, string) map[string]any {
 			return map[string]any{"args": []string{"--skip-trust"}}
 		}},
-	{id: agent.Copilot, bin: "copilot", images: true, twoTurnMode: "edit", modeMemory: true, shell: shellTool("bash"),
+	{id: agent.Copilot, bin: "copilot", images: true, modeMemory: true, shell: shellTool("bash"),
 		serve: func(t *testing.T, script standin.Script) (*standin.Server, []string) {
 			s := standin.NewAnthropic(t, script)
 			return s, s.CopilotEnv(t.TempDir(), os.Getenv("PATH"))
