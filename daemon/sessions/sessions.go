@@ -323,7 +323,7 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 		left := *c - s.spentTokens
 		p.MaxTokens = &left
 	}
-	t, chosen, err := m.prepareTurn(s, p, q)
+	t, chosen, warmOnly, err := m.prepareTurn(s, p, q)
 	if err != nil {
 		if dequeued {
 			m.refuseTurnLocked(s, q.Turn, "the queued prompt could not be started: "+err.Error())
@@ -338,7 +338,7 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 	}
 	req.AskAll, req.Always = true, s.always
 	req.Asker, req.Conn = q.asker, q.conn
-	req.Exec = m.execFor(s, t.Spawn)
+	req.Exec = m.execFor(s, t.Spawn, warmOnly)
 	run, err := m.deps.Runs.Start(context.WithoutCancel(ctx), req)
 	if err != nil {
 		var refused *runs.RefusedError
@@ -373,26 +373,34 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 // prepareTurn plans q's turn: resuming the CLI session the conversation
 // has, or for its first turn under a session id card chooses, where the
 // adapter's CLI takes one (chosen says which; "" when the CLI picks its
-// own, reported when the turn ends).
-func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (Turn, string, error) {
+// own, reported when the turn ends). warmOnly says the conversation can
+// go on only over the session's warm agent, which holds it: the CLI
+// cannot resume it cold (Gemini's ask channel).
+func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (t Turn, chosen string, warmOnly bool, err error) {
+	var fe *spawn.FieldError
 	if s.row.AgentSessionID != "" {
-		t, err := m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID})
-		return t, "", err
+		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID})
+		if errors.As(err, &fe) && fe.Field == "resume" && m.warm.holds(s) {
+			// The plan is the cold fallback's, which this turn never
+			// takes: a new process would start a new conversation.
+			t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
+			return t, "", err == nil, err
+		}
+		return t, "", false, err
 	}
 	if m.canWarm(s.row.Adapter) {
 		// A warm agent's CLI names its own session and reports it (over
 		// ACP, session/new takes no id), and the turn's result carries it.
-		t, err := m.deps.Prepare(p, q.task, q.atts, Continue{})
-		return t, "", err
+		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
+		return t, "", false, err
 	}
 	id := uuid.NewString()
-	t, err := m.deps.Prepare(p, q.task, q.atts, Continue{SessionID: id})
-	var fe *spawn.FieldError
+	t, err = m.deps.Prepare(p, q.task, q.atts, Continue{SessionID: id})
 	if errors.As(err, &fe) && fe.Field == "session_id" {
 		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
-		return t, "", err
+		return t, "", false, err
 	}
-	return t, id, err
+	return t, id, false, err
 }
 
 // refuseTurnLocked records turn as a refused run of the session with its

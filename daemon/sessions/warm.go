@@ -127,6 +127,19 @@ type warmPool struct {
 
 func (p *warmPool) init(m *Manager) { p.m = m }
 
+// errConversationGone is why a turn that only its warm agent could carry
+// cannot run: that agent, and the conversation it held, has ended.
+var errConversationGone = errors.New("the warm agent that held the conversation has ended")
+
+// holds says whether the session has a warm agent, starting or alive,
+// that its next turn would go over.
+func (p *warmPool) holds(s *session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := s.warm
+	return w != nil && !p.closed && (w.agent == nil || w.alive())
+}
+
 // errAllBusy is why a turn runs cold when every warm agent is in a turn.
 var errAllBusy = errors.New("every warm agent is in a turn ([sessions] max_warm)")
 
@@ -439,7 +452,11 @@ func (m *Manager) warmAtStart(s *session) {
 // turn whose agent cannot start (or the pool is full of agents in turns)
 // runs cold, resuming the CLI's session by its id: the conversation goes
 // on either way.
-func (m *Manager) execFor(s *session, req spawn.Request) func(context.Context, spawn.RunSpec) (spawn.Result, error) {
+//
+// A warmOnly turn goes over the agent that holds the conversation or not at
+// all: with that agent gone it fails, saying why, rather than start a
+// process that would begin a new conversation unasked.
+func (m *Manager) execFor(s *session, req spawn.Request, warmOnly bool) func(context.Context, spawn.RunSpec) (spawn.Result, error) {
 	if !m.canWarm(s.row.Adapter) {
 		return nil
 	}
@@ -455,9 +472,19 @@ func (m *Manager) execFor(s *session, req spawn.Request) func(context.Context, s
 			runID = "turn"
 		}
 		spec.BaseEnv = append(slices.Clip(spec.BaseEnv), SessionIDEnv+"="+id)
-		w, err := m.warm.acquire(ctx, s, runID, func(ctx context.Context) (Agent, error) {
+		start := func(ctx context.Context) (Agent, error) {
 			return m.deps.Warmer.Start(ctx, WarmStart{Request: req, Spec: spec})
-		})
+		}
+		if warmOnly {
+			start = func(context.Context) (Agent, error) { return nil, errConversationGone }
+		}
+		w, err := m.warm.acquire(ctx, s, runID, start)
+		if w == nil && warmOnly {
+			m.log.Info("a session's turn cannot go on without its warm agent", zap.String("session_id", id), zap.Error(err))
+			return spawn.Result{}, &spawn.Error{Kind: spawn.KindSpawn, Message: fmt.Sprintf(
+				"session %s: %v (%s cannot resume this conversation in a new process in %s mode); start a new session, or one in read_only or edit mode, to go on",
+				id, errConversationGone, s.row.Adapter, s.row.PermissionMode)}
+		}
 		if w == nil {
 			m.log.Info("a session's turn runs cold", zap.String("session_id", id), zap.Error(err))
 			return spawn.Run(ctx, spec)

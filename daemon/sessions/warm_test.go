@@ -88,8 +88,11 @@ type fakeWarmer struct {
 	hold      chan struct{}
 	// startHold, when set, holds each Start until it is sent to.
 	startHold chan struct{}
-	alive     atomic.Int32
-	inTurn    atomic.Int32
+	// noColdResume makes the plan of a turn that resumes the CLI session
+	// fail, as Gemini's ask channel does: only the warm agent holds it.
+	noColdResume bool
+	alive        atomic.Int32
+	inTurn       atomic.Int32
 	maxInTurn atomic.Int32
 }
 
@@ -139,6 +142,9 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 		if c.SessionID != "" {
 			// As Codex and Droid: the CLI picks its own session id.
 			return Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
+		}
+		if fw.noColdResume && c.Resume != "" {
+			return Turn{}, &spawn.FieldError{Field: "resume", Message: "this CLI cannot resume the conversation in a new process"}
 		}
 		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model, AgentSessionDir: sessionDir}
 		plan, err := spawn.Build("", sreq)
@@ -462,4 +468,28 @@ func TestConfiguringDuringATurnLetsItFinishOnItsAgentAndTheNextTurnGetsANewOne(t
 	assert.Empty(t, starts[0].Request.Model)
 	assert.Equal(t, "opus", starts[1].Request.Model)
 	assert.Equal(t, "cli-session-1", starts[1].Request.Resume)
+}
+
+// A conversation the CLI cannot resume in a new process (Gemini's in ask
+// mode) goes on over the warm agent that holds it; once that agent has
+// ended, the next prompt is refused naming resume, and no process is
+// started that would begin a new conversation in its place.
+func TestAConversationOnlyItsWarmAgentHoldsGoesOnOverItAndIsRefusedOnceItEnds(t *testing.T) {
+	fw := &fakeWarmer{noColdResume: true}
+	m := newWarmManager(t, fw, Config{})
+	id := startFor(t, m)
+	one := turn(t, m, id, "one")
+	two := turn(t, m, id, "two")
+	assert.Equal(t, api.StatusSucceeded, one.Status)
+	assert.Equal(t, api.StatusSucceeded, two.Status, two.RefusalReason)
+	require.Len(t, fw.started(), 1, "both turns over the one agent")
+	assert.EqualValues(t, 2, fw.agent(0).turns.Load())
+
+	fw.agent(0).die()
+	require.Eventually(t, func() bool { s, _ := m.Get(context.Background(), id); return !s.Warm }, 5*time.Second, 5*time.Millisecond)
+	_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "three"}, nil, nil)
+	var fe *spawn.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "resume", fe.Field)
+	assert.Len(t, fw.started(), 1, "no new agent, which would be a new conversation")
 }

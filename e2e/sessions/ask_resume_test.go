@@ -183,3 +183,42 @@ func TestARealAskSessionsColdTurnRemembersTheWarmOneAndStillAsks(t *testing.T) {
 		}
 	}
 }
+
+// The real Gemini CLI in ask mode, whose conversation card cannot resume
+// in a new process: turn two goes over the warm agent that holds it (the
+// same process), carries turn one, and still puts its tool call to card's
+// broker.
+func TestARealGeminiAskSessionGoesOnOverItsWarmAgent(t *testing.T) {
+	standin.CLI(t, "claude")
+	card(t)
+	var c cli
+	for _, x := range clis {
+		if x.id == "gemini" {
+			c = x
+		}
+	}
+	require.Equal(t, "gemini", c.id)
+	var a asked
+	conv := start(t, c, standin.Script{AnswerUserMessages: true}, client.Options{OnApprove: a.approve})
+	t.Cleanup(func() { conv.awaitUnpacked(t) })
+	ctx := daemontest.Context(t)
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, PermissionMode: "ask", TimeoutSecs: 180})
+	require.NoError(t, err)
+	conv.subscribe(t, s.SessionID, 0)
+	one := userMessages(t, conv.turn(t, s.SessionID, "Remember the word avocado."))
+	got, err := conv.proc.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	require.True(t, got.Warm, "turn one left no warm agent")
+
+	file := filepath.Join(conv.project, "planted.txt")
+	conv.server.SetScript(standin.Script{AnswerUserMessages: true, ToolCalls: []standin.ToolCall{askWrite["gemini"](file)}})
+	two := userMessages(t, conv.turn(t, s.SessionID, "Which word did I ask you to remember? Write planted.txt too."))
+	assert.Greater(t, two, one, "turn two's request does not carry turn one")
+	assert.True(t, conv.lastCallHas("avocado"), "turn two's request does not carry turn one's prompt")
+	assert.Equal(t, 1, a.count(), "the tool call was put to card's broker")
+	assert.FileExists(t, file, "the allowed call ran")
+	after, err := conv.proc.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, got.Pid, after.Pid, "turn two went over the same warm agent")
+	t.Logf("gemini ask: user messages %d then %d over pid %d", one, two, after.Pid)
+}
