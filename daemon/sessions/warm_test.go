@@ -93,7 +93,7 @@ type fakeWarmer struct {
 	noColdResume bool
 	alive        atomic.Int32
 	inTurn       atomic.Int32
-	maxInTurn atomic.Int32
+	maxInTurn    atomic.Int32
 }
 
 func (w *fakeWarmer) CanWarm(string) (bool, string) { return true, "" }
