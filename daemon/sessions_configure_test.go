@@ -31,12 +31,7 @@ func TestAConfiguredModeModelAndEffortHoldFromTheNextTurnAndTheConversationGoesO
 	one, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
 	require.NoError(t, err)
 	evs.waitEnds(t, 1, 10*time.Second)
-	// The turn's terminal event is sent before the session lets the turn
-	// go: wait for it to be idle, so running_turn below is 0.
-	require.Eventually(t, func() bool {
-		g, err := rd.Client.Session(ctx, s.SessionID)
-		return err == nil && g.State == api.SessionIdle
-	}, 5*time.Second, time.Millisecond)
+	waitSessionIdle(t, rd.Client, s.SessionID)
 
 	res, err := rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit", Model: "opus", Effort: "high"})
 	require.NoError(t, err)
@@ -197,13 +192,13 @@ func TestAConfiguredSessionKeepsItsSettingsAcrossARestart(t *testing.T) {
 	assert.Equal(t, "opus", flagValue(args, "--model"))
 }
 
-// Codex's ask channel is a session of its own, which card does not resume:
-// a change into ask once a Codex conversation is under way would strand
-// it, so it is refused at once, and the conversation goes on as it was.
+// Gemini's ask channel is an ACP session card cannot load in a new process:
+// a change into ask once a Gemini conversation is under way would strand it,
+// so it is refused at once, and the conversation goes on as it was.
 func TestAChangeAfterWhichTheConversationCouldNotGoOnIsRefused(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "codex", Cwd: rd.cwd, PermissionMode: "edit"})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "gemini", Cwd: rd.cwd, PermissionMode: "edit"})
 	require.NoError(t, err)
 	// Before any turn there is no conversation to strand.
 	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "ask"})
@@ -216,16 +211,17 @@ func TestAChangeAfterWhichTheConversationCouldNotGoOnIsRefused(t *testing.T) {
 	_, err = rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
 	require.NoError(t, err)
 	evs.waitEnds(t, 1, 10*time.Second)
+	waitSessionIdle(t, rd.Client, s.SessionID)
 	got, err := rd.Client.Session(ctx, s.SessionID)
 	require.NoError(t, err)
-	require.NotEmpty(t, got.AgentSessionID, "the fake Codex reported its thread")
+	require.NotEmpty(t, got.AgentSessionID, "the fake Gemini reported its session")
 
 	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "ask"})
 	re := rpcCode(t, err)
 	require.Equal(t, rpc.CodeInvalidParams, re.Code)
 	assert.Equal(t, "permission_mode", errData(t, re)["field"])
 	assert.Contains(t, re.Message, "could not go on")
-	t.Logf("codex edit → ask after a turn: %s", re.Message)
+	t.Logf("gemini edit → ask after a turn: %s", re.Message)
 	got, err = rd.Client.Session(ctx, s.SessionID)
 	require.NoError(t, err)
 	assert.Equal(t, "edit", got.PermissionMode)

@@ -564,6 +564,7 @@ func TestAFirstTurnThatFailedBeforeTheCLISaidAnythingLeavesNoSessionToResume(t *
 	evs.waitEnds(t, 1, 10*time.Second)
 	args, _ := rd.agents["claude-code"].Received(t, one.RunID)
 	require.Contains(t, args, "--session-id", "a first turn runs under an id card chose")
+	waitSessionIdle(t, rd.Client, s.SessionID)
 	got, err := rd.Client.Session(ctx, s.SessionID)
 	require.NoError(t, err)
 	assert.Empty(t, got.AgentSessionID, "the chosen id is let go: the CLI never began that session")
@@ -605,4 +606,15 @@ func TestASessionWhoseEarlyTurnsWerePrunedStillReplaysTheRest(t *testing.T) {
 	require.Len(t, got, len(all)-one)
 	assert.Equal(t, all[one].Seq, got[0].Seq, "the seq goes on at turn two's base")
 	gapFree(t, got, int64(one))
+}
+
+// waitSessionIdle waits until no turn of the session is running: a turn's
+// terminal event is sent before the session lets the turn go, so a client
+// that saw it and asks at once may still find the turn running.
+func waitSessionIdle(t *testing.T, c *client.Client, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		g, err := c.Session(context.Background(), id)
+		return err == nil && g.State == api.SessionIdle
+	}, 5*time.Second, time.Millisecond)
 }
