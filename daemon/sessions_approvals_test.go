@@ -33,6 +33,7 @@ func TestASessionsQuestionsGoToEverySubscriberAndAllowAlwaysHoldsAcrossTurns(t *
 	quiet.next(t) // asked too, at once: the first answer wins
 	evs.waitEnds(t, 1, 20*time.Second)
 	assert.FileExists(t, filepath.Join(ad.cwd, "one.txt"))
+	waitSessionIdle(t, prompter, s.SessionID)
 
 	two, err := prompter.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: bashWrites("two.txt")})
 	require.NoError(t, err)
