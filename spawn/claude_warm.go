@@ -74,6 +74,7 @@ func (c *claudeWarm) consumed() <-chan struct{} { return c.done }
 // prompt (its init line comes with each turn), so there is no opening.
 func (c *claudeWarm) open(_ context.Context, w *warmRunner) *Failure {
 	c.w = w
+	w.merges = true
 	go func() {
 		defer close(c.done)
 		lines := w.child.lines
@@ -130,7 +131,6 @@ func (c *claudeWarm) feed(line []byte) {
 }
 
 func (c *claudeWarm) begin(t *warmTurn) {
-	t.ev.mergeDeltas()
 	c.mu.Lock()
 	c.t, c.parser = t, newClaudeParser()
 	c.mu.Unlock()

@@ -165,14 +165,6 @@ func (e *emitter) hold(ev *Event) {
 	h.text.WriteString(ev.Text)
 }
 
-// mergeDeltas has the emitter hold text deltas for a reader that calls
-// flush whenever it has no more lines in hand.
-func (e *emitter) mergeDeltas() {
-	e.mu.Lock()
-	e.coalesce = true
-	e.mu.Unlock()
-}
-
 // flush sends the held delta, if any: the reader calls it when it has no
 // more complete lines in hand, before it waits for the agent.
 func (e *emitter) flush() {

@@ -129,6 +129,10 @@ type lineStream struct {
 	lines <-chan []byte
 	w     *acp.Writer
 	bad   func(line []byte)
+	// idle, when set, is called before the stream waits for the agent's
+	// next line: none is in hand, so what the turn holds of its text
+	// goes out (see emitter.held).
+	idle func()
 
 	done chan struct{}
 	once sync.Once
@@ -142,14 +146,24 @@ func newLineStream(lines <-chan []byte, w io.Writer, bad func(line []byte)) *lin
 func (s *lineStream) ReadObject(v any) error {
 	for {
 		var line []byte
-		var ok bool
-		select {
-		case <-s.done:
-			return io.EOF
-		case line, ok = <-s.lines:
-			if !ok {
-				return io.EOF
+		var ok, got bool
+		if s.idle != nil {
+			select {
+			case line, ok = <-s.lines:
+				got = true
+			default:
+				s.idle()
 			}
+		}
+		if !got {
+			select {
+			case <-s.done:
+				return io.EOF
+			case line, ok = <-s.lines:
+			}
+		}
+		if !ok {
+			return io.EOF
 		}
 		if !acp.IsMessage(line) {
 			if s.bad != nil {

@@ -209,6 +209,31 @@ func fakeACPWarm(string) int {
 				if gc.Start() == nil {
 					_ = os.WriteFile("grandchild.pid", []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
 				}
+			case "stream", "gate":
+				// "stream N": N chunks "d " as fast as it can write them;
+				// "gate PATH": one chunk, then, once PATH exists, another.
+				chunk := func(text string) {
+					_ = c.Notify(ctx, "session/update", map[string]any{"sessionId": p.SessionID, "update": map[string]any{"sessionUpdate": "agent_message_chunk",
+						"content": map[string]any{"type": "text", "text": text}}})
+				}
+				_, arg, _ := strings.Cut(text, " ")
+				if verb == "stream" {
+					n, _ := strconv.Atoi(arg)
+					for range n {
+						chunk("d ")
+					}
+				} else {
+					chunk("first ")
+					for {
+						if _, err := os.Stat(arg); err == nil {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					chunk("second")
+				}
+				_ = c.Reply(ctx, req.ID, map[string]any{"stopReason": "end_turn"})
+				return
 			}
 			_ = c.Notify(ctx, "session/update", map[string]any{"sessionId": p.SessionID, "update": map[string]any{"sessionUpdate": "agent_message_chunk",
 				"content": map[string]any{"type": "text", "text": fmt.Sprintf("You said: %s (turn %d, pid %d)", text, turns, os.Getpid())}}})

@@ -154,6 +154,11 @@ type warmRunner struct {
 	approver *switchApprover
 	aliveFlag
 
+	// merges is set by a protocol whose reader flushes the running turn
+	// (flushCur) whenever it has no line in hand: the turn's text deltas
+	// read together then go out as one (see emitter.held).
+	merges bool
+
 	// sem lets one turn run at a time, and a waiting one give up with
 	// its ctx.
 	sem chan struct{}
@@ -230,6 +235,13 @@ func (w *warmRunner) emitCur(ev Event) {
 	w.mu.Unlock()
 	if t != nil {
 		t.emit(ev)
+	}
+}
+
+// flushCur sends what the running turn holds of its text.
+func (w *warmRunner) flushCur() {
+	if t := w.current(); t != nil {
+		t.flush()
 	}
 }
 
@@ -323,6 +335,7 @@ func (w *warmRunner) turn(ctx context.Context, ts TurnSpec) (Result, error) {
 		}
 	}
 	t.ev = newEmitter(ts.OnEvent, nil, w.plan.MaxAPIRetries, w.plan.Caps, t.judge)
+	t.ev.coalesce = w.merges
 	if w.plan.Ask != nil {
 		w.approver.set(ts.Approver)
 	}

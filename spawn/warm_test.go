@@ -520,8 +520,14 @@ func TestAWarmTurnsImagesAreRefusedForAnAgentThatTakesNone(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestAWarmClaudeTurnSendsTheDeltasItReadTogetherAsOneAndALoneOneAtOnce(t *testing.T) {
-	w, _ := startFake(t, warmFakes[0].plan(t.TempDir()), Limits{})
+func TestAWarmTurnSendsTheDeltasItReadTogetherAsOneAndALoneOneAtOnce(t *testing.T) {
+	for _, f := range warmFakes[:2] { // Claude Code's stream-json, and ACP
+		t.Run(f.name, func(t *testing.T) { warmDeltasMerge(t, f.plan(t.TempDir())) })
+	}
+}
+
+func warmDeltasMerge(t *testing.T, plan Plan) {
+	w, _ := startFake(t, plan, Limits{})
 
 	res, evs, err := doTurn(t, w, within(t, 20*time.Second), "stream 500")
 	require.NoError(t, err)

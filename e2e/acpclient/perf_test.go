@@ -207,3 +207,43 @@ func TestAFiveThousandChunkTurnThroughCardACPAgainstGeminiDirectly(t *testing.T)
 	t.Logf("5,000-word answer: gemini --acp %d chunks, first→last %v, turn %v; card acp gemini %d chunks, first→last %v, turn %v",
 		dn, dspan, dwhole, cn, cspan, cwhole)
 }
+
+// TestAFiveThousandChunkTurnThroughCardACPAgainstCopilotDirectly is the
+// same long turn with Copilot CLI, whose ACP mode (unlike Gemini's) passes
+// on each delta of the model's stream as its own agent_message_chunk: a
+// turn of thousands of chunks through card against the CLI's own.
+func TestAFiveThousandChunkTurnThroughCardACPAgainstCopilotDirectly(t *testing.T) {
+	if os.Getenv("CARD_BENCH") != "1" {
+		testskip.Skip(t, testskip.Gap{Why: "a benchmark against the real Copilot CLI", Enable: "CARD_BENCH=1"}, "")
+	}
+	cop := standin.CLI(t, "copilot")
+	answer := strings.TrimSpace(strings.Repeat("word ", 5000))
+	model := standin.NewAnthropic(t, standin.Script{Answer: answer})
+	env := model.CopilotEnv(t.TempDir(), os.Getenv("PATH"))
+	cwd := filepath.Join(t.TempDir(), "project")
+	require.NoError(t, os.MkdirAll(cwd, 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+
+	// Copilot unpacks itself on its first run in a new home: a turn of
+	// its own first, outside the figures, for each home.
+	warmUp := exec.CommandContext(ctx, cop, "--acp")
+	warmUp.Dir = cwd
+	warmUp.Env = append(os.Environ(), env...)
+	streamTurn(t, warmUp, cwd)
+
+	direct := exec.CommandContext(ctx, cop, "--acp")
+	direct.Dir = cwd
+	direct.Env = append(os.Environ(), env...)
+	dn, dspan, dwhole := streamTurn(t, direct, cwd)
+
+	bin := daemontest.Build(t)
+	p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: "login_shell_path = false\n",
+		Environ: env, Agents: map[string]string{agent.Copilot: cop}, NoClient: true})
+	viaCard := exec.CommandContext(ctx, bin, "acp", agent.Copilot, "--home", p.Home, "--mode", "read_only")
+	viaCard.Env = os.Environ()
+	cn, cspan, cwhole := streamTurn(t, viaCard, cwd)
+
+	t.Logf("5,000-word answer: copilot --acp %d chunks, first→last %v, turn %v; card acp copilot %d chunks, first→last %v, turn %v (%.2fx first→last)",
+		dn, dspan, dwhole, cn, cspan, cwhole, float64(cspan)/float64(dspan))
+}
