@@ -337,15 +337,22 @@ func TestARealClaudeSessionAsksAndItsAllowAlwaysHoldsForTheNextTurn(t *testing.T
 	assert.True(t, byRule, "turn two's decision is recorded as the session's rule")
 }
 
-func TestTwoRealClaudeSessionsAtOnceKeepTheirConversationsApart(t *testing.T) {
+func TestTwoRealSessionsOfEachCLIAtOnceKeepTheirConversationsApart(t *testing.T) {
 	standin.CLI(t, "claude")
 	card(t)
-	conv := start(t, clis[0], standin.Script{AnswerUserMessages: true}, client.Options{})
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) { twoSessionsApart(t, c) })
+	}
+}
+
+func twoSessionsApart(t *testing.T, c cli) {
+	conv := start(t, c, standin.Script{AnswerUserMessages: true}, client.Options{})
 	ctx := daemontest.Context(t)
 	words := map[string]string{"A": "avocado", "B": "banana"}
 	ids := map[string]string{}
 	for name := range words {
-		s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, TimeoutSecs: 180})
+		s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
+			AcknowledgeUnenforcedReadOnly: c.id == "pi"})
 		require.NoError(t, err)
 		ids[name] = s.SessionID
 		conv.subscribe(t, s.SessionID, 0)
@@ -394,12 +401,19 @@ func TestTwoRealClaudeSessionsAtOnceKeepTheirConversationsApart(t *testing.T) {
 	assert.NotEqual(t, a.AgentSessionID, b.AgentSessionID)
 }
 
-func TestThreePromptsQueuedBehindARealClaudeTurnRunInOrderEachCarryingTheOnesBefore(t *testing.T) {
+func TestThreePromptsQueuedBehindARealTurnOfEachCLIRunInOrderEachCarryingTheOnesBefore(t *testing.T) {
 	standin.CLI(t, "claude")
 	card(t)
-	conv := start(t, clis[0], standin.Script{AnswerUserMessages: true, DeltaDelay: 300 * time.Millisecond}, client.Options{})
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) { queuedInOrder(t, c) })
+	}
+}
+
+func queuedInOrder(t *testing.T, c cli) {
+	conv := start(t, c, standin.Script{AnswerUserMessages: true, DeltaDelay: 300 * time.Millisecond}, client.Options{})
 	ctx := daemontest.Context(t)
-	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, TimeoutSecs: 180})
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
+		AcknowledgeUnenforcedReadOnly: c.id == "pi"})
 	require.NoError(t, err)
 	conv.subscribe(t, s.SessionID, 0)
 	first, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Prompt one."})
@@ -426,31 +440,47 @@ func TestThreePromptsQueuedBehindARealClaudeTurnRunInOrderEachCarryingTheOnesBef
 		}
 		return len(ends) == 4
 	}, 3*time.Minute, 50*time.Millisecond)
+	// Droid adds a user message of its own to the first turn: the count
+	// is taken from turn one's.
+	var base int
 	for i, end := range ends {
 		assert.Equal(t, i+1, end.Turn)
 		require.Equal(t, api.StatusSucceeded, end.Event.Status, "turn %d: %+v", end.Turn, end.Event.Result.Error)
-		assert.Equal(t, i+1, userMessages(t, end), "turn %d's request carries the %d turns before it", end.Turn, i)
+		if i == 0 {
+			base = userMessages(t, end) - 1
+		}
+		assert.Equal(t, base+i+1, userMessages(t, end), "turn %d's request carries the %d turns before it", end.Turn, i)
 	}
 }
 
-func TestCancellingARealClaudeTurnRunsThePromptQueuedBehindIt(t *testing.T) {
+func TestCancellingARealTurnOfEachCLIRunsThePromptQueuedBehindIt(t *testing.T) {
 	standin.CLI(t, "claude")
 	card(t)
-	conv := start(t, clis[0], standin.Script{AnswerUserMessages: true, DeltaDelay: 20 * time.Second}, client.Options{})
+	for _, c := range clis {
+		// In parallel: each waits out most of a slow answer's pause.
+		t.Run(c.id, func(t *testing.T) { t.Parallel(); cancelRunsTheQueued(t, c) })
+	}
+}
+
+func cancelRunsTheQueued(t *testing.T, c cli) {
+	conv := start(t, c, standin.Script{AnswerUserMessages: true, DeltaDelay: 20 * time.Second}, client.Options{})
 	ctx := daemontest.Context(t)
-	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, TimeoutSecs: 180})
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
+		AcknowledgeUnenforcedReadOnly: c.id == "pi"})
 	require.NoError(t, err)
 	conv.subscribe(t, s.SessionID, 0)
-	one, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "A slow answer, please."})
+	_, err = conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "A slow answer, please."})
 	require.NoError(t, err)
+	// The turn is under way once its model call is: the stand-in then
+	// holds the answer's second piece 20 s.
 	require.Eventually(t, func() bool {
-		for _, ev := range conv.events.all() {
-			if ev.Turn == one.Turn && ev.Event.Kind == "text" {
+		for _, call := range conv.server.ModelCalls() {
+			if bytes.Contains(call.Body, []byte("A slow answer, please.")) {
 				return true
 			}
 		}
 		return false
-	}, time.Minute, 20*time.Millisecond, "turn one's answer never began")
+	}, 2*time.Minute, 20*time.Millisecond, "turn one's model call never came")
 	conv.server.SetScript(standin.Script{AnswerUserMessages: true})
 	two, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Then a quick one."})
 	require.NoError(t, err)
