@@ -222,3 +222,77 @@ func TestARealGeminiAskSessionGoesOnOverItsWarmAgent(t *testing.T) {
 	assert.Equal(t, got.Pid, after.Pid, "turn two went over the same warm agent")
 	t.Logf("gemini ask: user messages %d then %d over pid %d", one, two, after.Pid)
 }
+
+// askWriteAll is askWrite with Claude Code's, Droid's and Pi's own
+// shell tools: each CLI's call that its ask mode puts to card.
+func askWriteAll(id string) func(path string) standin.ToolCall {
+	switch id {
+	case "claude-code":
+		return func(p string) standin.ToolCall {
+			return standin.ToolCall{Name: "Bash", Input: map[string]any{"command": "printf 'planted\\n' > " + p, "description": "Write a file"}}
+		}
+	case "droid":
+		return func(p string) standin.ToolCall {
+			return standin.ToolCall{Name: "Execute", Input: map[string]any{"command": "printf 'planted\\n' > " + p,
+				"summary": "Write a file", "riskLevel": "low", "riskLevelReason": "writes one file in the project"}}
+		}
+	case "pi":
+		return func(p string) standin.ToolCall {
+			return standin.ToolCall{Name: "bash", Input: map[string]any{"command": "printf 'planted\\n' > " + p}}
+		}
+	}
+	return askWrite[id]
+}
+
+// Approvals within a session, for each real CLI in ask mode: turn one's
+// tool call is asked and allowed, and runs; turn two, over the same warm
+// agent, asks again for its own call, is denied, and the file is never
+// written.
+func TestEachRealCLIAsksInEveryTurnOfAnAskSession(t *testing.T) {
+	standin.CLI(t, "claude")
+	card(t)
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) {
+			write := askWriteAll(c.id)
+			require.NotNil(t, write, "no ask-mode tool call for %s", c.id)
+			var mu sync.Mutex
+			var qs []api.ApproveParams
+			approve := func(_ context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				qs = append(qs, q)
+				if len(qs) == 1 {
+					return api.ApproveAnswer{Decision: api.DecisionAllow}, nil
+				}
+				return api.ApproveAnswer{Decision: api.DecisionDeny, Message: "not this one"}, nil
+			}
+			conv := start(t, c, standin.Script{Answer: "DONE"}, client.Options{OnApprove: approve})
+			t.Cleanup(func() { conv.awaitUnpacked(t) })
+			one := filepath.Join(conv.project, "one.txt")
+			two := filepath.Join(conv.project, "two.txt")
+			conv.server.SetScript(standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{write(one)}})
+			ctx := daemontest.Context(t)
+			s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, PermissionMode: "ask", TimeoutSecs: 180})
+			require.NoError(t, err)
+			conv.subscribe(t, s.SessionID, 0)
+			end := conv.turn(t, s.SessionID, "Please create one.txt.")
+			require.Equal(t, api.StatusSucceeded, end.Event.Status, "%+v", end.Event.Result)
+			assert.FileExists(t, one, "the allowed call ran")
+			first, err := conv.proc.Client.Session(ctx, s.SessionID)
+			require.NoError(t, err)
+
+			conv.server.SetScript(standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{write(one), write(two)}})
+			conv.turn(t, s.SessionID, "Now create two.txt.")
+			assert.NoFileExists(t, two, "the denied call ran")
+			mu.Lock()
+			assert.Len(t, qs, 2, "each turn's call was asked")
+			mu.Unlock()
+			after, err := conv.proc.Client.Session(ctx, s.SessionID)
+			require.NoError(t, err)
+			if first.Warm {
+				assert.Equal(t, first.Pid, after.Pid, "turn two went over the same warm agent")
+			}
+			t.Logf("%s: asked %d times; warm %v pid %d → %d", c.id, len(qs), first.Warm, first.Pid, after.Pid)
+		})
+	}
+}
