@@ -153,3 +153,18 @@ func lookupWarm(t *testing.T, adapter string, plan Plan) warmProto {
 	require.NotNil(t, a.Warm.Proto)
 	return a.Warm.Proto(plan)
 }
+
+// A resumed Copilot run's result reports the session's duration, earlier
+// runs included: the run's own is measured by the runner instead.
+func TestACopilotRunResumingASessionDoesNotTakeTheSessionsDuration(t *testing.T) {
+	for _, start := range []string{"session.start", "session.resume"} {
+		p := newCopilotParser()
+		p.Feed([]byte(`{"type":"` + start + `","data":{"sessionId":"s1"}}`))
+		p.Feed([]byte(`{"type":"result","sessionId":"s1","exitCode":0,"usage":{"sessionDurationMs":1238}}`))
+		want := int64(1238)
+		if start == "session.resume" {
+			want = 0
+		}
+		assert.Equal(t, want, p.Finish(ExitInfo{}).DurationMs, start)
+	}
+}
