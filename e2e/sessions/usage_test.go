@@ -79,8 +79,7 @@ func TestEachRealCLIsTurnIsChargedOnlyItsOwnUsage(t *testing.T) {
 							// The CLI writes its history just after it prints
 							// the answer (see the SIGKILL test).
 							time.Sleep(time.Second)
-							conv.awaitUnpacked(t)
-							conv.kill(t)
+							conv.killQuietly(t)
 							conv.events = &collected{}
 							conv.subscribe(t, s.SessionID, got.NextSeq-1)
 						}
