@@ -26,7 +26,8 @@ var usageTurns = []usageTurn{{10, 5}, {100, 50}, {1000, 500}}
 // Each real CLI's turns are charged what they used, not what the CLI's
 // session has used so far: turn two runs over the warm agent (or, with no
 // warm agents, as a new process resuming the CLI's session), turn three
-// after a SIGKILL of the daemon as a new process resuming it, and each
+// as a new process resuming it after the warm agent idled out or after a
+// SIGKILL of the daemon (its base then read back from the store), and each
 // turn's usage is its own model calls' tokens, whatever the CLI reports
 // (some report the session's running total). The sessions' and the usage
 // summary's figures are the sums of the turns'.
