@@ -124,6 +124,11 @@ type Result struct {
 	Usage      Usage     `json:"usage"`
 	IsError    bool      `json:"is_error"`
 	Error      *RunError `json:"error,omitempty"`
+	// SessionUsage is the CLI's own running total for its session at the
+	// run's end, where what the CLI reports is that total rather than the
+	// run's part (Usage is then the part). A session keeps it as the base
+	// its next turn's part is taken from; it is not on the wire.
+	SessionUsage *Usage `json:"-"`
 }
 
 // SlashCommand is one slash command an agent's CLI lists: its name

@@ -121,6 +121,11 @@ type Run struct {
 	CardSessionID  string `json:"card_session_id,omitempty"`
 	SessionTurn    int    `json:"session_turn,omitempty"`
 	SessionSeqBase int64  `json:"session_seq_base,omitempty"`
+	// SessionUsage is the CLI's running total for its session at the
+	// run's end, where the CLI reports one (Result.SessionUsage): the base
+	// the session's next turn is charged from, read back after a restart.
+	// Not on the wire: Usage is what the run used.
+	SessionUsage *Usage `json:"-"`
 }
 
 // AttachmentRecord is what the history keeps of one image a run was handed:

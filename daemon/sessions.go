@@ -80,6 +80,11 @@ func (d *Daemon) prepareTurn(p api.SessionStartParams, task string, atts []api.A
 	// A turn's images reach a warm agent with its prompt, never when the
 	// agent starts.
 	sreq.Images = nil
+	if c.Resume != "" {
+		// What the CLI's session had used: the turn's plan, cold or
+		// warm, takes the turn's part of a running total from it.
+		sreq.UsageBase, req.Plan.UsageBase = c.UsageBase, c.UsageBase
+	}
 	return sessions.Turn{Run: req, Spawn: sreq}, nil
 }
 

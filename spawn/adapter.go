@@ -235,6 +235,10 @@ func Build(bin string, req Request) (Plan, error) {
 		return Plan{}, fmt.Errorf("spawn: the %s builder dropped an image: %v", req.Adapter, err)
 	}
 	p.MaxAPIRetries = req.APIRetries()
+	if req.Resume != "" {
+		// Only a resumed session has a total from before the run.
+		p.UsageBase = req.UsageBase
+	}
 	// A conversation's child does not exit by itself after its answer
 	// (card ends it once the turn is over), so it keeps its pipe.
 	p.StdoutToFile = a.StdoutToFile && p.Session == nil
@@ -301,6 +305,10 @@ type Plan struct {
 	// reports no session id and no session event, since the id the CLI
 	// prints for itself would only invite a resume that finds nothing.
 	NoSessionID bool
+	// UsageBase is the request's UsageBase when it resumes a session: the
+	// CLI session's running total before the run, which a CLI reporting
+	// that total has the run's part taken from.
+	UsageBase Usage
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -74,7 +74,8 @@ func newCodexAppConversation(sp SessionPlan) (conversation, error) {
 	if sp.thread != nil {
 		th = *sp.thread
 	}
-	return &codexAppConversation{rpcTurn: newRPCTurn(sp.Adapter, "", rpcWords), deltas: map[string]bool{}, thread: th, resume: sp.resume}, nil
+	return &codexAppConversation{rpcTurn: newRPCTurn(sp.Adapter, "", rpcWords), deltas: map[string]bool{}, thread: th, resume: sp.resume,
+		usageBase: resumedBase(sp)}, nil
 }
 
 func (c *codexAppConversation) converse(ctx context.Context, t turn) {
@@ -485,7 +486,8 @@ func (c *codexAppConversation) fail(method string, err error) {
 func (c *codexAppConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	res := Result{Answer: c.answer, SessionID: c.threadID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
+	res := Result{Answer: c.answer, SessionID: c.threadID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage,
+		SessionUsage: totalOf(c.usageTotal)}
 	return c.end(res, exit, codexAppExit, c.lastError)
 }
 

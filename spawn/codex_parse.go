@@ -18,9 +18,17 @@ type codexParser struct {
 	toolCalls int
 	answer    string
 	usage     Usage
+	// base is the thread's total before the run, for a run resuming a
+	// thread: `codex exec resume --json` 0.171.0 reports in turn.completed
+	// the thread's total, its earlier processes' turns included (seen:
+	// 10/5 then 110/55 for turns of 10/5 and 100/50), so the run's part is
+	// what it added.
+	base      Usage
 	failed    *Failure
 	completed bool
 }
+
+func (p *codexParser) setUsageBase(u Usage) { p.base = u }
 
 func newCodexParser() *codexParser { return &codexParser{toolIDs: map[string]bool{}} }
 
@@ -77,7 +85,7 @@ func (p *codexParser) Feed(line []byte) []Event {
 		p.usage.InputTokens += l.Usage.InputTokens
 		p.usage.OutputTokens += l.Usage.OutputTokens
 		p.usage.CachedInputTokens += l.Usage.CachedInputTokens
-		u := p.usage
+		u := usageMinus(p.usage, p.base)
 		return []Event{{Kind: EventUsage, Usage: &u}}
 	case "turn.failed":
 		msg := "codex turn failed"
@@ -204,7 +212,8 @@ func codexTool(l codexLine) (string, json.RawMessage) {
 }
 
 func (p *codexParser) Finish(exit ExitInfo) Result {
-	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
+	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: usageMinus(p.usage, p.base),
+		SessionUsage: totalOf(p.usage)}
 	switch {
 	case p.failed != nil && !(p.completed && exit.Code == 0):
 		res.IsError, res.Error = true, p.failed

@@ -104,6 +104,10 @@ func newCodexWarm(plan Plan) warmProto {
 	if plan.Session != nil {
 		c.resume = plan.Session.resume
 	}
+	if c.resume != "" {
+		// The resumed thread's totals count its earlier turns.
+		c.used = plan.UsageBase
+	}
 	return c
 }
 

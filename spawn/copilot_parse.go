@@ -23,8 +23,11 @@ type copilotParser struct {
 	toolCalls   int
 	usage       Usage
 	result      *copilotLine
-	err         *Failure
-	retries     int
+	// resumed says the run resumed a session (session.resume): its
+	// result's figures are then the session's, earlier runs included.
+	resumed bool
+	err     *Failure
+	retries int
 	// lastFailure is the last model.call_failure: its HTTP status, its
 	// kind ("api", "transport") and message, which the retry after it
 	// carries.
@@ -96,6 +99,7 @@ func (p *copilotParser) Feed(line []byte) []Event {
 	d := &l.Data
 	switch l.Type {
 	case "session.start", "session.resume":
+		p.resumed = p.resumed || l.Type == "session.resume"
 		return p.session(d.SessionID, d.SelectedModel)
 	case "session.tools_updated", "session.model_change":
 		if d.Model != "" {
@@ -234,7 +238,10 @@ func copilotNoAuthFailure() *Failure {
 
 func (p *copilotParser) Finish(exit ExitInfo) Result {
 	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
-	if r := p.result; r != nil && r.Usage != nil {
+	if r := p.result; r != nil && r.Usage != nil && !p.resumed {
+		// A resumed session's sessionDurationMs counts the runs before
+		// (1.0.102: 220 ms, then 1238 ms for a run of about a second):
+		// the runner's own measure of the run is used instead.
 		res.DurationMs = r.Usage.SessionDurationMs
 	}
 	switch {

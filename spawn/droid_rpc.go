@@ -160,7 +160,7 @@ func (t droidTokens) usage() Usage {
 
 func newDroidConversation(sp SessionPlan) (conversation, error) {
 	init := droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto", ModelID: sp.Model, ReasoningEffort: sp.Effort}
-	return &droidConversation{init: init, resume: sp.resume, rpcTurn: newRPCTurn(sp.Adapter, "card-", rpcWords)}, nil
+	return &droidConversation{init: init, resume: sp.resume, usageBase: resumedBase(sp), rpcTurn: newRPCTurn(sp.Adapter, "card-", rpcWords)}, nil
 }
 
 func (c *droidConversation) converse(ctx context.Context, t turn) {
@@ -447,6 +447,7 @@ func (c *droidConversation) fail(method string, err error) {
 func (c *droidConversation) finish(exit ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage}
+	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage,
+		SessionUsage: totalOf(c.usageTotal)}
 	return c.end(res, exit, nil, c.lastError)
 }

@@ -67,6 +67,10 @@ func newDroidWarm(plan Plan) warmProto {
 	if plan.Session != nil {
 		d.sp = *plan.Session
 	}
+	if d.sp.resume != "" {
+		// The loaded session's totals count its earlier turns.
+		d.used = plan.UsageBase
+	}
 	return d
 }
 

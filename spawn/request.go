@@ -68,6 +68,11 @@ type Request struct {
 	SessionID string
 	// Resume is an existing session to continue.
 	Resume string
+	// UsageBase is what the CLI's session had used before this run, as the
+	// previous run of it reported (Result.SessionUsage): a CLI that reports
+	// its session's running total, earlier processes' turns included, has
+	// this run charged the difference. Zero for a new session.
+	UsageBase Usage
 	// NoSession discards the session instead of leaving a resumable one.
 	NoSession bool
 	// AgentSessionDir is a private directory of card's (in its 0700

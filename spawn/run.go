@@ -204,8 +204,13 @@ func prepare(ctx context.Context, spec RunSpec) (*prepared, *Error) {
 		kind, msg := ctxKind(ctx)
 		return p, p.early(kind, msg+" before the agent started", err)
 	}
+	if b, ok := spec.Parser.(usageBaser); ok {
+		b.setUsageBase(p.plan.UsageBase)
+	}
 	if p.plan.Session != nil {
-		c, err := newConversation(*p.plan.Session)
+		sp := *p.plan.Session
+		sp.usageBase = p.plan.UsageBase
+		c, err := newConversation(sp)
 		if err != nil {
 			return p, p.early(KindSpawn, err.Error(), err)
 		}

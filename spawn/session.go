@@ -63,6 +63,23 @@ type SessionPlan struct {
 	// of a new one (ACP's session/load, Codex's thread/resume); "" for a
 	// new one.
 	resume string
+	// usageBase is the plan's UsageBase, for a conversation resuming a
+	// session whose CLI reports the session's running total.
+	usageBase Usage
+}
+
+// usageBaser is a one-shot parser whose CLI reports the session's running
+// total: it takes the run's part from the plan's base.
+type usageBaser interface{ setUsageBase(Usage) }
+
+// resumedBase is the running total a conversation's turn starts from: the
+// plan's base when it resumes a session, none for a new one (whose total
+// starts at zero whatever the request said).
+func resumedBase(sp SessionPlan) Usage {
+	if sp.resume == "" {
+		return Usage{}
+	}
+	return sp.usageBase
 }
 
 // conversation is one run's side of a session protocol.

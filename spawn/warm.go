@@ -120,7 +120,11 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 		return Plan{}, &FieldError{"attachments", "a warm agent takes attachments with each turn, not at its start"}
 	}
 	a, _ := Lookup(req.Adapter)
-	return a.Warm.Build(bin, req)
+	p, err := a.Warm.Build(bin, req)
+	if req.Resume != "" {
+		p.UsageBase = req.UsageBase
+	}
+	return p, err
 }
 
 // StartWarm starts the plan's child and its conversation channel, and

@@ -40,6 +40,15 @@ func usageMinus(a, b Usage) Usage {
 		CachedInputTokens: max(a.CachedInputTokens-b.CachedInputTokens, 0)}
 }
 
+// totalOf is a session's running total as a result reports it: nil when
+// the CLI reported none.
+func totalOf(u Usage) *Usage {
+	if u == (Usage{}) {
+		return nil
+	}
+	return &u
+}
+
 // warmTurn is one turn as the runner and the protocol share it.
 type warmTurn struct {
 	ctx    context.Context

@@ -377,7 +377,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 // event but the terminal one has been added.
 func finish(res spawn.Result, err error, status store.Status, dropped int64) store.Finish {
 	fin := store.Finish{Status: status, SessionID: res.SessionID, Answer: res.Answer, TotalCostUSD: res.CostUSD,
-		Turns: res.Turns, ToolCalls: res.ToolCalls, EventsDropped: dropped,
+		Turns: res.Turns, ToolCalls: res.ToolCalls, EventsDropped: dropped, SessionUsage: res.SessionUsage,
 		Usage: &store.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
 	var se *spawn.Error
 	if errors.As(err, &se) && se.ExitCode >= 0 {

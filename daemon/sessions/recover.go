@@ -86,6 +86,9 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 		if r.TotalCostUSD != nil {
 			s.spentUSD += *r.TotalCostUSD
 		}
+		if r.SessionUsage != nil && r.SessionID == s.row.AgentSessionID {
+			s.reported = *r.SessionUsage
+		}
 		if r.Usage != nil {
 			s.spentTokens += r.Usage.InputTokens + r.Usage.OutputTokens
 			s.usage.InputTokens += r.Usage.InputTokens

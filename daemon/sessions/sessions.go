@@ -60,6 +60,10 @@ type Turn struct {
 type Continue struct {
 	Resume    string
 	SessionID string
+	// UsageBase, with Resume, is the CLI session's running total as the
+	// last turn that reported one left it: a CLI whose usage is that
+	// total has the turn charged only what it added.
+	UsageBase api.Usage
 }
 
 // Deps is what sessions need from the daemon.
@@ -146,6 +150,11 @@ type session struct {
 	spentUSD    float64
 	spentTokens int64
 	usage       api.Usage
+	// reported is the CLI session's running total as the last turn that
+	// reported one (spawn's Result.SessionUsage) left it: the base the
+	// next turn resuming that session is charged from, in a new process
+	// too. It is kept with each turn's run, so a restart reads it back.
+	reported api.Usage
 	// watchers are the connections subscribed to the session that may
 	// approve; each is watching the current turn's run through unwatch.
 	watchers map[uint64]runs.Asker
@@ -379,7 +388,7 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (t Turn, chosen string, warmOnly bool, err error) {
 	var fe *spawn.FieldError
 	if s.row.AgentSessionID != "" {
-		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID})
+		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
 		if errors.As(err, &fe) && fe.Field == "resume" && m.warm.holds(s) {
 			// The plan is the cold fallback's, which this turn never
 			// takes: a new process would start a new conversation.
@@ -454,11 +463,20 @@ func (m *Manager) awaitTurn(s *session, run *runs.Run, base int64) {
 	s.row.NextSeq = base + last + 1
 	switch {
 	case res.SessionID != "":
+		if res.SessionID != s.row.AgentSessionID {
+			// Another CLI session: the totals of the one before are not
+			// its base.
+			s.reported = api.Usage{}
+		}
 		s.row.AgentSessionID, s.confirmed = res.SessionID, true
 	case !s.confirmed && res.Status != store.StatusSucceeded && !spawn.CardNamesSession(s.row.Adapter):
 		// A session card named is kept: the file is card's to name, and
 		// the CLI starts it whenever a turn first gets that far.
 		s.row.AgentSessionID = ""
+		s.reported = api.Usage{}
+	}
+	if res.SessionUsage != nil {
+		s.reported = *res.SessionUsage
 	}
 	s.addSpentLocked(res.Result)
 	s.current = nil

@@ -40,6 +40,9 @@ type fakeAgent struct {
 	// sid is the session id its turns report: the one card named for an
 	// adapter whose sessions card names, as the real agent does.
 	sid string
+	// used is the CLI session's total its last turn left: at first the
+	// base it was started with.
+	used api.Usage
 }
 
 func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, error) {
@@ -58,7 +61,21 @@ func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, e
 		}
 	}
 	t.OnEvent(spawn.Event{Kind: spawn.EventText, Text: fmt.Sprintf("pid %d turn %d: %s", a.pid, n, t.Prompt)})
-	return spawn.Result{Answer: t.Prompt, SessionID: a.sid}, nil
+	res := spawn.Result{Answer: t.Prompt, SessionID: a.sid}
+	if a.w.sessionTotal {
+		// As a CLI reporting its session's running total, which a new
+		// process resuming the session carries on: the turn's part is
+		// what it added to the base the agent started from.
+		a.w.mu.Lock()
+		a.w.total.InputTokens += 10
+		a.w.total.OutputTokens += 5
+		total := a.w.total
+		a.w.mu.Unlock()
+		res.Usage = api.Usage{InputTokens: total.InputTokens - a.used.InputTokens, OutputTokens: total.OutputTokens - a.used.OutputTokens}
+		a.used = total
+		res.SessionUsage = &total
+	}
+	return res, nil
 }
 func (a *fakeAgent) Pid() int              { return a.pid }
 func (a *fakeAgent) Done() <-chan struct{} { return a.done }
@@ -91,6 +108,10 @@ type fakeWarmer struct {
 	// noColdResume makes the plan of a turn that resumes the CLI session
 	// fail, as Gemini's ask channel does: only the warm agent holds it.
 	noColdResume bool
+	// sessionTotal makes the agents report the CLI session's running
+	// total (total), as Copilot does, each turn adding 10 in and 5 out.
+	sessionTotal bool
+	total        api.Usage
 	alive        atomic.Int32
 	inTurn       atomic.Int32
 	maxInTurn    atomic.Int32
@@ -104,7 +125,8 @@ func (w *fakeWarmer) Start(ctx context.Context, ws WarmStart) (Agent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.starts = append(w.starts, ws)
-	a := &fakeAgent{w: w, pid: 1000 + len(w.starts), done: make(chan struct{}), steer: make(chan string, 4), sid: "cli-session-1"}
+	a := &fakeAgent{w: w, pid: 1000 + len(w.starts), done: make(chan struct{}), steer: make(chan string, 4), sid: "cli-session-1",
+		used: ws.Request.UsageBase}
 	if spawn.CardNamesSession(ws.Request.Adapter) {
 		a.sid = ws.Request.Resume
 	}
@@ -146,7 +168,8 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 		if fw.noColdResume && c.Resume != "" {
 			return Turn{}, &spawn.FieldError{Field: "resume", Message: "this CLI cannot resume the conversation in a new process"}
 		}
-		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model, AgentSessionDir: sessionDir}
+		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model, AgentSessionDir: sessionDir,
+			UsageBase: c.UsageBase}
 		plan, err := spawn.Build("", sreq)
 		if err != nil {
 			return Turn{}, err
@@ -492,4 +515,45 @@ func TestAConversationOnlyItsWarmAgentHoldsGoesOnOverItAndIsRefusedOnceItEnds(t 
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "resume", fe.Field)
 	assert.Len(t, fw.started(), 1, "no new agent, which would be a new conversation")
+}
+
+// A CLI that reports its session's running total has each turn charged
+// only what the turn added: over the same warm agent, over a new agent
+// resuming the session after the first idled out, and after a restart,
+// when the base is read back from the turns' runs in the store.
+func TestATurnOfACLIReportingItsSessionsRunningTotalIsChargedOnlyItsOwnPart(t *testing.T) {
+	fw := &fakeWarmer{sessionTotal: true}
+	m := newWarmManager(t, fw, Config{IdleTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	id := startFor(t, m)
+	one := turn(t, m, id, "one")
+	two := turn(t, m, id, "two")
+	require.Len(t, fw.started(), 1, "turn two went over the same agent")
+	require.Eventually(t, func() bool { return !fw.agent(0).Alive() }, 5*time.Second, 5*time.Millisecond, "the idle agent was not ended")
+	three := turn(t, m, id, "three")
+
+	// A restart: the session is read back from the store.
+	require.Eventually(t, func() bool { return !fw.agent(1).Alive() }, 5*time.Second, 5*time.Millisecond, "the idle agent was not ended")
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
+	require.NoError(t, m.Recover(ctx))
+	four := turn(t, m, id, "four")
+
+	starts := fw.started()
+	require.Len(t, starts, 3)
+	assert.Equal(t, api.Usage{}, starts[0].Request.UsageBase, "a new session starts from nothing")
+	assert.Equal(t, api.Usage{InputTokens: 20, OutputTokens: 10}, starts[1].Request.UsageBase, "the agent resuming the session starts from its total")
+	assert.Equal(t, api.Usage{InputTokens: 30, OutputTokens: 15}, starts[2].Request.UsageBase, "after a restart the base is the stored total")
+	for i, r := range []store.Run{one, two, three, four} {
+		run, err := m.st.Get(ctx, r.RunID)
+		require.NoError(t, err)
+		require.NotNil(t, run.Usage)
+		assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, *run.Usage, "turn %d", i+1)
+		require.NotNil(t, run.SessionUsage, "turn %d's total is kept for the next", i+1)
+		assert.Equal(t, api.Usage{InputTokens: int64(10 * (i + 1)), OutputTokens: int64(5 * (i + 1))}, *run.SessionUsage)
+	}
+	s, err := m.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, api.Usage{InputTokens: 40, OutputTokens: 20}, s.Usage, "the session's usage is its turns' sum")
 }

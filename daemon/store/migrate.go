@@ -89,6 +89,13 @@ var migrations = [][]string{
 		`ALTER TABLE runs ADD COLUMN session_seq_base INTEGER NOT NULL DEFAULT 0`,
 		`CREATE INDEX runs_by_card_session ON runs (card_session_id, session_turn) WHERE card_session_id != ''`,
 	},
+	// 4: the CLI's own running total for its session at a run's end (JSON
+	// usage; NULL where the CLI reports only the run's part), so a
+	// session's next turn, cold after a restart too, is charged only
+	// what it added.
+	{
+		`ALTER TABLE runs ADD COLUMN session_usage TEXT`,
+	},
 }
 
 // SchemaVersion is the schema this code writes.

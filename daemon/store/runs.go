@@ -13,7 +13,7 @@ import (
 const runColumns = `id, adapter, status, invoked_by, ancestry, cwd, permission_mode, model,
 	created_at, started_at, ended_at, duration_ms, exit_code, session_id, answer, error, usage,
 	total_cost_usd, turns, tool_calls, task, task_len, task_sha256, pgid, refusal_reason, events_dropped, attachments,
-	card_session_id, session_turn, session_seq_base`
+	card_session_id, session_turn, session_seq_base, session_usage`
 
 // querier is what *sql.DB and *sql.Tx share, so reads work inside a write
 // transaction too.
@@ -75,6 +75,10 @@ func (s *Store) Create(ctx context.Context, r Run) error {
 	if err != nil {
 		return fmt.Errorf("store: run %s: usage: %w", r.RunID, err)
 	}
+	sessionUsageJSON, err := marshalOrNull(r.SessionUsage)
+	if err != nil {
+		return fmt.Errorf("store: run %s: session usage: %w", r.RunID, err)
+	}
 	var pgid any
 	if r.Pgid != 0 {
 		pgid = r.Pgid
@@ -88,11 +92,11 @@ func (s *Store) Create(ctx context.Context, r Run) error {
 		attachments = string(b)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.RunID, r.Adapter, string(r.Status), r.InvokedBy, string(ancestryJSON), r.Cwd, r.PermissionMode, r.Model,
 		ms(r.CreatedAt), started, ended, duration, r.ExitCode, r.SessionID, r.Answer, errJSON, usageJSON,
 		r.TotalCostUSD, r.Turns, r.ToolCalls, r.Task, r.TaskLen, r.TaskSHA256, pgid, r.RefusalReason, r.EventsDropped, attachments,
-		r.CardSessionID, r.SessionTurn, r.SessionSeqBase)
+		r.CardSessionID, r.SessionTurn, r.SessionSeqBase, sessionUsageJSON)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("store: run %s already exists; take a fresh id from NewRunID", r.RunID)
@@ -136,13 +140,17 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish) error {
 	if err != nil {
 		return fmt.Errorf("store: finish run %s: usage: %w", id, err)
 	}
+	sessionUsageJSON, err := marshalOrNull(f.SessionUsage)
+	if err != nil {
+		return fmt.Errorf("store: finish run %s: session usage: %w", id, err)
+	}
 	res, err := s.db.ExecContext(ctx, `UPDATE runs SET
 		status = ?, ended_at = ?, duration_ms = MAX(0, ? - COALESCE(started_at, created_at)),
 		exit_code = ?, session_id = ?, answer = ?, error = ?, usage = ?, total_cost_usd = ?,
-		turns = ?, tool_calls = ?, refusal_reason = ?, events_dropped = ?
+		turns = ?, tool_calls = ?, refusal_reason = ?, events_dropped = ?, session_usage = ?
 		WHERE id = ? AND status = 'running'`,
 		string(f.Status), ms(end), ms(end), f.ExitCode, f.SessionID, f.Answer, errJSON, usageJSON, f.TotalCostUSD,
-		f.Turns, f.ToolCalls, f.RefusalReason, f.EventsDropped, id)
+		f.Turns, f.ToolCalls, f.RefusalReason, f.EventsDropped, sessionUsageJSON, id)
 	if err != nil {
 		return fmt.Errorf("store: finish run %s: %w", id, err)
 	}
@@ -301,12 +309,13 @@ func scanRun(sc rowScanner) (Run, error) {
 		created                                 int64
 		started, ended, duration, exitCode, pid sql.NullInt64
 		errJSON, usageJSON, attachmentsJSON     sql.NullString
+		sessionUsageJSON                        sql.NullString
 		cost                                    sql.NullFloat64
 	)
 	err := sc.Scan(&r.RunID, &r.Adapter, &status, &r.InvokedBy, &ancestry, &r.Cwd, &r.PermissionMode, &r.Model,
 		&created, &started, &ended, &duration, &exitCode, &r.SessionID, &r.Answer, &errJSON, &usageJSON,
 		&cost, &r.Turns, &r.ToolCalls, &r.Task, &r.TaskLen, &r.TaskSHA256, &pid, &r.RefusalReason, &r.EventsDropped, &attachmentsJSON,
-		&r.CardSessionID, &r.SessionTurn, &r.SessionSeqBase)
+		&r.CardSessionID, &r.SessionTurn, &r.SessionSeqBase, &sessionUsageJSON)
 	if err != nil {
 		return Run{}, err
 	}
@@ -349,6 +358,12 @@ func scanRun(sc rowScanner) (Run, error) {
 		r.Usage = new(Usage)
 		if err := json.Unmarshal([]byte(usageJSON.String), r.Usage); err != nil {
 			return Run{}, fmt.Errorf("run %s: usage: %w", r.RunID, err)
+		}
+	}
+	if sessionUsageJSON.Valid {
+		r.SessionUsage = new(Usage)
+		if err := json.Unmarshal([]byte(sessionUsageJSON.String), r.SessionUsage); err != nil {
+			return Run{}, fmt.Errorf("run %s: session usage: %w", r.RunID, err)
 		}
 	}
 	return r, nil

@@ -60,6 +60,9 @@ type Finish struct {
 	// EventsDropped is how many of the run's events were left out of the
 	// store because the run passed its bound.
 	EventsDropped int64
+	// SessionUsage is the CLI's running total for its session, where it
+	// reports one (Run.SessionUsage).
+	SessionUsage *Usage
 }
 
 // Event is one streamed event of a run, as recorded for runs.subscribe.
