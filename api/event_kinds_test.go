@@ -31,7 +31,7 @@ func TestEveryOptionalEventFieldNamesTheKindsThatCarryIt(t *testing.T) {
 	}
 	for _, k := range []string{EventSession, EventText, EventThinking, EventToolUse, EventToolResult, EventRetry, EventUsage,
 		EventWarning, EventStalled, EventOther, EventAgentError, EventApprovalRequested, EventApprovalDecided, EventPromptQueued,
-		EventDone, EventRunError} {
+		EventSessionConfigured, EventDone, EventRunError} {
 		if !kinds[k] {
 			t.Errorf("kind %q is not in Event.Kind's x-enum", k)
 		}

@@ -25,6 +25,9 @@ type AgentEvent struct {
 	// Queued is set on prompt_queued only: a session's prompt that waits
 	// behind this turn.
 	Queued *QueuedPrompt `json:"queued,omitempty" jsonschema_extras:"x-kinds=prompt_queued"`
+	// Configured is set on session_configured only: the session's
+	// settings as sessions.configure left them.
+	Configured *SessionConfigured `json:"configured,omitempty" jsonschema_extras:"x-kinds=session_configured"`
 }
 
 // InvokeResult is a finished run: the agent's result in CAR's names plus

@@ -185,6 +185,24 @@ type SessionEvent struct {
 // turn the prompt will be and where it waits.
 const EventPromptQueued = "prompt_queued"
 
+// EventSessionConfigured is the event a session adds to its stream when
+// sessions.configure changes its settings, so every client following the
+// session (an editor over ACP beside the one that changed them) hears the
+// change: on the running turn's stream while a turn runs, else between
+// turns, with no run (run_id "", seq 0). Its configured field says what
+// the settings now are and from which turn they hold.
+const EventSessionConfigured = "session_configured"
+
+// SessionConfigured is a session's settings after a sessions.configure
+// that changed them. Model and Effort are "" for the CLI's default.
+type SessionConfigured struct {
+	Changed         []string `json:"changed"`
+	PermissionMode  string   `json:"permission_mode"`
+	Model           string   `json:"model"`
+	Effort          string   `json:"effort"`
+	AppliesFromTurn int      `json:"applies_from_turn"`
+}
+
 // QueuedPrompt is one prompt waiting in a session's queue. The task's
 // text is not shown: only whoever sent it needs it back.
 type QueuedPrompt struct {

@@ -179,6 +179,7 @@ var paramDocs = func() map[string]map[string]string {
 			"result":        "On done and error: the whole result, as agents.invoke answers a run without stream.",
 			"approval":      "On approval_requested and approval_decided: the question's id, summary and times, or the decision, who made it and when.",
 			"queued":        "On prompt_queued (a session's turn): the prompt that waits behind this turn: the turn it will be, its position, when it was queued, its size in bytes and its attachment count.",
+			"configured":    "On session_configured (a session's stream): the session's settings after sessions.configure changed them: changed (the fields that changed), permission_mode, model and effort (\"\" for the CLI's default), and applies_from_turn.",
 		},
 		SubscriptionEndedMethod: {
 			"run_id":       "The run whose events stopped coming to this connection; the run itself goes on.",
@@ -224,8 +225,8 @@ var paramDocs = func() map[string]map[string]string {
 		"sessions.event": {
 			"session_id": "The session the event belongs to.",
 			"seq":        "The event's place in the session: from 1, counting across turns.",
-			"turn":       "The turn (from 1) whose run the event belongs to.",
-			"event":      "The turn's run event whole, as agents.event carries it (run_id, the run's own seq, kind, …); prompt_queued events carry queued.",
+			"turn":       "The turn (from 1) whose run the event belongs to; for a session_configured event between turns, the last turn taken (0 before the first).",
+			"event":      "The turn's run event whole, as agents.event carries it (run_id, the run's own seq, kind, …); prompt_queued events carry queued, session_configured events configured.",
 		},
 		"agents.chat.event": {
 			"session_id":          "The host's routing id, as agents.invoke_external was given it (or generated).",

@@ -262,7 +262,7 @@ func (d *Daemon) registerRuns() {
 		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
 			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
 			"agent_error (the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a " +
-			"question with tool and approval, and its decision), prompt_queued (a session's turn: a prompt now waits behind it, with queued), and exactly one terminal event: done (status succeeded) or error " +
+			"question with tool and approval, and its decision), prompt_queued (a session's turn: a prompt now waits behind it, with queued), session_configured (a session's settings changed, with configured), and exactly one terminal event: done (status succeeded) or error " +
 			"(failed, cancelled, timed_out, interrupted), each with status and result.",
 	})
 }

@@ -311,7 +311,8 @@ func (d *Daemon) registerSessions() {
 			"a mode or flag the adapter does not take), and need the access class sessions.start would (write for edit or ask, host for bypass; " +
 			"bypass also needs allow_bypass). model or effort \"default\" goes back to the CLI's own. The change is recorded with the session. " +
 			"A warm agent started with the old settings ends now when idle, else when its turn ends (warm_agent says which); the next turn starts " +
-			"the CLI anew and resumes the conversation. applies_from_turn is the first turn that runs with the change.",
+			"the CLI anew and resumes the conversation. applies_from_turn is the first turn that runs with the change. A change adds a " +
+			"session_configured event to the session's stream, so every subscriber hears it.",
 		Errors: []int64{CodeSessionNotFound, CodeSessionClosed, CodeBypassNotAllowed},
 	}, d.sessionConfigure)
 	rpc.Register(r, "sessions.cancel", rpc.Doc{
@@ -382,7 +383,9 @@ func (d *Daemon) registerSessions() {
 	})
 	rpc.Notification[api.SessionEvent](r, "sessions.event", rpc.Doc{
 		Summary: "One event of a session: {session_id, seq, turn, event}, event being the turn's run event whole (agents.event's shape); seq counts across turns from 1.",
-		Description: "Besides a run's kinds, a session's stream has prompt_queued (a prompt waits behind this turn; queued says its turn and position). " +
+		Description: "Besides a run's kinds, a session's stream has prompt_queued (a prompt waits behind this turn; queued says its turn and position) " +
+			"and session_configured (sessions.configure changed the session's settings; configured says what they now are and from which turn; " +
+			"on the running turn's stream, or between turns with run_id \"\" and seq 0, turn then being the last turn taken). " +
 			"A turn that never ran (dropped from the queue, refused when it came up) has one error event with status refused.",
 	})
 }

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -186,7 +187,11 @@ func TestAConfiguredSessionKeepsItsSettingsAcrossARestart(t *testing.T) {
 	require.NoError(t, err)
 	one, err := second.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn one"})
 	require.NoError(t, err)
-	evs.waitEnds(t, 1, 10*time.Second)
+	all := evs.waitEnds(t, 1, 10*time.Second)
+	gapFree(t, all, 0)
+	changes, _ := configuredEvents(all)
+	assert.Equal(t, []string{`turn 0, no run: [permission_mode model] → mode edit model "opus" effort "" from turn 1`}, changes,
+		"the change before the restart is the stream's first event, and the turn follows it")
 	args, _ := agents["claude-code"].Received(t, one.RunID)
 	assert.Equal(t, "acceptEdits", flagValue(args, "--permission-mode"))
 	assert.Equal(t, "opus", flagValue(args, "--model"))
@@ -225,4 +230,81 @@ func TestAChangeAfterWhichTheConversationCouldNotGoOnIsRefused(t *testing.T) {
 	got, err = rd.Client.Session(ctx, s.SessionID)
 	require.NoError(t, err)
 	assert.Equal(t, "edit", got.PermissionMode)
+}
+
+// configuredEvents are the session_configured events of evs, as
+// "seq turn run? changed…" lines, and every event's seq in order.
+func configuredEvents(evs []api.SessionEvent) (lines []string, seqs []int64) {
+	for _, ev := range evs {
+		seqs = append(seqs, ev.Seq)
+		if ev.Event.Kind != api.EventSessionConfigured || ev.Event.Configured == nil {
+			continue
+		}
+		c := ev.Event.Configured
+		run := "no run"
+		if ev.Event.RunID != "" {
+			run = "on the turn's run"
+		}
+		lines = append(lines, fmt.Sprintf("turn %d, %s: %v → mode %s model %q effort %q from turn %d", ev.Turn, run, c.Changed,
+			c.PermissionMode, c.Model, c.Effort, c.AppliesFromTurn))
+	}
+	return lines, seqs
+}
+
+// Every client following a session hears its settings change, in the
+// session's seq: between turns as an event of no run, during a turn on
+// that turn's stream; a later subscriber, and one of the closed session,
+// get the same history.
+func TestEveryChangeOfASessionsSettingsIsAnEventOfItsStreamInSeqOrder(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	s, evs := startSession(t, rd, rd.Client, "claude-code")
+	_, err := rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit"})
+	require.NoError(t, err)
+	one, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "SLEEP"})
+	require.NoError(t, err)
+	require.NotEmpty(t, one.RunID, "the turn runs (its fake agent sleeps)")
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, Model: "opus"})
+	require.NoError(t, err)
+	_, err = rd.Client.CancelTurn(ctx, api.SessionCancelParams{SessionID: s.SessionID})
+	require.NoError(t, err)
+	evs.waitEnds(t, 1, 10*time.Second)
+	require.Eventually(t, func() bool {
+		g, err := rd.Client.Session(ctx, s.SessionID)
+		return err == nil && g.State == api.SessionIdle
+	}, 5*time.Second, time.Millisecond)
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, Effort: "high"})
+	require.NoError(t, err)
+	// The same value again is no change, and no event.
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, Effort: "high"})
+	require.NoError(t, err)
+
+	want := []string{
+		`turn 0, no run: [permission_mode] → mode edit model "" effort "" from turn 1`,
+		`turn 1, on the turn's run: [model] → mode edit model "opus" effort "" from turn 2`,
+		`turn 1, no run: [effort] → mode edit model "opus" effort "high" from turn 2`,
+	}
+	require.Eventually(t, func() bool { got, _ := configuredEvents(evs.all()); return len(got) == 3 }, 5*time.Second, 5*time.Millisecond)
+	live, liveSeqs := configuredEvents(evs.all())
+	assert.Equal(t, want, live)
+	gapFree(t, evs.all(), 0)
+	g, err := rd.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(liveSeqs)+1), g.NextSeq)
+
+	replay := func() ([]string, []int64) {
+		later := &sessionEvents{}
+		_, err := rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, later.add)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return len(later.all()) == len(liveSeqs) }, 5*time.Second, 5*time.Millisecond)
+		return configuredEvents(later.all())
+	}
+	got, seqs := replay()
+	assert.Equal(t, want, got, "a later subscriber")
+	assert.Equal(t, liveSeqs, seqs)
+	_, err = rd.Client.CloseSession(ctx, s.SessionID)
+	require.NoError(t, err)
+	got, seqs = replay()
+	assert.Equal(t, want, got, "the closed session's history, from the store")
+	assert.Equal(t, liveSeqs, seqs)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
 )
 
 // The Agent Client Protocol conversation (protocol version 1), as Gemini
@@ -51,6 +52,10 @@ type acpDialect struct {
 	// text instead of an error (Copilot): a retry it is making, or the
 	// error it gave up on. Nil for an agent that answers with errors.
 	notice func(text string) (retry bool, failed bool)
+	// unlisted are the slash commands the agent lists over ACP that card
+	// does not pass on to a client, with why: they cannot run headless or
+	// do what no permission mode of the session bounds.
+	unlisted map[string]string
 }
 
 // acpConversation is one ACP turn. Its state is touched by the reader
@@ -79,6 +84,9 @@ type acpConversation struct {
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
+	// commands are the slash commands the agent last listed
+	// (available_commands_update), less the unlisted; nil until it has.
+	commands []api.SlashCommand
 }
 
 // acpSession is the Session.New of an adapter run over ACP in dialect d.
@@ -375,7 +383,18 @@ func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
 		}
 		emit(c.announce(call)...)
 		emit(c.result(call)...)
-	case acp.UpdateUserMessageChunk, acp.UpdateAvailableCommands, acp.UpdateCurrentMode, acp.UpdateConfigOption,
+	case acp.UpdateAvailableCommands:
+		// The agent's slash commands, as Claude Code's init lists its
+		// own: a session event with them, which a client (card's ACP
+		// front door) offers its user.
+		if u.AvailableCommands == nil {
+			return
+		}
+		c.commands = c.dialect.listed(u.AvailableCommands.AvailableCommands)
+		if len(c.commands) > 0 {
+			emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model, Commands: c.commands})
+		}
+	case acp.UpdateUserMessageChunk, acp.UpdateCurrentMode, acp.UpdateConfigOption,
 		acp.UpdateSessionInfo, acp.UpdateUsage:
 		// The prompt's echo and the agent's menus and meters: nothing a
 		// run's record needs.
@@ -383,6 +402,22 @@ func (c *acpConversation) update(raw json.RawMessage, emit func(...Event)) {
 		// plan and whatever comes next, as the agent sent it.
 		emit(otherEvent(kind, raw))
 	}
+}
+
+// listed are the agent's commands card passes on, in its order.
+func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
+	out := []api.SlashCommand{}
+	for _, ac := range cmds {
+		if _, skip := d.unlisted[ac.Name]; skip || ac.Name == "" {
+			continue
+		}
+		sc := api.SlashCommand{Name: ac.Name, Description: ac.Description}
+		if ac.Input != nil {
+			sc.InputHint = ac.Input.Hint
+		}
+		out = append(out, sc)
+	}
+	return out
 }
 
 func (c *acpConversation) finish(exit ExitInfo) Result {

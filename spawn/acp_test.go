@@ -22,6 +22,7 @@ import (
 
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -105,12 +106,12 @@ func updates(t *testing.T, dialect string, raws ...string) ([]Event, *acpConvers
 	return evs, c
 }
 
-// Each session/update maps onto card's event model; the agent's menus and
-// meters are dropped, and what card has no kind for travels as "other".
+// Each session/update maps onto card's event model; the agent's slash
+// commands are a session event, its other menus and meters are dropped, and what card has no kind for travels as "other".
 func TestSessionUpdatesMapOntoCardsEvents(t *testing.T) {
 	// Copilot's updates, as 1.0.102 sent them for an allowed shell command.
 	evs, c := updates(t, agent.Copilot,
-		`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"add-dir"}]}`,
+		`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"add-dir","description":"Allow file access to a directory","input":{"hint":"directory"}},{"name":"compact","description":"Summarize conversation history","input":{"hint":"focus instructions"}}]}`,
 		`{"sessionUpdate":"usage_update","used":9765,"size":128000}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Let me "}}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"look."}}`,
@@ -121,7 +122,10 @@ func TestSessionUpdatesMapOntoCardsEvents(t *testing.T) {
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"DONE"}}`,
 		`{"sessionUpdate":"something_new","x":1}`,
 	)
-	require.Len(t, evs, 8)
+	require.Len(t, evs, 9)
+	assert.Equal(t, Event{Kind: EventSession, Commands: []api.SlashCommand{{Name: "compact", Description: "Summarize conversation history", InputHint: "focus instructions"}}}, evs[0],
+		"the commands, less add-dir, which would widen the session past its cwd")
+	evs = evs[1:]
 	assert.Equal(t, Event{Kind: EventText, Text: "Let me ", Delta: true}, evs[0])
 	assert.Equal(t, Event{Kind: EventText, Text: "look.", Delta: true}, evs[1])
 	assert.Equal(t, EventOther, evs[2].Kind)

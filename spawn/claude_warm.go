@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/card-dev/card/api"
 )
 
 // Claude Code's conversation channel: `-p --input-format stream-json
@@ -64,17 +66,32 @@ type claudeWarm struct {
 	// 0.000105, 0.00021, 0.000315 for three alike turns), and a turn's
 	// cost is its part.
 	spent float64
+	// described are the slash commands with the description and argument
+	// hint the CLI's initialize answer gives them, by name; the init line
+	// of each turn names the commands only.
+	described map[string]api.SlashCommand
 }
+
+// claudeInitializeID is the request id of the initialize control request
+// a warm agent opens with.
+const claudeInitializeID = "card-initialize"
 
 func newClaudeWarm(Plan) warmProto { return &claudeWarm{done: make(chan struct{})} }
 
 func (c *claudeWarm) consumed() <-chan struct{} { return c.done }
 
-// open starts the reader. Claude Code says nothing before its first
-// prompt (its init line comes with each turn), so there is no opening.
+// open starts the reader and asks the CLI's initialize control request
+// (its own SDK's first message) for its commands: the answer describes
+// each, where a turn's init line only names them. Nothing waits for it;
+// Claude Code says nothing else before its first prompt.
 func (c *claudeWarm) open(_ context.Context, w *warmRunner) *Failure {
 	c.w = w
 	w.merges = true
+	msg, _ := json.Marshal(map[string]any{"type": "control_request", "request_id": claudeInitializeID, "request": map[string]any{"subtype": "initialize"}})
+	if err := w.child.write(append(msg, '\n')); err != nil {
+		// The agent is gone; its first turn explains it from the exit.
+		return nil
+	}
 	go func() {
 		defer close(c.done)
 		lines := w.child.lines
@@ -116,10 +133,18 @@ func (c *claudeWarm) flush() {
 func (c *claudeWarm) feed(line []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if bytes.Contains(line, []byte(`"control_response"`)) && c.initialized(line) {
+		return
+	}
 	if c.t == nil {
 		return
 	}
 	evs := c.parser.Feed(line)
+	for i := range evs {
+		if evs[i].Kind == EventSession {
+			evs[i].Commands = c.describe(evs[i].Commands)
+		}
+	}
 	if c.parser.sessionID != "" {
 		c.sid = c.parser.sessionID
 	}
@@ -128,6 +153,47 @@ func (c *claudeWarm) feed(line []byte) {
 		c.t.end()
 		c.t = nil
 	}
+}
+
+// initialized reads the answer to the initialize request, if line is it.
+func (c *claudeWarm) initialized(line []byte) bool {
+	var m struct {
+		Type     string `json:"type"`
+		Response struct {
+			RequestID string `json:"request_id"`
+			Response  struct {
+				Commands []struct {
+					Name         string `json:"name"`
+					Description  string `json:"description"`
+					ArgumentHint string `json:"argumentHint"`
+				} `json:"commands"`
+			} `json:"response"`
+		} `json:"response"`
+	}
+	if !decodeParams(line, &m) || m.Type != "control_response" || m.Response.RequestID != claudeInitializeID {
+		return false
+	}
+	c.described = map[string]api.SlashCommand{}
+	for _, cmd := range m.Response.Response.Commands {
+		c.described[cmd.Name] = api.SlashCommand{Name: cmd.Name, Description: cmd.Description, InputHint: cmd.ArgumentHint}
+	}
+	return true
+}
+
+// describe gives the commands a turn's init line names the description
+// and hint the initialize answer had for them.
+func (c *claudeWarm) describe(cmds []api.SlashCommand) []api.SlashCommand {
+	for i, cmd := range cmds {
+		if d, ok := c.described[cmd.Name]; ok {
+			if cmd.Description == "" {
+				cmds[i].Description = d.Description
+			}
+			if cmd.InputHint == "" {
+				cmds[i].InputHint = d.InputHint
+			}
+		}
+	}
+	return cmds
 }
 
 func (c *claudeWarm) begin(t *warmTurn) {

@@ -69,6 +69,27 @@ var copilotACP = acpDialect{
 	// Seen with 1.0.102: three alike prompts in one session reported
 	// 10/5, 20/10 and 30/15 tokens.
 	sessionUsage: true,
+	unlisted:     copilotUnlisted,
+}
+
+// copilotUnlisted are the commands Copilot CLI 1.0.102 lists over ACP (32
+// of them) that card does not pass on, with why. They run inside the CLI,
+// not as tool calls: these would widen what the session's permission mode
+// and cwd allow, act outside any turn of card's, or change the CLI's own
+// setup outside the session's directory.
+var copilotUnlisted = map[string]string{
+	"add-dir":     "grants the agent a directory outside the session's cwd",
+	"cwd":         "moves the agent out of the session's cwd",
+	"allow-all":   "allows every tool, past the session's permission mode",
+	"permissions": "switches the CLI's own permission mode, past the session's",
+	"autopilot":   "lets the agent go on without asking, past the session's permission mode",
+	"sandbox":     "changes the file and network permissions the session's mode set",
+	"model":       "changes the model inside the CLI; the session's model is card's (set_config_option)",
+	"every":       "schedules prompts that would run outside any turn of card's",
+	"after":       "schedules a prompt that would run outside any turn of card's",
+	"remote":      "hands the session to GitHub's web and mobile clients, outside card",
+	"mcp":         "changes the CLI's MCP servers, outside the session's directory",
+	"plugin":      "installs plugins into the CLI, outside the session's directory",
 }
 
 // copilotNotice reads Copilot's API trouble, which its ACP mode reports as

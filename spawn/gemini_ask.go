@@ -81,4 +81,23 @@ var geminiACP = acpDialect{
 		return failure(k.kind, clip(fmt.Sprintf("gemini exited %d: %s — %s", exit.Code, lastLine(exit.StderrTail), k.hint), 2048))
 	},
 	authHint: geminiExitKinds[41].hint,
+	unlisted: geminiUnlisted,
 }
+
+// geminiUnlisted are the commands Gemini CLI 0.61.0 lists over ACP (each
+// subcommand by its whole name: "memory show", "extensions install", …)
+// that card does not pass on. They run inside the CLI, not as tool calls,
+// so no permission mode of the session judges them; these change the
+// CLI's own extensions, outside the session's directory (install fetches
+// a repository from the network). "extensions list" and "explore" only
+// tell, and stay.
+var geminiUnlisted = map[string]string{
+	"extensions install":   geminiExtensionsWhy,
+	"extensions link":      geminiExtensionsWhy,
+	"extensions uninstall": geminiExtensionsWhy,
+	"extensions update":    geminiExtensionsWhy,
+	"extensions enable":    geminiExtensionsWhy,
+	"extensions disable":   geminiExtensionsWhy,
+}
+
+const geminiExtensionsWhy = "changes the CLI's installed extensions, outside the session's directory, with no tool call for the session's mode to judge"

@@ -1,7 +1,9 @@
 package spawn
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
 )
 
 // Gemini CLI's and Copilot CLI's conversation channel is ACP, the protocol
@@ -81,6 +84,10 @@ type acpWarm struct {
 	images bool
 	next   uint64
 	used   Usage // the session's token total before the running turn
+	// commands are the slash commands the agent last listed, kept across
+	// turns: it lists them once, after session/new or session/load,
+	// usually between turns, and each turn's session event carries them.
+	commands []api.SlashCommand
 }
 
 func newACPWarm(plan Plan) warmProto {
@@ -151,6 +158,9 @@ func (a *acpWarm) open(ctx context.Context, w *warmRunner) *Failure {
 // denial) and anything else dropped.
 func (a *acpWarm) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	a.mu.Lock()
+	if req.Method == acp.MethodSessionUpdate && req.Params != nil {
+		a.keepCommandsLocked(*req.Params)
+	}
 	c, t := a.cur, a.curT
 	a.mu.Unlock()
 	if c != nil {
@@ -167,6 +177,23 @@ func (a *acpWarm) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 	_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "card does not serve " + req.Method + " between turns"})
 }
 
+// keepCommandsLocked keeps the slash commands an update lists, whenever
+// it comes: the agent lists them once, usually between turns, and every
+// later turn's session event carries them. (During a turn, its
+// conversation also emits them at once.)
+func (a *acpWarm) keepCommandsLocked(params json.RawMessage) {
+	if !bytes.Contains(params, []byte(acp.UpdateAvailableCommands)) {
+		return
+	}
+	var p struct {
+		Update acp.SessionUpdate `json:"update"`
+	}
+	if !decodeParams(params, &p) || p.Update.Kind != acp.UpdateAvailableCommands || p.Update.AvailableCommands == nil {
+		return
+	}
+	a.commands = a.dialect.listed(p.Update.AvailableCommands.AvailableCommands)
+}
+
 func (a *acpWarm) begin(wt *warmTurn) {
 	c := a.conversation()
 	a.mu.Lock()
@@ -181,8 +208,11 @@ func (a *acpWarm) begin(wt *warmTurn) {
 	a.mu.Lock()
 	a.cur, a.curT = c, t
 	a.byTurn[wt] = c
+	// Read with cur set, under one lock: a list that comes after is the
+	// turn's conversation's to emit.
+	cmds := a.commands
 	a.mu.Unlock()
-	wt.emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
+	wt.emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model, Commands: cmds})
 	c.prompt(t)
 	c.mu.Lock()
 	over := c.completed || c.failure != nil

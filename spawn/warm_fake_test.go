@@ -66,6 +66,15 @@ func fakeClaudeWarm(string) int {
 		if json.Unmarshal(in.Bytes(), &m) != nil {
 			continue
 		}
+		if m.Type == "control_request" && m.Request.Subtype == "initialize" {
+			// As Claude Code answers it: the commands with what init's
+			// slash_commands leaves out.
+			emit(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": m.RequestID,
+				"response": map[string]any{"commands": []any{
+					map[string]any{"name": "compact", "description": "Clear conversation history but keep a summary in context", "argumentHint": "<optional custom summarization instructions>"},
+					map[string]any{"name": "review", "description": "Review a pull request", "argumentHint": ""}}}}})
+			continue
+		}
 		if m.Type == "control_request" && m.Request.Subtype == "interrupt" {
 			emit(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": m.RequestID}})
 			select {
@@ -79,7 +88,7 @@ func fakeClaudeWarm(string) int {
 		}
 		turns++
 		text := m.Message.Content[len(m.Message.Content)-1].Text
-		emit(map[string]any{"type": "system", "subtype": "init", "session_id": sid, "model": "claude-fake"})
+		emit(map[string]any{"type": "system", "subtype": "init", "session_id": sid, "model": "claude-fake", "slash_commands": []string{"compact", "review", "heapdump"}})
 		switch verb, arg, _ := strings.Cut(text, " "); verb {
 		case "wait":
 			go func(turn int) {
@@ -175,6 +184,11 @@ func fakeACPWarm(string) int {
 			_ = c.Reply(ctx, req.ID, map[string]any{})
 		case "session/new":
 			_ = c.Reply(ctx, req.ID, map[string]any{"sessionId": "sess-warm", "models": map[string]any{"currentModelId": "fake-model"}})
+			// As Gemini CLI does, once the answer is out: its commands.
+			_ = c.Notify(ctx, "session/update", map[string]any{"sessionId": "sess-warm", "update": map[string]any{"sessionUpdate": "available_commands_update",
+				"availableCommands": []any{map[string]any{"name": "memory", "description": "Manage memory."},
+					map[string]any{"name": "extensions install", "description": "Install an extension from a git repo or local path."},
+					map[string]any{"name": "init", "description": "Analyzes the project", "input": map[string]any{"hint": "[focus]"}}}}})
 		case "session/cancel":
 			mu.Lock()
 			w := waiting

@@ -566,3 +566,42 @@ func warmDeltasMerge(t *testing.T, plan Plan) {
 	defer mu.Unlock()
 	assert.Equal(t, []string{"first ", "second"}, got)
 }
+
+// sessionCommands are the commands of the session events of evs.
+func sessionCommands(evs []Event) [][]api.SlashCommand {
+	var out [][]api.SlashCommand
+	for _, e := range evs {
+		if e.Kind == EventSession && e.Commands != nil {
+			out = append(out, e.Commands)
+		}
+	}
+	return out
+}
+
+// A warm Claude Code answers its initialize request with each command's
+// description and argument hint, which the turn's init line leaves out; a
+// warm ACP agent lists its commands between turns, and the next turn's
+// session event carries them, less those card does not pass on.
+func TestAWarmTurnsSessionEventCarriesTheCommandsTheCLIDescribed(t *testing.T) {
+	t.Run("claude-stream-json", func(t *testing.T) {
+		w, _ := startFake(t, warmFakes[0].plan(t.TempDir()), Limits{})
+		_, evs, err := doTurn(t, w, within(t, 20*time.Second), "hello")
+		require.NoError(t, err)
+		assert.Equal(t, [][]api.SlashCommand{{
+			{Name: "compact", Description: "Clear conversation history but keep a summary in context", InputHint: "<optional custom summarization instructions>"},
+			{Name: "review", Description: "Review a pull request"},
+			{Name: "heapdump"},
+		}}, sessionCommands(evs))
+	})
+	t.Run("acp", func(t *testing.T) {
+		w, _ := startFake(t, warmFakes[1].plan(t.TempDir()), Limits{})
+		_, _, err := doTurn(t, w, within(t, 20*time.Second), "hello")
+		require.NoError(t, err)
+		_, evs, err := doTurn(t, w, within(t, 20*time.Second), "again")
+		require.NoError(t, err)
+		assert.Equal(t, [][]api.SlashCommand{{
+			{Name: "memory", Description: "Manage memory."},
+			{Name: "init", Description: "Analyzes the project", InputHint: "[focus]"},
+		}}, sessionCommands(evs), "Gemini's extensions install is not passed on")
+	})
+}

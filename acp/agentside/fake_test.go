@@ -89,6 +89,9 @@ func (f *fakeBackend) emit(fs *fakeSession, turn int, ev api.AgentEvent) {
 			ev.Seq++
 		}
 	}
+	if ev.RunID == "" { // the session's own event, between turns
+		ev.Seq = 0
+	}
 	se := api.SessionEvent{SessionID: fs.sess.SessionID, Seq: seq, Turn: turn, Event: ev}
 	fs.events = append(fs.events, se)
 	fs.sess.NextSeq = seq + 1
@@ -176,15 +179,19 @@ func (f *fakeBackend) CancelTurn(_ context.Context, p api.SessionCancelParams) (
 	return api.SessionCancelResult{SessionID: p.SessionID, Cancelled: true}, nil
 }
 
+// ConfigureSession changes the session's settings and, as card's
+// sessions do, adds a session_configured event to its stream when
+// something changed.
 func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	fs := f.sessions[p.SessionID]
 	if fs == nil {
+		f.mu.Unlock()
 		return api.SessionConfigureResult{}, &rpcclient.Error{Code: -32043, Message: "no session " + p.SessionID}
 	}
 	if err := f.configureErr; err != nil {
 		f.configureErr = nil
+		f.mu.Unlock()
 		return api.SessionConfigureResult{}, err
 	}
 	f.configured = append(f.configured, p)
@@ -197,12 +204,31 @@ func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigure
 			*field = v
 		}
 	}
+	was := fs.sess
 	if p.PermissionMode != "" {
 		fs.sess.PermissionMode = p.PermissionMode
 	}
 	set(&fs.sess.Model, p.Model)
 	set(&fs.sess.Effort, p.Effort)
-	return api.SessionConfigureResult{Session: fs.sess, Changed: []string{}, AppliesFromTurn: fs.sess.Turns + 1}, nil
+	now := fs.sess
+	f.mu.Unlock()
+	changed := []string{}
+	if was.PermissionMode != now.PermissionMode {
+		changed = append(changed, "permission_mode")
+	}
+	if was.Model != now.Model {
+		changed = append(changed, "model")
+	}
+	if was.Effort != now.Effort {
+		changed = append(changed, "effort")
+	}
+	if len(changed) > 0 {
+		f.emit(fs, now.Turns, api.AgentEvent{Event: api.Event{Kind: api.EventSessionConfigured}, Configured: &api.SessionConfigured{
+			Changed: changed, PermissionMode: now.PermissionMode, Model: now.Model, Effort: now.Effort, AppliesFromTurn: now.Turns + 1}})
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return api.SessionConfigureResult{Session: fs.sess, Changed: changed, AppliesFromTurn: now.Turns + 1}, nil
 }
 
 func (f *fakeBackend) CloseSession(_ context.Context, id string) (api.Session, error) {

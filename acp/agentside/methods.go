@@ -424,9 +424,13 @@ func (s *Server) setMode(ctx context.Context, be Backend, p acp.SetSessionModeRe
 	if err != nil {
 		return nil, fromBackend(err)
 	}
-	st.configured(res.Session)
-	s.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id,
-		Update: acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentMode: &acp.CurrentModeUpdate{CurrentModeID: res.Session.PermissionMode}}})
+	// The session's stream tells every editor following it, this one too;
+	// whichever of that event and this answer comes first tells this
+	// editor, once.
+	if mode, _ := st.configured(res.Session, res.Session.NextSeq-1); mode {
+		s.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id,
+			Update: acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentMode: &acp.CurrentModeUpdate{CurrentModeID: res.Session.PermissionMode}}})
+	}
 	return acp.SetSessionModeResponse{Meta: configureMeta(res)}, nil
 }
 
@@ -505,11 +509,23 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// configured takes the session's settings from a configure's answer.
-func (st *session) configured(sess api.Session) {
+// configured takes the session's settings as they stood at seq (a
+// configure's answer, whose view is as of its next_seq, or a
+// session_configured event), unless this connection already has them as
+// of a later seq: an answer and the stream's event each may come first,
+// and an older one must not undo a newer. It says whether the mode and the
+// options changed here.
+func (st *session) configured(sess api.Session, seq int64) (mode, options bool) {
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if seq <= st.configSeq {
+		return false, false
+	}
+	st.configSeq = seq
+	mode = st.mode != sess.PermissionMode
+	options = st.model != sess.Model || st.effort != sess.Effort
 	st.mode, st.model, st.effort = sess.PermissionMode, sess.Model, sess.Effort
-	st.mu.Unlock()
+	return mode, options
 }
 
 // setConfigOption is sessions.configure with the session's new model or
@@ -544,10 +560,12 @@ func (s *Server) setConfigOption(ctx context.Context, be Backend, p acp.SetSessi
 	if err != nil {
 		return nil, fromBackend(err)
 	}
-	st.configured(res.Session)
+	_, changed := st.configured(res.Session, res.Session.NextSeq-1)
 	opts := st.configOptions()
-	s.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id,
-		Update: acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOption: &acp.ConfigOptionUpdate{ConfigOptions: opts}}})
+	if changed {
+		s.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id,
+			Update: acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOption: &acp.ConfigOptionUpdate{ConfigOptions: opts}}})
+	}
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: opts, Meta: configureMeta(res)}, nil
 }
 

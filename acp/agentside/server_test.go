@@ -812,3 +812,66 @@ func TestTheSlashCommandsACLIListsReachTheEditorOnceLessThoseCardDoesNotOffer(t 
 	require.Len(t, ups, 2, "a changed list is sent again")
 	assert.Len(t, ups[1].AvailableCommands.AvailableCommands, 1)
 }
+
+func TestAChangeOfTheSessionsSettingsReachesEveryEditorFollowingIt(t *testing.T) {
+	be := newFake()
+	a := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(a)
+	id := newSession(a, "")
+	prompt(a, id, "one")
+	b := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(b)
+	b.ok(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: id, Cwd: "/work/project"}, nil)
+	b.clearUpdates()
+
+	// One editor sets the mode: the other hears it, and the one that set
+	// it hears it once (its answer and the stream's event say the same).
+	a.ok(acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: id, ModeID: "edit"}, nil)
+	for _, e := range []*editor{a, b} {
+		require.Eventually(t, func() bool { return len(e.updatesOf(id, acp.UpdateCurrentMode)) == 1 }, 5*time.Second, 5*time.Millisecond)
+		assert.Equal(t, "edit", e.updatesOf(id, acp.UpdateCurrentMode)[0].CurrentMode.CurrentModeID)
+	}
+
+	// A client of /rpc changes the model: both editors get the options as
+	// they now are, and neither a mode update.
+	_, err := be.ConfigureSession(t.Context(), api.SessionConfigureParams{SessionID: id, Model: "m9"})
+	require.NoError(t, err)
+	for _, e := range []*editor{a, b} {
+		require.Eventually(t, func() bool { return len(e.updatesOf(id, acp.UpdateConfigOption)) == 1 }, 5*time.Second, 5*time.Millisecond)
+		assert.Equal(t, "m9", e.updatesOf(id, acp.UpdateConfigOption)[0].ConfigOption.ConfigOptions[0].CurrentValue)
+		assert.Len(t, e.updatesOf(id, acp.UpdateCurrentMode), 1)
+	}
+	// The editor's next answer shows the option as the other client set it.
+	var set acp.SetSessionConfigOptionResponse
+	b.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: id, ConfigID: "effort", Value: "high"}, &set)
+	assert.Equal(t, "m9", set.ConfigOptions[0].CurrentValue)
+	assert.Equal(t, "high", set.ConfigOptions[1].CurrentValue)
+
+	// A load replays the history without its old changes: its answer has
+	// the settings as they are.
+	c := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(c)
+	var lr acp.LoadSessionResponse
+	c.ok(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: id, Cwd: "/work/project"}, &lr)
+	assert.Equal(t, "edit", lr.Modes.CurrentModeID)
+	assert.Empty(t, c.updatesOf(id, acp.UpdateCurrentMode))
+	assert.Empty(t, c.updatesOf(id, acp.UpdateConfigOption))
+}
+
+func TestAnOlderSettingsEventDoesNotUndoANewerAnswer(t *testing.T) {
+	be := newFake()
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(e)
+	id := newSession(e, "")
+	st := e.srv.session(id)
+	require.NotNil(t, st)
+	mode, _ := st.configured(api.Session{PermissionMode: "edit"}, 5)
+	assert.True(t, mode)
+	st.reconfigured(api.SessionEvent{SessionID: id, Seq: 4}, api.SessionConfigured{PermissionMode: "ask"})
+	st.mu.Lock()
+	assert.Equal(t, "edit", st.mode, "the event at seq 4 is older than what the answer at seq 5 said")
+	st.mu.Unlock()
+	st.reconfigured(api.SessionEvent{SessionID: id, Seq: 6}, api.SessionConfigured{PermissionMode: "bypass"})
+	require.Eventually(t, func() bool { return len(e.updatesOf(id, acp.UpdateCurrentMode)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "bypass", e.updatesOf(id, acp.UpdateCurrentMode)[0].CurrentMode.CurrentModeID)
+}

@@ -25,6 +25,9 @@ type session struct {
 	// model and effort are the session's ("" the CLI's default), as its
 	// config options show them.
 	model, effort string
+	// configSeq is the session's seq as of which mode, model and effort
+	// are known.
+	configSeq int64
 	// commands are the slash commands last sent to the editor, so an
 	// unchanged list is not sent again.
 	commands []acp.AvailableCommand
@@ -74,12 +77,11 @@ func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.sessions[sess.SessionID]; st != nil {
-		st.mu.Lock()
-		st.mode, st.model, st.effort = sess.PermissionMode, sess.Model, sess.Effort
-		st.mu.Unlock()
+		st.configured(sess, sess.NextSeq-1)
 		return st
 	}
-	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, model: sess.Model, effort: sess.Effort, caps: caps,
+	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, model: sess.Model, effort: sess.Effort,
+		configSeq: sess.NextSeq - 1, caps: caps,
 		waiters: map[int]chan turnEnd{}, ended: map[int]turnEnd{}, cancelled: map[int]bool{},
 		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]api.ApproveAnswer{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
 	st.cond = sync.NewCond(&st.mu)
@@ -229,6 +231,13 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, histor
 		}
 		st.askAsync(e)
 		return
+	case api.EventSessionConfigured:
+		// A load's answer carries the settings as they are now; older
+		// changes in the history would only flicker past.
+		if !history && e.Configured != nil {
+			st.reconfigured(ev, *e.Configured)
+		}
+		return
 	case api.EventApprovalDecided:
 		if e.Approval != nil {
 			st.mu.Lock()
@@ -260,6 +269,20 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, histor
 				Cost: &acp.Cost{Amount: st.cost, Currency: "USD"}, Meta: usageMeta(e.Result.Usage)}})
 		}
 		st.finish(ev.Turn, endOf(ev, cancelled))
+	}
+}
+
+// reconfigured tells the editor of a change of the session's settings made
+// through sessions.configure by any client (another editor, an /rpc
+// client, this editor's own set_mode), as ACP's current_mode_update and
+// config_option_update, each only when it changes what this editor has.
+func (st *session) reconfigured(ev api.SessionEvent, c api.SessionConfigured) {
+	mode, options := st.configured(api.Session{PermissionMode: c.PermissionMode, Model: c.Model, Effort: c.Effort}, ev.Seq)
+	if mode {
+		st.send(ev, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentMode: &acp.CurrentModeUpdate{CurrentModeID: c.PermissionMode}})
+	}
+	if options {
+		st.send(ev, acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOption: &acp.ConfigOptionUpdate{ConfigOptions: st.configOptions()}})
 	}
 }
 

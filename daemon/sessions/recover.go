@@ -131,5 +131,10 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 			s.confirmed = true
 		}
 	}
+	notes, err := m.st.SessionEvents(ctx, s.row.ID)
+	if err != nil {
+		return err
+	}
+	s.turns = withNotes(s.turns, notes)
 	return nil
 }

@@ -17,6 +17,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,12 +128,23 @@ type queued struct {
 }
 
 // turnRef is one turn of a session in its event stream: its run, where its
-// events start (base) and, once it has ended, its last run seq.
+// events start (base) and, once it has ended, its last run seq. A ref with
+// a note is instead one event of the session's own between turns (no run),
+// at seq base+1, turn the last turn taken before it.
 type turnRef struct {
 	turn  int
 	runID string
 	base  int64
 	last  int64 // 0 while the turn runs
+	note  json.RawMessage
+}
+
+// pendingNote is an event of the session's own that came while its turn
+// was ending, too late for the turn's stream: it goes between that turn
+// and the next once the turn's end is numbered.
+type pendingNote struct {
+	kind string
+	ev   api.AgentEvent
 }
 
 // session is one open session in memory. mu orders everything about it:
@@ -167,6 +179,9 @@ type session struct {
 	// warm is the session's warm agent, nil when it has none; the warm
 	// pool's mutex guards it.
 	warm *warmAgent
+	// pending are the session's own events waiting for the running turn's
+	// end (see pendingNote).
+	pending []pendingNote
 }
 
 func (s *session) notifyLocked() {
@@ -455,12 +470,17 @@ func (m *Manager) awaitTurn(s *session, run *runs.Run, base int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := run.LastSeq()
+	turn := 0
 	for i := range s.turns {
 		if s.turns[i].runID == run.ID() {
-			s.turns[i].last = last
+			s.turns[i].last, turn = last, s.turns[i].turn
 		}
 	}
 	s.row.NextSeq = base + last + 1
+	for _, n := range s.pending {
+		m.addNoteLocked(s, turn, n.kind, n.ev)
+	}
+	s.pending = nil
 	switch {
 	case res.SessionID != "":
 		if res.SessionID != s.row.AgentSessionID {
@@ -819,6 +839,13 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 			if t.last > 0 && t.base+t.last <= seq {
 				continue
 			}
+			if t.note != nil {
+				if err := send(ctx, sessionEvent(s.row.ID, t.base+1, t.turn, t.note)); err != nil || ctx.Err() != nil {
+					return nil
+				}
+				seq = t.base + 1
+				continue
+			}
 			_, events, err := m.deps.Runs.Subscribe(ctx, t.runID, max(0, seq-t.base))
 			var gone *runs.NotFoundError
 			if errors.As(err, &gone) {
@@ -896,7 +923,11 @@ func (m *Manager) turnsOf(ctx context.Context, row store.Session) ([]turnRef, er
 		}
 		refs = append(refs, t)
 	}
-	return refs, nil
+	notes, err := m.st.SessionEvents(ctx, row.ID)
+	if err != nil {
+		return nil, err
+	}
+	return withNotes(refs, notes), nil
 }
 
 // Shutdown refuses new sessions and turns and ends the warm agents. The
@@ -979,6 +1010,10 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 			res.AppliesFromTurn = w[0].Turn
 		}
 	}
+	if len(res.Changed) > 0 {
+		m.noteLocked(s, api.EventSessionConfigured, api.AgentEvent{Configured: &api.SessionConfigured{Changed: res.Changed,
+			PermissionMode: s.row.PermissionMode, Model: s.row.Model, Effort: s.row.Effort, AppliesFromTurn: res.AppliesFromTurn}})
+	}
 	s.mu.Unlock()
 	if retired != nil {
 		m.log.Info("ended an idle warm agent started with settings its session no longer has", zap.String("session_id", id))
@@ -991,6 +1026,60 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 		zap.String("mode", p.PermissionMode), zap.String("model", p.Model), zap.String("effort", p.Effort),
 		zap.Int("applies_from_turn", res.AppliesFromTurn))
 	return res, nil
+}
+
+// noteLocked adds an event of the session's own to its stream: on the
+// running turn's stream while a turn runs (as a queued prompt's event
+// goes), else between turns.
+func (m *Manager) noteLocked(s *session, kind string, ev api.AgentEvent) {
+	if s.current == nil {
+		m.addNoteLocked(s, s.row.Turns, kind, ev)
+		return
+	}
+	if !m.deps.Runs.Note(s.current.ID(), kind, ev) {
+		// The turn is ending (its terminal event is out, or its stream
+		// is full): its waiter adds the event once the end is numbered.
+		s.pending = append(s.pending, pendingNote{kind: kind, ev: ev})
+	}
+}
+
+// addNoteLocked stores an event of the session's own at the session's
+// next seq, while no turn runs, and wakes its subscribers. It has no run:
+// run_id is "" and the run seq 0.
+func (m *Manager) addNoteLocked(s *session, turn int, kind string, ev api.AgentEvent) {
+	ev.Kind, ev.RunID, ev.Seq = kind, "", 0
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		m.log.Error("could not encode a session's event", zap.String("session_id", s.row.ID), zap.String("kind", kind), zap.Error(err))
+		return
+	}
+	seq := s.row.NextSeq
+	if err := m.st.AppendSessionEvent(context.Background(), s.row.ID, store.SessionEvent{Seq: seq, Turn: turn, Kind: kind, Payload: raw}); err != nil {
+		m.log.Error("could not record a session's event", zap.String("session_id", s.row.ID), zap.String("kind", kind), zap.Error(err))
+		return
+	}
+	s.turns = append(s.turns, turnRef{turn: turn, base: seq - 1, last: 1, note: raw})
+	s.row.NextSeq = seq + 1
+	m.saveLocked(s)
+	s.notifyLocked()
+}
+
+// withNotes puts a session's own events (from the store) among its turns
+// in seq order; a turn followed by one ends where it begins.
+func withNotes(refs []turnRef, notes []store.SessionEvent) []turnRef {
+	if len(notes) == 0 {
+		return refs
+	}
+	for _, n := range notes {
+		refs = append(refs, turnRef{turn: n.Turn, base: n.Seq - 1, last: 1, note: n.Payload})
+	}
+	slices.SortStableFunc(refs, func(a, b turnRef) int { return cmp.Compare(a.base, b.base) })
+	for i := 0; i+1 < len(refs); i++ {
+		if refs[i].note == nil && refs[i+1].note != nil {
+			refs[i].last = refs[i+1].base - refs[i].base
+		}
+	}
+	return refs
 }
 
 // changedFields names the configurable fields whose value differs.

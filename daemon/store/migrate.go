@@ -96,6 +96,20 @@ var migrations = [][]string{
 	{
 		`ALTER TABLE runs ADD COLUMN session_usage TEXT`,
 	},
+	// 5: a session's own events between its turns (a change of its
+	// settings while no turn runs), numbered in the session's seq. A turn's
+	// events stay its run's; these have no run to belong to.
+	{
+		`CREATE TABLE session_events (
+			session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+			seq        INTEGER NOT NULL,
+			turn       INTEGER NOT NULL,
+			kind       TEXT NOT NULL,
+			payload    TEXT NOT NULL,
+			created_at INTEGER NOT NULL,
+			PRIMARY KEY (session_id, seq)
+		)`,
+	},
 }
 
 // SchemaVersion is the schema this code writes.

@@ -269,3 +269,49 @@ func scanSession(sc rowScanner) (Session, error) {
 	}
 	return ss, nil
 }
+
+// SessionEvent is one event of a session's own, between its turns: Seq in
+// the session's stream, Turn the last turn the session had taken then.
+type SessionEvent struct {
+	Seq     int64
+	Turn    int
+	Kind    string
+	Payload json.RawMessage
+}
+
+// AppendSessionEvent records one event of a session's own under its seq
+// in the session; a seq already recorded is an error.
+func (s *Store) AppendSessionEvent(ctx context.Context, id string, ev SessionEvent) error {
+	if !json.Valid(ev.Payload) {
+		return fmt.Errorf("store: session %s: event %d: payload is not valid JSON", id, ev.Seq)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO session_events (session_id, seq, turn, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		id, ev.Seq, ev.Turn, ev.Kind, string(ev.Payload), ms(s.now()))
+	if err != nil {
+		return fmt.Errorf("store: session %s: event %d: %w", id, ev.Seq, err)
+	}
+	return nil
+}
+
+// SessionEvents are a session's own events, in seq order.
+func (s *Store) SessionEvents(ctx context.Context, id string) ([]SessionEvent, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, turn, kind, payload FROM session_events WHERE session_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: session %s: events: %w", id, err)
+	}
+	defer rows.Close()
+	var out []SessionEvent
+	for rows.Next() {
+		var ev SessionEvent
+		var payload string
+		if err := rows.Scan(&ev.Seq, &ev.Turn, &ev.Kind, &payload); err != nil {
+			return nil, fmt.Errorf("store: session %s: events: %w", id, err)
+		}
+		ev.Payload = json.RawMessage(payload)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: session %s: events: %w", id, err)
+	}
+	return out, nil
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 )
 
@@ -334,4 +335,71 @@ func TestAPromptWhileATurnRunsIsQueuedAndAnsweredWhenItsOwnTurnEnds(t *testing.T
 	assert.Equal(t, acpsdk.StopReasonEndTurn, a.res.StopReason)
 	assert.Equal(t, acpsdk.StopReasonEndTurn, b.res.StopReason)
 	assert.Contains(t, fmt.Sprint(b.res.Meta), "turn:2", "the queued prompt ran as the session's second turn")
+}
+
+// modes and models are the current_mode_update and config_option_update
+// values an editor received, in order.
+func (c *sdkClient) modesAndModels(id acpsdk.SessionId) (modes, models []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.updates {
+		if n.SessionId != id {
+			continue
+		}
+		if u := n.Update.CurrentModeUpdate; u != nil {
+			modes = append(modes, string(u.CurrentModeId))
+		}
+		if u := n.Update.ConfigOptionUpdate; u != nil {
+			for _, o := range u.ConfigOptions {
+				if o.Select != nil && o.Select.Id == "model" {
+					models = append(models, string(o.Select.CurrentValue))
+				}
+			}
+		}
+	}
+	return modes, models
+}
+
+// TestAModeOrModelChangedElsewhereReachesEveryEditorOnTheSession: two
+// editors on one session over the daemon's /acp; one sets the mode and the
+// other hears it; a client of /rpc changes the model and both hear that.
+func TestAModeOrModelChangedElsewhereReachesEveryEditorOnTheSession(t *testing.T) {
+	cwd := t.TempDir()
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
+	})
+	ctx := daemontest.Context(t)
+	url := acpURL(d.URL)
+	connect := func(cl acpsdk.Client) *acpsdk.ClientSideConnection {
+		ws, _, err := dialACP(t, url, d.Token, "")
+		require.NoError(t, err)
+		w, r := framed(ctx, ws)
+		conn := acpsdk.NewClientSideConnection(cl, w, r)
+		_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
+		require.NoError(t, err)
+		return conn
+	}
+	first, second := &sdkClient{}, &sdkClient{}
+	a := connect(first)
+	sess, err := a.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
+		Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode, "permissionMode": "read_only"}}})
+	require.NoError(t, err)
+	b := connect(second)
+	_, err = b.ResumeSession(ctx, acpsdk.ResumeSessionRequest{SessionId: sess.SessionId, Cwd: cwd})
+	require.NoError(t, err)
+
+	_, err = a.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: sess.SessionId, ModeId: "edit"})
+	require.NoError(t, err)
+	for name, cl := range map[string]*sdkClient{"the editor that set it": first, "the other editor": second} {
+		require.Eventually(t, func() bool { m, _ := cl.modesAndModels(sess.SessionId); return len(m) > 0 }, 10*time.Second, 10*time.Millisecond, name)
+	}
+	_, err = d.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: string(sess.SessionId), Model: "claude-sonnet-4-5"})
+	require.NoError(t, err)
+	for name, cl := range map[string]*sdkClient{"first": first, "second": second} {
+		require.Eventually(t, func() bool { _, m := cl.modesAndModels(sess.SessionId); return len(m) > 0 }, 10*time.Second, 10*time.Millisecond, name)
+		modes, models := cl.modesAndModels(sess.SessionId)
+		assert.Equal(t, []string{"edit"}, modes, "%s: one current_mode_update", name)
+		assert.Equal(t, []string{"claude-sonnet-4-5"}, models, "%s: one config_option_update, from the /rpc client's change", name)
+	}
 }

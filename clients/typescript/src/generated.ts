@@ -272,6 +272,19 @@ export interface AgentEventPromptQueued extends AgentEventBase {
 }
 
 /**
+ * An AgentEvent of kind session_configured.
+ */
+export interface AgentEventSessionConfigured extends AgentEventBase {
+  kind: "session_configured";
+  /**
+   * On session_configured (a session's stream): the session's settings after sessions.configure
+   * changed them: changed (the fields that changed), permission_mode, model and effort ("" for the
+   * CLI's default), and applies_from_turn.
+   */
+  configured?: SessionConfigured;
+}
+
+/**
  * An AgentEvent of kind done.
  */
 export interface AgentEventDone extends AgentEventBase {
@@ -326,11 +339,12 @@ export type AgentEvent =
   | AgentEventApprovalRequested
   | AgentEventApprovalDecided
   | AgentEventPromptQueued
+  | AgentEventSessionConfigured
   | AgentEventDone
   | AgentEventError;
 
 /** The kinds of AgentEvent, in the daemon's order. */
-export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "rate_limit", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "done", "error"] as const;
+export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "rate_limit", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "session_configured", "done", "error"] as const;
 export type AgentEventKind = (typeof agentEventKinds)[number];
 
 export interface Approval {
@@ -981,6 +995,14 @@ export interface SessionConfigureResult {
   running_turn?: number;
   session: Session;
   warm_agent?: string;
+}
+
+export interface SessionConfigured {
+  applies_from_turn: number;
+  changed: string[];
+  effort: string;
+  model: string;
+  permission_mode: string;
 }
 
 export interface SessionEvent {
