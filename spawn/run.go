@@ -407,6 +407,11 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 	r.watch = p.watch
 	ev := newEmitter(p.spec.OnEvent, p.spec.Parser, p.plan.MaxAPIRetries, p.plan.Caps, r.end)
 	ev.watch, ev.session, ev.noSession = p.watch, p.plan.SessionID, p.plan.NoSessionID
+	// A one-shot run's lines are parsed as they are read, so deltas that
+	// were read together can go out together (emitter.held); a
+	// conversation's lines go to its protocol one at a time. Set before
+	// any goroutine here can emit.
+	ev.coalesce = p.conv == nil
 	p.watch.emit = func(e Event) { ev.emit([]Event{e}) }
 	p.watch.end = ev.endRun
 	if sp, ok := p.spec.Parser.(StderrParser); ok {
@@ -447,12 +452,8 @@ func collect(ctx context.Context, p *prepared, c *started) collected {
 		p.watch.watch(r.exited)
 	}()
 
-	// A one-shot run's lines are parsed as they are read, so deltas that
-	// were read together can go out together (emitter.held); a
-	// conversation's lines go to its protocol one at a time.
 	var drained func()
 	if lines == nil {
-		ev.coalesce = true
 		drained = ev.flush
 	}
 	stdoutBytes := r.readStdout(func(line []byte) {

@@ -29,13 +29,15 @@ func claudeCase(t *testing.T) cliCase {
 
 // The real Claude Code against an API that takes the request and never
 // answers (the stream opened, then nothing): the run is stalled after
-// stall_secs of silence, with one stalled event, then ended with kind
-// stalled after stall_kill_secs, every process of its group gone.
+// stall_secs of silence, then ended with kind stalled after
+// stall_kill_secs, every process of its group gone. A start-up slower than
+// stall_secs (a loaded CI machine) is a silence of its own, with its own
+// stalled event, so the test counts on the last one.
 func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 	tc := claudeCase(t)
 	bin := standin.CLI(t, tc.bin)
 	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Stall: true}, false))
-	stall, kill := 2, 5
+	stall, kill := 4, 8
 	acc, err := sess.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: tc.adapter, Task: "say pong", Cwd: sess.cwd,
 		TimeoutSecs: 120, StallSecs: &stall, StallKillSecs: &kill}, nil)
 	require.NoError(t, err)
@@ -65,13 +67,15 @@ func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(evs))
 	require.NotNil(t, last.Result.Error)
 	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind, last.Result.Error.Message)
-	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 5")
+	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 8")
 	stalled := ofKind(evs, spawn.EventStalled)
-	require.Len(t, stalled, 1, daemontest.Kinds(evs))
-	assert.EqualValues(t, 5000, stalled[0].KillAfterMs)
+	require.NotEmpty(t, stalled, daemontest.Kinds(evs))
+	assert.LessOrEqual(t, len(stalled), 2, "one stalled event per silence: %s", daemontest.Kinds(evs))
+	assert.EqualValues(t, 8000, stalled[len(stalled)-1].KillAfterMs)
+	assert.GreaterOrEqual(t, stalled[len(stalled)-1].QuietMs, int64(4000))
 	quietFor := sess.arrived.of(last).Sub(sess.arrived.of(evs[len(evs)-2]))
 	t.Logf("claude-code: stalled after %d ms of silence; ended %v after the event before it; group %d had %d processes",
-		stalled[0].QuietMs, quietFor.Round(time.Millisecond), pgid, len(members))
+		stalled[len(stalled)-1].QuietMs, quietFor.Round(time.Millisecond), pgid, len(members))
 	left, _ := proc.GroupMembers(pgid)
 	assert.Empty(t, left, "process group %d outlived the run", pgid)
 	for _, pid := range members {
