@@ -272,8 +272,13 @@ test("session/set_mode to ask before the first turn: the turn's tool call is ask
     assert.equal(r.modes.currentModeId, "read_only");
     const set = await a.request("session/set_mode", { sessionId: r.sessionId, modeId: "ask" });
     assert.equal(set._meta.card.appliesFromTurn, 1);
-    const modeUpdates = a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "current_mode_update");
-    assert.deepEqual(modeUpdates.map((u) => u.update.currentModeId), ["ask"]);
+    // The update comes from the session's own stream (every editor
+    // following the session hears it), so it may follow the answer.
+    const modeUpdates = () => a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "current_mode_update");
+    for (let i = 0; i < 200 && modeUpdates().length === 0; i++) {
+      await new Promise((done) => setTimeout(done, 10));
+    }
+    assert.deepEqual(modeUpdates().map((u) => u.update.currentModeId), ["ask"]);
     const p = await prompt(a, r.sessionId, env.ACP_PROMPT_TOOL.replaceAll("FILE", file));
     assert.equal(p.stopReason, "end_turn");
     assert.ok(a.asked.length >= 1, "the ask-mode turn asked");
@@ -308,7 +313,12 @@ test("session/set_config_option model answers the new options and holds from the
     const set = await a.request("session/set_config_option", { sessionId: r.sessionId, configId: "model", value: model });
     assert.equal(set.configOptions.find((o) => o.id === "model").currentValue, model);
     assert.deepEqual(set.configOptions.map((o) => o.id), ids);
-    const ups = a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "config_option_update");
+    // From the session's stream, like the mode's: it may follow the answer.
+    const configUpdates = () => a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "config_option_update");
+    for (let i = 0; i < 200 && configUpdates().length === 0; i++) {
+      await new Promise((done) => setTimeout(done, 10));
+    }
+    const ups = configUpdates();
     assert.equal(ups.length, 1);
     assert.equal(ups[0].update.configOptions.find((o) => o.id === "model").currentValue, model);
     if (env.ACP_MODEL) assert.equal((await prompt(a, r.sessionId, env.ACP_PROMPT_REMEMBER)).stopReason, "end_turn");

@@ -29,17 +29,17 @@ import (
 // here.
 func TestCopilotAndPiRetryingA429ThenAnsweredShowTheRunWaitingForTheAPI(t *testing.T) {
 	refused := map[string]int{agent.Copilot: 1, agent.Pi: 3}
-	// With a retry-after of "0" Copilot's retried call came so soon that
-	// its waiting_api was sometimes over between two polls of runs.get on
-	// a loaded CI machine; the stand-in asks it to wait a second.
-	retryAfter := map[string]time.Duration{agent.Copilot: time.Second}
+	// Copilot retries at once and the answer began at once, so its
+	// waiting_api was sometimes over between two polls of runs.get on a
+	// loaded CI machine: the stand-in's answer begins after a second.
+	firstDelay := map[string]time.Duration{agent.Copilot: time.Second}
 	for _, id := range []string{agent.Copilot, agent.Pi} {
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
 			const answer = "PONG after a retry"
 			// A daemon and stand-in each: FailFirst counts the stand-in's
 			// model calls, whoever makes them.
-			c, project := moreAgents(t, standin.Script{Answer: answer, Status: http.StatusTooManyRequests, FailFirst: refused[id], RetryAfter: retryAfter[id]}, false)
+			c, project := moreAgents(t, standin.Script{Answer: answer, Status: http.StatusTooManyRequests, FailFirst: refused[id], FirstDeltaDelay: firstDelay[id]}, false)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			var mu sync.Mutex

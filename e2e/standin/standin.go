@@ -81,6 +81,10 @@ type Script struct {
 	// text that reaches a client as it is written from text that arrives
 	// only when the turn ends.
 	DeltaDelay time.Duration
+	// FirstDeltaDelay is the pause before a streamed answer's first piece:
+	// the shape of a model slow to begin, so a client can see a run wait
+	// for the API after a retry.
+	FirstDeltaDelay time.Duration
 	// FailFirst, with Status set, answers only the first FailFirst model
 	// calls with the error and every later one as a successful turn: the
 	// shape of an overloaded or rate-limited API that recovers, for a CLI
@@ -233,10 +237,14 @@ func (s *Server) Close() {
 // the first), and returns early when the client goes away or the server
 // closes.
 func (s *Server) pace(r *http.Request, i int) {
-	if i == 0 || s.script.DeltaDelay <= 0 {
+	d := s.script.DeltaDelay
+	if i == 0 {
+		d = s.script.FirstDeltaDelay
+	}
+	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(s.script.DeltaDelay)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
