@@ -177,7 +177,7 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 	e.event("ping", map[string]any{"type": "ping"})
 	s.stall(r)
 	for i, d := range script.deltas() {
-		s.pace(r, i)
+		s.pace(r, i, script)
 		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
 			"delta": map[string]any{"type": "text_delta", "text": d}})
 	}

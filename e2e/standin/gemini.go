@@ -88,7 +88,7 @@ func serveGemini(s *Server, w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	parts := script.deltas()
 	for i, d := range parts {
-		s.pace(r, i)
+		s.pace(r, i, script)
 		chunk := map[string]any{"candidates": []any{candidate(part(d), i == len(parts)-1)}, "modelVersion": model, "responseId": "standin"}
 		if i == len(parts)-1 {
 			chunk["usageMetadata"] = usage

@@ -164,7 +164,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, req openAIReq
 	ev("response.content_part.added", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0,
 		"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 	for i, d := range script.deltas() {
-		s.pace(r, i)
+		s.pace(r, i, script)
 		ev("response.output_text.delta", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": d})
 	}
 	ev("response.output_text.done", map[string]any{"item_id": "msg_standin", "output_index": 0, "content_index": 0, "text": script.answer()})
@@ -234,7 +234,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req ope
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
 	s.stall(r)
 	for i, d := range s.script.deltas() {
-		s.pace(r, i)
+		s.pace(r, i, s.script)
 		e.event("", chunk(map[string]any{"content": d}, nil, nil))
 	}
 	e.event("", chunk(map[string]any{}, "stop", usage))

@@ -236,10 +236,12 @@ func (s *Server) Close() {
 // pace waits DeltaDelay before piece i of a streamed answer (none before
 // the first), and returns early when the client goes away or the server
 // closes.
-func (s *Server) pace(r *http.Request, i int) {
-	d := s.script.DeltaDelay
+// The pauses are the script the call began with: a test that changes the
+// script mid-answer (for the next turn) does not speed up this one.
+func (s *Server) pace(r *http.Request, i int, script Script) {
+	d := script.DeltaDelay
 	if i == 0 {
-		d = s.script.FirstDeltaDelay
+		d = script.FirstDeltaDelay
 	}
 	if d <= 0 {
 		return
