@@ -279,16 +279,19 @@ func start(t testing.TB, v Vendor, model string, script Script, h func(*Server, 
 				w.Header()[http.CanonicalHeaderKey(k)] = vs
 			}
 		}
-		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		// Recorded on arrival, not when answered: a test waiting for a call
+		// to come must see it while a slow answer is still being streamed.
+		rw := &statusWriter{ResponseWriter: w, s: s, i: s.record(r, body)}
 		h(s.forRequest(body), rw, r, body)
-		s.record(r, body, rw.status)
 	}))
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
 	return s
 }
 
-func (s *Server) record(r *http.Request, body []byte, status int) {
+// record keeps the request with the status 200 a handler answers by
+// default, and returns its index for statusWriter to correct.
+func (s *Server) record(r *http.Request, body []byte) int {
 	hdr := r.Header.Clone()
 	for _, k := range redactedHeaders {
 		if hdr.Get(k) != "" {
@@ -301,16 +304,22 @@ func (s *Server) record(r *http.Request, body []byte, status int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, Recorded{Method: r.Method, Path: r.URL.Path, Query: q.Encode(), Header: hdr, Body: body, Status: status})
+	s.reqs = append(s.reqs, Recorded{Method: r.Method, Path: r.URL.Path, Query: q.Encode(), Header: hdr, Body: body, Status: http.StatusOK})
+	return len(s.reqs) - 1
 }
 
+// statusWriter writes the status a handler answers into its request's
+// record, before the client can see it.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	s *Server
+	i int
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	w.s.mu.Lock()
+	w.s.reqs[w.i].Status = code
+	w.s.mu.Unlock()
 	w.ResponseWriter.WriteHeader(code)
 }
 

@@ -341,6 +341,19 @@ func TestASlowScriptPacesEveryPieceOfTheAnswer(t *testing.T) {
 	}
 }
 
+// A call is on record from the moment it arrives: a test that waits for
+// a turn's model call must not have to wait out its slow answer.
+func TestACallIsRecordedWhileItsAnswerIsStillStreaming(t *testing.T) {
+	s := NewAnthropic(t, Script{Answer: "one two", DeltaDelay: time.Minute})
+	resp := post(t, s.URL+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"slow"}]}`, nil)
+	defer func() { _ = resp.Body.Close() }()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	calls := s.ModelCalls()
+	require.Len(t, calls, 1, "the call is under way, its answer held a minute")
+	assert.Contains(t, string(calls[0].Body), "slow")
+	assert.Equal(t, http.StatusOK, calls[0].Status)
+}
+
 // A thinking model: the answer comes after a thinking block streamed as
 // thinking pieces and a signature.
 func TestAnthropicThinksBeforeItAnswers(t *testing.T) {
