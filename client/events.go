@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/card-dev/card/api"
 )
 
@@ -67,7 +69,7 @@ func (r *router) notify(method string, params json.RawMessage) {
 		return
 	}
 	var ev api.AgentEvent
-	if json.Unmarshal(params, &ev) != nil {
+	if decodeEvent(params, &ev) != nil {
 		return
 	}
 	if r.all != nil {
@@ -164,4 +166,13 @@ func (r *router) cutOff(params json.RawMessage) {
 		// Not on the read goroutine: the answer is read there.
 		go r.resubscribe(end.RunID, after)
 	}
+}
+
+// decodeEvent reads a notification carrying an event. Events are most of
+// what a client reads, and a merged text delta is tens of KiB: the json/v2
+// engine with encoding/json's own rules (its v1 package: the same names,
+// the same leniency) decodes one in a single pass, about four times as
+// fast as encoding/json's validate-then-decode.
+func decodeEvent(params json.RawMessage, v any) error {
+	return jsonv1.Unmarshal(params, v)
 }

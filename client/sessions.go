@@ -103,7 +103,7 @@ func (r *sessionRouter) remove(id string, rt *sessionRoute) {
 
 func (r *sessionRouter) notify(params json.RawMessage) {
 	var ev api.SessionEvent
-	if json.Unmarshal(params, &ev) != nil {
+	if decodeEvent(params, &ev) != nil {
 		return
 	}
 	r.mu.Lock()

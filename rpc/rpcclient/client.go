@@ -115,7 +115,7 @@ func Dial(ctx context.Context, url, token string, opts ClientOptions) (*Client, 
 	}
 	ws.SetReadLimit(limit)
 	cctx, cancel := context.WithCancel(context.Background())
-	stream := &frameStream{ctx: cctx, conn: ws, writeTimeout: WriteTimeout, logf: opts.Logf}
+	stream := &frameStream{ctx: cctx, conn: ws, writeTimeout: WriteTimeout, logf: opts.Logf, notify: opts.OnNotification}
 	c := &Client{ws: ws, cancel: cancel}
 	handler := &clientHandler{notify: opts.OnNotification, serve: opts.OnRequest, serving: &c.serving}
 	c.conn = jsonrpc2.NewConn(cctx, stream, handler, jsonrpc2.SetLogger(discard{}))
