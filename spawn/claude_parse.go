@@ -34,6 +34,13 @@ type claudeParser struct {
 	streamID         string
 	streamedText     bool
 	streamedThinking bool
+
+	// line is where each line is decoded and one what a delta returns:
+	// a token-a-line stream would otherwise cost two allocations a line.
+	// Feed's callers use its events before the next Feed (the emitter
+	// sends copies), so a line's events may live in the parser.
+	line claudeLine
+	one  [1]Event
 }
 
 func newClaudeParser() *claudeParser { return &claudeParser{} }
@@ -63,18 +70,24 @@ type claudeLine struct {
 	} `json:"message"`
 	// stream_event (only with --include-partial-messages): the API's own
 	// stream events, one per line.
-	Event *struct {
-		Type    string `json:"type"`
-		Message *struct {
-			ID string `json:"id"`
-		} `json:"message"`
-		Delta *struct {
-			Type     string `json:"type"`
-			Text     string `json:"text"`
-			Thinking string `json:"thinking"`
-		} `json:"delta"`
-	} `json:"event"`
+	Event claudeStreamEvent `json:"event"`
 	claudeResult
+}
+
+// claudeStreamEvent is a stream_event's event. Its parts are values, not
+// pointers: an absent part reads as empty, which every use treats as
+// absent, and a line a token long then costs no allocation for them (it is
+// the line Claude Code prints most).
+type claudeStreamEvent struct {
+	Type    string `json:"type"`
+	Message struct {
+		ID string `json:"id"`
+	} `json:"message"`
+	Delta struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
+	} `json:"delta"`
 }
 
 type claudeResult struct {
@@ -116,9 +129,12 @@ type claudeBlock struct {
 	IsError   bool            `json:"is_error"`
 }
 
+// Feed reads one line. The slice it returns may be the parser's own, good
+// until the next Feed.
 func (p *claudeParser) Feed(line []byte) []Event {
-	var l claudeLine
-	if err := decodeLine(line, &l); (err != nil && !isTypeError(err)) || l.Type == "" {
+	l := &p.line
+	*l = claudeLine{}
+	if err := decodeLine(line, l); (err != nil && !isTypeError(err)) || l.Type == "" {
 		return []Event{otherEvent("", line)}
 	}
 	if l.SessionID != "" {
@@ -130,7 +146,7 @@ func (p *claudeParser) Feed(line []byte) []Event {
 		case "init":
 			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model, Commands: slashCommands(l.SlashCommands)}}
 		case "api_retry":
-			return []Event{claudeRetry(l)}
+			return []Event{claudeRetry(*l)}
 		}
 		return []Event{otherEvent("system/"+l.Subtype, line)}
 	case "assistant":
@@ -215,31 +231,24 @@ func (p *claudeParser) Feed(line []byte) []Event {
 // pieces go out as they come; a tool's input (input_json_delta) does not:
 // a fragment of JSON is of no use to a client, and the tool_use event with
 // the whole input follows as soon as the block is complete.
-func (p *claudeParser) streamEvent(l claudeLine) []Event {
-	e := l.Event
-	if e == nil {
-		return nil
-	}
+func (p *claudeParser) streamEvent(l *claudeLine) []Event {
+	e := &l.Event
 	switch e.Type {
 	case "message_start":
-		p.streamID, p.streamedText, p.streamedThinking = "", false, false
-		if e.Message != nil {
-			p.streamID = e.Message.ID
-		}
+		p.streamID, p.streamedText, p.streamedThinking = e.Message.ID, false, false
 	case "content_block_delta":
-		if e.Delta == nil {
-			return nil
-		}
 		switch e.Delta.Type {
 		case "text_delta":
 			if e.Delta.Text != "" {
 				p.streamedText = true
-				return []Event{{Kind: EventText, Text: e.Delta.Text, Delta: true}}
+				p.one[0] = Event{Kind: EventText, Text: e.Delta.Text, Delta: true}
+				return p.one[:]
 			}
 		case "thinking_delta":
 			if e.Delta.Thinking != "" {
 				p.streamedThinking = true
-				return []Event{{Kind: EventThinking, Text: e.Delta.Thinking, Delta: true}}
+				p.one[0] = Event{Kind: EventThinking, Text: e.Delta.Thinking, Delta: true}
+				return p.one[:]
 			}
 		}
 	}

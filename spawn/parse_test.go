@@ -854,3 +854,28 @@ func TestClaudesBudgetStopIsBudgetWithTheTokensOfItsModelUsage(t *testing.T) {
 	assert.InDelta(t, 3.015, *res.CostUSD, 1e-9)
 	assert.Equal(t, EventUsage, evs[len(evs)-1].Kind)
 }
+
+// A stream a token a line is most of what Claude Code prints: a text delta
+// costs the text's own string and nothing else. Two allocations a line
+// more (the decoded line, the event's slice) made the garbage collector
+// the largest cost of a 5,000-line run (docs/performance.md, round five).
+func TestAClaudeTextDeltaLineAllocatesOnlyItsText(t *testing.T) {
+	const n = 200
+	lines := make([][]byte, n)
+	for i := range lines {
+		lines[i] = []byte(`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"token number ` +
+			strconv.Itoa(i) + ` of a long streamed answer"}},"session_id":"993febd9-67ce-473e-92fe-5108d7030f4d","parent_tool_use_id":null,"uuid":"6bf0a57b-1414-4d22-9dc8-97e194b6ef11"}`)
+	}
+	p := newClaudeParser()
+	var text strings.Builder
+	i := 0
+	allocs := testing.AllocsPerRun(n-1, func() {
+		evs := p.Feed(lines[i%n])
+		i++
+		if len(evs) == 1 {
+			text.WriteString(evs[0].Text)
+		}
+	})
+	assert.LessOrEqual(t, allocs, 1.0)
+	assert.Contains(t, text.String(), "token number 7 of a long streamed answer")
+}
