@@ -876,6 +876,10 @@ func TestAClaudeTextDeltaLineAllocatesOnlyItsText(t *testing.T) {
 			text.WriteString(evs[0].Text)
 		}
 	})
-	assert.LessOrEqual(t, allocs, 1.0)
 	assert.Contains(t, text.String(), "token number 7 of a long streamed answer")
+	if raceDetector {
+		t.Logf("%.1f allocations a line under the race detector, which adds its own; counted without it", allocs)
+		return
+	}
+	assert.LessOrEqual(t, allocs, 1.0)
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package spawn
+
+const raceDetector = false
