@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -159,4 +160,36 @@ func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A chunk is written without encoding/json's second pass over its content,
+// and exactly as encoding/json writes the struct: the same members, the
+// same values, whatever the chunk holds.
+func TestAChunkIsWrittenAsEncodingJSONWritesIt(t *testing.T) {
+	id := "msg_1"
+	prio := 0.5
+	cases := []struct {
+		name  string
+		chunk ContentChunk
+	}{
+		{"plain text", ContentChunk{Content: TextBlock("a \"quoted\" <tag> & ünïcode\n")}},
+		{"text with a message id and meta", ContentChunk{Content: TextBlock("x"), MessageID: &id, Meta: Meta(`{"card": {"seq": 3}}`)}},
+		{"text with annotations", ContentChunk{Content: ContentBlock{Type: ContentText, Text: "y", Annotations: &Annotations{Audience: []string{"user"}, Priority: &prio}}}},
+		{"an image", ContentChunk{Content: ImageBlock("image/png", []byte{1, 2, 3})}},
+		{"a resource link", ContentChunk{Content: ContentBlock{Type: ContentResourceLink, Name: "f.go", URI: "file:///f.go"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.chunk
+			got, err := json.Marshal(SessionUpdate{Kind: UpdateAgentMessageChunk, Chunk: &c})
+			require.NoError(t, err)
+			body, err := json.Marshal(c) // by reflection: the chunk has no MarshalJSON
+			require.NoError(t, err)
+			want := `{"sessionUpdate":"agent_message_chunk",` + string(body[1:])
+			assert.JSONEq(t, want, string(got))
+		})
+	}
+	_, err := json.Marshal(SessionUpdate{Kind: UpdateAgentMessageChunk, Chunk: &ContentChunk{Content: TextBlock("x"), Meta: Meta(`{"card":`)}})
+	assert.Error(t, err, "a _meta that is not JSON is refused, as encoding/json refuses it")
+	assert.Equal(t, 3, reflect.TypeFor[ContentChunk]().NumField(), "ContentChunk.marshal writes three members: a new field needs writing there too")
 }

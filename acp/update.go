@@ -112,7 +112,13 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		}
 		return nil, fmt.Errorf("acp: session update %q is of a kind this package does not know, and has no Raw to write", u.Kind)
 	}
-	body, err := json.Marshal(v)
+	var body []byte
+	var err error
+	if c, ok := v.(**ContentChunk); ok && *c != nil {
+		body, err = (*c).marshal()
+	} else {
+		body, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +177,38 @@ type ContentChunk struct {
 	Content   ContentBlock `json:"content"`
 	MessageID *string      `json:"messageId,omitempty"`
 	Meta      Meta         `json:"_meta,omitempty"`
+}
+
+// marshal writes the chunk as encoding/json would, but without having
+// encoding/json check and copy again what the content block's MarshalJSON
+// wrote: a chunk carries an answer's text, a streamed answer is all chunks,
+// and that second pass scanned the text a byte at a time.
+func (c *ContentChunk) marshal() ([]byte, error) {
+	content, err := c.Content.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(content)+len(c.Meta)+64)
+	b = append(b, `{"content":`...)
+	b = append(b, content...)
+	if c.MessageID != nil {
+		id, err := json.Marshal(*c.MessageID)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"messageId":`...), id...)
+	}
+	if len(c.Meta) > 0 {
+		meta, err := c.Meta.MarshalJSON() // a RawMessage: as it is
+		if err != nil {
+			return nil, err
+		}
+		if !json.Valid(meta) {
+			return nil, errors.New("acp: a chunk's _meta is not valid JSON")
+		}
+		b = append(append(b, `,"_meta":`...), meta...)
+	}
+	return append(b, '}'), nil
 }
 
 // Plan is the agent's plan for the turn, whole each time: a client
