@@ -3,8 +3,13 @@ package sessions_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,13 +90,31 @@ func (conv *conversation) awaitUnpacked(t *testing.T) {
 	pattern := filepath.Join(filepath.Dir(conv.project), ".cache", "copilot", "pkg", "*", ".extracting-*")
 	quiet := 0
 	require.Eventually(t, func() bool {
-		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+		m, _ := filepath.Glob(pattern)
+		if slices.ContainsFunc(m, unpacking) {
 			quiet = 0
 			return false
 		}
 		quiet++
 		return quiet >= 4
 	}, 2*time.Minute, 250*time.Millisecond, "a Copilot probe kept unpacking itself")
+}
+
+// unpacking says whether the Copilot that made an unpacking directory is
+// still at it. Copilot 1.0.102 names it .extracting-VERSION-PID-MILLIS-N;
+// one whose process is gone (a probe ended with the SIGKILLed daemon's
+// group) stays behind for good and writes nothing more.
+func unpacking(dir string) bool {
+	f := strings.Split(strings.TrimPrefix(filepath.Base(dir), ".extracting-"), "-")
+	if len(f) < 4 {
+		return true // another naming: assume it is at work
+	}
+	pid, err := strconv.Atoi(f[len(f)-3])
+	if err != nil || pid <= 0 {
+		return true
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // killQuietly SIGKILLs the daemon once nothing unpacks in the home, and
@@ -293,6 +316,26 @@ func TestEachRealCLIAsksInEveryTurnOfAnAskSession(t *testing.T) {
 				assert.Equal(t, first.Pid, after.Pid, "turn two went over the same warm agent")
 			}
 			t.Logf("%s: asked %d times; warm %v pid %d → %d", c.id, len(qs), first.Warm, first.Pid, after.Pid)
+		})
+	}
+}
+
+func TestAnUnpackingDirectoryCountsOnlyWhileItsCopilotLives(t *testing.T) {
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	cases := []struct {
+		name string
+		dir  string
+		want bool
+	}{
+		{"its process still runs", fmt.Sprintf(".extracting-1.0.102-%d-1796195509521-1", os.Getpid()), true},
+		{"its process is gone", fmt.Sprintf(".extracting-1.0.102-%d-1796195509521-1", gone.Process.Pid), false},
+		{"a version with a dash, process gone", fmt.Sprintf(".extracting-1.1.0-beta.2-%d-1796195509521-3", gone.Process.Pid), false},
+		{"a naming this test does not know", ".extracting-tmp", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, unpacking(filepath.Join(t.TempDir(), tc.dir)))
 		})
 	}
 }
