@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/proc"
 )
 
 const adapters = "claude-code codex gemini"
@@ -363,14 +364,14 @@ wait`)
 		_, err = fmt.Sscanf(string(b), "%d %d", &agent, &grandchild)
 		return err == nil
 	}, 20*time.Second, 20*time.Millisecond)
-	require.True(t, alive(agent) && alive(grandchild))
+	require.True(t, proc.Alive(agent) && proc.Alive(grandchild))
 
 	start := time.Now()
 	var res map[string]any
 	h.ok("agents.chat.cancel", map[string]any{"session_id": "chat-long"}, &res)
 	assert.Equal(t, true, res["cancelled"], "%v", res)
 	assert.Less(t, time.Since(start), 3*time.Second, "ended within the kill grace")
-	require.Eventually(t, func() bool { return !alive(agent) && !alive(grandchild) }, 5*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return !proc.Alive(agent) && !proc.Alive(grandchild) }, 5*time.Second, 20*time.Millisecond,
 		"the agent (%d) and its grandchild (%d) are gone", agent, grandchild)
 	evs := h.until("chat-long")
 	assert.Equal(t, "error", evs[len(evs)-1].Kind)

@@ -3,12 +3,10 @@ package carclient_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,21 +311,4 @@ func pngFile(t *testing.T, dir, name string) string {
 	p := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(p, png, 0o600))
 	return p
-}
-
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if errors.Is(err, os.ErrNotExist) {
-		return false
-	}
-	if err != nil {
-		return true
-	}
-	if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-		if f := strings.Fields(string(stat)[i+1:]); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
-			return false
-		}
-	}
-	return true
 }

@@ -3,7 +3,6 @@ package sessions_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/proc"
 )
 
 // askWrite is the model's call of each CLI's own file-writing tool, a call
@@ -113,8 +113,7 @@ func unpacking(dir string) bool {
 	if err != nil || pid <= 0 {
 		return true
 	}
-	err = syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return proc.Alive(pid)
 }
 
 // killQuietly SIGKILLs the daemon once nothing unpacks in the home, and
