@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Peer is the client connection a request came from. Handlers use it to send
@@ -75,13 +77,13 @@ func (p *Peer) Context() context.Context { return p.ctx }
 func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	if raw, ok := params.(json.RawMessage); ok && p.write != nil && len(raw) > 0 {
 		bp := answerBufs.Get().(*[]byte)
-		b := append((*bp)[:0], `{"jsonrpc":"2.0","method":`...)
+		b := append((*bp)[:0], rpcclient.NotificationHead...)
 		m, err := json.Marshal(method)
 		if err != nil {
 			return err
 		}
 		b = append(b, m...)
-		b = append(b, `,"params":`...)
+		b = append(b, rpcclient.NotificationParams...)
 		b = append(b, raw...)
 		b = append(b, '}')
 		err = p.write(b)

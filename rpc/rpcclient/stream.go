@@ -24,6 +24,13 @@ const (
 	// CancelRequestMethod is the Language Server Protocol's notification
 	// that withdraws a request: {"id": <the request's id>}.
 	CancelRequestMethod = "$/cancelRequest"
+	// NotificationHead and NotificationParams frame every notification
+	// the daemon writes from encoded params: NotificationHead, the quoted
+	// method, NotificationParams, the params, "}". The client reads that
+	// form straight from the frame (see notification), so both sides take
+	// it from here.
+	NotificationHead   = `{"jsonrpc":"2.0","method":`
+	NotificationParams = `,"params":`
 )
 
 // WriteTimeout bounds each frame the client writes: a daemon that stops
@@ -49,9 +56,8 @@ type frameStream struct {
 // would: a repeated name, invalid UTF-8 in a string.
 var lenient = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
-// notifyPrefix opens every notification the daemon writes: rpc.Peer.Notify
-// writes {"jsonrpc":"2.0","method":M,"params":P} exactly so.
-var notifyPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
+// notifyHead opens a notification whose method is a plain string.
+var notifyHead, notifyParams = []byte(NotificationHead + `"`), []byte(NotificationParams)
 
 // notification reads a frame of the daemon's notification form: its
 // method (a plain string, not $/cancelRequest) and its params, a single
@@ -63,7 +69,7 @@ var notifyPrefix = []byte(`{"jsonrpc":"2.0","method":"`)
 // (a response, a server's request, a notification written another way)
 // says false and goes through jsonrpc2 as before.
 func notification(frame []byte) (string, json.RawMessage, bool) {
-	rest, ok := bytes.CutPrefix(frame, notifyPrefix)
+	rest, ok := bytes.CutPrefix(frame, notifyHead)
 	if !ok {
 		return "", nil, false
 	}
@@ -75,7 +81,7 @@ func notification(frame []byte) (string, json.RawMessage, bool) {
 	if bytes.IndexByte(method, '\\') >= 0 || string(method) == CancelRequestMethod {
 		return "", nil, false
 	}
-	params, ok := bytes.CutPrefix(rest[end+1:], []byte(`,"params":`))
+	params, ok := bytes.CutPrefix(rest[end+1:], notifyParams)
 	if !ok || len(params) < 2 || params[len(params)-1] != '}' {
 		return "", nil, false
 	}
