@@ -199,14 +199,10 @@ func (c *ContentChunk) marshal() ([]byte, error) {
 		b = append(append(b, `,"messageId":`...), id...)
 	}
 	if len(c.Meta) > 0 {
-		meta, err := c.Meta.MarshalJSON() // a RawMessage: as it is
-		if err != nil {
-			return nil, err
-		}
-		if !json.Valid(meta) {
+		if !json.Valid(c.Meta) {
 			return nil, errors.New("acp: a chunk's _meta is not valid JSON")
 		}
-		b = append(append(b, `,"_meta":`...), meta...)
+		b = append(append(b, `,"_meta":`...), c.Meta...)
 	}
 	return append(b, '}'), nil
 }
