@@ -175,6 +175,41 @@ func streamTurn(t *testing.T, cmd *exec.Cmd, cwd string) (chunks int, span, whol
 	return cl.n, cl.last.Sub(cl.first), done.Sub(sent)
 }
 
+// longTurn is one 5,000-chunk turn as cli streams it over ACP itself and
+// then through `card acp id` on a warm daemon, in one run: the chunks each
+// path sent, first to last chunk, and the whole turn. warmUp runs a turn
+// of the CLI's own first, outside the figures.
+type longTurn struct {
+	n           int
+	span, whole time.Duration
+}
+
+func compareLongTurn(t *testing.T, id, cli string, env []string, config string, warmUp bool) (direct, viaCard longTurn) {
+	t.Helper()
+	cwd := filepath.Join(t.TempDir(), "project")
+	require.NoError(t, os.MkdirAll(cwd, 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	own := func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, cli, "--acp")
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}
+	if warmUp {
+		streamTurn(t, own(), cwd)
+	}
+	direct.n, direct.span, direct.whole = streamTurn(t, own(), cwd)
+
+	bin := daemontest.Build(t)
+	p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: config,
+		Environ: env, Agents: map[string]string{id: cli}, NoClient: true})
+	cmd := exec.CommandContext(ctx, bin, "acp", id, "--home", p.Home, "--mode", "read_only")
+	cmd.Env = os.Environ()
+	viaCard.n, viaCard.span, viaCard.whole = streamTurn(t, cmd, cwd)
+	return direct, viaCard
+}
+
 // TestAFiveThousandChunkTurnThroughCardACPAgainstGeminiDirectly streams a
 // 5,000-word answer (the stand-in sends a delta per word) through both
 // paths, in one run.
@@ -187,25 +222,9 @@ func TestAFiveThousandChunkTurnThroughCardACPAgainstGeminiDirectly(t *testing.T)
 	model := standin.NewGemini(t, standin.Script{Answer: answer})
 	env, err := model.GeminiSetup(t.TempDir(), os.Getenv("PATH"))
 	require.NoError(t, err)
-	cwd := filepath.Join(t.TempDir(), "project")
-	require.NoError(t, os.MkdirAll(cwd, 0o755))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
-
-	direct := exec.CommandContext(ctx, gem, "--acp")
-	direct.Dir = cwd
-	direct.Env = append(os.Environ(), env...)
-	dn, dspan, dwhole := streamTurn(t, direct, cwd)
-
-	bin := daemontest.Build(t)
-	p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n",
-		Environ: env, Agents: map[string]string{agent.Gemini: gem}, NoClient: true})
-	viaCard := exec.CommandContext(ctx, bin, "acp", agent.Gemini, "--home", p.Home, "--mode", "read_only")
-	viaCard.Env = os.Environ()
-	cn, cspan, cwhole := streamTurn(t, viaCard, cwd)
-
+	d, c := compareLongTurn(t, agent.Gemini, gem, env, "login_shell_path = false\n[adapters.gemini]\nargs = [\"--skip-trust\"]\n", false)
 	t.Logf("5,000-word answer: gemini --acp %d chunks, first→last %v, turn %v; card acp gemini %d chunks, first→last %v, turn %v",
-		dn, dspan, dwhole, cn, cspan, cwhole)
+		d.n, d.span, d.whole, c.n, c.span, c.whole)
 }
 
 // TestAFiveThousandChunkTurnThroughCardACPAgainstCopilotDirectly is the
@@ -220,30 +239,9 @@ func TestAFiveThousandChunkTurnThroughCardACPAgainstCopilotDirectly(t *testing.T
 	answer := strings.TrimSpace(strings.Repeat("word ", 5000))
 	model := standin.NewAnthropic(t, standin.Script{Answer: answer})
 	env := model.CopilotEnv(t.TempDir(), os.Getenv("PATH"))
-	cwd := filepath.Join(t.TempDir(), "project")
-	require.NoError(t, os.MkdirAll(cwd, 0o755))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
-
 	// Copilot unpacks itself on its first run in a new home: a turn of
-	// its own first, outside the figures, for each home.
-	warmUp := exec.CommandContext(ctx, cop, "--acp")
-	warmUp.Dir = cwd
-	warmUp.Env = append(os.Environ(), env...)
-	streamTurn(t, warmUp, cwd)
-
-	direct := exec.CommandContext(ctx, cop, "--acp")
-	direct.Dir = cwd
-	direct.Env = append(os.Environ(), env...)
-	dn, dspan, dwhole := streamTurn(t, direct, cwd)
-
-	bin := daemontest.Build(t)
-	p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: "login_shell_path = false\n",
-		Environ: env, Agents: map[string]string{agent.Copilot: cop}, NoClient: true})
-	viaCard := exec.CommandContext(ctx, bin, "acp", agent.Copilot, "--home", p.Home, "--mode", "read_only")
-	viaCard.Env = os.Environ()
-	cn, cspan, cwhole := streamTurn(t, viaCard, cwd)
-
+	// its own first, outside the figures.
+	d, c := compareLongTurn(t, agent.Copilot, cop, env, "login_shell_path = false\n", true)
 	t.Logf("5,000-word answer: copilot --acp %d chunks, first→last %v, turn %v; card acp copilot %d chunks, first→last %v, turn %v (%.2fx first→last)",
-		dn, dspan, dwhole, cn, cspan, cwhole, float64(cspan)/float64(dspan))
+		d.n, d.span, d.whole, c.n, c.span, c.whole, float64(c.span)/float64(d.span))
 }

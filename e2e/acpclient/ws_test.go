@@ -122,6 +122,19 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 
 func acpURL(rpcURL string) string { return strings.TrimSuffix(rpcURL, "/rpc") + "/acp" }
 
+// connectACP dials url as origin ("" for a native client) and initializes
+// an SDK connection over it that serves cl.
+func connectACP(t *testing.T, ctx context.Context, url, token, origin string, cl acpsdk.Client) (*acpsdk.ClientSideConnection, acpsdk.InitializeResponse) {
+	t.Helper()
+	ws, _, err := dialACP(t, url, token, origin)
+	require.NoError(t, err)
+	w, r := framed(ctx, ws)
+	conn := acpsdk.NewClientSideConnection(cl, w, r)
+	init, err := conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
+	require.NoError(t, err)
+	return conn, init
+}
+
 func dialACP(t *testing.T, url, token, origin string) (*websocket.Conn, *http.Response, error) {
 	h := http.Header{}
 	if token != "" {
@@ -153,13 +166,8 @@ func TestTheDaemonsACPEndpointServesCoderGoSDK(t *testing.T) {
 	url := acpURL(d.URL)
 
 	t.Run("a native client runs a turn whose question it allows", func(t *testing.T) {
-		ws, _, err := dialACP(t, url, d.Token, "")
-		require.NoError(t, err)
-		w, r := framed(ctx, ws)
 		cl := &sdkClient{}
-		conn := acpsdk.NewClientSideConnection(cl, w, r)
-		init, err := conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
-		require.NoError(t, err)
+		conn, init := connectACP(t, ctx, url, d.Token, "", cl)
 		assert.True(t, init.AgentCapabilities.LoadSession)
 		sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
 			Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode}}})
@@ -195,13 +203,8 @@ func TestTheDaemonsACPEndpointServesCoderGoSDK(t *testing.T) {
 	})
 
 	t.Run("an origin granted acp but not write starts no asking session", func(t *testing.T) {
-		ws, _, err := dialACP(t, url, d.Token, "https://acp.example")
-		require.NoError(t, err)
-		w, r := framed(ctx, ws)
-		conn := acpsdk.NewClientSideConnection(&sdkClient{}, w, r)
-		_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
-		require.NoError(t, err)
-		_, err = conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
+		conn, _ := connectACP(t, ctx, url, d.Token, "https://acp.example", &sdkClient{})
+		_, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
 			Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode}}})
 		require.Error(t, err)
 		var re *acpsdk.RequestError
@@ -252,12 +255,7 @@ func TestTwoEditorsOnOneSessionAreBothAskedAndTheFirstAnswerWins(t *testing.T) {
 	ctx := daemontest.Context(t)
 	url := acpURL(d.URL)
 	connect := func(cl acpsdk.Client) *acpsdk.ClientSideConnection {
-		ws, _, err := dialACP(t, url, d.Token, "")
-		require.NoError(t, err)
-		w, r := framed(ctx, ws)
-		conn := acpsdk.NewClientSideConnection(cl, w, r)
-		_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
-		require.NoError(t, err)
+		conn, _ := connectACP(t, ctx, url, d.Token, "", cl)
 		return conn
 	}
 	first := &blockingClient{withdrawn: make(chan struct{})}
@@ -303,12 +301,7 @@ func TestAPromptWhileATurnRunsIsQueuedAndAnsweredWhenItsOwnTurnEnds(t *testing.T
 		Agents: map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
 	})
 	ctx := daemontest.Context(t)
-	ws, _, err := dialACP(t, acpURL(d.URL), d.Token, "")
-	require.NoError(t, err)
-	w, r := framed(ctx, ws)
-	conn := acpsdk.NewClientSideConnection(&sdkClient{}, w, r)
-	_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
-	require.NoError(t, err)
+	conn, _ := connectACP(t, ctx, acpURL(d.URL), d.Token, "", &sdkClient{})
 	sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
 		Meta: map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode}}})
 	require.NoError(t, err)
@@ -372,12 +365,7 @@ func TestAModeOrModelChangedElsewhereReachesEveryEditorOnTheSession(t *testing.T
 	ctx := daemontest.Context(t)
 	url := acpURL(d.URL)
 	connect := func(cl acpsdk.Client) *acpsdk.ClientSideConnection {
-		ws, _, err := dialACP(t, url, d.Token, "")
-		require.NoError(t, err)
-		w, r := framed(ctx, ws)
-		conn := acpsdk.NewClientSideConnection(cl, w, r)
-		_, err = conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
-		require.NoError(t, err)
+		conn, _ := connectACP(t, ctx, url, d.Token, "", cl)
 		return conn
 	}
 	first, second := &sdkClient{}, &sdkClient{}
