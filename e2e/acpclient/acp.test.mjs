@@ -166,6 +166,18 @@ function text(updates, sessionId, kind = "agent_message_chunk") {
     .join("");
 }
 
+// updatesOf waits up to 2 s for the session's first update of kind, then
+// returns all of that kind so far: an update that comes from the session's
+// own stream (a mode or config change every editor hears) may follow the
+// answer of the request that made it.
+async function updatesOf(a, sessionId, kind) {
+  const of = () => a.updates.filter((u) => u.sessionId === sessionId && u.update.sessionUpdate === kind);
+  for (let i = 0; i < 200 && of().length === 0; i++) {
+    await new Promise((done) => setTimeout(done, 10));
+  }
+  return of();
+}
+
 function kinds(updates, sessionId) {
   return updates.filter((u) => u.sessionId === sessionId).map((u) => u.update.sessionUpdate);
 }
@@ -272,13 +284,8 @@ test("session/set_mode to ask before the first turn: the turn's tool call is ask
     assert.equal(r.modes.currentModeId, "read_only");
     const set = await a.request("session/set_mode", { sessionId: r.sessionId, modeId: "ask" });
     assert.equal(set._meta.card.appliesFromTurn, 1);
-    // The update comes from the session's own stream (every editor
-    // following the session hears it), so it may follow the answer.
-    const modeUpdates = () => a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "current_mode_update");
-    for (let i = 0; i < 200 && modeUpdates().length === 0; i++) {
-      await new Promise((done) => setTimeout(done, 10));
-    }
-    assert.deepEqual(modeUpdates().map((u) => u.update.currentModeId), ["ask"]);
+    const modeUpdates = await updatesOf(a, r.sessionId, "current_mode_update");
+    assert.deepEqual(modeUpdates.map((u) => u.update.currentModeId), ["ask"]);
     const p = await prompt(a, r.sessionId, env.ACP_PROMPT_TOOL.replaceAll("FILE", file));
     assert.equal(p.stopReason, "end_turn");
     assert.ok(a.asked.length >= 1, "the ask-mode turn asked");
@@ -313,12 +320,7 @@ test("session/set_config_option model answers the new options and holds from the
     const set = await a.request("session/set_config_option", { sessionId: r.sessionId, configId: "model", value: model });
     assert.equal(set.configOptions.find((o) => o.id === "model").currentValue, model);
     assert.deepEqual(set.configOptions.map((o) => o.id), ids);
-    // From the session's stream, like the mode's: it may follow the answer.
-    const configUpdates = () => a.updates.filter((u) => u.sessionId === r.sessionId && u.update.sessionUpdate === "config_option_update");
-    for (let i = 0; i < 200 && configUpdates().length === 0; i++) {
-      await new Promise((done) => setTimeout(done, 10));
-    }
-    const ups = configUpdates();
+    const ups = await updatesOf(a, r.sessionId, "config_option_update");
     assert.equal(ups.length, 1);
     assert.equal(ups[0].update.configOptions.find((o) => o.id === "model").currentValue, model);
     if (env.ACP_MODEL) assert.equal((await prompt(a, r.sessionId, env.ACP_PROMPT_REMEMBER)).stopReason, "end_turn");
