@@ -121,8 +121,7 @@ func (c *codexWarm) conversation() *codexAppConversation {
 
 func (c *codexWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	c.w = w
-	stream := newLineStream(w.child.lines, stdinWriter{w.child}, func(line []byte) { w.emitCur(otherEvent("", line)) })
-	stream.idle, w.merges = w.flushCur, true
+	stream := w.lineStream()
 	c.conn = jsonrpc2.NewConn(w.life, stream, rpcHandler(c.handle), jsonrpc2.SetLogger(discardLog{}))
 	go func() {
 		<-c.conn.DisconnectNotify()

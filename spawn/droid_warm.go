@@ -86,8 +86,7 @@ func (d *droidWarm) conversation() *droidConversation {
 func (d *droidWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	d.w = w
 	d.sp.Adapter = agent.Droid
-	stream := droidStream{newLineStream(w.child.lines, stdinWriter{w.child}, func(line []byte) { w.emitCur(otherEvent("", line)) })}
-	stream.idle, w.merges = w.flushCur, true
+	stream := droidStream{w.lineStream()}
 	d.conn = jsonrpc2.NewConn(w.life, stream, rpcHandler(d.handle), jsonrpc2.SetLogger(discardLog{}))
 	go func() {
 		<-d.conn.DisconnectNotify()

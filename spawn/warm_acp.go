@@ -126,8 +126,7 @@ func (a *acpWarm) conversation() *acpConversation {
 
 func (a *acpWarm) open(ctx context.Context, w *warmRunner) *Failure {
 	a.w = w
-	stream := newLineStream(w.child.lines, stdinWriter{w.child}, func(line []byte) { w.emitCur(otherEvent("", line)) })
-	stream.idle, w.merges = w.flushCur, true
+	stream := w.lineStream()
 	a.conn = jsonrpc2.NewConn(w.life, stream, rpcHandler(a.handle), jsonrpc2.SetLogger(discardLog{}))
 	go func() {
 		<-a.conn.DisconnectNotify()

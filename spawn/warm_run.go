@@ -183,6 +183,16 @@ type warmRunner struct {
 	done chan struct{}
 }
 
+// lineStream is the agent's stdout as JSON-RPC messages, for a protocol
+// that speaks JSON-RPC over it: a line that is not a message is the running
+// turn's "other" event, and whenever no line is in hand what the turn holds
+// of its text goes out, so the turn merges the deltas read together.
+func (w *warmRunner) lineStream() *lineStream {
+	s := newLineStream(w.child.lines, stdinWriter{w.child}, func(line []byte) { w.emitCur(otherEvent("", line)) })
+	s.idle, w.merges = w.flushCur, true
+	return s
+}
+
 // startWarm starts the child and the protocol's opening.
 func startWarm(ctx context.Context, spec WarmSpec, adapter string, proto warmProto) (*warmRunner, error) {
 	w := &warmRunner{adapter: adapter, plan: spec.Plan, lim: spec.Limits.withDefaults(), imageMem: spec.ImageMemory, proto: proto,
