@@ -33,9 +33,10 @@ import (
 const chattyDeltas = 5000
 
 // chattyStream is a captured partial-messages Claude Code stream with its
-// one text delta repeated chattyDeltas times and its status line left out:
-// 8 + 5,000 lines, about 1.3 MB, what an agent that thinks aloud prints.
-func chattyStream(t testing.TB) []byte {
+// one text delta repeated deltas times and its status line left out: with
+// chattyDeltas, 8 + 5,000 lines, about 1.3 MB, what an agent that thinks
+// aloud prints.
+func chattyStream(t testing.TB, deltas int) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(daemontest.RepoFile(t, "spawn/testdata/claude-stream-partial.jsonl"))
 	require.NoError(t, err)
@@ -44,7 +45,7 @@ func chattyStream(t testing.TB) []byte {
 		switch {
 		case strings.Contains(line, `"subtype":"status"`):
 		case strings.Contains(line, `"text_delta"`):
-			for range chattyDeltas {
+			for range deltas {
 				out.WriteString(line)
 			}
 		default:
@@ -55,20 +56,29 @@ func chattyStream(t testing.TB) []byte {
 }
 
 // chattyAgent writes the chatty fake: a Claude Code that reads its task and
-// prints the chatty stream in one go, then exits.
-func chattyAgent(t testing.TB) (bin string, lines int) {
+// prints the chatty stream in one go, then exits. A task that says
+// shortTask prints the same stream with one text delta instead, so a bench
+// can tell what a run costs per line from what it costs at all.
+func chattyAgent(t testing.TB) (bin string, lines, shortLines int) {
 	t.Helper()
-	stream := chattyStream(t)
-	file := filepath.Join(t.TempDir(), "chatty.jsonl")
+	stream, short := chattyStream(t, chattyDeltas), chattyStream(t, 1)
+	dir := t.TempDir()
+	file, shortFile := filepath.Join(dir, "chatty.jsonl"), filepath.Join(dir, "short.jsonl")
 	require.NoError(t, os.WriteFile(file, stream, 0o644))
+	require.NoError(t, os.WriteFile(shortFile, short, 0o644))
 	bin = daemontest.Script(t, "claude", fmt.Sprintf(`case "$1" in
 --version) echo "2.1.197 (Claude Code)"; exit 0;;
 auth|login) exit 1;;
 esac
-cat > /dev/null
-exec cat %q`, file))
-	return bin, bytes.Count(stream, []byte("\n"))
+case "$(cat)" in
+*'%s'*) exec cat %q;;
+esac
+exec cat %q`, shortTask, shortFile, file))
+	return bin, bytes.Count(stream, []byte("\n")), bytes.Count(short, []byte("\n"))
 }
+
+// shortTask, in a task, makes the chatty fake print one text delta.
+const shortTask = "say one thing"
 
 // chattyPath is one way of running the chatty agent once: it returns when
 // the caller has its answer (the finished run, or a streamed run's last
@@ -95,7 +105,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
 		testskip.Skip(t, testskip.Bench, "benchmark of a chatty run against reading its pipe (figures go to docs/performance.md)")
 	}
-	bin, lines := chattyAgent(t)
+	bin, lines, shortLines := chattyAgent(t)
 	d := daemontest.Start(t, daemontest.Options{
 		Config: "login_shell_path = false\n",
 		Agents: map[string]string{agent.ClaudeCode: bin},
@@ -111,8 +121,12 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		cmd.Dir = cwd
 		cmd.Stdin = strings.NewReader(task)
 		out, err := cmd.Output()
-		if err == nil && bytes.Count(out, []byte("\n")) != lines {
-			err = fmt.Errorf("read %d lines, want %d", bytes.Count(out, []byte("\n")), lines)
+		want := lines
+		if strings.Contains(task, shortTask) {
+			want = shortLines
+		}
+		if err == nil && bytes.Count(out, []byte("\n")) != want {
+			err = fmt.Errorf("read %d lines, want %d", bytes.Count(out, []byte("\n")), want)
 		}
 		return "", err
 	}}
@@ -198,12 +212,17 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		defer cancel()
 	}
 	took := make([][]time.Duration, len(paths))
+	tookShort := make([][]time.Duration, len(paths))
 	var missing []string
 	var events int
-	runOne := func(i int) {
+	runOne := func(i int, short bool) {
+		task, into := "talk a lot", &took[i]
+		if short {
+			task, into = "please "+shortTask, &tookShort[i]
+		}
 		start := time.Now()
-		runID, err := paths[i].run(ctx, "talk a lot")
-		took[i] = append(took[i], time.Since(start))
+		runID, err := paths[i].run(ctx, task)
+		*into = append(*into, time.Since(start))
 		require.NoError(t, err, paths[i].name)
 		if runID == "" {
 			return
@@ -213,17 +232,18 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		require.NoError(t, err)
 		if n := len(evs); n == 0 || evs[n-1].Kind != daemon.EventDone {
 			missing = append(missing, fmt.Sprintf("%s: %d events stored at the answer", paths[i].name, n))
-		} else {
+		} else if !short {
 			events = n
 		}
 	}
 	for range 3 { // warm caches
 		for i := range paths {
-			runOne(i)
+			runOne(i, false)
+			runOne(i, true)
 		}
 	}
 	for i := range took {
-		took[i] = nil
+		took[i], tookShort[i] = nil, nil
 	}
 	missing = nil
 	runtime.GC()
@@ -232,9 +252,10 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	stopProfile := startProfiles(t)
 	for r := range rounds {
 		// Rotate which path goes first, so none always follows another's
-		// garbage.
+		// garbage; the short run of each path follows its long one.
 		for k := range paths {
-			runOne((r + k) % len(paths))
+			runOne((r+k)%len(paths), false)
+			runOne((r+k)%len(paths), true)
 		}
 	}
 	stopProfile()
@@ -247,6 +268,19 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		m := median(took[i])
 		t.Logf("%-24s median %7.2f ms (min %6.2f, max %7.2f) | %.2fx direct, %+.2f ms, %.2f µs per line",
 			p.name, ms(m), ms(minOf(took[i])), ms(maxOf(took[i])), float64(m)/float64(base), ms(m-base), float64(m-base)/float64(lines)/1e3)
+	}
+	// What a path costs per line is the difference between its long and
+	// its short run, both taken in this sitting: the short run holds what
+	// every run pays once (the process, the answer, the turn's bookkeeping).
+	t.Logf("per line: each path's long run less its short run (%d lines), over the %d lines between them", shortLines, lines-shortLines)
+	perLine := make([]float64, len(paths))
+	for i, p := range paths {
+		perLine[i] = float64(median(took[i])-median(tookShort[i])) / float64(lines-shortLines) / 1e3
+		ratio := ""
+		if i > 1 {
+			ratio = fmt.Sprintf(" | %.2fx agents.invoke's, %.2fx agents.invoke + stream's", perLine[i]/perLine[1], perLine[i]/perLine[2])
+		}
+		t.Logf("%-24s short median %6.2f ms | %.2f µs per line%s", p.name, ms(median(tookShort[i])), perLine[i], ratio)
 	}
 	t.Logf("heap in objects: %.1f MiB idle after GC, peak %.1f MiB while the runs went", mib(idle), mib(peak.Load()))
 	for _, m := range missing {
