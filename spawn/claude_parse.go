@@ -41,6 +41,9 @@ type claudeParser struct {
 	// sends copies), so a line's events may live in the parser.
 	line claudeLine
 	one  [1]Event
+	// quotedSession is the session id as the last delta line quoted it;
+	// unquoted is delta's scratch for unquoting.
+	quotedSession, unquoted []byte
 }
 
 func newClaudeParser() *claudeParser { return &claudeParser{} }
@@ -132,6 +135,14 @@ type claudeBlock struct {
 // Feed reads one line. The slice it returns may be the parser's own, good
 // until the next Feed.
 func (p *claudeParser) Feed(line []byte) []Event {
+	if evs, ok := p.delta(line); ok {
+		return evs
+	}
+	return p.decode(line)
+}
+
+// decode reads any line by decoding it whole.
+func (p *claudeParser) decode(line []byte) []Event {
 	l := &p.line
 	*l = claudeLine{}
 	if err := decodeLine(line, l); (err != nil && !isTypeError(err)) || l.Type == "" {
