@@ -8,7 +8,9 @@ import (
 
 // A Claude Code run with partial messages prints one stream_event line per
 // token of text or thinking: thousands of lines a turn, nearly all of one
-// shape, written by one JSON serializer with its keys in one order:
+// shape. The event inside is the Messages API's, printed again in the order
+// its members arrived in, which is the API's own (a gateway that reorders
+// them gets the decoder, as any other line does):
 //
 //	{"type":"stream_event","event":{"type":"content_block_delta","index":0,
 //	 "delta":{"type":"text_delta","text":"…"}},"session_id":"…",

@@ -1,11 +1,17 @@
 package spawn
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/e2e/standin"
 )
 
 // deltaLine is a text delta line as Claude Code 2.1.197 prints it, with
@@ -102,4 +108,59 @@ func FuzzClaudeDelta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string) {
 		sameAsDecoder(t, line)
 	})
+}
+
+// deltaRecorder is Claude Code's parser with a record of the delta lines
+// it was fed and of those the fast path took.
+type deltaRecorder struct {
+	*claudeParser
+	deltas, fast []string
+}
+
+func (r *deltaRecorder) Feed(line []byte) []Event {
+	if strings.Contains(string(line), `"content_block_delta"`) {
+		r.deltas = append(r.deltas, string(line))
+		probe := newClaudeParser()
+		if _, ok := probe.delta(line); ok {
+			r.fast = append(r.fast, string(line))
+		}
+	}
+	return r.claudeParser.Feed(line)
+}
+
+// The real Claude Code, run as card runs it against a loopback stand-in of
+// the Messages API, prints its text and thinking deltas in the one shape
+// the fast path reads: the shape is the CLI's, not only the fixture's.
+func TestTheRealClaudeCodesDeltaLinesTakeTheFastPath(t *testing.T) {
+	bin := standin.CLI(t, "claude")
+	s := standin.NewAnthropic(t, standin.Script{Answer: `an answer with "quotes", a \ backslash, é and 😀 in it`,
+		Thinking: "first I think about it"})
+	home, cwd := t.TempDir(), t.TempDir()
+	plan, err := Build(bin, Request{Adapter: agent.ClaudeCode, Cwd: cwd, Mode: ModeReadOnly})
+	require.NoError(t, err)
+	rec := &deltaRecorder{claudeParser: newClaudeParser()}
+	var text, thinking strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "say it", BaseEnv: s.ClaudeEnv(home, os.Getenv("PATH")), Parser: rec,
+		OnEvent: func(e Event) {
+			switch {
+			case e.Kind == EventText && e.Delta:
+				text.WriteString(e.Text)
+			case e.Kind == EventThinking && e.Delta:
+				thinking.WriteString(e.Text)
+			}
+		}})
+	require.NoError(t, err)
+	require.Equal(t, `an answer with "quotes", a \ backslash, é and 😀 in it`, res.Answer, "error: %+v", res.Error)
+	assert.Equal(t, res.Answer, text.String(), "the streamed text is the answer")
+	assert.Equal(t, "first I think about it", thinking.String())
+	var textDeltas int
+	for _, l := range rec.deltas {
+		if strings.Contains(l, `"text_delta"`) || strings.Contains(l, `"thinking_delta"`) {
+			textDeltas++
+			assert.Contains(t, rec.fast, l, "a delta line the fast path declined")
+		}
+	}
+	assert.Greater(t, textDeltas, 5, "text and thinking deltas were printed")
 }

@@ -164,8 +164,7 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
 			"content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
 		for _, piece := range strings.SplitAfter(script.Thinking, " ") {
-			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
-				"delta": map[string]any{"type": "thinking_delta", "thinking": piece}})
+			e.event("content_block_delta", blockDelta(index, thinkingDelta{"thinking_delta", piece}))
 		}
 		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
 			"delta": map[string]any{"type": "signature_delta", "signature": "c3RhbmRpbi1zaWduYXR1cmU="}})
@@ -178,8 +177,7 @@ func serveAnthropic(s *Server, w http.ResponseWriter, r *http.Request, body []by
 	s.stall(r)
 	for i, d := range script.deltas() {
 		s.pace(r, i, script)
-		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
-			"delta": map[string]any{"type": "text_delta", "text": d}})
+		e.event("content_block_delta", blockDelta(index, textDelta{"text_delta", d}))
 	}
 	e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 	e.event("message_delta", map[string]any{"type": "message_delta",
@@ -229,6 +227,30 @@ func (s *Server) ClaudeEnv(home, path string) []string {
 		"DISABLE_ERROR_REPORTING=1",
 		"NO_COLOR=1",
 	}
+}
+
+// contentBlockDelta, textDelta and thinkingDelta are the stream's deltas
+// with their members in the order the Messages API writes them (Go maps
+// would sort them): Claude Code prints each event again as it parsed it,
+// so the stand-in's order is what card reads on a Claude Code line.
+type contentBlockDelta struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	Delta any    `json:"delta"`
+}
+
+type textDelta struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type thinkingDelta struct {
+	Type     string `json:"type"`
+	Thinking string `json:"thinking"`
+}
+
+func blockDelta(index int, delta any) contentBlockDelta {
+	return contentBlockDelta{Type: "content_block_delta", Index: index, Delta: delta}
 }
 
 // serveAnthropicToolCall answers a model call with one tool_use block,
