@@ -167,8 +167,9 @@ func (p *warmPool) acquire(ctx context.Context, s *session, runID string, start 
 		if w.runID != "" {
 			// A session runs one turn at a time; two on one agent would be
 			// two conversations' worth of input in one process.
+			err := fmt.Errorf("session %s's agent is already in a turn (run %s)", s.row.ID, w.runID) // runID is the pool's, read under its lock
 			p.mu.Unlock()
-			return nil, fmt.Errorf("session %s's agent is already in a turn (run %s)", s.row.ID, w.runID)
+			return nil, err
 		}
 		if w.alive() {
 			w.runID = runID
