@@ -108,7 +108,7 @@ func (st *session) ask(e api.AgentEvent, viaApprove bool) *perm {
 	st.mu.Lock()
 	if a, done := st.answered[id]; done {
 		st.mu.Unlock()
-		return &perm{done: closed(), answer: a}
+		return &perm{done: closed(), answer: a.ApproveAnswer, elsewhere: a.elsewhere}
 	}
 	p := st.perms[id]
 	if p != nil {
@@ -131,9 +131,7 @@ func (st *session) ask(e api.AgentEvent, viaApprove bool) *perm {
 		}
 		decide := !p.viaApprove && !p.elsewhere
 		delete(st.perms, id)
-		if !p.elsewhere {
-			st.answered[id] = p.answer
-		}
+		st.answered[id] = answered{ApproveAnswer: p.answer, elsewhere: p.elsewhere}
 		close(p.done)
 		st.mu.Unlock()
 		if decide {
@@ -148,6 +146,13 @@ func (st *session) ask(e api.AgentEvent, viaApprove bool) *perm {
 		}
 	}()
 	return p
+}
+
+// answered is how a question was decided: here (the editor's answer, or
+// an "always" it gave), or elsewhere (another client, the timeout).
+type answered struct {
+	api.ApproveAnswer
+	elsewhere bool
 }
 
 func closed() chan struct{} {

@@ -1,6 +1,7 @@
 package agentside
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -395,6 +396,41 @@ func TestAQuestionAnsweredByAnotherClientIsWithdrawnFromTheEditor(t *testing.T) 
 		defer e.mu.Unlock()
 		return len(e.withdrawn) == 1
 	}, 5*time.Second, 10*time.Millisecond, "the editor's question is withdrawn with $/cancel_request")
+	assert.Len(t, be.decided, 1, "only the other client's answer was given")
+}
+
+// The daemon's agents.approve and the turn's events come by different
+// paths, so the question can come as agents.approve after the event that
+// says another client decided it: it is not put to the editor again.
+func TestAQuestionDecidedElsewhereIsNotPutAgainWhenTheDaemonsAskComesLate(t *testing.T) {
+	be := newFake()
+	be.script = approvalScript("Bash")
+	be.hold = make(chan struct{})
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	asked := make(chan struct{}, 2)
+	e.onPermission = func(acp.RequestPermissionRequest) acp.RequestPermissionResponse {
+		asked <- struct{}{}
+		return acp.RequestPermissionResponse{} // never answers
+	}
+	initialize(e)
+	id := newSession(e, "")
+	done := e.start(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
+	<-asked
+	_, err := be.ApprovalDecide(t.Context(), api.DecideParams{RequestID: "qt1", Decision: api.DecisionAllow})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.withdrawn) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the editor's question is withdrawn")
+	// The turn still runs; the daemon's own question arrives only now.
+	actx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err = e.srv.Approve(actx, api.ApproveParams{RunID: "run_1_1", RequestID: "qt1", Tool: api.ToolCall{Name: "Bash", ID: "t1"}})
+	require.ErrorContains(t, err, "answered by another client", "a question another client decided is not answered again")
+	close(be.hold)
+	require.Nil(t, (<-done).Error)
+	assert.Empty(t, asked, "asked once")
 	assert.Len(t, be.decided, 1, "only the other client's answer was given")
 }
 

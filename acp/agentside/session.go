@@ -56,11 +56,13 @@ type session struct {
 
 	runs  map[string]int // the running turns' runs, for a question's run id
 	perms map[string]*perm
-	// answered are the questions answered here, kept until their turn
-	// ends: the same question arriving the other way (as agents.approve
-	// after the event, or the event after agents.approve) is not put
-	// again.
-	answered   map[string]api.ApproveAnswer
+	// answered are the questions answered, here or by another client,
+	// kept until their turn ends: the same question arriving the other way
+	// (as agents.approve after the event, or the event after
+	// agents.approve), even after it was decided, is not put again. The
+	// turn's events and the daemon's agents.approve come by different
+	// paths, so either can come late.
+	answered   map[string]answered
 	always     map[string]string // tool name → the decision an "always" answer gave
 	replayAsks map[string]api.AgentEvent
 	cost       float64
@@ -83,7 +85,7 @@ func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
 	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, model: sess.Model, effort: sess.Effort,
 		configSeq: sess.NextSeq - 1, caps: caps,
 		waiters: map[int]chan turnEnd{}, ended: map[int]turnEnd{}, cancelled: map[int]bool{},
-		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]api.ApproveAnswer{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
+		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]answered{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
 	st.cond = sync.NewCond(&st.mu)
 	s.sessions[sess.SessionID] = st
 	ctx := s.ctx
@@ -240,10 +242,16 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, histor
 		return
 	case api.EventApprovalDecided:
 		if e.Approval != nil {
+			id := e.Approval.RequestID
+			a := api.ApproveAnswer{Decision: e.Approval.Decision, Message: e.Approval.Message}
 			st.mu.Lock()
-			delete(st.replayAsks, e.Approval.RequestID)
-			if p := st.perms[e.Approval.RequestID]; p != nil {
-				p.decidedElsewhere(api.ApproveAnswer{Decision: e.Approval.Decision, Message: e.Approval.Message})
+			delete(st.replayAsks, id)
+			if p := st.perms[id]; p != nil {
+				p.decidedElsewhere(a)
+			} else if _, ok := st.answered[id]; !ok {
+				// Decided before this connection put it: an agents.approve
+				// still on its way finds it decided.
+				st.answered[id] = answered{ApproveAnswer: a, elsewhere: true}
 			}
 			st.mu.Unlock()
 		}
