@@ -207,6 +207,14 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	return c.rpc.Call(ctx, method, params, result)
 }
 
+// Deliver hands the client a notification that did not come over its
+// connection, as if it had: the daemon's own ACP front door, which runs in
+// the daemon's process, receives its sessions' events this way rather
+// than encoded onto its loopback socket and read back. It may run while
+// the connection delivers notifications of its own; the client copies
+// what it keeps of params.
+func (c *Client) Deliver(method string, params json.RawMessage) { c.events.notify(method, params) }
+
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.rpc.Done() }
 

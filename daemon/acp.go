@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -71,19 +73,35 @@ func (d *Daemon) serveACP(ws *websocket.Conn, origin string) {
 	if origin != "" {
 		header.Set("Origin", origin)
 	}
+	// The loopback's sessions' events come to its client in process: the
+	// daemon would otherwise encode each onto the socket, and the client
+	// read it back, once more per event than an /rpc client costs.
+	var loop atomic.Pointer[client.Client]
+	ctx, stop := context.WithCancel(d.ctx)
+	defer stop()
+	key, err := d.loopbacks.add(func(method string, params json.RawMessage) {
+		if c := loop.Load(); c != nil && ctx.Err() == nil {
+			c.Deliver(method, params)
+		}
+	})
+	if err != nil {
+		_ = ws.Close(websocket.StatusInternalError, "the daemon cannot serve this connection")
+		return
+	}
+	header.Set(loopbackHeader, key)
 	dctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	c, err := client.Dial(dctx, client.Options{URL: d.url, Token: string(token), OnApprove: srv.Approve,
 		RPC: rpcclient.ClientOptions{Header: header}})
 	cancel()
+	d.loopbacks.drop(key) // claimed by the upgrade, or never to be
 	if err != nil {
 		log.Warn("acp: cannot reach /rpc", zap.Error(err))
 		_ = ws.Close(websocket.StatusTryAgainLater, "card cannot serve this connection now; try again")
 		return
 	}
 	defer c.Close()
+	loop.Store(c)
 	srv.SetBackend(c)
-	ctx, stop := context.WithCancel(d.ctx)
-	defer stop()
 	go func() {
 		select {
 		case <-c.Done(): // the daemon shuts down, or dropped the loopback

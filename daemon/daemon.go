@@ -79,6 +79,9 @@ type Daemon struct {
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server
+	// loopbacks are the daemon's own connections to rpcSrv (the ACP front
+	// door's), whose sessions' events are handed over in process.
+	loopbacks loopbacks
 	httpSrv   *http.Server
 	ln        net.Listener
 	url       string
@@ -239,6 +242,7 @@ func (d *Daemon) Start() error {
 		MaxPending:        d.cfg.MaxPendingConnections,
 		MaxInFlight:       d.cfg.MaxInFlight,
 		Logger:            d.log.Named("rpc"),
+		Local:             d.loopbacks.claim,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", d.rpcSrv)

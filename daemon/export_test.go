@@ -8,3 +8,7 @@ func UsePasswdFile(t testing.TB, path string) {
 	passwdFile = path
 	t.Cleanup(func() { passwdFile = old })
 }
+
+// LoopbackDeliveries counts the notifications d has handed to its own
+// connections in process.
+func LoopbackDeliveries(d *Daemon) int64 { return d.loopbacks.delivered.Load() }

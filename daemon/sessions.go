@@ -365,9 +365,18 @@ func (d *Daemon) registerSessions() {
 			release()
 			return res, nil, err
 		}
+		send := func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "sessions.event", ev) }
+		if local := peer.Local(); local != nil {
+			// The daemon's own ACP front door: the event is handed to its
+			// client in this process instead of crossing the socket.
+			send = func(_ context.Context, ev json.RawMessage) error {
+				local("sessions.event", ev)
+				return nil
+			}
+		}
 		return res, func(ctx context.Context) {
 			defer release()
-			err := events(ctx, func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "sessions.event", ev) })
+			err := events(ctx, send)
 			var behind *runs.BehindError
 			if errors.As(err, &behind) {
 				// Cut off for falling too far behind a turn: the session and

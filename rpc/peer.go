@@ -27,6 +27,9 @@ type Peer struct {
 	// web page.
 	grants Grants
 	origin string
+	// local takes the notifications of a connection the server's own
+	// process opened to itself (ServerConfig.Local); nil for the others.
+	local LocalReceiver
 	// reg is the server's registry, for the class of each request the
 	// server sends (ServerRequest); nil outside a server.
 	reg *Registry
@@ -55,6 +58,13 @@ func (p *Peer) Grants() Grants { return p.grants }
 // client (a browser always sends one on a WebSocket upgrade). A method may
 // refuse a web page what it gives a program on the machine.
 func (p *Peer) Origin() string { return p.origin }
+
+// Local is the receiver, in the server's own process, of the
+// notifications of a connection that process opened to itself
+// (ServerConfig.Local); nil for every other connection. A handler that
+// streams many notifications to such a connection may hand them to it
+// instead of encoding each onto the socket and reading it back.
+func (p *Peer) Local() LocalReceiver { return p.local }
 
 // ID identifies the connection in logs.
 func (p *Peer) ID() uint64 { return p.id }

@@ -57,7 +57,18 @@ type ServerConfig struct {
 	// DefaultRefusalLogWindow.
 	RefusalLogBurst  int
 	RefusalLogWindow time.Duration
+	// Local, when set, is asked at each upgrade whether the connection is
+	// one the server's own process opened to itself, and returns the
+	// receiver of its notifications in that process (Peer.Local), or nil
+	// for every other connection. The connection is gated, granted and
+	// served as any other: only where its notifications may go differs.
+	Local func(r *http.Request) LocalReceiver
 }
+
+// LocalReceiver takes a notification for a connection in the server's own
+// process, in place of writing it to the connection. It must not block,
+// and must not keep params after it returns.
+type LocalReceiver func(method string, params json.RawMessage)
 
 // Server serves JSON-RPC over WebSocket on one path. It tracks its
 // connections itself because http.Server forgets hijacked ones, and a
@@ -198,7 +209,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, hj.conn, r.RemoteAddr, grants, origin)
+	var local LocalReceiver
+	if s.cfg.Local != nil {
+		local = s.cfg.Local(r)
+	}
+	s.serve(c, hj.conn, r.RemoteAddr, grants, origin, local)
 }
 
 // webSlotRefusal is why a connection from web origin key may not have a
@@ -238,12 +253,12 @@ type serverConn struct {
 	inflight map[string][]*inflightCall
 }
 
-func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string, local LocalReceiver) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	peer := &Peer{id: id, grants: grants, origin: origin, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
+	peer := &Peer{id: id, grants: grants, origin: origin, local: local, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
 	ctx = withPeer(ctx, peer)
