@@ -315,7 +315,7 @@ func (st *session) taskOf(ctx context.Context, runID string) string {
 func (st *session) send(ev api.SessionEvent, ups ...acp.SessionUpdate) {
 	meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"seq": ev.Seq, "turn": ev.Turn, "runId": ev.Event.RunID}})
 	for _, u := range ups {
-		st.srv.notify(acp.MethodSessionUpdate, acp.SessionNotification{SessionID: st.id, Update: u, Meta: meta})
+		st.srv.notifyUpdate(acp.SessionNotification{SessionID: st.id, Update: u, Meta: meta})
 	}
 }
 
