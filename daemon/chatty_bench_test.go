@@ -322,6 +322,11 @@ func call(ctx context.Context, ws *websocket.Conn, id int, method string, params
 func sessionTurns(t *testing.T, d *daemontest.Daemon, cwd string) func(ctx context.Context, task string) (string, error) {
 	ws := d.Raw(t)
 	ws.SetReadLimit(16 << 20)
+	return sessionTurnsOn(t, ws, cwd)
+}
+
+// sessionTurnsOn is sessionTurns over a connection the caller dialled.
+func sessionTurnsOn(t *testing.T, ws *websocket.Conn, cwd string) func(ctx context.Context, task string) (string, error) {
 	ctx := daemontest.Context(t)
 	res, err := call(ctx, ws, 1, "sessions.start", map[string]any{"id": agent.ClaudeCode, "cwd": cwd})
 	require.NoError(t, err)

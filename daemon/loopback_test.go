@@ -1,8 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -48,29 +46,9 @@ func TestTheACPFrontDoorGetsItsSessionsEventsInProcessAndNoOtherClientDoes(t *te
 	require.NoError(t, err)
 	defer ws.CloseNow()
 	ws.SetReadLimit(16 << 20)
-	res, err := call(ctx, ws, 1, "sessions.start", map[string]any{"id": agent.ClaudeCode, "cwd": cwd})
-	require.NoError(t, err)
-	var started struct {
-		SessionID string `json:"session_id"`
-	}
-	require.NoError(t, json.Unmarshal(res, &started))
-	_, err = call(ctx, ws, 2, "sessions.subscribe", map[string]any{"session_id": started.SessionID, "after_seq": 0})
-	require.NoError(t, err)
+	turnOver := sessionTurnsOn(t, ws, cwd)
 	mark := daemon.LoopbackDeliveries(d.Daemon)
-	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "sessions.prompt",
-		"params": map[string]any{"session_id": started.SessionID, "task": "please " + shortTask}})
-	require.NoError(t, ws.Write(ctx, websocket.MessageText, req))
-	answered, ended := false, false
-	for !answered || !ended {
-		_, frame, err := ws.Read(ctx)
-		require.NoError(t, err, "the guessing client's events come over its socket")
-		switch {
-		case bytes.Contains(frame, []byte(`"method":"sessions.event"`)):
-			ended = ended || bytes.Contains(frame, []byte(`"kind":"done"`))
-		case bytes.Contains(frame, []byte(`"id":3`)):
-			require.NotContains(t, string(frame), `"error"`)
-			answered = true
-		}
-	}
+	_, err = turnOver(ctx, "please "+shortTask)
+	require.NoError(t, err, "the guessing client's events come over its socket")
 	assert.Equal(t, mark, daemon.LoopbackDeliveries(d.Daemon), "nothing of that client's went in process")
 }
