@@ -373,22 +373,30 @@ func TestAQuestionIsAskedAsRequestPermissionAndTheAnswerDecides(t *testing.T) {
 	}
 }
 
-func TestAQuestionAnsweredByAnotherClientIsWithdrawnFromTheEditor(t *testing.T) {
-	be := newFake()
-	be.script = approvalScript("Bash")
-	e := newEditor(t, Config{Adapter: "claude-code"}, be)
-	asked := make(chan struct{}, 1)
+// decidedElsewhere starts a turn whose question the editor never
+// answers and has another client answer it once the editor was asked. It
+// returns the prompt's answer to come and the questions put to the editor.
+func decidedElsewhere(t *testing.T, e *editor, be *fakeBackend) (done chan acp.Message, asked chan struct{}) {
+	t.Helper()
+	asked = make(chan struct{}, 2)
 	e.onPermission = func(acp.RequestPermissionRequest) acp.RequestPermissionResponse {
 		asked <- struct{}{}
 		return acp.RequestPermissionResponse{} // never answers
 	}
 	initialize(e)
 	id := newSession(e, "")
-	done := e.start(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
+	done = e.start(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
 	<-asked
-	// Another client answers first.
 	_, err := be.ApprovalDecide(t.Context(), api.DecideParams{RequestID: "qt1", Decision: api.DecisionAllow})
 	require.NoError(t, err)
+	return done, asked
+}
+
+func TestAQuestionAnsweredByAnotherClientIsWithdrawnFromTheEditor(t *testing.T) {
+	be := newFake()
+	be.script = approvalScript("Bash")
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	done, _ := decidedElsewhere(t, e, be)
 	m := <-done
 	require.Nil(t, m.Error)
 	require.Eventually(t, func() bool {
@@ -407,17 +415,7 @@ func TestAQuestionDecidedElsewhereIsNotPutAgainWhenTheDaemonsAskComesLate(t *tes
 	be.script = approvalScript("Bash")
 	be.hold = make(chan struct{})
 	e := newEditor(t, Config{Adapter: "claude-code"}, be)
-	asked := make(chan struct{}, 2)
-	e.onPermission = func(acp.RequestPermissionRequest) acp.RequestPermissionResponse {
-		asked <- struct{}{}
-		return acp.RequestPermissionResponse{} // never answers
-	}
-	initialize(e)
-	id := newSession(e, "")
-	done := e.start(acp.MethodSessionPrompt, acp.PromptRequest{SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
-	<-asked
-	_, err := be.ApprovalDecide(t.Context(), api.DecideParams{RequestID: "qt1", Decision: api.DecisionAllow})
-	require.NoError(t, err)
+	done, asked := decidedElsewhere(t, e, be)
 	require.Eventually(t, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -426,7 +424,7 @@ func TestAQuestionDecidedElsewhereIsNotPutAgainWhenTheDaemonsAskComesLate(t *tes
 	// The turn still runs; the daemon's own question arrives only now.
 	actx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	_, err = e.srv.Approve(actx, api.ApproveParams{RunID: "run_1_1", RequestID: "qt1", Tool: api.ToolCall{Name: "Bash", ID: "t1"}})
+	_, err := e.srv.Approve(actx, api.ApproveParams{RunID: "run_1_1", RequestID: "qt1", Tool: api.ToolCall{Name: "Bash", ID: "t1"}})
 	require.ErrorContains(t, err, "answered by another client", "a question another client decided is not answered again")
 	close(be.hold)
 	require.Nil(t, (<-done).Error)
