@@ -13,6 +13,7 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -106,7 +107,11 @@ func LocalDetector(ctx context.Context, home string, environ []string) (*detect.
 	if err != nil {
 		return nil, err
 	}
-	return newDetector(cfg, envMap(environ), home, zap.NewNop()), nil
+	// No probe tag: this detector's probes are the CLI's, and a daemon
+	// starting on the home must not take them for a dead daemon's.
+	env := envMap(environ)
+	delete(env, proc.ProbeEnv)
+	return newDetector(cfg, env, home, zap.NewNop()), nil
 }
 
 // setupAgents reads the guard's inputs once and builds the detector;
@@ -116,7 +121,7 @@ func (d *Daemon) setupAgents() error {
 		Ancestry: guard.ParseAncestry(d.env[guard.AncestryEnv]),
 		MaxChain: guard.ParseMaxChain(d.env[guard.MaxChainEnv]),
 	}
-	d.detector = newDetector(d.cfg, d.env, d.home, d.log.Named("detect"))
+	d.detector = newDetector(d.cfg, withProbeTag(d.env, d.probeTag), d.home, d.log.Named("detect"))
 	d.onClose(func(context.Context) { d.detector.Close() })
 
 	detectDoc := "Each installed adapter as an ExternalAgentSpec: where it was found, its version, whether it can run (`execution`), the deprecated `auth_kind`, and with `include_health` its health. An install that cannot run also carries `health: {status: \"not_executable\", reason}` without `include_health`, for clients that predate `execution`. Adapters this caller could not spawn (the guard) carry `spawn_block_reason`."

@@ -64,6 +64,8 @@ type Daemon struct {
 	env       map[string]string
 	startedAt time.Time
 	pid       int
+	// probeTag marks this daemon's probes (see endLeftoverProbes).
+	probeTag string
 
 	lock      *homeLock
 	guard     guard.Snapshot
@@ -178,13 +180,17 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	sweepPrivateDirs(env, log)
+	started := time.Now().UTC()
+	tag := probeTag(home, os.Getpid(), started)
+	endLeftoverProbes(home, tag, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Daemon{
 		cfg:       cfg,
 		home:      home,
 		log:       log,
 		env:       env,
-		startedAt: time.Now().UTC(),
+		probeTag:  tag,
+		startedAt: started,
 		pid:       os.Getpid(),
 		lock:      lock,
 		cwdPolicy: policy,

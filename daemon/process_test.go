@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -186,4 +188,73 @@ func TestADescriptorTheLauncherLeftOpenReachesNoAgent(t *testing.T) {
 	}
 	_, err = p.Client.Cancel(daemontest.Context(t), acc.RunID)
 	require.NoError(t, err)
+}
+
+// A probe's leader dies with a SIGKILLed daemon, but not what it started
+// (Copilot's launcher runs its native binary as a child, which may be
+// unpacking itself into the home). The next daemon on the same home ends
+// it; a daemon on another home leaves it alone.
+func TestWhatADeadDaemonsProbeLeftRunningIsEndedByTheNextDaemonOnItsHome(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc, and the dead daemon's probe leaders die only through Pdeathsig")
+	}
+	bin := daemontest.Build(t)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "helper.pid")
+	// The fake CLI's --version starts a helper and waits for it, as a
+	// launcher waits for the binary it runs.
+	fake := filepath.Join(dir, "copilot")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n"+
+		"if [ \"$1\" = --version ]; then sleep 1000 & echo $! > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; wait; fi\n"), 0o755))
+	serve := func(t *testing.T, home string) *daemontest.Process {
+		return daemontest.Serve(t, bin, daemontest.Options{Home: home, Config: "login_shell_path = false\nprobe_timeout_secs = 600\n",
+			Agents: map[string]string{"copilot": fake}, Environ: []string{"PATH=" + os.Getenv("PATH")}})
+	}
+	helper := func(t *testing.T) int {
+		t.Helper()
+		var pid int
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(pidFile)
+			if err != nil {
+				return false
+			}
+			pid, err = strconv.Atoi(string(b[:len(b)-1]))
+			return err == nil
+		}, 10*time.Second, 10*time.Millisecond, "the daemon never probed the fake CLI")
+		require.NoError(t, os.Remove(pidFile))
+		return pid
+	}
+	alive := func(pid int) bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+1:])
+		return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+	}
+
+	first := serve(t, "")
+	orphan := helper(t)
+	t.Cleanup(func() { _ = syscall.Kill(orphan, syscall.SIGKILL) })
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", orphan))
+	require.NoError(t, err)
+	assert.Regexp(t, `(^|\x00)CARD_PROBE=[0-9]+\.[0-9a-z]+ `+regexp.QuoteMeta(first.Home)+`\x00`, string(env), "the probe carries its daemon's tag")
+	require.NoError(t, first.Cmd.Process.Signal(syscall.SIGKILL))
+	first.Wait(t, 5*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	require.True(t, alive(orphan), "the probe's helper outlives a SIGKILLed daemon; without this the test proves nothing")
+
+	other := serve(t, "")
+	helper(t)
+	assert.True(t, alive(orphan), "a daemon on another home leaves the dead daemon's probe alone")
+	require.NoError(t, other.Cmd.Process.Signal(syscall.SIGTERM))
+	other.Wait(t, 15*time.Second)
+
+	again := serve(t, first.Home)
+	assert.False(t, alive(orphan), "the next daemon on the home ended its dead daemon's probe before it answered")
+	own := helper(t)
+	assert.True(t, alive(own), "the next daemon's own probe runs")
+	require.NoError(t, again.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 0, again.Wait(t, 15*time.Second))
+	assert.False(t, alive(own), "a daemon that stops ends its own probes")
 }

@@ -31,7 +31,9 @@ type Options struct {
 	Home string
 	// Env is the daemon's environment as read at startup: the base of every
 	// probe's environment and, by default, what Getenv reads. nil is an
-	// empty environment; nothing here reads the process's live one.
+	// empty environment; nothing here reads the process's live one. Its
+	// proc.ProbeEnv, when set, is the tag every probe carries (the daemon
+	// sets it, so that its next start can end what a probe left running).
 	Env map[string]string
 	// Getenv reads pins and auth variables; default: a lookup in Env.
 	Getenv func(string) string

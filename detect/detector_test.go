@@ -394,3 +394,31 @@ func TestCanceledCallerGetsWhatIsCachedWhileDetectionFinishes(t *testing.T) {
 	assert.Nil(t, d.Detect(c, false))
 	assert.Len(t, d.Detect(ctx, false), 1, "the shared detection was not killed by the first caller leaving")
 }
+
+func TestOnlyTheProbeTagOfTheDaemonsEnvironmentOutlivesTheStripAndNoAdapterSettingReplacesIt(t *testing.T) {
+	base := map[string]string{"PATH": "/bin", proc.ProbeEnv: "1.a /home/u/.card", proc.RunIDEnv: "run_1", "KEEP": "yes"}
+	d := New(Options{Env: base, Adapters: map[string]AdapterSettings{
+		"codex":  {Env: map[string]string{proc.ProbeEnv: "operator", "EXTRA": "1"}},
+		"claude": {},
+	}})
+	defer d.Close()
+	cases := []struct {
+		name string
+		base map[string]string
+		want string
+	}{
+		{"the daemon's environment", base, "1.a /home/u/.card"},
+		{"an adapter with card.toml env naming the tag", d.adapterEnv("codex"), "1.a /home/u/.card"},
+		{"an adapter with no env of its own", d.adapterEnv("claude"), "1.a /home/u/.card"},
+		{"an environment without a tag", map[string]string{"PATH": "/bin"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := proc.EnvMap(probeEnv(tc.base, "/usr/bin", "/home/u"))
+			assert.Equal(t, tc.want, got[proc.ProbeEnv])
+			assert.NotContains(t, got, proc.RunIDEnv, "the rest of the strip still holds")
+			assert.Equal(t, "/usr/bin", got["PATH"])
+		})
+	}
+	assert.Equal(t, "1", d.adapterEnv("codex")["EXTRA"], "the adapter's other settings stay")
+}

@@ -94,13 +94,17 @@ func runProbe(ctx context.Context, bin string, args []string, env []string, dir 
 // an inherited chain would make the agent's own nested-call checks think it
 // runs inside another agent). PATH is the resolved search path, so a probe
 // sees the same `node` a later spawn will, and HOME is the home detection
-// inspects.
+// inspects. The one variable of base kept past the strip is the probe tag
+// (proc.ProbeEnv), which a daemon puts there for its probes to carry.
 func probeEnv(base map[string]string, path, home string) []string {
 	e := proc.NewEnv(base).Set("PATH", path)
 	if home != "" {
 		e.Set("HOME", home)
 	} else {
 		e.Unset("HOME")
+	}
+	if tag := base[proc.ProbeEnv]; tag != "" {
+		e.Set(proc.ProbeEnv, tag)
 	}
 	return e.List()
 }

@@ -1,5 +1,7 @@
 package detect
 
+import "github.com/card-dev/card/internal/proc"
+
 // AdapterSettings are one adapter's card.toml args and env.
 type AdapterSettings struct {
 	Args []string
@@ -34,6 +36,13 @@ func (d *Detector) adapterEnv(id string) map[string]string {
 	}
 	for k, v := range extra {
 		env[k] = v
+	}
+	// The probe tag is the daemon's, not the operator's to set: a value
+	// from card.toml would make the next start end, or miss, the wrong
+	// processes.
+	delete(env, proc.ProbeEnv)
+	if tag, ok := d.opts.Env[proc.ProbeEnv]; ok {
+		env[proc.ProbeEnv] = tag
 	}
 	return env
 }

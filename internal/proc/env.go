@@ -15,6 +15,7 @@
 package proc
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -31,6 +32,15 @@ import (
 // the kernel may have given to someone else since.
 const RunIDEnv = "CARD_RUN_ID"
 
+// ProbeEnv is set in the environment of every probe a daemon runs (a
+// `--version`, a sign-in check, the login shell it asks for PATH) to a tag
+// naming the daemon's home and that daemon's start. A probe's leader dies
+// with the daemon, but what it started does not: Copilot's launcher runs its
+// native binary as a child, which unpacks itself into the home for seconds.
+// The next daemon on the same home ends whatever still carries an earlier
+// start's tag (EndTagged).
+const ProbeEnv = "CARD_PROBE"
+
 // Stripped are the variables no child inherits from the daemon's
 // environment. A builder that needs one of them (an agent's run id and
 // ancestry) sets its own value after the strip.
@@ -45,6 +55,10 @@ var Stripped = []string{
 	// inside a run (of another card); a probe, a shell command or a different
 	// run's agent must not carry that id, or a cleanup would end it.
 	RunIDEnv,
+	// The probe tag marks a process as a daemon's probe, and the next
+	// daemon ends what carries an earlier one's. Only a probe gets it, and
+	// from its own daemon.
+	ProbeEnv,
 	// The agent ancestry is only for agents, stamped with a chain that
 	// includes them. A probe or a shell command is not an agent hop: an
 	// inherited chain would make an agent started from it believe it runs
@@ -181,4 +195,21 @@ func executable(path string) error {
 		return fs.ErrPermission
 	}
 	return nil
+}
+
+// environValue finds name's value in a /proc/<pid>/environ listing
+// (NUL-separated name=value entries).
+func environValue(env []byte, name string) (string, bool) {
+	for len(env) > 0 {
+		entry := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			entry, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if len(entry) > len(name) && entry[len(name)] == '=' && string(entry[:len(name)]) == name {
+			return string(entry[len(name)+1:]), true
+		}
+	}
+	return "", false
 }

@@ -34,7 +34,7 @@ func TestNewEnvStripsEveryDaemonOnlyVariableAndKeepsTheRest(t *testing.T) {
 }
 
 func TestTheStripListNamesTheVariablesThatLeakTheDaemon(t *testing.T) {
-	for _, k := range []string{"NOTIFY_SOCKET", "CARD_RUN_ID", "CAR_INVOKED_BY", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"} {
+	for _, k := range []string{"NOTIFY_SOCKET", "CARD_RUN_ID", "CARD_PROBE", "CAR_INVOKED_BY", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"} {
 		assert.Contains(t, Stripped, k)
 	}
 	assert.NotContains(t, Stripped, "PATH")

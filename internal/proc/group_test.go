@@ -417,3 +417,78 @@ func TestEndTaggedGroupEndsOnlyTheProcessesThatCarryTheTag(t *testing.T) {
 	assert.True(t, EndGroup(context.Background(), pgid, 0, nil))
 	assert.True(t, gone(untagged))
 }
+
+func TestEndTaggedEndsEveryProcessWhoseTagIsLeftOverAndNoOther(t *testing.T) {
+	needProc(t)
+	start := func(tag string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command("/bin/sleep", "1000")
+		e := NewEnv(map[string]string{"PATH": "/usr/bin:/bin"})
+		if tag != "" {
+			e.Set("CARD_TEST_PROBE", tag)
+		}
+		cmd.Env = e.List()
+		require.NoError(t, Start(cmd))
+		killForCleanup(t, -cmd.Process.Pid)
+		return cmd
+	}
+	cases := []struct {
+		tag      string
+		leftover bool
+	}{
+		{"/home/u/.card|start-1", true},
+		{"/home/u/.card|start-2", true},
+		{"/home/u/.card|start-3", false}, // the caller's own start
+		{"/home/v/.card|start-1", false}, // another home's daemon
+		{"", false},
+	}
+	cmds := make([]*exec.Cmd, len(cases))
+	reaped := make([]<-chan struct{}, len(cases))
+	for i, tc := range cases {
+		cmds[i] = start(tc.tag)
+		reaped[i] = reap(cmds[i])
+	}
+	leftover := func(v string) bool {
+		return strings.HasPrefix(v, "/home/u/.card|") && v != "/home/u/.card|start-3"
+	}
+	assert.Equal(t, 2, EndTagged("CARD_TEST_PROBE", leftover, 100*time.Millisecond))
+	for i, tc := range cases {
+		if tc.leftover {
+			<-reaped[i]
+		}
+		assert.Equal(t, tc.leftover, gone(cmds[i].Process.Pid), "the process tagged %q", tc.tag)
+	}
+	assert.Zero(t, EndTagged("CARD_TEST_PROBE", leftover, 100*time.Millisecond), "nothing left over is left")
+}
+
+func TestAnEnvironValueIsFoundOnlyUnderItsWholeName(t *testing.T) {
+	env := []byte("CARD_PROBEX=no\x00PATH=/bin\x00CARD_PROBE=h|1\x00LAST=x")
+	cases := []struct {
+		name, want string
+		ok         bool
+	}{
+		{"CARD_PROBE", "h|1", true},
+		{"CARD_PROBEX", "no", true},
+		{"LAST", "x", true},
+		{"CARD_PROB", "", false},
+		{"HOME", "", false},
+	}
+	for _, tc := range cases {
+		got, ok := environValue(env, tc.name)
+		assert.Equal(t, tc.ok, ok, tc.name)
+		assert.Equal(t, tc.want, got, tc.name)
+	}
+}
+
+// What a daemon's start pays to look for a dead daemon's probes when there
+// are none: one read of each process's environment.
+func BenchmarkEndTaggedFindingNothing(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("reads /proc")
+	}
+	n, _ := scanProcs(func(procStat) bool { return true })
+	b.ReportMetric(float64(len(n)), "procs")
+	for b.Loop() {
+		EndTagged("CARD_TEST_NOTHING", func(string) bool { return true }, time.Millisecond)
+	}
+}

@@ -166,3 +166,41 @@ func EndTaggedGroup(pgid int, name, value string, grace time.Duration) int {
 		func() bool { return len(tagged()) > 0 })
 	return len(first)
 }
+
+// EndTagged ends every process whose environment sets name to a value
+// leftover says is left over, and returns how many it signalled. There is
+// no recorded group to start from: it reads the environment of every
+// process /proc lists. Only this user's are readable, which is also the set
+// card may signal; the calling process is never ended.
+func EndTagged(name string, leftover func(value string) bool, grace time.Duration) int {
+	if name == "" {
+		return 0
+	}
+	self := os.Getpid()
+	tagged := func() []int {
+		pids, _ := scanProcs(func(p procStat) bool {
+			if p.pid == self {
+				return false
+			}
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/environ")
+			if err != nil {
+				return false
+			}
+			v, ok := environValue(env, name)
+			return ok && leftover(v)
+		})
+		return pids
+	}
+	first := tagged()
+	if len(first) == 0 {
+		return 0
+	}
+	end(context.Background(), grace, nil,
+		func(sig syscall.Signal) {
+			for _, pid := range tagged() {
+				_ = syscall.Kill(pid, sig)
+			}
+		},
+		func() bool { return len(tagged()) > 0 })
+	return len(first)
+}
