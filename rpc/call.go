@@ -146,12 +146,14 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 	}
 	if err := o.write(frame); err != nil {
 		o.forget(id)
-		select {
-		case <-o.done:
-			return ErrPeerGone
-		default:
-		}
-		return fmt.Errorf("rpc: send %s: %w", method, err)
+		// A WebSocket write fails only on a connection that is closing or
+		// broken, and it can fail before the read side has seen the close
+		// and ended the connection's context: once the client's close frame
+		// is answered, every write is refused. The client will never see
+		// this request, so it is gone, and a caller that hands the question
+		// to another client (ask mode) must be told so now, not wait for a
+		// timeout.
+		return fmt.Errorf("%w (rpc: send %s: %v)", ErrPeerGone, method, err)
 	}
 	select {
 	case r := <-ch:

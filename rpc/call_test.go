@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 )
 
 type askParams struct {
@@ -221,4 +222,22 @@ func TestTheGoClientAnswersServerRequestsAndSeesThemWithdrawn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server's withdrawn question did not end the handler's context")
 	}
+}
+
+// Once a client's close frame is answered, the WebSocket refuses every
+// write, and that can happen before the read side ends the connection's
+// context. A question that could not be written is one the client will
+// never see: Call says the client is gone, so the caller asks someone else
+// at once instead of waiting out its timeout for an answer that cannot come.
+func TestAQuestionThatCannotBeWrittenEndsWithErrPeerGoneBeforeTheConnectionEnds(t *testing.T) {
+	refused := errors.New("failed to write frame: use of closed network connection")
+	open := make(chan struct{}) // the connection's context has not ended
+	p := &Peer{id: 1, out: newOutgoing(func([]byte) error { return refused }, open, zap.NewNop())}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := p.Call(ctx, "q.ask", askParams{N: 1}, nil)
+	require.ErrorIs(t, err, ErrPeerGone)
+	assert.ErrorContains(t, err, "use of closed network connection", "the write's own error stays in the message")
+	assert.NoError(t, ctx.Err(), "Call did not wait for its context")
+	assert.Empty(t, p.out.pending, "nothing is left waiting for an answer")
 }
