@@ -1,6 +1,9 @@
 package daemon
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // UsePasswdFile has the daemons t starts read path as the passwd database.
 func UsePasswdFile(t testing.TB, path string) {
@@ -12,3 +15,11 @@ func UsePasswdFile(t testing.TB, path string) {
 // LoopbackDeliveries counts the notifications d has handed to its own
 // connections in process.
 func LoopbackDeliveries(d *Daemon) int64 { return d.loopbacks.delivered.Load() }
+
+// HoldRunsAfterTheirLastEvent has every run of d wait for hold between its
+// terminal event and the answer of its outcome, so a test can act in that
+// moment.
+func HoldRunsAfterTheirLastEvent(t testing.TB, d *Daemon, hold time.Duration) {
+	d.runs.SetFinishingHook(func(string) { time.Sleep(hold) })
+	t.Cleanup(func() { d.runs.SetFinishingHook(nil) })
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -619,4 +620,78 @@ func waitSessionIdle(t *testing.T, c *client.Client, id string) {
 		g, err := c.Session(context.Background(), id)
 		return err == nil && g.State == api.SessionIdle
 	}, 5*time.Second, time.Millisecond)
+}
+
+// A client that reads a turn's terminal event and at once asks for the
+// session finds the turn counted: its cost and tokens in the session's
+// totals, and the session no longer running it.
+func TestASessionReadRightAfterATurnsLastEventCountsTheTurn(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	// Each turn's run stays a moment between its terminal event and its
+	// recorded outcome, where a client reading the event may act.
+	daemon.HoldRunsAfterTheirLastEvent(t, rd.Daemon.Daemon, 300*time.Millisecond)
+	ctx := daemontest.Context(t)
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	require.NoError(t, err)
+	ended := make(chan api.SessionEvent, 16)
+	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent) {
+		if client.Terminal(ev.Event) {
+			ended <- ev
+		}
+	})
+	require.NoError(t, err)
+	var cost float64
+	var tokens int64
+	for turn := 1; turn <= 3; turn++ {
+		_, err = rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn " + strconv.Itoa(turn)})
+		require.NoError(t, err)
+		var end api.SessionEvent
+		select {
+		case end = <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("turn %d never ended", turn)
+		}
+		got, err := rd.Client.Session(ctx, s.SessionID)
+		require.NoError(t, err)
+		require.NotNil(t, end.Event.Result)
+		require.NotNil(t, end.Event.Result.CostUSD, "the fixture's turn reports a cost")
+		cost += *end.Event.Result.CostUSD
+		tokens += end.Event.Result.Usage.InputTokens + end.Event.Result.Usage.OutputTokens
+		require.Positive(t, tokens, "the fixture's turn reports tokens")
+		assert.InDelta(t, cost, got.TotalCostUSD, 1e-12, "turn %d: the session's cost", turn)
+		assert.Equal(t, tokens, got.Usage.InputTokens+got.Usage.OutputTokens, "turn %d: the session's tokens", turn)
+		assert.Equal(t, api.SessionIdle, got.State, "turn %d: the session still runs the ended turn", turn)
+		assert.Empty(t, got.CurrentRunID, "turn %d", turn)
+	}
+}
+
+// A prompt sent the moment the last turn's terminal event arrives starts
+// its turn at once: the session is not still running the turn that ended,
+// so the prompt is not queued behind it.
+func TestAPromptSentRightAfterATurnsLastEventStartsAtOnce(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	// Each turn's run stays a moment between its terminal event and its
+	// recorded outcome, where a client reading the event may act.
+	daemon.HoldRunsAfterTheirLastEvent(t, rd.Daemon.Daemon, 300*time.Millisecond)
+	ctx := daemontest.Context(t)
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	require.NoError(t, err)
+	ended := make(chan api.SessionEvent, 16)
+	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent) {
+		if client.Terminal(ev.Event) {
+			ended <- ev
+		}
+	})
+	require.NoError(t, err)
+	for turn := 1; turn <= 3; turn++ {
+		res, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn " + strconv.Itoa(turn)})
+		require.NoError(t, err)
+		assert.False(t, res.Queued, "turn %d was queued behind a turn that had ended", turn)
+		assert.NotEmpty(t, res.RunID, "turn %d", turn)
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("turn %d never ended", turn)
+		}
+	}
 }

@@ -125,6 +125,11 @@ type Manager struct {
 	pruneKick  chan struct{}
 	pruneStop  chan struct{}
 	pruneDone  chan struct{}
+
+	// finishing, when set, is called for each run between its terminal
+	// event reaching its log and its outcome being answered
+	// (SetFinishingHook).
+	finishing atomic.Pointer[func(runID string)]
 }
 
 // New returns a manager; it starts nothing.
@@ -380,4 +385,16 @@ func notFound(id string, err error) error {
 		return &NotFoundError{RunID: id}
 	}
 	return err
+}
+
+// SetFinishingHook has the manager call f for every run after its terminal
+// event is in its log, where followers may already read it, and before the
+// run's outcome is answered (Wait, Done). Tests hold a run in that moment
+// to show what a client finds there; nil removes the hook.
+func (m *Manager) SetFinishingHook(f func(runID string)) {
+	if f == nil {
+		m.finishing.Store(nil)
+		return
+	}
+	m.finishing.Store(&f)
 }

@@ -118,6 +118,11 @@ func (r *Run) State() api.RunState {
 // ID is the run's id.
 func (r *Run) ID() string { return r.id }
 
+// Ended reports whether the run's terminal event is in its log, so that a
+// subscriber may already have it; Done follows once the outcome is
+// recorded.
+func (r *Run) Ended() bool { return r.log.isEnded() }
+
 // Accepted is what a streaming invoke answers: the run started.
 func (r *Run) Accepted() InvokeAccepted {
 	return InvokeAccepted{RunID: r.id, Accepted: true, Adapter: r.adapter, Ancestry: r.ancestry, DroppedAttachments: r.dropped}
@@ -361,6 +366,9 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 	// agent prints them, a batch per transaction, so what is left here is
 	// the last batch.
 	<-persisted
+	if f := m.finishing.Load(); f != nil {
+		(*f)(lr.id)
+	}
 	close(lr.finished)
 	// With the answer out, the log's pages go into the database now,
 	// rather than inside a commit some later run waits for.

@@ -190,6 +190,42 @@ func (s *session) notifyLocked() {
 	s.changed = make(chan struct{})
 }
 
+// settleLocked waits, with s.mu held, until a turn whose run has ended is
+// recorded on the session. The run's terminal event reaches subscribers
+// just before awaitTurn adds the turn's spending and state, and a client
+// that read that event and then asks for the session, or sends the next
+// prompt, must find the turn counted: its cost in the totals and caps, the
+// session idle rather than the prompt queued behind a turn that is over.
+// Recording takes a store write or two; should it take longer than
+// settleWait, or ctx end first, the answer is what is recorded so far.
+func (s *session) settleLocked(ctx context.Context) {
+	if s.current == nil || !s.current.Ended() {
+		return
+	}
+	timer := time.NewTimer(settleWait)
+	defer timer.Stop()
+	for s.current != nil && s.current.Ended() {
+		ch := s.changed
+		s.mu.Unlock()
+		var late bool
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			late = true
+		case <-timer.C:
+			late = true
+		}
+		s.mu.Lock()
+		if late {
+			return
+		}
+	}
+}
+
+// settleWait bounds how long a read or a prompt waits for an ended turn to
+// be recorded (settleLocked).
+const settleWait = 2 * time.Second
+
 func (s *session) closed() bool { return s.row.State == string(api.SessionClosed) }
 
 // Start records a new session; nothing runs until its first prompt (or,
@@ -271,6 +307,7 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, asker r
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settleLocked(ctx)
 	if s.closed() {
 		return api.SessionPromptResult{}, &ClosedError{SessionID: s.row.ID, Reason: s.row.CloseReason}
 	}
@@ -664,6 +701,7 @@ func (m *Manager) Get(ctx context.Context, id string) (api.Session, error) {
 	if s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.settleLocked(ctx)
 		return m.viewLocked(s), nil
 	}
 	row, err := m.st.GetSession(ctx, id)
@@ -690,6 +728,7 @@ func (m *Manager) List(ctx context.Context, p api.SessionListParams) (api.Sessio
 		var v api.Session
 		if s != nil {
 			s.mu.Lock()
+			s.settleLocked(ctx)
 			v = m.viewLocked(s)
 			s.mu.Unlock()
 		} else if v, err = m.viewOfRow(ctx, row); err != nil {
