@@ -281,7 +281,7 @@ func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (Ex
 // error saying so (the run goes on, and runs.subscribe follows it).
 func (d *Daemon) followCAR(ctx context.Context, peer *rpc.Peer, run *runs.Run, route carRoute, adapter string) {
 	sessionID := route.session
-	err := run.Follow(ctx, func(ctx context.Context, raw json.RawMessage) error {
+	err := run.Follow(ctx, func(ctx context.Context, _ int64, raw json.RawMessage) error {
 		ev, ok := chatEvent(raw, sessionID, adapter)
 		if !ok {
 			return nil

@@ -96,7 +96,9 @@ func (d *Daemon) setupRuns() error {
 // sendTo delivers a run's events to one client as agents.event
 // notifications.
 func sendTo(peer *rpc.Peer) runs.Send {
-	return func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "agents.event", ev) }
+	return func(ctx context.Context, _ int64, ev json.RawMessage) error {
+		return peer.Notify(ctx, "agents.event", ev)
+	}
 }
 
 // runs.subscription_ended's name and params live in package api; these

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ type collector struct {
 	enterOnce sync.Once
 }
 
-func (c *collector) send(ctx context.Context, raw json.RawMessage) error {
+func (c *collector) send(ctx context.Context, seq int64, raw json.RawMessage) error {
 	if c.entered != nil {
 		c.enterOnce.Do(func() { close(c.entered) })
 	}
@@ -41,6 +42,9 @@ func (c *collector) send(ctx context.Context, raw json.RawMessage) error {
 	var ev AgentEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return err
+	}
+	if ev.Seq != seq {
+		return fmt.Errorf("event %d was sent as seq %d", ev.Seq, seq)
 	}
 	c.mu.Lock()
 	c.seqs = append(c.seqs, ev.Seq)
@@ -192,7 +196,7 @@ func TestAFollowerStopsWhenItsSubscriberGoesAway(t *testing.T) {
 	cancel()
 	assert.True(t, wait(5*time.Second))
 
-	failing := func(context.Context, json.RawMessage) error { return errors.New("socket closed") }
+	failing := func(context.Context, int64, json.RawMessage) error { return errors.New("socket closed") }
 	done := make(chan struct{})
 	go func() { _ = follow(context.Background(), failing, l, 0, 0); close(done) }()
 	select {

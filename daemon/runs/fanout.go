@@ -7,10 +7,13 @@ import (
 	"github.com/card-dev/card/daemon/store"
 )
 
-// Send delivers one event (its JSON, as stored) to one subscriber, in order;
-// an error ends the subscription. Each subscriber has its own, called from
-// its own goroutine, so a slow one slows only itself.
-type Send func(ctx context.Context, event json.RawMessage) error
+// Send delivers one event (its JSON, as stored, and its seq) to one
+// subscriber, in order; an error ends the subscription. Each subscriber has
+// its own, called from its own goroutine, so a slow one slows only itself.
+// The seq is handed over beside the JSON, where the log already has it: a
+// subscriber that needs it (a session numbering its turns' events) would
+// otherwise read it back out of an event whose text may be many KiB long.
+type Send func(ctx context.Context, seq int64, event json.RawMessage) error
 
 // replayPage bounds the stored events a replaying subscriber holds at once:
 // a page of a run's biggest events, not a thousand of them, per subscriber.
@@ -34,7 +37,7 @@ func follow(ctx context.Context, send Send, log *eventLog, seq int64, limit int6
 					return &BehindError{RunID: log.runID, NextSeq: e.seq, Behind: behind, Limit: limit}
 				}
 			}
-			if err := send(ctx, e.raw); err != nil {
+			if err := send(ctx, e.seq, e.raw); err != nil {
 				return nil
 			}
 			seq = e.seq
@@ -61,7 +64,7 @@ func (m *Manager) replay(ctx context.Context, send Send, id string, after int64)
 			return
 		}
 		for _, e := range evs {
-			if err := send(ctx, e.Payload); err != nil {
+			if err := send(ctx, e.Seq, e.Payload); err != nil {
 				return
 			}
 			after = e.Seq

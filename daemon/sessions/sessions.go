@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -898,17 +897,8 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 				return err
 			}
 			var sendErr error
-			err = events(ctx, func(ctx context.Context, raw json.RawMessage) error {
-				// Only the seq is read: the json/v2 engine (under
-				// encoding/json's rules) passes over the rest, text and
-				// all, several times faster than encoding/json validates it.
-				var head struct {
-					Seq int64 `json:"seq"`
-				}
-				if jsonv1.Unmarshal(raw, &head) != nil {
-					return nil
-				}
-				at := t.base + head.Seq
+			err = events(ctx, func(ctx context.Context, runSeq int64, raw json.RawMessage) error {
+				at := t.base + runSeq
 				if sendErr = send(ctx, sessionEvent(s.row.ID, at, t.turn, raw)); sendErr != nil {
 					return sendErr
 				}
