@@ -66,6 +66,22 @@ func (c *Client) SubscribeSession(ctx context.Context, p api.SessionSubscribePar
 	return res, err
 }
 
+// SubscribeSessionText is SubscribeSession for a follower that writes an
+// event's text into JSON of its own, as the ACP front door does: a text or
+// thinking event comes to onEvent with its Text empty and text holding it
+// as the JSON string the daemon wrote (quotes and escapes included), to be
+// spliced in as it is rather than unquoted here and quoted again there.
+// Every other event, and any text event in another form, comes decoded,
+// with text nil. text belongs to the call: copy what is kept.
+func (c *Client) SubscribeSessionText(ctx context.Context, p api.SessionSubscribeParams, onEvent func(ev api.SessionEvent, text json.RawMessage)) (api.SessionSubscribeResult, error) {
+	rt := c.events.sessions.addRoute(p.SessionID, &sessionRoute{text: onEvent, last: p.AfterSeq})
+	res, err := call[api.SessionSubscribeResult](ctx, c, "sessions.subscribe", p)
+	if err != nil {
+		c.events.sessions.remove(p.SessionID, rt)
+	}
+	return res, err
+}
+
 // sessionRouter hands each sessions.event to its session's handlers, each
 // seq once.
 type sessionRouter struct {
@@ -73,14 +89,20 @@ type sessionRouter struct {
 	routes map[string][]*sessionRoute
 }
 
+// sessionRoute is one follower: fn takes events decoded, text (when set
+// instead) takes text events with their text still JSON.
 type sessionRoute struct {
 	mu   sync.Mutex
 	fn   func(api.SessionEvent)
+	text func(api.SessionEvent, json.RawMessage)
 	last int64
 }
 
 func (r *sessionRouter) add(id string, after int64, fn func(api.SessionEvent)) *sessionRoute {
-	rt := &sessionRoute{fn: fn, last: after}
+	return r.addRoute(id, &sessionRoute{fn: fn, last: after})
+}
+
+func (r *sessionRouter) addRoute(id string, rt *sessionRoute) *sessionRoute {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.routes == nil {
@@ -102,18 +124,36 @@ func (r *sessionRouter) remove(id string, rt *sessionRoute) {
 }
 
 func (r *sessionRouter) notify(params json.RawMessage) {
-	var ev api.SessionEvent
-	if decodeEvent(params, &ev) != nil {
+	// An event of the text shape is read without its text; it is decoded
+	// whole only for a follower that wants it so.
+	ev, text, split := splitTextEvent(params)
+	decoded := !split
+	if decoded && decodeEvent(params, &ev) != nil {
 		return
 	}
 	r.mu.Lock()
 	routes := slices.Clone(r.routes[ev.SessionID])
 	r.mu.Unlock()
+	var whole *api.SessionEvent
+	var bad bool
 	for _, rt := range routes {
 		rt.mu.Lock()
 		if ev.Seq > rt.last {
 			rt.last = ev.Seq
-			rt.fn(ev)
+			switch {
+			case rt.text != nil:
+				rt.text(ev, text)
+			case decoded:
+				rt.fn(ev)
+			default:
+				if whole == nil {
+					whole = new(api.SessionEvent)
+					bad = decodeEvent(params, whole) != nil
+				}
+				if !bad {
+					rt.fn(*whole)
+				}
+			}
 		}
 		rt.mu.Unlock()
 	}

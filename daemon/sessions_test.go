@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -693,5 +694,47 @@ func TestAPromptSentRightAfterATurnsLastEventStartsAtOnce(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("turn %d never ended", turn)
 		}
+	}
+}
+
+// Every text event the daemon writes on a session's stream is of the one
+// form a text follower (the ACP front door) reads without decoding its
+// text: were the daemon to write another member or order, the front door
+// would quietly go back to decoding and quoting every chunk.
+func TestEveryTextEventOfASessionTakesTheTextFollowersFastPath(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	require.NoError(t, err)
+	type got struct {
+		kind, text string
+		json       bool
+	}
+	evs := make(chan got, 64)
+	_, err = rd.Client.SubscribeSessionText(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent, text json.RawMessage) {
+		evs <- got{kind: ev.Event.Kind, text: ev.Event.Text + string(text), json: text != nil}
+	})
+	require.NoError(t, err)
+	_, err = rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Reply with PONG."})
+	require.NoError(t, err)
+	var texts []got
+	for {
+		select {
+		case g := <-evs:
+			if g.kind == api.EventText || g.kind == api.EventThinking {
+				texts = append(texts, g)
+			}
+			if g.kind != api.EventDone && g.kind != api.EventRunError {
+				continue
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the turn never ended")
+		}
+		break
+	}
+	require.NotEmpty(t, texts, "the fixture's turn has text")
+	for _, g := range texts {
+		assert.True(t, g.json, "a %s event came decoded: %q", g.kind, g.text)
+		assert.Equal(t, `"PONG from fake anthropic"`, g.text)
 	}
 }

@@ -15,6 +15,7 @@ package agentside
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"sync"
 
@@ -38,6 +39,17 @@ type Backend interface {
 	Health(ctx context.Context, id string, force bool) (api.ExternalAgentHealth, error)
 	Run(ctx context.Context, runID string) (api.RunRecord, error)
 	ApprovalDecide(ctx context.Context, p api.DecideParams) (api.DecideResult, error)
+}
+
+// TextBackend is a Backend that can hand over a session's text and
+// thinking events with their text still as the JSON string the daemon
+// wrote (*client.Client is one): a chunk's text is then spliced into its
+// session/update as it is, not unquoted by the client and quoted again
+// here, which for a talkative turn was most of what following it through
+// ACP cost over following it on /rpc. Every other event comes decoded,
+// with text nil.
+type TextBackend interface {
+	SubscribeSessionText(ctx context.Context, p api.SessionSubscribeParams, onEvent func(ev api.SessionEvent, text json.RawMessage)) (api.SessionSubscribeResult, error)
 }
 
 // Transport carries whole ACP messages, one per Read and Write: a line of

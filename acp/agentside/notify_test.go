@@ -3,14 +3,17 @@ package agentside
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
 )
 
 // frames is a Transport that keeps what is written.
@@ -113,3 +116,85 @@ type discard struct{}
 
 func (discard) Read(ctx context.Context) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() }
 func (discard) Write(context.Context, []byte) error      { return nil }
+
+// An update's _meta says what encoding/json says of the map it stands for,
+// byte for byte, whatever the run id holds.
+func TestAnUpdatesMetaIsWhatEncodingTheMapWrites(t *testing.T) {
+	for _, ev := range []api.SessionEvent{
+		{Seq: 7, Turn: 2, Event: api.AgentEvent{RunID: "run_06H4JMB4KN1GVEGZAWNZT3GMCC"}},
+		{Seq: 1, Turn: 1},
+		{Seq: 1 << 40, Turn: 99999, Event: api.AgentEvent{RunID: `run_"x"\y`}},
+	} {
+		want, err := json.Marshal(map[string]any{MetaKey: map[string]any{"seq": ev.Seq, "turn": ev.Turn, "runId": ev.Event.RunID}})
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(updateMeta(ev)))
+	}
+}
+
+// textBackend is the fake as a TextBackend: text and thinking events come
+// with their text as a JSON string, as *client.Client hands them over.
+type textBackend struct {
+	*fakeBackend
+	split *atomic.Int64 // how many events came with their text as JSON
+}
+
+func (b textBackend) SubscribeSessionText(ctx context.Context, p api.SessionSubscribeParams, on func(api.SessionEvent, json.RawMessage)) (api.SessionSubscribeResult, error) {
+	return b.SubscribeSession(ctx, p, func(ev api.SessionEvent) {
+		if k := ev.Event.Kind; k != api.EventText && k != api.EventThinking {
+			on(ev, nil)
+			return
+		}
+		text, err := json.Marshal(ev.Event.Text)
+		if err != nil {
+			panic(err)
+		}
+		ev.Event.Text = ""
+		b.split.Add(1)
+		on(ev, text)
+	})
+}
+
+// A turn followed through a TextBackend, its text spliced into the chunks
+// as JSON, gives the editor the updates a turn followed as decoded events
+// gives, whatever the text holds.
+func TestATurnFollowedWithItsTextAsJSONGivesTheEditorTheSameUpdates(t *testing.T) {
+	script := func(_ *fakeSession, _ api.SessionPromptParams) []api.AgentEvent {
+		return []api.AgentEvent{
+			{Event: api.Event{Kind: api.EventSession, SessionID: "cli-1"}},
+			{Event: api.Event{Kind: api.EventThinking, Text: "let me <look> & \"see\"", Delta: true}},
+			{Event: api.Event{Kind: api.EventText, Text: "", Delta: true}},
+			{Event: api.Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: "Bash", ID: "t1", Input: json.RawMessage(`{"command":"ls"}`)}}},
+			{Event: api.Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: "t1"}, Output: "a.go"}},
+			{Event: api.Event{Kind: api.EventText, Text: "Hel\\lo \u2028 \x01 é 😀 a\xffb", Delta: true}},
+			{Event: api.Event{Kind: api.EventText, Text: strings.Repeat("long ", 20000)}},
+			{Event: api.Event{Kind: api.EventUsage, Usage: &api.Usage{InputTokens: 100, OutputTokens: 7}}},
+		}
+	}
+	updates := func(text bool) ([]acp.SessionNotification, int64) {
+		be := newFake()
+		be.script = script
+		e := newEditor(t, Config{Adapter: "claude-code"}, be)
+		var split atomic.Int64
+		if text {
+			e.srv.SetBackend(textBackend{be, &split})
+		}
+		initialize(e)
+		id := newSession(e, "")
+		assert.Equal(t, acp.StopEndTurn, prompt(e, id, "look").StopReason)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		out := slices.Clone(e.updates)
+		for i := range out {
+			// The bytes the editor read, kept as they came: the two ways
+			// escape the same text differently (encoding/json writes <
+			// as \u003c), which is one meaning.
+			out[i].Update.Raw = nil
+		}
+		return out, split.Load()
+	}
+	decoded, _ := updates(false)
+	spliced, split := updates(true)
+	assert.Equal(t, int64(4), split, "every text and thinking event came as JSON")
+	require.NotEmpty(t, decoded)
+	assert.Equal(t, decoded, spliced)
+}

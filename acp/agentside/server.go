@@ -207,14 +207,6 @@ func (s *Server) write(b []byte) {
 	}
 }
 
-// notify sends a notification. Its params are encoded once and written
-// inside the envelope as they are: going through acp.Message would have
-// encoding/json scan and copy them again, and a turn's session/update
-// carries the whole text of the agent's answer.
-//
-// The json/v2 engine with encoding/json's rules (its v1 package) encodes
-// them: it checks what the protocol types' own MarshalJSON return at about
-// five times the speed encoding/json compacts it.
 // notifyUpdate sends one session/update. A turn's answer is nearly all
 // text chunks, each carrying tens of KiB of an agent's text, so a plain
 // text chunk is written here from its parts: its text quoted once by
@@ -230,22 +222,38 @@ func (s *Server) notifyUpdate(n acp.SessionNotification) {
 		s.notify(acp.MethodSessionUpdate, n)
 		return
 	}
-	b := make([]byte, 0, len(c.Content.Text)+len(n.Meta)+len(n.SessionID)+160)
-	b = append(b, `{"jsonrpc":"2.0","method":"`+acp.MethodSessionUpdate+`","params":{"sessionId":`...)
 	// AppendQuote reports invalid UTF-8 and writes it as U+FFFD, as
 	// encoding/json does silently.
-	b, _ = jsontext.AppendQuote(b, n.SessionID)
+	text, _ := jsontext.AppendQuote(make([]byte, 0, len(c.Content.Text)+2), c.Content.Text)
+	s.writeTextChunk(n.SessionID, n.Update.Kind, text, n.Meta)
+}
+
+// writeTextChunk writes the session/update of a plain text chunk of kind
+// from its parts: text is the text as a JSON string, meta the _meta
+// (valid JSON, or empty for none).
+func (s *Server) writeTextChunk(sessionID string, kind acp.UpdateKind, text, meta json.RawMessage) {
+	b := make([]byte, 0, len(text)+len(meta)+len(sessionID)+160)
+	b = append(b, `{"jsonrpc":"2.0","method":"`+acp.MethodSessionUpdate+`","params":{"sessionId":`...)
+	b, _ = jsontext.AppendQuote(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":`...)
-	b, _ = jsontext.AppendQuote(b, string(n.Update.Kind))
+	b, _ = jsontext.AppendQuote(b, string(kind))
 	b = append(b, `,"content":{"type":"text","text":`...)
-	b, _ = jsontext.AppendQuote(b, c.Content.Text)
+	b = append(b, text...)
 	b = append(b, "}}"...)
-	if len(n.Meta) > 0 {
-		b = append(append(b, `,"_meta":`...), n.Meta...)
+	if len(meta) > 0 {
+		b = append(append(b, `,"_meta":`...), meta...)
 	}
 	s.write(append(b, "}}"...))
 }
 
+// notify sends a notification. Its params are encoded once and written
+// inside the envelope as they are: going through acp.Message would have
+// encoding/json scan and copy them again, and a turn's session/update
+// carries the whole text of the agent's answer.
+//
+// The json/v2 engine with encoding/json's rules (its v1 package) encodes
+// them: it checks what the protocol types' own MarshalJSON return at about
+// five times the speed encoding/json compacts it.
 func (s *Server) notify(method string, params any) {
 	p, err := jsonv1.Marshal(params)
 	if err != nil {

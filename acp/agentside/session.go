@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/api"
@@ -33,7 +36,7 @@ type session struct {
 	commands []acp.AvailableCommand
 
 	cond    *sync.Cond
-	queue   []api.SessionEvent
+	queue   []queued
 	handled int64 // the last seq handled
 	stopped bool
 	// replayUntil is the last seq of the history a load replays: events up
@@ -120,7 +123,14 @@ func (s *Server) subscribe(ctx context.Context, be Backend, st *session, after i
 		st.handled = after
 	}
 	st.mu.Unlock()
-	res, err := be.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: st.id, AfterSeq: after}, st.enqueue)
+	sp := api.SessionSubscribeParams{SessionID: st.id, AfterSeq: after}
+	var res api.SessionSubscribeResult
+	var err error
+	if tb, ok := be.(TextBackend); ok {
+		res, err = tb.SubscribeSessionText(ctx, sp, st.enqueueText)
+	} else {
+		res, err = be.SubscribeSession(ctx, sp, st.enqueue)
+	}
 	if err != nil {
 		return fromBackend(err)
 	}
@@ -156,11 +166,26 @@ func (st *session) waitLocked(ctx context.Context) {
 	stop()
 }
 
+// queued is an event waiting for the pump; text, when set, is its text as
+// JSON, Event.Text being empty (TextBackend).
+type queued struct {
+	ev   api.SessionEvent
+	text json.RawMessage
+}
+
 // enqueue is the subscription's handler: it runs on the client's read
 // goroutine, so it only queues.
-func (st *session) enqueue(ev api.SessionEvent) {
+func (st *session) enqueue(ev api.SessionEvent) { st.enqueueText(ev, nil) }
+
+// enqueueText is enqueue for a TextBackend; the text is the caller's, so
+// it is copied.
+func (st *session) enqueueText(ev api.SessionEvent, text json.RawMessage) {
+	q := queued{ev: ev}
+	if text != nil {
+		q.text = slices.Clone(text)
+	}
 	st.mu.Lock()
-	st.queue = append(st.queue, ev)
+	st.queue = append(st.queue, q)
 	st.cond.Broadcast()
 	st.mu.Unlock()
 }
@@ -176,8 +201,9 @@ func (st *session) pump(ctx context.Context) {
 			st.mu.Unlock()
 			return
 		}
-		ev := st.queue[0]
+		q := st.queue[0]
 		st.queue = st.queue[1:]
+		ev := q.ev
 		if ev.Seq <= st.handled {
 			st.mu.Unlock()
 			continue
@@ -202,7 +228,7 @@ func (st *session) pump(ctx context.Context) {
 		}
 		st.mu.Unlock()
 
-		st.handle(ctx, ev, echo, history)
+		st.handle(ctx, ev, q.text, echo, history)
 
 		st.mu.Lock()
 		st.handled = ev.Seq
@@ -212,8 +238,9 @@ func (st *session) pump(ctx context.Context) {
 }
 
 // handle sends one event's updates and, for a turn's last event, ends the
-// prompt waiting for it.
-func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, history bool) {
+// prompt waiting for it. text, when set, is a text or thinking event's
+// text as JSON, to be written into its chunk as it is.
+func (st *session) handle(ctx context.Context, ev api.SessionEvent, text json.RawMessage, echo, history bool) {
 	if echo && ev.Event.RunID != "" {
 		if task := st.taskOf(ctx, ev.Event.RunID); task != "" {
 			st.send(ev, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Chunk: &acp.ContentChunk{Content: acp.TextBlock(task)}})
@@ -265,6 +292,10 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, echo, histor
 	if e.Kind == api.EventSession && len(e.Commands) > 0 {
 		st.announceCommands(ev)
 	}
+	if text != nil {
+		st.sendText(ev, text)
+		return
+	}
 	st.send(ev, st.mapEvent(e)...)
 	if e.Kind == api.EventDone || e.Kind == api.EventRunError {
 		st.mu.Lock()
@@ -313,10 +344,41 @@ func (st *session) taskOf(ctx context.Context, runID string) string {
 }
 
 func (st *session) send(ev api.SessionEvent, ups ...acp.SessionUpdate) {
-	meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"seq": ev.Seq, "turn": ev.Turn, "runId": ev.Event.RunID}})
+	meta := updateMeta(ev)
 	for _, u := range ups {
 		st.srv.notifyUpdate(acp.SessionNotification{SessionID: st.id, Update: u, Meta: meta})
 	}
+}
+
+// sendText is mapEvent and send for a text or thinking event whose text is
+// JSON: the chunk mapEvent would make, its text spliced in as it is.
+func (st *session) sendText(ev api.SessionEvent, text json.RawMessage) {
+	kind := acp.UpdateAgentMessageChunk
+	switch {
+	case ev.Event.Kind == api.EventThinking:
+		kind = acp.UpdateAgentThoughtChunk
+	case ev.Event.Kind != api.EventText:
+		return
+	}
+	if string(text) == `""` {
+		return // as mapEvent: an empty text is no chunk
+	}
+	st.srv.writeTextChunk(st.id, kind, text, updateMeta(ev))
+}
+
+// updateMeta is the _meta every update of an event carries: where it is in
+// card's session and history. It is written as encoding/json writes the
+// map {card: {runId, seq, turn}} (keys in order), without the reflection
+// and map a turn's every chunk would pay for.
+func updateMeta(ev api.SessionEvent) json.RawMessage {
+	b := make([]byte, 0, 64+len(ev.Event.RunID))
+	b = append(b, `{"`+MetaKey+`":{"runId":`...)
+	b, _ = jsontext.AppendQuote(b, ev.Event.RunID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, ev.Seq, 10)
+	b = append(b, `,"turn":`...)
+	b = strconv.AppendInt(b, int64(ev.Turn), 10)
+	return append(b, "}}"...)
 }
 
 // await is the channel the end of turn comes on: at once when the turn

@@ -1,0 +1,142 @@
+package client
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
+)
+
+// daemonForm writes a session event as the daemon does: the run event as
+// encoding/json writes it, inside the session's envelope.
+func daemonForm(t testing.TB, sessionID string, seq int64, turn int, ev api.AgentEvent) []byte {
+	t.Helper()
+	raw, err := json.Marshal(ev)
+	require.NoError(t, err)
+	b := []byte(`{"session_id":`)
+	b = strconv.AppendQuote(b, sessionID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, `,"turn":`...)
+	b = strconv.AppendInt(b, int64(turn), 10)
+	b = append(b, `,"event":`...)
+	b = append(b, raw...)
+	return append(b, '}')
+}
+
+// sameAsDecoded fails unless the split event, its text unquoted into it, is
+// the event the decoder reads from p.
+func sameAsDecoded(t *testing.T, p []byte, ev api.SessionEvent, text []byte) {
+	t.Helper()
+	var want api.SessionEvent
+	require.NoError(t, decodeEvent(p, &want), "%s", p)
+	assert.Empty(t, ev.Event.Text, "the split event leaves its text to the JSON")
+	var s string
+	require.NoError(t, decodeEvent(text, &s), "the text is one JSON string: %s", text)
+	ev.Event.Text = s
+	assert.Equal(t, want, ev)
+}
+
+// Every text and thinking event the daemon writes is read without its
+// text, and says with it what the decoder says, whatever the text holds.
+func TestATextEventOfTheDaemonsFormIsReadAsTheDecoderReadsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   api.AgentEvent
+	}{
+		{"a delta", api.AgentEvent{RunID: "run_06H4JMB4KN1GVEGZAWNZT3GMCC", Seq: 7, Event: api.Event{Kind: api.EventText, Text: "PONG from fake anthropic", Delta: true}}},
+		{"a whole text", api.AgentEvent{RunID: "run_1", Seq: 2, Event: api.Event{Kind: api.EventText, Text: "done."}}},
+		{"thinking", api.AgentEvent{RunID: "run_1", Seq: 3, Event: api.Event{Kind: api.EventThinking, Text: "hmm", Delta: true}}},
+		{"HTML, quotes, backslashes, separators, controls and emoji", api.AgentEvent{RunID: "run_1", Seq: 4, Event: api.Event{Kind: api.EventText,
+			Text: "<b>a & b</b> \"q\" \\ / \u2028 \u2029 \x01\x1f\t\r\n é 😀", Delta: true}}},
+		{"invalid UTF-8, as encoding/json writes it", api.AgentEvent{RunID: "run_1", Seq: 5, Event: api.Event{Kind: api.EventText, Text: "a\xffb\xed\xa0\x80c"}}},
+		{"a long text", api.AgentEvent{RunID: "run_1", Seq: 1 << 40, Event: api.Event{Kind: api.EventText, Text: string(make([]byte, 70000)), Delta: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := daemonForm(t, "ses_06H4JMB4KN1GVEGZAWNZT3GMCC", 9, 3, tc.ev)
+			ev, text, ok := splitTextEvent(p)
+			require.True(t, ok, "%s", p)
+			sameAsDecoded(t, p, ev, text)
+		})
+	}
+}
+
+// Anything but the one shape is left to the decoder: the split never
+// guesses.
+func TestAnEventOfAnyOtherFormIsLeftToTheDecoder(t *testing.T) {
+	good := `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi","delta":true}}`
+	_, _, ok := splitTextEvent([]byte(good))
+	require.True(t, ok, "the form itself is read")
+	pair := `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"\ud83d\ude00 \\\"\\"}}`
+	ev, text, ok := splitTextEvent([]byte(pair))
+	require.True(t, ok, "escapes, a surrogate pair and backslashes before a quote are read: %s", pair)
+	sameAsDecoded(t, []byte(pair), ev, text)
+	for name, p := range map[string]string{
+		"another kind":              `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"warning","text":"hi"}}`,
+		"a member after the text":   `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi","delta":true,"x":1}}`,
+		"a member after the event":  `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"},"x":1}`,
+		"delta false written":       `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi","delta":false}}`,
+		"a space":                   `{"session_id": "ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"}}`,
+		"members in another order":  `{"seq":9,"session_id":"ses_1","turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"}}`,
+		"an escape in an id":        `{"session_id":"ses_\u0031","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"}}`,
+		"a leading zero":            `{"session_id":"ses_1","seq":09,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"}}`,
+		"a fraction":                `{"session_id":"ses_1","seq":9.0,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"}}`,
+		"a seq past int64":          `{"session_id":"ses_1","seq":9223372036854775808,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi"}}`,
+		"a raw control character":   "{\"session_id\":\"ses_1\",\"seq\":9,\"turn\":3,\"event\":{\"run_id\":\"run_1\",\"seq\":7,\"kind\":\"text\",\"text\":\"h\ni\"}}",
+		"invalid UTF-8 in the text": "{\"session_id\":\"ses_1\",\"seq\":9,\"turn\":3,\"event\":{\"run_id\":\"run_1\",\"seq\":7,\"kind\":\"text\",\"text\":\"h\xffi\"}}",
+		"an unknown escape":         `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"h\qi"}}`,
+		"a short \\u escape":        `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"h\u12"}}`,
+		"a lone surrogate escape":   `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"x\ud800y"}}`,
+		"an unterminated text":      `{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi}}`,
+		"bytes after the end":       good + ` `,
+		"cut short":                 good[:len(good)-1],
+	} {
+		t.Run(name, func(t *testing.T) {
+			ev, text, ok := splitTextEvent([]byte(p))
+			assert.False(t, ok)
+			assert.Nil(t, text)
+			assert.Zero(t, ev)
+		})
+	}
+}
+
+// A follower of the text form and a follower of decoded events on one
+// client each get every event once, each in its own form.
+func TestTextAndDecodedFollowersOfOneSessionEachGetTheirForm(t *testing.T) {
+	r := newRouter()
+	var texts []string
+	var decoded []api.SessionEvent
+	r.sessions.addRoute("ses_1", &sessionRoute{text: func(ev api.SessionEvent, text json.RawMessage) {
+		if text != nil {
+			texts = append(texts, string(text))
+		} else {
+			texts = append(texts, ev.Event.Kind)
+		}
+	}})
+	r.sessions.add("ses_1", 0, func(ev api.SessionEvent) { decoded = append(decoded, ev) })
+	r.notify("sessions.event", daemonForm(t, "ses_1", 1, 1, api.AgentEvent{RunID: "run_1", Seq: 1, Event: api.Event{Kind: api.EventSession}}))
+	r.notify("sessions.event", daemonForm(t, "ses_1", 2, 1, api.AgentEvent{RunID: "run_1", Seq: 2, Event: api.Event{Kind: api.EventText, Text: `say "hi"`, Delta: true}}))
+	r.notify("sessions.event", daemonForm(t, "ses_1", 2, 1, api.AgentEvent{RunID: "run_1", Seq: 2, Event: api.Event{Kind: api.EventText, Text: "again"}}))
+	assert.Equal(t, []string{api.EventSession, `"say \"hi\""`}, texts)
+	require.Len(t, decoded, 2)
+	assert.Equal(t, `say "hi"`, decoded[1].Event.Text)
+	assert.True(t, decoded[1].Event.Delta)
+}
+
+// Whatever bytes come, a split event is the one the decoder reads.
+func FuzzSplitTextEvent(f *testing.F) {
+	f.Add([]byte(`{"session_id":"ses_1","seq":9,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"text","text":"hi","delta":true}}`))
+	f.Add([]byte(`{"session_id":"ses_1","seq":-0,"turn":3,"event":{"run_id":"run_1","seq":7,"kind":"thinking","text":"a\u00e9\\\"\/"}}`))
+	f.Add(daemonForm(f, "ses_1", 1, 1, api.AgentEvent{RunID: "r", Seq: 1, Event: api.Event{Kind: api.EventText, Text: "<\u2028\x00é😀"}}))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		ev, text, ok := splitTextEvent(p)
+		if !ok {
+			return
+		}
+		sameAsDecoded(t, p, ev, text)
+	})
+}
