@@ -72,7 +72,9 @@ func (c *Client) SubscribeSession(ctx context.Context, p api.SessionSubscribePar
 // as the JSON string the daemon wrote (quotes and escapes included), to be
 // spliced in as it is rather than unquoted here and quoted again there.
 // Every other event, and any text event in another form, comes decoded,
-// with text nil. text belongs to the call: copy what is kept.
+// with text nil; a turn's terminal event may come without its result's
+// answer, which is the turn's text once more (the follower had it piece by
+// piece). text belongs to the call: copy what is kept.
 func (c *Client) SubscribeSessionText(ctx context.Context, p api.SessionSubscribeParams, onEvent func(ev api.SessionEvent, text json.RawMessage)) (api.SessionSubscribeResult, error) {
 	rt := c.events.sessions.addRoute(p.SessionID, &sessionRoute{text: onEvent, last: p.AfterSeq})
 	res, err := call[api.SessionSubscribeResult](ctx, c, "sessions.subscribe", p)
@@ -87,6 +89,9 @@ func (c *Client) SubscribeSessionText(ctx context.Context, p api.SessionSubscrib
 type sessionRouter struct {
 	mu     sync.Mutex
 	routes map[string][]*sessionRoute
+	// decoded counts the routes that take events decoded whole; while
+	// there are none, a terminal event is decoded without its answer.
+	decoded int
 }
 
 // sessionRoute is one follower: fn takes events decoded, text (when set
@@ -105,6 +110,9 @@ func (r *sessionRouter) add(id string, after int64, fn func(api.SessionEvent)) *
 func (r *sessionRouter) addRoute(id string, rt *sessionRoute) *sessionRoute {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rt.text == nil {
+		r.decoded++
+	}
 	if r.routes == nil {
 		r.routes = map[string][]*sessionRoute{}
 	}
@@ -115,7 +123,11 @@ func (r *sessionRouter) addRoute(id string, rt *sessionRoute) *sessionRoute {
 func (r *sessionRouter) remove(id string, rt *sessionRoute) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n := len(r.routes[id])
 	routes := slices.DeleteFunc(r.routes[id], func(have *sessionRoute) bool { return have == rt })
+	if len(routes) < n && rt.text == nil {
+		r.decoded--
+	}
 	if len(routes) == 0 {
 		delete(r.routes, id)
 	} else {
@@ -128,8 +140,17 @@ func (r *sessionRouter) notify(params json.RawMessage) {
 	// whole only for a follower that wants it so.
 	ev, text, split := splitTextEvent(params)
 	decoded := !split
-	if decoded && decodeEvent(params, &ev) != nil {
-		return
+	if decoded {
+		r.mu.Lock()
+		whole := r.decoded > 0
+		r.mu.Unlock()
+		decode := decodeWithoutAnswer
+		if whole {
+			decode = decodeEvent
+		}
+		if decode(params, &ev) != nil {
+			return
+		}
 	}
 	r.mu.Lock()
 	routes := slices.Clone(r.routes[ev.SessionID])

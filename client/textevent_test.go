@@ -140,3 +140,52 @@ func FuzzSplitTextEvent(f *testing.F) {
 		sameAsDecoded(t, p, ev, text)
 	})
 }
+
+// A terminal event read for a text follower is the event the decoder
+// reads, but for its result's answer, however the answer is written.
+func TestATerminalEventForATextFollowerIsReadWithoutItsAnswer(t *testing.T) {
+	cost := 0.0123
+	done := api.AgentEvent{RunID: "run_1", Seq: 24, Event: api.Event{Kind: api.EventDone}, Status: api.Status("succeeded"),
+		Result: &api.InvokeResult{Result: api.Result{Answer: "PONG \"<all>\" é\u2028 " + string(make([]byte, 5000)), CostUSD: &cost,
+			Usage: api.Usage{InputTokens: 10, OutputTokens: 5}}, RunID: "run_1", Adapter: "claude-code", Status: api.Status("succeeded")}}
+	failed := api.AgentEvent{RunID: "run_2", Seq: 3, Event: api.Event{Kind: api.EventRunError}, Status: api.Status("failed"),
+		Result: &api.InvokeResult{Result: api.Result{Error: &api.RunError{Kind: "exit", Message: "the agent exited 1"}}, RunID: "run_2", Status: api.Status("failed")}}
+	for name, p := range map[string][]byte{
+		"a done event":     daemonForm(t, "ses_1", 30, 2, done),
+		"an error event":   daemonForm(t, "ses_1", 3, 1, failed),
+		"a usage event":    daemonForm(t, "ses_1", 4, 1, api.AgentEvent{RunID: "run_1", Seq: 4, Event: api.Event{Kind: api.EventUsage, Usage: &api.Usage{InputTokens: 1}}}),
+		"a null result":    []byte(`{"session_id":"ses_1","seq":5,"turn":1,"event":{"run_id":"run_1","seq":5,"kind":"done","result":null}}`),
+		"the answer's name in capitals, and twice": []byte(`{"session_id":"ses_1","seq":5,"turn":1,"event":{"run_id":"run_1","seq":5,"kind":"done",` +
+			`"result":{"ANSWER":"x","answer":"y","total_cost_usd":0.5,"run_id":"run_1"}}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var want, got api.SessionEvent
+			require.NoError(t, decodeEvent(p, &want))
+			require.NoError(t, decodeWithoutAnswer(p, &got))
+			if want.Event.Result != nil {
+				require.NotNil(t, got.Event.Result)
+				assert.Empty(t, got.Event.Result.Answer)
+				want.Event.Result.Answer = ""
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// Whatever bytes come, what the decoder reads, the answerless decoder reads
+// too, the same but for the answer.
+func FuzzDecodeWithoutAnswer(f *testing.F) {
+	f.Add([]byte(`{"session_id":"ses_1","seq":5,"turn":1,"event":{"run_id":"run_1","seq":5,"kind":"done","result":{"answer":"y","total_cost_usd":0.5,"usage":{"input_tokens":3}}}}`))
+	f.Add([]byte(`{"event":{"result":{"Answer":1,"run_id":"r"}}}`))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var want, got api.SessionEvent
+		if decodeEvent(p, &want) != nil {
+			return
+		}
+		require.NoError(t, decodeWithoutAnswer(p, &got), "%s", p)
+		if want.Event.Result != nil && got.Event.Result != nil {
+			want.Event.Result.Answer = ""
+		}
+		assert.Equal(t, want, got, "%s", p)
+	})
+}
