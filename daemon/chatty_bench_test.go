@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,6 +213,10 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		defer cancel()
 	}
 	took := make([][]time.Duration, len(paths))
+	// The process's CPU time (daemon and bench clients) while each path
+	// ran, long and short runs apart: what a path costs the machine, which
+	// on two busy cores need not show in its wall time.
+	cpu := make([][2]time.Duration, len(paths))
 	tookShort := make([][]time.Duration, len(paths))
 	var missing []string
 	var events int
@@ -220,9 +225,14 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		if short {
 			task, into = "please "+shortTask, &tookShort[i]
 		}
-		start := time.Now()
+		start, cpu0 := time.Now(), processCPU()
 		runID, err := paths[i].run(ctx, task)
 		*into = append(*into, time.Since(start))
+		if short {
+			cpu[i][1] += processCPU() - cpu0
+		} else {
+			cpu[i][0] += processCPU() - cpu0
+		}
 		require.NoError(t, err, paths[i].name)
 		if runID == "" {
 			return
@@ -244,6 +254,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	}
 	for i := range took {
 		took[i], tookShort[i] = nil, nil
+		cpu[i] = [2]time.Duration{}
 	}
 	missing = nil
 	runtime.GC()
@@ -281,6 +292,17 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 			ratio = fmt.Sprintf(" | %.2fx agents.invoke's, %.2fx agents.invoke + stream's", perLine[i]/perLine[1], perLine[i]/perLine[2])
 		}
 		t.Logf("%-24s short median %6.2f ms | %.2f µs per line%s", p.name, ms(median(tookShort[i])), perLine[i], ratio)
+	}
+	t.Logf("CPU per line: the process's CPU time while each path's long runs went, less its short runs', over the lines between them")
+	cpuLine := make([]float64, len(paths))
+	for i, p := range paths {
+		cpuLine[i] = float64(cpu[i][0]-cpu[i][1]) / float64(rounds) / float64(lines-shortLines) / 1e3
+		ratio := ""
+		if i > 1 {
+			ratio = fmt.Sprintf(" | %.2fx agents.invoke + stream's", cpuLine[i]/cpuLine[2])
+		}
+		t.Logf("%-24s CPU %6.2f ms a long run, %5.2f ms a short | %.2f µs per line%s", p.name,
+			ms(cpu[i][0]/time.Duration(rounds)), ms(cpu[i][1]/time.Duration(rounds)), cpuLine[i], ratio)
 	}
 	t.Logf("heap in objects: %.1f MiB idle after GC, peak %.1f MiB while the runs went", mib(idle), mib(peak.Load()))
 	for _, m := range missing {
@@ -491,4 +513,13 @@ func startProfiles(t *testing.T) func() {
 		require.NoError(t, pprof.Lookup("allocs").WriteTo(f, 0))
 		require.NoError(t, f.Close())
 	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
