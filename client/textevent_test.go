@@ -151,10 +151,10 @@ func TestATerminalEventForATextFollowerIsReadWithoutItsAnswer(t *testing.T) {
 	failed := api.AgentEvent{RunID: "run_2", Seq: 3, Event: api.Event{Kind: api.EventRunError}, Status: api.Status("failed"),
 		Result: &api.InvokeResult{Result: api.Result{Error: &api.RunError{Kind: "exit", Message: "the agent exited 1"}}, RunID: "run_2", Status: api.Status("failed")}}
 	for name, p := range map[string][]byte{
-		"a done event":     daemonForm(t, "ses_1", 30, 2, done),
-		"an error event":   daemonForm(t, "ses_1", 3, 1, failed),
-		"a usage event":    daemonForm(t, "ses_1", 4, 1, api.AgentEvent{RunID: "run_1", Seq: 4, Event: api.Event{Kind: api.EventUsage, Usage: &api.Usage{InputTokens: 1}}}),
-		"a null result":    []byte(`{"session_id":"ses_1","seq":5,"turn":1,"event":{"run_id":"run_1","seq":5,"kind":"done","result":null}}`),
+		"a done event":   daemonForm(t, "ses_1", 30, 2, done),
+		"an error event": daemonForm(t, "ses_1", 3, 1, failed),
+		"a usage event":  daemonForm(t, "ses_1", 4, 1, api.AgentEvent{RunID: "run_1", Seq: 4, Event: api.Event{Kind: api.EventUsage, Usage: &api.Usage{InputTokens: 1}}}),
+		"a null result":  []byte(`{"session_id":"ses_1","seq":5,"turn":1,"event":{"run_id":"run_1","seq":5,"kind":"done","result":null}}`),
 		"the answer's name in capitals, and twice": []byte(`{"session_id":"ses_1","seq":5,"turn":1,"event":{"run_id":"run_1","seq":5,"kind":"done",` +
 			`"result":{"ANSWER":"x","answer":"y","total_cost_usd":0.5,"run_id":"run_1"}}}`),
 	} {
