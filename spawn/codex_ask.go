@@ -19,11 +19,15 @@ func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
 //     "workspace-write" and approvalsReviewer "user" (codex_app.go): every
 //     command the model runs is put to card first, even ls or cat (Codex
 //     has no separate read tool here, and untrusted asks for them all), and
-//     every file change. An accepted command runs in the workspace-write
-//     sandbox (it may write the working dir, nothing else, no network); a
-//     declined one does not run and the model is told it was rejected. So
-//     nothing runs unasked: narrower than read_only, where any command may
-//     run inside the read-only sandbox.
+//     every file change. An accepted command runs as the user, outside
+//     Codex's sandbox: Codex runs what its user approved unsandboxed (an
+//     approved write to a directory outside the working dir, not a temp
+//     dir, succeeded every time, with the thread's sandbox workspace-write
+//     or read-only). So the question is the whole boundary, as it is for
+//     Claude Code's Bash, and it shows the command whole. A declined one
+//     does not run and the model is told it was rejected. Nothing runs
+//     unasked: narrower than read_only, where any command may run inside
+//     the read-only sandbox.
 //   - The thread is saved (not ephemeral) unless the request discards its
 //     session: a cold turn resumes it by its id with thread/resume, carrying
 //     the same approval policy, sandbox and reviewer as thread/start, so a

@@ -212,3 +212,34 @@ func TestCodexAsksEvenForACommandThatOnlyReads(t *testing.T) {
 		assert.NotContains(t, r, "old", "the denied cat did not run")
 	}
 }
+
+// An approved Codex command runs as the user, outside Codex's sandbox:
+// Codex runs what its user approved unsandboxed, so in ask mode the
+// question is the whole boundary, as it is for Claude Code's Bash. Allowed
+// to write outside the working dir, in a directory that workspace-write
+// never makes writable (not a temp dir), the command writes there; the
+// question showed it whole. docs/agents/codex.md says so, and this holds
+// it to what Codex does.
+func TestAnApprovedCodexCommandRunsOutsideCodexsSandbox(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp(wd, ".outside-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	outside := filepath.Join(dir, "outside.txt")
+	write := "echo hello > " + outside
+	s := startCLI(t, codex, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
+		{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > inside.txt"}},
+		{Name: "exec_command", Input: map[string]any{"cmd": write}},
+	}})
+	a := s.client(t, decideAll("allow", ""))
+	_, rec := a.run(t, s, 0)
+
+	require.Len(t, a.asked(), 2, "both commands were asked")
+	assert.Equal(t, "command_execution: "+write, a.asked()[1].Summary, "the question showed the command whole")
+	require.Len(t, rec.Approvals, 2)
+	assert.FileExists(t, filepath.Join(s.cwd, "inside.txt"))
+	assert.FileExists(t, outside, "the approved write outside the working dir ran: no sandbox stood in its way")
+	t.Logf("tool results: %q", s.model.ToolResults())
+}
