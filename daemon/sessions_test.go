@@ -623,28 +623,37 @@ func waitSessionIdle(t *testing.T, c *client.Client, id string) {
 	}, 5*time.Second, time.Millisecond)
 }
 
-// A client that reads a turn's terminal event and at once asks for the
-// session finds the turn counted: its cost and tokens in the session's
-// totals, and the session no longer running it.
-func TestASessionReadRightAfterATurnsLastEventCountsTheTurn(t *testing.T) {
-	rd := startRunsDaemon(t, "")
-	// Each turn's run stays a moment between its terminal event and its
-	// recorded outcome, where a client reading the event may act.
+// heldTurns starts a session on a daemon whose runs each stay a moment
+// between their terminal event and their recorded outcome, where a client
+// reading the event may act, and follows it: ended gets each turn's
+// terminal event.
+func heldTurns(t *testing.T) (rd *runsDaemon, s api.Session, ended chan api.SessionEvent) {
+	t.Helper()
+	rd = startRunsDaemon(t, "")
 	daemon.HoldRunsAfterTheirLastEvent(t, rd.Daemon.Daemon, 300*time.Millisecond)
 	ctx := daemontest.Context(t)
 	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
 	require.NoError(t, err)
-	ended := make(chan api.SessionEvent, 16)
+	ended = make(chan api.SessionEvent, 16)
 	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent) {
 		if client.Terminal(ev.Event) {
 			ended <- ev
 		}
 	})
 	require.NoError(t, err)
+	return rd, s, ended
+}
+
+// A client that reads a turn's terminal event and at once asks for the
+// session finds the turn counted: its cost and tokens in the session's
+// totals, and the session no longer running it.
+func TestASessionReadRightAfterATurnsLastEventCountsTheTurn(t *testing.T) {
+	rd, s, ended := heldTurns(t)
+	ctx := daemontest.Context(t)
 	var cost float64
 	var tokens int64
 	for turn := 1; turn <= 3; turn++ {
-		_, err = rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn " + strconv.Itoa(turn)})
+		_, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn " + strconv.Itoa(turn)})
 		require.NoError(t, err)
 		var end api.SessionEvent
 		select {
@@ -670,20 +679,8 @@ func TestASessionReadRightAfterATurnsLastEventCountsTheTurn(t *testing.T) {
 // its turn at once: the session is not still running the turn that ended,
 // so the prompt is not queued behind it.
 func TestAPromptSentRightAfterATurnsLastEventStartsAtOnce(t *testing.T) {
-	rd := startRunsDaemon(t, "")
-	// Each turn's run stays a moment between its terminal event and its
-	// recorded outcome, where a client reading the event may act.
-	daemon.HoldRunsAfterTheirLastEvent(t, rd.Daemon.Daemon, 300*time.Millisecond)
+	rd, s, ended := heldTurns(t)
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
-	require.NoError(t, err)
-	ended := make(chan api.SessionEvent, 16)
-	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent) {
-		if client.Terminal(ev.Event) {
-			ended <- ev
-		}
-	})
-	require.NoError(t, err)
 	for turn := 1; turn <= 3; turn++ {
 		res, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "turn " + strconv.Itoa(turn)})
 		require.NoError(t, err)
