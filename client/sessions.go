@@ -142,10 +142,10 @@ func (r *sessionRouter) notify(params json.RawMessage) {
 	decoded := !split
 	if decoded {
 		r.mu.Lock()
-		whole := r.decoded > 0
+		anyDecoded := r.decoded > 0
 		r.mu.Unlock()
 		decode := decodeWithoutAnswer
-		if whole {
+		if anyDecoded {
 			decode = decodeEvent
 		}
 		if decode(params, &ev) != nil {
