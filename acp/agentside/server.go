@@ -222,23 +222,32 @@ func (s *Server) notifyUpdate(n acp.SessionNotification) {
 		s.notify(acp.MethodSessionUpdate, n)
 		return
 	}
-	// AppendQuote reports invalid UTF-8 and writes it as U+FFFD, as
-	// encoding/json does silently.
-	text, _ := jsontext.AppendQuote(make([]byte, 0, len(c.Content.Text)+2), c.Content.Text)
-	s.writeTextChunk(n.SessionID, n.Update.Kind, text, n.Meta)
+	s.writeChunk(n.SessionID, n.Update.Kind, len(c.Content.Text)+2, func(b []byte) []byte {
+		// AppendQuote reports invalid UTF-8 and writes it as U+FFFD, as
+		// encoding/json does silently.
+		b, _ = jsontext.AppendQuote(b, c.Content.Text)
+		return b
+	}, n.Meta)
 }
 
 // writeTextChunk writes the session/update of a plain text chunk of kind
 // from its parts: text is the text as a JSON string, meta the _meta
 // (valid JSON, or empty for none).
 func (s *Server) writeTextChunk(sessionID string, kind acp.UpdateKind, text, meta json.RawMessage) {
-	b := make([]byte, 0, len(text)+len(meta)+len(sessionID)+160)
+	s.writeChunk(sessionID, kind, len(text), func(b []byte) []byte { return append(b, text...) }, meta)
+}
+
+// writeChunk is writeTextChunk with the text appended by appendText (about
+// size bytes), so a text still to be quoted is quoted straight into the
+// frame rather than into a buffer of its own first.
+func (s *Server) writeChunk(sessionID string, kind acp.UpdateKind, size int, appendText func([]byte) []byte, meta json.RawMessage) {
+	b := make([]byte, 0, size+len(meta)+len(sessionID)+160)
 	b = append(b, `{"jsonrpc":"2.0","method":"`+acp.MethodSessionUpdate+`","params":{"sessionId":`...)
 	b, _ = jsontext.AppendQuote(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":`...)
 	b, _ = jsontext.AppendQuote(b, string(kind))
 	b = append(b, `,"content":{"type":"text","text":`...)
-	b = append(b, text...)
+	b = appendText(b)
 	b = append(b, "}}"...)
 	if len(meta) > 0 {
 		b = append(append(b, `,"_meta":`...), meta...)
