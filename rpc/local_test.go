@@ -81,3 +81,35 @@ func TestOnlyTheConnectionLocalRecognisesHasALocalReceiver(t *testing.T) {
 	defer cancel()
 	require.NoError(t, srv.Shutdown(ctx))
 }
+
+// The server asks Local about a connection before it answers the upgrade,
+// so a client that forgets its secret as soon as its dial returns (the
+// daemon's own front door does) is still recognised.
+func TestLocalIsAskedBeforeTheUpgradeIsAnswered(t *testing.T) {
+	var dialed, dialedWhenAsked atomic.Bool
+	asked := make(chan struct{})
+	srv := NewServer(ServerConfig{
+		Registry: NewRegistry(),
+		Gate:     &Gate{Token: func() ([]byte, error) { return []byte(fuzzToken), nil }},
+		Local: func(*http.Request) LocalReceiver {
+			// Long enough for a 101 already written to reach the client.
+			time.Sleep(200 * time.Millisecond)
+			dialedWhenAsked.Store(dialed.Load())
+			close(asked)
+			return nil
+		},
+	})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + fuzzToken}}})
+	require.NoError(t, err)
+	dialed.Store(true)
+	defer ws.CloseNow()
+	<-asked
+	assert.False(t, dialedWhenAsked.Load(), "the client's dial had returned before Local was asked")
+	ws.Close(websocket.StatusNormalClosure, "")
+	require.NoError(t, srv.Shutdown(ctx))
+}

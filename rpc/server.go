@@ -202,6 +202,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if subprotocol != "" {
 		opts.Subprotocols = []string{subprotocol}
 	}
+	// The in-process receiver is claimed before the upgrade is answered:
+	// the client holding its secret may forget it as soon as the 101
+	// reaches it, and a claim after Accept would then find nothing.
+	var local LocalReceiver
+	if s.cfg.Local != nil {
+		local = s.cfg.Local(r)
+	}
 	hj := &hijackRecorder{ResponseWriter: w}
 	c, err := websocket.Accept(hj, r, opts)
 	if err != nil {
@@ -209,10 +216,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	var local LocalReceiver
-	if s.cfg.Local != nil {
-		local = s.cfg.Local(r)
-	}
 	s.serve(c, hj.conn, r.RemoteAddr, grants, origin, local)
 }
 
