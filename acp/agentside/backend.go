@@ -53,7 +53,8 @@ type TextBackend interface {
 }
 
 // Transport carries whole ACP messages, one per Read and Write: a line of
-// stdio, or a WebSocket text frame.
+// stdio, or a WebSocket text frame. Write must not keep msg after it
+// returns: the server writes a turn's chunks from buffers it reuses.
 type Transport interface {
 	Read(ctx context.Context) ([]byte, error)
 	Write(ctx context.Context, msg []byte) error

@@ -3,6 +3,7 @@ package agentside
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -199,4 +200,39 @@ func TestATurnFollowedWithItsTextAsJSONGivesTheEditorTheSameUpdates(t *testing.T
 	assert.Equal(t, int64(4), split, "every text and thinking event came as JSON")
 	require.NotEmpty(t, decoded)
 	assert.Equal(t, decoded, spliced)
+}
+
+// The buffers a turn's chunks pass through are reused from chunk to
+// chunk: a turn of many texts, short and past the size kept for reuse,
+// reaches the editor as exactly those texts, in order, none holding
+// another's bytes.
+func TestEveryChunkOfALongTurnHoldsItsOwnTextThoughTheirBuffersAreReused(t *testing.T) {
+	var want []string
+	for i := range 300 {
+		n := 1 + (i*37)%500
+		if i%50 == 7 {
+			n = maxPooledBuf + 1000 // too big to go back for reuse
+		}
+		want = append(want, fmt.Sprintf("<%d>", i)+strings.Repeat(string(rune('a'+i%26)), n))
+	}
+	be := newFake()
+	be.script = func(_ *fakeSession, _ api.SessionPromptParams) []api.AgentEvent {
+		evs := make([]api.AgentEvent, len(want))
+		for i, text := range want {
+			evs[i] = api.AgentEvent{Event: api.Event{Kind: api.EventText, Text: text, Delta: true}}
+		}
+		return evs
+	}
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	var split atomic.Int64
+	e.srv.SetBackend(textBackend{be, &split})
+	initialize(e)
+	id := newSession(e, "")
+	assert.Equal(t, acp.StopEndTurn, prompt(e, id, "talk").StopReason)
+	var got []string
+	for _, u := range e.updatesOf(id, acp.UpdateAgentMessageChunk) {
+		got = append(got, u.Chunk.Content.Text)
+	}
+	assert.Equal(t, int64(len(want)), split.Load(), "every text came as JSON")
+	assert.Equal(t, want, got)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -241,7 +242,8 @@ func (s *Server) writeTextChunk(sessionID string, kind acp.UpdateKind, text, met
 // size bytes), so a text still to be quoted is quoted straight into the
 // frame rather than into a buffer of its own first.
 func (s *Server) writeChunk(sessionID string, kind acp.UpdateKind, size int, appendText func([]byte) []byte, meta json.RawMessage) {
-	b := make([]byte, 0, size+len(meta)+len(sessionID)+160)
+	bp := frameBufs.Get().(*[]byte)
+	b := slices.Grow((*bp)[:0], size+len(meta)+len(sessionID)+160)
 	b = append(b, `{"jsonrpc":"2.0","method":"`+acp.MethodSessionUpdate+`","params":{"sessionId":`...)
 	b, _ = jsontext.AppendQuote(b, sessionID)
 	b = append(b, `,"update":{"sessionUpdate":`...)
@@ -252,7 +254,27 @@ func (s *Server) writeChunk(sessionID string, kind acp.UpdateKind, size int, app
 	if len(meta) > 0 {
 		b = append(append(b, `,"_meta":`...), meta...)
 	}
-	s.write(append(b, "}}"...))
+	b = append(b, "}}"...)
+	s.write(b)
+	putBuf(&frameBufs, bp, b)
+}
+
+// frameBufs and textBufs hold the buffers a turn's chunks pass through
+// (the frame written, the text waiting for the pump): a talkative turn is
+// dozens of chunks of several KiB each, and allocating them anew made the
+// front door's garbage, and so its collections, double an /rpc client's.
+var frameBufs, textBufs = sync.Pool{New: func() any { return new([]byte) }}, sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf bounds the buffers that go back to their pool: one that
+// kept a burst's largest chunk would hold the daemon's memory at its peak.
+const maxPooledBuf = 64 << 10
+
+// putBuf returns b, the buffer bp gave, to pool when it is small enough.
+func putBuf(pool *sync.Pool, bp *[]byte, b []byte) {
+	if cap(b) <= maxPooledBuf {
+		*bp = b[:0]
+		pool.Put(bp)
+	}
 }
 
 // notify sends a notification. Its params are encoded once and written

@@ -171,6 +171,8 @@ func (st *session) waitLocked(ctx context.Context) {
 type queued struct {
 	ev   api.SessionEvent
 	text json.RawMessage
+	// buf is the pooled buffer text is in, returned once it is handled.
+	buf *[]byte
 }
 
 // enqueue is the subscription's handler: it runs on the client's read
@@ -182,12 +184,21 @@ func (st *session) enqueue(ev api.SessionEvent) { st.enqueueText(ev, nil) }
 func (st *session) enqueueText(ev api.SessionEvent, text json.RawMessage) {
 	q := queued{ev: ev}
 	if text != nil {
-		q.text = slices.Clone(text)
+		q.buf = textBufs.Get().(*[]byte)
+		q.text = append((*q.buf)[:0], text...)
 	}
 	st.mu.Lock()
 	st.queue = append(st.queue, q)
 	st.cond.Broadcast()
 	st.mu.Unlock()
+}
+
+// release returns q's text buffer to its pool: the chunk it went into has
+// been written, and nothing keeps the text.
+func (q *queued) release() {
+	if q.buf != nil {
+		putBuf(&textBufs, q.buf, q.text)
+	}
 }
 
 // pump handles the queued events one at a time, in order, each seq once.
@@ -206,6 +217,7 @@ func (st *session) pump(ctx context.Context) {
 		ev := q.ev
 		if ev.Seq <= st.handled {
 			st.mu.Unlock()
+			q.release()
 			continue
 		}
 		history := ev.Seq <= st.replayUntil || st.replayUntil > st.handled
@@ -229,6 +241,7 @@ func (st *session) pump(ctx context.Context) {
 		st.mu.Unlock()
 
 		st.handle(ctx, ev, q.text, echo, history)
+		q.release()
 
 		st.mu.Lock()
 		st.handled = ev.Seq

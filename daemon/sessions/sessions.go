@@ -804,7 +804,9 @@ func (m *Manager) viewOfRow(ctx context.Context, row store.Session) (api.Session
 	return v, nil
 }
 
-// Send delivers one sessions.event notification's params (JSON).
+// Send delivers one sessions.event notification's params (JSON). It must
+// not keep event after it returns: a stream writes each event into the
+// buffer the one before it used.
 type Send func(ctx context.Context, event json.RawMessage) error
 
 // Subscribe answers where the session stands and returns what sends its
@@ -867,6 +869,10 @@ func (m *Manager) watch(s *session, a runs.Asker) func() {
 // stream sends the session's events after seq, turn by turn.
 func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) error {
 	done := 0 // the turns (by index in s.turns) fully sent
+	// buf is the envelope of the event being sent, reused for the next:
+	// a turn's events are sent one at a time, and a talkative one is
+	// dozens of KiB-long texts that would each be copied anew.
+	var buf []byte
 	for {
 		s.mu.Lock()
 		refs := slices.Clone(s.turns)
@@ -879,7 +885,8 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 				continue
 			}
 			if t.note != nil {
-				if err := send(ctx, sessionEvent(s.row.ID, t.base+1, t.turn, t.note)); err != nil || ctx.Err() != nil {
+				buf = appendSessionEvent(buf[:0], s.row.ID, t.base+1, t.turn, t.note)
+				if err := send(ctx, buf); err != nil || ctx.Err() != nil {
 					return nil
 				}
 				seq = t.base + 1
@@ -899,7 +906,14 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 			var sendErr error
 			err = events(ctx, func(ctx context.Context, runSeq int64, raw json.RawMessage) error {
 				at := t.base + runSeq
-				if sendErr = send(ctx, sessionEvent(s.row.ID, at, t.turn, raw)); sendErr != nil {
+				buf = appendSessionEvent(buf[:0], s.row.ID, at, t.turn, raw)
+				sendErr = send(ctx, buf)
+				if cap(buf) > maxKeptEnvelope {
+					// One very long event's buffer is not held for the
+					// rest of the subscription.
+					buf = nil
+				}
+				if sendErr != nil {
 					return sendErr
 				}
 				seq = at
@@ -923,9 +937,14 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 	}
 }
 
-// sessionEvent is one sessions.event's params around a run event's JSON.
-func sessionEvent(id string, seq int64, turn int, raw json.RawMessage) json.RawMessage {
-	b := make([]byte, 0, len(raw)+len(id)+64)
+// maxKeptEnvelope bounds the envelope buffer a stream keeps between
+// events.
+const maxKeptEnvelope = 64 << 10
+
+// appendSessionEvent appends one sessions.event's params around a run
+// event's JSON to b.
+func appendSessionEvent(b []byte, id string, seq int64, turn int, raw json.RawMessage) []byte {
+	b = slices.Grow(b, len(raw)+len(id)+64)
 	b = append(b, `{"session_id":`...)
 	b = strconv.AppendQuote(b, id)
 	b = append(b, `,"seq":`...)
