@@ -334,9 +334,16 @@ type SubscriptionEnded struct {
 	Reason string `json:"reason"`
 	// NextSeq is the first event it was not sent; runs.subscribe with
 	// after_seq = NextSeq-1 continues from there.
-	NextSeq     int64  `json:"next_seq"`
-	BehindBytes int64  `json:"behind_bytes"`
-	Limit       int64  `json:"limit"`
-	ConfigKey   string `json:"config_key"`
-	Message     string `json:"message"`
+	NextSeq int64 `json:"next_seq"`
+	// SessionID is set when the subscription cut off was a session's
+	// (sessions.subscribe), the run being its turn's; a client then takes
+	// up the session, not the run. SessionNextSeq is NextSeq in the
+	// session's seq: sessions.subscribe with after_seq = SessionNextSeq-1
+	// continues from there.
+	SessionID      string `json:"session_id,omitempty"`
+	SessionNextSeq int64  `json:"session_next_seq,omitempty"`
+	BehindBytes    int64  `json:"behind_bytes"`
+	Limit          int64  `json:"limit"`
+	ConfigKey      string `json:"config_key"`
+	Message        string `json:"message"`
 }

@@ -147,6 +147,11 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		defer cancel()
 		_ = c.rpc.Call(ctx, "runs.subscribe", api.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
 	}
+	r.resubscribeSession = func(sessionID string, afterSeq int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.rpc.Call(ctx, "sessions.subscribe", api.SessionSubscribeParams{SessionID: sessionID, AfterSeq: afterSeq}, nil)
+	}
 	return c, nil
 }
 

@@ -18,6 +18,9 @@ type router struct {
 	// resubscribe asks for a run's events again after a seq, when the
 	// daemon cut a subscription off for falling behind.
 	resubscribe func(runID string, afterSeq int64)
+	// resubscribeSession is resubscribe for a session subscription cut
+	// off behind one of its turns.
+	resubscribeSession func(sessionID string, afterSeq int64)
 
 	mu   sync.Mutex
 	runs map[string][]*route
@@ -149,6 +152,15 @@ func (r *router) endStream() {
 func (r *router) cutOff(params json.RawMessage) {
 	var end api.SubscriptionEnded
 	if json.Unmarshal(params, &end) != nil || r.resubscribe == nil {
+		return
+	}
+	if end.SessionID != "" {
+		// A session's subscription, behind its turn's run: the session is
+		// taken up again from the last seq its followers had, and a
+		// follower of the run alone was not cut off.
+		if after, ok := r.sessions.lastOf(end.SessionID); ok && r.resubscribeSession != nil {
+			go r.resubscribeSession(end.SessionID, after)
+		}
 		return
 	}
 	r.mu.Lock()

@@ -53,7 +53,9 @@ func (c *Client) Session(ctx context.Context, id string) (api.Session, error) {
 // session's events after p.AfterSeq in seq order, each once, replayed and
 // then live across turns, on the connection's read goroutine (keep it
 // quick; never call the client from it). Events that arrive before the
-// answer are delivered too.
+// answer are delivered too. A subscription the daemon cuts off for falling
+// too far behind a turn is taken up again from the last seq delivered, so
+// a slow handler still gets every event once.
 func (c *Client) SubscribeSession(ctx context.Context, p api.SessionSubscribeParams, onEvent func(api.SessionEvent)) (api.SessionSubscribeResult, error) {
 	var rt *sessionRoute
 	if onEvent != nil {
@@ -118,6 +120,23 @@ func (r *sessionRouter) addRoute(id string, rt *sessionRoute) *sessionRoute {
 	}
 	r.routes[id] = append(r.routes[id], rt)
 	return rt
+}
+
+// lastOf is the lowest last seq of session id's followers: where a
+// subscription of it that was cut off is taken up again. ok is false when
+// the session has no follower here.
+func (r *sessionRouter) lastOf(id string) (last int64, ok bool) {
+	r.mu.Lock()
+	routes := slices.Clone(r.routes[id])
+	r.mu.Unlock()
+	for _, rt := range routes {
+		rt.mu.Lock()
+		if !ok || rt.last < last {
+			last, ok = rt.last, true
+		}
+		rt.mu.Unlock()
+	}
+	return last, ok
 }
 
 func (r *sessionRouter) remove(id string, rt *sessionRoute) {

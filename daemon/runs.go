@@ -108,10 +108,16 @@ const SubscriptionEndedMethod = api.SubscriptionEndedMethod
 type SubscriptionEnded = api.SubscriptionEnded
 
 // follow sends a run's events to peer with events, and, when the subscriber
-// fell too far behind and was cut off, tells it so.
-func follow(ctx context.Context, peer *rpc.Peer, events func(context.Context, runs.Send) error) {
+// fell too far behind and was cut off, tells it so. release, when set,
+// frees the subscription's slot first: a client that hears it was cut off
+// subscribes again at once.
+func follow(ctx context.Context, peer *rpc.Peer, events func(context.Context, runs.Send) error, release func()) {
+	err := events(ctx, sendTo(peer))
+	if release != nil {
+		release()
+	}
 	var behind *runs.BehindError
-	if err := events(ctx, sendTo(peer)); errors.As(err, &behind) {
+	if errors.As(err, &behind) {
 		_ = peer.Notify(ctx, SubscriptionEndedMethod, SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
 			BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: behind.Error()})
 	}
@@ -234,13 +240,14 @@ func (d *Daemon) registerRuns() {
 			if a := approverOf(peer); a != nil {
 				defer d.runs.Watch(p.RunID, a)()
 			}
-			follow(ctx, peer, events)
+			follow(ctx, peer, events, release)
 		}, nil
 	})
 	rpc.Notification[SubscriptionEnded](r, SubscriptionEndedMethod, rpc.Doc{
 		Summary: "A subscription was cut off, the run unaffected: the run added more than max_subscriber_queue_bytes of events this subscriber had yet to be sent.",
 		Description: "Sent instead of the rest of the run's events, on runs.subscribe and streamed agents.invoke alike. " +
-			"runs.subscribe with after_seq = next_seq - 1 continues from where it stopped.",
+			"runs.subscribe with after_seq = next_seq - 1 continues from where it stopped. " +
+			"On sessions.subscribe it names the session too (session_id), and sessions.subscribe with after_seq = session_next_seq - 1 continues.",
 	})
 	rpc.Register(r, "runs.prune", rpc.Doc{
 		Access:  rpc.AccessHost,
@@ -305,7 +312,7 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 		return accepted, func(ctx context.Context) {
 			follow(ctx, peer, func(ctx context.Context, send runs.Send) error {
 				return run.Follow(ctx, send, d.cfg.MaxSubscriberQueueBytes)
-			})
+			}, nil)
 		}, nil
 	}
 	res, err := run.Wait(ctx)

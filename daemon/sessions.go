@@ -375,18 +375,18 @@ func (d *Daemon) registerSessions() {
 			}
 		}
 		return res, func(ctx context.Context) {
-			defer release()
 			err := events(ctx, send)
-			var behind *runs.BehindError
+			// The slot is free before the client hears it was cut off: it
+			// subscribes again at once.
+			release()
+			var behind *sessions.BehindError
 			if errors.As(err, &behind) {
 				// Cut off for falling too far behind a turn: the session and
 				// the turn go on; the client subscribes again after the last
 				// session seq it saw.
 				_ = peer.Notify(ctx, SubscriptionEndedMethod, SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
-					BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes",
-					Message: fmt.Sprintf("session %s: this subscriber was cut off %d bytes behind turn run %s (max_subscriber_queue_bytes = %d); "+
-						"the session goes on: sessions.subscribe with after_seq = the last session seq received continues from there",
-						p.SessionID, behind.Behind, behind.RunID, behind.Limit)})
+					SessionID: behind.SessionID, SessionNextSeq: behind.NextSessionSeq,
+					BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: behind.Error()})
 			}
 		}, nil
 	})

@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"fmt"
+
+	"github.com/card-dev/card/daemon/runs"
 )
 
 // NotFoundError is an unknown session id.
@@ -75,3 +77,21 @@ func (e *CapError) Error() string {
 	return fmt.Sprintf("session %s has spent %g of its %s = %g; it takes no more prompts (start a new session, with a higher cap if need be)",
 		e.SessionID, e.Spent, e.Cap, e.Limit)
 }
+
+// BehindError is a session subscriber cut off for falling too far behind
+// one of its turns: the turn's run's cut-off, with where it stands in the
+// session's seq.
+type BehindError struct {
+	*runs.BehindError
+	SessionID string
+	// NextSessionSeq is the session seq of the first event not sent.
+	NextSessionSeq int64
+}
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("session %s: this subscriber was cut off %d bytes behind turn run %s (max_subscriber_queue_bytes = %d); "+
+		"the session goes on: sessions.subscribe with after_seq = %d continues from where it stopped",
+		e.SessionID, e.Behind, e.RunID, e.Limit, e.NextSessionSeq-1)
+}
+
+func (e *BehindError) Unwrap() error { return e.BehindError }

@@ -919,6 +919,10 @@ func (m *Manager) stream(ctx context.Context, s *session, seq int64, send Send) 
 				seq = at
 				return nil
 			})
+			var behind *runs.BehindError
+			if errors.As(err, &behind) {
+				return &BehindError{BehindError: behind, SessionID: s.row.ID, NextSessionSeq: t.base + behind.NextSeq}
+			}
 			if err != nil {
 				return err
 			}

@@ -347,6 +347,16 @@ export class Client extends MethodsBase {
     conn.onNotification('agents.event', (ev: AgentEvent) => this.route(ev));
     conn.onNotification('runs.subscription_ended', (p: Notifications['runs.subscription_ended']) => {
       this.emit('runs.subscription_ended', p);
+      if (p.session_id) {
+        // A session's subscription, cut off behind its turn: one
+        // subscription takes the session up again from the furthest-behind
+        // stream's last seq (every stream of the session reads it, each
+        // seq once); a follower of the turn's run alone was not cut off.
+        let behind: SessionStream | undefined;
+        for (const st of this.sessionStreams.get(p.session_id) ?? []) if (!behind || st.lastSeq < behind.lastSeq) behind = st;
+        if (behind) void this.subscribeSession(behind);
+        return;
+      }
       // Cut off for being too far behind: go on from where it stopped.
       const s = this.streams.get(p.run_id);
       if (s) void this.resubscribe(s, Math.min(s.lastSeq, p.next_seq - 1));
@@ -672,6 +682,13 @@ export class Client extends MethodsBase {
 
   /** @internal For tests: drops the socket as a network failure would. */
   _dropSocket(): void { this.ws?.terminate(); }
+
+  /** @internal For tests: stops reading the socket, as a busy client would, until the returned function is called. */
+  _pauseReading(): () => void {
+    const ws = this.ws;
+    ws?.pause();
+    return () => ws?.resume();
+  }
 }
 
 /** Finds the daemon and connects to it; see Client. */

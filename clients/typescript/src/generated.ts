@@ -1113,6 +1113,8 @@ export interface SubscriptionEnded {
   next_seq: number;
   reason: string;
   run_id: string;
+  session_id?: string;
+  session_next_seq?: number;
 }
 
 export interface SubstrateInfo {

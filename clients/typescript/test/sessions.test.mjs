@@ -2,11 +2,11 @@
 // session's across turns from followSession, resumed after the daemon is
 // killed and restarted.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from '@card-dev/client';
-import { binaries, sleep, startDaemon, tempDir } from './harness.mjs';
+import { binaries, scriptClaude, sleep, startDaemon, tempDir } from './harness.mjs';
 
 test('each prompt yields its own turn, and the session\'s stream has every turn in one gap-free seq', async (t) => {
   const d = await startDaemon(t);
@@ -82,4 +82,54 @@ test('the daemon killed and restarted mid-turn: the session\'s stream goes on fr
   const kinds = [];
   for await (const ev of client.prompt({ session_id, task: 'again' })) kinds.push(ev.kind);
   assert.equal(kinds.at(-1), 'done');
+});
+
+test('a session stream the daemon cuts off behind a long turn takes the session up again: every event once, in order', async (t) => {
+  // A Claude Code that answers BIG with about 24 MB of whole messages
+  // (more than the sockets between the daemon and a client that stopped
+  // reading hold), and anything else as the script stand-in does.
+  const dir = tempDir(t);
+  const msg = JSON.stringify({ type: 'assistant', message: { id: 'm', type: 'message', role: 'assistant', model: 'claude-opus-4-8', content: [{ type: 'text', text: 'x'.repeat(16000) }] } });
+  const big = join(dir, 'big.jsonl');
+  writeFileSync(big, `${msg}\n`.repeat(1500) + '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s","usage":{"input_tokens":1,"output_tokens":1}}\n');
+  const agent = join(dir, 'claude');
+  writeFileSync(agent, `#!/bin/sh
+case "$1" in --version|auth) exec sh ${scriptClaude} "$@" ;; esac
+task=$(cat)
+case "$task" in *BIG*) exec cat ${big} ;; esac
+printf '%s' "$task" | exec sh ${scriptClaude}
+`, { mode: 0o755 });
+  const d = await startDaemon(t, { agent, config: 'login_shell_path = false\nmax_subscriber_queue_bytes = 65536\n' });
+  const slow = await connect({ home: d.home });
+  const other = await connect({ home: d.home });
+  t.after(() => { slow.close(); other.close(); });
+  const ended = [];
+  slow.on('runs.subscription_ended', (p) => ended.push(p));
+  const { session_id } = await other.sessionsStart({ id: 'claude-code', cwd: d.home });
+  const it = slow.followSession(session_id)[Symbol.asyncIterator]();
+  // A first turn, read through, so the stream is subscribed.
+  for await (const ev of other.prompt({ session_id, task: 'hello' })) void ev;
+  const seqs = [];
+  for (;;) {
+    const { value } = await it.next();
+    seqs.push(value.seq);
+    if (value.event.kind === 'done') break;
+  }
+  // The slow client stops reading while the long turn runs to its end.
+  const resume = slow._pauseReading();
+  let bigRun = '';
+  for await (const ev of other.prompt({ session_id, task: 'BIG' })) bigRun = ev.run_id;
+  resume();
+  for (;;) {
+    const { value } = await it.next();
+    seqs.push(value.seq);
+    if (value.event.kind === 'done') break;
+  }
+  await it.return();
+  assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), 'every session event once, in order');
+  const { next_seq } = await other.sessionsGet({ session_id });
+  assert.equal(seqs.at(-1), next_seq - 1);
+  assert.equal(ended.length > 0, true, 'the daemon cut the slow stream off');
+  assert.equal(ended[0].session_id, session_id);
+  assert.equal(ended[0].run_id, bigRun);
 });
