@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/card-dev/card/api"
 )
@@ -78,7 +79,9 @@ func (c *Client) SubscribeSession(ctx context.Context, p api.SessionSubscribePar
 // answer, which is the turn's text once more (the follower had it piece by
 // piece). text belongs to the call: copy what is kept.
 func (c *Client) SubscribeSessionText(ctx context.Context, p api.SessionSubscribeParams, onEvent func(ev api.SessionEvent, text json.RawMessage)) (api.SessionSubscribeResult, error) {
-	rt := c.events.sessions.addRoute(p.SessionID, &sessionRoute{text: onEvent, last: p.AfterSeq})
+	rt := &sessionRoute{text: onEvent}
+	rt.last.Store(p.AfterSeq)
+	rt = c.events.sessions.addRoute(p.SessionID, rt)
 	res, err := call[api.SessionSubscribeResult](ctx, c, "sessions.subscribe", p)
 	if err != nil {
 		c.events.sessions.remove(p.SessionID, rt)
@@ -102,11 +105,17 @@ type sessionRoute struct {
 	mu   sync.Mutex
 	fn   func(api.SessionEvent)
 	text func(api.SessionEvent, json.RawMessage)
-	last int64
+	// last is the last seq handed to the route, written with mu held and
+	// read without it: a handler may wait with mu held (the ACP front
+	// door's, while its editor catches up), and the read goroutine must
+	// not wait behind it to learn where a cut-off subscription goes on.
+	last atomic.Int64
 }
 
 func (r *sessionRouter) add(id string, after int64, fn func(api.SessionEvent)) *sessionRoute {
-	return r.addRoute(id, &sessionRoute{fn: fn, last: after})
+	rt := &sessionRoute{fn: fn}
+	rt.last.Store(after)
+	return r.addRoute(id, rt)
 }
 
 func (r *sessionRouter) addRoute(id string, rt *sessionRoute) *sessionRoute {
@@ -130,11 +139,9 @@ func (r *sessionRouter) lastOf(id string) (last int64, ok bool) {
 	routes := slices.Clone(r.routes[id])
 	r.mu.Unlock()
 	for _, rt := range routes {
-		rt.mu.Lock()
-		if !ok || rt.last < last {
-			last, ok = rt.last, true
+		if l := rt.last.Load(); !ok || l < last {
+			last, ok = l, true
 		}
-		rt.mu.Unlock()
 	}
 	return last, ok
 }
@@ -178,8 +185,8 @@ func (r *sessionRouter) notify(params json.RawMessage) {
 	var bad bool
 	for _, rt := range routes {
 		rt.mu.Lock()
-		if ev.Seq > rt.last {
-			rt.last = ev.Seq
+		if ev.Seq > rt.last.Load() {
+			rt.last.Store(ev.Seq)
 			switch {
 			case rt.text != nil:
 				rt.text(ev, text)

@@ -61,7 +61,9 @@ func (d *Daemon) acpHandler() http.Handler {
 
 func (d *Daemon) serveACP(ws *websocket.Conn, origin string) {
 	log := d.log.Named("acp")
-	srv := agentside.New(agentside.Config{Version: Version, Logf: func(format string, args ...any) {
+	// Its sessions' events come in process, each subscription on its own
+	// goroutine, which may wait while the editor catches up.
+	srv := agentside.New(agentside.Config{Version: Version, EventsMayWait: true, Logf: func(format string, args ...any) {
 		log.Info(fmt.Sprintf(format, args...))
 	}})
 	token, err := d.tokens.current()

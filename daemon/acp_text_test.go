@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
@@ -20,13 +23,11 @@ import (
 	"github.com/card-dev/card/daemon/daemontest"
 )
 
-// A long answer of distinct pieces reaches an ACP editor whole and in
-// order, and an /rpc client following the same session reads the same
-// text: the buffers an event passes through on its way (the session's
-// envelope, the text waiting for the front door's writer, the frame) are
-// reused from event to event, and none may hand one event's bytes to
-// another.
-func TestALongAnswerReachesAnACPEditorAndAnRPCFollowerWholeAndInOrder(t *testing.T) {
+// distinctAnswerAgent writes a Claude Code stand-in that answers any task
+// with pieces distinct text deltas (pad + about 45 bytes each) and returns
+// it with the answer they make.
+func distinctAnswerAgent(t *testing.T, pieces, pad int) (bin, answer string) {
+	t.Helper()
 	raw, err := os.ReadFile(daemontest.RepoFile(t, "spawn/testdata/claude-stream-partial.jsonl"))
 	require.NoError(t, err)
 	var stream bytes.Buffer
@@ -35,10 +36,8 @@ func TestALongAnswerReachesAnACPEditorAndAnRPCFollowerWholeAndInOrder(t *testing
 		switch {
 		case strings.Contains(line, `"subtype":"status"`):
 		case strings.Contains(line, `"text_delta"`):
-			// About 300 KB of text in 6,000 distinct deltas: many events,
-			// each merged from many lines.
-			for i := range 6000 {
-				piece := fmt.Sprintf("<%d:%s>", i, strings.Repeat(string(rune('a'+i%26)), i%80))
+			for i := range pieces {
+				piece := fmt.Sprintf("<%d:%s>", i, strings.Repeat(string(rune('a'+i%26)), pad+i%80))
 				want.WriteString(piece)
 				stream.WriteString(strings.Replace(line, `"text":"PONG from fake anthropic"`, `"text":"`+piece+`"`, 1))
 			}
@@ -48,26 +47,22 @@ func TestALongAnswerReachesAnACPEditorAndAnRPCFollowerWholeAndInOrder(t *testing
 	}
 	file := filepath.Join(t.TempDir(), "long.jsonl")
 	require.NoError(t, os.WriteFile(file, stream.Bytes(), 0o644))
-	bin := daemontest.Script(t, "claude", fmt.Sprintf(`case "$1" in
+	bin = daemontest.Script(t, "claude", fmt.Sprintf(`case "$1" in
 --version) echo "2.1.197 (Claude Code)"; exit 0;;
 auth|login) exit 1;;
 esac
 cat >/dev/null
 exec cat %q`, file))
-	d := daemontest.Start(t, daemontest.Options{
-		Config: "login_shell_path = false\n",
-		Agents: map[string]string{agent.ClaudeCode: bin},
-		Logger: zap.NewNop(),
-	})
-	ctx := daemontest.Context(t)
-	cwd := t.TempDir()
+	return bin, want.String()
+}
 
-	ws, _, err := websocket.Dial(ctx, strings.Replace(d.URL, "/rpc", "/acp", 1),
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
-	require.NoError(t, err)
-	defer ws.CloseNow()
+// acpSession opens an ACP session on ws (initialize, session/new in cwd)
+// and returns its id.
+func acpSession(t *testing.T, ws *websocket.Conn, cwd string) string {
+	t.Helper()
+	ctx := daemontest.Context(t)
 	ws.SetReadLimit(16 << 20)
-	_, err = call(ctx, ws, 1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	_, err := call(ctx, ws, 1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
 	require.NoError(t, err)
 	res, err := call(ctx, ws, 2, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{},
 		"_meta": map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode, "permissionMode": "read_only"}}})
@@ -76,24 +71,23 @@ exec cat %q`, file))
 		SessionID string `json:"sessionId"`
 	}
 	require.NoError(t, json.Unmarshal(res, &created))
+	return created.SessionID
+}
 
-	// An /rpc client follows the same session, reading each event's text.
-	var followed strings.Builder
-	got := make(chan struct{})
-	_, err = d.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: created.SessionID}, func(ev api.SessionEvent) {
-		if ev.Event.Kind == api.EventText {
-			followed.WriteString(ev.Event.Text)
-		}
-		if ev.Event.Status != "" {
-			close(got)
-		}
-	})
-	require.NoError(t, err)
-
+// sendPrompt sends session/prompt (request id 3) without reading.
+func sendPrompt(t *testing.T, ws *websocket.Conn, sessionID string) {
+	t.Helper()
 	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-		"params": map[string]any{"sessionId": created.SessionID, "prompt": []any{map[string]any{"type": "text", "text": "talk"}}}})
-	require.NoError(t, ws.Write(ctx, websocket.MessageText, req))
-	var editor strings.Builder
+		"params": map[string]any{"sessionId": sessionID, "prompt": []any{map[string]any{"type": "text", "text": "talk"}}}})
+	require.NoError(t, ws.Write(daemontest.Context(t), websocket.MessageText, req))
+}
+
+// readTurn reads ws up to the prompt's answer, which must be end_turn,
+// and returns the agent_message_chunk texts joined and how many there were.
+func readTurn(t *testing.T, ws *websocket.Conn) (string, int) {
+	t.Helper()
+	ctx := daemontest.Context(t)
+	var text strings.Builder
 	chunks := 0
 	for {
 		_, frame, err := ws.Read(ctx)
@@ -114,16 +108,96 @@ exec cat %q`, file))
 		}
 		require.NoError(t, json.Unmarshal(frame, &m))
 		if m.ID != nil {
-			require.Equal(t, "end_turn", m.Result.StopReason, "%s", frame)
-			break
+			require.Equal(t, "end_turn", m.Result.StopReason, "%.300s", frame)
+			return text.String(), chunks
 		}
 		if m.Params.Update.Kind == "agent_message_chunk" {
 			chunks++
-			editor.WriteString(m.Params.Update.Content.Text)
+			text.WriteString(m.Params.Update.Content.Text)
 		}
 	}
+}
+
+// A long answer of distinct pieces reaches an ACP editor whole and in
+// order, and an /rpc client following the same session reads the same
+// text: the buffers an event passes through on its way (the session's
+// envelope, the text waiting for the front door's writer, the frame) are
+// reused from event to event, and none may hand one event's bytes to
+// another.
+func TestALongAnswerReachesAnACPEditorAndAnRPCFollowerWholeAndInOrder(t *testing.T) {
+	bin, want := distinctAnswerAgent(t, 6000, 0) // about 300 KB
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\n",
+		Agents: map[string]string{agent.ClaudeCode: bin},
+		Logger: zap.NewNop(),
+	})
+	ctx := daemontest.Context(t)
+	ws, _, err := websocket.Dial(ctx, strings.Replace(d.URL, "/rpc", "/acp", 1),
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	id := acpSession(t, ws, t.TempDir())
+
+	// An /rpc client follows the same session, reading each event's text.
+	var followed strings.Builder
+	got := make(chan struct{})
+	_, err = d.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: id}, func(ev api.SessionEvent) {
+		if ev.Event.Kind == api.EventText {
+			followed.WriteString(ev.Event.Text)
+		}
+		if ev.Event.Status != "" {
+			close(got)
+		}
+	})
+	require.NoError(t, err)
+
+	sendPrompt(t, ws, id)
+	editor, chunks := readTurn(t, ws)
 	require.Greater(t, chunks, 3, "the answer came in several chunks")
-	assert.True(t, editor.String() == want.String(), "the editor's text is the answer (%d bytes read, %d written)", editor.Len(), want.Len())
+	assert.True(t, editor == want, "the editor's text is the answer (%d bytes read, %d written)", len(editor), len(want))
 	<-got
-	assert.True(t, followed.String() == want.String(), "the /rpc follower's text is the answer (%d bytes read, %d written)", followed.Len(), want.Len())
+	assert.True(t, followed.String() == want, "the /rpc follower's text is the answer (%d bytes read, %d written)", followed.Len(), len(want))
+}
+
+// An ACP editor that stops reading through a long turn holds the front
+// door's queue at its bound, the daemon's sending to the front door waits
+// behind it and is cut off past max_subscriber_queue_bytes, and the front
+// door takes the session up again from the history: once the editor reads,
+// it gets the whole answer, once, in order.
+func TestAnACPEditorThatStopsReadingThroughALongTurnStillGetsTheWholeAnswerInOrder(t *testing.T) {
+	bin, want := distinctAnswerAgent(t, 30000, 400) // about 13 MB, past the front door's 4 MiB
+	d := daemontest.Start(t, daemontest.Options{
+		Config: "login_shell_path = false\nmax_subscriber_queue_bytes = 65536\n",
+		Agents: map[string]string{agent.ClaudeCode: bin},
+		Logger: zap.NewNop(),
+	})
+	ctx := daemontest.Context(t)
+	// An editor whose socket buffers little, so the front door's writes
+	// wait as soon as it stops reading.
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	ws, _, err := websocket.Dial(ctx, strings.Replace(d.URL, "/rpc", "/acp", 1), &websocket.DialOptions{
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}},
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	id := acpSession(t, ws, t.TempDir())
+
+	sendPrompt(t, ws, id)
+	// The editor reads nothing until the turn's run has ended.
+	require.Eventually(t, func() bool {
+		s, err := d.Client.Session(ctx, id)
+		return err == nil && s.Turns == 1 && s.State == api.SessionIdle
+	}, 60*time.Second, 20*time.Millisecond)
+	editor, chunks := readTurn(t, ws)
+	require.Greater(t, chunks, 300)
+	assert.True(t, editor == want, "the editor's text is the answer (%d bytes read, %d written)", len(editor), len(want))
 }

@@ -35,8 +35,10 @@ type session struct {
 	// unchanged list is not sent again.
 	commands []acp.AvailableCommand
 
-	cond    *sync.Cond
-	queue   []queued
+	cond  *sync.Cond
+	queue []queued
+	// queued is about how many bytes the queue holds (queuedSize).
+	queued  int
 	handled int64 // the last seq handled
 	stopped bool
 	// replayUntil is the last seq of the history a load replays: events up
@@ -172,23 +174,48 @@ type queued struct {
 	ev   api.SessionEvent
 	text json.RawMessage
 	// buf is the pooled buffer text is in, returned once it is handled.
-	buf *[]byte
+	buf  *[]byte
+	size int
 }
 
-// enqueue is the subscription's handler: it runs on the client's read
-// goroutine, so it only queues.
+// maxQueuedBytes bounds the events waiting for the editor, for a backend
+// whose events may wait (Config.EventsMayWait): a few seconds of the
+// chattiest agent's output, far more than an editor that keeps up ever
+// has waiting.
+const maxQueuedBytes = 4 << 20
+
+// queuedSize is about what ev holds in memory while it waits: its texts
+// (an event's other members are small).
+func queuedSize(ev api.SessionEvent, text json.RawMessage) int {
+	e := ev.Event
+	n := 256 + len(text) + len(e.Text) + len(e.Output) + len(e.Error)
+	if e.Result != nil {
+		n += len(e.Result.Answer)
+	}
+	return n
+}
+
+// enqueue is the subscription's handler: it runs on the goroutine the
+// backend hands events over on (a client's read goroutine), so it only
+// queues, and waits only where Config.EventsMayWait says it may.
 func (st *session) enqueue(ev api.SessionEvent) { st.enqueueText(ev, nil) }
 
 // enqueueText is enqueue for a TextBackend; the text is the caller's, so
 // it is copied.
 func (st *session) enqueueText(ev api.SessionEvent, text json.RawMessage) {
-	q := queued{ev: ev}
+	q := queued{ev: ev, size: queuedSize(ev, text)}
 	if text != nil {
 		q.buf = textBufs.Get().(*[]byte)
 		q.text = append((*q.buf)[:0], text...)
 	}
 	st.mu.Lock()
+	// Past the bound, wait for the pump to write what waits before this
+	// event: the queue holds at most the bound and one event.
+	for st.srv.cfg.EventsMayWait && st.queued > maxQueuedBytes && !st.stopped {
+		st.cond.Wait()
+	}
 	st.queue = append(st.queue, q)
+	st.queued += q.size
 	st.cond.Broadcast()
 	st.mu.Unlock()
 }
@@ -213,7 +240,14 @@ func (st *session) pump(ctx context.Context) {
 			return
 		}
 		q := st.queue[0]
+		st.queue[0] = queued{} // the backing array keeps no text it no longer needs
 		st.queue = st.queue[1:]
+		st.queued -= q.size
+		if st.srv.cfg.EventsMayWait {
+			// An event waiting for room may come in now, also when this
+			// one turns out to be handled already.
+			st.cond.Broadcast()
+		}
 		ev := q.ev
 		if ev.Seq <= st.handled {
 			st.mu.Unlock()
