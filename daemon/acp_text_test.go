@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -174,21 +172,7 @@ func TestAnACPEditorThatStopsReadingThroughALongTurnStillGetsTheWholeAnswerInOrd
 	ctx := daemontest.Context(t)
 	// An editor whose socket buffers little, so the front door's writes
 	// wait as soon as it stops reading.
-	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	ws, _, err := websocket.Dial(ctx, strings.Replace(d.URL, "/rpc", "/acp", 1), &websocket.DialOptions{
-		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}},
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
-	require.NoError(t, err)
-	defer ws.CloseNow()
+	ws := dialURLWithTinyReceiveBuffer(t, d, strings.Replace(d.URL, "/rpc", "/acp", 1))
 	id := acpSession(t, ws, t.TempDir())
 
 	sendPrompt(t, ws, id)

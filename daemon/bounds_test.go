@@ -164,27 +164,7 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 	for i, ev := range reader {
 		require.Equal(t, int64(i+1), ev.Seq, "the reading client got every event once, in order")
 	}
-	var ended daemon.SubscriptionEnded
-	var seqs []int64
-	for ended.RunID == "" {
-		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, frame, err := slow.Read(rctx)
-		cancel()
-		require.NoError(t, err, "after %d events (last %v)", len(seqs), seqs[max(0, len(seqs)-1):])
-		var msg struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		require.NoError(t, json.Unmarshal(frame, &msg))
-		switch msg.Method {
-		case "agents.event":
-			var ev daemon.AgentEvent
-			require.NoError(t, json.Unmarshal(msg.Params, &ev))
-			seqs = append(seqs, ev.Seq)
-		case daemon.SubscriptionEndedMethod:
-			require.NoError(t, json.Unmarshal(msg.Params, &ended))
-		}
-	}
+	ended, seqs := readUntilCutOff(t, slow, "agents.event")
 	assert.Equal(t, acc.RunID, ended.RunID)
 	assert.Equal(t, "behind", ended.Reason)
 	assert.Equal(t, int64(65536), ended.Limit)
@@ -198,6 +178,38 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 	// Back from where it stopped: the history is replayed, not counted.
 	rest := followToEnd(t, rd.Dial(t, client.Options{}), acc.RunID, ended.NextSeq-1, 0)
 	assert.Equal(t, all-ended.NextSeq+1, int64(len(rest)))
+}
+
+// readUntilCutOff reads ws, a subscriber that was not reading, until its
+// runs.subscription_ended, and returns it with the seqs of the method
+// notifications (agents.event or sessions.event) that came before it.
+func readUntilCutOff(t *testing.T, ws *websocket.Conn, method string) (daemon.SubscriptionEnded, []int64) {
+	t.Helper()
+	ctx := daemontest.Context(t)
+	var ended daemon.SubscriptionEnded
+	var seqs []int64
+	for ended.RunID == "" {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, frame, err := ws.Read(rctx)
+		cancel()
+		require.NoError(t, err, "after %d events (last %v)", len(seqs), seqs[max(0, len(seqs)-1):])
+		var msg struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		require.NoError(t, json.Unmarshal(frame, &msg))
+		switch msg.Method {
+		case method:
+			var ev struct {
+				Seq int64 `json:"seq"`
+			}
+			require.NoError(t, json.Unmarshal(msg.Params, &ev))
+			seqs = append(seqs, ev.Seq)
+		case daemon.SubscriptionEndedMethod:
+			require.NoError(t, json.Unmarshal(msg.Params, &ended))
+		}
+	}
+	return ended, seqs
 }
 
 // followToEnd subscribes c to a run after afterSeq and returns the events

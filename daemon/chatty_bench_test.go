@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -283,7 +282,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		m := median(took[i])
 		stored := ""
 		if len(events[i]) > 0 {
-			stored = fmt.Sprintf(" | %d events stored (median)", medianInt(events[i]))
+			stored = fmt.Sprintf(" | %d events stored (median)", median(events[i]))
 		}
 		t.Logf("%-24s median %7.2f ms (min %6.2f, max %7.2f) | %.2fx direct, %+.2f ms, %.2f µs per line%s",
 			p.name, ms(m), ms(minOf(took[i])), ms(maxOf(took[i])), float64(m)/float64(base), ms(m-base), float64(m-base)/float64(lines)/1e3, stored)
@@ -417,21 +416,12 @@ func acpTurns(t *testing.T, d *daemontest.Daemon, cwd string) func(ctx context.C
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.CloseNow() })
-	ws.SetReadLimit(16 << 20)
-	_, err = call(ctx, ws, 1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
-	require.NoError(t, err)
-	res, err := call(ctx, ws, 2, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{},
-		"_meta": map[string]any{"card": map[string]any{"adapter": agent.ClaudeCode, "permissionMode": "read_only"}}})
-	require.NoError(t, err)
-	var created struct {
-		SessionID string `json:"sessionId"`
-	}
-	require.NoError(t, json.Unmarshal(res, &created))
+	id := acpSession(t, ws, cwd)
 	next := 2
 	return func(ctx context.Context, task string) (string, error) {
 		next++
 		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": next, "method": "session/prompt",
-			"params": map[string]any{"sessionId": created.SessionID, "prompt": []any{map[string]any{"type": "text", "text": task}}}})
+			"params": map[string]any{"sessionId": id, "prompt": []any{map[string]any{"type": "text", "text": task}}}})
 		if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
 			return "", err
 		}
@@ -461,12 +451,6 @@ func acpTurns(t *testing.T, d *daemontest.Daemon, cwd string) func(ctx context.C
 			return u.Params.Meta.Card.RunID, nil
 		}
 	}
-}
-
-func medianInt(xs []int) int {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func readHeap() uint64 {

@@ -1,11 +1,12 @@
 package daemon_test
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,9 +108,9 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 	report("chatty, 5002 stream lines", "CHATTY")
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+func median[T cmp.Ordered](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	return s[len(s)/2]
 }
 

@@ -1,8 +1,6 @@
 package daemon_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 )
 
@@ -45,27 +42,7 @@ func TestASessionSubscriberTooFarBehindIsCutOffNamingTheSessionAndWhereToGoOn(t 
 	require.NoError(t, err)
 	waitRun(t, rd.Client, turn.RunID, 30*time.Second)
 
-	var ended daemon.SubscriptionEnded
-	var seqs []int64
-	for ended.RunID == "" {
-		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, frame, err := slow.Read(rctx)
-		cancel()
-		require.NoError(t, err, "after %d events", len(seqs))
-		var msg struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		require.NoError(t, json.Unmarshal(frame, &msg))
-		switch msg.Method {
-		case "sessions.event":
-			var ev api.SessionEvent
-			require.NoError(t, json.Unmarshal(msg.Params, &ev))
-			seqs = append(seqs, ev.Seq)
-		case daemon.SubscriptionEndedMethod:
-			require.NoError(t, json.Unmarshal(msg.Params, &ended))
-		}
-	}
+	ended, seqs := readUntilCutOff(t, slow, "sessions.event")
 	require.NotEmpty(t, seqs)
 	assert.Equal(t, turn.RunID, ended.RunID)
 	assert.Equal(t, s.SessionID, ended.SessionID)

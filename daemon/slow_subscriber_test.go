@@ -102,9 +102,16 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 	}
 }
 
-// dialWithTinyReceiveBuffer connects with a 4 KiB socket receive buffer, so
-// a client that stops reading fills up after little data.
+// dialWithTinyReceiveBuffer connects to /rpc with a 4 KiB socket receive
+// buffer, so a client that stops reading fills up after little data.
 func dialWithTinyReceiveBuffer(t *testing.T, td *daemontest.Daemon) *websocket.Conn {
+	t.Helper()
+	return dialURLWithTinyReceiveBuffer(t, td, td.URL)
+}
+
+// dialURLWithTinyReceiveBuffer is dialWithTinyReceiveBuffer to url, one of
+// td's endpoints.
+func dialURLWithTinyReceiveBuffer(t *testing.T, td *daemontest.Daemon, url string) *websocket.Conn {
 	t.Helper()
 	dialer := &net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
@@ -119,7 +126,7 @@ func dialWithTinyReceiveBuffer(t *testing.T, td *daemontest.Daemon) *websocket.C
 	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, td.URL, &websocket.DialOptions{
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		HTTPClient: client,
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + td.Token}},
 	})
