@@ -3,8 +3,11 @@ package client
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -187,5 +190,60 @@ func FuzzDecodeWithoutAnswer(f *testing.F) {
 			want.Event.Result.Answer = ""
 		}
 		assert.Equal(t, want, got, "%s", p)
+	})
+}
+
+// The daemon's own form of a terminal event is read by skimming past its
+// answer, not by the decoder passing over it, whatever the answer holds.
+func TestADaemonsTerminalEventIsReadBySkimmingPastItsAnswer(t *testing.T) {
+	for name, answer := range map[string]string{
+		"prose":                    strings.Repeat("A line of the answer.\n", 500),
+		"quotes and backslashes":   `a "quoted" \ word, \"and\" a \\"tricky" one` + "\"",
+		"an empty answer":          "",
+		"braces of its own":        `{"answer":"not this one"}]]}`,
+		"control and line breaks":  "\x01\u2028\t\r\n\x7f",
+		"text in another alphabet": "ответ 答え",
+	} {
+		t.Run(name, func(t *testing.T) {
+			done := api.AgentEvent{RunID: "run_1", Seq: 24, Event: api.Event{Kind: api.EventDone}, Status: "succeeded",
+				Result: &api.InvokeResult{Result: api.Result{Answer: answer}, RunID: "run_1", Status: "succeeded"}}
+			p := daemonForm(t, "ses_1", 30, 2, done)
+			blanked, ok := blankAnswers(p)
+			require.True(t, ok, "%s", p)
+			assert.Contains(t, string(blanked), `"answer":""`)
+			var got api.SessionEvent
+			require.NoError(t, decodeEvent(blanked, &got))
+			assert.Equal(t, "succeeded", string(got.Event.Result.Status))
+			assert.Empty(t, got.Event.Result.Answer)
+		})
+	}
+}
+
+// BenchmarkDecodeWithoutAnswer reads the terminal event of a talkative
+// turn, its 120 KB answer of prose, for a text follower.
+func BenchmarkDecodeWithoutAnswer(b *testing.B) {
+	cost := 0.0123
+	answer := strings.Repeat("Some words of the answer, now and then \"quoted\", and a new line.\n", 1800)
+	done := api.AgentEvent{RunID: "run_1", Seq: 24, Event: api.Event{Kind: api.EventDone}, Status: "succeeded",
+		Result: &api.InvokeResult{Result: api.Result{Answer: answer, CostUSD: &cost, Usage: api.Usage{InputTokens: 10, OutputTokens: 5}},
+			RunID: "run_1", Adapter: "claude-code", Status: "succeeded"}}
+	p := daemonForm(b, "ses_1", 30, 2, done)
+	b.Run("skimming", func(b *testing.B) {
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			var ev api.SessionEvent
+			if err := decodeWithoutAnswer(p, &ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("the decoder passing over it", func(b *testing.B) {
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			var ev api.SessionEvent
+			if err := jsonv2.Unmarshal(p, &ev, jsonv1.DefaultOptionsV1(), withoutAnswer); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
