@@ -393,6 +393,11 @@ func schemaCompiler(t *testing.T) *jsonschema.Compiler {
 	return c
 }
 
+// eventsMayWait makes every editor's server handle its events where they
+// are delivered (Config.EventsMayWait), as the daemon's front door does;
+// the fake backend may wait wherever it delivers them.
+var eventsMayWait bool
+
 func newEditor(t *testing.T, cfg Config, be *fakeBackend) *editor {
 	t.Helper()
 	c := schemaCompiler(t)
@@ -401,6 +406,7 @@ func newEditor(t *testing.T, cfg Config, be *fakeBackend) *editor {
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0-test"
 	}
+	cfg.EventsMayWait = cfg.EventsMayWait || eventsMayWait
 	e.srv = New(cfg)
 	if be != nil {
 		e.srv.SetBackend(be)

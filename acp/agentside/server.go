@@ -52,15 +52,16 @@ type Config struct {
 	// the chain.
 	InvokedBy string
 	// EventsMayWait says the backend hands over a session's events on a
-	// goroutine that may wait while the editor catches up: the daemon's
-	// own front door, whose events come in process, each subscription on a
-	// goroutine of its own. The events waiting to be written to the editor
-	// are then bounded (maxQueuedBytes), and the wait holds the daemon's
-	// sending back, where a subscriber too far behind is cut off and taken
-	// up again from the history. A backend that hands events over on the
-	// goroutine reading its answers (a client over a socket) must not wait
-	// there, since the writer may need those answers; its events are queued
-	// as they come, at most a turn's output.
+	// goroutine that may wait while the editor catches up, and may call the
+	// backend meanwhile: the daemon's own front door, whose events come in
+	// process, each subscription on a goroutine of its own. Each event is
+	// then written to the editor on that goroutine, and a slow editor holds
+	// the daemon's sending back, where a subscriber too far behind is cut
+	// off and taken up again from the history. A backend that hands events
+	// over on the goroutine reading its answers (a client over a socket)
+	// must not wait there, since handling an event may need those answers;
+	// its events are queued as they come, at most a turn's output, for a
+	// goroutine that writes them.
 	EventsMayWait bool
 }
 

@@ -36,11 +36,13 @@ type session struct {
 	commands []acp.AvailableCommand
 
 	cond  *sync.Cond
-	queue []queued
-	// queued is about how many bytes the queue holds (queuedSize).
-	queued  int
-	handled int64 // the last seq handled
-	stopped bool
+	queue []queued // for the pump (when events may not wait)
+	// handling is held while one event is handled where it is delivered
+	// (when events may wait): two subscriptions of the session deliver
+	// the same events, and each seq is handled once, in order.
+	handling sync.Mutex
+	handled  int64 // the last seq handled
+	stopped  bool
 	// replayUntil is the last seq of the history a load replays: events up
 	// to it are history (their prompts echoed, their old questions not
 	// asked again).
@@ -94,11 +96,13 @@ func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
 	st.cond = sync.NewCond(&st.mu)
 	s.sessions[sess.SessionID] = st
 	ctx := s.ctx
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		st.pump(ctx)
-	}()
+	if !s.cfg.EventsMayWait {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			st.pump(ctx)
+		}()
+	}
 	go func() {
 		<-ctx.Done()
 		st.stop()
@@ -174,48 +178,33 @@ type queued struct {
 	ev   api.SessionEvent
 	text json.RawMessage
 	// buf is the pooled buffer text is in, returned once it is handled.
-	buf  *[]byte
-	size int
+	buf *[]byte
 }
 
-// maxQueuedBytes bounds the events waiting for the editor, for a backend
-// whose events may wait (Config.EventsMayWait): a few seconds of the
-// chattiest agent's output, far more than an editor that keeps up ever
-// has waiting.
-const maxQueuedBytes = 4 << 20
-
-// queuedSize is about what ev holds in memory while it waits: its texts
-// (an event's other members are small).
-func queuedSize(ev api.SessionEvent, text json.RawMessage) int {
-	e := ev.Event
-	n := 256 + len(text) + len(e.Text) + len(e.Output) + len(e.Error)
-	if e.Result != nil {
-		n += len(e.Result.Answer)
-	}
-	return n
-}
-
-// enqueue is the subscription's handler: it runs on the goroutine the
-// backend hands events over on (a client's read goroutine), so it only
-// queues, and waits only where Config.EventsMayWait says it may.
+// enqueue is the subscription's handler for a Backend.
 func (st *session) enqueue(ev api.SessionEvent) { st.enqueueText(ev, nil) }
 
-// enqueueText is enqueue for a TextBackend; the text is the caller's, so
-// it is copied.
+// enqueueText is the subscription's handler. Where events may wait
+// (Config.EventsMayWait) it handles the event at once, on the goroutine
+// that delivers it: that goroutine waits while the editor catches up, and
+// the event is handed on with no copy and no other goroutine woken, as an
+// /rpc follower's is. Otherwise it runs on the goroutine that reads the
+// backend's answers, which handling may need, so it only queues for the
+// pump, copying the text, which is the caller's.
 func (st *session) enqueueText(ev api.SessionEvent, text json.RawMessage) {
-	q := queued{ev: ev, size: queuedSize(ev, text)}
+	if st.srv.cfg.EventsMayWait {
+		st.handling.Lock()
+		defer st.handling.Unlock()
+		st.process(st.srv.ctx, ev, text)
+		return
+	}
+	q := queued{ev: ev}
 	if text != nil {
 		q.buf = textBufs.Get().(*[]byte)
 		q.text = append((*q.buf)[:0], text...)
 	}
 	st.mu.Lock()
-	// Past the bound, wait for the pump to write what waits before this
-	// event: the queue holds at most the bound and one event.
-	for st.srv.cfg.EventsMayWait && st.queued > maxQueuedBytes && !st.stopped {
-		st.cond.Wait()
-	}
 	st.queue = append(st.queue, q)
-	st.queued += q.size
 	st.cond.Broadcast()
 	st.mu.Unlock()
 }
@@ -228,7 +217,7 @@ func (q *queued) release() {
 	}
 }
 
-// pump handles the queued events one at a time, in order, each seq once.
+// pump handles the queued events one at a time, in order.
 func (st *session) pump(ctx context.Context) {
 	for {
 		st.mu.Lock()
@@ -242,46 +231,47 @@ func (st *session) pump(ctx context.Context) {
 		q := st.queue[0]
 		st.queue[0] = queued{} // the backing array keeps no text it no longer needs
 		st.queue = st.queue[1:]
-		st.queued -= q.size
-		if st.srv.cfg.EventsMayWait {
-			// An event waiting for room may come in now, also when this
-			// one turns out to be handled already.
-			st.cond.Broadcast()
-		}
-		ev := q.ev
-		if ev.Seq <= st.handled {
-			st.mu.Unlock()
-			q.release()
-			continue
-		}
-		history := ev.Seq <= st.replayUntil || st.replayUntil > st.handled
-		// A turn starts with its first event of a run (a queued prompt's
-		// own event names no run yet). Its prompt is echoed only from the
-		// run's very first event: a load from afterSeq in the middle of a
-		// turn resumes a turn the client has already seen begin.
-		starts := ev.Event.RunID != "" && ev.Turn > st.lastTurn
-		echo := starts && ev.Event.Seq == 1 && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
-		if starts {
-			st.lastTurn = ev.Turn
-		}
-		if id := ev.Event.RunID; id != "" {
-			if terminal(ev.Event) {
-				delete(st.runs, id)
-				clear(st.answered)
-			} else {
-				st.runs[id] = ev.Turn
-			}
-		}
 		st.mu.Unlock()
-
-		st.handle(ctx, ev, q.text, echo, history)
+		st.process(ctx, q.ev, q.text)
 		q.release()
-
-		st.mu.Lock()
-		st.handled = ev.Seq
-		st.cond.Broadcast()
-		st.mu.Unlock()
 	}
+}
+
+// process handles one event, unless its seq was handled already (a second
+// subscription of the session, or one taken up again, delivers it again)
+// or the connection has ended. One event is processed at a time.
+func (st *session) process(ctx context.Context, ev api.SessionEvent, text json.RawMessage) {
+	st.mu.Lock()
+	if ev.Seq <= st.handled || st.stopped {
+		st.mu.Unlock()
+		return
+	}
+	history := ev.Seq <= st.replayUntil || st.replayUntil > st.handled
+	// A turn starts with its first event of a run (a queued prompt's own
+	// event names no run yet). Its prompt is echoed only from the run's
+	// very first event: a load from afterSeq in the middle of a turn
+	// resumes a turn the client has already seen begin.
+	starts := ev.Event.RunID != "" && ev.Turn > st.lastTurn
+	echo := starts && ev.Event.Seq == 1 && (history || st.prompting == 0 && st.waiters[ev.Turn] == nil)
+	if starts {
+		st.lastTurn = ev.Turn
+	}
+	if id := ev.Event.RunID; id != "" {
+		if terminal(ev.Event) {
+			delete(st.runs, id)
+			clear(st.answered)
+		} else {
+			st.runs[id] = ev.Turn
+		}
+	}
+	st.mu.Unlock()
+
+	st.handle(ctx, ev, text, echo, history)
+
+	st.mu.Lock()
+	st.handled = ev.Seq
+	st.cond.Broadcast()
+	st.mu.Unlock()
 }
 
 // handle sends one event's updates and, for a turn's last event, ends the
