@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -246,4 +247,39 @@ func BenchmarkDecodeWithoutAnswer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// plainASCII, eight bytes at a time, says what a byte-by-byte look says:
+// printable ASCII with no quote or backslash, whatever the length and
+// wherever the odd byte sits.
+func FuzzPlainASCII(f *testing.F) {
+	for _, s := range []string{"", "PONG from fake anthropic", "a\"b", `a\b`, "é", "\x7f\x20", "\x1f", "12345678\x00", "1234567\x80", "12345678abcdefg\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := true
+		for _, c := range b {
+			if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+				want = false
+			}
+		}
+		require.Equal(t, want, plainASCII(b), "%q", b)
+		if want {
+			require.True(t, jsontext.Value(`"`+string(b)+`"`).IsValid(), "%q", b)
+		}
+	})
+}
+
+// BenchmarkSplitTextEvent reads one merged text event of a talkative turn
+// (6.7 KB of an agent's plain text), as the front door reads each.
+func BenchmarkSplitTextEvent(b *testing.B) {
+	ev := api.AgentEvent{RunID: "run_01JXYZABCDEFGHJKMNPQRSTVWX", Seq: 7,
+		Event: api.Event{Kind: api.EventText, Text: strings.Repeat("PONG from fake anthropic", 280), Delta: true}}
+	p := daemonForm(b, "ses_01JXYZABCDEFGHJKMNPQRSTVWX", 30, 2, ev)
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		if _, _, ok := splitTextEvent(p); !ok {
+			b.Fatal("the daemon's form was not split")
+		}
+	}
 }
