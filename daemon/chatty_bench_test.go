@@ -96,7 +96,8 @@ type chattyPath struct {
 // one run. Right after each answer it counts the run's events in the store,
 // which must all be there; it samples the heap throughout. Goal: each card
 // path at most 1.5× the direct run at the median. Another way of running a
-// turn (a session's) is one more chattyPath. Each run is followed by a
+// turn (a session's) is one more chattyPath, and a control path repeats
+// agents.invoke + stream on a socket of its own. Each run is followed by a
 // pause in which what it left the daemon to do (its history checkpointed,
 // its garbage collected) ends; that work is counted in the run's CPU time,
 // where it would otherwise land in whichever run came next.
@@ -137,7 +138,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	ws := d.Raw(t)
 	ws.SetReadLimit(16 << 20)
 	var id atomic.Int64
-	invoke := func(stream bool) func(ctx context.Context, task string) (string, error) {
+	invoke := func(ws *websocket.Conn, stream bool) func(ctx context.Context, task string) (string, error) {
 		return func(ctx context.Context, task string) (string, error) {
 			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id.Add(1), "method": "agents.invoke",
 				"params": daemon.InvokeParams{ID: agent.ClaudeCode, Task: task, Cwd: cwd, Stream: stream}})
@@ -179,7 +180,14 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 			}
 		}
 	}
-	paths := []chattyPath{direct, {"agents.invoke", invoke(false)}, {"agents.invoke + stream", invoke(true)},
+	// The control does what agents.invoke + stream does, on a socket of
+	// its own, as the session and ACP paths have: how far apart two
+	// measurements of the same work come out in one sitting is how finely
+	// the others can be told from it.
+	control := d.Raw(t)
+	control.SetReadLimit(16 << 20)
+	paths := []chattyPath{direct, {"agents.invoke", invoke(ws, false)}, {"agents.invoke + stream", invoke(ws, true)},
+		{"control: + stream again", invoke(control, true)},
 		{"sessions.prompt (turn)", sessionTurns(t, d, cwd)}, {"ACP session/prompt", acpTurns(t, d, cwd)}}
 
 	// The heap of the whole process (daemon and clients), sampled without
