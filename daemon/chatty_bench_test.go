@@ -58,14 +58,17 @@ func chattyStream(t testing.TB, deltas int) []byte {
 
 // chattyAgent writes the chatty fake: a Claude Code that reads its task and
 // prints the chatty stream in one go, then exits. A task that says
-// shortTask prints the same stream with one text delta instead, so a bench
-// can tell what a run costs per line from what it costs at all.
-func chattyAgent(t testing.TB) (bin string, lines, shortLines int) {
+// shortTask prints the same stream with one text delta instead, and one
+// that says halfTask with half the deltas, so a bench can tell what a run
+// costs per line from what it costs at all. lines, halfLines and
+// shortLines are what each prints.
+func chattyAgent(t testing.TB) (bin string, lines, halfLines, shortLines int) {
 	t.Helper()
-	stream, short := chattyStream(t, chattyDeltas), chattyStream(t, 1)
+	stream, half, short := chattyStream(t, chattyDeltas), chattyStream(t, chattyDeltas/2), chattyStream(t, 1)
 	dir := t.TempDir()
-	file, shortFile := filepath.Join(dir, "chatty.jsonl"), filepath.Join(dir, "short.jsonl")
+	file, halfFile, shortFile := filepath.Join(dir, "chatty.jsonl"), filepath.Join(dir, "half.jsonl"), filepath.Join(dir, "short.jsonl")
 	require.NoError(t, os.WriteFile(file, stream, 0o644))
+	require.NoError(t, os.WriteFile(halfFile, half, 0o644))
 	require.NoError(t, os.WriteFile(shortFile, short, 0o644))
 	bin = daemontest.Script(t, "claude", fmt.Sprintf(`case "$1" in
 --version) echo "2.1.197 (Claude Code)"; exit 0;;
@@ -73,13 +76,16 @@ auth|login) exit 1;;
 esac
 case "$(cat)" in
 *'%s'*) exec cat %q;;
+*'%s'*) exec cat %q;;
 esac
-exec cat %q`, shortTask, shortFile, file))
-	return bin, bytes.Count(stream, []byte("\n")), bytes.Count(short, []byte("\n"))
+exec cat %q`, shortTask, shortFile, halfTask, halfFile, file))
+	count := func(b []byte) int { return bytes.Count(b, []byte("\n")) }
+	return bin, count(stream), count(half), count(short)
 }
 
-// shortTask, in a task, makes the chatty fake print one text delta.
-const shortTask = "say one thing"
+// shortTask, in a task, makes the chatty fake print one text delta;
+// halfTask half of them.
+const shortTask, halfTask = "say one thing", "say half of it"
 
 // chattyPath is one way of running the chatty agent once: it returns when
 // the caller has its answer (the finished run, or a streamed run's last
@@ -97,7 +103,9 @@ type chattyPath struct {
 // which must all be there; it samples the heap throughout. Goal: each card
 // path at most 1.5× the direct run at the median. Another way of running a
 // turn (a session's) is one more chattyPath, and a control path repeats
-// agents.invoke + stream on a socket of its own. Each run is followed by a
+// agents.invoke + stream on a socket of its own. Each path's long run is
+// followed by a half-length and a one-delta run of the same path: a run's
+// cost per line is its long run less its short one. Each run is followed by a
 // pause in which what it left the daemon to do (its history checkpointed,
 // its garbage collected) ends; that work is counted in the run's CPU time,
 // where it would otherwise land in whichever run came next.
@@ -110,7 +118,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	if os.Getenv("CARD_BENCH") != "1" {
 		testskip.Skip(t, testskip.Bench, "benchmark of a chatty run against reading its pipe (figures go to docs/performance.md)")
 	}
-	bin, lines, shortLines := chattyAgent(t)
+	bin, lines, halfLines, shortLines := chattyAgent(t)
 	d := daemontest.Start(t, daemontest.Options{
 		Config: "login_shell_path = false\n",
 		Agents: map[string]string{agent.ClaudeCode: bin},
@@ -127,8 +135,11 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		cmd.Stdin = strings.NewReader(task)
 		out, err := cmd.Output()
 		want := lines
-		if strings.Contains(task, shortTask) {
+		switch {
+		case strings.Contains(task, shortTask):
 			want = shortLines
+		case strings.Contains(task, halfTask):
+			want = halfLines
 		}
 		if err == nil && bytes.Count(out, []byte("\n")) != want {
 			err = fmt.Errorf("read %d lines, want %d", bytes.Count(out, []byte("\n")), want)
@@ -223,12 +234,12 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		ctx, cancel = context.WithTimeout(t.Context(), time.Duration(rounds)*3*time.Second)
 		defer cancel()
 	}
-	took := make([][]time.Duration, len(paths))
+	// The runs' wall times, by path, long, half and short runs apart.
+	took, tookHalf, tookShort := make([][]time.Duration, len(paths)), make([][]time.Duration, len(paths)), make([][]time.Duration, len(paths))
 	// The process's CPU time (daemon and bench clients) while each path
-	// ran, long and short runs apart: what a path costs the machine, which
-	// on two busy cores need not show in its wall time.
-	cpu := make([][2]time.Duration, len(paths))
-	tookShort := make([][]time.Duration, len(paths))
+	// ran, long, short and half runs apart: what a path costs the machine,
+	// which on two busy cores need not show in its wall time.
+	cpu := make([][3]time.Duration, len(paths))
 	var missing []string
 	// events are the stored events of each path's long runs: the emitter
 	// merges the deltas it reads in one go, so how many events a run
@@ -237,10 +248,14 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	// settle is the pause after each run: long enough for what a run
 	// leaves the daemon to do to end before the next run starts.
 	const settle = 20 * time.Millisecond
-	runOne := func(i int, short bool) {
+	const long, short, half = 0, 1, 2 // a run's length, indexing cpu
+	runOne := func(i int, length int) {
 		task, into := "talk a lot", &took[i]
-		if short {
+		switch length {
+		case short:
 			task, into = "please "+shortTask, &tookShort[i]
+		case half:
+			task, into = "please "+halfTask, &tookHalf[i]
 		}
 		start, cpu0 := time.Now(), processCPU()
 		runID, err := paths[i].run(ctx, task)
@@ -253,7 +268,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 			require.NoError(t, err)
 			if n := len(evs); n == 0 || evs[n-1].Kind != daemon.EventDone {
 				missing = append(missing, fmt.Sprintf("%s: %d events stored at the answer", paths[i].name, n))
-			} else if !short {
+			} else if length == long {
 				events[i] = append(events[i], n)
 			}
 		}
@@ -264,21 +279,18 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		settled := processCPU()
 		time.Sleep(settle)
 		used += processCPU() - settled
-		if short {
-			cpu[i][1] += used
-		} else {
-			cpu[i][0] += used
-		}
+		cpu[i][length] += used
 	}
 	for range 3 { // warm caches
 		for i := range paths {
-			runOne(i, false)
-			runOne(i, true)
+			runOne(i, long)
+			runOne(i, half)
+			runOne(i, short)
 		}
 	}
 	for i := range took {
-		took[i], tookShort[i], events[i] = nil, nil, nil
-		cpu[i] = [2]time.Duration{}
+		took[i], tookHalf[i], tookShort[i], events[i] = nil, nil, nil, nil
+		cpu[i] = [3]time.Duration{}
 	}
 	missing = nil
 	runtime.GC()
@@ -287,10 +299,11 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	stopProfile := startProfiles(t)
 	for r := range rounds {
 		// Rotate which path goes first, so none always follows another's
-		// garbage; the short run of each path follows its long one.
+		// garbage; each path's half and short runs follow its long one.
 		for k := range paths {
-			runOne((r+k)%len(paths), false)
-			runOne((r+k)%len(paths), true)
+			runOne((r+k)%len(paths), long)
+			runOne((r+k)%len(paths), half)
+			runOne((r+k)%len(paths), short)
 		}
 	}
 	stopProfile()
@@ -331,6 +344,20 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		}
 		t.Logf("%-24s CPU %6.2f ms a long run, %5.2f ms a short | %.2f µs per line%s", p.name,
 			ms(cpu[i][0]/time.Duration(rounds)), ms(cpu[i][1]/time.Duration(rounds)), cpuLine[i], ratio)
+	}
+	// Long less short takes a run's cost as a fixed part and a part per
+	// line that simply add; the half-length run checks that, each half of
+	// the lines on its own. It also keeps a path's short run from coming
+	// right after its long one: in that rhythm the control, which does the
+	// same work as agents.invoke + stream, came out as far as 18% from it.
+	t.Logf("each half of the lines on its own: half less short (%d lines), long less half (%d lines)", halfLines-shortLines, lines-halfLines)
+	for i, p := range paths {
+		first := float64(median(tookHalf[i])-median(tookShort[i])) / float64(halfLines-shortLines) / 1e3
+		second := float64(median(took[i])-median(tookHalf[i])) / float64(lines-halfLines) / 1e3
+		cpuFirst := float64(cpu[i][half]-cpu[i][short]) / float64(rounds) / float64(halfLines-shortLines) / 1e3
+		cpuSecond := float64(cpu[i][long]-cpu[i][half]) / float64(rounds) / float64(lines-halfLines) / 1e3
+		t.Logf("%-24s half median %6.2f ms | %.2f µs per line in the first half, %.2f in the second; CPU %.2f and %.2f",
+			p.name, ms(median(tookHalf[i])), first, second, cpuFirst, cpuSecond)
 	}
 	t.Logf("heap in objects: %.1f MiB idle after GC, peak %.1f MiB while the runs went", mib(idle), mib(peak.Load()))
 	for _, m := range missing {

@@ -19,7 +19,7 @@ import (
 // events crossed the loopback socket. A client that sends the loopback
 // header without the daemon's secret is served over its socket as any.
 func TestTheACPFrontDoorGetsItsSessionsEventsInProcessAndNoOtherClientDoes(t *testing.T) {
-	bin, _, _ := chattyAgent(t)
+	bin, _, _, _ := chattyAgent(t)
 	d := daemontest.Start(t, daemontest.Options{
 		Config: "login_shell_path = false\n",
 		Agents: map[string]string{agent.ClaudeCode: bin},

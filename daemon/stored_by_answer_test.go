@@ -22,7 +22,7 @@ import (
 // thousands of lines in a few milliseconds, more than the store writes in
 // that time, so an answer sent when the agent exits would come first.
 func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
-	bin, _, _ := chattyAgent(t)
+	bin, _, _, _ := chattyAgent(t)
 	d := daemontest.Start(t, daemontest.Options{
 		Config: "login_shell_path = false\n",
 		Agents: map[string]string{agent.ClaudeCode: bin},
