@@ -152,9 +152,9 @@ func blankAnswers(p []byte) (blanked []byte, ok bool) {
 	return append(out, p[last:]...), true
 }
 
-// skimmer finds the ends of JSON values without reading inside strings,
-// whose ends it finds as shapeReader.str does. It checks no more than it
-// must to place them: what it passes is for the decoder to judge.
+// skimmer finds the ends of JSON values without reading inside strings
+// (closingQuote). It checks no more than it must to place them: what it
+// passes is for the decoder to judge.
 type skimmer struct {
 	b []byte
 	i int
@@ -179,20 +179,30 @@ func (s *skimmer) at(c byte) bool {
 
 // str passes the string at i.
 func (s *skimmer) str() bool {
-	end := s.i + 1
+	end, ok := closingQuote(s.b, s.i)
+	if ok {
+		s.i = end + 1
+	}
+	return ok
+}
+
+// closingQuote is where the JSON string opening at b[start] ends: the first
+// quote after it that follows an even run of backslashes. ok is false when
+// b holds no such quote.
+func closingQuote(b []byte, start int) (end int, ok bool) {
+	end = start + 1
 	for {
-		j := bytes.IndexByte(s.b[end:], '"')
+		j := bytes.IndexByte(b[end:], '"')
 		if j < 0 {
-			return false
+			return 0, false
 		}
 		end += j
 		k := end
-		for s.b[k-1] == '\\' {
+		for b[k-1] == '\\' {
 			k--
 		}
 		if (end-k)%2 == 0 {
-			s.i = end + 1
-			return true
+			return end, true
 		}
 		end++
 	}
@@ -230,7 +240,7 @@ func (s *skimmer) skip() bool {
 		return false
 	}
 	start := s.i
-	for s.i < len(s.b) && !bytes.ContainsRune([]byte(",}] \t\n\r"), rune(s.b[s.i])) {
+	for s.i < len(s.b) && strings.IndexByte(",}] \t\n\r", s.b[s.i]) < 0 {
 		s.i++
 	}
 	return s.i > start
@@ -374,21 +384,9 @@ func (r *shapeReader) str() ([]byte, bool) {
 		return nil, false
 	}
 	start := r.i
-	end := start + 1
-	for {
-		j := bytes.IndexByte(r.b[end:], '"')
-		if j < 0 {
-			return nil, false
-		}
-		end += j
-		k := end
-		for r.b[k-1] == '\\' {
-			k--
-		}
-		if (end-k)%2 == 0 {
-			break
-		}
-		end++
+	end, ok := closingQuote(r.b, start)
+	if !ok {
+		return nil, false
 	}
 	s := r.b[start : end+1]
 	if !plainASCII(s[1:len(s)-1]) && !jsontext.Value(s).IsValid() {
