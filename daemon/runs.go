@@ -118,9 +118,15 @@ func follow(ctx context.Context, peer *rpc.Peer, events func(context.Context, ru
 	}
 	var behind *runs.BehindError
 	if errors.As(err, &behind) {
-		_ = peer.Notify(ctx, SubscriptionEndedMethod, SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
-			BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: behind.Error()})
+		_ = peer.Notify(ctx, SubscriptionEndedMethod, cutOff(behind, behind.Error()))
 	}
+}
+
+// cutOff is the runs.subscription_ended of a subscriber that fell too far
+// behind a run, saying message; a session's subscriber adds its session.
+func cutOff(behind *runs.BehindError, message string) SubscriptionEnded {
+	return SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
+		BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: message}
 }
 
 // subscriptions counts the runs.subscribe streams each connection has open.

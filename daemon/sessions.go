@@ -384,9 +384,9 @@ func (d *Daemon) registerSessions() {
 				// Cut off for falling too far behind a turn: the session and
 				// the turn go on; the client subscribes again after the last
 				// session seq it saw.
-				_ = peer.Notify(ctx, SubscriptionEndedMethod, SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
-					SessionID: behind.SessionID, SessionNextSeq: behind.NextSessionSeq,
-					BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: behind.Error()})
+				ended := cutOff(behind.BehindError, behind.Error())
+				ended.SessionID, ended.SessionNextSeq = behind.SessionID, behind.NextSessionSeq
+				_ = peer.Notify(ctx, SubscriptionEndedMethod, ended)
 			}
 		}, nil
 	})
