@@ -337,13 +337,13 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	t.Logf("CPU per line: the process's CPU time while each path's long runs went, less its short runs', over the lines between them")
 	cpuLine := make([]float64, len(paths))
 	for i, p := range paths {
-		cpuLine[i] = float64(cpu[i][0]-cpu[i][1]) / float64(rounds) / float64(lines-shortLines) / 1e3
+		cpuLine[i] = float64(cpu[i][long]-cpu[i][short]) / float64(rounds) / float64(lines-shortLines) / 1e3
 		ratio := ""
 		if i > 1 {
 			ratio = fmt.Sprintf(" | %.2fx agents.invoke + stream's", cpuLine[i]/cpuLine[2])
 		}
 		t.Logf("%-24s CPU %6.2f ms a long run, %5.2f ms a short | %.2f µs per line%s", p.name,
-			ms(cpu[i][0]/time.Duration(rounds)), ms(cpu[i][1]/time.Duration(rounds)), cpuLine[i], ratio)
+			ms(cpu[i][long]/time.Duration(rounds)), ms(cpu[i][short]/time.Duration(rounds)), cpuLine[i], ratio)
 	}
 	// Long less short takes a run's cost as a fixed part and a part per
 	// line that simply add; the half-length run checks that, each half of
