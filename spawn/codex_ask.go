@@ -19,12 +19,14 @@ func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
 //     "workspace-write" and approvalsReviewer "user" (codex_app.go): every
 //     command the model runs is put to card first, even ls or cat (Codex
 //     has no separate read tool here, and untrusted asks for them all), and
-//     every file change. An accepted command runs as the user, outside
-//     Codex's sandbox: Codex runs what its user approved unsandboxed (an
-//     approved write to a directory outside the working dir, not a temp
-//     dir, succeeded every time, with the thread's sandbox workspace-write
-//     or read-only). So the question is the whole boundary, as it is for
-//     Claude Code's Bash, and it shows the command whole. A declined one
+//     every file change. An accepted command can run as the user, outside
+//     Codex's sandbox: one the model marks "require_escalated" runs
+//     unsandboxed at once, and a plain one that the sandbox refuses is run
+//     again unsandboxed, unasked, whenever Codex reads the refusal as a
+//     sandbox denial (a timing guess that went both ways with 0.171.0). So
+//     the sandbox is no boundary card can count on once the user says yes:
+//     the question is the whole boundary, as it is for Claude Code's Bash,
+//     and it shows the command whole. A declined one
 //     does not run and the model is told it was rejected. Nothing runs
 //     unasked: narrower than read_only, where any command may run inside
 //     the read-only sandbox.

@@ -213,33 +213,70 @@ func TestCodexAsksEvenForACommandThatOnlyReads(t *testing.T) {
 	}
 }
 
-// An approved Codex command runs as the user, outside Codex's sandbox:
-// Codex runs what its user approved unsandboxed, so in ask mode the
-// question is the whole boundary, as it is for Claude Code's Bash. Allowed
-// to write outside the working dir, in a directory that workspace-write
-// never makes writable (not a temp dir), the command writes there; the
-// question showed it whole. docs/agents/codex.md says so, and this holds
-// it to what Codex does.
-func TestAnApprovedCodexCommandRunsOutsideCodexsSandbox(t *testing.T) {
+// An approved Codex command can run outside Codex's sandbox, so in ask
+// mode the question is the whole boundary, as it is for Claude Code's Bash.
+// Each case writes outside the working dir, in a directory workspace-write
+// never makes writable (not a temp dir), and the client allows it.
+//
+//   - A command the model sends with sandbox_permissions "require_escalated"
+//     runs unsandboxed from its first attempt: the file is written, always.
+//   - A plain command runs first inside the sandbox. When Codex reads the
+//     failure as a sandbox denial it runs it again unsandboxed without a
+//     second question, but that reading is a timing guess (it waits a few
+//     milliseconds for the output, then looks for words such as "Read-only
+//     file system"), so either the file is written or the model is told the
+//     sandbox refused. Both were seen with 0.171.0 on different machines;
+//     what never happens is a second question or any other outcome.
+//
+// docs/agents/codex.md says so, and this holds it to what Codex does.
+func TestAnApprovedCodexCommandCanRunOutsideCodexsSandbox(t *testing.T) {
 	t.Parallel()
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	dir, err := os.MkdirTemp(wd, ".outside-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	outside := filepath.Join(dir, "outside.txt")
-	write := "echo hello > " + outside
-	s := startCLI(t, codex, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
-		{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > inside.txt"}},
-		{Name: "exec_command", Input: map[string]any{"cmd": write}},
-	}})
-	a := s.client(t, decideAll("allow", ""))
-	_, rec := a.run(t, s, 0)
+	cases := []struct {
+		name      string
+		escalated bool
+	}{
+		{"escalated by the model: written on the first attempt", true},
+		{"plain: written by Codex's retry or refused by the sandbox", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			wd, err := os.Getwd()
+			require.NoError(t, err)
+			dir, err := os.MkdirTemp(wd, ".outside-")
+			require.NoError(t, err)
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			outside := filepath.Join(dir, "outside.txt")
+			write := "echo hello > " + outside
+			call := map[string]any{"cmd": write}
+			if c.escalated {
+				call["sandbox_permissions"] = "require_escalated"
+				call["justification"] = "Write the greeting where you asked for it?"
+			}
+			s := startCLI(t, codex, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{
+				{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > inside.txt"}},
+				{Name: "exec_command", Input: call},
+			}})
+			a := s.client(t, decideAll("allow", ""))
+			_, rec := a.run(t, s, 0)
 
-	require.Len(t, a.asked(), 2, "both commands were asked")
-	assert.Equal(t, "command_execution: "+write, a.asked()[1].Summary, "the question showed the command whole")
-	require.Len(t, rec.Approvals, 2)
-	assert.FileExists(t, filepath.Join(s.cwd, "inside.txt"))
-	assert.FileExists(t, outside, "the approved write outside the working dir ran: no sandbox stood in its way")
-	t.Logf("tool results: %q", s.model.ToolResults())
+			require.Len(t, a.asked(), 2, "both commands were asked, and a retry outside the sandbox asked nothing more")
+			assert.Equal(t, "command_execution: "+write, a.asked()[1].Summary, "the question showed the command whole")
+			require.Len(t, rec.Approvals, 2)
+			assert.FileExists(t, filepath.Join(s.cwd, "inside.txt"))
+			results := s.model.ToolResults()
+			require.Len(t, results, 2)
+			t.Logf("tool results: %q", results)
+			if c.escalated {
+				assert.FileExists(t, outside, "the approved, escalated write outside the working dir ran: no sandbox stood in its way")
+				return
+			}
+			if _, err := os.Stat(outside); err == nil {
+				t.Log("Codex read the sandbox's refusal as a denial and ran the command again outside it")
+				return
+			}
+			assert.Contains(t, results[1], "Read-only file system",
+				"the file was not written, so the sandbox refused it and the model was told so")
+		})
+	}
 }
