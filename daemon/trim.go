@@ -12,25 +12,22 @@ import (
 // start-up needed.
 const trimAfter = 3 * time.Second
 
-// trimAfterStart, once the daemon has been up for trimAfter, returns the
-// heap start-up freed and lets go of the pages of its own binary that
-// start-up touched. An idle daemon's resident memory is mostly those pages:
-// of about 21 MiB, some 17 MiB were the executable's code and read-only
-// data, mapped in 64 KiB at a time as start-up ran the init of every
-// package once, against 3 MiB of heap and stacks. They are clean copies of
-// the file: the kernel drops them under pressure anyway and maps them again
-// from the page cache when code runs, so giving them back costs a request
-// a few minor faults and keeps nothing from working.
+// trimAfterStart, once the daemon has been up for trimAfter, returns to the
+// system the heap that start-up used and freed (reading the config,
+// detecting the agents, opening the history): the Go runtime would keep it
+// for minutes otherwise, and an idle daemon's private memory is mostly that.
+//
+// It deliberately touches nothing but the Go heap. Pages of the binary and
+// of the libraries it maps are the kernel's to manage: clean file pages are
+// shared and dropped under pressure anyway, and a mapping that is read-only
+// now may still have been written once (the dynamic loader's relocations,
+// made read-only afterwards), so advising it away would bring back the
+// file's bytes in place of the loader's and break the next thread start.
 func (d *Daemon) trimAfterStart() {
 	t := time.AfterFunc(trimAfter, func() {
 		start := time.Now()
 		debug.FreeOSMemory()
-		n, err := dropExecutablePages()
-		if err != nil {
-			d.log.Debug("could not let go of the binary's start-up pages", zap.Error(err))
-			return
-		}
-		d.log.Debug("let go of start-up memory", zap.Int("binary_mappings", n), zap.Duration("took", time.Since(start)))
+		d.log.Debug("returned start-up's freed heap to the system", zap.Duration("took", time.Since(start)))
 	})
 	d.onClose(func(context.Context) { t.Stop() })
 }

@@ -209,6 +209,25 @@ func procStatus(pid int, field string) int64 {
 	return -1
 }
 
+// privateDirty is Private_Dirty of /proc/<pid>/smaps_rollup in kB: every
+// page of the process that no other process shares and the kernel cannot
+// drop without writing it somewhere (heap, stacks, written file pages).
+func privateDirty(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Private_Dirty:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 func countDir(path string) int {
 	es, err := os.ReadDir(path)
 	if err != nil {

@@ -20,13 +20,19 @@ import (
 
 // phaseStartup: how soon a started daemon is ready and answers, against
 // starting the same binary for `card version` (the floor: exec and the Go
-// runtime), and its resident memory once idle.
+// runtime), and its memory once idle. The goal is on private memory
+// (RssAnon: the heap, stacks and what the runtime holds; Private_Dirty
+// adds the written pages of file mappings), which is what the daemon costs
+// the machine. RSS is reported beside it but has no goal: most of it is
+// clean pages of the binary and libc, shared and dropped by the kernel
+// under pressure, and a goal on it rewards tricks that only move that
+// counter.
 func phaseStartup(ctx context.Context, h *harness) *result {
 	r := &result{}
 	const rounds = 5
 	const idleAfter = 10 * time.Second
 	var floor, ready, answered []time.Duration
-	var idle []int64
+	var idle, anon, dirty []int64
 	for i := 0; i < rounds; i++ {
 		t0 := time.Now()
 		cmd := exec.Command(h.bin, "version")
@@ -58,6 +64,8 @@ func phaseStartup(ctx context.Context, h *harness) *result {
 		case <-ctx.Done():
 		}
 		idle = append(idle, procStatus(d.pid(), "VmRSS"))
+		anon = append(anon, procStatus(d.pid(), "RssAnon"))
+		dirty = append(dirty, privateDirty(d.pid()))
 		if _, err := d.stop(10 * time.Second); err != nil {
 			r.fail("stop", err)
 			return r
@@ -69,8 +77,10 @@ func phaseStartup(ctx context.Context, h *harness) *result {
 	r.add("start to daemon.json written (median)", ms(mr)+" (all "+msList(ready)+")", "<= 100 ms", mr <= 100*time.Millisecond)
 	r.info("start to first daemon.info answered (median)", ms(median(answered))+" (all "+msList(answered)+")")
 	r.info("ready / baseline", fmt.Sprintf("%.2fx", float64(mr)/float64(median(floor))))
-	mi := medianKB(idle)
-	r.add(fmt.Sprintf("RSS %v after start, idle (median)", idleAfter), mib(mi)+" (all "+mibList(idle)+")", "<= 20 MiB", mi <= 20*1024)
+	ma := medianKB(anon)
+	r.add(fmt.Sprintf("private memory (RssAnon) %v after start, idle (median)", idleAfter), mib(ma)+" (all "+mibList(anon)+")", "<= 8 MiB", ma <= 8*1024)
+	r.info(fmt.Sprintf("Private_Dirty %v after start, idle (median)", idleAfter), mib(medianKB(dirty))+" (all "+mibList(dirty)+")")
+	r.info(fmt.Sprintf("RSS %v after start, idle (median; mostly shared file pages, no goal)", idleAfter), mib(medianKB(idle))+" (all "+mibList(idle)+")")
 	return r
 }
 
