@@ -17,12 +17,14 @@ import (
 
 // Build builds ./cmd/card into a temp dir of t and returns the binary, for
 // tests that need `card serve` as a process of its own (to signal it, to
-// restart it on the same home).
+// restart it on the same home). It is the build the README gives a user:
+// cgo as the go command decides (on where a C compiler exists), so the
+// binary links the C library and its loader the way a user's does, and a
+// fault that only such a build has shows here too.
 func Build(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "card")
 	build := exec.Command("go", "build", "-o", bin, "github.com/card-dev/card/cmd/card")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build ./cmd/card: %s", out)
 	return bin
