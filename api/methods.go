@@ -41,6 +41,44 @@ type Info struct {
 	URL             string   `json:"url"`
 	Ancestry        []string `json:"ancestry"`
 	MaxChain        int      `json:"max_chain"`
+	// LastCrash is the last time a daemon of this home did not stop
+	// cleanly, as a later start of it found; absent when none ever did.
+	LastCrash *CrashReport `json:"last_crash,omitempty"`
+}
+
+// CrashKind says how a daemon that did not stop cleanly ended.
+type CrashKind string
+
+const (
+	// CrashOutput: the Go runtime wrote why (a fatal error, an unrecovered
+	// panic, a SIGQUIT dump) to the crash log File.
+	CrashOutput CrashKind = "crash"
+	// CrashUncleanExit: the daemon ended with nothing written, by a signal
+	// no handler sees (SIGKILL, the out-of-memory killer, a fault in C
+	// code) or because the machine stopped.
+	CrashUncleanExit CrashKind = "unclean_exit"
+)
+
+// CrashReport is what a start of the daemon found of the one before it
+// that did not stop cleanly. Times are RFC 3339, UTC.
+type CrashReport struct {
+	Kind CrashKind `json:"kind"`
+	// PID and StartedAt name the daemon that ended.
+	PID       int    `json:"pid"`
+	StartedAt string `json:"started_at"`
+	// At is when its crash output was written (kind crash).
+	At string `json:"at,omitempty"`
+	// LastActivityAt is when it last wrote the run history (kind
+	// unclean_exit): the nearest card knows of when it stopped.
+	LastActivityAt string `json:"last_activity_at,omitempty"`
+	// NoticedAt is when the next start found it.
+	NoticedAt string `json:"noticed_at"`
+	// File is the crash log, kept under <home>/crashes (kind crash).
+	File string `json:"file,omitempty"`
+	// FirstLines are the first lines of the crash output.
+	FirstLines []string `json:"first_lines,omitempty"`
+	// Summary says it in one sentence.
+	Summary string `json:"summary"`
 }
 
 // DetectParams are agents.detect's params (and its CAR aliases').

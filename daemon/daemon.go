@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
@@ -54,6 +55,11 @@ type Options struct {
 	// os.Environ(). Nothing after startup reads the process environment, so
 	// what a request is judged by cannot change under it.
 	Environ []string
+	// CaptureCrashes sends the Go runtime's crash output to a log under
+	// <home>/crashes as well as stderr, which a later start reports. It is
+	// the process's one crash output, so only `card serve` sets it, not
+	// the tests that run several daemons in one process.
+	CaptureCrashes bool
 }
 
 // Daemon is one running card service bound to one home directory.
@@ -68,6 +74,8 @@ type Daemon struct {
 	probeTag string
 
 	lock      *homeLock
+	crash     *crashLog
+	lastCrash *api.CrashReport
 	guard     guard.Snapshot
 	cwdPolicy cwdPolicy
 	detector  *detect.Detector
@@ -181,6 +189,14 @@ func New(opts Options) (*Daemon, error) {
 	}
 	sweepPrivateDirs(env, log)
 	started := time.Now().UTC()
+	// With the lock held, every crash log here is of a daemon that ended.
+	lastCrash := noticeLastCrash(home, started, log)
+	var crash *crashLog
+	if opts.CaptureCrashes {
+		if crash, err = openCrashLog(home, os.Getpid(), started); err != nil {
+			log.Warn("could not open a crash log; a crash will reach stderr only", zap.Error(err))
+		}
+	}
 	tag := probeTag(home, os.Getpid(), started)
 	endLeftoverProbes(home, tag, log)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -193,6 +209,8 @@ func New(opts Options) (*Daemon, error) {
 		startedAt: started,
 		pid:       os.Getpid(),
 		lock:      lock,
+		crash:     crash,
+		lastCrash: lastCrash,
 		cwdPolicy: policy,
 		tokens:    &tokenFile{home: home},
 		registry:  rpc.NewRegistry(),
@@ -201,6 +219,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if err := d.setup(); err != nil {
 		d.closeAll(context.Background())
+		crash.close()
 		lock.Release()
 		cancel()
 		return nil, err
@@ -349,6 +368,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.bg.Wait()
 		// The token dies with the daemon; the next start makes its own.
 		_ = os.Remove(filepath.Join(d.home, TokenFileName))
+		// Last before the lock goes: a daemon killed while it shut down
+		// leaves its log, and the next start says so.
+		d.crash.close()
 		d.lock.Release()
 		if d.ln != nil {
 			// A daemon that never listened did not start, so it does not

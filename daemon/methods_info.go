@@ -17,9 +17,11 @@ type (
 
 func (d *Daemon) registerInfo() {
 	rpc.Register(d.registry, "daemon.info", rpc.Doc{
-		Access:      rpc.AccessRead,
-		Summary:     "Who this daemon is: version, protocol version, pid, start time, home, address, and the guard's base ancestry.",
-		Description: "Takes no params. `ancestry` is the CAR_INVOKED_BY chain the daemon read once at startup (empty when it was started by a supervisor), `max_chain` the chain limit.",
+		Access:  rpc.AccessRead,
+		Summary: "Who this daemon is: version, protocol version, pid, start time, home, address, and the guard's base ancestry.",
+		Description: "Takes no params. `ancestry` is the CAR_INVOKED_BY chain the daemon read once at startup (empty when it was started by a supervisor), `max_chain` the chain limit. " +
+			"`last_crash`, when present, is the last time a daemon of this home did not stop cleanly: its Go crash output (kind crash, with the log's first lines and its file) " +
+			"or an end nobody saw (kind unclean_exit: SIGKILL, the out-of-memory killer, a fault in C code, the machine stopping).",
 	}, func(ctx context.Context, _ InfoParams) (rpc.Encoded[Info], error) {
 		return d.infoAnswer()
 	})
@@ -52,5 +54,6 @@ func (d *Daemon) info() Info {
 		URL:             d.url,
 		Ancestry:        append([]string{}, d.guard.Ancestry...),
 		MaxChain:        d.guard.MaxChain,
+		LastCrash:       d.lastCrash,
 	}
 }

@@ -128,7 +128,7 @@ func (e env) version(args []string) int {
 var infoDoc = doc{
 	name:  "info",
 	usage: "info [--home DIR]",
-	about: "Prints the running daemon's version, pid, address, home and the guard's view of its\nancestry, as JSON.",
+	about: "Prints the running daemon's version, pid, address, home and the guard's view of its\nancestry, as JSON. When a daemon of this home once did not stop cleanly (a crash, or a kill\nnothing saw), last_crash says when and how, and a line on stderr says it too; a crash's\nwhole output is kept under <home>/crashes.",
 	examples: []string{
 		"card info",
 		"card info --home /tmp/card-dev  # the daemon started with card serve --home /tmp/card-dev",
@@ -149,7 +149,18 @@ func (e env) info(args []string) int {
 		if err != nil {
 			return err
 		}
-		return writeJSON(e.stdout, info)
+		if err := writeJSON(e.stdout, info); err != nil {
+			return err
+		}
+		if lc := info.LastCrash; lc != nil {
+			// Said to the person too, not only in the JSON: a supervisor's
+			// silent restart is otherwise the only trace.
+			fmt.Fprintf(e.stderr, "card info: %s (started %s)\n", lc.Summary, lc.StartedAt)
+			if lc.File != "" {
+				fmt.Fprintf(e.stderr, "card info: its crash output is in %s\n", lc.File)
+			}
+		}
+		return nil
 	})
 }
 

@@ -48,7 +48,7 @@ func (e env) serve(args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(serveDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr})
+	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr, CaptureCrashes: true})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
 		var already *daemon.AlreadyRunningError

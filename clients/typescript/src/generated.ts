@@ -479,6 +479,18 @@ export interface ContentDescriptor {
   schema: unknown;
 }
 
+export interface CrashReport {
+  at?: string;
+  file?: string;
+  first_lines?: string[];
+  kind: string;
+  last_activity_at?: string;
+  noticed_at: string;
+  pid: number;
+  started_at: string;
+  summary: string;
+}
+
 export interface DecideParams {
   decision: "allow" | "allow_always" | "deny";
   message?: string;
@@ -617,6 +629,7 @@ export interface Info {
   addr: string;
   ancestry: string[];
   home: string;
+  last_crash?: CrashReport;
   max_chain: number;
   pid: number;
   protocol_version: string;
