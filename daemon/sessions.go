@@ -329,6 +329,13 @@ func (d *Daemon) registerSessions() {
 	}, func(ctx context.Context, p api.SessionIDParams) (api.Session, error) {
 		return d.sessions.Close(ctx, p.SessionID, "")
 	})
+	// What one connection sends a session is taken in the order it was
+	// sent: prompts queue in that order, and a steer, configure, cancel or
+	// close applies after the prompts sent before it and before those sent
+	// after it.
+	for _, m := range []string{"sessions.prompt", "sessions.steer", "sessions.configure", "sessions.cancel", "sessions.close"} {
+		rpc.Ordered(r, m, "session_id")
+	}
 	rpc.Register(r, "sessions.list", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "The sessions, newest first: open ones by default, closed ones too with include_closed; filter by adapter and state.",

@@ -130,3 +130,40 @@ func readEnvelope(raw []byte, allowDuplicates bool) (env envelope, err error) {
 	}
 	return env, nil
 }
+
+// topLevelString is the string value of member name of params, a JSON
+// object, and false when params is not an object, has no such member, or
+// its value is not a string. It reads the tokens and skips the other
+// members' values without decoding them.
+func topLevelString(params []byte, name string) (string, bool) {
+	if len(params) == 0 || params[0] != '{' {
+		return "", false
+	}
+	ed := envelopeDecoders.Get().(*envelopeDecoder)
+	defer envelopeDecoders.Put(ed)
+	ed.r.Reset(params)
+	d := ed.dec
+	d.Reset(&ed.r, jsontext.AllowDuplicateNames(true))
+	defer d.Reset(bytes.NewReader(nil))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return "", false
+	}
+	for d.PeekKind() != '}' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return "", false
+		}
+		if tok.String() != name {
+			if err := d.SkipValue(); err != nil {
+				return "", false
+			}
+			continue
+		}
+		v, err := d.ReadToken()
+		if err != nil || v.Kind() != '"' {
+			return "", false
+		}
+		return v.String(), true
+	}
+	return "", false
+}

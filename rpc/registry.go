@@ -63,6 +63,9 @@ type method struct {
 	// fast, when set, is tried first on the connection's read goroutine
 	// (see Fast); ok false sends the request on to call.
 	fast func(ctx context.Context, info *MethodInfo, params json.RawMessage) (res any, ok bool, err error)
+	// orderBy, when set, is the param whose value puts the method's
+	// requests of one connection in one lane (see Ordered).
+	orderBy string
 }
 
 // Then is what a handler goes on to do once its answer is on the wire: the
@@ -231,6 +234,42 @@ func Fast[P, R any](r *Registry, name string, fast func(ctx context.Context, par
 	}
 }
 
+// Ordered makes a registered method's requests from one connection run in
+// the order the connection sent them, among every ordered request of that
+// connection whose param of the given name has the same value: each waits
+// for the handlers of the ones before it to return (not for their answers
+// to be written, nor for their Then). Requests are otherwise handled
+// concurrently, and a client that sends a session three prompts back to
+// back, or a prompt and then its cancel, must find them taken in that
+// order, not in whichever order their goroutines reached the session. The
+// param must be a string of the params' top-level object; a request
+// without it runs unordered. Aliases registered afterwards share it.
+func Ordered(r *Registry, name, param string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.methods[name]
+	if !ok {
+		panic(fmt.Sprintf("rpc: Ordered for unknown method %q", name))
+	}
+	m.orderBy = param
+}
+
+// orderKey is the lane a request of method name takes (see Ordered), and
+// false when it takes none.
+func (r *Registry) orderKey(name string, params json.RawMessage) (string, bool) {
+	r.mu.RLock()
+	m := r.methods[name]
+	r.mu.RUnlock()
+	if m == nil || m.orderBy == "" {
+		return "", false
+	}
+	v, ok := topLevelString(params, m.orderBy)
+	if !ok {
+		return "", false
+	}
+	return m.orderBy + "\x00" + v, true
+}
+
 // Alias registers another name for an existing method, with the same shapes.
 // A name kept for compatibility with another protocol is best an alias: it
 // cannot drift from the method it stands for.
@@ -241,7 +280,7 @@ func (r *Registry) Alias(alias, target string) {
 	if !ok {
 		panic(fmt.Sprintf("rpc: alias %q for unknown method %q", alias, target))
 	}
-	a := &method{info: m.info, call: m.call, fast: m.fast}
+	a := &method{info: m.info, call: m.call, fast: m.fast, orderBy: m.orderBy}
 	a.info.Name = alias
 	a.info.AliasOf = target
 	r.add(alias, a)

@@ -254,6 +254,10 @@ type serverConn struct {
 	// inflight holds the cancel of each unanswered request, by the id the
 	// client sent (idKey), for $/cancelRequest.
 	inflight map[string][]*inflightCall
+	// lanes holds, by order key (Ordered), the ordered requests waiting
+	// behind the one whose handler runs; a key is here while its lane has
+	// a goroutine.
+	lanes map[string][]func()
 }
 
 func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string, local LocalReceiver) {
@@ -267,7 +271,7 @@ func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants G
 	ctx = withPeer(ctx, peer)
 	peer.ctx = ctx
 	sc := &serverConn{srv: s, ws: ws, raw: raw, sem: make(chan struct{}, s.cfg.MaxInFlight), log: log, peer: peer, ctx: ctx, cancel: cancel,
-		inflight: map[string][]*inflightCall{}}
+		inflight: map[string][]*inflightCall{}, lanes: map[string][]func(){}}
 
 	// Registered before it reads anything, and under the lock Shutdown
 	// takes its list with: a connection whose upgrade finished after
@@ -377,13 +381,52 @@ func (sc *serverConn) handle(req *request) {
 	if !req.notif() {
 		untrack = sc.track(req.id, cancel)
 	}
+	if key, ok := sc.srv.cfg.Registry.orderKey(req.method, req.params); ok {
+		sc.inLane(key, func() { sc.run(reqCtx, cancel, untrack, req) })
+		return
+	}
 	sc.wg.Add(1)
-	go sc.run(reqCtx, cancel, untrack, req)
+	go func() {
+		defer sc.wg.Done()
+		sc.run(reqCtx, cancel, untrack, req)
+	}()
 }
 
-// run dispatches one request, answers it, and then runs its Then.
+// inLane runs job after every job queued before it under key has run, on
+// the lane's one goroutine (see Ordered). It is called on the read
+// goroutine, so jobs queue in frame order; it never blocks, and what waits
+// in a lane holds its request's in-flight slot, so lanes are bounded by
+// the in-flight cap.
+func (sc *serverConn) inLane(key string, job func()) {
+	sc.mu.Lock()
+	if waiting, busy := sc.lanes[key]; busy {
+		sc.lanes[key] = append(waiting, job)
+		sc.mu.Unlock()
+		return
+	}
+	sc.lanes[key] = nil
+	sc.mu.Unlock()
+	sc.wg.Add(1)
+	go func() {
+		defer sc.wg.Done()
+		for job != nil {
+			job()
+			sc.mu.Lock()
+			if waiting := sc.lanes[key]; len(waiting) > 0 {
+				job, sc.lanes[key] = waiting[0], waiting[1:]
+			} else {
+				job = nil
+				delete(sc.lanes, key)
+			}
+			sc.mu.Unlock()
+		}
+	}()
+}
+
+// run dispatches one request, answers it, and then runs its Then: on its
+// own goroutine when it has one, so an ordered request's lane waits for
+// its handler and answer, never for what it goes on to do.
 func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc, untrack func(), req *request) {
-	defer sc.wg.Done()
 	res, then, rerr := sc.srv.cfg.Registry.Dispatch(reqCtx, req.method, req.params)
 	withdrawn := errors.Is(context.Cause(reqCtx), errCancelRequested)
 	// The slot is free before the answer is written: a client that sends
@@ -394,6 +437,14 @@ func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc
 	}
 	cancel(nil)
 	<-sc.sem
+	if then != nil {
+		sc.wg.Add(1)
+		go func() {
+			defer sc.wg.Done()
+			sc.finish(req, res, then, rerr, withdrawn)
+		}()
+		return
+	}
 	sc.finish(req, res, then, rerr, withdrawn)
 }
 
