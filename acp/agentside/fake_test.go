@@ -42,6 +42,9 @@ type fakeBackend struct {
 	hold     chan struct{}
 	startErr error
 	n        int
+	// promptDelay, when set, is how long PromptSession takes for a task
+	// before the daemon would have taken the prompt (a turn being set up).
+	promptDelay func(task string) time.Duration
 }
 
 type fakeSession struct {
@@ -103,6 +106,9 @@ func (f *fakeBackend) emit(fs *fakeSession, turn int, ev api.AgentEvent) {
 }
 
 func (f *fakeBackend) PromptSession(_ context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error) {
+	if f.promptDelay != nil {
+		time.Sleep(f.promptDelay(p.Task))
+	}
 	f.mu.Lock()
 	fs := f.sessions[p.SessionID]
 	if fs == nil {

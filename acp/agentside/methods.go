@@ -602,6 +602,9 @@ func (s *Server) prompt(ctx context.Context, be Backend, p acp.PromptRequest) (a
 	st.mu.Lock()
 	st.prompting--
 	st.mu.Unlock()
+	// card has the prompt and the turn has its waiter: a cancel the
+	// editor sent after this prompt may go now, and will find the turn.
+	markTaken(ctx)
 	select {
 	case end := <-w:
 		if end.err != nil {

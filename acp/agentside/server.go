@@ -82,13 +82,16 @@ type Server struct {
 	specs       []api.ExternalAgentSpec
 	specsAt     time.Time
 	wg          sync.WaitGroup
+	// order holds, by session id, the channel the latest request or
+	// cancel of that session closes once card has taken it (inOrder).
+	order map[string]chan struct{}
 }
 
 // New is a Server with no backend yet: SetBackend or SetUnavailable before
 // Serve.
 func New(cfg Config) *Server {
 	return &Server{cfg: cfg, calls: map[string]chan *acp.Message{}, inflight: map[string]context.CancelFunc{},
-		sessions: map[string]*session{}}
+		sessions: map[string]*session{}, order: map[string]chan struct{}{}}
 }
 
 // SetBackend gives the server its backend.
@@ -160,11 +163,15 @@ func (s *Server) Serve(ctx context.Context, t Transport) error {
 			s.mu.Lock()
 			s.inflight[key] = rcancel
 			s.mu.Unlock()
+			// Taken in frame order, here on the read loop: see inOrder.
+			wait, taken := s.inOrder(orderedSession(&m))
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
 				defer rcancel()
-				res, aerr := s.dispatch(rctx, &m)
+				defer taken()
+				<-wait
+				res, aerr := s.dispatch(context.WithValue(rctx, takenKey{}, taken), &m)
 				s.mu.Lock()
 				delete(s.inflight, key)
 				s.mu.Unlock()
@@ -359,15 +366,85 @@ func (s *Server) notification(ctx context.Context, m *acp.Message) {
 	case acp.MethodSessionCancel:
 		var p acp.CancelNotification
 		if json.Unmarshal(m.Params, &p) == nil {
+			wait, taken := s.inOrder(p.SessionID)
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
+				defer taken()
+				<-wait
 				s.cancelSession(ctx, p.SessionID)
 			}()
 		}
 	default:
 		s.logf("card acp: ignored notification %s", m.Method)
 	}
+}
+
+// inOrder puts a request or cancel of session id in that session's line,
+// in the order the editor sent them (it is called on the read loop): wait
+// is closed once card has taken everything before it, and taken, which the
+// caller must call exactly when card has taken this one (for a prompt:
+// the daemon answered that it runs or queued it), lets the next one go. A
+// prompt and the cancel the editor sent right after it are otherwise two
+// goroutines, and the cancel could reach card first and cancel nothing;
+// two prompts could queue in the wrong order. An id of "" takes no place:
+// wait is already closed and taken does nothing.
+func (s *Server) inOrder(id string) (wait <-chan struct{}, taken func()) {
+	if id == "" {
+		return closedChan, func() {}
+	}
+	ch := make(chan struct{})
+	s.mu.Lock()
+	prev := s.order[id]
+	s.order[id] = ch
+	s.mu.Unlock()
+	if prev == nil {
+		prev = closedChan
+	}
+	var once sync.Once
+	return prev, func() {
+		once.Do(func() {
+			close(ch)
+			s.mu.Lock()
+			if s.order[id] == ch {
+				delete(s.order, id)
+			}
+			s.mu.Unlock()
+		})
+	}
+}
+
+// closedChan is a channel that is always closed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// takenKey carries a request's taken (inOrder) to a handler that can let
+// the next request of its session go before it returns: a prompt is taken
+// once the daemon has queued it, long before its turn ends.
+type takenKey struct{}
+
+// markTaken lets the next request of ctx's session go (see inOrder).
+func markTaken(ctx context.Context) {
+	if f, ok := ctx.Value(takenKey{}).(func()); ok {
+		f()
+	}
+}
+
+// orderedSession is the session a request that changes one names, or ""
+// for any other request: prompts, mode and option changes and closes of
+// one session are taken in the order the editor sent them.
+func orderedSession(m *acp.Message) string {
+	switch m.Method {
+	case acp.MethodSessionPrompt, acp.MethodSessionSetMode, acp.MethodSessionSetConfigOption, acp.MethodSessionClose:
+	default:
+		return ""
+	}
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil {
+		return ""
+	}
+	return p.SessionID
 }
 
 // dispatch runs one request.
