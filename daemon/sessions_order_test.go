@@ -115,3 +115,38 @@ func TestACancelSentRightAfterAPromptEndsThatPromptsTurn(t *testing.T) {
 		assert.Equal(t, map[int]api.Status{1: api.StatusCancelled, 2: api.StatusSucceeded}, statuses, "round %d", round)
 	}
 }
+
+// A graceful stop (SIGTERM, Shutdown) ends a running turn over a warm
+// agent as it ends a plain run: interrupted, not failed with the exit
+// status of the agent the stop ended. The warm agents were ended first,
+// so the turn saw its agent die (exit 143) before the run was told why.
+func TestAGracefulStopRecordsARunningWarmTurnInterrupted(t *testing.T) {
+	fake := daemontest.WarmClaude(t)
+	home, cwd := t.TempDir(), t.TempDir()
+	opts := daemontest.Options{Home: home, Warm: true, Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": fake}}
+	first := daemontest.Start(t, opts)
+	ctx := daemontest.Context(t)
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd, Warm: true})
+	require.NoError(t, err)
+	evs := &sessionEvents{}
+	_, err = first.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+	require.NoError(t, err)
+	_, err = first.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "one"})
+	require.NoError(t, err)
+	evs.waitEnds(t, 1, 20*time.Second)
+	two, err := first.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "two SLEEP60"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(daemontest.PromptsRead(t, fake)) == 2 }, 20*time.Second, 10*time.Millisecond,
+		"the warm agent took the second turn")
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, first.Shutdown(sctx))
+
+	second := daemontest.Start(t, opts)
+	run, err := second.Client.Run(ctx, two.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StatusInterrupted, run.Status, "the turn the stop cut short: %+v", run.Error)
+	if run.Error != nil {
+		assert.Equal(t, "interrupted", run.Error.Kind)
+	}
+}

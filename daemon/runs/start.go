@@ -407,15 +407,17 @@ func outcome(err error, cause error) store.Status {
 	if err == nil {
 		return store.StatusSucceeded
 	}
+	if errors.Is(cause, ErrShutdown) {
+		// However the run saw its end (cancelled, its agent killed), it
+		// ended because card stopped.
+		return store.StatusInterrupted
+	}
 	var se *spawn.Error
 	if errors.As(err, &se) {
 		switch se.Kind {
 		case spawn.KindTimeout:
 			return store.StatusTimedOut
 		case spawn.KindCancelled:
-			if errors.Is(cause, ErrShutdown) {
-				return store.StatusInterrupted
-			}
 			return store.StatusCancelled
 		}
 	}

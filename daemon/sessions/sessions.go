@@ -986,20 +986,23 @@ func (m *Manager) turnsOf(ctx context.Context, row store.Session) ([]turnRef, er
 	return withNotes(refs, notes), nil
 }
 
-// Shutdown refuses new sessions and turns and ends the warm agents. The
-// running turns are the run subsystem's to end (recorded interrupted);
-// their waiters record the queued prompts refused. Call it before the run
-// subsystem's Shutdown, and Wait after it.
+// Shutdown refuses new sessions, turns and warm agents. The running turns
+// are the run subsystem's to end (recorded interrupted); their waiters
+// record the queued prompts refused. Call it before the run subsystem's
+// Shutdown, and Wait after it: the warm agents must outlive their turns'
+// ends, or a turn sees its agent killed (and is recorded failed, with the
+// agent's exit status) before its run is told the daemon is stopping.
 func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
-	m.warm.shutdown()
+	m.warm.refuse()
 }
 
-// Wait waits for the turn waiters to finish recording (after the run
-// subsystem has ended every run).
+// Wait ends the warm agents, now that the run subsystem has ended every
+// turn, and waits for the turn waiters to finish recording.
 func (m *Manager) Wait(ctx context.Context) {
+	m.warm.shutdown()
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {

@@ -339,6 +339,14 @@ func (p *warmPool) end(s *session, why string) {
 }
 
 // shutdown ends every warm agent and starts no more.
+// refuse starts no more warm agents; the ones alive carry their turns to
+// their end.
+func (p *warmPool) refuse() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
 func (p *warmPool) shutdown() {
 	p.mu.Lock()
 	p.closed = true

@@ -90,7 +90,7 @@ func TestQueuedPromptsNeverKillTheDaemonAndRunInTheOrderSent(t *testing.T) {
 	n := rounds(2)
 	died := 0
 	for round := range n {
-		fake := warmClaude(t)
+		fake := daemontest.WarmClaude(t)
 		home := t.TempDir()
 		cwd := filepath.Join(home, "project")
 		require.NoError(t, os.MkdirAll(cwd, 0o755))
@@ -135,7 +135,7 @@ func TestQueuedPromptsNeverKillTheDaemonAndRunInTheOrderSent(t *testing.T) {
 			assert.Equal(t, api.StatusSucceeded, ended[turn], "round %d: turn %d", round, turn)
 		}
 		mu.Unlock()
-		assert.Equal(t, []string{"one", "two", "three SLEEP3", "four SLEEP3", "five SLEEP3"}, promptsRead(t, fake),
+		assert.Equal(t, []string{"one", "two", "three SLEEP3", "four SLEEP3", "five SLEEP3"}, daemontest.PromptsRead(t, fake),
 			"round %d: the agent read the prompts in the order they were sent", round)
 		if !survived(t, p, round) {
 			died++
