@@ -150,3 +150,51 @@ func TestAGracefulStopRecordsARunningWarmTurnInterrupted(t *testing.T) {
 		assert.Equal(t, "interrupted", run.Error.Kind)
 	}
 }
+
+// A cancel that comes while a run is still being set up still ends it: an
+// agents.cancel right after agents.invoke's answer, and a sessions.cancel
+// right after the prompt of a warm session whose agent is still starting.
+// Each must end cancelled, never run on to its end.
+func TestACancelDuringSetUpEndsTheRun(t *testing.T) {
+	t.Run("agents.cancel right after agents.invoke", func(t *testing.T) {
+		rd := startRunsDaemon(t, "")
+		ctx := daemontest.Context(t)
+		for round := range 10 {
+			acc, err := rd.Client.Stream(ctx, rd.params("claude-code", "SLEEP"), nil)
+			require.NoError(t, err)
+			res, err := rd.Client.Cancel(ctx, acc.RunID)
+			require.NoError(t, err)
+			assert.True(t, res.Cancelled, "round %d: %+v", round, res)
+			run, err := rd.Client.Run(ctx, acc.RunID)
+			require.NoError(t, err)
+			assert.Equal(t, api.StatusCancelled, run.Status, "round %d", round)
+		}
+	})
+	t.Run("sessions.cancel while the warm agent starts", func(t *testing.T) {
+		fake := daemontest.WarmClaude(t)
+		d := daemontest.Start(t, daemontest.Options{Warm: true, Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": fake}})
+		ws := d.Raw(t)
+		cwd := t.TempDir()
+		ctx := daemontest.Context(t)
+		for round := range 6 {
+			s, err := d.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd})
+			require.NoError(t, err)
+			evs := &sessionEvents{}
+			_, err = d.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+			require.NoError(t, err)
+			answers := sendFrames(t, ws, []string{
+				fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"sessions.prompt","params":{"session_id":%q,"task":"slow SLEEP30"}}`, s.SessionID),
+				fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"sessions.cancel","params":{"session_id":%q}}`, s.SessionID),
+			})
+			var c api.SessionCancelResult
+			require.NoError(t, json.Unmarshal(answers[2], &c))
+			assert.True(t, c.Cancelled, "round %d: %+v", round, c)
+			all := evs.waitEnds(t, 1, 20*time.Second)
+			last := all[len(all)-1]
+			require.NotNil(t, last.Event.Result)
+			assert.Equal(t, api.StatusCancelled, last.Event.Result.Status, "round %d", round)
+			_, err = d.Client.CloseSession(ctx, s.SessionID)
+			require.NoError(t, err)
+		}
+	})
+}
