@@ -198,3 +198,29 @@ func TestACancelDuringSetUpEndsTheRun(t *testing.T) {
 		}
 	})
 }
+
+// A first prompt sent the moment a warm session starts waits for the warm
+// agent the start is bringing up and takes its turn over it, never a cold
+// process beside it: two processes would be two conversations. The agent
+// here speaks only the warm channel, so a cold turn fails.
+func TestAFirstPromptRightAfterAWarmStartTakesItsTurnOverTheWarmAgent(t *testing.T) {
+	fake := daemontest.WarmClaude(t)
+	d := daemontest.Start(t, daemontest.Options{Warm: true, Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": fake}})
+	ctx := daemontest.Context(t)
+	cwd := t.TempDir()
+	for round := range 12 {
+		s, err := d.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd, Warm: true})
+		require.NoError(t, err)
+		evs := &sessionEvents{}
+		_, err = d.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+		require.NoError(t, err)
+		_, err = d.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: fmt.Sprintf("first %d", round)})
+		require.NoError(t, err)
+		all := evs.waitEnds(t, 1, 20*time.Second)
+		last := all[len(all)-1]
+		require.NotNil(t, last.Event.Result)
+		assert.Equal(t, api.StatusSucceeded, last.Event.Result.Status, "round %d: %+v", round, last.Event.Result.Error)
+		_, err = d.Client.CloseSession(ctx, s.SessionID)
+		require.NoError(t, err)
+	}
+}

@@ -219,6 +219,14 @@ func (p *warmPool) acquire(ctx context.Context, s *session, runID string, start 
 		return nil, err
 	}
 	w.agent = a
+	if runID == warmStartRun {
+		// Started for no turn: idle from the moment it is up, under the
+		// same lock, so a first prompt that waited for the start finds it
+		// free (a release after the unlock let that prompt see it busy and
+		// run cold beside it: two processes of one conversation).
+		w.runID, w.lastUsed = "", time.Now()
+		w.idle = time.AfterFunc(p.m.cfg.IdleTimeout, func() { p.expire(w) })
+	}
 	p.mu.Unlock()
 	p.m.setWarmPgid(s, a.Pid())
 	go p.watch(w)
@@ -414,6 +422,10 @@ func (m *Manager) canWarm(adapter string) bool {
 	return ok
 }
 
+// warmStartRun is the turn a warm agent started by sessions.start is
+// acquired for: none.
+const warmStartRun = "warm-start"
+
 // warmStartTimeout bounds a warm agent's start at sessions.start.
 const warmStartTimeout = 2 * time.Minute
 
@@ -445,14 +457,12 @@ func (m *Manager) warmAtStart(s *session) {
 			return
 		}
 		spec.BaseEnv = append(spec.BaseEnv, SessionIDEnv+"="+s.row.ID)
-		w, err := m.warm.acquire(ctx, s, "warm-start", func(ctx context.Context) (Agent, error) {
+		w, err := m.warm.acquire(ctx, s, warmStartRun, func(ctx context.Context) (Agent, error) {
 			return m.deps.Warmer.Start(ctx, WarmStart{Request: t.Spawn, Spec: spec})
 		})
 		if w == nil {
 			m.log.Warn("could not start a session's warm agent; its first turn starts one", zap.String("session_id", s.row.ID), zap.Error(err))
-			return
 		}
-		m.warm.release(w)
 	}()
 }
 
