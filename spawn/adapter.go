@@ -63,6 +63,10 @@ type Driver struct {
 	// Warm is the CLI's channel that keeps one process across the turns of
 	// a conversation (warm.go).
 	Warm WarmDriver
+	// Channels are the CLI's one-shot mode and its session protocol as
+	// the operator's args meet them (channels.go): what each refuses, and
+	// how each spells a setting the other takes under another flag.
+	Channels Channels
 }
 
 // WarmDriver is how an adapter's CLI is kept warm: Build and Proto, or
@@ -165,6 +169,9 @@ func (d Driver) check() error {
 	}
 	if (d.Warm.Build == nil) != (d.Warm.Proto == nil) || (d.Warm.Build == nil) == (d.Warm.None == "") {
 		return fmt.Errorf("the driver for %q must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither", d.For)
+	}
+	if d.Channels.OneShot.Name == "" || d.Channels.Session.Name == "" {
+		return fmt.Errorf("the driver for %q must name both its channels (Channels.OneShot and Channels.Session), as a refusal of an operator arg names them", d.For)
 	}
 	if (d.Session.New == nil) == (d.Session.None == "") || (d.Session.New != nil) != (d.Session.Protocol != "") {
 		return fmt.Errorf("the driver for %q must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither", d.For)

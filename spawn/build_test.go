@@ -336,6 +336,8 @@ func TestADriverMissingAnyFieldPanicsWhenTheRegistryIsBuilt(t *testing.T) {
 			`spawn: the driver for "gemini" must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither`},
 		{"a warm builder without its protocol", with(agent.Pi, func(d *Driver) { d.Warm.Proto = nil }),
 			`spawn: the driver for "pi" must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither`},
+		{"an unnamed channel", with(agent.Codex, func(d *Driver) { d.Channels.Session = ArgChannel{} }),
+			`spawn: the driver for "codex" must name both its channels (Channels.OneShot and Channels.Session), as a refusal of an operator arg names them`},
 		{"two drivers for one adapter", append(slices.Clone(drivers), codexDriver), `spawn: two drivers for "codex"`},
 		{"a driver for no adapter", append(slices.Clone(drivers), Driver{For: "cursor"}), `spawn: driver for "cursor", which is not an agent adapter`},
 	} {

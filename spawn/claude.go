@@ -215,4 +215,15 @@ var claudeDriver = Driver{
 		TokensWhen: TokensTurnEnd,
 	},
 	Warm: WarmDriver{Build: buildClaudeWarm, Proto: newClaudeWarm},
+	Channels: Channels{
+		OneShot: ArgChannel{Name: "claude -p with the prompt as text on stdin (one-shot and ask runs)", Refused: map[string]string{
+			"--input-format": "card picks the input format: text on stdin here, stream-json for images and for sessions",
+			// Seen with 2.1.197: "Error: --replay-user-messages requires
+			// both --input-format=stream-json and --output-format=stream-json".
+			"--replay-user-messages": "claude exits at once without --input-format stream-json",
+		}},
+		Session: ArgChannel{Name: "claude -p --input-format stream-json (sessions and ACP sessions)", Refused: map[string]string{
+			"--input-format": "a session writes stream-json user messages on stdin; another input format reads them as text",
+		}},
+	},
 }

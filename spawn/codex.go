@@ -61,7 +61,7 @@ func buildCodex(bin string, req Request) (Plan, error) {
 	// Operator extras (e.g. -c model_providers.x={...}) before card's own:
 	// for -c overrides the last one wins, and CheckExtras already refused
 	// any that touch the sandbox or approval keys.
-	args = append(args, req.Extras.Args...)
+	args = append(args, codexModelArgs(req.Extras.Args)...)
 	args = append(args,
 		"--json",
 		"--ignore-user-config",
@@ -165,4 +165,79 @@ var codexDriver = Driver{
 		TokensWhen: TokensTurnEnd, // turn.completed carries the turn's usage
 	},
 	Warm: WarmDriver{Build: buildCodexWarm, Proto: newCodexWarm},
+	Channels: Channels{
+		OneShot: ArgChannel{Name: "codex exec (one-shot runs)", Refused: missingFrom("codex exec", codexAppServerOnly)},
+		Session: ArgChannel{Name: "codex app-server (ask runs, sessions and ACP sessions)", Refused: missingFrom("codex app-server", codexExecOnly)},
+	},
+}
+
+// codexExecOnly are the options of `codex exec --help` that `codex
+// app-server --help` lacks (Codex 0.171.0), but for those card refuses on
+// other grounds (the flags it owns, the forbidden ones) and -m/--model,
+// which codexModelArgs turns into the -c override both take.
+var codexExecOnly = []string{
+	"--remote", "--remote-auth-token-env", "-i", "--image", "--oss", "--local-provider", "-C", "--cd", "--worktree",
+	"--thread-source", "--cyber-access-program", "--skip-git-repo-check", "--ephemeral", "--ignore-user-config",
+	"--ignore-rules", "--output-schema", "--color", "--json", "-o", "--output-last-message", "-V", "--version",
+}
+
+// codexAppServerOnly are the options of `codex app-server --help` that
+// `codex exec --help` lacks (Codex 0.171.0), but for --listen and
+// --stdio, which card owns.
+var codexAppServerOnly = []string{
+	"--startup-sign-out", "--print-startup-config", "--startup-client-info", "--cloud-skills-snapshot", "--code-mode-host",
+	"--analytics-default-enabled", "--ws-auth", "--ws-token-file", "--ws-token-sha256", "--ws-shared-secret-file",
+	"--ws-issuer", "--ws-audience", "--ws-max-clock-skew-seconds",
+}
+
+// missingFrom is a channel's Refused for the flags its command's --help
+// lacks.
+func missingFrom(command string, flags []string) map[string]string {
+	out := make(map[string]string, len(flags))
+	for _, f := range flags {
+		out[f] = command + " has no " + f + " (its --help, Codex 0.171.0)"
+	}
+	return out
+}
+
+// codexModelArgs spells an operator's -m/--model (an option of codex exec
+// only: codex app-server stops at it with status 2) as the -c model="…"
+// override that codex exec and codex app-server both take, so one
+// card.toml line picks the model of every channel. In exec it also leaves
+// a request's own --model the only --model on the line: Codex refuses the
+// option twice ("the argument '--model <MODEL>' cannot be used multiple
+// times"), and a later --model, or a later -c model, wins over the
+// operator's -c. The value of every -c is kept as it is.
+func codexModelArgs(args []string) []string {
+	out := make([]string, 0, len(args)+1)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		model, isModel := "", false
+		switch {
+		case a == "-c" || a == "--config":
+			out = append(out, a)
+			if i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+			continue
+		case a == "-m" || a == "--model":
+			if i+1 < len(args) {
+				i++
+				model, isModel = args[i], true
+			}
+		case strings.HasPrefix(a, "--model="):
+			model, isModel = strings.TrimPrefix(a, "--model="), true
+		case strings.HasPrefix(a, "-m="):
+			model, isModel = strings.TrimPrefix(a, "-m="), true
+		case strings.HasPrefix(a, "-m") && len(a) > 2:
+			model, isModel = a[2:], true
+		}
+		if isModel {
+			out = append(out, "-c", "model="+tomlString(model))
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }

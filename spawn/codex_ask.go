@@ -44,7 +44,7 @@ func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
 func buildCodexAsk(bin string, req Request) (Plan, error) {
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"app-server"}
-	args = append(args, req.Extras.Args...)
+	args = append(args, codexModelArgs(req.Extras.Args)...)
 	args = append(args, "--listen", "stdio://")
 	if req.Model != "" {
 		args = append(args, "-c", `model="`+req.Model+`"`)

@@ -45,7 +45,7 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), MaxAPIRetries: one.MaxAPIRetries, Stall: one.Stall, Caps: one.Caps}
 	args := []string{"app-server"}
-	args = append(args, req.Extras.Args...)
+	args = append(args, codexModelArgs(req.Extras.Args)...)
 	args = append(args, "--listen", "stdio://")
 	if mode == ModeEdit {
 		args = append(args, codexEditTmp...)

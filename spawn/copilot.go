@@ -144,4 +144,14 @@ var copilotDriver = Driver{
 		NoTokens: "copilot's JSON output reports no token counts (checked with Copilot CLI 1.0.102 on a provider of the operator's), so card cannot hold a token cap",
 	},
 	Warm: WarmDriver{Build: buildCopilotWarm, Proto: newACPWarm},
+	Channels: Channels{
+		OneShot: ArgChannel{Name: "copilot with the prompt on stdin (one-shot runs)"},
+		// Seen with 1.0.102: "--attachment is only supported in
+		// non-interactive prompt mode (-p/--prompt or piped stdin). It is
+		// not honored by --server, --headless, --acp, or interactive
+		// mode." and exit 1 before initialize.
+		Session: ArgChannel{Name: "copilot --acp (ask runs, sessions and ACP sessions)", Refused: map[string]string{
+			"--attachment": "copilot exits at once over ACP with it (images go in session/prompt)",
+		}},
+	},
 }

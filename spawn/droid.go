@@ -114,4 +114,12 @@ var droidDriver = Driver{
 		TokensWhen: TokensTurnEnd, // the completion line's usage
 	},
 	Warm: WarmDriver{Build: buildDroidWarm, Proto: newDroidWarm},
+	// Both channels are `droid exec`, one parser: nothing one takes fails
+	// the other. What stream-jsonrpc ignores on argv, the model and the
+	// reasoning effort, card carries into droid.initialize_session
+	// (buildDroidAsk).
+	Channels: Channels{
+		OneShot: ArgChannel{Name: "droid exec -o stream-json (one-shot runs)"},
+		Session: ArgChannel{Name: "droid exec --input-format stream-jsonrpc (ask runs, sessions and ACP sessions)"},
+	},
 }

@@ -18,9 +18,11 @@ import (
 //     outside the working dir, as in read_only) and asks for every
 //     Execute, even `cat`, and every Create, Edit and ApplyPatch.
 //   - -m and -r on argv are ignored in this mode (a run with -m used
-//     Droid's default model): the model and the reasoning effort go in
-//     droid.initialize_session, and a -m/--model the operator put in the
-//     adapter's args is carried there too.
+//     Droid's default model; `droid exec --help`: "CLI flags do not
+//     configure JSON-RPC sessions"): the model and the reasoning effort go
+//     in droid.initialize_session, and a -m/--model or -r/--reasoning-effort
+//     the operator put in the adapter's args is carried there too, so it
+//     holds in every channel as it does one-shot.
 //   - A deny is answered "cancel": Droid marks the call cancelled by the
 //     user and ends the turn without calling the model again.
 //   - resume loads the session with droid.load_session (droid_rpc.go),
@@ -38,13 +40,16 @@ func buildDroidAsk(bin string, req Request) (Plan, error) {
 	args := []string{"exec"}
 	args = append(args, req.Extras.Args...)
 	args = append(args, "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc")
-	model := req.Model
+	model, effort := req.Model, req.Effort
 	if model == "" {
 		model = argValue(req.Extras.Args, "-m", "--model")
 	}
+	if effort == "" {
+		effort = argValue(req.Extras.Args, "-r", "--reasoning-effort")
+	}
 	p.Args = args
 	p.Ask = &AskPlan{Channel: AskViaSession}
-	p.Session = &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: model, Effort: req.Effort, resume: req.Resume}
+	p.Session = &SessionPlan{Protocol: ProtocolDroidRPC, Adapter: agent.Droid, Model: model, Effort: effort, resume: req.Resume}
 	return p, nil
 }
 

@@ -88,4 +88,11 @@ var geminiDriver = Driver{
 		TokensWhen: TokensTurnEnd, // the result line's stats
 	},
 	Warm: WarmDriver{Build: buildGeminiWarm, Proto: newACPWarm},
+	Channels: Channels{
+		OneShot: ArgChannel{Name: "gemini with the prompt on stdin (one-shot runs)"},
+		Session: ArgChannel{Name: "gemini --acp (ask runs, sessions and ACP sessions)", Refused: map[string]string{
+			"-r":       geminiNoLoad,
+			"--resume": geminiNoLoad,
+		}},
+	},
 }

@@ -179,4 +179,11 @@ var piDriver = Driver{
 		TokensWhen:   TokensPerCall,
 	},
 	Warm: WarmDriver{Build: buildPiWarm, Proto: newPiWarm},
+	Channels: Channels{
+		OneShot: ArgChannel{Name: "pi -p --mode json (one-shot runs)"},
+		Session: ArgChannel{Name: "pi --mode rpc (ask runs, sessions and ACP sessions)", Refused: map[string]string{
+			"-p":      "print mode is pi's one-shot mode, which card sets itself where it runs one; a session's pi takes its prompts over rpc",
+			"--print": "print mode is pi's one-shot mode, which card sets itself where it runs one; a session's pi takes its prompts over rpc",
+		}},
+	},
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,44 @@ func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 			assert.Contains(t, res.Error.Message, c.says)
 			assert.NotContains(t, e.Command, "say pong")
 		})
+	}
+}
+
+// Codex's two channels are two commands with options of their own: every
+// option one of them lists that the other lacks is refused in the other's
+// channel (or, -m/--model, spelled as the -c override both take), unless
+// card refuses it on other grounds. A new Codex that adds one to a single
+// command fails here, not in a person's session.
+func TestCodexsChannelsRefuseEveryOptionOnlyOneOfThemTakes(t *testing.T) {
+	bin := realCLI(t, "codex")
+	options := func(help string) map[string]bool {
+		out := map[string]bool{}
+		re := regexp.MustCompile(`(?m)^\s+(-[A-Za-z])?(?:, )?(--[a-z0-9][a-z0-9-]*)?`)
+		for _, m := range re.FindAllStringSubmatch(help, -1) {
+			for _, f := range m[1:] {
+				if f != "" {
+					out[f] = true
+				}
+			}
+		}
+		return out
+	}
+	exec, app := options(cliOutput(t, bin, "exec", "--help")), options(cliOutput(t, bin, "app-server", "--help"))
+	require.True(t, exec["--model"] && exec["-c"] && app["-c"] && app["--listen"], "the help was not read: exec %v, app-server %v", exec, app)
+	a, _ := Lookup(agent.Codex)
+	otherwise := func(f string) bool {
+		return slices.Contains(a.OwnedFlags, f) || slices.Contains(ForbiddenFlags, f) || f == "-h" || f == "--help"
+	}
+	for f := range exec {
+		if app[f] || otherwise(f) || f == "-m" || f == "--model" {
+			continue
+		}
+		assert.Contains(t, a.Channels.Session.Refused, f, "codex exec takes %s and codex app-server does not", f)
+	}
+	for f := range app {
+		if exec[f] || otherwise(f) {
+			continue
+		}
+		assert.Contains(t, a.Channels.OneShot.Refused, f, "codex app-server takes %s and codex exec does not", f)
 	}
 }

@@ -294,8 +294,10 @@ var ForbiddenFlags = []string{
 // CheckExtras refuses operator extras that could widen the boundary: a
 // forbidden flag anywhere (alone, as --flag=value, or inside one arg such as
 // "--approval-mode yolo"), a flag card itself owns for that adapter, or an
-// env key that would rewrite the agent-loop guard's stamp. The daemon calls
-// it at config load so a bad card.toml fails at startup, not mid-run.
+// env key that would rewrite the agent-loop guard's stamp; and an arg one
+// of the adapter's channels does not take (channels.go), since every run
+// over that channel would fail. The daemon calls it at config load so a
+// bad card.toml fails at startup, not mid-run.
 func CheckExtras(adapter string, e Extras) error {
 	ad, _ := Lookup(adapter) // unknown adapter: only the universal rules apply
 	for i, a := range e.Args {
@@ -322,6 +324,9 @@ func CheckExtras(adapter string, e Extras) error {
 			if why := ad.CheckExtraArg(e.Args, i); why != "" {
 				return fmt.Errorf("%s: %s; remove it", where, why)
 			}
+		}
+		if err := checkChannels(ad, where, e.Args, i); err != nil {
+			return err
 		}
 	}
 	for k := range e.Env {
