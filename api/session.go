@@ -136,7 +136,19 @@ type SessionConfigureResult struct {
 	WarmAgent string `json:"warm_agent,omitempty"`
 }
 
-// SessionIDParams name one session (sessions.get, sessions.close).
+// SessionReleaseResult is sessions.release's answer: the session, still
+// open, and what became of its warm agent.
+type SessionReleaseResult struct {
+	Session Session `json:"session"`
+	// WarmAgent is "ended" (it was idle), "ends_after_turn" (it is in the
+	// running turn), "kept" (it alone holds the conversation, which the CLI
+	// cannot resume in a new process, so it ends at idle_secs as before)
+	// or "" (there was none).
+	WarmAgent string `json:"warm_agent,omitempty"`
+}
+
+// SessionIDParams name one session (sessions.get, sessions.close,
+// sessions.release).
 type SessionIDParams struct {
 	SessionID string `json:"session_id"`
 }

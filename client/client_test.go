@@ -209,6 +209,12 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			assert.Len(t, l.Sessions, 1)
 			return err
 		}},
+		{"sessions.release", func() error {
+			r, err := c.ReleaseSession(ctx, sessionID)
+			assert.Equal(t, sessionID, r.Session.SessionID)
+			assert.NotEqual(t, api.SessionClosed, r.Session.State, "a released session stays open")
+			return err
+		}},
 		{"sessions.close", func() error {
 			s, err := c.CloseSession(ctx, sessionID)
 			assert.Equal(t, api.SessionClosed, s.State)

@@ -40,6 +40,12 @@ func (c *Client) CloseSession(ctx context.Context, id string) (api.Session, erro
 	return call[api.Session](ctx, c, "sessions.close", api.SessionIDParams{SessionID: id})
 }
 
+// ReleaseSession is sessions.release: the session's warm agent ends, the
+// session stays open.
+func (c *Client) ReleaseSession(ctx context.Context, id string) (api.SessionReleaseResult, error) {
+	return call[api.SessionReleaseResult](ctx, c, "sessions.release", api.SessionIDParams{SessionID: id})
+}
+
 // Sessions is sessions.list.
 func (c *Client) Sessions(ctx context.Context, p api.SessionListParams) (api.SessionList, error) {
 	return call[api.SessionList](ctx, c, "sessions.list", p)

@@ -212,8 +212,9 @@ var paramDocs = func() map[string]map[string]string {
 			"session_id":  sessionID["session_id"],
 			"clear_queue": "Drop the queued prompts too (each recorded as a refused turn); without it the next one runs once the turn has ended.",
 		},
-		"sessions.close": sessionID,
-		"sessions.get":   sessionID,
+		"sessions.close":   sessionID,
+		"sessions.release": sessionID,
+		"sessions.get":     sessionID,
 		"sessions.list": {
 			"adapter":        "Only the sessions of this adapter id.",
 			"state":          "Only the sessions in this state: idle, running, waiting_approval or closed.",

@@ -329,11 +329,22 @@ func (d *Daemon) registerSessions() {
 	}, func(ctx context.Context, p api.SessionIDParams) (api.Session, error) {
 		return d.sessions.Close(ctx, p.SessionID, "")
 	})
+	rpc.Register(r, "sessions.release", rpc.Doc{
+		Access:  rpc.AccessAgents,
+		Summary: "End the session's warm agent now (an idle one at once, one in a turn when the turn ends) and keep the session open.",
+		Description: "For a client that will not prompt again soon, such as an editor that exited: without it the agent holds its process for " +
+			"[sessions] idle_secs. The next turn resumes the CLI's session, cold or in a new warm agent. warm_agent says ended, ends_after_turn, " +
+			"kept (the agent alone holds a conversation its CLI cannot resume in a new process, Gemini CLI's ask sessions, so it stays until idle_secs), " +
+			"or is absent when there was none.",
+		Errors: []int64{CodeSessionNotFound, CodeSessionClosed},
+	}, func(ctx context.Context, p api.SessionIDParams) (api.SessionReleaseResult, error) {
+		return d.sessions.Release(ctx, p.SessionID)
+	})
 	// What one connection sends a session is taken in the order it was
 	// sent: prompts queue in that order, and a steer, configure, cancel or
 	// close applies after the prompts sent before it and before those sent
 	// after it.
-	for _, m := range []string{"sessions.prompt", "sessions.steer", "sessions.configure", "sessions.cancel", "sessions.close"} {
+	for _, m := range []string{"sessions.prompt", "sessions.steer", "sessions.configure", "sessions.cancel", "sessions.close", "sessions.release"} {
 		rpc.Ordered(r, m, "session_id")
 	}
 	rpc.Register(r, "sessions.list", rpc.Doc{

@@ -32,6 +32,7 @@ func captureSessions(c *capturer, home string) {
 	c.drainSession(3)
 	c.quiet = true
 	c.call("sessions.list", `{"adapter":"claude-code"}`)
+	c.call("sessions.release", `{`+id+`}`)
 	c.call("sessions.close", `{`+id+`}`)
 	c.call("sessions.prompt", `{`+id+`,"task":"Reply with PONG."}`)
 	c.call("sessions.get", `{"session_id":"ses_NOSUCHSESSION"}`)

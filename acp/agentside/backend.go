@@ -52,6 +52,13 @@ type TextBackend interface {
 	SubscribeSessionText(ctx context.Context, p api.SessionSubscribeParams, onEvent func(ev api.SessionEvent, text json.RawMessage)) (api.SessionSubscribeResult, error)
 }
 
+// WarmReleaser is a Backend that can end a session's warm agent and keep
+// the session (sessions.release; *client.Client is one): the front door
+// does so for its sessions once the editor has gone.
+type WarmReleaser interface {
+	ReleaseSession(ctx context.Context, id string) (api.SessionReleaseResult, error)
+}
+
 // Transport carries whole ACP messages, one per Read and Write: a line of
 // stdio, or a WebSocket text frame. Write must not keep msg after it
 // returns: the server writes a turn's chunks from buffers it reuses.

@@ -33,6 +33,8 @@ type fakeBackend struct {
 	prompts []api.SessionPromptParams
 	decided []api.DecideParams
 	cancels []api.SessionCancelParams
+	// released are the sessions.release calls, by session id.
+	released []string
 	// configured are the sessions.configure calls; configureErr refuses
 	// the next one.
 	configured   []api.SessionConfigureParams
@@ -246,6 +248,17 @@ func (f *fakeBackend) CloseSession(_ context.Context, id string) (api.Session, e
 	}
 	fs.sess.State = api.SessionClosed
 	return fs.sess, nil
+}
+
+func (f *fakeBackend) ReleaseSession(_ context.Context, id string) (api.SessionReleaseResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.sessions[id]
+	if fs == nil {
+		return api.SessionReleaseResult{}, &rpcclient.Error{Code: -32043, Message: "no session " + id}
+	}
+	f.released = append(f.released, id)
+	return api.SessionReleaseResult{Session: fs.sess, WarmAgent: "ended"}, nil
 }
 
 func (f *fakeBackend) Sessions(_ context.Context, p api.SessionListParams) (api.SessionList, error) {

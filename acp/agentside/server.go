@@ -123,6 +123,7 @@ func (s *Server) Serve(ctx context.Context, t Transport) error {
 	s.mu.Lock()
 	s.t, s.ctx = t, ctx
 	s.mu.Unlock()
+	defer s.releaseWarm()
 	defer s.wg.Wait()
 	defer cancel()
 	for {
@@ -191,6 +192,39 @@ func (s *Server) Serve(ctx context.Context, t Transport) error {
 			}()
 		default:
 			s.send(errorResponse(json.RawMessage("null"), &acp.Error{Code: acp.CodeInvalidRequest, Message: "not a request, notification or response"}))
+		}
+	}
+}
+
+// releaseWarmTimeout bounds the releases once the editor has gone: a
+// daemon that does not answer leaves each agent to its idle_secs.
+const releaseWarmTimeout = 10 * time.Second
+
+// releaseWarm ends the warm agents of this connection's sessions once the
+// editor has gone (its input ended, or the connection was stopped), after
+// the requests it left have been answered or cancelled: nobody will prompt
+// those sessions soon, and each agent would otherwise hold its CLI's
+// process for [sessions] idle_secs. The sessions stay open, for the next
+// editor's session/load.
+func (s *Server) releaseWarm() {
+	s.mu.Lock()
+	r, ok := s.backend.(WarmReleaser)
+	ids := make([]string, 0, len(s.sessions))
+	for id := range s.sessions {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	if !ok || len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWarmTimeout)
+	defer cancel()
+	for _, id := range ids {
+		// Quiet when it works: an editor that closed its end is the
+		// ordinary way out.
+		if _, err := r.ReleaseSession(ctx, id); err != nil {
+			s.logf("could not end the warm agent of session %s: %v (it ends after [sessions] idle_secs)", id, err)
 		}
 	}
 }

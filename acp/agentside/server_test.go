@@ -909,3 +909,33 @@ func TestAnOlderSettingsEventDoesNotUndoANewerAnswer(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.updatesOf(id, acp.UpdateCurrentMode)) == 1 }, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, "bypass", e.updatesOf(id, acp.UpdateCurrentMode)[0].CurrentMode.CurrentModeID)
 }
+
+// When the editor goes (its end of the connection closes), the warm agents
+// of the sessions it had open are ended through sessions.release, once its
+// requests are over, instead of holding their CLIs for idle_secs; the
+// sessions themselves are not closed, so the next editor can load them. A
+// session the editor closed is not released again.
+func TestWhenTheEditorGoesItsSessionsWarmAgentsEndAndTheSessionsStayOpen(t *testing.T) {
+	be := newFake()
+	e := newEditor(t, Config{}, be)
+	initialize(e)
+	kept := newSession(e, "claude-code")
+	closed := newSession(e, "claude-code")
+	prompt(e, kept, "hello")
+	e.ok(acp.MethodSessionClose, acp.CloseSessionRequest{SessionID: closed}, nil)
+	be.mu.Lock()
+	assert.Empty(t, be.released, "released while the editor was still there")
+	be.mu.Unlock()
+
+	e.p.once.Do(func() { close(e.p.done) })
+	select {
+	case err := <-e.served:
+		e.served <- err // for the cleanup's wait
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop when the editor went")
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	assert.Equal(t, []string{kept}, be.released)
+	assert.NotEqual(t, api.SessionClosed, be.sessions[kept].sess.State, "the session was closed, not only its warm agent ended")
+}

@@ -24,7 +24,8 @@ var acpDoc = doc{
 		"session on the running daemon: its turns are runs in card's history, its questions come to the\n" +
 		"editor, and session/load replays it. Only ACP goes to stdout; card's own lines go to stderr.\n" +
 		"With no daemon running it says so on stderr and answers initialize with an error the editor\n" +
-		"shows. The adapters are claude-code, codex, gemini, copilot, droid and pi.",
+		"shows. When the editor closes stdin it ends its sessions' warm agents (the sessions stay open,\n" +
+		"for session/load) and exits 0. The adapters are claude-code, codex, gemini, copilot, droid and pi.",
 	examples: []string{
 		"card acp claude-code                  # what an editor runs: command card, args acp claude-code",
 		"card acp codex --mode edit            # sessions edit without asking",
@@ -59,6 +60,11 @@ func (e env) acp(args []string) int {
 	c, err := client.Dial(dctx, client.Options{Home: *home, OnApprove: srv.Approve})
 	cancel()
 	exit := exitOK
+	// served is closed once the editor's side has ended, before the
+	// connection to the daemon is closed: that close is card's own doing,
+	// not a lost daemon, and an editor that closed stdin has nothing
+	// wrong to hear about.
+	served := make(chan struct{})
 	if err != nil {
 		// One line, and the editor learns the same from initialize.
 		fmt.Fprintf(e.stderr, "card acp: %v\n", err)
@@ -72,17 +78,28 @@ func (e env) acp(args []string) int {
 	} else {
 		defer c.Close()
 		srv.SetBackend(c)
+		watched := make(chan struct{})
+		defer func() { <-watched }()
 		go func() {
+			defer close(watched)
 			select {
 			case <-c.Done():
+				select {
+				case <-served:
+					return
+				default:
+				}
 				lost := errors.New("card acp: the connection to card's daemon was lost; restart the agent once the daemon runs")
 				fmt.Fprintln(e.stderr, lost.Error())
 				srv.SetUnavailable(lost)
+			case <-served:
 			case <-ctx.Done():
 			}
 		}()
 	}
-	if err := srv.Serve(ctx, agentside.Lines(e.stdin, e.stdout)); err != nil {
+	err = srv.Serve(ctx, agentside.Lines(e.stdin, e.stdout))
+	close(served)
+	if err != nil {
 		fmt.Fprintf(e.stderr, "card acp: %v\n", err)
 		return exitFailure
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/spawn"
 )
@@ -255,10 +256,14 @@ func (p *warmPool) release(w *warmAgent) {
 	w.idle = time.AfterFunc(p.m.cfg.IdleTimeout, func() { p.expire(w) })
 }
 
-// Warm agent fates a configure reports (api.SessionConfigureResult.WarmAgent).
+// Warm agent fates a configure or a release reports
+// (api.SessionConfigureResult.WarmAgent, api.SessionReleaseResult.WarmAgent).
 const (
 	warmEnded         = "ended"
 	warmEndsAfterTurn = "ends_after_turn"
+	// warmKept: sessions.release left the agent, the only holder of its
+	// conversation, to end at idle_secs.
+	warmKept = "kept"
 )
 
 // retire takes the session's warm agent, whose CLI was started with
@@ -278,6 +283,46 @@ func (p *warmPool) retire(s *session) (string, *warmAgent) {
 	}
 	p.removeLocked(w)
 	return warmEnded, w
+}
+
+// Release ends the session's warm agent and keeps the session: an idle
+// agent now, one in a turn once that turn is over. The next turn resumes
+// the CLI's session cold, or in a new warm agent. For a client that knows
+// nobody will prompt soon (an editor that exited): the agent would
+// otherwise hold its process for idle_secs.
+func (m *Manager) Release(ctx context.Context, id string) (api.SessionReleaseResult, error) {
+	s, err := m.lookup(ctx, id)
+	if err != nil {
+		return api.SessionReleaseResult{}, err
+	}
+	s.mu.Lock()
+	if m.onlyWarmHoldsLocked(s) {
+		view := m.viewLocked(s)
+		s.mu.Unlock()
+		return api.SessionReleaseResult{Session: view, WarmAgent: warmKept}, nil
+	}
+	fate, idle := m.warm.retire(s)
+	s.mu.Unlock()
+	if idle != nil {
+		m.log.Info("ended a session's warm agent at its client's request; the session stays open", zap.String("session_id", id))
+		m.warm.close(idle)
+	}
+	s.mu.Lock()
+	view := m.viewLocked(s)
+	s.mu.Unlock()
+	return api.SessionReleaseResult{Session: view, WarmAgent: fate}, nil
+}
+
+// onlyWarmHoldsLocked says the session's conversation is held by its warm
+// agent alone: the CLI cannot resume it in a new process (Gemini CLI over
+// ACP), so ending the agent would end the conversation.
+func (m *Manager) onlyWarmHoldsLocked(s *session) bool {
+	if s.row.AgentSessionID == "" || !m.warm.holds(s) {
+		return false
+	}
+	_, err := m.deps.Prepare(s.params, "", nil, Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
+	var fe *spawn.FieldError
+	return errors.As(err, &fe) && fe.Field == "resume"
 }
 
 // expire ends w if it is still idle.

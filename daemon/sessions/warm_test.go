@@ -557,3 +557,62 @@ func TestATurnOfACLIReportingItsSessionsRunningTotalIsChargedOnlyItsOwnPart(t *t
 	require.NoError(t, err)
 	assert.Equal(t, api.Usage{InputTokens: 40, OutputTokens: 20}, s.Usage, "the session's usage is its turns' sum")
 }
+
+// sessions.release ends an idle session's warm agent at once and keeps the
+// session: it is not closed, and its next turn starts a new agent that
+// resumes the CLI's session.
+func TestReleasingASessionEndsItsIdleWarmAgentAndItsNextTurnResumesTheConversation(t *testing.T) {
+	fw := &fakeWarmer{}
+	m := newWarmManager(t, fw, Config{IdleTimeout: time.Hour})
+	id := startFor(t, m)
+	turn(t, m, id, "one")
+	res, err := m.Release(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "ended", res.WarmAgent)
+	assert.False(t, fw.agent(0).Alive(), "the warm agent outlived its release")
+	assert.False(t, res.Session.Warm)
+	assert.Equal(t, api.SessionIdle, res.Session.State, "a released session stays open")
+	assert.Zero(t, m.warm.count())
+	again, err := m.Release(context.Background(), id)
+	require.NoError(t, err)
+	assert.Empty(t, again.WarmAgent, "no agent to end")
+	two := turn(t, m, id, "two")
+	assert.Equal(t, api.StatusSucceeded, two.Status)
+	starts := fw.started()
+	require.Len(t, starts, 2)
+	assert.Equal(t, "cli-session-1", starts[1].Request.Resume, "the next turn goes on with the conversation")
+}
+
+// Released during a turn, the agent finishes the turn and then ends.
+func TestReleasingASessionDuringATurnEndsItsAgentOnceTheTurnIsOver(t *testing.T) {
+	fw := &fakeWarmer{hold: make(chan struct{})}
+	m := newWarmManager(t, fw, Config{IdleTimeout: time.Hour})
+	id := startFor(t, m)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "one"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	rel, err := m.Release(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "ends_after_turn", rel.WarmAgent)
+	assert.True(t, fw.agent(0).Alive(), "the running turn's agent was ended under it")
+	fw.hold <- struct{}{}
+	waitIdle(t, m, id)
+	run, err := m.st.Get(context.Background(), res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StatusSucceeded, run.Status)
+	require.Eventually(t, func() bool { return !fw.agent(0).Alive() }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A conversation only its warm agent holds would end with it: a release
+// keeps that agent (to end at idle_secs as before) and says so.
+func TestReleasingAConversationOnlyItsWarmAgentHoldsKeepsTheAgent(t *testing.T) {
+	fw := &fakeWarmer{noColdResume: true}
+	m := newWarmManager(t, fw, Config{IdleTimeout: time.Hour})
+	id := startFor(t, m)
+	turn(t, m, id, "one")
+	res, err := m.Release(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "kept", res.WarmAgent)
+	assert.True(t, fw.agent(0).Alive())
+	assert.Equal(t, api.StatusSucceeded, turn(t, m, id, "two").Status, "the conversation goes on over its agent")
+}

@@ -1054,6 +1054,11 @@ export interface SessionPromptResult {
   turn: number;
 }
 
+export interface SessionReleaseResult {
+  session: Session;
+  warm_agent?: string;
+}
+
 export interface SessionStartParams {
   acknowledge_unenforced_read_only?: boolean;
   allowed_tools?: string[];
@@ -1886,6 +1891,21 @@ export interface SessionsPromptParams {
 export type SessionsPromptResult = SessionPromptResult;
 
 /**
+ * Params of sessions.release.
+ */
+export interface SessionsReleaseParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+}
+
+/**
+ * Result of sessions.release.
+ */
+export type SessionsReleaseResult = SessionReleaseResult;
+
+/**
  * Params of sessions.start.
  */
 export interface SessionsStartParams {
@@ -2291,6 +2311,7 @@ export interface Methods {
   "sessions.get": { params: SessionsGetParams; result: SessionsGetResult; access: "read"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.list": { params: SessionsListParams; result: SessionsListResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.prompt": { params: SessionsPromptParams; result: SessionsPromptResult; access: "agents"; errors: "session_not_found" | "session_closed" | "session_queue_full" | "adapter_gone" | "guard_refused" | "agent_unusable" | "too_many_runs" | "budget_exceeded" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
+  "sessions.release": { params: SessionsReleaseParams; result: SessionsReleaseResult; access: "agents"; errors: "session_not_found" | "session_closed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.start": { params: SessionsStartParams; result: SessionsStartResult; access: "agents"; errors: "guard_refused" | "bypass_not_allowed" | "agent_not_installed" | "agent_unusable" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
   "sessions.steer": { params: SessionsSteerParams; result: SessionsSteerResult; access: "agents"; errors: "session_not_found" | "session_closed" | "steer_unsupported" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.subscribe": { params: SessionsSubscribeParams; result: SessionsSubscribeResult; access: "read"; errors: "session_not_found" | "too_many_subscriptions" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
@@ -2335,6 +2356,7 @@ export const methodAccess: { readonly [M in MethodName]: Methods[M]['access'] } 
   "sessions.get": "read",
   "sessions.list": "read",
   "sessions.prompt": "agents",
+  "sessions.release": "agents",
   "sessions.start": "agents",
   "sessions.steer": "agents",
   "sessions.subscribe": "read",
@@ -2519,6 +2541,13 @@ export abstract class MethodsBase {
    */
   sessionsPrompt(params: SessionsPromptParams, opts?: CallOptions): Promise<SessionsPromptResult> {
     return this.call("sessions.prompt", params, opts);
+  }
+  /**
+   * End the session's warm agent now (an idle one at once, one in a turn when the turn ends) and
+   * keep the session open.
+   */
+  sessionsRelease(params: SessionsReleaseParams, opts?: CallOptions): Promise<SessionsReleaseResult> {
+    return this.call("sessions.release", params, opts);
   }
   /**
    * Start a conversation with an adapter: what holds for every turn (cwd, mode, model, caps, …);
