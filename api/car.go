@@ -53,7 +53,9 @@ type ExternalInvokeParams struct {
 	Cwd          string   `json:"cwd,omitempty"`
 	AllowedTools []string `json:"allowed_tools,omitempty"`
 	MaxTurns     int      `json:"max_turns,omitempty"`
-	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
+	// TimeoutSecs defaults to 300 and is clamped to [1, 3600], as CAR
+	// documents for its agents.invoke_external (agents.invoke refuses a
+	// value outside them instead).
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
 	// MCPEndpoint is an MCP server (streamable HTTP) for the agent; "" or
 	// omitted is none.

@@ -105,7 +105,9 @@ type HealthParams struct {
 
 // Timeout bounds for agents.invoke: a run with no deadline is a process that
 // can sit on a model session forever, and one over an hour is almost always
-// a client bug, so both ends are clamped rather than trusted.
+// a client bug. agents.invoke and sessions.start refuse a timeout_secs
+// outside them (-32602); agents.invoke_external clamps it into them, as
+// CAR documents for its own.
 const (
 	DefaultInvokeTimeout = 300 * time.Second
 	MinInvokeTimeoutSecs = 1
@@ -142,7 +144,8 @@ type InvokeParams struct {
 	SessionID      string `json:"session_id,omitempty"`
 	Resume         string `json:"resume,omitempty"`
 	DiscardSession bool   `json:"discard_session,omitempty"`
-	// TimeoutSecs defaults to 300 and is clamped to [1, 3600].
+	// TimeoutSecs defaults to 300 (0 or absent); outside
+	// [MinInvokeTimeoutSecs, MaxInvokeTimeoutSecs] it is refused.
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
 	// MaxAPIRetries bounds the agent's own retries of a failed model call
 	// (rate limit, overload, network), 0 to 10; omitted, card.toml's
@@ -195,7 +198,8 @@ type InvokeParams struct {
 	RequireAttachments bool `json:"require_attachments,omitempty"`
 }
 
-// Timeout is the run's deadline, with the default and the clamp applied.
+// Timeout is the run's deadline, with the default applied (and the
+// bounds, which the daemon has refused or, for CAR, clamped to already).
 func (p *InvokeParams) Timeout() time.Duration {
 	secs := p.TimeoutSecs
 	switch {
@@ -328,8 +332,15 @@ func (p *ListParams) Validate() error {
 	if p.Status != "" && !Status(p.Status).Valid() {
 		return invalidField("status", "unknown status %q; one of %v", p.Status, Statuses)
 	}
-	if p.Limit < 0 {
-		return invalidField("limit", "must be positive (at most %d)", MaxListLimit)
+	return checkListLimit(p.Limit)
+}
+
+// checkListLimit refuses a list's limit outside 1..MaxListLimit (0 is the
+// default): a larger one answered with MaxListLimit rows would look like
+// the whole list to a client that asked for more.
+func checkListLimit(limit int) error {
+	if limit < 0 || limit > MaxListLimit {
+		return invalidField("limit", "must be between 1 and %d (default %d), not %d", MaxListLimit, DefaultListLimit, limit)
 	}
 	return nil
 }

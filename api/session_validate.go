@@ -63,10 +63,7 @@ func (p *SessionListParams) Validate() error {
 	default:
 		return invalidField("state", "unknown state %q; one of idle, running, waiting_approval, closed", p.State)
 	}
-	if p.Limit < 0 {
-		return invalidField("limit", "must be positive (at most %d)", MaxListLimit)
-	}
-	return nil
+	return checkListLimit(p.Limit)
 }
 
 // Validate requires the session id and at least one change, and refuses a

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -249,4 +250,50 @@ func TestTheGoClientResubscribesWhenCutOff(t *testing.T) {
 	for i, ev := range evs {
 		require.Equal(t, int64(i+1), ev.Seq, "every event once, in order")
 	}
+}
+
+// A timeout_secs or a list's limit outside the range the docs give is
+// refused with -32602 naming the field, where it used to be clamped
+// without a word: agents.invoke and sessions.start take 1 to 3600 seconds
+// (0 or absent: the default), runs.list and sessions.list at most 500
+// rows. Nothing is recorded for a refusal. CAR's agents.invoke_external
+// keeps CAR's documented clamp: its run starts, with the hour's deadline.
+func TestATimeoutOrAListLimitOutsideItsDocumentedRangeIsRefusedNamingTheField(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	for _, secs := range []int{-1, 3601, 1_000_000_000_000} {
+		p := rd.params("claude-code", "say pong")
+		p.TimeoutSecs = secs
+		_, err := rd.Client.Invoke(ctx, p)
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "agents.invoke timeout_secs %d: %s", secs, re.Message)
+		assert.Equal(t, "timeout_secs", errData(t, re)["field"])
+		assert.Contains(t, re.Message, fmt.Sprintf("must be between 1 and 3600 seconds (or absent for the default of 300), not %d", secs))
+
+		_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd, TimeoutSecs: secs})
+		re = rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "sessions.start timeout_secs %d: %s", secs, re.Message)
+		assert.Equal(t, "timeout_secs", errData(t, re)["field"])
+	}
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a refused timeout is not a run")
+
+	for _, call := range []func() error{
+		func() error { _, err := rd.Client.Runs(ctx, daemon.ListParams{Limit: 501}); return err },
+		func() error { _, err := rd.Client.Sessions(ctx, api.SessionListParams{Limit: 501}); return err },
+	} {
+		re := rpcCode(t, call())
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, "limit", errData(t, re)["field"])
+		assert.Contains(t, re.Message, "must be between 1 and 500 (default 50), not 501")
+	}
+	_, err = rd.Client.Runs(ctx, daemon.ListParams{Limit: 500})
+	require.NoError(t, err)
+
+	ext, err := rd.Client.InvokeExternal(ctx, api.ExternalInvokeParams{ID: "claude-code", Task: "say pong", Cwd: rd.cwd, TimeoutSecs: 1_000_000_000_000})
+	require.NoError(t, err, "CAR's timeout_secs is clamped, as CAR documents")
+	run, err := rd.Client.Run(ctx, ext.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusSucceeded, run.Status)
 }

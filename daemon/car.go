@@ -65,9 +65,19 @@ func invokeParamsOf(p *ExternalInvokeParams) InvokeParams {
 		AllowedTools: p.AllowedTools, Model: p.Model, MaxTurns: p.MaxTurns, Effort: p.Effort,
 		SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend,
 		SessionID: p.AgentSessionID, Resume: p.Resume, DiscardSession: p.DiscardSession,
-		TimeoutSecs: p.TimeoutSecs, MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Stream: p.Stream, MCPEndpoint: p.MCPEndpoint,
+		TimeoutSecs: carTimeoutSecs(p.TimeoutSecs), MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Stream: p.Stream, MCPEndpoint: p.MCPEndpoint,
 		ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
 	}
+}
+
+// carTimeoutSecs is CAR's timeout_secs clamped to [1, 3600], as CAR
+// documents agents.invoke_external's ("Defaults to 300s; clamped to [1,
+// 3600]"); 0 stays the default. agents.invoke refuses such a value.
+func carTimeoutSecs(secs int) int {
+	if secs == 0 {
+		return 0
+	}
+	return min(max(secs, api.MinInvokeTimeoutSecs), api.MaxInvokeTimeoutSecs)
 }
 
 func externalResult(r runs.InvokeResult, sessionID string) ExternalInvokeResult {

@@ -249,6 +249,12 @@ func checkInvoke(p *InvokeParams) error {
 	if err := checkApprovalTimeout(p.PermissionMode, p.ApprovalTimeoutSecs); err != nil {
 		return err
 	}
+	// Refused, not clamped: a client that asked for -1 or a year would
+	// otherwise get a deadline it never asked for, and never hear so.
+	if s := p.TimeoutSecs; s < 0 || s > api.MaxInvokeTimeoutSecs {
+		return rpc.InvalidField("timeout_secs", "must be between %d and %d seconds (or absent for the default of %d), not %d",
+			api.MinInvokeTimeoutSecs, api.MaxInvokeTimeoutSecs, int(api.DefaultInvokeTimeout.Seconds()), s)
+	}
 	if p.Cwd == "" {
 		if mode == spawn.ModeEdit || mode == spawn.ModeBypass || mode == spawn.ModeAsk {
 			return rpc.InvalidField("cwd", "required when permission_mode is %s: say which directory the agent may change", mode)

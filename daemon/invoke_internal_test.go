@@ -13,9 +13,12 @@ import (
 	"github.com/card-dev/card/spawn"
 )
 
+// CAR's timeout_secs defaults to 300 and is clamped to [1, 3600], as CAR
+// documents agents.invoke_external's (agents.invoke refuses such a value:
+// TestATimeoutOrAListLimitOutsideItsDocumentedRangeIsRefusedNamingTheField).
 func TestTimeoutDefaultsAndIsClamped(t *testing.T) {
-	for in, want := range map[int]int{0: 300, -5: 1, 1: 1, 90: 90, 3600: 3600, 99999: 3600} {
-		p := InvokeParams{TimeoutSecs: in}
+	for in, want := range map[int]int{0: 300, -5: 1, 1: 1, 90: 90, 3600: 3600, 99999: 3600, 1_000_000_000_000: 3600} {
+		p := invokeParamsOf(&ExternalInvokeParams{TimeoutSecs: in})
 		assert.Equal(t, want, int(p.Timeout().Seconds()), "timeout_secs %d", in)
 	}
 }

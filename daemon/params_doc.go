@@ -25,7 +25,7 @@ var paramDocs = func() map[string]map[string]string {
 		"session_id":                       "Start a new session under this UUID, to resume later. At most one of session_id and resume.",
 		"resume":                           "Continue the existing session with this id.",
 		"discard_session":                  "Leave no resumable session behind; refused by the agents that always save one.",
-		"timeout_secs":                     "End the run after this many seconds: 1 to 3600, default 300.",
+		"timeout_secs":                     "End the run after this many seconds: 1 to 3600 (another value is refused), default 300.",
 		"max_api_retries":                  "How many times in a row the agent may retry a failing model call (rate limit, overload, network) before card ends the run: 0 to 10, default from card.toml (3).",
 		"stream":                           "Answer at once with the run id and send the run's progress as agents.event notifications; without it the answer is the finished run.",
 		"mcp_endpoint":                     "The URL of an MCP server (streamable HTTP) to hand the agent for this run; refused, naming why, by the agents whose CLI cannot take one. Empty means none.",
@@ -49,6 +49,7 @@ var paramDocs = func() map[string]map[string]string {
 	external["session_id"] = "The host's own routing id for this conversation (printable text, at most 256 bytes); named in the answer and every event, never given to the agent. A chat-<uuid> id when omitted."
 	external["agent_session_id"] = "Start a new session of the agent under this UUID, to resume later (what agents.invoke calls session_id)."
 	external["resume"] = "Continue the agent's session with this id: an earlier answer's agent_session_id."
+	external["timeout_secs"] = "End the run after this many seconds: default 300; a value outside 1 to 3600 is clamped into it, as CAR does."
 	external["attachments"] = "Images for the agent, each a path on this machine with an advisory media type (the bytes decide); one card cannot send is skipped."
 	runID := map[string]string{"run_id": "The run, as agents.invoke or runs.list named it."}
 	sessionID := map[string]string{"session_id": "The session, as sessions.start or sessions.list named it (card's id, not the CLI's own)."}
@@ -65,7 +66,7 @@ var paramDocs = func() map[string]map[string]string {
 		case "max_tokens":
 			sessionStart[k] = "A cap on the input plus output tokens of the whole session; each turn gets what is left, and once it is spent the next prompt is refused (budget_exceeded)."
 		case "timeout_secs":
-			sessionStart[k] = "End each turn after this many seconds: 1 to 3600, default 300."
+			sessionStart[k] = "End each turn after this many seconds: 1 to 3600 (another value is refused), default 300."
 		default:
 			sessionStart[k] = v
 		}
@@ -109,7 +110,7 @@ var paramDocs = func() map[string]map[string]string {
 			"expires_at": "When card denies the call if nobody has answered (RFC 3339, UTC).",
 		},
 		"runs.list": {
-			"limit":   "How many runs to answer, newest first: default 50, at most 500.",
+			"limit":   "How many runs to answer, newest first: default 50, at most 500 (more is refused; page on with before).",
 			"before":  "Page on: only runs older than this run id (the last one of the previous page).",
 			"adapter": "Only the runs of this adapter id.",
 			"status":  "Only the runs in this status: running, succeeded, failed, cancelled, timed_out, refused or interrupted.",
@@ -219,7 +220,7 @@ var paramDocs = func() map[string]map[string]string {
 			"adapter":        "Only the sessions of this adapter id.",
 			"state":          "Only the sessions in this state: idle, running, waiting_approval or closed.",
 			"include_closed": "List closed sessions too; they are left out by default.",
-			"limit":          "How many sessions to answer, newest first: default 50, at most 500.",
+			"limit":          "How many sessions to answer, newest first: default 50, at most 500 (more is refused).",
 		},
 		"sessions.subscribe": {
 			"session_id": sessionID["session_id"],

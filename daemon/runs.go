@@ -205,7 +205,7 @@ func (d *Daemon) registerRuns() {
 	rpc.Register(r, "runs.list", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "The run history, newest first, filtered by adapter and status; page with before = the last run_id of a page.",
-		Description: "limit defaults to 50, at most 500.",
+		Description: "limit defaults to 50, at most 500; a larger one is refused (-32602 naming limit).",
 	}, func(ctx context.Context, p ListParams) ([]store.Run, error) {
 		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
 	})

@@ -350,7 +350,7 @@ func (d *Daemon) registerSessions() {
 	rpc.Register(r, "sessions.list", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "The sessions, newest first: open ones by default, closed ones too with include_closed; filter by adapter and state.",
-		Description: "limit defaults to 50, at most 500.",
+		Description: "limit defaults to 50, at most 500; a larger one is refused (-32602 naming limit).",
 	}, d.sessions.List)
 	rpc.Register(r, "sessions.get", rpc.Doc{
 		Access:  rpc.AccessRead,

@@ -1404,7 +1404,7 @@ export interface AgentsInvokeParams {
    */
   discard_session?: boolean;
   /**
-   * End the run after this many seconds: 1 to 3600, default 300.
+   * End the run after this many seconds: 1 to 3600 (another value is refused), default 300.
    */
   timeout_secs?: number;
   /**
@@ -1510,7 +1510,8 @@ export interface AgentsInvokeExternalParams {
    */
   max_turns?: number;
   /**
-   * End the run after this many seconds: 1 to 3600, default 300.
+   * End the run after this many seconds: default 300; a value outside 1 to 3600 is clamped into
+   * it, as CAR does.
    */
   timeout_secs?: number;
   /**
@@ -1677,7 +1678,8 @@ export type RunsGetResult = RunRecord;
  */
 export interface RunsListParams {
   /**
-   * How many runs to answer, newest first: default 50, at most 500.
+   * How many runs to answer, newest first: default 50, at most 500 (more is refused; page on with
+   * before).
    */
   limit?: number;
   /**
@@ -1856,7 +1858,7 @@ export interface SessionsListParams {
    */
   include_closed?: boolean;
   /**
-   * How many sessions to answer, newest first: default 50, at most 500.
+   * How many sessions to answer, newest first: default 50, at most 500 (more is refused).
    */
   limit?: number;
 }
@@ -1974,7 +1976,7 @@ export interface SessionsStartParams {
    */
   require_attachments?: boolean;
   /**
-   * End each turn after this many seconds: 1 to 3600, default 300.
+   * End each turn after this many seconds: 1 to 3600 (another value is refused), default 300.
    */
   timeout_secs?: number;
   /**
