@@ -385,3 +385,37 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 	noFiles(t, outside)
 	assert.Zero(t, asked.Load(), "the page was asked a question")
 }
+
+// A run started by a connection that may not approve (a page granted write
+// but not approve) is never asked, so its questions are denied: the denial
+// the agent and the record get says that is why, where it used to say the
+// starter's connection "has closed" while it was still open. The same for a
+// session's turn it prompted.
+func TestADenialForAStarterThatMayNotApproveSaysSoAndNotThatItsConnectionClosed(t *testing.T) {
+	ad := startAskDaemon(t, modesConfig)
+	ctx := daemontest.Context(t)
+	outside := t.TempDir()
+	var asked atomic.Int32
+	page := pageClient(t, ad.Daemon, onlyWriteOrg, &asked)
+	res, err := page.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: shellTask(outside), Cwd: ad.cwd, PermissionMode: "ask"})
+	require.NoError(t, err)
+	s, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"})
+	require.NoError(t, err)
+	turn, err := page.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: shellTask(outside)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		r, err := ad.Client.Run(ctx, turn.RunID)
+		return err == nil && r.Status != api.StatusRunning
+	}, 20*time.Second, 20*time.Millisecond)
+	for _, id := range []string{res.RunID, turn.RunID} {
+		rec := record(t, ad.Client, id)
+		require.NotEmpty(t, rec.Approvals, id)
+		a := rec.Approvals[0]
+		assert.Equal(t, "deny", a.Decision)
+		assert.Equal(t, "no_client", a.By)
+		assert.Contains(t, a.Message, "the connection that started run "+id+" may not approve tool calls (its grants lack the approve access class")
+		assert.NotContains(t, a.Message, "has closed", "the starter's connection was open: %s", a.Message)
+	}
+	assert.Zero(t, asked.Load())
+	noFiles(t, outside)
+}

@@ -148,10 +148,15 @@ type approvals struct {
 	logger         *zap.Logger
 	now            func() time.Time
 
-	mu       sync.Mutex
-	starter  Asker // nil when the run was started without a connection
-	watchers map[uint64]Asker
-	always   *Always
+	mu      sync.Mutex
+	starter Asker // nil when the run was started without a connection
+	// starterMayNotApprove says the run was started by a connection that
+	// is never asked, since it may not approve (its grants lack the
+	// approve class): a question nobody can take is denied for that, not
+	// for a connection that closed.
+	starterMayNotApprove bool
+	watchers             map[uint64]Asker
+	always               *Always
 	// askAll sends each question to the starter and every watcher at
 	// once, not to the watchers only once the starter is gone.
 	askAll bool
@@ -259,8 +264,12 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 		a.sendLocked(q, c)
 	}
 	if len(audience) == 0 {
-		a.decideLocked(q, DecisionDeny, ByNoClient, "card denied this tool call: nobody could be asked (the connection that started run "+
-			a.runID+" has closed and no connection follows the run with runs.subscribe)")
+		why := "the connection that started run " + a.runID + " has closed and no connection follows the run with runs.subscribe"
+		if a.starterMayNotApprove {
+			why = "the connection that started run " + a.runID + " may not approve tool calls (its grants lack the approve access class, " +
+				"which card.toml's [origins.\"<origin>\"] grants give a web page), and no connection that may follows the run with runs.subscribe"
+		}
+		a.decideLocked(q, DecisionDeny, ByNoClient, "card denied this tool call: nobody could be asked ("+why+")")
 	}
 	a.mu.Unlock()
 

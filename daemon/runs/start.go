@@ -42,7 +42,8 @@ type Request struct {
 	// any: with Config.CancelOnDisconnect its end cancels the run.
 	Conn context.Context
 	// Asker is the connection that asked for the run, which an ask-mode
-	// run's questions go to first; nil when there is none to ask.
+	// run's questions go to first; nil when there is none to ask: with
+	// Conn set, a connection that may not approve.
 	Asker Asker
 	// ApprovalTimeout is how long an ask-mode run's question waits for an
 	// answer before it is denied.
@@ -212,6 +213,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		finished: make(chan struct{}), log: newEventLog(rec.RunID, m.cfg.MaxEventsPerRun), dropped: droppedOf(req.Attachments)}
 	if req.Mode == spawn.ModeAsk {
 		lr.approvals = newApprovals(rec.RunID, req.Adapter, req.ApprovalTimeout, req.Asker, lr.log, m.log)
+		lr.approvals.starterMayNotApprove = req.Asker == nil && req.Conn != nil
 		lr.approvals.askAll = req.AskAll
 		if req.Always != nil {
 			lr.approvals.always = req.Always
