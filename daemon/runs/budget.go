@@ -192,8 +192,13 @@ func (m *Manager) inFlight(scope string, k budgetKind) (float64, int) {
 // and a run's reservation let go only after its outcome (its cost) is in
 // the store, is what keeps concurrent starts from all passing on the same
 // headroom: every figure is either in the history or reserved, never in
-// neither. A run whose request caps its cost or tokens reserves its cap
-// instead of the estimate: that is what it may spend.
+// neither. A run whose request caps its cost or tokens reserves the
+// smaller of its cap and the estimate: a cap may lower what a run holds
+// back, never raise it. Reserving the cap itself let one request with
+// max_cost_usd 10000 hold a whole day's budget for as long as the run
+// lasted (up to an hour), refusing every other run while it may have spent
+// cents; an uncapped run, which may spend more, holds back only the
+// estimate.
 func (m *Manager) checkBudgets(ctx context.Context, adapter string, caps *spawn.PlanCaps) (reservation, error) {
 	res := reservation{adapter: adapter}
 	usd, toks, err := m.store.RecentAverage(ctx, adapter, reserveWindow)
@@ -202,10 +207,10 @@ func (m *Manager) checkBudgets(ctx context.Context, adapter string, caps *spawn.
 	}
 	res.usd, res.tokens = max(usd, reserveFloorUSD), max(toks, reserveFloorToks)
 	if caps != nil && caps.MaxCostUSD > 0 {
-		res.usd = caps.MaxCostUSD
+		res.usd = min(res.usd, caps.MaxCostUSD)
 	}
 	if caps != nil && caps.MaxTokens > 0 {
-		res.tokens = float64(caps.MaxTokens)
+		res.tokens = min(res.tokens, float64(caps.MaxTokens))
 	}
 	now := m.cfg.Budgets.now()
 	for _, s := range m.cfg.Budgets.scopes(adapter) {

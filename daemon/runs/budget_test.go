@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
 )
 
 // Runs in flight have no cost yet, so each reserves one: three concurrent
@@ -91,4 +92,37 @@ func TestAMonthlyBudgetResetsOnTheFirstOfTheNextMonth(t *testing.T) {
 	start, end := period(time.Date(2026, 12, 31, 23, 30, 0, 0, loc), "month")
 	assert.Equal(t, time.Date(2026, 12, 1, 0, 0, 0, 0, loc), start)
 	assert.Equal(t, time.Date(2027, 1, 1, 0, 0, 0, 0, loc), end)
+}
+
+// A cap lowers what a run holds back against the budgets, never raises it:
+// a run asking max_cost_usd 10000 (or max_tokens 10^9) reserves what an
+// uncapped run of its adapter reserves, so it does not hold a whole day's
+// budget for as long as it runs and refuse every other run meanwhile; a
+// cap below the estimate reserves the cap.
+func TestARunsCapNeverReservesMoreThanTheEstimate(t *testing.T) {
+	m, _ := newManager(t, fakeBinaries{bin: fakeClaude(t, 1)}, Config{MaxConcurrentRuns: 8,
+		Budgets: Budgets{All: Limits{DailyUSD: 1, DailyTokens: 100_000}}})
+	ctx := context.Background()
+	big := claudeRequest(t, "SLEEP")
+	big.Plan.Caps = &spawn.PlanCaps{MaxCostUSD: 10000, MaxTokens: 1_000_000_000}
+	r1, err := m.Start(ctx, big)
+	require.NoError(t, err)
+	defer func() { _, _ = m.Cancel(ctx, r1.ID()) }()
+	r2, err := m.Start(ctx, claudeRequest(t, "SLEEP"))
+	require.NoError(t, err, "one capped run held the whole budget back")
+	defer func() { _, _ = m.Cancel(ctx, r2.ID()) }()
+	small := claudeRequest(t, "SLEEP")
+	small.Plan.Caps = &spawn.PlanCaps{MaxCostUSD: reserveFloorUSD / 10, MaxTokens: 10}
+	r3, err := m.Start(ctx, small)
+	require.NoError(t, err)
+	defer func() { _, _ = m.Cancel(ctx, r3.ID()) }()
+
+	status, err := m.BudgetStatus(ctx, "")
+	require.NoError(t, err)
+	byKey := map[string]float64{}
+	for _, b := range status {
+		byKey[b.Budget] = b.InFlight
+	}
+	assert.InDelta(t, 2*reserveFloorUSD+reserveFloorUSD/10, byKey["daily_usd"], 1e-9, "each capped run holds back at most the estimate")
+	assert.InDelta(t, 2*reserveFloorToks+10, byKey["daily_tokens"], 1e-9)
 }
