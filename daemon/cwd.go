@@ -56,6 +56,7 @@ const (
 	ruleHomeDotDir    = "home_dot_dir"
 	ruleHomeTree      = "home_tree"
 	ruleAgentPath     = "agent_path"
+	ruleAgentInstall  = "agent_install"
 	ruleOtherHome     = "other_user_home"
 	ruleSystem        = "system"
 	ruleContainer     = "container"
@@ -79,6 +80,18 @@ type cwdPolicy struct {
 	// Path is every directory on the agent's PATH: a program written
 	// there runs the next time any agent, or the user, types its name.
 	Path []string
+	// Installs are where the agents' own programs are, each with the
+	// adapter it runs: the directory of the binary card runs for it, that
+	// binary's through its links, and the node_modules its package is
+	// in. A file written there runs as the agent the next time card
+	// starts it, PATH or not (a bin = pin, or the package a link on PATH
+	// points into).
+	Installs []installDir
+}
+
+// installDir is a directory an agent is installed in.
+type installDir struct {
+	Dir, Adapter string
 }
 
 // newCwdPolicy resolves the directories the policy compares against. An
@@ -125,6 +138,62 @@ func (c cwdPolicy) withPath(dirs []string) cwdPolicy {
 		}
 	}
 	return c
+}
+
+// withInstalls is the policy with the agents' install directories: bins
+// are the binaries card runs for each adapter (detection's, and a card.toml
+// bin = pin), by adapter id.
+func (c cwdPolicy) withInstalls(bins map[string][]string) cwdPolicy {
+	c.Installs = nil
+	seen := map[string]bool{}
+	add := func(dir, adapter string) {
+		if dir == "" || !filepath.IsAbs(dir) || c.broad(dir) || seen[dir] {
+			return
+		}
+		seen[dir] = true
+		c.Installs = append(c.Installs, installDir{Dir: dir, Adapter: adapter})
+	}
+	ids := make([]string, 0, len(bins))
+	for id := range bins {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		for _, bin := range bins[id] {
+			for _, d := range installDirsOf(bin) {
+				add(d, id)
+			}
+		}
+	}
+	return c
+}
+
+// installDirsOf are the directories that hold what runs for the binary at
+// bin: its directory as named (links in the path followed), the directory
+// of the file it resolves to, and the node_modules that file's package is
+// in, which holds the packages it loads (Codex's and Copilot's platform
+// binaries are packages beside theirs).
+func installDirsOf(bin string) []string {
+	if bin == "" || !filepath.IsAbs(bin) {
+		return nil
+	}
+	named := resolveLoose(filepath.Dir(bin))
+	out := []string{named}
+	file, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return out
+	}
+	if file, err = filepath.Abs(file); err != nil {
+		return out
+	}
+	out = append(out, filepath.Dir(file))
+	for d := filepath.Dir(file); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if filepath.Base(d) == "node_modules" {
+			out = append(out, d)
+			break
+		}
+	}
+	return out
 }
 
 // broad reports whether dir is too wide to refuse with everything under
@@ -182,6 +251,14 @@ func (c cwdPolicy) refusal(dir string, fold bool) (rule, why string) {
 		}
 		if within(p, dir, fold) {
 			return ruleAgentPath, fmt.Sprintf("a directory that holds %s, which is on the agents' PATH", p)
+		}
+	}
+	for _, in := range c.Installs {
+		if within(dir, in.Dir, fold) {
+			return ruleAgentInstall, fmt.Sprintf("inside %s, where %s is installed (the program card runs for it, through its links), so a file written there runs as the agent", in.Dir, in.Adapter)
+		}
+		if within(in.Dir, dir, fold) {
+			return ruleAgentInstall, fmt.Sprintf("a directory that holds %s, where %s is installed", in.Dir, in.Adapter)
 		}
 	}
 	for _, h := range c.OtherHomes {

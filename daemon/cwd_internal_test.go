@@ -160,9 +160,12 @@ func TestOnACaseInsensitiveVolumeEveryRuleHoldsInAnyCase(t *testing.T) {
 		Allowed:    []string{"/opt/Work", "/Users/u/Library/Application Support/card"},
 		Path:       []string{"/Users/u/bin", "/usr/local/bin"},
 		OtherHomes: []string{"/Users/bob"},
+		Installs:   []installDir{{Dir: "/Users/u/tools/node_modules", Adapter: "codex"}},
 	}
 	cases := []struct{ dir, rule string }{
 		{"/Users/u/.SSH", ruleHomeDotDir},
+		{"/users/u/TOOLS/Node_Modules/@openai/codex", ruleAgentInstall},
+		{"/Users/u/Tools", ruleAgentInstall},
 		{"/users/U/.Claude/hooks", ruleHomeDotDir},
 		{"/Users/u/library/LaunchAgents", ruleHomeTree},
 		{"/USR/local/bin", ruleAgentPath},

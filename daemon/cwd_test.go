@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -191,4 +192,57 @@ func TestARootDaemonRefusesAWritingRunInAnotherUsersHome(t *testing.T) {
 	p := rd.params("claude-code", "edit the project")
 	p.PermissionMode = "edit"
 	assert.False(t, rd.finished(t, p).IsError, "a project outside every home runs")
+}
+
+// A run that writes is refused an agent's own install directory, which is
+// not on PATH when card.toml pins the binary with bin = or when a link on
+// PATH points into an npm package: the directory of the binary card runs,
+// that of the file it resolves to, and the node_modules its package is in
+// (or a directory holding them), each through links; any adapter's, not
+// only the run's. allowed_edit_dirs still lets the operator's choice
+// through, and a project elsewhere runs.
+func TestAWritingRunIsRefusedWhereAnAgentIsInstalled(t *testing.T) {
+	tools := t.TempDir()
+	pkg := filepath.Join(tools, "node_modules", "@openai", "codex")
+	for _, d := range []string{filepath.Join(pkg, "bin"), filepath.Join(tools, "node_modules", ".bin"), filepath.Join(tools, "node_modules", "@openai", "codex-linux-x64")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "bin", "codex.js"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n"), 0o755))
+	link := filepath.Join(tools, "node_modules", ".bin", "codex")
+	require.NoError(t, os.Symlink("../@openai/codex/bin/codex.js", link))
+	links := t.TempDir()
+	require.NoError(t, os.Symlink(pkg, filepath.Join(links, "pkg")))
+	allowed := filepath.Join(tools, "node_modules", "@openai", "codex-linux-x64")
+	rd := startRunsDaemon(t, fmt.Sprintf("allowed_edit_dirs = [%q]\n\n[adapters.codex]\nbin = %q\n", allowed, link))
+	ctx := daemontest.Context(t)
+
+	cases := []struct{ name, cwd, resolved string }{
+		{"the package the pinned link points into", pkg, pkg},
+		{"the directory of the file it resolves to", filepath.Join(pkg, "bin"), filepath.Join(pkg, "bin")},
+		{"the pinned binary's own directory", filepath.Join(tools, "node_modules", ".bin"), filepath.Join(tools, "node_modules", ".bin")},
+		{"the package through a symlink", filepath.Join(links, "pkg"), pkg},
+		{"the node_modules holding it", filepath.Join(tools, "node_modules"), filepath.Join(tools, "node_modules")},
+		{"a directory holding the install", tools, tools},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// A Claude Code run: every adapter's install counts.
+			p := rd.params("claude-code", "x")
+			p.Cwd, p.PermissionMode = tc.cwd, "edit"
+			_, err := rd.Client.Invoke(ctx, p)
+			re := rpcCode(t, err)
+			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			resolved, _ := filepath.EvalSymlinks(tc.resolved)
+			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": "agent_install", "config_key": daemon.AllowedEditDirsKey}, errData(t, re))
+			assert.Contains(t, re.Message, "where codex is installed")
+		})
+	}
+	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a refused cwd is not a run")
+	for _, dir := range []string{allowed, rd.cwd} {
+		p := rd.params("claude-code", "edit here")
+		p.Cwd, p.PermissionMode = dir, "edit"
+		assert.False(t, rd.finished(t, p).IsError, dir)
+	}
 }

@@ -207,7 +207,7 @@ func (d *Daemon) runCwd(adapter, asked string, mode spawn.Mode) (string, error) 
 		}
 		return resolved, nil
 	}
-	resolved, rule, why, err := d.cwdPolicy.withPath(d.agentPathDirs(adapter)).judge(osPaths{}, dir)
+	resolved, rule, why, err := d.cwdPolicy.withPath(d.agentPathDirs(adapter)).withInstalls(d.agentBinaries()).judge(osPaths{}, dir)
 	if err != nil {
 		return "", rpc.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
 	}
@@ -229,6 +229,28 @@ func (d *Daemon) agentPathDirs(adapter string) []string {
 		dirs = append(slices.Clip(dirs), filepath.SplitList(p)...)
 	}
 	return dirs
+}
+
+// agentBinaries are the binaries card runs for each adapter: the one
+// detection found (cached; the first call waits for a detection, which the
+// run needs anyway), and the operator's bin = pin, whether or not it was
+// found usable. An edit run in the directory of any of them could change
+// what runs as that agent, so every adapter's count, not only the run's.
+func (d *Daemon) agentBinaries() map[string][]string {
+	out := map[string][]string{}
+	for id, a := range d.cfg.Adapters {
+		if a.Bin != "" {
+			out[id] = append(out[id], a.Bin)
+		}
+	}
+	if d.detector != nil {
+		for _, s := range d.detector.Detect(d.ctx, false) {
+			if s.BinaryPath != "" {
+				out[s.ID] = append(out[s.ID], s.BinaryPath)
+			}
+		}
+	}
+	return out
 }
 
 // checkInvoke judges the fields spawn does not: the task, the mode's need for a
