@@ -332,14 +332,26 @@ func (d *Daemon) chatCancel(ctx context.Context, p ChatCancelParams) (ChatCancel
 // the client holds something other than the daemon's token — another
 // daemon's, or one it was handed — and the connection is closed after the
 // refusal, as CAR closes an unauthenticated session.
+//
+// The right token is the one that opened this connection, not the one the
+// daemon holds now: a connection can then confirm only what it already
+// has. Compared with the current token, a connection opened before `card
+// token rotate` (a page's, say, whose token was the reason to rotate) could
+// test candidates for the new one, one per connection it kept open.
 func (d *Daemon) sessionAuth(ctx context.Context, p SessionAuthParams) (SessionAuthResult, error) {
-	want, err := d.tokens.current()
-	if err != nil || len(want) == 0 {
-		return SessionAuthResult{}, errors.New("the daemon cannot read its token file")
+	match := false
+	if peer := rpc.PeerFrom(ctx); peer != nil {
+		match = peer.OpenedWith(p.Token)
+	} else {
+		want, err := d.tokens.current()
+		if err != nil || len(want) == 0 {
+			return SessionAuthResult{}, errors.New("the daemon cannot read its token file")
+		}
+		match = subtle.ConstantTimeCompare([]byte(p.Token), want) == 1
 	}
-	if subtle.ConstantTimeCompare([]byte(p.Token), want) != 1 {
+	if !match {
 		return SessionAuthResult{}, rpc.CloseAfter(&rpc.Error{Code: rpc.CodeInternalError,
-			Message: "auth failed: token mismatch; this is not the daemon's token (read <home>/token again: it changes on `card token rotate`); the connection is closed",
+			Message: "auth failed: token mismatch; this is not the token this connection was opened with (read <home>/token again and reconnect: it changes on `card token rotate`); the connection is closed",
 			Data:    map[string]any{"field": "token"}}, "auth failed: token mismatch")
 	}
 	return SessionAuthResult{OK: true, AuthEnabled: true}, nil
@@ -369,7 +381,7 @@ func (d *Daemon) registerCAR() {
 	rpc.Register(r, "session.auth", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "CAR's in-band authentication, answered on a connection the token already opened: the daemon's token is {ok: true, auth_enabled: true}.",
-		Description: "Any other token is refused (-32603 \"auth failed: token mismatch\", as CAR answers it) and the connection is then closed with 1008. CAR's agent_id, host_token and memory_namespace are refused (-32602) naming why.",
+		Description: "The token is the one that opened this connection; any other is refused (-32603 \"auth failed: token mismatch\", as CAR answers it) and the connection is then closed with 1008, so a connection can confirm only the token it holds. CAR's agent_id, host_token and memory_namespace are refused (-32602) naming why.",
 	}, d.sessionAuth)
 	rpc.Register(r, "server.handshake", rpc.Doc{
 		Access:      rpc.AccessRead,

@@ -347,3 +347,46 @@ func TestTheExternalInvokeRefusesCapsThatAreNotALimitNamingTheField(t *testing.T
 		assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 	}
 }
+
+// session.auth confirms only the token the connection was opened with, so
+// no connection learns anything from it: after `card token rotate`, a page
+// connection opened with the old token, which stays open, is refused the
+// new token (it used to be told ok: one guess per connection it kept) and
+// still answered ok for its own; a connection opened with the new token is
+// answered ok for it and refused the old. A refusal closes the connection.
+func TestSessionAuthConfirmsOnlyTheTokenItsConnectionWasOpenedWith(t *testing.T) {
+	const origin = "https://app.example"
+	d := daemontest.Start(t, daemontest.Options{Config: "allowed_origins = [\"" + origin + "\"]\n", NoClient: true})
+	ctx := daemontest.Context(t)
+	page := func(token string) *rpc.Client {
+		c, err := rpc.Dial(ctx, d.URL, token, rpc.ClientOptions{Header: http.Header{"Origin": {origin}}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	old := d.Token
+	guesser, keeper := page(old), page(old)
+	rotated, err := daemon.RotateToken(d.Home)
+	require.NoError(t, err)
+	require.NotEqual(t, old, rotated)
+
+	var res daemon.SessionAuthResult
+	err = guesser.Call(ctx, "session.auth", map[string]any{"token": rotated}, &res)
+	re := rpcCode(t, err)
+	assert.Equal(t, rpc.CodeInternalError, re.Code, "A PAGE OPENED WITH THE OLD TOKEN CONFIRMED THE NEW ONE")
+	assert.Contains(t, re.Message, "auth failed: token mismatch")
+	assert.NotContains(t, re.Message, rotated)
+	select {
+	case <-guesser.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection that guessed stayed open")
+	}
+
+	require.NoError(t, keeper.Call(ctx, "session.auth", map[string]any{"token": old}, &res))
+	assert.True(t, res.OK, "a connection is answered for the token it was opened with")
+
+	fresh := page(rotated)
+	require.NoError(t, fresh.Call(ctx, "session.auth", map[string]any{"token": rotated}, &res))
+	assert.True(t, res.OK)
+	assert.Equal(t, rpc.CodeInternalError, rpcCode(t, fresh.Call(ctx, "session.auth", map[string]any{"token": old}, &res)).Code)
+}

@@ -85,7 +85,7 @@ var paramDocs = func() map[string]map[string]string {
 		"agents.invoke_external": external,
 		"agents.chat.cancel":     {"session_id": "The session_id of a running agents.invoke_external this connection started: its run is cancelled."},
 		"session.auth": {
-			"token":            "The daemon's token (the one in <home>/token that opened the connection); any other is refused.",
+			"token":            "The token this connection was opened with (<home>/token when it connected); any other is refused, and a connection opened before `card token rotate` keeps answering to its own, not the new one.",
 			"agent_id":         "Refused: card supervises no lifecycle agents.",
 			"host_token":       "Refused: card has no host-management role; what a connection may call is its access class.",
 			"memory_namespace": "Refused: card keeps no memory graph.",

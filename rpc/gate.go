@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"net"
 	"net/http"
@@ -113,6 +114,19 @@ func (g *Gate) Check(r *http.Request) (subprotocol string, refusal *Refusal) {
 		return BearerSubprotocolPrefix + given, nil
 	}
 	return "", nil
+}
+
+// tokenDigest is the SHA-256 of a token: what a connection keeps of the
+// one it was opened with, rather than the token itself.
+type tokenDigest [sha256.Size]byte
+
+func digestOf(token string) tokenDigest { return sha256.Sum256([]byte(token)) }
+
+// openedWith is the digest of the token an upgrade the gate admitted
+// carried.
+func openedWith(r *http.Request) tokenDigest {
+	tok, _, _ := bearer(r)
+	return digestOf(tok)
 }
 
 func queryLooksLikeCredential(q url.Values) bool {

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"sync/atomic"
 
@@ -27,6 +28,9 @@ type Peer struct {
 	// web page.
 	grants Grants
 	origin string
+	// opened is the digest of the token the gate admitted the connection
+	// with (OpenedWith).
+	opened tokenDigest
 	// local takes the notifications of a connection the server's own
 	// process opened to itself (ServerConfig.Local); nil for the others.
 	local LocalReceiver
@@ -65,6 +69,17 @@ func (p *Peer) Origin() string { return p.origin }
 // streams many notifications to such a connection may hand them to it
 // instead of encoding each onto the socket and reading it back.
 func (p *Peer) Local() LocalReceiver { return p.local }
+
+// OpenedWith reports whether token is the one the connection was opened
+// with. A client can answer that itself, so asking it tells nothing:
+// unlike a comparison with the token the daemon holds now, which after
+// `card token rotate` would let a connection opened with the old token
+// test candidates for the new one. The comparison is of digests, in
+// constant time.
+func (p *Peer) OpenedWith(token string) bool {
+	d := digestOf(token)
+	return p.opened != (tokenDigest{}) && subtle.ConstantTimeCompare(d[:], p.opened[:]) == 1
+}
 
 // ID identifies the connection in logs.
 func (p *Peer) ID() uint64 { return p.id }

@@ -216,7 +216,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, hj.conn, r.RemoteAddr, grants, origin, local)
+	s.serve(c, hj.conn, r.RemoteAddr, grants, origin, local, openedWith(r))
 }
 
 // webSlotRefusal is why a connection from web origin key may not have a
@@ -260,12 +260,12 @@ type serverConn struct {
 	lanes map[string][]func()
 }
 
-func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string, local LocalReceiver) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string, local LocalReceiver, opened tokenDigest) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	peer := &Peer{id: id, grants: grants, origin: origin, local: local, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
+	peer := &Peer{id: id, grants: grants, origin: origin, local: local, opened: opened, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
 	ctx = withPeer(ctx, peer)
