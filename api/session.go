@@ -256,6 +256,10 @@ type Session struct {
 	UpdatedAt    time.Time  `json:"updated_at"`
 	ClosedAt     *time.Time `json:"closed_at,omitempty"`
 	CloseReason  string     `json:"close_reason,omitempty"`
+	// Origin is the web origin that started the session; absent when a
+	// native client did. Only that origin (and native clients) may prompt
+	// or change the session.
+	Origin string `json:"origin,omitempty"`
 }
 
 // SessionList is sessions.list's answer.

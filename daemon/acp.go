@@ -63,7 +63,7 @@ func (d *Daemon) serveACP(ws *websocket.Conn, origin string) {
 	log := d.log.Named("acp")
 	// Its sessions' events come in process, each subscription on its own
 	// goroutine, which may wait while the editor catches up.
-	srv := agentside.New(agentside.Config{Version: Version, EventsMayWait: true, Logf: func(format string, args ...any) {
+	srv := agentside.New(agentside.Config{Version: Version, EventsMayWait: true, Origin: origin, Logf: func(format string, args ...any) {
 		log.Info(fmt.Sprintf(format, args...))
 	}})
 	token, err := d.tokens.current()

@@ -132,6 +132,15 @@ type SessionsConfig struct {
 	// MaxWarm bounds the warm agents alive at once, across sessions; past
 	// it the least recently used one is ended.
 	MaxWarm int `toml:"max_warm"`
+	// MaxOpen bounds the sessions open at once; MaxOpenPerOrigin those
+	// one web origin started (native clients count as one origin). One
+	// more sessions.start is refused.
+	MaxOpen          int `toml:"max_open"`
+	MaxOpenPerOrigin int `toml:"max_open_per_origin"`
+	// CloseIdleHours closes a session with no turn and no change for this
+	// long; 0 never does. Closed sessions are deleted with the run
+	// history's max_age_days (their turns are runs).
+	CloseIdleHours int `toml:"close_idle_hours"`
 }
 
 // BudgetLimits are one scope's budgets; an unset key is no budget of that
@@ -359,7 +368,7 @@ func DefaultConfig() Config {
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
 		StallSecs:               spawn.DefaultStallSecs,
 		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
-		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4},
+		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4, MaxOpen: 64, MaxOpenPerOrigin: 16, CloseIdleHours: 168},
 	}
 }
 
@@ -474,6 +483,9 @@ func (c Config) Validate() error {
 		{"sessions.max_queue", int64(c.Sessions.MaxQueue), 0},
 		{"sessions.idle_secs", int64(c.Sessions.IdleSecs), 1},
 		{"sessions.max_warm", int64(c.Sessions.MaxWarm), 0},
+		{"sessions.max_open", int64(c.Sessions.MaxOpen), 1},
+		{"sessions.max_open_per_origin", int64(c.Sessions.MaxOpenPerOrigin), 1},
+		{"sessions.close_idle_hours", int64(c.Sessions.CloseIdleHours), 0},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
@@ -493,6 +505,7 @@ func (c Config) Validate() error {
 		{"probe_timeout_secs", c.ProbeTimeoutSec, maxSecsSetting},
 		{"sessions.idle_secs", c.Sessions.IdleSecs, maxSecsSetting},
 		{"sessions.max_queue", c.Sessions.MaxQueue, 1000},
+		{"sessions.close_idle_hours", c.Sessions.CloseIdleHours, MaxAgeDaysLimit * 24},
 	} {
 		if ch.v > ch.max {
 			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)

@@ -44,6 +44,8 @@ const (
 	CodeSessionQueueFull int64 = -32045
 	CodeSteerUnsupported int64 = -32046
 	CodeAdapterGone      int64 = -32047
+	CodeNotSessionOwner  int64 = -32051
+	CodeTooManySessions  int64 = -32052
 )
 
 // codes documents the application codes, in table order.
@@ -70,6 +72,8 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeSessionQueueFull, Name: "session_queue_full", Meaning: "The session already holds [sessions] max_queue prompts behind its running turn; the prompt was refused, not queued."},
 	{Code: CodeSteerUnsupported, Name: "steer_unsupported", Meaning: "The running turn cannot take more input: no turn runs, the turn is cold, or the adapter's CLI has no channel for it; data.reason says which."},
 	{Code: CodeAdapterGone, Name: "adapter_gone", Meaning: "The session's adapter is no longer installed or usable; data names the adapter and detection's reason."},
+	{Code: CodeNotSessionOwner, Name: "not_session_owner", Meaning: "The session was started by another client (another web origin): only the client that started it, or a native client, may prompt, steer, configure, cancel, release, load or close it; data names the session and the method."},
+	{Code: CodeTooManySessions, Name: "too_many_sessions", Meaning: "[sessions] max_open sessions are open, or max_open_per_origin of this client's; data names the key, the bound and how many are open. Close one with sessions.close."},
 	{Code: CodeSessionInUse, Name: "session_in_use", Meaning: "agents.invoke_external: this connection already has a running run under that session_id; data names it."},
 }
 
@@ -239,6 +243,8 @@ func sessionError(err error) error {
 		steer    *sessions.SteerUnsupportedError
 		gone     *sessions.AdapterGoneError
 		capped   *sessions.CapError
+		notOwner *sessions.NotOwnerError
+		tooMany  *sessions.TooManySessionsError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -257,6 +263,12 @@ func sessionError(err error) error {
 			data["run_id"] = refused.RunID
 		}
 		return &rpc.Error{Code: CodeAdapterGone, Message: gone.Error(), Data: data}
+	case errors.As(err, &notOwner):
+		return &rpc.Error{Code: CodeNotSessionOwner, Message: notOwner.Error(),
+			Data: map[string]any{"field": "session_id", "session_id": notOwner.SessionID, "method": notOwner.Method, "origin": notOwner.Origin}}
+	case errors.As(err, &tooMany):
+		return &rpc.Error{Code: CodeTooManySessions, Message: tooMany.Error(),
+			Data: map[string]any{"open": tooMany.Open, "max": tooMany.Max, "config_key": "[sessions] " + tooMany.Key}}
 	case errors.As(err, &capped):
 		return &rpc.Error{Code: CodeBudgetExceeded, Message: capped.Error(),
 			Data: map[string]any{"kind": "budget", "session_id": capped.SessionID, "cap": capped.Cap, "field": capped.Cap, "limit": capped.Limit, "spent": capped.Spent}}

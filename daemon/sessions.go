@@ -35,9 +35,13 @@ func (d *Daemon) setupSessions() error {
 		Warmer:  d.warmer,
 		Log:     d.log.Named("sessions"),
 	}, sessions.Config{
-		MaxQueue:    d.cfg.Sessions.MaxQueue,
-		IdleTimeout: time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
-		MaxWarm:     d.cfg.Sessions.MaxWarm,
+		MaxQueue:        d.cfg.Sessions.MaxQueue,
+		IdleTimeout:     time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
+		MaxWarm:         d.cfg.Sessions.MaxWarm,
+		MaxOpen:         d.cfg.Sessions.MaxOpen,
+		MaxOpenPerOwner: d.cfg.Sessions.MaxOpenPerOrigin,
+		CloseIdle:       time.Duration(d.cfg.Sessions.CloseIdleHours) * time.Hour,
+		PruneClosed:     d.cfg.retention().MaxAge,
 	})
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
@@ -47,6 +51,7 @@ func (d *Daemon) setupSessions() error {
 	// Closers run last registered first: sessions stop taking turns and end
 	// their warm agents, the run subsystem ends the running turns, and the
 	// turns' waiters record what was queued before the store closes.
+	d.sessions.StartSweeping()
 	d.onClose(func(ctx context.Context) {
 		d.sessions.Shutdown(ctx)
 		d.runs.Shutdown(ctx)
@@ -106,9 +111,30 @@ func sessionAccess(p api.SessionStartParams) (rpc.Access, string, any) {
 	return "", "", nil
 }
 
-// mayPrompt refuses a prompt from a connection not granted what the
-// session's turns need.
+// mayAct refuses a change to a session (a prompt, steer, configure,
+// cancel, release or close) from a web origin that did not start it. A
+// native client may act on any session: it is the user's own program.
+func (d *Daemon) mayAct(ctx context.Context, method, id string) error {
+	peer := rpc.PeerFrom(ctx)
+	if peer == nil || peer.Origin() == "" {
+		return nil
+	}
+	owner, err := d.sessions.Owner(ctx, id)
+	if err != nil {
+		return err
+	}
+	if owner != peer.Origin() {
+		return &sessions.NotOwnerError{SessionID: id, Method: method, Origin: peer.Origin()}
+	}
+	return nil
+}
+
+// mayPrompt refuses a prompt from a connection that may not act on the
+// session, or is not granted what the session's turns need.
 func (d *Daemon) mayPrompt(ctx context.Context, method, id string) error {
+	if err := d.mayAct(ctx, method, id); err != nil {
+		return err
+	}
 	peer := rpc.PeerFrom(ctx)
 	if peer == nil {
 		return nil
@@ -117,6 +143,12 @@ func (d *Daemon) mayPrompt(ctx context.Context, method, id string) error {
 	if err != nil {
 		return err
 	}
+	return grantsCover(method, peer, p)
+}
+
+// grantsCover refuses a turn of a session with params p to a connection
+// not granted the class such a turn needs.
+func grantsCover(method string, peer *rpc.Peer, p api.SessionStartParams) error {
 	need, param, value := sessionAccess(p)
 	if need == "" || peer.Grants().Has(need) {
 		return nil
@@ -154,7 +186,11 @@ func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (ap
 	if p.PermissionMode == string(spawn.ModeBypass) && !d.cfg.AllowBypass {
 		return api.Session{}, &spawn.BypassRefusedError{Adapter: p.ID}
 	}
-	return d.sessions.Start(ctx, p, seeded)
+	owner := ""
+	if peer := rpc.PeerFrom(ctx); peer != nil {
+		owner = peer.Origin()
+	}
+	return d.sessions.Start(ctx, p, seeded, owner)
 }
 
 // sessionConfigureCheck is the task a configured session's params are
@@ -167,6 +203,9 @@ const sessionConfigureCheck = "sessions.configure: checking the session's new pa
 // flags, allow_bypass), and the connection must hold what the new params
 // need, as it must to start such a session.
 func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
+	if err := d.mayAct(ctx, "sessions.configure", p.SessionID); err != nil {
+		return api.SessionConfigureResult{}, err
+	}
 	sp, err := d.sessions.Params(ctx, p.SessionID)
 	if err != nil {
 		return api.SessionConfigureResult{}, err
@@ -251,12 +290,13 @@ func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (
 	if err := d.adapterStillThere(ctx, p.SessionID); err != nil {
 		return api.SessionPromptResult{}, err
 	}
-	var asker runs.Asker
-	var conn context.Context
+	var from sessions.Sender
 	if peer != nil {
-		asker, conn = approverOf(peer), peer.Context()
+		from.Asker, from.Conn = approverOf(peer), peer.Context()
+		from.Judge = func(sp api.SessionStartParams) error { return grantsCover("sessions.prompt", peer, sp) }
+		from.NoStandingAnswers = !peer.Grants().Has(rpc.AccessApprove)
 	}
-	res, err := d.sessions.Prompt(ctx, p, asker, conn)
+	res, err := d.sessions.Prompt(ctx, p, from)
 	if err != nil {
 		var missing *detect.NotInstalledError
 		var unusable *detect.UnusableError
@@ -320,13 +360,21 @@ func (d *Daemon) registerSessions() {
 		Summary:     "End the session's running turn (its run ends cancelled); with clear_queue, drop the queued prompts too.",
 		Description: "Answers once the turn has ended. Without clear_queue the next queued prompt then runs. Each dropped prompt is recorded as a refused turn with one event saying so; cleared counts them.",
 		Errors:      []int64{CodeSessionNotFound, CodeSessionClosed},
-	}, d.sessions.Cancel)
+	}, func(ctx context.Context, p api.SessionCancelParams) (api.SessionCancelResult, error) {
+		if err := d.mayAct(ctx, "sessions.cancel", p.SessionID); err != nil {
+			return api.SessionCancelResult{}, err
+		}
+		return d.sessions.Cancel(ctx, p)
+	})
 	rpc.Register(r, "sessions.close", rpc.Doc{
 		Access:      rpc.AccessAgents,
 		Summary:     "End the session: its running turn is cancelled, its queue dropped (recorded), its warm agent ended; its history stays.",
 		Description: "Closing a closed session answers it as it is.",
 		Errors:      []int64{CodeSessionNotFound},
 	}, func(ctx context.Context, p api.SessionIDParams) (api.Session, error) {
+		if err := d.mayAct(ctx, "sessions.close", p.SessionID); err != nil {
+			return api.Session{}, err
+		}
 		return d.sessions.Close(ctx, p.SessionID, "")
 	})
 	rpc.Register(r, "sessions.release", rpc.Doc{
@@ -338,6 +386,9 @@ func (d *Daemon) registerSessions() {
 			"or is absent when there was none.",
 		Errors: []int64{CodeSessionNotFound, CodeSessionClosed},
 	}, func(ctx context.Context, p api.SessionIDParams) (api.SessionReleaseResult, error) {
+		if err := d.mayAct(ctx, "sessions.release", p.SessionID); err != nil {
+			return api.SessionReleaseResult{}, err
+		}
 		return d.sessions.Release(ctx, p.SessionID)
 	})
 	// What one connection sends a session is taken in the order it was
@@ -350,8 +401,15 @@ func (d *Daemon) registerSessions() {
 	rpc.Register(r, "sessions.list", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "The sessions, newest first: open ones by default, closed ones too with include_closed; filter by adapter and state.",
-		Description: "limit defaults to 50, at most 500; a larger one is refused (-32602 naming limit).",
-	}, d.sessions.List)
+		Description: "limit defaults to 50, at most 500; a larger one is refused (-32602 naming limit). A web origin is shown only the sessions it started; a native client every one.",
+	}, func(ctx context.Context, p api.SessionListParams) (api.SessionList, error) {
+		var owner *string
+		if peer := rpc.PeerFrom(ctx); peer != nil && peer.Origin() != "" {
+			o := peer.Origin()
+			owner = &o
+		}
+		return d.sessions.List(ctx, p, owner)
+	})
 	rpc.Register(r, "sessions.get", rpc.Doc{
 		Access:  rpc.AccessRead,
 		Summary: "One session: its state (idle, running, waiting_approval, closed), turns, queue, the CLI's session id, warm agent, spending and next seq.",

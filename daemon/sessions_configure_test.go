@@ -146,9 +146,22 @@ func TestAConfigureNeedsTheAccessClassStartingInTheNewModeNeeds(t *testing.T) {
 		assert.Equal(t, tc.need, errData(t, re)["access"], tc.mode)
 		assert.Equal(t, "permission_mode", errData(t, re)["param"], tc.mode)
 	}
-	_, err = writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "bypass"})
+	// Another origin may not change the page's session at all, whatever
+	// it is granted: the session is the page's.
+	_, err = writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit"})
+	assert.Equal(t, daemon.CodeNotSessionOwner, rpcCode(t, err).Code)
+	// On a session of its own, write does not reach bypass, and reaches
+	// edit.
+	own, err := writer.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: ad.cwd})
+	require.NoError(t, err)
+	_, err = writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: own.SessionID, PermissionMode: "bypass"})
 	assert.Equal(t, "host", errData(t, rpcCode(t, err))["access"], "write does not reach bypass")
-	res, err := writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit"})
+	res, err := writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: own.SessionID, PermissionMode: "edit"})
+	require.NoError(t, err)
+	assert.Equal(t, "edit", res.Session.PermissionMode)
+	// A native client, the user's own program, may change any session: it
+	// makes the page's edit.
+	res, err = ad.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit"})
 	require.NoError(t, err)
 	assert.Equal(t, "edit", res.Session.PermissionMode)
 	// Now the session's turns need write, so the page's prompt is refused.

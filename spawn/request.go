@@ -232,11 +232,20 @@ func (r Request) Validate() error {
 	if strings.ContainsRune(r.SystemPrompt, 0) {
 		return &FieldError{"system_prompt", "contains a NUL byte"}
 	}
+	if len(r.SystemPrompt) > MaxSystemPromptBytes {
+		return &FieldError{"system_prompt", fmt.Sprintf("is %d bytes; at most %d (%d KiB): a session keeps it for every turn, and a longer one is context for a file the agent reads, not a prompt",
+			len(r.SystemPrompt), MaxSystemPromptBytes, MaxSystemPromptBytes>>10)}
+	}
 	if r.SystemPromptAppend && r.SystemPrompt == "" {
 		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
 	}
 	return checkImages(r.Images)
 }
+
+// MaxSystemPromptBytes bounds a system prompt. Every run and every turn of
+// a session carries its own, and the history keeps a session's: unbounded,
+// a page could park megabytes of them in sessions.
+const MaxSystemPromptBytes = 256 << 10
 
 // toolEntryProblem refuses an allowed_tools entry a CLI could read as more
 // than one. Claude splits its allowlist on whitespace outside parentheses

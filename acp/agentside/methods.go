@@ -360,6 +360,11 @@ func (s *Server) reopen(ctx context.Context, be Backend, id string) (*session, a
 		return nil, sess, &acp.Error{Code: acp.CodeResourceNotFound,
 			Message: fmt.Sprintf("session %s is a %s session; this agent runs %s", id, sess.Adapter, s.cfg.Adapter)}
 	}
+	if s.cfg.Origin != "" && sess.Origin != s.cfg.Origin {
+		data, _ := json.Marshal(map[string]string{"field": "sessionId", "session_id": id})
+		return nil, sess, &acp.Error{Code: CodeNotSessionOwner, Data: data,
+			Message: fmt.Sprintf("session %s was started by another client; an editor may load or resume only the sessions it started", id)}
+	}
 	var caps api.Capabilities
 	if facts, ok := agent.Lookup(sess.Adapter); ok {
 		caps = facts.Capabilities

@@ -72,3 +72,33 @@ func TestACancelWhileThePromptIsStillBeingSetUpEndsItsTurn(t *testing.T) {
 	require.Len(t, be.cancels, 1)
 	require.Len(t, be.prompts, 1, "the cancel reached card after the prompt it cancels")
 }
+
+// An editor on a web origin may load or resume only the sessions its
+// origin started; an editor of a native client (card acp) any.
+func TestAWebEditorLoadsOnlyTheSessionsItsOriginStarted(t *testing.T) {
+	be := newFake()
+	native := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(native)
+	id := newSession(native, "")
+	be.mu.Lock()
+	be.sessions[id].sess.Origin = "https://a.example"
+	be.mu.Unlock()
+
+	other := newEditor(t, Config{Adapter: "claude-code", Origin: "https://b.example"}, be)
+	initialize(other)
+	for _, method := range []string{acp.MethodSessionLoad, acp.MethodSessionResume} {
+		var params any = acp.LoadSessionRequest{SessionID: id, Cwd: "/w"}
+		if method == acp.MethodSessionResume {
+			params = acp.ResumeSessionRequest{SessionID: id, Cwd: "/w"}
+		}
+		err := other.fail(method, params)
+		assert.Equal(t, CodeNotSessionOwner, err.Code, method)
+		assert.Contains(t, err.Message, "another client", method)
+	}
+	owner := newEditor(t, Config{Adapter: "claude-code", Origin: "https://a.example"}, be)
+	initialize(owner)
+	owner.ok(acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: id, Cwd: "/w"}, nil)
+	again := newEditor(t, Config{Adapter: "claude-code"}, be)
+	initialize(again)
+	again.ok(acp.MethodSessionResume, acp.ResumeSessionRequest{SessionID: id, Cwd: "/w"}, nil)
+}

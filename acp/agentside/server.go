@@ -27,6 +27,9 @@ const (
 	// CodeNoDaemon: `card acp` found no daemon to connect to; the message
 	// says how to start one.
 	CodeNoDaemon acp.ErrorCode = -32049
+	// CodeNotSessionOwner: the session was started by another client
+	// (card's not_session_owner on /rpc).
+	CodeNotSessionOwner acp.ErrorCode = -32051
 )
 
 // MetaKey is the key of card's object in an ACP message's _meta.
@@ -63,6 +66,11 @@ type Config struct {
 	// its events are queued as they come, at most a turn's output, for a
 	// goroutine that writes them.
 	EventsMayWait bool
+	// Origin is the web origin of the editor's connection (the daemon's
+	// /acp), "" for a native one (`card acp`). A web origin may load or
+	// resume only the sessions it started, as on /rpc it may change only
+	// those.
+	Origin string
 }
 
 // Server is one ACP connection's agent side. Serve it once.

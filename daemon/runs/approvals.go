@@ -190,10 +190,18 @@ func newApprovals(runID, adapter string, timeout time.Duration, starter Asker, l
 type Always struct {
 	mu    sync.Mutex
 	tools map[string]bool
+	// parent, for a scoped set, is the set its answers are also added to.
+	parent *Always
 }
 
 // NewAlways is an empty set.
 func NewAlways() *Always { return &Always{tools: map[string]bool{}} }
+
+// Scoped is a set that starts empty and adds what it is answered to s as
+// well: a run that must not be given s's standing answers (its starter may
+// not approve) is still asked, and an allow_always answered in it stands
+// for the runs that may use s.
+func (s *Always) Scoped() *Always { return &Always{tools: map[string]bool{}, parent: s} }
 
 // Has reports whether tool was allowed always.
 func (s *Always) Has(tool string) bool {
@@ -204,8 +212,11 @@ func (s *Always) Has(tool string) bool {
 
 func (s *Always) add(tool string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.tools[tool] = true
+	s.mu.Unlock()
+	if s.parent != nil {
+		s.parent.add(tool)
+	}
 }
 
 func gone(a Asker) bool {

@@ -95,3 +95,39 @@ func (e *BehindError) Error() string {
 }
 
 func (e *BehindError) Unwrap() error { return e.BehindError }
+
+// TooManySessionsError refuses sessions.start past [sessions] max_open,
+// or max_open_per_origin for the owner starting it.
+type TooManySessionsError struct {
+	Open, Max int
+	// Key is the [sessions] key reached; Owner the origin it counts, for
+	// max_open_per_origin ("" for native clients).
+	Key   string
+	Owner string
+}
+
+func (e *TooManySessionsError) Error() string {
+	who := "open sessions"
+	if e.Key == "max_open_per_origin" {
+		who = "open sessions of this client"
+		if e.Owner != "" {
+			who = "open sessions of " + e.Owner
+		}
+	}
+	return fmt.Sprintf("%d %s already ([sessions] %s = %d): close one with sessions.close (sessions.list shows them), or raise the bound",
+		e.Open, who, e.Key, e.Max)
+}
+
+// NotOwnerError refuses a change to a session by a client other than the
+// one that started it (a native client may change any session).
+type NotOwnerError struct {
+	SessionID string
+	Method    string
+	// Origin is the refused connection's.
+	Origin string
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("%s: session %s was started by another client; only the client that started it (or a native client) may prompt, steer, "+
+		"configure, cancel, release, load or close it, and another may only follow it; start a session of your own with sessions.start", e.Method, e.SessionID)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -17,13 +18,18 @@ import (
 // it is recorded refused, visibly, and the client sends it again.
 const restartedReason = "card stopped before this queued prompt ran (the daemon restarted or was killed); send it again"
 
-// Recover loads the sessions a previous daemon left open, after the run
-// subsystem has recorded its leftover runs interrupted: a turn that was
-// running gets the terminal event it never had (so the session's stream
-// says how it ended), the prompts that were queued are recorded refused,
-// each with its event, and a warm agent's group left behind is ended. The
-// next prompt of each continues the same conversation, cold, by the CLI
-// session id stored with it.
+// Recover carries on the sessions a previous daemon left open, after the
+// run subsystem has recorded its leftover runs interrupted: a turn that
+// was running gets the terminal event it never had (so the session's
+// stream says how it ended), the prompts that were queued are recorded
+// refused, each with its event, and a warm agent's group left behind is
+// ended. The next prompt of each continues the same conversation, cold, by
+// the CLI session id stored with it.
+//
+// It keeps none of them in memory: each is put right and let go, and is
+// loaded again (lookup) when a client next asks for it. A daemon restarted
+// with many open sessions, some with long system prompts, reads them one
+// at a time and holds only those in use.
 func (m *Manager) Recover(ctx context.Context) error {
 	rows, err := m.st.OpenSessions(ctx)
 	if err != nil {
@@ -39,37 +45,53 @@ func (m *Manager) Recover(ctx context.Context) error {
 				return err
 			}
 		}
-		var p api.SessionStartParams
-		if err := json.Unmarshal(row.Params, &p); err != nil {
-			m.log.Error("a session's start params could not be read; closing it", zap.String("session_id", row.ID), zap.Error(err))
-			row.State, row.CloseReason = string(api.SessionClosed), "its record could not be read after a restart"
-			_ = m.st.UpdateSession(ctx, row)
-			continue
-		}
-		s := newSession(row, p)
-		if err := m.recoverTurns(ctx, s); err != nil {
+		var closed *ClosedError
+		if _, err := m.load(ctx, row); err != nil && !errors.As(err, &closed) {
 			return err
-		}
-		var left []queued
-		_ = json.Unmarshal(row.Queue, &left)
-		s.row.State = string(api.SessionIdle)
-		for _, q := range left {
-			reason := q.Dropped
-			if reason == "" {
-				reason = restartedReason
-			}
-			m.refuseTurnLocked(s, q.Turn, reason)
-		}
-		m.saveLocked(s)
-		m.mu.Lock()
-		m.live[row.ID] = s
-		m.mu.Unlock()
-		if len(left) > 0 {
-			m.log.Warn("a session had prompts queued when the daemon stopped; recorded them refused",
-				zap.String("session_id", row.ID), zap.Int("prompts", len(left)))
 		}
 	}
 	return nil
+}
+
+// load makes an open session of the store one in memory: its params, its
+// turns and spending, the end of a turn a dead daemon left running, and
+// its queue, which a daemon that stopped left unrun, recorded refused. It
+// is idempotent: a session put right once loads as it is.
+func (m *Manager) load(ctx context.Context, row store.Session) (*session, error) {
+	raw, err := m.st.SessionParams(ctx, row.ID)
+	if err != nil {
+		return nil, err
+	}
+	var p api.SessionStartParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		m.log.Error("a session's start params could not be read; closing it", zap.String("session_id", row.ID), zap.Error(err))
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		row.State, row.ClosedAt, row.CloseReason = string(api.SessionClosed), &now, "its record could not be read after a restart"
+		row.Params = nil
+		_ = m.st.UpdateSession(ctx, row)
+		return nil, &ClosedError{SessionID: row.ID, Reason: row.CloseReason}
+	}
+	row.Params = nil
+	s := newSession(row, p)
+	if err := m.recoverTurns(ctx, s); err != nil {
+		return nil, err
+	}
+	var left []queued
+	_ = json.Unmarshal(row.Queue, &left)
+	s.row.State = string(api.SessionIdle)
+	for _, q := range left {
+		reason := q.Dropped
+		if reason == "" {
+			reason = restartedReason
+		}
+		m.refuseTurnLocked(s, q.Turn, reason)
+	}
+	m.saveLocked(s)
+	if len(left) > 0 {
+		m.log.Warn("a session had prompts queued when the daemon stopped; recorded them refused",
+			zap.String("session_id", row.ID), zap.Int("prompts", len(left)))
+	}
+	return s, nil
 }
 
 // recoverTurns reads a session's turns and spending, and ends the stream

@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -44,6 +45,21 @@ type Config struct {
 	// MaxWarm bounds the warm agents alive at once; past it the least
 	// recently used is ended.
 	MaxWarm int
+	// MaxOpen bounds the sessions open at once, and MaxOpenPerOwner those
+	// of one owner (a web origin, or native clients together); zero is no
+	// bound. A session holds its history and, while it runs, an agent: a
+	// page that could open them without end could fill the disk and the
+	// memory of every restart.
+	MaxOpen         int
+	MaxOpenPerOwner int
+	// CloseIdle closes a session that had no turn, and no change, for this
+	// long (zero: never); PruneClosed deletes a session closed this long
+	// ago (zero: never), its turns staying runs of the history.
+	CloseIdle   time.Duration
+	PruneClosed time.Duration
+	// SweepEvery is how often idle sessions are closed and old ones
+	// pruned (default an hour).
+	SweepEvery time.Duration
 }
 
 // Turn is one turn's run, planned by the daemon from the session's start
@@ -92,6 +108,14 @@ type Manager struct {
 	live    map[string]*session
 	closing bool
 	wg      sync.WaitGroup // one per turn waiter
+	// startMu orders sessions.start's count of the open sessions and the
+	// new session's record, so two starts cannot both pass a bound.
+	startMu sync.Mutex
+	// loadMu orders loading an open session from the store (load), so two
+	// requests for a session not in memory load it once.
+	loadMu sync.Mutex
+	// sweepStop ends the sweeper (StartSweeping).
+	sweepStop, sweepDone chan struct{}
 
 	warm warmPool
 }
@@ -121,10 +145,28 @@ type queued struct {
 	Attachments int       `json:"attachments"`
 	Dropped     string    `json:"dropped,omitempty"`
 
-	task  string
-	atts  []api.Attachment
-	asker runs.Asker
-	conn  context.Context
+	task   string
+	atts   []api.Attachment
+	sender Sender
+}
+
+// Sender is the connection a prompt came from, as its turn needs it: who
+// its questions go to, and what it may do, judged again when a queued
+// prompt's turn comes.
+type Sender struct {
+	// Asker is the prompting connection (the turn's questions go to it
+	// and to every subscriber that may approve); Conn is its context.
+	Asker runs.Asker
+	Conn  context.Context
+	// Judge, when set, says whether the sender may run a turn of a session
+	// with these params: a prompt queued under one mode runs under the
+	// mode the session has when its turn comes, and a sender that could not
+	// have prompted the session in that mode does not get the turn.
+	Judge func(api.SessionStartParams) error
+	// NoStandingAnswers keeps the session's allow_always answers from the
+	// turn: a sender that may not answer questions does not get, through
+	// another's earlier answer, tool calls run unasked.
+	NoStandingAnswers bool
 }
 
 // turnRef is one turn of a session in its event stream: its run, where its
@@ -182,7 +224,15 @@ type session struct {
 	// pending are the session's own events waiting for the running turn's
 	// end (see pendingNote).
 	pending []pendingNote
+	// trimmed says params lacks its system prompt, which stays in the
+	// store (fullParamsLocked): it is read when a turn is planned, not held
+	// between turns.
+	trimmed bool
 }
+
+// keptSystemPrompt is the longest system prompt a session keeps in memory
+// between turns; a longer one is read from the store for each turn.
+const keptSystemPrompt = 1 << 10
 
 func (s *session) notifyLocked() {
 	close(s.changed)
@@ -229,8 +279,9 @@ func (s *session) closed() bool { return s.row.State == string(api.SessionClosed
 
 // Start records a new session; nothing runs until its first prompt (or,
 // with p.Warm, its warm agent starts at once). p is validated by the
-// daemon; ancestry is the chain the guard seeded once for the session.
-func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry []string) (api.Session, error) {
+// daemon; ancestry is the chain the guard seeded once for the session;
+// owner is the web origin that starts it, "" for a native client.
+func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry []string, owner string) (api.Session, error) {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return api.Session{}, err
@@ -239,7 +290,7 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 	row := store.Session{
 		CreatedAt: now, UpdatedAt: now,
 		ID: m.st.NewSessionID(), Adapter: p.ID, State: string(api.SessionIdle), Cwd: p.Cwd, PermissionMode: p.PermissionMode,
-		Model: p.Model, Effort: p.Effort, Params: raw, Ancestry: ancestry, NextSeq: 1,
+		Model: p.Model, Effort: p.Effort, Params: raw, Ancestry: ancestry, NextSeq: 1, Owner: owner,
 	}
 	if row.PermissionMode == "" {
 		row.PermissionMode = string(spawn.ModeReadOnly)
@@ -256,9 +307,17 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 		return api.Session{}, runs.ErrShuttingDown
 	}
 	m.mu.Unlock()
-	if err := m.st.CreateSession(context.WithoutCancel(ctx), row); err != nil {
+	m.startMu.Lock()
+	if err := m.boundLocked(ctx, owner); err != nil {
+		m.startMu.Unlock()
 		return api.Session{}, err
 	}
+	err = m.st.CreateSession(context.WithoutCancel(ctx), row)
+	m.startMu.Unlock()
+	if err != nil {
+		return api.Session{}, err
+	}
+	row.Params = nil
 	s := newSession(row, p)
 	m.mu.Lock()
 	m.live[row.ID] = s
@@ -266,7 +325,7 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 	m.log.Info("session started", zap.String("session_id", row.ID), zap.String("adapter", p.ID), zap.String("mode", row.PermissionMode),
 		zap.Strings("ancestry", ancestry))
 	if p.Warm {
-		m.warmAtStart(s)
+		m.warmAtStart(s, p)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -274,14 +333,71 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 }
 
 func newSession(row store.Session, p api.SessionStartParams) *session {
-	return &session{row: row, params: p, changed: make(chan struct{}), always: runs.NewAlways(),
+	s := &session{row: row, changed: make(chan struct{}), always: runs.NewAlways(),
 		watchers: map[uint64]runs.Asker{}, unwatch: map[uint64]func(){}}
+	s.keepParams(p)
+	return s
+}
+
+// keepParams holds p as the session's params, without a long system
+// prompt, which the store keeps.
+func (s *session) keepParams(p api.SessionStartParams) {
+	s.trimmed = len(p.SystemPrompt) > keptSystemPrompt
+	if s.trimmed {
+		p.SystemPrompt = ""
+	}
+	s.params = p
+}
+
+// fullParamsLocked are the session's params whole, its system prompt read
+// back from the store when it was too long to keep.
+func (m *Manager) fullParamsLocked(s *session) (api.SessionStartParams, error) {
+	if !s.trimmed {
+		return s.params, nil
+	}
+	raw, err := m.st.SessionParams(context.Background(), s.row.ID)
+	if err != nil {
+		return api.SessionStartParams{}, err
+	}
+	var p api.SessionStartParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return api.SessionStartParams{}, fmt.Errorf("session %s: its params could not be read: %w", s.row.ID, err)
+	}
+	return p, nil
+}
+
+// boundLocked refuses a new session past MaxOpen or MaxOpenPerOwner, with
+// startMu held.
+func (m *Manager) boundLocked(ctx context.Context, owner string) error {
+	if m.cfg.MaxOpen <= 0 && m.cfg.MaxOpenPerOwner <= 0 {
+		return nil
+	}
+	all, owned, err := m.st.CountOpenSessions(ctx, owner)
+	if err != nil {
+		return err
+	}
+	if m.cfg.MaxOpen > 0 && all >= m.cfg.MaxOpen {
+		return &TooManySessionsError{Open: all, Max: m.cfg.MaxOpen, Key: "max_open"}
+	}
+	if m.cfg.MaxOpenPerOwner > 0 && owned >= m.cfg.MaxOpenPerOwner {
+		return &TooManySessionsError{Open: owned, Max: m.cfg.MaxOpenPerOwner, Key: "max_open_per_origin", Owner: owner}
+	}
+	return nil
 }
 
 // lookup is an open session, or the error for an unknown or closed one.
+// An open session not in memory (a restart loads none) is loaded now.
 func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 	m.mu.Lock()
 	s := m.live[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
+	m.mu.Lock()
+	s = m.live[id]
 	m.mu.Unlock()
 	if s != nil {
 		return s, nil
@@ -293,13 +409,25 @@ func (m *Manager) lookup(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, &ClosedError{SessionID: id, Reason: row.CloseReason}
+	if row.State == string(api.SessionClosed) {
+		return nil, &ClosedError{SessionID: id, Reason: row.CloseReason}
+	}
+	if s, err = m.load(ctx, row); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil, runs.ErrShuttingDown
+	}
+	m.live[id] = s
+	m.mu.Unlock()
+	return s, nil
 }
 
 // Prompt is one turn: it starts at once when the session is idle, else it
-// waits in the queue. asker is the prompting connection (the turn's
-// questions go to it and to every subscriber), conn its context.
-func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, asker runs.Asker, conn context.Context) (api.SessionPromptResult, error) {
+// waits in the queue. from is the prompting connection.
+func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, from Sender) (api.SessionPromptResult, error) {
 	s, err := m.lookup(ctx, p.SessionID)
 	if err != nil {
 		return api.SessionPromptResult{}, err
@@ -313,7 +441,7 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, asker r
 	if err := s.capLocked(); err != nil {
 		return api.SessionPromptResult{}, err
 	}
-	q := &queued{task: p.Task, atts: p.Attachments, asker: asker, conn: conn, QueuedAt: time.Now().UTC().Truncate(time.Millisecond),
+	q := &queued{task: p.Task, atts: p.Attachments, sender: from, QueuedAt: time.Now().UTC().Truncate(time.Millisecond),
 		TaskBytes: len(p.Task), Attachments: len(p.Attachments)}
 	if s.current != nil {
 		waiting := s.waitingLocked()
@@ -322,7 +450,11 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, asker r
 		}
 		// Judge the prompt now, so a bad one is answered now rather than
 		// refused later with nobody to tell.
-		t, err := m.deps.Prepare(s.params, p.Task, p.Attachments, Continue{})
+		full, err := m.fullParamsLocked(s)
+		if err != nil {
+			return api.SessionPromptResult{}, err
+		}
+		t, err := m.deps.Prepare(full, p.Task, p.Attachments, Continue{})
 		if err != nil {
 			return api.SessionPromptResult{}, err
 		}
@@ -375,7 +507,13 @@ func (s *session) capLocked() error {
 // anything was recorded (bad params) takes no turn number unless dequeued,
 // in which case it is recorded refused here, since nobody else will hear.
 func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeued bool) (*runs.Run, error) {
-	p := s.params
+	p, err := m.fullParamsLocked(s)
+	if err != nil {
+		if dequeued {
+			m.refuseTurnLocked(s, q.Turn, "the queued prompt could not be started: "+err.Error())
+		}
+		return nil, err
+	}
 	if c := p.MaxCostUSD; c != nil {
 		left := *c - s.spentUSD
 		p.MaxCostUSD = &left
@@ -398,7 +536,10 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 		req.Ancestry = []string{}
 	}
 	req.AskAll, req.Always = true, s.always
-	req.Asker, req.Conn = q.asker, q.conn
+	if q.sender.NoStandingAnswers {
+		req.Always = s.always.Scoped()
+	}
+	req.Asker, req.Conn = q.sender.Asker, q.sender.Conn
 	req.Exec = m.execFor(s, t.Spawn, warmOnly)
 	run, err := m.deps.Runs.Start(context.WithoutCancel(ctx), req)
 	if err != nil {
@@ -573,6 +714,16 @@ func (m *Manager) nextLocked(s *session) {
 		if q.Dropped == "" && m.isClosing() {
 			q.Dropped = "card shut down before this queued prompt ran; send it again"
 		}
+		if q.Dropped == "" && q.sender.Judge != nil {
+			// The session may have changed since the prompt was queued
+			// (sessions.configure): its sender must still be one that may
+			// prompt it as it is now.
+			if p, err := m.fullParamsLocked(s); err != nil {
+				q.Dropped = "the queued prompt could not be judged when its turn came: " + err.Error()
+			} else if err := q.sender.Judge(p); err != nil {
+				q.Dropped = "refused when its turn came, under the session's settings then: " + err.Error()
+			}
+		}
 		if q.Dropped != "" {
 			m.refuseTurnLocked(s, q.Turn, q.Dropped)
 			continue
@@ -713,9 +864,11 @@ func (m *Manager) Get(ctx context.Context, id string) (api.Session, error) {
 	return m.viewOfRow(ctx, row)
 }
 
-// List is the sessions, newest first.
-func (m *Manager) List(ctx context.Context, p api.SessionListParams) (api.SessionList, error) {
-	rows, err := m.st.ListSessions(ctx, store.SessionQuery{Adapter: p.Adapter, State: storedState(p.State), IncludeClosed: p.IncludeClosed, Limit: p.Limit})
+// List is the sessions, newest first: every session for a native client
+// (owner nil), and only its own for a web origin.
+func (m *Manager) List(ctx context.Context, p api.SessionListParams, owner *string) (api.SessionList, error) {
+	rows, err := m.st.ListSessions(ctx, store.SessionQuery{Adapter: p.Adapter, State: storedState(p.State), IncludeClosed: p.IncludeClosed, Limit: p.Limit,
+		Owner: owner})
 	if err != nil {
 		return api.SessionList{}, err
 	}
@@ -776,7 +929,7 @@ func viewOf(row store.Session) api.Session {
 	v := api.Session{SessionID: row.ID, Adapter: row.Adapter, State: api.SessionState(row.State), Cwd: row.Cwd,
 		PermissionMode: row.PermissionMode, Model: row.Model, Effort: row.Effort, Ancestry: row.Ancestry, Turns: row.Turns, Queue: []api.QueuedPrompt{},
 		AgentSessionID: row.AgentSessionID, NextSeq: row.NextSeq, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
-		ClosedAt: row.ClosedAt, CloseReason: row.CloseReason}
+		ClosedAt: row.ClosedAt, CloseReason: row.CloseReason, Origin: row.Owner}
 	if v.Ancestry == nil {
 		v.Ancestry = []string{}
 	}
@@ -814,9 +967,11 @@ type Send func(ctx context.Context, event json.RawMessage) error
 // session closes or ctx ends. watcher, when not nil, is asked the
 // questions of the session's ask-mode turns while it follows.
 func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64, watcher runs.Asker) (api.SessionSubscribeResult, func(context.Context, Send) error, error) {
-	m.mu.Lock()
-	s := m.live[id]
-	m.mu.Unlock()
+	s, err := m.lookup(ctx, id)
+	var closedErr *ClosedError
+	if err != nil && !errors.As(err, &closedErr) {
+		return api.SessionSubscribeResult{}, nil, err
+	}
 	if s == nil {
 		row, err := m.st.GetSession(ctx, id)
 		if errors.Is(err, store.ErrSessionNotFound) {
@@ -996,6 +1151,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
+	m.stopSweeping()
 	m.warm.refuse()
 }
 
@@ -1011,15 +1167,18 @@ func (m *Manager) Wait(ctx context.Context) {
 	}
 }
 
-// Params are a session's start params (as stored, cwd resolved).
+// Params are a session's start params (as stored, cwd resolved, as
+// sessions.configure left them).
 func (m *Manager) Params(ctx context.Context, id string) (api.SessionStartParams, error) {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
 	if s != nil {
-		return s.params, nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return m.fullParamsLocked(s)
 	}
-	row, err := m.st.GetSession(ctx, id)
+	raw, err := m.st.SessionParams(ctx, id)
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return api.SessionStartParams{}, &NotFoundError{SessionID: id}
 	}
@@ -1027,8 +1186,27 @@ func (m *Manager) Params(ctx context.Context, id string) (api.SessionStartParams
 		return api.SessionStartParams{}, err
 	}
 	var p api.SessionStartParams
-	err = json.Unmarshal(row.Params, &p)
+	err = json.Unmarshal(raw, &p)
 	return p, err
+}
+
+// Owner is who started the session: its web origin, or "" for a native
+// client.
+func (m *Manager) Owner(ctx context.Context, id string) (string, error) {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s != nil {
+		return s.row.Owner, nil // it never changes
+	}
+	row, err := m.st.GetSession(ctx, id)
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return "", &NotFoundError{SessionID: id}
+	}
+	if err != nil {
+		return "", err
+	}
+	return row.Owner, nil
 }
 
 // Configure gives the session new params for its next turns: p are its
@@ -1055,9 +1233,10 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 			s.mu.Unlock()
 			return api.SessionConfigureResult{}, err
 		}
-		s.params = p
+		s.keepParams(p)
 		s.row.PermissionMode, s.row.Model, s.row.Effort, s.row.Params = p.PermissionMode, p.Model, p.Effort, raw
 		m.saveLocked(s)
+		s.row.Params = nil
 		res.WarmAgent, retired = m.warm.retire(s)
 	}
 	res.AppliesFromTurn = s.row.Turns + 1

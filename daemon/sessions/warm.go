@@ -320,7 +320,11 @@ func (m *Manager) onlyWarmHoldsLocked(s *session) bool {
 	if s.row.AgentSessionID == "" || !m.warm.holds(s) {
 		return false
 	}
-	_, err := m.deps.Prepare(s.params, "", nil, Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
+	p, err := m.fullParamsLocked(s)
+	if err != nil {
+		return false
+	}
+	_, err = m.deps.Prepare(p, "", nil, Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
 	var fe *spawn.FieldError
 	return errors.As(err, &fe) && fe.Field == "resume"
 }
@@ -479,11 +483,11 @@ const warmStartTimeout = 2 * time.Minute
 // first prompt that comes while it starts waits for it (never a second
 // process). An agent that cannot start is logged and the first turn
 // starts one itself, or runs cold.
-func (m *Manager) warmAtStart(s *session) {
+func (m *Manager) warmAtStart(s *session, p api.SessionStartParams) {
 	if !m.canWarm(s.row.Adapter) {
 		return
 	}
-	t, err := m.deps.Prepare(s.params, "(the session's warm start: no prompt yet)", nil, Continue{Resume: s.row.AgentSessionID})
+	t, err := m.deps.Prepare(p, "(the session's warm start: no prompt yet)", nil, Continue{Resume: s.row.AgentSessionID})
 	if err != nil {
 		m.log.Warn("could not plan a session's warm start", zap.String("session_id", s.row.ID), zap.Error(err))
 		return

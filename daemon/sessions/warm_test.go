@@ -199,7 +199,7 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 
 func startFor(t *testing.T, m *Manager) string {
 	t.Helper()
-	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{})
+	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{}, "")
 	require.NoError(t, err)
 	return s.SessionID
 }
@@ -207,7 +207,7 @@ func startFor(t *testing.T, m *Manager) string {
 // turn prompts id and waits for the turn's outcome.
 func turn(t *testing.T, m *Manager, id, task string) store.Run {
 	t.Helper()
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: task}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: task}, Sender{})
 	require.NoError(t, err)
 	require.False(t, res.Queued)
 	waitIdle(t, m, id)
@@ -270,14 +270,14 @@ func TestAWarmAgentIdleForItsTimeoutEndsAndTheNextTurnResumesTheSession(t *testi
 func TestASessionWhoseIDCardNamesHasItFromTheStartAndEveryAgentResumesIt(t *testing.T) {
 	fw := &fakeWarmer{}
 	m := newWarmManager(t, fw, Config{IdleTimeout: 50 * time.Millisecond})
-	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "pi"}, []string{})
+	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "pi"}, []string{}, "")
 	require.NoError(t, err)
 	id := s.AgentSessionID
 	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, id)
 	turn(t, m, s.SessionID, "one")
 	require.Eventually(t, func() bool { return !fw.agent(0).Alive() }, 5*time.Second, 5*time.Millisecond)
 	fw.hold = make(chan struct{})
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "two"}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "two"}, Sender{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(fw.started()) == 2 && fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	fw.agent(1).die()
@@ -296,7 +296,7 @@ func TestASessionWhoseIDCardNamesHasItFromTheStartAndEveryAgentResumesIt(t *test
 	require.NoError(t, err)
 	assert.Equal(t, id, got.AgentSessionID)
 
-	other, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{})
+	other, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{}, "")
 	require.NoError(t, err)
 	assert.Empty(t, other.AgentSessionID, "the other CLIs name their own")
 }
@@ -341,7 +341,7 @@ func TestOneSessionNeverHasTwoAgentsNorTwoTurnsAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: fmt.Sprint("p", i)}, nil, nil)
+			_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: fmt.Sprint("p", i)}, Sender{})
 			assert.NoError(t, err)
 		}()
 	}
@@ -362,7 +362,7 @@ func TestSteerReachesARunningTurnOverAnAgentThatTakesIt(t *testing.T) {
 	fw := &fakeWarmer{hold: make(chan struct{}), steerable: true}
 	m := newWarmManager(t, fw, Config{})
 	id := startFor(t, m)
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "long"}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "long"}, Sender{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	st, err := m.Steer(context.Background(), api.SessionSteerParams{SessionID: id, Task: "also this"})
@@ -376,7 +376,7 @@ func TestSteerReachesARunningTurnOverAnAgentThatTakesIt(t *testing.T) {
 	plain := &fakeWarmer{hold: make(chan struct{})}
 	m2 := newWarmManager(t, plain, Config{})
 	id2 := startFor(t, m2)
-	_, err = m2.Prompt(context.Background(), api.SessionPromptParams{SessionID: id2, Task: "long"}, nil, nil)
+	_, err = m2.Prompt(context.Background(), api.SessionPromptParams{SessionID: id2, Task: "long"}, Sender{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return plain.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	_, err = m2.Steer(context.Background(), api.SessionSteerParams{SessionID: id2, Task: "x"})
@@ -401,10 +401,10 @@ func TestClosingASessionEndsItsWarmAgent(t *testing.T) {
 func TestAWarmStartStartsTheAgentBeforeTheFirstPromptAndTheFirstTurnWaitsForIt(t *testing.T) {
 	fw := &fakeWarmer{startHold: make(chan struct{})}
 	m := newWarmManager(t, fw, Config{})
-	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code", Warm: true}, []string{})
+	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code", Warm: true}, []string{}, "")
 	require.NoError(t, err)
 	// The first prompt arrives while the agent is still starting.
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "one"}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "one"}, Sender{})
 	require.NoError(t, err)
 	time.Sleep(50 * time.Millisecond)
 	fw.startHold <- struct{}{}
@@ -422,7 +422,7 @@ func TestCancellingATurnOverAWarmAgentEndsTheTurnAndTheNextOneStillRuns(t *testi
 	fw := &fakeWarmer{hold: make(chan struct{})}
 	m := newWarmManager(t, fw, Config{})
 	id := startFor(t, m)
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "long"}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "long"}, Sender{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	c, err := m.Cancel(context.Background(), api.SessionCancelParams{SessionID: id})
@@ -466,10 +466,10 @@ func TestConfiguringDuringATurnLetsItFinishOnItsAgentAndTheNextTurnGetsANewOne(t
 	fw := &fakeWarmer{hold: make(chan struct{})}
 	m := newWarmManager(t, fw, Config{})
 	id := startFor(t, m)
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "one"}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "one"}, Sender{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
-	queued, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "two"}, nil, nil)
+	queued, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "two"}, Sender{})
 	require.NoError(t, err)
 	require.True(t, queued.Queued)
 
@@ -510,7 +510,7 @@ func TestAConversationOnlyItsWarmAgentHoldsGoesOnOverItAndIsRefusedOnceItEnds(t 
 
 	fw.agent(0).die()
 	require.Eventually(t, func() bool { s, _ := m.Get(context.Background(), id); return !s.Warm }, 5*time.Second, 5*time.Millisecond)
-	_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "three"}, nil, nil)
+	_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "three"}, Sender{})
 	var fe *spawn.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "resume", fe.Field)
@@ -588,7 +588,7 @@ func TestReleasingASessionDuringATurnEndsItsAgentOnceTheTurnIsOver(t *testing.T)
 	fw := &fakeWarmer{hold: make(chan struct{})}
 	m := newWarmManager(t, fw, Config{IdleTimeout: time.Hour})
 	id := startFor(t, m)
-	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "one"}, nil, nil)
+	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "one"}, Sender{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return fw.inTurn.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	rel, err := m.Release(context.Background(), id)

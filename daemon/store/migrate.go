@@ -110,6 +110,13 @@ var migrations = [][]string{
 			PRIMARY KEY (session_id, seq)
 		)`,
 	},
+	// 6: who started a session: the web origin of the connection, or ''
+	// for a native client. Only the owner (and native clients) may change
+	// or prompt a session; lists show each client its own.
+	{
+		`ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX sessions_open_by_owner ON sessions (owner) WHERE state != 'closed'`,
+	},
 }
 
 // SchemaVersion is the schema this code writes.

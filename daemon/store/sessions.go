@@ -32,14 +32,22 @@ type Session struct {
 	NextSeq        int64
 	Queue          json.RawMessage
 	WarmPgid       int
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	ClosedAt       *time.Time
-	CloseReason    string
+	// Owner is the web origin that started the session, "" for a native
+	// client. It never changes.
+	Owner       string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ClosedAt    *time.Time
+	CloseReason string
 }
 
 const sessionColumns = `id, adapter, state, cwd, permission_mode, model, effort, params, ancestry,
-	agent_session_id, turns, next_seq, queue, warm_pgid, created_at, updated_at, closed_at, close_reason`
+	agent_session_id, turns, next_seq, queue, warm_pgid, created_at, updated_at, closed_at, close_reason, owner`
+
+// sessionColumnsNoParams reads every column but params, as NULL: a list of
+// sessions, or the open ones a start reads, must not pull every session's
+// params (a system prompt can be long) into memory at once.
+var sessionColumnsNoParams = strings.Replace(sessionColumns, "params,", "NULL,", 1)
 
 // NewSessionID returns a new session id: "ses_" and 26 characters of
 // Crockford base32, time-ordered like run ids, so a list sorts by age.
@@ -67,7 +75,7 @@ func (s *Store) CreateSession(ctx context.Context, ss Session) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
 	if err != nil {
 		return fmt.Errorf("store: create session %s: %w", ss.ID, err)
 	}
@@ -77,7 +85,8 @@ func (s *Store) CreateSession(ctx context.Context, ss Session) error {
 // UpdateSession writes a session's mutable fields (state, the CLI's
 // session id, turns, next seq, queue, closed, and the permission mode,
 // model, effort and params sessions.configure changes) and stamps it
-// updated now.
+// updated now. Params nil leaves the stored params as they are: a session
+// in memory keeps its params in the store, not beside every state change.
 func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 	if ss.UpdatedAt.IsZero() {
 		ss.UpdatedAt = s.now()
@@ -89,9 +98,13 @@ func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 	// args are in sessionColumns order; id is first.
 	// The warm pgid is SetSessionWarmPgid's alone: it changes as the agent
 	// starts and ends, not with the session's state.
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, permission_mode = ?, model = ?, effort = ?, params = ?,
+	var params any
+	if ss.Params != nil {
+		params = args[7]
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, permission_mode = ?, model = ?, effort = ?, params = COALESCE(?, params),
 		agent_session_id = ?, turns = ?, next_seq = ?, queue = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
-		args[2], args[4], args[5], args[6], args[7], args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
+		args[2], args[4], args[5], args[6], params, args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", ss.ID, err)
 	}
@@ -143,7 +156,7 @@ func sessionArgs(ss Session) ([]any, error) {
 		updated = ss.CreatedAt
 	}
 	return []any{ss.ID, ss.Adapter, ss.State, ss.Cwd, ss.PermissionMode, ss.Model, ss.Effort, string(params), string(anc),
-		ss.AgentSessionID, ss.Turns, ss.NextSeq, string(queue), pgid, ms(ss.CreatedAt), ms(updated), closed, ss.CloseReason}, nil
+		ss.AgentSessionID, ss.Turns, ss.NextSeq, string(queue), pgid, ms(ss.CreatedAt), ms(updated), closed, ss.CloseReason, ss.Owner}, nil
 }
 
 // GetSession returns one session, or an error wrapping ErrSessionNotFound.
@@ -158,12 +171,68 @@ func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
 	return ss, nil
 }
 
+// SessionParams is a session's stored params (sessions.start's, as
+// sessions.configure left them).
+func (s *Store) SessionParams(ctx context.Context, id string) (json.RawMessage, error) {
+	var params string
+	err := s.db.QueryRowContext(ctx, `SELECT params FROM sessions WHERE id = ?`, id).Scan(&params)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: session %s: %w", id, ErrSessionNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read session %s's params: %w", id, err)
+	}
+	return json.RawMessage(params), nil
+}
+
+// CountOpenSessions counts the sessions not closed: all of them, and those
+// of owner.
+func (s *Store) CountOpenSessions(ctx context.Context, owner string) (all, owned int, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT count(*), count(CASE WHEN owner = ? THEN 1 END) FROM sessions WHERE state != 'closed'`, owner).Scan(&all, &owned)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: count open sessions: %w", err)
+	}
+	return all, owned, nil
+}
+
+// IdleSessions are the ids of the open sessions not updated since before.
+func (s *Store) IdleSessions(ctx context.Context, before time.Time) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM sessions WHERE state != 'closed' AND updated_at < ? ORDER BY id`, ms(before))
+	if err != nil {
+		return nil, fmt.Errorf("store: idle sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: idle sessions: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// PruneClosedSessions deletes the sessions closed before before, with
+// their own events; their turns are runs, which the run history's
+// retention prunes. It returns how many it deleted.
+func (s *Store) PruneClosedSessions(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE state = 'closed' AND closed_at IS NOT NULL AND closed_at < ?`, ms(before))
+	if err != nil {
+		return 0, fmt.Errorf("store: prune closed sessions: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // SessionQuery selects sessions for ListSessions.
 type SessionQuery struct {
 	Adapter       string
 	State         string
 	IncludeClosed bool
 	Limit         int
+	// Owner, when set, keeps only the sessions of that owner ("" is
+	// native clients').
+	Owner *string
 }
 
 // ListSessions returns sessions newest first.
@@ -185,7 +254,10 @@ func (s *Store) ListSessions(ctx context.Context, q SessionQuery) ([]Session, er
 	} else if !q.IncludeClosed {
 		where = append(where, "state != 'closed'")
 	}
-	query := `SELECT ` + sessionColumns + ` FROM sessions`
+	if q.Owner != nil {
+		where, args = append(where, "owner = ?"), append(args, *q.Owner)
+	}
+	query := `SELECT ` + sessionColumnsNoParams + ` FROM sessions`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -230,7 +302,7 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (int64, string, err
 // OpenSessions returns every session not closed; a daemon starting reads
 // them to carry their conversations on.
 func (s *Store) OpenSessions(ctx context.Context) ([]Session, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE state != 'closed' ORDER BY id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumnsNoParams+` FROM sessions WHERE state != 'closed' ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: open sessions: %w", err)
 	}
@@ -248,17 +320,21 @@ func (s *Store) OpenSessions(ctx context.Context) ([]Session, error) {
 
 func scanSession(sc rowScanner) (Session, error) {
 	var (
-		ss                 Session
-		params, anc, queue string
-		created, updated   int64
-		pgid, closed       sql.NullInt64
+		ss               Session
+		anc, queue       string
+		params           sql.NullString
+		created, updated int64
+		pgid, closed     sql.NullInt64
 	)
 	err := sc.Scan(&ss.ID, &ss.Adapter, &ss.State, &ss.Cwd, &ss.PermissionMode, &ss.Model, &ss.Effort, &params, &anc,
-		&ss.AgentSessionID, &ss.Turns, &ss.NextSeq, &queue, &pgid, &created, &updated, &closed, &ss.CloseReason)
+		&ss.AgentSessionID, &ss.Turns, &ss.NextSeq, &queue, &pgid, &created, &updated, &closed, &ss.CloseReason, &ss.Owner)
 	if err != nil {
 		return Session{}, err
 	}
-	ss.Params, ss.Queue = json.RawMessage(params), json.RawMessage(queue)
+	ss.Queue = json.RawMessage(queue)
+	if params.Valid {
+		ss.Params = json.RawMessage(params.String)
+	}
 	if err := json.Unmarshal([]byte(anc), &ss.Ancestry); err != nil {
 		return Session{}, fmt.Errorf("session %s: ancestry: %w", ss.ID, err)
 	}

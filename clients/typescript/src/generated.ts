@@ -958,6 +958,7 @@ export interface Session {
   effort?: string;
   model?: string;
   next_seq: number;
+  origin?: string;
   permission_mode: string;
   pid?: number;
   queue: QueuedPrompt[];
@@ -2807,6 +2808,17 @@ export const errorCodes = {
    * and resets_at.
    */
   budget_exceeded: -32050,
+  /**
+   * The session was started by another client (another web origin): only the client that started
+   * it, or a native client, may prompt, steer, configure, cancel, release, load or close it; data
+   * names the session and the method.
+   */
+  not_session_owner: -32051,
+  /**
+   * [sessions] max_open sessions are open, or max_open_per_origin of this client's; data names the
+   * key, the bound and how many are open. Close one with sessions.close.
+   */
+  too_many_sessions: -32052,
   /**
    * The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not
    * structured, a member given twice, a binary frame, an empty or oversized batch).
