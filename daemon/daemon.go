@@ -29,9 +29,16 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// Version is the daemon's version, set at build time with
-// -ldflags "-X github.com/card-dev/card/daemon.Version=…".
-var Version = "0.1.0-dev"
+// Version, Commit and Date (the commit's) say which build this is. A
+// release build stamps all three (-ldflags "-X github.com/card-dev/card/daemon.Version=…",
+// as .goreleaser.yaml does); a build from a clone leaves Commit empty, and
+// Build then reads what the Go toolchain recorded instead, so a bug report
+// from a clone still names its commit.
+var (
+	Version = "0.1.0-dev"
+	Commit  = ""
+	Date    = ""
+)
 
 // ProtocolVersion is the wire protocol's version. Additive changes (a new
 // method, a new optional field) keep the major number; anything a current

@@ -105,9 +105,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 var versionDoc = doc{
-	name:     "version",
-	usage:    "version",
-	about:    "Prints card's version and the version of the wire protocol it speaks.",
+	name:  "version",
+	usage: "version",
+	about: "Prints card's version and the version of the wire protocol it speaks, then the commit it was\n" +
+		"built from and that commit's date. A release says its own; a build from a clone says it is a\n" +
+		"dev build and names the commit Go recorded (with uncommitted changes, it says so).",
 	examples: []string{"card version"},
 }
 
@@ -121,8 +123,33 @@ func (e env) version(args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(versionDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	fmt.Fprintf(e.stdout, "card %s (protocol %s)\n", daemon.Version, daemon.ProtocolVersion)
+	fmt.Fprint(e.stdout, versionText(daemon.Build()))
 	return exitOK
+}
+
+// versionText is `card version`'s two lines: the version and protocol
+// first (what scripts read), then where the binary came from.
+func versionText(b daemon.BuildStamp) string {
+	head := fmt.Sprintf("card %s (protocol %s)\n", b.Version, daemon.ProtocolVersion)
+	if !b.Dev {
+		date := b.Date
+		if date == "" {
+			date = "an unrecorded date"
+		}
+		return head + fmt.Sprintf("commit %s, committed %s\n", b.Commit, date)
+	}
+	if b.Commit == "" {
+		return head + "a dev build, not a release: no commit recorded (go run, or a build with -buildvcs=false;\n" +
+			"`go build ./cmd/card` in a clone records it)\n"
+	}
+	line := "a dev build, not a release: commit " + b.Commit
+	if b.Modified {
+		line += " with uncommitted changes"
+	}
+	if b.Date != "" {
+		line += ", committed " + b.Date
+	}
+	return head + line + "\n"
 }
 
 var infoDoc = doc{
