@@ -84,13 +84,7 @@ func (s *Server) detect(ctx context.Context, be Backend) ([]api.ExternalAgentSpe
 func (s *Server) spec(ctx context.Context, be Backend, id string) (api.ExternalAgentSpec, *acp.Error) {
 	facts, known := agent.Lookup(id)
 	if !known {
-		ids := []string{}
-		for _, a := range agent.All() {
-			ids = append(ids, a.ID)
-		}
-		data, _ := json.Marshal(map[string]any{"adapter": id, "adapters": ids})
-		return api.ExternalAgentSpec{}, &acp.Error{Code: CodeAdapterUnavailable,
-			Message: fmt.Sprintf("card has no adapter %q; the adapters are %s", id, strings.Join(ids, ", ")), Data: data}
+		return api.ExternalAgentSpec{}, unknownAdapter(id)
 	}
 	specs, aerr := s.detect(ctx, be)
 	if aerr != nil {
@@ -109,6 +103,18 @@ func (s *Server) spec(ctx context.Context, be Backend, id string) (api.ExternalA
 	data, _ := json.Marshal(map[string]string{"adapter": id, "install": facts.InstallHint})
 	return api.ExternalAgentSpec{}, &acp.Error{Code: CodeAdapterUnavailable,
 		Message: fmt.Sprintf("%s (%s) is not installed where card looks: %s", facts.DisplayName, facts.Binary, facts.InstallHint), Data: data}
+}
+
+// unknownAdapter is the error for an adapter id card does not have,
+// listing the ones it has.
+func unknownAdapter(id string) *acp.Error {
+	ids := []string{}
+	for _, a := range agent.All() {
+		ids = append(ids, a.ID)
+	}
+	data, _ := json.Marshal(map[string]any{"adapter": id, "adapters": ids})
+	return &acp.Error{Code: CodeAdapterUnavailable,
+		Message: fmt.Sprintf("card has no adapter %q; the adapters are %s", id, strings.Join(ids, ", ")), Data: data}
 }
 
 func (s *Server) initialize(ctx context.Context, be Backend, p acp.InitializeRequest) (any, *acp.Error) {
@@ -159,12 +165,50 @@ func (s *Server) initialize(ctx context.Context, be Backend, p acp.InitializeReq
 	return acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion, AgentCapabilities: caps, AuthMethods: auth, AgentInfo: info}, nil
 }
 
+// initializeWithoutDaemon is initialize when `card acp` found no daemon:
+// the capabilities are the adapter's own facts (what detection would
+// report for it), and the sign-in method is the one it always offers.
+// Whether the CLI is installed is the daemon's to say, at session/new.
+func (s *Server) initializeWithoutDaemon(p acp.InitializeRequest) (any, *acp.Error) {
+	s.mu.Lock()
+	s.clientCaps = p.ClientCapabilities
+	s.mu.Unlock()
+	caps := acp.AgentCapabilities{
+		LoadSession:         true,
+		PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
+		SessionCapabilities: acp.SessionCapabilities{List: &acp.MetaOnly{}, Resume: &acp.MetaOnly{}, Close: &acp.MetaOnly{}},
+	}
+	info := &acp.Implementation{Name: "card", Version: s.cfg.Version}
+	var auth []acp.AuthMethod
+	if s.cfg.Adapter != "" {
+		facts, known := agent.Lookup(s.cfg.Adapter)
+		if !known {
+			return nil, unknownAdapter(s.cfg.Adapter)
+		}
+		caps.PromptCapabilities.Image = facts.Capabilities.Images
+		caps.MCPCapabilities.HTTP = facts.Capabilities.MCP
+		info.Title = ptr("card: " + facts.DisplayName)
+		auth = []acp.AuthMethod{authMethod(facts.ID)}
+	} else {
+		for _, a := range agent.All() {
+			auth = append(auth, authMethod(a.ID))
+		}
+	}
+	return acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion, AgentCapabilities: caps, AuthMethods: auth, AgentInfo: info}, nil
+}
+
+// authTypeAgent is ACP's auth method type for a sign-in the agent runs
+// itself when the client calls authenticate. ACP reads a method without a
+// type as this one, but the ACP registry lists only agents whose methods
+// say their type.
+const authTypeAgent = "agent"
+
 // authMethod is the one sign-in card offers per adapter: checking the
 // CLI's own sign-in. card never handles credentials; a person signs in
 // with the CLI and authenticate reports what card's health check sees.
 func authMethod(id string) acp.AuthMethod {
 	facts, _ := agent.Lookup(id)
-	return acp.AuthMethod{ID: id, Name: "Check " + facts.DisplayName + "'s sign-in",
+	return acp.AuthMethod{Type: authTypeAgent, ID: id, Name: "Check " + facts.DisplayName + "'s sign-in",
 		Description: ptr("card uses " + facts.Binary + "'s own sign-in; sign in with " + loginHint(id) + ", then choose this again.")}
 }
 

@@ -495,6 +495,13 @@ func (s *Server) dispatch(ctx context.Context, m *acp.Message) (any, *acp.Error)
 	be, unavailable := s.backend, s.unavailable
 	s.mu.Unlock()
 	if unavailable != nil {
+		if m.Method == acp.MethodInitialize {
+			// An editor (and the ACP registry's check) decides from
+			// initialize whether card is an agent at all, so it is answered
+			// from what card knows without its daemon; what needs the
+			// daemon says why it is not there.
+			return decodeAnd(m, func(p acp.InitializeRequest) (any, *acp.Error) { return s.initializeWithoutDaemon(p) })
+		}
 		return nil, &acp.Error{Code: CodeNoDaemon, Message: unavailable.Error()}
 	}
 	if be == nil {

@@ -82,12 +82,72 @@ func TestInitializeForAnAdapterNotInstalledSaysHowToInstallIt(t *testing.T) {
 	assert.Contains(t, err.Message, "claude-code, codex")
 }
 
-func TestWithNoDaemonEveryRequestSaysHowToStartOne(t *testing.T) {
-	e := newEditor(t, Config{Adapter: "claude-code"}, nil)
+// An editor, and the ACP registry's check of an agent, decide from
+// initialize whether card is an agent at all; with no daemon it still
+// answers, from the adapter's own facts, and what needs the daemon says how
+// to start one.
+func TestWithNoDaemonInitializeAnswersAndEverythingElseSaysHowToStartOne(t *testing.T) {
+	e := newEditor(t, Config{Adapter: "droid"}, nil)
 	e.srv.SetUnavailable(errors.New("no daemon running for home /h: start it with `card serve`"))
-	err := e.fail(acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: 1})
-	assert.Equal(t, CodeNoDaemon, err.Code)
-	assert.Contains(t, err.Message, "card serve")
+	r := initialize(e)
+	assert.Equal(t, 1, r.ProtocolVersion)
+	assert.False(t, r.AgentCapabilities.PromptCapabilities.Image, "droid takes no image, daemon or not")
+	assert.True(t, r.AgentCapabilities.MCPCapabilities.HTTP)
+	require.NotNil(t, r.AgentInfo.Title)
+	assert.Equal(t, "card: Factory Droid", *r.AgentInfo.Title)
+	require.Len(t, r.AuthMethods, 1)
+	assert.Equal(t, "agent", r.AuthMethods[0].Type)
+	assert.Equal(t, "droid", r.AuthMethods[0].ID)
+
+	for _, m := range []struct {
+		method string
+		params any
+	}{
+		{acp.MethodAuthenticate, acp.AuthenticateRequest{MethodID: "droid"}},
+		{acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work"}},
+		{acp.MethodSessionList, acp.ListSessionsRequest{}},
+	} {
+		err := e.fail(m.method, m.params)
+		assert.Equal(t, CodeNoDaemon, err.Code, m.method)
+		assert.Contains(t, err.Message, "card serve", m.method)
+	}
+
+	unknown := newEditor(t, Config{Adapter: "nope"}, nil)
+	unknown.srv.SetUnavailable(errors.New("no daemon running"))
+	err := unknown.fail(acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: 1})
+	assert.Equal(t, CodeAdapterUnavailable, err.Code)
+	assert.Contains(t, err.Message, "claude-code, codex")
+}
+
+// The ACP registry lists an agent only when each of its auth methods says
+// its type; card's is the agent kind (authenticate checks the CLI's own
+// sign-in), with the daemon and without it.
+func TestEveryAuthMethodSaysItsType(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		adapter string
+		daemon  bool
+	}{
+		{"one adapter", "claude-code", true},
+		{"every adapter", "", true},
+		{"one adapter, no daemon", "codex", false},
+		{"every adapter, no daemon", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e *editor
+			if tc.daemon {
+				e = newEditor(t, Config{Adapter: tc.adapter}, newFake())
+			} else {
+				e = newEditor(t, Config{Adapter: tc.adapter}, nil)
+				e.srv.SetUnavailable(errors.New("no daemon running"))
+			}
+			r := initialize(e)
+			require.NotEmpty(t, r.AuthMethods)
+			for _, m := range r.AuthMethods {
+				assert.Equal(t, "agent", m.Type, m.ID)
+			}
+		})
+	}
 }
 
 func TestAuthenticateReportsTheCLIsOwnSignIn(t *testing.T) {

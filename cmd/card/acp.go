@@ -23,9 +23,10 @@ var acpDoc = doc{
 		"for an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). Each ACP session is a card\n" +
 		"session on the running daemon: its turns are runs in card's history, its questions come to the\n" +
 		"editor, and session/load replays it. Only ACP goes to stdout; card's own lines go to stderr.\n" +
-		"With no daemon running it says so on stderr and answers initialize with an error the editor\n" +
-		"shows. When the editor closes stdin it ends its sessions' warm agents (the sessions stay open,\n" +
-		"for session/load) and exits 0. The adapters are claude-code, codex, gemini, copilot, droid and pi.",
+		"With no daemon running it says so on stderr, answers initialize from the adapter's own facts,\n" +
+		"and answers session/new with an error the editor shows. When the editor closes stdin it ends its\n" +
+		"sessions' warm agents (the sessions stay open, for session/load) and exits 0. The adapters are\n" +
+		"claude-code, codex, gemini, copilot, droid and pi.",
 	examples: []string{
 		"card acp claude-code                  # what an editor runs: command card, args acp claude-code",
 		"card acp codex --mode edit            # sessions edit without asking",

@@ -394,10 +394,12 @@ test("session/load after a reconnect replays the conversation before it answers"
   }
 });
 
-test("with no daemon, initialize is an error that says how to start one", async () => {
+test("with no daemon, initialize answers with typed authMethods and session/new says how to start one", async () => {
   const a = agent({ home: env.ACP_EMPTY_HOME });
   try {
-    await assert.rejects(initialize(a), (err) => {
+    const r = await initialize(a);
+    assert.deepEqual(r.authMethods.map((m) => [m.id, m.type]), [[adapter, "agent"]]);
+    await assert.rejects(a.request("session/new", { cwd, mcpServers: [] }), (err) => {
       assert.match(String(err.message ?? err), /card serve/);
       return true;
     });
