@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/card-dev/card/acp/agentside"
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/guard"
@@ -18,7 +20,7 @@ import (
 
 var acpDoc = doc{
 	name:  "acp",
-	usage: "acp ADAPTER [--home DIR] [--mode MODE]",
+	usage: "acp ADAPTER [--home DIR] [--mode MODE] | acp [ADAPTER] --print-config EDITOR [--npx]",
 	about: "Speaks the Agent Client Protocol (ACP, version 1) on stdin and stdout, as the agent ADAPTER,\n" +
 		"for an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). Each ACP session is a card\n" +
 		"session on the running daemon: its turns are runs in card's history, its questions come to the\n" +
@@ -26,20 +28,35 @@ var acpDoc = doc{
 		"With no daemon running it says so on stderr, answers initialize from the adapter's own facts,\n" +
 		"and answers session/new with an error the editor shows. When the editor closes stdin it ends its\n" +
 		"sessions' warm agents (the sessions stay open, for session/load) and exits 0. The adapters are\n" +
-		"claude-code, codex, gemini, copilot, droid and pi.",
+		"claude-code, codex, gemini, copilot, droid and pi.\n\n" +
+		"--print-config EDITOR prints the entry for EDITOR's agent settings (zed, jetbrains, neovim or\n" +
+		"emacs) instead, for ADAPTER or, without one, for every adapter: it runs this card by its\n" +
+		"absolute path, which an editor started from a desktop menu finds without your shell's PATH.\n" +
+		"With --npx the entry runs `npx -y @card-dev/card acp ADAPTER` instead: nothing to install\n" +
+		"first, and the same entry on every machine, but it needs Node.js where the editor runs.",
 	examples: []string{
-		"card acp claude-code                  # what an editor runs: command card, args acp claude-code",
-		"card acp codex --mode edit            # sessions edit without asking",
-		"card acp gemini --home /tmp/card-dev  # the daemon of card serve --home /tmp/card-dev",
+		"card acp claude-code                     # what an editor runs",
+		"card acp codex --mode edit               # sessions edit without asking",
+		"card acp gemini --home /tmp/card-dev     # the daemon of card serve --home /tmp/card-dev",
+		"card acp claude-code --print-config zed  # an entry for Zed's settings.json",
+		"card acp --print-config jetbrains --npx  # every adapter, each run through npx",
 	},
 }
 
 func (e env) acp(args []string) int {
 	fs, home := e.newFlags(acpDoc)
 	mode := fs.String("mode", "", "the permission `mode` of a session that names none: read_only, ask, edit or bypass (default ask)")
+	printConfig := fs.String("print-config", "", "print the entry for `editor`'s agent settings ("+editorNames()+") and exit")
+	npx := fs.Bool("npx", false, "with --print-config: the entry runs npx -y "+npmPackage+" instead of this binary")
 	pos, code, done := e.parse(acpDoc, fs, args)
 	if done {
 		return code
+	}
+	if *printConfig != "" {
+		return e.printACPConfig(*printConfig, pos, *npx, *home, *mode)
+	}
+	if *npx {
+		return e.usageError(acpDoc, "--npx goes with --print-config EDITOR")
 	}
 	if len(pos) != 1 {
 		return e.usageError(acpDoc, "name one adapter: claude-code, codex, gemini, copilot, droid or pi")
@@ -105,6 +122,58 @@ func (e env) acp(args []string) int {
 		return exitFailure
 	}
 	return exit
+}
+
+// printACPConfig writes an editor's entry for `card acp`, one per adapter
+// named (every adapter when none is).
+func (e env) printACPConfig(editor string, pos []string, npx bool, home, mode string) int {
+	write, ok := editors[editor]
+	if !ok {
+		return e.usageError(acpDoc, fmt.Sprintf("no editor %q for --print-config; the editors are %s", editor, editorNames()))
+	}
+	if len(pos) > 1 {
+		return e.usageError(acpDoc, fmt.Sprintf("unexpected argument %q", pos[1]))
+	}
+	var adapters []string
+	if len(pos) == 1 {
+		if _, known := agent.Lookup(pos[0]); !known {
+			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of claude-code, codex, gemini, copilot, droid or pi", pos[0]))
+		}
+		adapters = pos
+	} else {
+		for _, a := range agent.All() {
+			adapters = append(adapters, a.ID)
+		}
+	}
+	// The flags this command was given go into the entry, so it runs what
+	// was asked for; a home is made absolute, as the editor's working
+	// directory is not this shell's.
+	var flags []string
+	if mode != "" {
+		flags = append(flags, "--mode", mode)
+	}
+	if home != "" {
+		abs, err := filepath.Abs(home)
+		if err != nil {
+			return e.fail("acp", err)
+		}
+		flags = append(flags, "--home", abs)
+	}
+	var entries []acpEntry
+	if npx {
+		entries = acpEntries(adapters, "npx", []string{"-y", npmPackage}, flags)
+	} else {
+		exe, note, err := thisBinary()
+		if err != nil {
+			return e.fail("acp", err)
+		}
+		if note != "" {
+			fmt.Fprintf(e.stderr, "card acp: %s\n", note)
+		}
+		entries = acpEntries(adapters, exe, nil, flags)
+	}
+	fmt.Fprint(e.stdout, write(entries))
+	return exitOK
 }
 
 // The Go client is the front door's backend: every call an ACP session
