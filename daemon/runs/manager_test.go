@@ -237,3 +237,26 @@ func TestTheHistoryIsPrunedToItsRetentionAfterABurst(t *testing.T) {
 	delete(m.live, "run_00live")
 	m.mu.Unlock()
 }
+
+// A run's result and its record say one duration, card's own: an agent's
+// own figure (Claude Code's duration_ms leaves out its start-up) is not
+// what a person waited, and `card invoke` and `card runs` printed both.
+func TestARunsResultTakesTheDurationItsRecordHas(t *testing.T) {
+	m, _ := newManager(t, fakeBinaries{bin: "/bin/true"}, Config{})
+	req := claudeRequest(t, "say pong")
+	req.Exec = func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
+		time.Sleep(300 * time.Millisecond)
+		return spawn.Result{Answer: "pong", DurationMs: 7}, nil
+	}
+	run, err := m.Start(context.Background(), req)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := run.Wait(ctx)
+	require.NoError(t, err)
+	rec, err := m.Get(ctx, run.ID())
+	require.NoError(t, err)
+	require.NotNil(t, rec.DurationMs)
+	assert.Equal(t, *rec.DurationMs, res.DurationMs)
+	assert.GreaterOrEqual(t, res.DurationMs, int64(300), "the run took the 300 ms it slept, whatever the agent said")
+}

@@ -342,10 +342,17 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		res.Error.Kind = "interrupted"
 		res.Error.Message = "card shut down while the run was going; its process group was ended"
 	}
-	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status, DroppedAttachments: lr.dropped}
 	if err := m.store.Finish(context.Background(), lr.id, finish(res, err, status, lr.log.droppedCount())); err != nil {
 		m.log.Error("could not record how a run ended", zap.String("run_id", lr.id), zap.Error(err))
+	} else if d, err := m.store.DurationMs(context.Background(), lr.id); err == nil {
+		// The run's duration is card's: from the child's start to the
+		// outcome, as the history has it. What an agent reports of its own
+		// (Claude Code's duration_ms leaves out its start-up and its
+		// retries' waits) is a different figure for each CLI, and was the
+		// one `card invoke` printed while `card runs` printed this one.
+		res.DurationMs = d
 	}
+	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status, DroppedAttachments: lr.dropped}
 	// Only now that its cost is in the history does the run stop holding
 	// its reservation against the budgets.
 	m.unreserve(lr.id)

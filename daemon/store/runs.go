@@ -157,6 +157,25 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish) error {
 	return s.explainNoChange(ctx, res, id)
 }
 
+// DurationMs is how long a finished run took as the history records it:
+// from its child's start (or its creation, when no child started) to its
+// end, by the store's clock. The run's result reports the same figure, so
+// `card invoke` and `card runs` cannot disagree about one run.
+func (s *Store) DurationMs(ctx context.Context, id string) (int64, error) {
+	var d sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT duration_ms FROM runs WHERE id = ?`, id).Scan(&d)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("store: run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: duration of run %s: %w", id, err)
+	}
+	if !d.Valid {
+		return 0, fmt.Errorf("store: run %s has not ended", id)
+	}
+	return d.Int64, nil
+}
+
 // explainNoChange turns an UPDATE ... WHERE status='running' that matched
 // nothing into the reason: no such run, or a run already finished.
 func (s *Store) explainNoChange(ctx context.Context, res sql.Result, id string) error {

@@ -775,3 +775,24 @@ func TestASeqGivenTwiceInALongBatchIsNamedAndNoneOfItIsStored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, events, 149)
 }
+
+func TestDurationMsIsTheRecordedDurationOfAnEndedRunOnly(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Options{})
+	id := s.NewRunID()
+	created := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex", CreatedAt: created}))
+	_, err := s.DurationMs(ctx, id)
+	assert.ErrorContains(t, err, "has not ended")
+
+	require.NoError(t, s.Finish(ctx, id, Finish{Status: StatusSucceeded, EndedAt: created.Add(1500 * time.Millisecond)}))
+	d, err := s.DurationMs(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1500), d)
+	got, err := s.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, got.DurationMs, &d, "the figure runs.get shows")
+
+	_, err = s.DurationMs(ctx, "run_nope")
+	assert.ErrorIs(t, err, ErrNotFound)
+}
