@@ -60,8 +60,10 @@ func (p *UsageParams) Range(now time.Time) (from, end time.Time, err error) {
 }
 
 // UsageRow is one adapter's runs of one day (Date and Adapter empty in a
-// total). Runs counts the runs that started; Refused those a gate refused,
-// which never started. CostUSD is null when no run of the row reported a
+// total). Runs counts the runs that started (one per prompt); Turns the
+// model's round trips over them, as the agents count their turns, which is
+// not a count of prompts; Refused the runs a gate refused, which never
+// started. CostUSD is null when no run of the row reported a
 // cost (some CLIs never do).
 type UsageRow struct {
 	Date         string   `json:"date,omitempty"`

@@ -14,8 +14,10 @@ import (
 var usageDoc = doc{
 	name:  "usage",
 	usage: "usage [--from DATE] [--to DATE] [--adapter ID] [--json] [--home DIR]",
-	about: `Prints what the runs used, per agent per day: runs, turns, refused runs, input, output and
-cached tokens, and cost where the agent reports one ("-" where it does not), with the total;
+	about: `Prints what the runs used, per agent per day: runs (one per prompt), model calls (the
+agents' round trips to their model: a prompt that calls three tools makes about four; the wire's
+"turns"), refused runs, input, output and cached tokens, and cost where the agent reports one
+("-" where it does not), with the total;
 then the latest rate-limit window each agent reported since the daemon started (Claude Code on a
 claude.ai sign-in, Codex in ask mode), how much of it is used and when it resets; then each
 budget of card.toml's [budget] with what is spent, left and when it resets. Days are
@@ -59,7 +61,9 @@ func (e env) usage(args []string) int {
 func writeUsage(e env, sum api.UsageSummary) {
 	fmt.Fprintf(e.stdout, "Usage %s to %s (%s)\n", sum.From, sum.To, sum.Timezone)
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "DATE\tAGENT\tRUNS\tTURNS\tREFUSED\tINPUT\tOUTPUT\tCACHED\tCOST USD\t")
+	// The wire calls them turns, as the CLIs do; next to RUNS that reads as
+	// prompts, which runs are. They are the model's round trips.
+	fmt.Fprintln(w, "DATE\tAGENT\tRUNS\tMODEL CALLS\tREFUSED\tINPUT\tOUTPUT\tCACHED\tCOST USD\t")
 	row := func(date, adapter string, r api.UsageRow) {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", date, adapter, r.Runs, r.Turns, r.Refused,
 			r.InputTokens, r.OutputTokens, r.CachedTokens, costText(r.CostUSD))

@@ -57,6 +57,9 @@ func TestUsagePrintsTheSumsOfTheStoredRunsAndTheBudgetLeft(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	today := time.Now().Format(api.UsageDateLayout)
 	assert.Contains(t, out, "Usage "+today+" to "+today)
+	// The model's round trips are not prompts, and the header says so.
+	assert.Regexp(t, `DATE\s+AGENT\s+RUNS\s+MODEL CALLS\s+REFUSED`, out)
+	assert.NotContains(t, out, "TURNS")
 	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`%s\s+claude-code\s+2\s+\d+\s+0\s+%d\s+%d\s+\d+\s+%.6f`, today, in, outToks, cost)), out)
 	assert.Regexp(t, `daily_usd\s+all\s+5\s+[0-9.]+\s+0\s+4\.99`, out)
 
