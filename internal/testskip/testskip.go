@@ -7,11 +7,13 @@
 // (Wrap) ends with one line per reason naming the package, how many tests,
 // and what runs them.
 //
-// That line goes to the terminal go test was started from (/dev/tty), which
-// is the one place a passing package can still be heard, and to stderr,
-// which `go test -v` and a failing package show. Without a terminal (CI),
-// stderr only: there CARD_E2E_REQUIRED=1 turns a missing install into a
-// failure anyway.
+// That line goes to the test binary's stderr, which `go test -v`, `go test`
+// in a package's directory and a failing package show. A passing package in
+// `go test ./...` shows none of it (go test keeps the binary's output and
+// prints only "ok"), so the line also goes where the person who ran go test
+// reads: go test's own stderr (on Linux, through /proc; CI's log, with no
+// terminal), and the terminal go test was started from (/dev/tty), each
+// once.
 package testskip
 
 import (
@@ -157,14 +159,19 @@ func packageName() string {
 	}
 }
 
-// announce writes s to stderr and, unless -v already shows stderr, to the
-// controlling terminal. The terminal is opened with syscall.Open, not
-// os.Open: go test records the files a test binary opens through package os
-// and would then never cache this package's result, since a terminal's
-// modification time changes with every keystroke.
+// announce writes s to stderr and, unless that already reaches the person
+// (-v, or go test streaming the binary's output), to go test's own stderr
+// and to the controlling terminal, skipping the terminal when go test's
+// stderr is that terminal. Both are opened with syscall.Open, not os.Open:
+// go test records the files a test binary opens through package os and
+// would then never cache this package's result (a terminal's modification
+// time changes with every keystroke).
 func announce(s string) {
 	fmt.Fprint(os.Stderr, s)
-	if testing.Verbose() {
+	if testing.Verbose() || streamed() {
+		return
+	}
+	if wrote := writeParentStderr(s); wrote != nil && isControllingTerminal(*wrote) {
 		return
 	}
 	fd, err := syscall.Open("/dev/tty", syscall.O_WRONLY|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
@@ -174,4 +181,13 @@ func announce(s string) {
 	tty := os.NewFile(uintptr(fd), "/dev/tty")
 	defer tty.Close()
 	_, _ = io.WriteString(tty, s)
+}
+
+// sameFile reports whether two stats are of one file (a terminal is one
+// device, whichever path opened it).
+func sameFile(a, b syscall.Stat_t) bool {
+	if a.Mode&syscall.S_IFMT == syscall.S_IFCHR && b.Mode&syscall.S_IFMT == syscall.S_IFCHR {
+		return a.Rdev == b.Rdev
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
