@@ -410,7 +410,7 @@ func ParseConfig(path, text string) (Config, error) {
 			}
 		}
 		sort.Strings(keys)
-		return cfg, fmt.Errorf("config %s: unknown key(s) %s; see docs/protocol/versioning.md#configuration for the keys card.toml takes", path, strings.Join(keys, ", "))
+		return cfg, fmt.Errorf("config %s: unknown key(s) %s; see docs/config.md for the keys card.toml takes", path, strings.Join(keys, ", "))
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)

@@ -43,7 +43,8 @@ var pages = []page{
 	{"protocol/permissions.md", "Permission modes", "The guard, the four modes, how each adapter enforces them, and ask mode."},
 	{"agents/README.md", "Agents", "The adapter ids, where card looks for each CLI, and one page per agent."},
 	{"protocol/car.md", "CAR's methods", "The methods and events card serves in CAR's dialect (`session.auth`, `server.handshake`, `agents.invoke_external`, `agents.chat.cancel`, `agents.chat.event`), and what a CAR client gets from card."},
-	{"protocol/versioning.md", "Versioning and configuration", "The protocol version, what a bump means, and the keys of `card.toml`."},
+	{"protocol/versioning.md", "Versioning", "The protocol version and what a bump means."},
+	{"config.md", "Configuration: `card.toml`", "The keys of `card.toml`, the daemon's optional configuration, with their defaults."},
 	{otherPage, "Other sections", "Sections the split does not know yet; move each to its page in docs/internal/split/rules.go."},
 }
 
@@ -78,7 +79,7 @@ var sectionRules = map[string]string{
 	"Agent ids":                         "agents/README.md",
 	"CAR compatibility":                 "protocol/car.md",
 	"Versioning":                        "protocol/versioning.md",
-	"Configuration":                     "protocol/versioning.md",
+	"Configuration":                     "config.md",
 
 	// Whole subsections about one adapter go to its page.
 	"Gemini CLI and Copilot CLI (ACP)": "agents/gemini.md",
