@@ -99,7 +99,9 @@ type Event struct {
 	Usage       *Usage `json:"usage,omitempty" jsonschema_extras:"x-kinds=usage"`
 	// RateLimits belongs to "rate_limit": the windows this report covers.
 	RateLimits []RateLimitWindow `json:"rate_limits,omitempty" jsonschema_extras:"x-kinds=rate_limit"`
-	// Error is the message of an "error" event, or why a retry happened.
+	// Error is why a run did not succeed on its terminal "error" event (its
+	// result's error message, or its status in words), why a retry
+	// happened, or what the agent reported on "agent_error".
 	Error string `json:"error,omitempty" jsonschema_extras:"x-kinds=retry,x-kinds=agent_error,x-kinds=error"`
 	// Type is the CLI's own event type, for "other".
 	Type string          `json:"type,omitempty" jsonschema_extras:"x-kinds=other"`

@@ -1,5 +1,7 @@
 package api
 
+import "strings"
+
 // Event kinds on the agents.event wire beyond the agents' own: a run's stream ends
 // with exactly one EventDone (it succeeded) or EventRunError (any other
 // ending), both carrying the result. An "error" the agent reports mid-run
@@ -41,6 +43,17 @@ type InvokeResult struct {
 	// DroppedAttachments are the request's attachments the agent was not
 	// given (its adapter takes no images), by index.
 	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
+}
+
+// Reason is what the terminal error event says in its own error field: why
+// the run did not succeed, as its result's error has it, else its status
+// in words. A client reads the one field on every error event, whether the
+// run failed, timed out, was cancelled or was cut off by a restart.
+func (r InvokeResult) Reason() string {
+	if r.Error != nil && r.Error.Message != "" {
+		return r.Error.Message
+	}
+	return "the run " + strings.ReplaceAll(string(r.Status), "_", " ")
 }
 
 // DroppedAttachment is an attachment a run did not hand its agent, and

@@ -173,7 +173,7 @@ var paramDocs = func() map[string]map[string]string {
 			"kill_after_ms": "On stalled: after how long a silence card ends the run (absent when it never will).",
 			"rate_limits":   "On rate_limit: the subscription's rate-limit windows the agent reported (window, status, used_percent, window_minutes, resets_at).",
 			"usage":         "On usage: the tokens used: input, output and cached input.",
-			"error":         "On retry: why the model call failed, in the agent's words; on agent_error: what the agent reported.",
+			"error":         "On retry: why the model call failed, in the agent's words; on agent_error: what the agent reported; on error: why the run did not succeed (its result's error.message, or its status in words when there is none).",
 			"type":          "On other: the type the agent gave the line card does not map.",
 			"raw":           "On other: the agent's line as JSON, when it was JSON.",
 			"status":        "On done and error: how the run ended (succeeded, failed, cancelled, timed_out, interrupted).",

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -259,4 +260,41 @@ func TestARunsResultTakesTheDurationItsRecordHas(t *testing.T) {
 	require.NotNil(t, rec.DurationMs)
 	assert.Equal(t, *rec.DurationMs, res.DurationMs)
 	assert.GreaterOrEqual(t, res.DurationMs, int64(300), "the run took the 300 ms it slept, whatever the agent said")
+}
+
+// A run that did not succeed ends with an error event whose own error
+// field says why, as its doc says: the result's error message, or the
+// status in words when there is none.
+func TestTheTerminalErrorEventSaysWhyInItsErrorField(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  spawn.Result
+		want string
+	}{
+		{"the agent's error", spawn.Result{Error: &spawn.Failure{Kind: "exit", Message: "claude exited 1: boom"}}, "claude exited 1: boom"},
+		{"no message", spawn.Result{}, "the run failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, st := newManager(t, fakeBinaries{bin: "/bin/true"}, Config{})
+			req := claudeRequest(t, "say pong")
+			req.Exec = func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
+				return tc.res, &spawn.Error{Kind: spawn.KindExit, Message: "boom", ExitCode: 1}
+			}
+			run, err := m.Start(context.Background(), req)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = run.Wait(ctx)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return m.lookup(run.ID()) == nil }, 10*time.Second, 10*time.Millisecond)
+			stored, err := st.Events(ctx, run.ID(), 0, 0)
+			require.NoError(t, err)
+			require.NotEmpty(t, stored)
+			var last AgentEvent
+			require.NoError(t, json.Unmarshal(stored[len(stored)-1].Payload, &last))
+			assert.Equal(t, EventRunError, last.Kind)
+			assert.Equal(t, store.StatusFailed, last.Status)
+			assert.Equal(t, tc.want, last.Error)
+		})
+	}
 }

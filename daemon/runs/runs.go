@@ -251,7 +251,7 @@ func (m *Manager) endEvent(ctx context.Context, r store.Run) error {
 	if r.Usage != nil {
 		res.Usage = *r.Usage
 	}
-	ev := AgentEvent{RunID: r.RunID, Seq: last + 1, Event: api.Event{Kind: EventRunError}, Status: store.StatusInterrupted, Result: &res}
+	ev := AgentEvent{RunID: r.RunID, Seq: last + 1, Event: api.Event{Kind: EventRunError, Error: res.Reason()}, Status: store.StatusInterrupted, Result: &res}
 	raw, err := json.Marshal(ev)
 	if err != nil {
 		return err

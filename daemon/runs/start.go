@@ -360,12 +360,12 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		zap.Int64("duration_ms", res.DurationMs))
 	// The outcome is in the store before any client hears "done", so a
 	// runs.get right after the terminal event already shows it.
-	kind := EventDone
+	ev := api.Event{Kind: EventDone}
 	if status != store.StatusSucceeded {
-		kind = EventRunError
+		ev = api.Event{Kind: EventRunError, Error: lr.result.Reason()}
 	}
 	result := lr.result
-	lr.log.add(kind, AgentEvent{Event: api.Event{Kind: kind}, Status: status, Result: &result}, true)
+	lr.log.add(ev.Kind, AgentEvent{Event: ev, Status: status, Result: &result}, true)
 	m.mu.Lock()
 	m.running--
 	m.mu.Unlock()
