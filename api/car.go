@@ -160,7 +160,7 @@ type ChatEvent struct {
 	SessionID string `json:"session_id"`
 	// AgentID is the adapter the run is of.
 	AgentID string `json:"agent_id"`
-	Kind    string `json:"kind"`
+	Kind    string `json:"kind" jsonschema:"enum=token,enum=tool_call,enum=done,enum=error"`
 	// Delta is a token's text.
 	Delta string `json:"delta,omitempty"`
 	// Tool and Params are a tool_call's tool and its input; Detail is the

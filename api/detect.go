@@ -130,25 +130,35 @@ func (s ExecutableStatus) UnusableReason() (string, bool) {
 // zero for runnable.
 func (s ExecutableStatus) CheckedAt() uint64 { return s.checkedAt }
 
-type executableWire struct {
-	State     ExecState `json:"state"`
-	Reason    *string   `json:"reason,omitempty"`
-	CheckedAt *uint64   `json:"checked_at,omitempty"`
+// Execution is ExecutableStatus as the wire carries it: the state, and the
+// reason and when it was found for an unusable binary. rpc.discover
+// describes ExecutableStatus by it (JSONSchemaAlias), since its own fields
+// are unexported on purpose.
+type Execution struct {
+	State ExecState `json:"state"`
+	// Reason names the path and the cause; only when unusable.
+	Reason *string `json:"reason,omitempty"`
+	// CheckedAt is when detection found it unusable (UNIX seconds); only
+	// when unusable.
+	CheckedAt *uint64 `json:"checked_at,omitempty"`
 }
+
+// JSONSchemaAlias tells the schema reflector to describe the wire form.
+func (ExecutableStatus) JSONSchemaAlias() any { return Execution{} }
 
 // MarshalJSON writes {"state":"runnable"} or
 // {"state":"unusable","reason":…,"checked_at":…}.
 func (s ExecutableStatus) MarshalJSON() ([]byte, error) {
 	if s.IsRunnable() {
-		return json.Marshal(executableWire{State: StateRunnable})
+		return json.Marshal(Execution{State: StateRunnable})
 	}
-	return json.Marshal(executableWire{State: StateUnusable, Reason: &s.reason, CheckedAt: &s.checkedAt})
+	return json.Marshal(Execution{State: StateUnusable, Reason: &s.reason, CheckedAt: &s.checkedAt})
 }
 
 // UnmarshalJSON accepts both states and rejects an unknown one, so a newer
 // producer's state is not silently read as runnable.
 func (s *ExecutableStatus) UnmarshalJSON(b []byte) error {
-	var w executableWire
+	var w Execution
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}

@@ -62,6 +62,9 @@ const (
 	// max_cost_usd or max_tokens; the message names the cap, what was spent
 	// and what the agent reported.
 	KindBudget = "budget"
+	// KindInterrupted is a run card's daemon shut down or lost while it
+	// went on.
+	KindInterrupted = "interrupted"
 )
 
 // Event is one step of a run as a client sees it; it goes on the wire inside

@@ -324,12 +324,12 @@ type ListParams struct {
 	Limit   int    `json:"limit,omitempty"`
 	Before  string `json:"before,omitempty"`
 	Adapter string `json:"adapter,omitempty"`
-	Status  string `json:"status,omitempty"`
+	Status  Status `json:"status,omitempty"`
 }
 
 // Validate checks the status filter and the limit.
 func (p *ListParams) Validate() error {
-	if p.Status != "" && !Status(p.Status).Valid() {
+	if p.Status != "" && !p.Status.Valid() {
 		return invalidField("status", "unknown status %q; one of %v", p.Status, Statuses)
 	}
 	return checkListLimit(p.Limit)

@@ -184,7 +184,7 @@ func TaskDigest(task string) (length int, sha256Hex string) {
 type RunError struct {
 	// Kind is a short machine-readable class (e.g. "auth", "rate_limit",
 	// "timeout", "interrupted").
-	Kind    string `json:"kind"`
+	Kind    string `json:"kind" jsonschema_extras:"x-enum=spawn,x-enum=timeout,x-enum=cancelled,x-enum=exit,x-enum=empty,x-enum=output_limit,x-enum=auth,x-enum=rate_limit,x-enum=network,x-enum=api,x-enum=max_turns,x-enum=untrusted_workspace,x-enum=bad_output,x-enum=bad_input,x-enum=config,x-enum=tool,x-enum=stalled,x-enum=budget,x-enum=interrupted"`
 	Message string `json:"message"`
 	// ExitCode is the child's exit code when the error came from it.
 	ExitCode *int `json:"exit_code,omitempty"`

@@ -121,7 +121,7 @@ type RateLimitWindow struct {
 	// Status is Claude Code's verdict on the window: allowed,
 	// allowed_warning (near its limit) or rejected (over it). Codex says
 	// none.
-	Status string `json:"status,omitempty"`
+	Status string `json:"status,omitempty" jsonschema_extras:"x-enum=allowed,x-enum=allowed_warning,x-enum=rejected"`
 	// UsedPercent is how much of the window is used, 0 to 100, where the
 	// CLI said (Claude Code says only once a window nears its limit).
 	UsedPercent *float64 `json:"used_percent,omitempty"`

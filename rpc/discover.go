@@ -190,18 +190,73 @@ type schemaBuilder struct {
 	// types that would share a name are an error rather than one silently
 	// describing the other.
 	owner map[string]reflect.Type
+	// enums are the definitions of the enumerated string types the
+	// reflectors have met (see enumSchema), added to defs with the rest.
+	enums map[string]any
 }
 
 func newSchemaBuilder() *schemaBuilder {
 	// A field without omitempty is always written by the server, so it is
 	// required in results; params mark optional fields with omitempty
 	// throughout.
-	return &schemaBuilder{
-		strict: &jsonschema.Reflector{Anonymous: true, Namer: schemaName},
-		open:   &jsonschema.Reflector{Anonymous: true, Namer: schemaName, AllowAdditionalProperties: true},
-		defs:   map[string]any{},
-		owner:  map[string]reflect.Type{},
+	b := &schemaBuilder{
+		defs:  map[string]any{},
+		owner: map[string]reflect.Type{},
+		enums: map[string]any{},
 	}
+	b.strict = &jsonschema.Reflector{Anonymous: true, Namer: schemaName, Mapper: b.enumSchema}
+	b.open = &jsonschema.Reflector{Anonymous: true, Namer: schemaName, AllowAdditionalProperties: true, Mapper: b.enumSchema}
+	return b
+}
+
+// Enumerated is a named string type that lists every value it takes on
+// the wire. Its schema is a definition of its own, {"type": "string",
+// "enum": [...]}, referenced wherever it is used, so a client generated
+// from the document gets a union of the values by the type's name instead
+// of a bare string.
+type Enumerated interface{ EnumValues() []string }
+
+// OpenEnumerated is a named string type whose values the protocol may add
+// to without a new major version: its definition lists today's in
+// x-enum, not enum, so that a client checking the schema still takes a
+// value it does not know (and a generated one leaves room for it).
+type OpenEnumerated interface{ KnownValues() []string }
+
+// enumSchema is the reflectors' Mapper: a reference to the definition of
+// an enumerated string type, which it records; nil for any other type.
+func (b *schemaBuilder) enumSchema(t reflect.Type) *jsonschema.Schema {
+	name := schemaName(t)
+	if t.Kind() != reflect.String || name == "" {
+		return nil
+	}
+	v := reflect.Zero(t).Interface()
+	switch e := v.(type) {
+	case Enumerated:
+		b.enums[name] = map[string]any{"type": "string", "enum": toAny(e.EnumValues())}
+	case OpenEnumerated:
+		b.enums[name] = map[string]any{"type": "string", "x-enum": toAny(e.KnownValues())}
+	default:
+		return nil
+	}
+	return &jsonschema.Schema{Ref: "#/$defs/" + name}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// aliased is the type invopop/jsonschema describes in t's place (a type
+// whose JSON is not its fields says what it is on the wire).
+func aliased(t reflect.Type) (reflect.Type, bool) {
+	a, ok := reflect.New(t).Interface().(interface{ JSONSchemaAlias() any })
+	if !ok {
+		return nil, false
+	}
+	return reflect.TypeOf(a.JSONSchemaAlias()), true
 }
 
 // schemaName is a type's name alone ("InvokeResult"): the published
@@ -252,6 +307,12 @@ func (b *schemaBuilder) reflect(r *jsonschema.Reflector, t reflect.Type) (map[st
 	if err := b.noteOwners(t, map[reflect.Type]bool{}); err != nil {
 		return nil, err
 	}
+	for name, def := range b.enums {
+		if defs == nil {
+			defs = map[string]any{}
+		}
+		defs[name] = def
+	}
 	for name, def := range defs {
 		if _, ok := b.owner[name]; !ok {
 			return nil, fmt.Errorf("definition %q has no Go type", name)
@@ -280,6 +341,10 @@ func (b *schemaBuilder) noteOwners(t reflect.Type, seen map[reflect.Type]bool) e
 			return fmt.Errorf("types %v (%s) and %v (%s) both want the schema name %q; rename one", prev, prev.PkgPath(), t, t.PkgPath(), name)
 		}
 		b.owner[name] = t
+	}
+	if a, ok := aliased(t); ok {
+		// Described by its alias: the alias's names are the document's.
+		return b.noteOwners(a, seen)
 	}
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array, reflect.Map:

@@ -402,3 +402,77 @@ func TestDiscoverNamesSchemasByTheTypeAloneAndRefusesTwoTypesOfOneName(t *testin
 // outerClash is the package-level clashingName under a name the test can
 // use inside the function that shadows it.
 type outerClash = clashingName
+
+type discoverColor string
+
+func (discoverColor) EnumValues() []string { return []string{"red", "green"} }
+
+type discoverMood string
+
+func (discoverMood) KnownValues() []string { return []string{"calm", "cross"} }
+
+// discoverSecret's JSON is not its fields (it has none the reflector
+// sees): it says so with an alias.
+type discoverSecret struct{}
+
+type discoverSecretWire struct {
+	Shown string `json:"shown"`
+}
+
+func (discoverSecret) JSONSchemaAlias() any { return discoverSecretWire{} }
+
+type discoverEnumResult struct {
+	Color  discoverColor   `json:"color"`
+	Moods  []discoverMood  `json:"moods"`
+	Secret discoverSecret  `json:"secret"`
+	Filter *discoverColor  `json:"filter,omitempty"`
+	Plain  string          `json:"plain"`
+	Others []discoverColor `json:"others,omitempty"`
+}
+
+// A named string type that lists its values is a definition with an enum
+// (closed) or x-enum (open to values a later version adds), referenced
+// where it is used, so a generated client gets a union by its name; a type
+// described by an alias is described by the alias.
+func TestDiscoverDescribesEnumeratedStringsAndAliasedTypesByName(t *testing.T) {
+	r := NewRegistry()
+	Register(r, "colors.get", Doc{Access: AccessRead, Summary: "Get colors."},
+		func(ctx context.Context, p struct {
+			Color discoverColor `json:"color,omitempty"`
+		}) (discoverEnumResult, error) {
+			return discoverEnumResult{}, nil
+		})
+	doc, err := r.OpenRPC(ServiceInfo{})
+	require.NoError(t, err)
+	raw, err := json.Marshal(doc)
+	require.NoError(t, err)
+	var d struct {
+		Methods []struct {
+			Params []struct {
+				Schema map[string]any `json:"schema"`
+			} `json:"params"`
+			Result struct {
+				Schema map[string]any `json:"schema"`
+			} `json:"result"`
+		} `json:"methods"`
+		Components struct {
+			Schemas map[string]map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &d))
+	schemas := d.Components.Schemas
+	assert.Equal(t, map[string]any{"type": "string", "enum": []any{"red", "green"}}, schemas["discoverColor"])
+	assert.Equal(t, map[string]any{"type": "string", "x-enum": []any{"calm", "cross"}}, schemas["discoverMood"])
+	assert.Contains(t, schemas, "discoverSecretWire")
+	assert.NotContains(t, schemas, "discoverSecret")
+
+	res := schemas["discoverEnumResult"]["properties"].(map[string]any)
+	ref := func(v any) any { return v.(map[string]any)["$ref"] }
+	assert.Equal(t, "#/components/schemas/discoverColor", ref(res["color"]))
+	assert.Equal(t, "#/components/schemas/discoverMood", ref(res["moods"].(map[string]any)["items"]))
+	assert.Equal(t, "#/components/schemas/discoverSecretWire", ref(res["secret"]))
+	assert.Equal(t, map[string]any{"type": "string"}, res["plain"])
+	require.Len(t, d.Methods, 1)
+	require.Len(t, d.Methods[0].Params, 1)
+	assert.Equal(t, "#/components/schemas/discoverColor", ref(d.Methods[0].Params[0].Schema), "params refer to it too")
+}

@@ -76,6 +76,10 @@ function tsType(s, indent = '') {
   }
   if (s.oneOf || s.anyOf) return (s.oneOf ?? s.anyOf).map((/** @type {any} */ x) => tsType(x, indent)).join(' | ');
   if (s.enum) return s.enum.map((/** @type {unknown} */ v) => JSON.stringify(v)).join(' | ');
+  // An open enum (x-enum on a string): today's values, and room for one a
+  // later daemon adds under the same major version. (string & {}) keeps the
+  // values offered by the editor, where a bare string would swallow them.
+  if (Array.isArray(s['x-enum']) && s.type === 'string') return [...s['x-enum'].map((/** @type {unknown} */ v) => JSON.stringify(v)), '(string & {})'].join(' | ');
   const types = Array.isArray(s.type) ? s.type : s.type ? [s.type] : [];
   if (types.length === 0) return s.properties ? objectType(s, indent) : 'unknown';
   return types.map((/** @type {string} */ t) => {
@@ -144,7 +148,9 @@ function paramsSchema(params) {
  */
 function kindUnion(base, s, docs = {}) {
   const kinds = s?.properties?.kind?.['x-enum'];
-  if (!Array.isArray(kinds)) return null;
+  // A union only where fields say which kinds carry them: a kind that is
+  // just an open list of values (a run error's) is a field like any other.
+  if (!Array.isArray(kinds) || !Object.values(s.properties).some((/** @type {any} */ p) => p?.['x-kinds'])) return null;
   // The fields' descriptions, where the schema has none, from the
   // notification that carries this type (agents.event's params).
   /** @type {Record<string, any>} */

@@ -128,7 +128,8 @@ export interface AgentEventRetry extends AgentEventBase {
   delay_ms?: number;
   /**
    * On retry: why the model call failed, in the agent's words; on agent_error: what the agent
-   * reported.
+   * reported; on error: why the run did not succeed (its result's error.message, or its status in
+   * words when there is none).
    */
   error?: string;
   /**
@@ -220,7 +221,8 @@ export interface AgentEventAgentError extends AgentEventBase {
   kind: "agent_error";
   /**
    * On retry: why the model call failed, in the agent's words; on agent_error: what the agent
-   * reported.
+   * reported; on error: why the run did not succeed (its result's error.message, or its status in
+   * words when there is none).
    */
   error?: string;
 }
@@ -296,7 +298,7 @@ export interface AgentEventDone extends AgentEventBase {
   /**
    * On done and error: how the run ended (succeeded, failed, cancelled, timed_out, interrupted).
    */
-  status?: string;
+  status?: Status;
 }
 
 /**
@@ -306,7 +308,8 @@ export interface AgentEventError extends AgentEventBase {
   kind: "error";
   /**
    * On retry: why the model call failed, in the agent's words; on agent_error: what the agent
-   * reported.
+   * reported; on error: why the run did not succeed (its result's error.message, or its status in
+   * words when there is none).
    */
   error?: string;
   /**
@@ -316,7 +319,7 @@ export interface AgentEventError extends AgentEventBase {
   /**
    * On done and error: how the run ended (succeeded, failed, cancelled, timed_out, interrupted).
    */
-  status?: string;
+  status?: Status;
 }
 
 /**
@@ -400,6 +403,8 @@ export interface AttachmentRecord {
   size: number;
 }
 
+export type AuthKind = "subscription" | "api_key" | "unknown" | "unauthenticated";
+
 export interface BudgetStatus {
   budget: string;
   in_flight: number;
@@ -423,7 +428,7 @@ export interface CancelResult {
   cancelled: boolean;
   reason?: string;
   run_id: string;
-  status: string;
+  status: Status;
 }
 
 export interface Capabilities {
@@ -445,7 +450,7 @@ export interface ChatCancelResult {
   reason?: string;
   run_id?: string;
   session_id: string;
-  status?: string;
+  status?: Status;
 }
 
 export interface ChatEvent {
@@ -455,13 +460,13 @@ export interface ChatEvent {
   dropped_attachments?: number;
   error?: string;
   finish_reason?: string;
-  kind: string;
+  kind: "token" | "tool_call" | "done" | "error";
   params?: unknown;
   result?: ExternalInvokeResult;
   run_id: string;
   seq?: number;
   session_id: string;
-  status?: string;
+  status?: Status;
   text?: string;
   tool?: string;
 }
@@ -516,7 +521,13 @@ export interface DroppedAttachment {
   reason: string;
 }
 
-export type ExecutableStatus = Record<string, unknown>;
+export type ExecState = "runnable" | "unusable";
+
+export interface Execution {
+  checked_at?: number;
+  reason?: string;
+  state: ExecState;
+}
 
 export interface ExternalAgentHealth {
   checked_at: number;
@@ -524,20 +535,20 @@ export interface ExternalAgentHealth {
   id: string;
   rate_limits?: RateLimitSeen[];
   reason?: string;
-  status: string;
+  status: HealthStatus;
 }
 
 export interface ExternalAgentSpec {
-  auth_kind: string;
+  auth_kind: AuthKind;
   binary_path: string;
   capabilities: Capabilities;
   detected_at: number;
   display_name: string;
-  execution: ExecutableStatus;
+  execution: Execution;
   health?: ExternalAgentHealth;
   id: string;
-  read_only_enforcement?: string;
-  source?: string;
+  read_only_enforcement?: ReadOnlyEnforcement;
+  source?: Source;
   spawn_block_reason?: string;
   version?: string;
 }
@@ -598,7 +609,7 @@ export interface ExternalInvokeResult {
   is_error: boolean;
   run_id: string;
   session_id: string;
-  status: string;
+  status: Status;
   tool_calls: number;
   total_cost_usd?: number;
   turns: number;
@@ -624,6 +635,8 @@ export interface HealthParams {
   force?: boolean;
   id?: string;
 }
+
+export type HealthStatus = "ready" | "not_configured" | "expired" | "network_error" | "not_executable" | "unknown" | (string & {});
 
 export interface Info {
   addr: string;
@@ -687,7 +700,7 @@ export interface InvokeResult {
   is_error: boolean;
   run_id: string;
   session_id?: string;
-  status: string;
+  status: Status;
   tool_calls: number;
   total_cost_usd?: number;
   turns: number;
@@ -698,7 +711,7 @@ export interface ListParams {
   adapter?: string;
   before?: string;
   limit?: number;
-  status?: string;
+  status?: Status;
 }
 
 export interface OKResult {
@@ -806,8 +819,10 @@ export interface PathParams {
 
 export interface PathState {
   reason?: string;
-  state: string;
+  state: PathStatus;
 }
+
+export type PathStatus = "missing" | "exists" | "unknown";
 
 export interface PruneParams {
   dry_run?: boolean;
@@ -837,7 +852,7 @@ export interface RateLimitSeen {
   resets_at?: string;
   run_id: string;
   seen_at: string;
-  status?: string;
+  status?: "allowed" | "allowed_warning" | "rejected" | (string & {});
   used_percent?: number;
   window: string;
   window_minutes?: number;
@@ -845,7 +860,7 @@ export interface RateLimitSeen {
 
 export interface RateLimitWindow {
   resets_at?: string;
-  status?: string;
+  status?: "allowed" | "allowed_warning" | "rejected" | (string & {});
   used_percent?: number;
   window: string;
   window_minutes?: number;
@@ -856,6 +871,8 @@ export interface ReadBytesParams {
   offset?: number;
   path: string;
 }
+
+export type ReadOnlyEnforcement = "os_sandbox" | "allowlist" | "agent_default" | "not_enforced";
 
 export interface ReadTextResult {
   content: string;
@@ -884,8 +901,8 @@ export interface Run {
   session_seq_base?: number;
   session_turn?: number;
   started_at?: string;
-  state?: string;
-  status: string;
+  state?: RunState;
+  status: Status;
   task?: string;
   task_len: number;
   task_sha256?: string;
@@ -903,7 +920,7 @@ export interface RunCommandParams {
 
 export interface RunError {
   exit_code?: number;
-  kind: string;
+  kind: "spawn" | "timeout" | "cancelled" | "exit" | "empty" | "output_limit" | "auth" | "rate_limit" | "network" | "api" | "max_turns" | "untrusted_workspace" | "bad_output" | "bad_input" | "config" | "tool" | "stalled" | "budget" | "interrupted" | (string & {});
   message: string;
   stderr_excerpt?: string;
 }
@@ -934,8 +951,8 @@ export interface RunRecord {
   session_seq_base?: number;
   session_turn?: number;
   started_at?: string;
-  state?: string;
-  status: string;
+  state?: RunState;
+  status: Status;
   task?: string;
   task_len: number;
   task_sha256?: string;
@@ -945,6 +962,8 @@ export interface RunRecord {
   turns: number;
   usage?: Usage;
 }
+
+export type RunState = "starting" | "working" | "waiting_approval" | "waiting_api" | "stalled";
 
 export interface Session {
   adapter: string;
@@ -963,7 +982,7 @@ export interface Session {
   pid?: number;
   queue: QueuedPrompt[];
   session_id: string;
-  state: string;
+  state: SessionState;
   total_cost_usd: number;
   turns: number;
   updated_at: string;
@@ -1038,7 +1057,7 @@ export interface SessionListParams {
   adapter?: string;
   include_closed?: boolean;
   limit?: number;
-  state?: string;
+  state?: SessionState;
 }
 
 export interface SessionPromptParams {
@@ -1083,6 +1102,8 @@ export interface SessionStartParams {
   warm?: boolean;
 }
 
+export type SessionState = "idle" | "running" | "waiting_approval" | "closed";
+
 export interface SessionSteerParams {
   session_id: string;
   task: string;
@@ -1104,7 +1125,7 @@ export interface SessionSubscribeResult {
   live: boolean;
   next_seq: number;
   session_id: string;
-  state: string;
+  state: SessionState;
 }
 
 export interface SlashCommand {
@@ -1112,6 +1133,10 @@ export interface SlashCommand {
   input_hint?: string;
   name: string;
 }
+
+export type Source = "pin" | "path" | "login_shell" | "well_known" | (string & {});
+
+export type Status = "running" | "succeeded" | "failed" | "cancelled" | "timed_out" | "refused" | "interrupted";
 
 export interface SubscribeParams {
   after_seq?: number;
@@ -1121,7 +1146,7 @@ export interface SubscribeParams {
 export interface SubscribeResult {
   live: boolean;
   run_id: string;
-  status: string;
+  status: Status;
 }
 
 export interface SubscriptionEnded {
@@ -1695,7 +1720,7 @@ export interface RunsListParams {
    * Only the runs in this status: running, succeeded, failed, cancelled, timed_out, refused or
    * interrupted.
    */
-  status?: string;
+  status?: Status;
 }
 
 /**
@@ -1853,7 +1878,7 @@ export interface SessionsListParams {
   /**
    * Only the sessions in this state: idle, running, waiting_approval or closed.
    */
-  state?: string;
+  state?: SessionState;
   /**
    * List closed sessions too; they are left out by default.
    */
