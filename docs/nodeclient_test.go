@@ -39,7 +39,7 @@ func nodeClient(t *testing.T) string {
 	}
 	// The example runs on the TypeScript package, linked from
 	// clients/typescript: that needs its own install and build.
-	if _, err := os.Stat(filepath.Join(nodeClientDir, "node_modules", "@card-dev", "client", "dist", "index.js")); err != nil {
+	if _, err := os.Stat(filepath.Join(nodeClientDir, "node_modules", "@card-dev", "client", "dist", "esm", "index.js")); err != nil {
 		testskip.Skip(t, testskip.Gap{Why: "the Node example client's dependencies not installed, or the TypeScript package not built",
 			Enable: "(cd clients/typescript && npm ci) && npm ci --prefix docs/examples/node-client", Install: true},
 			"SKIPPING the Node client test: its dependencies are not installed")

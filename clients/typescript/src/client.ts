@@ -12,7 +12,8 @@ import {
   type MessageWriter,
 } from 'vscode-jsonrpc/node';
 import type WebSocket from 'ws';
-import { open, type Endpoint } from './connect.js';
+import { type Endpoint } from './connect.js';
+import { open } from './socket.js';
 import { CardError, ConnectionLostError } from './errors.js';
 import {
   MethodsBase,

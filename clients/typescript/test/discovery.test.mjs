@@ -8,8 +8,10 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
-  HomeError, ListenerError, NoDaemonError, TokenRejectedError, accepts, connect, judgeListener, open, parseProcNet, parseTarget, resolveHome,
+  HomeError, ListenerError, NoDaemonError, TokenRejectedError, accepts, connect, judgeListener, parseProcNet, parseTarget, resolveHome,
 } from '@card-dev/client';
+// open is the package's own, not its API (its socket is ws's): the build's.
+import { open } from '../dist/esm/socket.js';
 import { discovery, startDaemon, tempDir } from './harness.mjs';
 
 test('the home is the one given, else $CARD_HOME, else the platform default', () => {

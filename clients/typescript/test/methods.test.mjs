@@ -22,7 +22,7 @@ const calls = {
   'agents.detect': async (c) => {
     const specs = await c.agentsDetect({});
     const claude = specs.find((s) => s.id === 'claude-code');
-    assert.equal(claude?.execution.state, 'runnable'); // the schema has no fields for it: its Go type marshals itself
+    assert.equal(claude?.execution.state, 'runnable'); // typed from the schema: 'runnable' | 'unusable'
     assert.equal(claude?.version, '2.1.197');
   },
   'agents.detect_external': async (c) => { assert.ok((await c.agentsDetectExternal({})).some((s) => s.id === 'claude-code')); },

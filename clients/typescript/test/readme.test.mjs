@@ -23,3 +23,19 @@ test('the README opens with the detect-and-run example, ten lines, and it runs a
   });
   assert.equal(stdout, 'PONG from fake anthropic\nclaude-code: succeeded\n');
 });
+
+// The README is read on npm's page and in node_modules, where the
+// repository around the package is not: a link leads out of the package
+// only as an absolute URL, and one inside it to a file the package ships.
+test('the README links only to what the packed package has, or by absolute URL', () => {
+  const readme = readFileSync(join(packageDir, 'README.md'), 'utf8').replace(/```[\s\S]*?```/g, '');
+  const pkg = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8'));
+  const links = [...readme.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]);
+  assert.ok(links.length > 0);
+  for (const link of links) {
+    if (/^https?:\/\//.test(link) || link.startsWith('#')) continue;
+    const path = link.split('#')[0];
+    assert.ok(!path.startsWith('..') && !path.startsWith('/'), `${link} leads out of the package`);
+    assert.ok(pkg.files.some((/** @type {string} */ f) => path === f || path.startsWith(`${f}/`)), `${link} is not in package.json's files`);
+  }
+});
