@@ -14,14 +14,16 @@ import {
 import type WebSocket from 'ws';
 import { type Endpoint } from './connect.js';
 import { open } from './socket.js';
-import { CardError, ConnectionLostError } from './errors.js';
+import { CardError, ConnectionLostError, ProtocolVersionError, protocolMajor } from './errors.js';
 import {
   MethodsBase,
+  protocolVersion,
   type AgentEvent,
   type AgentsInvokeParams,
   type ApproveAnswer,
   type ApproveParams,
   type CallOptions,
+  type Info,
   type InvokeResult,
   type MethodName,
   type Methods,
@@ -59,9 +61,19 @@ export interface ClientOptions extends Endpoint {
   onApprove?: Approver | 'elsewhere';
   /** false: a dropped socket ends the client (the streams fail). Default: reconnect. */
   reconnect?: boolean | ReconnectOptions;
-  /** Called when the socket dropped and the client starts reconnecting. */
+  /**
+   * Called when the socket dropped and the client starts reconnecting
+   * (never after close(), nor with reconnect: false): err says why. Calls
+   * made meanwhile wait for the new connection; a stream goes on where it
+   * was once it is back. For a "reconnecting…" line in the app.
+   */
   onDisconnect?: (err: Error) => void;
-  /** Called each time the client has connected again and resubscribed its streams. */
+  /**
+   * Called each time the client has connected again, possibly to a
+   * restarted daemon (a new port and token), and resubscribed its streams.
+   * Not called if it gives up (giveUpAfterMs): the streams then fail with
+   * a ConnectionLostError, and so does every later call.
+   */
   onReconnect?: () => void;
 }
 
@@ -223,6 +235,30 @@ export class RunStream implements AsyncIterable<AgentEvent> {
   }
 }
 
+export interface PromptOptions {
+  /** Aborting stops following the turn (the turn goes on; sessions.cancel ends it); the iterator throws the signal's reason. */
+  signal?: AbortSignal;
+  /** Answers the questions of this turn, before the client's own onApprove. */
+  onApprove?: Approver | 'elsewhere';
+}
+
+/**
+ * One prompt's turn, as client.prompt gives it: its events as an async
+ * iterable, the prompt's answer, and where the loop is.
+ */
+export interface PromptStream extends AsyncIterable<AgentEvent> {
+  /** sessions.prompt's answer: the turn, and whether it waits in the queue. */
+  result: Promise<SessionsPromptResult>;
+  /**
+   * The turn's run, once known: from the answer when the turn started at
+   * once, else from its first event. Keep it with lastSeq to take the turn
+   * up again after a window reload: `client.follow(runId, { afterSeq: lastSeq })`.
+   */
+  runId: string | undefined;
+  /** The run seq of the last event the loop handed out (0 before the first). */
+  lastSeq: number;
+}
+
 export interface SessionFollowOptions {
   /** Only the session's events after this seq (default 0: from the start). */
   afterSeq?: number;
@@ -316,6 +352,8 @@ export class Client extends MethodsBase {
   home = '';
   /** The daemon's URL, as daemon.json gave it (or the url option). */
   url = '';
+  /** The protocol version the daemon speaks (daemon.info's), checked at every connection to have this client's major. */
+  protocolVersion = '';
   private conn: MessageConnection | null = null;
   private ws: WebSocket | null = null;
   private ready: Promise<MessageConnection>;
@@ -370,9 +408,26 @@ export class Client extends MethodsBase {
       for (const st of this.sessionStreams.get(ev.session_id) ?? []) st.push(ev);
     });
     conn.onRequest('agents.approve', (q: ApproveParams, token) => this.approve(q, token));
-    conn.onClose(() => this.dropped(conn, new ConnectionLostError('the connection to the daemon closed')));
     conn.onError(() => {});
     conn.listen();
+    // The protocol's major version before anything else: a daemon of
+    // another major may mean something else by the same field. Checked on
+    // every connection, since a restarted daemon may be another build.
+    let info: Info;
+    try {
+      info = await conn.sendRequest<Info>('daemon.info', {});
+    } catch (err) {
+      conn.dispose();
+      ws.terminate();
+      throw err instanceof ResponseError ? new CardError(err.code, err.message, (err.data ?? {}) as never, 'daemon.info') : err;
+    }
+    if (protocolMajor(info.protocol_version) !== protocolMajor(protocolVersion)) {
+      conn.dispose();
+      ws.terminate();
+      throw new ProtocolVersionError(home, info.protocol_version, protocolVersion);
+    }
+    this.protocolVersion = info.protocol_version;
+    conn.onClose(() => this.dropped(conn, new ConnectionLostError('the connection to the daemon closed')));
     this.conn = conn;
     this.ws = ws;
     return conn;
@@ -474,6 +529,13 @@ export class Client extends MethodsBase {
         return conn;
       } catch (err) {
         last = err as Error;
+        if (err instanceof ProtocolVersionError) {
+          // Another daemon took the home's place: waiting will not make
+          // it speak this client's protocol.
+          this.closed = true;
+          for (const s of this.allStreams()) s.fail(err);
+          throw err;
+        }
         if (Date.now() > deadline) {
           const gaveUp = new ConnectionLostError(`gave up reconnecting to the daemon: ${last.message}`, { cause: last });
           this.closed = true;
@@ -601,9 +663,11 @@ export class Client extends MethodsBase {
   /**
    * Sends a prompt to a session and yields the events of its turn, from
    * its first to its terminal one, whether it started at once or waited in
-   * the queue. result resolves with sessions.prompt's answer.
+   * the queue. result resolves with sessions.prompt's answer; runId and
+   * lastSeq say where the loop is, for taking the turn up again elsewhere
+   * (after a window reload: `client.follow(runId, { afterSeq: lastSeq })`).
    */
-  prompt(params: SessionsPromptParams, opts: { signal?: AbortSignal; onApprove?: Approver | 'elsewhere' } = {}): AsyncIterable<AgentEvent> & { result: Promise<SessionsPromptResult> } {
+  prompt(params: SessionsPromptParams, opts: PromptOptions = {}): PromptStream {
     const ac = new AbortController();
     const stop = () => ac.abort(opts.signal?.reason);
     opts.signal?.addEventListener('abort', stop, { once: true });
@@ -621,13 +685,18 @@ export class Client extends MethodsBase {
     started.catch(() => {});
     const result = started.then((x) => x.res);
     result.catch(() => {});
-    return {
+    const stream: PromptStream = {
       result,
+      runId: undefined,
+      lastSeq: 0,
       async *[Symbol.asyncIterator]() {
         const { st, res } = await started;
+        if (res.run_id) stream.runId = res.run_id;
         try {
           for await (const ev of st) {
             if (ev.turn !== res.turn) continue;
+            stream.runId = ev.event.run_id;
+            stream.lastSeq = ev.event.seq;
             yield ev.event;
             if (isTerminal(ev.event)) return;
           }
@@ -637,6 +706,7 @@ export class Client extends MethodsBase {
         }
       },
     };
+    return stream;
   }
 
   private async subscribeSession(st: SessionStream): Promise<void> {

@@ -49,6 +49,33 @@ export class TokenRejectedError extends Error {
   }
 }
 
+/** The major number of a protocol version ("1" of "1.0"). */
+export const protocolMajor = (v: string): string => v.split('.')[0] ?? '';
+
+/**
+ * The daemon speaks another major version of card's protocol than the one
+ * this client's types were generated from (`protocolVersion`): a field may
+ * have changed its meaning, so the client refuses it rather than misread
+ * it. Minor versions only add, and any minor of the same major is taken.
+ */
+export class ProtocolVersionError extends Error {
+  override name = 'ProtocolVersionError';
+  constructor(
+    /** The home the daemon was found through ('' when given a URL). */
+    readonly home: string,
+    /** The daemon's protocol_version (daemon.info). */
+    readonly daemonVersion: string,
+    /** The version this client was generated from. */
+    readonly clientVersion: string,
+  ) {
+    super(
+      `the card daemon${home ? ` of home ${home}` : ''} speaks protocol ${daemonVersion}, and this @card-dev/client protocol ${clientVersion}: ` +
+        `their major versions differ, so it would misread the daemon. Install the @card-dev/client of protocol ${protocolMajor(daemonVersion)}.x, ` +
+        `or run a card daemon of protocol ${protocolMajor(clientVersion)}.x`,
+    );
+  }
+}
+
 /** The connection to the daemon ended and the client gave up reconnecting (or was told not to). */
 export class ConnectionLostError extends Error {
   override name = 'ConnectionLostError';

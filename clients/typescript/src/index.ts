@@ -4,8 +4,8 @@
 // iterables that survive reconnects.
 export * from './generated.js';
 export { Client, RunStream, SessionStream, connect } from './client.js';
-export type { Approver, ClientOptions, FollowOptions, InvokeOptions, ReconnectOptions, SessionFollowOptions } from './client.js';
+export type { Approver, ClientOptions, FollowOptions, InvokeOptions, PromptOptions, PromptStream, ReconnectOptions, SessionFollowOptions } from './client.js';
 export { DialError, findDaemon, type Endpoint } from './connect.js';
-export { CardError, ConnectionLostError, ListenerError, NoDaemonError, TokenRejectedError, isCardError, type ErrorData } from './errors.js';
+export { CardError, ConnectionLostError, ListenerError, NoDaemonError, ProtocolVersionError, TokenRejectedError, isCardError, type ErrorData } from './errors.js';
 export { HomeError, checkHome, readDiscovery, readToken, resolveHome, serveCommand, type Discovery } from './home.js';
 export { accepts, judgeListener, judgeProcess, parseProcNet, parseTarget, verifyListener, type Process, type Socket, type Target } from './listener.js';

@@ -8,8 +8,10 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
-  HomeError, ListenerError, NoDaemonError, TokenRejectedError, accepts, connect, judgeListener, parseProcNet, parseTarget, resolveHome,
+  HomeError, ListenerError, NoDaemonError, ProtocolVersionError, TokenRejectedError, accepts, connect, judgeListener, parseProcNet, parseTarget,
+  protocolVersion, resolveHome,
 } from '@card-dev/client';
+import { WebSocketServer } from 'ws';
 // open is the package's own, not its API (its socket is ws's): the build's.
 import { open } from '../dist/esm/socket.js';
 import { discovery, startDaemon, tempDir } from './harness.mjs';
@@ -177,4 +179,39 @@ test('judging by the process alone (macOS): running, this user\'s, and the daemo
   assert.throws(() => judgeProcess('/h', t, 501, p({ running: false })), NoDaemonError);
   assert.throws(() => judgeProcess('/h', t, 501, p({ uid: 0 })), ListenerError);
   assert.throws(() => judgeProcess('/h', t, 501, p({ exe: 'Safari' })), NoDaemonError);
+});
+
+/**
+ * A stand-in daemon that answers daemon.info with version and every other
+ * request with an empty result.
+ * @param {import('node:test').TestContext} t
+ * @param {string} version
+ */
+async function fakeDaemon(t, version) {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => wss.once('listening', r));
+  t.after(() => new Promise((r) => { for (const c of wss.clients) c.terminate(); wss.close(() => r(undefined)); }));
+  wss.on('connection', (ws) => ws.on('message', (m) => {
+    const req = JSON.parse(String(m));
+    if (req.id === undefined) return;
+    const result = req.method === 'daemon.info' ? { protocol_version: version, version: 'x', pid: 1, addr: '', url: '', home: '', ancestry: [], max_chain: 3, started_at: '' } : {};
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: req.id, result }));
+  }));
+  const addr = /** @type {import('node:net').AddressInfo} */ (wss.address());
+  return `ws://127.0.0.1:${addr.port}/rpc`;
+}
+
+test('connect refuses a daemon of another major protocol version, naming both, and takes any minor of its own', async (t) => {
+  const major = protocolVersion.split('.')[0];
+  const other = `${Number(major) + 1}.0`;
+  await assert.rejects(connect({ url: await fakeDaemon(t, other), token: 't', reconnect: false }), (e) => {
+    assert.ok(e instanceof ProtocolVersionError, String(e));
+    assert.equal(e.daemonVersion, other);
+    assert.equal(e.clientVersion, protocolVersion);
+    assert.match(e.message, new RegExp(`protocol ${other.replace('.', '\\.')}.*protocol ${protocolVersion.replace('.', '\\.')}`));
+    return true;
+  });
+  const c = await connect({ url: await fakeDaemon(t, `${major}.99`), token: 't', reconnect: false });
+  assert.equal(c.protocolVersion, `${major}.99`);
+  c.close();
 });

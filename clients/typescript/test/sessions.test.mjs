@@ -27,6 +27,31 @@ test('each prompt yields its own turn, and the session\'s stream has every turn 
   assert.deepEqual(all, ['1:1:session', '1:2:text', '1:3:usage', '1:4:done', '2:5:session', '2:6:text', '2:7:usage', '2:8:done']);
 });
 
+// A window that reloads mid-turn keeps runId and lastSeq and takes the
+// turn up again where its loop was.
+test('a prompt says its run and last seq, and following the run from there gives the rest of the turn', async (t) => {
+  const d = await startDaemon(t);
+  const client = await connect({ home: d.home });
+  t.after(() => client.close());
+  const { session_id } = await client.sessionsStart({ id: 'claude-code', cwd: d.home });
+  const turn = client.prompt({ session_id, task: 'one' });
+  assert.equal(turn.runId, undefined);
+  assert.equal(turn.lastSeq, 0);
+  const seen = [];
+  for await (const ev of turn) {
+    seen.push(ev);
+    assert.equal(turn.runId, ev.run_id, 'runId is the run of the events handed out');
+    assert.equal(turn.lastSeq, ev.seq, 'lastSeq is the last one handed out');
+    if (seen.length === 2) break; // the window reloads here
+  }
+  const runId = turn.runId;
+  const rest = [];
+  for await (const ev of client.follow(runId, { afterSeq: turn.lastSeq })) rest.push(ev);
+  assert.deepEqual([...seen, ...rest].map((ev) => ev.kind), ['session', 'text', 'usage', 'done']);
+  assert.deepEqual(rest.map((ev) => ev.seq), [3, 4], 'nothing handed out twice, nothing lost');
+  assert.equal(rest.at(-1).result.run_id, runId);
+});
+
 test('a prompt sent while a turn runs waits in the queue, and its iterator yields its turn once it runs', async (t) => {
   const d = await startDaemon(t);
   const client = await connect({ home: d.home });
