@@ -474,6 +474,9 @@ func TestAKilledDaemonLosesNoTurnAndTheNextPromptContinuesTheConversation(t *tes
 	for _, ev := range all {
 		if client.Terminal(ev.Event) {
 			statuses = append(statuses, ev.Event.Status)
+			if ev.Event.Status != api.StatusSucceeded {
+				assert.NotEmpty(t, ev.Event.Error, "turn %d's error event says why it ended", ev.Turn)
+			}
 		}
 	}
 	assert.Equal(t, []api.Status{api.StatusSucceeded, api.StatusInterrupted, api.StatusRefused, api.StatusSucceeded}, statuses,

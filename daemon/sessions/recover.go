@@ -133,7 +133,7 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 			last++
 			res := api.InvokeResult{RunID: r.RunID, Adapter: r.Adapter, Ancestry: r.Ancestry, Status: r.Status,
 				Result: api.Result{IsError: true, Error: r.Error, SessionID: r.SessionID}}
-			ev := api.AgentEvent{RunID: r.RunID, Seq: last, Event: api.Event{Kind: api.EventRunError}, Status: r.Status, Result: &res}
+			ev := api.AgentEvent{RunID: r.RunID, Seq: last, Event: api.Event{Kind: api.EventRunError, Error: res.Reason()}, Status: r.Status, Result: &res}
 			raw, _ := json.Marshal(ev)
 			if err := m.st.AppendEvent(ctx, r.RunID, last, api.EventRunError, raw); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err

@@ -125,6 +125,8 @@ export interface ErrorData {
   session_queue_full: { session_id: string; queued: number; max_queue: number; config_key: string };
   steer_unsupported: { session_id: string; adapter: string; reason: string };
   adapter_gone: { field: 'session_id'; session_id: string; adapter: string; reason: string; run_id?: string };
+  not_session_owner: { field: 'session_id'; session_id: string; method: string; origin: string };
+  too_many_sessions: { open: number; max: number; config_key: string };
 }
 // Every name the daemon's schema has must be in the table above.
 type Missing = Exclude<ErrorName, keyof ErrorData>;

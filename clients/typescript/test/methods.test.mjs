@@ -112,6 +112,7 @@ const calls = {
   'sessions.get': async (c, x) => { assert.equal((await c.sessionsGet({ session_id: x.session })).turns, 1); },
   'sessions.list': async (c, x) => { assert.ok((await c.sessionsList({})).sessions.some((s) => s.session_id === x.session)); },
   'sessions.cancel': async (c, x) => { assert.equal((await c.sessionsCancel({ session_id: x.session })).cancelled, true); },
+  'sessions.release': async (c, x) => { assert.equal((await c.sessionsRelease({ session_id: x.session })).session.session_id, x.session); },
   'sessions.close': async (c, x) => {
     assert.equal((await c.sessionsClose({ session_id: x.session })).state, 'closed');
     await assert.rejects(c.sessionsPrompt({ session_id: x.session, task: 'x' }), (e) => isCardError(e, 'session_closed') && e.data.session_id === x.session);
