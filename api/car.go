@@ -107,7 +107,7 @@ func (p *ExternalInvokeParams) Validate() error {
 		return nil
 	}
 	if len(p.SessionID) > MaxRoutingIDBytes || !utf8.ValidString(p.SessionID) || strings.ContainsFunc(p.SessionID, unicode.IsControl) {
-		return invalidField("session_id", "must be printable text of at most %d bytes (the host's own id for this conversation)", MaxRoutingIDBytes)
+		return InvalidField("session_id", "must be printable text of at most %d bytes (the host's own id for this conversation)", MaxRoutingIDBytes)
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ type ChatCancelParams struct {
 // Validate requires the session id.
 func (p *ChatCancelParams) Validate() error {
 	if p.SessionID == "" {
-		return invalidField("session_id", "required: the session_id of the agents.invoke_external to end")
+		return InvalidField("session_id", "required: the session_id of the agents.invoke_external to end")
 	}
 	return nil
 }
@@ -227,13 +227,13 @@ type SessionAuthParams struct {
 func (p *SessionAuthParams) Validate() error {
 	switch {
 	case p.HostToken != "":
-		return invalidField("host_token", "card has no host-management role: every connection that holds the daemon's token may call what its access class allows; send token")
+		return InvalidField("host_token", "card has no host-management role: every connection that holds the daemon's token may call what its access class allows; send token")
 	case p.AgentID != "":
-		return invalidField("agent_id", "card supervises no lifecycle agents, so there is no agent identity to bind; send only token")
+		return InvalidField("agent_id", "card supervises no lifecycle agents, so there is no agent identity to bind; send only token")
 	case p.MemoryNamespace != "":
-		return invalidField("memory_namespace", "card keeps no memory graph to scope; leave it out")
+		return InvalidField("memory_namespace", "card keeps no memory graph to scope; leave it out")
 	case p.Token == "":
-		return invalidField("token", "required: the daemon's token (<home>/token), the one this connection was opened with")
+		return InvalidField("token", "required: the daemon's token (<home>/token), the one this connection was opened with")
 	}
 	return nil
 }
@@ -258,7 +258,7 @@ func (p *HandshakeParams) Validate() error {
 		var s string
 		var n json.Number
 		if json.Unmarshal(p.ProtocolVersion, &s) != nil && json.Unmarshal(p.ProtocolVersion, &n) != nil {
-			return invalidField("protocol_version", "must be a number or a string, not %s", v)
+			return InvalidField("protocol_version", "must be a number or a string, not %s", v)
 		}
 	}
 	return nil

@@ -21,8 +21,8 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Field, e.Message)
 }
 
-// invalidField is a shorthand for a *FieldError.
-func invalidField(field, format string, args ...any) *FieldError {
+// InvalidField is a shorthand for a *FieldError.
+func InvalidField(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -259,10 +259,10 @@ func (p *DecideParams) Validate() error {
 		return err
 	}
 	if p.RequestID == "" {
-		return invalidField("request_id", "required: the id agents.approve gave the question")
+		return InvalidField("request_id", "required: the id agents.approve gave the question")
 	}
 	if !slices.Contains(Decisions, p.Decision) {
-		return invalidField("decision", "unknown decision %q; answer allow, allow_always or deny", p.Decision)
+		return InvalidField("decision", "unknown decision %q; answer allow, allow_always or deny", p.Decision)
 	}
 	return nil
 }
@@ -278,7 +278,7 @@ func (p *CancelParams) Validate() error { return requireRunID(p.RunID) }
 // requireRunID is the one check every run-addressed method makes.
 func requireRunID(id string) error {
 	if id == "" {
-		return invalidField("run_id", "required")
+		return InvalidField("run_id", "required")
 	}
 	return nil
 }
@@ -296,10 +296,10 @@ type PruneParams struct {
 // Validate refuses negative bounds.
 func (p *PruneParams) Validate() error {
 	if p.MaxRuns != nil && *p.MaxRuns < 0 {
-		return invalidField("max_runs", "must not be negative (0: no bound on the count)")
+		return InvalidField("max_runs", "must not be negative (0: no bound on the count)")
 	}
 	if p.MaxAgeDays != nil && (*p.MaxAgeDays < 0 || *p.MaxAgeDays > MaxAgeDaysLimit) {
-		return invalidField("max_age_days", "must be 0 to %d days, not %d (0: no bound on age)", MaxAgeDaysLimit, *p.MaxAgeDays)
+		return InvalidField("max_age_days", "must be 0 to %d days, not %d (0: no bound on age)", MaxAgeDaysLimit, *p.MaxAgeDays)
 	}
 	return nil
 }
@@ -330,7 +330,7 @@ type ListParams struct {
 // Validate checks the status filter and the limit.
 func (p *ListParams) Validate() error {
 	if p.Status != "" && !p.Status.Valid() {
-		return invalidField("status", "unknown status %q; one of %v", p.Status, Statuses)
+		return InvalidField("status", "unknown status %q; one of %v", p.Status, Statuses)
 	}
 	return checkListLimit(p.Limit)
 }
@@ -340,7 +340,7 @@ func (p *ListParams) Validate() error {
 // the whole list to a client that asked for more.
 func checkListLimit(limit int) error {
 	if limit < 0 || limit > MaxListLimit {
-		return invalidField("limit", "must be between 1 and %d (default %d), not %d", MaxListLimit, DefaultListLimit, limit)
+		return InvalidField("limit", "must be between 1 and %d (default %d), not %d", MaxListLimit, DefaultListLimit, limit)
 	}
 	return nil
 }
@@ -366,7 +366,7 @@ func (p *SubscribeParams) Validate() error {
 		return err
 	}
 	if p.AfterSeq < 0 {
-		return invalidField("after_seq", "must not be negative")
+		return InvalidField("after_seq", "must not be negative")
 	}
 	return nil
 }

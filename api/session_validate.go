@@ -8,17 +8,17 @@ import "strings"
 
 func requireSessionID(id string) error {
 	if strings.TrimSpace(id) == "" {
-		return invalidField("session_id", "required: the session sessions.start answered")
+		return InvalidField("session_id", "required: the session sessions.start answered")
 	}
 	return nil
 }
 
 func requireTask(task string) error {
 	if strings.TrimSpace(task) == "" {
-		return invalidField("task", "required: the text for the agent must not be empty")
+		return InvalidField("task", "required: the text for the agent must not be empty")
 	}
 	if strings.ContainsRune(task, 0) {
-		return invalidField("task", "contains a NUL byte")
+		return InvalidField("task", "contains a NUL byte")
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ func (p *SessionSubscribeParams) Validate() error {
 		return err
 	}
 	if p.AfterSeq < 0 {
-		return invalidField("after_seq", "must not be negative")
+		return InvalidField("after_seq", "must not be negative")
 	}
 	return nil
 }
@@ -61,7 +61,7 @@ func (p *SessionListParams) Validate() error {
 	switch p.State {
 	case "", SessionIdle, SessionRunning, SessionWaitingApproval, SessionClosed:
 	default:
-		return invalidField("state", "unknown state %q; one of idle, running, waiting_approval, closed", p.State)
+		return InvalidField("state", "unknown state %q; one of idle, running, waiting_approval, closed", p.State)
 	}
 	return checkListLimit(p.Limit)
 }
@@ -75,22 +75,22 @@ func (p *SessionConfigureParams) Validate() error {
 		return err
 	}
 	if p.PermissionMode == "" && p.Model == "" && p.Effort == "" {
-		return invalidField("permission_mode", "nothing to change: give permission_mode, model or effort")
+		return InvalidField("permission_mode", "nothing to change: give permission_mode, model or effort")
 	}
 	switch p.PermissionMode {
 	case "", "read_only", "ask", "edit", "bypass":
 	default:
-		return invalidField("permission_mode", "unknown mode %q; one of read_only, ask, edit, bypass", p.PermissionMode)
+		return InvalidField("permission_mode", "unknown mode %q; one of read_only, ask, edit, bypass", p.PermissionMode)
 	}
 	for _, f := range []struct{ name, v string }{{"model", p.Model}, {"effort", p.Effort}} {
 		if strings.ContainsRune(f.v, 0) {
-			return invalidField(f.name, "contains a NUL byte")
+			return InvalidField(f.name, "contains a NUL byte")
 		}
 		if strings.HasPrefix(f.v, "-") {
-			return invalidField(f.name, "must not start with '-'")
+			return InvalidField(f.name, "must not start with '-'")
 		}
 		if strings.TrimSpace(f.v) != f.v {
-			return invalidField(f.name, "must not start or end with white space")
+			return InvalidField(f.name, "must not start or end with white space")
 		}
 	}
 	return nil

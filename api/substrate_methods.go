@@ -70,17 +70,17 @@ type (
 
 func (p RunCommandParams) Validate() error {
 	if p.Command == "" {
-		return invalidField("command", "is required")
+		return InvalidField("command", "is required")
 	}
 	if p.TimeoutSecs < 0 || p.TimeoutSecs > 86400 {
-		return invalidField("timeout_secs", "must be between 1 and 86400 seconds, or absent")
+		return InvalidField("timeout_secs", "must be between 1 and 86400 seconds, or absent")
 	}
 	return nil
 }
 
 func requirePath(p string) error {
 	if p == "" {
-		return invalidField("path", "is required")
+		return InvalidField("path", "is required")
 	}
 	return nil
 }
@@ -93,22 +93,22 @@ func (p ReadBytesParams) Validate() error {
 		return err
 	}
 	if p.Offset < 0 {
-		return invalidField("offset", "must not be negative")
+		return InvalidField("offset", "must not be negative")
 	}
 	if p.Length != nil && *p.Length < 0 {
-		return invalidField("length", "must not be negative; leave it out to read to the end")
+		return InvalidField("length", "must not be negative; leave it out to read to the end")
 	}
 	return nil
 }
 func (p PTYStartParams) Validate() error {
 	if p.Command == "" {
-		return invalidField("command", "is required")
+		return InvalidField("command", "is required")
 	}
 	return nil
 }
 func (p PTYResizeParams) Validate() error {
 	if p.Rows == 0 || p.Cols == 0 {
-		return invalidField("rows", "rows and cols must both be at least 1")
+		return InvalidField("rows", "rows and cols must both be at least 1")
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func (p *UsageParams) Range(now time.Time) (from, end time.Time, err error) {
 	day := func(field, s string) (time.Time, error) {
 		t, err := time.ParseInLocation(UsageDateLayout, s, now.Location())
 		if err != nil {
-			return time.Time{}, invalidField(field, "%q is not a date like 2026-01-31", s)
+			return time.Time{}, InvalidField(field, "%q is not a date like 2026-01-31", s)
 		}
 		return t, nil
 	}
@@ -50,11 +50,11 @@ func (p *UsageParams) Range(now time.Time) (from, end time.Time, err error) {
 		}
 	}
 	if from.After(to) {
-		return from, end, invalidField("from", "%s is after to (%s)", from.Format(UsageDateLayout), to.Format(UsageDateLayout))
+		return from, end, InvalidField("from", "%s is after to (%s)", from.Format(UsageDateLayout), to.Format(UsageDateLayout))
 	}
 	end = to.AddDate(0, 0, 1)
 	if from.AddDate(0, 0, MaxUsageDays).Before(end) {
-		return from, end, invalidField("from", "the range is longer than %d days; ask for it in parts", MaxUsageDays)
+		return from, end, InvalidField("from", "the range is longer than %d days; ask for it in parts", MaxUsageDays)
 	}
 	return from, end, nil
 }

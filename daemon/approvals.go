@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
@@ -111,35 +110,4 @@ func (d *Daemon) registerApprovals() {
 		}
 		return d.runs.Decide(ctx, conn, p.RunID, p.RequestID, p.Decision, p.Message)
 	})
-}
-
-// approvalTimeout is a request's approval timeout, clamped, or card.toml's.
-func (d *Daemon) approvalTimeout(secs int) time.Duration {
-	if secs == 0 {
-		secs = d.cfg.ApprovalTimeoutSecs
-	}
-	return time.Duration(min(max(secs, 1), MaxApprovalTimeoutSecs)) * time.Second
-}
-
-// checkApprovalTimeout refuses approval_timeout_secs outside ask mode
-// (a client that set it expects questions it would never get) and out of
-// range.
-func checkApprovalTimeout(mode string, secs int) error {
-	if secs == 0 {
-		return nil
-	}
-	if mode != "ask" {
-		return rpc.InvalidField("approval_timeout_secs", "applies only to permission_mode ask (this run's mode is %s)", modeName(mode))
-	}
-	if secs < 1 || secs > MaxApprovalTimeoutSecs {
-		return rpc.InvalidField("approval_timeout_secs", "must be between 1 and %d seconds", MaxApprovalTimeoutSecs)
-	}
-	return nil
-}
-
-func modeName(m string) string {
-	if m == "" {
-		return "read_only"
-	}
-	return m
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
@@ -22,16 +23,16 @@ import (
 )
 
 // bigPNGs writes n files of size bytes that sniff as PNG.
-func bigPNGs(t *testing.T, n, size int) []daemon.Attachment {
+func bigPNGs(t *testing.T, n, size int) []api.Attachment {
 	t.Helper()
 	dir := t.TempDir()
-	atts := make([]daemon.Attachment, n)
+	atts := make([]api.Attachment, n)
 	for i := range atts {
 		b := make([]byte, size)
 		copy(b, testPNG(t, color.RGBA{R: uint8(i), A: 255}))
 		p := filepath.Join(dir, fmt.Sprintf("shot-%d.png", i))
 		require.NoError(t, os.WriteFile(p, b, 0o600))
-		atts[i] = daemon.Attachment{Path: p}
+		atts[i] = api.Attachment{Path: p}
 	}
 	return atts
 }
@@ -140,7 +141,7 @@ func TestAnAttachmentOnAKernelFileSystemIsRefusedAtOnceAndLeavesNoDescriptor(t *
 		}
 		t.Run(path, func(t *testing.T) {
 			p := rd.params("claude-code", "look")
-			p.Attachments = []daemon.Attachment{{Name: "ok.png", DataB64: b64(testPNG(t, color.White)), MimeType: "image/png"}, {Path: path}}
+			p.Attachments = []api.Attachment{{Name: "ok.png", DataB64: b64(testPNG(t, color.White)), MimeType: "image/png"}, {Path: path}}
 			start := time.Now()
 			_, err := rd.Client.Invoke(daemontest.Context(t), p)
 			re := rpcCode(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
@@ -70,7 +71,7 @@ func TestImagesReachTheAgentAndTheRunRecordsTheirDigestsNotTheirBytes(t *testing
 	require.NoError(t, os.WriteFile(path, blue, 0o600))
 
 	p := rd.params("claude-code", "What colours are these?")
-	p.Attachments = []daemon.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}, {Path: path}}
+	p.Attachments = []api.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}, {Path: path}}
 	res := rd.finished(t, p)
 	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
 	assert.Empty(t, res.DroppedAttachments)
@@ -115,7 +116,7 @@ func TestCodexGetsPrivateCopiesThatAreGoneAfterTheRun(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	red := testPNG(t, color.RGBA{R: 255, A: 255})
 	p := rd.params("codex", "What colour is this?")
-	p.Attachments = []daemon.Attachment{{DataB64: b64(red), MimeType: "image/png"}}
+	p.Attachments = []api.Attachment{{DataB64: b64(red), MimeType: "image/png"}}
 	res := rd.finished(t, p)
 	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
 
@@ -154,7 +155,7 @@ func TestAnAdapterWithoutImagesDropsThemOrRefusesWhenTheyAreRequired(t *testing.
 	rd, droid := startWithDroid(t)
 	red := testPNG(t, color.RGBA{R: 255, A: 255})
 	p := rd.params("droid", "say pong")
-	p.Attachments = []daemon.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}}
+	p.Attachments = []api.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}}
 
 	res := rd.finished(t, p)
 	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
@@ -199,7 +200,7 @@ func TestEveryBadAttachmentIsRefusedNamingItsIndexAndField(t *testing.T) {
 		return p
 	}
 	png := testPNG(t, color.RGBA{G: 255, A: 255})
-	okPNG := daemon.Attachment{DataB64: b64(png), MimeType: "image/png"}
+	okPNG := api.Attachment{DataB64: b64(png), MimeType: "image/png"}
 	big := append(append([]byte{}, png...), make([]byte, 4096)...)
 	fifo := filepath.Join(dir, "pipe.png")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
@@ -208,37 +209,37 @@ func TestEveryBadAttachmentIsRefusedNamingItsIndexAndField(t *testing.T) {
 
 	cases := []struct {
 		name  string
-		atts  []daemon.Attachment
+		atts  []api.Attachment
 		field string
 		says  string
 	}{
-		{"neither path nor data", []daemon.Attachment{{Name: "x"}}, "attachments[0]", "give path"},
-		{"both path and data", []daemon.Attachment{okPNG, {Path: write("a.png", png), DataB64: b64(png), MimeType: "image/png"}}, "attachments[1]", "not both"},
-		{"a relative path", []daemon.Attachment{{Path: "shots/a.png"}}, "attachments[0].path", "not an absolute path"},
-		{"a missing file", []daemon.Attachment{{Path: filepath.Join(dir, "gone.png")}}, "attachments[0].path", "no such file"},
-		{"a directory", []daemon.Attachment{{Path: dir}}, "attachments[0].path", "not a regular file"},
-		{"a FIFO, which would block a read", []daemon.Attachment{{Path: fifo}}, "attachments[0].path", "not a regular file"},
-		{"a text file named .png", []daemon.Attachment{{Path: write("notes.png", []byte("just some text"))}}, "attachments[0].path", "is not a PNG, JPEG, GIF or WebP image"},
-		{"a file too big", []daemon.Attachment{{Path: write("big.png", big)}}, "attachments[0].path", "max_bytes"},
-		{"inline data too big", []daemon.Attachment{okPNG, okPNG, {DataB64: b64(big), MimeType: "image/png"}}, "attachments[2].data_b64", "max_bytes"},
-		{"bad base64", []daemon.Attachment{okPNG, okPNG, {DataB64: "iVBOR w0K!!", MimeType: "image/png"}}, "attachments[2].data_b64", "base64"},
-		{"a data: URL", []daemon.Attachment{{DataB64: "data:image/png;base64," + b64(png), MimeType: "image/png"}}, "attachments[0].data_b64", "data: URL"},
-		{"inline data that is not an image", []daemon.Attachment{{DataB64: b64([]byte("%PDF-1.7 ...")), MimeType: "image/png"}}, "attachments[0].data_b64", "not a PNG"},
-		{"empty inline data", []daemon.Attachment{{DataB64: "", MimeType: "image/png"}}, "attachments[0]", "give path"},
-		{"inline data without a type", []daemon.Attachment{{DataB64: b64(png)}}, "attachments[0].mime_type", "required with data_b64"},
-		{"a type card does not take", []daemon.Attachment{{DataB64: b64(png), MimeType: "image/svg+xml"}}, "attachments[0].mime_type", "not one of"},
-		{"a type the bytes are not", []daemon.Attachment{{DataB64: b64(png), MimeType: "image/jpeg"}}, "attachments[0].mime_type", "the bytes are a PNG"},
-		{"a path whose claimed type the bytes are not", []daemon.Attachment{{Path: write("b.png", png), MimeType: "image/gif"}}, "attachments[0].mime_type", "the bytes are a PNG"},
-		{"a name with a control character", []daemon.Attachment{{DataB64: b64(png), MimeType: "image/png", Name: "a\nb"}}, "attachments[0].name", "printable"},
-		{"more than max_count", []daemon.Attachment{okPNG, okPNG, okPNG, okPNG}, "attachments", "max_count"},
+		{"neither path nor data", []api.Attachment{{Name: "x"}}, "attachments[0]", "give path"},
+		{"both path and data", []api.Attachment{okPNG, {Path: write("a.png", png), DataB64: b64(png), MimeType: "image/png"}}, "attachments[1]", "not both"},
+		{"a relative path", []api.Attachment{{Path: "shots/a.png"}}, "attachments[0].path", "not an absolute path"},
+		{"a missing file", []api.Attachment{{Path: filepath.Join(dir, "gone.png")}}, "attachments[0].path", "no such file"},
+		{"a directory", []api.Attachment{{Path: dir}}, "attachments[0].path", "not a regular file"},
+		{"a FIFO, which would block a read", []api.Attachment{{Path: fifo}}, "attachments[0].path", "not a regular file"},
+		{"a text file named .png", []api.Attachment{{Path: write("notes.png", []byte("just some text"))}}, "attachments[0].path", "is not a PNG, JPEG, GIF or WebP image"},
+		{"a file too big", []api.Attachment{{Path: write("big.png", big)}}, "attachments[0].path", "max_bytes"},
+		{"inline data too big", []api.Attachment{okPNG, okPNG, {DataB64: b64(big), MimeType: "image/png"}}, "attachments[2].data_b64", "max_bytes"},
+		{"bad base64", []api.Attachment{okPNG, okPNG, {DataB64: "iVBOR w0K!!", MimeType: "image/png"}}, "attachments[2].data_b64", "base64"},
+		{"a data: URL", []api.Attachment{{DataB64: "data:image/png;base64," + b64(png), MimeType: "image/png"}}, "attachments[0].data_b64", "data: URL"},
+		{"inline data that is not an image", []api.Attachment{{DataB64: b64([]byte("%PDF-1.7 ...")), MimeType: "image/png"}}, "attachments[0].data_b64", "not a PNG"},
+		{"empty inline data", []api.Attachment{{DataB64: "", MimeType: "image/png"}}, "attachments[0]", "give path"},
+		{"inline data without a type", []api.Attachment{{DataB64: b64(png)}}, "attachments[0].mime_type", "required with data_b64"},
+		{"a type card does not take", []api.Attachment{{DataB64: b64(png), MimeType: "image/svg+xml"}}, "attachments[0].mime_type", "not one of"},
+		{"a type the bytes are not", []api.Attachment{{DataB64: b64(png), MimeType: "image/jpeg"}}, "attachments[0].mime_type", "the bytes are a PNG"},
+		{"a path whose claimed type the bytes are not", []api.Attachment{{Path: write("b.png", png), MimeType: "image/gif"}}, "attachments[0].mime_type", "the bytes are a PNG"},
+		{"a name with a control character", []api.Attachment{{DataB64: b64(png), MimeType: "image/png", Name: "a\nb"}}, "attachments[0].name", "printable"},
+		{"more than max_count", []api.Attachment{okPNG, okPNG, okPNG, okPNG}, "attachments", "max_count"},
 	}
 	if os.Geteuid() != 0 { // root reads a file whatever its mode
 		cases = append(cases, struct {
 			name  string
-			atts  []daemon.Attachment
+			atts  []api.Attachment
 			field string
 			says  string
-		}{"a file card may not read", []daemon.Attachment{{Path: noRead}}, "attachments[0].path", "permission denied"})
+		}{"a file card may not read", []api.Attachment{{Path: noRead}}, "attachments[0].path", "permission denied"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -265,7 +266,7 @@ func TestEveryBadAttachmentIsRefusedNamingItsIndexAndField(t *testing.T) {
 func TestImageJpgIsReadAsJPEG(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	p := rd.params("claude-code", "look")
-	p.Attachments = []daemon.Attachment{{DataB64: b64(testJPEG(t, color.White)), MimeType: "image/jpg"}}
+	p.Attachments = []api.Attachment{{DataB64: b64(testJPEG(t, color.White)), MimeType: "image/jpg"}}
 	res := rd.finished(t, p)
 	require.Equal(t, store.StatusSucceeded, res.Status)
 	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
@@ -283,7 +284,7 @@ func TestABrowserOriginMaySendImageBytesButNotNameAFile(t *testing.T) {
 	page := rd.RPC(t, rpc.ClientOptions{Header: http.Header{"Origin": {"https://app.example"}}})
 
 	p := rd.params("claude-code", "look")
-	p.Attachments = []daemon.Attachment{{DataB64: b64(png), MimeType: "image/png"}, {Path: path}}
+	p.Attachments = []api.Attachment{{DataB64: b64(png), MimeType: "image/png"}, {Path: path}}
 	err := page.Call(daemontest.Context(t), "agents.invoke", p, nil)
 	re := rpcCode(t, err)
 	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
@@ -296,7 +297,7 @@ func TestABrowserOriginMaySendImageBytesButNotNameAFile(t *testing.T) {
 	require.NoError(t, page.Call(daemontest.Context(t), "agents.invoke", p, &res))
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 
-	p.Attachments = []daemon.Attachment{{Path: path}}
+	p.Attachments = []api.Attachment{{Path: path}}
 	native := rd.finished(t, p)
 	assert.Equal(t, store.StatusSucceeded, native.Status)
 }
@@ -318,7 +319,7 @@ func TestDetectSaysWhichAdaptersTakeImages(t *testing.T) {
 	for _, a := range list {
 		require.NotNil(t, a.Capabilities.Images, "%s: images is always reported", a.ID)
 		p := rd.params(a.ID, "look")
-		p.Attachments = []daemon.Attachment{{DataB64: b64(png), MimeType: "image/png"}}
+		p.Attachments = []api.Attachment{{DataB64: b64(png), MimeType: "image/png"}}
 		p.RequireAttachments, p.TimeoutSecs = true, 5
 		_, err := rd.Client.Invoke(daemontest.Context(t), p)
 		refused := false
@@ -340,7 +341,7 @@ func TestWithoutRecordedTasksAttachmentNamesAreNotKept(t *testing.T) {
 	rd := startRunsDaemon(t, "record_tasks = false\n")
 	png := testPNG(t, color.White)
 	p := rd.params("claude-code", "look")
-	p.Attachments = []daemon.Attachment{{DataB64: b64(png), MimeType: "image/png", Name: "passport.png"}}
+	p.Attachments = []api.Attachment{{DataB64: b64(png), MimeType: "image/png", Name: "passport.png"}}
 	res := rd.finished(t, p)
 	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
 	require.NoError(t, err)
@@ -354,14 +355,14 @@ func TestARefusedFileIsNotQuoted(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "id_ed25519")
 	require.NoError(t, os.WriteFile(secret, []byte("-----BEGIN OPENSSH PRIVATE KEY-----"), 0o600))
 	p := rd.params("claude-code", "look")
-	p.Attachments = []daemon.Attachment{{Path: secret}}
+	p.Attachments = []api.Attachment{{Path: secret}}
 	_, err := rd.Client.Invoke(daemontest.Context(t), p)
 	re := rpcCode(t, err)
 	assert.Equal(t, "attachments[0].path", errData(t, re)["field"])
 	assert.NotContains(t, re.Message, hex.EncodeToString([]byte("-----BEGIN")))
 	assert.NotContains(t, re.Message, "BEGIN")
 
-	p.Attachments = []daemon.Attachment{{DataB64: b64([]byte("%PDF-1.7")), MimeType: "image/png"}}
+	p.Attachments = []api.Attachment{{DataB64: b64([]byte("%PDF-1.7")), MimeType: "image/png"}}
 	_, err = rd.Client.Invoke(daemontest.Context(t), p)
 	assert.Contains(t, rpcCode(t, err).Message, hex.EncodeToString([]byte("%PDF-1.7")), "the client's own bytes help it see what it sent")
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 
 	"github.com/google/uuid"
@@ -231,17 +230,11 @@ func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (Ex
 		return ExternalInvokeAnswer{}, nil, rpc.InvalidField("attachments[0].path",
 			"a connection from a web page (Origin %s) may not make card read files on this machine; agents.invoke takes the image's bytes (data_b64 with mime_type)", peer.Origin())
 	}
-	if field := placeholderIn(reflect.ValueOf(p.Attachments), "attachments"); field != "" {
-		return ExternalInvokeAnswer{}, nil, rpc.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
-	}
-	car := p.Attachments
-	if car == nil {
-		car = []ExternalAttachment{}
-	}
-	req, err := d.prepareWith(invokeParamsOf(&p), car)
+	t, err := d.planner.InvokeCAR(invokeParamsOf(&p), p.Attachments)
 	if err != nil {
 		return ExternalInvokeAnswer{}, nil, err
 	}
+	req := t.Run
 	if p.SessionID == "" {
 		p.SessionID = newChatID()
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
@@ -92,7 +93,7 @@ type Config struct {
 	LoginShellPath      *bool `toml:"login_shell_path"`
 
 	// Attachments bounds the images one agents.invoke may attach.
-	Attachments AttachmentLimits `toml:"attachments"`
+	Attachments plan.AttachmentLimits `toml:"attachments"`
 
 	// MaxAPIRetries is a run's bound on the agent's own retries of a failed
 	// model call when the request names none.
@@ -314,21 +315,6 @@ func (c Config) retention() store.Retention {
 	return store.Retention{MaxRuns: c.MaxRuns, MaxAge: time.Duration(c.MaxAgeDays) * 24 * time.Hour}
 }
 
-// AttachmentLimits is the [attachments] table.
-type AttachmentLimits struct {
-	// MaxCount is how many attachments one request may carry; 0 refuses
-	// every attachment.
-	MaxCount int `toml:"max_count"`
-	// MaxBytes bounds each attachment's size, decoded.
-	MaxBytes int64 `toml:"max_bytes"`
-	// MaxBytesInFlight bounds the attachment bytes the daemon holds in
-	// memory at once, across every run: an image is streamed from card's
-	// private copy on disk, except where a session protocol (ACP, Codex's
-	// app server) carries it whole in one message; such a run waits for
-	// room first.
-	MaxBytesInFlight int64 `toml:"max_bytes_in_flight"`
-}
-
 // AdapterConfig is an operator's [adapters.<id>] table.
 type AdapterConfig struct {
 	// Bin pins the binary, like CAR_<ID>_BIN; the environment wins over it.
@@ -367,7 +353,7 @@ func DefaultConfig() Config {
 		LoginShellPath:          &loginShellPath,
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
 		StallSecs:               spawn.DefaultStallSecs,
-		Attachments:             AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
+		Attachments:             plan.AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
 		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4, MaxOpen: 64, MaxOpenPerOrigin: 16, CloseIdleHours: 168},
 	}
 }
@@ -437,7 +423,7 @@ func (c Config) Validate() error {
 	}
 	for _, dir := range c.AllowedEditDirs {
 		if !filepath.IsAbs(dir) {
-			return fmt.Errorf("%s: %q is not an absolute path", AllowedEditDirsKey, dir)
+			return fmt.Errorf("%s: %q is not an absolute path", plan.AllowedEditDirsKey, dir)
 		}
 	}
 	for o, oc := range c.Origins {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
@@ -54,7 +55,7 @@ func TestARunThatWritesIsRefusedTheRootTheHomeAndSystemDirsHoweverTheyAreNamed(t
 			assert.Equal(t, "cwd", data["field"])
 			resolved, _ := filepath.EvalSymlinks(tc.resolved)
 			assert.Equal(t, resolved, data["resolved"])
-			assert.Equal(t, daemon.AllowedEditDirsKey, data["config_key"])
+			assert.Equal(t, plan.AllowedEditDirsKey, data["config_key"])
 			assert.Contains(t, re.Message, "permission_mode "+tc.mode)
 		})
 	}
@@ -145,7 +146,7 @@ func TestAWritingRunIsRefusedTheHomesDotDirsAndTheAgentsPath(t *testing.T) {
 			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
 			data := errData(t, re)
 			resolved, _ := filepath.EvalSymlinks(tc.resolved)
-			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": tc.rule, "config_key": daemon.AllowedEditDirsKey}, data)
+			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": tc.rule, "config_key": plan.AllowedEditDirsKey}, data)
 			assert.Contains(t, re.Message, "allowed_edit_dirs in card.toml")
 		})
 	}
@@ -233,7 +234,7 @@ func TestAWritingRunIsRefusedWhereAnAgentIsInstalled(t *testing.T) {
 			re := rpcCode(t, err)
 			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
 			resolved, _ := filepath.EvalSymlinks(tc.resolved)
-			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": "agent_install", "config_key": daemon.AllowedEditDirsKey}, errData(t, re))
+			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": "agent_install", "config_key": plan.AllowedEditDirsKey}, errData(t, re))
 			assert.Contains(t, re.Message, "where codex is installed")
 		})
 	}

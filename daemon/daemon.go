@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
@@ -44,6 +45,10 @@ var (
 // method, a new optional field) keep the major number; anything a current
 // client could misread bumps it. See docs/protocol/versioning.md#versioning.
 const ProtocolVersion = "1.0"
+
+// passwdFile is the passwd database the homes of the machine's other users
+// are read from; tests point it at their own.
+var passwdFile = "/etc/passwd"
 
 // Options are what the caller of New decides; everything else comes from
 // card.toml and the embedded defaults.
@@ -84,7 +89,7 @@ type Daemon struct {
 	crash     *crashLog
 	lastCrash *api.CrashReport
 	guard     guard.Snapshot
-	cwdPolicy cwdPolicy
+	planner   *plan.Planner
 	detector  *detect.Detector
 	substrate *lazySubstrate
 	runs      *runs.Manager
@@ -174,7 +179,7 @@ func New(opts Options) (*Daemon, error) {
 		log.Info("marked descriptors inherited from card's launcher close-on-exec, so no agent gets them", zap.Int("count", inherited))
 	}
 
-	policy, err := newCwdPolicy(cfg, env["HOME"], home, readOtherHomes(env["HOME"]))
+	policy, err := plan.NewCwdPolicy(cfg.AllowedEditDirs, env["HOME"], home, plan.ReadOtherHomes(env["HOME"], passwdFile))
 	if err != nil {
 		return nil, err
 	}
@@ -218,12 +223,12 @@ func New(opts Options) (*Daemon, error) {
 		lock:      lock,
 		crash:     crash,
 		lastCrash: lastCrash,
-		cwdPolicy: policy,
 		tokens:    &tokenFile{home: home},
 		registry:  rpc.NewRegistry(),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	d.planner = d.newPlanner(policy)
 	if err := d.setup(); err != nil {
 		d.closeAll(context.Background())
 		crash.close()

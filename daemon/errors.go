@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
@@ -103,6 +104,7 @@ func wireError(err error) error {
 		subs       *TooManySubscriptionsError
 		inUse      *SessionInUseError
 		overBudget *runs.BudgetExceededError
+		cwdRefused *plan.CwdRefusedError
 	)
 	if e := sessionError(err); e != nil {
 		return e
@@ -126,6 +128,9 @@ func wireError(err error) error {
 		return &rpc.Error{Code: e.Code, Message: e.Message, Data: data}
 	case errors.As(err, &field):
 		return rpc.InvalidField(field.Field, "%s", field.Message)
+	case errors.As(err, &cwdRefused):
+		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: " + cwdRefused.Error(),
+			Data: map[string]any{"field": "cwd", "resolved": cwdRefused.Resolved, "rule": cwdRefused.Rule, "config_key": plan.AllowedEditDirsKey}}
 	case errors.As(err, &wireField):
 		// A params type's own Validate (package api knows nothing of rpc).
 		return rpc.InvalidField(wireField.Field, "%s", wireField.Message)

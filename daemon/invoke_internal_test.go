@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
@@ -21,19 +20,6 @@ func TestTimeoutDefaultsAndIsClamped(t *testing.T) {
 		p := invokeParamsOf(&ExternalInvokeParams{TimeoutSecs: in})
 		assert.Equal(t, want, int(p.Timeout().Seconds()), "timeout_secs %d", in)
 	}
-}
-
-func TestEveryArgvShapingParamReachesTheSpawnRequest(t *testing.T) {
-	p := InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "edit", AllowedTools: []string{"Read"},
-		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true,
-		DiscardSession: true, Cwd: "/x"}
-	req := spawnRequestOf(&p)
-	assert.Equal(t, spawn.Request{Adapter: "claude-code", Mode: spawn.ModeEdit, AllowedTools: []string{"Read"},
-		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true, Cwd: "/x"}, req)
-
-	plan, err := spawn.Build("/bin/claude", spawn.Request{Adapter: "claude-code", Cwd: "/", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true})
-	require.NoError(t, err)
-	assert.Contains(t, plan.Args, "--append-system-prompt-file")
 }
 
 // Each refusal of the gate becomes its code, with the recorded run's id in
@@ -61,22 +47,4 @@ func TestEveryRefusalMapsOntoItsCodeAndNamesTheRecordedRun(t *testing.T) {
 	nf := rpc.ToError(wireError(&runs.NotFoundError{RunID: "run_x"}))
 	assert.Equal(t, CodeRunNotFound, nf.Code)
 	assert.ErrorIs(t, nf, &rpc.Error{Code: CodeRunNotFound})
-}
-
-// prepare decides every bad-params answer itself and builds the plan once,
-// with no binary in it: the gate supplies the one detection resolved.
-func TestPrepareBuildsThePlanOnceWithoutABinary(t *testing.T) {
-	d := &Daemon{cfg: DefaultConfig(), env: map[string]string{"HOME": t.TempDir()}}
-	req, err := d.prepare(InvokeParams{ID: "claude-code", Task: "t", Model: "m", MaxTurns: 2})
-	require.NoError(t, err)
-	assert.Empty(t, req.Plan.Program)
-	assert.Equal(t, d.env["HOME"], req.Plan.Dir, "read_only without cwd runs in the home")
-	assert.Contains(t, req.Plan.Args, "--max-turns")
-	assert.Equal(t, spawn.ModeReadOnly, req.Mode)
-
-	_, err = d.prepare(InvokeParams{ID: "droid", Task: "t", PermissionMode: "edit", Cwd: t.TempDir()})
-	var fe *spawn.FieldError
-	require.ErrorAs(t, err, &fe, "an adapter's own refusal is a field error before any record")
-	_, err = d.prepare(InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "bypass", Cwd: t.TempDir()})
-	assert.NoError(t, err, "bypass is the gate's to refuse, after the guard")
 }

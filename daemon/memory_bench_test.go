@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -53,9 +54,9 @@ func TestAttachmentsKeepTheDaemonsMemoryBounded(t *testing.T) {
 		}
 		require.NoError(t, os.WriteFile(paths[i], b, 0o600))
 	}
-	atts := make([]daemon.Attachment, count)
+	atts := make([]api.Attachment, count)
 	for i, p := range paths {
-		atts[i] = daemon.Attachment{Path: p}
+		atts[i] = api.Attachment{Path: p}
 	}
 	type figures struct{ idle, afterRefused, peak, after int64 }
 	results := map[string]figures{}

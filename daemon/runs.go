@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/rpc"
@@ -292,14 +293,15 @@ type InvokeAnswer = rpc.Either[InvokeResult, InvokeAccepted]
 func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.Then, error) {
 	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
-		if err := mayNameFiles(peer.Origin(), p.Attachments); err != nil {
+		if err := plan.MayNameFiles(peer.Origin(), p.Attachments); err != nil {
 			return InvokeAnswer{}, nil, err
 		}
 	}
-	req, err := d.prepare(p)
+	t, err := d.planner.Invoke(p)
 	if err != nil {
 		return InvokeAnswer{}, nil, err
 	}
+	req := t.Run
 	if peer != nil {
 		req.Conn = peer.Context()
 		// A starter that may not approve is not asked: its run's questions

@@ -10,17 +10,13 @@ import (
 	"time"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
-
-// sessionStartCheck is the task a session's params are judged with at
-// sessions.start, before any prompt exists: the same checks a turn's
-// params get, so a session whose turns could never run is refused at once.
-const sessionStartCheck = "sessions.start: checking the session's params"
 
 // setupSessions builds the session manager over the run subsystem, carries
 // on the sessions a previous daemon left open, and registers the methods.
@@ -31,7 +27,7 @@ func (d *Daemon) setupSessions() error {
 	d.sessions = sessions.New(sessions.Deps{
 		Store:   d.runs.Store(),
 		Runs:    d.runs,
-		Prepare: d.prepareTurn,
+		Planner: d.planner,
 		Warmer:  d.warmer,
 		Log:     d.log.Named("sessions"),
 	}, sessions.Config{
@@ -59,38 +55,6 @@ func (d *Daemon) setupSessions() error {
 	})
 	d.registerSessions()
 	return nil
-}
-
-// turnParamsOf is a turn's agents.invoke params: the session's start
-// params with the prompt.
-func turnParamsOf(p api.SessionStartParams, task string, atts []api.Attachment, c sessions.Continue) InvokeParams {
-	return InvokeParams{
-		ID: p.ID, InvokedBy: p.InvokedBy, Task: task, Attachments: atts, Cwd: p.Cwd, PermissionMode: p.PermissionMode,
-		AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt,
-		SystemPromptAppend: p.SystemPromptAppend, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs,
-		AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly, RequireAttachments: p.RequireAttachments,
-		TimeoutSecs: p.TimeoutSecs, MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs,
-		MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Resume: c.Resume, SessionID: c.SessionID,
-	}
-}
-
-// prepareTurn plans one turn of a session: agents.invoke's params step over
-// the session's params, continuing the CLI's session as c says.
-func (d *Daemon) prepareTurn(p api.SessionStartParams, task string, atts []api.Attachment, c sessions.Continue) (sessions.Turn, error) {
-	ip := turnParamsOf(p, task, atts, c)
-	req, sreq, err := d.prepareBoth(ip, nil)
-	if err != nil {
-		return sessions.Turn{}, err
-	}
-	// A turn's images reach a warm agent with its prompt, never when the
-	// agent starts.
-	sreq.Images = nil
-	if c.Resume != "" {
-		// What the CLI's session had used: the turn's plan, cold or
-		// warm, takes the turn's part of a running total from it.
-		sreq.UsageBase, req.Plan.UsageBase = c.UsageBase, c.UsageBase
-	}
-	return sessions.Turn{Run: req, Spawn: sreq}, nil
 }
 
 // sessionAccess is the class a session's turns need beyond agents, by its
@@ -160,19 +124,16 @@ func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (ap
 	if strings.TrimSpace(p.ID) == "" {
 		return api.Session{}, rpc.InvalidField("id", "required: the adapter of the conversation, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
-	// The params are judged as a turn's would be; the plan is thrown away.
-	req, err := d.prepare(turnParamsOf(p, sessionStartCheck, nil, sessions.Continue{}))
+	// The params are judged as a turn's would be.
+	checked, err := d.planner.Check(p, "", nil, plan.Continue{})
 	if err != nil {
 		return api.Session{}, err
 	}
-	if req.Discard != nil {
-		req.Discard()
-	}
 	// The session runs where the check resolved it, whatever a link there
 	// points to later.
-	p.Cwd = req.Cwd
+	p.Cwd = checked.Cwd
 	if p.PermissionMode == "" {
-		p.PermissionMode = string(req.Mode)
+		p.PermissionMode = string(checked.Mode)
 	}
 	if _, _, err := d.detector.Binary(ctx, p.ID); err != nil {
 		return api.Session{}, err
@@ -192,10 +153,6 @@ func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (ap
 	}
 	return d.sessions.Start(ctx, p, seeded, owner)
 }
-
-// sessionConfigureCheck is the task a configured session's params are
-// judged with, as sessionStartCheck is at the start.
-const sessionConfigureCheck = "sessions.configure: checking the session's new params"
 
 // sessionConfigure changes a session's mode, model or effort for its next
 // turns. The new params are judged exactly as sessions.start judges a
@@ -241,12 +198,8 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 				Origin: peer.Origin(), Param: param, Value: value}
 		}
 	}
-	req, err := d.prepare(turnParamsOf(next, sessionConfigureCheck, nil, sessions.Continue{}))
-	if err != nil {
+	if _, err := d.planner.Check(next, "", nil, plan.Continue{}); err != nil {
 		return api.SessionConfigureResult{}, err
-	}
-	if req.Discard != nil {
-		req.Discard()
 	}
 	if next.PermissionMode == string(spawn.ModeBypass) && !d.cfg.AllowBypass {
 		return api.SessionConfigureResult{}, &spawn.BypassRefusedError{Adapter: next.ID}
@@ -256,8 +209,7 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 	// ACP session card cannot load), the change is refused now rather than
 	// at the next prompt.
 	if cur.AgentSessionID != "" {
-		rreq, err := d.prepare(turnParamsOf(next, sessionConfigureCheck, nil, sessions.Continue{Resume: cur.AgentSessionID}))
-		if err != nil {
+		if _, err := d.planner.Check(next, "", nil, plan.Continue{Resume: cur.AgentSessionID}); err != nil {
 			field := "permission_mode"
 			if p.PermissionMode == "" {
 				field = "model"
@@ -266,9 +218,6 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 				}
 			}
 			return api.SessionConfigureResult{}, rpc.InvalidField(field, "the session's conversation could not go on after this change: %v", err)
-		}
-		if rreq.Discard != nil {
-			rreq.Discard()
 		}
 	}
 	return d.sessions.Configure(ctx, p.SessionID, next)
@@ -283,7 +232,7 @@ func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (
 	}
 	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
-		if err := mayNameFiles(peer.Origin(), p.Attachments); err != nil {
+		if err := plan.MayNameFiles(peer.Origin(), p.Attachments); err != nil {
 			return api.SessionPromptResult{}, err
 		}
 	}

@@ -61,7 +61,7 @@ type Request struct {
 	Stage func(ctx context.Context) ([]store.Attachment, func(), error)
 	// Discard lets go of what a request with Stage holds (the client's
 	// files, open since they were checked) when it is refused before
-	// Stage.
+	// Stage; call Release, not Discard.
 	Discard func()
 
 	// A session's turn: the card session it belongs to, its turn number
@@ -86,6 +86,14 @@ type Request struct {
 	// everything else about the run (gate, record, events, approvals,
 	// cancel, deadline) is as for any run.
 	Exec func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error)
+}
+
+// Release lets go of what the request holds (its attachments' files) when
+// it will not be started: refused, or planned only to judge it.
+func (r Request) Release() {
+	if r.Discard != nil {
+		r.Discard()
+	}
 }
 
 // Run is one started run: its event log, its cancel and, once finished, its
@@ -197,9 +205,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	if refusal != nil {
 		m.mu.Unlock()
 		unlockBudget()
-		if req.Discard != nil {
-			req.Discard()
-		}
+		req.Release()
 		rec.Status, rec.RefusalReason = store.StatusRefused, refusal.Error()
 		if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
 			m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))

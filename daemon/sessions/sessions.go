@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
@@ -62,35 +63,21 @@ type Config struct {
 	SweepEvery time.Duration
 }
 
-// Turn is one turn's run, planned by the daemon from the session's start
-// params and the prompt: the run request, and the argv request it was
-// built from (a warm agent is built from the same).
-type Turn struct {
-	Run   runs.Request
-	Spawn spawn.Request
-}
-
-// Continue is how a turn continues the CLI's own session: Resume the id
-// an earlier turn reported (or card chose), or, for a first turn, a new
-// SessionID card chooses for the adapters whose CLI takes one, so even a
-// first turn cut short by a crash leaves an id the next turn resumes.
-type Continue struct {
-	Resume    string
-	SessionID string
-	// UsageBase, with Resume, is the CLI session's running total as the
-	// last turn that reported one left it: a CLI whose usage is that
-	// total has the turn charged only what it added.
-	UsageBase api.Usage
+// Planner plans a session's turns and judges its settings (*plan.Planner
+// is one).
+type Planner interface {
+	SessionTurn(s api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Turn, error)
+	Check(s api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Checked, error)
 }
 
 // Deps is what sessions need from the daemon.
 type Deps struct {
 	Store *store.Store
 	Runs  *runs.Manager
-	// Prepare plans a turn: p are the session's start params (caps lowered
-	// to what the session has left), c how it continues the CLI's session.
-	// Its error is a bad-params answer; nothing is recorded.
-	Prepare func(p api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Turn, error)
+	// Planner plans each turn from the session's settings as they are
+	// then (caps lowered to what the session has left); its error is a
+	// bad-params answer, and nothing is recorded.
+	Planner Planner
 	// Warmer starts warm agents; nil runs every turn cold.
 	Warmer Warmer
 	Log    *zap.Logger
@@ -454,12 +441,8 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, from Se
 		if err != nil {
 			return api.SessionPromptResult{}, err
 		}
-		t, err := m.deps.Prepare(full, p.Task, p.Attachments, Continue{})
-		if err != nil {
+		if _, err := m.deps.Planner.Check(full, p.Task, p.Attachments, plan.Continue{}); err != nil {
 			return api.SessionPromptResult{}, err
-		}
-		if t.Run.Discard != nil {
-			t.Run.Discard()
 		}
 		s.row.Turns++
 		q.Turn = s.row.Turns
@@ -578,14 +561,14 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 // own, reported when the turn ends). warmOnly says the conversation can
 // go on only over the session's warm agent, which holds it: the CLI
 // cannot resume it cold (Gemini's ask channel).
-func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (t Turn, chosen string, warmOnly bool, err error) {
+func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (t plan.Turn, chosen string, warmOnly bool, err error) {
 	var fe *spawn.FieldError
 	if s.row.AgentSessionID != "" {
-		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
+		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
 		if errors.As(err, &fe) && fe.Field == "resume" && m.warm.holds(s) {
 			// The plan is the cold fallback's, which this turn never
 			// takes: a new process would start a new conversation.
-			t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
+			t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{})
 			return t, "", err == nil, err
 		}
 		return t, "", false, err
@@ -593,13 +576,13 @@ func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (
 	if m.canWarm(s.row.Adapter) {
 		// A warm agent's CLI names its own session and reports it (over
 		// ACP, session/new takes no id), and the turn's result carries it.
-		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
+		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{})
 		return t, "", false, err
 	}
 	id := uuid.NewString()
-	t, err = m.deps.Prepare(p, q.task, q.atts, Continue{SessionID: id})
+	t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{SessionID: id})
 	if errors.As(err, &fe) && fe.Field == "session_id" {
-		t, err = m.deps.Prepare(p, q.task, q.atts, Continue{})
+		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{})
 		return t, "", false, err
 	}
 	return t, id, false, err

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
@@ -160,22 +161,22 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 		Env: map[string]string{"HOME": t.TempDir()}, PATH: func() string { return "/usr/bin:/bin" }, Log: zaptest.NewLogger(t)},
 		runs.Config{MaxConcurrentRuns: 8, MaxEventsPerRun: 100, MaxOutputBytes: 1 << 20})
 	cwd, sessionDir := t.TempDir(), t.TempDir()
-	prepare := func(p api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Turn, error) {
+	prepare := fakePlanner(func(p api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Turn, error) {
 		if c.SessionID != "" {
 			// As Codex and Droid: the CLI picks its own session id.
-			return Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
+			return plan.Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
 		}
 		if fw.noColdResume && c.Resume != "" {
-			return Turn{}, &spawn.FieldError{Field: "resume", Message: "this CLI cannot resume the conversation in a new process"}
+			return plan.Turn{}, &spawn.FieldError{Field: "resume", Message: "this CLI cannot resume the conversation in a new process"}
 		}
 		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model, AgentSessionDir: sessionDir,
 			UsageBase: c.UsageBase}
-		plan, err := spawn.Build("", sreq)
+		built, err := spawn.Build("", sreq)
 		if err != nil {
-			return Turn{}, err
+			return plan.Turn{}, err
 		}
-		return Turn{Run: runs.Request{Adapter: p.ID, Task: task, Mode: spawn.ModeReadOnly, Plan: plan, Cwd: cwd, Timeout: 30 * time.Second}, Spawn: sreq}, nil
-	}
+		return plan.Turn{Run: runs.Request{Adapter: p.ID, Task: task, Mode: spawn.ModeReadOnly, Plan: built, Cwd: cwd, Timeout: 30 * time.Second}, Spawn: sreq}, nil
+	})
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = time.Minute
 	}
@@ -185,7 +186,7 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 	if cfg.MaxWarm == 0 {
 		cfg.MaxWarm = 4
 	}
-	m := New(Deps{Store: st, Runs: rm, Prepare: prepare, Warmer: fw, Log: zaptest.NewLogger(t)}, cfg)
+	m := New(Deps{Store: st, Runs: rm, Planner: prepare, Warmer: fw, Log: zaptest.NewLogger(t)}, cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -615,4 +616,16 @@ func TestReleasingAConversationOnlyItsWarmAgentHoldsKeepsTheAgent(t *testing.T) 
 	assert.Equal(t, "kept", res.WarmAgent)
 	assert.True(t, fw.agent(0).Alive())
 	assert.Equal(t, api.StatusSucceeded, turn(t, m, id, "two").Status, "the conversation goes on over its agent")
+}
+
+// fakePlanner plans a turn with a function, and checks by planning one.
+type fakePlanner func(p api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Turn, error)
+
+func (f fakePlanner) SessionTurn(p api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Turn, error) {
+	return f(p, task, atts, c)
+}
+
+func (f fakePlanner) Check(p api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Checked, error) {
+	t, err := f(p, task, atts, c)
+	return plan.Checked{Cwd: t.Run.Cwd, Mode: t.Run.Mode}, err
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -533,7 +534,7 @@ func TestImagesReachTheModelInAnAskRunOverACP(t *testing.T) {
 			a := s.client(t, decideAll("deny", ""))
 			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: s.cli.id, Task: "What colour is this image?", Cwd: s.cwd,
 				PermissionMode: "ask", TimeoutSecs: 120,
-				Attachments: []daemon.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red.Bytes()), MimeType: "image/png", Name: "red.png"}}}, nil)
+				Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red.Bytes()), MimeType: "image/png", Name: "red.png"}}}, nil)
 			require.NoError(t, err)
 			assert.Empty(t, acc.DroppedAttachments)
 			evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)

@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -166,7 +167,7 @@ func TestEveryRealCLIThatTakesImagesDeliversTheirBytesToTheModel(t *testing.T) {
 
 			p := daemon.InvokeParams{ID: cli.id, Task: "What colours are these two images?", Cwd: s.cwd, TimeoutSecs: 240,
 				Stream: true, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi,
-				Attachments: []daemon.Attachment{
+				Attachments: []api.Attachment{
 					{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png", Name: "red.png"},
 					{Path: bluePath},
 				}}
@@ -244,7 +245,7 @@ func TestPiReplacesTheImageWithTextForAModelWithoutImageInput(t *testing.T) {
 	s := start(t, cli, binary, nil)
 	res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.Pi, Task: "What colour is this?", Cwd: s.cwd,
 		TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: true,
-		Attachments: []daemon.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}}})
+		Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}}})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
 	assert.Empty(t, res.DroppedAttachments, "card handed Pi the image")
@@ -268,7 +269,7 @@ func TestCodexTakesImagesWhenItResumesASession(t *testing.T) {
 
 	second, err := s.c.Invoke(ctx, daemon.InvokeParams{ID: agent.Codex, Task: "And what colour is this?", Cwd: s.cwd, TimeoutSecs: 240,
 		Resume:      first.SessionID,
-		Attachments: []daemon.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}}})
+		Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}}})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSucceeded, second.Status, "%+v", second.Error)
 	assert.Equal(t, first.SessionID, second.SessionID)
@@ -305,7 +306,7 @@ func TestACLIThatEchoesAnImageIsNotEndedByTheOutputLimit(t *testing.T) {
 			s := start(t, cli, binary, map[string]any{"max_output_bytes": limit})
 			res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: cli.id, Task: "Describe this noise.", Cwd: s.cwd,
 				TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi,
-				Attachments: []daemon.Attachment{{DataB64: base64.StdEncoding.EncodeToString(img), MimeType: "image/png"}}})
+				Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(img), MimeType: "image/png"}}})
 			require.NoError(t, err)
 			require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
 			seen := s.srv.Images()

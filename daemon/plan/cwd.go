@@ -1,4 +1,4 @@
-package daemon
+package plan
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -62,7 +61,7 @@ const (
 	ruleContainer     = "container"
 )
 
-// cwdPolicy is what decides whether a writing run may use a directory. Its
+// CwdPolicy is what decides whether a writing run may use a directory. Its
 // inputs are explicit and already resolved (symlinks followed, cleaned):
 // the user's home, card's own home, the operator's allowed_edit_dirs, the
 // homes of the machine's other users (when the daemon runs as root, so
@@ -70,7 +69,7 @@ const (
 // newCwdPolicy and withPath resolve what it compares against, and judge
 // asks a pathModel for the directory's real name and its volume's case
 // rule.
-type cwdPolicy struct {
+type CwdPolicy struct {
 	Home     string
 	CardHome string
 	Allowed  []string
@@ -94,12 +93,12 @@ type installDir struct {
 	Dir, Adapter string
 }
 
-// newCwdPolicy resolves the directories the policy compares against. An
+// NewCwdPolicy resolves the directories the policy compares against. An
 // allowed_edit_dirs entry that does not resolve is an error at startup: a
 // typo there would otherwise allow nothing and say nothing. otherHomes are
 // the other users' homes as the passwd database lists them.
-func newCwdPolicy(cfg Config, userHome, cardHome string, otherHomes []string) (cwdPolicy, error) {
-	p := cwdPolicy{Home: filepath.Clean(userHome), CardHome: filepath.Clean(cardHome)}
+func NewCwdPolicy(allowedEditDirs []string, userHome, cardHome string, otherHomes []string) (CwdPolicy, error) {
+	p := CwdPolicy{Home: filepath.Clean(userHome), CardHome: filepath.Clean(cardHome)}
 	if userHome == "" {
 		p.Home = ""
 	} else if r, err := resolveDir(userHome); err == nil {
@@ -108,10 +107,10 @@ func newCwdPolicy(cfg Config, userHome, cardHome string, otherHomes []string) (c
 	if r, err := resolveDir(cardHome); err == nil {
 		p.CardHome = r
 	}
-	for _, dir := range cfg.AllowedEditDirs {
+	for _, dir := range allowedEditDirs {
 		r, err := resolveDir(dir)
 		if err != nil {
-			return cwdPolicy{}, fmt.Errorf("%s in %s: %q: %w", AllowedEditDirsKey, ConfigFileName, dir, err)
+			return CwdPolicy{}, fmt.Errorf("%s in %s: %q: %w", AllowedEditDirsKey, configFile, dir, err)
 		}
 		p.Allowed = append(p.Allowed, r)
 	}
@@ -127,7 +126,7 @@ func newCwdPolicy(cfg Config, userHome, cardHome string, otherHomes []string) (c
 // withPath is the policy with the agents' search path (each entry
 // resolved), taken at each check: the path grows when the login shell
 // answers and when a CLI is installed.
-func (c cwdPolicy) withPath(dirs []string) cwdPolicy {
+func (c CwdPolicy) withPath(dirs []string) CwdPolicy {
 	c.Path = nil
 	for _, d := range dirs {
 		if !filepath.IsAbs(d) {
@@ -143,7 +142,7 @@ func (c cwdPolicy) withPath(dirs []string) cwdPolicy {
 // withInstalls is the policy with the agents' install directories: bins
 // are the binaries card runs for each adapter (detection's, and a card.toml
 // bin = pin), by adapter id.
-func (c cwdPolicy) withInstalls(bins map[string][]string) cwdPolicy {
+func (c CwdPolicy) withInstalls(bins map[string][]string) CwdPolicy {
 	c.Installs = nil
 	seen := map[string]bool{}
 	add := func(dir, adapter string) {
@@ -201,7 +200,7 @@ func installDirsOf(bin string) []string {
 // PATH entry of "/", a service account whose home is "/", a home holding
 // the user's). Those are refused as themselves by their own rules, and an
 // agent below them cannot write them.
-func (c cwdPolicy) broad(dir string) bool {
+func (c CwdPolicy) broad(dir string) bool {
 	if dir == "/" || (c.Home != "" && within(c.Home, dir, false)) {
 		return true
 	}
@@ -214,7 +213,7 @@ func (c cwdPolicy) broad(dir string) bool {
 // "~/.ssh" there and the rules compare names the same way. The operator's
 // allowed dirs win over every rule but one: card's own home, where an agent
 // could rewrite card.toml or read the token, is never a cwd.
-func (c cwdPolicy) refusal(dir string, fold bool) (rule, why string) {
+func (c CwdPolicy) refusal(dir string, fold bool) (rule, why string) {
 	if c.CardHome != "" && within(dir, c.CardHome, fold) {
 		return ruleCardHome, "card's own home (its token and card.toml), which no run may change"
 	}
@@ -324,9 +323,9 @@ func below(dir, root string, fold bool) (string, bool) {
 	return strings.Split(dir, "/")[n+1], true
 }
 
-// writesUnderCwd reports whether a run in mode can change files under its
+// WritesUnderCwd reports whether a run in mode can change files under its
 // working directory: every mode but read_only.
-func writesUnderCwd(m spawn.Mode) bool { return m != "" && m != spawn.ModeReadOnly }
+func WritesUnderCwd(m spawn.Mode) bool { return m != "" && m != spawn.ModeReadOnly }
 
 // pathModel is how the file system names a directory: what a name
 // resolves to, and whether the volume holding it finds names whatever
@@ -339,7 +338,7 @@ type pathModel interface {
 
 // judge resolves dir through m and says why a writing run may not use it
 // (rule and why empty when it may).
-func (c cwdPolicy) judge(m pathModel, dir string) (resolved, rule, why string, err error) {
+func (c CwdPolicy) judge(m pathModel, dir string) (resolved, rule, why string, err error) {
 	if resolved, err = m.resolve(dir); err != nil {
 		return "", "", "", err
 	}
@@ -424,13 +423,10 @@ func otherUsersHomes(passwd string, uid int) []string {
 	return homes
 }
 
-// passwdFile is the passwd database; tests point it at their own.
-var passwdFile = "/etc/passwd"
-
-// readOtherHomes is otherUsersHomes over /etc/passwd, for a daemon running
+// ReadOtherHomes is otherUsersHomes over /etc/passwd, for a daemon running
 // as root, and on macOS the homes under /Users too (its accounts live in
 // its directory service, not in the file). Not root: none.
-func readOtherHomes(home string) []string {
+func ReadOtherHomes(home, passwdFile string) []string {
 	uid := os.Geteuid()
 	if uid != 0 {
 		return nil
@@ -448,14 +444,25 @@ func readOtherHomes(home string) []string {
 	return homes
 }
 
-// cwdRefused is the -32602 for a writing run's cwd the policy refuses.
-func cwdRefused(asked, resolved string, mode spawn.Mode, rule, why string) error {
-	shown := fmt.Sprintf("%q", asked)
-	if resolved != filepath.Clean(asked) {
-		shown += fmt.Sprintf(" (resolved: %s)", resolved)
-	}
-	return &rpc.Error{Code: rpc.CodeInvalidParams,
-		Message: fmt.Sprintf("invalid params: cwd: %s is %s; permission_mode %s lets the agent change everything under its cwd. "+
-			"Use the project's own directory, or have the operator list this one in %s in %s", shown, why, mode, AllowedEditDirsKey, ConfigFileName),
-		Data: map[string]any{"field": "cwd", "resolved": resolved, "rule": rule, "config_key": AllowedEditDirsKey}}
+// CwdRefusedError is a writing run's cwd the policy refuses: the daemon
+// answers it -32602 naming cwd, with the rule and the directory it
+// resolved to.
+type CwdRefusedError struct {
+	Asked, Resolved string
+	Mode            spawn.Mode
+	// Rule names the refusal (home, card_home, system, …); Why says it in
+	// words.
+	Rule, Why string
 }
+
+func (e *CwdRefusedError) Error() string {
+	shown := fmt.Sprintf("%q", e.Asked)
+	if e.Resolved != filepath.Clean(e.Asked) {
+		shown += fmt.Sprintf(" (resolved: %s)", e.Resolved)
+	}
+	return fmt.Sprintf("cwd: %s is %s; permission_mode %s lets the agent change everything under its cwd. "+
+		"Use the project's own directory, or have the operator list this one in %s in %s", shown, e.Why, e.Mode, AllowedEditDirsKey, configFile)
+}
+
+// configFile is the operator's file, named in what the planner says.
+const configFile = "card.toml"

@@ -1,4 +1,4 @@
-package daemon
+package plan
 
 import (
 	"crypto/sha256"
@@ -18,16 +18,26 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
 )
 
-// Attachment is one image attached to agents.invoke (api.Attachment),
-// aliased so the daemon's code keeps its old name.
-type Attachment = api.Attachment
-
 // maxAttachmentName bounds a name kept in the run history.
 const maxAttachmentName = 255
+
+// AttachmentLimits is the [attachments] table.
+type AttachmentLimits struct {
+	// MaxCount is how many attachments one request may carry; 0 refuses
+	// every attachment.
+	MaxCount int `toml:"max_count"`
+	// MaxBytes bounds each attachment's size, decoded.
+	MaxBytes int64 `toml:"max_bytes"`
+	// MaxBytesInFlight bounds the attachment bytes the daemon holds in
+	// memory at once, across every run: an image is streamed from card's
+	// private copy on disk, except where a session protocol (ACP, Codex's
+	// app server) carries it whole in one message; such a run waits for
+	// room first.
+	MaxBytesInFlight int64 `toml:"max_bytes_in_flight"`
+}
 
 // attachment is one checked attachment: the image the plan refers to,
 // what the run's record keeps of it, and where its bytes are to be read
@@ -43,20 +53,20 @@ type attachment struct {
 	field string
 }
 
-// mayNameFiles refuses a path attachment from a browser page. With a path,
+// MayNameFiles refuses a path attachment from a browser page. With a path,
 // card itself reads a file of the user's and hands it to an agent whose
 // vendor, and whose answer, the page then sees: a page the operator allowed
 // for running agents would otherwise be able to pick any image-typed file
 // on the machine. A page sends the bytes it has (data_b64) instead. A
 // native client holding the token is the user's own program and may name
 // files.
-func mayNameFiles(origin string, list []Attachment) error {
+func MayNameFiles(origin string, list []api.Attachment) error {
 	if origin == "" {
 		return nil
 	}
 	for i, a := range list {
 		if a.Path != "" {
-			return rpc.InvalidField(fmt.Sprintf("attachments[%d].path", i),
+			return api.InvalidField(fmt.Sprintf("attachments[%d].path", i),
 				"a connection from a web page (Origin %s) may not make card read files on this machine; send the image's bytes as data_b64 with mime_type", origin)
 		}
 	}
@@ -81,12 +91,12 @@ const sniffLen = 16
 // the run has its slot: a request the gate refuses costs no more than
 // this. The caller closes what it gets (closeAttachments) unless stage
 // does.
-func readAttachments(list []Attachment, lim AttachmentLimits) ([]attachment, error) {
+func readAttachments(list []api.Attachment, lim AttachmentLimits) ([]attachment, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
 	if len(list) > lim.MaxCount {
-		return nil, rpc.InvalidField("attachments", "%d attachments; at most %d per run ([attachments] max_count in card.toml)", len(list), lim.MaxCount)
+		return nil, api.InvalidField("attachments", "%d attachments; at most %d per run ([attachments] max_count in card.toml)", len(list), lim.MaxCount)
 	}
 	out := make([]attachment, 0, len(list))
 	for i, a := range list {
@@ -110,7 +120,7 @@ func closeAttachments(list []attachment) {
 	}
 }
 
-func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
+func readAttachment(i int, a api.Attachment, maxBytes int64) (attachment, error) {
 	field := func(name string) string {
 		if name == "" {
 			return fmt.Sprintf("attachments[%d]", i)
@@ -119,12 +129,12 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 	}
 	switch {
 	case a.Path == "" && a.DataB64 == "":
-		return attachment{}, rpc.InvalidField(field(""), "give path (an absolute path to an image file) or data_b64 with mime_type")
+		return attachment{}, api.InvalidField(field(""), "give path (an absolute path to an image file) or data_b64 with mime_type")
 	case a.Path != "" && a.DataB64 != "":
-		return attachment{}, rpc.InvalidField(field(""), "give path or data_b64, not both")
+		return attachment{}, api.InvalidField(field(""), "give path or data_b64, not both")
 	}
 	if len(a.Name) > maxAttachmentName || !utf8.ValidString(a.Name) || strings.ContainsFunc(a.Name, unicode.IsControl) {
-		return attachment{}, rpc.InvalidField(field("name"), "must be printable text of at most %d bytes", maxAttachmentName)
+		return attachment{}, api.InvalidField(field("name"), "must be printable text of at most %d bytes", maxAttachmentName)
 	}
 	var (
 		head   []byte
@@ -137,7 +147,7 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 		source = "path"
 		f, n, h, err := openImageFile(a.Path, maxBytes)
 		if err != nil {
-			return attachment{}, rpc.InvalidField(field(source), "%v", err)
+			return attachment{}, api.InvalidField(field(source), "%v", err)
 		}
 		at.file, size, head = f, n, h
 		if a.Name == "" {
@@ -146,11 +156,11 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 	} else {
 		source = "data_b64"
 		if a.MimeType == "" {
-			return attachment{}, rpc.InvalidField(field("mime_type"), "required with data_b64: one of %s", imageMIMEs())
+			return attachment{}, api.InvalidField(field("mime_type"), "required with data_b64: one of %s", imageMIMEs())
 		}
 		n, h, sum, err := checkBase64(a.DataB64, maxBytes)
 		if err != nil {
-			return attachment{}, rpc.InvalidField(field(source), "%v", err)
+			return attachment{}, api.InvalidField(field(source), "%v", err)
 		}
 		at.b64, size, head, digest = a.DataB64, n, h, sum
 	}
@@ -167,7 +177,7 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 			// is never a way to read the start of any file on the machine.
 			msg += " (its first bytes are " + leadingBytes(head) + ")"
 		}
-		return fail(rpc.InvalidField(field(source), "%s", msg))
+		return fail(api.InvalidField(field(source), "%s", msg))
 	}
 	if a.MimeType != "" {
 		// A claimed type that is not what the bytes are means the client
@@ -178,10 +188,10 @@ func readAttachment(i int, a Attachment, maxBytes int64) (attachment, error) {
 			claimed = "image/jpeg"
 		}
 		if _, known := spawn.ImageTypeOf(claimed); !known {
-			return fail(rpc.InvalidField(field("mime_type"), "%q is not one of %s", a.MimeType, imageMIMEs()))
+			return fail(api.InvalidField(field("mime_type"), "%q is not one of %s", a.MimeType, imageMIMEs()))
 		}
 		if claimed != typ.MIME {
-			return fail(rpc.InvalidField(field("mime_type"), "says %s but the bytes are a %s image (%s); send the type the bytes are", a.MimeType, typ.Label, typ.MIME))
+			return fail(api.InvalidField(field("mime_type"), "says %s but the bytes are a %s image (%s); send the type the bytes are", a.MimeType, typ.Label, typ.MIME))
 		}
 	}
 	at.image = spawn.Image{Name: a.Name, MIME: typ.MIME, File: &spawn.ImageFile{Size: size}}
@@ -332,7 +342,7 @@ func stage(list []attachment, records []store.Attachment, dir string, maxBytes i
 			return err
 		}
 		if typ, ok := spawn.SniffImage(head); !ok || typ.MIME != at.image.MIME || n != at.record.Size {
-			return rpc.InvalidField(at.field, "changed while card read it (it was a %s image of %s); send it again once it is complete", at.image.MIME, byteSize(at.record.Size))
+			return api.InvalidField(at.field, "changed while card read it (it was a %s image of %s); send it again once it is complete", at.image.MIME, byteSize(at.record.Size))
 		}
 		records[i].SHA256 = sum
 	}
@@ -365,17 +375,17 @@ func copyAttachment(at *attachment, dst *os.File, maxBytes int64) (string, int64
 		n = int64(got)
 		if errors.Is(err, errTooSlow) {
 			at.file = nil // readWithin closed it
-			return "", 0, nil, rpc.InvalidField(at.field, "could not be read within %s (a stalled network or FUSE mount?)", attachmentReadTimeout)
+			return "", 0, nil, api.InvalidField(at.field, "could not be read within %s (a stalled network or FUSE mount?)", attachmentReadTimeout)
 		}
 	} else {
 		n, err = io.Copy(w, base64.NewDecoder(base64.StdEncoding, strings.NewReader(at.b64)))
 		closeFile(dst)
 	}
 	if err != nil {
-		return "", 0, nil, rpc.InvalidField(at.field, "cannot be read: %v", err)
+		return "", 0, nil, api.InvalidField(at.field, "cannot be read: %v", err)
 	}
 	if n > maxBytes { // it grew since it was checked
-		return "", 0, nil, rpc.InvalidField(at.field, "%v", tooBig(n, maxBytes))
+		return "", 0, nil, api.InvalidField(at.field, "%v", tooBig(n, maxBytes))
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, head.b, nil
 }
@@ -434,7 +444,7 @@ func attach(adapter string, list []attachment, require bool) ([]spawn.Image, []s
 		}
 	}
 	if !a.Capabilities.Images && require {
-		return nil, nil, rpc.InvalidField("attachments", "%s takes no images (capabilities.images is false): %s; "+
+		return nil, nil, api.InvalidField("attachments", "%s takes no images (capabilities.images is false): %s; "+
 			"require_attachments is set, so the run was not started", adapter, a.NoImages)
 	}
 	return images, records, nil

@@ -1,4 +1,4 @@
-package daemon
+package plan
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/api"
 )
 
 // A read that never answers (a stalled network or FUSE mount; here a pipe
@@ -44,14 +44,14 @@ func TestAFileThatChangesBetweenItsCheckAndItsReadIsRefused(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "a.png")
 			require.NoError(t, os.WriteFile(path, png, 0o600))
 			lim := AttachmentLimits{MaxCount: 1, MaxBytes: 4096}
-			checked, err := readAttachments([]Attachment{{Path: path}}, lim)
+			checked, err := readAttachments([]api.Attachment{{Path: path}}, lim)
 			require.NoError(t, err)
 			f := checked[0].file
 			change(path)
 			_, records, err := attach("claude-code", checked, false)
 			require.NoError(t, err)
 			err = stage(checked, records, t.TempDir(), lim.MaxBytes)
-			var fe *rpc.FieldError
+			var fe *api.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, "attachments[0].path", fe.Field)
 			assert.Contains(t, fe.Message, "changed while card read it")

@@ -1,13 +1,13 @@
-package daemon
+package plan
 
 import (
 	"errors"
 	"fmt"
+	"github.com/card-dev/card/api"
 	"path/filepath"
 	"sort"
 
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
 )
 
 // readCARAttachments applies CAR's rule to a request's attachments: each
@@ -17,7 +17,7 @@ import (
 // CAR counts on the run happening; what it was not given it learns from
 // dropped_attachments. The checks themselves are agents.invoke's, one by
 // one, so the two methods never disagree about what an image is.
-func readCARAttachments(list []ExternalAttachment, lim AttachmentLimits) (checked []attachment, skipped []store.Attachment) {
+func readCARAttachments(list []api.ExternalAttachment, lim AttachmentLimits) (checked []attachment, skipped []store.Attachment) {
 	for i, a := range list {
 		name := filepath.Base(a.Path)
 		if a.Path == "" {
@@ -30,7 +30,7 @@ func readCARAttachments(list []ExternalAttachment, lim AttachmentLimits) (checke
 		}
 		// media_type is not handed on: agents.invoke refuses a claimed type
 		// the bytes contradict, and for CAR the claim is only advice.
-		at, err := readAttachment(i, Attachment{Path: a.Path}, lim.MaxBytes)
+		at, err := readAttachment(i, api.Attachment{Path: a.Path}, lim.MaxBytes)
 		if err != nil {
 			skipped = append(skipped, store.Attachment{Index: i, Name: name, Dropped: skipReason(err)})
 			continue
@@ -44,7 +44,7 @@ func readCARAttachments(list []ExternalAttachment, lim AttachmentLimits) (checke
 // agents.invoke would have answered, without the field name it would
 // have carried (the index is the record's own).
 func skipReason(err error) string {
-	var fe *rpc.FieldError
+	var fe *api.FieldError
 	if errors.As(err, &fe) {
 		return fe.Message
 	}

@@ -1,4 +1,4 @@
-package daemon
+package plan
 
 import (
 	"os"
@@ -13,8 +13,8 @@ import (
 // The policy over resolved paths, without a filesystem: what a run that
 // writes may use as its cwd, and what the operator's allowed dirs change.
 func TestTheCwdPolicyRefusesTheRootHomesAndSystemDirsButNotAProject(t *testing.T) {
-	p := cwdPolicy{Home: "/home/u", CardHome: "/home/u/.local/state/card"}
-	allowed := cwdPolicy{Home: "/home/u", CardHome: "/home/u/.local/state/card", Allowed: []string{"/etc/nginx", "/home/u"}}
+	p := CwdPolicy{Home: "/home/u", CardHome: "/home/u/.local/state/card"}
+	allowed := CwdPolicy{Home: "/home/u", CardHome: "/home/u/.local/state/card", Allowed: []string{"/etc/nginx", "/home/u"}}
 	cases := []struct {
 		dir, why   string
 		allowedWhy string // with allowed; "-" means the same as why
@@ -116,8 +116,8 @@ func TestEveryDotDirPathDirAndOtherUsersHomeIsRefusedHoweverNamed(t *testing.T) 
 	require.NoError(t, os.Symlink(filepath.Join(tools, "bin"), path[3]))
 	passwd := "me:x:1000:1000::" + home + ":/bin/sh\nbob:x:1001:1001::" + other + ":/bin/sh\nsvc:x:998:998::/:/usr/sbin/nologin\n"
 
-	policy := func(allowed ...string) cwdPolicy {
-		p, err := newCwdPolicy(Config{AllowedEditDirs: allowed}, home, cardHome, otherUsersHomes(passwd, 1000))
+	policy := func(allowed ...string) CwdPolicy {
+		p, err := NewCwdPolicy(allowed, home, cardHome, otherUsersHomes(passwd, 1000))
 		require.NoError(t, err)
 		return p.withPath(path)
 	}
@@ -154,7 +154,7 @@ func TestEveryDotDirPathDirAndOtherUsersHomeIsRefusedHoweverNamed(t *testing.T) 
 // machine that has none: names in another case are the same directory, so
 // every rule holds for them, allowed_edit_dirs too.
 func TestOnACaseInsensitiveVolumeEveryRuleHoldsInAnyCase(t *testing.T) {
-	p := cwdPolicy{
+	p := CwdPolicy{
 		Home:       "/Users/u",
 		CardHome:   "/Users/u/Library/Application Support/card",
 		Allowed:    []string{"/opt/Work", "/Users/u/Library/Application Support/card"},
