@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -15,28 +16,28 @@ import (
 // saying why, and one closed longer ago than PruneClosed is deleted. A
 // session in use is neither.
 func TestTheSweeperClosesIdleSessionsAndPrunesOldClosedOnes(t *testing.T) {
-	m := newWarmManager(t, &fakeWarmer{}, Config{CloseIdle: 150 * time.Millisecond, PruneClosed: 400 * time.Millisecond, SweepEvery: 20 * time.Millisecond, MaxWarm: -1})
+	m := newWarmManager(t, &fakeWarmer{}, Config{CloseIdle: 300 * time.Millisecond, PruneClosed: 1500 * time.Millisecond, SweepEvery: 20 * time.Millisecond, MaxWarm: -1})
 	ctx := context.Background()
 	idle := startFor(t, m)
 	busy := startFor(t, m)
 	m.StartSweeping()
-	deadline := time.Now().Add(300 * time.Millisecond)
+	deadline := time.Now().Add(900 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		turn(t, m, busy, "keep me busy")
+		got, err := m.Get(ctx, busy)
+		require.NoError(t, err)
+		require.NotEqual(t, api.SessionClosed, got.State, "a session in use is not idle")
 		time.Sleep(30 * time.Millisecond)
 	}
-	got, err := m.Get(ctx, idle)
-	require.NoError(t, err)
-	assert.Equal(t, api.SessionClosed, got.State)
+	got, err := m.st.GetSession(ctx, idle)
+	require.NoError(t, err, "closed about 600 ms ago: not pruned yet")
+	assert.Equal(t, string(api.SessionClosed), got.State)
 	assert.Contains(t, got.CloseReason, "close_idle_hours")
-	got, err = m.Get(ctx, busy)
-	require.NoError(t, err)
-	assert.NotEqual(t, api.SessionClosed, got.State, "a session in use is not idle")
 	require.Eventually(t, func() bool {
 		_, err := m.Get(ctx, idle)
 		var nf *NotFoundError
-		return err != nil && assert.ErrorAs(t, err, &nf)
-	}, 5*time.Second, 20*time.Millisecond, "a session closed long enough ago is deleted")
+		return errors.As(err, &nf)
+	}, 5*time.Second, 20*time.Millisecond, "the idle session was closed, and once closed long enough ago, deleted")
 }
 
 // A restart keeps none of the open sessions in memory: each is put right
