@@ -62,8 +62,50 @@ type Options struct {
 // Client is one connection to the daemon. Its methods may be called from
 // several goroutines at once.
 type Client struct {
-	rpc    *rpcclient.Client
+	rpc    Conn
 	events *router
+}
+
+// Conn is what a Client's calls go over: a WebSocket connection to the
+// daemon (Dial), or a connection inside the daemon's own process (Open).
+// *rpcclient.Client is one.
+type Conn interface {
+	Call(ctx context.Context, method string, params, result any) error
+	Done() <-chan struct{}
+	Close() error
+}
+
+// Open is a Client over a connection that is not a socket: the daemon's
+// own ACP front door calls its methods in process. open is handed what
+// takes the connection's notifications (it must not keep params) and what
+// answers the daemon's requests (agents.approve, with opts.OnApprove), and
+// returns the connection. opts' URL, Home, Token and RPC are not used.
+func Open(opts Options, open func(notify func(method string, params json.RawMessage),
+	serve func(ctx context.Context, method string, params json.RawMessage) (any, error)) Conn) *Client {
+	r := &router{all: opts.OnEvent, runs: map[string][]*route{}, early: map[string][]api.AgentEvent{}}
+	serve := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return nil, &rpcclient.Error{Code: rpcclient.CodeMethodNotFound, Message: "this client serves no " + method}
+	}
+	if opts.OnApprove != nil {
+		serve = approver(opts.OnApprove, nil)
+	}
+	return newClient(open(r.notify, serve), r)
+}
+
+// newClient is a Client over conn, whose notifications go to r.
+func newClient(conn Conn, r *router) *Client {
+	c := &Client{rpc: conn, events: r}
+	r.resubscribe = func(runID string, afterSeq int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.rpc.Call(ctx, "runs.subscribe", api.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
+	}
+	r.resubscribeSession = func(sessionID string, afterSeq int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.rpc.Call(ctx, "sessions.subscribe", api.SessionSubscribeParams{SessionID: sessionID, AfterSeq: afterSeq}, nil)
+	}
+	return c
 }
 
 // NoDaemonError says no daemon answers for a home: none was started, or the
@@ -141,18 +183,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 		return nil, err
 	}
-	c := &Client{rpc: rc, events: r}
-	r.resubscribe = func(runID string, afterSeq int64) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = c.rpc.Call(ctx, "runs.subscribe", api.SubscribeParams{RunID: runID, AfterSeq: afterSeq}, nil)
-	}
-	r.resubscribeSession = func(sessionID string, afterSeq int64) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = c.rpc.Call(ctx, "sessions.subscribe", api.SessionSubscribeParams{SessionID: sessionID, AfterSeq: afterSeq}, nil)
-	}
-	return c, nil
+	return newClient(rc, r), nil
 }
 
 // findDaemon reads the home's daemon.json and token and checks, before the
@@ -211,14 +242,6 @@ func findDaemon(home string) (homedir.Discovery, string, error) {
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.rpc.Call(ctx, method, params, result)
 }
-
-// Deliver hands the client a notification that did not come over its
-// connection, as if it had: the daemon's own ACP front door, which runs in
-// the daemon's process, receives its sessions' events this way rather
-// than encoded onto its loopback socket and read back. It may run while
-// the connection delivers notifications of its own; the client copies
-// what it keeps of params.
-func (c *Client) Deliver(method string, params json.RawMessage) { c.events.notify(method, params) }
 
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.rpc.Done() }

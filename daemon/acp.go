@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync/atomic"
-	"time"
+	"sync"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -14,7 +13,6 @@ import (
 	"github.com/card-dev/card/acp/agentside"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/rpc"
-	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // ACPPath is where the daemon speaks the Agent Client Protocol: one ACP
@@ -23,12 +21,12 @@ const ACPPath = "/acp"
 
 // acpHandler serves ACP over WebSocket. The upgrade passes the gate of
 // /rpc (token, Host, Origin) and needs the acp access class. Each ACP
-// connection then works through a connection of its own to /rpc that
-// carries the same Origin: it holds exactly the classes the ACP client
-// would hold on /rpc, so an ACP session can do nothing its client could
-// not do there (an origin granted acp but not write starts no edit
-// session, and one without approve is never asked a question), and ACP
-// gets card's sessions, their guard and their history unchanged.
+// connection then calls card's methods in process, through a connection to
+// the method registry that carries the grants and origin the ACP client
+// would hold on /rpc: an ACP session can do nothing its client could not do
+// there (an origin granted acp but not write starts no edit session, and
+// one without approve is never asked a question), and ACP gets card's
+// sessions, their guard and their history unchanged.
 func (d *Daemon) acpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		subprotocol, grants, origin, ok := d.rpcSrv.Admit(w, r)
@@ -55,62 +53,78 @@ func (d *Daemon) acpHandler() http.Handler {
 			return
 		}
 		ws.SetReadLimit(d.cfg.MaxMessageBytes)
-		d.serveACP(ws, origin)
+		d.serveACP(ws, grants, origin)
 	})
 }
 
-func (d *Daemon) serveACP(ws *websocket.Conn, origin string) {
+// acpConns are the front door's open connections: a shutdown ends each
+// (its editor is told the daemon is going away) and waits for them.
+type acpConns struct {
+	mu      sync.Mutex
+	closing bool
+	stops   map[*websocket.Conn]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// add registers ws, ended by stop; false once the daemon is shutting down.
+func (a *acpConns) add(ws *websocket.Conn, stop context.CancelFunc) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing {
+		return false
+	}
+	if a.stops == nil {
+		a.stops = map[*websocket.Conn]context.CancelFunc{}
+	}
+	a.stops[ws] = stop
+	a.wg.Add(1)
+	return true
+}
+
+func (a *acpConns) done(ws *websocket.Conn) {
+	a.mu.Lock()
+	delete(a.stops, ws)
+	a.mu.Unlock()
+	a.wg.Done()
+}
+
+// close ends every connection and waits for them until ctx ends.
+func (a *acpConns) close(ctx context.Context) {
+	a.mu.Lock()
+	a.closing = true
+	for ws, stop := range a.stops {
+		stop()
+		go func() { _ = ws.Close(websocket.StatusGoingAway, "the daemon is shutting down") }()
+	}
+	a.mu.Unlock()
+	ended := make(chan struct{})
+	go func() { a.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+	}
+}
+
+func (d *Daemon) serveACP(ws *websocket.Conn, grants rpc.Grants, origin string) {
 	log := d.log.Named("acp")
 	// Its sessions' events come in process, each subscription on its own
 	// goroutine, which may wait while the editor catches up.
 	srv := agentside.New(agentside.Config{Version: Version, EventsMayWait: true, Origin: origin, Logf: func(format string, args ...any) {
 		log.Info(fmt.Sprintf(format, args...))
 	}})
-	token, err := d.tokens.current()
-	if err != nil {
-		_ = ws.Close(websocket.StatusInternalError, "the daemon cannot read its token")
-		return
-	}
-	header := http.Header{}
-	if origin != "" {
-		header.Set("Origin", origin)
-	}
-	// The loopback's sessions' events come to its client in process: the
-	// daemon would otherwise encode each onto the socket, and the client
-	// read it back, once more per event than an /rpc client costs.
-	var loop atomic.Pointer[client.Client]
 	ctx, stop := context.WithCancel(d.ctx)
 	defer stop()
-	key, err := d.loopbacks.add(func(method string, params json.RawMessage) {
-		if c := loop.Load(); c != nil && ctx.Err() == nil {
-			c.Deliver(method, params)
-		}
+	if !d.acp.add(ws, stop) {
+		_ = ws.Close(websocket.StatusGoingAway, "the daemon is shutting down")
+		return
+	}
+	defer d.acp.done(ws)
+	c := client.Open(client.Options{OnApprove: srv.Approve}, func(notify func(string, json.RawMessage),
+		serve func(context.Context, string, json.RawMessage) (any, error)) client.Conn {
+		return rpc.OpenLocal(d.registry, grants, origin, notify, serve)
 	})
-	if err != nil {
-		_ = ws.Close(websocket.StatusInternalError, "the daemon cannot serve this connection")
-		return
-	}
-	header.Set(loopbackHeader, key)
-	dctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
-	c, err := client.Dial(dctx, client.Options{URL: d.url, Token: string(token), OnApprove: srv.Approve,
-		RPC: rpcclient.ClientOptions{Header: header}})
-	cancel()
-	d.loopbacks.drop(key) // claimed by the upgrade, or never to be
-	if err != nil {
-		log.Warn("acp: cannot reach /rpc", zap.Error(err))
-		_ = ws.Close(websocket.StatusTryAgainLater, "card cannot serve this connection now; try again")
-		return
-	}
 	defer c.Close()
-	loop.Store(c)
 	srv.SetBackend(c)
-	go func() {
-		select {
-		case <-c.Done(): // the daemon shuts down, or dropped the loopback
-			stop()
-		case <-ctx.Done():
-		}
-	}()
 	if err := srv.Serve(ctx, wsTransport{ws}); err != nil && ctx.Err() == nil {
 		log.Info("acp connection ended", zap.Error(err))
 	}

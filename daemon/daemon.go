@@ -101,10 +101,10 @@ type Daemon struct {
 	tokens    *tokenFile
 	registry  *rpc.Registry
 	rpcSrv    *rpc.Server
-	// loopbacks are the daemon's own connections to rpcSrv (the ACP front
-	// door's), whose sessions' events are handed over in process.
-	loopbacks loopbacks
 	httpSrv   *http.Server
+	// acp tracks the ACP front door's connections, which the rpc server
+	// does not: a shutdown ends them before the sessions they use.
+	acp acpConns
 	ln        net.Listener
 	url       string
 	serveErr  chan error
@@ -279,7 +279,6 @@ func (d *Daemon) Start() error {
 		MaxPending:        d.cfg.MaxPendingConnections,
 		MaxInFlight:       d.cfg.MaxInFlight,
 		Logger:            d.log.Named("rpc"),
-		Local:             d.loopbacks.claim,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", d.rpcSrv)
@@ -366,6 +365,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			// rpc server's to close.
 			_ = d.ln.Close()
 		}
+		d.acp.close(ctx)
 		if d.rpcSrv != nil {
 			if err := d.rpcSrv.Shutdown(ctx); err != nil {
 				d.log.Warn("connections did not close within the grace period; closed them hard", zap.Error(err))

@@ -12,9 +12,8 @@ func UsePasswdFile(t testing.TB, path string) {
 	t.Cleanup(func() { passwdFile = old })
 }
 
-// LoopbackDeliveries counts the notifications d has handed to its own
-// connections in process.
-func LoopbackDeliveries(d *Daemon) int64 { return d.loopbacks.delivered.Load() }
+// RPCConnections is how many connections d's /rpc endpoint has open.
+func RPCConnections(d *Daemon) int { return d.rpcSrv.ActiveConnections() }
 
 // HoldRunsAfterTheirLastEvent has every run of d wait for hold between its
 // terminal event and the answer of its outcome, so a test can act in that

@@ -391,14 +391,6 @@ func (d *Daemon) registerSessions() {
 			return res, nil, err
 		}
 		send := func(ctx context.Context, ev json.RawMessage) error { return peer.Notify(ctx, "sessions.event", ev) }
-		if local := peer.Local(); local != nil {
-			// The daemon's own ACP front door: the event is handed to its
-			// client in this process instead of crossing the socket.
-			send = func(_ context.Context, ev json.RawMessage) error {
-				local("sessions.event", ev)
-				return nil
-			}
-		}
 		return res, func(ctx context.Context) {
 			err := events(ctx, send)
 			// The slot is free before the client hears it was cut off: it

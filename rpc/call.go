@@ -124,14 +124,17 @@ type outNotification struct {
 // since the connection has no such request pending, a response it sends
 // anyway answers nothing and is dropped.
 func (p *Peer) Call(ctx context.Context, method string, params, result any) error {
-	o := p.out
-	if o == nil {
-		return errors.New("rpc: this peer is not a connection and cannot be sent requests")
-	}
 	if p.reg != nil {
 		if need, ok := p.reg.serverRequestAccess(method); ok && !p.grants.Has(need) {
 			return &AccessDeniedError{Method: method, Need: need, Have: p.grants, Origin: p.origin}
 		}
+	}
+	if p.localServe != nil {
+		return p.callLocal(ctx, method, params, result)
+	}
+	o := p.out
+	if o == nil {
+		return errors.New("rpc: this peer is not a connection and cannot be sent requests")
 	}
 	select {
 	case <-o.done:

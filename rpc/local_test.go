@@ -3,113 +3,122 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync/atomic"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Only a connection whose upgrade ServerConfig.Local recognises has a
-// local receiver; every other connection has none, whatever it sends, and
-// both are granted and served alike.
-func TestOnlyTheConnectionLocalRecognisesHasALocalReceiver(t *testing.T) {
-	r := NewRegistry()
-	Register(r, "peer.local", Doc{Access: AccessRead, Summary: "Whether this connection has a local receiver, after handing it a note."},
-		func(ctx context.Context, _ struct{}) (bool, error) {
-			local := PeerFrom(ctx).Local()
-			if local != nil {
-				local("peer.note", json.RawMessage(`{"n":1}`))
-			}
-			return local != nil, nil
-		})
-	var got atomic.Int32
-	srv := NewServer(ServerConfig{
-		Registry: r,
-		Gate:     &Gate{Token: func() ([]byte, error) { return []byte(fuzzToken), nil }},
-		Local: func(req *http.Request) LocalReceiver {
-			if req.Header.Get("X-Test-Local") != "the secret" {
-				return nil
-			}
-			return func(method string, params json.RawMessage) {
-				if method == "peer.note" && string(params) == `{"n":1}` {
-					got.Add(1)
-				}
-			}
-		},
-	})
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/rpc"
-	for _, tc := range []struct {
-		name   string
-		header string
-		local  bool
-	}{
-		{"no header", "", false},
-		{"a wrong secret", "a guess", false},
-		{"the secret", "the secret", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			h := http.Header{"Authorization": {"Bearer " + fuzzToken}}
-			if tc.header != "" {
-				h.Set("X-Test-Local", tc.header)
-			}
-			ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
-			require.NoError(t, err)
-			defer ws.CloseNow()
-			before := got.Load()
-			require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"peer.local"}`)))
-			_, frame, err := ws.Read(ctx)
-			require.NoError(t, err)
-			assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":`+map[bool]string{true: "true", false: "false"}[tc.local]+`}`, string(frame))
-			want := int32(0)
-			if tc.local {
-				want = 1
-			}
-			assert.Equal(t, want, got.Load()-before, "notes taken in process")
-		})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, srv.Shutdown(ctx))
+// testDeniedCode is the code these tests map a refusal by access class to.
+const testDeniedCode int64 = -32030
+
+type localAskParams struct {
+	Q string `json:"q"`
 }
 
-// The server asks Local about a connection before it answers the upgrade,
-// so a client that forgets its secret as soon as its dial returns (the
-// daemon's own front door does) is still recognised.
-func TestLocalIsAskedBeforeTheUpgradeIsAnswered(t *testing.T) {
-	var dialed, dialedWhenAsked atomic.Bool
-	asked := make(chan struct{})
-	srv := NewServer(ServerConfig{
-		Registry: NewRegistry(),
-		Gate:     &Gate{Token: func() ([]byte, error) { return []byte(fuzzToken), nil }},
-		Local: func(*http.Request) LocalReceiver {
-			// Long enough for a 101 already written to reach the client.
-			time.Sleep(200 * time.Millisecond)
-			dialedWhenAsked.Store(dialed.Load())
-			close(asked)
-			return nil
-		},
+type localAskAnswer struct {
+	A string `json:"a"`
+}
+
+// localRegistry has a method that answers with the caller's origin and
+// then notifies it; one that asks the caller a question; and one only
+// host may call.
+func localRegistry(t *testing.T) *Registry {
+	r := NewRegistry()
+	RegisterThen(r, "who", Doc{Access: AccessRead, Summary: "The caller's origin, then two notes."},
+		func(ctx context.Context, _ struct{}) (string, Then, error) {
+			p := PeerFrom(ctx)
+			return p.Origin(), func(ctx context.Context) {
+				_ = p.Notify(ctx, "note", json.RawMessage(`{"n":1}`))
+				_ = p.Notify(ctx, "note", map[string]int{"n": 2})
+			}, nil
+		})
+	Register(r, "ask", Doc{Access: AccessRead, Summary: "Ask the caller, and say its answer."},
+		func(ctx context.Context, p localAskParams) (string, error) {
+			var a localAskAnswer
+			if err := PeerFrom(ctx).Call(ctx, "question", p, &a); err != nil {
+				return "", err
+			}
+			return a.A, nil
+		})
+	ServerRequest[localAskParams, localAskAnswer](r, "question", Doc{Access: AccessApprove, Summary: "A question for the client."})
+	Register(r, "host.only", Doc{Access: AccessHost, Summary: "Host only."},
+		func(ctx context.Context, _ struct{}) (bool, error) { return true, nil })
+	r.MapErrors(func(err error) error {
+		var denied *AccessDeniedError
+		if errors.As(err, &denied) {
+			return &Error{Code: testDeniedCode, Message: denied.Error()}
+		}
+		return err
 	})
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	return r
+}
+
+// A local connection calls the registry as a WebSocket client of the same
+// origin would: the same access classes, the same errors, its
+// notifications delivered in order, its questions put to it.
+func TestALocalConnectionIsServedAsAWebSocketOneOfItsOriginIs(t *testing.T) {
+	r := localRegistry(t)
+	var mu sync.Mutex
+	var notes []string
+	c := OpenLocal(r, GrantsOf(AccessRead, AccessApprove), "https://app.example",
+		func(method string, params json.RawMessage) {
+			mu.Lock()
+			notes = append(notes, method+" "+string(params))
+			mu.Unlock()
+		},
+		func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			var q localAskParams
+			require.NoError(t, json.Unmarshal(params, &q))
+			return localAskAnswer{A: "yes to " + q.Q}, nil
+		})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + fuzzToken}}})
-	require.NoError(t, err)
-	dialed.Store(true)
-	defer ws.CloseNow()
-	<-asked
-	assert.False(t, dialedWhenAsked.Load(), "the client's dial had returned before Local was asked")
-	ws.Close(websocket.StatusNormalClosure, "")
-	require.NoError(t, srv.Shutdown(ctx))
+
+	var origin string
+	require.NoError(t, c.Call(ctx, "who", nil, &origin))
+	assert.Equal(t, "https://app.example", origin)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(notes) == 2 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, []string{`note {"n":1}`, `note {"n":2}`}, notes)
+
+	var said string
+	require.NoError(t, c.Call(ctx, "ask", localAskParams{Q: "tea"}, &said))
+	assert.Equal(t, "yes to tea", said)
+
+	err := c.Call(ctx, "host.only", nil, nil)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, testDeniedCode, re.Code, "the connection's grants hold in process too")
+	err = c.Call(ctx, "no.such", nil, nil)
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, CodeMethodNotFound, re.Code)
+	require.NoError(t, c.Close())
+}
+
+// A connection without approve is never put a question, and a closed one
+// is gone: a question to it ends with ErrPeerGone, as a WebSocket one's.
+func TestALocalConnectionWithoutApproveIsNotAskedAndAClosedOneIsGone(t *testing.T) {
+	r := localRegistry(t)
+	asked := false
+	serve := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		asked = true
+		return localAskAnswer{A: "yes"}, nil
+	}
+	c := OpenLocal(r, GrantsOf(AccessRead), "", func(string, json.RawMessage) {}, serve)
+	ctx := context.Background()
+	err := c.Call(ctx, "ask", localAskParams{Q: "tea"}, nil)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, testDeniedCode, re.Code, "the question is refused by its class: %v", err)
+	assert.False(t, asked, "a connection without approve is never asked")
+
+	approver := OpenLocal(r, GrantsOf(AccessRead, AccessApprove), "", func(string, json.RawMessage) {}, serve)
+	p := approver.peer
+	require.NoError(t, approver.Close())
+	err = p.Call(ctx, "question", localAskParams{Q: "tea"}, nil)
+	assert.ErrorIs(t, err, ErrPeerGone)
+	assert.ErrorIs(t, p.Notify(ctx, "note", json.RawMessage(`{}`)), ErrPeerGone)
 }

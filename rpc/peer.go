@@ -31,9 +31,11 @@ type Peer struct {
 	// opened is the digest of the token the gate admitted the connection
 	// with (OpenedWith).
 	opened tokenDigest
-	// local takes the notifications of a connection the server's own
-	// process opened to itself (ServerConfig.Local); nil for the others.
-	local LocalReceiver
+	// localNotify and localServe are a local connection's (OpenLocal):
+	// where its notifications go, and what answers the server's requests;
+	// nil for a WebSocket connection.
+	localNotify func(method string, params json.RawMessage)
+	localServe  func(ctx context.Context, method string, params json.RawMessage) (any, error)
 	// reg is the server's registry, for the class of each request the
 	// server sends (ServerRequest); nil outside a server.
 	reg *Registry
@@ -62,13 +64,6 @@ func (p *Peer) Grants() Grants { return p.grants }
 // client (a browser always sends one on a WebSocket upgrade). A method may
 // refuse a web page what it gives a program on the machine.
 func (p *Peer) Origin() string { return p.origin }
-
-// Local is the receiver, in the server's own process, of the
-// notifications of a connection that process opened to itself
-// (ServerConfig.Local); nil for every other connection. A handler that
-// streams many notifications to such a connection may hand them to it
-// instead of encoding each onto the socket and reading it back.
-func (p *Peer) Local() LocalReceiver { return p.local }
 
 // OpenedWith reports whether token is the one the connection was opened
 // with. A client can answer that itself, so asking it tells nothing:
@@ -100,6 +95,20 @@ func (p *Peer) Context() context.Context { return p.ctx }
 // reflection and scan and copy the params twice more, per event and per
 // subscriber.
 func (p *Peer) Notify(ctx context.Context, method string, params any) error {
+	if p.localNotify != nil {
+		raw, ok := params.(json.RawMessage)
+		if !ok {
+			var err error
+			if raw, err = json.Marshal(params); err != nil {
+				return err
+			}
+		}
+		if p.ctx.Err() != nil {
+			return ErrPeerGone
+		}
+		p.localNotify(method, raw)
+		return nil
+	}
 	if raw, ok := params.(json.RawMessage); ok && p.write != nil && len(raw) > 0 {
 		bp := answerBufs.Get().(*[]byte)
 		b := append((*bp)[:0], rpcclient.NotificationHead...)

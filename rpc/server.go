@@ -57,18 +57,7 @@ type ServerConfig struct {
 	// DefaultRefusalLogWindow.
 	RefusalLogBurst  int
 	RefusalLogWindow time.Duration
-	// Local, when set, is asked at each upgrade whether the connection is
-	// one the server's own process opened to itself, and returns the
-	// receiver of its notifications in that process (Peer.Local), or nil
-	// for every other connection. The connection is gated, granted and
-	// served as any other: only where its notifications may go differs.
-	Local func(r *http.Request) LocalReceiver
 }
-
-// LocalReceiver takes a notification for a connection in the server's own
-// process, in place of writing it to the connection. It must not block,
-// and must not keep params after it returns.
-type LocalReceiver func(method string, params json.RawMessage)
 
 // Server serves JSON-RPC over WebSocket on one path. It tracks its
 // connections itself because http.Server forgets hijacked ones, and a
@@ -202,13 +191,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if subprotocol != "" {
 		opts.Subprotocols = []string{subprotocol}
 	}
-	// The in-process receiver is claimed before the upgrade is answered:
-	// the client holding its secret may forget it as soon as the 101
-	// reaches it, and a claim after Accept would then find nothing.
-	var local LocalReceiver
-	if s.cfg.Local != nil {
-		local = s.cfg.Local(r)
-	}
 	hj := &hijackRecorder{ResponseWriter: w}
 	c, err := websocket.Accept(hj, r, opts)
 	if err != nil {
@@ -216,7 +198,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(s.cfg.ReadLimit)
-	s.serve(c, hj.conn, r.RemoteAddr, grants, origin, local, openedWith(r))
+	s.serve(c, hj.conn, r.RemoteAddr, grants, origin, openedWith(r))
 }
 
 // webSlotRefusal is why a connection from web origin key may not have a
@@ -260,12 +242,12 @@ type serverConn struct {
 	lanes map[string][]func()
 }
 
-func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string, local LocalReceiver, opened tokenDigest) {
+func (s *Server) serve(ws *websocket.Conn, raw net.Conn, remote string, grants Grants, origin string, opened tokenDigest) {
 	id := s.nextID.Add(1)
 	log := s.log.With(zap.Uint64("conn", id))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	peer := &Peer{id: id, grants: grants, origin: origin, local: local, opened: opened, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
+	peer := &Peer{id: id, grants: grants, origin: origin, opened: opened, reg: s.cfg.Registry, onPanic: func(method string, p any, stack []byte) {
 		log.Error("handler panicked", zap.String("method", method), zap.Any("panic", p), zap.ByteString("stack", stack))
 	}}
 	ctx = withPeer(ctx, peer)

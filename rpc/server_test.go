@@ -348,7 +348,7 @@ func TestAConnectionThatArrivesWhileTheServerDrainsClosesItself(t *testing.T) {
 			return
 		}
 		srv.draining.Store(true) // Shutdown started between the gate and serve
-		srv.serve(ws, nil, r.RemoteAddr, GrantAll, "", nil, tokenDigest{})
+		srv.serve(ws, nil, r.RemoteAddr, GrantAll, "", tokenDigest{})
 		close(served)
 	}))
 	defer hs.Close()

@@ -14,11 +14,11 @@ import (
 	"github.com/card-dev/card/daemon/daemontest"
 )
 
-// The ACP front door's own connection to /rpc gets its session's events
-// in process: an ACP turn is answered with every update while none of the
-// events crossed the loopback socket. A client that sends the loopback
-// header without the daemon's secret is served over its socket as any.
-func TestTheACPFrontDoorGetsItsSessionsEventsInProcessAndNoOtherClientDoes(t *testing.T) {
+// The ACP front door calls card's methods in process: an ACP turn is
+// answered with every update while the daemon's /rpc endpoint has only the
+// test's own connection open, and a client that sends the header the
+// front door's own connection once carried is served as any other.
+func TestTheACPFrontDoorCallsTheDaemonInProcess(t *testing.T) {
 	bin, _, _, _ := chattyAgent(t)
 	d := daemontest.Start(t, daemontest.Options{
 		Config: "login_shell_path = false\n",
@@ -28,27 +28,21 @@ func TestTheACPFrontDoorGetsItsSessionsEventsInProcessAndNoOtherClientDoes(t *te
 	cwd := t.TempDir()
 	ctx := daemontest.Context(t)
 
-	before := daemon.LoopbackDeliveries(d.Daemon)
 	turn := acpTurns(t, d, cwd)
+	assert.Equal(t, 1, daemon.RPCConnections(d.Daemon), "the front door holds no connection to /rpc")
 	runID, err := turn(ctx, "please "+shortTask)
 	require.NoError(t, err)
 	require.NotEmpty(t, runID, "the turn's last update names its run")
 	evs, err := d.Client.Run(ctx, runID)
 	require.NoError(t, err)
 	require.Equal(t, "succeeded", string(evs.Status))
-	// One delivery per event of the turn, and the session_configured
-	// and queued events a session may add.
-	assert.GreaterOrEqual(t, daemon.LoopbackDeliveries(d.Daemon)-before, int64(3), "the turn's events came in process")
 
-	// A raw /rpc client claiming to be a loopback with a guessed secret.
 	ws, _, err := websocket.Dial(ctx, d.URL, &websocket.DialOptions{HTTPHeader: http.Header{
 		"Authorization": {"Bearer " + d.Token}, "Card-Loopback": {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}})
 	require.NoError(t, err)
 	defer ws.CloseNow()
 	ws.SetReadLimit(16 << 20)
 	turnOver := sessionTurnsOn(t, ws, cwd)
-	mark := daemon.LoopbackDeliveries(d.Daemon)
 	_, err = turnOver(ctx, "please "+shortTask)
-	require.NoError(t, err, "the guessing client's events come over its socket")
-	assert.Equal(t, mark, daemon.LoopbackDeliveries(d.Daemon), "nothing of that client's went in process")
+	require.NoError(t, err, "that client's events come over its socket")
 }
