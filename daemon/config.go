@@ -442,6 +442,33 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
+	if err := c.validateNumbers(); err != nil {
+		return err
+	}
+	if err := c.validateRelations(); err != nil {
+		return err
+	}
+	for id, a := range c.Adapters {
+		if _, ok := spawn.Lookup(id); !ok {
+			return fmt.Errorf("[adapters.%s]: unknown agent %q: known agents are %s", id, id, strings.Join(spawn.IDs(), ", "))
+		}
+		if err := spawn.CheckExtras(id, spawn.Extras{Args: a.Args, Env: a.Env}); err != nil {
+			return fmt.Errorf("[adapters.%s]: %w", id, err)
+		}
+	}
+	if err := c.Budget.validate(); err != nil {
+		return err
+	}
+	if m := c.Substrate.MCP; m != nil {
+		if (len(m.Command) == 0) == (m.URL == "") {
+			return errors.New("substrate.mcp: set exactly one of command (a stdio bridge) or url (a streamable-HTTP bridge)")
+		}
+	}
+	return nil
+}
+
+// validateNumbers holds every numeric key to its range.
+func (c Config) validateNumbers() error {
 	checks := []struct {
 		name string
 		v    int64
@@ -497,6 +524,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)
 		}
 	}
+	return nil
+}
+
+// validateRelations holds the keys that bound each other, and those spawn
+// and the approvals bound.
+func (c Config) validateRelations() error {
 	if c.MaxConnectionsPerOrigin > c.MaxConnections {
 		return fmt.Errorf("max_connections_per_origin = %d is above max_connections = %d", c.MaxConnectionsPerOrigin, c.MaxConnections)
 	}
@@ -514,22 +547,6 @@ func (c Config) Validate() error {
 	}
 	if c.ApprovalTimeoutSecs > MaxApprovalTimeoutSecs {
 		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, MaxApprovalTimeoutSecs)
-	}
-	for id, a := range c.Adapters {
-		if _, ok := spawn.Lookup(id); !ok {
-			return fmt.Errorf("[adapters.%s]: unknown agent %q: known agents are %s", id, id, strings.Join(spawn.IDs(), ", "))
-		}
-		if err := spawn.CheckExtras(id, spawn.Extras{Args: a.Args, Env: a.Env}); err != nil {
-			return fmt.Errorf("[adapters.%s]: %w", id, err)
-		}
-	}
-	if err := c.Budget.validate(); err != nil {
-		return err
-	}
-	if m := c.Substrate.MCP; m != nil {
-		if (len(m.Command) == 0) == (m.URL == "") {
-			return errors.New("substrate.mcp: set exactly one of command (a stdio bridge) or url (a streamable-HTTP bridge)")
-		}
 	}
 	return nil
 }

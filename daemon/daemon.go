@@ -104,10 +104,10 @@ type Daemon struct {
 	httpSrv   *http.Server
 	// acp tracks the ACP front door's connections, which the rpc server
 	// does not: a shutdown ends them before the sessions they use.
-	acp acpConns
-	ln        net.Listener
-	url       string
-	serveErr  chan error
+	acp      acpConns
+	ln       net.Listener
+	url      string
+	serveErr chan error
 
 	// ctx lives as long as the daemon; background work hangs off it.
 	ctx    context.Context
@@ -138,30 +138,8 @@ func New(opts Options) (*Daemon, error) {
 	env := envMap(environ)
 	getenv := func(k string) string { return env[k] }
 
-	home := opts.Home
-	var err error
-	if home == "" {
-		if home, err = DefaultHome(getenv); err != nil {
-			return nil, err
-		}
-	}
-	if home, err = filepath.Abs(home); err != nil {
-		return nil, err
-	}
-	if err := EnsureHome(home); err != nil {
-		return nil, err
-	}
-	cfg, err := LoadConfig(filepath.Join(home, ConfigFileName))
+	home, cfg, err := homeAndConfig(opts, getenv)
 	if err != nil {
-		return nil, err
-	}
-	if opts.Addr != "" {
-		cfg.Addr = opts.Addr
-	}
-	if opts.LogLevel != "" {
-		cfg.LogLevel = opts.LogLevel
-	}
-	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	log := opts.Logger
@@ -237,6 +215,35 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// homeAndConfig is the daemon's home (made if need be) and its card.toml,
+// with the flags over it, checked.
+func homeAndConfig(opts Options, getenv func(string) string) (string, Config, error) {
+	home := opts.Home
+	var err error
+	if home == "" {
+		if home, err = DefaultHome(getenv); err != nil {
+			return "", Config{}, err
+		}
+	}
+	if home, err = filepath.Abs(home); err != nil {
+		return "", Config{}, err
+	}
+	if err := EnsureHome(home); err != nil {
+		return "", Config{}, err
+	}
+	cfg, err := LoadConfig(filepath.Join(home, ConfigFileName))
+	if err != nil {
+		return "", Config{}, err
+	}
+	if opts.Addr != "" {
+		cfg.Addr = opts.Addr
+	}
+	if opts.LogLevel != "" {
+		cfg.LogLevel = opts.LogLevel
+	}
+	return home, cfg, cfg.Validate()
 }
 
 // onClose registers cleanup to run at shutdown, last registered first.

@@ -94,12 +94,6 @@ func wireError(err error) error {
 		bypass     *spawn.BypassRefusedError
 		unenforced *runs.UnenforcedReadOnlyError
 		busy       *runs.TooManyRunsError
-		notFound   *runs.NotFoundError
-		waitEnded  *runs.WaitEndedError
-		noQuestion *runs.ApprovalNotFoundError
-		closedQ    *runs.ApprovalClosedError
-		notAsked   *runs.ApprovalNotAskedError
-		badChoice  *runs.BadDecisionError
 		denied     *rpc.AccessDeniedError
 		subs       *TooManySubscriptionsError
 		inUse      *SessionInUseError
@@ -107,6 +101,9 @@ func wireError(err error) error {
 		cwdRefused *plan.CwdRefusedError
 	)
 	if e := sessionError(err); e != nil {
+		return e
+	}
+	if e := runError(err); e != nil {
 		return e
 	}
 	switch {
@@ -163,6 +160,22 @@ func wireError(err error) error {
 				"limit": overBudget.Limit, "spent": overBudget.Spent, "in_flight": overBudget.InFlight,
 				"in_flight_runs": overBudget.InFlightRuns, "resets_at": overBudget.ResetsAt.Format(time.RFC3339),
 				"config_key": overBudget.ConfigKey()}}
+	}
+	return err
+}
+
+// runError maps the errors of a run once started (its wait, its record,
+// its questions) onto the wire; nil for any other error.
+func runError(err error) error {
+	var (
+		waitEnded  *runs.WaitEndedError
+		notFound   *runs.NotFoundError
+		noQuestion *runs.ApprovalNotFoundError
+		closedQ    *runs.ApprovalClosedError
+		notAsked   *runs.ApprovalNotAskedError
+		badChoice  *runs.BadDecisionError
+	)
+	switch {
 	case errors.As(err, &waitEnded):
 		// Only a client that withdrew the request reads this answer (one
 		// that went away reads nothing), and it needs the run's id to end
@@ -185,7 +198,7 @@ func wireError(err error) error {
 	case errors.As(err, &badChoice):
 		return rpc.InvalidField("decision", "%s", badChoice.Error())
 	}
-	return err
+	return nil
 }
 
 // substrateError maps the substrate's typed errors onto the wire codes. It

@@ -218,6 +218,38 @@ func (d *Daemon) registerRuns() {
 	}, func(ctx context.Context, p GetParams) (RunRecord, error) {
 		return d.runs.Get(ctx, p.RunID)
 	})
+	d.registerRunSubscribe()
+	rpc.Register(r, "runs.prune", rpc.Doc{
+		Access:  rpc.AccessHost,
+		Summary: "Delete finished runs past the retention (max_runs, max_age_days, or the params' own) with their events; dry_run only counts.",
+		Description: "Never a running run, nor one whose events are still being stored. The daemon also prunes by itself at start, " +
+			"every 10 minutes and after a burst of recorded runs. Answers what was (or would be) deleted and how many runs are kept.",
+	}, func(ctx context.Context, p PruneParams) (PruneResult, error) {
+		r := d.cfg.retention()
+		if p.MaxRuns != nil {
+			r.MaxRuns = *p.MaxRuns
+		}
+		if p.MaxAgeDays != nil {
+			r.MaxAge = time.Duration(*p.MaxAgeDays) * 24 * time.Hour
+		}
+		r.DryRun = p.DryRun
+		res, err := d.runs.Prune(ctx, r)
+		return PruneResult{Pruned: res, DryRun: p.DryRun, MaxRuns: r.MaxRuns, MaxAgeDays: int(r.MaxAge / (24 * time.Hour))}, err
+	})
+	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
+		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
+		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
+			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
+			"agent_error (the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a " +
+			"question with tool and approval, and its decision), prompt_queued (a session's turn: a prompt now waits behind it, with queued), session_configured (a session's settings changed, with configured), and exactly one terminal event: done (status succeeded) or error " +
+			"(failed, cancelled, timed_out, interrupted), each with status and result.",
+	})
+}
+
+// registerRunSubscribe registers runs.subscribe and the notification that
+// ends a subscription cut off behind its run.
+func (d *Daemon) registerRunSubscribe() {
+	r := d.registry
 	rpc.RegisterThen(r, "runs.subscribe", rpc.Doc{
 		Access:  rpc.AccessRead,
 		Summary: "Replay a run's events after after_seq as agents.event notifications, then follow it live to its end.",
@@ -255,31 +287,6 @@ func (d *Daemon) registerRuns() {
 		Description: "Sent instead of the rest of the run's events, on runs.subscribe and streamed agents.invoke alike. " +
 			"runs.subscribe with after_seq = next_seq - 1 continues from where it stopped. " +
 			"On sessions.subscribe it names the session too (session_id), and sessions.subscribe with after_seq = session_next_seq - 1 continues.",
-	})
-	rpc.Register(r, "runs.prune", rpc.Doc{
-		Access:  rpc.AccessHost,
-		Summary: "Delete finished runs past the retention (max_runs, max_age_days, or the params' own) with their events; dry_run only counts.",
-		Description: "Never a running run, nor one whose events are still being stored. The daemon also prunes by itself at start, " +
-			"every 10 minutes and after a burst of recorded runs. Answers what was (or would be) deleted and how many runs are kept.",
-	}, func(ctx context.Context, p PruneParams) (PruneResult, error) {
-		r := d.cfg.retention()
-		if p.MaxRuns != nil {
-			r.MaxRuns = *p.MaxRuns
-		}
-		if p.MaxAgeDays != nil {
-			r.MaxAge = time.Duration(*p.MaxAgeDays) * 24 * time.Hour
-		}
-		r.DryRun = p.DryRun
-		res, err := d.runs.Prune(ctx, r)
-		return PruneResult{Pruned: res, DryRun: p.DryRun, MaxRuns: r.MaxRuns, MaxAgeDays: int(r.MaxAge / (24 * time.Hour))}, err
-	})
-	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
-		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
-		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
-			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
-			"agent_error (the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a " +
-			"question with tool and approval, and its decision), prompt_queued (a session's turn: a prompt now waits behind it, with queued), session_configured (a session's settings changed, with configured), and exactly one terminal event: done (status succeeded) or error " +
-			"(failed, cancelled, timed_out, interrupted), each with status and result.",
 	})
 }
 

@@ -347,6 +347,13 @@ func (d *Daemon) registerSessions() {
 	for _, m := range []string{"sessions.prompt", "sessions.steer", "sessions.configure", "sessions.cancel", "sessions.close", "sessions.release"} {
 		rpc.Ordered(r, m, "session_id")
 	}
+	d.registerSessionReads()
+}
+
+// registerSessionReads registers what follows a session without changing
+// it: its list, one session, its stream and the stream's notification.
+func (d *Daemon) registerSessionReads() {
+	r := d.registry
 	rpc.Register(r, "sessions.list", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "The sessions, newest first: open ones by default, closed ones too with include_closed; filter by adapter and state.",
@@ -366,6 +373,12 @@ func (d *Daemon) registerSessions() {
 	}, func(ctx context.Context, p api.SessionIDParams) (api.Session, error) {
 		return d.sessions.Get(ctx, p.SessionID)
 	})
+	d.registerSessionStream()
+}
+
+// registerSessionStream registers sessions.subscribe and its events.
+func (d *Daemon) registerSessionStream() {
+	r := d.registry
 	rpc.RegisterThen(r, "sessions.subscribe", rpc.Doc{
 		Access:  rpc.AccessRead,
 		Summary: "Replay a session's events after after_seq as sessions.event notifications, across its turns, then follow it live until it closes.",

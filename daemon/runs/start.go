@@ -168,18 +168,7 @@ func (r *Run) outcome() (store.Status, bool) {
 // bounds only the gating; the run itself belongs to the manager.
 func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	bin, spec, binErr := m.deps.Binaries.Binary(ctx, req.Adapter)
-	rec := store.Run{
-		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
-		PermissionMode: string(req.Mode), Model: req.Model, Attachments: req.Attachments,
-		CardSessionID: req.CardSessionID, SessionTurn: req.SessionTurn, SessionSeqBase: req.SessionSeqBase,
-	}
-	keep := 0
-	if m.cfg.RecordTasks {
-		keep = m.cfg.MaxTaskRecordBytes
-	}
-	rec.SetTask(req.Task, keep)
-	rec.Attachments = m.recordable(rec.Attachments)
-
+	rec := m.recordOf(req)
 	// With a budget on the adapter, the history is read and the
 	// reservation taken under budgetMu, held until the run is counted in
 	// flight or refused.
@@ -206,13 +195,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		m.mu.Unlock()
 		unlockBudget()
 		req.Release()
-		rec.Status, rec.RefusalReason = store.StatusRefused, refusal.Error()
-		if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
-			m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))
-		}
-		m.noteRecorded()
-		m.log.Info("refused a run", zap.String("run_id", rec.RunID), zap.String("adapter", req.Adapter), zap.String("reason", refusal.Error()))
-		return nil, &RefusedError{RunID: rec.RunID, Err: refusal}
+		return nil, m.refuse(ctx, rec, refusal)
 	}
 	runCtx, cancelCause := context.WithCancelCause(context.Background())
 	lr := &Run{id: rec.RunID, adapter: req.Adapter, ancestry: seeded, cancel: cancelCause,
@@ -279,6 +262,35 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 		m.execute(runCtx, lr, plan, req.Task, req.Exec, release)
 	}()
 	return lr, nil
+}
+
+// recordOf is the run's first record: what was asked, with its task kept
+// as the configuration says.
+func (m *Manager) recordOf(req Request) store.Run {
+	rec := store.Run{
+		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
+		PermissionMode: string(req.Mode), Model: req.Model, Attachments: req.Attachments,
+		CardSessionID: req.CardSessionID, SessionTurn: req.SessionTurn, SessionSeqBase: req.SessionSeqBase,
+	}
+	keep := 0
+	if m.cfg.RecordTasks {
+		keep = m.cfg.MaxTaskRecordBytes
+	}
+	rec.SetTask(req.Task, keep)
+	rec.Attachments = m.recordable(rec.Attachments)
+	return rec
+}
+
+// refuse records rec refused by the gate and returns the error that names
+// that record.
+func (m *Manager) refuse(ctx context.Context, rec store.Run, refusal error) error {
+	rec.Status, rec.RefusalReason = store.StatusRefused, refusal.Error()
+	if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
+		m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))
+	}
+	m.noteRecorded()
+	m.log.Info("refused a run", zap.String("run_id", rec.RunID), zap.String("adapter", rec.Adapter), zap.String("reason", refusal.Error()))
+	return &RefusedError{RunID: rec.RunID, Err: refusal}
 }
 
 // unreserve lets go of a run's budget reservation.
