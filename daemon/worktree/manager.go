@@ -101,7 +101,8 @@ type Config struct {
 // operations on one session run one at a time, and those that write a
 // user's checkout (Create, Apply) one at a time per repository.
 type Manager struct {
-	cfg Config
+	cfg   Config
+	locks keyedLock
 }
 
 // minGit is the oldest git with what card relies on: GIT_CONFIG_COUNT and
