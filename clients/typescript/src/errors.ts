@@ -1,5 +1,5 @@
 import { errorCodes, type ErrorCode, type ErrorName } from './generated.js';
-import { serveCommand } from './home.js';
+import { serveCommand } from './homepath.js';
 
 /**
  * No daemon answers for the home: none was started, or the one daemon.json

@@ -5,8 +5,7 @@
 // planted would send its token wherever they pointed it.
 
 import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { NoDaemonError } from './errors.js';
 
 export const tokenFileName = 'token';
@@ -21,24 +20,6 @@ export interface Discovery {
   version?: string;
   protocol_version?: string;
   started_at?: string;
-}
-
-type Env = Record<string, string | undefined>;
-
-/**
- * The home a client talks to: the one given, else $CARD_HOME, else the
- * platform default ($XDG_STATE_HOME/card or ~/.local/state/card on Linux,
- * ~/Library/Application Support/card on macOS), the daemon's own rule.
- */
-export function resolveHome(home?: string, env: Env = process.env, platform: NodeJS.Platform = process.platform): string {
-  if (home) return home;
-  if (env.CARD_HOME) return resolve(env.CARD_HOME);
-  const user = env.HOME || homedir();
-  if (!user) throw new Error('cannot find the home directory: set HOME, CARD_HOME or the home option');
-  if (platform === 'darwin') return join(user, 'Library', 'Application Support', 'card');
-  const xdg = env.XDG_STATE_HOME;
-  if (xdg && xdg.startsWith('/')) return join(xdg, 'card');
-  return join(user, '.local', 'state', 'card');
 }
 
 const euid = (): number => (process.geteuid ? process.geteuid() : -1);
@@ -150,13 +131,4 @@ export function readDiscovery(home: string): Discovery {
     ...(typeof o.protocol_version === 'string' ? { protocol_version: o.protocol_version } : {}),
     ...(typeof o.started_at === 'string' ? { started_at: o.started_at } : {}),
   };
-}
-
-/** The command that starts a daemon for home. */
-export function serveCommand(home: string, env: Env = process.env): string {
-  let def = '';
-  try { def = resolveHome(undefined, env); } catch { /* no default */ }
-  if (def === home) return 'card serve';
-  if (!/[\s'"\\$`!*?[\]{}()<>|&;#~]/.test(home)) return `card serve --home ${home}`;
-  return `card serve --home '${home.replaceAll("'", "'\\''")}'`;
 }

@@ -6,7 +6,8 @@
 import WebSocket from 'ws';
 import { DialError, findDaemon, type Endpoint } from './connect.js';
 import { NoDaemonError, TokenRejectedError } from './errors.js';
-import { resolveHome, type Discovery } from './home.js';
+import { type Discovery } from './home.js';
+import { resolveHome } from './homepath.js';
 
 /** One WebSocket upgrade with the token in the Authorization header (never in the URL). */
 export function dial(url: string, token: string, maxPayload = 64 << 20): Promise<WebSocket> {
