@@ -7,10 +7,11 @@
 //
 // The package knows nothing of where the sessions live: a Backend does the
 // calls. `card acp` hands it the Go client over the daemon's WebSocket;
-// the daemon's /acp endpoint hands it a client of its own /rpc endpoint
-// that carries the ACP connection's Origin, so an ACP client holds exactly
-// the access classes it would hold on /rpc and no method is reachable
-// through ACP that was not reachable before.
+// the daemon's /acp endpoint hands it the same client over a connection to
+// the daemon's method registry in process, with the grants and Origin of
+// the ACP connection, so an ACP client holds exactly the access classes it
+// would hold on /rpc and no method is reachable through ACP that was not
+// reachable before.
 package agentside
 
 import (
