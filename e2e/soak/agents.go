@@ -139,6 +139,12 @@ func hasMethod(ctx context.Context, d *liveDaemon, name string) (bool, error) {
 // inherits: the one reliable way to find a run's processes after its
 // daemon died.
 func leftovers(ids map[string]bool) map[string][]int {
+	return envLeftovers("CARD_RUN_ID=", ids)
+}
+
+// envLeftovers lists live processes whose environment has prefix followed
+// by one of ids, by that id.
+func envLeftovers(prefix string, ids map[string]bool) map[string][]int {
 	out := map[string][]int{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -156,7 +162,7 @@ func leftovers(ids map[string]bool) map[string][]int {
 			continue
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte("CARD_RUN_ID=")); ok && ids[string(v)] {
+			if v, ok := bytes.CutPrefix(kv, []byte(prefix)); ok && ids[string(v)] {
 				out[string(v)] = append(out[string(v)], pid)
 			}
 		}

@@ -1,8 +1,9 @@
 // Command soak runs card's soak and fault phases against a live daemon and
 // prints one table per phase:
 //
-//	go run ./e2e/soak -phases load,churn,hostile,agents,crash,store
+//	go run ./e2e/soak -phases load,churn,hostile,agents,crash,store,sessions
 //	go run ./e2e/soak -phases startup,burst,restart   # the performance figures
+//	go run ./e2e/soak -phases sessions -session-rounds 16 -seed N
 //
 // It builds ./cmd/card into a temp dir, starts `card serve --home <tmp>` on a
 // loopback port, and drives it over real WebSockets. Every loop is bounded,
@@ -34,6 +35,10 @@ type options struct {
 	pipelined int
 	invokes   int
 	keep      bool
+	// sessions phase
+	sessionRounds int
+	sessions      int
+	seed          uint64
 }
 
 func main() {
@@ -44,13 +49,16 @@ func main() {
 		os.Exit(fakeAgent(os.Args[2:]))
 	}
 	var o options
-	phases := flag.String("phases", "load,churn,hostile,agents,crash,store", "comma-separated phases to run, in order")
+	phases := flag.String("phases", "load,churn,hostile,agents,crash,store,sessions", "comma-separated phases to run, in order")
 	flag.StringVar(&o.bin, "bin", "", "a built card binary to use instead of building ./cmd/card")
 	flag.IntVar(&o.conns, "conns", 200, "load: concurrent connections")
 	flag.IntVar(&o.reqs, "reqs", 1000, "load: requests per connection")
 	flag.IntVar(&o.churn, "churn", 10000, "churn: connect/disconnect cycles")
 	flag.IntVar(&o.pipelined, "pipelined", 10000, "hostile: requests pipelined on one socket")
 	flag.IntVar(&o.invokes, "invokes", 50, "agents: invokes of fake agents")
+	flag.IntVar(&o.sessionRounds, "session-rounds", 8, "sessions: daemons stopped or killed under the sessions (each about 8-14 s of traffic)")
+	flag.IntVar(&o.sessions, "sessions", 6, "sessions: sessions at once, two connections each")
+	flag.Uint64Var(&o.seed, "seed", 0, "sessions: the random plan's seed (0: from the clock; the phase prints it)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (daemon logs, homes) for inspection")
 	flag.Parse()
 	for _, p := range strings.Split(*phases, ",") {
@@ -95,7 +103,7 @@ func run(ctx context.Context, o options) int {
 	for _, p := range o.phases {
 		f, ok := phaseFuncs[p]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "soak: unknown phase %q (known: load, churn, hostile, agents, crash, store, startup, burst, restart)\n", p)
+			fmt.Fprintf(os.Stderr, "soak: unknown phase %q (known: load, churn, hostile, agents, crash, store, startup, burst, restart, sessions)\n", p)
 			return 2
 		}
 		fmt.Printf("\n== phase %s ==\n", p)
@@ -119,15 +127,16 @@ func run(ctx context.Context, o options) int {
 }
 
 var phaseFuncs = map[string]func(context.Context, *harness) *result{
-	"load":    phaseLoad,
-	"churn":   phaseChurn,
-	"hostile": phaseHostile,
-	"agents":  phaseAgents,
-	"crash":   phaseCrash,
-	"store":   phaseStore,
-	"startup": phaseStartup,
-	"burst":   phaseBurst,
-	"restart": phaseRestart,
+	"load":     phaseLoad,
+	"churn":    phaseChurn,
+	"hostile":  phaseHostile,
+	"agents":   phaseAgents,
+	"crash":    phaseCrash,
+	"store":    phaseStore,
+	"startup":  phaseStartup,
+	"burst":    phaseBurst,
+	"restart":  phaseRestart,
+	"sessions": phaseSessions,
 }
 
 func printMachine() {
