@@ -95,6 +95,9 @@ func run(ctx context.Context, o options) int {
 			return 1
 		}
 		fmt.Printf("built card in %s\n", time.Since(start).Round(time.Millisecond))
+	} else if err := syncFile(bin); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		return 1
 	}
 	printMachine()
 
