@@ -108,7 +108,10 @@ type SessionCancelResult struct {
 // or effort "default" goes back to the CLI's own default (card passes no
 // flag for it).
 type SessionConfigureParams struct {
-	SessionID      string `json:"session_id"`
+	SessionID string `json:"session_id"`
+	// ID changes the session's adapter, only before its first turn: after
+	// one, another CLI could not carry the conversation.
+	ID             string `json:"id,omitempty"`
 	PermissionMode string `json:"permission_mode,omitempty"`
 	Model          string `json:"model,omitempty"`
 	Effort         string `json:"effort,omitempty"`
@@ -208,11 +211,14 @@ const EventSessionConfigured = "session_configured"
 // SessionConfigured is a session's settings after a sessions.configure
 // that changed them. Model and Effort are "" for the CLI's default.
 type SessionConfigured struct {
-	Changed         []string `json:"changed"`
-	PermissionMode  string   `json:"permission_mode"`
-	Model           string   `json:"model"`
-	Effort          string   `json:"effort"`
-	AppliesFromTurn int      `json:"applies_from_turn"`
+	Changed []string `json:"changed"`
+	// Adapter is the session's adapter, which may change before its
+	// first turn.
+	Adapter         string `json:"adapter,omitempty"`
+	PermissionMode  string `json:"permission_mode"`
+	Model           string `json:"model"`
+	Effort          string `json:"effort"`
+	AppliesFromTurn int    `json:"applies_from_turn"`
 }
 
 // QueuedPrompt is one prompt waiting in a session's queue. The task's

@@ -74,8 +74,8 @@ func (p *SessionConfigureParams) Validate() error {
 	if err := requireSessionID(p.SessionID); err != nil {
 		return err
 	}
-	if p.PermissionMode == "" && p.Model == "" && p.Effort == "" {
-		return InvalidField("permission_mode", "nothing to change: give permission_mode, model or effort")
+	if p.ID == "" && p.PermissionMode == "" && p.Model == "" && p.Effort == "" {
+		return InvalidField("permission_mode", "nothing to change: give id, permission_mode, model or effort")
 	}
 	switch p.PermissionMode {
 	case "", "read_only", "ask", "edit", "bypass":

@@ -205,6 +205,7 @@ var paramDocs = func() map[string]map[string]string {
 		},
 		"sessions.configure": {
 			"session_id":      sessionID["session_id"],
+			"id":              "The session's new adapter, only before its first turn (after one, another CLI could not carry the conversation: -32602 naming id). Absent: unchanged.",
 			"permission_mode": "The session's new mode from its next turn: read_only, edit, ask or bypass; the cwd is judged against it as at sessions.start. Absent: unchanged.",
 			"model":           "The session's new model from its next turn, in the agent's own naming; \"default\" goes back to the CLI's own. Absent: unchanged.",
 			"effort":          "The session's new effort from its next turn (low, medium, high, xhigh or max, as the adapter takes them); \"default\" goes back to the CLI's own. Absent: unchanged.",

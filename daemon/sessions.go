@@ -175,6 +175,12 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 		return api.SessionConfigureResult{}, &sessions.ClosedError{SessionID: cur.SessionID, Reason: cur.CloseReason}
 	}
 	next := sp
+	if p.ID != "" && p.ID != sp.ID {
+		if err := d.mayChangeAdapter(ctx, cur, sp, p.ID); err != nil {
+			return api.SessionConfigureResult{}, err
+		}
+		next.ID = p.ID
+	}
 	if p.PermissionMode != "" {
 		next.PermissionMode = p.PermissionMode
 	}
@@ -221,6 +227,24 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 		}
 	}
 	return d.sessions.Configure(ctx, p.SessionID, next)
+}
+
+// mayChangeAdapter refuses a session's change to adapter id after its
+// first turn (another CLI could not carry the conversation), to an adapter
+// that is not installed, or to one the guard refuses in the session's
+// chain.
+func (d *Daemon) mayChangeAdapter(ctx context.Context, cur api.Session, sp api.SessionStartParams, id string) error {
+	if cur.Turns > 0 {
+		return rpc.InvalidField("id", "session %s has taken %d turn(s) with %s, and another agent cannot carry its conversation; start a new session for %s",
+			cur.SessionID, cur.Turns, sp.ID, id)
+	}
+	if _, _, err := d.detector.Binary(ctx, id); err != nil {
+		return err
+	}
+	if refusal, _ := d.guard.Check(id, sp.InvokedBy); refusal != nil {
+		return refusal
+	}
+	return nil
 }
 
 func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error) {

@@ -321,3 +321,38 @@ func TestEveryChangeOfASessionsSettingsIsAnEventOfItsStreamInSeqOrder(t *testing
 	assert.Equal(t, want, got, "the closed session's history, from the store")
 	assert.Equal(t, liveSeqs, seqs)
 }
+
+// A session's adapter may change before its first turn, and only then:
+// the new CLI starts the conversation, and once a turn has run another CLI
+// could not carry it. The change is heard by every subscriber.
+func TestASessionsAdapterChangesBeforeItsFirstTurnAndNotAfter(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	ctx := daemontest.Context(t)
+	s, evs := startSession(t, rd, rd.Client, "claude-code")
+	res, err := rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, ID: "codex"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"id"}, res.Changed)
+	assert.Equal(t, "codex", res.Session.Adapter)
+	one, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "first"})
+	require.NoError(t, err)
+	all := evs.waitEnds(t, 1, 20*time.Second)
+	rd.agents["codex"].Received(t, one.RunID) // the turn ran codex
+	var heard *api.SessionConfigured
+	for _, ev := range all {
+		if ev.Event.Configured != nil {
+			heard = ev.Event.Configured
+		}
+	}
+	require.NotNil(t, heard)
+	assert.Equal(t, "codex", heard.Adapter)
+
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, ID: "claude-code"})
+	re := rpcCode(t, err)
+	assert.Equal(t, int64(-32602), re.Code)
+	assert.Equal(t, "id", errData(t, re)["field"])
+	got, err := rd.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, "codex", got.Adapter)
+	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, ID: "no-such-agent"})
+	assert.Error(t, err)
+}

@@ -17,6 +17,7 @@ package agentside
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 
@@ -78,9 +79,44 @@ type lines struct {
 	r  *acp.Reader
 	mu sync.Mutex
 	w  io.Writer
+
+	// One goroutine reads, so a Read whose ctx ends (a signal to `card
+	// acp`) returns at once, though stdin stays open: a read of a blocking
+	// descriptor cannot be interrupted, and the next Read must not lose
+	// the line that read was waiting for.
+	start sync.Once
+	read  chan lineRead
 }
 
-func (l *lines) Read(context.Context) ([]byte, error) { return l.r.ReadLine() }
+type lineRead struct {
+	line []byte
+	err  error
+}
+
+func (l *lines) Read(ctx context.Context) ([]byte, error) {
+	l.start.Do(func() {
+		l.read = make(chan lineRead)
+		go func() {
+			for {
+				line, err := l.r.ReadLine()
+				if line != nil {
+					// The reader's buffer is reused by its next line.
+					line = append([]byte(nil), line...)
+				}
+				l.read <- lineRead{line, err}
+				if err != nil && !errors.Is(err, acp.ErrLineTooLong) {
+					return
+				}
+			}
+		}()
+	})
+	select {
+	case r := <-l.read:
+		return r.line, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 func (l *lines) Write(_ context.Context, msg []byte) error {
 	b := make([]byte, 0, len(msg)+1)

@@ -44,6 +44,8 @@ type fakeBackend struct {
 	hold     chan struct{}
 	startErr error
 	n        int
+	// healthOf, when it names an adapter, is that adapter's status.
+	healthOf map[string]api.HealthStatus
 	// promptDelay, when set, is how long PromptSession takes for a task
 	// before the daemon would have taken the prompt (a turn being set up).
 	promptDelay func(task string) time.Duration
@@ -213,6 +215,13 @@ func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigure
 		}
 	}
 	was := fs.sess
+	if p.ID != "" && p.ID != fs.sess.Adapter {
+		if fs.sess.Turns > 0 {
+			f.mu.Unlock()
+			return api.SessionConfigureResult{}, &rpcclient.Error{Code: -32602, Message: "invalid params: id: the session has taken a turn"}
+		}
+		fs.sess.Adapter = p.ID
+	}
 	if p.PermissionMode != "" {
 		fs.sess.PermissionMode = p.PermissionMode
 	}
@@ -221,6 +230,9 @@ func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigure
 	now := fs.sess
 	f.mu.Unlock()
 	changed := []string{}
+	if was.Adapter != now.Adapter {
+		changed = append(changed, "id")
+	}
 	if was.PermissionMode != now.PermissionMode {
 		changed = append(changed, "permission_mode")
 	}
@@ -232,7 +244,7 @@ func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigure
 	}
 	if len(changed) > 0 {
 		f.emit(fs, now.Turns, api.AgentEvent{Event: api.Event{Kind: api.EventSessionConfigured}, Configured: &api.SessionConfigured{
-			Changed: changed, PermissionMode: now.PermissionMode, Model: now.Model, Effort: now.Effort, AppliesFromTurn: now.Turns + 1}})
+			Changed: changed, Adapter: now.Adapter, PermissionMode: now.PermissionMode, Model: now.Model, Effort: now.Effort, AppliesFromTurn: now.Turns + 1}})
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -318,6 +330,9 @@ func (f *fakeBackend) Health(_ context.Context, id string, _ bool) (api.External
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	h := f.health
+	if st, ok := f.healthOf[id]; ok {
+		h.Status = st
+	}
 	h.ID = id
 	return h, nil
 }

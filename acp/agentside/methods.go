@@ -263,7 +263,10 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 	case s.cfg.Adapter != "":
 		id = s.cfg.Adapter
 	case id == "":
-		return nil, invalid("_meta.card.adapter", "session/new must name the adapter here (one of %s), as {\"_meta\":{\"card\":{\"adapter\":\"codex\"}}}", adapterList())
+		var aerr *acp.Error
+		if id, aerr = s.defaultAdapter(ctx, be); aerr != nil {
+			return nil, aerr
+		}
 	}
 	if !filepath.IsAbs(p.Cwd) {
 		return nil, invalid("cwd", "must be an absolute path, got %q", p.Cwd)
@@ -292,10 +295,51 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 		return nil, s.startError(ctx, be, id, err)
 	}
 	st := s.attach(sess, sp.Capabilities)
+	st.offer(s.choices(ctx, be))
 	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
 		return nil, aerr
 	}
 	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
+}
+
+// defaultAdapter is the agent of a session whose editor named none, on a
+// connection with no adapter fixed: the first installed adapter that can
+// run and is signed in, else the first that can run. The editor can pick
+// another with the agent config option before the first turn.
+func (s *Server) defaultAdapter(ctx context.Context, be Backend) (string, *acp.Error) {
+	ids := s.choices(ctx, be)
+	for _, id := range ids {
+		if h, err := be.Health(ctx, id, false); err == nil && h.Status == api.StatusReady {
+			return id, nil
+		}
+	}
+	if len(ids) > 0 {
+		return ids[0], nil
+	}
+	return "", &acp.Error{Code: CodeAdapterUnavailable,
+		Message: "no agent CLI card can run is installed (card detect says which it found and how to install the others); " + adapterList() + " are the adapters"}
+}
+
+// choices are the adapters a session may pick on this connection: every
+// installed one that can run, in card's order, when no adapter is fixed;
+// none when one is.
+func (s *Server) choices(ctx context.Context, be Backend) []string {
+	if s.cfg.Adapter != "" {
+		return nil
+	}
+	specs, aerr := s.detect(ctx, be)
+	if aerr != nil {
+		return nil
+	}
+	var ids []string
+	for _, a := range agent.All() {
+		for _, sp := range specs {
+			if _, bad := sp.UnusableReason(); sp.ID == a.ID && !bad {
+				ids = append(ids, a.ID)
+			}
+		}
+	}
+	return ids
 }
 
 // startError is a refused start as the daemon said it. The sign-in state
@@ -503,6 +547,7 @@ func configureMeta(res api.SessionConfigureResult) acp.Meta {
 const (
 	configModel  = "model"
 	configEffort = "effort"
+	configAgent  = "agent"
 )
 
 // effortLevels are the effort levels the adapter's CLI takes from card
@@ -518,10 +563,10 @@ func effortLevels(adapter string) []string {
 // default and the session's model; any model id the CLI takes can be set.
 func (st *session) configOptions() []acp.SessionConfigOption {
 	st.mu.Lock()
-	model, effort := st.model, st.effort
+	model, effort, adapter, agents := st.model, st.effort, st.adapter, st.agents
 	st.mu.Unlock()
-	name := st.adapter
-	if facts, ok := agent.Lookup(st.adapter); ok {
+	name := adapter
+	if facts, ok := agent.Lookup(adapter); ok {
 		name = facts.DisplayName
 	}
 	def := acp.SessionConfigSelectOption{Value: api.ConfigureDefault, Name: "Default", Description: ptr(name + " chooses (card passes no flag)")}
@@ -529,10 +574,14 @@ func (st *session) configOptions() []acp.SessionConfigOption {
 	if model != "" {
 		models = append(models, acp.SessionConfigSelectOption{Value: model, Name: model})
 	}
-	opts := []acp.SessionConfigOption{{ID: configModel, Name: "Model", Category: ptr("model"), Type: "select",
+	var opts []acp.SessionConfigOption
+	if len(agents) > 0 {
+		opts = append(opts, agentOption(adapter, agents))
+	}
+	opts = append(opts, acp.SessionConfigOption{ID: configModel, Name: "Model", Category: ptr("model"), Type: "select",
 		Description:  ptr("From the next turn. Any model id " + name + " takes may be set; card does not list the CLI's models."),
-		CurrentValue: orDefault(model), Options: mustJSON(models)}}
-	if levels := effortLevels(st.adapter); len(levels) > 0 {
+		CurrentValue: orDefault(model), Options: mustJSON(models)})
+	if levels := effortLevels(adapter); len(levels) > 0 {
 		efforts := []acp.SessionConfigSelectOption{def}
 		for _, l := range levels {
 			efforts = append(efforts, acp.SessionConfigSelectOption{Value: l, Name: l})
@@ -541,6 +590,37 @@ func (st *session) configOptions() []acp.SessionConfigOption {
 			Description: ptr("How hard the model thinks, from the next turn."), CurrentValue: orDefault(effort), Options: mustJSON(efforts)})
 	}
 	return opts
+}
+
+// agentOption is the choice of the session's agent among the installed
+// ones, before its first turn.
+func agentOption(current string, ids []string) acp.SessionConfigOption {
+	var choices []acp.SessionConfigSelectOption
+	for _, id := range ids {
+		name := id
+		if facts, ok := agent.Lookup(id); ok {
+			name = facts.DisplayName
+		}
+		choices = append(choices, acp.SessionConfigSelectOption{Value: id, Name: name})
+	}
+	return acp.SessionConfigOption{ID: configAgent, Name: "Agent", Category: ptr("_agent"), Type: "select",
+		Description:  ptr("The agent CLI card runs for this session; it can change until the first prompt."),
+		CurrentValue: current, Options: mustJSON(choices)}
+}
+
+// offer sets the adapters the editor may pick for the session (nil when
+// one is fixed for the connection).
+func (st *session) offer(ids []string) {
+	st.mu.Lock()
+	st.agents = ids
+	st.mu.Unlock()
+}
+
+// agent is the session's adapter and what it takes, now.
+func (st *session) agent() (string, api.Capabilities) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.adapter, st.caps
 }
 
 func orDefault(v string) string {
@@ -572,8 +652,14 @@ func (st *session) configured(sess api.Session, seq int64) (mode, options bool) 
 	}
 	st.configSeq = seq
 	mode = st.mode != sess.PermissionMode
-	options = st.model != sess.Model || st.effort != sess.Effort
+	options = st.model != sess.Model || st.effort != sess.Effort || (sess.Adapter != "" && st.adapter != sess.Adapter)
 	st.mode, st.model, st.effort = sess.PermissionMode, sess.Model, sess.Effort
+	if sess.Adapter != "" && sess.Adapter != st.adapter {
+		st.adapter = sess.Adapter
+		if facts, ok := agent.Lookup(sess.Adapter); ok {
+			st.caps = facts.Capabilities
+		}
+	}
 	return mode, options
 }
 
@@ -590,20 +676,32 @@ func (s *Server) setConfigOption(ctx context.Context, be Backend, p acp.SetSessi
 		return nil, invalid("value", "card's options are selects: the value is a string id, not %v", p.Value)
 	}
 	cp := api.SessionConfigureParams{SessionID: st.id}
+	adapter, _ := st.agent()
+	st.mu.Lock()
+	agents := st.agents
+	st.mu.Unlock()
 	switch p.ConfigID {
 	case configModel:
 		cp.Model = value
 	case configEffort:
-		levels := effortLevels(st.adapter)
+		levels := effortLevels(adapter)
 		if len(levels) == 0 {
-			return nil, invalid("configId", "%s takes no effort setting, so this session offers no %q option", st.adapter, p.ConfigID)
+			return nil, invalid("configId", "%s takes no effort setting, so this session offers no %q option", adapter, p.ConfigID)
 		}
 		if value != api.ConfigureDefault && !slices.Contains(levels, value) {
-			return nil, invalid("value", "%s's thought levels are %s (or default), not %q", st.adapter, strings.Join(levels, ", "), value)
+			return nil, invalid("value", "%s's thought levels are %s (or default), not %q", adapter, strings.Join(levels, ", "), value)
 		}
 		cp.Effort = value
+	case configAgent:
+		if len(agents) == 0 {
+			return nil, invalid("configId", "this agent runs %s only; it offers no %q option", adapter, p.ConfigID)
+		}
+		if !slices.Contains(agents, value) {
+			return nil, invalid("value", "the agents card can run here are %s, not %q", strings.Join(agents, ", "), value)
+		}
+		cp.ID = value
 	default:
-		return nil, invalid("configId", "card offers the options model and effort, not %q", p.ConfigID)
+		return nil, invalid("configId", "card offers the options model, effort and (with no agent fixed) agent, not %q", p.ConfigID)
 	}
 	res, err := be.ConfigureSession(ctx, cp)
 	if err != nil {
@@ -633,7 +731,8 @@ func (s *Server) prompt(ctx context.Context, be Backend, p acp.PromptRequest) (a
 	if st == nil {
 		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "no session " + p.SessionID + " on this connection: session/new, session/load or session/resume it first"}
 	}
-	task, atts, aerr := promptContent(p.Prompt, st.caps.Images)
+	_, caps := st.agent()
+	task, atts, aerr := promptContent(p.Prompt, caps.Images)
 	if aerr != nil {
 		return nil, aerr
 	}

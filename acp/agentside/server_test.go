@@ -171,11 +171,7 @@ func TestSessionNewStartsACardSessionForTheAdapterItNames(t *testing.T) {
 	e := newEditor(t, Config{}, be)
 	initialize(e)
 
-	err := e.fail(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work"})
-	assert.Equal(t, acp.CodeInvalidParams, err.Code)
-	assert.Contains(t, err.Message, "_meta.card.adapter")
-
-	err = e.fail(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "work", Meta: meta("claude-code")})
+	err := e.fail(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "work", Meta: meta("claude-code")})
 	assert.Contains(t, err.Message, "cwd: must be an absolute path")
 
 	var r acp.NewSessionResponse
@@ -820,8 +816,9 @@ func TestConfigOptionsTellTheModelAndTheThoughtLevelTheAdapterTakes(t *testing.T
 	initialize(e)
 	var r acp.NewSessionResponse
 	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: json.RawMessage(`{"card":{"adapter":"claude-code","model":"m1"}}`)}, &r)
-	require.Len(t, r.ConfigOptions, 2)
-	model, effort := r.ConfigOptions[0], r.ConfigOptions[1]
+	require.Len(t, r.ConfigOptions, 3, "with no agent fixed, the agent is an option too")
+	assert.Equal(t, "agent", r.ConfigOptions[0].ID)
+	model, effort := r.ConfigOptions[1], r.ConfigOptions[2]
 	assert.Equal(t, "model", model.ID)
 	assert.Equal(t, "model", *model.Category)
 	assert.Equal(t, "m1", model.CurrentValue)
@@ -833,22 +830,22 @@ func TestConfigOptionsTellTheModelAndTheThoughtLevelTheAdapterTakes(t *testing.T
 
 	var g acp.NewSessionResponse
 	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: json.RawMessage(`{"card":{"adapter":"gemini"}}`)}, &g)
-	require.Len(t, g.ConfigOptions, 1, "Gemini CLI takes no effort: no thought level is offered")
+	require.Len(t, g.ConfigOptions, 2, "Gemini CLI takes no effort: no thought level is offered")
 	err := e.fail(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: g.SessionID, ConfigID: "effort", Value: "high"})
 	assert.Equal(t, "configId", errField(t, err))
 
 	var set acp.SetSessionConfigOptionResponse
 	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Value: "m2"}, &set)
 	assert.Equal(t, api.SessionConfigureParams{SessionID: r.SessionID, Model: "m2"}, be.configured[0])
-	require.Len(t, set.ConfigOptions, 2)
-	assert.Equal(t, "m2", set.ConfigOptions[0].CurrentValue)
+	require.Len(t, set.ConfigOptions, 3)
+	assert.Equal(t, "m2", set.ConfigOptions[1].CurrentValue)
 	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "effort", Value: "high"}, &set)
-	assert.Equal(t, "high", set.ConfigOptions[1].CurrentValue)
+	assert.Equal(t, "high", set.ConfigOptions[2].CurrentValue)
 	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Value: "default"}, &set)
-	assert.Equal(t, "default", set.ConfigOptions[0].CurrentValue)
+	assert.Equal(t, "default", set.ConfigOptions[1].CurrentValue)
 	require.Eventually(t, func() bool { return len(e.updatesOf(r.SessionID, acp.UpdateConfigOption)) == 3 }, 5*time.Second, 5*time.Millisecond)
 	last := e.updatesOf(r.SessionID, acp.UpdateConfigOption)[2]
-	assert.Equal(t, "high", last.ConfigOption.ConfigOptions[1].CurrentValue)
+	assert.Equal(t, "high", last.ConfigOption.ConfigOptions[2].CurrentValue)
 
 	for _, tc := range []struct {
 		req   acp.SetSessionConfigOptionRequest
@@ -998,4 +995,41 @@ func TestWhenTheEditorGoesItsSessionsWarmAgentsEndAndTheSessionsStayOpen(t *test
 	defer be.mu.Unlock()
 	assert.Equal(t, []string{kept}, be.released)
 	assert.NotEqual(t, api.SessionClosed, be.sessions[kept].sess.State, "the session was closed, not only its warm agent ended")
+}
+
+// With no agent fixed for the connection (card acp with no adapter), a
+// session the editor starts without naming one gets the first installed
+// agent that can run and is signed in, and the editor may pick another
+// with the agent option until the first prompt; after it, card refuses.
+func TestWithNoAgentFixedASessionPicksItsAgentUntilItsFirstPrompt(t *testing.T) {
+	be := newFake()
+	be.healthOf = map[string]api.HealthStatus{"claude-code": api.StatusNotConfigured}
+	e := newEditor(t, Config{}, be)
+	initialize(e)
+	var r acp.NewSessionResponse
+	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work"}, &r)
+	require.Len(t, be.started, 1)
+	assert.Equal(t, "droid", be.started[0].ID, "claude-code is not signed in, so the first ready agent, in card's order")
+	agentOpt := r.ConfigOptions[0]
+	assert.Equal(t, "agent", agentOpt.ID)
+	assert.Equal(t, "droid", agentOpt.CurrentValue)
+	assert.JSONEq(t, `[{"value":"claude-code","name":"Claude Code"},{"value":"droid","name":"Factory Droid"},{"value":"pi","name":"Pi"}]`, string(agentOpt.Options))
+
+	var set acp.SetSessionConfigOptionResponse
+	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "agent", Value: "pi"}, &set)
+	assert.Equal(t, api.SessionConfigureParams{SessionID: r.SessionID, ID: "pi"}, be.configured[0])
+	assert.Equal(t, "pi", set.ConfigOptions[0].CurrentValue)
+	err := e.fail(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "agent", Value: "gemini"})
+	assert.Equal(t, "value", errField(t, err), "an agent that is not installed here is not offered")
+
+	prompt(e, r.SessionID, "hello")
+	err = e.fail(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "agent", Value: "claude-code"})
+	assert.Contains(t, err.Message, "taken a turn")
+
+	fixed := newEditor(t, Config{Adapter: "pi"}, be)
+	initialize(fixed)
+	fixed.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work"}, &r)
+	for _, o := range r.ConfigOptions {
+		assert.NotEqual(t, "agent", o.ID, "an agent fixed on the command line offers no choice")
+	}
 }

@@ -20,8 +20,14 @@ import (
 type session struct {
 	srv     *Server
 	id      string
+	// adapter and caps are the session's agent and what it takes; they
+	// change (under mu) when the editor picks another agent before the
+	// first turn.
 	adapter string
 	caps    api.Capabilities
+	// agents are the adapters the editor may pick for the session, when no
+	// adapter is fixed for this connection (nil when one is).
+	agents []string
 
 	mu   sync.Mutex
 	mode string
@@ -353,7 +359,7 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, text json.Ra
 // client, this editor's own set_mode), as ACP's current_mode_update and
 // config_option_update, each only when it changes what this editor has.
 func (st *session) reconfigured(ev api.SessionEvent, c api.SessionConfigured) {
-	mode, options := st.configured(api.Session{PermissionMode: c.PermissionMode, Model: c.Model, Effort: c.Effort}, ev.Seq)
+	mode, options := st.configured(api.Session{Adapter: c.Adapter, PermissionMode: c.PermissionMode, Model: c.Model, Effort: c.Effort}, ev.Seq)
 	if mode {
 		st.send(ev, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentMode: &acp.CurrentModeUpdate{CurrentModeID: c.PermissionMode}})
 	}

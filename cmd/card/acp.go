@@ -20,9 +20,11 @@ import (
 
 var acpDoc = doc{
 	name:  "acp",
-	usage: "acp ADAPTER [--home DIR] [--mode MODE] | acp [ADAPTER] --print-config EDITOR [--npx]",
+	usage: "acp [ADAPTER] [--home DIR] [--mode MODE] | acp [ADAPTER] --print-config EDITOR [--npx]",
 	about: "Speaks the Agent Client Protocol (ACP, version 1) on stdin and stdout, as the agent ADAPTER,\n" +
-		"for an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). Each ACP session is a card\n" +
+		"for an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). With no ADAPTER it is one\n" +
+		"agent for every agent CLI installed: a session runs the first one that can run and is signed in,\n" +
+		"and the editor's agent option picks another until the session's first prompt. Each ACP session is a card\n" +
 		"session on the running daemon: its turns are runs in card's history, its questions come to the\n" +
 		"editor, and session/load replays it. Only ACP goes to stdout; card's own lines go to stderr.\n" +
 		"With no daemon running it says so on stderr, answers initialize from the adapter's own facts,\n" +
@@ -36,6 +38,7 @@ var acpDoc = doc{
 		"first, and the same entry on every machine, but it needs Node.js where the editor runs.",
 	examples: []string{
 		"card acp claude-code                     # what an editor runs",
+		"card acp                                 # one agent for every installed agent CLI",
 		"card acp codex --mode edit               # sessions edit without asking",
 		"card acp gemini --home /tmp/card-dev     # the daemon of card serve --home /tmp/card-dev",
 		"card acp claude-code --print-config zed  # an entry for Zed's settings.json",
@@ -58,8 +61,15 @@ func (e env) acp(args []string) int {
 	if *npx {
 		return e.usageError(acpDoc, "--npx goes with --print-config EDITOR")
 	}
-	if len(pos) != 1 {
-		return e.usageError(acpDoc, "name one adapter: claude-code, codex, gemini, copilot, droid or pi")
+	if len(pos) > 1 {
+		return e.usageError(acpDoc, fmt.Sprintf("unexpected argument %q: name at most one adapter", pos[1]))
+	}
+	adapter := ""
+	if len(pos) == 1 {
+		if _, known := agent.Lookup(pos[0]); !known {
+			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of claude-code, codex, gemini, copilot, droid or pi, or none", pos[0]))
+		}
+		adapter = pos[0]
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(e.stderr, format+"\n", args...) }
 	// An agent CLI that runs card acp has card's ancestry in its
@@ -69,7 +79,7 @@ func (e env) acp(args []string) int {
 		parts := strings.Split(chain, ",")
 		invokedBy = strings.TrimSpace(parts[len(parts)-1])
 	}
-	srv := agentside.New(agentside.Config{Adapter: pos[0], Version: daemon.Version, Logf: logf, DefaultPermissionMode: *mode,
+	srv := agentside.New(agentside.Config{Adapter: adapter, Version: daemon.Version, Logf: logf, DefaultPermissionMode: *mode,
 		InvokedBy: invokedBy})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

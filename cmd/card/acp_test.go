@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,4 +83,145 @@ func TestCardACPSaysSoWhenTheDaemonIsLost(t *testing.T) {
 	require.NoError(t, feed.Close())
 	exitOf(t, done)
 	assert.Equal(t, 1, strings.Count(errOut.String(), "was lost"), errOut.String())
+}
+
+// A supervisor or an editor that stops `card acp` with SIGTERM, its stdin
+// still open, sees it exit at once: the line reader once blocked in a read
+// of stdin that no signal interrupts, and only SIGKILL ended it.
+func TestCardACPExitsOnSIGTERMWithItsInputStillOpen(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("signals")
+	}
+	bin := daemontest.Build(t)
+	d := replayDaemon(t)
+	cmd := exec.Command(bin, "acp", "claude-code", "--home", d.Home)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, io.Discard
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Fprintln(stdin, acpInitialize)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"id":1`) }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("card acp did not exit within 5 s of SIGTERM")
+	}
+}
+
+// acpPeer drives `card acp` (in this process) line by line, as an editor
+// or the ACP registry's verifier does.
+type acpPeer struct {
+	t    *testing.T
+	feed *io.PipeWriter
+	out  *syncBuffer
+	next int
+}
+
+// call sends a request and decodes its answer's result into out, failing
+// on an error answer.
+func (p *acpPeer) call(method string, params, out any) {
+	p.t.Helper()
+	p.next++
+	req, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.next, "method": method, "params": params})
+	require.NoError(p.t, err)
+	fmt.Fprintln(p.feed, string(req))
+	want := fmt.Sprintf(`"id":%d,`, p.next)
+	var line string
+	require.Eventually(p.t, func() bool {
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if strings.Contains(l, want) && !strings.Contains(l, `"method"`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "no answer to %s", method)
+	var m struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	require.NoError(p.t, json.Unmarshal([]byte(line), &m))
+	require.Nil(p.t, m.Error, "%s answered an error: %s", method, m.Error)
+	if out != nil {
+		require.NoError(p.t, json.Unmarshal(m.Result, out))
+	}
+}
+
+// What the ACP registry checks of an agent before it lists it, done to
+// `card acp` with no adapter (the entry in acp-registry/ runs it so):
+// initialize names auth methods of a type the registry takes (agent or
+// terminal), and a session can be started, listed, given a model through
+// its config option, resumed and closed.
+func TestCardACPPassesTheRegistrysChecksOfAnAgent(t *testing.T) {
+	d := replayDaemon(t)
+	in, feed := io.Pipe()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"acp", "--home", d.Home}, in, out, errOut) }()
+	p := &acpPeer{t: t, feed: feed, out: out}
+
+	var init struct {
+		ProtocolVersion int `json:"protocolVersion"`
+		AuthMethods     []struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+		} `json:"authMethods"`
+	}
+	p.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, &init)
+	assert.Equal(t, 1, init.ProtocolVersion)
+	require.NotEmpty(t, init.AuthMethods)
+	for _, m := range init.AuthMethods {
+		assert.Contains(t, []string{"agent", "terminal"}, m.Type, "auth method %s", m.ID)
+	}
+
+	cwd := t.TempDir()
+	var created struct {
+		SessionID     string `json:"sessionId"`
+		ConfigOptions []struct {
+			ID           string `json:"id"`
+			CurrentValue any    `json:"currentValue"`
+		} `json:"configOptions"`
+	}
+	p.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}, &created)
+	require.NotEmpty(t, created.SessionID)
+	var ids []string
+	for _, o := range created.ConfigOptions {
+		ids = append(ids, o.ID)
+	}
+	assert.Equal(t, []string{"agent", "model", "effort"}, ids)
+
+	var listed struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+		} `json:"sessions"`
+	}
+	p.call("session/list", map[string]any{}, &listed)
+	var found bool
+	for _, s := range listed.Sessions {
+		found = found || s.SessionID == created.SessionID
+	}
+	assert.True(t, found, "session/list lists the new session")
+
+	var set struct {
+		ConfigOptions []struct {
+			ID           string `json:"id"`
+			CurrentValue any    `json:"currentValue"`
+		} `json:"configOptions"`
+	}
+	p.call("session/set_config_option", map[string]any{"sessionId": created.SessionID, "configId": "model", "value": "claude-sonnet-4-5"}, &set)
+	for _, o := range set.ConfigOptions {
+		if o.ID == "model" {
+			assert.Equal(t, "claude-sonnet-4-5", o.CurrentValue)
+		}
+	}
+	p.call("session/resume", map[string]any{"sessionId": created.SessionID, "cwd": cwd}, nil)
+	p.call("session/close", map[string]any{"sessionId": created.SessionID}, nil)
+	require.NoError(t, feed.Close())
+	assert.Equal(t, exitOK, exitOf(t, done), errOut.String())
 }

@@ -8,8 +8,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/google/uuid"
+
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/spawn"
 )
 
 // Cancel ends the session's running turn and, with ClearQueue, drops its
@@ -113,6 +116,11 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 		s.mu.Unlock()
 		return api.SessionConfigureResult{}, &ClosedError{SessionID: s.row.ID, Reason: s.row.CloseReason}
 	}
+	if p.ID != s.row.Adapter && s.row.Turns > 0 {
+		s.mu.Unlock()
+		return api.SessionConfigureResult{}, api.InvalidField("id", "session %s has taken %d turn(s) with %s, and another agent cannot carry its conversation",
+			s.row.ID, s.row.Turns, s.row.Adapter)
+	}
 	res := api.SessionConfigureResult{Changed: changedFields(s.params, p)}
 	var retired *warmAgent
 	if len(res.Changed) > 0 {
@@ -120,6 +128,14 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 		if err != nil {
 			s.mu.Unlock()
 			return api.SessionConfigureResult{}, err
+		}
+		if p.ID != s.row.Adapter {
+			// Only before the first turn (the daemon refuses it after):
+			// the new CLI's session is named as a new session's is.
+			s.row.Adapter, s.row.AgentSessionID, s.confirmed = p.ID, "", false
+			if spawn.CardNamesSession(p.ID) {
+				s.row.AgentSessionID = uuid.NewString()
+			}
 		}
 		s.keepParams(p)
 		s.row.PermissionMode, s.row.Model, s.row.Effort, s.row.Params = p.PermissionMode, p.Model, p.Effort, raw
@@ -137,7 +153,7 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 		}
 	}
 	if len(res.Changed) > 0 {
-		m.noteLocked(s, api.EventSessionConfigured, api.AgentEvent{Configured: &api.SessionConfigured{Changed: res.Changed,
+		m.noteLocked(s, api.EventSessionConfigured, api.AgentEvent{Configured: &api.SessionConfigured{Changed: res.Changed, Adapter: s.row.Adapter,
 			PermissionMode: s.row.PermissionMode, Model: s.row.Model, Effort: s.row.Effort, AppliesFromTurn: res.AppliesFromTurn}})
 	}
 	s.mu.Unlock()
@@ -193,6 +209,9 @@ func (m *Manager) addNoteLocked(s *session, turn int, kind string, ev api.AgentE
 // changedFields names the configurable fields whose value differs.
 func changedFields(was, now api.SessionStartParams) []string {
 	out := []string{}
+	if was.ID != now.ID {
+		out = append(out, "id")
+	}
 	if was.PermissionMode != now.PermissionMode {
 		out = append(out, "permission_mode")
 	}

@@ -84,7 +84,8 @@ func (s *Store) CreateSession(ctx context.Context, ss Session) error {
 
 // UpdateSession writes a session's mutable fields (state, the CLI's
 // session id, turns, next seq, queue, closed, and the permission mode,
-// model, effort and params sessions.configure changes) and stamps it
+// model, effort, params and, before a first turn, the adapter that
+// sessions.configure changes) and stamps it
 // updated now. Params nil leaves the stored params as they are: a session
 // in memory keeps its params in the store, not beside every state change.
 func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
@@ -102,9 +103,9 @@ func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 	if ss.Params != nil {
 		params = args[7]
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, permission_mode = ?, model = ?, effort = ?, params = COALESCE(?, params),
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET adapter = ?, state = ?, permission_mode = ?, model = ?, effort = ?, params = COALESCE(?, params),
 		agent_session_id = ?, turns = ?, next_seq = ?, queue = ?, updated_at = ?, closed_at = ?, close_reason = ? WHERE id = ?`,
-		args[2], args[4], args[5], args[6], params, args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
+		args[1], args[2], args[4], args[5], args[6], params, args[9], args[10], args[11], args[12], args[15], args[16], args[17], ss.ID)
 	if err != nil {
 		return fmt.Errorf("store: update session %s: %w", ss.ID, err)
 	}

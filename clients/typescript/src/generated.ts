@@ -1017,6 +1017,7 @@ export interface SessionCancelResult {
 
 export interface SessionConfigureParams {
   effort?: string;
+  id?: string;
   model?: string;
   permission_mode?: string;
   session_id: string;
@@ -1031,6 +1032,7 @@ export interface SessionConfigureResult {
 }
 
 export interface SessionConfigured {
+  adapter?: string;
   applies_from_turn: number;
   changed: string[];
   effort: string;
@@ -1830,6 +1832,11 @@ export interface SessionsConfigureParams {
    * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
    */
   session_id: string;
+  /**
+   * The session's new adapter, only before its first turn (after one, another CLI could not carry
+   * the conversation: -32602 naming id). Absent: unchanged.
+   */
+  id?: string;
   /**
    * The session's new mode from its next turn: read_only, edit, ask or bypass; the cwd is judged
    * against it as at sessions.start. Absent: unchanged.
