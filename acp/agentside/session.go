@@ -18,8 +18,8 @@ import (
 // in, in seq order, each handled once; the prompts of this connection that
 // wait for their turn's end; the questions put to the editor.
 type session struct {
-	srv     *Server
-	id      string
+	srv *Server
+	id  string
 	// adapter and caps are the session's agent and what it takes; they
 	// change (under mu) when the editor picks another agent before the
 	// first turn.
