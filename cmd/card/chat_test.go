@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -30,6 +32,12 @@ func TestChatRunsEachLineAsATurnOfOneConversationAndClosesAtEndOfInput(t *testin
 	require.Equal(t, exitOK, code, errOut.String())
 	assert.Equal(t, "PONG from the anthropic stand-in\nPONG from the anthropic stand-in\n", out.String())
 	assert.Contains(t, errOut.String(), "closed")
+	assert.NotContains(t, errOut.String(), "own session id", "a chat names one session: card's")
+	ids := regexp.MustCompile(`ses_[0-9A-Z]+`).FindAllString(errOut.String(), -1)
+	require.NotEmpty(t, ids)
+	for _, id := range ids {
+		assert.Equal(t, ids[0], id, "every session id printed is the chat's")
+	}
 
 	code, listed, _ := runCLI("runs", "--home", d.Home, "--json")
 	require.Equal(t, exitOK, code)
@@ -46,25 +54,65 @@ func TestChatRunsEachLineAsATurnOfOneConversationAndClosesAtEndOfInput(t *testin
 	assert.Contains(t, args, "--resume", "turn two continues turn one's conversation")
 }
 
-func TestChatAsksTheAgentsQuestionsAndAnswersThemYesOrNo(t *testing.T) {
-	d := agentDaemon(t, agent.ClaudeCode, daemontest.AskingClaude(t))
-	cwd := t.TempDir()
+// signedInDaemon is a daemon whose Claude Code is the asking fake with an
+// API key in the daemon's environment, so its sign-in check passes.
+func signedInDaemon(t *testing.T, environ ...string) *daemontest.Daemon {
+	t.Helper()
+	return daemontest.Start(t, daemontest.Options{
+		Config:   "login_shell_path = false\n",
+		Agents:   map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
+		Environ:  environ,
+		Logger:   zap.NewNop(),
+		NoClient: true,
+	})
+}
+
+// chatFeed types lines into a running card chat; a chat that has ended
+// fails the test with what it printed instead of blocking the write.
+type chatFeed struct {
+	t      *testing.T
+	w      *io.PipeWriter
+	done   chan int
+	errOut *syncBuffer
+}
+
+func (c chatFeed) line(s string) {
+	c.t.Helper()
+	wrote := make(chan error, 1)
+	go func() { _, err := fmt.Fprintln(c.w, s); wrote <- err }()
+	select {
+	case err := <-wrote:
+		require.NoError(c.t, err)
+	case code := <-c.done:
+		c.t.Fatalf("card chat ended (exit %d) before reading %q: %s", code, s, c.errOut.String())
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("card chat did not read %q: %s", s, c.errOut.String())
+	}
+}
+
+func startChat(t *testing.T, args ...string) (chatFeed, *syncBuffer) {
 	in, feed := io.Pipe()
+	t.Cleanup(func() { in.Close() })
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"chat", "claude-code", "--home", d.Home, "--cwd", cwd, "--mode", "ask"}, in, &out, &errOut)
-	}()
-	fmt.Fprintf(feed, "TOOL Bash {\"command\":\"echo yes > yes.txt\"}\n")
+	go func() { done <- run(append([]string{"chat"}, args...), in, &out, &errOut) }()
+	return chatFeed{t: t, w: feed, done: done, errOut: &errOut}, &errOut
+}
+
+func TestChatAsksTheAgentsQuestionsAndAnswersThemYesOrNo(t *testing.T) {
+	d := signedInDaemon(t, "ANTHROPIC_API_KEY=sk-test")
+	cwd := t.TempDir()
+	feed, errOut := startChat(t, "claude-code", "--home", d.Home, "--cwd", cwd, "--mode", "ask")
+	feed.line(`TOOL Bash {"command":"echo yes > yes.txt"}`)
 	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "allow?") }, 20*time.Second, 10*time.Millisecond, errOut.String())
-	fmt.Fprintln(feed, "y")
+	feed.line("y")
 	require.Eventually(t, func() bool { return strings.Count(errOut.String(), "succeeded") == 1 }, 20*time.Second, 10*time.Millisecond, errOut.String())
-	fmt.Fprintf(feed, "TOOL Bash {\"command\":\"echo no > no.txt\"}\n")
+	feed.line(`TOOL Bash {"command":"echo no > no.txt"}`)
 	require.Eventually(t, func() bool { return strings.Count(errOut.String(), "allow?") == 2 }, 20*time.Second, 10*time.Millisecond, errOut.String())
-	fmt.Fprintln(feed, "n")
-	require.NoError(t, feed.Close())
+	feed.line("n")
+	require.NoError(t, feed.w.Close())
 	select {
-	case code := <-done:
+	case code := <-feed.done:
 		assert.Equal(t, exitOK, code, errOut.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("card chat did not end at end of input")
@@ -72,4 +120,34 @@ func TestChatAsksTheAgentsQuestionsAndAnswersThemYesOrNo(t *testing.T) {
 	assert.FileExists(t, filepath.Join(cwd, "yes.txt"))
 	_, err := os.Stat(filepath.Join(cwd, "no.txt"))
 	assert.True(t, os.IsNotExist(err), "a denied call ran")
+}
+
+// A chat with an agent whose sign-in check says no would only fail at its
+// first prompt, after the person typed it: it is refused before a session
+// starts, with the check's reason, unless the person says to go on.
+func TestChatRefusesAnAgentWhoseSignInCheckSaysItIsSignedOut(t *testing.T) {
+	d := signedInDaemon(t) // no API key anywhere: the fake's status says so
+	feed, errOut := startChat(t, "claude-code", "--home", d.Home, "--cwd", t.TempDir())
+	select {
+	case code := <-feed.done:
+		assert.Equal(t, exitRefused, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("card chat started a session with a signed-out agent")
+	}
+	assert.Contains(t, errOut.String(), "claude-code is not ready (not_configured)")
+	assert.Contains(t, errOut.String(), "ANTHROPIC_API_KEY", "the reason says how to sign in")
+	assert.Contains(t, errOut.String(), "--skip-health-check")
+	code, listed, _ := runCLI("runs", "--home", d.Home, "--json")
+	require.Equal(t, exitOK, code)
+	assert.Equal(t, "[]\n", listed, "nothing ran")
+
+	feed, errOut = startChat(t, "claude-code", "--home", d.Home, "--cwd", t.TempDir(), "--skip-health-check")
+	require.NoError(t, feed.w.Close())
+	select {
+	case code := <-feed.done:
+		assert.Equal(t, exitOK, code, errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("card chat --skip-health-check did not end at end of input")
+	}
+	assert.Contains(t, errOut.String(), "card: session ses_", "the session started")
 }

@@ -127,6 +127,9 @@ type follower struct {
 	asJSON  bool
 	label   string
 	spinner bool
+	// agentSessionIDs shows the agent's own session id when it reports
+	// one; a chat, which has card's id for its conversation, hides it.
+	agentSessionIDs bool
 
 	// escapeOut and escapeErr are set when stdout and stderr are
 	// terminals: the agent's text is then printed through termSafe.
@@ -141,7 +144,7 @@ type follower struct {
 
 func newFollower(e env, asJSON bool, label string) *follower {
 	f := &follower{e: e, asJSON: asJSON, label: label, events: make(chan daemon.AgentEvent, 1024),
-		escapeOut: isTerminal(e.stdout), escapeErr: isTerminal(e.stderr)}
+		escapeOut: isTerminal(e.stdout), escapeErr: isTerminal(e.stderr), agentSessionIDs: true}
 	f.spinner = f.escapeErr
 	return f
 }
@@ -269,14 +272,18 @@ func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
 			f.status("→ %s %s", ev.Tool.Name, clipText(string(ev.Tool.Input), 120))
 		}
 	case "retry":
-		f.status("card: the agent is retrying (attempt %d): %s", ev.Attempt, ev.Error)
+		if ev.MaxAttempts > 0 {
+			f.status("card: the agent is retrying (attempt %d of %d): %s", ev.Attempt, ev.MaxAttempts, ev.Error)
+		} else {
+			f.status("card: the agent is retrying (attempt %d): %s", ev.Attempt, ev.Error)
+		}
 	case daemon.EventAgentError:
 		f.status("card: the agent reported: %s", ev.Error)
 	case "warning":
 		f.status("card: note from the agent: %s", ev.Text)
 	case "session":
-		if ev.SessionID != "" {
-			f.status("card: session %s", ev.SessionID)
+		if ev.SessionID != "" && f.agentSessionIDs {
+			f.status("card: %s's own session id: %s", f.label, ev.SessionID)
 		}
 	}
 	return 0, false

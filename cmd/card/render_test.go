@@ -125,3 +125,16 @@ func TestTermSafeLeavesPlainTextAloneAndEscapesEveryControl(t *testing.T) {
 		assert.Equal(t, want, termSafe(in), "%q", in)
 	}
 }
+
+// A retry line counts against the bound card holds the agent to, the one
+// the run's ending names, never the agent's own larger one; a session id
+// the agent reports is labelled as the agent's own.
+func TestRetriesCountAgainstCardsBoundAndTheAgentsSessionIDIsLabelled(t *testing.T) {
+	var out, errb bytes.Buffer
+	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
+	f.render(daemon.AgentEvent{Event: api.Event{Kind: spawn.EventSession, SessionID: "b1955a93"}})
+	f.render(daemon.AgentEvent{Event: api.Event{Kind: spawn.EventRetry, Attempt: 1, MaxAttempts: 3, Error: "rate_limit (HTTP 429)"}})
+	assert.Equal(t, "card: claude-code's own session id: b1955a93\n"+
+		"card: the agent is retrying (attempt 1 of 3): rate_limit (HTTP 429)\n", errb.String())
+	assert.Empty(t, out.String())
+}
