@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// FieldError says which request field was wrong and why. The params'
-// Validate methods return it; the daemon answers it as invalid params
-// (-32602) with data.field, the same as every other bad-params answer.
+// FieldError says which request field was wrong and why. It is the one
+// type for it everywhere: params' Validate methods, the daemon's handlers
+// and the agent planners return it, and the transport answers it as
+// invalid params (-32602) with data.field, so every bad-params answer
+// names its field the same way.
 type FieldError struct {
 	Field   string
 	Message string

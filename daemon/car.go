@@ -227,7 +227,7 @@ func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (Ex
 		// As on agents.invoke, a web page may not have card read a file of
 		// the user's; this is refused, not skipped, since it is a page
 		// reaching for files rather than a host that named a bad one.
-		return ExternalInvokeAnswer{}, nil, rpc.InvalidField("attachments[0].path",
+		return ExternalInvokeAnswer{}, nil, api.InvalidField("attachments[0].path",
 			"a connection from a web page (Origin %s) may not make card read files on this machine; agents.invoke takes the image's bytes (data_b64 with mime_type)", peer.Origin())
 	}
 	t, err := d.planner.InvokeCAR(invokeParamsOf(&p), p.Attachments)

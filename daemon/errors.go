@@ -80,13 +80,12 @@ var codes = []rpc.CodeInfo{
 
 // wireError maps a domain error onto the wire. The registry applies it to
 // every handler's and Validate method's error (rpc.Registry.MapErrors); what
-// it does not know is left to rpc (an *rpc.Error or *rpc.FieldError as is,
+// it does not know is left to rpc (an *rpc.Error or *api.FieldError as is,
 // anything else -32603).
 func wireError(err error) error {
 	var (
 		refused    *runs.RefusedError
 		field      *spawn.FieldError
-		wireField  *api.FieldError
 		unknown    *detect.UnknownAdapterError
 		missing    *detect.NotInstalledError
 		unusable   *detect.UnusableError
@@ -124,13 +123,10 @@ func wireError(err error) error {
 		data["run_id"] = refused.RunID
 		return &rpc.Error{Code: e.Code, Message: e.Message, Data: data}
 	case errors.As(err, &field):
-		return rpc.InvalidField(field.Field, "%s", field.Message)
+		return api.InvalidField(field.Field, "%s", field.Message)
 	case errors.As(err, &cwdRefused):
 		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: " + cwdRefused.Error(),
 			Data: map[string]any{"field": "cwd", "resolved": cwdRefused.Resolved, "rule": cwdRefused.Rule, "config_key": plan.AllowedEditDirsKey}}
-	case errors.As(err, &wireField):
-		// A params type's own Validate (package api knows nothing of rpc).
-		return rpc.InvalidField(wireField.Field, "%s", wireField.Message)
 	case errors.As(err, &unknown):
 		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
 			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}
@@ -196,7 +192,7 @@ func runError(err error) error {
 		return &rpc.Error{Code: CodeApprovalNotAsked, Message: notAsked.Error(),
 			Data: map[string]any{"run_id": notAsked.RunID, "request_id": notAsked.RequestID}}
 	case errors.As(err, &badChoice):
-		return rpc.InvalidField("decision", "%s", badChoice.Error())
+		return api.InvalidField("decision", "%s", badChoice.Error())
 	}
 	return nil
 }
@@ -209,7 +205,7 @@ func substrateError(err error) error {
 	var ro *substrate.ReadOnlyError
 	var te *substrate.TransportError
 	var to *substrate.TimeoutError
-	var fe *rpc.FieldError
+	var fe *api.FieldError
 	switch {
 	case errors.As(err, &fe):
 		return err

@@ -122,7 +122,7 @@ func grantsCover(method string, peer *rpc.Peer, p api.SessionStartParams) error 
 
 func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (api.Session, error) {
 	if strings.TrimSpace(p.ID) == "" {
-		return api.Session{}, rpc.InvalidField("id", "required: the adapter of the conversation, one of %s", strings.Join(spawn.IDs(), ", "))
+		return api.Session{}, api.InvalidField("id", "required: the adapter of the conversation, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
 	// The params are judged as a turn's would be.
 	checked, err := d.planner.Check(p, "", nil, plan.Continue{})
@@ -223,7 +223,7 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 					field = "effort"
 				}
 			}
-			return api.SessionConfigureResult{}, rpc.InvalidField(field, "the session's conversation could not go on after this change: %v", err)
+			return api.SessionConfigureResult{}, api.InvalidField(field, "the session's conversation could not go on after this change: %v", err)
 		}
 	}
 	return d.sessions.Configure(ctx, p.SessionID, next)
@@ -235,7 +235,7 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 // chain.
 func (d *Daemon) mayChangeAdapter(ctx context.Context, cur api.Session, sp api.SessionStartParams, id string) error {
 	if cur.Turns > 0 {
-		return rpc.InvalidField("id", "session %s has taken %d turn(s) with %s, and another agent cannot carry its conversation; start a new session for %s",
+		return api.InvalidField("id", "session %s has taken %d turn(s) with %s, and another agent cannot carry its conversation; start a new session for %s",
 			cur.SessionID, cur.Turns, sp.ID, id)
 	}
 	if _, _, err := d.detector.Binary(ctx, id); err != nil {
@@ -249,7 +249,7 @@ func (d *Daemon) mayChangeAdapter(ctx context.Context, cur api.Session, sp api.S
 
 func (d *Daemon) sessionPrompt(ctx context.Context, p api.SessionPromptParams) (api.SessionPromptResult, error) {
 	if strings.TrimSpace(p.SessionID) == "" {
-		return api.SessionPromptResult{}, rpc.InvalidField("session_id", "required: the session sessions.start answered")
+		return api.SessionPromptResult{}, api.InvalidField("session_id", "required: the session sessions.start answered")
 	}
 	if err := d.mayPrompt(ctx, "sessions.prompt", p.SessionID); err != nil {
 		return api.SessionPromptResult{}, err

@@ -128,7 +128,7 @@ func (d *Daemon) setupSubstrate() error {
 		func(ctx context.Context, s substrate.Substrate, p WriteBytesParams) (WriteResult, error) {
 			b, err := base64.StdEncoding.DecodeString(p.ContentB64)
 			if err != nil {
-				return WriteResult{}, rpc.InvalidField("content_b64", "is not standard base64: %v", err)
+				return WriteResult{}, api.InvalidField("content_b64", "is not standard base64: %v", err)
 			}
 			return WriteResult{Path: p.Path, Bytes: len(b)}, s.WriteBytes(ctx, p.Path, b)
 		})

@@ -26,7 +26,7 @@ func (d *Daemon) registerUsage() {
 func (d *Daemon) usageSummary(ctx context.Context, p api.UsageParams) (api.UsageSummary, error) {
 	if p.Adapter != "" {
 		if _, ok := spawn.Lookup(p.Adapter); !ok {
-			return api.UsageSummary{}, rpc.InvalidField("adapter", "unknown agent %q: known agents are %s", p.Adapter, strings.Join(spawn.IDs(), ", "))
+			return api.UsageSummary{}, api.InvalidField("adapter", "unknown agent %q: known agents are %s", p.Adapter, strings.Join(spawn.IDs(), ", "))
 		}
 	}
 	loc := d.runs.BudgetLocation()

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/card-dev/card/api"
 )
 
 const codeTestDenied int64 = -32099
@@ -206,7 +208,7 @@ var validated atomic.Int32
 func (p *modeParams) Validate() error {
 	validated.Add(1)
 	if p.Bad {
-		return InvalidField("bad", "refused")
+		return api.InvalidField("bad", "refused")
 	}
 	return nil
 }

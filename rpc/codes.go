@@ -69,26 +69,6 @@ func Errorf(code int64, data any, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Data: data}
 }
 
-// FieldError says which request field was wrong and why. Handlers and
-// Validate methods return it; the registry turns it into -32602 with
-// data.field, so every "bad params" answer names its field the same way.
-type FieldError struct {
-	Field   string
-	Message string
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Message
-	}
-	return fmt.Sprintf("%s: %s", e.Field, e.Message)
-}
-
-// InvalidField is a shorthand for a *FieldError.
-func InvalidField(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
 // wireError is the error object as it is written on the wire.
 type wireError struct {
 	Code    int64           `json:"code"`

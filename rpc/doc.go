@@ -12,9 +12,9 @@
 //   - the Registry: every method registered once with its params and result
 //     types, its access class and its Doc, so the gate that refuses a call
 //     and the rpc.discover document that describes it are the same table;
-//   - the error codes: JSON-RPC's, the transport's own, Error for a
-//     handler to choose a code and data, and InvalidField for a param
-//     named in the error;
+//   - the error codes: JSON-RPC's, the transport's own, and Error for a
+//     handler to choose a code and data (a handler's *api.FieldError
+//     becomes -32602 naming its field);
 //   - the server's own requests to a client (Peer.Call, for approvals),
 //     with ids that cannot collide with the client's;
 //   - the low-level Client the typed client in client/ is built on.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // fuzzToken is the token of the fuzz server; it guards nothing of value.
@@ -25,7 +27,7 @@ type fuzzEchoParams struct {
 
 func (p *fuzzEchoParams) Validate() error {
 	if p.N < 0 {
-		return &FieldError{Field: "n", Message: "must not be negative"}
+		return &api.FieldError{Field: "n", Message: "must not be negative"}
 	}
 	return nil
 }

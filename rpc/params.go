@@ -12,6 +12,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/card-dev/card/api"
 )
 
 // paramsOptions decode params strictly: an unknown member is refused (a
@@ -28,7 +30,7 @@ var paramsOptions = jsonv2.JoinOptions(
 )
 
 // decodeParams decodes params strictly (paramsOptions), with every refusal a
-// *FieldError naming the member, nested ones as path.to[0].member.
+// *api.FieldError naming the member, nested ones as path.to[0].member.
 func decodeParams(raw json.RawMessage, t reflect.Type, dst any) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -39,7 +41,7 @@ func decodeParams(raw json.RawMessage, t reflect.Type, dst any) error {
 		k = t.Elem().Kind()
 	}
 	if k == reflect.Struct && raw[0] != '{' {
-		return &FieldError{Message: "params must be an object of named parameters"}
+		return &api.FieldError{Message: "params must be an object of named parameters"}
 	}
 	err := jsonv2.Unmarshal(raw, dst, paramsOptions)
 	if err == nil {
@@ -48,20 +50,20 @@ func decodeParams(raw json.RawMessage, t reflect.Type, dst any) error {
 	var syn *jsontext.SyntacticError
 	if errors.As(err, &syn) {
 		if errors.Is(err, jsontext.ErrDuplicateName) {
-			return &FieldError{Field: pointerField(syn.JSONPointer), Message: duplicateMessage}
+			return &api.FieldError{Field: pointerField(syn.JSONPointer), Message: duplicateMessage}
 		}
-		return &FieldError{Message: "params are not valid JSON: " + syn.Err.Error()}
+		return &api.FieldError{Message: "params are not valid JSON: " + syn.Err.Error()}
 	}
 	var sem *jsonv2.SemanticError
 	if !errors.As(err, &sem) {
-		return &FieldError{Message: err.Error()}
+		return &api.FieldError{Message: err.Error()}
 	}
 	field := pointerField(sem.JSONPointer)
 	if errors.Is(err, jsonv2.ErrUnknownName) {
-		return &FieldError{Field: field, Message: "unknown field" + knownFields(t, sem.JSONPointer)}
+		return &api.FieldError{Field: field, Message: "unknown field" + knownFields(t, sem.JSONPointer)}
 	}
 	if sem.GoType == nil {
-		return &FieldError{Field: field, Message: sem.Error()}
+		return &api.FieldError{Field: field, Message: sem.Error()}
 	}
 	what := "must be " + jsonKind(sem.GoType)
 	if sem.JSONKind != 0 {
@@ -78,9 +80,9 @@ func decodeParams(raw json.RawMessage, t reflect.Type, dst any) error {
 		}
 	}
 	if field == "" {
-		return &FieldError{Message: "params " + what}
+		return &api.FieldError{Message: "params " + what}
 	}
-	return &FieldError{Field: field, Message: what}
+	return &api.FieldError{Field: field, Message: what}
 }
 
 // duplicateParam reports the first name given twice in one object of

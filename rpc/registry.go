@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/card-dev/card/api"
 )
 
 // Doc describes a method or notification. A method cannot be registered
@@ -36,7 +38,7 @@ type Doc struct {
 }
 
 // Validator is implemented by params types that check themselves after
-// decoding. Returning a *FieldError names the field in the -32602 answer.
+// decoding. Returning an *api.FieldError names the field in the -32602 answer.
 type Validator interface {
 	Validate() error
 }
@@ -461,7 +463,7 @@ func ToError(err error) *Error {
 	if errors.As(err, &re) {
 		return re
 	}
-	var fe *FieldError
+	var fe *api.FieldError
 	if errors.As(err, &fe) {
 		data := map[string]any{}
 		if fe.Field != "" {
