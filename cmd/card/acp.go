@@ -21,14 +21,14 @@ import (
 var acpDoc = doc{
 	name:  "acp",
 	usage: "acp [ADAPTER] [--home DIR] [--mode MODE] | acp [ADAPTER] --print-config EDITOR [--npx]",
-	about: "Speaks the Agent Client Protocol (ACP, version 1) on stdin and stdout, as the agent ADAPTER,\n" +
-		"for an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). With no ADAPTER it is one\n" +
-		"agent for every agent CLI installed: a session runs the first one that can run and is signed in,\n" +
-		"and the editor's agent option picks another until the session's first prompt. Each ACP session is a card\n" +
+	about: "Speaks the Agent Client Protocol (ACP, version 1) on stdin and stdout, as the agent ADAPTER, for\n" +
+		"an editor's custom-agent setting (Zed, JetBrains, Neovim, Emacs). With no ADAPTER it is one agent\n" +
+		"for every agent CLI installed: a session runs the first one that can run and is signed in, and the\n" +
+		"editor's agent option picks another until the session's first prompt. Each ACP session is a card\n" +
 		"session on the running daemon: its turns are runs in card's history, its questions come to the\n" +
-		"editor, and session/load replays it. Only ACP goes to stdout; card's own lines go to stderr.\n" +
-		"With no daemon running it says so on stderr, answers initialize from the adapter's own facts,\n" +
-		"and answers session/new with an error the editor shows. When the editor closes stdin it ends its\n" +
+		"editor, and session/load replays it. Only ACP goes to stdout; card's own lines go to stderr. With\n" +
+		"no daemon running it says so on stderr, answers initialize from the adapter's own facts, and\n" +
+		"answers session/new with an error the editor shows. When the editor closes stdin it ends its\n" +
 		"sessions' warm agents (the sessions stay open, for session/load) and exits 0. The adapters are\n" +
 		"claude-code, codex, gemini, copilot, droid and pi.\n\n" +
 		"--print-config EDITOR prints the entry for EDITOR's agent settings (zed, jetbrains, neovim or\n" +
