@@ -190,3 +190,13 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	}
 	return seq, nil
 }
+
+// HasEvent reports whether a run recorded an event of kind.
+func (s *Store) HasEvent(ctx context.Context, runID, kind string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE run_id = ? AND kind = ?`, runID, kind).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: events of run %s: %w", runID, err)
+	}
+	return n > 0, nil
+}

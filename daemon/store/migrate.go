@@ -117,6 +117,13 @@ var migrations = [][]string{
 		`ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX sessions_open_by_owner ON sessions (owner) WHERE state != 'closed'`,
 	},
+	// 7: an isolated session's git worktree (JSON: where it is, its branch
+	// and base, what the checkout held, when it was discarded); NULL for a
+	// session that runs in its cwd. git holds the turns' commits; this is
+	// how a restarted daemon finds them.
+	{
+		`ALTER TABLE sessions ADD COLUMN worktree TEXT`,
+	},
 }
 
 // SchemaVersion is the schema this code writes.

@@ -34,7 +34,10 @@ type Session struct {
 	WarmPgid       int
 	// Owner is the web origin that started the session, "" for a native
 	// client. It never changes.
-	Owner       string
+	Owner string
+	// Worktree is an isolated session's worktree record (JSON), nil for
+	// one that runs in its cwd. SetSessionWorktree changes it.
+	Worktree    json.RawMessage
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	ClosedAt    *time.Time
@@ -42,7 +45,7 @@ type Session struct {
 }
 
 const sessionColumns = `id, adapter, state, cwd, permission_mode, model, effort, params, ancestry,
-	agent_session_id, turns, next_seq, queue, warm_pgid, created_at, updated_at, closed_at, close_reason, owner`
+	agent_session_id, turns, next_seq, queue, warm_pgid, created_at, updated_at, closed_at, close_reason, owner, worktree`
 
 // sessionColumnsNoParams reads every column but params, as NULL: a list of
 // sessions, or the open ones a start reads, must not pull every session's
@@ -75,7 +78,7 @@ func (s *Store) CreateSession(ctx context.Context, ss Session) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
 	if err != nil {
 		return fmt.Errorf("store: create session %s: %w", ss.ID, err)
 	}
@@ -111,6 +114,27 @@ func (s *Store) UpdateSession(ctx context.Context, ss Session) error {
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("store: session %s: %w", ss.ID, ErrSessionNotFound)
+	}
+	return nil
+}
+
+// SetSessionWorktree replaces a session's worktree record (JSON; nil
+// clears it). UpdateSession leaves it alone: it changes when the worktree
+// does (made, discarded), not with the session's state.
+func (s *Store) SetSessionWorktree(ctx context.Context, id string, worktree json.RawMessage) error {
+	var v any
+	if len(worktree) > 0 {
+		if !json.Valid(worktree) {
+			return fmt.Errorf("store: session %s: its worktree record is not valid JSON", id)
+		}
+		v = string(worktree)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET worktree = ? WHERE id = ?`, v, id)
+	if err != nil {
+		return fmt.Errorf("store: session %s: worktree: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: session %s: %w", id, ErrSessionNotFound)
 	}
 	return nil
 }
@@ -156,8 +180,15 @@ func sessionArgs(ss Session) ([]any, error) {
 	if updated.IsZero() {
 		updated = ss.CreatedAt
 	}
+	var worktree any
+	if len(ss.Worktree) > 0 {
+		if !json.Valid(ss.Worktree) {
+			return nil, fmt.Errorf("store: session %s: its worktree record is not valid JSON", ss.ID)
+		}
+		worktree = string(ss.Worktree)
+	}
 	return []any{ss.ID, ss.Adapter, ss.State, ss.Cwd, ss.PermissionMode, ss.Model, ss.Effort, string(params), string(anc),
-		ss.AgentSessionID, ss.Turns, ss.NextSeq, string(queue), pgid, ms(ss.CreatedAt), ms(updated), closed, ss.CloseReason, ss.Owner}, nil
+		ss.AgentSessionID, ss.Turns, ss.NextSeq, string(queue), pgid, ms(ss.CreatedAt), ms(updated), closed, ss.CloseReason, ss.Owner, worktree}, nil
 }
 
 // GetSession returns one session, or an error wrapping ErrSessionNotFound.
@@ -323,18 +354,21 @@ func scanSession(sc rowScanner) (Session, error) {
 	var (
 		ss               Session
 		anc, queue       string
-		params           sql.NullString
+		params, worktree sql.NullString
 		created, updated int64
 		pgid, closed     sql.NullInt64
 	)
 	err := sc.Scan(&ss.ID, &ss.Adapter, &ss.State, &ss.Cwd, &ss.PermissionMode, &ss.Model, &ss.Effort, &params, &anc,
-		&ss.AgentSessionID, &ss.Turns, &ss.NextSeq, &queue, &pgid, &created, &updated, &closed, &ss.CloseReason, &ss.Owner)
+		&ss.AgentSessionID, &ss.Turns, &ss.NextSeq, &queue, &pgid, &created, &updated, &closed, &ss.CloseReason, &ss.Owner, &worktree)
 	if err != nil {
 		return Session{}, err
 	}
 	ss.Queue = json.RawMessage(queue)
 	if params.Valid {
 		ss.Params = json.RawMessage(params.String)
+	}
+	if worktree.Valid {
+		ss.Worktree = json.RawMessage(worktree.String)
 	}
 	if err := json.Unmarshal([]byte(anc), &ss.Ancestry); err != nil {
 		return Session{}, fmt.Errorf("session %s: ancestry: %w", ss.ID, err)

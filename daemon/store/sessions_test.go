@@ -87,3 +87,52 @@ func TestAConfiguredSessionKeepsItsNewModeModelAndParamsInTheStore(t *testing.T)
 	assert.Equal(t, "high", again.Effort)
 	assert.JSONEq(t, string(got.Params), string(again.Params))
 }
+
+func TestAnIsolatedSessionsWorktreeRecordSurvivesStateUpdatesAndChangesOnlyWhenSet(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	ctx := context.Background()
+	id, plain := s.NewSessionID(), s.NewSessionID()
+	rec := json.RawMessage(`{"worktree":{"path":"/root/x/repo"}}`)
+	require.NoError(t, s.CreateSession(ctx, Session{ID: id, Adapter: "codex", Worktree: rec}))
+	require.NoError(t, s.CreateSession(ctx, Session{ID: plain, Adapter: "codex"}))
+	got, err := s.GetSession(ctx, id)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(rec), string(got.Worktree))
+	none, err := s.GetSession(ctx, plain)
+	require.NoError(t, err)
+	assert.Nil(t, none.Worktree, "a session that runs in its cwd has no record")
+
+	got.State, got.Worktree = "running", json.RawMessage(`{"other":true}`)
+	require.NoError(t, s.UpdateSession(ctx, got))
+	again, err := s.GetSession(ctx, id)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(rec), string(again.Worktree), "a state update leaves the worktree record alone")
+
+	discarded := json.RawMessage(`{"worktree":{"path":"/root/x/repo"},"discarded_at":"2026-01-02T03:04:05Z"}`)
+	require.NoError(t, s.SetSessionWorktree(ctx, id, discarded))
+	open, err := s.OpenSessions(ctx)
+	require.NoError(t, err)
+	require.Len(t, open, 2)
+	for _, o := range open {
+		if o.ID == id {
+			assert.JSONEq(t, string(discarded), string(o.Worktree), "the list of open sessions carries it")
+		}
+	}
+	assert.Error(t, s.SetSessionWorktree(ctx, id, json.RawMessage(`{`)))
+	assert.ErrorIs(t, s.SetSessionWorktree(ctx, "ses_NOSUCH", discarded), ErrSessionNotFound)
+}
+
+func TestHasEventTellsWhetherARunRecordedAKind(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	ctx := context.Background()
+	id := s.NewRunID()
+	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.AppendEvent(ctx, id, 1, "text", json.RawMessage(`{"text":"hi"}`)))
+	has, err := s.HasEvent(ctx, id, "changes")
+	require.NoError(t, err)
+	assert.False(t, has)
+	require.NoError(t, s.AppendEvent(ctx, id, 2, "changes", json.RawMessage(`{"changes":{"turn":1}}`)))
+	has, err = s.HasEvent(ctx, id, "changes")
+	require.NoError(t, err)
+	assert.True(t, has)
+}
