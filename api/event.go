@@ -75,7 +75,7 @@ const (
 // and x-kinds on a field names the kinds that carry it, so a client can be
 // generated with one type per kind instead of one bag of optional fields.
 type Event struct {
-	Kind      string `json:"kind" jsonschema_extras:"x-enum=session,x-enum=text,x-enum=thinking,x-enum=tool_use,x-enum=tool_result,x-enum=retry,x-enum=usage,x-enum=warning,x-enum=stalled,x-enum=rate_limit,x-enum=other,x-enum=agent_error,x-enum=approval_requested,x-enum=approval_decided,x-enum=prompt_queued,x-enum=session_configured,x-enum=done,x-enum=error"`
+	Kind      string `json:"kind" jsonschema_extras:"x-enum=session,x-enum=text,x-enum=thinking,x-enum=tool_use,x-enum=tool_result,x-enum=retry,x-enum=usage,x-enum=warning,x-enum=stalled,x-enum=rate_limit,x-enum=other,x-enum=agent_error,x-enum=approval_requested,x-enum=approval_decided,x-enum=prompt_queued,x-enum=session_configured,x-enum=changes,x-enum=rewound,x-enum=done,x-enum=error"`
 	SessionID string `json:"session_id,omitempty" jsonschema_extras:"x-kinds=session"`
 	Model     string `json:"model,omitempty" jsonschema_extras:"x-kinds=session"`
 	// Commands are the slash commands the CLI says it takes, where its

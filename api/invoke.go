@@ -30,6 +30,12 @@ type AgentEvent struct {
 	// Configured is set on session_configured only: the session's
 	// settings as sessions.configure left them.
 	Configured *SessionConfigured `json:"configured,omitempty" jsonschema_extras:"x-kinds=session_configured"`
+	// Changes is set on changes only: what an isolated session's turn
+	// changed in its worktree.
+	Changes *TurnChanges `json:"changes,omitempty" jsonschema_extras:"x-kinds=changes"`
+	// Rewound is set on rewound only: the worktree went back to an
+	// earlier turn's state.
+	Rewound *SessionRewound `json:"rewound,omitempty" jsonschema_extras:"x-kinds=rewound"`
 }
 
 // InvokeResult is a finished run: the agent's result in CAR's names plus
@@ -43,6 +49,11 @@ type InvokeResult struct {
 	// DroppedAttachments are the request's attachments the agent was not
 	// given (its adapter takes no images), by index.
 	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
+	// CardSessionID and Worktree are set on an isolated agents.invoke's
+	// answer: the closed session of one turn that holds its worktree, to
+	// review with sessions.diff, apply, rewind and discard.
+	CardSessionID string           `json:"card_session_id,omitempty"`
+	Worktree      *SessionWorktree `json:"worktree,omitempty"`
 }
 
 // Reason is what the terminal error event says in its own error field: why
@@ -73,6 +84,10 @@ type InvokeAccepted struct {
 	// DroppedAttachments is said at once, before any event: a client that
 	// sent an image learns here that the agent will not see it.
 	DroppedAttachments []DroppedAttachment `json:"dropped_attachments,omitempty"`
+	// CardSessionID and Worktree are set for an isolated run (see
+	// InvokeResult).
+	CardSessionID string           `json:"card_session_id,omitempty"`
+	Worktree      *SessionWorktree `json:"worktree,omitempty"`
 }
 
 // CancelResult says what a cancel did.

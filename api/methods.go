@@ -198,6 +198,11 @@ type InvokeParams struct {
 	// RequireAttachments refuses the request (-32602) rather than run an
 	// agent that takes no images without them.
 	RequireAttachments bool `json:"require_attachments,omitempty"`
+	// Isolation "worktree" runs the agent in a git worktree of the cwd's
+	// repository, made for this run from Base (default HEAD), and records
+	// it as a closed session of one turn to review.
+	Isolation string `json:"isolation,omitempty"`
+	Base      string `json:"base,omitempty"`
 }
 
 // Timeout is the run's deadline, with the default applied (and the

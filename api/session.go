@@ -50,6 +50,11 @@ type SessionStartParams struct {
 	// Warm starts the agent's process at once instead of at the first
 	// prompt, so the first turn does not wait for the CLI's start-up.
 	Warm bool `json:"warm,omitempty"`
+	// Isolation "worktree" runs every turn in a git worktree of the
+	// cwd's repository, on a branch of the session's own, from Base (a
+	// ref or commit; default HEAD).
+	Isolation string `json:"isolation,omitempty"`
+	Base      string `json:"base,omitempty"`
 }
 
 // SessionPromptParams are sessions.prompt's params: one turn.
@@ -266,6 +271,9 @@ type Session struct {
 	// native client did. Only that origin (and native clients) may prompt
 	// or change the session.
 	Origin string `json:"origin,omitempty"`
+	// Worktree is an isolated session's worktree, where its turns run
+	// (Cwd is the directory the session was started in).
+	Worktree *SessionWorktree `json:"worktree,omitempty"`
 }
 
 // SessionList is sessions.list's answer.

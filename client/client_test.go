@@ -220,6 +220,28 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			assert.Equal(t, api.SessionClosed, s.State)
 			return err
 		}},
+		{"sessions.diff", func() error {
+			repo := daemontest.GitRepo(t, "typed")
+			s, err := c.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: repo, Isolation: api.IsolationWorktree})
+			if err != nil {
+				return err
+			}
+			sessionID = s.SessionID
+			d, err := c.SessionDiff(ctx, api.SessionDiffParams{SessionID: sessionID})
+			assert.Empty(t, d.Files, "no turn yet")
+			return err
+		}},
+		{"sessions.apply", func() error { a, err := c.ApplySession(ctx, sessionID); assert.Empty(t, a.Files); return err }},
+		{"sessions.rewind", func() error {
+			r, err := c.RewindSession(ctx, sessionID, 0)
+			assert.Empty(t, r.DroppedTurns)
+			return err
+		}},
+		{"sessions.discard", func() error {
+			r, err := c.DiscardSession(ctx, sessionID)
+			assert.True(t, r.Closed)
+			return err
+		}},
 	}
 	var covered []string
 	for _, tc := range calls {

@@ -217,3 +217,28 @@ func (r *sessionRouter) notify(params json.RawMessage) {
 func (c *Client) ConfigureSession(ctx context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
 	return call[api.SessionConfigureResult](ctx, c, "sessions.configure", p)
 }
+
+// SessionDiff is sessions.diff: an isolated session's changes, the whole
+// session's (p.Turn 0) or one turn's, as a unified diff with per-file stats.
+func (c *Client) SessionDiff(ctx context.Context, p api.SessionDiffParams) (api.SessionDiff, error) {
+	return call[api.SessionDiff](ctx, c, "sessions.diff", p)
+}
+
+// ApplySession is sessions.apply: the isolated session's changes into the
+// user's checkout as uncommitted changes, all or nothing (refused with
+// apply_conflict, naming the files, when any conflicts).
+func (c *Client) ApplySession(ctx context.Context, id string) (api.SessionApplyResult, error) {
+	return call[api.SessionApplyResult](ctx, c, "sessions.apply", api.SessionIDParams{SessionID: id})
+}
+
+// RewindSession is sessions.rewind: the isolated session's worktree back
+// to the state after turn (0: the state it started from).
+func (c *Client) RewindSession(ctx context.Context, id string, turn int) (api.SessionRewindResult, error) {
+	return call[api.SessionRewindResult](ctx, c, "sessions.rewind", api.SessionRewindParams{SessionID: id, Turn: &turn})
+}
+
+// DiscardSession is sessions.discard: the isolated session's worktree and
+// branch are removed, and the session closed if it was open.
+func (c *Client) DiscardSession(ctx context.Context, id string) (api.SessionDiscardResult, error) {
+	return call[api.SessionDiscardResult](ctx, c, "sessions.discard", api.SessionIDParams{SessionID: id})
+}

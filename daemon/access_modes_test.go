@@ -305,6 +305,8 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 			return 1, true
 		case "rows", "cols":
 			return 24, true
+		case "turn":
+			return 0, true
 		case "data":
 			return "touch " + filepath.Join(outside, "pty-ran") + "\n", true
 		}

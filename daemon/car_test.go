@@ -174,8 +174,9 @@ cat '`+daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")+`'
 // agents.invoke_external takes every field of agents.invoke but the three
 // CAR gives another meaning (session_id is the host's routing id, card's is
 // agent_session_id; attachments are CAR's {path, media_type} and skipped,
-// never required), with the same JSON name and type: a field added to
-// agents.invoke and forgotten here fails this test.
+// never required), and isolation (CAR's answer has no place for the
+// session that holds the worktree to review), with the same JSON name and
+// type: a field added to agents.invoke and forgotten here fails this test.
 func TestInvokeExternalTakesEveryFieldOfAgentsInvoke(t *testing.T) {
 	external := map[string]reflect.Type{}
 	et := reflect.TypeFor[daemon.ExternalInvokeParams]()
@@ -192,6 +193,8 @@ func TestInvokeExternalTakesEveryFieldOfAgentsInvoke(t *testing.T) {
 			assert.Equal(t, reflect.TypeFor[[]daemon.ExternalAttachment](), external[name])
 		case "require_attachments":
 			assert.NotContains(t, external, name, "CAR skips what it cannot send; there is nothing to require")
+		case "isolation", "base":
+			assert.NotContains(t, external, name, "an isolated run is reviewed by its session, which CAR's answer cannot name")
 		default:
 			assert.Equal(t, it.Field(i).Type, external[name], "agents.invoke_external's %s", name)
 		}

@@ -142,6 +142,11 @@ type SessionsConfig struct {
 	// long; 0 never does. Closed sessions are deleted with the run
 	// history's max_age_days (their turns are runs).
 	CloseIdleHours int `toml:"close_idle_hours"`
+	// WorktreeMaxAgeDays discards the worktree (and branch) of a closed
+	// isolated session that changed nothing for this long; 0 never does.
+	// An open session's worktree is kept, and sessions.discard removes
+	// one at once.
+	WorktreeMaxAgeDays int `toml:"worktree_max_age_days"`
 }
 
 // BudgetLimits are one scope's budgets; an unset key is no budget of that
@@ -354,7 +359,7 @@ func DefaultConfig() Config {
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
 		StallSecs:               spawn.DefaultStallSecs,
 		Attachments:             plan.AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
-		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4, MaxOpen: 64, MaxOpenPerOrigin: 16, CloseIdleHours: 168},
+		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4, MaxOpen: 64, MaxOpenPerOrigin: 16, CloseIdleHours: 168, WorktreeMaxAgeDays: 30},
 	}
 }
 
@@ -499,6 +504,7 @@ func (c Config) validateNumbers() error {
 		{"sessions.max_open", int64(c.Sessions.MaxOpen), 1},
 		{"sessions.max_open_per_origin", int64(c.Sessions.MaxOpenPerOrigin), 1},
 		{"sessions.close_idle_hours", int64(c.Sessions.CloseIdleHours), 0},
+		{"sessions.worktree_max_age_days", int64(c.Sessions.WorktreeMaxAgeDays), 0},
 	}
 	for _, ch := range checks {
 		if ch.v < ch.min {
@@ -519,6 +525,7 @@ func (c Config) validateNumbers() error {
 		{"sessions.idle_secs", c.Sessions.IdleSecs, maxSecsSetting},
 		{"sessions.max_queue", c.Sessions.MaxQueue, 1000},
 		{"sessions.close_idle_hours", c.Sessions.CloseIdleHours, MaxAgeDaysLimit * 24},
+		{"sessions.worktree_max_age_days", c.Sessions.WorktreeMaxAgeDays, MaxAgeDaysLimit},
 	} {
 		if ch.v > ch.max {
 			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)

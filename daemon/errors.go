@@ -47,6 +47,9 @@ const (
 	CodeAdapterGone      int64 = -32047
 	CodeNotSessionOwner  int64 = -32051
 	CodeTooManySessions  int64 = -32052
+	CodeApplyConflict    int64 = -32053
+	CodeSessionBusy      int64 = -32054
+	CodeWorktreeGone     int64 = -32055
 )
 
 // codes documents the application codes, in table order.
@@ -75,6 +78,9 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeAdapterGone, Name: "adapter_gone", Meaning: "The session's adapter is no longer installed or usable; data names the adapter and detection's reason."},
 	{Code: CodeNotSessionOwner, Name: "not_session_owner", Meaning: "The session was started by another client (another web origin): only the client that started it, or a native client, may prompt, steer, configure, cancel, release, load or close it; data names the session and the method."},
 	{Code: CodeTooManySessions, Name: "too_many_sessions", Meaning: "[sessions] max_open sessions are open, or max_open_per_origin of this client's; data names the key, the bound and how many are open. Close one with sessions.close."},
+	{Code: CodeApplyConflict, Name: "apply_conflict", Meaning: "sessions.apply: the session's changes conflict with the user's checkout, which is unchanged; data.files lists each file with git's reason, data.repo the checkout."},
+	{Code: CodeSessionBusy, Name: "session_busy", Meaning: "sessions.rewind or sessions.discard while a turn of the session runs or prompts wait; data names the run and how many are queued. End them with sessions.cancel first."},
+	{Code: CodeWorktreeGone, Name: "worktree_gone", Meaning: "The isolated session's worktree is gone: discarded, pruned by age ([sessions] worktree_max_age_days), or removed by hand; data.reason says which."},
 	{Code: CodeSessionInUse, Name: "session_in_use", Meaning: "agents.invoke_external: this connection already has a running run under that session_id; data names it."},
 }
 
@@ -100,6 +106,9 @@ func wireError(err error) error {
 		cwdRefused *plan.CwdRefusedError
 	)
 	if e := sessionError(err); e != nil {
+		return e
+	}
+	if e := isolationError(err); e != nil {
 		return e
 	}
 	if e := runError(err); e != nil {
@@ -255,10 +264,13 @@ func sessionError(err error) error {
 		closed   *sessions.ClosedError
 		full     *sessions.QueueFullError
 		steer    *sessions.SteerUnsupportedError
-		gone     *sessions.AdapterGoneError
+		adapter  *sessions.AdapterGoneError
 		capped   *sessions.CapError
 		notOwner *sessions.NotOwnerError
 		tooMany  *sessions.TooManySessionsError
+		plain    *sessions.NotIsolatedError
+		gone     *sessions.WorktreeGoneError
+		busy     *sessions.BusyError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -270,13 +282,24 @@ func sessionError(err error) error {
 			Data: map[string]any{"session_id": full.SessionID, "queued": full.Queued, "max_queue": full.Max, "config_key": "[sessions] max_queue"}}
 	case errors.As(err, &steer):
 		return &rpc.Error{Code: CodeSteerUnsupported, Message: steer.Error(), Data: map[string]any{"session_id": steer.SessionID, "adapter": steer.Adapter, "reason": steer.Reason}}
-	case errors.As(err, &gone):
-		data := map[string]any{"field": "session_id", "session_id": gone.SessionID, "adapter": gone.Adapter, "reason": gone.Err.Error()}
+	case errors.As(err, &adapter):
+		data := map[string]any{"field": "session_id", "session_id": adapter.SessionID, "adapter": adapter.Adapter, "reason": adapter.Err.Error()}
 		var refused *runs.RefusedError
 		if errors.As(err, &refused) {
 			data["run_id"] = refused.RunID
 		}
-		return &rpc.Error{Code: CodeAdapterGone, Message: gone.Error(), Data: data}
+		return &rpc.Error{Code: CodeAdapterGone, Message: adapter.Error(), Data: data}
+	case errors.As(err, &plain):
+		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: session_id: " + plain.Error(),
+			Data: map[string]any{"field": "session_id", "session_id": plain.SessionID}}
+	case errors.As(err, &gone):
+		return &rpc.Error{Code: CodeWorktreeGone, Message: gone.Error(), Data: map[string]any{"session_id": gone.SessionID, "reason": gone.Reason}}
+	case errors.As(err, &busy):
+		data := map[string]any{"session_id": busy.SessionID, "method": busy.Method, "queued": busy.Queued}
+		if busy.RunID != "" {
+			data["run_id"] = busy.RunID
+		}
+		return &rpc.Error{Code: CodeSessionBusy, Message: busy.Error(), Data: data}
 	case errors.As(err, &notOwner):
 		return &rpc.Error{Code: CodeNotSessionOwner, Message: notOwner.Error(),
 			Data: map[string]any{"field": "session_id", "session_id": notOwner.SessionID, "method": notOwner.Method, "origin": notOwner.Origin}}

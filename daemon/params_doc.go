@@ -37,6 +37,8 @@ var paramDocs = func() map[string]map[string]string {
 		"stall_kill_secs":                  "After this many seconds with no output the run is ended, its process group killed, with error kind stalled: more than stall_secs, at most 3600; 0 or absent (the default, from card.toml) never ends a quiet run.",
 		"max_cost_usd":                     "A cap on what the run may spend, in US dollars as the agent reports them: above 0, at most 10000. A run that passes it ends with error kind budget; refused by the adapters that neither cap nor report cost.",
 		"max_tokens":                       "A cap on the input plus output tokens the agent reports: 1 to 1000000000. A run that passes it ends with error kind budget; refused by an adapter that reports no tokens.",
+		"isolation":                        "\"worktree\": run the agent in a git worktree of the cwd's repository, made for this run on a branch of its own, instead of in the checkout; its changes become one commit, reviewable by the answer's card_session_id. The cwd must be in a git repository.",
+		"base":                             "With isolation: the commit the worktree starts from, a branch, tag or commit of the repository (default HEAD).",
 	}
 	// CAR's invoke: agents.invoke's fields where the meaning is the same;
 	// session_id is the host's routing id, the agent's session is
@@ -54,11 +56,12 @@ var paramDocs = func() map[string]map[string]string {
 	runID := map[string]string{"run_id": "The run, as agents.invoke or runs.list named it."}
 	sessionID := map[string]string{"session_id": "The session, as sessions.start or sessions.list named it (card's id, not the CLI's own)."}
 	sessionStart := map[string]string{
-		"warm": "Start the agent's process now, where the adapter can keep one across turns, so the first turn does not wait for the CLI's start-up.",
+		"warm":      "Start the agent's process now, where the adapter can keep one across turns, so the first turn does not wait for the CLI's start-up.",
+		"isolation": "\"worktree\": run every turn in a git worktree of the cwd's repository, on a branch of the session's own, so the user's checkout is never written; each turn that changes something becomes a commit to review (sessions.diff) and bring in (sessions.apply). The cwd must be in a git repository.",
 	}
 	for k, v := range invoke {
 		switch k {
-		case "task", "stream", "attachments", "session_id", "resume", "discard_session", "max_turns":
+		case "task", "stream", "attachments", "session_id", "resume", "discard_session", "max_turns", "isolation":
 		case "id":
 			sessionStart[k] = "The adapter of the conversation: one of the ids agents.detect lists."
 		case "max_cost_usd":
@@ -157,7 +160,7 @@ var paramDocs = func() map[string]map[string]string {
 		"agents.event": {
 			"run_id":        "The run the event belongs to.",
 			"seq":           "The event's place in the run: 1, 2, 3, … with no gaps; pass the last one seen to runs.subscribe as after_seq to go on after a reconnect.",
-			"kind":          "What happened: session, text, thinking, tool_use, tool_result, retry, usage, warning, other, agent_error, approval_requested, approval_decided, or the one terminal event, done or error. Ignore kinds you do not know.",
+			"kind":          "What happened: session, text, thinking, tool_use, tool_result, retry, usage, warning, other, agent_error, approval_requested, approval_decided, changes, or the one terminal event, done or error (a session's stream adds prompt_queued, session_configured and rewound). Ignore kinds you do not know.",
 			"session_id":    "On session: the agent's own session id, to resume later.",
 			"model":         "On session: the model the agent runs.",
 			"commands":      "On session: the slash commands the agent's CLI says it takes (name, and description and input_hint where it says them); absent when it lists none.",
@@ -181,6 +184,8 @@ var paramDocs = func() map[string]map[string]string {
 			"approval":      "On approval_requested and approval_decided: the question's id, summary and times, or the decision, who made it and when.",
 			"queued":        "On prompt_queued (a session's turn): the prompt that waits behind this turn: the turn it will be, its position, when it was queued, its size in bytes and its attachment count.",
 			"configured":    "On session_configured (a session's stream): the session's settings after sessions.configure changed them: changed (the fields that changed), permission_mode, model and effort (\"\" for the CLI's default), and applies_from_turn.",
+			"changes":       "On changes (an isolated run's or turn's end, just before its terminal event): what it changed in its worktree: turn, commit (absent when nothing changed), files (path, status, added, deleted, binary), added and deleted lines, and error when card could not commit them.",
+			"rewound":       "On rewound (an isolated session's stream, between turns): sessions.rewind put the worktree back to the state after turn (0: its base), at commit; dropped_turns are the turns whose changes are gone.",
 		},
 		SubscriptionEndedMethod: {
 			"run_id":           "The run whose events stopped coming to this connection; the run itself goes on.",
@@ -216,6 +221,17 @@ var paramDocs = func() map[string]map[string]string {
 		},
 		"sessions.close":   sessionID,
 		"sessions.release": sessionID,
+		"sessions.diff": {
+			"session_id": sessionID["session_id"],
+			"turn":       "One turn's changes (from 1); 0 or absent: the whole session's, from its base to its last turn.",
+			"max_bytes":  "Cut the patch at this many bytes, after the last whole file that fits: 1 to 67108864, default 1048576. The file list is always whole.",
+		},
+		"sessions.apply": sessionID,
+		"sessions.rewind": {
+			"session_id": sessionID["session_id"],
+			"turn":       "The turn whose state the worktree goes back to; 0: the state the session started from. Required.",
+		},
+		"sessions.discard": sessionID,
 		"sessions.get":     sessionID,
 		"sessions.list": {
 			"adapter":        "Only the sessions of this adapter id.",
@@ -230,8 +246,8 @@ var paramDocs = func() map[string]map[string]string {
 		"sessions.event": {
 			"session_id": "The session the event belongs to.",
 			"seq":        "The event's place in the session: from 1, counting across turns.",
-			"turn":       "The turn (from 1) whose run the event belongs to; for a session_configured event between turns, the last turn taken (0 before the first).",
-			"event":      "The turn's run event whole, as agents.event carries it (run_id, the run's own seq, kind, …); prompt_queued events carry queued, session_configured events configured.",
+			"turn":       "The turn (from 1) whose run the event belongs to; for a session_configured or rewound event between turns, the last turn taken (0 before the first); for the changes event of a turn a restart cut short, that turn.",
+			"event":      "The turn's run event whole, as agents.event carries it (run_id, the run's own seq, kind, …); prompt_queued events carry queued, session_configured events configured, an isolated session's changes and rewound events changes and rewound.",
 		},
 		"agents.chat.event": {
 			"session_id":          "The host's routing id, as agents.invoke_external was given it (or generated).",

@@ -189,7 +189,9 @@ func (d *Daemon) registerRuns() {
 			"agent's result plus run_id, adapter, ancestry, status — a failed run is an answer with is_error, not a JSON-RPC error). " +
 			"With `stream` the answer is {run_id, accepted: true} at once, and the run's events follow it as agents.event " +
 			"notifications (never before it). A run belongs to the daemon: it " +
-			"goes on when the client disconnects unless cancel_on_disconnect = true.",
+			"goes on when the client disconnects unless cancel_on_disconnect = true. With isolation \"worktree\" the run works in a git worktree " +
+			"made for it from base (default HEAD) instead of the cwd's checkout, its changes become one commit, and the answer's " +
+			"card_session_id names the closed session of one turn that holds the worktree for sessions.diff, apply, rewind and discard.",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
 			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, rpc.CodeShuttingDown},
 	}
@@ -241,7 +243,7 @@ func (d *Daemon) registerRuns() {
 		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
 			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
 			"agent_error (the agent reported an error and may still recover), approval_requested and approval_decided (ask mode: a " +
-			"question with tool and approval, and its decision), prompt_queued (a session's turn: a prompt now waits behind it, with queued), session_configured (a session's settings changed, with configured), and exactly one terminal event: done (status succeeded) or error " +
+			"question with tool and approval, and its decision), prompt_queued (a session's turn: a prompt now waits behind it, with queued), session_configured (a session's settings changed, with configured), changes (an isolated run's or turn's changes to its worktree, with changes, just before the terminal event), rewound (an isolated session's worktree went back to an earlier turn, with rewound), and exactly one terminal event: done (status succeeded) or error " +
 			"(failed, cancelled, timed_out, interrupted), each with status and result.",
 	})
 }
@@ -304,6 +306,9 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 			return InvokeAnswer{}, nil, err
 		}
 	}
+	if p.Isolation != "" {
+		return d.invokeIsolated(ctx, p, peer)
+	}
 	t, err := d.planner.Invoke(p)
 	if err != nil {
 		return InvokeAnswer{}, nil, err
@@ -319,8 +324,19 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 	if err != nil {
 		return InvokeAnswer{}, nil, err
 	}
+	return d.answerRun(ctx, p, peer, run, nil)
+}
+
+// answerRun is agents.invoke's answer for a started run: at once with
+// stream (its events then follow), else once it ended. add, when set,
+// adds to the answer what the run's request made beside it.
+func (d *Daemon) answerRun(ctx context.Context, p InvokeParams, peer *rpc.Peer, run *runs.Run, add func(*InvokeAccepted, *InvokeResult)) (InvokeAnswer, rpc.Then, error) {
 	if p.Stream {
-		accepted := rpc.Second[InvokeResult](run.Accepted())
+		acc := run.Accepted()
+		if add != nil {
+			add(&acc, nil)
+		}
+		accepted := rpc.Second[InvokeResult](acc)
 		if peer == nil {
 			return accepted, nil, nil
 		}
@@ -333,6 +349,9 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 	res, err := run.Wait(ctx)
 	if err != nil {
 		return InvokeAnswer{}, nil, err
+	}
+	if add != nil {
+		add(nil, &res)
 	}
 	return rpc.First[InvokeResult, InvokeAccepted](res), nil, nil
 }

@@ -24,20 +24,25 @@ func (d *Daemon) setupSessions() error {
 	if d.warmer == nil {
 		d.warmer = sessions.SpawnWarmer{}
 	}
+	wts, noWorktrees := d.setupWorktrees()
 	d.sessions = sessions.New(sessions.Deps{
-		Store:   d.runs.Store(),
-		Runs:    d.runs,
-		Planner: d.planner,
-		Warmer:  d.warmer,
-		Log:     d.log.Named("sessions"),
+		Store:       d.runs.Store(),
+		Runs:        d.runs,
+		Planner:     d.planner,
+		Warmer:      d.warmer,
+		Worktrees:   wts,
+		NoWorktrees: noWorktrees,
+		Log:         d.log.Named("sessions"),
 	}, sessions.Config{
-		MaxQueue:        d.cfg.Sessions.MaxQueue,
-		IdleTimeout:     time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
-		MaxWarm:         d.cfg.Sessions.MaxWarm,
-		MaxOpen:         d.cfg.Sessions.MaxOpen,
-		MaxOpenPerOwner: d.cfg.Sessions.MaxOpenPerOrigin,
-		CloseIdle:       time.Duration(d.cfg.Sessions.CloseIdleHours) * time.Hour,
-		PruneClosed:     d.cfg.retention().MaxAge,
+		MaxQueue:         d.cfg.Sessions.MaxQueue,
+		IdleTimeout:      time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
+		MaxWarm:          d.cfg.Sessions.MaxWarm,
+		MaxOpen:          d.cfg.Sessions.MaxOpen,
+		MaxOpenPerOwner:  d.cfg.Sessions.MaxOpenPerOrigin,
+		CloseIdle:        time.Duration(d.cfg.Sessions.CloseIdleHours) * time.Hour,
+		PruneClosed:      d.cfg.retention().MaxAge,
+		WorktreeMaxAge:   time.Duration(d.cfg.Sessions.WorktreeMaxAgeDays) * 24 * time.Hour,
+		PromptsInCommits: d.cfg.RecordTasks == nil || *d.cfg.RecordTasks,
 	})
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
@@ -134,6 +139,11 @@ func (d *Daemon) sessionStart(ctx context.Context, p api.SessionStartParams) (ap
 	p.Cwd = checked.Cwd
 	if p.PermissionMode == "" {
 		p.PermissionMode = string(checked.Mode)
+	}
+	if p.Isolation != "" {
+		if err := d.checkIsolatedCwd(p.Cwd); err != nil {
+			return api.Session{}, err
+		}
 	}
 	if _, _, err := d.detector.Binary(ctx, p.ID); err != nil {
 		return api.Session{}, err
@@ -292,7 +302,10 @@ func (d *Daemon) registerSessions() {
 		Summary:     "Start a conversation with an adapter: what holds for every turn (cwd, mode, model, caps, …); nothing runs until the first prompt.",
 		Description: "The params are agents.invoke's, without the task, and are judged as a turn's would be (-32602 naming the field). " +
 			"The guard seeds the session's ancestry once; every turn carries it. max_cost_usd and max_tokens cap the whole session. " +
-			"With warm, the agent's process starts at once where the adapter can keep one across turns.",
+			"With warm, the agent's process starts at once where the adapter can keep one across turns. " +
+			"With isolation \"worktree\" every turn runs in a git worktree of the cwd's repository, on a branch of the session's own " +
+			"(card/<session_id>) from base (default HEAD), and the user's checkout is never written; the answer's worktree says where, and " +
+			"whether the checkout had uncommitted changes (they are not in the worktree). A cwd outside a git repository is refused (-32602 naming isolation).",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable, rpc.CodeShuttingDown},
 	}, d.sessionStart)
 	rpc.Register(r, "sessions.prompt", rpc.Doc{
@@ -372,6 +385,7 @@ func (d *Daemon) registerSessions() {
 		rpc.Ordered(r, m, "session_id")
 	}
 	d.registerSessionReads()
+	d.registerReview()
 }
 
 // registerSessionReads registers what follows a session without changing
@@ -449,6 +463,8 @@ func (d *Daemon) registerSessionStream() {
 		Description: "Besides a run's kinds, a session's stream has prompt_queued (a prompt waits behind this turn; queued says its turn and position) " +
 			"and session_configured (sessions.configure changed the session's settings; configured says what they now are and from which turn; " +
 			"on the running turn's stream, or between turns with run_id \"\" and seq 0, turn then being the last turn taken). " +
+			"An isolated session's turn ends with changes (what it changed, now its commit) just before its terminal event, and sessions.rewind " +
+			"adds rewound between turns. " +
 			"A turn that never ran (dropped from the queue, refused when it came up) has one error event with status refused.",
 	})
 }

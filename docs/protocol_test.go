@@ -553,6 +553,7 @@ func TestCaptureExamples(t *testing.T) {
 	captureRuns(c, home)
 	captureCAR(c, home, d.URL, d.Token)
 	captureSessions(c, home)
+	captureIsolation(c)
 	call("runs.prune", `{"max_age_days":106752}`)
 	captureUnusable(t, c)
 

@@ -275,6 +275,18 @@ cat %[3]q`, version, dir, fixture)
 	return Replay{Path: script(t, dir, name, body), Dir: dir}
 }
 
+// TeachWriting teaches the fake the task "WRITE name text": it writes text
+// (and a newline) to name in its cwd, as an agent's Write tool would, then
+// answers as it always does.
+func (r Replay) TeachWriting(t testing.TB) {
+	t.Helper()
+	script, err := os.ReadFile(r.Path)
+	require.NoError(t, err)
+	body := strings.Replace(string(script), "*FAIL*)",
+		"*WRITE\\ *) rest=${task#*WRITE }; name=${rest%% *}; printf '%s\\n' \"${rest#* }\" > \"$name\";;\n*FAIL*)", 1)
+	require.NoError(t, os.WriteFile(r.Path, []byte(body), 0o755))
+}
+
 // Received is what the fake was given for run runID: its arguments and its
 // stdin (without trailing newlines).
 func (r Replay) Received(t testing.TB, runID string) (args []string, stdin string) {

@@ -86,6 +86,11 @@ type CwdPolicy struct {
 	// starts it, PATH or not (a bin = pin, or the package a link on PATH
 	// points into).
 	Installs []installDir
+	// Own is the one run's own worktree (resolved), which the run may use
+	// though it lies in card's home: card made it, for this run, and it
+	// holds nothing but a checkout of the user's repository. Set per run
+	// by the planner (withOwn), never from the configuration.
+	Own string
 }
 
 // installDir is a directory an agent is installed in.
@@ -135,6 +140,16 @@ func (c CwdPolicy) withPath(dirs []string) CwdPolicy {
 		if r := resolveLoose(d); !c.broad(r) {
 			c.Path = append(c.Path, r)
 		}
+	}
+	return c
+}
+
+// withOwn is the policy for a run whose own worktree is top ("" for a run
+// that has none).
+func (c CwdPolicy) withOwn(top string) CwdPolicy {
+	c.Own = ""
+	if top != "" && filepath.IsAbs(top) {
+		c.Own = resolveLoose(top)
 	}
 	return c
 }
@@ -214,6 +229,9 @@ func (c CwdPolicy) broad(dir string) bool {
 // allowed dirs win over every rule but one: card's own home, where an agent
 // could rewrite card.toml or read the token, is never a cwd.
 func (c CwdPolicy) refusal(dir string, fold bool) (rule, why string) {
+	if c.Own != "" && within(dir, c.Own, fold) {
+		return "", ""
+	}
 	if c.CardHome != "" && within(dir, c.CardHome, fold) {
 		return ruleCardHome, "card's own home (its token and card.toml), which no run may change"
 	}

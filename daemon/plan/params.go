@@ -107,8 +107,10 @@ func spawnRequestOf(p *api.InvokeParams) spawn.Request {
 // the run records, the directory that was judged, not a name that could
 // point elsewhere by the time the agent starts (the runner holds that
 // directory open and starts the agent in it only if it is still there). A
-// mode that writes is refused a directory the cwd policy refuses.
-func (p *Planner) runCwd(adapter, asked string, mode spawn.Mode) (string, error) {
+// mode that writes is refused a directory the cwd policy refuses, but for
+// own: the run's own worktree, which it may use whatever the policy says of
+// the directory that holds it.
+func (p *Planner) runCwd(adapter, asked string, mode spawn.Mode, own string) (string, error) {
 	dir := asked
 	if dir == "" {
 		dir = p.cfg.Env["HOME"]
@@ -123,7 +125,7 @@ func (p *Planner) runCwd(adapter, asked string, mode spawn.Mode) (string, error)
 		}
 		return resolved, nil
 	}
-	resolved, rule, why, err := p.cwd.withPath(p.agentPathDirs(adapter)).withInstalls(p.agentBinaries()).judge(osPaths{}, dir)
+	resolved, rule, why, err := p.cwd.withPath(p.agentPathDirs(adapter)).withInstalls(p.agentBinaries()).withOwn(own).judge(osPaths{}, dir)
 	if err != nil {
 		return "", api.InvalidField("cwd", "%q cannot be resolved: %v", asked, err)
 	}

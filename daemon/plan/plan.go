@@ -87,11 +87,45 @@ type Continue struct {
 	// last turn that reported one left it: a CLI whose usage is that total
 	// has the turn charged only what it added.
 	UsageBase api.Usage
+	// Isolated is the session's own worktree, for an isolated session.
+	Isolated Isolated
 }
+
+// Isolated is an isolated session's (or run's) own git worktree: its turns
+// run in Dir, the directory of the worktree at Top that matches the cwd
+// the client gave. The worktrees live in card's home, which the cwd policy
+// refuses to every writing run; Isolated lets one run use exactly its own
+// worktree, and nothing else there. Only the daemon sets it, from the
+// worktree it made: no client param reaches it, so a client cannot point a
+// run at another session's worktree or at the directory that holds them.
+type Isolated struct {
+	Top, Dir string
+}
+
+func (i Isolated) set() bool { return i.Dir != "" }
+
+// errNotIsolated refuses a run whose params ask for isolation the caller
+// did not set up: it would otherwise run in the user's checkout, the one
+// place isolation promises not to write.
+var errNotIsolated = api.InvalidField("isolation", "card could not set up the worktree this run asks for, so it does not run")
 
 // Invoke plans agents.invoke: the first bad attachment refuses the
 // request.
-func (p *Planner) Invoke(ip api.InvokeParams) (Turn, error) { return p.plan(ip, nil) }
+func (p *Planner) Invoke(ip api.InvokeParams) (Turn, error) {
+	if ip.Isolation != "" {
+		return Turn{}, errNotIsolated
+	}
+	return p.plan(ip, nil, Isolated{})
+}
+
+// InvokeIsolated plans an isolated agents.invoke: the run goes in iso's
+// worktree, which the daemon made for it.
+func (p *Planner) InvokeIsolated(ip api.InvokeParams, iso Isolated) (Turn, error) {
+	if !iso.set() {
+		return Turn{}, errNotIsolated
+	}
+	return p.plan(ip, nil, iso)
+}
 
 // InvokeCAR plans agents.invoke_external, with CAR's attachment policy: a
 // bad attachment is skipped, recorded as dropped with why, and the agent
@@ -103,7 +137,10 @@ func (p *Planner) InvokeCAR(ip api.InvokeParams, car []api.ExternalAttachment) (
 	if car == nil {
 		car = []api.ExternalAttachment{}
 	}
-	return p.plan(ip, car)
+	if ip.Isolation != "" {
+		return Turn{}, errNotIsolated
+	}
+	return p.plan(ip, car, Isolated{})
 }
 
 // SessionTurn plans a turn of a session: its settings, as they are now
@@ -111,7 +148,10 @@ func (p *Planner) InvokeCAR(ip api.InvokeParams, car []api.ExternalAttachment) (
 // the CLI's session as c says. A turn's images reach a warm agent with its
 // prompt, never when the agent starts, so the spawn request carries none.
 func (p *Planner) SessionTurn(s api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Turn, error) {
-	t, err := p.plan(invokeOf(s, task, atts, c), nil)
+	if s.Isolation != "" && !c.Isolated.set() {
+		return Turn{}, errNotIsolated
+	}
+	t, err := p.plan(invokeOf(s, task, atts, c), nil, c.Isolated)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -140,12 +180,14 @@ const checkTask = "(card checks the session's settings: no prompt yet)"
 
 // Check judges a session's settings, and a prompt's attachments when given,
 // exactly as a turn's would be, continuing as c says, and holds nothing:
-// an attachment read to check it is let go at once.
+// an attachment read to check it is let go at once. An isolated session's
+// settings are judged in the cwd the client gave (sessions.apply writes
+// there) until c names its worktree, and then in the worktree.
 func (p *Planner) Check(s api.SessionStartParams, task string, atts []api.Attachment, c Continue) (Checked, error) {
 	if task == "" {
 		task = checkTask
 	}
-	t, err := p.plan(invokeOf(s, task, atts, c), nil)
+	t, err := p.plan(invokeOf(s, task, atts, c), nil, c.Isolated)
 	if err != nil {
 		return Checked{}, err
 	}
@@ -163,12 +205,14 @@ func invokeOf(s api.SessionStartParams, task string, atts []api.Attachment, c Co
 		AcknowledgeUnenforcedReadOnly: s.AcknowledgeUnenforcedReadOnly, RequireAttachments: s.RequireAttachments,
 		TimeoutSecs: s.TimeoutSecs, MaxAPIRetries: s.MaxAPIRetries, StallSecs: s.StallSecs, StallKillSecs: s.StallKillSecs,
 		MaxCostUSD: s.MaxCostUSD, MaxTokens: s.MaxTokens, Resume: c.Resume, SessionID: c.SessionID,
+		Isolation: s.Isolation, Base: s.Base,
 	}
 }
 
 // plan is the one params step. car, when not nil, is CAR's attachments
-// (and CAR's policy for them); nil takes ip.Attachments with card's.
-func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment) (_ Turn, err error) {
+// (and CAR's policy for them); nil takes ip.Attachments with card's. iso,
+// when set, is the worktree the run goes in instead of ip.Cwd.
+func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment, iso Isolated) (_ Turn, err error) {
 	if strings.TrimSpace(ip.ID) == "" {
 		return Turn{}, api.InvalidField("id", "required: the adapter to run, one of %s", strings.Join(spawn.IDs(), ", "))
 	}
@@ -177,6 +221,12 @@ func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment) (_ Tur
 	}
 	if field := placeholderIn(reflect.ValueOf(ip), ""); field != "" {
 		return Turn{}, api.InvalidField(field, "holds card's private-file placeholder %q, which only card itself may write", spawn.FilePlaceholderPrefix)
+	}
+	if err := ip.CheckIsolation(); err != nil {
+		return Turn{}, err
+	}
+	if iso.set() {
+		ip.Cwd = iso.Dir
 	}
 	if err := checkParams(&ip); err != nil {
 		return Turn{}, err
@@ -203,7 +253,7 @@ func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment) (_ Tur
 	}
 	req := spawnRequestOf(&ip)
 	req.Images = images
-	if req.Cwd, err = p.runCwd(ip.ID, ip.Cwd, req.EffectiveMode()); err != nil {
+	if req.Cwd, err = p.runCwd(ip.ID, ip.Cwd, req.EffectiveMode(), iso.Top); err != nil {
 		return Turn{}, err
 	}
 	p.withDefaults(&req, ip.ApprovalTimeoutSecs)

@@ -131,3 +131,41 @@ func (e *NotOwnerError) Error() string {
 	return fmt.Sprintf("%s: session %s was started by another client; only the client that started it (or a native client) may prompt, steer, "+
 		"configure, cancel, release, load or close it, and another may only follow it; start a session of your own with sessions.start", e.Method, e.SessionID)
 }
+
+// NotIsolatedError refuses a review of a session that runs in its cwd:
+// it has no worktree, and its changes are the cwd's own.
+type NotIsolatedError struct {
+	SessionID string
+	Method    string
+}
+
+func (e *NotIsolatedError) Error() string {
+	return fmt.Sprintf("%s: session %s was not started with isolation \"worktree\", so it has no worktree and no changes of its own to show; "+
+		"its turns ran in its cwd (start a session with isolation \"worktree\" to review its changes)", e.Method, e.SessionID)
+}
+
+// WorktreeGoneError refuses what needs an isolated session's worktree
+// once it is gone: discarded, pruned by age, or removed by hand.
+type WorktreeGoneError struct {
+	SessionID string
+	Reason    string
+}
+
+func (e *WorktreeGoneError) Error() string {
+	return fmt.Sprintf("session %s has no worktree any more (%s): its changes are gone with it", e.SessionID, e.Reason)
+}
+
+// BusyError refuses a rewind or discard while a turn of the session runs
+// or prompts wait for their turn: the agent would go on writing in a
+// worktree changed (or removed) under it.
+type BusyError struct {
+	SessionID string
+	Method    string
+	RunID     string
+	Queued    int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s: session %s has a turn running (run %s) or prompts queued (%d); wait for them, or end them with sessions.cancel "+
+		"(clear_queue to drop the queue), then send it again", e.Method, e.SessionID, e.RunID, e.Queued)
+}

@@ -73,9 +73,12 @@ func (m *Manager) load(ctx context.Context, row store.Session) (*session, error)
 	}
 	row.Params = nil
 	s := newSession(row, p)
-	if err := m.recoverTurns(ctx, s); err != nil {
+	s.iso = m.readIsolation(row)
+	cut, err := m.recoverTurns(ctx, s)
+	if err != nil {
 		return nil, err
 	}
+	m.recoverCutTurnLocked(ctx, s, cut)
 	var left []queued
 	_ = json.Unmarshal(row.Queue, &left)
 	s.row.State = string(api.SessionIdle)
@@ -95,11 +98,12 @@ func (m *Manager) load(ctx context.Context, row store.Session) (*session, error)
 }
 
 // recoverTurns reads a session's turns and spending, and ends the stream
-// of a turn the previous daemon left running.
-func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
+// of a turn the previous daemon left running. It returns the last turn's
+// run when a stop interrupted it (SessionTurn 0 otherwise).
+func (m *Manager) recoverTurns(ctx context.Context, s *session) (cut store.Run, err error) {
 	turns, err := m.st.SessionRuns(ctx, s.row.ID)
 	if err != nil {
-		return err
+		return cut, err
 	}
 	for i, r := range turns {
 		if r.SessionID != "" && r.SessionID == s.row.AgentSessionID {
@@ -125,7 +129,7 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 		}
 		last, kind, err := m.st.LastEvent(ctx, r.RunID)
 		if err != nil {
-			return err
+			return cut, err
 		}
 		if kind != api.EventDone && kind != api.EventRunError && r.Status.Terminal() {
 			// The daemon died mid-turn: the run is interrupted in the
@@ -136,8 +140,11 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 			ev := api.AgentEvent{RunID: r.RunID, Seq: last, Event: api.Event{Kind: api.EventRunError, Error: res.Reason()}, Status: r.Status, Result: &res}
 			raw, _ := json.Marshal(ev)
 			if err := m.st.AppendEvent(ctx, r.RunID, last, api.EventRunError, raw); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
+				return cut, err
 			}
+		}
+		if r.Status == store.StatusInterrupted {
+			cut = r
 		}
 		t.last = last
 		s.turns = append(s.turns, t)
@@ -155,8 +162,8 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) error {
 	}
 	notes, err := m.st.SessionEvents(ctx, s.row.ID)
 	if err != nil {
-		return err
+		return cut, err
 	}
 	s.turns = withNotes(s.turns, notes)
-	return nil
+	return cut, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/daemon/worktree"
 )
 
 // Config is the part of card.toml ([sessions]) sessions read.
@@ -56,6 +57,14 @@ type Config struct {
 	// SweepEvery is how often idle sessions are closed and old ones
 	// pruned (default an hour).
 	SweepEvery time.Duration
+	// WorktreeMaxAge discards the worktree of a closed isolated session
+	// that has changed nothing for this long (zero: never); an open
+	// session's stays.
+	WorktreeMaxAge time.Duration
+	// PromptsInCommits puts each turn's prompt in its commit's message
+	// (the operator's record_tasks: a prompt the history does not keep
+	// is not written into the user's repository either).
+	PromptsInCommits bool
 }
 
 // Planner plans a session's turns and judges its settings (*plan.Planner
@@ -75,7 +84,11 @@ type Deps struct {
 	Planner Planner
 	// Warmer starts warm agents; nil runs every turn cold.
 	Warmer Warmer
-	Log    *zap.Logger
+	// Worktrees makes and keeps isolated sessions' worktrees; nil when
+	// card has no usable git, NoWorktrees then saying why.
+	Worktrees   *worktree.Manager
+	NoWorktrees string
+	Log         *zap.Logger
 }
 
 // Manager owns the sessions: the open ones in memory, every one in the
@@ -96,6 +109,12 @@ type Manager struct {
 	// loadMu orders loading an open session from the store (load), so two
 	// requests for a session not in memory load it once.
 	loadMu sync.Mutex
+	// closedMu orders the changes to closed sessions (a rewind's event,
+	// a discard, a one-shot run's end), which no session in memory does.
+	closedMu sync.Mutex
+	// oneShots are the isolated agents.invoke runs whose end is not
+	// recorded yet on their session.
+	oneShots map[string]bool
 	// sweepStop ends the sweeper (StartSweeping).
 	sweepStop, sweepDone chan struct{}
 
@@ -110,7 +129,7 @@ func New(deps Deps, cfg Config) *Manager {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
-	m := &Manager{deps: deps, cfg: cfg, st: deps.Store, log: deps.Log, live: map[string]*session{}}
+	m := &Manager{deps: deps, cfg: cfg, st: deps.Store, log: deps.Log, live: map[string]*session{}, oneShots: map[string]bool{}}
 	m.warm.init(m)
 	return m
 }
@@ -210,6 +229,9 @@ type session struct {
 	// store (fullParamsLocked): it is read when a turn is planned, not held
 	// between turns.
 	trimmed bool
+	// iso is an isolated session's worktree; nil for a session that runs
+	// in its cwd.
+	iso *isolation
 }
 
 // keptSystemPrompt is the longest system prompt a session keeps in memory

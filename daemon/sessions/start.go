@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
@@ -38,24 +39,50 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 		// started now) already writes the file every later turn resumes.
 		row.AgentSessionID = uuid.NewString()
 	}
-	m.mu.Lock()
-	if m.closing {
-		m.mu.Unlock()
+	if m.isClosing() {
 		return api.Session{}, runs.ErrShuttingDown
 	}
-	m.mu.Unlock()
+	var iso *isolation
+	if p.Isolation != "" {
+		// The bound is asked first, so a start it refuses makes no
+		// worktree; the worktree is made outside startMu (git takes a
+		// while), and the bound asked again before the record.
+		m.startMu.Lock()
+		err := m.boundLocked(ctx, owner)
+		m.startMu.Unlock()
+		if err != nil {
+			return api.Session{}, err
+		}
+		if iso, err = m.isolate(ctx, row.ID, p.Cwd, p.Base); err != nil {
+			return api.Session{}, err
+		}
+		// Its turns are judged where they run: the worktree, which the
+		// cwd policy lets this session's turns (and no one else's) use.
+		if _, err := m.deps.Planner.Check(p, "", nil, plan.Continue{Isolated: iso.isolated()}); err != nil {
+			m.dropWorktree(iso)
+			return api.Session{}, err
+		}
+		row.Worktree = iso.raw()
+	}
 	m.startMu.Lock()
 	if err := m.boundLocked(ctx, owner); err != nil {
 		m.startMu.Unlock()
+		if iso != nil {
+			m.dropWorktree(iso)
+		}
 		return api.Session{}, err
 	}
 	err = m.st.CreateSession(context.WithoutCancel(ctx), row)
 	m.startMu.Unlock()
 	if err != nil {
+		if iso != nil {
+			m.dropWorktree(iso)
+		}
 		return api.Session{}, err
 	}
 	row.Params = nil
 	s := newSession(row, p)
+	s.iso = iso
 	m.mu.Lock()
 	m.live[row.ID] = s
 	m.mu.Unlock()

@@ -32,6 +32,9 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, from Se
 	if err := s.capLocked(); err != nil {
 		return api.SessionPromptResult{}, err
 	}
+	if err := s.worktreeGoneLocked(); err != nil {
+		return api.SessionPromptResult{}, err
+	}
 	q := &queued{task: p.Task, atts: p.Attachments, sender: from, QueuedAt: time.Now().UTC().Truncate(time.Millisecond),
 		TaskBytes: len(p.Task), Attachments: len(p.Attachments)}
 	if s.current != nil {
@@ -45,7 +48,7 @@ func (m *Manager) Prompt(ctx context.Context, p api.SessionPromptParams, from Se
 		if err != nil {
 			return api.SessionPromptResult{}, err
 		}
-		if _, err := m.deps.Planner.Check(full, p.Task, p.Attachments, plan.Continue{}); err != nil {
+		if _, err := m.deps.Planner.Check(full, p.Task, p.Attachments, s.cont(plan.Continue{})); err != nil {
 			return api.SessionPromptResult{}, err
 		}
 		s.row.Turns++
@@ -128,6 +131,9 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 	}
 	req.Asker, req.Conn = q.sender.Asker, q.sender.Conn
 	req.Exec = m.execFor(s, t.Spawn, warmOnly)
+	if s.iso != nil {
+		req.Exec = m.committing(s, s.iso.Worktree, q.Turn, q.task, req.Exec)
+	}
 	run, err := m.deps.Runs.Start(context.WithoutCancel(ctx), req)
 	if err != nil {
 		var refused *runs.RefusedError
@@ -168,11 +174,11 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (t plan.Turn, chosen string, warmOnly bool, err error) {
 	var fe *spawn.FieldError
 	if s.row.AgentSessionID != "" {
-		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
+		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, s.cont(plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported}))
 		if errors.As(err, &fe) && fe.Field == "resume" && m.warm.holds(s) {
 			// The plan is the cold fallback's, which this turn never
 			// takes: a new process would start a new conversation.
-			t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{})
+			t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, s.cont(plan.Continue{}))
 			return t, "", err == nil, err
 		}
 		return t, "", false, err
@@ -180,13 +186,13 @@ func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (
 	if m.canWarm(s.row.Adapter) {
 		// A warm agent's CLI names its own session and reports it (over
 		// ACP, session/new takes no id), and the turn's result carries it.
-		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{})
+		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, s.cont(plan.Continue{}))
 		return t, "", false, err
 	}
 	id := uuid.NewString()
-	t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{SessionID: id})
+	t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, s.cont(plan.Continue{SessionID: id}))
 	if errors.As(err, &fe) && fe.Field == "session_id" {
-		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, plan.Continue{})
+		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, s.cont(plan.Continue{}))
 		return t, "", false, err
 	}
 	return t, id, false, err

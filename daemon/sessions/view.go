@@ -87,6 +87,7 @@ func (m *Manager) viewLocked(s *session) api.Session {
 		v.Warm, v.Pid = true, pid
 	}
 	v.TotalCostUSD, v.Usage = s.spentUSD, s.usage
+	v.Worktree = s.iso.view()
 	return v
 }
 
@@ -105,6 +106,7 @@ func viewOf(row store.Session) api.Session {
 // its turns.
 func (m *Manager) viewOfRow(ctx context.Context, row store.Session) (api.Session, error) {
 	v := viewOf(row)
+	v.Worktree = m.readIsolation(row).view()
 	turns, err := m.st.SessionRuns(ctx, row.ID)
 	if err != nil {
 		return api.Session{}, err

@@ -128,7 +128,7 @@ func (m *Manager) onlyWarmHoldsLocked(s *session) bool {
 	if err != nil {
 		return false
 	}
-	_, err = m.deps.Planner.Check(p, "", nil, plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported})
+	_, err = m.deps.Planner.Check(p, "", nil, s.cont(plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported}))
 	var fe *spawn.FieldError
 	return errors.As(err, &fe) && fe.Field == "resume"
 }
@@ -166,7 +166,7 @@ func (m *Manager) warmAtStart(s *session, p api.SessionStartParams) {
 	if !m.canWarm(s.row.Adapter) {
 		return
 	}
-	t, err := m.deps.Planner.SessionTurn(p, "(the session's warm start: no prompt yet)", nil, plan.Continue{Resume: s.row.AgentSessionID})
+	t, err := m.deps.Planner.SessionTurn(p, "(the session's warm start: no prompt yet)", nil, s.cont(plan.Continue{Resume: s.row.AgentSessionID}))
 	if err != nil {
 		m.log.Warn("could not plan a session's warm start", zap.String("session_id", s.row.ID), zap.Error(err))
 		return

@@ -36,6 +36,9 @@ const (
 	// theirs in a file card names (Pi), one file per session, private as
 	// the home is.
 	AgentSessionsDirName = "agent-sessions"
+	// WorktreesDirName holds isolated sessions' git worktrees, one
+	// directory per session, private (0700).
+	WorktreesDirName = "worktrees"
 )
 
 // tokenBytes is the token's entropy: 256 bits, as the design requires.

@@ -127,6 +127,10 @@ export interface ErrorData {
   adapter_gone: { field: 'session_id'; session_id: string; adapter: string; reason: string; run_id?: string };
   not_session_owner: { field: 'session_id'; session_id: string; method: string; origin: string };
   too_many_sessions: { open: number; max: number; config_key: string };
+  /** sessions.apply refused: the checkout (repo) is unchanged; each file with git's reason. */
+  apply_conflict: { repo: string; files: { path: string; reason: string }[] };
+  session_busy: { session_id: string; method: string; run_id?: string; queued: number };
+  worktree_gone: { session_id: string; reason: string };
 }
 // Every name the daemon's schema has must be in the table above.
 type Missing = Exclude<ErrorName, keyof ErrorData>;

@@ -287,6 +287,32 @@ export interface AgentEventSessionConfigured extends AgentEventBase {
 }
 
 /**
+ * An AgentEvent of kind changes.
+ */
+export interface AgentEventChanges extends AgentEventBase {
+  kind: "changes";
+  /**
+   * On changes (an isolated run's or turn's end, just before its terminal event): what it changed
+   * in its worktree: turn, commit (absent when nothing changed), files (path, status, added,
+   * deleted, binary), added and deleted lines, and error when card could not commit them.
+   */
+  changes?: TurnChanges;
+}
+
+/**
+ * An AgentEvent of kind rewound.
+ */
+export interface AgentEventRewound extends AgentEventBase {
+  kind: "rewound";
+  /**
+   * On rewound (an isolated session's stream, between turns): sessions.rewind put the worktree
+   * back to the state after turn (0: its base), at commit; dropped_turns are the turns whose
+   * changes are gone.
+   */
+  rewound?: SessionRewound;
+}
+
+/**
  * An AgentEvent of kind done.
  */
 export interface AgentEventDone extends AgentEventBase {
@@ -343,11 +369,13 @@ export type AgentEvent =
   | AgentEventApprovalDecided
   | AgentEventPromptQueued
   | AgentEventSessionConfigured
+  | AgentEventChanges
+  | AgentEventRewound
   | AgentEventDone
   | AgentEventError;
 
 /** The kinds of AgentEvent, in the daemon's order. */
-export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "rate_limit", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "session_configured", "done", "error"] as const;
+export const agentEventKinds = ["session", "text", "thinking", "tool_use", "tool_result", "retry", "usage", "warning", "stalled", "rate_limit", "other", "agent_error", "approval_requested", "approval_decided", "prompt_queued", "session_configured", "changes", "rewound", "done", "error"] as const;
 export type AgentEventKind = (typeof agentEventKinds)[number];
 
 export interface Approval {
@@ -616,6 +644,14 @@ export interface ExternalInvokeResult {
   usage: Usage;
 }
 
+export interface FileChange {
+  added: number;
+  binary?: boolean;
+  deleted: number;
+  path: string;
+  status: string;
+}
+
 export interface GetParams {
   run_id: string;
 }
@@ -657,8 +693,10 @@ export interface InvokeAccepted {
   accepted: boolean;
   adapter: string;
   ancestry: string[];
+  card_session_id?: string;
   dropped_attachments?: DroppedAttachment[];
   run_id: string;
+  worktree?: SessionWorktree;
 }
 
 export interface InvokeParams {
@@ -666,11 +704,13 @@ export interface InvokeParams {
   allowed_tools?: string[];
   approval_timeout_secs?: number;
   attachments?: Attachment[];
+  base?: string;
   cwd?: string;
   discard_session?: boolean;
   effort?: string;
   id: string;
   invoked_by?: string;
+  isolation?: string;
   max_api_retries?: number;
   max_cost_usd?: number;
   max_tokens?: number;
@@ -694,6 +734,7 @@ export interface InvokeResult {
   adapter: string;
   ancestry: string[];
   answer: string;
+  card_session_id?: string;
   dropped_attachments?: DroppedAttachment[];
   duration_ms: number;
   error?: RunError;
@@ -705,6 +746,7 @@ export interface InvokeResult {
   total_cost_usd?: number;
   turns: number;
   usage: Usage;
+  worktree?: SessionWorktree;
 }
 
 export interface ListParams {
@@ -988,6 +1030,17 @@ export interface Session {
   updated_at: string;
   usage: Usage;
   warm: boolean;
+  worktree?: SessionWorktree;
+}
+
+export interface SessionApplyResult {
+  added: number;
+  deleted: number;
+  files: FileChange[];
+  from: string;
+  repo: string;
+  session_id: string;
+  to: string;
 }
 
 export interface SessionAuthParams {
@@ -1040,6 +1093,31 @@ export interface SessionConfigured {
   permission_mode: string;
 }
 
+export interface SessionDiff {
+  added: number;
+  deleted: number;
+  files: FileChange[];
+  from: string;
+  max_bytes: number;
+  patch: string;
+  session_id: string;
+  to: string;
+  truncated: boolean;
+  turn: number;
+  turns: WorktreeTurn[];
+}
+
+export interface SessionDiffParams {
+  max_bytes?: number;
+  session_id: string;
+  turn?: number;
+}
+
+export interface SessionDiscardResult {
+  closed: boolean;
+  session: Session;
+}
+
 export interface SessionEvent {
   event: AgentEvent;
   seq: number;
@@ -1081,14 +1159,35 @@ export interface SessionReleaseResult {
   warm_agent?: string;
 }
 
+export interface SessionRewindParams {
+  session_id: string;
+  turn: number;
+}
+
+export interface SessionRewindResult {
+  commit: string;
+  dropped_turns: number[];
+  session_id: string;
+  turn: number;
+  turns: WorktreeTurn[];
+}
+
+export interface SessionRewound {
+  commit: string;
+  dropped_turns: number[];
+  turn: number;
+}
+
 export interface SessionStartParams {
   acknowledge_unenforced_read_only?: boolean;
   allowed_tools?: string[];
   approval_timeout_secs?: number;
+  base?: string;
   cwd?: string;
   effort?: string;
   id: string;
   invoked_by?: string;
+  isolation?: string;
   max_api_retries?: number;
   max_cost_usd?: number;
   max_tokens?: number;
@@ -1128,6 +1227,17 @@ export interface SessionSubscribeResult {
   next_seq: number;
   session_id: string;
   state: SessionState;
+}
+
+export interface SessionWorktree {
+  base: string;
+  base_ref: string;
+  branch: string;
+  dir: string;
+  discarded_at?: string;
+  path: string;
+  repo: string;
+  uncommitted: Uncommitted;
 }
 
 export interface SlashCommand {
@@ -1184,6 +1294,22 @@ export interface ToolCall {
   name: string;
 }
 
+export interface TurnChanges {
+  added: number;
+  commit?: string;
+  deleted: number;
+  error?: string;
+  files: FileChange[];
+  turn: number;
+}
+
+export interface Uncommitted {
+  any: boolean;
+  paths: string[];
+  tracked: number;
+  untracked: number;
+}
+
 export interface Usage {
   cached_input_tokens: number;
   input_tokens: number;
@@ -1216,6 +1342,12 @@ export interface UsageSummary {
   timezone: string;
   to: string;
   totals: UsageRow;
+}
+
+export interface WorktreeTurn {
+  commit: string;
+  time: string;
+  turn: number;
 }
 
 export interface WriteBytesParams {
@@ -1494,6 +1626,17 @@ export interface AgentsInvokeParams {
    * run without them).
    */
   require_attachments?: boolean;
+  /**
+   * "worktree": run the agent in a git worktree of the cwd's repository, made for this run on a
+   * branch of its own, instead of in the checkout; its changes become one commit, reviewable by
+   * the answer's card_session_id. The cwd must be in a git repository.
+   */
+  isolation?: string;
+  /**
+   * With isolation: the commit the worktree starts from, a branch, tag or commit of the repository
+   * (default HEAD).
+   */
+  base?: string;
 }
 
 /**
@@ -1790,6 +1933,21 @@ export interface ServerHandshakeParams {
 export type ServerHandshakeResult = HandshakeResult;
 
 /**
+ * Params of sessions.apply.
+ */
+export interface SessionsApplyParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+}
+
+/**
+ * Result of sessions.apply.
+ */
+export type SessionsApplyResult = SessionApplyResult;
+
+/**
  * Params of sessions.cancel.
  */
 export interface SessionsCancelParams {
@@ -1858,6 +2016,45 @@ export interface SessionsConfigureParams {
  * Result of sessions.configure.
  */
 export type SessionsConfigureResult = SessionConfigureResult;
+
+/**
+ * Params of sessions.diff.
+ */
+export interface SessionsDiffParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * One turn's changes (from 1); 0 or absent: the whole session's, from its base to its last turn.
+   */
+  turn?: number;
+  /**
+   * Cut the patch at this many bytes, after the last whole file that fits: 1 to 67108864, default
+   * 1048576. The file list is always whole.
+   */
+  max_bytes?: number;
+}
+
+/**
+ * Result of sessions.diff.
+ */
+export type SessionsDiffResult = SessionDiff;
+
+/**
+ * Params of sessions.discard.
+ */
+export interface SessionsDiscardParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+}
+
+/**
+ * Result of sessions.discard.
+ */
+export type SessionsDiscardResult = SessionDiscardResult;
 
 /**
  * Params of sessions.get.
@@ -1939,6 +2136,26 @@ export interface SessionsReleaseParams {
  * Result of sessions.release.
  */
 export type SessionsReleaseResult = SessionReleaseResult;
+
+/**
+ * Params of sessions.rewind.
+ */
+export interface SessionsRewindParams {
+  /**
+   * The session, as sessions.start or sessions.list named it (card's id, not the CLI's own).
+   */
+  session_id: string;
+  /**
+   * The turn whose state the worktree goes back to; 0: the state the session started from.
+   * Required.
+   */
+  turn: number;
+}
+
+/**
+ * Result of sessions.rewind.
+ */
+export type SessionsRewindResult = SessionRewindResult;
 
 /**
  * Params of sessions.start.
@@ -2045,6 +2262,18 @@ export interface SessionsStartParams {
    * does not wait for the CLI's start-up.
    */
   warm?: boolean;
+  /**
+   * "worktree": run every turn in a git worktree of the cwd's repository, on a branch of the
+   * session's own, so the user's checkout is never written; each turn that changes something
+   * becomes a commit to review (sessions.diff) and bring in (sessions.apply). The cwd must be in a
+   * git repository.
+   */
+  isolation?: string;
+  /**
+   * With isolation: the commit the worktree starts from, a branch, tag or commit of the repository
+   * (default HEAD).
+   */
+  base?: string;
 }
 
 /**
@@ -2340,13 +2569,17 @@ export interface Methods {
   "runs.subscribe": { params: RunsSubscribeParams; result: RunsSubscribeResult; access: "read"; errors: "run_not_found" | "too_many_subscriptions" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "server.handshake": { params: ServerHandshakeParams; result: ServerHandshakeResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "session.auth": { params: SessionAuthParams; result: SessionAuthResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.apply": { params: SessionsApplyParams; result: SessionsApplyResult; access: "write"; errors: "session_not_found" | "not_session_owner" | "apply_conflict" | "worktree_gone" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.cancel": { params: SessionsCancelParams; result: SessionsCancelResult; access: "agents"; errors: "session_not_found" | "session_closed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.close": { params: SessionsCloseParams; result: SessionsCloseResult; access: "agents"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.configure": { params: SessionsConfigureParams; result: SessionsConfigureResult; access: "agents"; errors: "session_not_found" | "session_closed" | "bypass_not_allowed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.diff": { params: SessionsDiffParams; result: SessionsDiffResult; access: "read"; errors: "session_not_found" | "worktree_gone" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.discard": { params: SessionsDiscardParams; result: SessionsDiscardResult; access: "write"; errors: "session_not_found" | "not_session_owner" | "session_busy" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.get": { params: SessionsGetParams; result: SessionsGetResult; access: "read"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.list": { params: SessionsListParams; result: SessionsListResult; access: "read"; errors: "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.prompt": { params: SessionsPromptParams; result: SessionsPromptResult; access: "agents"; errors: "session_not_found" | "session_closed" | "session_queue_full" | "adapter_gone" | "guard_refused" | "agent_unusable" | "too_many_runs" | "budget_exceeded" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
   "sessions.release": { params: SessionsReleaseParams; result: SessionsReleaseResult; access: "agents"; errors: "session_not_found" | "session_closed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.rewind": { params: SessionsRewindParams; result: SessionsRewindResult; access: "write"; errors: "session_not_found" | "not_session_owner" | "session_busy" | "worktree_gone" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.start": { params: SessionsStartParams; result: SessionsStartResult; access: "agents"; errors: "guard_refused" | "bypass_not_allowed" | "agent_not_installed" | "agent_unusable" | "shutting_down" | "invalid_params" | "internal_error" | "too_many_requests" | "request_cancelled" | "access_denied" };
   "sessions.steer": { params: SessionsSteerParams; result: SessionsSteerResult; access: "agents"; errors: "session_not_found" | "session_closed" | "steer_unsupported" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.subscribe": { params: SessionsSubscribeParams; result: SessionsSubscribeResult; access: "read"; errors: "session_not_found" | "too_many_subscriptions" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
@@ -2385,13 +2618,17 @@ export const methodAccess: { readonly [M in MethodName]: Methods[M]['access'] } 
   "runs.subscribe": "read",
   "server.handshake": "read",
   "session.auth": "read",
+  "sessions.apply": "write",
   "sessions.cancel": "agents",
   "sessions.close": "agents",
   "sessions.configure": "agents",
+  "sessions.diff": "read",
+  "sessions.discard": "write",
   "sessions.get": "read",
   "sessions.list": "read",
   "sessions.prompt": "agents",
   "sessions.release": "agents",
+  "sessions.rewind": "write",
   "sessions.start": "agents",
   "sessions.steer": "agents",
   "sessions.subscribe": "read",
@@ -2536,6 +2773,13 @@ export abstract class MethodsBase {
     return this.call("session.auth", params, opts);
   }
   /**
+   * Bring an isolated session's changes into the user's checkout as uncommitted changes, all or
+   * nothing.
+   */
+  sessionsApply(params: SessionsApplyParams, opts?: CallOptions): Promise<SessionsApplyResult> {
+    return this.call("sessions.apply", params, opts);
+  }
+  /**
    * End the session's running turn (its run ends cancelled); with clear_queue, drop the queued
    * prompts too.
    */
@@ -2555,6 +2799,20 @@ export abstract class MethodsBase {
    */
   sessionsConfigure(params: SessionsConfigureParams, opts?: CallOptions): Promise<SessionsConfigureResult> {
     return this.call("sessions.configure", params, opts);
+  }
+  /**
+   * An isolated session's changes as a unified diff: the whole session's (base to its last turn),
+   * or one turn's, with per-file stats.
+   */
+  sessionsDiff(params: SessionsDiffParams, opts?: CallOptions): Promise<SessionsDiffResult> {
+    return this.call("sessions.diff", params, opts);
+  }
+  /**
+   * Remove an isolated session's worktree and its branch, with every turn's commit; an open
+   * session is closed.
+   */
+  sessionsDiscard(params: SessionsDiscardParams, opts?: CallOptions): Promise<SessionsDiscardResult> {
+    return this.call("sessions.discard", params, opts);
   }
   /**
    * One session: its state (idle, running, waiting_approval, closed), turns, queue, the CLI's
@@ -2583,6 +2841,13 @@ export abstract class MethodsBase {
    */
   sessionsRelease(params: SessionsReleaseParams, opts?: CallOptions): Promise<SessionsReleaseResult> {
     return this.call("sessions.release", params, opts);
+  }
+  /**
+   * Put an isolated session's worktree back to the state after a turn (0: the state it started
+   * from); the conversation goes on.
+   */
+  sessionsRewind(params: SessionsRewindParams, opts?: CallOptions): Promise<SessionsRewindResult> {
+    return this.call("sessions.rewind", params, opts);
   }
   /**
    * Start a conversation with an adapter: what holds for every turn (cwd, mode, model, caps, …);
@@ -2851,6 +3116,21 @@ export const errorCodes = {
    * key, the bound and how many are open. Close one with sessions.close.
    */
   too_many_sessions: -32052,
+  /**
+   * sessions.apply: the session's changes conflict with the user's checkout, which is unchanged;
+   * data.files lists each file with git's reason, data.repo the checkout.
+   */
+  apply_conflict: -32053,
+  /**
+   * sessions.rewind or sessions.discard while a turn of the session runs or prompts wait; data
+   * names the run and how many are queued. End them with sessions.cancel first.
+   */
+  session_busy: -32054,
+  /**
+   * The isolated session's worktree is gone: discarded, pruned by age ([sessions]
+   * worktree_max_age_days), or removed by hand; data.reason says which.
+   */
+  worktree_gone: -32055,
   /**
    * The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not
    * structured, a member given twice, a binary frame, an empty or oversized batch).

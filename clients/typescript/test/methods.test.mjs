@@ -2,7 +2,8 @@
 // against a live daemon, and the answer checked; the test fails when the
 // daemon has a method this table does not call.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect, isCardError, methodAccess } from '@card-dev/client';
@@ -116,6 +117,37 @@ const calls = {
   'sessions.close': async (c, x) => {
     assert.equal((await c.sessionsClose({ session_id: x.session })).state, 'closed');
     await assert.rejects(c.sessionsPrompt({ session_id: x.session, task: 'x' }), (e) => isCardError(e, 'session_closed') && e.data.session_id === x.session);
+  },
+  'sessions.diff': async (c, x) => {
+    x.repo = join(x.work, 'repo');
+    mkdirSync(x.repo);
+    const git = (...args) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', '-c', 'core.hooksPath=/dev/null', ...args], { cwd: x.repo,
+      env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' } });
+    git('init', '-q');
+    writeFileSync(join(x.repo, 'README.md'), '# repo\n');
+    git('add', '.');
+    git('commit', '-q', '-m', 'first');
+    const s = await c.sessionsStart({ id: 'claude-code', cwd: x.repo, permission_mode: 'edit', isolation: 'worktree' });
+    assert.equal(s.worktree?.branch, `card/${s.session_id}`);
+    x.isolated = s.session_id;
+    await c.sessionsPrompt({ session_id: x.isolated, task: 'WRITE hello.txt Hello from the worktree.' });
+    for (let i = 0; i < 200 && (await c.sessionsGet({ session_id: x.isolated })).state !== 'idle'; i++) await new Promise((r) => setTimeout(r, 25));
+    const d = await c.sessionsDiff({ session_id: x.isolated });
+    assert.deepEqual(d.files.map((f) => f.path), ['hello.txt']);
+    assert.match(d.patch, /\+Hello from the worktree\./);
+    assert.equal(existsSync(join(x.repo, 'hello.txt')), false, 'the checkout is not written');
+  },
+  'sessions.apply': async (c, x) => {
+    const a = await c.sessionsApply({ session_id: x.isolated });
+    assert.deepEqual(a.files.map((f) => f.path), ['hello.txt']);
+    assert.equal(readFileSync(join(x.repo, 'hello.txt'), 'utf8'), 'Hello from the worktree.\n');
+    await assert.rejects(c.sessionsApply({ session_id: x.isolated }),
+      (e) => isCardError(e, 'apply_conflict') && e.data.files?.[0]?.path === 'hello.txt', 'applying twice conflicts');
+  },
+  'sessions.rewind': async (c, x) => { assert.deepEqual((await c.sessionsRewind({ session_id: x.isolated, turn: 0 })).dropped_turns, [1]); },
+  'sessions.discard': async (c, x) => {
+    assert.equal((await c.sessionsDiscard({ session_id: x.isolated })).closed, true);
+    await assert.rejects(c.sessionsDiff({ session_id: x.isolated }), (e) => isCardError(e, 'worktree_gone') && e.data.session_id === x.isolated);
   },
 };
 
