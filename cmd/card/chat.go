@@ -17,7 +17,7 @@ import (
 
 var chatDoc = doc{
 	name:  "chat",
-	usage: "chat ID [--cwd DIR] [--mode MODE] [--model M] [--warm] [flags]",
+	usage: "chat ID [--cwd DIR] [--mode MODE] [--model M] [--warm] [--worktree] [flags]",
 	about: `Holds a conversation with agent ID through the daemon: each line you type is one turn of one
 session, and each turn continues the same conversation (the agent remembers the turns before it).
 The answer streams to stdout; status and tool calls go to stderr. A line typed while the agent
@@ -25,11 +25,15 @@ is still answering is queued and runs next. In --mode ask the agent's questions 
 answer y (allow), a (allow this tool for the rest of the session) or n (deny). Ctrl-C cancels the
 running turn (a second Ctrl-C, or one while no turn runs, ends the chat); end of input (Ctrl-D)
 waits for the turns still to come and closes the session. The session and its turns are recorded:
-card runs lists the turns. An agent whose sign-in check says it is signed out is refused before
-the session starts (as card health ID would say); --skip-health-check starts it anyway.`,
+card runs lists the turns. With --worktree the agent works in a git worktree of the cwd's
+repository, never in your checkout; each turn that changes something is a commit, reviewed after
+(or during) the chat with card diff, card apply, card rewind and card discard. An agent whose
+sign-in check says it is signed out is refused before the session starts (as card health ID would
+say); --skip-health-check starts it anyway.`,
 	examples: []string{
 		`card chat claude-code --cwd ~/src/project`,
 		`card chat codex --mode edit --cwd ~/src/project`,
+		`card chat claude-code --mode edit --worktree  # review with card diff, then card apply`,
 		`printf 'remember 7\nwhat number?\n' | card chat gemini`,
 	},
 }
@@ -61,6 +65,7 @@ func (e env) chat(args []string) int {
 	mode := fs.String("mode", "", "permission `mode`: read_only, edit, ask or bypass (default read_only)")
 	model := fs.String("model", "", "the `model` the agent should use (default: the agent's own)")
 	warm := fs.Bool("warm", false, "start the agent's process now, where the adapter keeps one across turns")
+	worktree := fs.Bool("worktree", false, "run the agent in a git worktree of the cwd's repository, not in your checkout")
 	skipHealth := fs.Bool("skip-health-check", false, "start the session even when the agent's sign-in check says it is signed out")
 	pos, code, done := e.parse(chatDoc, fs, args)
 	if done {
@@ -86,7 +91,11 @@ func (e env) chat(args []string) int {
 			return exitRefused
 		}
 	}
-	ch.s, err = ch.c.StartSession(ctx, api.SessionStartParams{ID: pos[0], Cwd: dir, PermissionMode: *mode, Model: *model, Warm: *warm})
+	sp := api.SessionStartParams{ID: pos[0], Cwd: dir, PermissionMode: *mode, Model: *model, Warm: *warm}
+	if *worktree {
+		sp.Isolation = api.IsolationWorktree
+	}
+	ch.s, err = ch.c.StartSession(ctx, sp)
 	if err != nil {
 		return e.fail("chat", err)
 	}
@@ -99,6 +108,9 @@ func (e env) chat(args []string) int {
 	// printed here is the one card runs and the API know the chat by.
 	ch.f.agentSessionIDs = false
 	ch.f.status("card: session %s with %s in %s (%s); type a prompt per line, Ctrl-D to end", ch.s.SessionID, ch.s.Adapter, ch.s.Cwd, ch.s.PermissionMode)
+	if wt := ch.s.Worktree; wt != nil {
+		chatWorktree(ch.f, ch.s.SessionID, wt)
+	}
 	return ch.loop(ctx, readLines(ctx, e))
 }
 
@@ -162,6 +174,10 @@ func (ch *chatSession) line(ctx context.Context, line string) {
 
 // event shows one event of the session; a turn's last one counts it done.
 func (ch *chatSession) event(ev api.SessionEvent) {
+	if ev.Event.Kind == api.EventChanges && ev.Event.Changes != nil {
+		chatChanges(ch.f, *ev.Event.Changes)
+		return
+	}
 	if !client.Terminal(ev.Event) {
 		ch.f.render(ev.Event)
 		return
@@ -197,6 +213,9 @@ func (ch *chatSession) close() int {
 		return exitFailure
 	}
 	ch.f.status("card: session %s closed", ch.s.SessionID)
+	if ch.s.Worktree != nil {
+		ch.f.status("card: its worktree stays: card diff %[1]s to review it, card apply %[1]s to bring it in, card discard %[1]s to drop it", ch.s.SessionID)
+	}
 	return ch.exitCode
 }
 
@@ -270,6 +289,31 @@ func absOrWorkingDir(dir string) (string, error) {
 		return os.Getwd()
 	}
 	return filepath.Abs(dir)
+}
+
+// chatWorktree says where an isolated chat's agent works.
+func chatWorktree(f *follower, id string, wt *api.SessionWorktree) {
+	f.status("card: the agent works in %s (branch %s), not in your checkout; card diff %s shows its changes", wt.Dir, wt.Branch, id)
+	if wt.Uncommitted.Any {
+		f.status("card: your checkout has uncommitted changes (%d tracked, %d untracked files); the worktree starts from %s without them",
+			wt.Uncommitted.Tracked, wt.Uncommitted.Untracked, wt.BaseRef)
+	}
+}
+
+// chatChanges says what a turn of an isolated chat changed.
+func chatChanges(f *follower, ch api.TurnChanges) {
+	switch {
+	case ch.Error != "":
+		f.status("card: turn %d's changes could not be committed: %s", ch.Turn, ch.Error)
+	case len(ch.Files) == 0:
+		f.status("card: turn %d changed no file", ch.Turn)
+	default:
+		names := make([]string, 0, len(ch.Files))
+		for _, file := range ch.Files {
+			names = append(names, file.Path)
+		}
+		f.status("card: turn %d changed %d files (+%d -%d): %s", ch.Turn, len(ch.Files), ch.Added, ch.Deleted, clipText(strings.Join(names, ", "), 200))
+	}
 }
 
 // chatAnswer reads a y/a/n line as a decision; anything else denies.

@@ -35,6 +35,10 @@ Commands:
   health    whether each agent is signed in and ready
   invoke    run an agent on a task and stream its answer
   chat      hold a conversation with an agent, one prompt per line
+  diff      what an isolated session (chat --worktree) changed, as a diff
+  apply     bring an isolated session's changes into its checkout, uncommitted
+  rewind    put an isolated session's worktree back to an earlier turn
+  discard   remove an isolated session's worktree and branch
   acp       be an ACP agent on stdio for an editor (Zed, JetBrains, Neovim, Emacs)
   runs      the run history; show, follow or prune runs
   usage     what the runs used per agent per day, and the budgets left
@@ -73,7 +77,7 @@ type env struct {
 var commands = map[string]func(env, []string) int{
 	"serve": env.serve, "info": env.info, "detect": env.detect, "health": env.health, "token": env.token,
 	"invoke": env.invoke, "chat": env.chat, "acp": env.acp, "runs": env.runs, "usage": env.usage, "service": env.service,
-	"version": env.version,
+	"version": env.version, "diff": env.diff, "apply": env.apply, "rewind": env.rewind, "discard": env.discard,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

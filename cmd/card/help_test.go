@@ -36,6 +36,10 @@ func TestEveryCommandsHelpExitsZeroAndReadsLikeHelp(t *testing.T) {
 		{[]string{"token"}, false},
 		{[]string{"token", "rotate"}, true},
 		{[]string{"version"}, false},
+		{[]string{"diff"}, true},
+		{[]string{"apply"}, true},
+		{[]string{"rewind"}, true},
+		{[]string{"discard"}, true},
 	}
 	singleDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)
 	for _, c := range cmds {
