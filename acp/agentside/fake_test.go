@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,10 @@ func (f *fakeBackend) StartSession(_ context.Context, p api.SessionStartParams) 
 	f.started = append(f.started, p)
 	s := api.Session{SessionID: fmt.Sprintf("ses_%d", f.n), Adapter: p.ID, State: api.SessionIdle, Cwd: p.Cwd,
 		PermissionMode: p.PermissionMode, Model: p.Model, Effort: p.Effort, NextSeq: 1, UpdatedAt: time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)}
+	if p.Isolation != "" {
+		s.Worktree = &api.SessionWorktree{Path: "/card/worktrees/" + s.SessionID + "/project", Dir: "/card/worktrees/" + s.SessionID + "/project",
+			Branch: "card/" + s.SessionID, Base: strings.Repeat("a", 40), BaseRef: "HEAD", Repo: p.Cwd, Uncommitted: api.Uncommitted{Paths: []string{}}}
+	}
 	f.sessions[s.SessionID] = &fakeSession{sess: s, tasks: map[string]string{}, waiting: map[string]chan string{}}
 	return s, nil
 }

@@ -110,6 +110,14 @@ func (st *session) mapEvent(e api.AgentEvent) []acp.SessionUpdate {
 			return nil
 		}
 		return []acp.SessionUpdate{{Kind: acp.UpdateNotice, Notice: &acp.Notice{Severity: sev, Title: title}}}
+	case api.EventChanges, api.EventRewound:
+		if !st.srv.notices() {
+			return nil
+		}
+		if n := worktreeNotice(e); n != nil {
+			return []acp.SessionUpdate{{Kind: acp.UpdateNotice, Notice: n}}
+		}
+		return nil
 	case api.EventDone, api.EventRunError:
 		// Calls still open when the turn ends never finished.
 		var out []acp.SessionUpdate
@@ -120,6 +128,33 @@ func (st *session) mapEvent(e api.AgentEvent) []acp.SessionUpdate {
 		st.open = nil
 		clear(st.toolName)
 		return out
+	}
+	return nil
+}
+
+// worktreeNotice tells an editor what an isolated session's turn changed in
+// the session's worktree, or that the worktree was rewound: ACP has no
+// update for either, and the files the editor shows are the checkout's,
+// which the agent does not write. The diff itself is card's sessions.diff.
+func worktreeNotice(e api.AgentEvent) *acp.Notice {
+	switch {
+	case e.Changes != nil:
+		c := e.Changes
+		if c.Error != "" {
+			return &acp.Notice{Severity: "warning", Title: fmt.Sprintf("card could not record turn %d's changes: %s", c.Turn, c.Error)}
+		}
+		if len(c.Files) == 0 {
+			return nil
+		}
+		names := make([]string, 0, len(c.Files))
+		for _, f := range c.Files {
+			names = append(names, f.Path)
+		}
+		desc := "In card's worktree, not in your checkout: " + strings.Join(names, ", ") + ". card diff and card apply review and bring them in."
+		return &acp.Notice{Severity: "info", Title: fmt.Sprintf("Turn %d changed %d files (+%d -%d)", c.Turn, len(c.Files), c.Added, c.Deleted),
+			Description: &desc}
+	case e.Rewound != nil:
+		return &acp.Notice{Severity: "info", Title: fmt.Sprintf("The worktree is back to turn %d; the agent still remembers the later turns", e.Rewound.Turn)}
 	}
 	return nil
 }

@@ -30,6 +30,11 @@ type SessionMeta struct {
 	// AfterSeq, on session/load, replays only the events after this seq
 	// (each session/update card sends carries its seq in _meta.card.seq).
 	AfterSeq int64 `json:"afterSeq,omitempty"`
+	// Isolation "worktree" runs the session's turns in a git worktree of
+	// the cwd's repository, from Base (default HEAD): sessions.start's
+	// isolation and base.
+	Isolation string `json:"isolation,omitempty"`
+	Base      string `json:"base,omitempty"`
 }
 
 func readMeta(raw acp.Meta) (SessionMeta, *acp.Error) {
@@ -290,7 +295,7 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 		}
 	}
 	sess, err := be.StartSession(ctx, api.SessionStartParams{ID: id, InvokedBy: s.cfg.InvokedBy, Cwd: p.Cwd, PermissionMode: mode, Model: meta.Model,
-		Effort: meta.Effort, MCPEndpoint: endpoint, Warm: meta.Warm})
+		Effort: meta.Effort, MCPEndpoint: endpoint, Warm: meta.Warm, Isolation: meta.Isolation, Base: meta.Base})
 	if err != nil {
 		return nil, s.startError(ctx, be, id, err)
 	}
@@ -299,7 +304,19 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
 		return nil, aerr
 	}
-	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
+	return acp.NewSessionResponse{SessionID: sess.SessionID, Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions(),
+		Meta: worktreeMeta(sess.Worktree)}, nil
+}
+
+// worktreeMeta is _meta.card of an isolated session's session/new: where
+// its agent works (an editor's open files are the checkout's, not these),
+// as sessions.start answers it; nil for a session that runs in its cwd.
+func worktreeMeta(wt *api.SessionWorktree) acp.Meta {
+	if wt == nil {
+		return nil
+	}
+	meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"worktree": wt}})
+	return meta
 }
 
 // defaultAdapter is the agent of a session whose editor named none, on a

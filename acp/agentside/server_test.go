@@ -317,6 +317,46 @@ func TestAWarningIsANoticeForAClientThatShowsThem(t *testing.T) {
 	assert.Equal(t, "warning", n[0].Notice.Severity)
 }
 
+// An editor asks for an isolated session in _meta.card; it learns where
+// the agent works, and each turn's changes as a notice, since the files it
+// shows are the checkout's.
+func TestAnIsolatedSessionIsAskedInMetaAndItsChangesAreNotices(t *testing.T) {
+	be := newFake()
+	be.script = func(*fakeSession, api.SessionPromptParams) []api.AgentEvent {
+		return []api.AgentEvent{{Event: api.Event{Kind: api.EventChanges}, Changes: &api.TurnChanges{Turn: 1, Commit: strings.Repeat("b", 40),
+			Files: []api.FileChange{{Path: "main.go", Status: "modified", Added: 2, Deleted: 1}}, Added: 2, Deleted: 1}}}
+	}
+	e := newEditor(t, Config{Adapter: "claude-code"}, be)
+	e.ok(acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: 1,
+		ClientCapabilities: acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &struct{}{}}}}, nil)
+	var r acp.NewSessionResponse
+	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work/project",
+		Meta: json.RawMessage(`{"card":{"permissionMode":"edit","isolation":"worktree","base":"main"}}`)}, &r)
+	require.Len(t, be.started, 1)
+	assert.Equal(t, api.IsolationWorktree, be.started[0].Isolation)
+	assert.Equal(t, "main", be.started[0].Base)
+	var said struct {
+		Card struct {
+			Worktree api.SessionWorktree `json:"worktree"`
+		} `json:"card"`
+	}
+	require.NoError(t, json.Unmarshal(r.Meta, &said))
+	assert.Equal(t, "card/"+r.SessionID, said.Card.Worktree.Branch)
+	assert.Equal(t, "/work/project", said.Card.Worktree.Repo)
+
+	prompt(e, r.SessionID, "fix it")
+	n := e.updatesOf(r.SessionID, acp.UpdateNotice)
+	require.Len(t, n, 1)
+	assert.Equal(t, "info", n[0].Notice.Severity)
+	assert.Equal(t, "Turn 1 changed 1 files (+2 -1)", n[0].Notice.Title)
+	require.NotNil(t, n[0].Notice.Description)
+	assert.Contains(t, *n[0].Notice.Description, "main.go")
+
+	var plain acp.NewSessionResponse
+	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work/project", Meta: meta("claude-code")}, &plain)
+	assert.Empty(t, plain.Meta, "a session in its cwd says nothing of a worktree")
+}
+
 func TestPromptContentBecomesTheTaskAndAttachments(t *testing.T) {
 	text := "package main"
 	png := acp.ImageBlock("image/png", []byte{0x89, 'P', 'N', 'G'})
