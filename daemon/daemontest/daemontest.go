@@ -277,14 +277,18 @@ cat %[3]q`, version, dir, fixture)
 
 // TeachWriting teaches the fake the task "WRITE name text": it writes text
 // (and a newline) to name in its cwd, as an agent's Write tool would, then
-// answers as it always does.
+// answers as it always does. The new script is renamed over the old one:
+// the daemon may be running the fake (its --version probe) at that
+// moment, and writing into an executing file fails with ETXTBSY.
 func (r Replay) TeachWriting(t testing.TB) {
 	t.Helper()
 	script, err := os.ReadFile(r.Path)
 	require.NoError(t, err)
 	body := strings.Replace(string(script), "*FAIL*)",
 		"*WRITE\\ *) rest=${task#*WRITE }; name=${rest%% *}; printf '%s\\n' \"${rest#* }\" > \"$name\";;\n*FAIL*)", 1)
-	require.NoError(t, os.WriteFile(r.Path, []byte(body), 0o755))
+	next := r.Path + ".next"
+	require.NoError(t, os.WriteFile(next, []byte(body), 0o755))
+	require.NoError(t, os.Rename(next, r.Path))
 }
 
 // Received is what the fake was given for run runID: its arguments and its
