@@ -116,12 +116,14 @@ const (
 	MaxInvokeTimeoutSecs = 3600
 )
 
-// InvokeParams are agents.invoke's (and agents.invoke_external's) params.
-type InvokeParams struct {
+// AgentSettings are what agents.invoke and sessions.start share: which
+// agent runs, where, in what mode and within what bounds. One type, so a
+// setting means the same in both and the planner judges it once; a
+// session's settings hold for every turn, TimeoutSecs, the stall limits
+// and the approval timeout for each turn, the caps for the whole session.
+type AgentSettings struct {
 	// ID is the adapter to run (claude-code, codex, gemini, ...).
 	ID string `json:"id"`
-	// Task is the prompt. It goes to the agent on stdin, never on argv.
-	Task string `json:"task"`
 	// InvokedBy is the calling host's own adapter id, when the host is
 	// itself an agent; the guard seeds the chain with it.
 	InvokedBy string `json:"invoked_by,omitempty"`
@@ -133,19 +135,12 @@ type InvokeParams struct {
 	PermissionMode string   `json:"permission_mode,omitempty"`
 	AllowedTools   []string `json:"allowed_tools,omitempty"`
 	Model          string   `json:"model,omitempty"`
-	MaxTurns       int      `json:"max_turns,omitempty"`
 	Effort         string   `json:"effort,omitempty"`
 	// SystemPrompt replaces the agent's own system prompt, or with
 	// SystemPromptAppend is added to it. It travels in a private file, never
 	// on argv.
 	SystemPrompt       string `json:"system_prompt,omitempty"`
 	SystemPromptAppend bool   `json:"system_prompt_append,omitempty"`
-	// SessionID asks for a new session with this UUID; Resume continues one;
-	// DiscardSession leaves no resumable session behind (where the agent
-	// can: the refusal names the adapters that cannot).
-	SessionID      string `json:"session_id,omitempty"`
-	Resume         string `json:"resume,omitempty"`
-	DiscardSession bool   `json:"discard_session,omitempty"`
 	// TimeoutSecs defaults to 300 (0 or absent); outside
 	// [MinInvokeTimeoutSecs, MaxInvokeTimeoutSecs] it is refused.
 	TimeoutSecs int `json:"timeout_secs,omitempty"`
@@ -173,9 +168,6 @@ type InvokeParams struct {
 	// refuses max_cost_usd.
 	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
 	MaxTokens  *int64   `json:"max_tokens,omitempty"`
-	// Stream answers at once with {run_id, accepted} and sends agents.event
-	// notifications; without it the answer is the finished run.
-	Stream bool `json:"stream,omitempty"`
 	// MCPEndpoint is CAR's mcp_endpoint: the URL of an MCP server
 	// (streamable HTTP) handed to the agent for this run, for the adapters
 	// whose CLI can take one (claude-code, codex, copilot); the others
@@ -191,18 +183,37 @@ type InvokeParams struct {
 	// not_enforced) in read_only mode: the caller has to know that "read
 	// only" is then only a request to the model.
 	AcknowledgeUnenforcedReadOnly bool `json:"acknowledge_unenforced_read_only,omitempty"`
-	// Attachments are images for the agent, each a path or data_b64 with
-	// mime_type: PNG, JPEG, GIF or WebP by their bytes, at most
-	// [attachments] max_count of them, each at most max_bytes.
-	Attachments []Attachment `json:"attachments,omitempty"`
 	// RequireAttachments refuses the request (-32602) rather than run an
 	// agent that takes no images without them.
 	RequireAttachments bool `json:"require_attachments,omitempty"`
 	// Isolation "worktree" runs the agent in a git worktree of the cwd's
-	// repository, made for this run from Base (default HEAD), and records
-	// it as a closed session of one turn to review.
+	// repository, on a branch of its own, from Base (a ref or commit;
+	// default HEAD), never in the checkout itself. An isolated
+	// agents.invoke is recorded as a closed session of one turn to review.
 	Isolation string `json:"isolation,omitempty"`
 	Base      string `json:"base,omitempty"`
+}
+
+// InvokeParams are agents.invoke's (and agents.invoke_external's) params:
+// the agent's settings and one task.
+type InvokeParams struct {
+	AgentSettings
+	// Task is the prompt. It goes to the agent on stdin, never on argv.
+	Task     string `json:"task"`
+	MaxTurns int    `json:"max_turns,omitempty"`
+	// SessionID asks for a new session with this UUID; Resume continues one;
+	// DiscardSession leaves no resumable session behind (where the agent
+	// can: the refusal names the adapters that cannot).
+	SessionID      string `json:"session_id,omitempty"`
+	Resume         string `json:"resume,omitempty"`
+	DiscardSession bool   `json:"discard_session,omitempty"`
+	// Stream answers at once with {run_id, accepted} and sends agents.event
+	// notifications; without it the answer is the finished run.
+	Stream bool `json:"stream,omitempty"`
+	// Attachments are images for the agent, each a path or data_b64 with
+	// mime_type: PNG, JPEG, GIF or WebP by their bytes, at most
+	// [attachments] max_count of them, each at most max_bytes.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Timeout is the run's deadline, with the default applied (and the

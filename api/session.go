@@ -23,38 +23,13 @@ const (
 	SessionClosed SessionState = "closed"
 )
 
-// SessionStartParams are sessions.start's params: what holds for every
-// turn of the conversation. The fields mean what agents.invoke's of the
-// same name mean; TimeoutSecs, the stall limits and the approval timeout
-// apply to each turn, the caps to the whole session.
+// SessionStartParams are sessions.start's params: the agent's settings,
+// which hold for every turn of the conversation.
 type SessionStartParams struct {
-	ID                            string   `json:"id"`
-	InvokedBy                     string   `json:"invoked_by,omitempty"`
-	Cwd                           string   `json:"cwd,omitempty"`
-	PermissionMode                string   `json:"permission_mode,omitempty"`
-	AllowedTools                  []string `json:"allowed_tools,omitempty"`
-	Model                         string   `json:"model,omitempty"`
-	Effort                        string   `json:"effort,omitempty"`
-	SystemPrompt                  string   `json:"system_prompt,omitempty"`
-	SystemPromptAppend            bool     `json:"system_prompt_append,omitempty"`
-	MCPEndpoint                   string   `json:"mcp_endpoint,omitempty"`
-	ApprovalTimeoutSecs           int      `json:"approval_timeout_secs,omitempty"`
-	AcknowledgeUnenforcedReadOnly bool     `json:"acknowledge_unenforced_read_only,omitempty"`
-	RequireAttachments            bool     `json:"require_attachments,omitempty"`
-	TimeoutSecs                   int      `json:"timeout_secs,omitempty"`
-	MaxAPIRetries                 *int     `json:"max_api_retries,omitempty"`
-	StallSecs                     *int     `json:"stall_secs,omitempty"`
-	StallKillSecs                 *int     `json:"stall_kill_secs,omitempty"`
-	MaxCostUSD                    *float64 `json:"max_cost_usd,omitempty"`
-	MaxTokens                     *int64   `json:"max_tokens,omitempty"`
+	AgentSettings
 	// Warm starts the agent's process at once instead of at the first
 	// prompt, so the first turn does not wait for the CLI's start-up.
 	Warm bool `json:"warm,omitempty"`
-	// Isolation "worktree" runs every turn in a git worktree of the
-	// cwd's repository, on a branch of the session's own, from Base (a
-	// ref or commit; default HEAD).
-	Isolation string `json:"isolation,omitempty"`
-	Base      string `json:"base,omitempty"`
 }
 
 // SessionPromptParams are sessions.prompt's params: one turn.

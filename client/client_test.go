@@ -69,7 +69,7 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			return errors.Join(err, aerr)
 		}},
 		{"agents.invoke", func() error {
-			res, err := c.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: dir})
+			res, err := c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "say pong"})
 			assert.Equal(t, store.StatusSucceeded, res.Status)
 			runID = res.RunID
 			return err
@@ -159,7 +159,7 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 			return errors.Join(err, c.SubstratePTYKill(ctx, pid))
 		}},
 		{"sessions.start", func() error {
-			s, err := c.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: dir})
+			s, err := c.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}})
 			sessionID = s.SessionID
 			return err
 		}},
@@ -222,7 +222,7 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		}},
 		{"sessions.diff", func() error {
 			repo := daemontest.GitRepo(t, "typed")
-			s, err := c.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: repo, Isolation: api.IsolationWorktree})
+			s, err := c.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: repo, Isolation: api.IsolationWorktree}})
 			if err != nil {
 				return err
 			}
@@ -272,7 +272,7 @@ func TestStreamDeliversEveryEventOfItsRunInOrder(t *testing.T) {
 	defer cancel()
 	for i := 0; i < 10; i++ {
 		got := make(chan daemon.AgentEvent, 64)
-		acc, err := d.Client.Stream(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir()},
+		acc, err := d.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say pong"},
 			func(ev daemon.AgentEvent) { got <- ev })
 		require.NoError(t, err)
 		want := all.WaitEnd(t, acc.RunID, 30*time.Second)
@@ -293,7 +293,7 @@ func TestSubscribeReplaysOnlyTheEventsAfterTheSeqItIsGiven(t *testing.T) {
 	d := startDaemon(t, daemontest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir()})
+	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say pong"})
 	require.NoError(t, err)
 	got := daemontest.NewEvents()
 	sub, err := d.Dial(t, client.Options{}).Subscribe(ctx, res.RunID, 2, got.Add)
@@ -352,8 +352,10 @@ func TestOnApproveAnswersTheQuestionsOfAnAskModeRun(t *testing.T) {
 		}},
 	})
 	dir := t.TempDir()
-	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Cwd: dir, PermissionMode: "ask",
-		Task: `TOOL Bash {"command":"echo hi > f.txt"}`})
+	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir, PermissionMode: "ask"},
+		Task:          `TOOL Bash {"command":"echo hi > f.txt"}`,
+	})
 	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()

@@ -27,7 +27,7 @@ func ExampleClient_PromptSession() {
 	defer c.Close()
 
 	cwd, _ := os.Getwd()
-	s, err := c.StartSession(ctx, api.SessionStartParams{ID: "codex", Cwd: cwd})
+	s, err := c.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: cwd}})
 	if err != nil {
 		fmt.Println("error:", err)
 		return

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 )
@@ -56,7 +57,7 @@ func ExampleClient_Stream() {
 
 	cwd, _ := os.Getwd()
 	ended := make(chan daemon.AgentEvent, 1)
-	_, err = c.Stream(ctx, daemon.InvokeParams{ID: "claude-code", Task: "Say pong.", Cwd: cwd},
+	_, err = c.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Task: "Say pong."},
 		func(ev daemon.AgentEvent) {
 			switch {
 			case ev.Kind == "text":
@@ -105,8 +106,10 @@ func ExampleOptions_onApprove() {
 	defer c.Close()
 
 	cwd, _ := os.Getwd()
-	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", PermissionMode: "ask", Cwd: cwd,
-		Task: "Create notes.txt saying hi."})
+	res, err := c.Invoke(ctx, daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "ask", Cwd: cwd},
+		Task:          "Create notes.txt saying hi.",
+	})
 	if err != nil {
 		fmt.Println("error:", err)
 		return

@@ -103,8 +103,10 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 		{"", "write", true},
 	} {
 		for _, method := range []string{"agents.invoke", "agents.invoke_external"} {
-			p := daemon.InvokeParams{ID: agent.ClaudeCode, Task: shellTask(outside), Cwd: ad.cwd, PermissionMode: tc.mode,
-				AcknowledgeUnenforcedReadOnly: tc.ack}
+			p := daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: tc.mode, AcknowledgeUnenforcedReadOnly: tc.ack},
+				Task:          shellTask(outside),
+			}
 			var res daemon.InvokeResult
 			err := page.Call(ctx, method, p, &res)
 			re := rpcCode(t, err)
@@ -135,7 +137,7 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	assert.Len(t, after, len(before), "a refused invoke is not even a refused run")
 
 	// A read-only run of the same task: the agent is refused both tools.
-	res, err := page.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: shellTask(outside), Cwd: ad.cwd})
+	res, err := page.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd}, Task: shellTask(outside)})
 	require.NoError(t, err, "the page runs read-only agents")
 	assert.Contains(t, res.Answer, "Permission to use Bash has been denied")
 	_, err = page.ApprovalDecide(ctx, daemon.DecideParams{RunID: res.RunID, RequestID: "apr_1", Decision: "allow"})
@@ -149,7 +151,7 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	// never asked: nobody may answer, so the tool calls are denied.
 	var writerAsked atomic.Int32
 	nobody := pageClient(t, ad.Daemon, onlyWriteOrg, &writerAsked)
-	res, err = nobody.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: shellTask(outside), Cwd: ad.cwd, PermissionMode: "ask"})
+	res, err = nobody.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
 	require.NoError(t, err)
 	assert.Zero(t, writerAsked.Load(), "a connection without approve was asked")
 	rec := record(t, ad.Client, res.RunID)
@@ -160,12 +162,12 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	// The positive control: granted write and approve, the same run asks
 	// and what it allows runs.
 	writer := pageClient(t, ad.Daemon, writerOrigin, &writerAsked)
-	res, err = writer.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: shellTask(outside), Cwd: ad.cwd, PermissionMode: "ask"})
+	res, err = writer.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, writerAsked.Load())
 	assert.FileExists(t, filepath.Join(outside, "bash-ran"))
 	// bypass stays host: write does not reach it.
-	_, err = writer.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "hi", Cwd: ad.cwd, PermissionMode: "bypass"})
+	_, err = writer.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "bypass"}, Task: "hi"})
 	assert.Equal(t, "host", errData(t, rpcCode(t, err))["access"])
 }
 
@@ -315,7 +317,7 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 	sessionID := ""
 	editSession := func() string {
 		if sessionID == "" {
-			s, err := ad.Client.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "edit"})
+			s, err := ad.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "edit"}})
 			require.NoError(t, err)
 			sessionID = s.SessionID
 		}
@@ -399,9 +401,9 @@ func TestADenialForAStarterThatMayNotApproveSaysSoAndNotThatItsConnectionClosed(
 	outside := t.TempDir()
 	var asked atomic.Int32
 	page := pageClient(t, ad.Daemon, onlyWriteOrg, &asked)
-	res, err := page.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: shellTask(outside), Cwd: ad.cwd, PermissionMode: "ask"})
+	res, err := page.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
 	require.NoError(t, err)
-	s, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"})
+	s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}})
 	require.NoError(t, err)
 	turn, err := page.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: shellTask(outside)})
 	require.NoError(t, err)

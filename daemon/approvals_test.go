@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -102,7 +103,7 @@ func bashWrites(file string) string {
 
 // ask is an ask-mode run of task in the daemon's working directory.
 func (ad *askDaemon) ask(task string) daemon.InvokeParams {
-	return daemon.InvokeParams{ID: agent.ClaudeCode, Task: task, Cwd: ad.cwd, PermissionMode: "ask"}
+	return daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: task}
 }
 
 // startAsk streams p on a new client of a.
@@ -328,13 +329,13 @@ func TestAskModeIsCheckedLikeEditAndRefusedWhereTheAgentCannotAsk(t *testing.T) 
 		field string
 		has   string
 	}{
-		{"no cwd", daemon.InvokeParams{ID: "claude-code", Task: "x", PermissionMode: "ask"}, "cwd", "ask"},
-		{"a timeout outside ask", daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, "approval_timeout_secs", "only to permission_mode ask"},
+		{"no cwd", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "ask"}, Task: "x"}, "cwd", "ask"},
+		{"a timeout outside ask", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, Task: "x"}, "approval_timeout_secs", "only to permission_mode ask"},
 		{"a timeout out of range", withTimeout(ad.ask("x"), 4000), "approval_timeout_secs", "3600"},
-		{"gemini resumes nothing in ask", daemon.InvokeParams{ID: "gemini", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", Resume: "r1"}, "resume", "loses a session"},
-		{"droid takes no system prompt in ask", daemon.InvokeParams{ID: "droid", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", SystemPrompt: "be brief", SystemPromptAppend: true},
+		{"gemini resumes nothing in ask", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "gemini", Cwd: ad.cwd, PermissionMode: "ask"}, Task: "x", Resume: "r1"}, "resume", "loses a session"},
+		{"droid takes no system prompt in ask", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "droid", Cwd: ad.cwd, PermissionMode: "ask", SystemPrompt: "be brief", SystemPromptAppend: true}, Task: "x"},
 			"system_prompt", "in ask mode"},
-		{"pi names only tools ask mode offers", daemon.InvokeParams{ID: "pi", Task: "x", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, "allowed_tools", "ask mode"},
+		{"pi names only tools ask mode offers", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "pi", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, Task: "x"}, "allowed_tools", "ask mode"},
 	}
 	for _, tc := range cases {
 		_, err := c.Invoke(daemontest.Context(t), tc.p)
@@ -359,7 +360,7 @@ func TestDetectSaysWhichAdaptersCanAsk(t *testing.T) {
 	require.NotEmpty(t, list)
 	for _, a := range list {
 		require.NotNil(t, a.Capabilities.Ask, "%s: ask is always reported", a.ID)
-		_, err := ad.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: a.ID, Task: "x", Cwd: ad.cwd, PermissionMode: "ask", TimeoutSecs: 5})
+		_, err := ad.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: a.ID, Cwd: ad.cwd, PermissionMode: "ask", TimeoutSecs: 5}, Task: "x"})
 		refusedAsk := false
 		if err != nil {
 			re := rpcCode(t, err)

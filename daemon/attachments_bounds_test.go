@@ -55,7 +55,7 @@ func TestARefusedRequestNeverReadsItsAttachmentsAndAnAcceptedOneStreamsThem(t *t
 	rd := startRunsDaemon(t, "max_concurrent_runs = 1\nmax_inflight_per_connection = 16\n")
 	const n, size = 10, 2 << 20
 	atts := bigPNGs(t, n, size)
-	hold, err := rd.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: "codex", Task: "SLEEP", Cwd: rd.cwd}, nil)
+	hold, err := rd.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: rd.cwd}, Task: "SLEEP"}, nil)
 	require.NoError(t, err)
 
 	before := allocated()

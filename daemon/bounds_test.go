@@ -270,7 +270,7 @@ func TestATimeoutOrAListLimitOutsideItsDocumentedRangeIsRefusedNamingTheField(t 
 		assert.Equal(t, "timeout_secs", errData(t, re)["field"])
 		assert.Contains(t, re.Message, fmt.Sprintf("must be between 1 and 3600 seconds (or absent for the default of 300), not %d", secs))
 
-		_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd, TimeoutSecs: secs})
+		_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, TimeoutSecs: secs}})
 		re = rpcCode(t, err)
 		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "sessions.start timeout_secs %d: %s", secs, re.Message)
 		assert.Equal(t, "timeout_secs", errData(t, re)["field"])

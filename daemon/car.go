@@ -60,12 +60,13 @@ const CodeSessionInUse int64 = -32042
 // stays with the CAR layer.
 func invokeParamsOf(p *ExternalInvokeParams) InvokeParams {
 	return InvokeParams{
-		ID: p.ID, Task: p.Task, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode,
-		AllowedTools: p.AllowedTools, Model: p.Model, MaxTurns: p.MaxTurns, Effort: p.Effort,
-		SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend,
-		SessionID: p.AgentSessionID, Resume: p.Resume, DiscardSession: p.DiscardSession,
-		TimeoutSecs: carTimeoutSecs(p.TimeoutSecs), MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, Stream: p.Stream, MCPEndpoint: p.MCPEndpoint,
-		ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly,
+		AgentSettings:  api.AgentSettings{ID: p.ID, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode, AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend, TimeoutSecs: carTimeoutSecs(p.TimeoutSecs), MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly},
+		Task:           p.Task,
+		MaxTurns:       p.MaxTurns,
+		SessionID:      p.AgentSessionID,
+		Resume:         p.Resume,
+		DiscardSession: p.DiscardSession,
+		Stream:         p.Stream,
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
@@ -152,7 +153,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	invoke := func(ws *websocket.Conn, stream bool) func(ctx context.Context, task string) (string, error) {
 		return func(ctx context.Context, task string) (string, error) {
 			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id.Add(1), "method": "agents.invoke",
-				"params": daemon.InvokeParams{ID: agent.ClaudeCode, Task: task, Cwd: cwd, Stream: stream}})
+				"params": daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd}, Task: task, Stream: stream}})
 			if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
 				return "", err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -110,7 +111,7 @@ func (rd *runsDaemon) bigTask(t testing.TB, n, size int) {
 
 // params is a run of adapter id on task in the daemon's working directory.
 func (rd *runsDaemon) params(id, task string) daemon.InvokeParams {
-	return daemon.InvokeParams{ID: id, Task: task, Cwd: rd.cwd}
+	return daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: rd.cwd}, Task: task}
 }
 
 // finished runs p to its end and returns the answer.

@@ -24,7 +24,7 @@ import (
 func startIsolated(t *testing.T, c *client.Client, repo string) (api.Session, *sessionEvents) {
 	t.Helper()
 	ctx := daemontest.Context(t)
-	s, err := c.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, PermissionMode: "edit", Isolation: api.IsolationWorktree})
+	s, err := c.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit", Isolation: api.IsolationWorktree}})
 	require.NoError(t, err)
 	require.NotNil(t, s.Worktree)
 	evs := &sessionEvents{}
@@ -61,8 +61,9 @@ func TestAnIsolatedSessionLeavesTheCheckoutAsItWasAndEachTurnIsACommitToReview(t
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "notes.txt"), []byte("mine, uncommitted\n"), 0o644))
 	before, status := daemontest.Snapshot(t, repo), daemontest.Git(t, repo, "status", "--porcelain")
 
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: filepath.Join(repo, "src"), PermissionMode: "edit",
-		Isolation: api.IsolationWorktree})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{
+		AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: filepath.Join(repo, "src"), PermissionMode: "edit", Isolation: api.IsolationWorktree},
+	})
 	require.NoError(t, err)
 	wt := s.Worktree
 	require.NotNil(t, wt)
@@ -360,11 +361,11 @@ func TestIsolationRefusalsNameWhatWasRefused(t *testing.T) {
 		name, field string
 		params      api.SessionStartParams
 	}{
-		{"not a repository", "isolation", api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd, Isolation: "worktree"}},
-		{"an unknown isolation", "isolation", api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: "container"}},
-		{"a base that is no commit", "base", api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: "worktree", Base: "no-such-branch"}},
-		{"a base read as an option", "base", api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: "worktree", Base: "--all"}},
-		{"a base without isolation", "base", api.SessionStartParams{ID: "claude-code", Cwd: repo, Base: "main"}},
+		{"not a repository", "isolation", api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, Isolation: "worktree"}}},
+		{"an unknown isolation", "isolation", api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: "container"}}},
+		{"a base that is no commit", "base", api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: "worktree", Base: "no-such-branch"}}},
+		{"a base read as an option", "base", api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: "worktree", Base: "--all"}}},
+		{"a base without isolation", "base", api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Base: "main"}}},
 	} {
 		_, err := rd.Client.StartSession(ctx, c.params)
 		re := rpcCode(t, err)
@@ -375,16 +376,16 @@ func TestIsolationRefusalsNameWhatWasRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, wts, "a refused start leaves no worktree")
 	// Another session's worktree is card's, not a checkout to isolate.
-	other, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: "worktree"})
+	other, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: "worktree"}})
 	require.NoError(t, err)
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: other.Worktree.Dir, Isolation: "worktree"})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: other.Worktree.Dir, Isolation: "worktree"}})
 	re := rpcCode(t, err)
 	assert.Equal(t, "isolation", errData(t, re)["field"], "%s", re.Message)
 	_, err = rd.Client.DiscardSession(ctx, other.SessionID)
 	require.NoError(t, err)
 	assert.Empty(t, daemontest.Git(t, repo, "branch", "--list", "card/*"))
 
-	plain, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	plain, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo}})
 	require.NoError(t, err)
 	_, err = rd.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: plain.SessionID})
 	re = rpcCode(t, err)
@@ -393,7 +394,7 @@ func TestIsolationRefusalsNameWhatWasRefused(t *testing.T) {
 	_, err = rd.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: "ses_NOSUCH"})
 	assert.Equal(t, daemon.CodeSessionNotFound, rpcCode(t, err).Code)
 
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: "worktree", Base: "main"})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: "worktree", Base: "main"}})
 	require.NoError(t, err)
 	assert.Equal(t, "main", s.Worktree.BaseRef)
 	assert.False(t, s.Worktree.Uncommitted.Any)
@@ -435,8 +436,10 @@ func TestAnIsolatedInvokeIsACommitReviewableByItsSession(t *testing.T) {
 	ctx := daemontest.Context(t)
 	repo := daemontest.GitRepo(t, "oneshot")
 	before := daemontest.Snapshot(t, repo)
-	res, err := rd.Client.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "WRITE result.txt done", Cwd: repo, PermissionMode: "edit",
-		Isolation: api.IsolationWorktree})
+	res, err := rd.Client.Invoke(ctx, daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit", Isolation: api.IsolationWorktree},
+		Task:          "WRITE result.txt done",
+	})
 	require.NoError(t, err)
 	assert.Equal(t, api.StatusSucceeded, res.Status)
 	require.NotEmpty(t, res.CardSessionID)
@@ -481,7 +484,7 @@ func TestAnIsolatedInvokeIsACommitReviewableByItsSession(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, daemontest.Git(t, repo, "branch", "--list", "card/*"))
 
-	_, err = rd.Client.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: rd.cwd, Isolation: api.IsolationWorktree})
+	_, err = rd.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, Isolation: api.IsolationWorktree}, Task: "x"})
 	re := rpcCode(t, err)
 	assert.Equal(t, "isolation", errData(t, re)["field"], "outside a repository: %s", re.Message)
 }
@@ -499,7 +502,7 @@ func TestAPageMayDiffItsOwnSessionButApplyRewindAndDiscardNeedWriteAndOwnership(
 	writer := pageClient(t, rd.Daemon, writerOrigin, &asked)
 
 	// The default grants (read, agents) start a read-only isolated session.
-	s, err := page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree})
+	s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}})
 	require.NoError(t, err)
 	assert.Equal(t, appOrigin, s.Origin)
 	d, err := page.SessionDiff(ctx, api.SessionDiffParams{SessionID: s.SessionID})
@@ -519,7 +522,7 @@ func TestAPageMayDiffItsOwnSessionButApplyRewindAndDiscardNeedWriteAndOwnership(
 	}
 
 	// An origin granted write reviews its own session whole.
-	mine, err := writer.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, PermissionMode: "edit", Isolation: api.IsolationWorktree})
+	mine, err := writer.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit", Isolation: api.IsolationWorktree}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = writer.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: mine.SessionID}, evs.add)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -137,7 +138,7 @@ esac
 			}
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		_, err := d.Client.Stream(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "time me", Cwd: dir}, func(ev daemon.AgentEvent) {
+		_, err := d.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "time me"}, func(ev daemon.AgentEvent) {
 			now := time.Now()
 			if ev.Kind == spawn.EventText {
 				if _, at, ok := stamp(ev.Text); ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -34,7 +35,7 @@ func liveClaude(t *testing.T, capture, toml string) (*daemontest.Daemon, *daemon
 func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-401-retrying.jsonl", "")
 	start := time.Now()
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "LINGER", Cwd: t.TempDir()}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "LINGER"}, nil)
 	require.NoError(t, err)
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	took := time.Since(start)
@@ -63,7 +64,7 @@ func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 // a piece, and the pieces joined are the answer, once.
 func TestClaudesTextReachesTheClientAsPiecesThatJoinToTheAnswer(t *testing.T) {
 	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-partial-thinking-tool.jsonl", "")
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say hello", Cwd: t.TempDir()}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say hello"}, nil)
 	require.NoError(t, err)
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	last := got[len(got)-1]
@@ -91,14 +92,14 @@ func TestTheRetryBoundReachesTheAgentFromTheRequestOrCardToml(t *testing.T) {
 		retries *int
 		want    string
 	}{{nil, "5"}, {&one, "1"}} {
-		res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: cwd, MaxAPIRetries: c.retries})
+		res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, MaxAPIRetries: c.retries}, Task: "say pong"})
 		require.NoError(t, err)
 		require.Equal(t, store.StatusSucceeded, res.Status)
 		assert.Equal(t, c.want, fake.ChildEnv(t, res.RunID)["CLAUDE_CODE_MAX_RETRIES"])
 	}
 
 	for _, n := range []int{-1, 11} {
-		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: cwd, MaxAPIRetries: &n})
+		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, MaxAPIRetries: &n}, Task: "say pong"})
 		re := rpcCode(t, err)
 		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
 		assert.Equal(t, "max_api_retries", errData(t, re)["field"])
@@ -113,7 +114,7 @@ func TestTheRetryBoundReachesTheAgentFromTheRequestOrCardToml(t *testing.T) {
 // the request names none.
 func TestASilentAgentIsStalledThenEndedWithKindStalled(t *testing.T) {
 	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-partial.jsonl", "stall_secs = 1\nstall_kill_secs = 3\n")
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "LINGER", Cwd: t.TempDir()}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "LINGER"}, nil)
 	require.NoError(t, err)
 	var seen []string
 	deadline := time.Now().Add(10 * time.Second)
@@ -160,8 +161,10 @@ func TestWatchdogRequestFieldsThatMeanNothingAreRefusedNamingTheField(t *testing
 		// card.toml's kill of 600 s is not more than this request's warning.
 		{n(900), nil, "stall_kill_secs"},
 	} {
-		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir(),
-			StallSecs: c.stall, StallKillSecs: c.kill})
+		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{
+			AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir(), StallSecs: c.stall, StallKillSecs: c.kill},
+			Task:          "say pong",
+		})
 		re := rpcCode(t, err)
 		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
 		assert.Equal(t, c.field, errData(t, re)["field"])
@@ -172,8 +175,10 @@ func TestWatchdogRequestFieldsThatMeanNothingAreRefusedNamingTheField(t *testing
 	re := rpcCode(t, err)
 	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
 	assert.Equal(t, "stall_kill_secs", errData(t, re)["field"])
-	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: t.TempDir(),
-		StallSecs: n(900), StallKillSecs: n(0)})
+	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir(), StallSecs: n(900), StallKillSecs: n(0)},
+		Task:          "say pong",
+	})
 	require.NoError(t, err)
 	assert.Equal(t, store.StatusSucceeded, res.Status)
 }

@@ -83,7 +83,7 @@ cat %q`, fixture))
 			f.idle = procStatus(t, pid, "VmRSS")
 
 			hold := func() string {
-				acc, err := p.Client.Stream(ctx, daemon.InvokeParams{ID: "codex", Task: "SLEEP", Cwd: cwd, TimeoutSecs: 120}, nil)
+				acc, err := p.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: cwd, TimeoutSecs: 120}, Task: "SLEEP"}, nil)
 				require.NoError(t, err)
 				return acc.RunID
 			}
@@ -95,7 +95,7 @@ cat %q`, fixture))
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						_, err := p.Client.Invoke(ctx, daemon.InvokeParams{ID: id, Task: "look", Cwd: cwd, Attachments: atts, TimeoutSecs: 120})
+						_, err := p.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: cwd, TimeoutSecs: 120}, Task: "look", Attachments: atts})
 						mu.Lock()
 						defer mu.Unlock()
 						var re *rpc.Error

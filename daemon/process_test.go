@@ -85,7 +85,7 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 			Agents: pins, Environ: []string{"PATH=" + os.Getenv("PATH")}})
 	}
 	startSleeper := func(t *testing.T, c *client.Client) string {
-		acc, err := c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: "claude-code", Task: "SLEEP", Cwd: cwd}, nil)
+		acc, err := c.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Task: "SLEEP"}, nil)
 		require.NoError(t, err)
 		waitForProcesses(t, acc.RunID)
 		require.Len(t, processesOfRun(acc.RunID), 2, "the fake agent and its sleeping grandchild")
@@ -178,7 +178,7 @@ func TestADescriptorTheLauncherLeftOpenReachesNoAgent(t *testing.T) {
 	}
 	require.True(t, holds(p.Cmd.Process.Pid), "card serve was started with the leaked descriptor")
 
-	acc, err := p.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: "claude-code", Task: "SLEEP", Cwd: t.TempDir()}, nil)
+	acc, err := p.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}, Task: "SLEEP"}, nil)
 	require.NoError(t, err)
 	waitForProcesses(t, acc.RunID)
 	pids := processesOfRun(acc.RunID)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/detect"
@@ -84,7 +85,7 @@ func TestACLISkippedUnderAScratchDirIsNamedInTheReason(t *testing.T) {
 	for _, want := range []string{bin, "scratch", "CAR_CLAUDE_CODE_BIN=" + bin, "[adapters.claude-code]"} {
 		assert.Contains(t, h.Reason, want)
 	}
-	_, err = c.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "say pong"})
+	_, err = c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), bin, "the refusal names the skipped install too")
 }

@@ -23,7 +23,7 @@ func TestASessionSubscriberTooFarBehindIsCutOffNamingTheSessionAndWhereToGoOn(t 
 	rd := startRunsDaemon(t, "max_subscriber_queue_bytes = 65536\n")
 	rd.bigTask(t, 400, 16000) // 6.4 MB, 32 KB every 20 ms
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	// A first turn, so the session's seq and the big turn's run seq differ.
 	first, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "hello"})
@@ -67,7 +67,7 @@ func TestTheGoClientTakesUpACutOffSessionSubscriptionAgain(t *testing.T) {
 	rd := startRunsDaemon(t, "max_subscriber_queue_bytes = 65536\n")
 	rd.bigTask(t, 300, 16000)
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	c := rd.Dial(t, client.Options{})
 	turn, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "BIG"})

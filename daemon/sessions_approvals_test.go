@@ -20,7 +20,7 @@ func TestASessionsQuestionsGoToEverySubscriberAndAllowAlwaysHoldsAcrossTurns(t *
 	watcher := newAsker(answer("allow_always", ""))
 	prompter := ad.Dial(t, quiet.options())
 	follower := ad.Dial(t, watcher.options())
-	s, err := prompter.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"})
+	s, err := prompter.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = follower.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)

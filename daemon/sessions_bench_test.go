@@ -31,7 +31,7 @@ func TestSessionTurnOverheadAgainstTheSameRunThroughInvoke(t *testing.T) {
 	ctx := daemontest.Context(t)
 	ended := make(chan struct{}, 1)
 	c := rd.Dial(t, client.Options{})
-	s, err := c.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := c.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	_, err = c.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent) {
 		if client.Terminal(ev.Event) {

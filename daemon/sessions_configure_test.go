@@ -83,11 +83,11 @@ func TestAConfiguredModeModelAndEffortHoldFromTheNextTurnAndTheConversationGoesO
 func TestAConfigureTheSessionCouldNotHaveStartedWithIsRefusedNamingWhy(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
-	root, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: "/"})
+	root, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: "/"}})
 	require.NoError(t, err, "read_only may run at the root")
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
-	closed, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	closed, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	_, err = rd.Client.CloseSession(ctx, closed.SessionID)
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestAConfigureNeedsTheAccessClassStartingInTheNewModeNeeds(t *testing.T) {
 	var asked atomic.Int32
 	page := pageClient(t, ad.Daemon, appOrigin, &asked)
 	writer := pageClient(t, ad.Daemon, writerOrigin, &asked)
-	s, err := page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: ad.cwd})
+	s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: ad.cwd}})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		mode, need string
@@ -152,7 +152,7 @@ func TestAConfigureNeedsTheAccessClassStartingInTheNewModeNeeds(t *testing.T) {
 	assert.Equal(t, daemon.CodeNotSessionOwner, rpcCode(t, err).Code)
 	// On a session of its own, write does not reach bypass, and reaches
 	// edit.
-	own, err := writer.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: ad.cwd})
+	own, err := writer.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: ad.cwd}})
 	require.NoError(t, err)
 	_, err = writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: own.SessionID, PermissionMode: "bypass"})
 	assert.Equal(t, "host", errData(t, rpcCode(t, err))["access"], "write does not reach bypass")
@@ -182,7 +182,7 @@ func TestAConfiguredSessionKeepsItsSettingsAcrossARestart(t *testing.T) {
 	opts := daemontest.Options{Config: "login_shell_path = false\n", Agents: pins}
 	first := daemontest.Serve(t, bin, opts)
 	ctx := daemontest.Context(t)
-	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: t.TempDir()})
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}})
 	require.NoError(t, err)
 	_, err = first.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "edit", Model: "opus"})
 	require.NoError(t, err)
@@ -216,7 +216,7 @@ func TestAConfiguredSessionKeepsItsSettingsAcrossARestart(t *testing.T) {
 func TestAChangeAfterWhichTheConversationCouldNotGoOnIsRefused(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "gemini", Cwd: rd.cwd, PermissionMode: "edit"})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "gemini", Cwd: rd.cwd, PermissionMode: "edit"}})
 	require.NoError(t, err)
 	// Before any turn there is no conversation to strand.
 	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "ask"})

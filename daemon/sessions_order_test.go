@@ -126,7 +126,7 @@ func TestAGracefulStopRecordsARunningWarmTurnInterrupted(t *testing.T) {
 	opts := daemontest.Options{Home: home, Warm: true, Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": fake}}
 	first := daemontest.Start(t, opts)
 	ctx := daemontest.Context(t)
-	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd, Warm: true})
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Warm: true})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = first.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -177,7 +177,7 @@ func TestACancelDuringSetUpEndsTheRun(t *testing.T) {
 		cwd := t.TempDir()
 		ctx := daemontest.Context(t)
 		for round := range 6 {
-			s, err := d.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd})
+			s, err := d.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}})
 			require.NoError(t, err)
 			evs := &sessionEvents{}
 			_, err = d.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -209,7 +209,7 @@ func TestAFirstPromptRightAfterAWarmStartTakesItsTurnOverTheWarmAgent(t *testing
 	ctx := daemontest.Context(t)
 	cwd := t.TempDir()
 	for round := range 12 {
-		s, err := d.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd, Warm: true})
+		s, err := d.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Warm: true})
 		require.NoError(t, err)
 		evs := &sessionEvents{}
 		_, err = d.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)

@@ -28,12 +28,12 @@ func TestASessionBelongsToTheClientThatStartedIt(t *testing.T) {
 	var asked atomic.Int32
 	page := pageClient(t, rd.Daemon, appOrigin, &asked)
 	other := pageClient(t, rd.Daemon, writerOrigin, &asked)
-	mine, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	mine, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	require.NoError(t, err)
 	assert.Equal(t, appOrigin, mine.Origin, "the session names the origin that started it")
-	theirs, err := other.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	theirs, err := other.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	require.NoError(t, err)
-	native, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	native, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	require.NoError(t, err)
 	assert.Empty(t, native.Origin)
 
@@ -94,7 +94,7 @@ func TestAQueuedPromptIsJudgedAgainstItsSendersGrantsWhenItsTurnComes(t *testing
 	ctx := daemontest.Context(t)
 	var asked atomic.Int32
 	page := pageClient(t, rd.Daemon, appOrigin, &asked)
-	s, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -134,7 +134,7 @@ func TestStandingAnswersApplyOnlyToTurnsOfAConnectionThatMayApprove(t *testing.T
 	page := pageClient(t, ad.Daemon, onlyWriteOrg, &pageAsked)
 	user := newAsker(answer("allow_always", ""))
 	follower := ad.Dial(t, user.options())
-	s, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"})
+	s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = follower.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -165,35 +165,35 @@ func TestSessionsAreBoundedInNumberAndInTheirSystemPrompt(t *testing.T) {
 	other := pageClient(t, rd.Daemon, writerOrigin, &asked)
 	var pageIDs []string
 	for range 2 {
-		s, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+		s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 		require.NoError(t, err)
 		pageIDs = append(pageIDs, s.SessionID)
 	}
-	_, err := page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	_, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeTooManySessions, re.Code)
 	assert.Equal(t, "[sessions] max_open_per_origin", errData(t, re)["config_key"])
-	_, err = other.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	_, err = other.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	require.NoError(t, err, "another origin has its own share")
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	assert.Equal(t, "[sessions] max_open", errData(t, rpcCode(t, err))["config_key"])
 	_, err = page.CloseSession(ctx, pageIDs[0])
 	require.NoError(t, err)
-	_, err = page.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd})
+	_, err = page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd}})
 	require.NoError(t, err, "a closed session frees its place")
 
 	huge := strings.Repeat("x", spawn.MaxSystemPromptBytes+1)
 	_, err = rd.Client.CloseSession(ctx, pageIDs[1])
 	require.NoError(t, err)
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: huge})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: huge}})
 	re = rpcCode(t, err)
 	assert.Equal(t, int64(-32602), re.Code)
 	assert.Equal(t, "system_prompt", errData(t, re)["field"])
-	_, err = rd.Client.Invoke(ctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: "hi", Cwd: rd.cwd, SystemPrompt: huge})
+	_, err = rd.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: huge}, Task: "hi"})
 	assert.Equal(t, "system_prompt", errData(t, rpcCode(t, err))["field"])
 
 	long := strings.Repeat("Be brief. ", 20<<10) // 200 KiB: kept in the store, not in memory
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: long})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: long}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)

@@ -68,7 +68,7 @@ func gapFree(t testing.TB, evs []api.SessionEvent, from int64) {
 func TestASecondTurnResumesTheCLISessionTheFirstReported(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	assert.Equal(t, api.SessionIdle, s.State)
 	assert.Equal(t, "read_only", s.PermissionMode)
@@ -119,7 +119,7 @@ func TestASecondTurnResumesTheCLISessionTheFirstReported(t *testing.T) {
 func startSession(t *testing.T, rd *runsDaemon, c *client.Client, adapter string) (api.Session, *sessionEvents) {
 	t.Helper()
 	ctx := daemontest.Context(t)
-	s, err := c.StartSession(ctx, api.SessionStartParams{ID: adapter, Cwd: rd.cwd})
+	s, err := c.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: adapter, Cwd: rd.cwd}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = c.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -334,17 +334,17 @@ func TestEverySessionErrorNamesWhatWasRefused(t *testing.T) {
 	re = rpcCode(t, err)
 	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
 	assert.Equal(t, "task", errData(t, re)["field"])
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", PermissionMode: "edit"})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "edit"}})
 	re = rpcCode(t, err)
 	assert.Equal(t, "cwd", errData(t, re)["field"])
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", PermissionMode: "bypass", Cwd: rd.cwd})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "bypass", Cwd: rd.cwd}})
 	assert.Equal(t, daemon.CodeBypassNotAllowed, rpcCode(t, err).Code)
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", InvokedBy: "claude-code", Cwd: rd.cwd})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", InvokedBy: "claude-code", Cwd: rd.cwd}})
 	re = rpcCode(t, err)
 	assert.Equal(t, daemon.CodeGuardRefused, re.Code, "the guard judges the session once, at its start")
-	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{ID: "droid", Cwd: rd.cwd})
+	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "droid", Cwd: rd.cwd}})
 	assert.Equal(t, daemon.CodeAgentNotInstalled, rpcCode(t, err).Code)
-	seeded, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "codex", InvokedBy: "claude-code", Cwd: rd.cwd})
+	seeded, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "codex", InvokedBy: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"claude-code"}, seeded.Ancestry, "every turn carries the chain seeded at the start")
 	turn, err := rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: seeded.SessionID, Task: "x"})
@@ -402,7 +402,7 @@ func TestASessionCapRefusesTheNextPromptOnceSpent(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
 	limit := 0.00001
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd, MaxCostUSD: &limit})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, MaxCostUSD: &limit}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -430,7 +430,7 @@ func TestAKilledDaemonLosesNoTurnAndTheNextPromptContinuesTheConversation(t *tes
 	opts := daemontest.Options{Config: "login_shell_path = false\n", Agents: pins}
 	first := daemontest.Serve(t, bin, opts)
 	ctx := daemontest.Context(t)
-	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd})
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = first.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -521,7 +521,7 @@ func TestAGracefulRestartKeepsTheSessionAndRecordsWhatWasQueued(t *testing.T) {
 	opts := daemontest.Options{Home: home, Config: "login_shell_path = false\n", Agents: pins}
 	first := daemontest.Start(t, opts)
 	ctx := daemontest.Context(t)
-	s, err := first.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd})
+	s, err := first.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}})
 	require.NoError(t, err)
 	evs := &sessionEvents{}
 	_, err = first.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
@@ -635,7 +635,7 @@ func heldTurns(t *testing.T) (rd *runsDaemon, s api.Session, ended chan api.Sess
 	rd = startRunsDaemon(t, "")
 	daemon.HoldRunsAfterTheirLastEvent(t, rd.Daemon.Daemon, 300*time.Millisecond)
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	ended = make(chan api.SessionEvent, 16)
 	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, func(ev api.SessionEvent) {
@@ -704,7 +704,7 @@ func TestAPromptSentRightAfterATurnsLastEventStartsAtOnce(t *testing.T) {
 func TestEveryTextEventOfASessionTakesTheTextFollowersFastPath(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	type got struct {
 		kind, text string

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
@@ -36,7 +37,7 @@ func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
 		return evs
 	}
 	ctx := daemontest.Context(t)
-	p := daemon.InvokeParams{ID: agent.ClaudeCode, Task: "talk a lot", Cwd: t.TempDir()}
+	p := daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "talk a lot"}
 	for range 3 {
 		res, err := d.Client.Invoke(ctx, p)
 		require.NoError(t, err)

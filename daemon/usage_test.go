@@ -174,7 +174,7 @@ func TestARateLimitWindowAnAgentReportedShowsInUsageAndHealth(t *testing.T) {
 	assert.Empty(t, h.RateLimits, "none before a run reports one")
 
 	before := time.Now().Add(-time.Second)
-	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "say pong", Cwd: t.TempDir()})
+	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}, Task: "say pong"})
 	require.NoError(t, err)
 	sum, err := d.Client.UsageSummary(ctx, api.UsageParams{})
 	require.NoError(t, err)

@@ -294,8 +294,10 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 			mode = "ask"
 		}
 	}
-	sess, err := be.StartSession(ctx, api.SessionStartParams{ID: id, InvokedBy: s.cfg.InvokedBy, Cwd: p.Cwd, PermissionMode: mode, Model: meta.Model,
-		Effort: meta.Effort, MCPEndpoint: endpoint, Warm: meta.Warm, Isolation: meta.Isolation, Base: meta.Base})
+	sess, err := be.StartSession(ctx, api.SessionStartParams{
+		AgentSettings: api.AgentSettings{ID: id, InvokedBy: s.cfg.InvokedBy, Cwd: p.Cwd, PermissionMode: mode, Model: meta.Model, Effort: meta.Effort, MCPEndpoint: endpoint, Isolation: meta.Isolation, Base: meta.Base},
+		Warm:          meta.Warm,
+	})
 	if err != nil {
 		return nil, s.startError(ctx, be, id, err)
 	}

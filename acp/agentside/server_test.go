@@ -180,7 +180,7 @@ func TestSessionNewStartsACardSessionForTheAdapterItNames(t *testing.T) {
 	require.NotNil(t, r.Modes)
 	assert.Equal(t, "ask", r.Modes.CurrentModeID, "an editor's session asks before it changes anything, unless it says otherwise")
 	require.Len(t, be.started, 1)
-	assert.Equal(t, api.SessionStartParams{ID: "claude-code", Cwd: "/work", PermissionMode: "ask", Model: "m1", Effort: "high"}, be.started[0])
+	assert.Equal(t, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: "/work", PermissionMode: "ask", Model: "m1", Effort: "high"}}, be.started[0])
 
 	fixed := newEditor(t, Config{Adapter: "pi"}, be)
 	err = fixed.fail(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: meta("claude-code")})

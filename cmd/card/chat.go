@@ -91,7 +91,7 @@ func (e env) chat(args []string) int {
 			return exitRefused
 		}
 	}
-	sp := api.SessionStartParams{ID: pos[0], Cwd: dir, PermissionMode: *mode, Model: *model, Warm: *warm}
+	sp := api.SessionStartParams{AgentSettings: api.AgentSettings{ID: pos[0], Cwd: dir, PermissionMode: *mode, Model: *model}, Warm: *warm}
 	if *worktree {
 		sp.Isolation = api.IsolationWorktree
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
@@ -101,8 +102,10 @@ func (e env) invoke(args []string) int {
 	if err != nil {
 		return e.fail("invoke", err)
 	}
-	params := daemon.InvokeParams{ID: pos[0], Task: task, Cwd: *cwd, PermissionMode: *mode, Model: *model,
-		InvokedBy: *invokedBy, TimeoutSecs: *timeout, AcknowledgeUnenforcedReadOnly: *ack}
+	params := daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: pos[0], Cwd: *cwd, PermissionMode: *mode, Model: *model, InvokedBy: *invokedBy, TimeoutSecs: *timeout, AcknowledgeUnenforcedReadOnly: *ack},
+		Task:          task,
+	}
 
 	f := newFollower(e, *asJSON, pos[0])
 	c, err := dial(*home)

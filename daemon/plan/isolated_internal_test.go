@@ -27,7 +27,7 @@ func TestAnIsolatedRunMayWriteInItsOwnWorktreeAndNowhereElseInCardsHome(t *testi
 	require.NoError(t, err)
 	p := New(Config{Env: map[string]string{"HOME": userHome}, MaxAPIRetries: 3, StallSecs: 300, ApprovalTimeoutSecs: 120}, policy, nil)
 	edit := func(cwd string) api.SessionStartParams {
-		return api.SessionStartParams{ID: "claude-code", PermissionMode: "edit", Cwd: cwd, Isolation: api.IsolationWorktree}
+		return api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "edit", Cwd: cwd, Isolation: api.IsolationWorktree}}
 	}
 
 	turn, err := p.SessionTurn(edit("/the/users/checkout"), "t", nil, Continue{Isolated: Isolated{Top: own, Dir: filepath.Join(own, "sub")}})
@@ -57,7 +57,7 @@ func TestAnIsolatedRunMayWriteInItsOwnWorktreeAndNowhereElseInCardsHome(t *testi
 	require.ErrorAs(t, err, &refused, "a client that names a worktree as its cwd gets no allowance")
 	assert.Equal(t, ruleCardHome, refused.Rule)
 
-	_, err = p.Invoke(api.InvokeParams{ID: "claude-code", Task: "t", Isolation: api.IsolationWorktree, Cwd: userHome})
+	_, err = p.Invoke(api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Isolation: api.IsolationWorktree, Cwd: userHome}, Task: "t"})
 	require.True(t, errors.As(err, &fe))
 	assert.Equal(t, "isolation", fe.Field, "an invoke whose worktree was not set up is refused, never run in the cwd")
 }
@@ -72,11 +72,11 @@ func TestIsolationAndBaseAreCheckedNamingTheField(t *testing.T) {
 		{"worktree", "--output=/tmp/x", "base"},
 		{"worktree", "main\n", "base"},
 	} {
-		_, err := p.Check(api.SessionStartParams{ID: "claude-code", Cwd: t.TempDir(), Isolation: c.isolation, Base: c.base}, "", nil, Continue{})
+		_, err := p.Check(api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir(), Isolation: c.isolation, Base: c.base}}, "", nil, Continue{})
 		var fe *api.FieldError
 		require.True(t, errors.As(err, &fe), "%+v: %v", c, err)
 		assert.Equal(t, c.field, fe.Field, "%+v", c)
 	}
-	_, err := p.Check(api.SessionStartParams{ID: "claude-code", Cwd: t.TempDir(), Isolation: "worktree", Base: "main"}, "", nil, Continue{})
+	_, err := p.Check(api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir(), Isolation: "worktree", Base: "main"}}, "", nil, Continue{})
 	assert.NoError(t, err, "a session's settings are judged in its cwd before its worktree is made")
 }

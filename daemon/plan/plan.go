@@ -199,13 +199,11 @@ func (p *Planner) Check(s api.SessionStartParams, task string, atts []api.Attach
 // settings with the prompt.
 func invokeOf(s api.SessionStartParams, task string, atts []api.Attachment, c Continue) api.InvokeParams {
 	return api.InvokeParams{
-		ID: s.ID, InvokedBy: s.InvokedBy, Task: task, Attachments: atts, Cwd: s.Cwd, PermissionMode: s.PermissionMode,
-		AllowedTools: s.AllowedTools, Model: s.Model, Effort: s.Effort, SystemPrompt: s.SystemPrompt,
-		SystemPromptAppend: s.SystemPromptAppend, MCPEndpoint: s.MCPEndpoint, ApprovalTimeoutSecs: s.ApprovalTimeoutSecs,
-		AcknowledgeUnenforcedReadOnly: s.AcknowledgeUnenforcedReadOnly, RequireAttachments: s.RequireAttachments,
-		TimeoutSecs: s.TimeoutSecs, MaxAPIRetries: s.MaxAPIRetries, StallSecs: s.StallSecs, StallKillSecs: s.StallKillSecs,
-		MaxCostUSD: s.MaxCostUSD, MaxTokens: s.MaxTokens, Resume: c.Resume, SessionID: c.SessionID,
-		Isolation: s.Isolation, Base: s.Base,
+		AgentSettings: s.AgentSettings,
+		Task:          task,
+		Attachments:   atts,
+		Resume:        c.Resume,
+		SessionID:     c.SessionID,
 	}
 }
 

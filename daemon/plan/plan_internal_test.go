@@ -11,9 +11,12 @@ import (
 )
 
 func TestEveryArgvShapingParamReachesTheSpawnRequest(t *testing.T) {
-	p := api.InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "edit", AllowedTools: []string{"Read"},
-		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true,
-		DiscardSession: true, Cwd: "/x"}
+	p := api.InvokeParams{
+		AgentSettings:  api.AgentSettings{ID: "claude-code", PermissionMode: "edit", AllowedTools: []string{"Read"}, Model: "m", Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true, Cwd: "/x"},
+		Task:           "t",
+		MaxTurns:       2,
+		DiscardSession: true,
+	}
 	req := spawnRequestOf(&p)
 	assert.Equal(t, spawn.Request{Adapter: "claude-code", Mode: spawn.ModeEdit, AllowedTools: []string{"Read"},
 		Model: "m", MaxTurns: 2, Effort: "high", SystemPrompt: "sp", SystemPromptAppend: true, NoSession: true, Cwd: "/x"}, req)
@@ -27,7 +30,7 @@ func TestEveryArgvShapingParamReachesTheSpawnRequest(t *testing.T) {
 // once, with no binary in it: the gate supplies the one detection resolved.
 func TestThePlannerBuildsThePlanOnceWithoutABinary(t *testing.T) {
 	p := New(Config{Env: map[string]string{"HOME": t.TempDir()}, MaxAPIRetries: 3, StallSecs: 300, ApprovalTimeoutSecs: 120}, CwdPolicy{}, nil)
-	turn, err := p.Invoke(api.InvokeParams{ID: "claude-code", Task: "t", Model: "m", MaxTurns: 2})
+	turn, err := p.Invoke(api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Model: "m"}, Task: "t", MaxTurns: 2})
 	require.NoError(t, err)
 	req := turn.Run
 	assert.Empty(t, req.Plan.Program)
@@ -35,9 +38,9 @@ func TestThePlannerBuildsThePlanOnceWithoutABinary(t *testing.T) {
 	assert.Contains(t, req.Plan.Args, "--max-turns")
 	assert.Equal(t, spawn.ModeReadOnly, req.Mode)
 
-	_, err = p.Invoke(api.InvokeParams{ID: "droid", Task: "t", PermissionMode: "edit", Cwd: t.TempDir()})
+	_, err = p.Invoke(api.InvokeParams{AgentSettings: api.AgentSettings{ID: "droid", PermissionMode: "edit", Cwd: t.TempDir()}, Task: "t"})
 	var fe *spawn.FieldError
 	require.ErrorAs(t, err, &fe, "an adapter's own refusal is a field error before any record")
-	_, err = p.Invoke(api.InvokeParams{ID: "claude-code", Task: "t", PermissionMode: "bypass", Cwd: t.TempDir()})
+	_, err = p.Invoke(api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "bypass", Cwd: t.TempDir()}, Task: "t"})
 	assert.NoError(t, err, "bypass is the gate's to refuse, after the guard")
 }

@@ -205,7 +205,7 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 
 func startFor(t *testing.T, m *Manager) string {
 	t.Helper()
-	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{}, "")
+	s, err := m.Start(context.Background(), api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code"}}, []string{}, "")
 	require.NoError(t, err)
 	return s.SessionID
 }

@@ -51,7 +51,7 @@ func TestTheSweeperPrunesOldWorktreesOfClosedSessionsOnly(t *testing.T) {
 	repo := gitRepo(t)
 	ctx := context.Background()
 	start := func() api.Session {
-		s, err := m.Start(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}, []string{}, "")
+		s, err := m.Start(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}}, []string{}, "")
 		require.NoError(t, err)
 		require.NotNil(t, s.Worktree)
 		return s

@@ -45,8 +45,9 @@ func (m *Manager) IsolateRun(ctx context.Context, p api.InvokeParams, owner stri
 	if err != nil {
 		return OneShot{}, err
 	}
-	sp := api.SessionStartParams{ID: p.ID, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode, Model: p.Model,
-		Effort: p.Effort, Isolation: p.Isolation, Base: p.Base}
+	sp := api.SessionStartParams{
+		AgentSettings: api.AgentSettings{ID: p.ID, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode, Model: p.Model, Effort: p.Effort, Isolation: p.Isolation, Base: p.Base},
+	}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		m.dropWorktree(iso)

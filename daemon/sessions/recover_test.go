@@ -47,7 +47,7 @@ func TestAStartAfterACrashEndsTheWarmAgentGroupItsSessionLeftAndOnlyThat(t *test
 	}
 	m := newWarmManager(t, &fakeWarmer{}, Config{})
 	ctx := context.Background()
-	params, _ := json.Marshal(api.SessionStartParams{ID: "claude-code"})
+	params, _ := json.Marshal(api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code"}})
 	mine, other := m.st.NewSessionID(), m.st.NewSessionID()
 	agent := leftover(t, SessionIDEnv+"="+mine)
 	stranger := leftover(t, SessionIDEnv+"=ses_someone_else")

@@ -18,7 +18,7 @@ func TestConfiguringAnIdleSessionEndsItsWarmAgentAndTheNextTurnResumesWithTheNew
 	m := newWarmManager(t, fw, Config{})
 	id := startFor(t, m)
 	turn(t, m, id, "one")
-	res, err := m.Configure(context.Background(), id, api.SessionStartParams{ID: "claude-code", Model: "opus"})
+	res, err := m.Configure(context.Background(), id, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Model: "opus"}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"model"}, res.Changed)
 	assert.Equal(t, "ended", res.WarmAgent)
@@ -48,7 +48,7 @@ func TestConfiguringDuringATurnLetsItFinishOnItsAgentAndTheNextTurnGetsANewOne(t
 	require.NoError(t, err)
 	require.True(t, queued.Queued)
 
-	cr, err := m.Configure(context.Background(), id, api.SessionStartParams{ID: "claude-code", Model: "opus"})
+	cr, err := m.Configure(context.Background(), id, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Model: "opus"}})
 	require.NoError(t, err)
 	assert.Equal(t, "ends_after_turn", cr.WarmAgent)
 	assert.Equal(t, 1, cr.RunningTurn)

@@ -59,7 +59,7 @@ func TestAWarmAgentIdleForItsTimeoutEndsAndTheNextTurnResumesTheSession(t *testi
 func TestASessionWhoseIDCardNamesHasItFromTheStartAndEveryAgentResumesIt(t *testing.T) {
 	fw := &fakeWarmer{}
 	m := newWarmManager(t, fw, Config{IdleTimeout: 50 * time.Millisecond})
-	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "pi"}, []string{}, "")
+	s, err := m.Start(context.Background(), api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "pi"}}, []string{}, "")
 	require.NoError(t, err)
 	id := s.AgentSessionID
 	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, id)
@@ -85,7 +85,7 @@ func TestASessionWhoseIDCardNamesHasItFromTheStartAndEveryAgentResumesIt(t *test
 	require.NoError(t, err)
 	assert.Equal(t, id, got.AgentSessionID)
 
-	other, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code"}, []string{}, "")
+	other, err := m.Start(context.Background(), api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code"}}, []string{}, "")
 	require.NoError(t, err)
 	assert.Empty(t, other.AgentSessionID, "the other CLIs name their own")
 }
@@ -190,7 +190,7 @@ func TestClosingASessionEndsItsWarmAgent(t *testing.T) {
 func TestAWarmStartStartsTheAgentBeforeTheFirstPromptAndTheFirstTurnWaitsForIt(t *testing.T) {
 	fw := &fakeWarmer{startHold: make(chan struct{})}
 	m := newWarmManager(t, fw, Config{})
-	s, err := m.Start(context.Background(), api.SessionStartParams{ID: "claude-code", Warm: true}, []string{}, "")
+	s, err := m.Start(context.Background(), api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Warm: true}, []string{}, "")
 	require.NoError(t, err)
 	// The first prompt arrives while the agent is still starting.
 	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: s.SessionID, Task: "one"}, Sender{})

@@ -170,8 +170,10 @@ func (a *asker) asked() []daemon.ApproveParams {
 // record.
 func (a *asker) run(t *testing.T, s *setup, approvalTimeout int) (daemon.AgentEvent, daemon.RunRecord) {
 	t.Helper()
-	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: s.cli.id, Task: "Please create the file.", Cwd: s.cwd,
-		PermissionMode: "ask", ApprovalTimeoutSecs: approvalTimeout, TimeoutSecs: 120}, nil)
+	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: s.cli.id, Cwd: s.cwd, PermissionMode: "ask", ApprovalTimeoutSecs: approvalTimeout, TimeoutSecs: 120},
+		Task:          "Please create the file.",
+	}, nil)
 	require.NoError(t, err)
 	evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
 	last := evs[len(evs)-1]
@@ -418,8 +420,10 @@ func TestACPRunsReportAPIErrorsWithTheOneShotKinds(t *testing.T) {
 		t.Run(c.cli.id+"/"+strconv.Itoa(c.status), func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Status: c.status})
 			a := s.client(t, decideAll("allow", ""))
-			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: s.cli.id, Task: "Say PONG.", Cwd: s.cwd,
-				PermissionMode: "ask", TimeoutSecs: 120}, nil)
+			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: s.cli.id, Cwd: s.cwd, PermissionMode: "ask", TimeoutSecs: 120},
+				Task:          "Say PONG.",
+			}, nil)
 			require.NoError(t, err)
 			evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
 			last := evs[len(evs)-1]
@@ -505,8 +509,10 @@ func TestCopilotInAskModeCallsTheClientsMCPToolsUnasked(t *testing.T) {
 	// Copilot offers the model an MCP tool as <server>-<tool>.
 	s := startCLI(t, copilot, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{{Name: spawn.MCPServerName + "-ping", Input: map[string]any{}}}})
 	a := s.client(t, decideAll("deny", "no"))
-	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: agent.Copilot, Task: "Call ping.", Cwd: s.cwd,
-		PermissionMode: "ask", TimeoutSecs: 120, MCPEndpoint: hs.URL + "/mcp"}, nil)
+	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: agent.Copilot, Cwd: s.cwd, PermissionMode: "ask", TimeoutSecs: 120, MCPEndpoint: hs.URL + "/mcp"},
+		Task:          "Call ping.",
+	}, nil)
 	require.NoError(t, err)
 	evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
 	last := evs[len(evs)-1]
@@ -532,9 +538,11 @@ func TestImagesReachTheModelInAnAskRunOverACP(t *testing.T) {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "Red"})
 			a := s.client(t, decideAll("deny", ""))
-			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: s.cli.id, Task: "What colour is this image?", Cwd: s.cwd,
-				PermissionMode: "ask", TimeoutSecs: 120,
-				Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red.Bytes()), MimeType: "image/png", Name: "red.png"}}}, nil)
+			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: s.cli.id, Cwd: s.cwd, PermissionMode: "ask", TimeoutSecs: 120},
+				Task:          "What colour is this image?",
+				Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red.Bytes()), MimeType: "image/png", Name: "red.png"}},
+			}, nil)
 			require.NoError(t, err)
 			assert.Empty(t, acc.DroppedAttachments)
 			evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)

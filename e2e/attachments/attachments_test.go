@@ -165,12 +165,15 @@ func TestEveryRealCLIThatTakesImagesDeliversTheirBytesToTheModel(t *testing.T) {
 			bluePath := filepath.Join(t.TempDir(), "blue image.jpg")
 			require.NoError(t, os.WriteFile(bluePath, blue, 0o600))
 
-			p := daemon.InvokeParams{ID: cli.id, Task: "What colours are these two images?", Cwd: s.cwd, TimeoutSecs: 240,
-				Stream: true, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi,
+			p := daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: cli.id, Cwd: s.cwd, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi},
+				Task:          "What colours are these two images?",
+				Stream:        true,
 				Attachments: []api.Attachment{
 					{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png", Name: "red.png"},
 					{Path: bluePath},
-				}}
+				},
+			}
 			acc, err := s.c.Stream(daemontest.Context(t), p, nil)
 			require.NoError(t, err)
 			evs := s.events.WaitEnd(t, acc.RunID, 5*time.Minute)
@@ -243,9 +246,11 @@ func TestPiReplacesTheImageWithTextForAModelWithoutImageInput(t *testing.T) {
 		return s, nil, map[string]any{"args": args, "env": standin.AdapterEnv(env)}
 	}}
 	s := start(t, cli, binary, nil)
-	res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: agent.Pi, Task: "What colour is this?", Cwd: s.cwd,
-		TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: true,
-		Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}}})
+	res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: agent.Pi, Cwd: s.cwd, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: true},
+		Task:          "What colour is this?",
+		Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}},
+	})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
 	assert.Empty(t, res.DroppedAttachments, "card handed Pi the image")
@@ -261,15 +266,18 @@ func TestCodexTakesImagesWhenItResumesASession(t *testing.T) {
 	red, _ := images(t)
 	s := start(t, clis[1], binary, nil)
 	ctx := daemontest.Context(t)
-	first, err := s.c.Invoke(ctx, daemon.InvokeParams{ID: agent.Codex, Task: "Remember the word kumquat.", Cwd: s.cwd, TimeoutSecs: 240})
+	first, err := s.c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Codex, Cwd: s.cwd, TimeoutSecs: 240}, Task: "Remember the word kumquat."})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSucceeded, first.Status, "%+v", first.Error)
 	require.NotEmpty(t, first.SessionID)
 	require.Empty(t, s.srv.Images())
 
-	second, err := s.c.Invoke(ctx, daemon.InvokeParams{ID: agent.Codex, Task: "And what colour is this?", Cwd: s.cwd, TimeoutSecs: 240,
-		Resume:      first.SessionID,
-		Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}}})
+	second, err := s.c.Invoke(ctx, daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: agent.Codex, Cwd: s.cwd, TimeoutSecs: 240},
+		Task:          "And what colour is this?",
+		Resume:        first.SessionID,
+		Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}},
+	})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusSucceeded, second.Status, "%+v", second.Error)
 	assert.Equal(t, first.SessionID, second.SessionID)
@@ -304,9 +312,11 @@ func TestACLIThatEchoesAnImageIsNotEndedByTheOutputLimit(t *testing.T) {
 			const limit = 96 << 10
 			require.Greater(t, base64.StdEncoding.EncodedLen(len(img)), limit, "the echo alone must pass the limit")
 			s := start(t, cli, binary, map[string]any{"max_output_bytes": limit})
-			res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{ID: cli.id, Task: "Describe this noise.", Cwd: s.cwd,
-				TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi,
-				Attachments: []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(img), MimeType: "image/png"}}})
+			res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: cli.id, Cwd: s.cwd, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi},
+				Task:          "Describe this noise.",
+				Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(img), MimeType: "image/png"}},
+			})
 			require.NoError(t, err)
 			require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
 			seen := s.srv.Images()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -236,7 +237,7 @@ func TestAPageWithTheDefaultGrantsGetsNoShellThroughAnAgent(t *testing.T) {
 	// tries to answer.
 	asked := make(chan daemon.ApproveParams, 1)
 	native := d.Dial(t, waitingAsker(asked))
-	acc, err := native.Stream(ctx, daemon.InvokeParams{ID: "claude-code", Task: shellTask(outside, "native"), Cwd: cwd, PermissionMode: "ask"}, nil)
+	acc, err := native.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd, PermissionMode: "ask"}, Task: shellTask(outside, "native")}, nil)
 	require.NoError(t, err)
 	q := <-asked
 
@@ -307,8 +308,10 @@ func TestAReadOnlyPageFollowingARunIsNeverAskedAndCannotAnswer(t *testing.T) {
 
 	asked := make(chan daemon.ApproveParams, 1)
 	starter := d.Dial(t, waitingAsker(asked))
-	acc, err := starter.Stream(ctx, daemon.InvokeParams{ID: "claude-code", Task: shellTask(outside, "follow"), Cwd: cwd,
-		PermissionMode: "ask", ApprovalTimeoutSecs: 5}, nil)
+	acc, err := starter.Stream(ctx, daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd, PermissionMode: "ask", ApprovalTimeoutSecs: 5},
+		Task:          shellTask(outside, "follow"),
+	}, nil)
 	require.NoError(t, err)
 	<-asked
 

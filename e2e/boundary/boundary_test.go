@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -207,8 +208,10 @@ func runEditAllowing(t *testing.T, c cli, bin string, pl place, calls []standin.
 	events := daemontest.NewEvents()
 	d := daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: env,
 		Agents: map[string]string{c.id: bin}, Client: client.Options{OnEvent: events.Add}})
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: c.id, Task: "Please write the file.", Cwd: pl.cwd,
-		PermissionMode: "edit", AllowedTools: allowed, TimeoutSecs: 120}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: c.id, Cwd: pl.cwd, PermissionMode: "edit", AllowedTools: allowed, TimeoutSecs: 120},
+		Task:          "Please write the file.",
+	}, nil)
 	if err != nil {
 		return s, nil, err
 	}
@@ -457,8 +460,10 @@ func TestPisEditGateResolvesEverySpellingOfAPath(t *testing.T) {
 			events := daemontest.NewEvents()
 			d := daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: env,
 				Agents: map[string]string{c.id: bin}, Client: client.Options{OnEvent: events.Add}})
-			acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{ID: c.id, Task: "Please write the file.", Cwd: pl.cwd,
-				PermissionMode: "edit", TimeoutSecs: 120}, nil)
+			acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: c.id, Cwd: pl.cwd, PermissionMode: "edit", TimeoutSecs: 120},
+				Task:          "Please write the file.",
+			}, nil)
 			require.NoError(t, err)
 			events.WaitEnd(t, acc.RunID, 150*time.Second)
 			results := s.ToolResults()

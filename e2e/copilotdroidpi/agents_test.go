@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -222,7 +223,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 	assert.Len(t, specs, len(agent.IDs()))
 
 	// Pi's read_only is not enforced: refused until the caller says it knows.
-	_, err = c.Invoke(ctx, daemon.InvokeParams{ID: agent.Pi, Task: "say pong", Cwd: project})
+	_, err = c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Pi, Cwd: project}, Task: "say pong"})
 	var re *rpc.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, daemon.CodeUnenforcedReadOnly, re.Code)
@@ -234,8 +235,10 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			start := time.Now()
-			res, err := c.Invoke(ctx, daemon.InvokeParams{ID: id, Task: "say pong", Cwd: project,
-				TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi})
+			res, err := c.Invoke(ctx, daemon.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi},
+				Task:          "say pong",
+			})
 			require.NoError(t, err)
 			t.Logf("%s: status %s in %v, answer %q, error %+v", id, res.Status, time.Since(start).Round(time.Millisecond), res.Answer, res.Error)
 			require.False(t, res.IsError, "%+v", res.Error)

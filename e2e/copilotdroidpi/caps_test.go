@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/e2e/standin"
@@ -56,8 +57,10 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	p := daemon.InvokeParams{ID: id, Task: "read a.txt, b.txt and c.txt, then say DONE", Cwd: project,
-		TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi}
+	p := daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi},
+		Task:          "read a.txt, b.txt and c.txt, then say DONE",
+	}
 	if limit == 0 {
 		one := int64(1000)
 		p.MaxTokens = &one
@@ -117,7 +120,7 @@ func TestARealDroidRunPastItsTokenCapEndsBudgetAtTheEndOfTheTurnWithItsAnswer(t 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	limit := int64(1000)
-	res, err := c.Invoke(ctx, daemon.InvokeParams{ID: agent.Droid, Task: "say pong", Cwd: project, TimeoutSecs: 240, MaxTokens: &limit})
+	res, err := c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Droid, Cwd: project, TimeoutSecs: 240, MaxTokens: &limit}, Task: "say pong"})
 	require.NoError(t, err)
 	t.Logf("droid: status %s, %d model calls, error %+v, usage %+v", res.Status, len(srv.ModelCalls()), res.Error, res.Usage)
 	require.NotNil(t, res.Error)

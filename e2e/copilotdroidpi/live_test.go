@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/e2e/standin"
@@ -96,7 +97,7 @@ func moreAgents(t *testing.T, script standin.Script, closed bool) (*client.Clien
 }
 
 func params(id, project string) daemon.InvokeParams {
-	return daemon.InvokeParams{ID: id, Task: "say pong", Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi}
+	return daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi}, Task: "say pong"}
 }
 
 // What docs/protocol.md says live means for each: token (pieces as the

@@ -40,7 +40,7 @@ func TestADailyBudgetReachedByThreeConcurrentRealRunsRefusesTheFourthAndUsageIsT
 		go func() {
 			defer wg.Done()
 			<-start
-			acc, err := sess.c.Stream(ctx, daemon.InvokeParams{ID: tc.adapter, Task: "count to four", Cwd: sess.cwd, TimeoutSecs: 120}, nil)
+			acc, err := sess.c.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120}, Task: "count to four"}, nil)
 			mu.Lock()
 			defer mu.Unlock()
 			var re *rpc.Error

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -76,7 +77,7 @@ func startDaemon(t *testing.T, s setup) *session {
 // run invokes adapter with streaming and waits for the terminal event.
 func (s *session) run(t *testing.T, adapter, task string) []daemon.AgentEvent {
 	t.Helper()
-	acc, err := s.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: adapter, Task: task, Cwd: s.cwd, TimeoutSecs: 120}, nil)
+	acc, err := s.c.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: adapter, Cwd: s.cwd, TimeoutSecs: 120}, Task: task}, nil)
 	require.NoError(t, err)
 	evs := s.events.WaitEnd(t, acc.RunID, 150*time.Second)
 	for i, ev := range evs {

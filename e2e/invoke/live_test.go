@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
@@ -112,7 +113,7 @@ func TestTextReachesTheClientAsTheAgentWritesIt(t *testing.T) {
 			// ignore Thinking.
 			const thought = "Counting slowly, one word at a time."
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: pause, Thinking: thought}, false))
-			evs, start := sess.invoke(t, daemon.InvokeParams{ID: tc.adapter, Task: "count to eight"})
+			evs, start := sess.invoke(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "count to eight"})
 			last := evs[len(evs)-1]
 			require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 			texts := ofKind(evs, spawn.EventText)
@@ -162,7 +163,7 @@ func TestARefusedKeyEndsTheRunAsAuthWithinTenSeconds(t *testing.T) {
 		t.Run(tc.adapter, func(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: http.StatusUnauthorized}, true))
-			evs := sess.failsAs(t, daemon.InvokeParams{ID: tc.adapter, Task: "say pong"}, spawn.KindAuth)
+			evs := sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindAuth)
 			if r := ofKind(evs, spawn.EventRetry); len(r) > 0 {
 				sign := sess.arrived.of(r[0])
 				assert.LessOrEqual(t, sess.arrived.of(evs[len(evs)-1]).Sub(sign), 5*time.Second, "within 5 s of the first sign")
@@ -183,7 +184,7 @@ func TestARateLimitWithOneRetryEndsAsRateLimitWithItsRetryEvents(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: http.StatusTooManyRequests, RetryAfter: time.Second}, true))
 			one := 1
-			evs := sess.failsAs(t, daemon.InvokeParams{ID: tc.adapter, Task: "say pong", MaxAPIRetries: &one}, spawn.KindRateLimit)
+			evs := sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxAPIRetries: &one}, Task: "say pong"}, spawn.KindRateLimit)
 			retries := ofKind(evs, spawn.EventRetry)
 			require.NotEmpty(t, retries, daemontest.Kinds(evs))
 			assert.LessOrEqual(t, len(retries), 2, "one retry allowed; the next is where card ends the run")
@@ -206,7 +207,7 @@ func TestAnAPIThatRefusesConnectionsEndsAsNetworkWithinTenSeconds(t *testing.T) 
 			s := tc.newServer(t, bin, standin.Script{}, true)
 			s.server.Close() // its port now refuses connections
 			sess := startDaemon(t, s)
-			sess.failsAs(t, daemon.InvokeParams{ID: tc.adapter, Task: "say pong"}, spawn.KindNetwork)
+			sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindNetwork)
 		})
 	}
 }

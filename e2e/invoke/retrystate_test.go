@@ -52,7 +52,7 @@ func TestAnAPIThatFailsOnceThenAnswersShowsTheRunWaitingForTheAPI(t *testing.T) 
 			const answer = "PONG after a retry"
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, Status: statuses[tc.adapter], FailFirst: 1, RetryAfter: time.Second}, true))
 			ctx := daemontest.Context(t)
-			acc, err := sess.c.Stream(ctx, daemon.InvokeParams{ID: tc.adapter, Task: "say pong", Cwd: sess.cwd, TimeoutSecs: 120}, nil)
+			acc, err := sess.c.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120}, Task: "say pong"}, nil)
 			require.NoError(t, err)
 			states := watchStates(ctx, sess.c, acc.RunID)
 			evs := sess.events.WaitEnd(t, acc.RunID, 150*time.Second)

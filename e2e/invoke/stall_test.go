@@ -38,8 +38,10 @@ func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 	bin := standin.CLI(t, tc.bin)
 	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Stall: true}, false))
 	stall, kill := 4, 8
-	acc, err := sess.c.Stream(daemontest.Context(t), daemon.InvokeParams{ID: tc.adapter, Task: "say pong", Cwd: sess.cwd,
-		TimeoutSecs: 120, StallSecs: &stall, StallKillSecs: &kill}, nil)
+	acc, err := sess.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120, StallSecs: &stall, StallKillSecs: &kill},
+		Task:          "say pong",
+	}, nil)
 	require.NoError(t, err)
 
 	// While it is stalled: its state says so, and its group is alive.
@@ -97,7 +99,7 @@ func TestASlowButSteadyAPINeverStallsTheRealClaude(t *testing.T) {
 	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: 1500 * time.Millisecond}, false))
 	stall, kill := 4, 8
 	began := time.Now()
-	evs, _ := sess.invoke(t, daemon.InvokeParams{ID: tc.adapter, Task: "count slowly", StallSecs: &stall, StallKillSecs: &kill})
+	evs, _ := sess.invoke(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, StallSecs: &stall, StallKillSecs: &kill}, Task: "count slowly"})
 	took := time.Since(began)
 	last := evs[len(evs)-1]
 	require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)

@@ -204,8 +204,9 @@ func TestEachRealCLIWorksInItsWorktreeAndItsTurnsAreReviewed(t *testing.T) {
 			w := newWorld(t, c)
 			ctx := daemontest.Context(t)
 			before, status := daemontest.Snapshot(t, w.repo), daemontest.Git(t, w.repo, "status", "--porcelain")
-			s, err := w.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: filepath.Join(w.repo, "app"), PermissionMode: "edit",
-				Isolation: api.IsolationWorktree, TimeoutSecs: 180})
+			s, err := w.proc.Client.StartSession(ctx, api.SessionStartParams{
+				AgentSettings: api.AgentSettings{ID: c.id, Cwd: filepath.Join(w.repo, "app"), PermissionMode: "edit", Isolation: api.IsolationWorktree, TimeoutSecs: 180},
+			})
 			require.NoError(t, err)
 			wt := s.Worktree
 			require.NotNil(t, wt)
@@ -285,8 +286,9 @@ func TestTwoRealSessionsOnOneRepositoryEachSeeOnlyTheirOwnChanges(t *testing.T) 
 	ctx := daemontest.Context(t)
 	var ss []api.Session
 	for range 2 {
-		s, err := w.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: w.repo, PermissionMode: "edit",
-			Isolation: api.IsolationWorktree, TimeoutSecs: 180})
+		s, err := w.proc.Client.StartSession(ctx, api.SessionStartParams{
+			AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: w.repo, PermissionMode: "edit", Isolation: api.IsolationWorktree, TimeoutSecs: 180},
+		})
 		require.NoError(t, err)
 		_, err = w.proc.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, w.events.add)
 		require.NoError(t, err)
@@ -320,8 +322,9 @@ func TestARealSessionsWorktreeSurvivesASIGKILLBetweenTurns(t *testing.T) {
 	card(t)
 	w := newWorld(t, clis[0])
 	ctx := daemontest.Context(t)
-	s, err := w.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: w.repo, PermissionMode: "edit",
-		Isolation: api.IsolationWorktree, TimeoutSecs: 180})
+	s, err := w.proc.Client.StartSession(ctx, api.SessionStartParams{
+		AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: w.repo, PermissionMode: "edit", Isolation: api.IsolationWorktree, TimeoutSecs: 180},
+	})
 	require.NoError(t, err)
 	_, err = w.proc.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, w.events.add)
 	require.NoError(t, err)

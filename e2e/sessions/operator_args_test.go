@@ -33,7 +33,7 @@ func TestARealCodexAskSessionRunsWithTheModelAnOperatorPickedWithDashM(t *testin
 	}}
 	conv := start(t, codex, standin.Script{AnswerUserMessages: true}, client.Options{})
 	ctx := daemontest.Context(t)
-	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "codex", Cwd: conv.project, PermissionMode: "ask", TimeoutSecs: 180})
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: conv.project, PermissionMode: "ask", TimeoutSecs: 180}})
 	require.NoError(t, err)
 	conv.subscribe(t, s.SessionID, 0)
 	one := userMessages(t, conv.turn(t, s.SessionID, "Remember the word avocado."))
@@ -43,7 +43,7 @@ func TestARealCodexAskSessionRunsWithTheModelAnOperatorPickedWithDashM(t *testin
 	require.NoError(t, err)
 	assert.True(t, got.Warm, "the ask session's turns ran on codex app-server, kept warm")
 
-	res, err := conv.proc.Client.Invoke(ctx, api.InvokeParams{ID: "codex", Task: "One-shot, please.", Cwd: conv.project, TimeoutSecs: 180})
+	res, err := conv.proc.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: conv.project, TimeoutSecs: 180}, Task: "One-shot, please."})
 	require.NoError(t, err)
 	require.False(t, res.IsError, "%+v", res.Error)
 

@@ -216,8 +216,9 @@ func TestEachRealCLIsSecondTurnCarriesTheFirstAndSurvivesASIGKILL(t *testing.T) 
 		t.Run(c.id, func(t *testing.T) {
 			conv := start(t, c, standin.Script{AnswerUserMessages: true}, client.Options{})
 			ctx := daemontest.Context(t)
-			s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
-				AcknowledgeUnenforcedReadOnly: c.id == "pi"})
+			s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{
+				AgentSettings: api.AgentSettings{ID: c.id, Cwd: conv.project, TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi"},
+			})
 			require.NoError(t, err)
 			conv.subscribe(t, s.SessionID, 0)
 			one := userMessages(t, conv.turn(t, s.SessionID, "Remember the word avocado."))
@@ -261,8 +262,9 @@ func TestEachRealCLIsTurnAfterItsWarmAgentIdledOutCarriesTheTurnsBefore(t *testi
 		t.Run(c.id, func(t *testing.T) {
 			conv := startWith(t, c, standin.Script{AnswerUserMessages: true}, client.Options{}, map[string]any{"idle_secs": 2})
 			ctx := daemontest.Context(t)
-			s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
-				AcknowledgeUnenforcedReadOnly: c.id == "pi"})
+			s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{
+				AgentSettings: api.AgentSettings{ID: c.id, Cwd: conv.project, TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi"},
+			})
 			require.NoError(t, err)
 			conv.subscribe(t, s.SessionID, 0)
 			one := userMessages(t, conv.turn(t, s.SessionID, "Remember the word avocado."))
@@ -306,7 +308,7 @@ func TestARealClaudeSessionAsksAndItsAllowAlwaysHoldsForTheNextTurn(t *testing.T
 			return api.ApproveAnswer{Decision: api.DecisionAllowAlways}, nil
 		}})
 	ctx := daemontest.Context(t)
-	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: conv.project, PermissionMode: "ask", TimeoutSecs: 180})
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: conv.project, PermissionMode: "ask", TimeoutSecs: 180}})
 	require.NoError(t, err)
 	conv.subscribe(t, s.SessionID, 0)
 	conv.turn(t, s.SessionID, "Please create the file one.txt.")
@@ -351,8 +353,9 @@ func twoSessionsApart(t *testing.T, c cli) {
 	words := map[string]string{"A": "avocado", "B": "banana"}
 	ids := map[string]string{}
 	for name := range words {
-		s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
-			AcknowledgeUnenforcedReadOnly: c.id == "pi"})
+		s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{
+			AgentSettings: api.AgentSettings{ID: c.id, Cwd: conv.project, TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi"},
+		})
 		require.NoError(t, err)
 		ids[name] = s.SessionID
 		conv.subscribe(t, s.SessionID, 0)
@@ -412,8 +415,9 @@ func TestThreePromptsQueuedBehindARealTurnOfEachCLIRunInOrderEachCarryingTheOnes
 func queuedInOrder(t *testing.T, c cli) {
 	conv := start(t, c, standin.Script{AnswerUserMessages: true, DeltaDelay: 300 * time.Millisecond}, client.Options{})
 	ctx := daemontest.Context(t)
-	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
-		AcknowledgeUnenforcedReadOnly: c.id == "pi"})
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{
+		AgentSettings: api.AgentSettings{ID: c.id, Cwd: conv.project, TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi"},
+	})
 	require.NoError(t, err)
 	conv.subscribe(t, s.SessionID, 0)
 	first, err := conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "Prompt one."})
@@ -465,8 +469,9 @@ func TestCancellingARealTurnOfEachCLIRunsThePromptQueuedBehindIt(t *testing.T) {
 func cancelRunsTheQueued(t *testing.T, c cli) {
 	conv := start(t, c, standin.Script{AnswerUserMessages: true, DeltaDelay: 20 * time.Second}, client.Options{})
 	ctx := daemontest.Context(t)
-	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, TimeoutSecs: 180,
-		AcknowledgeUnenforcedReadOnly: c.id == "pi"})
+	s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{
+		AgentSettings: api.AgentSettings{ID: c.id, Cwd: conv.project, TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi"},
+	})
 	require.NoError(t, err)
 	conv.subscribe(t, s.SessionID, 0)
 	_, err = conv.proc.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID, Task: "A slow answer, please."})

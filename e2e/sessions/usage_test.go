@@ -55,8 +55,9 @@ func TestEachRealCLIsTurnIsChargedOnlyItsOwnUsage(t *testing.T) {
 					conv := startWith(t, c, script(usageTurns[0]), copts, sessionsCfg)
 					t.Cleanup(func() { conv.awaitUnpacked(t) })
 					ctx := daemontest.Context(t)
-					s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{ID: c.id, Cwd: conv.project, PermissionMode: mode,
-						TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi" && mode == "read_only"})
+					s, err := conv.proc.Client.StartSession(ctx, api.SessionStartParams{
+						AgentSettings: api.AgentSettings{ID: c.id, Cwd: conv.project, PermissionMode: mode, TimeoutSecs: 180, AcknowledgeUnenforcedReadOnly: c.id == "pi" && mode == "read_only"},
+					})
 					require.NoError(t, err)
 					conv.subscribe(t, s.SessionID, 0)
 					var sum api.Usage

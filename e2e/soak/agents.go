@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
@@ -193,7 +194,7 @@ func killLeftovers(left map[string][]int) {
 func invoke(ctx context.Context, c *client.Client, task string, timeoutSecs int, cwd string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	a, err := c.Stream(cctx, daemon.InvokeParams{ID: agent.ClaudeCode, Task: task, Cwd: cwd, TimeoutSecs: timeoutSecs}, nil)
+	a, err := c.Stream(cctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, TimeoutSecs: timeoutSecs}, Task: task}, nil)
 	if err == nil && a.RunID == "" {
 		err = errors.New("agents.invoke answered without a run_id")
 	}

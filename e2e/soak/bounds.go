@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
@@ -80,7 +81,7 @@ func floodRefused(ctx context.Context, d *liveDaemon, clients, taskBytes int, du
 			defer c.Close()
 			for time.Now().Before(end) && ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := c.Invoke(cctx, daemon.InvokeParams{ID: agent.ClaudeCode, InvokedBy: agent.ClaudeCode, Task: task, Cwd: cwd})
+				_, err := c.Invoke(cctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, InvokedBy: agent.ClaudeCode, Cwd: cwd}, Task: task})
 				cancel()
 				var re *rpc.Error
 				if errors.As(err, &re) && re.Code == daemon.CodeGuardRefused {

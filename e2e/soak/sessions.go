@@ -286,7 +286,7 @@ func (s *sessionsSoak) startSessions(ctx context.Context, d *liveDaemon) error {
 		}
 		ss.askMode = ss.startMode
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		got, err := c.StartSession(cctx, api.SessionStartParams{ID: agent.ClaudeCode, Cwd: ss.cwd, PermissionMode: ss.startMode, Warm: i < 2})
+		got, err := c.StartSession(cctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ss.cwd, PermissionMode: ss.startMode}, Warm: i < 2})
 		cancel()
 		if err != nil {
 			return err

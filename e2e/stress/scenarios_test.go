@@ -97,7 +97,7 @@ func TestQueuedPromptsNeverKillTheDaemonAndRunInTheOrderSent(t *testing.T) {
 		p := daemontest.Serve(t, bin, daemontest.Options{Warm: true, Config: "login_shell_path = false\n",
 			Agents: map[string]string{"claude-code": fake}, Environ: []string{"HOME=" + home}})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		s, err := p.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: cwd, Warm: true})
+		s, err := p.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Warm: true})
 		require.NoError(t, err)
 		var mu sync.Mutex
 		ended := map[int]api.Status{}

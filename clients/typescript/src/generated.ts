@@ -1505,10 +1505,6 @@ export interface AgentsInvokeParams {
    */
   id: string;
   /**
-   * The prompt for the agent. card hands it over on the agent's stdin, never on its command line.
-   */
-  task: string;
-  /**
    * The adapter id of the calling host when the host is itself an agent; the loop guard refuses a
    * run that would start an agent already in the chain.
    */
@@ -1534,10 +1530,6 @@ export interface AgentsInvokeParams {
    */
   model?: string;
   /**
-   * Stop the agent after this many turns; refused by the agents that have no such cap.
-   */
-  max_turns?: number;
-  /**
    * How hard the model should think: low, medium, high, xhigh or max; refused by the agents that
    * take no effort setting.
    */
@@ -1551,18 +1543,6 @@ export interface AgentsInvokeParams {
    * Add system_prompt to the agent's own system prompt instead of replacing it.
    */
   system_prompt_append?: boolean;
-  /**
-   * Start a new session under this UUID, to resume later. At most one of session_id and resume.
-   */
-  session_id?: string;
-  /**
-   * Continue the existing session with this id.
-   */
-  resume?: string;
-  /**
-   * Leave no resumable session behind; refused by the agents that always save one.
-   */
-  discard_session?: boolean;
   /**
    * End the run after this many seconds: 1 to 3600 (another value is refused), default 300.
    */
@@ -1596,11 +1576,6 @@ export interface AgentsInvokeParams {
    */
   max_tokens?: number;
   /**
-   * Answer at once with the run id and send the run's progress as agents.event notifications;
-   * without it the answer is the finished run.
-   */
-  stream?: boolean;
-  /**
    * The URL of an MCP server (streamable HTTP) to hand the agent for this run; refused, naming
    * why, by the agents whose CLI cannot take one. Empty means none.
    */
@@ -1617,11 +1592,6 @@ export interface AgentsInvokeParams {
    */
   acknowledge_unenforced_read_only?: boolean;
   /**
-   * Images for the agent (PNG, JPEG, GIF or WebP): each a path on this machine, or base64 data
-   * with its MIME type, with an optional name.
-   */
-  attachments?: Attachment[];
-  /**
    * Refuse the request instead of running an adapter that cannot take the attachments (it would
    * run without them).
    */
@@ -1637,6 +1607,36 @@ export interface AgentsInvokeParams {
    * (default HEAD).
    */
   base?: string;
+  /**
+   * The prompt for the agent. card hands it over on the agent's stdin, never on its command line.
+   */
+  task: string;
+  /**
+   * Stop the agent after this many turns; refused by the agents that have no such cap.
+   */
+  max_turns?: number;
+  /**
+   * Start a new session under this UUID, to resume later. At most one of session_id and resume.
+   */
+  session_id?: string;
+  /**
+   * Continue the existing session with this id.
+   */
+  resume?: string;
+  /**
+   * Leave no resumable session behind; refused by the agents that always save one.
+   */
+  discard_session?: boolean;
+  /**
+   * Answer at once with the run id and send the run's progress as agents.event notifications;
+   * without it the answer is the finished run.
+   */
+  stream?: boolean;
+  /**
+   * Images for the agent (PNG, JPEG, GIF or WebP): each a path on this machine, or base64 data
+   * with its MIME type, with an optional name.
+   */
+  attachments?: Attachment[];
 }
 
 /**
@@ -2205,27 +2205,6 @@ export interface SessionsStartParams {
    */
   system_prompt_append?: boolean;
   /**
-   * The URL of an MCP server (streamable HTTP) to hand the agent for this run; refused, naming
-   * why, by the agents whose CLI cannot take one. Empty means none.
-   */
-  mcp_endpoint?: string;
-  /**
-   * In ask mode, how long a question waits for an answer before card denies the tool call: 1 to
-   * 3600, default from card.toml (120). Refused in the other modes.
-   */
-  approval_timeout_secs?: number;
-  /**
-   * Set to run read_only on an adapter whose read-only mode nothing enforces
-   * (read_only_enforcement not_enforced): you accept that read-only is then only what the model is
-   * told.
-   */
-  acknowledge_unenforced_read_only?: boolean;
-  /**
-   * Refuse the request instead of running an adapter that cannot take the attachments (it would
-   * run without them).
-   */
-  require_attachments?: boolean;
-  /**
    * End each turn after this many seconds: 1 to 3600 (another value is refused), default 300.
    */
   timeout_secs?: number;
@@ -2258,10 +2237,26 @@ export interface SessionsStartParams {
    */
   max_tokens?: number;
   /**
-   * Start the agent's process now, where the adapter can keep one across turns, so the first turn
-   * does not wait for the CLI's start-up.
+   * The URL of an MCP server (streamable HTTP) to hand the agent for this run; refused, naming
+   * why, by the agents whose CLI cannot take one. Empty means none.
    */
-  warm?: boolean;
+  mcp_endpoint?: string;
+  /**
+   * In ask mode, how long a question waits for an answer before card denies the tool call: 1 to
+   * 3600, default from card.toml (120). Refused in the other modes.
+   */
+  approval_timeout_secs?: number;
+  /**
+   * Set to run read_only on an adapter whose read-only mode nothing enforces
+   * (read_only_enforcement not_enforced): you accept that read-only is then only what the model is
+   * told.
+   */
+  acknowledge_unenforced_read_only?: boolean;
+  /**
+   * Refuse the request instead of running an adapter that cannot take the attachments (it would
+   * run without them).
+   */
+  require_attachments?: boolean;
   /**
    * "worktree": run every turn in a git worktree of the cwd's repository, on a branch of the
    * session's own, so the user's checkout is never written; each turn that changes something
@@ -2274,6 +2269,11 @@ export interface SessionsStartParams {
    * (default HEAD).
    */
   base?: string;
+  /**
+   * Start the agent's process now, where the adapter can keep one across turns, so the first turn
+   * does not wait for the CLI's start-up.
+   */
+  warm?: boolean;
 }
 
 /**
