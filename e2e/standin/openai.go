@@ -23,8 +23,8 @@ const CodexKeyEnv = "CARD_STANDIN_OPENAI_KEY"
 
 // NewOpenAI serves the OpenAI Responses API (POST /v1/responses, SSE, what
 // Codex speaks) and Chat Completions (POST /v1/chat/completions, streamed or
-// not, what OpenAI-compatible BYOK providers of Copilot and Pi speak), plus
-// GET /v1/models.
+// not, what OpenAI-compatible providers of Copilot, Pi, OpenCode and Qwen
+// Code speak), plus GET /v1/models.
 func NewOpenAI(t testing.TB, script Script) *Server {
 	return start(t, OpenAI, DefaultOpenAIModel, script, serveOpenAI)
 }
@@ -35,9 +35,22 @@ type openAIRequest struct {
 	// Input is a Responses request's input items (a list; a plain
 	// string input decodes as none).
 	Input json.RawMessage `json:"input"`
-	Tools []struct {
+	// Messages is a Chat Completions request's conversation.
+	Messages []chatMessage `json:"messages"`
+	Tools    []struct {
 		Name string `json:"name"`
+		// Function is where a Chat Completions tool names itself.
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
 	} `json:"tools"`
+}
+
+// chatMessage is one message of a Chat Completions conversation; a tool's
+// result is a message of role "tool".
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
 
 // responsesItem is one input item of a Responses request.
@@ -46,11 +59,15 @@ type responsesItem struct {
 	Output json.RawMessage `json:"output"`
 }
 
-// toolResults counts the function call outputs in a Responses request and
-// returns the last input item's, if the input ends with one, as the text
-// the model was told. The Responses API has no error flag on an output:
-// the quote is "content=<output>".
+// toolResults counts the function call outputs in a Responses request (or
+// the tool messages of a Chat Completions one) and returns the last input
+// item's, if the input ends with one, as the text the model was told.
+// Neither API has an error flag on a result: the quote is
+// "content=<output>".
 func (r openAIRequest) toolResults() (n int, last string, endsWithResult bool) {
+	if len(r.Messages) > 0 {
+		return r.chatToolResults()
+	}
 	var items []responsesItem
 	if json.Unmarshal(r.Input, &items) != nil {
 		return 0, "", false
@@ -68,9 +85,24 @@ func (r openAIRequest) toolResults() (n int, last string, endsWithResult bool) {
 	return n, last, endsWithResult
 }
 
+// chatToolResults is toolResults for a Chat Completions conversation.
+func (r openAIRequest) chatToolResults() (n int, last string, endsWithResult bool) {
+	for i, m := range r.Messages {
+		if m.Role != "tool" {
+			continue
+		}
+		n++
+		if i == len(r.Messages)-1 {
+			endsWithResult = true
+			last = "content=" + toolResultText(m.Content)
+		}
+	}
+	return n, last, endsWithResult
+}
+
 func (r openAIRequest) offers(name string) bool {
 	for _, t := range r.Tools {
-		if t.Name == name {
+		if t.Name == name || t.Function.Name == name {
 			return true
 		}
 	}
@@ -212,14 +244,27 @@ func (s *Server) responsesToolCall(w http.ResponseWriter, req openAIRequest, cal
 	ev("response.completed", map[string]any{"response": resp("completed", []any{item("completed", string(args))}, usage)})
 }
 
+// chatCompletions answers a Chat Completions call as the Responses one is
+// answered: the k-th scripted tool call to a request holding k tool results
+// that offers its tool, else text that quotes the last result.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req openAIRequest) {
-	in, out := s.script.usage()
+	n, last, ends := req.toolResults()
+	if n < len(s.script.ToolCalls) && req.offers(s.script.ToolCalls[n].Name) {
+		s.chatToolCall(w, req, s.script.ToolCalls[n], fmt.Sprintf("call_standin%02d", n+1))
+		return
+	}
+	script := s.script
+	script.Answer = script.answer()
+	if ends {
+		script.Answer += " | tool result was: " + last
+	}
+	in, out := script.usage()
 	created := time.Now().Unix()
 	usage := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-standin", "object": "chat.completion", "created": created,
 			"model": req.Model, "choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": s.script.answer()}}}, "usage": usage})
+				"message": map[string]any{"role": "assistant", "content": script.answer()}}}, "usage": usage})
 		return
 	}
 	e := startSSE(w)
@@ -233,11 +278,46 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, req ope
 	}
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
 	s.stall(r)
-	for i, d := range s.script.deltas() {
-		s.pace(r, i, s.script)
+	for i, d := range script.deltas() {
+		s.pace(r, i, script)
 		e.event("", chunk(map[string]any{"content": d}, nil, nil))
 	}
 	e.event("", chunk(map[string]any{}, "stop", usage))
+	e.raw("data: [DONE]\n\n")
+}
+
+// chatToolCall answers a Chat Completions call with one tool call, streamed
+// as the API does: the call's id and name first, then its arguments.
+func (s *Server) chatToolCall(w http.ResponseWriter, req openAIRequest, call ToolCall, callID string) {
+	in, out := s.script.usage()
+	args, err := json.Marshal(call.Input)
+	if err != nil {
+		openAIError(w, http.StatusInternalServerError, "server_error", "server_error", "card stand-in: tool input does not encode: "+err.Error())
+		return
+	}
+	created := time.Now().Unix()
+	usage := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	fn := func(arguments string) map[string]any {
+		return map[string]any{"index": 0, "id": callID, "type": "function", "function": map[string]any{"name": call.Name, "arguments": arguments}}
+	}
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-standin", "object": "chat.completion", "created": created,
+			"model": req.Model, "choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls",
+				"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{fn(string(args))}}}}, "usage": usage})
+		return
+	}
+	e := startSSE(w)
+	chunk := func(delta map[string]any, finish any, u any) map[string]any {
+		c := map[string]any{"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		if u != nil {
+			c["usage"] = u
+		}
+		return c
+	}
+	e.event("", chunk(map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{fn("")}}, nil, nil))
+	e.event("", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": string(args)}}}}, nil, nil))
+	e.event("", chunk(map[string]any{}, "tool_calls", usage))
 	e.raw("data: [DONE]\n\n")
 }
 

@@ -1,6 +1,7 @@
 // Package standin serves just enough of each vendor's model API on 127.0.0.1
-// for a real agent CLI (Claude Code, Codex, Gemini CLI, Copilot, Pi) to finish
-// one turn with a scripted answer, or to meet a scripted API error.
+// for a real agent CLI (Claude Code, Codex, Gemini CLI, Copilot, Pi, Droid,
+// OpenCode, Qwen Code) to finish one turn with a scripted answer, or to meet
+// a scripted API error.
 //
 // End-to-end tests need the real CLIs, because only they prove that card's argv,
 // env and output parsers match what ships on npm; but a test that talks to the
@@ -32,7 +33,7 @@ type Vendor string
 const (
 	// Anthropic is the Messages API (Claude Code, Pi's anthropic-messages, Copilot BYOK "anthropic").
 	Anthropic Vendor = "anthropic"
-	// OpenAI is the Responses API plus Chat Completions (Codex, Copilot BYOK "openai", Pi).
+	// OpenAI is the Responses API plus Chat Completions (Codex, Copilot BYOK "openai", Pi, OpenCode, Qwen Code).
 	OpenAI Vendor = "openai"
 	// Gemini is the Generative Language API v1beta (Gemini CLI).
 	Gemini Vendor = "gemini"
@@ -58,9 +59,10 @@ type Script struct {
 	Message string
 	// InputTokens and OutputTokens are reported as usage (defaults 10 and 5).
 	InputTokens, OutputTokens int
-	// ToolCalls make the model call tools before it answers (Anthropic
-	// and Gemini): a model call whose conversation holds k tool results
-	// (Gemini: function responses), k below len(ToolCalls), and that
+	// ToolCalls make the model call tools before it answers (every
+	// dialect: Anthropic, Gemini, OpenAI Responses and Chat Completions):
+	// a model call whose conversation holds k tool results (Gemini:
+	// function responses), k below len(ToolCalls), and that
 	// offers ToolCalls[k].Name as a tool, is answered with that tool call;
 	// once the last is answered, the text answer quotes the last tool
 	// result ("<Answer> | tool result was: is_error=… content=…"), so a

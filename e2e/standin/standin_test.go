@@ -549,3 +549,39 @@ func TestFailFirstRefusesOnlyTheFirstModelCallsAndHeadersGoWithEveryAnswer(t *te
 		})
 	}
 }
+
+// Chat Completions, which OpenCode's and Qwen Code's OpenAI-compatible
+// providers speak, gets the scripted tool calls as the Responses API does:
+// streamed as id and name, then arguments, with finish_reason tool_calls.
+func TestOpenAIChatCompletionsMakesTheScriptedToolCallsThenQuotesTheLastToolMessage(t *testing.T) {
+	s := NewOpenAI(t, Script{Answer: "DONE", ToolCalls: []ToolCall{{Name: "bash", Input: map[string]any{"command": "echo hi > f.txt"}}}})
+	offer := `"tools":[{"type":"function","function":{"name":"read"}},{"type":"function","function":{"name":"bash"}}]`
+	evs := readSSE(t, post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,`+offer+`,"messages":[{"role":"user","content":"go"}]}`, nil).Body)
+	require.Len(t, evs, 4)
+	assert.Equal(t, "[DONE]", evs[3].Raw)
+	first := evs[0].Data["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)
+	assert.Equal(t, "call_standin01", first["id"])
+	assert.Equal(t, "bash", first["function"].(map[string]any)["name"])
+	args := evs[1].Data["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)["arguments"]
+	assert.JSONEq(t, `{"command":"echo hi > f.txt"}`, args.(string))
+	assert.Equal(t, "tool_calls", evs[2].Data["choices"].([]any)[0].(map[string]any)["finish_reason"])
+
+	side := readSSE(t, post(t, s.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"title?"}]}`, nil).Body)
+	assert.Contains(t, side[1].Data["choices"].([]any)[0].(map[string]any)["delta"], "content", "a call that offers no tools gets text")
+
+	resp := post(t, s.URL+"/v1/chat/completions", `{"model":"m",`+offer+`,"messages":[{"role":"user","content":"go"},`+
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_standin01","type":"function","function":{"name":"bash","arguments":"{}"}}]},`+
+		`{"role":"tool","tool_call_id":"call_standin01","content":"The user rejected permission to use this specific tool call."}]}`, nil)
+	var done struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+			Message      struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&done))
+	assert.Equal(t, "stop", done.Choices[0].FinishReason)
+	assert.Equal(t, "DONE | tool result was: content=The user rejected permission to use this specific tool call.", done.Choices[0].Message.Content)
+	assert.Equal(t, []string{"content=The user rejected permission to use this specific tool call."}, s.ToolResults())
+}
