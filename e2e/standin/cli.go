@@ -14,7 +14,8 @@ import (
 const BinDirEnv = "CARD_E2E_BIN_DIR"
 
 // CLI returns the path of the real agent CLI name ("claude", "codex",
-// "gemini", "copilot", "pi", "droid") for an end-to-end test, so every
+// "gemini", "copilot", "pi", "droid", and the ACP agents card has no
+// adapter for yet, "opencode" and "qwen") for an end-to-end test, so every
 // package's e2e tests share one rule for finding, skipping and failing:
 //
 //   - Real-CLI runs take seconds each, so they run only when CARD_E2E=1 or

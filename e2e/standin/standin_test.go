@@ -585,3 +585,58 @@ func TestOpenAIChatCompletionsMakesTheScriptedToolCallsThenQuotesTheLastToolMess
 	assert.Equal(t, "DONE | tool result was: content=The user rejected permission to use this specific tool call.", done.Choices[0].Message.Content)
 	assert.Equal(t, []string{"content=The user rejected permission to use this specific tool call."}, s.ToolResults())
 }
+
+// OpenCode's whole setup travels in its environment: the config names the
+// stand-in as the default provider, with a price and a context limit (its
+// usage_update needs both), and extra config lands at the top level.
+// Qwen Code's is the three OPENAI_ variables and its settings file.
+func TestOpenCodeAndQwenCodeHelpersPointEachAtTheOpenAIServer(t *testing.T) {
+	o := NewOpenAI(t, Script{})
+	env, err := o.OpenCodeEnv("/h", "/bin", map[string]any{"permission": map[string]any{"bash": "ask"}})
+	require.NoError(t, err)
+	assert.Contains(t, env, "HOME=/h")
+	assert.Contains(t, env, "OPENCODE_SERVER_PASSWORD="+OpenCodePassword)
+	assert.Contains(t, env, "OPENCODE_DISABLE_MODELS_FETCH=1")
+	var cfg struct {
+		Provider map[string]struct {
+			NPM     string `json:"npm"`
+			Options struct{ BaseURL, APIKey string }
+			Models  map[string]struct {
+				Limit struct{ Context int }
+				Cost  struct{ Input, Output float64 }
+			}
+		}
+		Model      string
+		Permission map[string]string
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OPENCODE_CONFIG_CONTENT="); ok {
+			require.NoError(t, json.Unmarshal([]byte(v), &cfg))
+		}
+	}
+	p := cfg.Provider[OpenCodeProvider]
+	assert.Equal(t, "@ai-sdk/openai-compatible", p.NPM)
+	assert.Equal(t, o.URL+"/v1", p.Options.BaseURL)
+	assert.Equal(t, APIKey, p.Options.APIKey)
+	assert.Equal(t, 200000, p.Models[PlainModel].Limit.Context)
+	assert.Positive(t, p.Models[PlainModel].Cost.Output)
+	assert.Equal(t, OpenCodeProvider+"/"+PlainModel, cfg.Model)
+	assert.Equal(t, map[string]string{"bash": "ask"}, cfg.Permission)
+
+	home := t.TempDir()
+	qenv, err := o.QwenSetup(home, "/bin")
+	require.NoError(t, err)
+	assert.Contains(t, qenv, "OPENAI_BASE_URL="+o.URL+"/v1")
+	assert.Contains(t, qenv, "OPENAI_MODEL="+PlainModel)
+	raw, err := os.ReadFile(filepath.Join(home, ".qwen", "settings.json"))
+	require.NoError(t, err)
+	var settings struct {
+		Memory struct{ EnableManagedAutoMemory *bool }
+	}
+	require.NoError(t, json.Unmarshal(raw, &settings))
+	require.NotNil(t, settings.Memory.EnableManagedAutoMemory)
+	assert.False(t, *settings.Memory.EnableManagedAutoMemory)
+
+	_, err = NewAnthropic(t, Script{}).OpenCodeEnv("/h", "/bin", nil)
+	assert.ErrorContains(t, err, "use NewOpenAI")
+}
