@@ -15,6 +15,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/plan"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
@@ -208,7 +209,7 @@ func TestAWritingRunIsRefusedWhereAnAgentIsInstalled(t *testing.T) {
 	for _, d := range []string{filepath.Join(pkg, "bin"), filepath.Join(tools, "node_modules", ".bin"), filepath.Join(tools, "node_modules", "@openai", "codex-linux-x64")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(pkg, "bin", "codex.js"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n"), 0o755))
+	require.NoError(t, proc.WriteExecutable(filepath.Join(pkg, "bin", "codex.js"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n")))
 	link := filepath.Join(tools, "node_modules", ".bin", "codex")
 	require.NoError(t, os.Symlink("../@openai/codex/bin/codex.js", link))
 	links := t.TempDir()

@@ -16,6 +16,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 )
 
@@ -86,7 +87,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 	// The fake replays chatty.jsonl when the task names it.
 	script, err := os.ReadFile(claude)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(claude, []byte(strings.Replace(string(script), "*FAIL*)", "*CHATTY*) cat '"+chatty+"'; exit 0;;\n*FAIL*)", 1)), 0o755))
+	require.NoError(t, proc.WriteExecutable(claude, []byte(strings.Replace(string(script), "*FAIL*)", "*CHATTY*) cat '"+chatty+"'; exit 0;;\n*FAIL*)", 1))))
 
 	const n = 40
 	report := func(name, task string) {

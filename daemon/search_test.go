@@ -13,6 +13,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/internal/proc"
 )
 
 // login_shell_path = false drops only the login shell's PATH: a CLI in
@@ -21,7 +22,7 @@ func TestWithoutTheLoginShellTheWellKnownDirsAreStillSearched(t *testing.T) {
 	home := daemontest.UserHome(t)
 	local := filepath.Join(home, ".local", "bin")
 	require.NoError(t, os.MkdirAll(local, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(local, "codex"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n"), 0o755))
+	require.NoError(t, proc.WriteExecutable(filepath.Join(local, "codex"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n")))
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Environ: []string{"HOME=" + home}}).Client
 	specs, err := c.Detect(daemontest.Context(t), daemon.DetectParams{Refresh: true})
 	require.NoError(t, err)
@@ -56,7 +57,7 @@ func TestACLIInstalledAfterStartIsFoundOnRefresh(t *testing.T) {
 
 	local := filepath.Join(home, ".local", "bin") // `npm install -g` with prefix ~/.local
 	require.NoError(t, os.MkdirAll(local, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(local, "codex"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n"), 0o755))
+	require.NoError(t, proc.WriteExecutable(filepath.Join(local, "codex"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n")))
 
 	specs, err = c.ListExternal(ctx, daemon.DetectParams{})
 	require.NoError(t, err)
@@ -74,7 +75,7 @@ func TestACLISkippedUnderAScratchDirIsNamedInTheReason(t *testing.T) {
 		t.Skipf("temp dir %s is not under /tmp, a default scratch dir", dir)
 	}
 	bin := filepath.Join(dir, "claude")
-	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\necho '2.1.197 (Claude Code)'\n"), 0o755))
+	require.NoError(t, proc.WriteExecutable(bin, []byte("#!/bin/sh\necho '2.1.197 (Claude Code)'\n")))
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Environ: []string{"PATH=" + dir + ":/usr/bin:/bin"}}).Client
 	ctx := daemontest.Context(t)
 	_, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(testskip.Wrap(m)) }
 func fakeCLI(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	must(t, proc.WriteExecutable(p, []byte("#!/bin/sh\n"+body+"\n")))
 	return p
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/internal/fakeclaude"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
 )
@@ -224,7 +225,7 @@ func Script(t testing.TB, name, body string) string {
 func script(t testing.TB, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	require.NoError(t, proc.WriteExecutable(p, []byte("#!/bin/sh\n"+body+"\n")))
 	return p
 }
 
@@ -277,18 +278,17 @@ cat %[3]q`, version, dir, fixture)
 
 // TeachWriting teaches the fake the task "WRITE name text": it writes text
 // (and a newline) to name in its cwd, as an agent's Write tool would, then
-// answers as it always does. The new script is renamed over the old one:
-// the daemon may be running the fake (its --version probe) at that
-// moment, and writing into an executing file fails with ETXTBSY.
+// answers as it always does. The new script is renamed over the old one
+// (proc.WriteExecutable): the daemon may be running the fake (its
+// --version probe) at that moment, and writing into an executing file
+// fails with ETXTBSY.
 func (r Replay) TeachWriting(t testing.TB) {
 	t.Helper()
 	script, err := os.ReadFile(r.Path)
 	require.NoError(t, err)
 	body := strings.Replace(string(script), "*FAIL*)",
 		"*WRITE\\ *) rest=${task#*WRITE }; name=${rest%% *}; printf '%s\\n' \"${rest#* }\" > \"$name\";;\n*FAIL*)", 1)
-	next := r.Path + ".next"
-	require.NoError(t, os.WriteFile(next, []byte(body), 0o755))
-	require.NoError(t, os.Rename(next, r.Path))
+	require.NoError(t, proc.WriteExecutable(r.Path, []byte(body)))
 }
 
 // Received is what the fake was given for run runID: its arguments and its

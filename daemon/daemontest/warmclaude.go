@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // WarmClaude writes a fake Claude Code that speaks the stream-json input
@@ -55,7 +57,7 @@ while IFS= read -r line; do
 done
 `
 	p := filepath.Join(dir, "claude")
-	require.NoError(t, os.WriteFile(p, []byte(body), 0o755))
+	require.NoError(t, proc.WriteExecutable(p, []byte(body)))
 	return p
 }
 

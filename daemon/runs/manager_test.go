@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -48,7 +48,7 @@ i=0; while [ $i -lt %[2]d ]; do sed -n 2p %[1]q; i=$((i+1)); done
 tail -n 1 %[1]q
 `, fx, n)
 	path := filepath.Join(t.TempDir(), "claude")
-	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
+	require.NoError(t, proc.WriteExecutable(path, []byte(script)))
 	return path
 }
 

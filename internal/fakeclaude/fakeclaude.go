@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/card-dev/card/internal/proc"
 )
 
 // EnvVar makes a test binary act as the fake (see Install).
@@ -60,7 +62,7 @@ func Install(t testing.TB, dir string) string {
 	// A -race test binary sleeps a second before it exits (GORACE's
 	// atexit_sleep_ms), which every run and probe would pay.
 	script := fmt.Sprintf("#!/bin/sh\nGORACE=atexit_sleep_ms=0 %s=1 exec %q \"$@\"\n", EnvVar, self)
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+	if err := proc.WriteExecutable(path, []byte(script)); err != nil {
 		t.Fatalf("fakeclaude: %v", err)
 	}
 	return path
