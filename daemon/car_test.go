@@ -179,16 +179,14 @@ cat '`+daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")+`'
 // type: a field added to agents.invoke and forgotten here fails this test.
 func TestInvokeExternalTakesEveryFieldOfAgentsInvoke(t *testing.T) {
 	external := map[string]reflect.Type{}
-	et := reflect.TypeFor[daemon.ExternalInvokeParams]()
-	for i := 0; i < et.NumField(); i++ {
-		external[strings.Split(et.Field(i).Tag.Get("json"), ",")[0]] = et.Field(i).Type
+	for _, f := range jsonFields(reflect.TypeFor[daemon.ExternalInvokeParams]()) {
+		external[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Type
 	}
-	it := reflect.TypeFor[daemon.InvokeParams]()
-	for i := 0; i < it.NumField(); i++ {
-		name := strings.Split(it.Field(i).Tag.Get("json"), ",")[0]
+	for _, f := range jsonFields(reflect.TypeFor[daemon.InvokeParams]()) {
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
 		switch name {
 		case "session_id":
-			assert.Equal(t, it.Field(i).Type, external["agent_session_id"])
+			assert.Equal(t, f.Type, external["agent_session_id"])
 		case "attachments":
 			assert.Equal(t, reflect.TypeFor[[]daemon.ExternalAttachment](), external[name])
 		case "require_attachments":
@@ -196,10 +194,24 @@ func TestInvokeExternalTakesEveryFieldOfAgentsInvoke(t *testing.T) {
 		case "isolation", "base":
 			assert.NotContains(t, external, name, "an isolated run is reviewed by its session, which CAR's answer cannot name")
 		default:
-			assert.Equal(t, it.Field(i).Type, external[name], "agents.invoke_external's %s", name)
+			assert.Equal(t, f.Type, external[name], "agents.invoke_external's %s", name)
 		}
 	}
 	assert.Equal(t, reflect.TypeFor[string](), external["session_id"])
+}
+
+// jsonFields lists the fields a struct puts on the wire: an embedded struct
+// without a JSON name of its own lends its fields to the outer object, the
+// way encoding/json flattens it.
+func jsonFields(t reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || (f.Anonymous && f.Tag.Get("json") == "") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func externalCall(t *testing.T, c *rpc.Client, params map[string]any, out any) error {
