@@ -20,116 +20,140 @@ const maxToolOutput = 64 << 10
 // open tool calls.
 func (st *session) mapEvent(e api.AgentEvent) []acp.SessionUpdate {
 	switch e.Kind {
-	case api.EventText:
+	case api.EventText, api.EventThinking:
 		if e.Text == "" {
 			return nil
 		}
-		return []acp.SessionUpdate{{Kind: acp.UpdateAgentMessageChunk, Chunk: &acp.ContentChunk{Content: acp.TextBlock(e.Text)}}}
-	case api.EventThinking:
-		if e.Text == "" {
-			return nil
+		kind := acp.UpdateAgentMessageChunk
+		if e.Kind == api.EventThinking {
+			kind = acp.UpdateAgentThoughtChunk
 		}
-		return []acp.SessionUpdate{{Kind: acp.UpdateAgentThoughtChunk, Chunk: &acp.ContentChunk{Content: acp.TextBlock(e.Text)}}}
+		return []acp.SessionUpdate{{Kind: kind, Chunk: &acp.ContentChunk{Content: acp.TextBlock(e.Text)}}}
 	case api.EventToolUse:
-		if e.Tool == nil {
-			return nil
-		}
-		id := e.Tool.ID
-		if id == "" {
-			id = fmt.Sprintf("%s-%d", e.RunID, e.Seq)
-		}
-		if _, seen := st.toolName[id]; seen {
-			return nil
-		}
-		st.toolName[id] = e.Tool.Name
-		st.open = append(st.open, id)
-		call := toolCall(id, e.Tool.Name, e.Tool.Input)
-		call.Status = acp.ToolInProgress
-		out := []acp.SessionUpdate{{Kind: acp.UpdateToolCall, ToolCall: &call}}
-		if plan := planOf(e.Tool.Name, e.Tool.Input); plan != nil {
-			out = append(out, acp.SessionUpdate{Kind: acp.UpdatePlan, Plan: plan})
-		}
-		return out
+		return st.toolUse(e)
 	case api.EventToolResult:
-		id := ""
-		if e.Tool != nil {
-			id = e.Tool.ID
-		}
-		if _, known := st.toolName[id]; !known || id == "" {
-			if len(st.open) == 0 {
-				return nil
-			}
-			id = st.open[0]
-		}
-		st.closeTool(id)
-		status := acp.ToolCompleted
-		if e.IsError {
-			status = acp.ToolFailed
-		}
-		text := clip(e.Output, maxToolOutput)
-		raw, _ := json.Marshal(text)
-		up := acp.ToolCallUpdate{ToolCallID: id, Status: status, RawOutput: raw}
-		if text != "" {
-			block := acp.TextBlock(text)
-			up.Content = []acp.ToolCallContent{{Type: acp.ToolContentContent, Content: &block}}
-		}
-		return []acp.SessionUpdate{{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &up}}
+		return st.toolResult(e)
 	case api.EventApprovalRequested:
-		// The call the question is about is announced if it was not: some
-		// CLIs ask before they report the call.
-		if e.Tool == nil || e.Tool.ID == "" {
-			return nil
-		}
-		if _, seen := st.toolName[e.Tool.ID]; seen {
-			return nil
-		}
-		st.toolName[e.Tool.ID] = e.Tool.Name
-		st.open = append(st.open, e.Tool.ID)
-		call := toolCall(e.Tool.ID, e.Tool.Name, e.Tool.Input)
-		call.Status = acp.ToolPending
-		return []acp.SessionUpdate{{Kind: acp.UpdateToolCall, ToolCall: &call}}
+		return st.askedAbout(e)
 	case api.EventUsage:
 		if e.Usage == nil {
 			return nil
 		}
 		return []acp.SessionUpdate{{Kind: acp.UpdateUsage, Usage: &acp.UsageUpdate{Used: used(*e.Usage), Meta: usageMeta(*e.Usage)}}}
-	case api.EventWarning, api.EventAgentError, api.EventRetry, api.EventStalled:
+	case api.EventWarning, api.EventAgentError, api.EventRetry, api.EventStalled, api.EventChanges, api.EventRewound:
 		if !st.srv.notices() {
 			return nil
 		}
-		sev, title := "warning", e.Text
-		switch e.Kind {
-		case api.EventAgentError:
-			sev, title = "error", e.Error
-		case api.EventRetry:
-			title = fmt.Sprintf("retrying (attempt %d of %d): %s", e.Attempt, e.MaxAttempts, e.Error)
-		case api.EventStalled:
-			title = fmt.Sprintf("the agent has printed nothing for %d s", e.QuietMs/1000)
-		}
-		if title == "" {
-			return nil
-		}
-		return []acp.SessionUpdate{{Kind: acp.UpdateNotice, Notice: &acp.Notice{Severity: sev, Title: title}}}
-	case api.EventChanges, api.EventRewound:
-		if !st.srv.notices() {
-			return nil
-		}
-		if n := worktreeNotice(e); n != nil {
+		if n := noticeOf(e); n != nil {
 			return []acp.SessionUpdate{{Kind: acp.UpdateNotice, Notice: n}}
 		}
 		return nil
 	case api.EventDone, api.EventRunError:
-		// Calls still open when the turn ends never finished.
-		var out []acp.SessionUpdate
-		for _, id := range st.open {
-			up := acp.ToolCallUpdate{ToolCallID: id, Status: acp.ToolFailed}
-			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &up})
-		}
-		st.open = nil
-		clear(st.toolName)
-		return out
+		return st.endTurn()
 	}
 	return nil
+}
+
+// toolUse announces a tool call once: a CLI that reports the call again
+// (or asked about it first) gets no second card in the editor.
+func (st *session) toolUse(e api.AgentEvent) []acp.SessionUpdate {
+	if e.Tool == nil {
+		return nil
+	}
+	id := e.Tool.ID
+	if id == "" {
+		id = fmt.Sprintf("%s-%d", e.RunID, e.Seq)
+	}
+	if _, seen := st.toolName[id]; seen {
+		return nil
+	}
+	st.toolName[id] = e.Tool.Name
+	st.open = append(st.open, id)
+	call := toolCall(id, e.Tool.Name, e.Tool.Input)
+	call.Status = acp.ToolInProgress
+	out := []acp.SessionUpdate{{Kind: acp.UpdateToolCall, ToolCall: &call}}
+	if plan := planOf(e.Tool.Name, e.Tool.Input); plan != nil {
+		out = append(out, acp.SessionUpdate{Kind: acp.UpdatePlan, Plan: plan})
+	}
+	return out
+}
+
+// toolResult closes the call a result names, or the oldest open one when
+// the CLI's result names none card saw.
+func (st *session) toolResult(e api.AgentEvent) []acp.SessionUpdate {
+	id := ""
+	if e.Tool != nil {
+		id = e.Tool.ID
+	}
+	if _, known := st.toolName[id]; !known || id == "" {
+		if len(st.open) == 0 {
+			return nil
+		}
+		id = st.open[0]
+	}
+	st.closeTool(id)
+	status := acp.ToolCompleted
+	if e.IsError {
+		status = acp.ToolFailed
+	}
+	text := clip(e.Output, maxToolOutput)
+	raw, _ := json.Marshal(text)
+	up := acp.ToolCallUpdate{ToolCallID: id, Status: status, RawOutput: raw}
+	if text != "" {
+		block := acp.TextBlock(text)
+		up.Content = []acp.ToolCallContent{{Type: acp.ToolContentContent, Content: &block}}
+	}
+	return []acp.SessionUpdate{{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &up}}
+}
+
+// askedAbout announces the call a question is about if it was not: some
+// CLIs ask before they report the call.
+func (st *session) askedAbout(e api.AgentEvent) []acp.SessionUpdate {
+	if e.Tool == nil || e.Tool.ID == "" {
+		return nil
+	}
+	if _, seen := st.toolName[e.Tool.ID]; seen {
+		return nil
+	}
+	st.toolName[e.Tool.ID] = e.Tool.Name
+	st.open = append(st.open, e.Tool.ID)
+	call := toolCall(e.Tool.ID, e.Tool.Name, e.Tool.Input)
+	call.Status = acp.ToolPending
+	return []acp.SessionUpdate{{Kind: acp.UpdateToolCall, ToolCall: &call}}
+}
+
+// endTurn fails the calls still open when the turn ends: they never
+// finished.
+func (st *session) endTurn() []acp.SessionUpdate {
+	var out []acp.SessionUpdate
+	for _, id := range st.open {
+		up := acp.ToolCallUpdate{ToolCallID: id, Status: acp.ToolFailed}
+		out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &up})
+	}
+	st.open = nil
+	clear(st.toolName)
+	return out
+}
+
+// noticeOf is a warning, an agent's error, a retry, a stall or a worktree
+// change as the notice an editor shows (nil when there is nothing to say).
+func noticeOf(e api.AgentEvent) *acp.Notice {
+	if e.Kind == api.EventChanges || e.Kind == api.EventRewound {
+		return worktreeNotice(e)
+	}
+	sev, title := "warning", e.Text
+	switch e.Kind {
+	case api.EventAgentError:
+		sev, title = "error", e.Error
+	case api.EventRetry:
+		title = fmt.Sprintf("retrying (attempt %d of %d): %s", e.Attempt, e.MaxAttempts, e.Error)
+	case api.EventStalled:
+		title = fmt.Sprintf("the agent has printed nothing for %d s", e.QuietMs/1000)
+	}
+	if title == "" {
+		return nil
+	}
+	return &acp.Notice{Severity: sev, Title: title}
 }
 
 // worktreeNotice tells an editor what an isolated session's turn changed in
