@@ -73,6 +73,25 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Created, error
 	}
 	defer unlockRepo()
 
+	wt, config, err := m.plan(ctx, id, repo, req.Base)
+	if err != nil {
+		return Created{}, err
+	}
+	uncommitted, err := m.uncommitted(ctx, wt, config)
+	if err != nil {
+		return Created{}, err
+	}
+	if wt, err = m.add(ctx, wt, config); err != nil {
+		return Created{}, err
+	}
+	return Created{Worktree: wt, Uncommitted: uncommitted}, nil
+}
+
+// plan is the worktree session id gets in repo, from base: its place, its
+// branch and the commit it starts from, with the repository's config for
+// the calls that follow. Nothing is written yet; a base that names no
+// commit, or a branch that is already there, refuses it.
+func (m *Manager) plan(ctx context.Context, id string, repo repoInfo, base string) (Worktree, []kv, error) {
 	wt := Worktree{
 		Version:    recordVersion,
 		SessionID:  id,
@@ -81,7 +100,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Created, error
 		CommonDir:  repo.common,
 		Path:       filepath.Join(m.cfg.Root, id, worktreeName(repo.top)),
 		Branch:     m.cfg.BranchPrefix + id,
-		BaseRef:    req.Base,
+		BaseRef:    base,
 		Subdir:     repo.prefix,
 		Created:    m.now().UTC().Truncate(time.Second),
 	}
@@ -90,42 +109,44 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Created, error
 	}
 	config, err := m.repoConfig(ctx, wt.Repo, wt.RepoGitDir, wt.Repo)
 	if err != nil {
-		return Created{}, err
+		return Worktree{}, nil, err
 	}
 	if wt.Base, err = m.resolveBase(ctx, wt, config); err != nil {
-		return Created{}, err
+		return Worktree{}, nil, err
 	}
 	if _, err := m.output(ctx, wt.checkoutCall(config, "check-ref-format", wt.ref())); err != nil {
-		return Created{}, fmt.Errorf("branch %s: %w", wt.Branch, ErrBadName)
+		return Worktree{}, nil, fmt.Errorf("branch %s: %w", wt.Branch, ErrBadName)
 	}
 	if ok, err := m.refExists(ctx, wt.checkoutCall(config), wt.ref()); err != nil {
-		return Created{}, err
+		return Worktree{}, nil, err
 	} else if ok {
-		return Created{}, fmt.Errorf("branch %s is already in %s: %w", wt.Branch, wt.Repo, ErrExists)
+		return Worktree{}, nil, fmt.Errorf("branch %s is already in %s: %w", wt.Branch, wt.Repo, ErrExists)
 	}
-	uncommitted, err := m.uncommitted(ctx, wt, config)
-	if err != nil {
-		return Created{}, err
-	}
+	return wt, config, nil
+}
 
+// add makes the worktree plan gave: its private directory, its record,
+// git's worktree and branch, and the directory the turns run in. It
+// returns wt with its git directory; on failure it leaves nothing behind.
+func (m *Manager) add(ctx context.Context, wt Worktree, config []kv) (Worktree, error) {
 	sessionDir := filepath.Dir(wt.Path)
 	if err := os.Mkdir(sessionDir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return Created{}, fmt.Errorf("%s: %w", sessionDir, ErrExists)
+			return Worktree{}, fmt.Errorf("%s: %w", sessionDir, ErrExists)
 		}
-		return Created{}, fmt.Errorf("worktree: %w", err)
+		return Worktree{}, fmt.Errorf("worktree: %w", err)
 	}
 	// The record goes first, without GitDir: a daemon killed during the
 	// add leaves a record that Discard and Prune can clean up after.
 	if err := writeRecord(wt); err != nil {
 		_ = os.RemoveAll(sessionDir)
-		return Created{}, err
+		return Worktree{}, err
 	}
-	fail := func(err error) (Created, error) {
+	fail := func(err error) (Worktree, error) {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
 		defer cancel()
 		_ = m.discard(cleanup, wt)
-		return Created{}, err
+		return Worktree{}, err
 	}
 	// The commit is given by its hash, and the path is absolute: neither
 	// can be read as an option.
@@ -138,7 +159,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Created, error
 		defer cancel()
 		_, _ = m.output(cleanup, wt.checkoutCall(config, "update-ref", "-d", wt.ref(), wt.Base))
 		_ = os.RemoveAll(sessionDir)
-		return Created{}, err
+		return Worktree{}, err
 	}
 	// The new worktree's git directory is asked of git now, before any
 	// agent has run in the worktree, and kept: later calls name it rather
@@ -159,7 +180,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Created, error
 	if err := writeRecord(wt); err != nil {
 		return fail(err)
 	}
-	return Created{Worktree: wt, Uncommitted: uncommitted}, nil
+	return wt, nil
 }
 
 // repoInfo is the repository a cwd is in.
