@@ -353,6 +353,70 @@ func TestAKilledDaemonCommitsWhatTheTurnItCutHadChanged(t *testing.T) {
 	assert.Equal(t, api.StatusInterrupted, all[len(all)-2].Event.Status, "the turn's end comes first, then what it changed")
 }
 
+// An isolated agents.invoke is a closed session of one turn: a daemon
+// killed during its run must not leave that run's work uncommitted in the
+// worktree, out of the session's diff.
+func TestAKilledDaemonCommitsWhatAnIsolatedInvokeItCutHadChanged(t *testing.T) {
+	bin := daemontest.Build(t)
+	agents, pins := replayAgents(t)
+	script, err := os.ReadFile(agents["claude-code"].Path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(agents["claude-code"].Path, []byte(strings.Replace(string(script), "*SLEEP*)",
+		"*SLEEP*) echo half > half.txt;", 1)), 0o755))
+	repo := daemontest.GitRepo(t, "cutinvoke")
+	opts := daemontest.Options{Config: "login_shell_path = false\n", Agents: pins}
+	first := daemontest.Serve(t, bin, opts)
+	ctx := daemontest.Context(t)
+	acc, err := first.Client.Stream(ctx, daemon.InvokeParams{ID: "claude-code", Task: "SLEEP through the kill", Cwd: repo, PermissionMode: "edit",
+		Isolation: api.IsolationWorktree}, nil)
+	require.NoError(t, err)
+	require.NotNil(t, acc.Worktree)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(acc.Worktree.Dir, "half.txt"))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, first.Cmd.Process.Signal(syscall.SIGKILL))
+	first.Wait(t, 10*time.Second)
+	opts.Home = first.Home
+	second := daemontest.Serve(t, bin, opts)
+	waitNoProcesses(t, acc.RunID, 5*time.Second)
+
+	d, err := second.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: acc.CardSessionID})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"half.txt"}, diffPaths(d), "the cut run's work is its commit")
+	one, err := second.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: acc.CardSessionID, Turn: 1})
+	require.NoError(t, err)
+	assert.Equal(t, d.Files, one.Files, "it is turn 1's")
+	s, err := second.Client.Session(ctx, acc.CardSessionID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Turns)
+	assert.Empty(t, daemontest.Git(t, s.Worktree.Path, "status", "--porcelain"), "nothing is left uncommitted in the worktree")
+
+	// The session's stream says how the run ended, then what it changed.
+	evs := &sessionEvents{}
+	_, err = second.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: acc.CardSessionID}, evs.add)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		all := evs.all()
+		return len(all) > 0 && all[len(all)-1].Event.Kind == api.EventChanges
+	}, 5*time.Second, 10*time.Millisecond)
+	all := evs.all()
+	gapFree(t, all, 0)
+	assert.Equal(t, api.StatusInterrupted, all[len(all)-2].Event.Status, "the run's end comes first, then what it changed")
+	require.NotNil(t, all[len(all)-1].Event.Changes)
+	assert.Equal(t, 1, all[len(all)-1].Event.Changes.Turn)
+	assert.NotEmpty(t, all[len(all)-1].Event.Changes.Commit)
+	assert.NoFileExists(t, filepath.Join(repo, "half.txt"), "the checkout is untouched")
+
+	// A second restart commits nothing again.
+	require.NoError(t, second.Cmd.Process.Signal(syscall.SIGKILL))
+	second.Wait(t, 10*time.Second)
+	third := daemontest.Serve(t, bin, opts)
+	again, err := third.Client.Session(ctx, acc.CardSessionID)
+	require.NoError(t, err)
+	assert.Equal(t, s.NextSeq, again.NextSeq, "no second changes event")
+}
+
 func TestIsolationRefusalsNameWhatWasRefused(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)

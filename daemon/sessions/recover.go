@@ -50,6 +50,38 @@ func (m *Manager) Recover(ctx context.Context) error {
 			return err
 		}
 	}
+	return m.recoverOneShots(ctx)
+}
+
+// recoverOneShots puts right the isolated agents.invoke runs a dead daemon
+// cut short. Each is the one turn of a session recorded closed from the
+// start, which Recover's open sessions leave out: its run gets the end its
+// stream never had, what it had changed in the worktree becomes its
+// commit with a changes event after that end (as an open session's cut
+// turn does), and the session records its turn. A run that ended before
+// the daemon died is only recorded as the session's turn.
+func (m *Manager) recoverOneShots(ctx context.Context) error {
+	rows, err := m.st.ClosedIsolatedSessionsWithoutTurns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		iso := m.readIsolation(row)
+		if iso == nil || iso.DiscardedAt != nil {
+			continue
+		}
+		s := newSession(row, api.SessionStartParams{})
+		s.iso = iso
+		cut, err := m.recoverTurns(ctx, s)
+		if err != nil {
+			return err
+		}
+		if s.row.Turns == 0 {
+			continue // its run never started: nothing to put right
+		}
+		m.recoverCutTurnLocked(ctx, s, cut)
+		m.saveLocked(s)
+	}
 	return nil
 }
 

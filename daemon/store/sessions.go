@@ -350,6 +350,28 @@ func (s *Store) OpenSessions(ctx context.Context) ([]Session, error) {
 	return out, rows.Err()
 }
 
+// ClosedIsolatedSessionsWithoutTurns returns the closed sessions with a
+// worktree record and no turn recorded on the session: an isolated
+// agents.invoke's session records its one turn when its run ends, so one
+// whose daemon died during the run is among them, its run's work still
+// to be committed.
+func (s *Store) ClosedIsolatedSessionsWithoutTurns(ctx context.Context) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumnsNoParams+` FROM sessions WHERE state = 'closed' AND turns = 0 AND worktree IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: closed isolated sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		ss, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: closed isolated sessions: %w", err)
+		}
+		out = append(out, ss)
+	}
+	return out, rows.Err()
+}
+
 func scanSession(sc rowScanner) (Session, error) {
 	var (
 		ss               Session
