@@ -138,6 +138,14 @@ type SessionsConfig struct {
 	// more sessions.start is refused.
 	MaxOpen          int `toml:"max_open"`
 	MaxOpenPerOrigin int `toml:"max_open_per_origin"`
+	// MaxWorktreesPerOrigin bounds the worktrees of isolated sessions one
+	// web origin holds (native clients count as one origin): open and
+	// closed sessions' alike, until discarded or pruned. A page with the
+	// default grants can start read-only isolated sessions, and closing
+	// one keeps its worktree, so max_open_per_origin alone would not
+	// bound what it leaves on the disk. One more isolated start is
+	// refused.
+	MaxWorktreesPerOrigin int `toml:"max_worktrees_per_origin"`
 	// CloseIdleHours closes a session with no turn and no change for this
 	// long; 0 never does. Closed sessions are deleted with the run
 	// history's max_age_days (their turns are runs).
@@ -359,7 +367,7 @@ func DefaultConfig() Config {
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
 		StallSecs:               spawn.DefaultStallSecs,
 		Attachments:             plan.AttachmentLimits{MaxCount: 10, MaxBytes: 20 << 20, MaxBytesInFlight: 256 << 20},
-		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4, MaxOpen: 64, MaxOpenPerOrigin: 16, CloseIdleHours: 168, WorktreeMaxAgeDays: 30},
+		Sessions:                SessionsConfig{MaxQueue: 8, IdleSecs: 300, MaxWarm: 4, MaxOpen: 64, MaxOpenPerOrigin: 16, MaxWorktreesPerOrigin: 32, CloseIdleHours: 168, WorktreeMaxAgeDays: 30},
 	}
 }
 
@@ -503,6 +511,7 @@ func (c Config) validateNumbers() error {
 		{"sessions.max_warm", int64(c.Sessions.MaxWarm), 0},
 		{"sessions.max_open", int64(c.Sessions.MaxOpen), 1},
 		{"sessions.max_open_per_origin", int64(c.Sessions.MaxOpenPerOrigin), 1},
+		{"sessions.max_worktrees_per_origin", int64(c.Sessions.MaxWorktreesPerOrigin), 1},
 		{"sessions.close_idle_hours", int64(c.Sessions.CloseIdleHours), 0},
 		{"sessions.worktree_max_age_days", int64(c.Sessions.WorktreeMaxAgeDays), 0},
 	}

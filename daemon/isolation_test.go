@@ -630,3 +630,56 @@ func TestATurnThatFilledItsEventsHasItsChangesRightAfterItsEnd(t *testing.T) {
 	assert.Equal(t, 1, last.Event.Changes.Turn)
 	assert.Empty(t, last.Event.Changes.Files)
 }
+
+// A page with the default grants may start read-only isolated sessions;
+// closed ones keep their worktrees until discarded or pruned, so the
+// worktrees one origin holds are bounded too, open and closed alike, each
+// origin (and the native clients, as one) on its own.
+func TestTheWorktreesOneOriginHoldsAreBounded(t *testing.T) {
+	rd := startRunsDaemon(t, modesConfig+"\n[sessions]\nmax_worktrees_per_origin = 2\n")
+	ctx := daemontest.Context(t)
+	repo := daemontest.GitRepo(t, "bounded")
+	var asked atomic.Int32
+	page := pageClient(t, rd.Daemon, appOrigin, &asked)
+	isolated := api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}
+
+	one, err := page.StartSession(ctx, isolated)
+	require.NoError(t, err)
+	two, err := page.StartSession(ctx, isolated)
+	require.NoError(t, err)
+	_, err = page.CloseSession(ctx, two.SessionID)
+	require.NoError(t, err, "a closed session keeps its worktree, and it still counts")
+	refused := func(err error) {
+		t.Helper()
+		re := rpcCode(t, err)
+		assert.Equal(t, daemon.CodeTooManySessions, re.Code, re.Message)
+		assert.Equal(t, "[sessions] max_worktrees_per_origin", errData(t, re)["config_key"])
+		assert.EqualValues(t, 2, errData(t, re)["max"])
+		assert.Contains(t, re.Message, "sessions.discard")
+	}
+	_, err = page.StartSession(ctx, isolated)
+	refused(err)
+	_, err = page.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: repo, Isolation: api.IsolationWorktree})
+	refused(err)
+	entries, err := os.ReadDir(filepath.Join(rd.Home, "worktrees"))
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "a refused start makes no worktree")
+
+	// Sessions without a worktree are not bounded by it, and another
+	// client has its own count.
+	_, err = page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	require.NoError(t, err)
+	mine, err := rd.Client.StartSession(ctx, isolated)
+	require.NoError(t, err, "the native clients count on their own")
+
+	// A discarded worktree no longer counts (a native client may discard
+	// the page's session).
+	_, err = rd.Client.DiscardSession(ctx, one.SessionID)
+	require.NoError(t, err)
+	three, err := page.StartSession(ctx, isolated)
+	require.NoError(t, err)
+	for _, id := range []string{two.SessionID, three.SessionID, mine.SessionID} {
+		_, err = rd.Client.DiscardSession(ctx, id)
+		require.NoError(t, err)
+	}
+}

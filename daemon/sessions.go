@@ -34,15 +34,16 @@ func (d *Daemon) setupSessions() error {
 		NoWorktrees: noWorktrees,
 		Log:         d.log.Named("sessions"),
 	}, sessions.Config{
-		MaxQueue:         d.cfg.Sessions.MaxQueue,
-		IdleTimeout:      time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
-		MaxWarm:          d.cfg.Sessions.MaxWarm,
-		MaxOpen:          d.cfg.Sessions.MaxOpen,
-		MaxOpenPerOwner:  d.cfg.Sessions.MaxOpenPerOrigin,
-		CloseIdle:        time.Duration(d.cfg.Sessions.CloseIdleHours) * time.Hour,
-		PruneClosed:      d.cfg.retention().MaxAge,
-		WorktreeMaxAge:   time.Duration(d.cfg.Sessions.WorktreeMaxAgeDays) * 24 * time.Hour,
-		PromptsInCommits: d.cfg.RecordTasks == nil || *d.cfg.RecordTasks,
+		MaxQueue:             d.cfg.Sessions.MaxQueue,
+		IdleTimeout:          time.Duration(d.cfg.Sessions.IdleSecs) * time.Second,
+		MaxWarm:              d.cfg.Sessions.MaxWarm,
+		MaxOpen:              d.cfg.Sessions.MaxOpen,
+		MaxOpenPerOwner:      d.cfg.Sessions.MaxOpenPerOrigin,
+		MaxWorktreesPerOwner: d.cfg.Sessions.MaxWorktreesPerOrigin,
+		CloseIdle:            time.Duration(d.cfg.Sessions.CloseIdleHours) * time.Hour,
+		PruneClosed:          d.cfg.retention().MaxAge,
+		WorktreeMaxAge:       time.Duration(d.cfg.Sessions.WorktreeMaxAgeDays) * 24 * time.Hour,
+		PromptsInCommits:     d.cfg.RecordTasks == nil || *d.cfg.RecordTasks,
 	})
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()

@@ -97,16 +97,27 @@ func (e *BehindError) Error() string {
 func (e *BehindError) Unwrap() error { return e.BehindError }
 
 // TooManySessionsError refuses sessions.start past [sessions] max_open,
-// or max_open_per_origin for the owner starting it.
+// or max_open_per_origin for the owner starting it, and an isolated start
+// past max_worktrees_per_origin.
 type TooManySessionsError struct {
+	// Open is how many there are: open sessions, or for
+	// max_worktrees_per_origin the worktrees held.
 	Open, Max int
 	// Key is the [sessions] key reached; Owner the origin it counts, for
-	// max_open_per_origin ("" for native clients).
+	// the per-origin keys ("" for native clients).
 	Key   string
 	Owner string
 }
 
 func (e *TooManySessionsError) Error() string {
+	if e.Key == "max_worktrees_per_origin" {
+		who := "this client"
+		if e.Owner != "" {
+			who = e.Owner
+		}
+		return fmt.Sprintf("%s holds %d worktrees already, of open and closed isolated sessions ([sessions] %s = %d): discard one with "+
+			"sessions.discard (sessions.list shows the sessions, sessions.get their worktree), or raise the bound", who, e.Open, e.Key, e.Max)
+	}
 	who := "open sessions"
 	if e.Key == "max_open_per_origin" {
 		who = "open sessions of this client"

@@ -40,6 +40,14 @@ func (m *Manager) IsolateRun(ctx context.Context, p api.InvokeParams, owner stri
 	if m.isClosing() {
 		return OneShot{}, runs.ErrShuttingDown
 	}
+	// The bound is asked before the worktree is made (git takes a while,
+	// outside startMu), and again with the record.
+	m.startMu.Lock()
+	err := m.worktreeBoundLocked(ctx, owner)
+	m.startMu.Unlock()
+	if err != nil {
+		return OneShot{}, err
+	}
 	id := m.st.NewSessionID()
 	iso, err := m.isolate(ctx, id, p.Cwd, p.Base)
 	if err != nil {
@@ -64,7 +72,13 @@ func (m *Manager) IsolateRun(ctx context.Context, p api.InvokeParams, owner stri
 	m.mu.Lock()
 	m.oneShots[id] = true
 	m.mu.Unlock()
-	if err := m.st.CreateSession(context.WithoutCancel(ctx), row); err != nil {
+	m.startMu.Lock()
+	err = m.worktreeBoundLocked(ctx, owner)
+	if err == nil {
+		err = m.st.CreateSession(context.WithoutCancel(ctx), row)
+	}
+	m.startMu.Unlock()
+	if err != nil {
 		m.dropWorktree(iso)
 		m.mu.Lock()
 		delete(m.oneShots, id)

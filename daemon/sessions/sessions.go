@@ -49,6 +49,11 @@ type Config struct {
 	// memory of every restart.
 	MaxOpen         int
 	MaxOpenPerOwner int
+	// MaxWorktreesPerOwner bounds the worktrees one owner holds, its open
+	// and closed isolated sessions' not yet discarded (zero: no bound): a
+	// closed session keeps its worktree for review, so MaxOpenPerOwner
+	// alone would let a page fill the disk with checkouts.
+	MaxWorktreesPerOwner int
 	// CloseIdle closes a session that had no turn, and no change, for this
 	// long (zero: never); PruneClosed deletes a session closed this long
 	// ago (zero: never), its turns staying runs of the history.

@@ -49,6 +49,9 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 		// while), and the bound asked again before the record.
 		m.startMu.Lock()
 		err := m.boundLocked(ctx, owner)
+		if err == nil {
+			err = m.worktreeBoundLocked(ctx, owner)
+		}
 		m.startMu.Unlock()
 		if err != nil {
 			return api.Session{}, err
@@ -65,7 +68,11 @@ func (m *Manager) Start(ctx context.Context, p api.SessionStartParams, ancestry 
 		row.Worktree = iso.raw()
 	}
 	m.startMu.Lock()
-	if err := m.boundLocked(ctx, owner); err != nil {
+	err = m.boundLocked(ctx, owner)
+	if err == nil && iso != nil {
+		err = m.worktreeBoundLocked(ctx, owner)
+	}
+	if err != nil {
 		m.startMu.Unlock()
 		if iso != nil {
 			m.dropWorktree(iso)
@@ -111,6 +118,22 @@ func (m *Manager) boundLocked(ctx context.Context, owner string) error {
 	}
 	if m.cfg.MaxOpenPerOwner > 0 && owned >= m.cfg.MaxOpenPerOwner {
 		return &TooManySessionsError{Open: owned, Max: m.cfg.MaxOpenPerOwner, Key: "max_open_per_origin", Owner: owner}
+	}
+	return nil
+}
+
+// worktreeBoundLocked refuses one more worktree for owner past
+// MaxWorktreesPerOwner, with startMu held.
+func (m *Manager) worktreeBoundLocked(ctx context.Context, owner string) error {
+	if m.cfg.MaxWorktreesPerOwner <= 0 {
+		return nil
+	}
+	n, err := m.st.CountWorktrees(ctx, owner)
+	if err != nil {
+		return err
+	}
+	if n >= m.cfg.MaxWorktreesPerOwner {
+		return &TooManySessionsError{Open: n, Max: m.cfg.MaxWorktreesPerOwner, Key: "max_worktrees_per_origin", Owner: owner}
 	}
 	return nil
 }

@@ -227,6 +227,18 @@ func (s *Store) CountOpenSessions(ctx context.Context, owner string) (all, owned
 	return all, owned, nil
 }
 
+// CountWorktrees counts owner's sessions, open or closed, whose worktree
+// is not discarded: the worktrees it holds.
+func (s *Store) CountWorktrees(ctx context.Context, owner string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE owner = ? AND worktree IS NOT NULL
+		AND json_extract(worktree, '$.discarded_at') IS NULL`, owner).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: count worktrees: %w", err)
+	}
+	return n, nil
+}
+
 // IdleSessions are the ids of the open sessions not updated since before.
 func (s *Store) IdleSessions(ctx context.Context, before time.Time) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM sessions WHERE state != 'closed' AND updated_at < ? ORDER BY id`, ms(before))

@@ -3112,8 +3112,10 @@ export const errorCodes = {
    */
   not_session_owner: -32051,
   /**
-   * [sessions] max_open sessions are open, or max_open_per_origin of this client's; data names the
-   * key, the bound and how many are open. Close one with sessions.close.
+   * [sessions] max_open sessions are open, or max_open_per_origin of this client's, or (an
+   * isolated start) this client holds max_worktrees_per_origin worktrees; data names the key, the
+   * bound and how many there are. Close a session with sessions.close, or discard a worktree with
+   * sessions.discard.
    */
   too_many_sessions: -32052,
   /**
