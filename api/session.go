@@ -95,7 +95,17 @@ type SessionConfigureParams struct {
 	PermissionMode string `json:"permission_mode,omitempty"`
 	Model          string `json:"model,omitempty"`
 	Effort         string `json:"effort,omitempty"`
+	// Isolation changes where the session's turns run, only before its
+	// first turn (after one, its conversation and its changes are where
+	// they ran): "worktree" makes the session's worktree now, from Base
+	// (default HEAD), as sessions.start's isolation does; "off" removes it.
+	Isolation string `json:"isolation,omitempty"`
+	Base      string `json:"base,omitempty"`
 }
+
+// IsolationOff is sessions.configure's isolation value that removes the
+// session's worktree before its first turn: its turns then run in its cwd.
+const IsolationOff = "off"
 
 // ConfigureDefault is the model or effort value of sessions.configure that
 // drops the session's own, so the CLI uses its default.
@@ -199,6 +209,11 @@ type SessionConfigured struct {
 	Model           string `json:"model"`
 	Effort          string `json:"effort"`
 	AppliesFromTurn int    `json:"applies_from_turn"`
+	// Isolation is "worktree" for a session whose turns run in its
+	// worktree, absent for one that runs in its cwd; Worktree is that
+	// worktree, as sessions.get shows it.
+	Isolation string           `json:"isolation,omitempty"`
+	Worktree  *SessionWorktree `json:"worktree,omitempty"`
 }
 
 // QueuedPrompt is one prompt waiting in a session's queue. The task's

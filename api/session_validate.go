@@ -74,8 +74,21 @@ func (p *SessionConfigureParams) Validate() error {
 	if err := requireSessionID(p.SessionID); err != nil {
 		return err
 	}
-	if p.ID == "" && p.PermissionMode == "" && p.Model == "" && p.Effort == "" {
-		return InvalidField("permission_mode", "nothing to change: give id, permission_mode, model or effort")
+	if p.ID == "" && p.PermissionMode == "" && p.Model == "" && p.Effort == "" && p.Isolation == "" && p.Base == "" {
+		return InvalidField("permission_mode", "nothing to change: give id, permission_mode, model, effort or isolation")
+	}
+	switch p.Isolation {
+	case "", IsolationWorktree:
+		if err := checkIsolation(p.Isolation, p.Base); err != nil {
+			return err
+		}
+	case IsolationOff:
+		if p.Base != "" {
+			return InvalidField("base", "applies only with isolation %q: the commit the session's worktree starts from", IsolationWorktree)
+		}
+	default:
+		return InvalidField("isolation", "unknown isolation %q; %q (a git worktree of the cwd's repository) or %q (the turns run in the cwd)",
+			p.Isolation, IsolationWorktree, IsolationOff)
 	}
 	switch p.PermissionMode {
 	case "", "read_only", "ask", "edit", "bypass":

@@ -213,7 +213,10 @@ func (r *sessionRouter) notify(params json.RawMessage) {
 }
 
 // ConfigureSession is sessions.configure: a new permission mode, model or
-// effort for the session's next turns (the running turn keeps its own).
+// effort for the session's next turns (the running turn keeps its own),
+// and before the first turn a new adapter (p.ID) or isolation: p.Isolation
+// api.IsolationWorktree makes the session's worktree (from p.Base), which
+// the answer's Session.Worktree then names, and api.IsolationOff removes it.
 func (c *Client) ConfigureSession(ctx context.Context, p api.SessionConfigureParams) (api.SessionConfigureResult, error) {
 	return call[api.SessionConfigureResult](ctx, c, "sessions.configure", p)
 }

@@ -683,3 +683,140 @@ func TestTheWorktreesOneOriginHoldsAreBounded(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// Isolation chosen after sessions.start, as an editor's config option
+// chooses it: before the first turn sessions.configure makes the worktree
+// (or removes it); after it the session stays where its turns ran.
+func TestIsolationSetBeforeTheFirstTurnMakesTheWorktreeAndAfterItIsRefused(t *testing.T) {
+	rd := startRunsDaemon(t, "")
+	rd.agents["claude-code"].TeachWriting(t)
+	ctx := daemontest.Context(t)
+	repo := daemontest.GitRepo(t, "later")
+	before := daemontest.Snapshot(t, repo)
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, PermissionMode: "edit"})
+	require.NoError(t, err)
+	require.Nil(t, s.Worktree)
+	evs := &sessionEvents{}
+	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, evs.add)
+	require.NoError(t, err)
+	configure := func(isolation, base string) (api.SessionConfigureResult, error) {
+		return rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, Isolation: isolation, Base: base})
+	}
+
+	on, err := configure("worktree", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"isolation"}, on.Changed)
+	require.NotNil(t, on.Session.Worktree)
+	assert.DirExists(t, on.Session.Worktree.Dir)
+	assert.Equal(t, "HEAD", on.Session.Worktree.BaseRef)
+	require.Eventually(t, func() bool { return len(evs.all()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	note := evs.all()[0].Event.Configured
+	require.NotNil(t, note, "a session_configured event tells every follower")
+	assert.Equal(t, "worktree", note.Isolation)
+	assert.Equal(t, on.Session.Worktree, note.Worktree)
+	again, err := configure("worktree", "")
+	require.NoError(t, err)
+	assert.Empty(t, again.Changed, "the same isolation again changes nothing")
+	_, err = configure("worktree", "main")
+	re := rpcCode(t, err)
+	assert.Equal(t, "base", errData(t, re)["field"], "a worktree is made once: %s", re.Message)
+
+	off, err := configure("off", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"isolation"}, off.Changed)
+	assert.Nil(t, off.Session.Worktree)
+	assert.NoDirExists(t, on.Session.Worktree.Path)
+	assert.Empty(t, daemontest.Git(t, repo, "branch", "--list", "card/*"), "its branch went with it")
+
+	from, err := configure("worktree", "main")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"isolation", "base"}, from.Changed)
+	require.NotNil(t, from.Session.Worktree)
+	assert.Equal(t, "main", from.Session.Worktree.BaseRef)
+	got, err := rd.Client.Session(ctx, s.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, from.Session.Worktree, got.Worktree)
+
+	// The turns run in the worktree, as a session started isolated.
+	turn(t, rd.Client, s, evs, 1, "WRITE later.txt made in the worktree")
+	assert.Equal(t, before, daemontest.Snapshot(t, repo), "the checkout is untouched")
+	d, err := rd.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: s.SessionID})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"later.txt"}, diffPaths(d))
+
+	// After the first turn it stays where the turns ran.
+	for _, iso := range []string{"off", "worktree"} {
+		base := ""
+		if iso == "worktree" {
+			base = "HEAD~0"
+		}
+		_, err = configure(iso, base)
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, "isolation", errData(t, re)["field"], re.Message)
+	}
+	assert.DirExists(t, from.Session.Worktree.Dir)
+	_, err = rd.Client.DiscardSession(ctx, s.SessionID)
+	require.NoError(t, err)
+}
+
+func TestAnIsolationChangeThatCannotBeMadeNamesItsFieldAndChangesNothing(t *testing.T) {
+	rd := startRunsDaemon(t, modesConfig+"\n[sessions]\nmax_worktrees_per_origin = 1\n")
+	ctx := daemontest.Context(t)
+	repo := daemontest.GitRepo(t, "changes")
+	plain, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	require.NoError(t, err)
+	outside, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name, field string
+		p           api.SessionConfigureParams
+	}{
+		{"an unknown isolation", "isolation", api.SessionConfigureParams{SessionID: plain.SessionID, Isolation: "container"}},
+		{"a base without isolation", "base", api.SessionConfigureParams{SessionID: plain.SessionID, Base: "main"}},
+		{"a base with isolation off", "base", api.SessionConfigureParams{SessionID: plain.SessionID, Isolation: "off", Base: "main"}},
+		{"a base that is no commit", "base", api.SessionConfigureParams{SessionID: plain.SessionID, Isolation: "worktree", Base: "no-such-branch"}},
+		{"a base read as an option", "base", api.SessionConfigureParams{SessionID: plain.SessionID, Isolation: "worktree", Base: "--all"}},
+		{"a cwd outside any repository", "isolation", api.SessionConfigureParams{SessionID: outside.SessionID, Isolation: "worktree"}},
+	} {
+		_, err := rd.Client.ConfigureSession(ctx, c.p)
+		re := rpcCode(t, err)
+		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s: %s", c.name, re.Message)
+		assert.Equal(t, c.field, errData(t, re)["field"], "%s: %s", c.name, re.Message)
+	}
+	for _, id := range []string{plain.SessionID, outside.SessionID} {
+		got, err := rd.Client.Session(ctx, id)
+		require.NoError(t, err)
+		assert.Nil(t, got.Worktree, "a refused change leaves the session as it was")
+	}
+	wts, err := os.ReadDir(filepath.Join(rd.Home, "worktrees"))
+	require.NoError(t, err)
+	assert.Empty(t, wts, "and makes no worktree")
+
+	// A page with the default grants may make its own session's
+	// worktree, as it may start an isolated session, but removing one is
+	// sessions.discard's act: it needs write. Another origin may do
+	// neither, and the bound on worktrees holds.
+	var asked atomic.Int32
+	page := pageClient(t, rd.Daemon, appOrigin, &asked)
+	writer := pageClient(t, rd.Daemon, writerOrigin, &asked)
+	ps, err := page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	require.NoError(t, err)
+	_, err = writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: ps.SessionID, Isolation: "worktree"})
+	assert.Equal(t, daemon.CodeNotSessionOwner, rpcCode(t, err).Code)
+	res, err := page.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: ps.SessionID, Isolation: "worktree"})
+	require.NoError(t, err)
+	require.NotNil(t, res.Session.Worktree)
+	_, err = page.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: ps.SessionID, Isolation: "off"})
+	re := rpcCode(t, err)
+	assert.Equal(t, daemon.CodeAccessDenied, re.Code, re.Message)
+	assert.Equal(t, "write", errData(t, re)["access"])
+	second, err := page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	require.NoError(t, err)
+	_, err = page.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: second.SessionID, Isolation: "worktree"})
+	re = rpcCode(t, err)
+	assert.Equal(t, daemon.CodeTooManySessions, re.Code, re.Message)
+	assert.Equal(t, "[sessions] max_worktrees_per_origin", errData(t, re)["config_key"])
+	_, err = rd.Client.DiscardSession(ctx, ps.SessionID)
+	require.NoError(t, err)
+}

@@ -183,7 +183,7 @@ var paramDocs = func() map[string]map[string]string {
 			"result":        "On done and error: the whole result, as agents.invoke answers a run without stream.",
 			"approval":      "On approval_requested and approval_decided: the question's id, summary and times, or the decision, who made it and when.",
 			"queued":        "On prompt_queued (a session's turn): the prompt that waits behind this turn: the turn it will be, its position, when it was queued, its size in bytes and its attachment count.",
-			"configured":    "On session_configured (a session's stream): the session's settings after sessions.configure changed them: changed (the fields that changed), permission_mode, model and effort (\"\" for the CLI's default), and applies_from_turn.",
+			"configured":    "On session_configured (a session's stream): the session's settings after sessions.configure changed them: changed (the fields that changed), permission_mode, model and effort (\"\" for the CLI's default), applies_from_turn, and for a session whose turns run in a worktree isolation (\"worktree\") and worktree.",
 			"changes":       "On changes (an isolated run's or turn's end, just before its terminal event): what it changed in its worktree: turn, commit (absent when nothing changed), files (path, status, added, deleted, binary), added and deleted lines, and error when card could not commit them.",
 			"rewound":       "On rewound (an isolated session's stream, between turns): sessions.rewind put the worktree back to the state after turn (0: its base), at commit; dropped_turns are the turns whose changes are gone.",
 		},
@@ -214,6 +214,8 @@ var paramDocs = func() map[string]map[string]string {
 			"permission_mode": "The session's new mode from its next turn: read_only, edit, ask or bypass; the cwd is judged against it as at sessions.start. Absent: unchanged.",
 			"model":           "The session's new model from its next turn, in the agent's own naming; \"default\" goes back to the CLI's own. Absent: unchanged.",
 			"effort":          "The session's new effort from its next turn (low, medium, high, xhigh or max, as the adapter takes them); \"default\" goes back to the CLI's own. Absent: unchanged.",
+			"isolation":       "Only before the first turn (after one: -32602 naming isolation): \"worktree\" makes the session's git worktree now, as sessions.start's isolation does; \"off\" removes it (which needs write, as sessions.discard does). Absent: unchanged.",
+			"base":            "With isolation \"worktree\": the commit the worktree starts from (a branch, tag or commit; default HEAD). A session already in a worktree keeps its base: set isolation \"off\" first.",
 		},
 		"sessions.cancel": {
 			"session_id":  sessionID["session_id"],

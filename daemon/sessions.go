@@ -209,6 +209,12 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 	default:
 		next.Effort = p.Effort
 	}
+	if p.Isolation != "" {
+		var err error
+		if next.Isolation, next.Base, err = d.isolationChange(cur, sp, p); err != nil {
+			return api.SessionConfigureResult{}, err
+		}
+	}
 	if peer := rpc.PeerFrom(ctx); peer != nil {
 		if need, param, value := sessionAccess(next); need != "" && !peer.Grants().Has(need) {
 			return api.SessionConfigureResult{}, &rpc.AccessDeniedError{Method: "sessions.configure", Need: need, Have: peer.Grants(),
@@ -238,6 +244,35 @@ func (d *Daemon) sessionConfigure(ctx context.Context, p api.SessionConfigurePar
 		}
 	}
 	return d.sessions.Configure(ctx, p.SessionID, next)
+}
+
+// isolationChange is the session's isolation and base after p: a worktree
+// is made or removed only before the first turn (after one, the turns'
+// conversation and changes are where they ran), from a cwd that may be
+// isolated; a session already in a worktree keeps its base, and a new base
+// for it is refused (the worktree is made once: set isolation off first).
+func (d *Daemon) isolationChange(cur api.Session, sp api.SessionStartParams, p api.SessionConfigureParams) (string, string, error) {
+	isolation, base := p.Isolation, p.Base
+	if isolation == api.IsolationOff {
+		isolation = ""
+	}
+	if isolation == sp.Isolation && (base == "" || cur.Worktree == nil || base == cur.Worktree.BaseRef) {
+		return sp.Isolation, sp.Base, nil // no change
+	}
+	if cur.Turns > 0 {
+		return "", "", api.InvalidField("isolation", "session %s has taken %d turn(s) where it runs now; isolation is chosen before its first turn: "+
+			"start a new session for another", cur.SessionID, cur.Turns)
+	}
+	if isolation == sp.Isolation {
+		return "", "", api.InvalidField("base", "session %s already works in a worktree from %s; set isolation %q first, then %q with the new base",
+			cur.SessionID, cur.Worktree.BaseRef, api.IsolationOff, api.IsolationWorktree)
+	}
+	if isolation != "" {
+		if err := d.checkIsolatedCwd(cur.Cwd); err != nil {
+			return "", "", err
+		}
+	}
+	return isolation, base, nil
 }
 
 // mayChangeAdapter refuses a session's change to adapter id after its
@@ -333,14 +368,16 @@ func (d *Daemon) registerSessions() {
 	rpc.Register(r, "sessions.configure", rpc.Doc{
 		Access:      rpc.AccessAgents,
 		AccessRules: sessionConfigureAccessRules,
-		Summary:     "Change the session's permission_mode, model or effort from its next turn on; the running turn keeps what it started with.",
+		Summary:     "Change the session's permission_mode, model or effort from its next turn on, and before its first turn its adapter or isolation; the running turn keeps what it started with.",
 		Description: "The new params are judged as sessions.start judges a session's (-32602 naming the field: a cwd the new mode may not run in, " +
 			"a mode or flag the adapter does not take), and need the access class sessions.start would (write for edit or ask, host for bypass; " +
 			"bypass also needs allow_bypass). model or effort \"default\" goes back to the CLI's own. The change is recorded with the session. " +
 			"A warm agent started with the old settings ends now when idle, else when its turn ends (warm_agent says which); the next turn starts " +
 			"the CLI anew and resumes the conversation. applies_from_turn is the first turn that runs with the change. A change adds a " +
-			"session_configured event to the session's stream, so every subscriber hears it.",
-		Errors: []int64{CodeSessionNotFound, CodeSessionClosed, CodeBypassNotAllowed},
+			"session_configured event to the session's stream, so every subscriber hears it. Before the first turn, id changes the adapter, " +
+			"and isolation \"worktree\" makes the session's worktree (from base) or \"off\" removes it, which needs write as sessions.discard " +
+			"does; after it both are refused (-32602 naming the field). A new worktree counts against [sessions] max_worktrees_per_origin.",
+		Errors: []int64{CodeSessionNotFound, CodeSessionClosed, CodeBypassNotAllowed, CodeTooManySessions},
 	}, d.sessionConfigure)
 	rpc.Register(r, "sessions.cancel", rpc.Doc{
 		Access:      rpc.AccessAgents,
@@ -479,6 +516,9 @@ var sessionStartAccessRules = invokeAccessRules
 // it needs. The session's other params (an MCP endpoint, an acknowledged
 // read-only) are held to their rules by the handler, from the session.
 var sessionConfigureAccessRules = []rpc.AccessRule{
+	// Removing a worktree is sessions.discard's act, which needs write;
+	// making one needs what starting an isolated session needs.
+	{Param: "isolation", Value: api.IsolationOff, Access: rpc.AccessWrite},
 	{Param: "permission_mode", Value: string(spawn.ModeEdit), Access: rpc.AccessWrite},
 	{Param: "permission_mode", Value: string(spawn.ModeAsk), Access: rpc.AccessWrite},
 	{Param: "permission_mode", Value: string(spawn.ModeBypass), Access: rpc.AccessHost},

@@ -54,4 +54,25 @@ func captureIsolation(c *capturer) {
 	c.call("agents.invoke", `{"id":"claude-code","task":"WRITE CHANGELOG.md - one-shot change","cwd":"`+repo+`","permission_mode":"edit","isolation":"worktree"}`)
 	c.call("agents.invoke", `{"id":"claude-code","task":"say pong","cwd":"`+os.TempDir()+`","isolation":"worktree"}`)
 	c.quiet = false
+	captureIsolationLater(c, repo)
+}
+
+// captureIsolationLater records isolation chosen after the start, as an
+// editor's config option chooses it: a worktree made before the first
+// turn, and removing it refused after that turn.
+func captureIsolationLater(c *capturer, repo string) {
+	res := c.call("sessions.start", `{"id":"claude-code","cwd":"`+repo+`","permission_mode":"edit"}`)
+	var s struct {
+		SessionID string `json:"session_id"`
+	}
+	require.NoError(c.t, json.Unmarshal(res, &s))
+	id := `"session_id":"` + s.SessionID + `"`
+	c.call("sessions.configure", `{`+id+`,"isolation":"worktree"}`)
+	c.sessionEnds = 0
+	c.quiet = true
+	c.call("sessions.subscribe", `{`+id+`}`)
+	c.call("sessions.prompt", `{`+id+`,"task":"WRITE notes.txt written in the worktree"}`)
+	c.drainSession(1)
+	c.quiet = false
+	c.call("sessions.configure", `{`+id+`,"isolation":"off"}`)
 }

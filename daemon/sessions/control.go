@@ -121,6 +121,10 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 		return api.SessionConfigureResult{}, api.InvalidField("id", "session %s has taken %d turn(s) with %s, and another agent cannot carry its conversation",
 			s.row.ID, s.row.Turns, s.row.Adapter)
 	}
+	if err := m.reisolateLocked(ctx, s, p); err != nil {
+		s.mu.Unlock()
+		return api.SessionConfigureResult{}, err
+	}
 	res := api.SessionConfigureResult{Changed: changedFields(s.params, p)}
 	var retired *warmAgent
 	if len(res.Changed) > 0 {
@@ -129,9 +133,11 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 			s.mu.Unlock()
 			return api.SessionConfigureResult{}, err
 		}
-		if p.ID != s.row.Adapter {
+		if p.ID != s.row.Adapter || p.Isolation != s.params.Isolation {
 			// Only before the first turn (the daemon refuses it after):
-			// the new CLI's session is named as a new session's is.
+			// the new CLI's session, or the session in its new place, is
+			// named as a new session's is, so nothing a warm agent began
+			// elsewhere is taken for it.
 			s.row.Adapter, s.row.AgentSessionID, s.confirmed = p.ID, "", false
 			if spawn.CardNamesSession(p.ID) {
 				s.row.AgentSessionID = uuid.NewString()
@@ -154,7 +160,8 @@ func (m *Manager) Configure(ctx context.Context, id string, p api.SessionStartPa
 	}
 	if len(res.Changed) > 0 {
 		m.noteLocked(s, api.EventSessionConfigured, api.AgentEvent{Configured: &api.SessionConfigured{Changed: res.Changed, Adapter: s.row.Adapter,
-			PermissionMode: s.row.PermissionMode, Model: s.row.Model, Effort: s.row.Effort, AppliesFromTurn: res.AppliesFromTurn}})
+			PermissionMode: s.row.PermissionMode, Model: s.row.Model, Effort: s.row.Effort, AppliesFromTurn: res.AppliesFromTurn,
+			Isolation: s.params.Isolation, Worktree: s.iso.view()}})
 	}
 	s.mu.Unlock()
 	if retired != nil {
@@ -220,6 +227,12 @@ func changedFields(was, now api.SessionStartParams) []string {
 	}
 	if was.Effort != now.Effort {
 		out = append(out, "effort")
+	}
+	if was.Isolation != now.Isolation {
+		out = append(out, "isolation")
+	}
+	if was.Base != now.Base {
+		out = append(out, "base")
 	}
 	return out
 }

@@ -221,3 +221,66 @@ func mapWorktreeError(id string, err error) error {
 	}
 	return err
 }
+
+// reisolateLocked makes the session's worktree, or removes it, when p's
+// isolation is not the session's: only before its first turn, since after
+// one the conversation and its changes are where the turns ran. The
+// worktree is made, and the session judged where its turns will run,
+// before anything of the session changes: a refusal leaves it as it was.
+// s.mu is held throughout, so no turn starts meanwhile.
+func (m *Manager) reisolateLocked(ctx context.Context, s *session, p api.SessionStartParams) error {
+	if p.Isolation == s.params.Isolation {
+		return nil
+	}
+	if s.row.Turns > 0 || s.current != nil || len(s.queue) > 0 {
+		return api.InvalidField("isolation", "session %s has taken %d turn(s) where it runs now; isolation is chosen before its first turn: "+
+			"start a new session for another", s.row.ID, max(s.row.Turns, 1))
+	}
+	if m.deps.Worktrees == nil {
+		why := m.deps.NoWorktrees
+		if why == "" {
+			why = "card has no git to make worktrees with"
+		}
+		return api.InvalidField("isolation", "%s, so the session's worktree can be neither made nor removed", why)
+	}
+	if p.Isolation == "" {
+		if s.iso != nil && s.iso.DiscardedAt == nil {
+			if err := m.deps.Worktrees.Discard(ctx, s.iso.Worktree); err != nil {
+				return err
+			}
+		}
+		if err := m.st.SetSessionWorktree(context.WithoutCancel(ctx), s.row.ID, nil); err != nil {
+			return err
+		}
+		m.log.Info("removed the worktree of a session before its first turn", zap.String("session_id", s.row.ID))
+		s.iso = nil
+		return nil
+	}
+	m.startMu.Lock()
+	err := m.worktreeBoundLocked(ctx, s.row.Owner)
+	m.startMu.Unlock()
+	if err != nil {
+		return err
+	}
+	iso, err := m.isolate(ctx, s.row.ID, s.row.Cwd, p.Base)
+	if err != nil {
+		return err
+	}
+	if _, err := m.deps.Planner.Check(p, "", nil, plan.Continue{Isolated: iso.isolated()}); err != nil {
+		m.dropWorktree(iso)
+		return err
+	}
+	// The bound is asked again with the record, as a start asks it.
+	m.startMu.Lock()
+	err = m.worktreeBoundLocked(ctx, s.row.Owner)
+	if err == nil {
+		err = m.st.SetSessionWorktree(context.WithoutCancel(ctx), s.row.ID, iso.raw())
+	}
+	m.startMu.Unlock()
+	if err != nil {
+		m.dropWorktree(iso)
+		return err
+	}
+	s.iso = iso
+	return nil
+}

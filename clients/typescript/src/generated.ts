@@ -281,7 +281,8 @@ export interface AgentEventSessionConfigured extends AgentEventBase {
   /**
    * On session_configured (a session's stream): the session's settings after sessions.configure
    * changed them: changed (the fields that changed), permission_mode, model and effort ("" for the
-   * CLI's default), and applies_from_turn.
+   * CLI's default), applies_from_turn, and for a session whose turns run in a worktree isolation
+   * ("worktree") and worktree.
    */
   configured?: SessionConfigured;
 }
@@ -1069,8 +1070,10 @@ export interface SessionCancelResult {
 }
 
 export interface SessionConfigureParams {
+  base?: string;
   effort?: string;
   id?: string;
+  isolation?: string;
   model?: string;
   permission_mode?: string;
   session_id: string;
@@ -1089,8 +1092,10 @@ export interface SessionConfigured {
   applies_from_turn: number;
   changed: string[];
   effort: string;
+  isolation?: string;
   model: string;
   permission_mode: string;
+  worktree?: SessionWorktree;
 }
 
 export interface SessionDiff {
@@ -2010,6 +2015,17 @@ export interface SessionsConfigureParams {
    * takes them); "default" goes back to the CLI's own. Absent: unchanged.
    */
   effort?: string;
+  /**
+   * Only before the first turn (after one: -32602 naming isolation): "worktree" makes the
+   * session's git worktree now, as sessions.start's isolation does; "off" removes it (which needs
+   * write, as sessions.discard does). Absent: unchanged.
+   */
+  isolation?: string;
+  /**
+   * With isolation "worktree": the commit the worktree starts from (a branch, tag or commit;
+   * default HEAD). A session already in a worktree keeps its base: set isolation "off" first.
+   */
+  base?: string;
 }
 
 /**
@@ -2572,7 +2588,7 @@ export interface Methods {
   "sessions.apply": { params: SessionsApplyParams; result: SessionsApplyResult; access: "write"; errors: "session_not_found" | "not_session_owner" | "apply_conflict" | "worktree_gone" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.cancel": { params: SessionsCancelParams; result: SessionsCancelResult; access: "agents"; errors: "session_not_found" | "session_closed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.close": { params: SessionsCloseParams; result: SessionsCloseResult; access: "agents"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
-  "sessions.configure": { params: SessionsConfigureParams; result: SessionsConfigureResult; access: "agents"; errors: "session_not_found" | "session_closed" | "bypass_not_allowed" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
+  "sessions.configure": { params: SessionsConfigureParams; result: SessionsConfigureResult; access: "agents"; errors: "session_not_found" | "session_closed" | "bypass_not_allowed" | "too_many_sessions" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.diff": { params: SessionsDiffParams; result: SessionsDiffResult; access: "read"; errors: "session_not_found" | "worktree_gone" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.discard": { params: SessionsDiscardParams; result: SessionsDiscardResult; access: "write"; errors: "session_not_found" | "not_session_owner" | "session_busy" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
   "sessions.get": { params: SessionsGetParams; result: SessionsGetResult; access: "read"; errors: "session_not_found" | "invalid_params" | "internal_error" | "too_many_requests" | "shutting_down" | "request_cancelled" | "access_denied" };
@@ -2794,8 +2810,8 @@ export abstract class MethodsBase {
     return this.call("sessions.close", params, opts);
   }
   /**
-   * Change the session's permission_mode, model or effort from its next turn on; the running turn
-   * keeps what it started with.
+   * Change the session's permission_mode, model or effort from its next turn on, and before its
+   * first turn its adapter or isolation; the running turn keeps what it started with.
    */
   sessionsConfigure(params: SessionsConfigureParams, opts?: CallOptions): Promise<SessionsConfigureResult> {
     return this.call("sessions.configure", params, opts);
