@@ -83,11 +83,19 @@ func (f *fakeBackend) StartSession(_ context.Context, p api.SessionStartParams) 
 	s := api.Session{SessionID: fmt.Sprintf("ses_%d", f.n), Adapter: p.ID, State: api.SessionIdle, Cwd: p.Cwd,
 		PermissionMode: p.PermissionMode, Model: p.Model, Effort: p.Effort, NextSeq: 1, UpdatedAt: time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)}
 	if p.Isolation != "" {
-		s.Worktree = &api.SessionWorktree{Path: "/card/worktrees/" + s.SessionID + "/project", Dir: "/card/worktrees/" + s.SessionID + "/project",
-			Branch: "card/" + s.SessionID, Base: strings.Repeat("a", 40), BaseRef: "HEAD", Repo: p.Cwd, Uncommitted: api.Uncommitted{Paths: []string{}}}
+		s.Worktree = fakeWorktree(s.SessionID, p.Cwd, p.Base)
 	}
 	f.sessions[s.SessionID] = &fakeSession{sess: s, tasks: map[string]string{}, waiting: map[string]chan string{}}
 	return s, nil
+}
+
+// fakeWorktree is the worktree the fake daemon reports for session id.
+func fakeWorktree(id, cwd, base string) *api.SessionWorktree {
+	if base == "" {
+		base = "HEAD"
+	}
+	return &api.SessionWorktree{Path: "/card/worktrees/" + id + "/project", Dir: "/card/worktrees/" + id + "/project",
+		Branch: "card/" + id, Base: strings.Repeat("a", 40), BaseRef: base, Repo: cwd, Uncommitted: api.Uncommitted{Paths: []string{}}}
 }
 
 func (f *fakeBackend) emit(fs *fakeSession, turn int, ev api.AgentEvent) {
@@ -227,6 +235,17 @@ func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigure
 		}
 		fs.sess.Adapter = p.ID
 	}
+	if p.Isolation != "" && (p.Isolation == api.IsolationOff) != (fs.sess.Worktree == nil) {
+		if fs.sess.Turns > 0 {
+			f.mu.Unlock()
+			return api.SessionConfigureResult{}, &rpcclient.Error{Code: -32602, Message: "invalid params: isolation: the session has taken a turn",
+				Data: json.RawMessage(`{"field":"isolation"}`)}
+		}
+		fs.sess.Worktree = nil
+		if p.Isolation == api.IsolationWorktree {
+			fs.sess.Worktree = fakeWorktree(fs.sess.SessionID, fs.sess.Cwd, p.Base)
+		}
+	}
 	if p.PermissionMode != "" {
 		fs.sess.PermissionMode = p.PermissionMode
 	}
@@ -247,9 +266,17 @@ func (f *fakeBackend) ConfigureSession(_ context.Context, p api.SessionConfigure
 	if was.Effort != now.Effort {
 		changed = append(changed, "effort")
 	}
+	if (was.Worktree == nil) != (now.Worktree == nil) {
+		changed = append(changed, "isolation")
+	}
 	if len(changed) > 0 {
+		iso := ""
+		if now.Worktree != nil {
+			iso = api.IsolationWorktree
+		}
 		f.emit(fs, now.Turns, api.AgentEvent{Event: api.Event{Kind: api.EventSessionConfigured}, Configured: &api.SessionConfigured{
-			Changed: changed, Adapter: now.Adapter, PermissionMode: now.PermissionMode, Model: now.Model, Effort: now.Effort, AppliesFromTurn: now.Turns + 1}})
+			Changed: changed, Adapter: now.Adapter, PermissionMode: now.PermissionMode, Model: now.Model, Effort: now.Effort, AppliesFromTurn: now.Turns + 1,
+			Isolation: iso, Worktree: now.Worktree}})
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -32,7 +32,8 @@ type SessionMeta struct {
 	AfterSeq int64 `json:"afterSeq,omitempty"`
 	// Isolation "worktree" runs the session's turns in a git worktree of
 	// the cwd's repository, from Base (default HEAD): sessions.start's
-	// isolation and base.
+	// isolation and base. Base is read on session/set_config_option too,
+	// with the isolation option set to "worktree".
 	Isolation string `json:"isolation,omitempty"`
 	Base      string `json:"base,omitempty"`
 }
@@ -310,15 +311,24 @@ func (s *Server) newSession(ctx context.Context, be Backend, p acp.NewSessionReq
 		Meta: worktreeMeta(sess.Worktree)}, nil
 }
 
-// worktreeMeta is _meta.card of an isolated session's session/new: where
-// its agent works (an editor's open files are the checkout's, not these),
-// as sessions.start answers it; nil for a session that runs in its cwd.
+// worktreeMeta is _meta.card of an answer that names an isolated session
+// (session/new, session/load, session/resume): where its agent works (an
+// editor's open files are the checkout's, not these), as sessions.start
+// answers it; nil for a session that runs in its cwd.
 func worktreeMeta(wt *api.SessionWorktree) acp.Meta {
-	if wt == nil {
+	if wt = liveWorktree(wt); wt == nil {
 		return nil
 	}
 	meta, _ := json.Marshal(map[string]any{MetaKey: map[string]any{"worktree": wt}})
 	return meta
+}
+
+// liveWorktree is wt, or nil when there is none or it was discarded.
+func liveWorktree(wt *api.SessionWorktree) *api.SessionWorktree {
+	if wt == nil || wt.DiscardedAt != nil {
+		return nil
+	}
+	return wt
 }
 
 // defaultAdapter is the agent of a session whose editor named none, on a
@@ -436,7 +446,7 @@ func (s *Server) loadSession(ctx context.Context, be Backend, p acp.LoadSessionR
 	if aerr := s.subscribe(ctx, be, st, meta.AfterSeq, true); aerr != nil {
 		return nil, aerr
 	}
-	return acp.LoadSessionResponse{Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
+	return acp.LoadSessionResponse{Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions(), Meta: worktreeMeta(sess.Worktree)}, nil
 }
 
 func (s *Server) resumeSession(ctx context.Context, be Backend, p acp.ResumeSessionRequest) (any, *acp.Error) {
@@ -447,7 +457,7 @@ func (s *Server) resumeSession(ctx context.Context, be Backend, p acp.ResumeSess
 	if aerr := s.subscribe(ctx, be, st, sess.NextSeq-1, false); aerr != nil {
 		return nil, aerr
 	}
-	return acp.ResumeSessionResponse{Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions()}, nil
+	return acp.ResumeSessionResponse{Modes: modes(sess.PermissionMode), ConfigOptions: st.configOptions(), Meta: worktreeMeta(sess.Worktree)}, nil
 }
 
 // reopen finds a session of card's for load or resume.
@@ -547,7 +557,8 @@ func (s *Server) setMode(ctx context.Context, be Backend, p acp.SetSessionModeRe
 }
 
 // configureMeta is _meta.card of a mode or option change: from which turn
-// it holds, and which running turn keeps the old settings.
+// it holds, which running turn keeps the old settings, and for an isolated
+// session its worktree, as session/new names it.
 func configureMeta(res api.SessionConfigureResult) acp.Meta {
 	m := map[string]any{"appliesFromTurn": res.AppliesFromTurn}
 	if res.RunningTurn > 0 {
@@ -556,17 +567,22 @@ func configureMeta(res api.SessionConfigureResult) acp.Meta {
 	if res.WarmAgent != "" {
 		m["warmAgent"] = res.WarmAgent
 	}
+	if wt := liveWorktree(res.Session.Worktree); wt != nil {
+		m["worktree"] = wt
+	}
 	meta, _ := json.Marshal(map[string]any{MetaKey: m})
 	return meta
 }
 
 // The config options card offers: the model, for every adapter (each CLI
-// takes a model flag), and the thought level where the adapter's CLI takes
-// an effort.
+// takes a model flag), the thought level where the adapter's CLI takes
+// an effort, the agent where no adapter is fixed, and where the agent
+// works (isolation), for every session.
 const (
-	configModel  = "model"
-	configEffort = "effort"
-	configAgent  = "agent"
+	configModel     = "model"
+	configEffort    = "effort"
+	configAgent     = "agent"
+	configIsolation = "isolation"
 )
 
 // effortLevels are the effort levels the adapter's CLI takes from card
@@ -582,7 +598,7 @@ func effortLevels(adapter string) []string {
 // default and the session's model; any model id the CLI takes can be set.
 func (st *session) configOptions() []acp.SessionConfigOption {
 	st.mu.Lock()
-	model, effort, adapter, agents := st.model, st.effort, st.adapter, st.agents
+	model, effort, adapter, agents, wt := st.model, st.effort, st.adapter, st.agents, st.worktree
 	st.mu.Unlock()
 	name := adapter
 	if facts, ok := agent.Lookup(adapter); ok {
@@ -608,7 +624,27 @@ func (st *session) configOptions() []acp.SessionConfigOption {
 		opts = append(opts, acp.SessionConfigOption{ID: configEffort, Name: "Thought level", Category: ptr("thought_level"), Type: "select",
 			Description: ptr("How hard the model thinks, from the next turn."), CurrentValue: orDefault(effort), Options: mustJSON(efforts)})
 	}
-	return opts
+	return append(opts, isolationOption(wt))
+}
+
+// isolationOption is where the session's agent works: in the editor's
+// checkout, or in a git worktree of card's, on a branch of the session's
+// own, whose changes card diff and card apply review. An editor can send
+// no _meta.card.isolation on session/new, so this is how one chooses it;
+// it can change until the first prompt.
+func isolationOption(wt *api.SessionWorktree) acp.SessionConfigOption {
+	current := api.IsolationOff
+	if wt != nil {
+		current = api.IsolationWorktree
+	}
+	return acp.SessionConfigOption{ID: configIsolation, Name: "Isolation", Category: ptr("_isolation"), Type: "select",
+		Description: ptr("Where the agent works: in your checkout, or in a git worktree of its own that card diff and card apply review. " +
+			"It can change until the first prompt."),
+		CurrentValue: current, Options: mustJSON([]acp.SessionConfigSelectOption{
+			{Value: api.IsolationOff, Name: "Off", Description: ptr("The agent works in the session's directory: your checkout")},
+			{Value: api.IsolationWorktree, Name: "Worktree",
+				Description: ptr("The agent works in a git worktree of the repository, on a branch of its own; your checkout is not written")},
+		})}
 }
 
 // agentOption is the choice of the session's agent among the installed
@@ -671,8 +707,10 @@ func (st *session) configured(sess api.Session, seq int64) (mode, options bool) 
 	}
 	st.configSeq = seq
 	mode = st.mode != sess.PermissionMode
-	options = st.model != sess.Model || st.effort != sess.Effort || (sess.Adapter != "" && st.adapter != sess.Adapter)
-	st.mode, st.model, st.effort = sess.PermissionMode, sess.Model, sess.Effort
+	wt := liveWorktree(sess.Worktree)
+	options = st.model != sess.Model || st.effort != sess.Effort || (sess.Adapter != "" && st.adapter != sess.Adapter) ||
+		(wt == nil) != (st.worktree == nil)
+	st.mode, st.model, st.effort, st.worktree = sess.PermissionMode, sess.Model, sess.Effort, wt
 	if sess.Adapter != "" && sess.Adapter != st.adapter {
 		st.adapter = sess.Adapter
 		if facts, ok := agent.Lookup(sess.Adapter); ok {
@@ -719,8 +757,12 @@ func (s *Server) setConfigOption(ctx context.Context, be Backend, p acp.SetSessi
 			return nil, invalid("value", "the agents card can run here are %s, not %q", strings.Join(agents, ", "), value)
 		}
 		cp.ID = value
+	case configIsolation:
+		if answer, aerr := st.isolationChange(p, value, &cp); answer != nil || aerr != nil {
+			return answer, aerr
+		}
 	default:
-		return nil, invalid("configId", "card offers the options model, effort and (with no agent fixed) agent, not %q", p.ConfigID)
+		return nil, invalid("configId", "card offers the options model, effort, isolation and (with no agent fixed) agent, not %q", p.ConfigID)
 	}
 	res, err := be.ConfigureSession(ctx, cp)
 	if err != nil {
@@ -733,6 +775,32 @@ func (s *Server) setConfigOption(ctx context.Context, be Backend, p acp.SetSessi
 			Update: acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOption: &acp.ConfigOptionUpdate{ConfigOptions: opts}}})
 	}
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: opts, Meta: configureMeta(res)}, nil
+}
+
+// isolationChange fills cp for the isolation option set to value, with
+// _meta.card.base the commit a new worktree starts from. The value the
+// session has already is answered here (a non-nil answer), without a
+// change: removing a worktree needs the write class, and an editor that
+// sets the option to what it shows asks for nothing.
+func (st *session) isolationChange(p acp.SetSessionConfigOptionRequest, value string, cp *api.SessionConfigureParams) (any, *acp.Error) {
+	if value != api.IsolationOff && value != api.IsolationWorktree {
+		return nil, invalid("value", "the isolation values are %q and %q, not %q", api.IsolationOff, api.IsolationWorktree, value)
+	}
+	meta, aerr := readMeta(p.Meta)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if meta.Base != "" && value != api.IsolationWorktree {
+		return nil, invalid("_meta.card.base", "applies only with the value %q: the commit the session's worktree starts from", api.IsolationWorktree)
+	}
+	st.mu.Lock()
+	wt := st.worktree
+	st.mu.Unlock()
+	if (wt != nil) == (value == api.IsolationWorktree) && (meta.Base == "" || wt == nil || meta.Base == wt.BaseRef) {
+		return acp.SetSessionConfigOptionResponse{ConfigOptions: st.configOptions(), Meta: worktreeMeta(wt)}, nil
+	}
+	cp.Isolation, cp.Base = value, meta.Base
+	return nil, nil
 }
 
 func (s *Server) session(id string) *session {

@@ -856,7 +856,8 @@ func TestConfigOptionsTellTheModelAndTheThoughtLevelTheAdapterTakes(t *testing.T
 	initialize(e)
 	var r acp.NewSessionResponse
 	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: json.RawMessage(`{"card":{"adapter":"claude-code","model":"m1"}}`)}, &r)
-	require.Len(t, r.ConfigOptions, 3, "with no agent fixed, the agent is an option too")
+	require.Len(t, r.ConfigOptions, 4, "with no agent fixed, the agent is an option too")
+	assert.Equal(t, "isolation", r.ConfigOptions[3].ID, "and where it works, last")
 	assert.Equal(t, "agent", r.ConfigOptions[0].ID)
 	model, effort := r.ConfigOptions[1], r.ConfigOptions[2]
 	assert.Equal(t, "model", model.ID)
@@ -870,14 +871,15 @@ func TestConfigOptionsTellTheModelAndTheThoughtLevelTheAdapterTakes(t *testing.T
 
 	var g acp.NewSessionResponse
 	e.ok(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: "/work", Meta: json.RawMessage(`{"card":{"adapter":"gemini"}}`)}, &g)
-	require.Len(t, g.ConfigOptions, 2, "Gemini CLI takes no effort: no thought level is offered")
+	require.Len(t, g.ConfigOptions, 3, "Gemini CLI takes no effort: no thought level is offered")
+	assert.Equal(t, []string{"agent", "model", "isolation"}, []string{g.ConfigOptions[0].ID, g.ConfigOptions[1].ID, g.ConfigOptions[2].ID})
 	err := e.fail(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: g.SessionID, ConfigID: "effort", Value: "high"})
 	assert.Equal(t, "configId", errField(t, err))
 
 	var set acp.SetSessionConfigOptionResponse
 	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "model", Value: "m2"}, &set)
 	assert.Equal(t, api.SessionConfigureParams{SessionID: r.SessionID, Model: "m2"}, be.configured[0])
-	require.Len(t, set.ConfigOptions, 3)
+	require.Len(t, set.ConfigOptions, 4)
 	assert.Equal(t, "m2", set.ConfigOptions[1].CurrentValue)
 	e.ok(acp.MethodSessionSetConfigOption, acp.SetSessionConfigOptionRequest{SessionID: r.SessionID, ConfigID: "effort", Value: "high"}, &set)
 	assert.Equal(t, "high", set.ConfigOptions[2].CurrentValue)

@@ -34,6 +34,10 @@ type session struct {
 	// model and effort are the session's ("" the CLI's default), as its
 	// config options show them.
 	model, effort string
+	// worktree is the worktree the session's turns run in, nil when they
+	// run in its cwd: the isolation option shows it, and the answers that
+	// name the session carry it.
+	worktree *api.SessionWorktree
 	// configSeq is the session's seq as of which mode, model and effort
 	// are known.
 	configSeq int64
@@ -96,7 +100,7 @@ func (s *Server) attach(sess api.Session, caps api.Capabilities) *session {
 		return st
 	}
 	st := &session{srv: s, id: sess.SessionID, adapter: sess.Adapter, mode: sess.PermissionMode, model: sess.Model, effort: sess.Effort,
-		configSeq: sess.NextSeq - 1, caps: caps,
+		worktree: liveWorktree(sess.Worktree), configSeq: sess.NextSeq - 1, caps: caps,
 		waiters: map[int]chan turnEnd{}, ended: map[int]turnEnd{}, cancelled: map[int]bool{},
 		toolName: map[string]string{}, runs: map[string]int{}, perms: map[string]*perm{}, answered: map[string]answered{}, always: map[string]string{}, replayAsks: map[string]api.AgentEvent{}}
 	st.cond = sync.NewCond(&st.mu)
@@ -359,7 +363,8 @@ func (st *session) handle(ctx context.Context, ev api.SessionEvent, text json.Ra
 // client, this editor's own set_mode), as ACP's current_mode_update and
 // config_option_update, each only when it changes what this editor has.
 func (st *session) reconfigured(ev api.SessionEvent, c api.SessionConfigured) {
-	mode, options := st.configured(api.Session{Adapter: c.Adapter, PermissionMode: c.PermissionMode, Model: c.Model, Effort: c.Effort}, ev.Seq)
+	mode, options := st.configured(api.Session{Adapter: c.Adapter, PermissionMode: c.PermissionMode, Model: c.Model, Effort: c.Effort,
+		Worktree: c.Worktree}, ev.Seq)
 	if mode {
 		st.send(ev, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentMode: &acp.CurrentModeUpdate{CurrentModeID: c.PermissionMode}})
 	}

@@ -194,7 +194,7 @@ func TestCardACPPassesTheRegistrysChecksOfAnAgent(t *testing.T) {
 	for _, o := range created.ConfigOptions {
 		ids = append(ids, o.ID)
 	}
-	assert.Equal(t, []string{"agent", "model", "effort"}, ids)
+	assert.Equal(t, []string{"agent", "model", "effort", "isolation"}, ids)
 
 	var listed struct {
 		Sessions []struct {
