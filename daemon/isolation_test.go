@@ -367,8 +367,8 @@ func TestAKilledDaemonCommitsWhatAnIsolatedInvokeItCutHadChanged(t *testing.T) {
 	opts := daemontest.Options{Config: "login_shell_path = false\n", Agents: pins}
 	first := daemontest.Serve(t, bin, opts)
 	ctx := daemontest.Context(t)
-	acc, err := first.Client.Stream(ctx, daemon.InvokeParams{ID: "claude-code", Task: "SLEEP through the kill", Cwd: repo, PermissionMode: "edit",
-		Isolation: api.IsolationWorktree}, nil)
+	acc, err := first.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit",
+		Isolation: api.IsolationWorktree}, Task: "SLEEP through the kill"}, nil)
 	require.NoError(t, err)
 	require.NotNil(t, acc.Worktree)
 	require.Eventually(t, func() bool {
@@ -641,7 +641,7 @@ func TestTheWorktreesOneOriginHoldsAreBounded(t *testing.T) {
 	repo := daemontest.GitRepo(t, "bounded")
 	var asked atomic.Int32
 	page := pageClient(t, rd.Daemon, appOrigin, &asked)
-	isolated := api.SessionStartParams{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}
+	isolated := api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}}
 
 	one, err := page.StartSession(ctx, isolated)
 	require.NoError(t, err)
@@ -659,7 +659,7 @@ func TestTheWorktreesOneOriginHoldsAreBounded(t *testing.T) {
 	}
 	_, err = page.StartSession(ctx, isolated)
 	refused(err)
-	_, err = page.Invoke(ctx, daemon.InvokeParams{ID: "claude-code", Task: "x", Cwd: repo, Isolation: api.IsolationWorktree})
+	_, err = page.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}, Task: "x"})
 	refused(err)
 	entries, err := os.ReadDir(filepath.Join(rd.Home, "worktrees"))
 	require.NoError(t, err)
@@ -667,7 +667,7 @@ func TestTheWorktreesOneOriginHoldsAreBounded(t *testing.T) {
 
 	// Sessions without a worktree are not bounded by it, and another
 	// client has its own count.
-	_, err = page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	_, err = page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo}})
 	require.NoError(t, err)
 	mine, err := rd.Client.StartSession(ctx, isolated)
 	require.NoError(t, err, "the native clients count on their own")
@@ -693,7 +693,7 @@ func TestIsolationSetBeforeTheFirstTurnMakesTheWorktreeAndAfterItIsRefused(t *te
 	ctx := daemontest.Context(t)
 	repo := daemontest.GitRepo(t, "later")
 	before := daemontest.Snapshot(t, repo)
-	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo, PermissionMode: "edit"})
+	s, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit"}})
 	require.NoError(t, err)
 	require.Nil(t, s.Worktree)
 	evs := &sessionEvents{}
@@ -764,9 +764,9 @@ func TestAnIsolationChangeThatCannotBeMadeNamesItsFieldAndChangesNothing(t *test
 	rd := startRunsDaemon(t, modesConfig+"\n[sessions]\nmax_worktrees_per_origin = 1\n")
 	ctx := daemontest.Context(t)
 	repo := daemontest.GitRepo(t, "changes")
-	plain, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	plain, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo}})
 	require.NoError(t, err)
-	outside, err := rd.Client.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: rd.cwd})
+	outside, err := rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd}})
 	require.NoError(t, err)
 	for _, c := range []struct {
 		name, field string
@@ -800,7 +800,7 @@ func TestAnIsolationChangeThatCannotBeMadeNamesItsFieldAndChangesNothing(t *test
 	var asked atomic.Int32
 	page := pageClient(t, rd.Daemon, appOrigin, &asked)
 	writer := pageClient(t, rd.Daemon, writerOrigin, &asked)
-	ps, err := page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	ps, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo}})
 	require.NoError(t, err)
 	_, err = writer.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: ps.SessionID, Isolation: "worktree"})
 	assert.Equal(t, daemon.CodeNotSessionOwner, rpcCode(t, err).Code)
@@ -811,7 +811,7 @@ func TestAnIsolationChangeThatCannotBeMadeNamesItsFieldAndChangesNothing(t *test
 	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeAccessDenied, re.Code, re.Message)
 	assert.Equal(t, "write", errData(t, re)["access"])
-	second, err := page.StartSession(ctx, api.SessionStartParams{ID: "claude-code", Cwd: repo})
+	second, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo}})
 	require.NoError(t, err)
 	_, err = page.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: second.SessionID, Isolation: "worktree"})
 	re = rpcCode(t, err)
