@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/card-dev/card/api"
+
 // The definitions, one per adapter, each with its id. The argv each builder
 // produces from these facts is in spawn/<binary>.go; the probes that read
 // each CLI's sign-in are in detect/adapter_<binary>.go. Adding an agent is
@@ -26,12 +28,12 @@ var claudeCode = Adapter{
 	Binary:      "claude",
 	PinEnv:      "CAR_CLAUDE_CODE_BIN",
 	InstallHint: "install it with `npm install -g @anthropic-ai/claude-code`",
-	Capabilities: Capabilities{
+	Capabilities: api.Capabilities{
 		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Read-only runs pass an explicit tool allowlist; nothing outside the
 	// agent's own process stops it from writing.
-	ReadOnly: EnforcedByAllowlist,
+	ReadOnly: api.EnforcedByAllowlist,
 	OwnedFlags: []string{"--permission-mode", "--tools", "--allowedTools", "--allowed-tools", "--disallowedTools",
 		"--disallowed-tools", "--setting-sources", "--settings", "--mcp-config", "--add-dir", "--system-prompt",
 		"--append-system-prompt", "--agents", "--plugin-dir", "--plugin-url"},
@@ -45,12 +47,12 @@ var codex = Adapter{
 	PinEnv:      "CAR_CODEX_BIN",
 	InstallHint: "install it with `npm install -g @openai/codex`",
 	// Ask runs `codex app-server` and answers its requestApproval requests.
-	Capabilities: Capabilities{
+	Capabilities: api.Capabilities{
 		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// `codex exec --sandbox read-only` runs the agent's commands inside the
 	// OS sandbox (Seatbelt on macOS, Landlock/seccomp on Linux).
-	ReadOnly: EnforcedByOSSandbox,
+	ReadOnly: api.EnforcedByOSSandbox,
 	OwnedFlags: []string{"--sandbox", "-s", "--add-dir", "--approve-for-me", "--dangerously-bypass-hook-trust", "--trust", "--profile", "-p",
 		"--listen", "--stdio"},
 	Efforts: effortsAll,
@@ -63,12 +65,12 @@ var gemini = Adapter{
 	PinEnv:      "CAR_GEMINI_BIN",
 	InstallHint: "install it with `npm install -g @google/gemini-cli`",
 	// Ask runs `gemini --acp` and answers its session/request_permission.
-	Capabilities: Capabilities{
+	Capabilities: api.Capabilities{
 		ToolUse: true, MCP: true, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// read_only asks for plan mode, Gemini's own read-only policy: the agent
 	// enforces it, not card's tool list and not a kernel sandbox.
-	ReadOnly: EnforcedByAgentDefault,
+	ReadOnly: api.EnforcedByAgentDefault,
 	OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--policy", "--include-directories", "-p", "--prompt",
 		"--prompt-interactive", "-i", "--acp", "--experimental-acp"},
 }
@@ -80,13 +82,13 @@ var copilot = Adapter{
 	PinEnv:      "CAR_COPILOT_BIN",
 	InstallHint: "install it with `npm install -g @github/copilot`",
 	// Ask runs `copilot --acp` and answers its session/request_permission.
-	Capabilities: Capabilities{
+	Capabilities: api.Capabilities{
 		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Read-only runs name the tools Copilot may use (--allow-tool) and deny
 	// write and shell outright (a deny beats any allow); Copilot's own code
 	// keeps that fence, nothing beneath it does.
-	ReadOnly: EnforcedByAllowlist,
+	ReadOnly: api.EnforcedByAllowlist,
 	OwnedFlags: []string{"--allow-tool", "--deny-tool", "--available-tools", "--excluded-tools",
 		"--allow-all", "--allow-all-urls", "--allow-url", "--add-dir", "--trust-folder", "-C", "-p", "--prompt",
 		"-i", "--interactive", "--mode", "--autopilot", "--plan", "--agent", "--additional-mcp-config",
@@ -104,13 +106,13 @@ var droid = Adapter{
 	InstallHint: "install it with `npm install -g @factory/cli` (its platform package, e.g. @factory/cli-linux-x64, must install too)",
 	// Ask runs `droid exec` in stream-jsonrpc and answers its
 	// droid.request_permission.
-	Capabilities: Capabilities{
+	Capabilities: api.Capabilities{
 		ToolUse: true, MCP: true, Hooks: true, Sessions: true, Streaming: true, Images: false, Ask: true,
 	},
 	// `droid exec` without --auto is read-only by Droid's own autonomy
 	// rules: card's boundary is the flags it does not pass, and Droid's code
 	// is what refuses the writes.
-	ReadOnly: EnforcedByAgentDefault,
+	ReadOnly: api.EnforcedByAgentDefault,
 	OwnedFlags: []string{"--only-tools", "--add-tools", "--remove-tools", "--cwd", "--settings", "-w",
 		"--worktree", "--worktree-dir", "--mission", "--use-spec", "-f", "--file", "--input-format", "-o",
 		"--output-format", "--append-system-prompt", "--append-system-prompt-file", "-s", "--session-id", "--fork"},
@@ -127,14 +129,14 @@ var pi = Adapter{
 	InstallHint: "install it with `npm install -g @mariozechner/pi-coding-agent`",
 	// Ask runs `pi --mode rpc` with card's gate extension, which puts each
 	// tool call outside the read-only set to card through a confirm dialog.
-	Capabilities: Capabilities{
+	Capabilities: api.Capabilities{
 		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 	},
 	// Pi has no sandbox, no per-command allowlist and no approval prompts:
 	// read-only is a tool list the model is handed and nothing refuses a
 	// write made some other way. Clients must be told, and agents.invoke
 	// makes them acknowledge it.
-	ReadOnly: NotEnforced,
+	ReadOnly: api.NotEnforced,
 	OwnedFlags: []string{"--tools", "-t", "--no-tools", "-nt", "--no-builtin-tools", "-nbt", "--extension",
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},

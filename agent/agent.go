@@ -26,21 +26,6 @@ import (
 	"github.com/card-dev/card/api"
 )
 
-// ReadOnlyEnforcement and Capabilities are disclosed to clients as they
-// are, so they are defined with the other wire types in package api; these
-// aliases keep every adapter's facts and their readers under the old names.
-type (
-	ReadOnlyEnforcement = api.ReadOnlyEnforcement
-	Capabilities        = api.Capabilities
-)
-
-const (
-	EnforcedByOSSandbox    = api.EnforcedByOSSandbox
-	EnforcedByAllowlist    = api.EnforcedByAllowlist
-	EnforcedByAgentDefault = api.EnforcedByAgentDefault
-	NotEnforced            = api.NotEnforced
-)
-
 // Adapter is every static fact about one agent CLI.
 type Adapter struct {
 	// ID is the wire id (claude-code, codex, ...).
@@ -52,10 +37,10 @@ type Adapter struct {
 	PinEnv string
 	// InstallHint is what to tell a person who does not have it.
 	InstallHint  string
-	Capabilities Capabilities
+	Capabilities api.Capabilities
 	// ReadOnly is how the read_only mode the builder maps is enforced; it is
 	// disclosed to clients, and not_enforced must be acknowledged per run.
-	ReadOnly ReadOnlyEnforcement
+	ReadOnly api.ReadOnlyEnforcement
 	// OwnedFlags are the flags card's builder sets from the permission mode.
 	// Operator extras in card.toml may not set them: one set there would
 	// fight the mapping, and for some it would widen the boundary.

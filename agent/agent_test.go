@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // Ids and their order are wire facts: clients invoke by id, and detection
@@ -21,23 +23,21 @@ func TestTheAdaptersAndTheirOrderAreTheShippedOnes(t *testing.T) {
 }
 
 func TestEveryAdapterSaysHowItsReadOnlyModeIsEnforced(t *testing.T) {
-	want := map[string]ReadOnlyEnforcement{
-		ClaudeCode: EnforcedByAllowlist, Codex: EnforcedByOSSandbox, Gemini: EnforcedByAgentDefault,
-		Copilot: EnforcedByAllowlist, Droid: EnforcedByAgentDefault, Pi: NotEnforced,
+	want := map[string]api.ReadOnlyEnforcement{
+		ClaudeCode: api.EnforcedByAllowlist, Codex: api.EnforcedByOSSandbox, Gemini: api.EnforcedByAgentDefault,
+		Copilot: api.EnforcedByAllowlist, Droid: api.EnforcedByAgentDefault, Pi: api.NotEnforced,
 	}
 	for _, id := range IDs() {
 		a, ok := Lookup(id)
 		require.True(t, ok, id)
 		assert.Equal(t, want[id], a.ReadOnly, id)
 	}
-	for e, wire := range map[ReadOnlyEnforcement]string{
-		EnforcedByOSSandbox: "os_sandbox", EnforcedByAllowlist: "allowlist", EnforcedByAgentDefault: "agent_default", NotEnforced: "not_enforced",
-	} {
+	for e, wire := range map[api.ReadOnlyEnforcement]string{api.EnforcedByOSSandbox: "os_sandbox", api.EnforcedByAllowlist: "allowlist", api.EnforcedByAgentDefault: "agent_default", api.NotEnforced: "not_enforced"} {
 		assert.Equal(t, wire, string(e))
 		assert.True(t, e.Valid(), wire)
 	}
-	assert.False(t, ReadOnlyEnforcement("").Valid())
-	assert.False(t, ReadOnlyEnforcement("sandbox").Valid())
+	assert.False(t, api.ReadOnlyEnforcement("").Valid())
+	assert.False(t, api.ReadOnlyEnforcement("sandbox").Valid())
 }
 
 func TestAnUnknownIDIsNotFound(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	homedir "github.com/card-dev/card/internal/home"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
@@ -53,29 +53,29 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		{"daemon.info", func() error { i, err := c.Info(ctx); assert.Equal(t, d.Home, i.Home); return err }},
 		{"rpc.discover", func() error { doc, err := c.Discover(ctx); assert.NotEmpty(t, doc.Methods); return err }},
 		{"agents.detect", func() error {
-			s, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+			s, err := c.Detect(ctx, api.DetectParams{Refresh: true})
 			assert.NotEmpty(t, s)
 			return err
 		}},
-		{"agents.list_external", func() error { _, err := c.ListExternal(ctx, daemon.DetectParams{}); return err }},
-		{"agents.detect_external", func() error { _, err := c.DetectExternal(ctx, daemon.DetectParams{}); return err }},
+		{"agents.list_external", func() error { _, err := c.ListExternal(ctx, api.DetectParams{}); return err }},
+		{"agents.detect_external", func() error { _, err := c.DetectExternal(ctx, api.DetectParams{}); return err }},
 		{"agents.health_external", func() error {
 			h, err := c.Health(ctx, agent.ClaudeCode, false)
 			assert.Equal(t, agent.ClaudeCode, h.ID)
 			all, aerr := c.HealthAll(ctx, false)
-			specs, derr := c.Detect(ctx, daemon.DetectParams{})
+			specs, derr := c.Detect(ctx, api.DetectParams{})
 			assert.Len(t, all, len(specs), "one answer per detected adapter")
 			aerr = errors.Join(aerr, derr)
 			return errors.Join(err, aerr)
 		}},
 		{"agents.invoke", func() error {
-			res, err := c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "say pong"})
-			assert.Equal(t, store.StatusSucceeded, res.Status)
+			res, err := c.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "say pong"})
+			assert.Equal(t, api.StatusSucceeded, res.Status)
 			runID = res.RunID
 			return err
 		}},
 		{"agents.invoke_external", func() error {
-			res, err := c.InvokeExternal(ctx, daemon.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: dir, SessionID: "chat-abc123"})
+			res, err := c.InvokeExternal(ctx, api.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong", Cwd: dir, SessionID: "chat-abc123"})
 			assert.Equal(t, "chat-abc123", res.SessionID)
 			return err
 		}},
@@ -86,22 +86,22 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		}},
 		{"session.auth", func() error { r, err := c.SessionAuth(ctx, d.Token); assert.True(t, r.OK); return err }},
 		{"server.handshake", func() error {
-			r, err := c.Handshake(ctx, daemon.HandshakeParams{})
+			r, err := c.Handshake(ctx, api.HandshakeParams{})
 			assert.Equal(t, daemon.ProtocolVersion, r.ProtocolVersion)
 			return err
 		}},
 		{"agents.cancel", func() error { r, err := c.Cancel(ctx, runID); assert.False(t, r.Cancelled); return err }},
 		{"agents.approval_decide", func() error {
 			// The run did not ask: the daemon answers, with its code for that.
-			_, err := c.ApprovalDecide(ctx, daemon.DecideParams{RunID: runID, RequestID: "apr_1", Decision: "allow"})
-			var re *rpc.Error
+			_, err := c.ApprovalDecide(ctx, api.DecideParams{RunID: runID, RequestID: "apr_1", Decision: "allow"})
+			var re *rpcclient.Error
 			if assert.ErrorAs(t, err, &re) {
 				assert.Equal(t, daemon.CodeApprovalNotFound, re.Code)
 			}
 			return nil
 		}},
 		{"runs.list", func() error {
-			r, err := c.Runs(ctx, daemon.ListParams{})
+			r, err := c.Runs(ctx, api.ListParams{})
 			assert.Len(t, r, 2, "invoke and invoke_external")
 			return err
 		}},
@@ -113,7 +113,7 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		{"runs.get", func() error { r, err := c.Run(ctx, runID); assert.Equal(t, runID, r.RunID); return err }},
 		{"runs.subscribe", func() error {
 			ended := make(chan struct{})
-			_, err := c.Subscribe(ctx, runID, 0, func(ev daemon.AgentEvent) {
+			_, err := c.Subscribe(ctx, runID, 0, func(ev api.AgentEvent) {
 				if client.Terminal(ev) {
 					close(ended)
 				}
@@ -125,19 +125,19 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		}},
 		{"runs.prune", func() error {
 			two := 2
-			r, err := c.Prune(ctx, daemon.PruneParams{DryRun: true, MaxRuns: &two})
-			assert.Equal(t, daemon.PruneResult{Pruned: store.Pruned{Kept: 2}, DryRun: true, MaxRuns: 2, MaxAgeDays: 30}, r)
+			r, err := c.Prune(ctx, api.PruneParams{DryRun: true, MaxRuns: &two})
+			assert.Equal(t, api.PruneResult{Pruned: api.Pruned{Kept: 2}, DryRun: true, MaxRuns: 2, MaxAgeDays: 30}, r)
 			return err
 		}},
 		{"substrate.info", func() error { i, err := c.SubstrateInfo(ctx); assert.True(t, i.Local); return err }},
 		{"substrate.write_text", func() error {
-			_, err := c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "hi"})
+			_, err := c.SubstrateWriteText(ctx, api.WriteTextParams{Path: file, Content: "hi"})
 			return err
 		}},
 		{"substrate.read_text", func() error { s, err := c.SubstrateReadText(ctx, file); assert.Equal(t, "hi", s); return err }},
 		{"substrate.write_bytes", func() error { _, err := c.SubstrateWriteBytes(ctx, file, []byte{0, 1, 2}); return err }},
 		{"substrate.read_bytes", func() error {
-			b, err := c.SubstrateReadBytes(ctx, daemon.ReadBytesParams{Path: file, Offset: 1})
+			b, err := c.SubstrateReadBytes(ctx, api.ReadBytesParams{Path: file, Offset: 1})
 			assert.Equal(t, []byte{1, 2}, b)
 			return err
 		}},
@@ -192,7 +192,7 @@ func TestEveryMethodTheDaemonRegistersHasATypedCallThatWorks(t *testing.T) {
 		}},
 		{"sessions.steer", func() error {
 			_, err := c.SteerSession(ctx, api.SessionSteerParams{SessionID: sessionID, Task: "more"})
-			var re *rpc.Error
+			var re *rpcclient.Error
 			if assert.ErrorAs(t, err, &re) {
 				assert.Equal(t, daemon.CodeSteerUnsupported, re.Code)
 			}
@@ -271,9 +271,8 @@ func TestStreamDeliversEveryEventOfItsRunInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := 0; i < 10; i++ {
-		got := make(chan daemon.AgentEvent, 64)
-		acc, err := d.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say pong"},
-			func(ev daemon.AgentEvent) { got <- ev })
+		got := make(chan api.AgentEvent, 64)
+		acc, err := d.Client.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say pong"}, func(ev api.AgentEvent) { got <- ev })
 		require.NoError(t, err)
 		want := all.WaitEnd(t, acc.RunID, 30*time.Second)
 		for j, w := range want {
@@ -293,7 +292,7 @@ func TestSubscribeReplaysOnlyTheEventsAfterTheSeqItIsGiven(t *testing.T) {
 	d := startDaemon(t, daemontest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say pong"})
+	res, err := d.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say pong"})
 	require.NoError(t, err)
 	got := daemontest.NewEvents()
 	sub, err := d.Dial(t, client.Options{}).Subscribe(ctx, res.RunID, 2, got.Add)
@@ -327,9 +326,9 @@ func TestDialSaysWhenNoDaemonRunsForTheHome(t *testing.T) {
 	assert.Contains(t, err.Error(), "start it with `card serve --home "+home+"`", "the home in use, which is not the default")
 
 	// A daemon.json left by a daemon that is gone names its pid.
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.DiscoveryFileName),
+	require.NoError(t, os.WriteFile(filepath.Join(home, homedir.DiscoveryFileName),
 		[]byte(`{"url":"ws://127.0.0.1:1/rpc","pid":4242}`), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.TokenFileName), []byte(strings.Repeat("0", 64)+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, homedir.TokenFileName), []byte(strings.Repeat("0", 64)+"\n"), 0o600))
 	_, err = client.Dial(ctx, client.Options{Home: home})
 	require.ErrorAs(t, err, &nd)
 	assert.Equal(t, 4242, nd.PID)
@@ -340,19 +339,19 @@ func TestDialSaysWhenNoDaemonRunsForTheHome(t *testing.T) {
 // Run reads their decisions back.
 func TestOnApproveAnswersTheQuestionsOfAnAskModeRun(t *testing.T) {
 	var mu sync.Mutex
-	var asked []daemon.ApproveParams
+	var asked []api.ApproveParams
 	d := daemontest.Start(t, daemontest.Options{
 		Config: "login_shell_path = false\n",
 		Agents: map[string]string{agent.ClaudeCode: daemontest.AskingClaude(t)},
-		Client: client.Options{OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+		Client: client.Options{OnApprove: func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 			mu.Lock()
 			asked = append(asked, q)
 			mu.Unlock()
-			return daemon.ApproveAnswer{Decision: "deny", Message: "not now"}, nil
+			return api.ApproveAnswer{Decision: "deny", Message: "not now"}, nil
 		}},
 	})
 	dir := t.TempDir()
-	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{
+	res, err := d.Client.Invoke(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir, PermissionMode: "ask"},
 		Task:          `TOOL Bash {"command":"echo hi > f.txt"}`,
 	})

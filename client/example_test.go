@@ -8,7 +8,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 )
 
 // Detect lists the agent CLIs the daemon found on this machine, and for
@@ -27,7 +26,7 @@ func ExampleClient_Detect() {
 	}
 	defer c.Close()
 
-	agents, err := c.Detect(ctx, daemon.DetectParams{})
+	agents, err := c.Detect(ctx, api.DetectParams{})
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -56,19 +55,18 @@ func ExampleClient_Stream() {
 	defer c.Close()
 
 	cwd, _ := os.Getwd()
-	ended := make(chan daemon.AgentEvent, 1)
-	_, err = c.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Task: "Say pong."},
-		func(ev daemon.AgentEvent) {
-			switch {
-			case ev.Kind == "text":
-				fmt.Print(ev.Text)
-			case ev.Kind == "tool_use" && ev.Tool != nil:
-				fmt.Printf("\n[%s]\n", ev.Tool.Name)
-			}
-			if client.Terminal(ev) {
-				ended <- ev
-			}
-		})
+	ended := make(chan api.AgentEvent, 1)
+	_, err = c.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Task: "Say pong."}, func(ev api.AgentEvent) {
+		switch {
+		case ev.Kind == "text":
+			fmt.Print(ev.Text)
+		case ev.Kind == "tool_use" && ev.Tool != nil:
+			fmt.Printf("\n[%s]\n", ev.Tool.Name)
+		}
+		if client.Terminal(ev) {
+			ended <- ev
+		}
+	})
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -91,12 +89,12 @@ func ExampleOptions_onApprove() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{
-		OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+		OnApprove: func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 			fmt.Printf("%s asks: %s\n", q.Adapter, q.Summary)
 			if q.Tool.Name == "Bash" {
-				return daemon.ApproveAnswer{Decision: "deny", Message: "no shell commands here; edit the file instead"}, nil
+				return api.ApproveAnswer{Decision: "deny", Message: "no shell commands here; edit the file instead"}, nil
 			}
-			return daemon.ApproveAnswer{Decision: "allow"}, nil
+			return api.ApproveAnswer{Decision: "allow"}, nil
 		},
 	})
 	if err != nil {
@@ -106,7 +104,7 @@ func ExampleOptions_onApprove() {
 	defer c.Close()
 
 	cwd, _ := os.Getwd()
-	res, err := c.Invoke(ctx, daemon.InvokeParams{
+	res, err := c.Invoke(ctx, api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "ask", Cwd: cwd},
 		Task:          "Create notes.txt saying hi.",
 	})

@@ -14,20 +14,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 // fakeHome is a private home whose daemon.json says what disc says, with a
 // token beside it.
-func fakeHome(t *testing.T, disc daemon.Discovery) string {
+func fakeHome(t *testing.T, disc home.Discovery) string {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "card")
 	require.NoError(t, os.Mkdir(home, 0o700))
 	b, err := json.Marshal(disc)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.DiscoveryFileName), b, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.TokenFileName), []byte(fmt.Sprintf("%064d\n", 7)), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, homedir.DiscoveryFileName), b, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, homedir.TokenFileName), []byte(fmt.Sprintf("%064d\n", 7)), 0o600))
 	return home
 }
 
@@ -67,7 +68,7 @@ func TestTheClientRefusesAPortHeldByAProcessThatDaemonJSONDoesNotName(t *testing
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", sleeper.Process.Pid))
 	require.NoError(t, err)
 
-	home := fakeHome(t, daemon.Discovery{URL: "ws://" + ln.Addr().String() + "/rpc", PID: sleeper.Process.Pid, Exe: exe})
+	home := fakeHome(t, home.Discovery{URL: "ws://" + ln.Addr().String() + "/rpc", PID: sleeper.Process.Pid, Exe: exe})
 	_, err = client.Dial(daemontest.Context(t), client.Options{Home: home})
 	var le *client.ListenerError
 	require.ErrorAs(t, err, &le)
@@ -90,7 +91,7 @@ func TestADaemonJSONNamingADeadPidOrAFreePortIsNoDaemon(t *testing.T) {
 	freeURL := "ws://" + free.Addr().String() + "/rpc"
 	free.Close()
 
-	for name, disc := range map[string]daemon.Discovery{
+	for name, disc := range map[string]home.Discovery{
 		"a dead pid on a live daemon's port": {URL: d.URL, PID: dead.Process.Pid, Exe: exe},
 		"a port nothing listens on":          {URL: freeURL, PID: os.Getpid(), Exe: exe},
 	} {

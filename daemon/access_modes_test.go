@@ -22,7 +22,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -52,10 +52,10 @@ grants = ["read", "agents", "write"]
 func pageClient(t *testing.T, d *daemontest.Daemon, origin string, asked *atomic.Int32) *client.Client {
 	t.Helper()
 	return d.Dial(t, client.Options{
-		RPC: rpc.ClientOptions{Header: http.Header{"Origin": {origin}}},
-		OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+		RPC: rpcclient.ClientOptions{Header: http.Header{"Origin": {origin}}},
+		OnApprove: func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 			asked.Add(1)
-			return daemon.ApproveAnswer{Decision: "allow"}, nil
+			return api.ApproveAnswer{Decision: "allow"}, nil
 		},
 	})
 }
@@ -90,7 +90,7 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	outside := t.TempDir()
 	var asked atomic.Int32
 	page := pageClient(t, ad.Daemon, appOrigin, &asked)
-	before, err := ad.Client.Runs(ctx, daemon.ListParams{})
+	before, err := ad.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -103,11 +103,11 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 		{"", "write", true},
 	} {
 		for _, method := range []string{"agents.invoke", "agents.invoke_external"} {
-			p := daemon.InvokeParams{
+			p := api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: tc.mode, AcknowledgeUnenforcedReadOnly: tc.ack},
 				Task:          shellTask(outside),
 			}
-			var res daemon.InvokeResult
+			var res api.InvokeResult
 			err := page.Call(ctx, method, p, &res)
 			re := rpcCode(t, err)
 			require.Equal(t, daemon.CodeAccessDenied, re.Code, "%s %s: %s", method, tc.mode, re.Message)
@@ -132,15 +132,15 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	}
 	err = page.Call(ctx, "agents.invoke", map[string]any{"id": "claude-code", "task": "hi", "mcp_endpoint": "http://127.0.0.1:9/mcp"}, nil)
 	assert.Equal(t, "mcp_endpoint", errData(t, rpcCode(t, err))["param"], "an MCP server handed to the agent is write")
-	after, err := ad.Client.Runs(ctx, daemon.ListParams{})
+	after, err := ad.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Len(t, after, len(before), "a refused invoke is not even a refused run")
 
 	// A read-only run of the same task: the agent is refused both tools.
-	res, err := page.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd}, Task: shellTask(outside)})
+	res, err := page.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd}, Task: shellTask(outside)})
 	require.NoError(t, err, "the page runs read-only agents")
 	assert.Contains(t, res.Answer, "Permission to use Bash has been denied")
-	_, err = page.ApprovalDecide(ctx, daemon.DecideParams{RunID: res.RunID, RequestID: "apr_1", Decision: "allow"})
+	_, err = page.ApprovalDecide(ctx, api.DecideParams{RunID: res.RunID, RequestID: "apr_1", Decision: "allow"})
 	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeAccessDenied, re.Code)
 	assert.Equal(t, "approve", errData(t, re)["access"])
@@ -151,7 +151,7 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	// never asked: nobody may answer, so the tool calls are denied.
 	var writerAsked atomic.Int32
 	nobody := pageClient(t, ad.Daemon, onlyWriteOrg, &writerAsked)
-	res, err = nobody.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
+	res, err = nobody.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
 	require.NoError(t, err)
 	assert.Zero(t, writerAsked.Load(), "a connection without approve was asked")
 	rec := record(t, ad.Client, res.RunID)
@@ -162,12 +162,12 @@ func TestAPageWithTheDefaultGrantsStartsNoRunThatCanWriteOrRunACommand(t *testin
 	// The positive control: granted write and approve, the same run asks
 	// and what it allows runs.
 	writer := pageClient(t, ad.Daemon, writerOrigin, &writerAsked)
-	res, err = writer.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
+	res, err = writer.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, writerAsked.Load())
 	assert.FileExists(t, filepath.Join(outside, "bash-ran"))
 	// bypass stays host: write does not reach it.
-	_, err = writer.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "bypass"}, Task: "hi"})
+	_, err = writer.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "bypass"}, Task: "hi"})
 	assert.Equal(t, "host", errData(t, rpcCode(t, err))["access"])
 }
 
@@ -224,7 +224,7 @@ func TestAReadOnlyFollowerIsNeverAskedAndItsAnswersDecideNothing(t *testing.T) {
 		select {
 		case m, ok := <-frames:
 			require.True(t, ok, "the socket closed")
-			if m["method"] == daemon.ApproveMethod {
+			if m["method"] == api.ApproveMethod {
 				t.Fatalf("A READ-ONLY CONNECTION WAS ASKED: %v", m)
 			}
 			if m["id"] == float64(2) {
@@ -362,7 +362,7 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 			var out json.RawMessage
 			err := page.Call(ctx, m.Name, params, &out)
 			calls++
-			var re *rpc.Error
+			var re *rpcclient.Error
 			if takesMode && refusedModes[mode] != "" && assert.ErrorAs(t, err, &re, "%s %s", m.Name, mode) {
 				assert.Equal(t, daemon.CodeAccessDenied, re.Code, "%s %s", m.Name, mode)
 				assert.Equal(t, refusedModes[mode], errData(t, re)["access"], "%s %s", m.Name, mode)
@@ -379,7 +379,7 @@ func TestNoMethodAndModeOpenToTheDefaultOriginGrantsRunsACommandOrWritesAFile(t 
 	// Let anything started finish before looking.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		runs, err := ad.Client.Runs(ctx, daemon.ListParams{Status: "running"})
+		runs, err := ad.Client.Runs(ctx, api.ListParams{Status: "running"})
 		require.NoError(t, err)
 		if len(runs) == 0 {
 			break
@@ -401,7 +401,7 @@ func TestADenialForAStarterThatMayNotApproveSaysSoAndNotThatItsConnectionClosed(
 	outside := t.TempDir()
 	var asked atomic.Int32
 	page := pageClient(t, ad.Daemon, onlyWriteOrg, &asked)
-	res, err := page.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
+	res, err := page.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: shellTask(outside)})
 	require.NoError(t, err)
 	s, err := page.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}})
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
@@ -56,7 +57,7 @@ func TestABrowserOriginGetsReadAndAgentsAndANativeClientGetsEverything(t *testin
 	for name, c := range map[string]*client.Client{"native": native, "app": app, "ops": ops} {
 		_, err := c.Info(ctx)
 		require.NoError(t, err, "%s reads", name)
-		_, err = c.Runs(ctx, daemon.ListParams{})
+		_, err = c.Runs(ctx, api.ListParams{})
 		require.NoError(t, err, "%s reads the run history", name)
 	}
 
@@ -79,7 +80,7 @@ func TestABrowserOriginGetsReadAndAgentsAndANativeClientGetsEverything(t *testin
 		func() error { _, err := app.SubstratePathState(ctx, "/etc/hostname"); return err },
 		func() error { _, err := app.SubstratePTYStart(ctx, touch); return err },
 		func() error {
-			_, err := app.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: marker, Content: "x"})
+			_, err := app.SubstrateWriteText(ctx, api.WriteTextParams{Path: marker, Content: "x"})
 			return err
 		},
 	} {
@@ -92,8 +93,8 @@ func TestABrowserOriginGetsReadAndAgentsAndANativeClientGetsEverything(t *testin
 	assert.False(t, res.IsError)
 	// What the daemon sends a connection is not subject to its grants: a
 	// page's streamed run reaches it event by event.
-	ended := make(chan daemon.AgentEvent, 1)
-	_, err = app.Stream(ctx, rd.params("claude-code", "hello"), func(ev daemon.AgentEvent) {
+	ended := make(chan api.AgentEvent, 1)
+	_, err = app.Stream(ctx, rd.params("claude-code", "hello"), func(ev api.AgentEvent) {
 		if client.Terminal(ev) {
 			ended <- ev
 		}
@@ -101,7 +102,7 @@ func TestABrowserOriginGetsReadAndAgentsAndANativeClientGetsEverything(t *testin
 	require.NoError(t, err)
 	select {
 	case ev := <-ended:
-		assert.Equal(t, daemon.EventDone, ev.Kind)
+		assert.Equal(t, api.EventDone, ev.Kind)
 	case <-ctx.Done():
 		t.Fatal("the page's streamed run never reached it")
 	}
@@ -110,13 +111,13 @@ func TestABrowserOriginGetsReadAndAgentsAndANativeClientGetsEverything(t *testin
 	out, err := ops.SubstrateRunCommand(ctx, "echo granted", 0)
 	require.NoError(t, err)
 	assert.Equal(t, "granted\n", out.Stdout)
-	before, err := native.Runs(ctx, daemon.ListParams{})
+	before, err := native.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	_, err = ops.Invoke(ctx, rd.params("claude-code", "hello"))
 	re = rpcCode(t, err)
 	assert.Equal(t, daemon.CodeAccessDenied, re.Code)
 	assert.Contains(t, re.Message, `"agents"`)
-	after, err := native.Runs(ctx, daemon.ListParams{})
+	after, err := native.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Len(t, after, len(before), "a refused invoke is not even a refused run")
 
@@ -168,7 +169,7 @@ func TestEveryMethodHasAnAccessClassAndTheHostOnesAreHost(t *testing.T) {
 		assert.Equal(t, map[string]rpc.Access{"edit": rpc.AccessWrite, "ask": rpc.AccessWrite, "bypass": rpc.AccessHost}, need, m.Name)
 	}
 	for _, q := range doc.ServerRequests {
-		if q.Name == daemon.ApproveMethod {
+		if q.Name == api.ApproveMethod {
 			assert.Equal(t, rpc.AccessApprove, rpc.Access(q.Access), "agents.approve goes only to connections that may approve")
 		}
 	}

@@ -17,16 +17,9 @@ import (
 	"github.com/card-dev/card/rpc"
 )
 
-// DetectParams and HealthParams are wire types and live in package api;
-// these aliases keep the daemon's code under the old names.
-type (
-	DetectParams = api.DetectParams
-	HealthParams = api.HealthParams
-)
-
 // HealthAnswer is agents.health_external's result: one adapter's health with
 // id, every detected adapter's without.
-type HealthAnswer = rpc.Either[detect.ExternalAgentHealth, []detect.ExternalAgentHealth]
+type HealthAnswer = rpc.Either[api.ExternalAgentHealth, []api.ExternalAgentHealth]
 
 // DetectionCacheFileName is where, in the home, detection keeps what
 // running the agent CLIs taught it (paths, file stamps, versions; never a
@@ -129,7 +122,7 @@ func (d *Daemon) setupAgents() error {
 		Access:      rpc.AccessRead,
 		Summary:     "List the installed agent CLIs, whether each can run and, optionally, whether each is signed in.",
 		Description: detectDoc + " Served from the cache unless `refresh`, which runs every CLI's `--version` again and, with `include_health`, checks health again too. Right after the daemon starts, versions come from what the previous daemon learned by running each CLI (kept while the CLI's files are unchanged) or from the CLI's own npm package.json, and are confirmed by running the CLIs in the background.",
-	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+	}, func(ctx context.Context, p api.DetectParams) (rpc.Encoded[[]api.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
 	rpc.Fast(d.registry, "agents.detect", d.detectFromMemory)
@@ -137,7 +130,7 @@ func (d *Daemon) setupAgents() error {
 		Access:      rpc.AccessRead,
 		Summary:     "CAR's name for the cached detection: agents.detect without re-detecting (unless `refresh`), health from its 30 s cache.",
 		Description: detectDoc,
-	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+	}, func(ctx context.Context, p api.DetectParams) (rpc.Encoded[[]api.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, p.Refresh)
 	})
 	rpc.Fast(d.registry, "agents.list_external", d.detectFromMemory)
@@ -145,34 +138,34 @@ func (d *Daemon) setupAgents() error {
 		Access:      rpc.AccessRead,
 		Summary:     "CAR's name for a fresh detection: re-detects every time, and with `include_health` checks health again instead of serving the 30 s cache, so a CLI just installed or signed in reads right at once.",
 		Description: detectDoc,
-	}, func(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+	}, func(ctx context.Context, p api.DetectParams) (rpc.Encoded[[]api.ExternalAgentSpec], error) {
 		return d.detectAgents(ctx, p, true)
 	})
 	rpc.Register(d.registry, "agents.health_external", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "Whether each agent is ready to invoke: signed in, expired, not configured, not executable.",
 		Description: "With `id`, one ExternalAgentHealth (an adapter that is not installed answers not_executable saying how to install or pin it); without, an array for every detected adapter, as CAR defines it. Answers are cached for 30 s per adapter and concurrent callers share one probe; `force` bypasses the cache. Only `ready` means invoke it; every other status carries a `reason`. `details.auth_method` (subscription, api_key or cloud) and `details.auth_source` say how a ready adapter signs in.",
-	}, func(ctx context.Context, p HealthParams) (HealthAnswer, error) {
+	}, func(ctx context.Context, p api.HealthParams) (HealthAnswer, error) {
 		if p.ID == "" {
 			hs := d.detector.HealthDetected(ctx, p.Force)
-			out := make([]detect.ExternalAgentHealth, len(hs))
+			out := make([]api.ExternalAgentHealth, len(hs))
 			for i, h := range hs {
 				out[i] = d.withRateLimits(h)
 			}
-			return rpc.Second[detect.ExternalAgentHealth](out), nil
+			return rpc.Second[api.ExternalAgentHealth](out), nil
 		}
 		h, err := d.detector.Health(ctx, p.ID, p.Force)
 		if err != nil {
 			return HealthAnswer{}, err
 		}
-		return rpc.First[detect.ExternalAgentHealth, []detect.ExternalAgentHealth](d.withRateLimits(h)), nil
+		return rpc.First[api.ExternalAgentHealth, []api.ExternalAgentHealth](d.withRateLimits(h)), nil
 	})
 	return nil
 }
 
 // withRateLimits is h with the latest rate-limit windows its adapter's runs
 // reported. h is a copy: the detector's cached answer is never changed.
-func (d *Daemon) withRateLimits(h detect.ExternalAgentHealth) detect.ExternalAgentHealth {
+func (d *Daemon) withRateLimits(h api.ExternalAgentHealth) api.ExternalAgentHealth {
 	if rl := d.runs.RateLimits(h.ID); len(rl) > 0 {
 		h.RateLimits = rl
 	}
@@ -186,7 +179,7 @@ func (d *Daemon) withRateLimits(h detect.ExternalAgentHealth) detect.ExternalAge
 // time. refresh re-detects and, with include_health, checks health again
 // rather than serving its cache: a caller that asked for a fresh answer
 // after installing or signing in must not read the state from before.
-func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool) (rpc.Encoded[[]detect.ExternalAgentSpec], error) {
+func (d *Daemon) detectAgents(ctx context.Context, p api.DetectParams, refresh bool) (rpc.Encoded[[]api.ExternalAgentSpec], error) {
 	cacheable := !p.IncludeHealth && d.detectJSON.keyable(p.InvokedBy)
 	if !refresh {
 		if e, ok := d.detectFromMemory(ctx, p); ok {
@@ -213,17 +206,17 @@ func (d *Daemon) detectAgents(ctx context.Context, p DetectParams, refresh bool)
 // detectFromMemory is agents.detect's answer when it is already encoded for
 // the current detection: what a host polling the list asks for, answered
 // without waiting for anything.
-func (d *Daemon) detectFromMemory(ctx context.Context, p DetectParams) (rpc.Encoded[[]detect.ExternalAgentSpec], bool) {
+func (d *Daemon) detectFromMemory(ctx context.Context, p api.DetectParams) (rpc.Encoded[[]api.ExternalAgentSpec], bool) {
 	if p.Refresh || p.IncludeHealth || !d.detectJSON.keyable(p.InvokedBy) {
-		return rpc.Encoded[[]detect.ExternalAgentSpec]{}, false
+		return rpc.Encoded[[]api.ExternalAgentSpec]{}, false
 	}
 	return d.detectJSON.get(d.detector.Generation(), p.InvokedBy)
 }
 
 // guardVerdicts marks the adapters this caller could not spawn.
-func (d *Daemon) guardVerdicts(specs []detect.ExternalAgentSpec, invokedBy string) []detect.ExternalAgentSpec {
+func (d *Daemon) guardVerdicts(specs []api.ExternalAgentSpec, invokedBy string) []api.ExternalAgentSpec {
 	if specs == nil {
-		specs = []detect.ExternalAgentSpec{} // an empty list, never null
+		specs = []api.ExternalAgentSpec{} // an empty list, never null
 	}
 	for i, s := range specs {
 		if r, _ := d.guard.Check(s.ID, invokedBy); r != nil {
@@ -240,7 +233,7 @@ func (d *Daemon) guardVerdicts(specs []detect.ExternalAgentSpec, invokedBy strin
 type encodedDetections struct {
 	mu   sync.Mutex
 	gen  uint64
-	byID map[string]rpc.Encoded[[]detect.ExternalAgentSpec]
+	byID map[string]rpc.Encoded[[]api.ExternalAgentSpec]
 }
 
 func (c *encodedDetections) keyable(invokedBy string) bool {
@@ -251,24 +244,24 @@ func (c *encodedDetections) keyable(invokedBy string) bool {
 	return ok
 }
 
-func (c *encodedDetections) get(gen uint64, invokedBy string) (rpc.Encoded[[]detect.ExternalAgentSpec], bool) {
+func (c *encodedDetections) get(gen uint64, invokedBy string) (rpc.Encoded[[]api.ExternalAgentSpec], bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen == 0 || gen != c.gen {
-		return rpc.Encoded[[]detect.ExternalAgentSpec]{}, false
+		return rpc.Encoded[[]api.ExternalAgentSpec]{}, false
 	}
 	e, ok := c.byID[invokedBy]
 	return e, ok
 }
 
-func (c *encodedDetections) put(gen uint64, invokedBy string, e rpc.Encoded[[]detect.ExternalAgentSpec]) {
+func (c *encodedDetections) put(gen uint64, invokedBy string, e rpc.Encoded[[]api.ExternalAgentSpec]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen < c.gen {
 		return // a newer detection is already kept
 	}
 	if gen != c.gen || c.byID == nil {
-		c.gen, c.byID = gen, map[string]rpc.Encoded[[]detect.ExternalAgentSpec]{}
+		c.gen, c.byID = gen, map[string]rpc.Encoded[[]api.ExternalAgentSpec]{}
 	}
 	c.byID[invokedBy] = e
 }

@@ -6,10 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/detect"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // fakeAgents pins a fake claude and codex, so the tests do not depend on
@@ -29,15 +28,15 @@ esac`)
 func TestAgentsDetectReportsPinnedAgentsOverTheWire(t *testing.T) {
 	c := daemontest.Start(t, fakeAgents(t)).Client
 	ctx := daemontest.Context(t)
-	specs, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+	specs, err := c.Detect(ctx, api.DetectParams{Refresh: true})
 	require.NoError(t, err)
-	byID := map[string]detect.ExternalAgentSpec{}
+	byID := map[string]api.ExternalAgentSpec{}
 	for _, s := range specs {
 		byID[s.ID] = s
 	}
 	require.Contains(t, byID, "claude-code")
 	assert.Equal(t, "2.1.197", byID["claude-code"].Version)
-	assert.Equal(t, detect.SourcePin, byID["claude-code"].Source)
+	assert.Equal(t, api.SourcePin, byID["claude-code"].Source)
 	assert.Equal(t, "0.171.0", byID["codex"].Version)
 	require.Contains(t, byID, "gemini", "a pin that does not resolve is reported, not hidden")
 	reason, unusable := byID["gemini"].UnusableReason()
@@ -51,7 +50,7 @@ func TestAgentsDetectReportsPinnedAgentsOverTheWire(t *testing.T) {
 func TestAgentsDetectMarksWhatTheCallerCouldNotSpawn(t *testing.T) {
 	c := daemontest.Start(t, fakeAgents(t)).Client
 	ctx := daemontest.Context(t)
-	specs, err := c.Detect(ctx, daemon.DetectParams{InvokedBy: "Claude-Code"})
+	specs, err := c.Detect(ctx, api.DetectParams{InvokedBy: "Claude-Code"})
 	require.NoError(t, err)
 	for _, s := range specs {
 		if s.ID == "claude-code" {
@@ -67,7 +66,7 @@ func TestHealthOfAnUnknownAdapterNamesTheKnownOnes(t *testing.T) {
 	ctx := daemontest.Context(t)
 	_, err := c.Health(ctx, "nope", false)
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Contains(t, re.Message, "claude-code")
 	assert.Equal(t, "id", errData(t, re)["field"])
 }
@@ -78,17 +77,17 @@ func TestHealthAnswersOneOrAll(t *testing.T) {
 	one, err := c.Health(ctx, "codex", false)
 	require.NoError(t, err)
 	assert.Equal(t, "codex", one.ID)
-	assert.Equal(t, detect.StatusNotConfigured, one.Status)
+	assert.Equal(t, api.StatusNotConfigured, one.Status)
 	assert.NotEmpty(t, one.Reason)
 
 	all, err := c.HealthAll(ctx, false)
 	require.NoError(t, err)
-	ids := map[string]detect.HealthStatus{}
+	ids := map[string]api.HealthStatus{}
 	for _, h := range all {
 		ids[h.ID] = h.Status
 	}
-	assert.Equal(t, detect.StatusNotConfigured, ids["claude-code"])
-	assert.Equal(t, detect.StatusNotExecutable, ids["gemini"], "not_executable comes from detection")
+	assert.Equal(t, api.StatusNotConfigured, ids["claude-code"])
+	assert.Equal(t, api.StatusNotExecutable, ids["gemini"], "not_executable comes from detection")
 }
 
 func TestTheGuardIsReadOnceAtStartup(t *testing.T) {

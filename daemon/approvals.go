@@ -7,36 +7,8 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
-
-// Ask mode on the wire: the run's questions go to clients as the
-// server-to-client request agents.approve, answered with a JSON-RPC
-// response; agents.approval_decide is the same answer as a client request,
-// for a client whose JSON-RPC library cannot answer a server's request, and
-// the one way to hear that an answer was refused (a response to a request
-// cannot itself be answered).
-
-// The approval wire types; see package runs.
-type (
-	ApproveParams  = runs.ApproveParams
-	ApproveAnswer  = runs.ApproveAnswer
-	DecideResult   = runs.DecideResult
-	Approval       = runs.Approval
-	ApprovalRecord = runs.ApprovalRecord
-	RunRecord      = runs.Record
-)
-
-// The approval method name, timeout bounds and agents.approval_decide's
-// params live in package api; these aliases keep the daemon's code under
-// the old names.
-const (
-	ApproveMethod              = api.ApproveMethod
-	DefaultApprovalTimeoutSecs = api.DefaultApprovalTimeoutSecs
-	MaxApprovalTimeoutSecs     = api.MaxApprovalTimeoutSecs
-)
-
-// DecideParams are agents.approval_decide's params (api.DecideParams).
-type DecideParams = api.DecideParams
 
 // peerAsker puts a run's questions to one client connection.
 type peerAsker struct{ p *rpc.Peer }
@@ -44,10 +16,10 @@ type peerAsker struct{ p *rpc.Peer }
 func (a peerAsker) ID() uint64            { return a.p.ID() }
 func (a peerAsker) Done() <-chan struct{} { return a.p.Context().Done() }
 
-func (a peerAsker) Ask(ctx context.Context, q runs.ApproveParams) (runs.ApproveAnswer, error) {
-	var ans runs.ApproveAnswer
-	err := a.p.Call(ctx, ApproveMethod, q, &ans)
-	var re *rpc.Error
+func (a peerAsker) Ask(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
+	var ans api.ApproveAnswer
+	err := a.p.Call(ctx, api.ApproveMethod, q, &ans)
+	var re *rpcclient.Error
 	var denied *rpc.AccessDeniedError
 	switch {
 	case err == nil:
@@ -86,7 +58,7 @@ func approverOf(peer *rpc.Peer) runs.Asker {
 
 func (d *Daemon) registerApprovals() {
 	r := d.registry
-	rpc.ServerRequest[ApproveParams, ApproveAnswer](r, ApproveMethod, rpc.Doc{
+	rpc.ServerRequest[api.ApproveParams, api.ApproveAnswer](r, api.ApproveMethod, rpc.Doc{
 		Access:  rpc.AccessApprove,
 		Summary: "Server to client: may the agent of an ask-mode run make this tool call? Answer allow, allow_always or deny.",
 		Description: "Sent only to connections granted the approve access class: to the connection that started the run; once that one is gone (or if it may not approve), to every such connection following the run " +
@@ -103,7 +75,7 @@ func (d *Daemon) registerApprovals() {
 			"connection the question was not sent to (-32019), a decision that is not allow, allow_always or deny (-32602). " +
 			"A refused answer leaves the run as it was.",
 		Errors: []int64{CodeRunNotFound, CodeApprovalNotFound, CodeApprovalClosed, CodeApprovalNotAsked},
-	}, func(ctx context.Context, p DecideParams) (DecideResult, error) {
+	}, func(ctx context.Context, p api.DecideParams) (api.DecideResult, error) {
 		conn := uint64(0)
 		if a := askerOf(ctx); a != nil {
 			conn = a.ID()

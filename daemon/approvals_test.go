@@ -20,7 +20,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // askDaemon is a daemon whose Claude Code is the stand-in that asks card's
@@ -44,21 +44,21 @@ func startAskDaemon(t *testing.T, toml string) *askDaemon {
 // asked and the run's events.
 type asker struct {
 	events *daemontest.Events
-	answer func(q daemon.ApproveParams) daemon.ApproveAnswer
+	answer func(q api.ApproveParams) api.ApproveAnswer
 	// got receives each question as it arrives.
-	got chan daemon.ApproveParams
+	got chan api.ApproveParams
 
 	mu        sync.Mutex
-	questions []daemon.ApproveParams
+	questions []api.ApproveParams
 	withdrawn int
 }
 
-func newAsker(answer func(daemon.ApproveParams) daemon.ApproveAnswer) *asker {
-	return &asker{events: daemontest.NewEvents(), answer: answer, got: make(chan daemon.ApproveParams, 16)}
+func newAsker(answer func(api.ApproveParams) api.ApproveAnswer) *asker {
+	return &asker{events: daemontest.NewEvents(), answer: answer, got: make(chan api.ApproveParams, 16)}
 }
 
 func (a *asker) options() client.Options {
-	return client.Options{OnEvent: a.events.Add, OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+	return client.Options{OnEvent: a.events.Add, OnApprove: func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 		a.mu.Lock()
 		a.questions = append(a.questions, q)
 		a.mu.Unlock()
@@ -68,32 +68,32 @@ func (a *asker) options() client.Options {
 			a.mu.Lock()
 			a.withdrawn++
 			a.mu.Unlock()
-			return daemon.ApproveAnswer{}, ctx.Err()
+			return api.ApproveAnswer{}, ctx.Err()
 		}
 		return a.answer(q), nil
 	}}
 }
 
-func (a *asker) seen() []daemon.ApproveParams {
+func (a *asker) seen() []api.ApproveParams {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]daemon.ApproveParams(nil), a.questions...)
+	return append([]api.ApproveParams(nil), a.questions...)
 }
 
-func (a *asker) next(t *testing.T) daemon.ApproveParams {
+func (a *asker) next(t *testing.T) api.ApproveParams {
 	t.Helper()
 	select {
 	case q := <-a.got:
 		return q
 	case <-time.After(10 * time.Second):
 		t.Fatal("no agents.approve arrived")
-		return daemon.ApproveParams{}
+		return api.ApproveParams{}
 	}
 }
 
-func answer(decision, message string) func(daemon.ApproveParams) daemon.ApproveAnswer {
-	return func(daemon.ApproveParams) daemon.ApproveAnswer {
-		return daemon.ApproveAnswer{Decision: decision, Message: message}
+func answer(decision, message string) func(api.ApproveParams) api.ApproveAnswer {
+	return func(api.ApproveParams) api.ApproveAnswer {
+		return api.ApproveAnswer{Decision: decision, Message: message}
 	}
 }
 
@@ -102,12 +102,12 @@ func bashWrites(file string) string {
 }
 
 // ask is an ask-mode run of task in the daemon's working directory.
-func (ad *askDaemon) ask(task string) daemon.InvokeParams {
-	return daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: task}
+func (ad *askDaemon) ask(task string) api.InvokeParams {
+	return api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: ad.cwd, PermissionMode: "ask"}, Task: task}
 }
 
 // startAsk streams p on a new client of a.
-func (ad *askDaemon) startAsk(t *testing.T, a *asker, p daemon.InvokeParams) (*client.Client, string) {
+func (ad *askDaemon) startAsk(t *testing.T, a *asker, p api.InvokeParams) (*client.Client, string) {
 	t.Helper()
 	c := ad.Dial(t, a.options())
 	acc, err := c.Stream(daemontest.Context(t), p, nil)
@@ -115,7 +115,7 @@ func (ad *askDaemon) startAsk(t *testing.T, a *asker, p daemon.InvokeParams) (*c
 	return c, acc.RunID
 }
 
-func record(t *testing.T, c *client.Client, id string) daemon.RunRecord {
+func record(t *testing.T, c *client.Client, id string) api.RunRecord {
 	t.Helper()
 	r, err := c.Run(daemontest.Context(t), id)
 	require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestAnAllowedToolCallRunsAndIsRecorded(t *testing.T) {
 	c, id := ad.startAsk(t, a, ad.ask(bashWrites("made.txt")))
 	evs := a.events.WaitEnd(t, id, 20*time.Second)
 	last := evs[len(evs)-1]
-	require.Equal(t, daemon.EventDone, last.Kind, "%+v", last.Result)
+	require.Equal(t, api.EventDone, last.Kind, "%+v", last.Result)
 	assert.FileExists(t, filepath.Join(ad.cwd, "made.txt"))
 
 	qs := a.seen()
@@ -177,7 +177,7 @@ func TestADeniedToolCallDoesNotRunAndTheAgentIsToldWhy(t *testing.T) {
 	c, id := ad.startAsk(t, a, ad.ask(bashWrites("denied.txt")))
 	evs := a.events.WaitEnd(t, id, 20*time.Second)
 	last := evs[len(evs)-1]
-	require.Equal(t, daemon.EventDone, last.Kind)
+	require.Equal(t, api.EventDone, last.Kind)
 	assert.NoFileExists(t, filepath.Join(ad.cwd, "denied.txt"))
 	assert.Contains(t, last.Result.Answer, "not on my machine", "the agent received the denial")
 	rec := record(t, c, id)
@@ -258,7 +258,7 @@ func TestWhenTheStarterLeavesAFollowerIsAskedAndAnswers(t *testing.T) {
 
 	// A connection that neither started nor follows the run may not answer.
 	stranger := ad.Dial(t, client.Options{})
-	_, err = stranger.ApprovalDecide(daemontest.Context(t), daemon.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "allow"})
+	_, err = stranger.ApprovalDecide(daemontest.Context(t), api.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "allow"})
 	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeApprovalNotAsked, re.Code)
 	assert.Contains(t, re.Message, "runs.subscribe")
@@ -266,13 +266,13 @@ func TestWhenTheStarterLeavesAFollowerIsAskedAndAnswers(t *testing.T) {
 	require.NoError(t, sc.Close())
 	fq := follower.next(t)
 	assert.Equal(t, q.RequestID, fq.RequestID, "the waiting question goes on to the follower")
-	res, err := fc.ApprovalDecide(daemontest.Context(t), daemon.DecideParams{RunID: id, RequestID: fq.RequestID, Decision: "allow"})
+	res, err := fc.ApprovalDecide(daemontest.Context(t), api.DecideParams{RunID: id, RequestID: fq.RequestID, Decision: "allow"})
 	require.NoError(t, err)
-	assert.Equal(t, daemon.DecideResult{RunID: id, RequestID: "apr_1", Decision: "allow", By: "client"}, res)
+	assert.Equal(t, api.DecideResult{RunID: id, RequestID: "apr_1", Decision: "allow", By: "client"}, res)
 	follower.events.WaitEnd(t, id, 20*time.Second)
 	assert.FileExists(t, filepath.Join(ad.cwd, "follower.txt"))
 
-	_, err = fc.ApprovalDecide(daemontest.Context(t), daemon.DecideParams{RunID: id, RequestID: "apr_1", Decision: "deny"})
+	_, err = fc.ApprovalDecide(daemontest.Context(t), api.DecideParams{RunID: id, RequestID: "apr_1", Decision: "deny"})
 	re = rpcCode(t, err)
 	assert.Equal(t, daemon.CodeApprovalClosed, re.Code, "the run has ended: %s", re.Message)
 }
@@ -284,20 +284,20 @@ func TestBadAnswersAreClearErrorsAndLeaveTheRunAsItWas(t *testing.T) {
 	a := newAsker(answer("maybe", "")) // answered, but not with a decision
 	c, id := ad.startAsk(t, a, ad.ask(bashWrites("bad.txt")))
 	q := a.next(t)
-	decide := func(p daemon.DecideParams) error {
+	decide := func(p api.DecideParams) error {
 		_, err := c.ApprovalDecide(daemontest.Context(t), p)
 		return err
 	}
 	cases := []struct {
 		name  string
-		p     daemon.DecideParams
+		p     api.DecideParams
 		code  int64
 		field string
 	}{
-		{"unknown run", daemon.DecideParams{RunID: "run_nope", RequestID: q.RequestID, Decision: "allow"}, daemon.CodeRunNotFound, ""},
-		{"unknown request", daemon.DecideParams{RunID: id, RequestID: "apr_99", Decision: "allow"}, daemon.CodeApprovalNotFound, ""},
-		{"not a decision", daemon.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "maybe"}, rpc.CodeInvalidParams, "decision"},
-		{"no request id", daemon.DecideParams{RunID: id, Decision: "allow"}, rpc.CodeInvalidParams, "request_id"},
+		{"unknown run", api.DecideParams{RunID: "run_nope", RequestID: q.RequestID, Decision: "allow"}, daemon.CodeRunNotFound, ""},
+		{"unknown request", api.DecideParams{RunID: id, RequestID: "apr_99", Decision: "allow"}, daemon.CodeApprovalNotFound, ""},
+		{"not a decision", api.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "maybe"}, rpcclient.CodeInvalidParams, "decision"},
+		{"no request id", api.DecideParams{RunID: id, Decision: "allow"}, rpcclient.CodeInvalidParams, "request_id"},
 	}
 	for _, tc := range cases {
 		re := rpcCode(t, decide(tc.p))
@@ -311,10 +311,10 @@ func TestBadAnswersAreClearErrorsAndLeaveTheRunAsItWas(t *testing.T) {
 		assert.NotEqual(t, "approval_decided", ev.Kind, "no bad answer decided the question")
 	}
 
-	require.NoError(t, decide(daemon.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "deny", Message: "fixed"}))
+	require.NoError(t, decide(api.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "deny", Message: "fixed"}))
 	evs := a.events.WaitEnd(t, id, 20*time.Second)
 	assert.Contains(t, evs[len(evs)-1].Result.Answer, "fixed")
-	re := rpcCode(t, decide(daemon.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "allow"}))
+	re := rpcCode(t, decide(api.DecideParams{RunID: id, RequestID: q.RequestID, Decision: "allow"}))
 	assert.Equal(t, daemon.CodeApprovalClosed, re.Code)
 	assert.NoFileExists(t, filepath.Join(ad.cwd, "bad.txt"))
 }
@@ -322,25 +322,24 @@ func TestBadAnswersAreClearErrorsAndLeaveTheRunAsItWas(t *testing.T) {
 func TestAskModeIsCheckedLikeEditAndRefusedWhereTheAgentCannotAsk(t *testing.T) {
 	ad := startAskDaemon(t, "")
 	c := ad.Client
-	withTimeout := func(p daemon.InvokeParams, secs int) daemon.InvokeParams { p.ApprovalTimeoutSecs = secs; return p }
+	withTimeout := func(p api.InvokeParams, secs int) api.InvokeParams { p.ApprovalTimeoutSecs = secs; return p }
 	cases := []struct {
 		name  string
-		p     daemon.InvokeParams
+		p     api.InvokeParams
 		field string
 		has   string
 	}{
-		{"no cwd", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "ask"}, Task: "x"}, "cwd", "ask"},
-		{"a timeout outside ask", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, Task: "x"}, "approval_timeout_secs", "only to permission_mode ask"},
+		{"no cwd", api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "ask"}, Task: "x"}, "cwd", "ask"},
+		{"a timeout outside ask", api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: ad.cwd, ApprovalTimeoutSecs: 5}, Task: "x"}, "approval_timeout_secs", "only to permission_mode ask"},
 		{"a timeout out of range", withTimeout(ad.ask("x"), 4000), "approval_timeout_secs", "3600"},
-		{"gemini resumes nothing in ask", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "gemini", Cwd: ad.cwd, PermissionMode: "ask"}, Task: "x", Resume: "r1"}, "resume", "loses a session"},
-		{"droid takes no system prompt in ask", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "droid", Cwd: ad.cwd, PermissionMode: "ask", SystemPrompt: "be brief", SystemPromptAppend: true}, Task: "x"},
-			"system_prompt", "in ask mode"},
-		{"pi names only tools ask mode offers", daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "pi", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, Task: "x"}, "allowed_tools", "ask mode"},
+		{"gemini resumes nothing in ask", api.InvokeParams{AgentSettings: api.AgentSettings{ID: "gemini", Cwd: ad.cwd, PermissionMode: "ask"}, Task: "x", Resume: "r1"}, "resume", "loses a session"},
+		{"droid takes no system prompt in ask", api.InvokeParams{AgentSettings: api.AgentSettings{ID: "droid", Cwd: ad.cwd, PermissionMode: "ask", SystemPrompt: "be brief", SystemPromptAppend: true}, Task: "x"}, "system_prompt", "in ask mode"},
+		{"pi names only tools ask mode offers", api.InvokeParams{AgentSettings: api.AgentSettings{ID: "pi", Cwd: ad.cwd, PermissionMode: "ask", AllowedTools: []string{"web"}}, Task: "x"}, "allowed_tools", "ask mode"},
 	}
 	for _, tc := range cases {
 		_, err := c.Invoke(daemontest.Context(t), tc.p)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, tc.name)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, tc.name)
 		assert.Equal(t, tc.field, errData(t, re)["field"], tc.name)
 		assert.Contains(t, re.Message, tc.has, tc.name)
 	}
@@ -360,11 +359,11 @@ func TestDetectSaysWhichAdaptersCanAsk(t *testing.T) {
 	require.NotEmpty(t, list)
 	for _, a := range list {
 		require.NotNil(t, a.Capabilities.Ask, "%s: ask is always reported", a.ID)
-		_, err := ad.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: a.ID, Cwd: ad.cwd, PermissionMode: "ask", TimeoutSecs: 5}, Task: "x"})
+		_, err := ad.Client.Invoke(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: a.ID, Cwd: ad.cwd, PermissionMode: "ask", TimeoutSecs: 5}, Task: "x"})
 		refusedAsk := false
 		if err != nil {
 			re := rpcCode(t, err)
-			refusedAsk = re.Code == rpc.CodeInvalidParams && errData(t, re)["field"] == "permission_mode"
+			refusedAsk = re.Code == rpcclient.CodeInvalidParams && errData(t, re)["field"] == "permission_mode"
 		}
 		assert.Equal(t, *a.Capabilities.Ask, !refusedAsk, "%s: detect says ask=%v, invoke refused it: %v", a.ID, *a.Capabilities.Ask, err)
 	}

@@ -18,8 +18,7 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // bigPNGs writes n files of size bytes that sniff as PNG.
@@ -55,7 +54,7 @@ func TestARefusedRequestNeverReadsItsAttachmentsAndAnAcceptedOneStreamsThem(t *t
 	rd := startRunsDaemon(t, "max_concurrent_runs = 1\nmax_inflight_per_connection = 16\n")
 	const n, size = 10, 2 << 20
 	atts := bigPNGs(t, n, size)
-	hold, err := rd.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: rd.cwd}, Task: "SLEEP"}, nil)
+	hold, err := rd.Client.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: rd.cwd}, Task: "SLEEP"}, nil)
 	require.NoError(t, err)
 
 	before := allocated()
@@ -68,7 +67,7 @@ func TestARefusedRequestNeverReadsItsAttachmentsAndAnAcceptedOneStreamsThem(t *t
 			p := rd.params("claude-code", "look")
 			p.Attachments = atts
 			_, err := rd.Client.Invoke(daemontest.Context(t), p)
-			var re *rpc.Error
+			var re *rpcclient.Error
 			if errors.As(err, &re) {
 				codes <- re.Code
 			} else {
@@ -88,7 +87,7 @@ func TestARefusedRequestNeverReadsItsAttachmentsAndAnAcceptedOneStreamsThem(t *t
 	_, err = rd.Client.Cancel(daemontest.Context(t), hold.RunID)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		list, err := rd.Client.Runs(daemontest.Context(t), daemon.ListParams{Status: "running"})
+		list, err := rd.Client.Runs(daemontest.Context(t), api.ListParams{Status: "running"})
 		return err == nil && len(list) == 0
 	}, 10*time.Second, 20*time.Millisecond)
 
@@ -97,7 +96,7 @@ func TestARefusedRequestNeverReadsItsAttachmentsAndAnAcceptedOneStreamsThem(t *t
 	p.Attachments = atts
 	res := rd.finished(t, p)
 	spent = allocated() - before
-	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
+	require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 	t.Logf("an accepted run with %d MiB of images allocated %.1f MiB", n*size>>20, float64(spent)/(1<<20))
 	assert.Less(t, spent, uint64(n*size/4), "an accepted run allocated %d MiB for %d MiB of images", spent>>20, n*size>>20)
 	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
@@ -146,7 +145,7 @@ func TestAnAttachmentOnAKernelFileSystemIsRefusedAtOnceAndLeavesNoDescriptor(t *
 			_, err := rd.Client.Invoke(daemontest.Context(t), p)
 			re := rpcCode(t, err)
 			assert.Less(t, time.Since(start), 3*time.Second)
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 			assert.Equal(t, "attachments[1].path", errData(t, re)["field"])
 			if os.Geteuid() == 0 || path != "/proc/kmsg" {
 				assert.Contains(t, re.Message, "kernel file system")

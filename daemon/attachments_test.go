@@ -22,10 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // testPNG and testJPEG are real 4×4 images, encoded by the standard
@@ -73,7 +71,7 @@ func TestImagesReachTheAgentAndTheRunRecordsTheirDigestsNotTheirBytes(t *testing
 	p := rd.params("claude-code", "What colours are these?")
 	p.Attachments = []api.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}, {Path: path}}
 	res := rd.finished(t, p)
-	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
+	require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 	assert.Empty(t, res.DroppedAttachments)
 
 	args, stdin := rd.agents["claude-code"].Received(t, res.RunID)
@@ -100,7 +98,7 @@ func TestImagesReachTheAgentAndTheRunRecordsTheirDigestsNotTheirBytes(t *testing
 
 	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, []store.Attachment{
+	assert.Equal(t, []api.AttachmentRecord{
 		{Index: 0, Name: "red.png", MimeType: "image/png", Size: int64(len(red)), SHA256: sha(red)},
 		{Index: 1, Name: "blue photo.jpeg", MimeType: "image/jpeg", Size: int64(len(blue)), SHA256: sha(blue)},
 	}, rec.Attachments)
@@ -118,7 +116,7 @@ func TestCodexGetsPrivateCopiesThatAreGoneAfterTheRun(t *testing.T) {
 	p := rd.params("codex", "What colour is this?")
 	p.Attachments = []api.Attachment{{DataB64: b64(red), MimeType: "image/png"}}
 	res := rd.finished(t, p)
-	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
+	require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 
 	args, stdin := rd.agents["codex"].Received(t, res.RunID)
 	assert.Equal(t, "What colour is this?", stdin, "the prompt is still the whole of stdin")
@@ -158,7 +156,7 @@ func TestAnAdapterWithoutImagesDropsThemOrRefusesWhenTheyAreRequired(t *testing.
 	p.Attachments = []api.Attachment{{DataB64: b64(red), MimeType: "image/png", Name: "red.png"}}
 
 	res := rd.finished(t, p)
-	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
+	require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 	require.Len(t, res.DroppedAttachments, 1)
 	assert.Equal(t, 0, res.DroppedAttachments[0].Index)
 	assert.Contains(t, res.DroppedAttachments[0].Reason, "stream-jsonrpc")
@@ -176,15 +174,15 @@ func TestAnAdapterWithoutImagesDropsThemOrRefusesWhenTheyAreRequired(t *testing.
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	assert.Equal(t, res.DroppedAttachments, got[len(got)-1].Result.DroppedAttachments)
 
-	before, err := rd.Client.Runs(daemontest.Context(t), daemon.ListParams{})
+	before, err := rd.Client.Runs(daemontest.Context(t), api.ListParams{})
 	require.NoError(t, err)
 	p.RequireAttachments = true
 	_, err = rd.Client.Invoke(daemontest.Context(t), p)
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "attachments", errData(t, re)["field"])
 	assert.Contains(t, re.Message, "require_attachments")
-	after, err := rd.Client.Runs(daemontest.Context(t), daemon.ListParams{})
+	after, err := rd.Client.Runs(daemontest.Context(t), api.ListParams{})
 	require.NoError(t, err)
 	assert.Len(t, after, len(before), "a refused request is not a run")
 }
@@ -248,13 +246,13 @@ func TestEveryBadAttachmentIsRefusedNamingItsIndexAndField(t *testing.T) {
 			start := time.Now()
 			_, err := rd.Client.Invoke(daemontest.Context(t), p)
 			re := rpcCode(t, err)
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 			assert.Equal(t, c.field, errData(t, re)["field"], re.Message)
 			assert.Contains(t, re.Message, c.says)
 			assert.Less(t, time.Since(start), 5*time.Second)
 		})
 	}
-	runs, err := rd.Client.Runs(daemontest.Context(t), daemon.ListParams{})
+	runs, err := rd.Client.Runs(daemontest.Context(t), api.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a refused attachment starts and records nothing")
 	ran, err := filepath.Glob(filepath.Join(rd.agents["claude-code"].Dir, "env-run_*"))
@@ -268,7 +266,7 @@ func TestImageJpgIsReadAsJPEG(t *testing.T) {
 	p := rd.params("claude-code", "look")
 	p.Attachments = []api.Attachment{{DataB64: b64(testJPEG(t, color.White)), MimeType: "image/jpg"}}
 	res := rd.finished(t, p)
-	require.Equal(t, store.StatusSucceeded, res.Status)
+	require.Equal(t, api.StatusSucceeded, res.Status)
 	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
 	require.NoError(t, err)
 	assert.Equal(t, "image/jpeg", rec.Attachments[0].MimeType)
@@ -281,25 +279,25 @@ func TestABrowserOriginMaySendImageBytesButNotNameAFile(t *testing.T) {
 	png := testPNG(t, color.Black)
 	path := filepath.Join(t.TempDir(), "screenshot.png")
 	require.NoError(t, os.WriteFile(path, png, 0o600))
-	page := rd.RPC(t, rpc.ClientOptions{Header: http.Header{"Origin": {"https://app.example"}}})
+	page := rd.RPC(t, rpcclient.ClientOptions{Header: http.Header{"Origin": {"https://app.example"}}})
 
 	p := rd.params("claude-code", "look")
 	p.Attachments = []api.Attachment{{DataB64: b64(png), MimeType: "image/png"}, {Path: path}}
 	err := page.Call(daemontest.Context(t), "agents.invoke", p, nil)
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "attachments[1].path", errData(t, re)["field"])
 	assert.Contains(t, re.Message, "https://app.example")
 	assert.Contains(t, re.Message, "data_b64")
 
 	p.Attachments = p.Attachments[:1]
-	var res daemon.InvokeResult
+	var res api.InvokeResult
 	require.NoError(t, page.Call(daemontest.Context(t), "agents.invoke", p, &res))
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 
 	p.Attachments = []api.Attachment{{Path: path}}
 	native := rd.finished(t, p)
-	assert.Equal(t, store.StatusSucceeded, native.Status)
+	assert.Equal(t, api.StatusSucceeded, native.Status)
 }
 
 // agents.detect tells a client which adapters take images, and it is
@@ -325,7 +323,7 @@ func TestDetectSaysWhichAdaptersTakeImages(t *testing.T) {
 		refused := false
 		if err != nil {
 			re := rpcCode(t, err)
-			refused = re.Code == rpc.CodeInvalidParams && errData(t, re)["field"] == "attachments"
+			refused = re.Code == rpcclient.CodeInvalidParams && errData(t, re)["field"] == "attachments"
 		}
 		assert.Equal(t, *a.Capabilities.Images, !refused, "%s: detect says images=%v, invoke answered %v", a.ID, *a.Capabilities.Images, err)
 		if *a.Capabilities.Images {
@@ -345,7 +343,7 @@ func TestWithoutRecordedTasksAttachmentNamesAreNotKept(t *testing.T) {
 	res := rd.finished(t, p)
 	rec, err := rd.Client.Run(daemontest.Context(t), res.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, []store.Attachment{{Index: 0, MimeType: "image/png", Size: int64(len(png)), SHA256: sha(png)}}, rec.Attachments)
+	assert.Equal(t, []api.AttachmentRecord{{Index: 0, MimeType: "image/png", Size: int64(len(png)), SHA256: sha(png)}}, rec.Attachments)
 }
 
 // A file that is not an image is refused without its bytes in the answer:

@@ -17,7 +17,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // A task is sent to the agent whole, but the history keeps at most
@@ -33,7 +33,7 @@ func TestTheHistoryKeepsABoundedPrefixOfTheTask(t *testing.T) {
 	runID := errData(t, rpcCode(t, err))["run_id"].(string)
 	run, err := rd.Client.Run(ctx, runID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusRefused, run.Status)
+	assert.Equal(t, api.StatusRefused, run.Status)
 	assert.Equal(t, strings.Repeat("é", 512), run.Task, "1024 bytes, cut between characters")
 	assert.True(t, run.TaskTruncated)
 	assert.Equal(t, 100<<10, run.TaskLen)
@@ -60,20 +60,20 @@ func TestTheHistoryStaysWithinItsRetention(t *testing.T) {
 		require.Error(t, err)
 	}
 	require.Eventually(t, func() bool {
-		runs, err := rd.Client.Runs(ctx, daemon.ListParams{Limit: 500})
+		runs, err := rd.Client.Runs(ctx, api.ListParams{Limit: 500})
 		return err == nil && len(runs) <= 20 // max_runs and at most one burst the pruner has not caught up with
 	}, 10*time.Second, 20*time.Millisecond)
 
 	three := 3
-	dry, err := rd.Client.Prune(ctx, daemon.PruneParams{DryRun: true, MaxRuns: &three})
+	dry, err := rd.Client.Prune(ctx, api.PruneParams{DryRun: true, MaxRuns: &three})
 	require.NoError(t, err)
 	assert.True(t, dry.DryRun)
 	assert.Equal(t, 3, dry.MaxRuns)
 	assert.Equal(t, int64(3), dry.Kept)
-	res, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxRuns: &three})
+	res, err := rd.Client.Prune(ctx, api.PruneParams{MaxRuns: &three})
 	require.NoError(t, err)
 	assert.Equal(t, dry.Runs, res.Runs)
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Len(t, runs, 3)
 }
@@ -85,21 +85,21 @@ func TestAPruneAgeThatOverflowsIsRefusedAndPrunesNothing(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
 	rd.finished(t, rd.params("claude-code", "say pong"))
-	for _, days := range []int{106752, 213504, daemon.MaxAgeDaysLimit + 1, -1} {
-		_, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxAgeDays: &days})
+	for _, days := range []int{106752, 213504, api.MaxAgeDaysLimit + 1, -1} {
+		_, err := rd.Client.Prune(ctx, api.PruneParams{MaxAgeDays: &days})
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%d", days)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "%d", days)
 		assert.Equal(t, "max_age_days", errData(t, re)["field"], "%d", days)
 		assert.Contains(t, re.Message, "must be 0 to 36500 days", "%d", days)
 	}
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Len(t, runs, 1, "nothing was pruned")
-	most := daemon.MaxAgeDaysLimit
-	res, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxAgeDays: &most})
+	most := api.MaxAgeDaysLimit
+	res, err := rd.Client.Prune(ctx, api.PruneParams{MaxAgeDays: &most})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), res.Runs)
-	assert.Equal(t, daemon.MaxAgeDaysLimit, res.MaxAgeDays)
+	assert.Equal(t, api.MaxAgeDaysLimit, res.MaxAgeDays)
 }
 
 // A connection follows at most max_subscriptions_per_connection runs at
@@ -140,9 +140,9 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 	rd := startRunsDaemon(t, "max_subscriber_queue_bytes = 65536\n")
 	rd.bigTask(t, 400, 16000) // 6.4 MB, 32 KB every 20 ms
 	ctx := daemontest.Context(t)
-	var reader []daemon.AgentEvent
+	var reader []api.AgentEvent
 	readerDone := make(chan struct{})
-	acc, err := rd.Client.Stream(ctx, rd.params("claude-code", "TRICKLE"), func(ev daemon.AgentEvent) {
+	acc, err := rd.Client.Stream(ctx, rd.params("claude-code", "TRICKLE"), func(ev api.AgentEvent) {
 		reader = append(reader, ev)
 		if client.Terminal(ev) {
 			close(readerDone)
@@ -174,7 +174,7 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 	require.NotEmpty(t, seqs)
 	assert.Equal(t, seqs[len(seqs)-1]+1, ended.NextSeq, "next_seq is the first event it was not sent")
 	assert.Less(t, int64(len(seqs)), all, "the slow one was cut off before the end")
-	assert.Equal(t, store.StatusSucceeded, waitRun(t, rd.Client, acc.RunID, 10*time.Second).Status)
+	assert.Equal(t, api.StatusSucceeded, waitRun(t, rd.Client, acc.RunID, 10*time.Second).Status)
 
 	// Back from where it stopped: the history is replayed, not counted.
 	rest := followToEnd(t, rd.Dial(t, client.Options{}), acc.RunID, ended.NextSeq-1, 0)
@@ -184,10 +184,10 @@ func TestASubscriberTooFarBehindIsCutOffWithANotificationAndTheRunGoesOn(t *test
 // readUntilCutOff reads ws, a subscriber that was not reading, until its
 // runs.subscription_ended, and returns it with the seqs of the method
 // notifications (agents.event or sessions.event) that came before it.
-func readUntilCutOff(t *testing.T, ws *websocket.Conn, method string) (daemon.SubscriptionEnded, []int64) {
+func readUntilCutOff(t *testing.T, ws *websocket.Conn, method string) (api.SubscriptionEnded, []int64) {
 	t.Helper()
 	ctx := daemontest.Context(t)
-	var ended daemon.SubscriptionEnded
+	var ended api.SubscriptionEnded
 	var seqs []int64
 	for ended.RunID == "" {
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -206,7 +206,7 @@ func readUntilCutOff(t *testing.T, ws *websocket.Conn, method string) (daemon.Su
 			}
 			require.NoError(t, json.Unmarshal(msg.Params, &ev))
 			seqs = append(seqs, ev.Seq)
-		case daemon.SubscriptionEndedMethod:
+		case api.SubscriptionEndedMethod:
 			require.NoError(t, json.Unmarshal(msg.Params, &ended))
 		}
 	}
@@ -216,12 +216,12 @@ func readUntilCutOff(t *testing.T, ws *websocket.Conn, method string) (daemon.Su
 // followToEnd subscribes c to a run after afterSeq and returns the events
 // its handler got, once the terminal one came; the handler takes pause for
 // each, as a client slower than the run would.
-func followToEnd(t *testing.T, c *client.Client, runID string, afterSeq int64, pause time.Duration) []daemon.AgentEvent {
+func followToEnd(t *testing.T, c *client.Client, runID string, afterSeq int64, pause time.Duration) []api.AgentEvent {
 	t.Helper()
 	ctx := daemontest.Context(t)
-	var got []daemon.AgentEvent
+	var got []api.AgentEvent
 	done := make(chan struct{})
-	_, err := c.Subscribe(ctx, runID, afterSeq, func(ev daemon.AgentEvent) {
+	_, err := c.Subscribe(ctx, runID, afterSeq, func(ev api.AgentEvent) {
 		got = append(got, ev)
 		time.Sleep(pause)
 		if client.Terminal(ev) {
@@ -266,34 +266,34 @@ func TestATimeoutOrAListLimitOutsideItsDocumentedRangeIsRefusedNamingTheField(t 
 		p.TimeoutSecs = secs
 		_, err := rd.Client.Invoke(ctx, p)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "agents.invoke timeout_secs %d: %s", secs, re.Message)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "agents.invoke timeout_secs %d: %s", secs, re.Message)
 		assert.Equal(t, "timeout_secs", errData(t, re)["field"])
 		assert.Contains(t, re.Message, fmt.Sprintf("must be between 1 and 3600 seconds (or absent for the default of 300), not %d", secs))
 
 		_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, TimeoutSecs: secs}})
 		re = rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "sessions.start timeout_secs %d: %s", secs, re.Message)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "sessions.start timeout_secs %d: %s", secs, re.Message)
 		assert.Equal(t, "timeout_secs", errData(t, re)["field"])
 	}
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a refused timeout is not a run")
 
 	for _, call := range []func() error{
-		func() error { _, err := rd.Client.Runs(ctx, daemon.ListParams{Limit: 501}); return err },
+		func() error { _, err := rd.Client.Runs(ctx, api.ListParams{Limit: 501}); return err },
 		func() error { _, err := rd.Client.Sessions(ctx, api.SessionListParams{Limit: 501}); return err },
 	} {
 		re := rpcCode(t, call())
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 		assert.Equal(t, "limit", errData(t, re)["field"])
 		assert.Contains(t, re.Message, "must be between 1 and 500 (default 50), not 501")
 	}
-	_, err = rd.Client.Runs(ctx, daemon.ListParams{Limit: 500})
+	_, err = rd.Client.Runs(ctx, api.ListParams{Limit: 500})
 	require.NoError(t, err)
 
 	ext, err := rd.Client.InvokeExternal(ctx, api.ExternalInvokeParams{ID: "claude-code", Task: "say pong", Cwd: rd.cwd, TimeoutSecs: 1_000_000_000_000})
 	require.NoError(t, err, "CAR's timeout_secs is clamped, as CAR documents")
 	run, err := rd.Client.Run(ctx, ext.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusSucceeded, run.Status)
+	assert.Equal(t, api.StatusSucceeded, run.Status)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -26,31 +27,6 @@ import (
 // meaning (agents.invoke: strict attachments, agents.event, a UUID
 // session_id for the agent's session).
 
-// CAR's wire types live in package api; these aliases keep the daemon's
-// code under the old names.
-type (
-	ExternalInvokeParams   = api.ExternalInvokeParams
-	ExternalAttachment     = api.ExternalAttachment
-	ExternalInvokeResult   = api.ExternalInvokeResult
-	ExternalInvokeAccepted = api.ExternalInvokeAccepted
-	ChatEvent              = api.ChatEvent
-	ChatCancelParams       = api.ChatCancelParams
-	ChatCancelResult       = api.ChatCancelResult
-	SessionAuthParams      = api.SessionAuthParams
-	SessionAuthResult      = api.SessionAuthResult
-	HandshakeParams        = api.HandshakeParams
-	HandshakeResult        = api.HandshakeResult
-)
-
-// CAR's notification and its event kinds (api's).
-const (
-	ChatEventMethod = api.ChatEventMethod
-	ChatToken       = api.ChatToken
-	ChatToolCall    = api.ChatToolCall
-	ChatDone        = api.ChatDone
-	ChatError       = api.ChatError
-)
-
 // CodeSessionInUse refuses a second agents.invoke_external under a
 // session_id that already names a running run of the same connection: its
 // events and its cancel could not tell the two apart.
@@ -58,8 +34,8 @@ const CodeSessionInUse int64 = -32042
 
 // invokeParamsOf is the run agents.invoke would be asked for; the routing id
 // stays with the CAR layer.
-func invokeParamsOf(p *ExternalInvokeParams) InvokeParams {
-	return InvokeParams{
+func invokeParamsOf(p *api.ExternalInvokeParams) api.InvokeParams {
+	return api.InvokeParams{
 		AgentSettings:  api.AgentSettings{ID: p.ID, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode, AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend, TimeoutSecs: carTimeoutSecs(p.TimeoutSecs), MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly},
 		Task:           p.Task,
 		MaxTurns:       p.MaxTurns,
@@ -80,8 +56,8 @@ func carTimeoutSecs(secs int) int {
 	return min(max(secs, api.MinInvokeTimeoutSecs), api.MaxInvokeTimeoutSecs)
 }
 
-func externalResult(r runs.InvokeResult, sessionID string) ExternalInvokeResult {
-	return ExternalInvokeResult{
+func externalResult(r api.InvokeResult, sessionID string) api.ExternalInvokeResult {
+	return api.ExternalInvokeResult{
 		Answer: r.Answer, SessionID: sessionID, AgentSessionID: r.SessionID, Turns: r.Turns, ToolCalls: r.ToolCalls,
 		DurationMs: r.DurationMs, CostUSD: r.CostUSD, Usage: r.Usage, IsError: r.IsError, Error: r.Error,
 		DroppedAttachments: len(r.DroppedAttachments), DroppedAttachmentReasons: r.DroppedAttachments,
@@ -90,52 +66,52 @@ func externalResult(r runs.InvokeResult, sessionID string) ExternalInvokeResult 
 }
 
 // ExternalInvokeAnswer is agents.invoke_external's result.
-type ExternalInvokeAnswer = rpc.Either[ExternalInvokeResult, ExternalInvokeAccepted]
+type ExternalInvokeAnswer = rpc.Either[api.ExternalInvokeResult, api.ExternalInvokeAccepted]
 
 // chatEvent translates one of a run's events into CAR's dialect; ok is
 // false for the kinds CAR has no name for.
-func chatEvent(raw json.RawMessage, sessionID, adapter string) (ChatEvent, bool) {
-	var ev runs.AgentEvent
+func chatEvent(raw json.RawMessage, sessionID, adapter string) (api.ChatEvent, bool) {
+	var ev api.AgentEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
-		return ChatEvent{}, false
+		return api.ChatEvent{}, false
 	}
-	out := ChatEvent{SessionID: sessionID, AgentID: adapter, RunID: ev.RunID, Seq: ev.Seq}
+	out := api.ChatEvent{SessionID: sessionID, AgentID: adapter, RunID: ev.RunID, Seq: ev.Seq}
 	switch ev.Kind {
 	case spawn.EventText:
 		if ev.Text == "" {
-			return ChatEvent{}, false
+			return api.ChatEvent{}, false
 		}
-		out.Kind, out.Delta = ChatToken, ev.Text
+		out.Kind, out.Delta = api.ChatToken, ev.Text
 	case spawn.EventToolUse:
-		out.Kind, out.Params = ChatToolCall, json.RawMessage(`{}`)
+		out.Kind, out.Params = api.ChatToolCall, json.RawMessage(`{}`)
 		if ev.Tool != nil {
 			out.Tool, out.Detail = ev.Tool.Name, ev.Tool.Name
 			if len(ev.Tool.Input) > 0 && ev.Tool.Input[0] == '{' {
 				out.Params = ev.Tool.Input
 			}
 		}
-	case runs.EventDone, runs.EventRunError:
+	case api.EventDone, api.EventRunError:
 		if ev.Result == nil {
-			return ChatEvent{}, false
+			return api.ChatEvent{}, false
 		}
 		res := externalResult(*ev.Result, sessionID)
 		out.Status, out.Result = ev.Status, &res
-		if ev.Kind == runs.EventDone {
+		if ev.Kind == api.EventDone {
 			answer := res.Answer
-			out.Kind, out.Text, out.DroppedAttachments = ChatDone, &answer, res.DroppedAttachments
+			out.Kind, out.Text, out.DroppedAttachments = api.ChatDone, &answer, res.DroppedAttachments
 			out.FinishReason = finishReason(res)
 		} else {
-			out.Kind, out.Error = ChatError, runErrorText(res)
+			out.Kind, out.Error = api.ChatError, runErrorText(res)
 		}
 	default:
-		return ChatEvent{}, false
+		return api.ChatEvent{}, false
 	}
 	return out, true
 }
 
 // finishReason folds what a host may show about a finished run into one
 // line, as CAR does: how it ended, its size, and the images not sent.
-func finishReason(r ExternalInvokeResult) string {
+func finishReason(r api.ExternalInvokeResult) string {
 	s := fmt.Sprintf("success: %d turn(s), %d tool call(s), %d ms", r.Turns, r.ToolCalls, r.DurationMs)
 	if r.DroppedAttachments > 0 {
 		s += fmt.Sprintf("; %d image(s) skipped", r.DroppedAttachments)
@@ -145,7 +121,7 @@ func finishReason(r ExternalInvokeResult) string {
 
 // runErrorText is a failed run's error as one string: its status, then
 // why.
-func runErrorText(r ExternalInvokeResult) string {
+func runErrorText(r api.ExternalInvokeResult) string {
 	if r.Error == nil || r.Error.Message == "" {
 		return string(r.Status)
 	}
@@ -222,7 +198,7 @@ func routeOf(ctx context.Context, session string) carRoute {
 
 // invokeExternal is agents.invoke_external: agents.invoke's run in CAR's
 // dialect.
-func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (ExternalInvokeAnswer, rpc.Then, error) {
+func (d *Daemon) invokeExternal(ctx context.Context, p api.ExternalInvokeParams) (ExternalInvokeAnswer, rpc.Then, error) {
 	peer := rpc.PeerFrom(ctx)
 	if peer != nil && peer.Origin() != "" && len(p.Attachments) > 0 {
 		// As on agents.invoke, a web page may not have card read a file of
@@ -261,7 +237,7 @@ func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (Ex
 	}()
 	if p.Stream {
 		acc := run.Accepted()
-		answer := rpc.Second[ExternalInvokeResult](ExternalInvokeAccepted{Accepted: true, SessionID: p.SessionID,
+		answer := rpc.Second[api.ExternalInvokeResult](api.ExternalInvokeAccepted{Accepted: true, SessionID: p.SessionID,
 			RunID: acc.RunID, Adapter: acc.Adapter, Ancestry: acc.Ancestry,
 			DroppedAttachments: len(acc.DroppedAttachments), DroppedAttachmentReasons: acc.DroppedAttachments})
 		if peer == nil {
@@ -276,7 +252,7 @@ func (d *Daemon) invokeExternal(ctx context.Context, p ExternalInvokeParams) (Ex
 	// Freed before the answer, so a host that sends its next turn the
 	// moment it has this one is never told the id is still in use.
 	d.carRoutes.release(route, run.ID())
-	return rpc.First[ExternalInvokeResult, ExternalInvokeAccepted](externalResult(res, p.SessionID)), nil, nil
+	return rpc.First[api.ExternalInvokeResult, api.ExternalInvokeAccepted](externalResult(res, p.SessionID)), nil, nil
 }
 
 // followCAR sends a streamed run's events to the host that started it as
@@ -290,34 +266,34 @@ func (d *Daemon) followCAR(ctx context.Context, peer *rpc.Peer, run *runs.Run, r
 		if !ok {
 			return nil
 		}
-		if ev.Kind == ChatDone || ev.Kind == ChatError {
+		if ev.Kind == api.ChatDone || ev.Kind == api.ChatError {
 			// The run has ended: free its id before the host hears so,
 			// since a host may start its next turn on that very event.
 			d.carRoutes.release(route, run.ID())
 		}
-		return peer.Notify(ctx, ChatEventMethod, ev)
+		return peer.Notify(ctx, api.ChatEventMethod, ev)
 	}, d.cfg.MaxSubscriberQueueBytes)
 	var behind *runs.BehindError
 	if errors.As(err, &behind) {
-		_ = peer.Notify(ctx, ChatEventMethod, ChatEvent{SessionID: sessionID, AgentID: adapter, Kind: ChatError, RunID: behind.RunID,
+		_ = peer.Notify(ctx, api.ChatEventMethod, api.ChatEvent{SessionID: sessionID, AgentID: adapter, Kind: api.ChatError, RunID: behind.RunID,
 			Error: fmt.Sprintf("%s; the run goes on: runs.subscribe {\"run_id\": %q, \"after_seq\": %d} follows it", behind.Error(), behind.RunID, behind.NextSeq-1)})
 	}
 }
 
-func (d *Daemon) chatCancel(ctx context.Context, p ChatCancelParams) (ChatCancelResult, error) {
+func (d *Daemon) chatCancel(ctx context.Context, p api.ChatCancelParams) (api.ChatCancelResult, error) {
 	id := d.carRoutes.lookup(routeOf(ctx, p.SessionID))
 	if id == "" {
-		return ChatCancelResult{SessionID: p.SessionID, Reason: fmt.Sprintf("no agents.invoke_external of this connection is running under session_id %q "+
+		return api.ChatCancelResult{SessionID: p.SessionID, Reason: fmt.Sprintf("no agents.invoke_external of this connection is running under session_id %q "+
 			"(it ended, or it was started on another connection: agents.cancel takes its run_id)", p.SessionID)}, nil
 	}
 	route := routeOf(ctx, p.SessionID)
 	res, err := d.runs.Cancel(ctx, id)
 	if err != nil {
-		return ChatCancelResult{}, err
+		return api.ChatCancelResult{}, err
 	}
 	// Cancel answers once the run has ended, so its id is free now.
 	d.carRoutes.release(route, id)
-	return ChatCancelResult{SessionID: p.SessionID, Cancelled: res.Cancelled, RunID: res.RunID, Status: res.Status, Reason: res.Reason}, nil
+	return api.ChatCancelResult{SessionID: p.SessionID, Cancelled: res.Cancelled, RunID: res.RunID, Status: res.Status, Reason: res.Reason}, nil
 }
 
 // sessionAuth answers CAR's in-band authentication. A card connection is
@@ -332,23 +308,23 @@ func (d *Daemon) chatCancel(ctx context.Context, p ChatCancelParams) (ChatCancel
 // has. Compared with the current token, a connection opened before `card
 // token rotate` (a page's, say, whose token was the reason to rotate) could
 // test candidates for the new one, one per connection it kept open.
-func (d *Daemon) sessionAuth(ctx context.Context, p SessionAuthParams) (SessionAuthResult, error) {
+func (d *Daemon) sessionAuth(ctx context.Context, p api.SessionAuthParams) (api.SessionAuthResult, error) {
 	match := false
 	if peer := rpc.PeerFrom(ctx); peer != nil {
 		match = peer.OpenedWith(p.Token)
 	} else {
 		want, err := d.tokens.current()
 		if err != nil || len(want) == 0 {
-			return SessionAuthResult{}, errors.New("the daemon cannot read its token file")
+			return api.SessionAuthResult{}, errors.New("the daemon cannot read its token file")
 		}
 		match = subtle.ConstantTimeCompare([]byte(p.Token), want) == 1
 	}
 	if !match {
-		return SessionAuthResult{}, rpc.CloseAfter(&rpc.Error{Code: rpc.CodeInternalError,
+		return api.SessionAuthResult{}, rpc.CloseAfter(&rpcclient.Error{Code: rpcclient.CodeInternalError,
 			Message: "auth failed: token mismatch; this is not the token this connection was opened with (read <home>/token again and reconnect: it changes on `card token rotate`); the connection is closed",
 			Data:    map[string]any{"field": "token"}}, "auth failed: token mismatch")
 	}
-	return SessionAuthResult{OK: true, AuthEnabled: true}, nil
+	return api.SessionAuthResult{OK: true, AuthEnabled: true}, nil
 }
 
 func (d *Daemon) registerCAR() {
@@ -365,7 +341,7 @@ func (d *Daemon) registerCAR() {
 			"agents.chat.event notifications (token, tool_call, and one terminal done or error) to this connection. One running run per " +
 			"session_id per connection; agents.chat.cancel ends it.",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
-			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, CodeSessionInUse, rpc.CodeShuttingDown},
+			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, CodeSessionInUse, rpcclient.CodeShuttingDown},
 	}, d.invokeExternal)
 	rpc.Register(r, "agents.chat.cancel", rpc.Doc{
 		Access:      rpc.AccessAgents,
@@ -381,10 +357,10 @@ func (d *Daemon) registerCAR() {
 		Access:      rpc.AccessRead,
 		Summary:     "CAR's protocol negotiation, answered with card's protocol version and build.",
 		Description: "protocol_version is card's (`MAJOR.MINOR`, the one daemon.info carries), not CAR's; the client's own is echoed back as client_protocol_version. Nothing is gated on it.",
-	}, func(ctx context.Context, p HandshakeParams) (HandshakeResult, error) {
-		return HandshakeResult{ProtocolVersion: ProtocolVersion, ServerVersion: Version, ClientProtocolVersion: p.ProtocolVersion}, nil
+	}, func(ctx context.Context, p api.HandshakeParams) (api.HandshakeResult, error) {
+		return api.HandshakeResult{ProtocolVersion: ProtocolVersion, ServerVersion: Version, ClientProtocolVersion: p.ProtocolVersion}, nil
 	})
-	rpc.Notification[ChatEvent](r, ChatEventMethod, rpc.Doc{
+	rpc.Notification[api.ChatEvent](r, api.ChatEventMethod, rpc.Doc{
 		Summary: "One event of a streamed agents.invoke_external, in CAR's shape: {session_id, agent_id, kind, …, run_id, seq}.",
 		Description: "kinds: token (delta: a piece of the answer's text), tool_call (tool, params: its input, detail: the tool's name again), and " +
 			"exactly one terminal event: done (finish_reason, text: the whole answer, dropped_attachments when some were not sent) or error " +

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func ids[T any](xs []T, id func(T) string) []string {
@@ -34,18 +34,18 @@ func ids[T any](xs []T, id func(T) string) []string {
 func TestHealthExternalWithoutAnIDAnswersEveryDetectedAdapter(t *testing.T) {
 	c := daemontest.Start(t, fakeAgents(t)).Client
 	ctx := daemontest.Context(t)
-	specs, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+	specs, err := c.Detect(ctx, api.DetectParams{Refresh: true})
 	require.NoError(t, err)
 	all, err := c.HealthAll(ctx, false)
 	require.NoError(t, err)
-	assert.Equal(t, ids(specs, func(s detect.ExternalAgentSpec) string { return s.ID }),
-		ids(all, func(h detect.ExternalAgentHealth) string { return h.ID }))
-	got := map[string]detect.HealthStatus{}
+	assert.Equal(t, ids(specs, func(s api.ExternalAgentSpec) string { return s.ID }),
+		ids(all, func(h api.ExternalAgentHealth) string { return h.ID }))
+	got := map[string]api.HealthStatus{}
 	for _, h := range all {
 		got[h.ID] = h.Status
 	}
-	assert.Equal(t, detect.StatusNotExecutable, got["gemini"], "an install that cannot run is detected, and not executable")
-	assert.Equal(t, detect.StatusNotConfigured, got["codex"])
+	assert.Equal(t, api.StatusNotExecutable, got["gemini"], "an install that cannot run is detected, and not executable")
+	assert.Equal(t, api.StatusNotConfigured, got["codex"])
 
 	// One adapter that is not installed is still answered when named.
 	var missing string
@@ -57,7 +57,7 @@ func TestHealthExternalWithoutAnIDAnswersEveryDetectedAdapter(t *testing.T) {
 	if missing != "" {
 		h, err := c.Health(ctx, missing, false)
 		require.NoError(t, err)
-		assert.Equal(t, detect.StatusNotExecutable, h.Status)
+		assert.Equal(t, api.StatusNotExecutable, h.Status)
 		assert.Contains(t, h.Reason, "not installed")
 	}
 }
@@ -69,12 +69,12 @@ func TestAnUnusableSpecCarriesNotExecutableHealthWithoutIncludeHealth(t *testing
 	c := daemontest.Start(t, fakeAgents(t)).Client
 	ctx := daemontest.Context(t)
 	for _, method := range []string{"agents.detect", "agents.list_external", "agents.detect_external"} {
-		var specs []detect.ExternalAgentSpec
+		var specs []api.ExternalAgentSpec
 		require.NoError(t, c.Call(ctx, method, map[string]any{}, &specs), method)
 		for _, s := range specs {
 			if s.ID == "gemini" {
 				require.NotNil(t, s.Health, method)
-				assert.Equal(t, detect.StatusNotExecutable, s.Health.Status, method)
+				assert.Equal(t, api.StatusNotExecutable, s.Health.Status, method)
 				reason, _ := s.Execution.UnusableReason()
 				assert.Equal(t, reason, s.Health.Reason, method)
 				assert.Contains(t, s.Health.Reason, "CAR_GEMINI_BIN", method)
@@ -97,9 +97,9 @@ auth) if [ -f '`+signedIn+`' ]; then echo '{"loggedIn": true, "authMethod": "cla
 esac`)
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": claude}}).Client
 	ctx := daemontest.Context(t)
-	status := func(method string) detect.HealthStatus {
-		var specs []detect.ExternalAgentSpec
-		require.NoError(t, c.Call(ctx, method, daemon.DetectParams{IncludeHealth: true}, &specs))
+	status := func(method string) api.HealthStatus {
+		var specs []api.ExternalAgentSpec
+		require.NoError(t, c.Call(ctx, method, api.DetectParams{IncludeHealth: true}, &specs))
 		for _, s := range specs {
 			if s.ID == "claude-code" {
 				require.NotNil(t, s.Health)
@@ -109,11 +109,11 @@ esac`)
 		t.Fatalf("%s: no claude-code in %+v", method, specs)
 		return ""
 	}
-	assert.Equal(t, detect.StatusNotConfigured, status("agents.list_external"))
+	assert.Equal(t, api.StatusNotConfigured, status("agents.list_external"))
 	require.NoError(t, os.WriteFile(signedIn, nil, 0o600)) // `claude auth login`
-	assert.Equal(t, detect.StatusNotConfigured, status("agents.list_external"), "list_external serves the 30 s cache")
-	assert.Equal(t, detect.StatusReady, status("agents.detect_external"), "detect_external checks again")
-	assert.Equal(t, detect.StatusReady, status("agents.list_external"), "and the cache holds the new answer")
+	assert.Equal(t, api.StatusNotConfigured, status("agents.list_external"), "list_external serves the 30 s cache")
+	assert.Equal(t, api.StatusReady, status("agents.detect_external"), "detect_external checks again")
+	assert.Equal(t, api.StatusReady, status("agents.list_external"), "and the cache holds the new answer")
 }
 
 // CAR's mcp_endpoint on agents.invoke_external: "" is no server; a URL is
@@ -131,8 +131,8 @@ cat >/dev/null
 cat '`+daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")+`'`)
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Agents: map[string]string{"claude-code": claude}}).Client
 	ctx := daemontest.Context(t)
-	invoke := func(id, endpoint string) (daemon.InvokeResult, error) {
-		var res daemon.InvokeResult
+	invoke := func(id, endpoint string) (api.InvokeResult, error) {
+		var res api.InvokeResult
 		err := c.Call(ctx, "agents.invoke_external", map[string]any{"id": id, "task": "say pong", "mcp_endpoint": endpoint}, &res)
 		return res, err
 	}
@@ -164,7 +164,7 @@ cat '`+daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")+`'
 	} {
 		_, err := invoke(c.id, c.endpoint)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s %s", c.id, c.endpoint)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "%s %s", c.id, c.endpoint)
 		assert.Equal(t, "mcp_endpoint", errData(t, re)["field"])
 		assert.Contains(t, re.Message, c.why)
 		assert.NotContains(t, re.Message, "secret")
@@ -179,16 +179,16 @@ cat '`+daemontest.RepoFile(t, "e2e/fixtures/cli/claude-stream-success.jsonl")+`'
 // type: a field added to agents.invoke and forgotten here fails this test.
 func TestInvokeExternalTakesEveryFieldOfAgentsInvoke(t *testing.T) {
 	external := map[string]reflect.Type{}
-	for _, f := range jsonFields(reflect.TypeFor[daemon.ExternalInvokeParams]()) {
+	for _, f := range jsonFields(reflect.TypeFor[api.ExternalInvokeParams]()) {
 		external[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Type
 	}
-	for _, f := range jsonFields(reflect.TypeFor[daemon.InvokeParams]()) {
+	for _, f := range jsonFields(reflect.TypeFor[api.InvokeParams]()) {
 		name := strings.Split(f.Tag.Get("json"), ",")[0]
 		switch name {
 		case "session_id":
 			assert.Equal(t, f.Type, external["agent_session_id"])
 		case "attachments":
-			assert.Equal(t, reflect.TypeFor[[]daemon.ExternalAttachment](), external[name])
+			assert.Equal(t, reflect.TypeFor[[]api.ExternalAttachment](), external[name])
 		case "require_attachments":
 			assert.NotContains(t, external, name, "CAR skips what it cannot send; there is nothing to require")
 		case "isolation", "base":
@@ -214,7 +214,7 @@ func jsonFields(t reflect.Type) []reflect.StructField {
 	return out
 }
 
-func externalCall(t *testing.T, c *rpc.Client, params map[string]any, out any) error {
+func externalCall(t *testing.T, c *rpcclient.Client, params map[string]any, out any) error {
 	t.Helper()
 	return c.Call(daemontest.Context(t), "agents.invoke_external", params, out)
 }
@@ -225,9 +225,9 @@ func externalCall(t *testing.T, c *rpc.Client, params map[string]any, out any) e
 // from it does not reach the first connection's run.
 func TestASessionIDNamesOneRunningRunPerConnection(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	a, b := rd.RPC(t, rpc.ClientOptions{}), rd.RPC(t, rpc.ClientOptions{})
+	a, b := rd.RPC(t, rpcclient.ClientOptions{}), rd.RPC(t, rpcclient.ClientOptions{})
 	p := map[string]any{"id": "claude-code", "task": "SLEEP", "cwd": rd.cwd, "stream": true, "session_id": "chat-1"}
-	var first, second daemon.ExternalInvokeAccepted
+	var first, second api.ExternalInvokeAccepted
 	require.NoError(t, externalCall(t, a, p, &first))
 	assert.Equal(t, "chat-1", first.SessionID)
 
@@ -238,17 +238,17 @@ func TestASessionIDNamesOneRunningRunPerConnection(t *testing.T) {
 
 	require.NoError(t, externalCall(t, b, p, &second))
 	assert.NotEqual(t, first.RunID, second.RunID)
-	var res daemon.ChatCancelResult
+	var res api.ChatCancelResult
 	require.NoError(t, b.Call(daemontest.Context(t), "agents.chat.cancel", map[string]any{"session_id": "chat-1"}, &res))
 	assert.True(t, res.Cancelled)
 	assert.Equal(t, second.RunID, res.RunID, "b's cancel ends b's run")
 	run, err := rd.Client.Run(daemontest.Context(t), first.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusRunning, run.Status, "and not a's")
+	assert.Equal(t, api.StatusRunning, run.Status, "and not a's")
 
 	require.NoError(t, a.Call(daemontest.Context(t), "agents.chat.cancel", map[string]any{"session_id": "chat-1"}, &res))
 	assert.True(t, res.Cancelled)
-	assert.Equal(t, store.StatusCancelled, res.Status)
+	assert.Equal(t, api.StatusCancelled, res.Status)
 	// The id is free again once its run has ended.
 	p["task"] = "say pong"
 	require.NoError(t, externalCall(t, a, p, &first))
@@ -258,13 +258,13 @@ func TestASessionIDNamesOneRunningRunPerConnection(t *testing.T) {
 // longer, or with control characters, it is refused naming the field.
 func TestARoutingIDIsBoundedPrintableText(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.RPC(t, rpc.ClientOptions{})
+	c := rd.RPC(t, rpcclient.ClientOptions{})
 	for _, id := range []string{strings.Repeat("a", 257), "chat\n1", "chat\x001"} {
 		re := rpcCode(t, externalCall(t, c, map[string]any{"id": "codex", "task": "say pong", "cwd": rd.cwd, "session_id": id}, nil))
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 		assert.Equal(t, "session_id", errData(t, re)["field"])
 	}
-	var res daemon.ExternalInvokeResult
+	var res api.ExternalInvokeResult
 	require.NoError(t, externalCall(t, c, map[string]any{"id": "codex", "task": "say pong", "cwd": rd.cwd, "session_id": strings.Repeat("é", 128)}, &res))
 	assert.False(t, res.IsError)
 }
@@ -273,10 +273,10 @@ func TestARoutingIDIsBoundedPrintableText(t *testing.T) {
 // as in every field that is not text for the agent, rather than skipped.
 func TestACARAttachmentMayNotHoldCardsPlaceholder(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.RPC(t, rpc.ClientOptions{})
+	c := rd.RPC(t, rpcclient.ClientOptions{})
 	re := rpcCode(t, externalCall(t, c, map[string]any{"id": "codex", "task": "x", "cwd": rd.cwd,
 		"attachments": []map[string]any{{"path": "/tmp/ok.png"}, {"path": "/tmp/{{card-file:x}}.png"}}}, nil))
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "attachments[1].path", errData(t, re)["field"])
 }
 
@@ -285,8 +285,8 @@ func TestACARAttachmentMayNotHoldCardsPlaceholder(t *testing.T) {
 // and resume continues it.
 func TestTheAgentsOwnSessionIsKeptForResume(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.RPC(t, rpc.ClientOptions{})
-	var res daemon.ExternalInvokeResult
+	c := rd.RPC(t, rpcclient.ClientOptions{})
+	var res api.ExternalInvokeResult
 	require.NoError(t, externalCall(t, c, map[string]any{"id": "claude-code", "task": "say pong", "cwd": rd.cwd, "session_id": "chat-abc123"}, &res))
 	assert.Equal(t, "chat-abc123", res.SessionID)
 	require.NotEmpty(t, res.AgentSessionID)
@@ -305,10 +305,10 @@ func TestTheAgentsOwnSessionIsKeptForResume(t *testing.T) {
 // either: refused, not skipped.
 func TestAWebPageMayNotNameAFileOnInvokeExternal(t *testing.T) {
 	rd := startRunsDaemon(t, "allowed_origins = [\"https://app.example\"]\n")
-	page := rd.RPC(t, rpc.ClientOptions{Header: http.Header{"Origin": {"https://app.example"}}})
+	page := rd.RPC(t, rpcclient.ClientOptions{Header: http.Header{"Origin": {"https://app.example"}}})
 	re := rpcCode(t, externalCall(t, page, map[string]any{"id": "claude-code", "task": "look", "cwd": rd.cwd,
 		"attachments": []map[string]any{{"path": "/etc/hostname"}}}, nil))
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "attachments[0].path", errData(t, re)["field"])
 	assert.Contains(t, re.Message, "https://app.example")
 }
@@ -321,7 +321,7 @@ func TestAgentsInvokeKeepsCardsMeaning(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	var mu sync.Mutex
 	var methods []string
-	c := rd.RPC(t, rpc.ClientOptions{OnNotification: func(method string, _ json.RawMessage) {
+	c := rd.RPC(t, rpcclient.ClientOptions{OnNotification: func(method string, _ json.RawMessage) {
 		mu.Lock()
 		defer mu.Unlock()
 		methods = append(methods, method)
@@ -336,7 +336,7 @@ func TestAgentsInvokeKeepsCardsMeaning(t *testing.T) {
 	re = rpcCode(t, call(map[string]any{"id": "claude-code", "task": "x", "cwd": rd.cwd, "session_id": "chat-abc123"}, nil))
 	assert.Equal(t, "session_id", errData(t, re)["field"])
 
-	var acc daemon.InvokeAccepted
+	var acc api.InvokeAccepted
 	require.NoError(t, call(map[string]any{"id": "claude-code", "task": "say pong", "cwd": rd.cwd, "stream": true}, &acc))
 	waitRun(t, rd.Client, acc.RunID, 30*time.Second)
 	require.Eventually(t, func() bool {
@@ -346,19 +346,19 @@ func TestAgentsInvokeKeepsCardsMeaning(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
-	assert.NotContains(t, methods, daemon.ChatEventMethod)
+	assert.NotContains(t, methods, api.ChatEventMethod)
 }
 
 // agents.invoke_external takes agents.invoke's caps, refused the same way.
 func TestTheExternalInvokeRefusesCapsThatAreNotALimitNamingTheField(t *testing.T) {
 	rd := startRunsDaemon(t, "")
-	c := rd.RPC(t, rpc.ClientOptions{})
+	c := rd.RPC(t, rpcclient.ClientOptions{})
 	for _, tc := range []struct {
 		field string
 		value any
 	}{{"max_cost_usd", -0.5}, {"max_cost_usd", 0}, {"max_cost_usd", 1e9}, {"max_tokens", 0}, {"max_tokens", -3}, {"max_tokens", 2e9}} {
 		re := rpcCode(t, externalCall(t, c, map[string]any{"id": "pi", "task": "say pong", "cwd": rd.cwd, tc.field: tc.value}, nil))
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s %v", tc.field, tc.value)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "%s %v", tc.field, tc.value)
 		assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 	}
 }
@@ -373,8 +373,8 @@ func TestSessionAuthConfirmsOnlyTheTokenItsConnectionWasOpenedWith(t *testing.T)
 	const origin = "https://app.example"
 	d := daemontest.Start(t, daemontest.Options{Config: "allowed_origins = [\"" + origin + "\"]\n", NoClient: true})
 	ctx := daemontest.Context(t)
-	page := func(token string) *rpc.Client {
-		c, err := rpc.Dial(ctx, d.URL, token, rpc.ClientOptions{Header: http.Header{"Origin": {origin}}})
+	page := func(token string) *rpcclient.Client {
+		c, err := rpc.Dial(ctx, d.URL, token, rpcclient.ClientOptions{Header: http.Header{"Origin": {origin}}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		return c
@@ -385,10 +385,10 @@ func TestSessionAuthConfirmsOnlyTheTokenItsConnectionWasOpenedWith(t *testing.T)
 	require.NoError(t, err)
 	require.NotEqual(t, old, rotated)
 
-	var res daemon.SessionAuthResult
+	var res api.SessionAuthResult
 	err = guesser.Call(ctx, "session.auth", map[string]any{"token": rotated}, &res)
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInternalError, re.Code, "A PAGE OPENED WITH THE OLD TOKEN CONFIRMED THE NEW ONE")
+	assert.Equal(t, rpcclient.CodeInternalError, re.Code, "A PAGE OPENED WITH THE OLD TOKEN CONFIRMED THE NEW ONE")
 	assert.Contains(t, re.Message, "auth failed: token mismatch")
 	assert.NotContains(t, re.Message, rotated)
 	select {
@@ -403,5 +403,5 @@ func TestSessionAuthConfirmsOnlyTheTokenItsConnectionWasOpenedWith(t *testing.T)
 	fresh := page(rotated)
 	require.NoError(t, fresh.Call(ctx, "session.auth", map[string]any{"token": rotated}, &res))
 	assert.True(t, res.OK)
-	assert.Equal(t, rpc.CodeInternalError, rpcCode(t, fresh.Call(ctx, "session.auth", map[string]any{"token": old}, &res)).Code)
+	assert.Equal(t, rpcclient.CodeInternalError, rpcCode(t, fresh.Call(ctx, "session.auth", map[string]any{"token": old}, &res)).Code)
 }

@@ -25,9 +25,9 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/testskip"
 )
 
@@ -126,7 +126,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 		Logger: zap.NewNop(),
 	})
 	cwd := t.TempDir()
-	st, err := store.Open(context.Background(), filepath.Join(d.Home, daemon.RunsDBName), store.Options{})
+	st, err := store.Open(context.Background(), filepath.Join(d.Home, home.RunsDBName), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 
@@ -153,7 +153,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 	invoke := func(ws *websocket.Conn, stream bool) func(ctx context.Context, task string) (string, error) {
 		return func(ctx context.Context, task string) (string, error) {
 			req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id.Add(1), "method": "agents.invoke",
-				"params": daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd}, Task: task, Stream: stream}})
+				"params": api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd}, Task: task, Stream: stream}})
 			if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
 				return "", err
 			}
@@ -172,7 +172,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 				return "", fmt.Errorf("answer %s: %v", frame, err)
 			}
 			if !stream {
-				if answer.Result.Status != string(store.StatusSucceeded) {
+				if answer.Result.Status != string(api.StatusSucceeded) {
 					return "", fmt.Errorf("run ended %s", frame)
 				}
 				return answer.Result.RunID, nil
@@ -267,7 +267,7 @@ func TestChattyRunAgainstReadingItsPipe(t *testing.T) {
 			// Right after the answer, before anything else: the whole history.
 			evs, err := st.Events(context.Background(), runID, 0, store.MaxEventsLimit)
 			require.NoError(t, err)
-			if n := len(evs); n == 0 || evs[n-1].Kind != daemon.EventDone {
+			if n := len(evs); n == 0 || evs[n-1].Kind != api.EventDone {
 				missing = append(missing, fmt.Sprintf("%s: %d events stored at the answer", paths[i].name, n))
 			} else if length == long {
 				events[i] = append(events[i], n)

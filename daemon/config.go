@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
@@ -361,7 +362,7 @@ func DefaultConfig() Config {
 		MaxConcurrentRuns:       8,
 		MaxEventsPerRun:         10000,
 		MaxOutputBytes:          64 << 20,
-		ApprovalTimeoutSecs:     DefaultApprovalTimeoutSecs,
+		ApprovalTimeoutSecs:     api.DefaultApprovalTimeoutSecs,
 		ProbeTimeoutSec:         5,
 		LoginShellPath:          &loginShellPath,
 		MaxAPIRetries:           spawn.DefaultMaxAPIRetries,
@@ -528,13 +529,13 @@ func (c Config) validateNumbers() error {
 		v    int
 		max  int
 	}{
-		{"max_age_days", c.MaxAgeDays, MaxAgeDaysLimit},
+		{"max_age_days", c.MaxAgeDays, api.MaxAgeDaysLimit},
 		{"shutdown_grace_secs", c.ShutdownGraceSec, maxSecsSetting},
 		{"probe_timeout_secs", c.ProbeTimeoutSec, maxSecsSetting},
 		{"sessions.idle_secs", c.Sessions.IdleSecs, maxSecsSetting},
 		{"sessions.max_queue", c.Sessions.MaxQueue, 1000},
-		{"sessions.close_idle_hours", c.Sessions.CloseIdleHours, MaxAgeDaysLimit * 24},
-		{"sessions.worktree_max_age_days", c.Sessions.WorktreeMaxAgeDays, MaxAgeDaysLimit},
+		{"sessions.close_idle_hours", c.Sessions.CloseIdleHours, api.MaxAgeDaysLimit * 24},
+		{"sessions.worktree_max_age_days", c.Sessions.WorktreeMaxAgeDays, api.MaxAgeDaysLimit},
 	} {
 		if ch.v > ch.max {
 			return fmt.Errorf("%s = %d is above the maximum of %d", ch.name, ch.v, ch.max)
@@ -561,8 +562,8 @@ func (c Config) validateRelations() error {
 	if k := c.StallKillSecs; k != 0 && (k <= c.StallSecs || k > spawn.MaxStallSecs) {
 		return fmt.Errorf("stall_kill_secs = %d must be 0 (never end a run for its silence) or more than stall_secs = %d and at most %d", k, c.StallSecs, spawn.MaxStallSecs)
 	}
-	if c.ApprovalTimeoutSecs > MaxApprovalTimeoutSecs {
-		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, MaxApprovalTimeoutSecs)
+	if c.ApprovalTimeoutSecs > api.MaxApprovalTimeoutSecs {
+		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, api.MaxApprovalTimeoutSecs)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/atomicfile"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 // CrashDirName is the directory under the home where a daemon's crash
@@ -233,7 +234,7 @@ func firstLines(path string) []string {
 // died without a word, the nearest the home knows of when it stopped.
 func lastActivity(home string) time.Time {
 	var t time.Time
-	for _, name := range []string{RunsDBName, RunsDBName + "-wal"} {
+	for _, name := range []string{homedir.RunsDBName, homedir.RunsDBName + "-wal"} {
 		if st, err := os.Stat(filepath.Join(home, name)); err == nil && st.ModTime().After(t) {
 			t = st.ModTime().UTC()
 		}

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // A writing run's cwd is judged by name, and a directory on the way can be
@@ -89,7 +89,7 @@ func TestNoRunStartsInAForbiddenDirSwappedInAfterItsCwdWasChecked(t *testing.T) 
 				res, err := rd.Client.Invoke(ctx, p)
 				switch {
 				case err != nil:
-					if re := (*rpc.Error)(nil); errors.As(err, &re) && re.Code == rpc.CodeInvalidParams && strings.HasPrefix(re.Message, "invalid params: cwd: ") {
+					if re := (*rpcclient.Error)(nil); errors.As(err, &re) && re.Code == rpcclient.CodeInvalidParams && strings.HasPrefix(re.Message, "invalid params: cwd: ") {
 						refusedAtCheck.Add(1)
 					} else {
 						other.Add(1)

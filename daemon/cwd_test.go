@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // A run that writes (edit, bypass, and any mode but read_only) gets its
@@ -51,7 +52,7 @@ func TestARunThatWritesIsRefusedTheRootTheHomeAndSystemDirsHoweverTheyAreNamed(t
 			p.Cwd, p.PermissionMode = tc.cwd, tc.mode
 			_, err := rd.Client.Invoke(ctx, p)
 			re := rpcCode(t, err)
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 			data := errData(t, re)
 			assert.Equal(t, "cwd", data["field"])
 			resolved, _ := filepath.EvalSymlinks(tc.resolved)
@@ -60,7 +61,7 @@ func TestARunThatWritesIsRefusedTheRootTheHomeAndSystemDirsHoweverTheyAreNamed(t
 			assert.Contains(t, re.Message, "permission_mode "+tc.mode)
 		})
 	}
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a refused cwd is not a run")
 	started, _ := filepath.Glob(filepath.Join(rd.agents["claude-code"].Dir, "env-*"))
@@ -144,14 +145,14 @@ func TestAWritingRunIsRefusedTheHomesDotDirsAndTheAgentsPath(t *testing.T) {
 			}
 			_, err := rd.Client.Invoke(ctx, p)
 			re := rpcCode(t, err)
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 			data := errData(t, re)
 			resolved, _ := filepath.EvalSymlinks(tc.resolved)
 			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": tc.rule, "config_key": plan.AllowedEditDirsKey}, data)
 			assert.Contains(t, re.Message, "allowed_edit_dirs in card.toml")
 		})
 	}
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a refused cwd is not a run")
 
@@ -188,7 +189,7 @@ func TestARootDaemonRefusesAWritingRunInAnotherUsersHome(t *testing.T) {
 		p.Cwd, p.PermissionMode = cwd, "edit"
 		_, err := rd.Client.Invoke(ctx, p)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 		assert.Equal(t, "other_user_home", errData(t, re)["rule"], re.Message)
 	}
 	p := rd.params("claude-code", "edit the project")
@@ -233,13 +234,13 @@ func TestAWritingRunIsRefusedWhereAnAgentIsInstalled(t *testing.T) {
 			p.Cwd, p.PermissionMode = tc.cwd, "edit"
 			_, err := rd.Client.Invoke(ctx, p)
 			re := rpcCode(t, err)
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 			resolved, _ := filepath.EvalSymlinks(tc.resolved)
 			assert.Equal(t, map[string]any{"field": "cwd", "resolved": resolved, "rule": "agent_install", "config_key": plan.AllowedEditDirsKey}, errData(t, re))
 			assert.Contains(t, re.Message, "where codex is installed")
 		})
 	}
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a refused cwd is not a run")
 	for _, dir := range []string{allowed, rd.cwd} {

@@ -27,6 +27,8 @@ import (
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/rpc"
 )
 
@@ -85,7 +87,7 @@ type Daemon struct {
 	// probeTag marks this daemon's probes (see endLeftoverProbes).
 	probeTag string
 
-	lock      *homeLock
+	lock      *home.Lock
 	crash     *crashLog
 	lastCrash *api.CrashReport
 	guard     guard.Snapshot
@@ -121,7 +123,7 @@ type Daemon struct {
 	shutdownErr  error
 
 	infoOnce sync.Once
-	infoJSON rpc.Encoded[Info]
+	infoJSON rpc.Encoded[api.Info]
 	infoErr  error
 	// detectJSON is agents.detect's answer, encoded once per detection.
 	detectJSON encodedDetections
@@ -169,9 +171,9 @@ func New(opts Options) (*Daemon, error) {
 	// the lock). It goes before the new token is written: a client that
 	// read the dead daemon's URL must not then read the new token and send
 	// it to whoever listens on the dead port.
-	if err := os.Remove(filepath.Join(home, DiscoveryFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(home, homedir.DiscoveryFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		lock.Release()
-		return nil, fmt.Errorf("remove the stale %s: %w", filepath.Join(home, DiscoveryFileName), err)
+		return nil, fmt.Errorf("remove the stale %s: %w", filepath.Join(home, homedir.DiscoveryFileName), err)
 	}
 	if _, err := NewToken(home); err != nil {
 		lock.Release()
@@ -308,9 +310,9 @@ func (d *Daemon) Start() error {
 	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
 
 	exe, _ := os.Executable()
-	disc := Discovery{URL: d.url, PID: d.pid, Exe: exe, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
+	disc := home.Discovery{URL: d.url, PID: d.pid, Exe: exe, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
 	if err := writeDiscovery(d.home, disc); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(d.home, DiscoveryFileName), err)
+		return fmt.Errorf("write %s: %w", filepath.Join(d.home, home.DiscoveryFileName), err)
 	}
 	if err := sdNotify(d.env["NOTIFY_SOCKET"], "READY=1\nMAINPID="+fmt.Sprint(d.pid)); err != nil {
 		d.log.Warn("could not notify systemd", zap.Error(err))
@@ -386,7 +388,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.cancel()
 		d.bg.Wait()
 		// The token dies with the daemon; the next start makes its own.
-		_ = os.Remove(filepath.Join(d.home, TokenFileName))
+		_ = os.Remove(filepath.Join(d.home, home.TokenFileName))
 		// Last before the lock goes: a daemon killed while it shut down
 		// leaves its log, and the next start says so.
 		d.crash.close()
@@ -461,7 +463,7 @@ type tokenFile struct {
 }
 
 func (t *tokenFile) current() ([]byte, error) {
-	path := filepath.Join(t.home, TokenFileName)
+	path := filepath.Join(t.home, home.TokenFileName)
 	// Lstat: a link put in the token's place changes what is compared, and
 	// ReadToken then refuses it.
 	st, err := os.Lstat(path)

@@ -19,7 +19,8 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/internal/home"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +57,7 @@ func TestHomeAndTokenFilesArePrivate(t *testing.T) {
 	st, err := os.Stat(td.Home)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
-	st, err = os.Stat(filepath.Join(td.Home, daemon.TokenFileName))
+	st, err = os.Stat(filepath.Join(td.Home, home.TokenFileName))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 	assert.GreaterOrEqual(t, len(td.Token), 64, "256 bits, hex-encoded")
@@ -103,7 +104,7 @@ func TestUpgradeRefusals(t *testing.T) {
 
 func TestTheSubprotocolFormOfTheTokenIsAccepted(t *testing.T) {
 	td := daemontest.Start(t, daemontest.Options{NoClient: true})
-	c := td.Dial(t, client.Options{RPC: rpc.ClientOptions{TokenInSubprotocol: true}})
+	c := td.Dial(t, client.Options{RPC: rpcclient.ClientOptions{TokenInSubprotocol: true}})
 	info, err := c.Info(daemontest.Context(t))
 	require.NoError(t, err)
 	assert.Equal(t, td.Home, info.Home)
@@ -114,7 +115,7 @@ func TestEveryLoopbackHostFormIsAccepted(t *testing.T) {
 	port := strings.TrimPrefix(strings.TrimSuffix(td.URL, "/rpc"), "ws://127.0.0.1:")
 	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port} {
 		t.Run(host, func(t *testing.T) {
-			c := td.Dial(t, client.Options{RPC: rpc.ClientOptions{Host: host}})
+			c := td.Dial(t, client.Options{RPC: rpcclient.ClientOptions{Host: host}})
 			_, err := c.Info(daemontest.Context(t))
 			require.NoError(t, err)
 		})
@@ -129,7 +130,7 @@ func TestRotatedTokenTakesEffectForNewConnections(t *testing.T) {
 
 	ctx := daemontest.Context(t)
 	_, err = client.Dial(ctx, client.Options{URL: td.URL, Token: td.Token})
-	var de *rpc.DialError
+	var de *rpcclient.DialError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 401, de.Status)
 
@@ -334,7 +335,7 @@ func TestAShutdownThatRunsOutOfGraceFinishesAndSaysSo(t *testing.T) {
 	assert.Less(t, took, 3*time.Second, "shutdown waited past its grace period for a silent client")
 	t.Logf("shutdown with a 300 ms grace took %v", took)
 	assert.Contains(t, err.Error(), "closed hard")
-	_, statErr := os.Stat(filepath.Join(td.Home, daemon.DiscoveryFileName))
+	_, statErr := os.Stat(filepath.Join(td.Home, home.DiscoveryFileName))
 	assert.True(t, os.IsNotExist(statErr), "daemon.json is gone all the same")
 	assert.Equal(t, err, td.Shutdown(context.Background()), "a second call gives the same answer")
 }
@@ -347,7 +348,7 @@ func TestTheConnectionCapAnswers503AndFreesUpWhenAClientLeaves(t *testing.T) {
 	td.Dial(t, client.Options{})
 
 	_, err := client.Dial(ctx, client.Options{URL: td.URL, Token: td.Token})
-	var de *rpc.DialError
+	var de *rpcclient.DialError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 503, de.Status)
 	assert.Contains(t, de.Reason, "too many connections (limit 2)")
@@ -385,7 +386,7 @@ func TestTheInFlightCapAnswersAtOnceWithItsOwnCode(t *testing.T) {
 		order = append(order, a.ID)
 		if a.ID == "quick" {
 			require.NotNil(t, a.Error, string(b))
-			assert.Equal(t, rpc.CodeTooManyRequests, a.Error.Code)
+			assert.Equal(t, rpcclient.CodeTooManyRequests, a.Error.Code)
 			assert.Contains(t, a.Error.Message, "limit 1")
 			assert.Less(t, time.Since(start), 900*time.Millisecond, "refused at once, not after the slow request")
 		} else {

@@ -12,6 +12,7 @@ import (
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 	"github.com/card-dev/card/substrate"
 )
@@ -116,9 +117,9 @@ func wireError(err error) error {
 	}
 	switch {
 	case errors.As(err, &inUse):
-		return &rpc.Error{Code: CodeSessionInUse, Message: inUse.Error(), Data: map[string]any{"session_id": inUse.SessionID, "run_id": inUse.RunID}}
+		return &rpcclient.Error{Code: CodeSessionInUse, Message: inUse.Error(), Data: map[string]any{"session_id": inUse.SessionID, "run_id": inUse.RunID}}
 	case errors.As(err, &subs):
-		return &rpc.Error{Code: CodeTooManySubs, Message: subs.Error(),
+		return &rpcclient.Error{Code: CodeTooManySubs, Message: subs.Error(),
 			Data: map[string]any{"open": subs.Open, "max_subscriptions_per_connection": subs.Max, "config_key": "max_subscriptions_per_connection"}}
 	case errors.As(err, &denied):
 		return accessDenied(denied)
@@ -130,37 +131,37 @@ func wireError(err error) error {
 			data = map[string]any{}
 		}
 		data["run_id"] = refused.RunID
-		return &rpc.Error{Code: e.Code, Message: e.Message, Data: data}
+		return &rpcclient.Error{Code: e.Code, Message: e.Message, Data: data}
 	case errors.As(err, &field):
 		return api.InvalidField(field.Field, "%s", field.Message)
 	case errors.As(err, &cwdRefused):
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: " + cwdRefused.Error(),
+		return &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "invalid params: " + cwdRefused.Error(),
 			Data: map[string]any{"field": "cwd", "resolved": cwdRefused.Resolved, "rule": cwdRefused.Rule, "config_key": plan.AllowedEditDirsKey}}
 	case errors.As(err, &unknown):
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
+		return &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "invalid params: id: " + unknown.Error(),
 			Data: map[string]any{"field": "id", "id": unknown.ID, "known": unknown.Known}}
 	case errors.As(err, &missing):
-		return &rpc.Error{Code: CodeAgentNotInstalled, Message: missing.Error(),
+		return &rpcclient.Error{Code: CodeAgentNotInstalled, Message: missing.Error(),
 			Data: map[string]any{"adapter": missing.ID, "binary": missing.Binary, "pin_env": missing.PinEnv, "install_hint": missing.InstallHint}}
 	case errors.As(err, &unusable):
-		return &rpc.Error{Code: CodeAgentUnusable, Message: unusable.Error(),
+		return &rpcclient.Error{Code: CodeAgentUnusable, Message: unusable.Error(),
 			Data: map[string]any{"adapter": unusable.ID, "path": unusable.Path, "reason": unusable.Reason}}
 	case errors.As(err, &loop):
-		return &rpc.Error{Code: CodeGuardRefused, Message: loop.Error(),
+		return &rpcclient.Error{Code: CodeGuardRefused, Message: loop.Error(),
 			Data: map[string]any{"adapter": loop.Adapter, "ancestry": loop.Ancestry, "max_chain": loop.MaxChain, "reason": loop.Reason}}
 	case errors.Is(err, runs.ErrShuttingDown):
-		return &rpc.Error{Code: rpc.CodeShuttingDown, Message: err.Error()}
+		return &rpcclient.Error{Code: rpcclient.CodeShuttingDown, Message: err.Error()}
 	case errors.As(err, &bypass):
-		return &rpc.Error{Code: CodeBypassNotAllowed, Message: bypass.Error(),
+		return &rpcclient.Error{Code: CodeBypassNotAllowed, Message: bypass.Error(),
 			Data: map[string]any{"adapter": bypass.Adapter, "permission_mode": string(spawn.ModeBypass), "config_key": "allow_bypass"}}
 	case errors.As(err, &unenforced):
-		return &rpc.Error{Code: CodeUnenforcedReadOnly, Message: unenforced.Error(),
+		return &rpcclient.Error{Code: CodeUnenforcedReadOnly, Message: unenforced.Error(),
 			Data: map[string]any{"adapter": unenforced.Adapter, "read_only_enforcement": string(unenforced.Enforcement), "field": "acknowledge_unenforced_read_only"}}
 	case errors.As(err, &busy):
-		return &rpc.Error{Code: CodeTooManyRuns, Message: busy.Error(),
+		return &rpcclient.Error{Code: CodeTooManyRuns, Message: busy.Error(),
 			Data: map[string]any{"running": busy.Running, "max_concurrent_runs": busy.Max}}
 	case errors.As(err, &overBudget):
-		return &rpc.Error{Code: CodeBudgetExceeded, Message: overBudget.Error(),
+		return &rpcclient.Error{Code: CodeBudgetExceeded, Message: overBudget.Error(),
 			Data: map[string]any{"budget": overBudget.Budget, "scope": overBudget.Scope, "period": overBudget.Period,
 				"limit": overBudget.Limit, "spent": overBudget.Spent, "in_flight": overBudget.InFlight,
 				"in_flight_runs": overBudget.InFlightRuns, "resets_at": overBudget.ResetsAt.Format(time.RFC3339),
@@ -185,20 +186,20 @@ func runError(err error) error {
 		// Only a client that withdrew the request reads this answer (one
 		// that went away reads nothing), and it needs the run's id to end
 		// the run or to follow it.
-		return &rpc.Error{Code: rpc.CodeRequestCancelled, Message: waitEnded.Error(), Data: map[string]any{"run_id": waitEnded.RunID}}
+		return &rpcclient.Error{Code: rpcclient.CodeRequestCancelled, Message: waitEnded.Error(), Data: map[string]any{"run_id": waitEnded.RunID}}
 	case errors.As(err, &notFound):
-		return &rpc.Error{Code: CodeRunNotFound, Message: notFound.Error(), Data: map[string]any{"run_id": notFound.RunID}}
+		return &rpcclient.Error{Code: CodeRunNotFound, Message: notFound.Error(), Data: map[string]any{"run_id": notFound.RunID}}
 	case errors.As(err, &noQuestion):
-		return &rpc.Error{Code: CodeApprovalNotFound, Message: noQuestion.Error(),
+		return &rpcclient.Error{Code: CodeApprovalNotFound, Message: noQuestion.Error(),
 			Data: map[string]any{"run_id": noQuestion.RunID, "request_id": noQuestion.RequestID}}
 	case errors.As(err, &closedQ):
 		data := map[string]any{"run_id": closedQ.RunID}
 		if closedQ.RequestID != "" {
 			data["request_id"], data["decision"], data["by"] = closedQ.RequestID, closedQ.Decision, closedQ.By
 		}
-		return &rpc.Error{Code: CodeApprovalClosed, Message: closedQ.Error(), Data: data}
+		return &rpcclient.Error{Code: CodeApprovalClosed, Message: closedQ.Error(), Data: data}
 	case errors.As(err, &notAsked):
-		return &rpc.Error{Code: CodeApprovalNotAsked, Message: notAsked.Error(),
+		return &rpcclient.Error{Code: CodeApprovalNotAsked, Message: notAsked.Error(),
 			Data: map[string]any{"run_id": notAsked.RunID, "request_id": notAsked.RequestID}}
 	case errors.As(err, &badChoice):
 		return api.InvalidField("decision", "%s", badChoice.Error())
@@ -219,19 +220,19 @@ func substrateError(err error) error {
 	case errors.As(err, &fe):
 		return err
 	case errors.As(err, &ro) || errors.Is(err, substrate.ErrReadOnly):
-		return &rpc.Error{Code: CodeSubstrateReadOnly, Message: err.Error(), Data: map[string]any{"config_key": "[substrate] read_only"}}
+		return &rpcclient.Error{Code: CodeSubstrateReadOnly, Message: err.Error(), Data: map[string]any{"config_key": "[substrate] read_only"}}
 	case errors.Is(err, substrate.ErrInvalidPath):
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: path: " + err.Error(), Data: map[string]any{"field": "path"}}
+		return &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "invalid params: path: " + err.Error(), Data: map[string]any{"field": "path"}}
 	case errors.Is(err, substrate.ErrNotSupported):
-		return &rpc.Error{Code: CodeSubstrateNotSupport, Message: err.Error()}
+		return &rpcclient.Error{Code: CodeSubstrateNotSupport, Message: err.Error()}
 	case errors.As(err, &te):
-		return &rpc.Error{Code: CodeSubstrateTransport, Message: err.Error(), Data: map[string]any{"op": te.Op, "target": te.Target, "timeout": te.Timeout, "attempts": te.Attempts}}
+		return &rpcclient.Error{Code: CodeSubstrateTransport, Message: err.Error(), Data: map[string]any{"op": te.Op, "target": te.Target, "timeout": te.Timeout, "attempts": te.Attempts}}
 	case errors.As(err, &to):
-		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "timeout", "command": to.Command, "after_secs": to.After.Seconds()}}
+		return &rpcclient.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "timeout", "command": to.Command, "after_secs": to.After.Seconds()}}
 	case errors.Is(err, substrate.ErrPathExists), errors.Is(err, substrate.ErrPathStateUnknown):
-		return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
+		return &rpcclient.Error{Code: CodeSubstrateFailed, Message: err.Error(), Data: map[string]any{"reason": "create_only"}}
 	}
-	return &rpc.Error{Code: CodeSubstrateFailed, Message: err.Error()}
+	return &rpcclient.Error{Code: CodeSubstrateFailed, Message: err.Error()}
 }
 
 // accessDenied names what the connection lacks and where an operator grants
@@ -253,7 +254,7 @@ func accessDenied(e *rpc.AccessDeniedError) error {
 			msg += " (allow_bypass alone never opens bypass to a web page)"
 		}
 	}
-	return &rpc.Error{Code: CodeAccessDenied, Message: msg, Data: data}
+	return &rpcclient.Error{Code: CodeAccessDenied, Message: msg, Data: data}
 }
 
 // sessionError maps the session manager's errors onto the wire, or nil
@@ -274,40 +275,40 @@ func sessionError(err error) error {
 	)
 	switch {
 	case errors.As(err, &notFound):
-		return &rpc.Error{Code: CodeSessionNotFound, Message: notFound.Error(), Data: map[string]any{"field": "session_id", "session_id": notFound.SessionID}}
+		return &rpcclient.Error{Code: CodeSessionNotFound, Message: notFound.Error(), Data: map[string]any{"field": "session_id", "session_id": notFound.SessionID}}
 	case errors.As(err, &closed):
-		return &rpc.Error{Code: CodeSessionClosed, Message: closed.Error(), Data: map[string]any{"field": "session_id", "session_id": closed.SessionID, "close_reason": closed.Reason}}
+		return &rpcclient.Error{Code: CodeSessionClosed, Message: closed.Error(), Data: map[string]any{"field": "session_id", "session_id": closed.SessionID, "close_reason": closed.Reason}}
 	case errors.As(err, &full):
-		return &rpc.Error{Code: CodeSessionQueueFull, Message: full.Error(),
+		return &rpcclient.Error{Code: CodeSessionQueueFull, Message: full.Error(),
 			Data: map[string]any{"session_id": full.SessionID, "queued": full.Queued, "max_queue": full.Max, "config_key": "[sessions] max_queue"}}
 	case errors.As(err, &steer):
-		return &rpc.Error{Code: CodeSteerUnsupported, Message: steer.Error(), Data: map[string]any{"session_id": steer.SessionID, "adapter": steer.Adapter, "reason": steer.Reason}}
+		return &rpcclient.Error{Code: CodeSteerUnsupported, Message: steer.Error(), Data: map[string]any{"session_id": steer.SessionID, "adapter": steer.Adapter, "reason": steer.Reason}}
 	case errors.As(err, &adapter):
 		data := map[string]any{"field": "session_id", "session_id": adapter.SessionID, "adapter": adapter.Adapter, "reason": adapter.Err.Error()}
 		var refused *runs.RefusedError
 		if errors.As(err, &refused) {
 			data["run_id"] = refused.RunID
 		}
-		return &rpc.Error{Code: CodeAdapterGone, Message: adapter.Error(), Data: data}
+		return &rpcclient.Error{Code: CodeAdapterGone, Message: adapter.Error(), Data: data}
 	case errors.As(err, &plain):
-		return &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: session_id: " + plain.Error(),
+		return &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "invalid params: session_id: " + plain.Error(),
 			Data: map[string]any{"field": "session_id", "session_id": plain.SessionID}}
 	case errors.As(err, &gone):
-		return &rpc.Error{Code: CodeWorktreeGone, Message: gone.Error(), Data: map[string]any{"session_id": gone.SessionID, "reason": gone.Reason}}
+		return &rpcclient.Error{Code: CodeWorktreeGone, Message: gone.Error(), Data: map[string]any{"session_id": gone.SessionID, "reason": gone.Reason}}
 	case errors.As(err, &busy):
 		data := map[string]any{"session_id": busy.SessionID, "method": busy.Method, "queued": busy.Queued}
 		if busy.RunID != "" {
 			data["run_id"] = busy.RunID
 		}
-		return &rpc.Error{Code: CodeSessionBusy, Message: busy.Error(), Data: data}
+		return &rpcclient.Error{Code: CodeSessionBusy, Message: busy.Error(), Data: data}
 	case errors.As(err, &notOwner):
-		return &rpc.Error{Code: CodeNotSessionOwner, Message: notOwner.Error(),
+		return &rpcclient.Error{Code: CodeNotSessionOwner, Message: notOwner.Error(),
 			Data: map[string]any{"field": "session_id", "session_id": notOwner.SessionID, "method": notOwner.Method, "origin": notOwner.Origin}}
 	case errors.As(err, &tooMany):
-		return &rpc.Error{Code: CodeTooManySessions, Message: tooMany.Error(),
+		return &rpcclient.Error{Code: CodeTooManySessions, Message: tooMany.Error(),
 			Data: map[string]any{"open": tooMany.Open, "max": tooMany.Max, "config_key": "[sessions] " + tooMany.Key}}
 	case errors.As(err, &capped):
-		return &rpc.Error{Code: CodeBudgetExceeded, Message: capped.Error(),
+		return &rpcclient.Error{Code: CodeBudgetExceeded, Message: capped.Error(),
 			Data: map[string]any{"kind": "budget", "session_id": capped.SessionID, "cap": capped.Cap, "field": capped.Cap, "limit": capped.Limit, "spent": capped.Spent}}
 	}
 	return nil

@@ -6,24 +6,6 @@ import (
 	"github.com/card-dev/card/internal/home"
 )
 
-// The home's files, checks, token and discovery file are in package
-// internal/home, which the Go client shares; these names keep the daemon's
-// callers (the CLI, the tests) compiling under the old ones.
-const (
-	TokenFileName     = home.TokenFileName
-	DiscoveryFileName = home.DiscoveryFileName
-	LockFileName      = home.LockFileName
-	RunsDBName        = home.RunsDBName
-)
-
-type (
-	// Discovery is <home>/daemon.json: how a client finds the running daemon.
-	Discovery = home.Discovery
-	// AlreadyRunningError says another daemon holds the home.
-	AlreadyRunningError = home.AlreadyRunningError
-	homeLock            = home.Lock
-)
-
 // DefaultHome is where card keeps its state (home.DefaultHome).
 func DefaultHome(getenv func(string) string) (string, error) { return home.DefaultHome(getenv) }
 
@@ -43,8 +25,8 @@ func RotateToken(dir string) (string, error) { return home.RotateToken(dir) }
 func ReadToken(dir string) (string, error) { return home.ReadToken(dir) }
 
 // ReadDiscovery reads <home>/daemon.json (home.ReadDiscovery).
-func ReadDiscovery(dir string) (Discovery, error) { return home.ReadDiscovery(dir) }
+func ReadDiscovery(dir string) (home.Discovery, error) { return home.ReadDiscovery(dir) }
 
-func writeDiscovery(dir string, d Discovery) error { return home.WriteDiscovery(dir, d) }
-func removeDiscovery(dir string, pid int)          { home.RemoveDiscovery(dir, pid) }
-func lockHome(dir string) (*homeLock, error)       { return home.LockHome(dir) }
+func writeDiscovery(dir string, d home.Discovery) error { return home.WriteDiscovery(dir, d) }
+func removeDiscovery(dir string, pid int)               { home.RemoveDiscovery(dir, pid) }
+func lockHome(dir string) (*home.Lock, error)           { return home.LockHome(dir) }

@@ -18,8 +18,10 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/testskip"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // newDaemon prepares a daemon on home and returns New's error; a daemon it
@@ -106,7 +108,7 @@ func TestAHomeOwnedByAnotherUserIsRefused(t *testing.T) {
 // Each file a daemon trusts in its home is refused when it is a link, and
 // the link's target is left alone.
 func TestATokenDaemonJSONOrLockThatIsALinkIsRefused(t *testing.T) {
-	for _, name := range []string{daemon.TokenFileName, daemon.DiscoveryFileName, daemon.LockFileName} {
+	for _, name := range []string{home.TokenFileName, home.DiscoveryFileName, home.LockFileName} {
 		t.Run(name, func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "card")
 			require.NoError(t, os.Mkdir(home, 0o700))
@@ -126,7 +128,7 @@ func TestATokenDaemonJSONOrLockThatIsALinkIsRefused(t *testing.T) {
 
 func TestAClientRefusesATokenThatIsALink(t *testing.T) {
 	d := daemontest.Start(t, daemontest.Options{NoClient: true})
-	tok := filepath.Join(d.Home, daemon.TokenFileName)
+	tok := filepath.Join(d.Home, home.TokenFileName)
 	elsewhere := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(elsewhere, []byte(d.Token+"\n"), 0o600))
 	require.NoError(t, os.Remove(tok))
@@ -152,13 +154,13 @@ func TestEveryStartMakesANewTokenAndRemovesADeadDaemonsDiscoveryFirst(t *testing
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, first.Shutdown(ctx))
-	_, err := os.Stat(filepath.Join(home, daemon.TokenFileName))
+	_, err := os.Stat(filepath.Join(home, homedir.TokenFileName))
 	assert.True(t, os.IsNotExist(err), "the token went with its daemon")
 
 	// A dead daemon's leftovers: its daemon.json and token.
 	stale := `{"url":"ws://127.0.0.1:1/rpc","pid":999999999}`
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.DiscoveryFileName), []byte(stale), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(home, daemon.TokenFileName), []byte(first.Token+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, homedir.DiscoveryFileName), []byte(stale), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, homedir.TokenFileName), []byte(first.Token+"\n"), 0o600))
 
 	second := daemontest.Start(t, daemontest.Options{Home: home, NoClient: true})
 	assert.NotEqual(t, first.Token, second.Token)
@@ -188,7 +190,7 @@ func TestADaemonOnAnotherLoopbackAddressAcceptsItsOwnURL(t *testing.T) {
 
 	port := strings.TrimSuffix(strings.TrimPrefix(d.URL, "ws://127.0.0.2:"), "/rpc")
 	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port} {
-		c := d.Dial(t, client.Options{RPC: rpc.ClientOptions{Host: host}})
+		c := d.Dial(t, client.Options{RPC: rpcclient.ClientOptions{Host: host}})
 		_, err := c.Info(ctx)
 		assert.NoError(t, err, "the loopback names stay accepted: %s", host)
 	}

@@ -1,20 +1,9 @@
 package daemon
 
 import (
-	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/spawn"
-)
-
-// agents.invoke's params and timeout bounds live in package api; these
-// aliases keep the daemon's code under the old names.
-type InvokeParams = api.InvokeParams
-
-const (
-	DefaultInvokeTimeout = api.DefaultInvokeTimeout
-	MinInvokeTimeoutSecs = api.MinInvokeTimeoutSecs
-	MaxInvokeTimeoutSecs = api.MaxInvokeTimeoutSecs
 )
 
 // invokeAccessRules are the classes agents.invoke (and its CAR name) needs

@@ -13,9 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -57,7 +58,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 		require.NoError(t, err)
 		return time.Since(start)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(rd.Home, daemon.RunsDBName), store.Options{})
+	st, err := store.Open(context.Background(), filepath.Join(rd.Home, home.RunsDBName), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	// stored waits until a run's terminal event is in the store: events are
@@ -68,7 +69,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 		for {
 			evs, err := st.Events(context.Background(), id, 0, store.MaxEventsLimit)
 			require.NoError(t, err)
-			if n := len(evs); n > 0 && evs[n-1].Kind == daemon.EventDone {
+			if n := len(evs); n > 0 && evs[n-1].Kind == api.EventDone {
 				return time.Since(start)
 			}
 			require.Less(t, time.Since(start), time.Minute)
@@ -80,7 +81,7 @@ func TestInvokeOverheadAgainstRunningTheAgentDirectly(t *testing.T) {
 		start := time.Now()
 		res := rd.finished(t, rd.params("claude-code", task))
 		took := time.Since(start)
-		require.Equal(t, store.StatusSucceeded, res.Status)
+		require.Equal(t, api.StatusSucceeded, res.Status)
 		lag = append(lag, stored(res.RunID))
 		return took
 	}

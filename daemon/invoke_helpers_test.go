@@ -16,10 +16,9 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // The fake agents replay real captured streams, copied into spawn/testdata
@@ -110,12 +109,12 @@ func (rd *runsDaemon) bigTask(t testing.TB, n, size int) {
 }
 
 // params is a run of adapter id on task in the daemon's working directory.
-func (rd *runsDaemon) params(id, task string) daemon.InvokeParams {
-	return daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: rd.cwd}, Task: task}
+func (rd *runsDaemon) params(id, task string) api.InvokeParams {
+	return api.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: rd.cwd}, Task: task}
 }
 
 // finished runs p to its end and returns the answer.
-func (rd *runsDaemon) finished(t testing.TB, p daemon.InvokeParams) daemon.InvokeResult {
+func (rd *runsDaemon) finished(t testing.TB, p api.InvokeParams) api.InvokeResult {
 	t.Helper()
 	res, err := rd.Client.Invoke(daemontest.Context(t), p)
 	require.NoError(t, err)
@@ -123,7 +122,7 @@ func (rd *runsDaemon) finished(t testing.TB, p daemon.InvokeParams) daemon.Invok
 }
 
 // stream starts a streaming run on a new client that collects its events.
-func (rd *runsDaemon) stream(t testing.TB, p daemon.InvokeParams) (*client.Client, *daemontest.Events, daemon.InvokeAccepted) {
+func (rd *runsDaemon) stream(t testing.TB, p api.InvokeParams) (*client.Client, *daemontest.Events, api.InvokeAccepted) {
 	t.Helper()
 	evs := daemontest.NewEvents()
 	c := rd.Dial(t, client.Options{OnEvent: evs.Add})
@@ -132,14 +131,14 @@ func (rd *runsDaemon) stream(t testing.TB, p daemon.InvokeParams) (*client.Clien
 	return c, evs, acc
 }
 
-func rpcCode(t testing.TB, err error) *rpc.Error {
+func rpcCode(t testing.TB, err error) *rpcclient.Error {
 	t.Helper()
-	var re *rpc.Error
+	var re *rpcclient.Error
 	require.True(t, errors.As(err, &re), "want a JSON-RPC error, got %v", err)
 	return re
 }
 
-func errData(t testing.TB, re *rpc.Error) map[string]any {
+func errData(t testing.TB, re *rpcclient.Error) map[string]any {
 	t.Helper()
 	var m map[string]any
 	switch d := re.Data.(type) {
@@ -156,7 +155,7 @@ func errData(t testing.TB, re *rpc.Error) map[string]any {
 }
 
 // waitRun polls runs.get until the run has a terminal status.
-func waitRun(t testing.TB, c *client.Client, id string, d time.Duration) store.Run {
+func waitRun(t testing.TB, c *client.Client, id string, d time.Duration) api.Run {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -196,7 +195,7 @@ func processesOfRun(id string) []int {
 			continue
 		}
 		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == daemon.RunIDEnv+"="+id {
+			if kv == proc.RunIDEnv+"="+id {
 				out = append(out, pid)
 			}
 		}

@@ -5,10 +5,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -17,7 +19,7 @@ import (
 // TestATimeoutOrAListLimitOutsideItsDocumentedRangeIsRefusedNamingTheField).
 func TestTimeoutDefaultsAndIsClamped(t *testing.T) {
 	for in, want := range map[int]int{0: 300, -5: 1, 1: 1, 90: 90, 3600: 3600, 99999: 3600, 1_000_000_000_000: 3600} {
-		p := invokeParamsOf(&ExternalInvokeParams{TimeoutSecs: in})
+		p := invokeParamsOf(&api.ExternalInvokeParams{TimeoutSecs: in})
 		assert.Equal(t, want, int(p.Timeout().Seconds()), "timeout_secs %d", in)
 	}
 }
@@ -30,11 +32,11 @@ func TestEveryRefusalMapsOntoItsCodeAndNamesTheRecordedRun(t *testing.T) {
 		code int64
 	}{
 		{&guard.Refusal{Adapter: "pi", Ancestry: []string{"pi"}, MaxChain: 3, Reason: guard.ReasonCycle}, CodeGuardRefused},
-		{runs.ErrShuttingDown, rpc.CodeShuttingDown},
+		{runs.ErrShuttingDown, rpcclient.CodeShuttingDown},
 		{&spawn.BypassRefusedError{Adapter: "pi"}, CodeBypassNotAllowed},
 		{&detect.NotInstalledError{ID: "pi", Binary: "pi"}, CodeAgentNotInstalled},
 		{&detect.UnusableError{ID: "pi", Path: "/x/pi", Reason: "not executable"}, CodeAgentUnusable},
-		{&runs.UnenforcedReadOnlyError{Adapter: "pi", Enforcement: detect.NotEnforced}, CodeUnenforcedReadOnly},
+		{&runs.UnenforcedReadOnlyError{Adapter: "pi", Enforcement: api.NotEnforced}, CodeUnenforcedReadOnly},
 		{&runs.TooManyRunsError{Running: 8, Max: 8}, CodeTooManyRuns},
 	}
 	for _, tc := range cases {
@@ -46,5 +48,5 @@ func TestEveryRefusalMapsOntoItsCodeAndNamesTheRecordedRun(t *testing.T) {
 	}
 	nf := rpc.ToError(wireError(&runs.NotFoundError{RunID: "run_x"}))
 	assert.Equal(t, CodeRunNotFound, nf.Code)
-	assert.ErrorIs(t, nf, &rpc.Error{Code: CodeRunNotFound})
+	assert.ErrorIs(t, nf, &rpcclient.Error{Code: CodeRunNotFound})
 }

@@ -16,18 +16,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/internal/home"
+	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	res := rd.finished(t, rd.params("claude-code", "say pong"))
 
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 	assert.Equal(t, "claude-code", res.Adapter)
 	assert.Equal(t, "PONG from fake anthropic", res.Answer)
 	assert.Equal(t, "942c07c4-8230-4293-9685-338fbcab211c", res.SessionID)
@@ -41,7 +44,7 @@ func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 
 	run, err := rd.Client.Run(daemontest.Context(t), res.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusSucceeded, run.Status)
+	assert.Equal(t, api.StatusSucceeded, run.Status)
 	assert.Equal(t, res.Answer, run.Answer)
 	assert.Equal(t, res.SessionID, run.SessionID)
 	assert.Equal(t, len("say pong"), run.TaskLen)
@@ -52,7 +55,7 @@ func TestAFinishedRunAnswersWithTheAgentsParsedResult(t *testing.T) {
 	assert.NotZero(t, run.Pgid, "the group is recorded so a restarted daemon can end it")
 
 	env := rd.agents["claude-code"].ChildEnv(t, res.RunID)
-	assert.Equal(t, res.RunID, env[daemon.RunIDEnv])
+	assert.Equal(t, res.RunID, env[proc.RunIDEnv])
 	assert.Equal(t, "claude-code", env["CAR_INVOKED_BY"])
 	assert.NotContains(t, env, "NOTIFY_SOCKET")
 }
@@ -61,7 +64,7 @@ func TestEachAdaptersReplayedStreamEndsInTheRightResult(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	for id, answer := range map[string]string{"codex": "PONG from fake openai", "gemini": "PONG from fake gemini"} {
 		res := rd.finished(t, rd.params(id, "say pong"))
-		assert.Equal(t, store.StatusSucceeded, res.Status, id)
+		assert.Equal(t, api.StatusSucceeded, res.Status, id)
 		assert.Equal(t, answer, res.Answer, id)
 		assert.Equal(t, int64(10), res.Usage.InputTokens, id)
 	}
@@ -70,7 +73,7 @@ func TestEachAdaptersReplayedStreamEndsInTheRightResult(t *testing.T) {
 func TestAFailingAgentIsAFailedRunNotAnRPCError(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	res := rd.finished(t, rd.params("claude-code", "FAIL"))
-	assert.Equal(t, store.StatusFailed, res.Status)
+	assert.Equal(t, api.StatusFailed, res.Status)
 	require.NotNil(t, res.Error)
 	assert.Contains(t, res.Error.StderrExcerpt, "boom")
 	run := waitRun(t, rd.Client, res.RunID, time.Second)
@@ -94,17 +97,17 @@ func TestStreamedEventsArriveInSeqOrderAndEndWithOneDone(t *testing.T) {
 		if ev.Kind == "text" {
 			text += ev.Text
 		}
-		if ev.Kind == daemon.EventDone || ev.Kind == daemon.EventRunError {
+		if ev.Kind == api.EventDone || ev.Kind == api.EventRunError {
 			terminals++
 		}
 		if i < len(got)-1 {
-			assert.NotContains(t, []string{daemon.EventDone, daemon.EventRunError}, ev.Kind, "only the last event ends the stream")
+			assert.NotContains(t, []string{api.EventDone, api.EventRunError}, ev.Kind, "only the last event ends the stream")
 		}
 	}
 	assert.Equal(t, 1, terminals)
 	last := got[len(got)-1]
-	assert.Equal(t, daemon.EventDone, last.Kind)
-	assert.Equal(t, store.StatusSucceeded, last.Status)
+	assert.Equal(t, api.EventDone, last.Kind)
+	assert.Equal(t, api.StatusSucceeded, last.Status)
 	require.NotNil(t, last.Result)
 	assert.Equal(t, "PONG from fake openai", last.Result.Answer)
 	assert.Equal(t, acc.RunID, last.Result.RunID)
@@ -118,7 +121,7 @@ func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	c := rd.Client
 	ctx := daemontest.Context(t)
 	type answer struct {
-		res daemon.InvokeResult
+		res api.InvokeResult
 		err error
 	}
 	done := make(chan answer, 1)
@@ -135,13 +138,13 @@ func TestCancelEndsANonStreamingRunAndItsGroupWithinTwoSeconds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.True(t, cr.Cancelled)
-	assert.Equal(t, store.StatusCancelled, cr.Status)
+	assert.Equal(t, api.StatusCancelled, cr.Status)
 	assert.Empty(t, processesOfRun(id), "the whole group is gone, the sleeping grandchild too")
 
 	a := <-done
 	require.NoError(t, a.err)
-	assert.Equal(t, store.StatusCancelled, a.res.Status)
-	assert.Equal(t, store.StatusCancelled, waitRun(t, c, id, time.Second).Status)
+	assert.Equal(t, api.StatusCancelled, a.res.Status)
+	assert.Equal(t, api.StatusCancelled, waitRun(t, c, id, time.Second).Status)
 
 	// Cancelling it again is a clear no-op; an unknown id is an error.
 	cr, err = c.Cancel(ctx, id)
@@ -156,7 +159,7 @@ func waitForRunning(t *testing.T, c *client.Client) string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		runs, err := c.Runs(daemontest.Context(t), daemon.ListParams{Status: "running"})
+		runs, err := c.Runs(daemontest.Context(t), api.ListParams{Status: "running"})
 		require.NoError(t, err)
 		if len(runs) > 0 {
 			return runs[0].RunID
@@ -189,7 +192,7 @@ func TestADeadlineEndsTheRunAsTimedOut(t *testing.T) {
 	p := rd.params("claude-code", "SLEEP")
 	p.TimeoutSecs = 1
 	res := rd.finished(t, p)
-	assert.Equal(t, store.StatusTimedOut, res.Status)
+	assert.Equal(t, api.StatusTimedOut, res.Status)
 	assert.Less(t, time.Since(start), 4*time.Second)
 	require.NotNil(t, res.Error)
 	assert.Equal(t, "timeout", res.Error.Kind)
@@ -202,8 +205,8 @@ func TestARunOutlivesTheClientThatStartedIt(t *testing.T) {
 	require.NoError(t, c.Close())
 
 	run := waitRun(t, rd.Client, acc.RunID, 10*time.Second)
-	assert.Equal(t, store.StatusSucceeded, run.Status)
-	runs, err := rd.Client.Runs(daemontest.Context(t), daemon.ListParams{})
+	assert.Equal(t, api.StatusSucceeded, run.Status)
+	runs, err := rd.Client.Runs(daemontest.Context(t), api.ListParams{})
 	require.NoError(t, err)
 	require.NotEmpty(t, runs)
 	assert.Equal(t, acc.RunID, runs[0].RunID)
@@ -214,7 +217,7 @@ func TestCancelOnDisconnectEndsTheClientsRuns(t *testing.T) {
 	c, _, acc := rd.stream(t, rd.params("claude-code", "SLEEP"))
 	waitForProcesses(t, acc.RunID)
 	require.NoError(t, c.Close())
-	assert.Equal(t, store.StatusCancelled, waitRun(t, rd.Client, acc.RunID, 5*time.Second).Status)
+	assert.Equal(t, api.StatusCancelled, waitRun(t, rd.Client, acc.RunID, 5*time.Second).Status)
 	waitNoProcesses(t, acc.RunID, time.Second)
 }
 
@@ -222,7 +225,7 @@ func TestSubscribeAfterAReconnectGetsEveryEventExactlyOnce(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	ctx := daemontest.Context(t)
 	c, first, acc := rd.stream(t, rd.params("claude-code", "DRIP"))
-	first.WaitFor(t, acc.RunID, 10*time.Second, func(e []daemon.AgentEvent) bool { return len(e) >= 3 })
+	first.WaitFor(t, acc.RunID, 10*time.Second, func(e []api.AgentEvent) bool { return len(e) >= 3 })
 	require.NoError(t, c.Close())
 	seen := first.Of(acc.RunID)
 	require.False(t, daemontest.Ended(seen), "the drip must still be going when the client drops")
@@ -233,11 +236,11 @@ func TestSubscribeAfterAReconnectGetsEveryEventExactlyOnce(t *testing.T) {
 	_, err := c2.Subscribe(ctx, acc.RunID, lastSeq, second.Add)
 	require.NoError(t, err)
 	rest := second.WaitEnd(t, acc.RunID, 10*time.Second)
-	all := append(append([]daemon.AgentEvent{}, seen...), rest...)
+	all := append(append([]api.AgentEvent{}, seen...), rest...)
 	for i, ev := range all {
 		require.Equal(t, int64(i+1), ev.Seq, "every event exactly once, in order: %s | %s", daemontest.Kinds(seen), daemontest.Kinds(rest))
 	}
-	assert.Equal(t, daemon.EventDone, all[len(all)-1].Kind)
+	assert.Equal(t, api.EventDone, all[len(all)-1].Kind)
 
 	// After the run, the same replay comes from the store, byte for byte.
 	waitRun(t, c2, acc.RunID, 5*time.Second)
@@ -246,7 +249,7 @@ func TestSubscribeAfterAReconnectGetsEveryEventExactlyOnce(t *testing.T) {
 	sub, err := c3.Subscribe(ctx, acc.RunID, 0, nil)
 	require.NoError(t, err)
 	assert.False(t, sub.Live)
-	assert.Equal(t, store.StatusSucceeded, sub.Status)
+	assert.Equal(t, api.StatusSucceeded, sub.Status)
 	replayed := third.WaitEnd(t, acc.RunID, 5*time.Second)
 	assert.Equal(t, all, replayed)
 
@@ -270,7 +273,7 @@ func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 	assert.Contains(t, re.Message, "max_concurrent_runs")
 	refusedID, _ := errData(t, re)["run_id"].(string)
 	require.NotEmpty(t, refusedID)
-	assert.Equal(t, store.StatusRefused, waitRun(t, c, refusedID, time.Second).Status)
+	assert.Equal(t, api.StatusRefused, waitRun(t, c, refusedID, time.Second).Status)
 
 	var wg sync.WaitGroup
 	for _, id := range ids {
@@ -285,7 +288,7 @@ func TestTheNinthConcurrentRunIsRefusedNotQueued(t *testing.T) {
 	wg.Wait()
 	// A slot is free again.
 	res := rd.finished(t, rd.params("claude-code", "say pong"))
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 }
 
 func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
@@ -343,7 +346,7 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 			}
 			err := c.Call(daemontest.Context(t), "agents.invoke", tc.params, nil)
 			re := rpcCode(t, err)
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 			assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 		})
 	}
@@ -359,7 +362,7 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 	assert.Contains(t, string(answer), `"data":{"field":"id"}`)
 	assert.Contains(t, string(answer), "given more than once")
 
-	runs, err := c.Runs(daemontest.Context(t), daemon.ListParams{})
+	runs, err := c.Runs(daemontest.Context(t), api.ListParams{})
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a request that never passed validation is not a run")
 	for id, a := range rd.agents {
@@ -373,7 +376,7 @@ func TestBadParamsAreRefusedNamingTheFieldAndAreNotRecorded(t *testing.T) {
 func TestATaskMayQuoteThePlaceholderSyntax(t *testing.T) {
 	rd := startRunsDaemon(t, "")
 	res := rd.finished(t, rd.params("claude-code", "what does {{card-file:x}} mean in card?"))
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 }
 
 func TestUnknownAdapterNamesTheKnownOnes(t *testing.T) {
@@ -394,7 +397,7 @@ func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
 	assert.Contains(t, re.Message, "allow_bypass")
 	id, _ := errData(t, re)["run_id"].(string)
 	run := waitRun(t, rd.Client, id, time.Second)
-	assert.Equal(t, store.StatusRefused, run.Status)
+	assert.Equal(t, api.StatusRefused, run.Status)
 	assert.Contains(t, run.RefusalReason, "allow_bypass")
 	assert.Equal(t, "bypass", run.PermissionMode)
 }
@@ -431,23 +434,23 @@ func TestShutdownRecordsRunningRunsInterruptedAndLeavesNoChild(t *testing.T) {
 	require.NoError(t, rd.Shutdown(ctx))
 	assert.Empty(t, processesOfRun(acc.RunID))
 
-	st, err := store.Open(ctx, rd.Home+"/"+daemon.RunsDBName, store.Options{})
+	st, err := store.Open(ctx, rd.Home+"/"+home.RunsDBName, store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	run, err := st.Get(ctx, acc.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusInterrupted, run.Status)
+	assert.Equal(t, api.StatusInterrupted, run.Status)
 	require.NotNil(t, run.Error)
 	assert.Equal(t, "interrupted", run.Error.Kind)
 }
 
 // frame is one message the daemon sent on a raw connection.
 type frame struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Result json.RawMessage `json:"result"`
-	Error  *rpc.Error      `json:"error"`
-	Params json.RawMessage `json:"params"`
+	ID     json.RawMessage  `json:"id"`
+	Method string           `json:"method"`
+	Result json.RawMessage  `json:"result"`
+	Error  *rpcclient.Error `json:"error"`
+	Params json.RawMessage  `json:"params"`
 }
 
 func readFrame(t *testing.T, ws *websocket.Conn) frame {
@@ -471,17 +474,17 @@ func writeFrame(t *testing.T, ws *websocket.Conn, f string) {
 // readRun reads one request's answer and every agents.event of the run it
 // names, failing if an event comes before the answer or after the terminal
 // event is missing.
-func readRun(t *testing.T, ws *websocket.Conn, id string) (json.RawMessage, []daemon.AgentEvent) {
+func readRun(t *testing.T, ws *websocket.Conn, id string) (json.RawMessage, []api.AgentEvent) {
 	t.Helper()
 	first := readFrame(t, ws)
 	require.Empty(t, first.Method, "an agents.event arrived before the answer: %s", first.Params)
 	require.JSONEq(t, id, string(first.ID))
 	require.Nil(t, first.Error)
-	var evs []daemon.AgentEvent
+	var evs []api.AgentEvent
 	for {
 		f := readFrame(t, ws)
 		require.Equal(t, "agents.event", f.Method)
-		var ev daemon.AgentEvent
+		var ev api.AgentEvent
 		require.NoError(t, json.Unmarshal(f.Params, &ev))
 		evs = append(evs, ev)
 		if daemontest.Ended(evs) {
@@ -502,16 +505,16 @@ func TestTheAnswerThatNamesARunAlwaysPrecedesItsEvents(t *testing.T) {
 		id := fmt.Sprintf(`"invoke-%d"`, i)
 		writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"agents.invoke","params":{"id":"codex","task":"say pong","stream":true,"cwd":%q}}`, id, rd.cwd))
 		res, evs := readRun(t, ws, id)
-		var acc daemon.InvokeAccepted
+		var acc api.InvokeAccepted
 		require.NoError(t, json.Unmarshal(res, &acc))
 		assert.Equal(t, acc.RunID, evs[0].RunID)
 		assert.Equal(t, int64(1), evs[0].Seq)
 		last = acc.RunID
 	}
-	require.Equal(t, store.StatusSucceeded, waitRun(t, rd.Client, last, 10*time.Second).Status)
+	require.Equal(t, api.StatusSucceeded, waitRun(t, rd.Client, last, 10*time.Second).Status)
 	writeFrame(t, ws, fmt.Sprintf(`{"jsonrpc":"2.0","id":"sub","method":"runs.subscribe","params":{"run_id":%q,"after_seq":1}}`, last))
 	res, evs := readRun(t, ws, `"sub"`)
-	var sub daemon.SubscribeResult
+	var sub api.SubscribeResult
 	require.NoError(t, json.Unmarshal(res, &sub))
 	assert.False(t, sub.Live)
 	assert.Equal(t, int64(2), evs[0].Seq, "the replay starts after after_seq")
@@ -530,10 +533,10 @@ func TestWithdrawingAWaitingInvokeAnswersRequestCancelledAndTheRunGoesOn(t *test
 	assert.Less(t, time.Since(start), time.Second, "the wait ends at once, not with the run")
 	assert.JSONEq(t, `-3`, string(f.ID))
 	require.NotNil(t, f.Error)
-	assert.Equal(t, rpc.CodeRequestCancelled, f.Error.Code)
+	assert.Equal(t, rpcclient.CodeRequestCancelled, f.Error.Code)
 	runID, _ := errData(t, f.Error)["run_id"].(string)
 	require.NotEmpty(t, runID)
-	assert.Equal(t, store.StatusSucceeded, waitRun(t, rd.Client, runID, 10*time.Second).Status)
+	assert.Equal(t, api.StatusSucceeded, waitRun(t, rd.Client, runID, 10*time.Second).Status)
 }
 
 // A run keeps its first max_events_per_run events and its terminal one; the
@@ -545,7 +548,7 @@ func TestEventsPastTheBoundAreCountedOnTheRunAndTheTerminalIsKept(t *testing.T) 
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	require.Len(t, got, 11, "ten kept events and the terminal one: %s", daemontest.Kinds(got))
 	last := got[len(got)-1]
-	assert.Equal(t, daemon.EventDone, last.Kind)
+	assert.Equal(t, api.EventDone, last.Kind)
 	require.Greater(t, last.Seq, int64(11), "the dropped events took seqs")
 	run := waitRun(t, c, acc.RunID, 5*time.Second)
 	assert.Equal(t, last.Seq-11, run.EventsDropped)
@@ -579,7 +582,7 @@ func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) 
 	p := rd.params("codex", "say pong")
 	p.InvokedBy = "gemini"
 	res := rd.finished(t, p)
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, res.Ancestry)
 	env := rd.agents["codex"].ChildEnv(t, res.RunID)
 	assert.Equal(t, "claude-code,gemini,codex", env["CAR_INVOKED_BY"])
@@ -588,16 +591,16 @@ func TestAnAllowedSpawnStampsTheChildWithTheSeededChainPlusItself(t *testing.T) 
 	p.ID = "claude-code"
 	_, err := rd.Client.Invoke(ctx, p)
 	require.Error(t, err)
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
 	refused, allowed := runs[0], runs[1]
-	assert.Equal(t, store.StatusRefused, refused.Status)
+	assert.Equal(t, api.StatusRefused, refused.Status)
 	assert.Equal(t, "claude-code", refused.Adapter)
 	assert.Equal(t, []string{"claude-code", "gemini"}, refused.Ancestry)
 	assert.Equal(t, "gemini", refused.InvokedBy)
 	assert.Contains(t, refused.RefusalReason, "already in this invocation chain")
-	assert.Equal(t, store.StatusSucceeded, allowed.Status)
+	assert.Equal(t, api.StatusSucceeded, allowed.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, allowed.Ancestry)
 	assert.Equal(t, "gemini", allowed.InvokedBy)
 }
@@ -615,6 +618,6 @@ func TestAShorterMaxChainRefusesTheSameCallForDepth(t *testing.T) {
 	assert.Contains(t, re.Message, "CAR_AGENT_MAX_CHAIN")
 	id, _ := data["run_id"].(string)
 	run := waitRun(t, rd.Client, id, time.Second)
-	assert.Equal(t, store.StatusRefused, run.Status)
+	assert.Equal(t, api.StatusRefused, run.Status)
 	assert.Equal(t, []string{"claude-code", "gemini"}, run.Ancestry)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // gitDirs are where git is looked for after the daemon's PATH: a daemon a
@@ -109,7 +110,7 @@ func (d *Daemon) registerReview() {
 // judged in the cwd given, as any run's; then a worktree of the cwd's
 // repository is made for it, and the run goes there as the one turn of a
 // closed session that holds the worktree for review.
-func (d *Daemon) invokeIsolated(ctx context.Context, p InvokeParams, peer *rpc.Peer) (InvokeAnswer, rpc.Then, error) {
+func (d *Daemon) invokeIsolated(ctx context.Context, p api.InvokeParams, peer *rpc.Peer) (InvokeAnswer, rpc.Then, error) {
 	probe := p
 	probe.Isolation, probe.Base, probe.Attachments = "", "", nil
 	if err := p.CheckIsolation(); err != nil {
@@ -150,7 +151,7 @@ func (d *Daemon) invokeIsolated(ctx context.Context, p InvokeParams, peer *rpc.P
 		return InvokeAnswer{}, nil, err
 	}
 	d.sessions.Started(one, run)
-	return d.answerRun(ctx, p, peer, run, func(accepted *InvokeAccepted, res *InvokeResult) {
+	return d.answerRun(ctx, p, peer, run, func(accepted *api.InvokeAccepted, res *api.InvokeResult) {
 		if accepted != nil {
 			accepted.CardSessionID, accepted.Worktree = one.SessionID, one.Worktree
 		}
@@ -186,7 +187,7 @@ func isolationError(err error) error {
 		for _, f := range conflict.Files {
 			files = append(files, map[string]string{"path": f.Path, "reason": f.Reason})
 		}
-		return &rpc.Error{Code: CodeApplyConflict, Message: conflict.Error(), Data: map[string]any{"repo": conflict.Repo, "files": files}}
+		return &rpcclient.Error{Code: CodeApplyConflict, Message: conflict.Error(), Data: map[string]any{"repo": conflict.Repo, "files": files}}
 	case errors.Is(err, worktree.ErrNotRepository), errors.Is(err, worktree.ErrNoCommit), errors.Is(err, worktree.ErrUnsafeRoot):
 		return api.InvalidField("isolation", "%v; isolation \"worktree\" needs a cwd inside a git repository with a commit, outside card's home", err)
 	case errors.Is(err, worktree.ErrBadBase):

@@ -16,7 +16,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // startIsolated starts an edit session of the fake Claude Code isolated in
@@ -367,7 +367,7 @@ func TestAKilledDaemonCommitsWhatAnIsolatedInvokeItCutHadChanged(t *testing.T) {
 	opts := daemontest.Options{Config: "login_shell_path = false\n", Agents: pins}
 	first := daemontest.Serve(t, bin, opts)
 	ctx := daemontest.Context(t)
-	acc, err := first.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit",
+	acc, err := first.Client.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit",
 		Isolation: api.IsolationWorktree}, Task: "SLEEP through the kill"}, nil)
 	require.NoError(t, err)
 	require.NotNil(t, acc.Worktree)
@@ -433,7 +433,7 @@ func TestIsolationRefusalsNameWhatWasRefused(t *testing.T) {
 	} {
 		_, err := rd.Client.StartSession(ctx, c.params)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, c.name)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, c.name)
 		assert.Equal(t, c.field, errData(t, re)["field"], "%s: %s", c.name, re.Message)
 	}
 	wts, err := os.ReadDir(filepath.Join(rd.Home, "worktrees"))
@@ -453,7 +453,7 @@ func TestIsolationRefusalsNameWhatWasRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rd.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: plain.SessionID})
 	re = rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code, "a session without isolation has nothing to review")
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "a session without isolation has nothing to review")
 	assert.Equal(t, "session_id", errData(t, re)["field"])
 	_, err = rd.Client.SessionDiff(ctx, api.SessionDiffParams{SessionID: "ses_NOSUCH"})
 	assert.Equal(t, daemon.CodeSessionNotFound, rpcCode(t, err).Code)
@@ -500,7 +500,7 @@ func TestAnIsolatedInvokeIsACommitReviewableByItsSession(t *testing.T) {
 	ctx := daemontest.Context(t)
 	repo := daemontest.GitRepo(t, "oneshot")
 	before := daemontest.Snapshot(t, repo)
-	res, err := rd.Client.Invoke(ctx, daemon.InvokeParams{
+	res, err := rd.Client.Invoke(ctx, api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, PermissionMode: "edit", Isolation: api.IsolationWorktree},
 		Task:          "WRITE result.txt done",
 	})
@@ -512,7 +512,7 @@ func TestAnIsolatedInvokeIsACommitReviewableByItsSession(t *testing.T) {
 
 	var kinds []string
 	ended := make(chan struct{})
-	_, err = rd.Client.Subscribe(ctx, res.RunID, 0, func(ev daemon.AgentEvent) {
+	_, err = rd.Client.Subscribe(ctx, res.RunID, 0, func(ev api.AgentEvent) {
 		kinds = append(kinds, ev.Kind)
 		if client.Terminal(ev) {
 			close(ended)
@@ -548,7 +548,7 @@ func TestAnIsolatedInvokeIsACommitReviewableByItsSession(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, daemontest.Git(t, repo, "branch", "--list", "card/*"))
 
-	_, err = rd.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, Isolation: api.IsolationWorktree}, Task: "x"})
+	_, err = rd.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: rd.cwd, Isolation: api.IsolationWorktree}, Task: "x"})
 	re := rpcCode(t, err)
 	assert.Equal(t, "isolation", errData(t, re)["field"], "outside a repository: %s", re.Message)
 }
@@ -659,7 +659,7 @@ func TestTheWorktreesOneOriginHoldsAreBounded(t *testing.T) {
 	}
 	_, err = page.StartSession(ctx, isolated)
 	refused(err)
-	_, err = page.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}, Task: "x"})
+	_, err = page.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: repo, Isolation: api.IsolationWorktree}, Task: "x"})
 	refused(err)
 	entries, err := os.ReadDir(filepath.Join(rd.Home, "worktrees"))
 	require.NoError(t, err)
@@ -752,7 +752,7 @@ func TestIsolationSetBeforeTheFirstTurnMakesTheWorktreeAndAfterItIsRefused(t *te
 		}
 		_, err = configure(iso, base)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 		assert.Equal(t, "isolation", errData(t, re)["field"], re.Message)
 	}
 	assert.DirExists(t, from.Session.Worktree.Dir)
@@ -781,7 +781,7 @@ func TestAnIsolationChangeThatCannotBeMadeNamesItsFieldAndChangesNothing(t *test
 	} {
 		_, err := rd.Client.ConfigureSession(ctx, c.p)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s: %s", c.name, re.Message)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "%s: %s", c.name, re.Message)
 		assert.Equal(t, c.field, errData(t, re)["field"], "%s: %s", c.name, re.Message)
 	}
 	for _, id := range []string{plain.SessionID, outside.SessionID} {

@@ -21,7 +21,6 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/spawn"
@@ -138,7 +137,7 @@ esac
 			}
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		_, err := d.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "time me"}, func(ev daemon.AgentEvent) {
+		_, err := d.Client.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "time me"}, func(ev api.AgentEvent) {
 			now := time.Now()
 			if ev.Kind == spawn.EventText {
 				if _, at, ok := stamp(ev.Text); ok {

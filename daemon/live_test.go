@@ -11,10 +11,8 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -35,18 +33,18 @@ func liveClaude(t *testing.T, capture, toml string) (*daemontest.Daemon, *daemon
 func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-401-retrying.jsonl", "")
 	start := time.Now()
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "LINGER"}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "LINGER"}, nil)
 	require.NoError(t, err)
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	took := time.Since(start)
 	last := got[len(got)-1]
-	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(got))
-	assert.Equal(t, store.StatusFailed, last.Status)
+	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(got))
+	assert.Equal(t, api.StatusFailed, last.Status)
 	require.NotNil(t, last.Result.Error)
 	assert.Equal(t, spawn.KindAuth, last.Result.Error.Kind)
 	assert.Contains(t, last.Result.Error.Message, "authentication_failed (HTTP 401)")
 	assert.Less(t, took, 5*time.Second, "the second 401 ends the run, not Claude's tenth retry")
-	var retry *daemon.AgentEvent
+	var retry *api.AgentEvent
 	for i := range got {
 		if got[i].Kind == spawn.EventRetry {
 			retry = &got[i]
@@ -64,11 +62,11 @@ func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 // a piece, and the pieces joined are the answer, once.
 func TestClaudesTextReachesTheClientAsPiecesThatJoinToTheAnswer(t *testing.T) {
 	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-partial-thinking-tool.jsonl", "")
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say hello"}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "say hello"}, nil)
 	require.NoError(t, err)
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	last := got[len(got)-1]
-	require.Equal(t, daemon.EventDone, last.Kind, daemontest.Kinds(got))
+	require.Equal(t, api.EventDone, last.Kind, daemontest.Kinds(got))
 	var text, thinking strings.Builder
 	for _, ev := range got {
 		switch ev.Kind {
@@ -92,16 +90,16 @@ func TestTheRetryBoundReachesTheAgentFromTheRequestOrCardToml(t *testing.T) {
 		retries *int
 		want    string
 	}{{nil, "5"}, {&one, "1"}} {
-		res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, MaxAPIRetries: c.retries}, Task: "say pong"})
+		res, err := d.Client.Invoke(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, MaxAPIRetries: c.retries}, Task: "say pong"})
 		require.NoError(t, err)
-		require.Equal(t, store.StatusSucceeded, res.Status)
+		require.Equal(t, api.StatusSucceeded, res.Status)
 		assert.Equal(t, c.want, fake.ChildEnv(t, res.RunID)["CLAUDE_CODE_MAX_RETRIES"])
 	}
 
 	for _, n := range []int{-1, 11} {
-		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, MaxAPIRetries: &n}, Task: "say pong"})
+		_, err := d.Client.Invoke(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, MaxAPIRetries: &n}, Task: "say pong"})
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 		assert.Equal(t, "max_api_retries", errData(t, re)["field"])
 		assert.Contains(t, re.Message, "between 0 and 10")
 	}
@@ -114,14 +112,14 @@ func TestTheRetryBoundReachesTheAgentFromTheRequestOrCardToml(t *testing.T) {
 // the request names none.
 func TestASilentAgentIsStalledThenEndedWithKindStalled(t *testing.T) {
 	d, evs, _ := liveClaude(t, "spawn/testdata/claude-stream-partial.jsonl", "stall_secs = 1\nstall_kill_secs = 3\n")
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "LINGER"}, nil)
+	acc, err := d.Client.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "LINGER"}, nil)
 	require.NoError(t, err)
 	var seen []string
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		rec, err := d.Client.Run(daemontest.Context(t), acc.RunID)
 		require.NoError(t, err)
-		if rec.Status != store.StatusRunning {
+		if rec.Status != api.StatusRunning {
 			assert.Empty(t, rec.State, "an ended run has no state")
 			break
 		}
@@ -133,11 +131,11 @@ func TestASilentAgentIsStalledThenEndedWithKindStalled(t *testing.T) {
 	assert.Contains(t, seen, "stalled", "runs.get showed %v", seen)
 	got := evs.WaitEnd(t, acc.RunID, 10*time.Second)
 	last := got[len(got)-1]
-	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(got))
+	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(got))
 	require.NotNil(t, last.Result.Error)
 	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind)
 	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 3")
-	var stalled []daemon.AgentEvent
+	var stalled []api.AgentEvent
 	for _, ev := range got {
 		if ev.Kind == spawn.EventStalled {
 			stalled = append(stalled, ev)
@@ -161,24 +159,24 @@ func TestWatchdogRequestFieldsThatMeanNothingAreRefusedNamingTheField(t *testing
 		// card.toml's kill of 600 s is not more than this request's warning.
 		{n(900), nil, "stall_kill_secs"},
 	} {
-		_, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{
+		_, err := d.Client.Invoke(daemontest.Context(t), api.InvokeParams{
 			AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir(), StallSecs: c.stall, StallKillSecs: c.kill},
 			Task:          "say pong",
 		})
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 		assert.Equal(t, c.field, errData(t, re)["field"])
 	}
 	// CAR's invoke checks them the same.
-	_, err := d.Client.InvokeExternal(daemontest.Context(t), daemon.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong",
+	_, err := d.Client.InvokeExternal(daemontest.Context(t), api.ExternalInvokeParams{ID: agent.ClaudeCode, Task: "say pong",
 		Cwd: t.TempDir(), StallSecs: n(5), StallKillSecs: n(5)})
 	re := rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "stall_kill_secs", errData(t, re)["field"])
-	res, err := d.Client.Invoke(daemontest.Context(t), daemon.InvokeParams{
+	res, err := d.Client.Invoke(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir(), StallSecs: n(900), StallKillSecs: n(0)},
 		Task:          "say pong",
 	})
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 }

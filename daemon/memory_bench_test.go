@@ -20,7 +20,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/internal/testskip"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // TestAttachmentsKeepTheDaemonsMemoryBounded measures `card serve` as a
@@ -83,7 +83,7 @@ cat %q`, fixture))
 			f.idle = procStatus(t, pid, "VmRSS")
 
 			hold := func() string {
-				acc, err := p.Client.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: cwd, TimeoutSecs: 120}, Task: "SLEEP"}, nil)
+				acc, err := p.Client.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "codex", Cwd: cwd, TimeoutSecs: 120}, Task: "SLEEP"}, nil)
 				require.NoError(t, err)
 				return acc.RunID
 			}
@@ -95,10 +95,10 @@ cat %q`, fixture))
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						_, err := p.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: cwd, TimeoutSecs: 120}, Task: "look", Attachments: atts})
+						_, err := p.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: cwd, TimeoutSecs: 120}, Task: "look", Attachments: atts})
 						mu.Lock()
 						defer mu.Unlock()
-						var re *rpc.Error
+						var re *rpcclient.Error
 						switch {
 						case err == nil:
 							accepted++
@@ -170,7 +170,7 @@ func waitRunning(t *testing.T, c *client.Client, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		list, err := c.Runs(context.Background(), daemon.ListParams{Status: "running"})
+		list, err := c.Runs(context.Background(), api.ListParams{Status: "running"})
 		require.NoError(t, err)
 		if len(list) == n {
 			return

@@ -1,5 +1,7 @@
 package daemon
 
+import "github.com/card-dev/card/api"
+
 // paramDocs is what each param does for a client, as rpc.discover publishes
 // it and the protocol docs' params tables show it. They are written for a
 // client author in any language, not taken from the Go types' comments,
@@ -103,16 +105,14 @@ var paramDocs = func() map[string]map[string]string {
 			"request_id": "The question's id, from agents.approve or the run's approval_requested event.",
 			"decision":   "allow (this call), allow_always (this tool, by name, for the rest of the run) or deny.",
 			"message":    "With deny, what the agent is told.",
-		},
-		ApproveMethod: {
+		}, api.ApproveMethod: {
 			"run_id":     "The run that asks.",
 			"request_id": "The question's id within the run (apr_1, apr_2, …); answer with it, and the run's approval events name it.",
 			"adapter":    "The agent that asks.",
 			"tool":       "The tool call in question: the agent's own tool name, its input object, and the agent's id for the call.",
 			"summary":    "One line for a person, such as \"Bash: npm test\" or \"Write /path/file\".",
 			"expires_at": "When card denies the call if nobody has answered (RFC 3339, UTC).",
-		},
-		"runs.list": {
+		}, "runs.list": {
 			"limit":   "How many runs to answer, newest first: default 50, at most 500 (more is refused; page on with before).",
 			"before":  "Page on: only runs older than this run id (the last one of the previous page).",
 			"adapter": "Only the runs of this adapter id.",
@@ -186,8 +186,7 @@ var paramDocs = func() map[string]map[string]string {
 			"configured":    "On session_configured (a session's stream): the session's settings after sessions.configure changed them: changed (the fields that changed), permission_mode, model and effort (\"\" for the CLI's default), applies_from_turn, and for a session whose turns run in a worktree isolation (\"worktree\") and worktree.",
 			"changes":       "On changes (an isolated run's or turn's end, just before its terminal event): what it changed in its worktree: turn, commit (absent when nothing changed), files (path, status, added, deleted, binary), added and deleted lines, and error when card could not commit them.",
 			"rewound":       "On rewound (an isolated session's stream, between turns): sessions.rewind put the worktree back to the state after turn (0: its base), at commit; dropped_turns are the turns whose changes are gone.",
-		},
-		SubscriptionEndedMethod: {
+		}, api.SubscriptionEndedMethod: {
 			"run_id":           "The run whose events stopped coming to this connection; the run itself goes on.",
 			"reason":           "Why: behind, the subscriber was too far behind the run's events.",
 			"next_seq":         "The first event not sent, in the run's seq; runs.subscribe with after_seq = next_seq - 1 goes on from there.",
@@ -197,8 +196,7 @@ var paramDocs = func() map[string]map[string]string {
 			"limit":            "The bound it went past, in bytes.",
 			"config_key":       "The card.toml key that sets that bound.",
 			"message":          "The same, for a person.",
-		},
-		"sessions.start": sessionStart,
+		}, "sessions.start": sessionStart,
 		"sessions.prompt": {
 			"session_id":  sessionID["session_id"],
 			"task":        "The prompt for this turn, handed to the agent on its stdin (or its warm agent's channel).",

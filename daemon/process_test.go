@@ -19,10 +19,11 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // The life of `card serve` as a supervisor sees it: a second daemon on the
@@ -53,15 +54,15 @@ func TestServeLifecycleAsASupervisorSeesIt(t *testing.T) {
 
 	require.NoError(t, first.Cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 0, first.Wait(t, 15*time.Second), "SIGTERM is a clean exit")
-	_, err = os.Stat(filepath.Join(home, daemon.DiscoveryFileName))
+	_, err = os.Stat(filepath.Join(home, homedir.DiscoveryFileName))
 	assert.True(t, os.IsNotExist(err), "daemon.json is removed on a clean exit")
-	_, err = os.Stat(filepath.Join(home, daemon.TokenFileName))
+	_, err = os.Stat(filepath.Join(home, homedir.TokenFileName))
 	assert.True(t, os.IsNotExist(err), "the token does not outlive the daemon")
 
 	restarted := daemontest.Serve(t, bin, daemontest.Options{Home: home, NoClient: true})
 	assert.NotEqual(t, first.Token, restarted.Token, "every start makes a new token")
 	_, err = client.Dial(ctx, client.Options{URL: restarted.URL, Token: first.Token})
-	var de *rpc.DialError
+	var de *rpcclient.DialError
 	require.ErrorAs(t, err, &de, "the old token opens nothing")
 	assert.Equal(t, 401, de.Status)
 	c2, err := client.Dial(ctx, client.Options{Home: home})
@@ -85,7 +86,7 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 			Agents: pins, Environ: []string{"PATH=" + os.Getenv("PATH")}})
 	}
 	startSleeper := func(t *testing.T, c *client.Client) string {
-		acc, err := c.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Task: "SLEEP"}, nil)
+		acc, err := c.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd}, Task: "SLEEP"}, nil)
 		require.NoError(t, err)
 		waitForProcesses(t, acc.RunID)
 		require.Len(t, processesOfRun(acc.RunID), 2, "the fake agent and its sleeping grandchild")
@@ -103,7 +104,7 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 		again := serve(t, p.Home)
 		run, err := again.Client.Run(daemontest.Context(t), id)
 		require.NoError(t, err)
-		assert.Equal(t, store.StatusInterrupted, run.Status)
+		assert.Equal(t, api.StatusInterrupted, run.Status)
 		require.NotNil(t, run.Error)
 		assert.Equal(t, "interrupted", run.Error.Kind)
 		waitNoProcesses(t, id, 3*time.Second)
@@ -123,7 +124,7 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 		select {
 		case ev := <-ended:
 			assert.Equal(t, "error", ev.Kind)
-			assert.Equal(t, store.StatusInterrupted, ev.Status)
+			assert.Equal(t, api.StatusInterrupted, ev.Status)
 			require.NotNil(t, ev.Result)
 			require.NotNil(t, ev.Result.Error)
 			assert.Equal(t, "interrupted", ev.Result.Error.Kind)
@@ -142,12 +143,12 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		st, err := store.Open(ctx, filepath.Join(p.Home, daemon.RunsDBName), store.Options{})
+		st, err := store.Open(ctx, filepath.Join(p.Home, home.RunsDBName), store.Options{})
 		require.NoError(t, err)
 		defer st.Close()
 		run, err := st.Get(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, store.StatusInterrupted, run.Status)
+		assert.Equal(t, api.StatusInterrupted, run.Status)
 		require.NotNil(t, run.Error)
 		assert.Contains(t, run.Error.Message, "shut down")
 	})
@@ -178,7 +179,7 @@ func TestADescriptorTheLauncherLeftOpenReachesNoAgent(t *testing.T) {
 	}
 	require.True(t, holds(p.Cmd.Process.Pid), "card serve was started with the leaked descriptor")
 
-	acc, err := p.Client.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}, Task: "SLEEP"}, nil)
+	acc, err := p.Client.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}, Task: "SLEEP"}, nil)
 	require.NoError(t, err)
 	waitForProcesses(t, acc.RunID)
 	pids := processesOfRun(acc.RunID)

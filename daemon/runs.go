@@ -13,51 +13,18 @@ import (
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
-
-// The run subsystem's wire types and names, for clients of this package
-// (the CLI, the end-to-end tests) that should not need to know where the
-// run subsystem lives.
-type (
-	AgentEvent      = runs.AgentEvent
-	InvokeResult    = runs.InvokeResult
-	InvokeAccepted  = runs.InvokeAccepted
-	CancelResult    = runs.CancelResult
-	SubscribeResult = runs.SubscribeResult
-	// DroppedAttachment is an attachment a run did not hand its agent.
-	DroppedAttachment = runs.DroppedAttachment
-)
-
-// Event kinds and the run-id variable; see package runs.
-const (
-	EventDone       = runs.EventDone
-	EventRunError   = runs.EventRunError
-	EventAgentError = runs.EventAgentError
-	RunIDEnv        = runs.RunIDEnv
-)
-
-// The run methods' params and results live in package api; these aliases
-// keep the daemon's code under the old names.
-type (
-	CancelParams    = api.CancelParams
-	PruneParams     = api.PruneParams
-	PruneResult     = api.PruneResult
-	ListParams      = api.ListParams
-	GetParams       = api.GetParams
-	SubscribeParams = api.SubscribeParams
-)
-
-// MaxAgeDaysLimit is the largest max_age_days (api.MaxAgeDaysLimit).
-const MaxAgeDaysLimit = api.MaxAgeDaysLimit
 
 // setupRuns opens the run history, ends what a previous daemon left
 // running, and registers the run methods.
 func (d *Daemon) setupRuns() error {
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
-	path := filepath.Join(d.home, RunsDBName)
+	path := filepath.Join(d.home, home.RunsDBName)
 	st, err := store.Open(ctx, path, store.Options{})
 	if err != nil {
 		return fmt.Errorf("open the run history: %w (move %s aside to start with an empty history)", err, path)
@@ -102,12 +69,6 @@ func sendTo(peer *rpc.Peer) runs.Send {
 	}
 }
 
-// runs.subscription_ended's name and params live in package api; these
-// aliases keep the daemon's code under the old names.
-const SubscriptionEndedMethod = api.SubscriptionEndedMethod
-
-type SubscriptionEnded = api.SubscriptionEnded
-
 // follow sends a run's events to peer with events, and, when the subscriber
 // fell too far behind and was cut off, tells it so. release, when set,
 // frees the subscription's slot first: a client that hears it was cut off
@@ -119,14 +80,14 @@ func follow(ctx context.Context, peer *rpc.Peer, events func(context.Context, ru
 	}
 	var behind *runs.BehindError
 	if errors.As(err, &behind) {
-		_ = peer.Notify(ctx, SubscriptionEndedMethod, cutOff(behind, behind.Error()))
+		_ = peer.Notify(ctx, api.SubscriptionEndedMethod, cutOff(behind, behind.Error()))
 	}
 }
 
 // cutOff is the runs.subscription_ended of a subscriber that fell too far
 // behind a run, saying message; a session's subscriber adds its session.
-func cutOff(behind *runs.BehindError, message string) SubscriptionEnded {
-	return SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
+func cutOff(behind *runs.BehindError, message string) api.SubscriptionEnded {
+	return api.SubscriptionEnded{RunID: behind.RunID, Reason: "behind", NextSeq: behind.NextSeq,
 		BehindBytes: behind.Behind, Limit: behind.Limit, ConfigKey: "max_subscriber_queue_bytes", Message: message}
 }
 
@@ -193,7 +154,7 @@ func (d *Daemon) registerRuns() {
 			"made for it from base (default HEAD) instead of the cwd's checkout, its changes become one commit, and the answer's " +
 			"card_session_id names the closed session of one turn that holds the worktree for sessions.diff, apply, rewind and discard.",
 		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable,
-			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, rpc.CodeShuttingDown},
+			CodeUnenforcedReadOnly, CodeTooManyRuns, CodeBudgetExceeded, rpcclient.CodeShuttingDown},
 	}
 	rpc.RegisterThen(r, "agents.invoke", invokeDoc, d.invoke)
 	d.registerCAR()
@@ -202,22 +163,22 @@ func (d *Daemon) registerRuns() {
 		Summary:     "End a running run, streaming or not, with its whole process group, within 2 s; status `cancelled`.",
 		Description: "Answers once the run has ended. A run that already ended is a no-op answer with cancelled = false and a reason.",
 		Errors:      []int64{CodeRunNotFound},
-	}, func(ctx context.Context, p CancelParams) (CancelResult, error) {
+	}, func(ctx context.Context, p api.CancelParams) (api.CancelResult, error) {
 		return d.runs.Cancel(ctx, p.RunID)
 	})
 	rpc.Register(r, "runs.list", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "The run history, newest first, filtered by adapter and status; page with before = the last run_id of a page.",
 		Description: "limit defaults to 50, at most 500; a larger one is refused (-32602 naming limit).",
-	}, func(ctx context.Context, p ListParams) ([]store.Run, error) {
-		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: store.Status(p.Status)})
+	}, func(ctx context.Context, p api.ListParams) ([]api.Run, error) {
+		return d.runs.List(ctx, store.ListQuery{Limit: p.Limit, Before: p.Before, Adapter: p.Adapter, Status: api.Status(p.Status)})
 	})
 	rpc.Register(r, "runs.get", rpc.Doc{
 		Access:      rpc.AccessRead,
 		Summary:     "One recorded run: status, ancestry, timestamps, answer, error, usage, cost.",
 		Description: "An ask-mode run also lists its approvals: the questions it asked, in order, with their decisions (absent while one waits), at most 1,000; approvals_truncated and approvals_total say when it recorded more.",
 		Errors:      []int64{CodeRunNotFound},
-	}, func(ctx context.Context, p GetParams) (RunRecord, error) {
+	}, func(ctx context.Context, p api.GetParams) (api.RunRecord, error) {
 		return d.runs.Get(ctx, p.RunID)
 	})
 	d.registerRunSubscribe()
@@ -226,7 +187,7 @@ func (d *Daemon) registerRuns() {
 		Summary: "Delete finished runs past the retention (max_runs, max_age_days, or the params' own) with their events; dry_run only counts.",
 		Description: "Never a running run, nor one whose events are still being stored. The daemon also prunes by itself at start, " +
 			"every 10 minutes and after a burst of recorded runs. Answers what was (or would be) deleted and how many runs are kept.",
-	}, func(ctx context.Context, p PruneParams) (PruneResult, error) {
+	}, func(ctx context.Context, p api.PruneParams) (api.PruneResult, error) {
 		r := d.cfg.retention()
 		if p.MaxRuns != nil {
 			r.MaxRuns = *p.MaxRuns
@@ -236,9 +197,9 @@ func (d *Daemon) registerRuns() {
 		}
 		r.DryRun = p.DryRun
 		res, err := d.runs.Prune(ctx, r)
-		return PruneResult{Pruned: res, DryRun: p.DryRun, MaxRuns: r.MaxRuns, MaxAgeDays: int(r.MaxAge / (24 * time.Hour))}, err
+		return api.PruneResult{Pruned: res, DryRun: p.DryRun, MaxRuns: r.MaxRuns, MaxAgeDays: int(r.MaxAge / (24 * time.Hour))}, err
 	})
-	rpc.Notification[AgentEvent](r, "agents.event", rpc.Doc{
+	rpc.Notification[api.AgentEvent](r, "agents.event", rpc.Doc{
 		Summary: "One event of a run: {run_id, seq, kind, …}; seq rises by one per event from 1.",
 		Description: "kinds: session, text (delta when streamed in pieces), thinking (the model's reasoning, not the answer; delta when " +
 			"in pieces), tool_use, tool_result, retry, usage, warning (the agent noted something that does not stop the run), other, " +
@@ -259,13 +220,13 @@ func (d *Daemon) registerRunSubscribe() {
 			"the last seq they saw. Events past max_events_per_run are not kept (the run's events_dropped counts them). While it " +
 			"follows an ask-mode run whose starting connection is gone, a connection granted the approve access class is sent the run's questions (agents.approve); one without it is never asked.",
 		Errors: []int64{CodeRunNotFound, CodeTooManySubs},
-	}, func(ctx context.Context, p SubscribeParams) (SubscribeResult, rpc.Then, error) {
+	}, func(ctx context.Context, p api.SubscribeParams) (api.SubscribeResult, rpc.Then, error) {
 		peer := rpc.PeerFrom(ctx)
 		release := func() {}
 		if peer != nil {
 			var err error
 			if release, err = d.subs.take(peer, d.cfg.MaxSubscriptionsPerConn); err != nil {
-				return SubscribeResult{}, nil, err
+				return api.SubscribeResult{}, nil, err
 			}
 		}
 		res, events, err := d.runs.Subscribe(ctx, p.RunID, p.AfterSeq)
@@ -284,7 +245,7 @@ func (d *Daemon) registerRunSubscribe() {
 			follow(ctx, peer, events, release)
 		}, nil
 	})
-	rpc.Notification[SubscriptionEnded](r, SubscriptionEndedMethod, rpc.Doc{
+	rpc.Notification[api.SubscriptionEnded](r, api.SubscriptionEndedMethod, rpc.Doc{
 		Summary: "A subscription was cut off, the run unaffected: the run added more than max_subscriber_queue_bytes of events this subscriber had yet to be sent.",
 		Description: "Sent instead of the rest of the run's events, on runs.subscribe and streamed agents.invoke alike. " +
 			"runs.subscribe with after_seq = next_seq - 1 continues from where it stopped. " +
@@ -294,12 +255,12 @@ func (d *Daemon) registerRunSubscribe() {
 
 // InvokeAnswer is agents.invoke's result: the finished run without stream,
 // the acceptance with it.
-type InvokeAnswer = rpc.Either[InvokeResult, InvokeAccepted]
+type InvokeAnswer = rpc.Either[api.InvokeResult, api.InvokeAccepted]
 
 // invoke prepares, starts and, without stream, waits for a run. A streamed
 // run's events are sent by the returned Then, after the answer that names
 // the run.
-func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.Then, error) {
+func (d *Daemon) invoke(ctx context.Context, p api.InvokeParams) (InvokeAnswer, rpc.Then, error) {
 	peer := rpc.PeerFrom(ctx)
 	if peer != nil {
 		if err := plan.MayNameFiles(peer.Origin(), p.Attachments); err != nil {
@@ -330,13 +291,13 @@ func (d *Daemon) invoke(ctx context.Context, p InvokeParams) (InvokeAnswer, rpc.
 // answerRun is agents.invoke's answer for a started run: at once with
 // stream (its events then follow), else once it ended. add, when set,
 // adds to the answer what the run's request made beside it.
-func (d *Daemon) answerRun(ctx context.Context, p InvokeParams, peer *rpc.Peer, run *runs.Run, add func(*InvokeAccepted, *InvokeResult)) (InvokeAnswer, rpc.Then, error) {
+func (d *Daemon) answerRun(ctx context.Context, p api.InvokeParams, peer *rpc.Peer, run *runs.Run, add func(*api.InvokeAccepted, *api.InvokeResult)) (InvokeAnswer, rpc.Then, error) {
 	if p.Stream {
 		acc := run.Accepted()
 		if add != nil {
 			add(&acc, nil)
 		}
-		accepted := rpc.Second[InvokeResult](acc)
+		accepted := rpc.Second[api.InvokeResult](acc)
 		if peer == nil {
 			return accepted, nil, nil
 		}
@@ -353,5 +314,5 @@ func (d *Daemon) answerRun(ctx context.Context, p InvokeParams, peer *rpc.Peer, 
 	if add != nil {
 		add(nil, &res)
 	}
-	return rpc.First[InvokeResult, InvokeAccepted](res), nil, nil
+	return rpc.First[api.InvokeResult, api.InvokeAccepted](res), nil, nil
 }

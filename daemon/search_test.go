@@ -10,9 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -24,9 +22,9 @@ func TestWithoutTheLoginShellTheWellKnownDirsAreStillSearched(t *testing.T) {
 	require.NoError(t, os.MkdirAll(local, 0o755))
 	require.NoError(t, proc.WriteExecutable(filepath.Join(local, "codex"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n")))
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Environ: []string{"HOME=" + home}}).Client
-	specs, err := c.Detect(daemontest.Context(t), daemon.DetectParams{Refresh: true})
+	specs, err := c.Detect(daemontest.Context(t), api.DetectParams{Refresh: true})
 	require.NoError(t, err)
-	var found *detect.ExternalAgentSpec
+	var found *api.ExternalAgentSpec
 	for i := range specs {
 		if specs[i].ID == "codex" {
 			found = &specs[i]
@@ -34,7 +32,7 @@ func TestWithoutTheLoginShellTheWellKnownDirsAreStillSearched(t *testing.T) {
 	}
 	require.NotNil(t, found, "%+v", specs)
 	assert.Equal(t, filepath.Join(local, "codex"), found.BinaryPath)
-	assert.Equal(t, detect.SourceWellKnown, found.Source)
+	assert.Equal(t, api.SourceWellKnown, found.Source)
 }
 
 // A CLI installed after the daemon started, into a well-known dir that did
@@ -43,7 +41,7 @@ func TestACLIInstalledAfterStartIsFoundOnRefresh(t *testing.T) {
 	home := daemontest.UserHome(t)
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Environ: []string{"HOME=" + home}}).Client
 	ctx := daemontest.Context(t)
-	has := func(specs []detect.ExternalAgentSpec) bool {
+	has := func(specs []api.ExternalAgentSpec) bool {
 		for _, s := range specs {
 			if s.ID == "codex" {
 				return true
@@ -51,7 +49,7 @@ func TestACLIInstalledAfterStartIsFoundOnRefresh(t *testing.T) {
 		}
 		return false
 	}
-	specs, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+	specs, err := c.Detect(ctx, api.DetectParams{Refresh: true})
 	require.NoError(t, err)
 	require.False(t, has(specs))
 
@@ -59,10 +57,10 @@ func TestACLIInstalledAfterStartIsFoundOnRefresh(t *testing.T) {
 	require.NoError(t, os.MkdirAll(local, 0o755))
 	require.NoError(t, proc.WriteExecutable(filepath.Join(local, "codex"), []byte("#!/bin/sh\necho codex-cli 0.171.0\n")))
 
-	specs, err = c.ListExternal(ctx, daemon.DetectParams{})
+	specs, err = c.ListExternal(ctx, api.DetectParams{})
 	require.NoError(t, err)
 	assert.False(t, has(specs), "list_external serves what was detected")
-	specs, err = c.DetectExternal(ctx, daemon.DetectParams{})
+	specs, err = c.DetectExternal(ctx, api.DetectParams{})
 	require.NoError(t, err)
 	assert.True(t, has(specs), "detect_external finds it without a restart")
 }
@@ -78,15 +76,15 @@ func TestACLISkippedUnderAScratchDirIsNamedInTheReason(t *testing.T) {
 	require.NoError(t, proc.WriteExecutable(bin, []byte("#!/bin/sh\necho '2.1.197 (Claude Code)'\n")))
 	c := daemontest.Start(t, daemontest.Options{Config: "login_shell_path = false\n", Environ: []string{"PATH=" + dir + ":/usr/bin:/bin"}}).Client
 	ctx := daemontest.Context(t)
-	_, err := c.Detect(ctx, daemon.DetectParams{Refresh: true})
+	_, err := c.Detect(ctx, api.DetectParams{Refresh: true})
 	require.NoError(t, err)
 	h, err := c.Health(ctx, "claude-code", false)
 	require.NoError(t, err)
-	assert.Equal(t, detect.StatusNotExecutable, h.Status)
+	assert.Equal(t, api.StatusNotExecutable, h.Status)
 	for _, want := range []string{bin, "scratch", "CAR_CLAUDE_CODE_BIN=" + bin, "[adapters.claude-code]"} {
 		assert.Contains(t, h.Reason, want)
 	}
-	_, err = c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"})
+	_, err = c.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), bin, "the refusal names the skipped install too")
 }

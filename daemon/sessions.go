@@ -15,6 +15,7 @@ import (
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -342,7 +343,7 @@ func (d *Daemon) registerSessions() {
 			"With isolation \"worktree\" every turn runs in a git worktree of the cwd's repository, on a branch of the session's own " +
 			"(card/<session_id>) from base (default HEAD), and the user's checkout is never written; the answer's worktree says where, and " +
 			"whether the checkout had uncommitted changes (they are not in the worktree). A cwd outside a git repository is refused (-32602 naming isolation).",
-		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable, rpc.CodeShuttingDown},
+		Errors: []int64{CodeGuardRefused, CodeBypassNotAllowed, CodeAgentNotInstalled, CodeAgentUnusable, rpcclient.CodeShuttingDown},
 	}, d.sessionStart)
 	rpc.Register(r, "sessions.prompt", rpc.Doc{
 		Access:  rpc.AccessAgents,
@@ -352,7 +353,7 @@ func (d *Daemon) registerSessions() {
 			"class the session's params need (write for edit or ask, host for bypass). A queued prompt adds a prompt_queued event to the " +
 			"running turn's stream. Once a session cap is spent the prompt is refused (-32050, data.cap).",
 		Errors: []int64{CodeSessionNotFound, CodeSessionClosed, CodeSessionQueueFull, CodeAdapterGone, CodeGuardRefused,
-			CodeAgentUnusable, CodeTooManyRuns, CodeBudgetExceeded, rpc.CodeShuttingDown},
+			CodeAgentUnusable, CodeTooManyRuns, CodeBudgetExceeded, rpcclient.CodeShuttingDown},
 	}, d.sessionPrompt)
 	rpc.Register(r, "sessions.steer", rpc.Doc{
 		Access:      rpc.AccessAgents,
@@ -492,7 +493,7 @@ func (d *Daemon) registerSessionStream() {
 				// session seq it saw.
 				ended := cutOff(behind.BehindError, behind.Error())
 				ended.SessionID, ended.SessionNextSeq = behind.SessionID, behind.NextSessionSeq
-				_ = peer.Notify(ctx, SubscriptionEndedMethod, ended)
+				_ = peer.Notify(ctx, api.SubscriptionEndedMethod, ended)
 			}
 		}, nil
 	})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -52,7 +51,7 @@ func TestSessionTurnOverheadAgainstTheSameRunThroughInvoke(t *testing.T) {
 	}
 	viaInvoke := func() time.Duration {
 		start := time.Now()
-		_, err := c.Stream(ctx, rd.params("claude-code", "say pong"), func(ev daemon.AgentEvent) {
+		_, err := c.Stream(ctx, rd.params("claude-code", "say pong"), func(ev api.AgentEvent) {
 			if client.Terminal(ev) {
 				ended <- struct{}{}
 			}

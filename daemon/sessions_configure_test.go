@@ -14,7 +14,7 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // flagValue is the argument after flag in args, "" when flag is absent.
@@ -98,12 +98,12 @@ func TestAConfigureTheSessionCouldNotHaveStartedWithIsRefusedNamingWhy(t *testin
 		code  int64
 		field string
 	}{
-		{"nothing to change", map[string]any{"session_id": s.SessionID}, rpc.CodeInvalidParams, "permission_mode"},
-		{"an unknown mode", map[string]any{"session_id": s.SessionID, "permission_mode": "god"}, rpc.CodeInvalidParams, "permission_mode"},
-		{"a model that reads as a flag", map[string]any{"session_id": s.SessionID, "model": "--dangerously"}, rpc.CodeInvalidParams, "model"},
-		{"an effort the CLI does not take", map[string]any{"session_id": s.SessionID, "effort": "huge"}, rpc.CodeInvalidParams, "effort"},
-		{"no session id", map[string]any{"model": "opus"}, rpc.CodeInvalidParams, "session_id"},
-		{"edit at the root", map[string]any{"session_id": root.SessionID, "permission_mode": "edit"}, rpc.CodeInvalidParams, "cwd"},
+		{"nothing to change", map[string]any{"session_id": s.SessionID}, rpcclient.CodeInvalidParams, "permission_mode"},
+		{"an unknown mode", map[string]any{"session_id": s.SessionID, "permission_mode": "god"}, rpcclient.CodeInvalidParams, "permission_mode"},
+		{"a model that reads as a flag", map[string]any{"session_id": s.SessionID, "model": "--dangerously"}, rpcclient.CodeInvalidParams, "model"},
+		{"an effort the CLI does not take", map[string]any{"session_id": s.SessionID, "effort": "huge"}, rpcclient.CodeInvalidParams, "effort"},
+		{"no session id", map[string]any{"model": "opus"}, rpcclient.CodeInvalidParams, "session_id"},
+		{"edit at the root", map[string]any{"session_id": root.SessionID, "permission_mode": "edit"}, rpcclient.CodeInvalidParams, "cwd"},
 		{"bypass without allow_bypass", map[string]any{"session_id": s.SessionID, "permission_mode": "bypass"}, daemon.CodeBypassNotAllowed, ""},
 		{"an unknown session", map[string]any{"session_id": "ses_nope", "model": "opus"}, daemon.CodeSessionNotFound, ""},
 		{"a closed session", map[string]any{"session_id": closed.SessionID, "model": "opus"}, daemon.CodeSessionClosed, ""},
@@ -236,7 +236,7 @@ func TestAChangeAfterWhichTheConversationCouldNotGoOnIsRefused(t *testing.T) {
 
 	_, err = rd.Client.ConfigureSession(ctx, api.SessionConfigureParams{SessionID: s.SessionID, PermissionMode: "ask"})
 	re := rpcCode(t, err)
-	require.Equal(t, rpc.CodeInvalidParams, re.Code)
+	require.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "permission_mode", errData(t, re)["field"])
 	assert.Contains(t, re.Message, "could not go on")
 	t.Logf("gemini edit → ask after a turn: %s", re.Message)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 )
 
@@ -73,7 +72,7 @@ func TestPromptsSentBackToBackOnOneConnectionRunInTheOrderSent(t *testing.T) {
 			assert.Equal(t, i+1, a.Position, "round %d: prompt %d waits at position %d", round, i, i+1)
 		}
 		evs.waitEnds(t, 4, 30*time.Second)
-		runs, err := rd.Client.Runs(ctx, daemon.ListParams{Limit: 10})
+		runs, err := rd.Client.Runs(ctx, api.ListParams{Limit: 10})
 		require.NoError(t, err)
 		for _, r := range runs {
 			if r.CardSessionID != s.SessionID || r.SessionTurn < 2 {

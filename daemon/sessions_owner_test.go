@@ -189,7 +189,7 @@ func TestSessionsAreBoundedInNumberAndInTheirSystemPrompt(t *testing.T) {
 	re = rpcCode(t, err)
 	assert.Equal(t, int64(-32602), re.Code)
 	assert.Equal(t, "system_prompt", errData(t, re)["field"])
-	_, err = rd.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: huge}, Task: "hi"})
+	_, err = rd.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: rd.cwd, SystemPrompt: huge}, Task: "hi"})
 	assert.Equal(t, "system_prompt", errData(t, rpcCode(t, err))["field"])
 
 	long := strings.Repeat("Be brief. ", 20<<10) // 200 KiB: kept in the store, not in memory

@@ -19,7 +19,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // sessionEvents collects one subscription's session events.
@@ -179,7 +179,7 @@ func TestThreePromptsSentAtOnceBehindARunningTurnRunInTheOrderTheyWereSent(t *te
 	}
 	assert.Equal(t, 3, queuedEvents)
 	// Each queued turn ran the prompt its answer named.
-	runs, err := rd.Client.Runs(ctx, daemon.ListParams{Limit: 10})
+	runs, err := rd.Client.Runs(ctx, api.ListParams{Limit: 10})
 	require.NoError(t, err)
 	byTurn := map[int]string{}
 	for _, r := range runs {
@@ -332,7 +332,7 @@ func TestEverySessionErrorNamesWhatWasRefused(t *testing.T) {
 	assert.Equal(t, daemon.CodeSessionNotFound, rpcCode(t, err).Code)
 	_, err = rd.Client.PromptSession(ctx, api.SessionPromptParams{SessionID: s.SessionID})
 	re = rpcCode(t, err)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 	assert.Equal(t, "task", errData(t, re)["field"])
 	_, err = rd.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "edit"}})
 	re = rpcCode(t, err)
@@ -509,7 +509,7 @@ func TestBadSessionParamsAreRefusedNamingTheField(t *testing.T) {
 	} {
 		err := rd.Client.Call(ctx, tc.method, tc.params, nil)
 		re := rpcCode(t, err)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code, "%s %v", tc.method, tc.params)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, "%s %v", tc.method, tc.params)
 		assert.Equal(t, tc.field, errData(t, re)["field"], "%s %v", tc.method, tc.params)
 	}
 }
@@ -600,11 +600,11 @@ func TestASessionWhoseEarlyTurnsWerePrunedStillReplaysTheRest(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		runs, err := rd.Client.Runs(ctx, daemon.ListParams{Status: "running"})
+		runs, err := rd.Client.Runs(ctx, api.ListParams{Status: "running"})
 		return err == nil && len(runs) == 0
 	}, 5*time.Second, 10*time.Millisecond)
 	keep := 2
-	_, err := rd.Client.Prune(ctx, daemon.PruneParams{MaxRuns: &keep})
+	_, err := rd.Client.Prune(ctx, api.PruneParams{MaxRuns: &keep})
 	require.NoError(t, err)
 	again := &sessionEvents{}
 	_, err = rd.Client.SubscribeSession(ctx, api.SessionSubscribeParams{SessionID: s.SessionID}, again.add)

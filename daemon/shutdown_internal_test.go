@@ -14,6 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 // watchedListener reports, when it is closed, whether daemon.json was
@@ -27,7 +30,7 @@ type watchedListener struct {
 
 func (l *watchedListener) Close() error {
 	if !l.closed.Swap(true) {
-		_, err := os.Stat(filepath.Join(l.home, DiscoveryFileName))
+		_, err := os.Stat(filepath.Join(l.home, home.DiscoveryFileName))
 		l.discPresent.Store(!errors.Is(err, fs.ErrNotExist))
 	}
 	return l.Listener.Close()
@@ -41,7 +44,7 @@ func TestDaemonJSONIsGoneBeforeTheListenerCloses(t *testing.T) {
 		Environ: []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}})
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
-	_, err = os.Stat(filepath.Join(home, DiscoveryFileName))
+	_, err = os.Stat(filepath.Join(home, homedir.DiscoveryFileName))
 	require.NoError(t, err, "a started daemon has written daemon.json")
 
 	w := &watchedListener{Listener: d.ln, home: home}
@@ -51,6 +54,6 @@ func TestDaemonJSONIsGoneBeforeTheListenerCloses(t *testing.T) {
 	require.NoError(t, d.Shutdown(ctx))
 	require.True(t, w.closed.Load(), "Shutdown closed the listener")
 	assert.False(t, w.discPresent.Load(), "daemon.json was still there when the listener closed")
-	_, err = os.Stat(filepath.Join(home, TokenFileName))
+	_, err = os.Stat(filepath.Join(home, homedir.TokenFileName))
 	assert.True(t, errors.Is(err, fs.ErrNotExist), "the token is removed at shutdown")
 }

@@ -13,9 +13,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
 )
 
 // A client that subscribes to a run and then stops reading must slow only
@@ -43,7 +42,7 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 		}
 		evs := rd.events.WaitEnd(t, accepted.RunID, 60*time.Second)
 		took := time.Since(start)
-		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind)
+		require.Equal(t, api.EventDone, evs[len(evs)-1].Kind)
 		require.GreaterOrEqual(t, len(evs), events, "the reading client got every event")
 		for i, e := range evs {
 			require.Equal(t, int64(i+1), e.Seq, "seq without gaps")
@@ -79,7 +78,7 @@ func TestASubscriberThatStopsReadingSlowsOnlyItself(t *testing.T) {
 		defer stalled.CloseNow()
 
 		r := waitRun(t, reader, runID, 10*time.Second)
-		require.Equal(t, store.StatusSucceeded, r.Status, "the run's record does not wait for a stalled client")
+		require.Equal(t, api.StatusSucceeded, r.Status, "the run's record does not wait for a stalled client")
 		// The stalled socket really was full: the daemon gives up on it
 		// after its write timeout and closes it.
 		deadline := time.Now().Add(20 * time.Second)

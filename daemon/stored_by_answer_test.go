@@ -11,9 +11,9 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -28,7 +28,7 @@ func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
 		Config: "login_shell_path = false\n",
 		Agents: map[string]string{agent.ClaudeCode: bin},
 	})
-	st, err := store.Open(context.Background(), filepath.Join(d.Home, daemon.RunsDBName), store.Options{})
+	st, err := store.Open(context.Background(), filepath.Join(d.Home, home.RunsDBName), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	stored := func(id string) []store.Event {
@@ -37,21 +37,21 @@ func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
 		return evs
 	}
 	ctx := daemontest.Context(t)
-	p := daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "talk a lot"}
+	p := api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: t.TempDir()}, Task: "talk a lot"}
 	for range 3 {
 		res, err := d.Client.Invoke(ctx, p)
 		require.NoError(t, err)
-		require.Equal(t, store.StatusSucceeded, res.Status)
+		require.Equal(t, api.StatusSucceeded, res.Status)
 		evs := stored(res.RunID)
 		require.Equal(t, strings.Repeat("PONG from fake anthropic", chattyDeltas), storedText(t, evs), "every text delta is in the store at the answer")
-		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind, "the terminal event is stored last")
+		require.Equal(t, api.EventDone, evs[len(evs)-1].Kind, "the terminal event is stored last")
 		require.EqualValues(t, len(evs), evs[len(evs)-1].Seq, "no event is missing")
 
-		var got []daemon.AgentEvent
+		var got []api.AgentEvent
 		done := make(chan []store.Event, 1)
-		acc, err := d.Client.Stream(ctx, p, func(ev daemon.AgentEvent) {
+		acc, err := d.Client.Stream(ctx, p, func(ev api.AgentEvent) {
 			got = append(got, ev)
-			if ev.Kind == daemon.EventDone || ev.Kind == daemon.EventRunError {
+			if ev.Kind == api.EventDone || ev.Kind == api.EventRunError {
 				done <- stored(ev.RunID) // before anything else: the moment the client learns the end
 			}
 		})
@@ -62,7 +62,7 @@ func TestEveryEventOfAChattyRunIsStoredByTheTimeItsAnswerIsSent(t *testing.T) {
 			t.Fatal("the streamed run did not end")
 		}
 		require.Len(t, evs, len(got), "the history has what the client was sent, when it was sent the end (run %s)", acc.RunID)
-		require.Equal(t, daemon.EventDone, evs[len(evs)-1].Kind)
+		require.Equal(t, api.EventDone, evs[len(evs)-1].Kind)
 	}
 }
 
@@ -74,7 +74,7 @@ func storedText(t *testing.T, evs []store.Event) string {
 		if e.Kind != spawn.EventText {
 			continue
 		}
-		var ev daemon.AgentEvent
+		var ev api.AgentEvent
 		require.NoError(t, json.Unmarshal(e.Payload, &ev))
 		b.WriteString(ev.Text)
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
-	"github.com/card-dev/card/substrate"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
@@ -30,15 +30,15 @@ func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
 
 	st, err := c.SubstratePathState(ctx, file)
 	require.NoError(t, err)
-	assert.Equal(t, substrate.PathMissing, st.Status)
+	assert.Equal(t, api.PathMissing, st.Status)
 
-	_, err = c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "hello\n", CreateOnly: true})
+	_, err = c.SubstrateWriteText(ctx, api.WriteTextParams{Path: file, Content: "hello\n", CreateOnly: true})
 	require.NoError(t, err)
 	text, err := c.SubstrateReadText(ctx, file)
 	require.NoError(t, err)
 	assert.Equal(t, "hello\n", text)
 
-	_, err = c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "again", CreateOnly: true})
+	_, err = c.SubstrateWriteText(ctx, api.WriteTextParams{Path: file, Content: "again", CreateOnly: true})
 	re := rpcCode(t, err)
 	assert.Equal(t, daemon.CodeSubstrateFailed, re.Code, "create_only never overwrites")
 	assert.Contains(t, re.Message, file)
@@ -47,16 +47,16 @@ func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
 	_, err = c.SubstrateWriteBytes(ctx, bin, []byte("0123456789"))
 	require.NoError(t, err)
 	four := int64(4)
-	got, err := c.SubstrateReadBytes(ctx, daemon.ReadBytesParams{Path: bin, Offset: 3, Length: &four})
+	got, err := c.SubstrateReadBytes(ctx, api.ReadBytesParams{Path: bin, Offset: 3, Length: &four})
 	require.NoError(t, err)
 	assert.Equal(t, "3456", string(got))
-	got, err = c.SubstrateReadBytes(ctx, daemon.ReadBytesParams{Path: bin, Offset: 8})
+	got, err = c.SubstrateReadBytes(ctx, api.ReadBytesParams{Path: bin, Offset: 8})
 	require.NoError(t, err)
 	assert.Equal(t, "89", string(got), "no length reads to the end")
 
 	out, err := c.SubstrateRunCommand(ctx, "echo out; echo err >&2; exit 3", 0)
 	require.NoError(t, err)
-	assert.Equal(t, substrate.CommandResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 3}, out)
+	assert.Equal(t, api.CommandResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 3}, out)
 
 	_, err = c.SubstrateRunCommand(ctx, "sleep 30", time.Second)
 	re = rpcCode(t, err)
@@ -68,7 +68,7 @@ func TestSubstrateMethodsRoundTripOnTheLocalHost(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(dir, "nowhere"), link))
 	st, err = c.SubstratePathState(ctx, link)
 	require.NoError(t, err)
-	assert.Equal(t, substrate.PathExists, st.Status, "a dangling symlink exists")
+	assert.Equal(t, api.PathExists, st.Status, "a dangling symlink exists")
 }
 
 func TestSubstrateLocalPTYWorksOverTheWire(t *testing.T) {
@@ -100,7 +100,7 @@ func TestReadOnlySubstrateRefusesExecAndWrites(t *testing.T) {
 	}{
 		{"substrate.run_command", func() error { _, err := c.SubstrateRunCommand(ctx, "touch "+file, 0); return err }},
 		{"substrate.write_text", func() error {
-			_, err := c.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: file, Content: "x"})
+			_, err := c.SubstrateWriteText(ctx, api.WriteTextParams{Path: file, Content: "x"})
 			return err
 		}},
 		{"substrate.write_bytes", func() error { _, err := c.SubstrateWriteBytes(ctx, file, []byte("x")); return err }},
@@ -143,7 +143,7 @@ func TestSubstrateBadParamsNameTheField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Params no typed call would send, as they are.
 			re := rpcCode(t, c.Call(daemontest.Context(t), tc.method, tc.params, nil))
-			assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+			assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 			assert.Equal(t, tc.field, errData(t, re)["field"], re.Message)
 		})
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // usage.summary's figures are the sums of the stored runs, adapter by
@@ -108,9 +108,9 @@ func TestUsageSummaryRefusesBadParamsNamingTheField(t *testing.T) {
 		{api.UsageParams{Adapter: "clippy"}, "adapter"},
 	} {
 		_, err := rd.Client.UsageSummary(ctx, c.p)
-		var re *rpc.Error
+		var re *rpcclient.Error
 		require.ErrorAs(t, err, &re, "%+v", c.p)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 		assert.Equal(t, c.field, errData(t, re)["field"], "%+v", c.p)
 	}
 }
@@ -133,7 +133,7 @@ func TestAFourthConcurrentStartOverADailyBudgetIsRefusedWithItsCode(t *testing.T
 		}
 	}()
 	_, err := rd.Client.Stream(ctx, rd.params("claude-code", "LINGER"), nil)
-	var re *rpc.Error
+	var re *rpcclient.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, daemon.CodeBudgetExceeded, re.Code)
 	data := errData(t, re)
@@ -174,7 +174,7 @@ func TestARateLimitWindowAnAgentReportedShowsInUsageAndHealth(t *testing.T) {
 	assert.Empty(t, h.RateLimits, "none before a run reports one")
 
 	before := time.Now().Add(-time.Second)
-	res, err := d.Client.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}, Task: "say pong"})
+	res, err := d.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: t.TempDir()}, Task: "say pong"})
 	require.NoError(t, err)
 	sum, err := d.Client.UsageSummary(ctx, api.UsageParams{})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // claudeCloud are Claude Code's cloud-provider switches, in the order it
@@ -103,22 +104,22 @@ func readClaudeFacts(home string, getenv func(string) string, goos string) claud
 // provider, then a key or token in the environment, then the saved login.
 // Without a credentials file, macOS keeps the login in the keychain
 // (unknown); elsewhere there is none.
-func claudeAuthKind(in AuthInput) AuthKind {
+func claudeAuthKind(in AuthInput) api.AuthKind {
 	f := readClaudeFacts(in.Home, in.Getenv, in.GOOS)
 	if m, _ := claudeEnvMethod(f); m != "" {
 		return m.Kind()
 	}
 	switch {
 	case f.CredsErr != nil:
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	case f.OAuth:
-		return AuthSubscription
+		return api.AuthSubscription
 	case f.CredsExist:
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	case in.GOOS == "darwin":
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	default:
-		return AuthUnauthenticated
+		return api.AuthUnauthenticated
 	}
 }
 
@@ -173,9 +174,9 @@ func claudeVerdict(out ProbeOutput, f claudeFacts, nowMillis int64) HealthVerdic
 	if err := json.Unmarshal([]byte(strings.TrimSpace(text)), &status); err != nil {
 		lower := strings.ToLower(out.Stdout + out.Stderr)
 		if strings.Contains(lower, "expired") {
-			return HealthVerdict{Status: StatusExpired, Reason: "Claude Code's login has expired: " + claudeLoginHint}
+			return HealthVerdict{Status: api.StatusExpired, Reason: "Claude Code's login has expired: " + claudeLoginHint}
 		}
-		return HealthVerdict{Status: StatusUnknown, Reason: "`claude auth status` printed something card cannot read (exit " + itoa(out.ExitCode) + "): " + firstLine(out.Stderr, out.Stdout) + "; update Claude Code or run the command by hand"}
+		return HealthVerdict{Status: api.StatusUnknown, Reason: "`claude auth status` printed something card cannot read (exit " + itoa(out.ExitCode) + "): " + firstLine(out.Stderr, out.Stdout) + "; update Claude Code or run the command by hand"}
 	}
 	loggedIn, _ := status["loggedIn"].(bool)
 	method, _ := status["authMethod"].(string)
@@ -183,18 +184,18 @@ func claudeVerdict(out ProbeOutput, f claudeFacts, nowMillis int64) HealthVerdic
 	lower := strings.ToLower(out.Stdout + out.Stderr)
 	switch {
 	case !loggedIn && strings.Contains(lower, "expired"):
-		return HealthVerdict{Status: StatusExpired, Reason: "Claude Code's login has expired: " + claudeLoginHint, Details: status}
+		return HealthVerdict{Status: api.StatusExpired, Reason: "Claude Code's login has expired: " + claudeLoginHint, Details: status}
 	case !loggedIn:
-		return HealthVerdict{Status: StatusNotConfigured, Reason: "Claude Code is not signed in: " + claudeLoginHint, Details: status}
+		return HealthVerdict{Status: api.StatusNotConfigured, Reason: "Claude Code is not signed in: " + claudeLoginHint, Details: status}
 	case out.ExitCode != 0:
-		return HealthVerdict{Status: StatusUnknown, Reason: "`claude auth status` says logged in but exited " + itoa(out.ExitCode) + ": " + firstLine(out.Stderr), Details: status}
+		return HealthVerdict{Status: api.StatusUnknown, Reason: "`claude auth status` says logged in but exited " + itoa(out.ExitCode) + ": " + firstLine(out.Stderr), Details: status}
 	}
 
 	// The environment the runs get decides first, as it does for Claude.
 	if m, source := claudeEnvMethod(f); m == MethodCloud {
 		return claudeCloudVerdict(f, status)
 	} else if m != "" {
-		return HealthVerdict{Status: StatusReady, Details: withAuth(status, m, source)}
+		return HealthVerdict{Status: api.StatusReady, Details: withAuth(status, m, source)}
 	}
 
 	// Nothing in the environment: the runs use the saved login. A
@@ -202,7 +203,7 @@ func claudeVerdict(out ProbeOutput, f claudeFacts, nowMillis int64) HealthVerdic
 	// a setting, so the status command's answer holds for the runs.
 	if method == "claude.ai" {
 		if keySource == "/login managed key" {
-			return HealthVerdict{Status: StatusReady, Details: withAuth(status, MethodAPIKey, "a Console API key saved by `claude auth login`")}
+			return HealthVerdict{Status: api.StatusReady, Details: withAuth(status, MethodAPIKey, "a Console API key saved by `claude auth login`")}
 		}
 		return claudeLoginVerdict(f, status, nowMillis, "")
 	}
@@ -213,10 +214,10 @@ func claudeVerdict(out ProbeOutput, f claudeFacts, nowMillis int64) HealthVerdic
 	case f.OAuth:
 		return claudeLoginVerdict(f, status, nowMillis, "; "+from+" in the settings files is not used by card's runs")
 	case f.GOOS == "darwin" && !f.CredsExist:
-		return HealthVerdict{Status: StatusUnknown, Details: status,
+		return HealthVerdict{Status: api.StatusUnknown, Details: status,
 			Reason: note + " unless a claude.ai login is in the macOS keychain, which card cannot see; " + claudeLoginHint}
 	}
-	return HealthVerdict{Status: StatusNotConfigured, Details: status,
+	return HealthVerdict{Status: api.StatusNotConfigured, Details: status,
 		Reason: note + ": " + claudeLoginHint + " (a variable in settings' env block belongs in one of those two places instead)"}
 }
 
@@ -255,10 +256,10 @@ func claudeLoginVerdict(f claudeFacts, status map[string]any, nowMillis int64, n
 		details = withAuth(status, MethodSubscription, "the claude.ai login in the OS keychain")
 	}
 	if f.OAuth && !f.OAuthRefresh && f.OAuthExpiresMillis > 0 && f.OAuthExpiresMillis <= nowMillis {
-		return HealthVerdict{Status: StatusExpired, Details: details,
+		return HealthVerdict{Status: api.StatusExpired, Details: details,
 			Reason: "the claude.ai login saved in " + f.ConfigDir + "/.credentials.json has expired and has no refresh token: run `claude auth login` again"}
 	}
-	v := HealthVerdict{Status: StatusReady, Details: details}
+	v := HealthVerdict{Status: api.StatusReady, Details: details}
 	if note != "" {
 		v.Reason = "signed in with claude.ai" + note
 	}
@@ -274,10 +275,10 @@ func claudeCloudVerdict(f claudeFacts, status map[string]any) HealthVerdict {
 	c := claudeCloud[f.Cloud-1]
 	details := withAuth(status, MethodCloud, c.env)
 	ready := func(how string) HealthVerdict {
-		return HealthVerdict{Status: StatusReady, Details: details, Reason: "uses " + c.name + " (" + c.env + ") with " + how + "; card did not ask the provider whether it is valid"}
+		return HealthVerdict{Status: api.StatusReady, Details: details, Reason: "uses " + c.name + " (" + c.env + ") with " + how + "; card did not ask the provider whether it is valid"}
 	}
 	unknown := func(why string) HealthVerdict {
-		return HealthVerdict{Status: StatusUnknown, Details: details, Reason: "Claude Code uses " + c.name + " (" + c.env + ") but " + why}
+		return HealthVerdict{Status: api.StatusUnknown, Details: details, Reason: "Claude Code uses " + c.name + " (" + c.env + ") but " + why}
 	}
 	switch c.provider {
 	case "bedrock":
@@ -304,7 +305,7 @@ func claudeCloudVerdict(f claudeFacts, status map[string]any) HealthVerdict {
 		return unknown("no Google credentials are visible (GOOGLE_APPLICATION_CREDENTIALS, or gcloud's application default credentials); unless this machine has a service account, run `gcloud auth application-default login` as the daemon's user")
 	case "foundry":
 		if !f.Env["ANTHROPIC_FOUNDRY_RESOURCE"] && !f.Env["ANTHROPIC_FOUNDRY_BASE_URL"] {
-			return HealthVerdict{Status: StatusNotConfigured, Details: details, Reason: "Claude Code is set to use Microsoft Foundry (CLAUDE_CODE_USE_FOUNDRY) but neither ANTHROPIC_FOUNDRY_RESOURCE nor ANTHROPIC_FOUNDRY_BASE_URL is set; set one in the daemon's environment or card.toml [adapters.claude-code] env"}
+			return HealthVerdict{Status: api.StatusNotConfigured, Details: details, Reason: "Claude Code is set to use Microsoft Foundry (CLAUDE_CODE_USE_FOUNDRY) but neither ANTHROPIC_FOUNDRY_RESOURCE nor ANTHROPIC_FOUNDRY_BASE_URL is set; set one in the daemon's environment or card.toml [adapters.claude-code] env"}
 		}
 		if n := anyOf(f.Env, "CLAUDE_CODE_SKIP_FOUNDRY_AUTH", "ANTHROPIC_FOUNDRY_API_KEY"); n != "" {
 			return ready(n)

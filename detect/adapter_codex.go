@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -68,31 +69,31 @@ func codexProvider(args []string) string {
 // provider in card.toml, CODEX_API_KEY, then $CODEX_HOME/auth.json, whose
 // auth_mode (a mode name, not a secret) or token/key field presence says
 // which login it holds.
-func codexAuthKind(in AuthInput) AuthKind {
+func codexAuthKind(in AuthInput) api.AuthKind {
 	f := readCodexFacts(in)
 	if f.Provider != "" || f.Env["CODEX_API_KEY"] {
-		return AuthAPIKey
+		return api.AuthAPIKey
 	}
 	keys, exists, err := readJSONShape(filepath.Join(codexHome(in), "auth.json"))
 	if err != nil {
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	}
 	if !exists {
-		return AuthUnauthenticated
+		return api.AuthUnauthenticated
 	}
 	switch strings.ToLower(rawString(keys, "auth_mode")) {
 	case "chatgpt":
-		return AuthSubscription
+		return api.AuthSubscription
 	case "apikey", "api_key":
-		return AuthAPIKey
+		return api.AuthAPIKey
 	}
 	switch {
 	case rawPresent(keys, "tokens"):
-		return AuthSubscription
+		return api.AuthSubscription
 	case rawPresent(keys, "OPENAI_API_KEY"):
-		return AuthAPIKey
+		return api.AuthAPIKey
 	}
-	return AuthKindUnknown
+	return api.AuthKindUnknown
 }
 
 const codexLoginHint = "run `codex login` to sign in with ChatGPT, or `printenv OPENAI_API_KEY | codex login --with-api-key` to store an API key, as the daemon's user; or set CODEX_API_KEY in the daemon's environment (or card.toml [adapters.codex] env)"
@@ -104,7 +105,7 @@ func codexHealth(ctx context.Context, in HealthInput) HealthVerdict {
 	if f.Provider != "" {
 		// Codex's own login plays no part; the status command would only
 		// confuse the answer.
-		return HealthVerdict{Status: StatusReady,
+		return HealthVerdict{Status: api.StatusReady,
 			Details: withAuth(map[string]any{}, MethodAPIKey, "the model provider "+f.Provider+" in card.toml [adapters.codex] args"),
 			Reason:  "runs use the model provider " + f.Provider + " chosen in card.toml [adapters.codex] args, which signs in with its own env_key; card did not check that key"}
 	}
@@ -147,28 +148,28 @@ func codexVerdict(out ProbeOutput, f codexFacts) HealthVerdict {
 	low := strings.ToLower(line)
 	switch {
 	case f.Env["CODEX_API_KEY"] && !strings.Contains(low, "error"):
-		return HealthVerdict{Status: StatusReady, Details: withAuth(details, MethodAPIKey, "CODEX_API_KEY"),
+		return HealthVerdict{Status: api.StatusReady, Details: withAuth(details, MethodAPIKey, "CODEX_API_KEY"),
 			Reason: "`codex exec` signs in with CODEX_API_KEY from the daemon's environment; card did not ask OpenAI whether it is valid"}
 	case strings.HasPrefix(low, "not logged in"):
 		if f.Env["OPENAI_API_KEY"] {
-			return HealthVerdict{Status: StatusNotConfigured, Details: details,
+			return HealthVerdict{Status: api.StatusNotConfigured, Details: details,
 				Reason: "OPENAI_API_KEY is set in the daemon's environment but Codex CLI does not sign in with it; store it with `printenv OPENAI_API_KEY | codex login --with-api-key` as the daemon's user, or set CODEX_API_KEY instead"}
 		}
-		return HealthVerdict{Status: StatusNotConfigured, Reason: "Codex CLI is not signed in: " + codexLoginHint, Details: details}
+		return HealthVerdict{Status: api.StatusNotConfigured, Reason: "Codex CLI is not signed in: " + codexLoginHint, Details: details}
 	case strings.HasPrefix(low, "error checking login status"):
-		return HealthVerdict{Status: StatusUnknown, Details: details,
+		return HealthVerdict{Status: api.StatusUnknown, Details: details,
 			Reason: "Codex CLI cannot read its saved login in " + f.Home + "/auth.json (" + firstLine(line) + "): " + codexLoginHint}
 	case strings.Contains(low, "expired"):
-		return HealthVerdict{Status: StatusExpired, Reason: "Codex CLI's login has expired: " + codexLoginHint, Details: details}
+		return HealthVerdict{Status: api.StatusExpired, Reason: "Codex CLI's login has expired: " + codexLoginHint, Details: details}
 	case out.ExitCode != 0:
 	case strings.HasPrefix(low, "logged in using chatgpt"):
-		return HealthVerdict{Status: StatusReady, Details: withAuth(details, MethodSubscription, "the ChatGPT login in "+f.Home+"/auth.json")}
+		return HealthVerdict{Status: api.StatusReady, Details: withAuth(details, MethodSubscription, "the ChatGPT login in "+f.Home+"/auth.json")}
 	case strings.HasPrefix(low, "api key configured"), strings.HasPrefix(low, "logged in using an api key"):
-		return HealthVerdict{Status: StatusReady, Details: withAuth(details, MethodAPIKey, stored)}
+		return HealthVerdict{Status: api.StatusReady, Details: withAuth(details, MethodAPIKey, stored)}
 	case strings.HasPrefix(low, "logged in"):
-		return HealthVerdict{Status: StatusReady, Details: details}
+		return HealthVerdict{Status: api.StatusReady, Details: details}
 	}
-	return HealthVerdict{Status: StatusUnknown, Reason: "`codex login status` gave an answer card does not recognise (exit " + itoa(out.ExitCode) + "): " + firstLine(out.Stderr, out.Stdout), Details: details}
+	return HealthVerdict{Status: api.StatusUnknown, Reason: "`codex login status` gave an answer card does not recognise (exit " + itoa(out.ExitCode) + "): " + firstLine(out.Stderr, out.Stdout), Details: details}
 }
 
 // codexPackage: bin/codex.js is a Node launcher that runs the native binary

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // copilotTokenEnv are the variables Copilot CLI takes a GitHub token from,
@@ -97,17 +98,17 @@ func ghHasLogin(home string, getenv func(string) string, host string) bool {
 	return false
 }
 
-func copilotAuthKind(in AuthInput) AuthKind {
+func copilotAuthKind(in AuthInput) api.AuthKind {
 	f := readCopilotFacts(in.Home, in.Getenv)
 	switch {
 	case f.ConfigErr != nil:
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	case f.ProviderURL:
-		return AuthAPIKey
+		return api.AuthAPIKey
 	case len(f.TokenEnv) > 0 || f.LoggedInUser || f.GHHost:
-		return AuthSubscription
+		return api.AuthSubscription
 	}
-	return AuthUnauthenticated
+	return api.AuthUnauthenticated
 }
 
 // copilotFileBased is appended to every Copilot reason: `copilot login` is
@@ -134,31 +135,31 @@ func copilotVerdict(f copilotFacts) HealthVerdict {
 		"login_recorded":     f.LoggedInUser,
 		"gh_cli_github_host": f.GHHost,
 	}
-	v := func(s HealthStatus, reason string) HealthVerdict {
+	v := func(s api.HealthStatus, reason string) HealthVerdict {
 		return HealthVerdict{Status: s, Reason: reason + copilotFileBased, Details: details}
 	}
 	switch {
 	case f.ConfigErr != nil:
-		return v(StatusUnknown, "~/.copilot/config.json could not be read ("+f.ConfigErr.Error()+"); fix or remove it")
+		return v(api.StatusUnknown, "~/.copilot/config.json could not be read ("+f.ConfigErr.Error()+"); fix or remove it")
 	case f.ProviderURL && !f.ProviderModel:
-		return v(StatusNotConfigured, "COPILOT_PROVIDER_BASE_URL is set but COPILOT_MODEL is not; a custom provider needs the model named")
+		return v(api.StatusNotConfigured, "COPILOT_PROVIDER_BASE_URL is set but COPILOT_MODEL is not; a custom provider needs the model named")
 	case f.ProviderURL && f.ProviderKey:
 		withAuth(details, MethodAPIKey, "COPILOT_PROVIDER_BASE_URL")
-		return v(StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL with a key from the environment (no GitHub sign-in needed)")
+		return v(api.StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL with a key from the environment (no GitHub sign-in needed)")
 	case f.ProviderURL:
 		withAuth(details, MethodAPIKey, "COPILOT_PROVIDER_BASE_URL")
-		return v(StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL without a key (a local provider)")
+		return v(api.StatusReady, "uses the custom provider in COPILOT_PROVIDER_BASE_URL without a key (a local provider)")
 	case len(f.TokenEnv) > 0:
 		withAuth(details, MethodSubscription, f.TokenEnv[0])
-		return v(StatusReady, "a GitHub token is set in "+f.TokenEnv[0]+"; card did not ask GitHub whether it is valid or has Copilot access")
+		return v(api.StatusReady, "a GitHub token is set in "+f.TokenEnv[0]+"; card did not ask GitHub whether it is valid or has Copilot access")
 	case f.LoggedInUser:
 		withAuth(details, MethodSubscription, "the /login account recorded in ~/.copilot/config.json")
-		return v(StatusReady, "~/.copilot/config.json records a /login account (its token is in the OS keychain, which card does not read)")
+		return v(api.StatusReady, "~/.copilot/config.json records a /login account (its token is in the OS keychain, which card does not read)")
 	case f.GHHost:
 		withAuth(details, MethodSubscription, "the GitHub CLI's login")
-		return v(StatusReady, "the GitHub CLI is signed in to "+f.GHHostName+", which Copilot uses when nothing else is set")
+		return v(api.StatusReady, "the GitHub CLI is signed in to "+f.GHHostName+", which Copilot uses when nothing else is set")
 	}
-	return v(StatusNotConfigured, "GitHub Copilot CLI is not signed in: "+copilotLoginHint)
+	return v(api.StatusNotConfigured, "GitHub Copilot CLI is not signed in: "+copilotLoginHint)
 }
 
 // copilotPackage: npm-loader.js runs the native binary of the

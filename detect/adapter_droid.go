@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // droidLoginFiles are the files Droid 0.225 keeps a Factory sign-in in
@@ -46,17 +47,17 @@ func readDroidFacts(home string, getenv func(string) string) droidFacts {
 	return f
 }
 
-func droidAuthKind(in AuthInput) AuthKind {
+func droidAuthKind(in AuthInput) api.AuthKind {
 	f := readDroidFacts(in.Home, in.Getenv)
 	switch {
 	case f.APIKeyEnv || f.CustomModels > 0:
-		return AuthAPIKey
+		return api.AuthAPIKey
 	case f.LoginFile != "":
-		return AuthSubscription
+		return api.AuthSubscription
 	case f.SettingsErr != nil:
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	}
-	return AuthUnauthenticated
+	return api.AuthUnauthenticated
 }
 
 // droidFileBased is appended to every Droid reason: `droid doctor` calls
@@ -77,23 +78,23 @@ func droidVerdict(f droidFacts) HealthVerdict {
 		"login_file":          f.LoginFile,
 		"custom_model_count":  f.CustomModels,
 	}
-	v := func(s HealthStatus, reason string) HealthVerdict {
+	v := func(s api.HealthStatus, reason string) HealthVerdict {
 		return HealthVerdict{Status: s, Reason: reason + droidFileBased, Details: details}
 	}
 	switch {
 	case f.APIKeyEnv:
 		withAuth(details, MethodAPIKey, "FACTORY_API_KEY")
-		return v(StatusReady, "FACTORY_API_KEY is set; card did not ask Factory whether it is valid")
+		return v(api.StatusReady, "FACTORY_API_KEY is set; card did not ask Factory whether it is valid")
 	case f.LoginFile != "":
 		withAuth(details, MethodSubscription, "the Factory sign-in in ~/.factory/"+f.LoginFile)
-		return v(StatusReady, "a Factory sign-in is saved in ~/.factory/"+f.LoginFile+" (card cannot check whether it has expired)")
+		return v(api.StatusReady, "a Factory sign-in is saved in ~/.factory/"+f.LoginFile+" (card cannot check whether it has expired)")
 	case f.SettingsErr != nil:
-		return v(StatusUnknown, "~/.factory/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
+		return v(api.StatusUnknown, "~/.factory/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
 	case f.CustomModels > 0:
 		withAuth(details, MethodAPIKey, "the customModels in ~/.factory/settings.json")
-		return v(StatusReady, "~/.factory/settings.json has "+itoa(f.CustomModels)+" BYOK custom model(s); only `custom:` models work without a Factory sign-in, so invoke with model `custom:<displayName>-<index>`")
+		return v(api.StatusReady, "~/.factory/settings.json has "+itoa(f.CustomModels)+" BYOK custom model(s); only `custom:` models work without a Factory sign-in, so invoke with model `custom:<displayName>-<index>`")
 	}
-	return v(StatusNotConfigured, "Factory Droid is not signed in: "+droidLoginHint)
+	return v(api.StatusNotConfigured, "Factory Droid is not signed in: "+droidLoginHint)
 }
 
 // droidPackage: bin/droid is a Node launcher (or, in an "optimized"

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Gemini CLI auth types, as written to settings.json (0.61.0's AuthType).
@@ -127,23 +128,23 @@ func effectiveGeminiAuth(f geminiFacts, getenv func(string) string) string {
 	return ""
 }
 
-func geminiAuthKind(in AuthInput) AuthKind {
+func geminiAuthKind(in AuthInput) api.AuthKind {
 	f := readGeminiFacts(in.Home, in.Getenv)
 	switch effectiveGeminiAuth(f, in.Getenv) {
 	case geminiAPIKey, geminiVertex, geminiComputeADC:
-		return AuthAPIKey
+		return api.AuthAPIKey
 	case geminiOAuth:
 		if f.OAuthExists {
-			return AuthSubscription
+			return api.AuthSubscription
 		}
-		return AuthUnauthenticated
+		return api.AuthUnauthenticated
 	case "":
 		if f.OAuthExists {
-			return AuthSubscription
+			return api.AuthSubscription
 		}
-		return AuthUnauthenticated
+		return api.AuthUnauthenticated
 	}
-	return AuthKindUnknown
+	return api.AuthKindUnknown
 }
 
 // geminiFileBased is appended to every Gemini reason: there is no status
@@ -171,12 +172,12 @@ func geminiVerdict(f geminiFacts, getenv func(string) string, nowMillis int64) H
 		details["dotenv_file"] = f.DotEnv
 		details["dotenv_set"] = toAny(namesIn(f.DotEnvSet, geminiEnvNames))
 	}
-	v := func(s HealthStatus, reason string) HealthVerdict {
+	v := func(s api.HealthStatus, reason string) HealthVerdict {
 		return HealthVerdict{Status: s, Reason: reason + geminiFileBased, Details: details}
 	}
 	ready := func(m AuthMethod, source, reason string) HealthVerdict {
 		withAuth(details, m, source)
-		return v(StatusReady, reason)
+		return v(api.StatusReady, reason)
 	}
 	// has: set in the environment, or in the .env file Gemini loads once
 	// an auth type is chosen.
@@ -190,22 +191,22 @@ func geminiVerdict(f geminiFacts, getenv func(string) string, nowMillis int64) H
 		return "", false
 	}
 	if f.SettingsErr != nil {
-		return v(StatusUnknown, "~/.gemini/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
+		return v(api.StatusUnknown, "~/.gemini/settings.json could not be read ("+f.SettingsErr.Error()+"); fix or remove it")
 	}
 	if f.EnforcedType != "" && auth != f.EnforcedType {
-		return v(StatusNotConfigured, "Gemini CLI's settings enforce the auth type "+f.EnforcedType+" but it would use "+orNone(auth)+"; sign in with that type (run `gemini` once interactively)")
+		return v(api.StatusNotConfigured, "Gemini CLI's settings enforce the auth type "+f.EnforcedType+" but it would use "+orNone(auth)+"; sign in with that type (run `gemini` once interactively)")
 	}
 	switch auth {
 	case "":
-		return v(StatusNotConfigured, "Gemini CLI has no auth method: set security.auth.selectedType in ~/.gemini/settings.json (run `gemini` once interactively), or set GEMINI_API_KEY in the daemon's environment (or card.toml [adapters.gemini] env)")
+		return v(api.StatusNotConfigured, "Gemini CLI has no auth method: set security.auth.selectedType in ~/.gemini/settings.json (run `gemini` once interactively), or set GEMINI_API_KEY in the daemon's environment (or card.toml [adapters.gemini] env)")
 	case geminiAPIKey:
 		if src, ok := has("GEMINI_API_KEY"); ok {
 			return ready(MethodAPIKey, src, "uses the Gemini API key in "+src)
 		}
 		if f.StoredKeyFile || f.GOOS == "darwin" {
-			return v(StatusUnknown, "Gemini CLI is set to use an API key and none is in the daemon's environment; a key saved with /auth may be in the OS keychain or ~/.gemini/gemini-credentials.json, which card cannot read; set GEMINI_API_KEY to be sure")
+			return v(api.StatusUnknown, "Gemini CLI is set to use an API key and none is in the daemon's environment; a key saved with /auth may be in the OS keychain or ~/.gemini/gemini-credentials.json, which card cannot read; set GEMINI_API_KEY to be sure")
 		}
-		return v(StatusNotConfigured, "Gemini CLI is set to use an API key but GEMINI_API_KEY is not set in the daemon's environment, card.toml [adapters.gemini] env or ~/.gemini/.env")
+		return v(api.StatusNotConfigured, "Gemini CLI is set to use an API key but GEMINI_API_KEY is not set in the daemon's environment, card.toml [adapters.gemini] env or ~/.gemini/.env")
 	case geminiVertex:
 		if src, ok := has("GOOGLE_API_KEY"); ok {
 			return ready(MethodCloud, src, "uses Vertex AI in express mode with the key in "+src)
@@ -213,42 +214,42 @@ func geminiVerdict(f geminiFacts, getenv func(string) string, nowMillis int64) H
 		_, project := has("GOOGLE_CLOUD_PROJECT")
 		_, location := has("GOOGLE_CLOUD_LOCATION")
 		if !project || !location {
-			return v(StatusNotConfigured, "Gemini CLI is set to use Vertex AI but neither GOOGLE_API_KEY nor GOOGLE_CLOUD_PROJECT with GOOGLE_CLOUD_LOCATION is set in the daemon's environment")
+			return v(api.StatusNotConfigured, "Gemini CLI is set to use Vertex AI but neither GOOGLE_API_KEY nor GOOGLE_CLOUD_PROJECT with GOOGLE_CLOUD_LOCATION is set in the daemon's environment")
 		}
 		if f.ADC {
 			return ready(MethodCloud, "GOOGLE_CLOUD_PROJECT", "uses Vertex AI with Google application default credentials")
 		}
-		return v(StatusUnknown, "Gemini CLI uses Vertex AI but no Google credentials are visible (GOOGLE_APPLICATION_CREDENTIALS, or gcloud's application default credentials); unless this machine has a service account, run `gcloud auth application-default login` as the daemon's user")
+		return v(api.StatusUnknown, "Gemini CLI uses Vertex AI but no Google credentials are visible (GOOGLE_APPLICATION_CREDENTIALS, or gcloud's application default credentials); unless this machine has a service account, run `gcloud auth application-default login` as the daemon's user")
 	case geminiOAuth:
 		withAuth(details, MethodSubscription, "the Google login in ~/.gemini/oauth_creds.json")
 		switch {
 		case f.OAuthErr != nil:
-			return v(StatusUnknown, "~/.gemini/oauth_creds.json could not be read ("+f.OAuthErr.Error()+"); sign in again by running `gemini` interactively")
+			return v(api.StatusUnknown, "~/.gemini/oauth_creds.json could not be read ("+f.OAuthErr.Error()+"); sign in again by running `gemini` interactively")
 		case !f.OAuthExists:
 			delete(details, "auth_method")
 			delete(details, "auth_source")
-			return v(StatusNotConfigured, "Gemini CLI is set to sign in with Google but has no saved login; run `gemini` interactively once to sign in")
+			return v(api.StatusNotConfigured, "Gemini CLI is set to sign in with Google but has no saved login; run `gemini` interactively once to sign in")
 		case f.HasRefreshToken:
-			return v(StatusReady, "signed in with Google (a refresh token is saved)")
+			return v(api.StatusReady, "signed in with Google (a refresh token is saved)")
 		case f.ExpiryMillis > 0 && f.ExpiryMillis <= nowMillis:
-			return v(StatusExpired, "the saved Google login has expired and has no refresh token; run `gemini` interactively to sign in again")
+			return v(api.StatusExpired, "the saved Google login has expired and has no refresh token; run `gemini` interactively to sign in again")
 		case f.HasAccessToken:
-			return v(StatusReady, "signed in with Google (the saved token has not expired)")
+			return v(api.StatusReady, "signed in with Google (the saved token has not expired)")
 		}
-		return v(StatusUnknown, "~/.gemini/oauth_creds.json has an unrecognised shape; run `gemini` interactively to sign in again")
+		return v(api.StatusUnknown, "~/.gemini/oauth_creds.json has an unrecognised shape; run `gemini` interactively to sign in again")
 	case geminiComputeADC:
 		if f.ADC {
 			return ready(MethodCloud, "application default credentials", "uses Google application default credentials")
 		}
-		return v(StatusUnknown, "Gemini CLI uses the machine's Google credentials (compute-default-credentials), which card cannot check without calling Google")
+		return v(api.StatusUnknown, "Gemini CLI uses the machine's Google credentials (compute-default-credentials), which card cannot check without calling Google")
 	case geminiGateway, geminiCloudShell:
 		from := "security.auth.selectedType in ~/.gemini/settings.json"
 		if f.SelectedType == "" {
 			from = "GOOGLE_GEMINI_BASE_URL in the daemon's environment"
 		}
-		return v(StatusNotConfigured, "Gemini CLI's auth type is "+auth+" (from "+from+"), which it refuses in a headless run (\"Invalid auth method selected.\"); set security.auth.selectedType to gemini-api-key (a gateway at GOOGLE_GEMINI_BASE_URL still works with it)")
+		return v(api.StatusNotConfigured, "Gemini CLI's auth type is "+auth+" (from "+from+"), which it refuses in a headless run (\"Invalid auth method selected.\"); set security.auth.selectedType to gemini-api-key (a gateway at GOOGLE_GEMINI_BASE_URL still works with it)")
 	}
-	return v(StatusUnknown, "Gemini CLI's auth type "+auth+" is not one card knows; run `gemini` by hand to check it")
+	return v(api.StatusUnknown, "Gemini CLI's auth type "+auth+" is not one card knows; run `gemini` by hand to check it")
 }
 
 // geminiPackage: bundle/gemini.js is the whole program.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // capture reads a real CLI capture from e2e/fixtures/cli.
@@ -37,11 +38,11 @@ func TestTheNewAdaptersVersionsParseFromTheirRealOutput(t *testing.T) {
 func TestTheNewAdaptersAreDescribedByTheirRealNamesBinariesPinsAndPackages(t *testing.T) {
 	cases := []struct {
 		id, name, bin, pin, npm string
-		ro                      ReadOnlyEnforcement
+		ro                      api.ReadOnlyEnforcement
 	}{
-		{agent.Copilot, "GitHub Copilot CLI", "copilot", "CAR_COPILOT_BIN", "@github/copilot", EnforcedByAllowlist},
-		{agent.Droid, "Factory Droid", "droid", "CAR_DROID_BIN", "@factory/cli", EnforcedByAgentDefault},
-		{agent.Pi, "Pi", "pi", "CAR_PI_BIN", "@mariozechner/pi-coding-agent", NotEnforced},
+		{agent.Copilot, "GitHub Copilot CLI", "copilot", "CAR_COPILOT_BIN", "@github/copilot", api.EnforcedByAllowlist},
+		{agent.Droid, "Factory Droid", "droid", "CAR_DROID_BIN", "@factory/cli", api.EnforcedByAgentDefault},
+		{agent.Pi, "Pi", "pi", "CAR_PI_BIN", "@mariozechner/pi-coding-agent", api.NotEnforced},
 	}
 	for _, c := range cases {
 		d, ok := Lookup(c.id)
@@ -64,7 +65,7 @@ func TestPiVersionOnStderrIsDetected(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "0.73.1", s.Version)
 	assert.True(t, s.Execution.IsRunnable())
-	assert.Equal(t, NotEnforced, s.ReadOnlyEnforcement)
+	assert.Equal(t, api.NotEnforced, s.ReadOnlyEnforcement)
 }
 
 // The Droid npm launcher without its platform package exits 1 with the
@@ -84,7 +85,7 @@ func TestDroidLauncherWithoutItsPlatformBinaryIsUnusableWithTheLaunchersCause(t 
 	assert.Contains(t, reason, filepath.Join(dir, "droid"))
 	h, err := d.Health(ctx, agent.Droid, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Equal(t, api.StatusNotExecutable, h.Status)
 	assert.Contains(t, h.Reason, "Could not find the droid binary")
 }
 
@@ -95,7 +96,7 @@ func TestANewAdapterPinThatDoesNotResolveNamesThePin(t *testing.T) {
 	reason, bad := s.UnusableReason()
 	require.True(t, bad)
 	assert.Contains(t, reason, "CAR_COPILOT_BIN")
-	assert.Equal(t, SourcePin, s.Source)
+	assert.Equal(t, api.SourcePin, s.Source)
 }
 
 func envOf(kv ...string) func(string) string {
@@ -124,32 +125,32 @@ func TestNewAdapterHealthIsDecidedFromEnvAndFilesByPresenceOnly(t *testing.T) {
 		id     string
 		env    []string
 		files  map[string]string
-		want   HealthStatus
+		want   api.HealthStatus
 		reason string
-		kind   AuthKind
+		kind   api.AuthKind
 	}{
-		{"copilot empty home", agent.Copilot, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
-		{"copilot token env", agent.Copilot, []string{"GH_TOKEN=" + fakeSecret}, nil, StatusReady, "GH_TOKEN", AuthSubscription},
-		{"copilot token precedence", agent.Copilot, []string{"GITHUB_TOKEN=" + fakeSecret, "COPILOT_GITHUB_TOKEN=" + fakeSecret}, nil, StatusReady, "COPILOT_GITHUB_TOKEN", AuthSubscription},
-		{"copilot byok", agent.Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1", "COPILOT_MODEL=m", "COPILOT_PROVIDER_API_KEY=" + fakeSecret}, nil, StatusReady, "custom provider", AuthAPIKey},
-		{"copilot byok without model", agent.Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1"}, nil, StatusNotConfigured, "COPILOT_MODEL", AuthAPIKey},
-		{"copilot /login recorded", agent.Copilot, nil, map[string]string{".copilot/config.json": `{"last_logged_in_user":{"host":"https://github.com","login":"u"}}`}, StatusReady, "/login", AuthSubscription},
-		{"copilot gh cli", agent.Copilot, nil, map[string]string{".config/gh/hosts.yml": "github.com:\n    oauth_token: " + fakeSecret + "\n    user: u\n"}, StatusReady, "GitHub CLI", AuthSubscription},
-		{"copilot broken config", agent.Copilot, nil, map[string]string{".copilot/config.json": `{`}, StatusUnknown, "could not be read", AuthKindUnknown},
+		{"copilot empty home", agent.Copilot, nil, nil, api.StatusNotConfigured, "not signed in", api.AuthUnauthenticated},
+		{"copilot token env", agent.Copilot, []string{"GH_TOKEN=" + fakeSecret}, nil, api.StatusReady, "GH_TOKEN", api.AuthSubscription},
+		{"copilot token precedence", agent.Copilot, []string{"GITHUB_TOKEN=" + fakeSecret, "COPILOT_GITHUB_TOKEN=" + fakeSecret}, nil, api.StatusReady, "COPILOT_GITHUB_TOKEN", api.AuthSubscription},
+		{"copilot byok", agent.Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1", "COPILOT_MODEL=m", "COPILOT_PROVIDER_API_KEY=" + fakeSecret}, nil, api.StatusReady, "custom provider", api.AuthAPIKey},
+		{"copilot byok without model", agent.Copilot, []string{"COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:1"}, nil, api.StatusNotConfigured, "COPILOT_MODEL", api.AuthAPIKey},
+		{"copilot /login recorded", agent.Copilot, nil, map[string]string{".copilot/config.json": `{"last_logged_in_user":{"host":"https://github.com","login":"u"}}`}, api.StatusReady, "/login", api.AuthSubscription},
+		{"copilot gh cli", agent.Copilot, nil, map[string]string{".config/gh/hosts.yml": "github.com:\n    oauth_token: " + fakeSecret + "\n    user: u\n"}, api.StatusReady, "GitHub CLI", api.AuthSubscription},
+		{"copilot broken config", agent.Copilot, nil, map[string]string{".copilot/config.json": `{`}, api.StatusUnknown, "could not be read", api.AuthKindUnknown},
 
-		{"droid empty home", agent.Droid, nil, nil, StatusNotConfigured, "not signed in", AuthUnauthenticated},
-		{"droid api key", agent.Droid, []string{"FACTORY_API_KEY=fk-" + fakeSecret}, nil, StatusReady, "FACTORY_API_KEY", AuthAPIKey},
-		{"droid saved login", agent.Droid, nil, map[string]string{".factory/auth.v2.file": "ciphertext " + fakeSecret}, StatusReady, "auth.v2.file", AuthSubscription},
-		{"droid byok custom model", agent.Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[{"model":"m","apiKey":"` + fakeSecret + `"}]}`}, StatusReady, "custom:", AuthAPIKey},
-		{"droid settings without models", agent.Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[]}`}, StatusNotConfigured, "not signed in", AuthUnauthenticated},
-		{"droid broken settings", agent.Droid, nil, map[string]string{".factory/settings.json": `nope`}, StatusUnknown, "could not be read", AuthKindUnknown},
+		{"droid empty home", agent.Droid, nil, nil, api.StatusNotConfigured, "not signed in", api.AuthUnauthenticated},
+		{"droid api key", agent.Droid, []string{"FACTORY_API_KEY=fk-" + fakeSecret}, nil, api.StatusReady, "FACTORY_API_KEY", api.AuthAPIKey},
+		{"droid saved login", agent.Droid, nil, map[string]string{".factory/auth.v2.file": "ciphertext " + fakeSecret}, api.StatusReady, "auth.v2.file", api.AuthSubscription},
+		{"droid byok custom model", agent.Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[{"model":"m","apiKey":"` + fakeSecret + `"}]}`}, api.StatusReady, "custom:", api.AuthAPIKey},
+		{"droid settings without models", agent.Droid, nil, map[string]string{".factory/settings.json": `{"customModels":[]}`}, api.StatusNotConfigured, "not signed in", api.AuthUnauthenticated},
+		{"droid broken settings", agent.Droid, nil, map[string]string{".factory/settings.json": `nope`}, api.StatusUnknown, "could not be read", api.AuthKindUnknown},
 
-		{"pi empty home", agent.Pi, nil, nil, StatusNotConfigured, "no provider credentials", AuthUnauthenticated},
-		{"pi provider env", agent.Pi, []string{"ANTHROPIC_API_KEY=sk-ant-" + fakeSecret}, nil, StatusReady, "ANTHROPIC_API_KEY", AuthAPIKey},
-		{"pi oauth login", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `{"anthropic":{"type":"oauth","refresh":"` + fakeSecret + `"}}`}, StatusReady, "anthropic", AuthSubscription},
-		{"pi api key login", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `{"openai":{"type":"api_key","key":"` + fakeSecret + `"}}`}, StatusReady, "openai", AuthAPIKey},
-		{"pi custom provider", agent.Pi, nil, map[string]string{".pi/agent/models.json": `{"providers":{"local":{"baseUrl":"http://127.0.0.1:1","apiKey":"` + fakeSecret + `"}}}`}, StatusReady, "models.json", AuthAPIKey},
-		{"pi broken auth", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `[`}, StatusUnknown, "could not be read", AuthKindUnknown},
+		{"pi empty home", agent.Pi, nil, nil, api.StatusNotConfigured, "no provider credentials", api.AuthUnauthenticated},
+		{"pi provider env", agent.Pi, []string{"ANTHROPIC_API_KEY=sk-ant-" + fakeSecret}, nil, api.StatusReady, "ANTHROPIC_API_KEY", api.AuthAPIKey},
+		{"pi oauth login", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `{"anthropic":{"type":"oauth","refresh":"` + fakeSecret + `"}}`}, api.StatusReady, "anthropic", api.AuthSubscription},
+		{"pi api key login", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `{"openai":{"type":"api_key","key":"` + fakeSecret + `"}}`}, api.StatusReady, "openai", api.AuthAPIKey},
+		{"pi custom provider", agent.Pi, nil, map[string]string{".pi/agent/models.json": `{"providers":{"local":{"baseUrl":"http://127.0.0.1:1","apiKey":"` + fakeSecret + `"}}}`}, api.StatusReady, "models.json", api.AuthAPIKey},
+		{"pi broken auth", agent.Pi, nil, map[string]string{".pi/agent/auth.json": `[`}, api.StatusUnknown, "could not be read", api.AuthKindUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,7 +185,7 @@ func TestNewAdapterHealthNeverRunsTheBinary(t *testing.T) {
 	for _, id := range []string{agent.Copilot, agent.Droid, agent.Pi} {
 		h, err := d.Health(ctx, id, true)
 		require.NoError(t, err)
-		assert.Equal(t, StatusNotConfigured, h.Status, "%s in an empty home: %s", id, h.Reason)
+		assert.Equal(t, api.StatusNotConfigured, h.Status, "%s in an empty home: %s", id, h.Reason)
 	}
 	assert.Equal(t, 0, runs())
 }

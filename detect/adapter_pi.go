@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // piKeyEnv are the provider credentials `pi --help` (0.73.1) documents.
@@ -78,20 +79,20 @@ func readPiFacts(home string, getenv func(string) string) piFacts {
 	return f
 }
 
-func piAuthKind(in AuthInput) AuthKind {
+func piAuthKind(in AuthInput) api.AuthKind {
 	f := readPiFacts(in.Home, in.Getenv)
 	for _, kind := range f.AuthProviders {
 		if kind == "oauth" {
-			return AuthSubscription
+			return api.AuthSubscription
 		}
 	}
 	switch {
 	case len(f.AuthProviders) > 0 || len(f.EnvSet) > 0 || len(f.ModelProviders) > 0:
-		return AuthAPIKey
+		return api.AuthAPIKey
 	case f.AuthErr != nil || f.ModelsErr != nil:
-		return AuthKindUnknown
+		return api.AuthKindUnknown
 	}
-	return AuthUnauthenticated
+	return api.AuthUnauthenticated
 }
 
 // piFileBased is appended to every Pi reason: Pi has no status command, so
@@ -125,12 +126,12 @@ func piVerdict(f piFacts) HealthVerdict {
 		"login_providers":  providers,
 		"custom_providers": custom,
 	}
-	v := func(s HealthStatus, reason string) HealthVerdict {
+	v := func(s api.HealthStatus, reason string) HealthVerdict {
 		return HealthVerdict{Status: s, Reason: reason + piFileBased, Details: details}
 	}
 	switch {
 	case f.AuthErr != nil:
-		return v(StatusUnknown, "~/.pi/agent/auth.json could not be read ("+f.AuthErr.Error()+"); fix or remove it, or sign in again with /login")
+		return v(api.StatusUnknown, "~/.pi/agent/auth.json could not be read ("+f.AuthErr.Error()+"); fix or remove it, or sign in again with /login")
 	case len(f.AuthProviders) > 0:
 		m := MethodAPIKey
 		for _, kind := range f.AuthProviders {
@@ -139,7 +140,7 @@ func piVerdict(f piFacts) HealthVerdict {
 			}
 		}
 		withAuth(details, m, "the login(s) in ~/.pi/agent/auth.json")
-		return v(StatusReady, "signed in to "+strings.Join(sortedKeys(f.AuthProviders), ", ")+" (saved in ~/.pi/agent/auth.json)")
+		return v(api.StatusReady, "signed in to "+strings.Join(sortedKeys(f.AuthProviders), ", ")+" (saved in ~/.pi/agent/auth.json)")
 	case len(f.EnvSet) > 0:
 		m := MethodAPIKey
 		switch {
@@ -149,14 +150,14 @@ func piVerdict(f piFacts) HealthVerdict {
 			m = MethodSubscription
 		}
 		withAuth(details, m, f.EnvSet[0])
-		return v(StatusReady, "a provider key is set in "+strings.Join(f.EnvSet, ", "))
+		return v(api.StatusReady, "a provider key is set in "+strings.Join(f.EnvSet, ", "))
 	case len(f.ModelProviders) > 0:
 		withAuth(details, MethodAPIKey, "the custom provider(s) in ~/.pi/agent/models.json")
-		return v(StatusReady, "custom provider(s) in ~/.pi/agent/models.json; invoke with that provider's model")
+		return v(api.StatusReady, "custom provider(s) in ~/.pi/agent/models.json; invoke with that provider's model")
 	case f.ModelsErr != nil:
-		return v(StatusUnknown, "~/.pi/agent/models.json could not be read ("+f.ModelsErr.Error()+"); fix or remove it")
+		return v(api.StatusUnknown, "~/.pi/agent/models.json could not be read ("+f.ModelsErr.Error()+"); fix or remove it")
 	}
-	return v(StatusNotConfigured, "Pi has no provider credentials: "+piLoginHint)
+	return v(api.StatusNotConfigured, "Pi has no provider credentials: "+piLoginHint)
 }
 
 func sortedKeys(m map[string]string) []string {

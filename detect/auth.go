@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // AuthMethod is how an adapter that reads ready signs in, in one vocabulary
@@ -28,14 +30,14 @@ const (
 
 // Kind is the deprecated auth_kind that matches the method: a cloud
 // account is billed per request like a key.
-func (m AuthMethod) Kind() AuthKind {
+func (m AuthMethod) Kind() api.AuthKind {
 	switch m {
 	case MethodSubscription:
-		return AuthSubscription
+		return api.AuthSubscription
 	case MethodAPIKey, MethodCloud:
-		return AuthAPIKey
+		return api.AuthAPIKey
 	}
-	return AuthKindUnknown
+	return api.AuthKindUnknown
 }
 
 // withAuth records how the adapter signs in. details may be nil.
@@ -52,7 +54,7 @@ func withAuth(details map[string]any, m AuthMethod, source string) map[string]an
 
 // MethodOf reads back the auth method a health answer recorded, "" when
 // it recorded none.
-func MethodOf(h ExternalAgentHealth) AuthMethod {
+func MethodOf(h api.ExternalAgentHealth) AuthMethod {
 	s, _ := h.Details["auth_method"].(string)
 	return AuthMethod(s)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/atomicfile"
 
 	"golang.org/x/sys/unix"
@@ -65,8 +66,8 @@ type cachedSearch struct {
 }
 
 type searchDir struct {
-	Dir    string `json:"dir"`
-	Source Source `json:"source"`
+	Dir    string     `json:"dir"`
+	Source api.Source `json:"source"`
 }
 
 func toCachedSearch(key string, sp SearchPath) *cachedSearch {

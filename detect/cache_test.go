@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // cacheRig is a home with a detection cache and one fake Gemini whose
@@ -80,7 +81,7 @@ func (r *cacheRig) start(opts ...func(*Options)) *Detector {
 	return d
 }
 
-func (r *cacheRig) detect(d *Detector) ExternalAgentSpec {
+func (r *cacheRig) detect(d *Detector) api.ExternalAgentSpec {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -90,12 +91,12 @@ func (r *cacheRig) detect(d *Detector) ExternalAgentSpec {
 		}
 	}
 	r.t.Fatal("gemini not detected")
-	return ExternalAgentSpec{}
+	return api.ExternalAgentSpec{}
 }
 
 // detectAndSettle detects and then closes the detector, which waits for any
 // background confirmation: the cache file is final afterwards.
-func (r *cacheRig) detectAndSettle(d *Detector) ExternalAgentSpec {
+func (r *cacheRig) detectAndSettle(d *Detector) api.ExternalAgentSpec {
 	s := r.detect(d)
 	d.Close()
 	return s
@@ -281,7 +282,7 @@ func TestTheLoginShellPathIsResolvedOffTheCriticalPathAndReusedAfterARestart(t *
 	require.EqualValues(t, 1, resolves.Load())
 
 	d := r.start(resolve(true))
-	done := make(chan ExternalAgentSpec, 1)
+	done := make(chan api.ExternalAgentSpec, 1)
 	go func() { done <- r.detect(d) }()
 	select {
 	case s := <-done:

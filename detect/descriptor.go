@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Descriptor is one adapter as detection sees it: the agent's static facts
@@ -24,7 +25,7 @@ type Probe struct {
 	// AuthKind guesses the auth kind from credential-file shape and key
 	// presence. It must never copy a credential value anywhere. Required
 	// in probes (a bare Descriptor without one reports unknown).
-	AuthKind func(in AuthInput) AuthKind
+	AuthKind func(in AuthInput) api.AuthKind
 	// Health decides the health bucket. It runs the tool's own status
 	// command through in.Run where the tool has one. Required in probes
 	// (a bare Descriptor without one reports that card has no check).
@@ -63,7 +64,7 @@ type HealthInput struct {
 
 // HealthVerdict is an adapter's answer before the detector stamps id and time.
 type HealthVerdict struct {
-	Status  HealthStatus
+	Status  api.HealthStatus
 	Reason  string
 	Details map[string]any
 }

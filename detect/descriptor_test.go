@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Every adapter carries the agent's facts as they are defined, in the
@@ -62,9 +63,9 @@ func TestAnAdapterWithAnEmptyProbeReportsUnknownAuthAndNoHealthCheck(t *testing.
 	desc := Descriptor{Adapter: a}
 	d := newTestDetector(t, "", t.TempDir())
 	spec := d.baseSpec(desc)
-	assert.Equal(t, AuthKindUnknown, spec.AuthKind)
-	assert.Equal(t, NotEnforced, spec.ReadOnlyEnforcement)
+	assert.Equal(t, api.AuthKindUnknown, spec.AuthKind)
+	assert.Equal(t, api.NotEnforced, spec.ReadOnlyEnforcement)
 	h := d.probeHealth(ctx, desc, "/nonexistent/pi")
-	assert.Equal(t, StatusUnknown, h.Status)
+	assert.Equal(t, api.StatusUnknown, h.Status)
 	assert.Equal(t, "card has no health check for Pi", h.Reason)
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // Defaults for Options.
@@ -108,19 +110,19 @@ type Detector struct {
 	// skipped holds, by adapter id, the installs the last detection saw
 	// in a scratch directory and did not use.
 	skipped   map[string][]string
-	specs     []ExternalAgentSpec
+	specs     []api.ExternalAgentSpec
 	haveSpecs bool
 	// gen counts the detections stored in specs (0: none yet), so a caller
 	// that keeps something derived from an answer (its encoding) knows when
 	// it is stale without comparing specs.
 	gen       atomic.Uint64
-	detecting *flight[[]ExternalAgentSpec]
+	detecting *flight[[]api.ExternalAgentSpec]
 	health    map[string]healthEntry
-	probing   map[string]*flight[ExternalAgentHealth]
+	probing   map[string]*flight[api.ExternalAgentHealth]
 }
 
 type healthEntry struct {
-	h  ExternalAgentHealth
+	h  api.ExternalAgentHealth
 	at time.Time
 }
 
@@ -163,7 +165,7 @@ func New(opts Options) *Detector {
 		search:  opts.Search.clone(),
 		skipped: map[string][]string{},
 		health:  map[string]healthEntry{},
-		probing: map[string]*flight[ExternalAgentHealth]{},
+		probing: map[string]*flight[api.ExternalAgentHealth]{},
 	}
 	if opts.CacheFile != "" {
 		d.cache = newVersionCache(opts.CacheFile, opts.Logf)
@@ -188,7 +190,7 @@ func (d *Detector) unixNow() uint64 { return uint64(d.opts.Now().Unix()) }
 // calls return the cached answer unless refresh is set. Concurrent callers
 // share one detection. If ctx ends first the caller gets what is cached (nil if
 // nothing), and the detection finishes in the background.
-func (d *Detector) Detect(ctx context.Context, refresh bool) []ExternalAgentSpec {
+func (d *Detector) Detect(ctx context.Context, refresh bool) []api.ExternalAgentSpec {
 	specs, _ := d.DetectGen(ctx, refresh)
 	return specs
 }
@@ -199,7 +201,7 @@ func (d *Detector) Detect(ctx context.Context, refresh bool) []ExternalAgentSpec
 func (d *Detector) Generation() uint64 { return d.gen.Load() }
 
 // DetectGen is Detect, also returning the generation of the answer.
-func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgentSpec, uint64) {
+func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]api.ExternalAgentSpec, uint64) {
 	d.mu.Lock()
 	if d.haveSpecs && !refresh {
 		out := cloneSpecs(d.specs)
@@ -209,7 +211,7 @@ func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgent
 	}
 	f := d.detecting
 	if f == nil {
-		f = &flight[[]ExternalAgentSpec]{done: make(chan struct{})}
+		f = &flight[[]api.ExternalAgentSpec]{done: make(chan struct{})}
 		d.detecting = f
 		quick := d.opts.Quick && !refresh && !d.haveSpecs
 		d.wg.Add(1)
@@ -257,26 +259,26 @@ func (d *Detector) DetectGen(ctx context.Context, refresh bool) ([]ExternalAgent
 }
 
 // Cached returns the last detection and whether there has been one.
-func (d *Detector) Cached() ([]ExternalAgentSpec, bool) {
+func (d *Detector) Cached() ([]api.ExternalAgentSpec, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return cloneSpecs(d.specs), d.haveSpecs
 }
 
-func cloneSpecs(in []ExternalAgentSpec) []ExternalAgentSpec {
+func cloneSpecs(in []api.ExternalAgentSpec) []api.ExternalAgentSpec {
 	if in == nil {
 		return nil
 	}
-	out := make([]ExternalAgentSpec, len(in))
+	out := make([]api.ExternalAgentSpec, len(in))
 	copy(out, in)
 	return out
 }
 
 // detectAll detects every adapter concurrently, on the search path as it
 // is when it starts, grown by the well-known directories that appeared.
-func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgentSpec {
+func (d *Detector) detectAll(ctx context.Context, run *detectRun) []api.ExternalAgentSpec {
 	search := d.refreshSearch()
-	results := make([]*ExternalAgentSpec, len(registry))
+	results := make([]*api.ExternalAgentSpec, len(registry))
 	skipped := make([][]string, len(registry))
 	var wg sync.WaitGroup
 	for i, desc := range registry {
@@ -287,7 +289,7 @@ func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgen
 		}()
 	}
 	wg.Wait()
-	var out []ExternalAgentSpec
+	var out []api.ExternalAgentSpec
 	d.mu.Lock()
 	for i, r := range results {
 		if r != nil {
@@ -332,16 +334,16 @@ func (p pinSetting) set(value string) string {
 	return fmt.Sprintf("bin = %q under [adapters.%s] in card.toml", value, p.adapter)
 }
 
-func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
-	kind := AuthKindUnknown
+func (d *Detector) baseSpec(desc Descriptor) api.ExternalAgentSpec {
+	kind := api.AuthKindUnknown
 	if desc.AuthKind != nil {
 		kind = desc.AuthKind(AuthInput{Home: d.opts.Home, Getenv: d.adapterGetenv(desc.ID), GOOS: d.opts.GOOS, Args: d.opts.Adapters[desc.ID].Args})
 	}
-	return ExternalAgentSpec{
+	return api.ExternalAgentSpec{
 		ID:                  desc.ID,
 		DisplayName:         desc.DisplayName,
 		AuthKind:            kind,
-		Capabilities:        Capabilities(desc.Capabilities),
+		Capabilities:        api.Capabilities(desc.Capabilities),
 		DetectedAt:          d.unixNow(),
 		Execution:           Runnable(),
 		ReadOnlyEnforcement: desc.ReadOnly,
@@ -350,14 +352,14 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 
 // detectOne resolves one adapter on search; nil means not installed. It
 // also returns the installs it skipped for being in a scratch directory.
-func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchPath, desc Descriptor) (*ExternalAgentSpec, []string) {
+func (d *Detector) detectOne(ctx context.Context, run *detectRun, search SearchPath, desc Descriptor) (*api.ExternalAgentSpec, []string) {
 	spec := d.baseSpec(desc)
 	pathValue := search.PATH()
 
 	if setting, value, ok := d.pin(desc); ok {
 		// A pin is the person's explicit choice: when it is broken we say so
 		// rather than silently running some other binary from PATH.
-		spec.Source = SourcePin
+		spec.Source = api.SourcePin
 		path, err := resolvePin(setting, value, d.opts.Home, search)
 		if err != nil {
 			spec.BinaryPath = value

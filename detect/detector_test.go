@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -46,8 +47,8 @@ func TestAFoundBinaryIsRunnableWithItsParsedVersionAndWhereItCameFrom(t *testing
 	assert.Equal(t, "2.1.197", s.Version)
 	assert.Equal(t, "Claude Code", s.DisplayName)
 	assert.True(t, s.Execution.IsRunnable())
-	assert.Equal(t, SourcePath, s.Source)
-	assert.Equal(t, EnforcedByAllowlist, s.ReadOnlyEnforcement)
+	assert.Equal(t, api.SourcePath, s.Source)
+	assert.Equal(t, api.EnforcedByAllowlist, s.ReadOnlyEnforcement)
 	assert.NotZero(t, s.DetectedAt)
 
 	bin, _, err := d.Binary(ctx, agent.ClaudeCode)
@@ -65,7 +66,7 @@ func TestAPinWinsOverTheSearchPath(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, pin, s.BinaryPath)
 	assert.Equal(t, "9.9.9", s.Version)
-	assert.Equal(t, SourcePin, s.Source)
+	assert.Equal(t, api.SourcePin, s.Source)
 }
 
 func TestAPinThatDoesNotResolveIsUnusableNamingThePinWithNoPathFallback(t *testing.T) {
@@ -81,7 +82,7 @@ func TestAPinThatDoesNotResolveIsUnusableNamingThePinWithNoPathFallback(t *testi
 	assert.Contains(t, reason, "CAR_CODEX_BIN")
 	assert.Contains(t, reason, missing)
 	assert.Equal(t, missing, s.BinaryPath)
-	assert.Equal(t, SourcePin, s.Source)
+	assert.Equal(t, api.SourcePin, s.Source)
 
 	_, _, err := d.Binary(ctx, agent.Codex)
 	var ue *UnusableError
@@ -110,7 +111,7 @@ func TestAConfigPinIsUsedAndTheEnvironmentPinWinsOverIt(t *testing.T) {
 	s, ok := specByID(d.Detect(ctx, false), agent.Gemini)
 	require.True(t, ok)
 	assert.Equal(t, fromConfig, s.BinaryPath)
-	assert.Equal(t, SourcePin, s.Source)
+	assert.Equal(t, api.SourcePin, s.Source)
 
 	d2 := newDetectorWith(t, Options{Pins: map[string]string{agent.Gemini: fromConfig}, Env: testEnv("CAR_GEMINI_BIN=" + fromEnv)})
 	s2, _ := specByID(d2.Detect(ctx, false), agent.Gemini)

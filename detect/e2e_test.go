@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -94,7 +95,7 @@ func TestRealCLIsAreDetectedWithTheVersionTheyPrintAndAreNotSignedInWithAnEmptyH
 		t.Logf("%s %s at %s", s.ID, s.Version, s.BinaryPath)
 	}
 	for _, h := range d.HealthAll(context.Background(), false) {
-		assert.Equal(t, StatusNotConfigured, h.Status, "%s: %s", h.ID, h.Reason)
+		assert.Equal(t, api.StatusNotConfigured, h.Status, "%s: %s", h.ID, h.Reason)
 		assert.NotEmpty(t, h.Reason)
 	}
 }
@@ -103,7 +104,7 @@ func TestRealClaudeIsReadyWithAnAPIKeyInTheEnvironment(t *testing.T) {
 	d, _ := realDetector(t, "ANTHROPIC_API_KEY=sk-ant-fake")
 	h, err := d.Health(context.Background(), agent.ClaudeCode, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusReady, h.Status, h.Reason)
+	assert.Equal(t, api.StatusReady, h.Status, h.Reason)
 	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["apiKeySource"])
 }
 
@@ -135,14 +136,14 @@ func TestColdDetectCostsNoMoreThanTheSlowestVersionProbe(t *testing.T) {
 		return Options{Search: search, Home: home, Env: proc.EnvMap(env), ScratchDirs: []string{},
 			ProbeTimeout: time.Minute, Quick: quick, CacheFile: cache}
 	}
-	timed := func(o Options, refresh bool) (time.Duration, []ExternalAgentSpec) {
+	timed := func(o Options, refresh bool) (time.Duration, []api.ExternalAgentSpec) {
 		d := New(o)
 		defer d.Close() // also ends a background confirmation before the next timing
 		start := time.Now()
 		specs := d.Detect(context.Background(), refresh)
 		return time.Since(start), specs
 	}
-	versions := func(specs []ExternalAgentSpec) map[string]string {
+	versions := func(specs []api.ExternalAgentSpec) map[string]string {
 		m := map[string]string{}
 		for _, s := range specs {
 			m[s.ID] = s.Version

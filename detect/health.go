@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // UnknownAdapterError is returned for an id no adapter has. The daemon maps
@@ -72,14 +73,14 @@ func unknownAdapter(id string) error { return &UnknownAdapterError{ID: id, Known
 // Binary returns the binary to invoke for id, from detection (cached unless
 // nothing is cached yet), or a typed error: *UnknownAdapterError,
 // *NotInstalledError or *UnusableError carrying detection's reason.
-func (d *Detector) Binary(ctx context.Context, id string) (string, ExternalAgentSpec, error) {
+func (d *Detector) Binary(ctx context.Context, id string) (string, api.ExternalAgentSpec, error) {
 	desc, ok := Lookup(id)
 	if !ok {
-		return "", ExternalAgentSpec{}, unknownAdapter(id)
+		return "", api.ExternalAgentSpec{}, unknownAdapter(id)
 	}
 	spec, found := d.specFor(ctx, id)
 	if !found {
-		return "", ExternalAgentSpec{}, d.notInstalled(desc)
+		return "", api.ExternalAgentSpec{}, d.notInstalled(desc)
 	}
 	if reason, bad := spec.UnusableReason(); bad {
 		return "", spec, &UnusableError{ID: id, Path: spec.BinaryPath, Reason: reason}
@@ -87,13 +88,13 @@ func (d *Detector) Binary(ctx context.Context, id string) (string, ExternalAgent
 	return spec.BinaryPath, spec, nil
 }
 
-func (d *Detector) specFor(ctx context.Context, id string) (ExternalAgentSpec, bool) {
+func (d *Detector) specFor(ctx context.Context, id string) (api.ExternalAgentSpec, bool) {
 	for _, s := range d.Detect(ctx, false) {
 		if s.ID == id {
 			return s, true
 		}
 	}
-	return ExternalAgentSpec{}, false
+	return api.ExternalAgentSpec{}, false
 }
 
 // Health answers whether adapter id is ready to invoke. Answers are cached for
@@ -101,17 +102,17 @@ func (d *Detector) specFor(ctx context.Context, id string) (ExternalAgentSpec, b
 // share one probe, so a burst of requests starts one status command. Health
 // never changes a spec's execution: a binary detection found unusable is
 // reported not_executable with detection's reason and no command is run.
-func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalAgentHealth, error) {
+func (d *Detector) Health(ctx context.Context, id string, force bool) (api.ExternalAgentHealth, error) {
 	desc, ok := Lookup(id)
 	if !ok {
-		return ExternalAgentHealth{}, unknownAdapter(id)
+		return api.ExternalAgentHealth{}, unknownAdapter(id)
 	}
 	spec, found := d.specFor(ctx, id)
 	if !found {
-		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: d.notInstalled(desc).Error()}), nil
+		return d.stamp(id, HealthVerdict{Status: api.StatusNotExecutable, Reason: d.notInstalled(desc).Error()}), nil
 	}
 	if reason, bad := spec.UnusableReason(); bad {
-		return d.stamp(id, HealthVerdict{Status: StatusNotExecutable, Reason: reason}), nil
+		return d.stamp(id, HealthVerdict{Status: api.StatusNotExecutable, Reason: reason}), nil
 	}
 
 	d.mu.Lock()
@@ -121,7 +122,7 @@ func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalA
 	}
 	f := d.probing[id]
 	if f == nil {
-		f = &flight[ExternalAgentHealth]{done: make(chan struct{})}
+		f = &flight[api.ExternalAgentHealth]{done: make(chan struct{})}
 		d.probing[id] = f
 		d.wg.Add(1)
 		go func() {
@@ -141,21 +142,21 @@ func (d *Detector) Health(ctx context.Context, id string, force bool) (ExternalA
 	case <-f.done:
 		return f.val, nil
 	case <-ctx.Done():
-		return ExternalAgentHealth{}, fmt.Errorf("health check of %s abandoned: %w", id, ctx.Err())
+		return api.ExternalAgentHealth{}, fmt.Errorf("health check of %s abandoned: %w", id, ctx.Err())
 	}
 }
 
 // HealthAll checks every known adapter concurrently, in registry order.
 // Adapters that are not installed are included as not_executable, so a host
 // can show why an agent it expected is missing.
-func (d *Detector) HealthAll(ctx context.Context, force bool) []ExternalAgentHealth {
+func (d *Detector) HealthAll(ctx context.Context, force bool) []api.ExternalAgentHealth {
 	return d.healthOf(ctx, agent.IDs(), force)
 }
 
 // HealthDetected checks every detected adapter (installed, whether or not
 // it can run) concurrently, in registry order: what CAR's
 // agents.health_external answers without an id.
-func (d *Detector) HealthDetected(ctx context.Context, force bool) []ExternalAgentHealth {
+func (d *Detector) HealthDetected(ctx context.Context, force bool) []api.ExternalAgentHealth {
 	specs := d.Detect(ctx, false)
 	ids := make([]string, len(specs))
 	for i, s := range specs {
@@ -164,8 +165,8 @@ func (d *Detector) HealthDetected(ctx context.Context, force bool) []ExternalAge
 	return d.healthOf(ctx, ids, force)
 }
 
-func (d *Detector) healthOf(ctx context.Context, ids []string, force bool) []ExternalAgentHealth {
-	out := make([]ExternalAgentHealth, len(ids))
+func (d *Detector) healthOf(ctx context.Context, ids []string, force bool) []api.ExternalAgentHealth {
+	out := make([]api.ExternalAgentHealth, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Add(1)
@@ -173,7 +174,7 @@ func (d *Detector) healthOf(ctx context.Context, ids []string, force bool) []Ext
 			defer wg.Done()
 			h, err := d.Health(ctx, id, force)
 			if err != nil {
-				h = d.stamp(id, HealthVerdict{Status: StatusUnknown, Reason: err.Error()})
+				h = d.stamp(id, HealthVerdict{Status: api.StatusUnknown, Reason: err.Error()})
 			}
 			out[i] = h
 		}()
@@ -184,7 +185,7 @@ func (d *Detector) healthOf(ctx context.Context, ids []string, force bool) []Ext
 
 // WithHealth returns specs with Health filled in for each (the
 // include_health form of agents.detect).
-func (d *Detector) WithHealth(ctx context.Context, specs []ExternalAgentSpec, force bool) []ExternalAgentSpec {
+func (d *Detector) WithHealth(ctx context.Context, specs []api.ExternalAgentSpec, force bool) []api.ExternalAgentSpec {
 	out := cloneSpecs(specs)
 	var wg sync.WaitGroup
 	for i := range out {
@@ -193,12 +194,12 @@ func (d *Detector) WithHealth(ctx context.Context, specs []ExternalAgentSpec, fo
 			defer wg.Done()
 			h, err := d.Health(ctx, out[i].ID, force)
 			if err != nil {
-				h = d.stamp(out[i].ID, HealthVerdict{Status: StatusUnknown, Reason: err.Error()})
+				h = d.stamp(out[i].ID, HealthVerdict{Status: api.StatusUnknown, Reason: err.Error()})
 			}
 			out[i].Health = &h
 			// The sign-in health found is better evidence than the
 			// file-shape guess detection made.
-			if k := MethodOf(h).Kind(); h.Status == StatusReady && k != AuthKindUnknown {
+			if k := MethodOf(h).Kind(); h.Status == api.StatusReady && k != api.AuthKindUnknown {
 				out[i].AuthKind = k
 			}
 		}()
@@ -207,17 +208,17 @@ func (d *Detector) WithHealth(ctx context.Context, specs []ExternalAgentSpec, fo
 	return out
 }
 
-func (d *Detector) stamp(id string, v HealthVerdict) ExternalAgentHealth {
+func (d *Detector) stamp(id string, v HealthVerdict) api.ExternalAgentHealth {
 	details := Redact(v.Details)
 	if details == nil {
 		details = map[string]any{}
 	}
-	return ExternalAgentHealth{ID: id, Status: v.Status, Details: details, Reason: v.Reason, CheckedAt: d.unixNow()}
+	return api.ExternalAgentHealth{ID: id, Status: v.Status, Details: details, Reason: v.Reason, CheckedAt: d.unixNow()}
 }
 
-func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string) ExternalAgentHealth {
+func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string) api.ExternalAgentHealth {
 	if desc.Health == nil {
-		return d.stamp(desc.ID, HealthVerdict{Status: StatusUnknown, Reason: "card has no health check for " + desc.DisplayName})
+		return d.stamp(desc.ID, HealthVerdict{Status: api.StatusUnknown, Reason: "card has no health check for " + desc.DisplayName})
 	}
 	pathValue := d.SearchPath().PATH()
 	env := probeEnv(d.adapterEnv(desc.ID), pathValue, d.opts.Home)
@@ -234,7 +235,7 @@ func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string)
 		},
 	}
 	v := desc.Health(ctx, in)
-	if v.Status != StatusReady && v.Reason == "" {
+	if v.Status != api.StatusReady && v.Reason == "" {
 		v.Reason = desc.DisplayName + " reported no reason; run its status command by hand to see why"
 	}
 	return d.stamp(desc.ID, v)
@@ -245,14 +246,14 @@ func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string)
 func commonHealthFailure(name string, out ProbeOutput) (HealthVerdict, bool) {
 	switch {
 	case out.TimedOut:
-		return HealthVerdict{Status: StatusUnknown, Reason: fmt.Sprintf("`%s` did not answer within the health timeout; try again, or run it by hand to see whether it is waiting on the network", name)}, true
+		return HealthVerdict{Status: api.StatusUnknown, Reason: fmt.Sprintf("`%s` did not answer within the health timeout; try again, or run it by hand to see whether it is waiting on the network", name)}, true
 	case out.StartErr != nil:
-		return HealthVerdict{Status: StatusUnknown, Reason: fmt.Sprintf("`%s` could not be started: %v", name, out.StartErr)}, true
+		return HealthVerdict{Status: api.StatusUnknown, Reason: fmt.Sprintf("`%s` could not be started: %v", name, out.StartErr)}, true
 	case out.Signal != 0:
-		return HealthVerdict{Status: StatusUnknown, Reason: fmt.Sprintf("`%s` was killed by signal %d (%s)", name, int(out.Signal), out.Signal)}, true
+		return HealthVerdict{Status: api.StatusUnknown, Reason: fmt.Sprintf("`%s` was killed by signal %d (%s)", name, int(out.Signal), out.Signal)}, true
 	}
 	if looksLikeNetworkError(out.Stdout + "\n" + out.Stderr) {
-		return HealthVerdict{Status: StatusNetworkError, Reason: fmt.Sprintf("`%s` could not reach the vendor: %s; check the network or proxy settings", name, firstLine(out.Stderr, out.Stdout))}, true
+		return HealthVerdict{Status: api.StatusNetworkError, Reason: fmt.Sprintf("`%s` could not reach the vendor: %s; check the network or proxy settings", name, firstLine(out.Stderr, out.Stdout))}, true
 	}
 	return HealthVerdict{}, false
 }

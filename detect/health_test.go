@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Real texts from testdata/auth-status.txt (TestTheStatusTextsAreTheCapturedOnes).
@@ -60,15 +61,15 @@ func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
 	cases := []struct {
 		name, stdout, stderr string
 		exit                 int
-		want                 HealthStatus
+		want                 api.HealthStatus
 		reason               string
 	}{
-		{"logged out", claudeLoggedOut, "", 1, StatusNotConfigured, "claude auth login"},
-		{"api key in the environment", claudeAPIKey, "", 0, StatusReady, ""},
-		{"api key only in the settings files", claudeAPIKey, "", 0, StatusNotConfigured, "--setting-sources"},
-		{"expired login", `{"loggedIn": false, "authMethod": "claude.ai", "error": "OAuth token expired"}`, "", 1, StatusExpired, "claude auth login"},
-		{"network failure", "", "Error: getaddrinfo ENOTFOUND api.anthropic.com", 1, StatusNetworkError, "network"},
-		{"output card cannot read", "Usage: claude [options]", "", 2, StatusUnknown, "cannot read"},
+		{"logged out", claudeLoggedOut, "", 1, api.StatusNotConfigured, "claude auth login"},
+		{"api key in the environment", claudeAPIKey, "", 0, api.StatusReady, ""},
+		{"api key only in the settings files", claudeAPIKey, "", 0, api.StatusNotConfigured, "--setting-sources"},
+		{"expired login", `{"loggedIn": false, "authMethod": "claude.ai", "error": "OAuth token expired"}`, "", 1, api.StatusExpired, "claude auth login"},
+		{"network failure", "", "Error: getaddrinfo ENOTFOUND api.anthropic.com", 1, api.StatusNetworkError, "network"},
+		{"output card cannot read", "Usage: claude [options]", "", 2, api.StatusUnknown, "cannot read"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,7 +77,7 @@ func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
 			cnt, runs := counter(t)
 			statusCLI(t, dir, "claude", "2.1.197 (Claude Code)", c.stdout, c.stderr, c.exit, "0", cnt)
 			env := testEnv("ANTHROPIC_API_KEY=sk-ant-fake")
-			if c.want != StatusReady {
+			if c.want != api.StatusReady {
 				env = testEnv()
 			}
 			d := newDetectorWith(t, Options{Env: env}, dir)
@@ -86,7 +87,7 @@ func TestClaudeHealthFollowsAuthStatus(t *testing.T) {
 			assert.Equal(t, agent.ClaudeCode, h.ID)
 			assert.Contains(t, h.Reason, c.reason)
 			assert.Equal(t, 1, runs())
-			if c.want != StatusReady {
+			if c.want != api.StatusReady {
 				assert.NotEmpty(t, h.Reason, "every status but ready says what to do")
 			}
 		})
@@ -100,7 +101,7 @@ func TestClaudeReadyDetailsKeepTheKeySourceButNoSecret(t *testing.T) {
 	d := newDetectorWith(t, Options{Env: testEnv("ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz")}, dir)
 	h, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusReady, h.Status)
+	assert.Equal(t, api.StatusReady, h.Status)
 	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["apiKeySource"])
 	assert.Equal(t, true, h.Details["loggedIn"])
 	b, _ := json.Marshal(h)
@@ -112,16 +113,16 @@ func TestCodexHealthFollowsLoginStatus(t *testing.T) {
 	cases := []struct {
 		name, stderr string
 		exit         int
-		want         HealthStatus
+		want         api.HealthStatus
 		method       string
 	}{
-		{"logged out (real text with the /tmp warning)", codexTmpWarning + "\nNot logged in\n", 1, StatusNotConfigured, ""},
-		{"chatgpt", "Logged in using ChatGPT\n", 0, StatusReady, "subscription"},
-		{"api key (before 0.171)", "Logged in using an API key - sk-proj-***************************ABCD\n", 0, StatusReady, "api_key"},
-		{"api key (0.171, real text)", codexTmpWarning + "\nAPI key configured - sk-proj-***ABCD\nAuthentication is checked when you send a request.\n", 0, StatusReady, "api_key"},
-		{"unreadable saved login", "Error checking login status: failed to deserialize CLI auth from file: invalid credential JSON (Data at line 1 column 51)\n", 1, StatusUnknown, ""},
-		{"expired", "Error: your access token has expired; please log in again\n", 1, StatusExpired, ""},
-		{"unrecognised", "panic: something\n", 101, StatusUnknown, ""},
+		{"logged out (real text with the /tmp warning)", codexTmpWarning + "\nNot logged in\n", 1, api.StatusNotConfigured, ""},
+		{"chatgpt", "Logged in using ChatGPT\n", 0, api.StatusReady, "subscription"},
+		{"api key (before 0.171)", "Logged in using an API key - sk-proj-***************************ABCD\n", 0, api.StatusReady, "api_key"},
+		{"api key (0.171, real text)", codexTmpWarning + "\nAPI key configured - sk-proj-***ABCD\nAuthentication is checked when you send a request.\n", 0, api.StatusReady, "api_key"},
+		{"unreadable saved login", "Error checking login status: failed to deserialize CLI auth from file: invalid credential JSON (Data at line 1 column 51)\n", 1, api.StatusUnknown, ""},
+		{"expired", "Error: your access token has expired; please log in again\n", 1, api.StatusExpired, ""},
+		{"unrecognised", "panic: something\n", 101, api.StatusUnknown, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,7 +136,7 @@ func TestCodexHealthFollowsLoginStatus(t *testing.T) {
 			if c.method != "" {
 				assert.Equal(t, c.method, h.Details["auth_method"])
 			}
-			if c.want != StatusReady {
+			if c.want != api.StatusReady {
 				assert.NotEmpty(t, h.Reason)
 			}
 			b, _ := json.Marshal(h)
@@ -153,7 +154,7 @@ func TestAStatusCommandThatHangsIsKilledAndReportedUnknown(t *testing.T) {
 	h, err := d.Health(ctx, agent.Codex, false)
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 3*time.Second)
-	assert.Equal(t, StatusUnknown, h.Status)
+	assert.Equal(t, api.StatusUnknown, h.Status)
 	assert.Contains(t, h.Reason, "did not answer")
 }
 
@@ -167,7 +168,7 @@ func TestAnUnusableBinaryIsNotExecutableWithDetectionsReasonAndNoStatusCommandRu
 
 	h, err := d.Health(ctx, agent.ClaudeCode, true)
 	require.NoError(t, err)
-	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Equal(t, api.StatusNotExecutable, h.Status)
 	assert.Equal(t, detReason, h.Reason)
 	assert.Equal(t, 0, runs())
 
@@ -179,7 +180,7 @@ func TestAnAdapterThatIsNotInstalledIsNotExecutableSayingHowToInstallIt(t *testi
 	d := newTestDetector(t, "", t.TempDir())
 	h, err := d.Health(ctx, agent.Codex, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Equal(t, api.StatusNotExecutable, h.Status)
 	assert.Contains(t, h.Reason, "npm install -g @openai/codex")
 }
 
@@ -242,7 +243,7 @@ func TestConcurrentHealthCallersShareOneStatusCommand(t *testing.T) {
 			defer wg.Done()
 			h, err := d.Health(ctx, agent.ClaudeCode, true)
 			assert.NoError(t, err)
-			assert.Equal(t, StatusReady, h.Status)
+			assert.Equal(t, api.StatusReady, h.Status)
 		}()
 	}
 	wg.Wait()
@@ -261,7 +262,7 @@ func TestACallerThatGivesUpDoesNotKillTheSharedProbe(t *testing.T) {
 	require.Error(t, err)
 	h, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusReady, h.Status)
+	assert.Equal(t, api.StatusReady, h.Status)
 	assert.Equal(t, 1, runs())
 }
 
@@ -278,14 +279,14 @@ func TestHealthAllAnswersForEveryKnownAdapterInOrder(t *testing.T) {
 		ids = append(ids, h.ID)
 	}
 	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, ids)
-	assert.Equal(t, StatusNotConfigured, all[0].Status)
-	assert.Equal(t, StatusNotConfigured, all[1].Status)
-	assert.Equal(t, StatusNotExecutable, all[2].Status, "gemini is not installed here")
+	assert.Equal(t, api.StatusNotConfigured, all[0].Status)
+	assert.Equal(t, api.StatusNotConfigured, all[1].Status)
+	assert.Equal(t, api.StatusNotExecutable, all[2].Status, "gemini is not installed here")
 
 	specs := d.WithHealth(ctx, d.Detect(ctx, false), false)
 	require.Len(t, specs, 2)
 	require.NotNil(t, specs[0].Health)
-	assert.Equal(t, StatusNotConfigured, specs[0].Health.Status)
+	assert.Equal(t, api.StatusNotConfigured, specs[0].Health.Status)
 }
 
 func TestGeminiIsNeverRunForHealthAndSaysItsAnswerIsFileBased(t *testing.T) {
@@ -295,7 +296,7 @@ func TestGeminiIsNeverRunForHealthAndSaysItsAnswerIsFileBased(t *testing.T) {
 	d := newTestDetector(t, home, dir)
 	h, err := d.Health(ctx, agent.Gemini, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusNotConfigured, h.Status)
+	assert.Equal(t, api.StatusNotConfigured, h.Status)
 	assert.Contains(t, h.Reason, "no status command")
 	assert.Contains(t, h.Reason, "GEMINI_API_KEY")
 	assert.Equal(t, 0, runs(), "running gemini bare would open a browser login")
@@ -320,24 +321,24 @@ func TestGeminiHealthIsDecidedFromSettingsEnvironmentAndSavedLogin(t *testing.T)
 		settings map[string]any
 		creds    map[string]any
 		env      []string
-		want     HealthStatus
-		kind     AuthKind
+		want     api.HealthStatus
+		kind     api.AuthKind
 	}{
-		{"nothing configured", nil, nil, nil, StatusNotConfigured, AuthUnauthenticated},
-		{"GEMINI_API_KEY alone", nil, nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
-		{"api key selected but not set", settings("gemini-api-key"), nil, nil, StatusNotConfigured, AuthAPIKey},
-		{"api key selected and set", settings("gemini-api-key"), nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
-		{"vertex with an API key", nil, nil, []string{"GOOGLE_GENAI_USE_VERTEXAI=true", "GOOGLE_API_KEY=x"}, StatusReady, AuthAPIKey},
-		{"vertex with a project, a location and credentials", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us", "GOOGLE_APPLICATION_CREDENTIALS=/k.json"}, StatusReady, AuthAPIKey},
-		{"vertex with a project and location but no visible credentials", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us"}, StatusUnknown, AuthAPIKey},
-		{"vertex with nothing", settings("vertex-ai"), nil, nil, StatusNotConfigured, AuthAPIKey},
-		{"google login with a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "refresh_token": "r", "expiry_date": past}, nil, StatusReady, AuthSubscription},
-		{"google login expired without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": past}, nil, StatusExpired, AuthSubscription},
-		{"google login still valid without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": future}, nil, StatusReady, AuthSubscription},
-		{"google login selected but never done", settings("oauth-personal"), nil, nil, StatusNotConfigured, AuthUnauthenticated},
-		{"GCA from the environment with a saved login", nil, map[string]any{"refresh_token": "r"}, []string{"GOOGLE_GENAI_USE_GCA=true"}, StatusReady, AuthSubscription},
-		{"older settings key", map[string]any{"selectedAuthType": "gemini-api-key"}, nil, []string{"GEMINI_API_KEY=x"}, StatusReady, AuthAPIKey},
-		{"cloud shell, which 0.61 refuses headless", settings("cloud-shell"), nil, nil, StatusNotConfigured, AuthKindUnknown},
+		{"nothing configured", nil, nil, nil, api.StatusNotConfigured, api.AuthUnauthenticated},
+		{"GEMINI_API_KEY alone", nil, nil, []string{"GEMINI_API_KEY=x"}, api.StatusReady, api.AuthAPIKey},
+		{"api key selected but not set", settings("gemini-api-key"), nil, nil, api.StatusNotConfigured, api.AuthAPIKey},
+		{"api key selected and set", settings("gemini-api-key"), nil, []string{"GEMINI_API_KEY=x"}, api.StatusReady, api.AuthAPIKey},
+		{"vertex with an API key", nil, nil, []string{"GOOGLE_GENAI_USE_VERTEXAI=true", "GOOGLE_API_KEY=x"}, api.StatusReady, api.AuthAPIKey},
+		{"vertex with a project, a location and credentials", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us", "GOOGLE_APPLICATION_CREDENTIALS=/k.json"}, api.StatusReady, api.AuthAPIKey},
+		{"vertex with a project and location but no visible credentials", settings("vertex-ai"), nil, []string{"GOOGLE_CLOUD_PROJECT=p", "GOOGLE_CLOUD_LOCATION=us"}, api.StatusUnknown, api.AuthAPIKey},
+		{"vertex with nothing", settings("vertex-ai"), nil, nil, api.StatusNotConfigured, api.AuthAPIKey},
+		{"google login with a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "refresh_token": "r", "expiry_date": past}, nil, api.StatusReady, api.AuthSubscription},
+		{"google login expired without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": past}, nil, api.StatusExpired, api.AuthSubscription},
+		{"google login still valid without a refresh token", settings("oauth-personal"), map[string]any{"access_token": "a", "expiry_date": future}, nil, api.StatusReady, api.AuthSubscription},
+		{"google login selected but never done", settings("oauth-personal"), nil, nil, api.StatusNotConfigured, api.AuthUnauthenticated},
+		{"GCA from the environment with a saved login", nil, map[string]any{"refresh_token": "r"}, []string{"GOOGLE_GENAI_USE_GCA=true"}, api.StatusReady, api.AuthSubscription},
+		{"older settings key", map[string]any{"selectedAuthType": "gemini-api-key"}, nil, []string{"GEMINI_API_KEY=x"}, api.StatusReady, api.AuthAPIKey},
+		{"cloud shell, which 0.61 refuses headless", settings("cloud-shell"), nil, nil, api.StatusNotConfigured, api.AuthKindUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -365,7 +366,7 @@ func TestABrokenGeminiSettingsFileIsUnknownNotReady(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(home, ".gemini"), 0o700))
 	must(t, os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte("{not json"), 0o600))
 	v := geminiVerdict(readGeminiFacts(home, envFunc(nil)), envFunc([]string{"GEMINI_API_KEY=x"}), 0)
-	assert.Equal(t, StatusUnknown, v.Status)
+	assert.Equal(t, api.StatusUnknown, v.Status)
 	assert.Contains(t, v.Reason, "settings.json")
 }
 
@@ -392,24 +393,24 @@ func cutEnv(e string) (string, string, bool) {
 func TestAuthKindIsReadFromCredentialFileShape(t *testing.T) {
 	home := t.TempDir()
 	in := AuthInput{Home: home, Getenv: envFunc(nil), GOOS: "linux"}
-	assert.Equal(t, AuthUnauthenticated, claudeAuthKind(in))
-	assert.Equal(t, AuthKindUnknown, claudeAuthKind(AuthInput{Home: home, Getenv: envFunc(nil), GOOS: "darwin"}), "macOS keeps the login in the keychain")
-	assert.Equal(t, AuthAPIKey, claudeAuthKind(AuthInput{Home: home, Getenv: envFunc([]string{"ANTHROPIC_API_KEY=x"}), GOOS: "linux"}))
+	assert.Equal(t, api.AuthUnauthenticated, claudeAuthKind(in))
+	assert.Equal(t, api.AuthKindUnknown, claudeAuthKind(AuthInput{Home: home, Getenv: envFunc(nil), GOOS: "darwin"}), "macOS keeps the login in the keychain")
+	assert.Equal(t, api.AuthAPIKey, claudeAuthKind(AuthInput{Home: home, Getenv: envFunc([]string{"ANTHROPIC_API_KEY=x"}), GOOS: "linux"}))
 	writeJSON(t, filepath.Join(home, ".claude", ".credentials.json"), map[string]any{"claudeAiOauth": map[string]any{"accessToken": "x"}})
-	assert.Equal(t, AuthSubscription, claudeAuthKind(in))
+	assert.Equal(t, api.AuthSubscription, claudeAuthKind(in))
 	writeJSON(t, filepath.Join(home, ".claude", ".credentials.json"), map[string]any{"somethingNew": 1})
-	assert.Equal(t, AuthKindUnknown, claudeAuthKind(in))
+	assert.Equal(t, api.AuthKindUnknown, claudeAuthKind(in))
 
-	assert.Equal(t, AuthUnauthenticated, codexAuthKind(in))
+	assert.Equal(t, api.AuthUnauthenticated, codexAuthKind(in))
 	writeJSON(t, filepath.Join(home, ".codex", "auth.json"), map[string]any{"auth_mode": "chatgpt", "tokens": map[string]any{"id_token": "x"}})
-	assert.Equal(t, AuthSubscription, codexAuthKind(in))
+	assert.Equal(t, api.AuthSubscription, codexAuthKind(in))
 	writeJSON(t, filepath.Join(home, ".codex", "auth.json"), map[string]any{"OPENAI_API_KEY": "sk-x", "tokens": nil})
-	assert.Equal(t, AuthAPIKey, codexAuthKind(in))
+	assert.Equal(t, api.AuthAPIKey, codexAuthKind(in))
 	custom := t.TempDir()
 	writeJSON(t, filepath.Join(custom, "auth.json"), map[string]any{"auth_mode": "apikey"})
-	assert.Equal(t, AuthAPIKey, codexAuthKind(AuthInput{Home: home, Getenv: envFunc([]string{"CODEX_HOME=" + custom})}))
+	assert.Equal(t, api.AuthAPIKey, codexAuthKind(AuthInput{Home: home, Getenv: envFunc([]string{"CODEX_HOME=" + custom})}))
 	writeJSON(t, filepath.Join(home, ".codex", "auth.json"), map[string]any{"OPENAI_API_KEY": nil, "tokens": nil})
-	assert.Equal(t, AuthKindUnknown, codexAuthKind(in))
+	assert.Equal(t, api.AuthKindUnknown, codexAuthKind(in))
 }
 
 func TestRedactDropsSecretShapedKeysAndValues(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -80,13 +81,13 @@ func counter(t *testing.T) (string, func() int) {
 	}
 }
 
-func specByID(specs []ExternalAgentSpec, id string) (ExternalAgentSpec, bool) {
+func specByID(specs []api.ExternalAgentSpec, id string) (api.ExternalAgentSpec, bool) {
 	for _, s := range specs {
 		if s.ID == id {
 			return s, true
 		}
 	}
-	return ExternalAgentSpec{}, false
+	return api.ExternalAgentSpec{}, false
 }
 
 // toolsDir holds links to the few utilities fake CLIs use. The probe PATH is

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"sync/atomic"
+
+	"github.com/card-dev/card/api"
 )
 
 // detectRun is how one detection learns versions.
@@ -98,7 +100,7 @@ func (d *Detector) confirm(gen uint64) {
 }
 
 // withoutCheckTime is s with its verdict's time zeroed.
-func withoutCheckTime(s ExecutableStatus) ExecutableStatus {
+func withoutCheckTime(s api.ExecutableStatus) api.ExecutableStatus {
 	if reason, bad := s.UnusableReason(); bad {
 		return Unusable(reason, 0)
 	}
@@ -106,7 +108,7 @@ func withoutCheckTime(s ExecutableStatus) ExecutableStatus {
 }
 
 // sameDetection compares two detections without their timestamps.
-func sameDetection(a, b []ExternalAgentSpec) bool {
+func sameDetection(a, b []api.ExternalAgentSpec) bool {
 	if len(a) != len(b) {
 		return false
 	}

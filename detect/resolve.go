@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/card-dev/card/api"
 )
 
 // DefaultScratchDirs are world-writable directories detection never takes a
@@ -20,7 +22,7 @@ var DefaultScratchDirs = []string{"/tmp/", "/private/tmp/", "/var/tmp/", "/dev/s
 // candidate is one file on the search path that might be the adapter's binary.
 type candidate struct {
 	path   string
-	source Source
+	source api.Source
 }
 
 // findCandidates lists every match for binary on the search path, in order,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // SearchPath is the ordered list of directories detection searches and later
@@ -21,30 +23,30 @@ import (
 // `node` when it runs.
 type SearchPath struct {
 	Dirs    []string
-	Sources map[string]Source // dir → where it came from
+	Sources map[string]api.Source // dir → where it came from
 }
 
 // PATH renders the directories as a PATH value.
 func (s SearchPath) PATH() string { return strings.Join(s.Dirs, string(os.PathListSeparator)) }
 
 // SourceOf says where dir came from; SourcePath when it is not known.
-func (s SearchPath) SourceOf(dir string) Source {
+func (s SearchPath) SourceOf(dir string) api.Source {
 	if src, ok := s.Sources[filepath.Clean(dir)]; ok {
 		return src
 	}
-	return SourcePath
+	return api.SourcePath
 }
 
 // add appends dir once. Relative and empty entries are dropped: they resolve
 // against whatever the daemon's working directory is, which lets a project
 // directory plant a binary named `claude`.
-func (s *SearchPath) add(dir string, src Source) {
+func (s *SearchPath) add(dir string, src api.Source) {
 	if dir == "" || !filepath.IsAbs(dir) {
 		return
 	}
 	dir = filepath.Clean(dir)
 	if s.Sources == nil {
-		s.Sources = map[string]Source{}
+		s.Sources = map[string]api.Source{}
 	}
 	if _, dup := s.Sources[dir]; dup {
 		return
@@ -59,7 +61,7 @@ func (s *SearchPath) add(dir string, src Source) {
 func NewSearchPath(pathValue string) SearchPath {
 	var s SearchPath
 	for _, d := range filepath.SplitList(pathValue) {
-		s.add(d, SourcePath)
+		s.add(d, api.SourcePath)
 	}
 	return s
 }
@@ -95,7 +97,7 @@ func BareSearchPath(env map[string]string, home string) SearchPath {
 func buildSearchPath(daemonPATH, shellPATH string, wellKnown []string) SearchPath {
 	s := NewSearchPath(daemonPATH)
 	for _, d := range filepath.SplitList(shellPATH) {
-		s.add(d, SourceLoginShell)
+		s.add(d, api.SourceLoginShell)
 	}
 	s.AddWellKnown(wellKnown)
 	return s
@@ -106,14 +108,14 @@ func buildSearchPath(daemonPATH, shellPATH string, wellKnown []string) SearchPat
 // version installed after startup is searched too.
 func (s *SearchPath) AddWellKnown(dirs []string) {
 	for _, d := range dirs {
-		s.add(d, SourceWellKnown)
+		s.add(d, api.SourceWellKnown)
 	}
 }
 
 // clone copies s, so a detection can search one path while the next
 // refresh extends another.
 func (s SearchPath) clone() SearchPath {
-	out := SearchPath{Dirs: append([]string(nil), s.Dirs...), Sources: make(map[string]Source, len(s.Sources))}
+	out := SearchPath{Dirs: append([]string(nil), s.Dirs...), Sources: make(map[string]api.Source, len(s.Sources))}
 	for k, v := range s.Sources {
 		out.Sources[k] = v
 	}

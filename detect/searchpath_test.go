@@ -12,16 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
 func TestTheSearchPathKeepsOrderDropsDuplicatesAndRelativeEntriesAndRemembersSources(t *testing.T) {
 	s := buildSearchPath("/usr/bin:/bin::.:bin", "/home/u/.nvm/bin:/usr/bin:/opt/x/", []string{"/home/u/.local/bin", "/opt/x"})
 	assert.Equal(t, []string{"/usr/bin", "/bin", "/home/u/.nvm/bin", "/opt/x", "/home/u/.local/bin"}, s.Dirs)
-	assert.Equal(t, SourcePath, s.SourceOf("/usr/bin"))
-	assert.Equal(t, SourceLoginShell, s.SourceOf("/home/u/.nvm/bin"))
-	assert.Equal(t, SourceLoginShell, s.SourceOf("/opt/x"), "first source wins")
-	assert.Equal(t, SourceWellKnown, s.SourceOf("/home/u/.local/bin"))
+	assert.Equal(t, api.SourcePath, s.SourceOf("/usr/bin"))
+	assert.Equal(t, api.SourceLoginShell, s.SourceOf("/home/u/.nvm/bin"))
+	assert.Equal(t, api.SourceLoginShell, s.SourceOf("/opt/x"), "first source wins")
+	assert.Equal(t, api.SourceWellKnown, s.SourceOf("/home/u/.local/bin"))
 	assert.Equal(t, "/usr/bin:/bin:/home/u/.nvm/bin:/opt/x:/home/u/.local/bin", s.PATH())
 }
 
@@ -54,10 +55,10 @@ func TestResolveSearchPathAddsLoginShellAndTheWellKnownDirs(t *testing.T) {
 	s := ResolveSearchPath(context.Background(), proc.EnvMap([]string{"SHELL=" + shell, "PATH=/usr/bin:/bin"}), home)
 
 	assert.Equal(t, []string{"/usr/bin", "/bin", "/from/login"}, s.Dirs[:3])
-	assert.Equal(t, SourceLoginShell, s.SourceOf("/from/login"))
+	assert.Equal(t, api.SourceLoginShell, s.SourceOf("/from/login"))
 	local := filepath.Join(home, ".local", "bin")
 	assert.Contains(t, s.Dirs, local)
-	assert.Equal(t, SourceWellKnown, s.SourceOf(local))
+	assert.Equal(t, api.SourceWellKnown, s.SourceOf(local))
 	assert.Contains(t, s.Dirs, filepath.Join(home, ".volta", "bin"), "a well-known dir that does not exist yet is searched too, for a CLI installed there later")
 	nvm := func(v string) string { return filepath.Join(home, ".nvm/versions/node", v, "bin") }
 	idx := func(p string) int {
@@ -81,7 +82,7 @@ func TestASpecSaysItsBinaryCameFromAWellKnownDir(t *testing.T) {
 	t.Cleanup(d.Close)
 	spec, ok := specByID(d.Detect(ctx, false), agent.ClaudeCode)
 	require.True(t, ok)
-	assert.Equal(t, SourceWellKnown, spec.Source)
+	assert.Equal(t, api.SourceWellKnown, spec.Source)
 }
 
 // An install skipped for being in a scratch directory is named in the
@@ -95,7 +96,7 @@ func TestAnInstallSkippedInAScratchDirIsNamedWithHowToPinIt(t *testing.T) {
 
 	h, err := d.Health(ctx, agent.ClaudeCode, false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusNotExecutable, h.Status)
+	assert.Equal(t, api.StatusNotExecutable, h.Status)
 	for _, want := range []string{planted, "skipped", "scratch", "CAR_CLAUDE_CODE_BIN=" + planted, "[adapters.claude-code]", `bin = "` + planted + `"`} {
 		assert.Contains(t, h.Reason, want)
 	}
@@ -141,7 +142,7 @@ func TestAWellKnownDirCreatedAfterStartIsSearchedOnRefresh(t *testing.T) {
 	specs := d.Detect(ctx, true)
 	c, ok := specByID(specs, agent.ClaudeCode)
 	require.True(t, ok, "%+v", specs)
-	assert.Equal(t, SourceWellKnown, c.Source)
+	assert.Equal(t, api.SourceWellKnown, c.Source)
 	assert.Equal(t, filepath.Join(local, "claude"), c.BinaryPath)
 	x, ok := specByID(specs, agent.Codex)
 	require.True(t, ok, "a node version installed after start is searched too")
@@ -156,9 +157,9 @@ func TestTheBareSearchPathKeepsTheWellKnownDirs(t *testing.T) {
 	s := BareSearchPath(proc.EnvMap([]string{"PATH=/usr/bin:/bin", "SHELL=/nonexistent"}), home)
 	assert.Equal(t, []string{"/usr/bin", "/bin"}, s.Dirs[:2])
 	assert.Contains(t, s.Dirs, filepath.Join(home, ".local", "bin"))
-	assert.Equal(t, SourceWellKnown, s.SourceOf(filepath.Join(home, ".local", "bin")))
+	assert.Equal(t, api.SourceWellKnown, s.SourceOf(filepath.Join(home, ".local", "bin")))
 	for _, d := range s.Dirs {
-		assert.NotEqual(t, SourceLoginShell, s.SourceOf(d))
+		assert.NotEqual(t, api.SourceLoginShell, s.SourceOf(d))
 	}
 }
 

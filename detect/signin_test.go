@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // signin reads what a real CLI printed for one sign-in state, captured by
@@ -64,37 +66,37 @@ func TestEveryClaudeSignInStateReadsRight(t *testing.T) {
 		env     []string
 		files   map[string]string
 		goos    string
-		want    HealthStatus
+		want    api.HealthStatus
 		method  AuthMethod
 		source  string
 		reason  string
 	}{
-		{"never signed in", "claude-none", nil, nil, "linux", StatusNotConfigured, "", "", "claude auth login"},
-		{"ANTHROPIC_API_KEY in the environment", "claude-api-key-env", []string{"ANTHROPIC_API_KEY=" + fakeSecret}, nil, "linux", StatusReady, MethodAPIKey, "ANTHROPIC_API_KEY", ""},
-		{"ANTHROPIC_AUTH_TOKEN for a gateway", "claude-auth-token-env", []string{"ANTHROPIC_AUTH_TOKEN=" + fakeSecret}, nil, "linux", StatusReady, MethodAPIKey, "ANTHROPIC_AUTH_TOKEN", ""},
-		{"CLAUDE_CODE_OAUTH_TOKEN from claude setup-token", "claude-oauth-token-env", []string{"CLAUDE_CODE_OAUTH_TOKEN=" + fakeSecret}, nil, "linux", StatusReady, MethodSubscription, "CLAUDE_CODE_OAUTH_TOKEN", ""},
-		{"subscription login with a refresh token", "claude-claude-ai", nil, map[string]string{".claude/.credentials.json": claudeCreds(now-day, true)}, "linux", StatusReady, MethodSubscription, "~/.claude/.credentials.json", ""},
-		{"subscription login still valid", "claude-claude-ai", nil, map[string]string{".claude/.credentials.json": claudeCreds(now+day, false)}, "linux", StatusReady, MethodSubscription, "~/.claude/.credentials.json", ""},
-		{"subscription login expired without a refresh token", "claude-claude-ai-expired-no-refresh", nil, map[string]string{".claude/.credentials.json": claudeCreds(now-day, false)}, "linux", StatusExpired, MethodSubscription, "", "claude auth login"},
-		{"subscription login in CLAUDE_CONFIG_DIR", "claude-claude-ai", []string{"CLAUDE_CONFIG_DIR=/HOME/cfg"}, map[string]string{"cfg/.credentials.json": claudeCreds(now-day, false)}, "linux", StatusExpired, MethodSubscription, "", "~/cfg/.credentials.json"},
-		{"subscription login in the macOS keychain", "claude-claude-ai", nil, nil, "darwin", StatusReady, MethodSubscription, "keychain", ""},
-		{"Console key saved by /login", "claude-managed-key", nil, nil, "linux", StatusReady, MethodAPIKey, "Console API key", ""},
-		{"apiKeyHelper in settings only", "claude-api-key-helper", nil, map[string]string{".claude/settings.json": `{"apiKeyHelper":"echo x"}`}, "linux", StatusNotConfigured, "", "", "--setting-sources"},
-		{"apiKeyHelper in settings, and a subscription login the runs use", "claude-api-key-helper", nil, map[string]string{".claude/.credentials.json": claudeCreds(now+day, true)}, "linux", StatusReady, MethodSubscription, "", "apiKeyHelper"},
-		{"apiKeyHelper in settings on macOS, keychain unseen", "claude-api-key-helper", nil, nil, "darwin", StatusUnknown, "", "", "keychain"},
-		{"ANTHROPIC_API_KEY only in settings' env block", "claude-api-key-env", nil, nil, "linux", StatusNotConfigured, "", "", "ANTHROPIC_API_KEY"},
-		{"Bedrock only in settings' env block", "claude-settings-env-bedrock", nil, nil, "linux", StatusNotConfigured, "", "", "CLAUDE_CODE_USE_BEDROCK"},
-		{"Bedrock with an AWS profile", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=1", "AWS_PROFILE=dev"}, nil, "linux", StatusReady, MethodCloud, "CLAUDE_CODE_USE_BEDROCK", "AWS_PROFILE"},
-		{"Bedrock with a Bedrock API key", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=true", "AWS_BEARER_TOKEN_BEDROCK=" + fakeSecret}, nil, "linux", StatusReady, MethodCloud, "", "AWS_BEARER_TOKEN_BEDROCK"},
-		{"Bedrock with ~/.aws", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=1"}, map[string]string{".aws/config": "[default]\nregion = us-east-1\n"}, "linux", StatusReady, MethodCloud, "", "~/.aws"},
-		{"Bedrock with no credentials in sight", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=1"}, nil, "linux", StatusUnknown, MethodCloud, "", "no AWS credentials"},
-		{"Vertex with application default credentials", "claude-vertex", []string{"CLAUDE_CODE_USE_VERTEX=1"}, map[string]string{".config/gcloud/application_default_credentials.json": `{"type":"authorized_user"}`}, "linux", StatusReady, MethodCloud, "CLAUDE_CODE_USE_VERTEX", "application default"},
-		{"Vertex with a service account file", "claude-vertex", []string{"CLAUDE_CODE_USE_VERTEX=1", "GOOGLE_APPLICATION_CREDENTIALS=/k.json"}, nil, "linux", StatusReady, MethodCloud, "", "GOOGLE_APPLICATION_CREDENTIALS"},
-		{"Vertex with no credentials in sight", "claude-vertex", []string{"CLAUDE_CODE_USE_VERTEX=1"}, nil, "linux", StatusUnknown, MethodCloud, "", "gcloud auth application-default login"},
-		{"Foundry with a key and a resource", "claude-foundry", []string{"CLAUDE_CODE_USE_FOUNDRY=1", "ANTHROPIC_FOUNDRY_RESOURCE=r", "ANTHROPIC_FOUNDRY_API_KEY=" + fakeSecret}, nil, "linux", StatusReady, MethodCloud, "", "ANTHROPIC_FOUNDRY_API_KEY"},
-		{"Foundry without a resource", "claude-foundry", []string{"CLAUDE_CODE_USE_FOUNDRY=1"}, nil, "linux", StatusNotConfigured, MethodCloud, "", "ANTHROPIC_FOUNDRY_RESOURCE"},
-		{"Foundry through Entra ID", "claude-foundry", []string{"CLAUDE_CODE_USE_FOUNDRY=1", "ANTHROPIC_FOUNDRY_RESOURCE=r"}, nil, "linux", StatusUnknown, MethodCloud, "", "Entra ID"},
-		{"the environment wins over settings", "claude-api-key-helper", []string{"ANTHROPIC_API_KEY=" + fakeSecret}, nil, "linux", StatusReady, MethodAPIKey, "ANTHROPIC_API_KEY", ""},
+		{"never signed in", "claude-none", nil, nil, "linux", api.StatusNotConfigured, "", "", "claude auth login"},
+		{"ANTHROPIC_API_KEY in the environment", "claude-api-key-env", []string{"ANTHROPIC_API_KEY=" + fakeSecret}, nil, "linux", api.StatusReady, MethodAPIKey, "ANTHROPIC_API_KEY", ""},
+		{"ANTHROPIC_AUTH_TOKEN for a gateway", "claude-auth-token-env", []string{"ANTHROPIC_AUTH_TOKEN=" + fakeSecret}, nil, "linux", api.StatusReady, MethodAPIKey, "ANTHROPIC_AUTH_TOKEN", ""},
+		{"CLAUDE_CODE_OAUTH_TOKEN from claude setup-token", "claude-oauth-token-env", []string{"CLAUDE_CODE_OAUTH_TOKEN=" + fakeSecret}, nil, "linux", api.StatusReady, MethodSubscription, "CLAUDE_CODE_OAUTH_TOKEN", ""},
+		{"subscription login with a refresh token", "claude-claude-ai", nil, map[string]string{".claude/.credentials.json": claudeCreds(now-day, true)}, "linux", api.StatusReady, MethodSubscription, "~/.claude/.credentials.json", ""},
+		{"subscription login still valid", "claude-claude-ai", nil, map[string]string{".claude/.credentials.json": claudeCreds(now+day, false)}, "linux", api.StatusReady, MethodSubscription, "~/.claude/.credentials.json", ""},
+		{"subscription login expired without a refresh token", "claude-claude-ai-expired-no-refresh", nil, map[string]string{".claude/.credentials.json": claudeCreds(now-day, false)}, "linux", api.StatusExpired, MethodSubscription, "", "claude auth login"},
+		{"subscription login in CLAUDE_CONFIG_DIR", "claude-claude-ai", []string{"CLAUDE_CONFIG_DIR=/HOME/cfg"}, map[string]string{"cfg/.credentials.json": claudeCreds(now-day, false)}, "linux", api.StatusExpired, MethodSubscription, "", "~/cfg/.credentials.json"},
+		{"subscription login in the macOS keychain", "claude-claude-ai", nil, nil, "darwin", api.StatusReady, MethodSubscription, "keychain", ""},
+		{"Console key saved by /login", "claude-managed-key", nil, nil, "linux", api.StatusReady, MethodAPIKey, "Console API key", ""},
+		{"apiKeyHelper in settings only", "claude-api-key-helper", nil, map[string]string{".claude/settings.json": `{"apiKeyHelper":"echo x"}`}, "linux", api.StatusNotConfigured, "", "", "--setting-sources"},
+		{"apiKeyHelper in settings, and a subscription login the runs use", "claude-api-key-helper", nil, map[string]string{".claude/.credentials.json": claudeCreds(now+day, true)}, "linux", api.StatusReady, MethodSubscription, "", "apiKeyHelper"},
+		{"apiKeyHelper in settings on macOS, keychain unseen", "claude-api-key-helper", nil, nil, "darwin", api.StatusUnknown, "", "", "keychain"},
+		{"ANTHROPIC_API_KEY only in settings' env block", "claude-api-key-env", nil, nil, "linux", api.StatusNotConfigured, "", "", "ANTHROPIC_API_KEY"},
+		{"Bedrock only in settings' env block", "claude-settings-env-bedrock", nil, nil, "linux", api.StatusNotConfigured, "", "", "CLAUDE_CODE_USE_BEDROCK"},
+		{"Bedrock with an AWS profile", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=1", "AWS_PROFILE=dev"}, nil, "linux", api.StatusReady, MethodCloud, "CLAUDE_CODE_USE_BEDROCK", "AWS_PROFILE"},
+		{"Bedrock with a Bedrock API key", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=true", "AWS_BEARER_TOKEN_BEDROCK=" + fakeSecret}, nil, "linux", api.StatusReady, MethodCloud, "", "AWS_BEARER_TOKEN_BEDROCK"},
+		{"Bedrock with ~/.aws", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=1"}, map[string]string{".aws/config": "[default]\nregion = us-east-1\n"}, "linux", api.StatusReady, MethodCloud, "", "~/.aws"},
+		{"Bedrock with no credentials in sight", "claude-bedrock", []string{"CLAUDE_CODE_USE_BEDROCK=1"}, nil, "linux", api.StatusUnknown, MethodCloud, "", "no AWS credentials"},
+		{"Vertex with application default credentials", "claude-vertex", []string{"CLAUDE_CODE_USE_VERTEX=1"}, map[string]string{".config/gcloud/application_default_credentials.json": `{"type":"authorized_user"}`}, "linux", api.StatusReady, MethodCloud, "CLAUDE_CODE_USE_VERTEX", "application default"},
+		{"Vertex with a service account file", "claude-vertex", []string{"CLAUDE_CODE_USE_VERTEX=1", "GOOGLE_APPLICATION_CREDENTIALS=/k.json"}, nil, "linux", api.StatusReady, MethodCloud, "", "GOOGLE_APPLICATION_CREDENTIALS"},
+		{"Vertex with no credentials in sight", "claude-vertex", []string{"CLAUDE_CODE_USE_VERTEX=1"}, nil, "linux", api.StatusUnknown, MethodCloud, "", "gcloud auth application-default login"},
+		{"Foundry with a key and a resource", "claude-foundry", []string{"CLAUDE_CODE_USE_FOUNDRY=1", "ANTHROPIC_FOUNDRY_RESOURCE=r", "ANTHROPIC_FOUNDRY_API_KEY=" + fakeSecret}, nil, "linux", api.StatusReady, MethodCloud, "", "ANTHROPIC_FOUNDRY_API_KEY"},
+		{"Foundry without a resource", "claude-foundry", []string{"CLAUDE_CODE_USE_FOUNDRY=1"}, nil, "linux", api.StatusNotConfigured, MethodCloud, "", "ANTHROPIC_FOUNDRY_RESOURCE"},
+		{"Foundry through Entra ID", "claude-foundry", []string{"CLAUDE_CODE_USE_FOUNDRY=1", "ANTHROPIC_FOUNDRY_RESOURCE=r"}, nil, "linux", api.StatusUnknown, MethodCloud, "", "Entra ID"},
+		{"the environment wins over settings", "claude-api-key-helper", []string{"ANTHROPIC_API_KEY=" + fakeSecret}, nil, "linux", api.StatusReady, MethodAPIKey, "ANTHROPIC_API_KEY", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -111,14 +113,14 @@ func TestEveryClaudeSignInStateReadsRight(t *testing.T) {
 				assert.Contains(t, v.Details["auth_source"], c.source)
 			}
 			assert.Contains(t, v.Reason, c.reason)
-			if c.want != StatusReady {
+			if c.want != api.StatusReady {
 				assert.NotEmpty(t, v.Reason, "every status but ready says what to do")
 			}
 			noSecret(t, v)
 			// The file-shape guess agrees wherever it can see: not into the
 			// macOS keychain, and not into ~/.claude.json (where /login keeps
 			// a Console key beside a large project history).
-			if c.want == StatusReady && c.goos != "darwin" && c.capture != "claude-managed-key" {
+			if c.want == api.StatusReady && c.goos != "darwin" && c.capture != "claude-managed-key" {
 				assert.Equal(t, c.method.Kind(), claudeAuthKind(AuthInput{Home: h, Getenv: getenv, GOOS: c.goos}), "auth_kind agrees")
 			}
 		})
@@ -149,18 +151,18 @@ func TestEveryCodexSignInStateReadsRight(t *testing.T) {
 		capture string
 		env     []string
 		args    []string
-		want    HealthStatus
+		want    api.HealthStatus
 		method  AuthMethod
 		source  string
 		reason  string
 	}{
-		{"never signed in", "codex-none", nil, nil, StatusNotConfigured, "", "", "codex login"},
-		{"an API key stored by codex login --with-api-key", "codex-api-key-stored", nil, nil, StatusReady, MethodAPIKey, "codex login --with-api-key", ""},
-		{"a ChatGPT login", "codex-chatgpt", nil, nil, StatusReady, MethodSubscription, "ChatGPT", ""},
-		{"a saved login Codex cannot read", "codex-broken-auth", nil, nil, StatusUnknown, "", "", "auth.json"},
-		{"OPENAI_API_KEY in the environment, which Codex does not read", "codex-openai-api-key-env", []string{"OPENAI_API_KEY=" + fakeSecret}, nil, StatusNotConfigured, "", "", "codex login --with-api-key"},
-		{"CODEX_API_KEY in the environment, which codex exec reads", "codex-codex-api-key-env", []string{"CODEX_API_KEY=" + fakeSecret}, nil, StatusReady, MethodAPIKey, "CODEX_API_KEY", ""},
-		{"CODEX_API_KEY over a ChatGPT login", "codex-chatgpt", []string{"CODEX_API_KEY=" + fakeSecret}, nil, StatusReady, MethodAPIKey, "CODEX_API_KEY", ""},
+		{"never signed in", "codex-none", nil, nil, api.StatusNotConfigured, "", "", "codex login"},
+		{"an API key stored by codex login --with-api-key", "codex-api-key-stored", nil, nil, api.StatusReady, MethodAPIKey, "codex login --with-api-key", ""},
+		{"a ChatGPT login", "codex-chatgpt", nil, nil, api.StatusReady, MethodSubscription, "ChatGPT", ""},
+		{"a saved login Codex cannot read", "codex-broken-auth", nil, nil, api.StatusUnknown, "", "", "auth.json"},
+		{"OPENAI_API_KEY in the environment, which Codex does not read", "codex-openai-api-key-env", []string{"OPENAI_API_KEY=" + fakeSecret}, nil, api.StatusNotConfigured, "", "", "codex login --with-api-key"},
+		{"CODEX_API_KEY in the environment, which codex exec reads", "codex-codex-api-key-env", []string{"CODEX_API_KEY=" + fakeSecret}, nil, api.StatusReady, MethodAPIKey, "CODEX_API_KEY", ""},
+		{"CODEX_API_KEY over a ChatGPT login", "codex-chatgpt", []string{"CODEX_API_KEY=" + fakeSecret}, nil, api.StatusReady, MethodAPIKey, "CODEX_API_KEY", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -192,7 +194,7 @@ func TestACodexProviderInCardTomlArgsIsReadyWithoutALogin(t *testing.T) {
 		d := newDetectorWith(t, Options{Adapters: map[string]AdapterSettings{"codex": {Args: args}}}, dir)
 		h, err := d.Health(ctx, "codex", true)
 		require.NoError(t, err)
-		assert.Equal(t, StatusReady, h.Status, h.Reason)
+		assert.Equal(t, api.StatusReady, h.Status, h.Reason)
 		assert.Equal(t, "api_key", h.Details["auth_method"])
 		assert.Contains(t, h.Reason, "local")
 	}
@@ -216,14 +218,14 @@ echo '`+strings.ReplaceAll(claudeLoggedOut, "\n", "")+`'; exit 1;; esac`)
 	}}, dir)
 	h, err := d.Health(ctx, "claude-code", false)
 	require.NoError(t, err)
-	assert.Equal(t, StatusReady, h.Status, h.Reason)
+	assert.Equal(t, api.StatusReady, h.Status, h.Reason)
 	assert.Equal(t, "ANTHROPIC_API_KEY", h.Details["auth_source"])
 
 	desc, _ := Lookup("gemini")
 	v := desc.Health(ctx, HealthInput{Home: t.TempDir(), Getenv: d.adapterGetenv("gemini"), Now: func() int64 { return 0 }})
-	assert.Equal(t, StatusReady, v.Status, v.Reason)
+	assert.Equal(t, api.StatusReady, v.Status, v.Reason)
 	v = desc.Health(ctx, HealthInput{Home: t.TempDir(), Getenv: d.adapterGetenv("claude-code"), Now: func() int64 { return 0 }})
-	assert.Equal(t, StatusNotConfigured, v.Status, "another adapter's env is not this one's")
+	assert.Equal(t, api.StatusNotConfigured, v.Status, "another adapter's env is not this one's")
 }
 
 // Gemini CLI has no status command. Each state below is one whose headless
@@ -250,39 +252,39 @@ func TestEveryGeminiSignInStateReadsRight(t *testing.T) {
 		env     []string
 		files   map[string]string
 		goos    string
-		want    HealthStatus
+		want    api.HealthStatus
 		method  AuthMethod
 		reason  string
 	}{
-		{"nothing configured", "gemini-none", nil, settings(""), "linux", StatusNotConfigured, "", "GEMINI_API_KEY"},
-		{"a gateway URL with a key and no selected type", "gemini-gateway-env", []string{"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:9", "GEMINI_API_KEY=" + fakeSecret}, settings(""), "linux", StatusNotConfigured, "", "Invalid auth method selected"},
-		{"an API key selected, none set", "gemini-api-key-selected-no-key", nil, settings(`"selectedType":"gemini-api-key"`), "linux", StatusNotConfigured, "", "GEMINI_API_KEY"},
-		{"an API key selected, a key saved by /auth maybe", "", nil, merge(settings(`"selectedType":"gemini-api-key"`), map[string]string{".gemini/gemini-credentials.json": "ciphertext"}), "linux", StatusUnknown, "", "/auth"},
-		{"an API key selected, in ~/.gemini/.env", "", nil, merge(settings(`"selectedType":"gemini-api-key"`), map[string]string{".gemini/.env": "GEMINI_API_KEY=" + fakeSecret + "\n"}), "linux", StatusReady, MethodAPIKey, "~/.gemini/.env"},
-		{"an API key selected, in ~/.env", "", nil, merge(settings(`"selectedType":"gemini-api-key"`), map[string]string{".env": "export GEMINI_API_KEY='" + fakeSecret + "'\n"}), "linux", StatusReady, MethodAPIKey, "~/.env"},
-		{"a key only in ~/.gemini/.env, no selected type", "gemini-none", nil, merge(settings(""), map[string]string{".gemini/.env": "GEMINI_API_KEY=" + fakeSecret + "\n"}), "linux", StatusNotConfigured, "", "selectedType"},
-		{"the legacy cloud-shell type", "gemini-cloud-shell-selected", nil, settings(`"selectedType":"cloud-shell"`), "linux", StatusNotConfigured, "", "Invalid auth method selected"},
-		{"an enforced type the selection does not match", "gemini-enforced-mismatch", []string{"GEMINI_API_KEY=" + fakeSecret}, settings(`"selectedType":"gemini-api-key","enforcedType":"vertex-ai"`), "linux", StatusNotConfigured, "", "enforce"},
-		{"Vertex AI without a project or key", "gemini-vertex-no-project", nil, settings(`"selectedType":"vertex-ai"`), "linux", StatusNotConfigured, "", "GOOGLE_CLOUD_PROJECT"},
-		{"Vertex AI express mode", "", []string{"GOOGLE_API_KEY=" + fakeSecret}, settings(`"selectedType":"vertex-ai"`), "linux", StatusReady, MethodCloud, "express"},
-		{"compute credentials with an ADC file", "", []string{"GEMINI_CLI_USE_COMPUTE_ADC=true"}, map[string]string{".config/gcloud/application_default_credentials.json": "{}"}, "linux", StatusReady, MethodCloud, "application default"},
-		{"compute credentials from the metadata server", "", []string{"GEMINI_CLI_USE_COMPUTE_ADC=true"}, nil, "linux", StatusUnknown, "", "cannot check"},
-		{"GEMINI_API_KEY alone", "", []string{"GEMINI_API_KEY=" + fakeSecret}, nil, "linux", StatusReady, MethodAPIKey, "GEMINI_API_KEY"},
-		{"a Google login", "", nil, merge(settings(`"selectedType":"oauth-personal"`), map[string]string{".gemini/oauth_creds.json": `{"refresh_token":"` + fakeSecret + `"}`}), "linux", StatusReady, MethodSubscription, "Google"},
+		{"nothing configured", "gemini-none", nil, settings(""), "linux", api.StatusNotConfigured, "", "GEMINI_API_KEY"},
+		{"a gateway URL with a key and no selected type", "gemini-gateway-env", []string{"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:9", "GEMINI_API_KEY=" + fakeSecret}, settings(""), "linux", api.StatusNotConfigured, "", "Invalid auth method selected"},
+		{"an API key selected, none set", "gemini-api-key-selected-no-key", nil, settings(`"selectedType":"gemini-api-key"`), "linux", api.StatusNotConfigured, "", "GEMINI_API_KEY"},
+		{"an API key selected, a key saved by /auth maybe", "", nil, merge(settings(`"selectedType":"gemini-api-key"`), map[string]string{".gemini/gemini-credentials.json": "ciphertext"}), "linux", api.StatusUnknown, "", "/auth"},
+		{"an API key selected, in ~/.gemini/.env", "", nil, merge(settings(`"selectedType":"gemini-api-key"`), map[string]string{".gemini/.env": "GEMINI_API_KEY=" + fakeSecret + "\n"}), "linux", api.StatusReady, MethodAPIKey, "~/.gemini/.env"},
+		{"an API key selected, in ~/.env", "", nil, merge(settings(`"selectedType":"gemini-api-key"`), map[string]string{".env": "export GEMINI_API_KEY='" + fakeSecret + "'\n"}), "linux", api.StatusReady, MethodAPIKey, "~/.env"},
+		{"a key only in ~/.gemini/.env, no selected type", "gemini-none", nil, merge(settings(""), map[string]string{".gemini/.env": "GEMINI_API_KEY=" + fakeSecret + "\n"}), "linux", api.StatusNotConfigured, "", "selectedType"},
+		{"the legacy cloud-shell type", "gemini-cloud-shell-selected", nil, settings(`"selectedType":"cloud-shell"`), "linux", api.StatusNotConfigured, "", "Invalid auth method selected"},
+		{"an enforced type the selection does not match", "gemini-enforced-mismatch", []string{"GEMINI_API_KEY=" + fakeSecret}, settings(`"selectedType":"gemini-api-key","enforcedType":"vertex-ai"`), "linux", api.StatusNotConfigured, "", "enforce"},
+		{"Vertex AI without a project or key", "gemini-vertex-no-project", nil, settings(`"selectedType":"vertex-ai"`), "linux", api.StatusNotConfigured, "", "GOOGLE_CLOUD_PROJECT"},
+		{"Vertex AI express mode", "", []string{"GOOGLE_API_KEY=" + fakeSecret}, settings(`"selectedType":"vertex-ai"`), "linux", api.StatusReady, MethodCloud, "express"},
+		{"compute credentials with an ADC file", "", []string{"GEMINI_CLI_USE_COMPUTE_ADC=true"}, map[string]string{".config/gcloud/application_default_credentials.json": "{}"}, "linux", api.StatusReady, MethodCloud, "application default"},
+		{"compute credentials from the metadata server", "", []string{"GEMINI_CLI_USE_COMPUTE_ADC=true"}, nil, "linux", api.StatusUnknown, "", "cannot check"},
+		{"GEMINI_API_KEY alone", "", []string{"GEMINI_API_KEY=" + fakeSecret}, nil, "linux", api.StatusReady, MethodAPIKey, "GEMINI_API_KEY"},
+		{"a Google login", "", nil, merge(settings(`"selectedType":"oauth-personal"`), map[string]string{".gemini/oauth_creds.json": `{"refresh_token":"` + fakeSecret + `"}`}), "linux", api.StatusReady, MethodSubscription, "Google"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.refused != "" {
 				out := signin(t, c.refused)
 				require.Equal(t, 41, out.ExitCode, "the captured run was refused before any request")
-				assert.Equal(t, StatusNotConfigured, c.want, "a state Gemini refuses is never ready or unknown")
+				assert.Equal(t, api.StatusNotConfigured, c.want, "a state Gemini refuses is never ready or unknown")
 			}
 			h := home(t, c.files)
 			getenv := envOf(c.env...)
 			v := geminiVerdict(readGeminiFactsOn(h, getenv, c.goos), getenv, 0)
 			assert.Equal(t, c.want, v.Status, v.Reason)
 			assert.Contains(t, v.Reason, c.reason)
-			if c.want == StatusReady {
+			if c.want == api.StatusReady {
 				assert.Equal(t, string(c.method), v.Details["auth_method"])
 			}
 			noSecret(t, v)
@@ -314,7 +316,7 @@ func TestCopilotDroidAndPiSayHowTheySignIn(t *testing.T) {
 		t.Run(c.id+" "+string(c.method)+" "+c.source, func(t *testing.T) {
 			desc, _ := Lookup(c.id)
 			v := desc.Health(ctx, HealthInput{Home: home(t, c.files), Getenv: envOf(c.env...), Now: func() int64 { return 0 }})
-			require.Equal(t, StatusReady, v.Status, v.Reason)
+			require.Equal(t, api.StatusReady, v.Status, v.Reason)
 			assert.Equal(t, string(c.method), v.Details["auth_method"])
 			assert.Contains(t, v.Details["auth_source"], c.source)
 			noSecret(t, v)
@@ -324,7 +326,7 @@ func TestCopilotDroidAndPiSayHowTheySignIn(t *testing.T) {
 	// is told to use.
 	desc, _ := Lookup("copilot")
 	v := desc.Health(ctx, HealthInput{Home: home(t, map[string]string{".config/gh/hosts.yml": "github.com:\n    user: u\n"}), Getenv: envOf("COPILOT_GH_HOST=ghe.example.com"), Now: func() int64 { return 0 }})
-	assert.Equal(t, StatusNotConfigured, v.Status, v.Reason)
+	assert.Equal(t, api.StatusNotConfigured, v.Status, v.Reason)
 }
 
 // With health asked for, auth_kind follows what health found rather than
@@ -336,8 +338,8 @@ func TestAuthKindFollowsHealthWhenHealthIsAskedFor(t *testing.T) {
 	d := newDetectorWith(t, Options{Env: testEnv("CODEX_API_KEY=" + fakeSecret)}, dir)
 	specs := d.Detect(ctx, false)
 	require.Len(t, specs, 1)
-	assert.Equal(t, AuthAPIKey, specs[0].AuthKind, "CODEX_API_KEY is an API key even before health")
+	assert.Equal(t, api.AuthAPIKey, specs[0].AuthKind, "CODEX_API_KEY is an API key even before health")
 	with := d.WithHealth(ctx, specs, false)
-	assert.Equal(t, AuthAPIKey, with[0].AuthKind)
-	assert.Equal(t, StatusReady, with[0].Health.Status)
+	assert.Equal(t, api.AuthAPIKey, with[0].AuthKind)
+	assert.Equal(t, api.StatusReady, with[0].Health.Status)
 }

@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
-func baseSpec() ExternalAgentSpec {
-	return ExternalAgentSpec{
+func baseSpec() api.ExternalAgentSpec {
+	return api.ExternalAgentSpec{
 		ID:          "codex",
 		DisplayName: "Codex CLI",
 		BinaryPath:  "/opt/homebrew/bin/codex",
-		AuthKind:    AuthKindUnknown,
+		AuthKind:    api.AuthKindUnknown,
 		Execution:   Runnable(),
 	}
 }
@@ -23,7 +24,7 @@ func baseSpec() ExternalAgentSpec {
 func TestRunnableSpecSerialisesToThePinnedBytes(t *testing.T) {
 	s := baseSpec()
 	s.Version = "0.171.0"
-	s.Capabilities = Capabilities{ToolUse: true, Streaming: true}
+	s.Capabilities = api.Capabilities{ToolUse: true, Streaming: true}
 	s.DetectedAt = 1700000000
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
@@ -32,11 +33,11 @@ func TestRunnableSpecSerialisesToThePinnedBytes(t *testing.T) {
 
 func TestUnusableSpecWithHealthAndAdditiveFieldsSerialisesToThePinnedBytes(t *testing.T) {
 	s := baseSpec()
-	s.AuthKind = AuthSubscription
+	s.AuthKind = api.AuthSubscription
 	s.Execution = Unusable("bad", 5)
-	s.Health = &ExternalAgentHealth{ID: "codex", Status: StatusNotExecutable, Reason: "bad", CheckedAt: 7}
-	s.Source = SourceLoginShell
-	s.ReadOnlyEnforcement = EnforcedByOSSandbox
+	s.Health = &api.ExternalAgentHealth{ID: "codex", Status: api.StatusNotExecutable, Reason: "bad", CheckedAt: 7}
+	s.Source = api.SourceLoginShell
+	s.ReadOnlyEnforcement = api.EnforcedByOSSandbox
 	s.SpawnBlockReason = "cycle"
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
@@ -56,44 +57,44 @@ func TestZeroAuthKindIsWrittenAsUnknownAndAbsentAuthKindReadsAsUnknown(t *testin
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"auth_kind":"unknown"`)
 
-	var back ExternalAgentSpec
+	var back api.ExternalAgentSpec
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"codex","display_name":"Codex CLI","binary_path":"/x","capabilities":{}}`), &back))
-	assert.Equal(t, AuthKindUnknown, back.AuthKind)
+	assert.Equal(t, api.AuthKindUnknown, back.AuthKind)
 }
 
 func TestEnumStringsMatchTheWire(t *testing.T) {
 	pairs := [][2]string{
-		{string(AuthSubscription), "subscription"},
-		{string(AuthAPIKey), "api_key"},
-		{string(AuthKindUnknown), "unknown"},
-		{string(AuthUnauthenticated), "unauthenticated"},
-		{string(StatusReady), "ready"},
-		{string(StatusNotConfigured), "not_configured"},
-		{string(StatusExpired), "expired"},
-		{string(StatusNetworkError), "network_error"},
-		{string(StatusNotExecutable), "not_executable"},
-		{string(StatusUnknown), "unknown"},
+		{string(api.AuthSubscription), "subscription"},
+		{string(api.AuthAPIKey), "api_key"},
+		{string(api.AuthKindUnknown), "unknown"},
+		{string(api.AuthUnauthenticated), "unauthenticated"},
+		{string(api.StatusReady), "ready"},
+		{string(api.StatusNotConfigured), "not_configured"},
+		{string(api.StatusExpired), "expired"},
+		{string(api.StatusNetworkError), "network_error"},
+		{string(api.StatusNotExecutable), "not_executable"},
+		{string(api.StatusUnknown), "unknown"},
 		{agent.ClaudeCode, "claude-code"},
 		{agent.Codex, "codex"},
 		{agent.Gemini, "gemini"},
-		{string(SourcePin), "pin"},
-		{string(SourcePath), "path"},
-		{string(SourceLoginShell), "login_shell"},
-		{string(SourceWellKnown), "well_known"},
-		{string(EnforcedByOSSandbox), "os_sandbox"},
-		{string(EnforcedByAllowlist), "allowlist"},
-		{string(EnforcedByAgentDefault), "agent_default"},
-		{string(NotEnforced), "not_enforced"},
+		{string(api.SourcePin), "pin"},
+		{string(api.SourcePath), "path"},
+		{string(api.SourceLoginShell), "login_shell"},
+		{string(api.SourceWellKnown), "well_known"},
+		{string(api.EnforcedByOSSandbox), "os_sandbox"},
+		{string(api.EnforcedByAllowlist), "allowlist"},
+		{string(api.EnforcedByAgentDefault), "agent_default"},
+		{string(api.NotEnforced), "not_enforced"},
 	}
 	for _, p := range pairs {
 		assert.Equal(t, p[1], p[0])
 	}
 }
 
-func specWithHealth(status *HealthStatus) ExternalAgentSpec {
+func specWithHealth(status *api.HealthStatus) api.ExternalAgentSpec {
 	s := baseSpec()
 	if status != nil {
-		s.Health = &ExternalAgentHealth{ID: "codex", Status: *status, Details: map[string]any{}, Reason: "killed by signal 9"}
+		s.Health = &api.ExternalAgentHealth{ID: "codex", Status: *status, Details: map[string]any{}, Reason: "killed by signal 9"}
 	}
 	return s
 }
@@ -101,11 +102,11 @@ func specWithHealth(status *HealthStatus) ExternalAgentSpec {
 // Only an exec fault blocks invocation; every auth state is for the person
 // to fix and must not stop a run.
 func TestUnusableReasonFiresOnlyForNotExecutable(t *testing.T) {
-	ne := StatusNotExecutable
+	ne := api.StatusNotExecutable
 	reason, bad := specWithHealth(&ne).UnusableReason()
 	assert.True(t, bad)
 	assert.Equal(t, "killed by signal 9", reason)
-	for _, ok := range []HealthStatus{StatusReady, StatusNotConfigured, StatusExpired, StatusNetworkError, StatusUnknown} {
+	for _, ok := range []api.HealthStatus{api.StatusReady, api.StatusNotConfigured, api.StatusExpired, api.StatusNetworkError, api.StatusUnknown} {
 		_, bad := specWithHealth(&ok).UnusableReason()
 		assert.False(t, bad, "%s describes auth state and must not block invocation", ok)
 	}
@@ -118,7 +119,7 @@ func TestUnusableReasonFiresOnlyForNotExecutable(t *testing.T) {
 func TestAHealthRefreshCannotOverwriteTheExecutionVerdict(t *testing.T) {
 	s := baseSpec()
 	s.Execution = Unusable("quarantined at /opt/homebrew/bin/codex", 42)
-	s.Health = &ExternalAgentHealth{ID: "codex", Status: StatusUnknown, Details: map[string]any{}, CheckedAt: 99}
+	s.Health = &api.ExternalAgentHealth{ID: "codex", Status: api.StatusUnknown, Details: map[string]any{}, CheckedAt: 99}
 	reason, bad := s.UnusableReason()
 	assert.True(t, bad)
 	assert.Equal(t, "quarantined at /opt/homebrew/bin/codex", reason)
@@ -127,8 +128,8 @@ func TestAHealthRefreshCannotOverwriteTheExecutionVerdict(t *testing.T) {
 // Auth trouble is health's business: it never makes a binary unrunnable.
 func TestARunnableBinaryWithAuthProblemsIsStillRunnable(t *testing.T) {
 	s := baseSpec()
-	for _, st := range []HealthStatus{StatusUnknown, StatusNotConfigured, StatusExpired, StatusReady} {
-		s.Health = &ExternalAgentHealth{ID: "codex", Status: st, Reason: "some auth detail", CheckedAt: 1}
+	for _, st := range []api.HealthStatus{api.StatusUnknown, api.StatusNotConfigured, api.StatusExpired, api.StatusReady} {
+		s.Health = &api.ExternalAgentHealth{ID: "codex", Status: st, Reason: "some auth detail", CheckedAt: 1}
 		_, bad := s.UnusableReason()
 		assert.False(t, bad, "%s is not an exec fault", st)
 	}
@@ -137,7 +138,7 @@ func TestARunnableBinaryWithAuthProblemsIsStillRunnable(t *testing.T) {
 // A producer that predates the execution field reported a broken binary as
 // health not_executable; that payload must still block.
 func TestAPreSplitSpecIsStillUnderstood(t *testing.T) {
-	var s ExternalAgentSpec
+	var s api.ExternalAgentSpec
 	require.NoError(t, json.Unmarshal([]byte(`{
 		"id":"codex","display_name":"Codex CLI","binary_path":"/opt/homebrew/bin/codex",
 		"auth_kind":"unknown","capabilities":{},"detected_at":0,
@@ -149,7 +150,7 @@ func TestAPreSplitSpecIsStillUnderstood(t *testing.T) {
 }
 
 func TestPreSplitNotExecutableWithoutReasonStillBlocks(t *testing.T) {
-	var s ExternalAgentSpec
+	var s api.ExternalAgentSpec
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"codex","display_name":"Codex CLI","binary_path":"/x","capabilities":{},"health":{"id":"codex","status":"not_executable","details":{},"checked_at":7}}`), &s))
 	reason, bad := s.UnusableReason()
 	assert.True(t, bad)
@@ -159,7 +160,7 @@ func TestPreSplitNotExecutableWithoutReasonStillBlocks(t *testing.T) {
 // The zero value is runnable, and the common case writes nothing but its
 // state.
 func TestExecutionDefaultsToRunnable(t *testing.T) {
-	var zero ExecutableStatus
+	var zero api.ExecutableStatus
 	assert.True(t, zero.IsRunnable())
 	b, err := json.Marshal(zero)
 	require.NoError(t, err)
@@ -172,7 +173,7 @@ func TestUnusableRoundTripsOnTheWire(t *testing.T) {
 	s.Execution = Unusable("bad", 5)
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
-	var back ExternalAgentSpec
+	var back api.ExternalAgentSpec
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Equal(t, s.Execution, back.Execution)
 	reason, _ := back.Execution.UnusableReason()
@@ -181,19 +182,19 @@ func TestUnusableRoundTripsOnTheWire(t *testing.T) {
 }
 
 func TestAnUnknownExecutionStateIsRejectedNotReadAsRunnable(t *testing.T) {
-	var e ExecutableStatus
+	var e api.ExecutableStatus
 	assert.Error(t, json.Unmarshal([]byte(`{"state":"quarantined"}`), &e))
 }
 
 func TestHealthWithNilDetailsSerialisesAnEmptyObject(t *testing.T) {
-	b, err := json.Marshal(ExternalAgentHealth{ID: "gemini", Status: StatusReady, CheckedAt: 3})
+	b, err := json.Marshal(api.ExternalAgentHealth{ID: "gemini", Status: api.StatusReady, CheckedAt: 3})
 	require.NoError(t, err)
 	assert.Equal(t, `{"id":"gemini","status":"ready","details":{},"checked_at":3}`, string(b))
 }
 
 func TestEveryAdapterDisclosesItsReadOnlyEnforcement(t *testing.T) {
-	want := map[string]ReadOnlyEnforcement{agent.ClaudeCode: EnforcedByAllowlist, agent.Codex: EnforcedByOSSandbox, agent.Gemini: EnforcedByAgentDefault,
-		agent.Copilot: EnforcedByAllowlist, agent.Droid: EnforcedByAgentDefault, agent.Pi: NotEnforced}
+	want := map[string]api.ReadOnlyEnforcement{agent.ClaudeCode: api.EnforcedByAllowlist, agent.Codex: api.EnforcedByOSSandbox, agent.Gemini: api.EnforcedByAgentDefault,
+		agent.Copilot: api.EnforcedByAllowlist, agent.Droid: api.EnforcedByAgentDefault, agent.Pi: api.NotEnforced}
 	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, agent.IDs())
 	for id, ro := range want {
 		d, ok := Lookup(id)

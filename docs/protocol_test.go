@@ -31,6 +31,7 @@ import (
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // protocolPages are the files that make up the protocol document, the
@@ -161,10 +162,10 @@ type wireRequest struct {
 }
 
 type wireResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpc.Error      `json:"error,omitempty"`
+	JSONRPC string           `json:"jsonrpc"`
+	ID      json.RawMessage  `json:"id"`
+	Result  json.RawMessage  `json:"result,omitempty"`
+	Error   *rpcclient.Error `json:"error,omitempty"`
 }
 
 // checkExample decodes one marked example into the registered types. It is
@@ -245,7 +246,7 @@ func checkExample(ex example, reg *rpc.Registry) error {
 
 // checkErrorExample requires the code to be in the table and be one the
 // method may answer with.
-func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rpc.CodeInfo, common []int64) error {
+func checkErrorExample(method string, m rpc.MethodInfo, e *rpcclient.Error, table []rpc.CodeInfo, common []int64) error {
 	known := false
 	for _, c := range table {
 		known = known || c.Code == e.Code
@@ -253,8 +254,7 @@ func checkErrorExample(method string, m rpc.MethodInfo, e *rpc.Error, table []rp
 	if !known {
 		return fmt.Errorf("error code %d is not in the registry's code table", e.Code)
 	}
-	allowed := []int64{rpc.CodeParseError, rpc.CodeInvalidRequest, rpc.CodeMethodNotFound, rpc.CodeInvalidParams,
-		rpc.CodeInternalError, rpc.CodeTooManyRequests, rpc.CodeShuttingDown}
+	allowed := []int64{rpcclient.CodeParseError, rpcclient.CodeInvalidRequest, rpcclient.CodeMethodNotFound, rpcclient.CodeInvalidParams, rpcclient.CodeInternalError, rpcclient.CodeTooManyRequests, rpcclient.CodeShuttingDown}
 	for _, c := range append(append(allowed, common...), m.Doc.Errors...) {
 		if c == e.Code {
 			return nil
@@ -695,7 +695,7 @@ func (c *capturer) drainRun() {
 func discoverInto(t *testing.T, doc any) *rpc.Registry {
 	t.Helper()
 	reg := registry(t)
-	res, _, rerr := reg.Dispatch(context.Background(), rpc.DiscoverMethod, nil)
+	res, _, rerr := reg.Dispatch(context.Background(), rpcclient.DiscoverMethod, nil)
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 const codeTestDenied int64 = -32099
@@ -38,7 +39,7 @@ func accessServer(t *testing.T) (url string, ran *atomic.Int32) {
 	r.MapErrors(func(err error) error {
 		var ad *AccessDeniedError
 		if errors.As(err, &ad) {
-			return &Error{Code: codeTestDenied, Message: ad.Error(), Data: map[string]any{"access": ad.Need, "origin": ad.Origin}}
+			return &rpcclient.Error{Code: codeTestDenied, Message: ad.Error(), Data: map[string]any{"access": ad.Need, "origin": ad.Origin}}
 		}
 		return err
 	})
@@ -76,8 +77,8 @@ func TestAMethodOutsideTheConnectionsGrantsIsRefusedBeforeItsParamsAreRead(t *te
 	url, ran := accessServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dial := func(origin string) *Client {
-		opts := ClientOptions{}
+	dial := func(origin string) *rpcclient.Client {
+		opts := rpcclient.ClientOptions{}
 		if origin != "" {
 			opts.Header = http.Header{"Origin": {origin}}
 		}
@@ -113,7 +114,7 @@ func TestAMethodOutsideTheConnectionsGrantsIsRefusedBeforeItsParamsAreRead(t *te
 						assert.Equal(t, before+1, ran.Load())
 						continue
 					}
-					var re *Error
+					var re *rpcclient.Error
 					require.True(t, errors.As(err, &re), "%s: %v", a, err)
 					assert.Equal(t, codeTestDenied, re.Code)
 					assert.Contains(t, re.Message, `"`+string(a)+`" access class`)
@@ -169,9 +170,9 @@ func TestRPCDiscoverShowsEachMethodsAccessClassAndTheCommonErrors(t *testing.T) 
 	got := map[string]Access{}
 	for _, m := range doc.Methods {
 		got[m.Name] = Access(m.Access)
-		assert.Contains(t, m.Errors, OpenRPCReference{Ref: errorRefPrefix + "test_denied"}, "%s", m.Name)
+		assert.Contains(t, m.Errors, rpcclient.OpenRPCReference{Ref: errorRefPrefix + "test_denied"}, "%s", m.Name)
 	}
-	assert.Equal(t, map[string]Access{"host.thing": AccessHost, "host.alias": AccessHost, DiscoverMethod: AccessRead}, got)
+	assert.Equal(t, map[string]Access{"host.thing": AccessHost, "host.alias": AccessHost, rpcclient.DiscoverMethod: AccessRead}, got)
 }
 
 func TestTheGateGrantsANativeClientEverythingAndAnOriginWhatItIsGranted(t *testing.T) {
@@ -224,7 +225,7 @@ func paramsServer(t *testing.T) (url string, ran *atomic.Int32, logs *observer.O
 	r.MapErrors(func(err error) error {
 		var ad *AccessDeniedError
 		if errors.As(err, &ad) {
-			return &Error{Code: codeTestDenied, Message: ad.Error(), Data: map[string]any{"access": ad.Need, "param": ad.Param, "value": ad.Value}}
+			return &rpcclient.Error{Code: codeTestDenied, Message: ad.Error(), Data: map[string]any{"access": ad.Need, "param": ad.Param, "value": ad.Value}}
 		}
 		return err
 	})
@@ -269,8 +270,8 @@ func TestAParamsValueCanNeedAClassTheMethodItselfDoesNot(t *testing.T) {
 	url, ran, _ := paramsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dial := func(origin string) *Client {
-		opts := ClientOptions{OnRequest: func(ctx context.Context, method string, _ json.RawMessage) (any, error) {
+	dial := func(origin string) *rpcclient.Client {
+		opts := rpcclient.ClientOptions{OnRequest: func(ctx context.Context, method string, _ json.RawMessage) (any, error) {
 			return askAnswer{Say: "yes"}, nil
 		}}
 		if origin != "" {
@@ -300,7 +301,7 @@ func TestAParamsValueCanNeedAClassTheMethodItselfDoesNot(t *testing.T) {
 	for _, method := range []string{"run", "run.other"} {
 		for _, tc := range cases {
 			for _, who := range []struct {
-				c    *Client
+				c    *rpcclient.Client
 				need Access
 			}{{native, ""}, {page, tc.page}, {writer, tc.writer}} {
 				for _, bad := range []bool{false, true} {
@@ -313,16 +314,16 @@ func TestAParamsValueCanNeedAClassTheMethodItselfDoesNot(t *testing.T) {
 					err := who.c.Call(ctx, method, p, &out)
 					if who.need == "" {
 						if bad {
-							var re *Error
+							var re *rpcclient.Error
 							require.True(t, errors.As(err, &re), "%s %v: %v", method, p, err)
-							assert.Equal(t, CodeInvalidParams, re.Code)
+							assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 						} else {
 							require.NoError(t, err, "%s %v", method, p)
 							assert.Equal(t, beforeRan+1, ran.Load())
 						}
 						continue
 					}
-					var re *Error
+					var re *rpcclient.Error
 					require.True(t, errors.As(err, &re), "%s %v: %v", method, p, err)
 					assert.Equal(t, codeTestDenied, re.Code, "%s %v", method, p)
 					assert.Contains(t, re.Message, method+" with "+tc.param)
@@ -349,8 +350,8 @@ func TestAServerRequestIsNeverSentToAConnectionWithoutItsClass(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var asked atomic.Int32
-	dial := func(origin string) *Client {
-		opts := ClientOptions{OnRequest: func(ctx context.Context, method string, _ json.RawMessage) (any, error) {
+	dial := func(origin string) *rpcclient.Client {
+		opts := rpcclient.ClientOptions{OnRequest: func(ctx context.Context, method string, _ json.RawMessage) (any, error) {
 			asked.Add(1)
 			return askAnswer{Say: "yes"}, nil
 		}}

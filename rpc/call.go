@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Server-to-client requests: the daemon asks a client something and waits
@@ -161,7 +163,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			e := &Error{Code: r.err.Code, Message: r.err.Message}
+			e := &rpcclient.Error{Code: r.err.Code, Message: r.err.Message}
 			if len(r.err.Data) > 0 {
 				e.Data = r.err.Data
 			}
@@ -176,7 +178,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 		return nil
 	case <-ctx.Done():
 		o.forget(id)
-		notice, _ := json.Marshal(outNotification{JSONRPC: "2.0", Method: CancelRequestMethod, Params: map[string]string{"id": id}})
+		notice, _ := json.Marshal(outNotification{JSONRPC: "2.0", Method: rpcclient.CancelRequestMethod, Params: map[string]string{"id": id}})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

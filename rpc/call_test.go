@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 type askParams struct {
@@ -42,7 +44,7 @@ func callTest(t *testing.T) *serverTest {
 				defer cancel()
 			}
 			err := PeerFrom(ctx).Call(ctx, "q.ask", p, &a)
-			var re *Error
+			var re *rpcclient.Error
 			var bad *BadResultError
 			switch {
 			case err == nil:
@@ -192,14 +194,14 @@ func TestTheGoClientAnswersServerRequestsAndSeesThemWithdrawn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	withdrawn := make(chan struct{})
-	c, err := Dial(ctx, st.url, fuzzToken, ClientOptions{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	c, err := Dial(ctx, st.url, fuzzToken, rpcclient.ClientOptions{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 		var p askParams
 		require.NoError(t, json.Unmarshal(params, &p))
 		switch p.N {
 		case 1:
 			return askAnswer{Say: "one"}, nil
 		case 2:
-			return nil, &Error{Code: -32099, Message: "not today"}
+			return nil, &rpcclient.Error{Code: -32099, Message: "not today"}
 		}
 		<-ctx.Done()
 		close(withdrawn)

@@ -13,14 +13,6 @@ import (
 // inflightCall is one unanswered request $/cancelRequest can reach.
 type inflightCall struct{ cancel context.CancelCauseFunc }
 
-// CancelRequestMethod is the notification a client sends to withdraw one of
-// its requests, as the Language Server Protocol defines it:
-// {"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":<the request's id>}}.
-// The request's context is cancelled and, unless it answers anyway, it
-// answers with CodeRequestCancelled. Editors' JSON-RPC libraries
-// (vscode-jsonrpc) send it when their caller cancels.
-const CancelRequestMethod = rpcclient.CancelRequestMethod
-
 // errCancelRequested is the cause of a request context cancelled by
 // $/cancelRequest.
 var errCancelRequested = errors.New("the client cancelled the request with $/cancelRequest")
@@ -28,7 +20,7 @@ var errCancelRequested = errors.New("the client cancelled the request with $/can
 // track records a request's cancel under the client's id; the returned
 // function forgets it once the request is answered.
 func (sc *serverConn) track(id json.RawMessage, cancel context.CancelCauseFunc) func() {
-	key, ok := idKey(id)
+	key, ok := rpcclient.IDKey(id)
 	if !ok {
 		return nil
 	}
@@ -61,7 +53,7 @@ func (sc *serverConn) track(id json.RawMessage, cancel context.CancelCauseFunc) 
 // misunderstood it.
 func (sc *serverConn) cancelRequest(req *request) {
 	if !req.notif() {
-		sc.answerError(req, &wireError{Code: CodeInvalidRequest,
+		sc.answerError(req, &wireError{Code: rpcclient.CodeInvalidRequest,
 			Message: "invalid request: $/cancelRequest is a notification; send it without an id"})
 		return
 	}
@@ -71,7 +63,7 @@ func (sc *serverConn) cancelRequest(req *request) {
 	if req.params == nil || json.Unmarshal(req.params, &p) != nil {
 		return
 	}
-	key, ok := idKey(p.ID)
+	key, ok := rpcclient.IDKey(p.ID)
 	if !ok {
 		return
 	}
@@ -85,7 +77,3 @@ func (sc *serverConn) cancelRequest(req *request) {
 		sc.log.Debug("request cancelled by the client", zap.ByteString("id", p.ID))
 	}
 }
-
-// idKey is rpcclient.IDKey: the server keys the requests it answers as the
-// client keys the ones it sends.
-var idKey = rpcclient.IDKey

@@ -13,9 +13,11 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
-func dialTest(t *testing.T, url string, opts ClientOptions) *Client {
+func dialTest(t *testing.T, url string, opts rpcclient.ClientOptions) *rpcclient.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -30,7 +32,7 @@ func dialTest(t *testing.T, url string, opts ClientOptions) *Client {
 // context ends, and the connection goes on serving.
 func TestACallWhoseContextEndsIsWithdrawnWithCancelRequest(t *testing.T) {
 	st := newServerTest(t, 0)
-	c := dialTest(t, st.url, ClientOptions{})
+	c := dialTest(t, st.url, rpcclient.ClientOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := c.Call(ctx, "wait.cancel", nil, nil)
@@ -92,7 +94,7 @@ func TestTheClientAnswersTheServersRequestsWithItsOnRequest(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			url, answer := requestingServer(t, `{"jsonrpc":"2.0","id":9,"method":"ask","params":{"q":1}}`)
-			dialTest(t, url, ClientOptions{OnRequest: tc.serve})
+			dialTest(t, url, rpcclient.ClientOptions{OnRequest: tc.serve})
 			select {
 			case a := <-answer:
 				assert.JSONEq(t, tc.want, a)
@@ -109,7 +111,7 @@ func TestAServedRequestRunsBesideNotificationsAndCloseWaitsForIt(t *testing.T) {
 	url, _ := requestingServer(t, `{"jsonrpc":"2.0","id":1,"method":"slow"}`, `{"jsonrpc":"2.0","method":"note"}`)
 	noted := make(chan struct{})
 	returned := make(chan struct{})
-	c, err := Dial(context.Background(), url, fuzzToken, ClientOptions{
+	c, err := Dial(context.Background(), url, fuzzToken, rpcclient.ClientOptions{
 		OnNotification: func(string, json.RawMessage) { close(noted) },
 		OnRequest: func(ctx context.Context, _ string, _ json.RawMessage) (any, error) {
 			defer close(returned)

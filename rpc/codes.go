@@ -7,20 +7,6 @@ import (
 	"github.com/card-dev/card/rpc/rpcclient"
 )
 
-// The JSON-RPC 2.0 error codes and the transport's own are defined with
-// the client (package rpcclient), which the Go client imports without the
-// server; these aliases keep rpc's names.
-const (
-	CodeParseError       = rpcclient.CodeParseError
-	CodeInvalidRequest   = rpcclient.CodeInvalidRequest
-	CodeMethodNotFound   = rpcclient.CodeMethodNotFound
-	CodeInvalidParams    = rpcclient.CodeInvalidParams
-	CodeInternalError    = rpcclient.CodeInternalError
-	CodeTooManyRequests  = rpcclient.CodeTooManyRequests
-	CodeShuttingDown     = rpcclient.CodeShuttingDown
-	CodeRequestCancelled = rpcclient.CodeRequestCancelled
-)
-
 // CodeInfo documents one error code for people and for rpc.discover.
 type CodeInfo struct {
 	Code    int64  `json:"code"`
@@ -32,20 +18,16 @@ type CodeInfo struct {
 // application's.
 func Codes() []CodeInfo {
 	return []CodeInfo{
-		{CodeParseError, "parse_error", "The frame is not valid JSON. The answer's id is null."},
-		{CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a member given twice, a binary frame, an empty or oversized batch)."},
-		{CodeMethodNotFound, "method_not_found", "No method of that name; rpc.discover lists them."},
-		{CodeInvalidParams, "invalid_params", "The params do not fit the method; the message and data.field name the field."},
-		{CodeInternalError, "internal_error", "The daemon failed while answering; its log has the detail."},
-		{CodeTooManyRequests, "too_many_requests", "This connection already has the maximum number of requests in flight; wait for answers before sending more."},
-		{CodeShuttingDown, "shutting_down", "The daemon is shutting down and takes no new work."},
-		{CodeRequestCancelled, "request_cancelled", "The client withdrew the request with $/cancelRequest before it was answered."},
+		{rpcclient.CodeParseError, "parse_error", "The frame is not valid JSON. The answer's id is null."},
+		{rpcclient.CodeInvalidRequest, "invalid_request", "The JSON is not a JSON-RPC 2.0 request (wrong jsonrpc, method not a string, params not structured, a member given twice, a binary frame, an empty or oversized batch)."},
+		{rpcclient.CodeMethodNotFound, "method_not_found", "No method of that name; rpc.discover lists them."},
+		{rpcclient.CodeInvalidParams, "invalid_params", "The params do not fit the method; the message and data.field name the field."},
+		{rpcclient.CodeInternalError, "internal_error", "The daemon failed while answering; its log has the detail."},
+		{rpcclient.CodeTooManyRequests, "too_many_requests", "This connection already has the maximum number of requests in flight; wait for answers before sending more."},
+		{rpcclient.CodeShuttingDown, "shutting_down", "The daemon is shutting down and takes no new work."},
+		{rpcclient.CodeRequestCancelled, "request_cancelled", "The client withdrew the request with $/cancelRequest before it was answered."},
 	}
 }
-
-// Error is a JSON-RPC error (rpcclient.Error): a handler returns one to
-// choose the code and data the client sees, and a client gets one back.
-type Error = rpcclient.Error
 
 // CloseAfter marks a handler's error as one that ends the connection: the
 // client is answered with err, and then the connection is closed with 1008
@@ -65,8 +47,8 @@ func (e *closeAfterError) Error() string { return e.err.Error() }
 func (e *closeAfterError) Unwrap() error { return e.err }
 
 // Errorf builds an *Error with a formatted message and optional data.
-func Errorf(code int64, data any, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Data: data}
+func Errorf(code int64, data any, format string, args ...any) *rpcclient.Error {
+	return &rpcclient.Error{Code: code, Message: fmt.Sprintf(format, args...), Data: data}
 }
 
 // wireError is the error object as it is written on the wire.
@@ -76,7 +58,7 @@ type wireError struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-func wireOf(e *Error) *wireError {
+func wireOf(e *rpcclient.Error) *wireError {
 	w := &wireError{Code: e.Code, Message: e.Message}
 	if e.Data != nil {
 		if b, err := json.Marshal(e.Data); err == nil {

@@ -16,9 +16,6 @@ import (
 // document follows.
 const OpenRPCVersion = "1.3.2"
 
-// DiscoverMethod is the OpenRPC service-discovery method name.
-const DiscoverMethod = rpcclient.DiscoverMethod
-
 // Every named Go type's schema lives once in components.schemas, so a type
 // used by ten methods is described once; errors live in components.errors.
 const (
@@ -30,10 +27,12 @@ const (
 // Doc says: the request can fail to decode (-32602) before the handler
 // runs, be cut short by the transport (-32001, -32002), or be withdrawn by
 // the client (-32800).
-var standardErrors = []int64{CodeInvalidParams, CodeInternalError, CodeTooManyRequests, CodeShuttingDown, CodeRequestCancelled}
+var standardErrors = []int64{rpcclient.CodeInvalidParams, rpcclient.CodeInternalError, rpcclient.CodeTooManyRequests, rpcclient.CodeShuttingDown,
 
-// ServiceInfo is what the registry cannot know about the service it serves:
-// the document's info object and its one server.
+	// ServiceInfo is what the registry cannot know about the service it serves:
+	// the document's info object and its one server.
+	rpcclient.CodeRequestCancelled}
+
 type ServiceInfo struct {
 	Title           string
 	Version         string
@@ -44,29 +43,14 @@ type ServiceInfo struct {
 	URL string
 }
 
-// The document's types are defined with the client (package rpcclient),
-// so a client can read it without the server; these aliases keep rpc's
-// names.
-type (
-	OpenRPCDocument     = rpcclient.OpenRPCDocument
-	OpenRPCInfo         = rpcclient.OpenRPCInfo
-	OpenRPCServer       = rpcclient.OpenRPCServer
-	OpenRPCMethod       = rpcclient.OpenRPCMethod
-	OpenRPCNotification = rpcclient.OpenRPCNotification
-	ContentDescriptor   = rpcclient.ContentDescriptor
-	OpenRPCReference    = rpcclient.OpenRPCReference
-	OpenRPCError        = rpcclient.OpenRPCError
-	OpenRPCComponents   = rpcclient.OpenRPCComponents
-)
-
 // RegisterDiscover registers rpc.discover on r. info is called per request,
 // so the document carries the address the daemon ended up listening on.
 func RegisterDiscover(r *Registry, info func() ServiceInfo) {
-	Register(r, DiscoverMethod, Doc{
+	Register(r, rpcclient.DiscoverMethod, Doc{
 		Access:      AccessRead,
 		Summary:     "This API described as an OpenRPC 1.x document, generated from the method registry.",
 		Description: "Takes no params. Every method with its params (by name) and result as JSON Schema derived from the Go types, the errors each may answer with (components.errors is the whole code table), alias names marked with x-alias-of, and the server-to-client notifications in x-notifications and requests (which the client answers) in x-server-requests.",
-	}, func(ctx context.Context, _ struct{}) (*OpenRPCDocument, error) {
+	}, func(ctx context.Context, _ struct{}) (*rpcclient.OpenRPCDocument, error) {
 		return r.OpenRPC(info())
 	})
 }
@@ -74,18 +58,18 @@ func RegisterDiscover(r *Registry, info func() ServiceInfo) {
 // OpenRPC builds the document for every method and notification registered
 // now. It is built from the same reflect.Types the dispatcher decodes into,
 // so the description cannot drift from what the server accepts.
-func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
+func (r *Registry) OpenRPC(info ServiceInfo) (*rpcclient.OpenRPCDocument, error) {
 	sb := newSchemaBuilder()
-	doc := &OpenRPCDocument{
+	doc := &rpcclient.OpenRPCDocument{
 		OpenRPC: OpenRPCVersion,
-		Info: OpenRPCInfo{
+		Info: rpcclient.OpenRPCInfo{
 			Title:           info.Title,
 			Version:         info.Version,
 			Description:     info.Description,
 			ProtocolVersion: info.ProtocolVersion,
 		},
-		Methods:    []OpenRPCMethod{},
-		Components: OpenRPCComponents{Errors: map[string]OpenRPCError{}},
+		Methods:    []rpcclient.OpenRPCMethod{},
+		Components: rpcclient.OpenRPCComponents{Errors: map[string]rpcclient.OpenRPCError{}},
 	}
 	if doc.Info.Title == "" {
 		doc.Info.Title = "card"
@@ -94,13 +78,13 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		doc.Info.Version = "0"
 	}
 	if info.URL != "" {
-		doc.Servers = []OpenRPCServer{{Name: "card daemon", URL: info.URL}}
+		doc.Servers = []rpcclient.OpenRPCServer{{Name: "card daemon", URL: info.URL}}
 	}
 	common := r.CommonErrorCodes()
 	names := map[int64]string{}
 	for _, c := range r.Codes() {
 		names[c.Code] = c.Name
-		doc.Components.Errors[c.Name] = OpenRPCError{Code: c.Code, Message: c.Meaning}
+		doc.Components.Errors[c.Name] = rpcclient.OpenRPCError{Code: c.Code, Message: c.Meaning}
 	}
 	for _, m := range r.Methods() {
 		params, err := sb.params(m.Params, false)
@@ -112,13 +96,13 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: result of %s: %w", m.Name, err)
 		}
-		om := OpenRPCMethod{
+		om := rpcclient.OpenRPCMethod{
 			Name:           m.Name,
 			Summary:        m.Doc.Summary,
 			Description:    m.Doc.Description,
 			ParamStructure: "by-name",
 			Params:         params,
-			Result:         ContentDescriptor{Name: "result", Schema: result},
+			Result:         rpcclient.ContentDescriptor{Name: "result", Schema: result},
 			AliasOf:        m.AliasOf,
 			Access:         string(m.Doc.Access),
 			AccessRules:    wireRules(m.Doc.AccessRules),
@@ -131,7 +115,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			if !ok {
 				return nil, fmt.Errorf("rpc.discover: %s lists error code %d, which is not in the registry's code table: register it with RegisterCodes", m.Name, code)
 			}
-			om.Errors = append(om.Errors, OpenRPCReference{Ref: errorRefPrefix + name})
+			om.Errors = append(om.Errors, rpcclient.OpenRPCReference{Ref: errorRefPrefix + name})
 		}
 		doc.Methods = append(doc.Methods, om)
 	}
@@ -141,7 +125,7 @@ func (r *Registry) OpenRPC(info ServiceInfo) (*OpenRPCDocument, error) {
 			return nil, fmt.Errorf("rpc.discover: params of notification %s: %w", n.Name, err)
 		}
 		r.describe(n.Name, params)
-		doc.Notifications = append(doc.Notifications, OpenRPCNotification{
+		doc.Notifications = append(doc.Notifications, rpcclient.OpenRPCNotification{
 			Name: n.Name, Summary: n.Doc.Summary, Description: n.Doc.Description,
 			ParamStructure: "by-name", Params: params,
 		})
@@ -369,7 +353,7 @@ func (b *schemaBuilder) result(t reflect.Type) (any, error) {
 // params turns a params struct into by-name content descriptors, one per
 // field, in field order; a non-struct params type is one descriptor. open
 // is for a notification's params, which the server writes and may grow.
-func (b *schemaBuilder) params(t reflect.Type, open bool) ([]ContentDescriptor, error) {
+func (b *schemaBuilder) params(t reflect.Type, open bool) ([]rpcclient.ContentDescriptor, error) {
 	refl := b.strict
 	if open {
 		refl = b.open
@@ -383,14 +367,14 @@ func (b *schemaBuilder) params(t reflect.Type, open bool) ([]ContentDescriptor, 
 		if err != nil {
 			return nil, err
 		}
-		return []ContentDescriptor{{Name: "params", Required: true, Schema: s}}, nil
+		return []rpcclient.ContentDescriptor{{Name: "params", Required: true, Schema: s}}, nil
 	}
 	// Reflect the struct expanded, with the same reflector settings, so the
 	// fields come out in declaration order.
 	r := *refl
 	r.ExpandedStruct = true
 	s := r.ReflectFromType(st)
-	out := []ContentDescriptor{}
+	out := []rpcclient.ContentDescriptor{}
 	required := map[string]bool{}
 	for _, n := range s.Required {
 		required[n] = true
@@ -416,7 +400,7 @@ func (b *schemaBuilder) params(t reflect.Type, open bool) ([]ContentDescriptor, 
 		if m, ok := v.(map[string]any); ok {
 			desc, _ = m["description"].(string)
 		}
-		out = append(out, ContentDescriptor{Name: p.Key, Description: desc, Required: required[p.Key], Schema: v})
+		out = append(out, rpcclient.ContentDescriptor{Name: p.Key, Description: desc, Required: required[p.Key], Schema: v})
 	}
 	return out, nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 type discoverTestParams struct {
@@ -62,7 +64,7 @@ func discoverTestRegistry() *Registry {
 // document as generic JSON, so the test sees exactly what goes on the wire.
 func discover(t *testing.T, r *Registry) map[string]any {
 	t.Helper()
-	res, _, rerr := r.Dispatch(context.Background(), DiscoverMethod, json.RawMessage(`{}`))
+	res, _, rerr := r.Dispatch(context.Background(), rpcclient.DiscoverMethod, json.RawMessage(`{}`))
 	require.Nil(t, rerr)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -96,7 +98,7 @@ func TestDiscoverListsEveryRegisteredMethodInAnOpenRPC1Document(t *testing.T) {
 		registered = append(registered, m.Name)
 	}
 	assert.ElementsMatch(t, registered, listed)
-	assert.Contains(t, listed, DiscoverMethod, "rpc.discover describes itself")
+	assert.Contains(t, listed, rpcclient.DiscoverMethod, "rpc.discover describes itself")
 	assert.Equal(t, "ws://127.0.0.1:1/rpc", doc["servers"].([]any)[0].(map[string]any)["url"])
 }
 
@@ -213,7 +215,7 @@ func TestDiscoverRefusesAnErrorCodeMissingFromTheTable(t *testing.T) {
 func TestAnApplicationCodeCannotReuseACodeOrNameAlreadyInTheTable(t *testing.T) {
 	r := NewRegistry()
 	r.RegisterCodes(CodeInfo{Code: -32050, Name: "thing_missing", Meaning: "x"})
-	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: CodeShuttingDown, Name: "stopping", Meaning: "x"}) }, "rpc's own code")
+	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: rpcclient.CodeShuttingDown, Name: "stopping", Meaning: "x"}) }, "rpc's own code")
 	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: -32051, Name: "thing_missing", Meaning: "x"}) }, "a name twice")
 	assert.Panics(t, func() { r.RegisterCodes(CodeInfo{Code: -32050, Name: "other", Meaning: "x"}) }, "a code twice")
 	assert.Len(t, r.Codes(), len(Codes())+1)
@@ -230,9 +232,9 @@ func TestAMethodOrNotificationCannotBeRegisteredWithoutASummary(t *testing.T) {
 }
 
 func TestAnErrorIsAnotherWithTheSameCodeWhateverItsMessage(t *testing.T) {
-	err := fmt.Errorf("calling: %w", &Error{Code: codeThingMissing, Message: "no thing 7", Data: map[string]any{"id": 7}})
-	assert.ErrorIs(t, err, &Error{Code: codeThingMissing})
-	assert.NotErrorIs(t, err, &Error{Code: CodeInternalError})
+	err := fmt.Errorf("calling: %w", &rpcclient.Error{Code: codeThingMissing, Message: "no thing 7", Data: map[string]any{"id": 7}})
+	assert.ErrorIs(t, err, &rpcclient.Error{Code: codeThingMissing})
+	assert.NotErrorIs(t, err, &rpcclient.Error{Code: rpcclient.CodeInternalError})
 	assert.NotErrorIs(t, err, errors.New("no thing 7"))
 }
 
@@ -245,7 +247,7 @@ func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
 	r.MapErrors(func(err error) error {
 		var tm *thingMissing
 		if errors.As(err, &tm) {
-			return &Error{Code: codeThingMissing, Message: tm.Error(), Data: map[string]any{"id": tm.id}}
+			return &rpcclient.Error{Code: codeThingMissing, Message: tm.Error(), Data: map[string]any{"id": tm.id}}
 		}
 		return err
 	})
@@ -261,7 +263,7 @@ func TestTheRegistrysErrorMapperTurnsDomainErrorsIntoItsCodes(t *testing.T) {
 	assert.Equal(t, "no thing 7", rerr.Message)
 	_, _, rerr = r.Dispatch(context.Background(), "things.fail", nil)
 	require.NotNil(t, rerr)
-	assert.Equal(t, CodeInternalError, rerr.Code, "what the mapper does not know stays -32603")
+	assert.Equal(t, rpcclient.CodeInternalError, rerr.Code, "what the mapper does not know stays -32603")
 	assert.Equal(t, "disk on fire", rerr.Message)
 }
 

@@ -12,14 +12,6 @@ import (
 	"github.com/card-dev/card/rpc/rpcclient"
 )
 
-// SubprotocolVersion is the WebSocket subprotocol a client may offer beside a
-// card.bearer.<token> one, so the server need not echo the token back.
-const SubprotocolVersion = rpcclient.SubprotocolVersion
-
-// BearerSubprotocolPrefix carries the token for clients that cannot set
-// headers on a WebSocket upgrade (a browser's WebSocket constructor).
-const BearerSubprotocolPrefix = rpcclient.BearerSubprotocolPrefix
-
 // Gate is every security check of the listener, in one place, applied before
 // the upgrade. A browser page can open a WebSocket to any localhost port and
 // DNS rebinding defeats a same-origin check, so a daemon that spawns coding
@@ -107,11 +99,11 @@ func (g *Gate) Check(r *http.Request) (subprotocol string, refusal *Refusal) {
 	}
 	switch {
 	case offeredVersion:
-		return SubprotocolVersion, nil
+		return rpcclient.SubprotocolVersion, nil
 	case viaSubprotocol:
 		// The client offered only the bearer subprotocol; a browser fails
 		// the handshake unless one offered protocol is selected.
-		return BearerSubprotocolPrefix + given, nil
+		return rpcclient.BearerSubprotocolPrefix + given, nil
 	}
 	return "", nil
 }
@@ -142,7 +134,7 @@ func queryLooksLikeCredential(q url.Values) bool {
 // bearer finds the token in the Authorization header or the subprotocols.
 func bearer(r *http.Request) (token string, viaSubprotocol, offeredVersion bool) {
 	for _, p := range websocketProtocols(r) {
-		if p == SubprotocolVersion {
+		if p == rpcclient.SubprotocolVersion {
 			offeredVersion = true
 		}
 	}
@@ -154,7 +146,7 @@ func bearer(r *http.Request) (token string, viaSubprotocol, offeredVersion bool)
 		return "", false, offeredVersion
 	}
 	for _, p := range websocketProtocols(r) {
-		if tok, ok := strings.CutPrefix(p, BearerSubprotocolPrefix); ok {
+		if tok, ok := strings.CutPrefix(p, rpcclient.BearerSubprotocolPrefix); ok {
 			return tok, true, offeredVersion
 		}
 	}

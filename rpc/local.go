@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // LocalConn is a connection to a registry from inside the server's own
@@ -114,14 +116,14 @@ func (p *Peer) callLocal(ctx context.Context, method string, params, result any)
 		if p.ctx.Err() != nil {
 			return ErrPeerGone
 		}
-		var e *Error
+		var e *rpcclient.Error
 		if errors.As(err, &e) {
 			return e
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &Error{Code: CodeInternalError, Message: err.Error()}
+		return &rpcclient.Error{Code: rpcclient.CodeInternalError, Message: err.Error()}
 	}
 	if result == nil {
 		return nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // testDeniedCode is the code these tests map a refusal by access class to.
@@ -50,7 +52,7 @@ func localRegistry(t *testing.T) *Registry {
 	r.MapErrors(func(err error) error {
 		var denied *AccessDeniedError
 		if errors.As(err, &denied) {
-			return &Error{Code: testDeniedCode, Message: denied.Error()}
+			return &rpcclient.Error{Code: testDeniedCode, Message: denied.Error()}
 		}
 		return err
 	})
@@ -89,12 +91,12 @@ func TestALocalConnectionIsServedAsAWebSocketOneOfItsOriginIs(t *testing.T) {
 	assert.Equal(t, "yes to tea", said)
 
 	err := c.Call(ctx, "host.only", nil, nil)
-	var re *Error
+	var re *rpcclient.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, testDeniedCode, re.Code, "the connection's grants hold in process too")
 	err = c.Call(ctx, "no.such", nil, nil)
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, CodeMethodNotFound, re.Code)
+	assert.Equal(t, rpcclient.CodeMethodNotFound, re.Code)
 	require.NoError(t, c.Close())
 }
 
@@ -110,7 +112,7 @@ func TestALocalConnectionWithoutApproveIsNotAskedAndAClosedOneIsGone(t *testing.
 	c := OpenLocal(r, GrantsOf(AccessRead), "", func(string, json.RawMessage) {}, serve)
 	ctx := context.Background()
 	err := c.Call(ctx, "ask", localAskParams{Q: "tea"}, nil)
-	var re *Error
+	var re *rpcclient.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, testDeniedCode, re.Code, "the question is refused by its class: %v", err)
 	assert.False(t, asked, "a connection without approve is never asked")

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // A handler can tell a web page from a program on the machine: the Peer
@@ -41,7 +43,7 @@ func TestThePeerCarriesTheOriginOfAnAllowedPageAndNoneForANativeClient(t *testin
 		{"page", http.Header{"Origin": {"https://app.example"}}, "https://app.example"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cl := dialTest(t, url, ClientOptions{Header: c.header})
+			cl := dialTest(t, url, rpcclient.ClientOptions{Header: c.header})
 			var got string
 			require.NoError(t, cl.Call(context.Background(), "peer.origin", nil, &got))
 			assert.Equal(t, c.want, got)

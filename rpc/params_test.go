@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 type strictInner struct {
@@ -48,7 +50,7 @@ func TestParamsAreMatchedByExactNameAndEachNameOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := r.Dispatch(context.Background(), "strict.echo", json.RawMessage(tc.params))
 			require.NotNil(t, err)
-			assert.Equal(t, CodeInvalidParams, err.Code, err.Message)
+			assert.Equal(t, rpcclient.CodeInvalidParams, err.Code, err.Message)
 			assert.Equal(t, map[string]any{"field": tc.field}, err.Data, err.Message)
 			assert.Contains(t, err.Message, tc.message)
 		})

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Doc describes a method or notification. A method cannot be registered
@@ -132,7 +133,7 @@ func (r *Registry) ParamDoc(method, param string) string {
 }
 
 // describe fills in each param's published description.
-func (r *Registry) describe(method string, params []ContentDescriptor) {
+func (r *Registry) describe(method string, params []rpcclient.ContentDescriptor) {
 	for i := range params {
 		if d := r.ParamDoc(method, params[i].Name); d != "" {
 			params[i].Description = d
@@ -383,18 +384,18 @@ func (r *Registry) Notifications() []NotificationInfo {
 // sends the answer, then runs it. It never panics: a handler panic becomes
 // -32603 and is logged with its stack, so one bad request cannot take the
 // daemon down.
-func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMessage) (result any, then Then, err *Error) {
+func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMessage) (result any, then Then, err *rpcclient.Error) {
 	r.mu.RLock()
 	m, ok := r.methods[name]
 	mapErr := r.mapErr
 	r.mu.RUnlock()
 	if !ok {
-		return nil, nil, &Error{Code: CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q (rpc.discover lists the methods)", name), Data: map[string]any{"method": name}}
+		return nil, nil, &rpcclient.Error{Code: rpcclient.CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q (rpc.discover lists the methods)", name), Data: map[string]any{"method": name}}
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			result, then = nil, nil
-			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
+			err = &rpcclient.Error{Code: rpcclient.CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
 			if peer := PeerFrom(ctx); peer != nil && peer.onPanic != nil {
 				peer.onPanic(name, p, debug.Stack())
 			}
@@ -424,7 +425,7 @@ func (r *Registry) Dispatch(ctx context.Context, name string, params json.RawMes
 // dispatchFast tries a method's Fast answer; ok is false when the method
 // has none or it could not answer at once, and the request must go to
 // Dispatch. A panic is answered like Dispatch answers one.
-func (r *Registry) dispatchFast(ctx context.Context, name string, params json.RawMessage) (result any, ok bool, err *Error) {
+func (r *Registry) dispatchFast(ctx context.Context, name string, params json.RawMessage) (result any, ok bool, err *rpcclient.Error) {
 	r.mu.RLock()
 	m := r.methods[name]
 	mapErr := r.mapErr
@@ -435,7 +436,7 @@ func (r *Registry) dispatchFast(ctx context.Context, name string, params json.Ra
 	defer func() {
 		if p := recover(); p != nil {
 			result, ok = nil, true
-			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
+			err = &rpcclient.Error{Code: rpcclient.CodeInternalError, Message: fmt.Sprintf("internal error in %s: %v", name, p)}
 			if peer := PeerFrom(ctx); peer != nil && peer.onPanic != nil {
 				peer.onPanic(name, p, debug.Stack())
 			}
@@ -458,8 +459,8 @@ func (r *Registry) dispatchFast(ctx context.Context, name string, params json.Ra
 }
 
 // ToError maps a handler's error onto the wire error.
-func ToError(err error) *Error {
-	var re *Error
+func ToError(err error) *rpcclient.Error {
+	var re *rpcclient.Error
 	if errors.As(err, &re) {
 		return re
 	}
@@ -469,10 +470,10 @@ func ToError(err error) *Error {
 		if fe.Field != "" {
 			data["field"] = fe.Field
 		}
-		return &Error{Code: CodeInvalidParams, Message: "invalid params: " + fe.Error(), Data: data}
+		return &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "invalid params: " + fe.Error(), Data: data}
 	}
 	if errors.Is(err, context.Canceled) {
-		return &Error{Code: CodeInternalError, Message: "the request was cancelled: the connection closed or the daemon is shutting down"}
+		return &rpcclient.Error{Code: rpcclient.CodeInternalError, Message: "the request was cancelled: the connection closed or the daemon is shutting down"}
 	}
-	return &Error{Code: CodeInternalError, Message: err.Error()}
+	return &rpcclient.Error{Code: rpcclient.CodeInternalError, Message: err.Error()}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Defaults for ServerConfig's zero values.
@@ -299,7 +301,7 @@ type noRequests struct{}
 
 func (noRequests) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	if !req.Notif {
-		_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: CodeInternalError, Message: "internal error: a request reached the wrong handler"})
+		_ = conn.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: rpcclient.CodeInternalError, Message: "internal error: a request reached the wrong handler"})
 	}
 }
 
@@ -328,7 +330,7 @@ const goingAway = "the server is shutting down"
 // in frame order. It answers over-cap requests at once and runs the rest
 // concurrently.
 func (sc *serverConn) handle(req *request) {
-	if req.method == CancelRequestMethod {
+	if req.method == rpcclient.CancelRequestMethod {
 		// Handled here, in frame order and outside the in-flight cap: a
 		// client at its cap is exactly the one that needs to cancel.
 		sc.cancelRequest(req)
@@ -336,7 +338,7 @@ func (sc *serverConn) handle(req *request) {
 	}
 	if sc.srv.draining.Load() {
 		if !req.notif() {
-			sc.answerError(req, &wireError{Code: CodeShuttingDown, Message: "the daemon is shutting down and takes no new requests"})
+			sc.answerError(req, &wireError{Code: rpcclient.CodeShuttingDown, Message: "the daemon is shutting down and takes no new requests"})
 		}
 		return
 	}
@@ -353,7 +355,7 @@ func (sc *serverConn) handle(req *request) {
 	case sc.sem <- struct{}{}:
 	default:
 		if !req.notif() {
-			sc.answerError(req, &wireError{Code: CodeTooManyRequests,
+			sc.answerError(req, &wireError{Code: rpcclient.CodeTooManyRequests,
 				Message: fmt.Sprintf("too many requests in flight on this connection (limit %d): wait for answers before sending more", cap(sc.sem))})
 		}
 		return
@@ -432,7 +434,7 @@ func (sc *serverConn) run(reqCtx context.Context, cancel context.CancelCauseFunc
 
 // finish answers a request (a notification gets none) and then runs its
 // Then.
-func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, withdrawn bool) {
+func (sc *serverConn) finish(req *request, res any, then Then, rerr *rpcclient.Error, withdrawn bool) {
 	ctx := sc.ctx
 	if req.notif() {
 		if rerr != nil && rerr.CloseConn != "" {
@@ -444,10 +446,10 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 		return
 	}
 	if rerr != nil {
-		if withdrawn && rerr.Code != CodeRequestCancelled {
-			rerr = &Error{Code: CodeRequestCancelled, Message: "request cancelled: the client withdrew it with $/cancelRequest"}
+		if withdrawn && rerr.Code != rpcclient.CodeRequestCancelled {
+			rerr = &rpcclient.Error{Code: rpcclient.CodeRequestCancelled, Message: "request cancelled: the client withdrew it with $/cancelRequest"}
 		}
-		if rerr.Code == CodeInternalError {
+		if rerr.Code == rpcclient.CodeInternalError {
 			sc.log.Warn("request failed", zap.String("method", req.method), zap.String("error", rerr.Message))
 		}
 		flushed := sc.answerError(req, wireOf(rerr))
@@ -489,7 +491,7 @@ func (sc *serverConn) finish(req *request, res any, then Then, rerr *Error, with
 
 // closeAfterRefusal ends the connection with 1008 once a refusal marked
 // with CloseAfter has been answered.
-func (sc *serverConn) closeAfterRefusal(req *request, rerr *Error) {
+func (sc *serverConn) closeAfterRefusal(req *request, rerr *rpcclient.Error) {
 	sc.log.Info("closing the connection after refusing a request", zap.String("method", req.method), zap.String("reason", rerr.CloseConn))
 	_ = sc.ws.Close(websocket.StatusPolicyViolation, rerr.CloseConn)
 }

@@ -17,10 +17,6 @@ type ServerRequestInfo struct {
 	Result reflect.Type
 }
 
-// OpenRPCServerRequest is rpcclient.OpenRPCServerRequest (the document's
-// types are the client's).
-type OpenRPCServerRequest = rpcclient.OpenRPCServerRequest
-
 // ServerRequest documents a request the server sends with params P, which a
 // client answers with a result R. Like a method, it cannot be documented
 // without a summary or an access class, or twice. The class is what a
@@ -66,8 +62,8 @@ func (r *Registry) ServerRequests() []ServerRequestInfo {
 // serverRequestsDoc describes the server's requests for rpc.discover. The
 // params are open (the server writes them and may add fields); the result
 // is closed, like a method's params, since the client writes it.
-func (sb *schemaBuilder) serverRequestsDoc(list []ServerRequestInfo) ([]OpenRPCServerRequest, error) {
-	var out []OpenRPCServerRequest
+func (sb *schemaBuilder) serverRequestsDoc(list []ServerRequestInfo) ([]rpcclient.OpenRPCServerRequest, error) {
+	var out []rpcclient.OpenRPCServerRequest
 	for _, q := range list {
 		params, err := sb.params(q.Params, true)
 		if err != nil {
@@ -77,9 +73,9 @@ func (sb *schemaBuilder) serverRequestsDoc(list []ServerRequestInfo) ([]OpenRPCS
 		if err != nil {
 			return nil, fmt.Errorf("rpc.discover: result of server request %s: %w", q.Name, err)
 		}
-		out = append(out, OpenRPCServerRequest{
+		out = append(out, rpcclient.OpenRPCServerRequest{
 			Name: q.Name, Summary: q.Doc.Summary, Description: q.Doc.Description,
-			ParamStructure: "by-name", Params: params, Result: ContentDescriptor{Name: "result", Schema: result},
+			ParamStructure: "by-name", Params: params, Result: rpcclient.ContentDescriptor{Name: "result", Schema: result},
 			Access: string(q.Doc.Access),
 		})
 	}

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -92,7 +94,7 @@ func newServerTest(t *testing.T, maxInFlight int) *serverTest {
 		})
 	Register(r, "refuse.close", Doc{Access: AccessRead, Summary: "Refuse, then end the connection."},
 		func(ctx context.Context, _ struct{}) (bool, error) {
-			return false, CloseAfter(&Error{Code: CodeInternalError, Message: "go away"}, "refused")
+			return false, CloseAfter(&rpcclient.Error{Code: rpcclient.CodeInternalError, Message: "go away"}, "refused")
 		})
 	st.srv = NewServer(ServerConfig{
 		Registry:    r,
@@ -246,13 +248,13 @@ func TestCancelRequestCancelsTheRequestItNamesAndItAnswersRequestCancelled(t *te
 				got = strings.TrimSuffix(strings.TrimPrefix(got, "["), "]")
 			}
 			var a struct {
-				ID    json.RawMessage `json:"id"`
-				Error *Error          `json:"error"`
+				ID    json.RawMessage  `json:"id"`
+				Error *rpcclient.Error `json:"error"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(got), &a), got)
 			assert.JSONEq(t, tc.id, string(a.ID), "answered under the client's own id")
 			require.NotNil(t, a.Error, got)
-			assert.Equal(t, CodeRequestCancelled, a.Error.Code)
+			assert.Equal(t, rpcclient.CodeRequestCancelled, a.Error.Code)
 			assert.Contains(t, a.Error.Message, "$/cancelRequest")
 		})
 	}
@@ -279,13 +281,13 @@ func TestCancelRequestSentAsARequestIsRefused(t *testing.T) {
 	c := st.dial(t)
 	c.send(`{"jsonrpc":"2.0","id":5,"method":"$/cancelRequest","params":{"id":4}}`)
 	var a struct {
-		ID    int    `json:"id"`
-		Error *Error `json:"error"`
+		ID    int              `json:"id"`
+		Error *rpcclient.Error `json:"error"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(c.read()), &a))
 	assert.Equal(t, 5, a.ID)
 	require.NotNil(t, a.Error)
-	assert.Equal(t, CodeInvalidRequest, a.Error.Code)
+	assert.Equal(t, rpcclient.CodeInvalidRequest, a.Error.Code)
 	assert.Contains(t, a.Error.Message, "notification")
 }
 
@@ -316,14 +318,14 @@ func TestAHandlerPanicIsAnsweredAndLoggedNotFatal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer srv.Shutdown(ctx)
-	c, err := Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc", fuzzToken, ClientOptions{})
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc", fuzzToken, rpcclient.ClientOptions{})
 	require.NoError(t, err)
 	defer c.Close()
 
 	err = c.Call(ctx, "fuzz.panic", nil, nil)
-	var re *Error
+	var re *rpcclient.Error
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, CodeInternalError, re.Code)
+	assert.Equal(t, rpcclient.CodeInternalError, re.Code)
 	assert.Contains(t, re.Message, "fuzz.panic")
 
 	entries := logs.FilterMessage("handler panicked").All()

@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // frameStream is the jsonrpc2.ObjectStream over one WebSocket connection: one
@@ -136,7 +138,7 @@ func (s *frameStream) ReadObject(v any) error {
 			s.large()
 		}
 		if typ != websocket.MessageText {
-			s.writeError(nil, CodeInvalidRequest, "invalid request: binary frames are not accepted; send each JSON-RPC message as one UTF-8 text frame")
+			s.writeError(nil, rpcclient.CodeInvalidRequest, "invalid request: binary frames are not accepted; send each JSON-RPC message as one UTF-8 text frame")
 			continue
 		}
 		s.admit(data)
@@ -161,18 +163,18 @@ func (s *frameStream) logReadEnd(err error) {
 func (s *frameStream) admit(data []byte) {
 	data = bytes.TrimLeft(data, " \t\r\n")
 	if !utf8.Valid(data) {
-		s.writeError(nil, CodeParseError, "parse error: the frame is not valid UTF-8")
+		s.writeError(nil, rpcclient.CodeParseError, "parse error: the frame is not valid UTF-8")
 		return
 	}
 	if len(data) == 0 {
-		s.writeError(nil, CodeParseError, "parse error: the frame is empty")
+		s.writeError(nil, rpcclient.CodeParseError, "parse error: the frame is empty")
 		return
 	}
 	if data[0] != '[' {
 		// An object is validated by parse's own decode; anything else is
 		// checked here so garbage is a parse error, not an invalid request.
 		if data[0] != '{' && !json.Valid(data) {
-			s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
+			s.writeError(nil, rpcclient.CodeParseError, "parse error: the frame is not valid JSON")
 			return
 		}
 		req, errAnswer := s.parseRequest(data)
@@ -188,15 +190,15 @@ func (s *frameStream) admit(data []byte) {
 
 	var items []json.RawMessage
 	if err := json.Unmarshal(data, &items); err != nil {
-		s.writeError(nil, CodeParseError, "parse error: the frame is not valid JSON")
+		s.writeError(nil, rpcclient.CodeParseError, "parse error: the frame is not valid JSON")
 		return
 	}
 	if len(items) == 0 {
-		s.writeError(nil, CodeInvalidRequest, "invalid request: an empty batch")
+		s.writeError(nil, rpcclient.CodeInvalidRequest, "invalid request: an empty batch")
 		return
 	}
 	if len(items) > s.maxBatch {
-		s.writeError(nil, CodeInvalidRequest, fmt.Sprintf("invalid request: a batch of %d messages exceeds the limit of %d", len(items), s.maxBatch))
+		s.writeError(nil, rpcclient.CodeInvalidRequest, fmt.Sprintf("invalid request: a batch of %d messages exceeds the limit of %d", len(items), s.maxBatch))
 		return
 	}
 	// Every member is counted before any is handed on: a member answered at
@@ -237,11 +239,11 @@ func (s *frameStream) admit(data []byte) {
 // answers {"method": 1} with -32600 and id null.
 func (s *frameStream) parseRequest(raw []byte) (req *request, errAnswer []byte) {
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil, errorAnswer(nil, CodeInvalidRequest, "invalid request: a JSON-RPC message must be an object")
+		return nil, errorAnswer(nil, rpcclient.CodeInvalidRequest, "invalid request: a JSON-RPC message must be an object")
 	}
 	env, err := decodeEnvelope(raw)
 	if err != nil {
-		return nil, errorAnswer(nil, CodeParseError, "parse error: the frame is not valid JSON")
+		return nil, errorAnswer(nil, rpcclient.CodeParseError, "parse error: the frame is not valid JSON")
 	}
 	id := json.RawMessage(env.ID)
 	idValid := validID(id)
@@ -260,20 +262,20 @@ func (s *frameStream) parseRequest(raw []byte) (req *request, errAnswer []byte) 
 		return nil, duplicateMemberAnswer(answerID, env.dupMember)
 	}
 	if string(env.JSONRPC) != `"2.0"` {
-		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "jsonrpc" must be exactly "2.0"`)
+		return nil, errorAnswer(answerID, rpcclient.CodeInvalidRequest, `invalid request: "jsonrpc" must be exactly "2.0"`)
 	}
 	if env.Method == nil && s.takeResponse(env.ID, env.Result, env.Error) {
 		return nil, nil
 	}
 	method, ok := decodeString(env.Method)
 	if !ok {
-		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "method" must be a string`)
+		return nil, errorAnswer(answerID, rpcclient.CodeInvalidRequest, `invalid request: "method" must be a string`)
 	}
 	if p := env.Params; len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
-		return nil, errorAnswer(answerID, CodeInvalidRequest, `invalid request: "params" must be an object or an array`)
+		return nil, errorAnswer(answerID, rpcclient.CodeInvalidRequest, `invalid request: "params" must be an object or an array`)
 	}
 	if !idValid {
-		return nil, errorAnswer(nil, CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
+		return nil, errorAnswer(nil, rpcclient.CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`)
 	}
 	if env.dupParams {
 		if env.ID == nil {
@@ -459,7 +461,7 @@ func invalidParamsAnswer(id json.RawMessage, field, message string) []byte {
 		id = json.RawMessage("null")
 	}
 	data, _ := json.Marshal(map[string]string{"field": field})
-	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: CodeInvalidParams,
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: rpcclient.CodeInvalidParams,
 		Message: "invalid params: " + field + ": " + message, Data: data}})
 	return b
 }
@@ -471,7 +473,7 @@ func duplicateMemberAnswer(id json.RawMessage, member string) []byte {
 		id = json.RawMessage("null")
 	}
 	data, _ := json.Marshal(map[string]string{"member": member})
-	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: CodeInvalidRequest,
+	b, _ := json.Marshal(errorEnvelope{JSONRPC: "2.0", ID: id, Error: &wireError{Code: rpcclient.CodeInvalidRequest,
 		Message: fmt.Sprintf("invalid request: %q is given more than once; each member of a JSON-RPC message may appear once", member), Data: data}})
 	return b
 }

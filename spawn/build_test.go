@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 const cwd = "/home/user/project"
@@ -504,7 +505,7 @@ func TestNoneOfTheSixAdaptersInAnyModeGetsAForbiddenFlagOrThePrompt(t *testing.T
 }
 
 func TestTheNewAdaptersDiscloseHowReadOnlyIsEnforced(t *testing.T) {
-	for id, want := range map[string]agent.ReadOnlyEnforcement{"copilot": agent.EnforcedByAllowlist, "droid": agent.EnforcedByAgentDefault, "pi": agent.NotEnforced} {
+	for id, want := range map[string]api.ReadOnlyEnforcement{"copilot": api.EnforcedByAllowlist, "droid": api.EnforcedByAgentDefault, "pi": api.NotEnforced} {
 		a, ok := Lookup(id)
 		require.True(t, ok)
 		assert.Equal(t, want, a.ReadOnly, id)

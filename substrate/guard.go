@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // Errors of a create-only write. They are sentinels so the RPC layer can map
@@ -36,9 +38,9 @@ func WriteTextCreateOnly(ctx context.Context, s Substrate, path, content string)
 	}
 	st := s.PathState(ctx, path)
 	switch st.Status {
-	case PathMissing:
+	case api.PathMissing:
 		return s.WriteText(ctx, path, content)
-	case PathExists:
+	case api.PathExists:
 		return fmt.Errorf("refusing to create %s: %w", s.DisplayPath(path), ErrPathExists)
 	default:
 		return fmt.Errorf("refusing to create %s: %w (%s)", s.DisplayPath(path), ErrPathStateUnknown, st.Reason)
@@ -77,8 +79,8 @@ func (r readOnly) Name() string                   { return r.inner.Name() }
 func (r readOnly) IsLocal() bool                  { return r.inner.IsLocal() }
 func (r readOnly) DisplayPath(path string) string { return r.inner.DisplayPath(path) }
 
-func (r readOnly) RunCommand(_ context.Context, cmd string, _ time.Duration) (CommandResult, error) {
-	return CommandResult{}, &ReadOnlyError{Op: "run_command", Target: fmt.Sprintf("%q", cmd)}
+func (r readOnly) RunCommand(_ context.Context, cmd string, _ time.Duration) (api.CommandResult, error) {
+	return api.CommandResult{}, &ReadOnlyError{Op: "run_command", Target: fmt.Sprintf("%q", cmd)}
 }
 func (r readOnly) ReadText(ctx context.Context, path string) (string, error) {
 	return r.inner.ReadText(ctx, path)
@@ -86,7 +88,7 @@ func (r readOnly) ReadText(ctx context.Context, path string) (string, error) {
 func (r readOnly) WriteText(_ context.Context, path, _ string) error {
 	return &ReadOnlyError{Op: "write_text", Target: r.inner.DisplayPath(path)}
 }
-func (r readOnly) PathState(ctx context.Context, path string) PathState {
+func (r readOnly) PathState(ctx context.Context, path string) api.PathState {
 	return r.inner.PathState(ctx, path)
 }
 func (r readOnly) ReadBytes(ctx context.Context, path string, offset, length int64) ([]byte, error) {

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/card-dev/card/substrate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/substrate"
 )
 
 func TestACreateOnlyWriteCreatesOnlyAConfirmedMissingPath(t *testing.T) {
@@ -40,12 +42,12 @@ func TestACreateOnlyWriteCreatesOnlyAConfirmedMissingPath(t *testing.T) {
 // any write that slips through.
 type unsure struct {
 	bare
-	state  substrate.PathState
+	state  api.PathState
 	writes []string
 }
 
 func (u *unsure) DisplayPath(p string) string { return p }
-func (u *unsure) PathState(context.Context, string) substrate.PathState {
+func (u *unsure) PathState(context.Context, string) api.PathState {
 	return u.state
 }
 func (u *unsure) WriteText(_ context.Context, path, _ string) error {
@@ -54,14 +56,14 @@ func (u *unsure) WriteText(_ context.Context, path, _ string) error {
 }
 
 func TestACreateOnlyWriteFailsClosedWhenThePathStateIsUnknown(t *testing.T) {
-	u := &unsure{state: substrate.PathState{Status: substrate.PathUnknown, Reason: "permission denied"}}
+	u := &unsure{state: api.PathState{Status: api.PathUnknown, Reason: "permission denied"}}
 	err := substrate.WriteTextCreateOnly(context.Background(), u, "/vm/file", "x")
 	require.ErrorIs(t, err, substrate.ErrPathStateUnknown)
 	assert.Contains(t, err.Error(), "/vm/file")
 	assert.Contains(t, err.Error(), "permission denied")
 	assert.Empty(t, u.writes)
 
-	u.state = substrate.PathState{Status: substrate.PathMissing}
+	u.state = api.PathState{Status: api.PathMissing}
 	require.NoError(t, substrate.WriteTextCreateOnly(context.Background(), u, "/vm/file", "x"))
 	assert.Equal(t, []string{"/vm/file"}, u.writes)
 }
@@ -103,7 +105,7 @@ func TestReadOnlyRefusesEveryChangeNamingTheOperationTargetAndSetting(t *testing
 	b, err := ro.ReadBytes(ctx, path, 1, 2)
 	require.NoError(t, err)
 	assert.Equal(t, []byte("ep"), b)
-	assert.Equal(t, substrate.PathExists, ro.PathState(ctx, path).Status)
+	assert.Equal(t, api.PathExists, ro.PathState(ctx, path).Status)
 	assert.Equal(t, "local", ro.Name())
 	assert.True(t, ro.IsLocal())
 }

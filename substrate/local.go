@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -268,13 +269,13 @@ func (l *Local) writeFile(ctx context.Context, path string, data []byte, exclusi
 	return nil
 }
 
-func (l *Local) PathState(ctx context.Context, path string) PathState {
+func (l *Local) PathState(ctx context.Context, path string) api.PathState {
 	if err := ctx.Err(); err != nil {
-		return PathState{Status: PathUnknown, Reason: fmt.Sprintf("inspect %s: %v", path, err)}
+		return api.PathState{Status: api.PathUnknown, Reason: fmt.Sprintf("inspect %s: %v", path, err)}
 	}
 	full, err := resolve(path)
 	if err != nil {
-		return PathState{Status: PathUnknown, Reason: err.Error()}
+		return api.PathState{Status: api.PathUnknown, Reason: err.Error()}
 	}
 	_, err = os.Lstat(full)
 	return pathStateFromLstat(full, err)
@@ -284,14 +285,14 @@ func (l *Local) PathState(ctx context.Context, path string) PathState {
 // proves absence: EACCES on a parent, ENOTDIR, ELOOP and the rest say the
 // question could not be answered, and a guarded write must not take them for
 // "missing".
-func pathStateFromLstat(path string, err error) PathState {
+func pathStateFromLstat(path string, err error) api.PathState {
 	switch {
 	case err == nil:
-		return PathState{Status: PathExists}
+		return api.PathState{Status: api.PathExists}
 	case errors.Is(err, syscall.ENOENT):
-		return PathState{Status: PathMissing}
+		return api.PathState{Status: api.PathMissing}
 	default:
-		return PathState{Status: PathUnknown, Reason: fmt.Sprintf("cannot inspect %s: %v", path, unwrapPathError(err))}
+		return api.PathState{Status: api.PathUnknown, Reason: fmt.Sprintf("cannot inspect %s: %v", path, unwrapPathError(err))}
 	}
 }
 
@@ -325,9 +326,9 @@ func (l *Local) grace() time.Duration {
 	return DefaultKillGrace
 }
 
-func (l *Local) RunCommand(ctx context.Context, cmd string, timeout time.Duration) (CommandResult, error) {
+func (l *Local) RunCommand(ctx context.Context, cmd string, timeout time.Duration) (api.CommandResult, error) {
 	if strings.TrimSpace(cmd) == "" {
-		return CommandResult{}, errors.New("run_command: empty command")
+		return api.CommandResult{}, errors.New("run_command: empty command")
 	}
 	if timeout <= 0 {
 		timeout = l.DefaultTimeout
@@ -348,14 +349,14 @@ func (l *Local) RunCommand(ctx context.Context, cmd string, timeout time.Duratio
 	stdout, stderr := &proc.Capped{Head: max}, &proc.Capped{Head: max}
 	c.Stdout, c.Stderr = stdout, stderr
 	if err := proc.Start(c); err != nil {
-		return CommandResult{}, fmt.Errorf("run_command %q: start sh in %s: %w", cmd, l.Dir, err)
+		return api.CommandResult{}, fmt.Errorf("run_command %q: start sh in %s: %w", cmd, l.Dir, err)
 	}
 	// On timeout or cancel the whole group gets SIGTERM, then SIGKILL after
 	// the grace period; whatever is left of the group when the shell exits
 	// (background jobs) dies with the request: the daemon leaves no orphans.
 	waitErr := proc.Wait(runCtx, c, l.grace())
 
-	res := CommandResult{Stdout: cappedText(stdout, max), Stderr: cappedText(stderr, max), ExitCode: -1}
+	res := api.CommandResult{Stdout: cappedText(stdout, max), Stderr: cappedText(stderr, max), ExitCode: -1}
 	if c.ProcessState != nil {
 		res.ExitCode = c.ProcessState.ExitCode()
 	}

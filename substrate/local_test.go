@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/card-dev/card/internal/proc"
-	"github.com/card-dev/card/substrate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/internal/proc"
+	"github.com/card-dev/card/substrate"
 )
 
 // startupEnv is the environment a daemon would have read at startup.
@@ -72,7 +74,7 @@ func TestLocalRefusesARelativePathAndNamesIt(t *testing.T) {
 	require.ErrorContains(t, err, `"notes/todo.txt" is relative`)
 	require.ErrorContains(t, l.WriteText(ctx, "x.txt", "x"), `"x.txt"`)
 	st := l.PathState(ctx, "x.txt")
-	assert.Equal(t, substrate.PathUnknown, st.Status, "a relative path is not confirmed missing")
+	assert.Equal(t, api.PathUnknown, st.Status, "a relative path is not confirmed missing")
 	assert.Equal(t, "/a/b", l.DisplayPath("/a/./b/"))
 }
 
@@ -90,9 +92,9 @@ func TestLocalPathStateTreatsADanglingSymlinkAsExisting(t *testing.T) {
 	dangling := filepath.Join(dir, "dangling.txt")
 	require.NoError(t, os.Symlink(missing, dangling))
 
-	assert.Equal(t, substrate.PathState{Status: substrate.PathMissing}, l.PathState(ctx, missing))
-	assert.Equal(t, substrate.PathState{Status: substrate.PathExists}, l.PathState(ctx, dangling))
-	assert.Equal(t, substrate.PathExists, l.PathState(ctx, dir).Status)
+	assert.Equal(t, api.PathState{Status: api.PathMissing}, l.PathState(ctx, missing))
+	assert.Equal(t, api.PathState{Status: api.PathExists}, l.PathState(ctx, dangling))
+	assert.Equal(t, api.PathExists, l.PathState(ctx, dir).Status)
 }
 
 func TestLocalPathStateUnderAnUnreadableParentIsUnknownNotMissing(t *testing.T) {
@@ -104,7 +106,7 @@ func TestLocalPathStateUnderAnUnreadableParentIsUnknownNotMissing(t *testing.T) 
 	require.NoError(t, os.Mkdir(locked, 0o000))
 	t.Cleanup(func() { _ = os.Chmod(locked, 0o700) })
 	st := newLocal(t).PathState(context.Background(), filepath.Join(locked, "x"))
-	assert.Equal(t, substrate.PathUnknown, st.Status)
+	assert.Equal(t, api.PathUnknown, st.Status)
 	assert.Contains(t, st.Reason, locked)
 }
 

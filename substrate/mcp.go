@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/card-dev/card/api"
 )
 
 // TransportErrorPrefix starts the message of every error that came from the
@@ -291,7 +293,7 @@ func textOf(v any) string {
 	return string(b)
 }
 
-func (m *MCP) RunCommand(ctx context.Context, cmd string, timeout time.Duration) (CommandResult, error) {
+func (m *MCP) RunCommand(ctx context.Context, cmd string, timeout time.Duration) (api.CommandResult, error) {
 	args := map[string]any{"command": cmd}
 	var wait time.Duration
 	if timeout > 0 {
@@ -300,20 +302,20 @@ func (m *MCP) RunCommand(ctx context.Context, cmd string, timeout time.Duration)
 	}
 	v, err := m.call(ctx, "run_command", strconv.Quote(cmd), args, wait)
 	if err != nil {
-		return CommandResult{}, err
+		return api.CommandResult{}, err
 	}
 	if obj, ok := asObject(v); ok {
 		_, hasOut := obj["stdout"]
 		_, hasCode := obj["exit_code"]
 		if hasOut || hasCode {
-			res := CommandResult{}
+			res := api.CommandResult{}
 			res.Stdout, _ = stringField(obj, "stdout")
 			res.Stderr, _ = stringField(obj, "stderr")
 			res.ExitCode, _ = intField(obj, "exit_code")
 			return res, nil
 		}
 	}
-	return CommandResult{Stdout: textOf(v)}, nil
+	return api.CommandResult{Stdout: textOf(v)}, nil
 }
 
 func (m *MCP) ReadText(ctx context.Context, path string) (string, error) {
@@ -340,18 +342,18 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // PathState asks the bridge's shell: `[ -e p ] || [ -L p ]` (the -L keeps a
 // dangling symlink "exists"). Exit 0 is exists, 1 is missing, anything else —
 // or any failure to ask — is unknown.
-func (m *MCP) PathState(ctx context.Context, path string) PathState {
+func (m *MCP) PathState(ctx context.Context, path string) api.PathState {
 	q := shellQuote(path)
 	res, err := m.RunCommand(ctx, fmt.Sprintf("if [ -e %s ] || [ -L %s ]; then exit 0; else exit 1; fi", q, q), pathStateTimeout)
 	switch {
 	case err != nil:
-		return PathState{Status: PathUnknown, Reason: fmt.Sprintf("presence check of %s failed: %v", path, err)}
+		return api.PathState{Status: api.PathUnknown, Reason: fmt.Sprintf("presence check of %s failed: %v", path, err)}
 	case res.ExitCode == 0:
-		return PathState{Status: PathExists}
+		return api.PathState{Status: api.PathExists}
 	case res.ExitCode == 1:
-		return PathState{Status: PathMissing}
+		return api.PathState{Status: api.PathMissing}
 	default:
-		return PathState{Status: PathUnknown, Reason: fmt.Sprintf("presence check of %s exited %d: %s", path, res.ExitCode, strings.TrimSpace(res.Stderr))}
+		return api.PathState{Status: api.PathUnknown, Reason: fmt.Sprintf("presence check of %s exited %d: %s", path, res.ExitCode, strings.TrimSpace(res.Stderr))}
 	}
 }
 

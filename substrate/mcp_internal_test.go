@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -92,7 +93,7 @@ func TestMCPRoutesEachMethodToTheSameNamedBridgeTool(t *testing.T) {
 	assert.Equal(t, "vm-content", got)
 	out, err := sub.RunCommand(ctx, "ls", 0)
 	require.NoError(t, err)
-	assert.Equal(t, CommandResult{Stdout: "from-vm", ExitCode: 0}, out)
+	assert.Equal(t, api.CommandResult{Stdout: "from-vm", ExitCode: 0}, out)
 
 	var names []string
 	for _, c := range bridge.recorded() {
@@ -313,11 +314,11 @@ func TestMCPAcceptsFlattenedAndStructuredResponses(t *testing.T) {
 	runs := []struct {
 		name string
 		v    any
-		want CommandResult
+		want api.CommandResult
 	}{
-		{"structured", map[string]any{"stdout": "a", "stderr": "b", "exit_code": float64(3)}, CommandResult{Stdout: "a", Stderr: "b", ExitCode: 3}},
-		{"flattened text", "plain output", CommandResult{Stdout: "plain output"}},
-		{"JSON object as text", `{"stdout":"a","exit_code":2}`, CommandResult{Stdout: "a", ExitCode: 2}},
+		{"structured", map[string]any{"stdout": "a", "stderr": "b", "exit_code": float64(3)}, api.CommandResult{Stdout: "a", Stderr: "b", ExitCode: 3}},
+		{"flattened text", "plain output", api.CommandResult{Stdout: "plain output"}},
+		{"JSON object as text", `{"stdout":"a","exit_code":2}`, api.CommandResult{Stdout: "a", ExitCode: 2}},
 	}
 	for _, tc := range runs {
 		got, err := NewMCP("vm", fixed{v: tc.v}).RunCommand(ctx, "x", 0)
@@ -381,12 +382,12 @@ func TestMCPPathStateRunsAQuotedShellTestAndMapsItsExitCode(t *testing.T) {
 	cases := []struct {
 		exit int
 		err  error
-		want PathStatus
+		want api.PathStatus
 	}{
-		{0, nil, PathExists},
-		{1, nil, PathMissing},
-		{2, nil, PathUnknown},
-		{0, errors.New("fetch failed"), PathUnknown},
+		{0, nil, api.PathExists},
+		{1, nil, api.PathMissing},
+		{2, nil, api.PathUnknown},
+		{0, errors.New("fetch failed"), api.PathUnknown},
 	}
 	for _, tc := range cases {
 		rec := &cmdRecorder{exit: tc.exit, err: tc.err}
@@ -395,7 +396,7 @@ func TestMCPPathStateRunsAQuotedShellTestAndMapsItsExitCode(t *testing.T) {
 		st := m.PathState(ctx, "/it's here")
 		assert.Equal(t, tc.want, st.Status, "exit %d err %v", tc.exit, tc.err)
 		assert.Equal(t, `if [ -e '/it'\''s here' ] || [ -L '/it'\''s here' ]; then exit 0; else exit 1; fi`, rec.cmd)
-		if tc.want == PathUnknown {
+		if tc.want == api.PathUnknown {
 			assert.Contains(t, st.Reason, "/it's here")
 		}
 	}
@@ -413,18 +414,18 @@ func TestShellQuoteSurvivesTheShell(t *testing.T) {
 func TestOnlyNotFoundProvesAPathMissing(t *testing.T) {
 	cases := []struct {
 		err  error
-		want PathStatus
+		want api.PathStatus
 	}{
-		{nil, PathExists},
-		{syscall.ENOENT, PathMissing},
-		{syscall.EACCES, PathUnknown},
-		{syscall.ENOTDIR, PathUnknown},
-		{syscall.ELOOP, PathUnknown},
+		{nil, api.PathExists},
+		{syscall.ENOENT, api.PathMissing},
+		{syscall.EACCES, api.PathUnknown},
+		{syscall.ENOTDIR, api.PathUnknown},
+		{syscall.ELOOP, api.PathUnknown},
 	}
 	for _, tc := range cases {
 		st := pathStateFromLstat("/p", tc.err)
 		assert.Equal(t, tc.want, st.Status, "%v", tc.err)
-		if tc.want == PathUnknown {
+		if tc.want == api.PathUnknown {
 			assert.Contains(t, st.Reason, "/p")
 		}
 	}

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/card-dev/card/substrate"
-	"github.com/card-dev/card/substrate/internal/bridgetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/substrate"
+	"github.com/card-dev/card/substrate/internal/bridgetest"
 )
 
 // connectInMemory serves a test bridge over the SDK's in-memory transport
@@ -70,13 +72,13 @@ func TestMCPOverARealSessionRoundTripsFilesCommandsAndPathState(t *testing.T) {
 
 	out, err := m.RunCommand(ctx, "echo out; echo err >&2; exit 5", 10*time.Second)
 	require.NoError(t, err)
-	assert.Equal(t, substrate.CommandResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 5}, out)
+	assert.Equal(t, api.CommandResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 5}, out)
 
 	dangling := filepath.Join(dir, "it's a link")
 	require.NoError(t, os.Symlink(filepath.Join(dir, "gone"), dangling))
-	assert.Equal(t, substrate.PathExists, m.PathState(ctx, path).Status)
-	assert.Equal(t, substrate.PathMissing, m.PathState(ctx, filepath.Join(dir, "nope")).Status)
-	assert.Equal(t, substrate.PathExists, m.PathState(ctx, dangling).Status, "a dangling symlink exists over MCP too")
+	assert.Equal(t, api.PathExists, m.PathState(ctx, path).Status)
+	assert.Equal(t, api.PathMissing, m.PathState(ctx, filepath.Join(dir, "nope")).Status)
+	assert.Equal(t, api.PathExists, m.PathState(ctx, dangling).Status, "a dangling symlink exists over MCP too")
 
 	fresh := filepath.Join(dir, "fresh.txt")
 	require.NoError(t, substrate.WriteTextCreateOnly(ctx, m, fresh, "new"))
@@ -245,7 +247,7 @@ func TestOpenReachesAStdioBridgeSubprocess(t *testing.T) {
 	got, err := s.ReadText(ctx, path)
 	require.NoError(t, err)
 	assert.Equal(t, "over stdio", got)
-	assert.Equal(t, substrate.PathExists, s.PathState(ctx, path).Status)
+	assert.Equal(t, api.PathExists, s.PathState(ctx, path).Status)
 }
 
 func TestACrashedStdioBridgeIsRestartedAndTheDroppedCallRetried(t *testing.T) {
@@ -323,9 +325,9 @@ var _ io.Closer = (*substrate.Local)(nil)
 
 func TestDescribeReportsNameLocalityPTYAndReadOnly(t *testing.T) {
 	m, _ := connectInMemory(t, newLocal(t), 10*time.Second)
-	assert.Equal(t, substrate.Info{Name: "vm", PTY: true}, substrate.Describe(m), "the bridge lists pty_start")
-	assert.Equal(t, substrate.Info{Name: "local", Local: true, PTY: true}, substrate.Describe(newLocal(t)))
-	assert.Equal(t, substrate.Info{Name: "local", Local: true, ReadOnly: true}, substrate.Describe(substrate.ReadOnly(newLocal(t))))
+	assert.Equal(t, api.SubstrateInfo{Name: "vm", PTY: true}, substrate.Describe(m), "the bridge lists pty_start")
+	assert.Equal(t, api.SubstrateInfo{Name: "local", Local: true, PTY: true}, substrate.Describe(newLocal(t)))
+	assert.Equal(t, api.SubstrateInfo{Name: "local", Local: true, ReadOnly: true}, substrate.Describe(substrate.ReadOnly(newLocal(t))))
 	assert.False(t, substrate.Describe(bare{Substrate: newLocal(t)}).PTY, "a substrate without its own PTY has none")
 }
 

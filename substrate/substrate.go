@@ -17,22 +17,6 @@ import (
 	"github.com/card-dev/card/api"
 )
 
-// The substrate's answers are wire types (substrate.* methods) and live in
-// package api (Info is api.SubstrateInfo); these aliases keep the substrate
-// and its callers compiling under the old names.
-type (
-	CommandResult = api.CommandResult
-	PathStatus    = api.PathStatus
-	PathState     = api.PathState
-	Info          = api.SubstrateInfo
-)
-
-const (
-	PathMissing = api.PathMissing
-	PathExists  = api.PathExists
-	PathUnknown = api.PathUnknown
-)
-
 // ToEnd is the ReadBytes length that means "up to the end of the file".
 const ToEnd int64 = -1
 
@@ -56,14 +40,14 @@ type Substrate interface {
 	// zero means "no per-call timeout": the substrate's own default bound
 	// still applies. A command that outlives its timeout is ended and the
 	// error is a *TimeoutError.
-	RunCommand(ctx context.Context, cmd string, timeout time.Duration) (CommandResult, error)
+	RunCommand(ctx context.Context, cmd string, timeout time.Duration) (api.CommandResult, error)
 	// ReadText reads a whole UTF-8 text file.
 	ReadText(ctx context.Context, path string) (string, error)
 	// WriteText truncates (or creates) the file, creating parent directories.
 	WriteText(ctx context.Context, path, content string) error
 	// PathState tells whether something is at path without following a
 	// final symlink; see PathStatus for the three answers.
-	PathState(ctx context.Context, path string) PathState
+	PathState(ctx context.Context, path string) api.PathState
 	// ReadBytes reads the window [offset, offset+length) of a file, clipped
 	// to its size: an offset at or past the end gives an empty slice, and a
 	// length of ToEnd (any negative) reads to the end.
@@ -135,8 +119,8 @@ func (e *TimeoutError) Timeout() bool { return true }
 type ptyReporter interface{ hasPTY() bool }
 
 // Describe answers Info for s.
-func Describe(s Substrate) Info {
-	info := Info{Name: s.Name(), Local: s.IsLocal()}
+func Describe(s Substrate) api.SubstrateInfo {
+	info := api.SubstrateInfo{Name: s.Name(), Local: s.IsLocal()}
 	if r, ok := s.(ptyReporter); ok {
 		info.PTY = r.hasPTY()
 	}

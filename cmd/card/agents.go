@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
@@ -18,16 +19,16 @@ import (
 // agents answers detect and health: the daemon's client, or localAgents
 // when no daemon runs.
 type agents interface {
-	Detect(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error)
-	Health(ctx context.Context, id string, force bool) (detect.ExternalAgentHealth, error)
-	HealthAll(ctx context.Context, force bool) ([]detect.ExternalAgentHealth, error)
+	Detect(ctx context.Context, p api.DetectParams) ([]api.ExternalAgentSpec, error)
+	Health(ctx context.Context, id string, force bool) (api.ExternalAgentHealth, error)
+	HealthAll(ctx context.Context, force bool) ([]api.ExternalAgentHealth, error)
 }
 
 // localAgents detects in this process with the detector the daemon would
 // build. It has no cache to bypass, so every answer is fresh.
 type localAgents struct{ d *detect.Detector }
 
-func (l localAgents) Detect(ctx context.Context, p daemon.DetectParams) ([]detect.ExternalAgentSpec, error) {
+func (l localAgents) Detect(ctx context.Context, p api.DetectParams) ([]api.ExternalAgentSpec, error) {
 	specs := l.d.Detect(ctx, true)
 	if p.IncludeHealth {
 		specs = l.d.WithHealth(ctx, specs, true)
@@ -35,11 +36,11 @@ func (l localAgents) Detect(ctx context.Context, p daemon.DetectParams) ([]detec
 	return specs, nil
 }
 
-func (l localAgents) Health(ctx context.Context, id string, _ bool) (detect.ExternalAgentHealth, error) {
+func (l localAgents) Health(ctx context.Context, id string, _ bool) (api.ExternalAgentHealth, error) {
 	return l.d.Health(ctx, id, true)
 }
 
-func (l localAgents) HealthAll(ctx context.Context, _ bool) ([]detect.ExternalAgentHealth, error) {
+func (l localAgents) HealthAll(ctx context.Context, _ bool) ([]api.ExternalAgentHealth, error) {
 	return l.d.HealthDetected(ctx, true), nil
 }
 
@@ -99,7 +100,7 @@ func (e env) detect(args []string) int {
 		return e.usageError(detectDoc, fmt.Sprintf("unexpected argument %q (card health %s says whether one agent is ready)", pos[0], pos[0]))
 	}
 	return e.withAgents("detect", *home, func(ctx context.Context, a agents) error {
-		specs, err := a.Detect(ctx, daemon.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh})
+		specs, err := a.Detect(ctx, api.DetectParams{IncludeHealth: *withHealth, Refresh: *refresh})
 		switch {
 		case err != nil:
 			return err
@@ -113,7 +114,7 @@ func (e env) detect(args []string) int {
 
 // printSpecs is the detect table; each reason goes under its agent's row,
 // wrapped, and a machine with none of the CLIs is told how to install them.
-func printSpecs(w io.Writer, specs []detect.ExternalAgentSpec, withHealth bool) {
+func printSpecs(w io.Writer, specs []api.ExternalAgentSpec, withHealth bool) {
 	if len(specs) == 0 {
 		printNoneFound(w)
 		return
@@ -134,7 +135,7 @@ func printSpecs(w io.Writer, specs []detect.ExternalAgentSpec, withHealth bool) 
 			h := "-"
 			if s.Health != nil {
 				h = string(s.Health.Status)
-				if s.Health.Reason != "" && s.Health.Status != detect.StatusReady && s.Health.Reason != firstReason(s) {
+				if s.Health.Reason != "" && s.Health.Status != api.StatusReady && s.Health.Reason != firstReason(s) {
 					notes = append(notes, string(s.Health.Status)+": "+s.Health.Reason)
 				}
 			}
@@ -146,7 +147,7 @@ func printSpecs(w io.Writer, specs []detect.ExternalAgentSpec, withHealth bool) 
 }
 
 // firstReason is why s cannot run, which its health repeats word for word.
-func firstReason(s detect.ExternalAgentSpec) string {
+func firstReason(s api.ExternalAgentSpec) string {
 	reason, _ := s.UnusableReason()
 	return reason
 }
@@ -213,7 +214,7 @@ func (e env) health(args []string) int {
 	if len(pos) == 1 {
 		id = pos[0]
 	}
-	var all []detect.ExternalAgentHealth
+	var all []api.ExternalAgentHealth
 	code = e.withAgents("health", *home, func(ctx context.Context, a agents) error {
 		if id == "" {
 			var err error
@@ -221,7 +222,7 @@ func (e env) health(args []string) int {
 			return err
 		}
 		h, err := a.Health(ctx, id, *force)
-		all = []detect.ExternalAgentHealth{h}
+		all = []api.ExternalAgentHealth{h}
 		return err
 	})
 	switch {
@@ -244,7 +245,7 @@ func (e env) health(args []string) int {
 		t.add([]string{h.ID, string(h.Status)}, notes...)
 	}
 	t.write(e.stdout)
-	if id != "" && all[0].Status != detect.StatusReady {
+	if id != "" && all[0].Status != api.StatusReady {
 		return exitFailure
 	}
 	return exitOK

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/detect"
 )
 
 func TestDetectWithoutADaemonWorksInProcessAndSaysSo(t *testing.T) {
@@ -26,13 +26,13 @@ func TestDetectWithoutADaemonWorksInProcessAndSaysSo(t *testing.T) {
 	code := run([]string{"detect", "--json", "--health", "--home", home}, nil, &out, &errOut)
 	require.Equal(t, exitOK, code, errOut.String())
 	assert.Contains(t, errOut.String(), "no daemon running for home "+home)
-	var specs []detect.ExternalAgentSpec
+	var specs []api.ExternalAgentSpec
 	require.NoError(t, json.Unmarshal(out.Bytes(), &specs), out.String())
 	require.Len(t, specs, 1)
 	assert.Equal(t, "codex", specs[0].ID)
 	assert.Equal(t, "0.171.0", specs[0].Version)
 	require.NotNil(t, specs[0].Health)
-	assert.Equal(t, detect.StatusReady, specs[0].Health.Status)
+	assert.Equal(t, api.StatusReady, specs[0].Health.Status)
 
 	out.Reset()
 	code = run([]string{"detect", "--home", home}, nil, &out, &errOut)

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
 )
 
 func TestChatRunsEachLineAsATurnOfOneConversationAndClosesAtEndOfInput(t *testing.T) {
@@ -41,7 +41,7 @@ func TestChatRunsEachLineAsATurnOfOneConversationAndClosesAtEndOfInput(t *testin
 
 	code, listed, _ := runCLI("runs", "--home", d.Home, "--json")
 	require.Equal(t, exitOK, code)
-	var runs []store.Run
+	var runs []api.Run
 	require.NoError(t, json.Unmarshal([]byte(listed), &runs))
 	require.Len(t, runs, 2, "the empty line is no turn")
 	slices.Reverse(runs)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // exitInterrupted (EX_TEMPFAIL) is a daemon that stopped, or a connection
@@ -25,13 +25,13 @@ func (e env) fail(cmd string, err error) int {
 
 func exitCode(err error) int {
 	var nd *client.NoDaemonError
-	var re *rpc.Error
+	var re *rpcclient.Error
 	switch {
 	case errors.As(err, &nd):
 		return exitNoDaemon
-	case errors.As(err, &re) && re.Code == rpc.CodeShuttingDown:
+	case errors.As(err, &re) && re.Code == rpcclient.CodeShuttingDown:
 		return exitInterrupted
-	case errors.As(err, &re) && re.Code != rpc.CodeInternalError:
+	case errors.As(err, &re) && re.Code != rpcclient.CodeInternalError:
 		return exitRefused
 	}
 	return exitFailure
@@ -57,7 +57,7 @@ var wireWord = regexp.MustCompile(`\b(permission_mode|invoked_by|timeout_secs|ac
 // code or "invalid params", the request's fields named by their flags, and
 // the methods a wire client would call named as card's commands.
 func say(err error) string {
-	var re *rpc.Error
+	var re *rpcclient.Error
 	if !errors.As(err, &re) {
 		return err.Error()
 	}
@@ -67,7 +67,7 @@ func say(err error) string {
 		if id, ok := data["run_id"].(string); ok {
 			return fmt.Sprintf("no run %q; `card runs` lists the recorded runs", id)
 		}
-	case rpc.CodeInvalidParams:
+	case rpcclient.CodeInvalidParams:
 		msg := strings.TrimPrefix(re.Message, "invalid params: ")
 		field, _ := data["field"].(string)
 		switch {
@@ -88,7 +88,7 @@ func say(err error) string {
 
 // errData is an error's data object, as the daemon sent it (raw JSON) or
 // as a handler built it (in-process).
-func errData(re *rpc.Error) map[string]any {
+func errData(re *rpcclient.Error) map[string]any {
 	switch d := re.Data.(type) {
 	case map[string]any:
 		return d

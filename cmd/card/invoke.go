@@ -17,8 +17,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
 )
 
 // Exit codes of `card invoke` and `card runs follow` by how the run ended,
@@ -74,9 +72,9 @@ func (e env) invoke(args []string) int {
 	}
 	timeoutSet := false
 	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
-	if timeoutSet && (*timeout < daemon.MinInvokeTimeoutSecs || *timeout > daemon.MaxInvokeTimeoutSecs) {
+	if timeoutSet && (*timeout < api.MinInvokeTimeoutSecs || *timeout > api.MaxInvokeTimeoutSecs) {
 		return e.usageError(invokeDoc, fmt.Sprintf("--timeout %d: the deadline is %d to %d seconds (default %d)",
-			*timeout, daemon.MinInvokeTimeoutSecs, daemon.MaxInvokeTimeoutSecs, int(daemon.DefaultInvokeTimeout.Seconds())))
+			*timeout, api.MinInvokeTimeoutSecs, api.MaxInvokeTimeoutSecs, int(api.DefaultInvokeTimeout.Seconds())))
 	}
 	task := "-"
 	if len(pos) == 2 {
@@ -102,7 +100,7 @@ func (e env) invoke(args []string) int {
 	if err != nil {
 		return e.fail("invoke", err)
 	}
-	params := daemon.InvokeParams{
+	params := api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: pos[0], Cwd: *cwd, PermissionMode: *mode, Model: *model, InvokedBy: *invokedBy, TimeoutSecs: *timeout, AcknowledgeUnenforcedReadOnly: *ack},
 		Task:          task,
 	}
@@ -138,7 +136,7 @@ type follower struct {
 	// terminals: the agent's text is then printed through termSafe.
 	escapeOut, escapeErr bool
 
-	events  chan daemon.AgentEvent
+	events  chan api.AgentEvent
 	outMu   sync.Mutex
 	midLine bool // stdout's last write did not end a line
 	printed bool // some answer text went to stdout
@@ -146,14 +144,14 @@ type follower struct {
 }
 
 func newFollower(e env, asJSON bool, label string) *follower {
-	f := &follower{e: e, asJSON: asJSON, label: label, events: make(chan daemon.AgentEvent, 1024),
+	f := &follower{e: e, asJSON: asJSON, label: label, events: make(chan api.AgentEvent, 1024),
 		escapeOut: isTerminal(e.stdout), escapeErr: isTerminal(e.stderr), agentSessionIDs: true}
 	f.spinner = f.escapeErr
 	return f
 }
 
 // push runs on the connection's read goroutine: hand off.
-func (f *follower) push(ev daemon.AgentEvent) { f.events <- ev }
+func (f *follower) push(ev api.AgentEvent) { f.events <- ev }
 
 // follow prints events of runID until its terminal event and returns the
 // exit code for how it ended. cancellable makes Ctrl-C cancel the run.
@@ -245,9 +243,9 @@ func (f *follower) status(format string, args ...any) {
 	fmt.Fprintln(f.e.stderr, msg)
 }
 
-func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
+func (f *follower) render(ev api.AgentEvent) (int, bool) {
 	switch ev.Kind {
-	case daemon.EventDone, daemon.EventRunError:
+	case api.EventDone, api.EventRunError:
 		return f.finish(ev), true
 	case "text":
 		if f.asJSON || ev.Text == "" {
@@ -280,7 +278,7 @@ func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
 		} else {
 			f.status("card: the agent is retrying (attempt %d): %s", ev.Attempt, ev.Error)
 		}
-	case daemon.EventAgentError:
+	case api.EventAgentError:
 		f.status("card: the agent reported: %s", ev.Error)
 	case "warning":
 		f.status("card: note from the agent: %s", ev.Text)
@@ -292,7 +290,7 @@ func (f *follower) render(ev daemon.AgentEvent) (int, bool) {
 	return 0, false
 }
 
-func (f *follower) finish(ev daemon.AgentEvent) int {
+func (f *follower) finish(ev api.AgentEvent) int {
 	res := ev.Result
 	if f.asJSON && res != nil {
 		f.outMu.Lock()
@@ -321,14 +319,14 @@ func (f *follower) finish(ev daemon.AgentEvent) int {
 // (with the unit), what it cost, and why it did not succeed. The error's
 // kind is named only when it adds to the status ("failed (auth)"), never
 // "cancelled: cancelled".
-func outcomeLine(ev daemon.AgentEvent) string {
+func outcomeLine(ev api.AgentEvent) string {
 	msg := fmt.Sprintf("card: run %s %s", ev.RunID, strings.ReplaceAll(string(ev.Status), "_", " "))
 	res := ev.Result
 	if res == nil {
 		return msg
 	}
 	msg += fmt.Sprintf(" after %.1fs", float64(res.DurationMs)/1000)
-	if res.Error != nil && ev.Status == store.StatusFailed && res.Error.Kind != "" {
+	if res.Error != nil && ev.Status == api.StatusFailed && res.Error.Kind != "" {
 		msg += " (" + res.Error.Kind + ")"
 	}
 	if res.CostUSD != nil {
@@ -348,17 +346,17 @@ func indent(s, prefix string) string {
 	return strings.Join(lines, "\n")
 }
 
-func exitForStatus(s store.Status) int {
+func exitForStatus(s api.Status) int {
 	switch s {
-	case store.StatusSucceeded:
+	case api.StatusSucceeded:
 		return exitOK
-	case store.StatusCancelled:
+	case api.StatusCancelled:
 		return exitCancelled
-	case store.StatusTimedOut:
+	case api.StatusTimedOut:
 		return exitTimedOut
-	case store.StatusInterrupted:
+	case api.StatusInterrupted:
 		return exitInterrupted
-	case store.StatusRefused:
+	case api.StatusRefused:
 		return exitRefused
 	}
 	return exitFailure

@@ -17,9 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/card-dev/card/agent"
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
 )
 
 // cliDaemon starts a daemon whose Claude Code replays the real captured
@@ -62,10 +61,10 @@ func TestInvokeStreamsTheAnswerToStdoutAndTheStatusToStderr(t *testing.T) {
 
 	code, out, _ = runCLI("runs", "--home", home, "--json")
 	require.Equal(t, exitOK, code)
-	var runs []store.Run
+	var runs []api.Run
 	require.NoError(t, json.Unmarshal([]byte(out), &runs))
 	require.Len(t, runs, 1)
-	assert.Equal(t, store.StatusSucceeded, runs[0].Status)
+	assert.Equal(t, api.StatusSucceeded, runs[0].Status)
 
 	code, out, _ = runCLI("runs", "--home", home)
 	require.Equal(t, exitOK, code)
@@ -86,10 +85,10 @@ func TestInvokeReadsTheTaskFromStdinAndPrintsJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"invoke", "claude-code", "-", "--json", "--home", home, "--cwd", t.TempDir()}, strings.NewReader("say pong"), &out, &errb)
 	require.Equal(t, exitOK, code, errb.String())
-	var res daemon.InvokeResult
+	var res api.InvokeResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
 	assert.Equal(t, "PONG from the anthropic stand-in", res.Answer)
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 }
 
 func TestInvokeExitCodesSayHowTheRunEnded(t *testing.T) {
@@ -154,10 +153,10 @@ func TestCtrlCCancelsTheRunAndExits130(t *testing.T) {
 
 	code, out, _ := runCLI("runs", "--home", home, "--json")
 	require.Equal(t, exitOK, code)
-	var runs []store.Run
+	var runs []api.Run
 	require.NoError(t, json.Unmarshal([]byte(out), &runs))
 	require.Len(t, runs, 1)
-	assert.Equal(t, store.StatusCancelled, runs[0].Status)
+	assert.Equal(t, api.StatusCancelled, runs[0].Status)
 }
 
 // A daemon that stops under a run is exit 75 (EX_TEMPFAIL, "retrying may
@@ -295,7 +294,7 @@ func TestARelativeCwdIsTheShellsDirectory(t *testing.T) {
 	code, _, errOut := runCLI("invoke", "claude-code", "say pong", "--home", home, "--cwd", filepath.Base(dir), "--json")
 	require.Equal(t, exitOK, code, errOut)
 	_, out, _ := runCLI("runs", "--home", home, "--json")
-	var runs []store.Run
+	var runs []api.Run
 	require.NoError(t, json.Unmarshal([]byte(out), &runs))
 	require.Len(t, runs, 1)
 	assert.Equal(t, dir, runs[0].Cwd)

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -21,7 +20,7 @@ import (
 func TestFollowRendersPiecesAsOneAnswerAndWarningsAsNotes(t *testing.T) {
 	var out, errb bytes.Buffer
 	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
-	for _, ev := range []daemon.AgentEvent{
+	for _, ev := range []api.AgentEvent{
 		{Event: api.Event{Kind: spawn.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
 		{Event: api.Event{Kind: spawn.EventThinking, Text: "hmm", Delta: true}},
 		{Event: api.Event{Kind: spawn.EventText, Text: "PO", Delta: true}},
@@ -41,7 +40,7 @@ func TestFollowRendersPiecesAsOneAnswerAndWarningsAsNotes(t *testing.T) {
 func TestOnATerminalTheAgentsEscapesArePrintedVisiblyAndPipedTheyPass(t *testing.T) {
 	hostile := "ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H\tdone\rfake\x7f\u009b2J\r\nnext\n"
 	want := `ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H` + "\tdone" + `\x0dfake\x7f\u009b2J` + "\r\nnext\n"
-	events := []daemon.AgentEvent{
+	events := []api.AgentEvent{
 		{Event: api.Event{Kind: spawn.EventText, Text: hostile, Delta: true}},
 		{Event: api.Event{Kind: spawn.EventWarning, Text: "see \x1b]0;owned\x07 this"}},
 	}
@@ -132,8 +131,8 @@ func TestTermSafeLeavesPlainTextAloneAndEscapesEveryControl(t *testing.T) {
 func TestRetriesCountAgainstCardsBoundAndTheAgentsSessionIDIsLabelled(t *testing.T) {
 	var out, errb bytes.Buffer
 	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
-	f.render(daemon.AgentEvent{Event: api.Event{Kind: spawn.EventSession, SessionID: "b1955a93"}})
-	f.render(daemon.AgentEvent{Event: api.Event{Kind: spawn.EventRetry, Attempt: 1, MaxAttempts: 3, Error: "rate_limit (HTTP 429)"}})
+	f.render(api.AgentEvent{Event: api.Event{Kind: spawn.EventSession, SessionID: "b1955a93"}})
+	f.render(api.AgentEvent{Event: api.Event{Kind: spawn.EventRetry, Attempt: 1, MaxAttempts: 3, Error: "rate_limit (HTTP 429)"}})
 	assert.Equal(t, "card: claude-code's own session id: b1955a93\n"+
 		"card: the agent is retrying (attempt 1 of 3): rate_limit (HTTP 429)\n", errb.String())
 	assert.Empty(t, out.String())

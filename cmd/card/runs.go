@@ -8,9 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
 )
 
 var runsDoc = doc{
@@ -81,9 +80,9 @@ func (e env) runs(args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(runsDoc, fmt.Sprintf("unknown subcommand %q (show, follow or prune)", pos[0]))
 	}
-	var runs []store.Run
+	var runs []api.Run
 	code = e.call("runs", *home, func(ctx context.Context, c *client.Client) (err error) {
-		runs, err = c.Runs(ctx, daemon.ListParams{Limit: *limit})
+		runs, err = c.Runs(ctx, api.ListParams{Limit: *limit})
 		return err
 	})
 	if code != exitOK {
@@ -172,7 +171,7 @@ func (e env) runsPrune(args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(runsPruneDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	p := daemon.PruneParams{DryRun: *dry}
+	p := api.PruneParams{DryRun: *dry}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "max-runs":

@@ -7,8 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/api"
 )
 
 // card runs prune counts with --dry-run and deletes without it, keeping the
@@ -25,17 +24,17 @@ func TestRunsPruneCountsWithDryRunThenDeletes(t *testing.T) {
 
 	code, out, _ = runCLI("runs", "--home", home, "--json")
 	require.Equal(t, exitOK, code)
-	var runs []store.Run
+	var runs []api.Run
 	require.NoError(t, json.Unmarshal([]byte(out), &runs))
 	require.Len(t, runs, 3, "a dry run deletes nothing")
 
 	code, out, errOut = runCLI("runs", "prune", "--max-runs", "1", "--max-age-days", "0", "--json", "--home", home)
 	require.Equal(t, exitOK, code, errOut)
-	var res daemon.PruneResult
+	var res api.PruneResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.Equal(t, int64(2), res.Runs)
 	assert.Positive(t, res.Events)
-	assert.Equal(t, daemon.PruneResult{Pruned: store.Pruned{Runs: 2, Events: res.Events, Kept: 1}, MaxRuns: 1}, res)
+	assert.Equal(t, api.PruneResult{Pruned: api.Pruned{Runs: 2, Events: res.Events, Kept: 1}, MaxRuns: 1}, res)
 
 	code, out, _ = runCLI("runs", "--home", home, "--json")
 	require.Equal(t, exitOK, code)

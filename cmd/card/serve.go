@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 var serveDoc = doc{
@@ -51,7 +53,7 @@ func (e env) serve(args []string) int {
 	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr, CaptureCrashes: true})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
-		var already *daemon.AlreadyRunningError
+		var already *homedir.AlreadyRunningError
 		if errors.As(err, &already) {
 			return exitRefused
 		}
@@ -94,7 +96,7 @@ card %s is listening on %s (pid %d)
   try, in another terminal:  %[6]s info%[7]s   %[6]s detect%[7]s --health
   Ctrl-C stops it.
 
-`, daemon.Version, d.URL(), os.Getpid(), d.Home(), filepath.Join(d.Home(), daemon.TokenFileName), card, h)
+`, daemon.Version, d.URL(), os.Getpid(), d.Home(), filepath.Join(d.Home(), home.TokenFileName), card, h)
 }
 
 // shellWord quotes s for a POSIX shell when it needs quoting.

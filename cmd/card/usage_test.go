@@ -14,7 +14,6 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
 )
 
 // card usage prints the day's figures, which are the sums of the runs card
@@ -31,7 +30,7 @@ func TestUsagePrintsTheSumsOfTheStoredRunsAndTheBudgetLeft(t *testing.T) {
 	}
 	code, out, _ := runCLI("runs", "--home", home, "--json")
 	require.Equal(t, exitOK, code)
-	var runs []store.Run
+	var runs []api.Run
 	require.NoError(t, json.Unmarshal([]byte(out), &runs))
 	require.Len(t, runs, 2)
 	var in, outToks int64

@@ -35,6 +35,7 @@ import (
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Options say how to start a test daemon. The zero value is a daemon with
@@ -172,7 +173,7 @@ func (d *Daemon) Dial(t testing.TB, opts client.Options) *client.Client {
 
 // RPC connects a low-level client, closed at cleanup, for what no typed
 // method sends.
-func (d *Daemon) RPC(t testing.TB, opts rpc.ClientOptions) *rpc.Client {
+func (d *Daemon) RPC(t testing.TB, opts rpcclient.ClientOptions) *rpcclient.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

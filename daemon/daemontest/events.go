@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 )
 
 // Events collects the agents.event notifications of a connection: pass its
 // Add as client.Options.OnEvent.
 type Events struct {
 	mu  sync.Mutex
-	all []daemon.AgentEvent
+	all []api.AgentEvent
 	ch  chan struct{}
 }
 
@@ -23,7 +23,7 @@ type Events struct {
 func NewEvents() *Events { return &Events{ch: make(chan struct{}, 1)} }
 
 // Add records one event.
-func (e *Events) Add(ev daemon.AgentEvent) {
+func (e *Events) Add(ev api.AgentEvent) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
 	e.mu.Unlock()
@@ -34,10 +34,10 @@ func (e *Events) Add(ev daemon.AgentEvent) {
 }
 
 // Of returns the events seen so far for run id, in arrival order.
-func (e *Events) Of(id string) []daemon.AgentEvent {
+func (e *Events) Of(id string) []api.AgentEvent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []daemon.AgentEvent
+	var out []api.AgentEvent
 	for _, ev := range e.all {
 		if ev.RunID == id {
 			out = append(out, ev)
@@ -48,7 +48,7 @@ func (e *Events) Of(id string) []daemon.AgentEvent {
 
 // WaitFor waits up to d until cond holds over run id's events and returns
 // them; it fails the test, listing what came, when d runs out.
-func (e *Events) WaitFor(t testing.TB, id string, d time.Duration, cond func([]daemon.AgentEvent) bool) []daemon.AgentEvent {
+func (e *Events) WaitFor(t testing.TB, id string, d time.Duration, cond func([]api.AgentEvent) bool) []api.AgentEvent {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -67,18 +67,18 @@ func (e *Events) WaitFor(t testing.TB, id string, d time.Duration, cond func([]d
 }
 
 // WaitEnd waits up to d for run id's terminal event.
-func (e *Events) WaitEnd(t testing.TB, id string, d time.Duration) []daemon.AgentEvent {
+func (e *Events) WaitEnd(t testing.TB, id string, d time.Duration) []api.AgentEvent {
 	t.Helper()
 	return e.WaitFor(t, id, d, Ended)
 }
 
 // Ended reports whether evs end with their run's terminal event.
-func Ended(evs []daemon.AgentEvent) bool {
+func Ended(evs []api.AgentEvent) bool {
 	return len(evs) > 0 && client.Terminal(evs[len(evs)-1])
 }
 
 // Kinds lists events as seq:kind, for failure messages.
-func Kinds(evs []daemon.AgentEvent) string {
+func Kinds(evs []api.AgentEvent) string {
 	var b strings.Builder
 	for _, e := range evs {
 		fmt.Fprintf(&b, "%d:%s ", e.Seq, e.Kind)

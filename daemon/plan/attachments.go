@@ -17,7 +17,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -44,7 +43,7 @@ type AttachmentLimits struct {
 // from once the run's slot is taken.
 type attachment struct {
 	image  spawn.Image
-	record store.Attachment
+	record api.AttachmentRecord
 	// file is the client's file, open since it was checked (path); b64 the
 	// client's base64 (data_b64), already in memory as the request.
 	file *os.File
@@ -197,7 +196,7 @@ func readAttachment(i int, a api.Attachment, maxBytes int64) (attachment, error)
 	at.image = spawn.Image{Name: a.Name, MIME: typ.MIME, File: &spawn.ImageFile{Size: size}}
 	// A file's digest waits for its read, after the gate: a refused run's
 	// record has the type and size of a file it names, not its digest.
-	at.record = store.Attachment{Index: i, Name: a.Name, MimeType: typ.MIME, Size: size, SHA256: digest}
+	at.record = api.AttachmentRecord{Index: i, Name: a.Name, MimeType: typ.MIME, Size: size, SHA256: digest}
 	return at, nil
 }
 
@@ -322,7 +321,7 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // between is refused rather than sent as something else. It fills in the
 // digests of records (attach's, one per attachment) and closes every client
 // file, whatever happens. dir is "" when the run takes no images.
-func stage(list []attachment, records []store.Attachment, dir string, maxBytes int64) error {
+func stage(list []attachment, records []api.AttachmentRecord, dir string, maxBytes int64) error {
 	defer closeAttachments(list)
 	for i := range list {
 		at := &list[i]
@@ -428,12 +427,12 @@ func imageMIMEs() string {
 // them, when the adapter takes images; none otherwise, each listed as
 // dropped with the adapter's reason, or the request refused when it said
 // require_attachments.
-func attach(adapter string, list []attachment, require bool) ([]spawn.Image, []store.Attachment, error) {
+func attach(adapter string, list []attachment, require bool) ([]spawn.Image, []api.AttachmentRecord, error) {
 	if len(list) == 0 {
 		return nil, nil, nil
 	}
 	a, _ := spawn.Lookup(adapter)
-	records := make([]store.Attachment, len(list))
+	records := make([]api.AttachmentRecord, len(list))
 	var images []spawn.Image
 	for i, at := range list {
 		records[i] = at.record

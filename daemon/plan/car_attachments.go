@@ -3,11 +3,10 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"github.com/card-dev/card/api"
 	"path/filepath"
 	"sort"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/api"
 )
 
 // readCARAttachments applies CAR's rule to a request's attachments: each
@@ -17,14 +16,14 @@ import (
 // CAR counts on the run happening; what it was not given it learns from
 // dropped_attachments. The checks themselves are agents.invoke's, one by
 // one, so the two methods never disagree about what an image is.
-func readCARAttachments(list []api.ExternalAttachment, lim AttachmentLimits) (checked []attachment, skipped []store.Attachment) {
+func readCARAttachments(list []api.ExternalAttachment, lim AttachmentLimits) (checked []attachment, skipped []api.AttachmentRecord) {
 	for i, a := range list {
 		name := filepath.Base(a.Path)
 		if a.Path == "" {
 			name = ""
 		}
 		if i >= lim.MaxCount {
-			skipped = append(skipped, store.Attachment{Index: i, Name: name,
+			skipped = append(skipped, api.AttachmentRecord{Index: i, Name: name,
 				Dropped: fmt.Sprintf("past the %d attachments a run may have ([attachments] max_count in card.toml)", lim.MaxCount)})
 			continue
 		}
@@ -32,7 +31,7 @@ func readCARAttachments(list []api.ExternalAttachment, lim AttachmentLimits) (ch
 		// the bytes contradict, and for CAR the claim is only advice.
 		at, err := readAttachment(i, api.Attachment{Path: a.Path}, lim.MaxBytes)
 		if err != nil {
-			skipped = append(skipped, store.Attachment{Index: i, Name: name, Dropped: skipReason(err)})
+			skipped = append(skipped, api.AttachmentRecord{Index: i, Name: name, Dropped: skipReason(err)})
 			continue
 		}
 		checked = append(checked, at)
@@ -54,11 +53,11 @@ func skipReason(err error) string {
 // withSkipped adds the skipped attachments' records to the sent ones', in
 // request order, so the run's record lists every attachment it was asked
 // to take.
-func withSkipped(records, skipped []store.Attachment) []store.Attachment {
+func withSkipped(records, skipped []api.AttachmentRecord) []api.AttachmentRecord {
 	if len(skipped) == 0 {
 		return records
 	}
-	out := append(append([]store.Attachment(nil), records...), skipped...)
+	out := append(append([]api.AttachmentRecord(nil), records...), skipped...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/runs"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
@@ -231,7 +230,7 @@ func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment, iso Is
 	}
 	var (
 		checked []attachment
-		skipped []store.Attachment
+		skipped []api.AttachmentRecord
 	)
 	if car != nil {
 		checked, skipped = readCARAttachments(car, p.cfg.Attachments)
@@ -267,7 +266,7 @@ func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment, iso Is
 		ApprovalTimeout: req.ApprovalTimeout, Attachments: withSkipped(sent, skipped),
 	}
 	if len(checked) > 0 {
-		run.Stage = func(context.Context) ([]store.Attachment, func(), error) {
+		run.Stage = func(context.Context) ([]api.AttachmentRecord, func(), error) {
 			staged, done, err := p.stage(checked, sent, len(images) > 0)
 			if err != nil {
 				return nil, nil, err
@@ -313,7 +312,7 @@ func (p *Planner) ApprovalTimeout(secs int) time.Duration {
 
 // stage reads the checked attachments into a private directory of card's,
 // when the run takes them (keep), or only digests them.
-func (p *Planner) stage(checked []attachment, records []store.Attachment, keep bool) ([]store.Attachment, func(), error) {
+func (p *Planner) stage(checked []attachment, records []api.AttachmentRecord, keep bool) ([]api.AttachmentRecord, func(), error) {
 	records = slices.Clone(records)
 	if !keep {
 		return records, func() {}, stage(checked, records, "", p.cfg.Attachments.MaxBytes)

@@ -33,34 +33,6 @@ import (
 // run event (approval_requested, approval_decided), kept whatever the
 // run's event bound, so the record of what was allowed is never partial.
 
-// The approval wire types, decisions and event kinds live in package api;
-// these aliases keep the broker and its callers compiling under the old
-// names.
-type (
-	ApproveParams = api.ApproveParams
-	ToolCall      = api.ToolCall
-	ApproveAnswer = api.ApproveAnswer
-	Approval      = api.Approval
-	DecideResult  = api.DecideResult
-)
-
-const (
-	DecisionAllow          = api.DecisionAllow
-	DecisionAllowAlways    = api.DecisionAllowAlways
-	DecisionDeny           = api.DecisionDeny
-	ByClient               = api.ByClient
-	ByTimeout              = api.ByTimeout
-	ByRule                 = api.ByRule
-	ByNoClient             = api.ByNoClient
-	ByRunEnd               = api.ByRunEnd
-	ByEventBound           = api.ByEventBound
-	EventApprovalRequested = api.EventApprovalRequested
-	EventApprovalDecided   = api.EventApprovalDecided
-)
-
-// Decisions lists the decisions, in the order docs name them (api.Decisions).
-var Decisions = api.Decisions
-
 // Asker is one client connection the broker can put a question to. The
 // daemon's is a WebSocket connection sending agents.approve.
 type Asker interface {
@@ -73,7 +45,7 @@ type Asker interface {
 	// returns ErrAskerGone when the connection ends first, a
 	// *DeclinedError when the client answers with an error, and any other
 	// error for an answer it could not read.
-	Ask(ctx context.Context, q ApproveParams) (ApproveAnswer, error)
+	Ask(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error)
 }
 
 // ErrAskerGone is an Asker's error when its connection ends before the
@@ -132,7 +104,7 @@ func (e *BadDecisionError) Error() string {
 
 // CheckDecision refuses a decision that is not one of Decisions.
 func CheckDecision(d string) error {
-	for _, ok := range Decisions {
+	for _, ok := range api.Decisions {
 		if d == ok {
 			return nil
 		}
@@ -168,7 +140,7 @@ type approvals struct {
 
 // question is one tool call waiting for, or given, a decision.
 type question struct {
-	params   ApproveParams
+	params   api.ApproveParams
 	asked    map[uint64]Asker // every connection it was sent to
 	declined int              // of those, how many answered with an error
 	ctx      context.Context  // ends when decided: withdraws it everywhere
@@ -231,7 +203,7 @@ func gone(a Asker) bool {
 // Approve puts one tool call to the run's clients and waits for the
 // decision (spawn.Approver).
 func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decision {
-	tool := ToolCall{Name: sq.Tool, Input: sq.Input, ID: sq.ToolUseID}
+	tool := api.ToolCall{Name: sq.Tool, Input: sq.Input, ID: sq.ToolUseID}
 	a.mu.Lock()
 	if a.ended {
 		a.mu.Unlock()
@@ -244,7 +216,7 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 	now := asked.UTC().Truncate(time.Millisecond)
 	deadline := asked.Add(a.timeout).UTC().Truncate(time.Millisecond)
 	q := &question{
-		params: ApproveParams{RunID: a.runID, RequestID: id, Adapter: a.adapter, Tool: tool, Summary: sq.Summary,
+		params: api.ApproveParams{RunID: a.runID, RequestID: id, Adapter: a.adapter, Tool: tool, Summary: sq.Summary,
 			ExpiresAt: deadline},
 		asked: map[uint64]Asker{},
 		done:  make(chan struct{}),
@@ -254,19 +226,19 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 		"and card runs no tool call its history cannot show; raise max_events_per_run or start a new run"
 	if a.always.Has(sq.Tool) {
 		if !a.log.hasRoom() {
-			a.decideLocked(q, DecisionDeny, ByEventBound, unrecorded)
+			a.decideLocked(q, api.DecisionDeny, api.ByEventBound, unrecorded)
 		} else {
-			a.decideLocked(q, DecisionAllow, ByRule, "")
+			a.decideLocked(q, api.DecisionAllow, api.ByRule, "")
 		}
 		a.mu.Unlock()
 		return q.result
 	}
 	a.open[id] = q
-	if !a.log.keep(EventApprovalRequested, AgentEvent{
-		Event:    api.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
-		Approval: &Approval{RequestID: id, Summary: sq.Summary, RequestedAt: &now, ExpiresAt: &q.params.ExpiresAt},
+	if !a.log.keep(api.EventApprovalRequested, api.AgentEvent{
+		Event:    api.Event{Kind: api.EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
+		Approval: &api.Approval{RequestID: id, Summary: sq.Summary, RequestedAt: &now, ExpiresAt: &q.params.ExpiresAt},
 	}) {
-		a.decideLocked(q, DecisionDeny, ByEventBound, unrecorded)
+		a.decideLocked(q, api.DecisionDeny, api.ByEventBound, unrecorded)
 		a.mu.Unlock()
 		return q.result
 	}
@@ -280,7 +252,7 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 			why = "the connection that started run " + a.runID + " may not approve tool calls (its grants lack the approve access class, " +
 				"which card.toml's [origins.\"<origin>\"] grants give a web page), and no connection that may follows the run with runs.subscribe"
 		}
-		a.decideLocked(q, DecisionDeny, ByNoClient, "card denied this tool call: nobody could be asked ("+why+")")
+		a.decideLocked(q, api.DecisionDeny, api.ByNoClient, "card denied this tool call: nobody could be asked ("+why+")")
 	}
 	a.mu.Unlock()
 
@@ -289,9 +261,9 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 	select {
 	case <-q.done:
 	case <-timer.C:
-		a.decide(q, DecisionDeny, ByTimeout, fmt.Sprintf("card denied this tool call: nobody answered within %s (approval_timeout_secs)", a.timeout))
+		a.decide(q, api.DecisionDeny, api.ByTimeout, fmt.Sprintf("card denied this tool call: nobody answered within %s (approval_timeout_secs)", a.timeout))
 	case <-ctx.Done():
-		a.decide(q, DecisionDeny, ByRunEnd, "card denied this tool call: the agent stopped waiting for the answer")
+		a.decide(q, api.DecisionDeny, api.ByRunEnd, "card denied this tool call: the agent stopped waiting for the answer")
 	}
 	<-q.done
 	return q.result
@@ -342,7 +314,7 @@ func (a *approvals) askOne(q *question, c Asker) {
 				zap.String("decision", ans.Decision))
 			return
 		}
-		a.decideLocked(q, ans.Decision, ByClient, ans.Message)
+		a.decideLocked(q, ans.Decision, api.ByClient, ans.Message)
 	case errors.Is(err, ErrAskerGone):
 		if a.starter != nil && c.ID() == a.starter.ID() {
 			for _, w := range a.watchers {
@@ -356,7 +328,7 @@ func (a *approvals) askOne(q *question, c Asker) {
 		a.logger.Info("a client declined to answer a question", zap.String("run_id", a.runID),
 			zap.String("request_id", q.params.RequestID), zap.Uint64("conn", c.ID()), zap.Error(err))
 		if q.declined == len(q.asked) {
-			a.decideLocked(q, DecisionDeny, ByNoClient, fmt.Sprintf("card denied this tool call: no client could answer "+
+			a.decideLocked(q, api.DecisionDeny, api.ByNoClient, fmt.Sprintf("card denied this tool call: no client could answer "+
 				"(connection %d %s)", c.ID(), declined.Error()))
 		}
 	default:
@@ -377,7 +349,7 @@ func (a *approvals) decideLocked(q *question, decision, by, message string) bool
 		return false
 	}
 	q.decision, q.by = decision, by
-	allow := decision != DecisionDeny
+	allow := decision != api.DecisionDeny
 	if allow {
 		message = ""
 	} else if message == "" {
@@ -388,18 +360,18 @@ func (a *approvals) decideLocked(q *question, decision, by, message string) bool
 	delete(a.open, id)
 	a.closed[id] = q
 	now := a.now().UTC().Truncate(time.Millisecond)
-	a.log.keep(EventApprovalDecided, AgentEvent{
-		Event:    api.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
-		Approval: &Approval{RequestID: id, Decision: decision, By: by, Message: message, DecidedAt: &now},
+	a.log.keep(api.EventApprovalDecided, api.AgentEvent{
+		Event:    api.Event{Kind: api.EventApprovalDecided, Tool: &spawn.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
+		Approval: &api.Approval{RequestID: id, Decision: decision, By: by, Message: message, DecidedAt: &now},
 	})
 	close(q.done)
 	q.cancel()
-	if decision == DecisionAllowAlways {
+	if decision == api.DecisionAllowAlways {
 		tool := q.params.Tool.Name
 		a.always.add(tool)
 		for _, other := range a.open {
 			if other.params.Tool.Name == tool {
-				a.decideLocked(other, DecisionAllow, ByRule, "")
+				a.decideLocked(other, api.DecisionAllow, api.ByRule, "")
 			}
 		}
 	}
@@ -408,24 +380,24 @@ func (a *approvals) decideLocked(q *question, decision, by, message string) bool
 
 // answer is a decision given with agents.approval_decide by connection
 // conn.
-func (a *approvals) answer(conn uint64, requestID, decision, message string) (DecideResult, error) {
+func (a *approvals) answer(conn uint64, requestID, decision, message string) (api.DecideResult, error) {
 	if err := CheckDecision(decision); err != nil {
-		return DecideResult{}, err
+		return api.DecideResult{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q, ok := a.open[requestID]
 	if !ok {
 		if c, ok := a.closed[requestID]; ok {
-			return DecideResult{}, &ApprovalClosedError{RunID: a.runID, RequestID: requestID, Decision: c.decision, By: c.by}
+			return api.DecideResult{}, &ApprovalClosedError{RunID: a.runID, RequestID: requestID, Decision: c.decision, By: c.by}
 		}
-		return DecideResult{}, &ApprovalNotFoundError{RunID: a.runID, RequestID: requestID}
+		return api.DecideResult{}, &ApprovalNotFoundError{RunID: a.runID, RequestID: requestID}
 	}
 	if _, asked := q.asked[conn]; !asked {
-		return DecideResult{}, &ApprovalNotAskedError{RunID: a.runID, RequestID: requestID, Conn: conn}
+		return api.DecideResult{}, &ApprovalNotAskedError{RunID: a.runID, RequestID: requestID, Conn: conn}
 	}
-	a.decideLocked(q, decision, ByClient, message)
-	return DecideResult{RunID: a.runID, RequestID: requestID, Decision: decision, By: ByClient}, nil
+	a.decideLocked(q, decision, api.ByClient, message)
+	return api.DecideResult{RunID: a.runID, RequestID: requestID, Decision: decision, By: api.ByClient}, nil
 }
 
 // watch adds a connection following the run; while the starter is gone it
@@ -456,7 +428,7 @@ func (a *approvals) end() {
 	defer a.mu.Unlock()
 	a.ended = true
 	for _, q := range a.open {
-		a.decideLocked(q, DecisionDeny, ByRunEnd, "card denied this tool call: the run ended before anyone answered")
+		a.decideLocked(q, api.DecisionDeny, api.ByRunEnd, "card denied this tool call: the run ended before anyone answered")
 	}
 }
 

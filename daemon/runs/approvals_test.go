@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -21,57 +22,57 @@ import (
 type fakeAsker struct {
 	id      uint64
 	done    chan struct{}
-	asked   chan ApproveParams
+	asked   chan api.ApproveParams
 	answers chan askResult
 	// withdrawn counts questions whose context ended before an answer.
 	withdrawn atomic.Int32
 }
 
 type askResult struct {
-	ans ApproveAnswer
+	ans api.ApproveAnswer
 	err error
 }
 
 func newAsker(id uint64) *fakeAsker {
-	return &fakeAsker{id: id, done: make(chan struct{}), asked: make(chan ApproveParams, 64), answers: make(chan askResult, 64)}
+	return &fakeAsker{id: id, done: make(chan struct{}), asked: make(chan api.ApproveParams, 64), answers: make(chan askResult, 64)}
 }
 
 func (f *fakeAsker) ID() uint64            { return f.id }
 func (f *fakeAsker) Done() <-chan struct{} { return f.done }
 
-func (f *fakeAsker) Ask(ctx context.Context, q ApproveParams) (ApproveAnswer, error) {
+func (f *fakeAsker) Ask(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 	select {
 	case f.asked <- q:
 	case <-ctx.Done():
 		f.withdrawn.Add(1)
-		return ApproveAnswer{}, ctx.Err()
+		return api.ApproveAnswer{}, ctx.Err()
 	}
 	select {
 	case r := <-f.answers:
 		return r.ans, r.err
 	case <-f.done:
-		return ApproveAnswer{}, ErrAskerGone
+		return api.ApproveAnswer{}, ErrAskerGone
 	case <-ctx.Done():
 		f.withdrawn.Add(1)
-		return ApproveAnswer{}, ctx.Err()
+		return api.ApproveAnswer{}, ctx.Err()
 	}
 }
 
 func (f *fakeAsker) answer(decision, message string) {
-	f.answers <- askResult{ans: ApproveAnswer{Decision: decision, Message: message}}
+	f.answers <- askResult{ans: api.ApproveAnswer{Decision: decision, Message: message}}
 }
 
 func (f *fakeAsker) leave() { close(f.done) }
 
 // question waits for the next question this connection is sent.
-func (f *fakeAsker) question(t *testing.T) ApproveParams {
+func (f *fakeAsker) question(t *testing.T) api.ApproveParams {
 	t.Helper()
 	select {
 	case q := <-f.asked:
 		return q
 	case <-time.After(5 * time.Second):
 		t.Fatalf("connection %d was never asked", f.id)
-		return ApproveParams{}
+		return api.ApproveParams{}
 	}
 }
 
@@ -123,7 +124,7 @@ func decision(t *testing.T, ch <-chan spawn.Decision) spawn.Decision {
 }
 
 // approvals reads the decisions recorded in the run's events.
-func (b brokerTest) records() []ApprovalRecord {
+func (b brokerTest) records() []api.ApprovalRecord {
 	var payloads []json.RawMessage
 	for _, e := range b.log.ofKinds(approvalKinds...) {
 		payloads = append(payloads, e.raw)
@@ -144,23 +145,23 @@ func TestTheStartersAnswerDecidesAndIsRecorded(t *testing.T) {
 	assert.JSONEq(t, `{"command":"echo hi > f"}`, string(q.Tool.Input))
 	assert.Equal(t, "Bash: echo hi > f", q.Summary)
 	assert.WithinDuration(t, time.Now().Add(time.Minute), q.ExpiresAt, 2*time.Second)
-	starter.answer(DecisionAllow, "")
+	starter.answer(api.DecisionAllow, "")
 	assert.Equal(t, spawn.Decision{Allow: true}, decision(t, got))
 
 	got = b.ask(context.Background(), "Bash", "rm -rf /")
 	starter.question(t)
-	starter.answer(DecisionDeny, "not that")
+	starter.answer(api.DecisionDeny, "not that")
 	assert.Equal(t, spawn.Decision{Message: "not that"}, decision(t, got))
 
 	recs := b.records()
 	require.Len(t, recs, 2)
 	assert.Equal(t, "apr_1", recs[0].RequestID)
 	assert.Equal(t, "Bash", recs[0].Tool.Name)
-	assert.Equal(t, DecisionAllow, recs[0].Decision)
-	assert.Equal(t, ByClient, recs[0].By)
+	assert.Equal(t, api.DecisionAllow, recs[0].Decision)
+	assert.Equal(t, api.ByClient, recs[0].By)
 	assert.NotNil(t, recs[0].RequestedAt)
 	assert.NotNil(t, recs[0].DecidedAt)
-	assert.Equal(t, DecisionDeny, recs[1].Decision)
+	assert.Equal(t, api.DecisionDeny, recs[1].Decision)
 	assert.Equal(t, "not that", recs[1].Message)
 }
 
@@ -170,7 +171,7 @@ func TestADenyWithoutAMessageTellsTheAgentTheUserDenied(t *testing.T) {
 	b := newBroker(starter, time.Minute)
 	got := b.ask(context.Background(), "Write", "x")
 	starter.question(t)
-	starter.answer(DecisionDeny, "")
+	starter.answer(api.DecisionDeny, "")
 	assert.Equal(t, "The user denied this tool call.", decision(t, got).Message)
 }
 
@@ -188,8 +189,8 @@ func TestNoAnswerWithinTheTimeoutDenies(t *testing.T) {
 		"the client's question is withdrawn")
 	recs := b.records()
 	require.Len(t, recs, 1)
-	assert.Equal(t, ByTimeout, recs[0].By)
-	assert.Equal(t, DecisionDeny, recs[0].Decision)
+	assert.Equal(t, api.ByTimeout, recs[0].By)
+	assert.Equal(t, api.DecisionDeny, recs[0].Decision)
 }
 
 func TestNobodyToAskDeniesAtOnce(t *testing.T) {
@@ -197,7 +198,7 @@ func TestNobodyToAskDeniesAtOnce(t *testing.T) {
 	d := decision(t, b.ask(context.Background(), "Bash", "x"))
 	assert.False(t, d.Allow)
 	assert.Contains(t, d.Message, "nobody could be asked")
-	assert.Equal(t, ByNoClient, b.records()[0].By)
+	assert.Equal(t, api.ByNoClient, b.records()[0].By)
 
 	gone := newAsker(1)
 	gone.leave()
@@ -220,7 +221,7 @@ func TestWhenTheStarterIsGoneTheSubscribersAreAskedAndTheFirstAnswerWins(t *test
 	starter.leave()
 	assert.Equal(t, q, sub1.question(t), "the same question goes on to the followers")
 	assert.Equal(t, q, sub2.question(t))
-	sub2.answer(DecisionAllow, "")
+	sub2.answer(api.DecisionAllow, "")
 	assert.True(t, decision(t, got).Allow)
 	require.Eventually(t, func() bool { return sub1.withdrawn.Load() == 1 }, 5*time.Second, 10*time.Millisecond,
 		"the other follower's question is withdrawn")
@@ -229,12 +230,12 @@ func TestWhenTheStarterIsGoneTheSubscribersAreAskedAndTheFirstAnswerWins(t *test
 	got = b.ask(context.Background(), "Bash", "y")
 	sub1.question(t)
 	sub2.question(t)
-	sub1.answer(DecisionDeny, "no")
+	sub1.answer(api.DecisionDeny, "no")
 	assert.False(t, decision(t, got).Allow)
 	recs := b.records()
 	require.Len(t, recs, 2)
-	assert.Equal(t, DecisionAllow, recs[0].Decision, "the first answer stands")
-	assert.Equal(t, DecisionDeny, recs[1].Decision)
+	assert.Equal(t, api.DecisionAllow, recs[0].Decision, "the first answer stands")
+	assert.Equal(t, api.DecisionDeny, recs[1].Decision)
 }
 
 // A connection that follows the run while a question waits (an editor that
@@ -250,7 +251,7 @@ func TestAConnectionThatSubscribesWhileAQuestionWaitsIsAskedIt(t *testing.T) {
 	defer b.watch(late)()
 	q := late.question(t)
 	assert.Equal(t, "apr_1", q.RequestID)
-	late.answer(DecisionAllow, "")
+	late.answer(api.DecisionAllow, "")
 	assert.True(t, decision(t, got).Allow)
 }
 
@@ -261,7 +262,7 @@ func TestAllowAlwaysAllowsThatToolForTheRestOfTheRunByRule(t *testing.T) {
 	starter.question(t)
 	second := b.ask(context.Background(), "Bash", "b") // waiting at the same time
 	starter.question(t)
-	starter.answer(DecisionAllowAlways, "")
+	starter.answer(api.DecisionAllowAlways, "")
 	assert.True(t, decision(t, first).Allow)
 	assert.True(t, decision(t, second).Allow, "a waiting question about the same tool is released")
 
@@ -270,7 +271,7 @@ func TestAllowAlwaysAllowsThatToolForTheRestOfTheRunByRule(t *testing.T) {
 
 	other := b.ask(context.Background(), "Write", "d")
 	starter.question(t)
-	starter.answer(DecisionDeny, "")
+	starter.answer(api.DecisionDeny, "")
 	assert.False(t, decision(t, other).Allow, "allow_always is for one tool name")
 
 	var bys []string
@@ -300,24 +301,24 @@ func TestBadAnswersAreRefusedAndLeaveTheQuestionOpen(t *testing.T) {
 	_, err := b.answer(1, "apr_1", "sure", "")
 	var bad *BadDecisionError
 	assert.ErrorAs(t, err, &bad)
-	_, err = b.answer(1, "apr_99", DecisionAllow, "")
+	_, err = b.answer(1, "apr_99", api.DecisionAllow, "")
 	var nf *ApprovalNotFoundError
 	assert.ErrorAs(t, err, &nf)
-	_, err = b.answer(sub.id, "apr_1", DecisionAllow, "")
+	_, err = b.answer(sub.id, "apr_1", api.DecisionAllow, "")
 	var notAsked *ApprovalNotAskedError
 	require.ErrorAs(t, err, &notAsked, "a follower may not answer while the starter is connected")
 	assert.Contains(t, err.Error(), "runs.subscribe")
 
-	res, err := b.answer(1, "apr_1", DecisionDeny, "changed my mind")
+	res, err := b.answer(1, "apr_1", api.DecisionDeny, "changed my mind")
 	require.NoError(t, err)
-	assert.Equal(t, DecideResult{RunID: "run_1", RequestID: "apr_1", Decision: DecisionDeny, By: ByClient}, res)
+	assert.Equal(t, api.DecideResult{RunID: "run_1", RequestID: "apr_1", Decision: api.DecisionDeny, By: api.ByClient}, res)
 	assert.Equal(t, spawn.Decision{Message: "changed my mind"}, decision(t, got))
 
-	_, err = b.answer(1, "apr_1", DecisionAllow, "")
+	_, err = b.answer(1, "apr_1", api.DecisionAllow, "")
 	var closed *ApprovalClosedError
 	require.ErrorAs(t, err, &closed, "the first answer won")
-	assert.Equal(t, DecisionDeny, closed.Decision)
-	assert.Equal(t, ByClient, closed.By)
+	assert.Equal(t, api.DecisionDeny, closed.Decision)
+	assert.Equal(t, api.ByClient, closed.By)
 	require.Len(t, b.records(), 1)
 }
 
@@ -331,7 +332,7 @@ func TestWhenEveryConnectionAskedAnswersWithAnErrorTheQuestionIsDeniedAtOnce(t *
 	assert.False(t, d.Allow)
 	assert.Contains(t, d.Message, "no client could answer")
 	assert.Contains(t, d.Message, "-32601")
-	assert.Equal(t, ByNoClient, b.records()[0].By)
+	assert.Equal(t, api.ByNoClient, b.records()[0].By)
 }
 
 // The run's end decides what still waits, before the terminal event, and
@@ -345,12 +346,12 @@ func TestTheRunsEndDeniesWhatWaitsAndAsksNothingMore(t *testing.T) {
 	d := decision(t, got)
 	assert.False(t, d.Allow)
 	assert.Contains(t, d.Message, "the run ended")
-	assert.Equal(t, ByRunEnd, b.records()[0].By)
+	assert.Equal(t, api.ByRunEnd, b.records()[0].By)
 
 	assert.False(t, decision(t, b.ask(context.Background(), "Bash", "y")).Allow)
 	starter.notAsked(t)
 	assert.Len(t, b.records(), 1, "nothing is recorded after the run ended")
-	_, err := b.answer(1, "apr_1", DecisionAllow, "")
+	_, err := b.answer(1, "apr_1", api.DecisionAllow, "")
 	var closed *ApprovalClosedError
 	assert.ErrorAs(t, err, &closed)
 }
@@ -363,7 +364,7 @@ func TestAnAgentThatStopsWaitingGetsADenyRecordedAsTheRunsEnd(t *testing.T) {
 	starter.question(t)
 	cancel()
 	assert.False(t, decision(t, got).Allow)
-	assert.Equal(t, ByRunEnd, b.records()[0].By)
+	assert.Equal(t, api.ByRunEnd, b.records()[0].By)
 }
 
 // Approval events count against the run's event bound like every event;
@@ -377,11 +378,11 @@ func TestApprovalEventsCountAgainstTheEventBoundAndAnUnrecordedCallIsNeverRun(t 
 	addN(b.log, 9) // the bound is 10: the question is the tenth
 	got := b.ask(context.Background(), "Bash", "kept")
 	starter.question(t)
-	starter.answer(DecisionAllowAlways, "")
+	starter.answer(api.DecisionAllowAlways, "")
 	assert.True(t, decision(t, got).Allow)
 	recs := b.records()
 	require.Len(t, recs, 1)
-	assert.Equal(t, DecisionAllowAlways, recs[0].Decision, "the decision of a kept question is kept past the bound")
+	assert.Equal(t, api.DecisionAllowAlways, recs[0].Decision, "the decision of a kept question is kept past the bound")
 	assert.EqualValues(t, 0, b.log.droppedCount())
 
 	for _, tool := range []string{"Write", "Bash"} { // asked, and matched by the allow_always rule
@@ -414,7 +415,7 @@ func TestConcurrentQuestionsAndAnswersDecideEachExactlyOnce(t *testing.T) {
 					// Answers are not matched to questions here, and one
 					// meant for a question decided meanwhile stays queued.
 					select {
-					case s.answers <- askResult{ans: ApproveAnswer{Decision: DecisionAllow}}:
+					case s.answers <- askResult{ans: api.ApproveAnswer{Decision: api.DecisionAllow}}:
 					case <-stop:
 						return
 					}
@@ -438,12 +439,12 @@ func TestConcurrentQuestionsAndAnswersDecideEachExactlyOnce(t *testing.T) {
 	recs := b.records()
 	require.Len(t, recs, 20)
 	for _, r := range recs {
-		assert.Equal(t, DecisionAllow, r.Decision, r.RequestID)
+		assert.Equal(t, api.DecisionAllow, r.Decision, r.RequestID)
 	}
 }
 
 func TestCheckDecisionAcceptsExactlyTheThree(t *testing.T) {
-	for _, d := range Decisions {
+	for _, d := range api.Decisions {
 		assert.NoError(t, CheckDecision(d))
 	}
 	for _, d := range []string{"", "Allow", "yes", "allow_once", "reject"} {

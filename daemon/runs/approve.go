@@ -25,56 +25,46 @@ func (m *Manager) Watch(id string, c Asker) func() {
 // live run (agents.approval_decide). The first decision wins; a later one,
 // one for a question never asked or not asked of conn, or one that is not
 // a decision, is refused with a typed error and changes nothing.
-func (m *Manager) Decide(ctx context.Context, conn uint64, runID, requestID, decision, message string) (DecideResult, error) {
+func (m *Manager) Decide(ctx context.Context, conn uint64, runID, requestID, decision, message string) (api.DecideResult, error) {
 	if err := CheckDecision(decision); err != nil {
-		return DecideResult{}, err
+		return api.DecideResult{}, err
 	}
 	lr := m.lookup(runID)
 	if lr == nil {
 		run, err := m.store.Get(ctx, runID)
 		if err != nil {
-			return DecideResult{}, notFound(runID, err)
+			return api.DecideResult{}, notFound(runID, err)
 		}
 		if run.PermissionMode == string(spawn.ModeAsk) {
-			return DecideResult{}, &ApprovalClosedError{RunID: runID}
+			return api.DecideResult{}, &ApprovalClosedError{RunID: runID}
 		}
-		return DecideResult{}, &ApprovalNotFoundError{RunID: runID, RequestID: requestID}
+		return api.DecideResult{}, &ApprovalNotFoundError{RunID: runID, RequestID: requestID}
 	}
 	if lr.approvals == nil {
-		return DecideResult{}, &ApprovalNotFoundError{RunID: runID, RequestID: requestID}
+		return api.DecideResult{}, &ApprovalNotFoundError{RunID: runID, RequestID: requestID}
 	}
 	return lr.approvals.answer(conn, requestID, decision, message)
 }
 
-// The record types live in package api (Record is api.RunRecord); these
-// aliases keep the run code and its callers compiling under the old names.
-type (
-	Record         = api.RunRecord
-	ApprovalRecord = api.ApprovalRecord
-)
-
-// MaxApprovalRecords bounds the approvals one runs.get answer lists.
-const MaxApprovalRecords = api.MaxApprovalRecords
-
 // approvalKinds are the events a run's approvals are read back from.
-var approvalKinds = []string{EventApprovalRequested, EventApprovalDecided}
+var approvalKinds = []string{api.EventApprovalRequested, api.EventApprovalDecided}
 
 // approvalRecords folds approval events, in seq order, into one record
 // per question. A rule's decision has no question event before it.
-func approvalRecords(payloads []json.RawMessage) []ApprovalRecord {
-	var out []ApprovalRecord
+func approvalRecords(payloads []json.RawMessage) []api.ApprovalRecord {
+	var out []api.ApprovalRecord
 	index := map[string]int{}
 	for _, raw := range payloads {
-		var ev AgentEvent
+		var ev api.AgentEvent
 		if json.Unmarshal(raw, &ev) != nil || ev.Approval == nil {
 			continue
 		}
 		ap := *ev.Approval
 		i, ok := index[ap.RequestID]
 		if !ok {
-			rec := ApprovalRecord{Approval: Approval{RequestID: ap.RequestID}}
+			rec := api.ApprovalRecord{Approval: api.Approval{RequestID: ap.RequestID}}
 			if ev.Tool != nil {
-				rec.Tool = ToolCall{Name: ev.Tool.Name, ID: ev.Tool.ID, Input: ev.Tool.Input}
+				rec.Tool = api.ToolCall{Name: ev.Tool.Name, ID: ev.Tool.ID, Input: ev.Tool.Input}
 			}
 			out = append(out, rec)
 			i = len(out) - 1
@@ -82,9 +72,9 @@ func approvalRecords(payloads []json.RawMessage) []ApprovalRecord {
 		}
 		r := &out[i]
 		switch ev.Kind {
-		case EventApprovalRequested:
+		case api.EventApprovalRequested:
 			r.Summary, r.RequestedAt, r.ExpiresAt = ap.Summary, ap.RequestedAt, ap.ExpiresAt
-		case EventApprovalDecided:
+		case api.EventApprovalDecided:
 			r.Decision, r.By, r.Message, r.DecidedAt = ap.Decision, ap.By, ap.Message, ap.DecidedAt
 		}
 	}
@@ -96,14 +86,14 @@ func approvalRecords(payloads []json.RawMessage) []ApprovalRecord {
 // a finished one's from the store. The store is read once, up to
 // store.MaxEventsLimit events; only a run with more than that is counted
 // by another query.
-func (m *Manager) approvalsOf(ctx context.Context, id string) ([]ApprovalRecord, int, error) {
+func (m *Manager) approvalsOf(ctx context.Context, id string) ([]api.ApprovalRecord, int, error) {
 	var payloads []json.RawMessage
 	if lr := m.lookup(id); lr != nil {
 		for _, e := range lr.log.ofKinds(approvalKinds...) {
 			payloads = append(payloads, e.raw)
 		}
 		recs := approvalRecords(payloads)
-		return recs[:min(len(recs), MaxApprovalRecords)], len(recs), nil
+		return recs[:min(len(recs), api.MaxApprovalRecords)], len(recs), nil
 	}
 	evs, err := m.store.EventsOfKinds(ctx, id, approvalKinds...)
 	if err != nil {
@@ -121,5 +111,5 @@ func (m *Manager) approvalsOf(ctx context.Context, id string) ([]ApprovalRecord,
 		}
 		total = max(total, int(n))
 	}
-	return recs[:min(len(recs), MaxApprovalRecords)], total, nil
+	return recs[:min(len(recs), api.MaxApprovalRecords)], total, nil
 }

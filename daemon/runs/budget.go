@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -268,7 +267,7 @@ func (m *Manager) BudgetStatus(ctx context.Context, adapter string) ([]api.Budge
 }
 
 // Usage is the history's sums per adapter over [from, to).
-func (m *Manager) Usage(ctx context.Context, from, to time.Time, adapter string) ([]store.UsageRow, error) {
+func (m *Manager) Usage(ctx context.Context, from, to time.Time, adapter string) ([]api.UsageRow, error) {
 	return m.store.Usage(ctx, from, to, adapter)
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -49,7 +49,7 @@ func TestADailyBudgetReachedByThreeConcurrentStartsRefusesTheFourth(t *testing.T
 
 	rec, err := st.Get(ctx, refused.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusRefused, rec.Status)
+	assert.Equal(t, api.StatusRefused, rec.Status)
 	assert.Contains(t, rec.RefusalReason, "daily_usd")
 
 	for _, r := range started {
@@ -62,7 +62,7 @@ func TestADailyBudgetReachedByThreeConcurrentStartsRefusesTheFourth(t *testing.T
 	defer cancel()
 	res, err := r.Wait(wctx)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 }
 
 // A budget on one adapter bounds only its runs; the overall one bounds all.

@@ -2,11 +2,6 @@ package runs
 
 import "github.com/card-dev/card/internal/proc"
 
-// RunIDEnv is set in every agent's environment to its run id, so a daemon
-// restarted after a crash can tell a leftover process of its own run from an
-// unrelated process that happens to reuse the recorded process group id.
-const RunIDEnv = proc.RunIDEnv
-
 // childEnv is the agent's environment: the daemon's startup environment
 // minus the variables no child inherits, with PATH set to the resolved
 // search path (a supervisor-started daemon's own PATH would not find node),
@@ -20,5 +15,5 @@ func childEnv(base map[string]string, path string, child []string, runID string)
 // only processes that carry the run's id, since the recorded pgid may have
 // been reused by now.
 func endLeftoverGroup(pgid int, runID string) int {
-	return proc.EndTaggedGroup(pgid, RunIDEnv, runID, killGrace)
+	return proc.EndTaggedGroup(pgid, proc.RunIDEnv, runID, killGrace)
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/api"
 )
 
 // Why a run's context was cancelled; the recorded status follows from it.
@@ -31,7 +31,7 @@ var ErrShuttingDown = errors.New("the daemon is shutting down and starts no new 
 // enforce it, unless the request acknowledged that.
 type UnenforcedReadOnlyError struct {
 	Adapter     string
-	Enforcement detect.ReadOnlyEnforcement
+	Enforcement api.ReadOnlyEnforcement
 }
 
 func (e *UnenforcedReadOnlyError) Error() string {

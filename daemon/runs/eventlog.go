@@ -53,7 +53,7 @@ func newEventLog(runID string, max int) *eventLog {
 // holds up the reading of the agent's output. An event past the bound still
 // takes a seq, so a client sees the gap; the terminal event is always kept,
 // because a subscriber must always learn how the run ended.
-func (l *eventLog) add(kind string, ev AgentEvent, terminal bool) {
+func (l *eventLog) add(kind string, ev api.AgentEvent, terminal bool) {
 	l.put(kind, ev, terminal, terminal)
 }
 
@@ -65,19 +65,19 @@ func (l *eventLog) add(kind string, ev AgentEvent, terminal bool) {
 // decision whose question was kept, which is always kept too: a kept
 // question is never left looking unanswered, and there are at most as many
 // of those as the bound. It reports whether ev was kept.
-func (l *eventLog) keep(kind string, ev AgentEvent) bool {
+func (l *eventLog) keep(kind string, ev api.AgentEvent) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id := ""
 	if ev.Approval != nil {
 		id = ev.Approval.RequestID
 	}
-	answers := kind == EventApprovalDecided && l.questions[id]
+	answers := kind == api.EventApprovalDecided && l.questions[id]
 	kept := l.putLocked(kind, ev, answers, false)
 	switch {
 	case answers:
 		delete(l.questions, id)
-	case kept && kind == EventApprovalRequested:
+	case kept && kind == api.EventApprovalRequested:
 		if l.questions == nil {
 			l.questions = map[string]bool{}
 		}
@@ -93,7 +93,7 @@ func (l *eventLog) hasRoom() bool {
 	return !l.ended && len(l.events) < l.max
 }
 
-func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
+func (l *eventLog) put(kind string, ev api.AgentEvent, kept, terminal bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.putLocked(kind, ev, kept, terminal)
@@ -101,7 +101,7 @@ func (l *eventLog) put(kind string, ev AgentEvent, kept, terminal bool) {
 
 // putLocked appends ev (always when force, else within the bound) and
 // reports whether it was kept.
-func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) bool {
+func (l *eventLog) putLocked(kind string, ev api.AgentEvent, force, terminal bool) bool {
 	if l.ended {
 		// Nothing follows the terminal event: subscribers stop there.
 		return false
@@ -116,7 +116,7 @@ func (l *eventLog) putLocked(kind string, ev AgentEvent, force, terminal bool) b
 		// sent and what the store keeps.
 		raw, err := json.Marshal(ev)
 		if err != nil {
-			raw, _ = json.Marshal(AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
+			raw, _ = json.Marshal(api.AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
 		}
 		end := l.bytes.Add(int64(len(raw)))
 		l.events = append(l.events, entry{seq: ev.Seq, kind: kind, raw: raw, end: end})

@@ -39,7 +39,7 @@ func (c *collector) send(ctx context.Context, seq int64, raw json.RawMessage) er
 			return ctx.Err()
 		}
 	}
-	var ev AgentEvent
+	var ev api.AgentEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return err
 	}
@@ -58,7 +58,9 @@ func (c *collector) got() []int64 {
 	return append([]int64(nil), c.seqs...)
 }
 
-func text(s string) AgentEvent { return AgentEvent{Event: api.Event{Kind: spawn.EventText, Text: s}} }
+func text(s string) api.AgentEvent {
+	return api.AgentEvent{Event: api.Event{Kind: spawn.EventText, Text: s}}
+}
 
 func addN(l *eventLog, n int) {
 	for i := 0; i < n; i++ {
@@ -69,7 +71,7 @@ func addN(l *eventLog, n int) {
 // end adds the terminal event and marks every event stored, as the run's
 // writer would.
 func end(l *eventLog) {
-	l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true)
+	l.add(api.EventDone, api.AgentEvent{Event: api.Event{Kind: api.EventDone}}, true)
 	stored(l)
 }
 
@@ -113,7 +115,7 @@ func TestEventsAreNumberedFromOneInTheOrderTheyAreAddedAndCarryTheRunID(t *testi
 	require.Equal(t, []int64{1, 2, 3}, seqsOf(evs))
 	assert.False(t, ended)
 	for i, e := range evs {
-		var ev AgentEvent
+		var ev api.AgentEvent
 		require.NoError(t, json.Unmarshal(e.raw, &ev))
 		assert.Equal(t, "run_1", ev.RunID)
 		assert.Equal(t, []string{"a", "b", "c"}[i], ev.Text)
@@ -171,7 +173,7 @@ func TestASlowSubscriberSlowsOnlyItself(t *testing.T) {
 func TestTheBoundKeepsTheFirstEventsAndTheTerminalOneAndCountsTheRest(t *testing.T) {
 	l := newEventLog("run_1", 3)
 	addN(l, 10)
-	l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true)
+	l.add(api.EventDone, api.AgentEvent{Event: api.Event{Kind: api.EventDone}}, true)
 	pending, _, _ := l.unwritten()
 	assert.Equal(t, []int64{1, 2, 3, 11}, seqsOf(pending), "what is stored is what is kept")
 	stored(l)
@@ -267,7 +269,7 @@ func TestFollowersShareTheLogInsteadOfCopyingIt(t *testing.T) {
 func TestTheTerminalEventWaitsForTheStoreToHaveEveryEvent(t *testing.T) {
 	l := newEventLog("run_1", 100)
 	addN(l, 3)
-	l.add(EventDone, AgentEvent{Event: api.Event{Kind: EventDone}}, true)
+	l.add(api.EventDone, api.AgentEvent{Event: api.Event{Kind: api.EventDone}}, true)
 	c := &collector{}
 	wait := follows(context.Background(), c, l, 0)
 	require.Eventually(t, func() bool { return len(c.got()) == 3 }, 5*time.Second, time.Millisecond)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/api"
 )
 
 // Send delivers one event (its JSON, as stored, and its seq) to one
@@ -79,11 +79,11 @@ func (m *Manager) replay(ctx context.Context, send Send, id string, after int64)
 // replay and its follow are one ordered pass; a finished run (its outcome
 // and every event are in the store before it leaves the live set) is
 // replayed from the store.
-func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64) (SubscribeResult, func(context.Context, Send) error, error) {
+func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64) (api.SubscribeResult, func(context.Context, Send) error, error) {
 	if lr := m.lookup(id); lr != nil {
-		res := SubscribeResult{RunID: id, Status: store.StatusRunning, Live: true}
+		res := api.SubscribeResult{RunID: id, Status: api.StatusRunning, Live: true}
 		if status, ended := lr.outcome(); ended {
-			res = SubscribeResult{RunID: id, Status: status}
+			res = api.SubscribeResult{RunID: id, Status: status}
 		}
 		return res, func(ctx context.Context, send Send) error {
 			return follow(ctx, send, lr.log, afterSeq, m.cfg.MaxSubscriberQueueBytes)
@@ -91,8 +91,7 @@ func (m *Manager) Subscribe(ctx context.Context, id string, afterSeq int64) (Sub
 	}
 	run, err := m.store.Get(ctx, id)
 	if err != nil {
-		return SubscribeResult{}, nil, notFound(id, err)
+		return api.SubscribeResult{}, nil, notFound(id, err)
 	}
-	return SubscribeResult{RunID: id, Status: run.Status},
-		func(ctx context.Context, send Send) error { m.replay(ctx, send, id, afterSeq); return nil }, nil
+	return api.SubscribeResult{RunID: id, Status: run.Status}, func(ctx context.Context, send Send) error { m.replay(ctx, send, id, afterSeq); return nil }, nil
 }

@@ -1,7 +1,7 @@
 package runs
 
 import (
-	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/spawn"
 )
@@ -17,7 +17,7 @@ type gateInput struct {
 	AllowBypass bool
 	// BinaryErr is detection's answer for the adapter (nil: runnable).
 	BinaryErr    error
-	ReadOnly     detect.ReadOnlyEnforcement
+	ReadOnly     api.ReadOnlyEnforcement
 	Running      int
 	MaxRuns      int
 	ShuttingDown bool
@@ -47,7 +47,7 @@ func gate(in gateInput) ([]string, error) {
 	if in.BinaryErr != nil {
 		return seeded, in.BinaryErr
 	}
-	if in.ReadOnly == detect.NotEnforced && (in.Mode == "" || in.Mode == spawn.ModeReadOnly) && !in.Acknowledge {
+	if in.ReadOnly == api.NotEnforced && (in.Mode == "" || in.Mode == spawn.ModeReadOnly) && !in.Acknowledge {
 		return seeded, &UnenforcedReadOnlyError{Adapter: in.Adapter, Enforcement: in.ReadOnly}
 	}
 	if in.Running >= in.MaxRuns {

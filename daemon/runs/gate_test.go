@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon/store"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
+	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -21,7 +22,7 @@ func TestGateRefusesInTheDocumentedOrder(t *testing.T) {
 		Adapter: "pi", InvokedBy: "pi", Mode: spawn.ModeBypass,
 		Guard:     guard.Snapshot{MaxChain: 3},
 		BinaryErr: &detect.UnusableError{ID: "pi", Path: "/x/pi", Reason: "not executable"},
-		ReadOnly:  detect.NotEnforced, Running: 8, MaxRuns: 8, ShuttingDown: true,
+		ReadOnly:  api.NotEnforced, Running: 8, MaxRuns: 8, ShuttingDown: true,
 		Budget: &BudgetExceededError{Budget: "daily_usd", Scope: "all", Period: "day"},
 	}
 	steps := []struct {
@@ -53,7 +54,7 @@ func isA[T error](err error) bool {
 }
 
 func TestAnUnenforcedReadOnlyNeedsTheAcknowledgementOnlyInReadOnlyMode(t *testing.T) {
-	base := gateInput{Adapter: "pi", Guard: guard.Snapshot{MaxChain: 3}, ReadOnly: detect.NotEnforced, MaxRuns: 8}
+	base := gateInput{Adapter: "pi", Guard: guard.Snapshot{MaxChain: 3}, ReadOnly: api.NotEnforced, MaxRuns: 8}
 	_, ref := gate(base)
 	require.Error(t, ref)
 	assert.True(t, isA[*UnenforcedReadOnlyError](ref))
@@ -66,7 +67,7 @@ func TestAnUnenforcedReadOnlyNeedsTheAcknowledgementOnlyInReadOnlyMode(t *testin
 	assert.NoError(t, ref, "edit mode promises no read-only, so there is nothing to acknowledge")
 
 	enforced := base
-	enforced.ReadOnly = detect.EnforcedByOSSandbox
+	enforced.ReadOnly = api.EnforcedByOSSandbox
 	_, ref = gate(enforced)
 	assert.NoError(t, ref)
 }
@@ -81,7 +82,7 @@ func TestTheChildEnvironmentIsStampedAndCleaned(t *testing.T) {
 	assert.Equal(t, "/h", env["HOME"])
 	assert.Equal(t, "/opt/node/bin:/usr/bin", env["PATH"])
 	assert.Equal(t, "claude-code,codex", env["CAR_INVOKED_BY"])
-	assert.Equal(t, "run_1", env[RunIDEnv])
+	assert.Equal(t, "run_1", env[proc.RunIDEnv])
 	assert.NotContains(t, env, "NOTIFY_SOCKET")
 }
 
@@ -89,15 +90,15 @@ func TestHowASpawnEndedMapsOntoTheRecordedStatus(t *testing.T) {
 	cases := []struct {
 		err   error
 		cause error
-		want  store.Status
+		want  api.Status
 	}{
-		{nil, nil, store.StatusSucceeded},
-		{&spawn.Error{Kind: spawn.KindTimeout}, nil, store.StatusTimedOut},
-		{&spawn.Error{Kind: spawn.KindCancelled}, ErrCancelled, store.StatusCancelled},
-		{&spawn.Error{Kind: spawn.KindCancelled}, ErrDisconnected, store.StatusCancelled},
-		{&spawn.Error{Kind: spawn.KindCancelled}, ErrShutdown, store.StatusInterrupted},
-		{&spawn.Error{Kind: spawn.KindAuth}, nil, store.StatusFailed},
-		{errors.New("other"), nil, store.StatusFailed},
+		{nil, nil, api.StatusSucceeded},
+		{&spawn.Error{Kind: spawn.KindTimeout}, nil, api.StatusTimedOut},
+		{&spawn.Error{Kind: spawn.KindCancelled}, ErrCancelled, api.StatusCancelled},
+		{&spawn.Error{Kind: spawn.KindCancelled}, ErrDisconnected, api.StatusCancelled},
+		{&spawn.Error{Kind: spawn.KindCancelled}, ErrShutdown, api.StatusInterrupted},
+		{&spawn.Error{Kind: spawn.KindAuth}, nil, api.StatusFailed},
+		{errors.New("other"), nil, api.StatusFailed},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, outcome(tc.err, tc.cause), "%v / %v", tc.err, tc.cause)

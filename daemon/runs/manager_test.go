@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
@@ -22,15 +23,15 @@ import (
 // fakeBinaries resolves every adapter to one binary, or to err.
 type fakeBinaries struct {
 	bin      string
-	readOnly detect.ReadOnlyEnforcement
+	readOnly api.ReadOnlyEnforcement
 	err      error
 }
 
-func (f fakeBinaries) Binary(_ context.Context, id string) (string, detect.ExternalAgentSpec, error) {
+func (f fakeBinaries) Binary(_ context.Context, id string) (string, api.ExternalAgentSpec, error) {
 	if f.err != nil {
-		return "", detect.ExternalAgentSpec{}, f.err
+		return "", api.ExternalAgentSpec{}, f.err
 	}
-	return f.bin, detect.ExternalAgentSpec{ID: id, BinaryPath: f.bin, ReadOnlyEnforcement: f.readOnly}, nil
+	return f.bin, api.ExternalAgentSpec{ID: id, BinaryPath: f.bin, ReadOnlyEnforcement: f.readOnly}, nil
 }
 
 // fakeClaude writes a stand-in Claude Code that reads the task from stdin
@@ -109,7 +110,7 @@ func TestARunsEventsAreSentStoredAndReplayedAlikeAndItsDropsAreRecorded(t *testi
 	defer cancel()
 	res, err := run.Wait(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusSucceeded, res.Status)
+	assert.Equal(t, api.StatusSucceeded, res.Status)
 	<-followed
 	got := live.got()
 	require.Len(t, got, 6, "five kept events and the terminal one")
@@ -141,7 +142,7 @@ func TestARefusedRunIsRecordedAndTheRefusalNamesTheRecord(t *testing.T) {
 	assert.ErrorIs(t, err, missing)
 	rec, err := m.Get(context.Background(), refused.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusRefused, rec.Status)
+	assert.Equal(t, api.StatusRefused, rec.Status)
 	assert.Equal(t, missing.Error(), rec.RefusalReason)
 
 	_, err = m.Get(context.Background(), "run_nope")
@@ -154,7 +155,7 @@ func TestCancelEndsALiveRunAndSaysSoOnceItHasEnded(t *testing.T) {
 	res, err := m.Cancel(ctx, run.ID())
 	require.NoError(t, err)
 	assert.True(t, res.Cancelled)
-	assert.Equal(t, store.StatusCancelled, res.Status)
+	assert.Equal(t, api.StatusCancelled, res.Status)
 	again, err := m.Cancel(ctx, run.ID())
 	require.NoError(t, err)
 	assert.False(t, again.Cancelled)
@@ -183,7 +184,7 @@ func TestARunEndsWithItsConnectionOnlyWhenTheOperatorSaysSo(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, store.StatusCancelled, res.Status)
+			assert.Equal(t, api.StatusCancelled, res.Status)
 		})
 	}
 }
@@ -194,7 +195,7 @@ func TestShutdownInterruptsLiveRunsAndRefusesNewOnes(t *testing.T) {
 	m.Shutdown(ctx)
 	res, err := run.Wait(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusInterrupted, res.Status)
+	assert.Equal(t, api.StatusInterrupted, res.Status)
 	_, err = m.Start(ctx, claudeRequest(t, "say pong"))
 	assert.ErrorIs(t, err, ErrShuttingDown)
 }
@@ -208,8 +209,8 @@ func TestTheHistoryIsPrunedToItsRetentionAfterABurst(t *testing.T) {
 	ctx := context.Background()
 	// The oldest runs: one refused, one ended whose events the manager is
 	// still storing (it holds it live).
-	require.NoError(t, st.Create(ctx, store.Run{RunID: "run_000", Adapter: "claude-code", Status: store.StatusRefused}))
-	require.NoError(t, st.Create(ctx, store.Run{RunID: "run_00live", Adapter: "claude-code", Status: store.StatusSucceeded}))
+	require.NoError(t, st.Create(ctx, api.Run{RunID: "run_000", Adapter: "claude-code", Status: api.StatusRefused}))
+	require.NoError(t, st.Create(ctx, api.Run{RunID: "run_00live", Adapter: "claude-code", Status: api.StatusSucceeded}))
 	m.mu.Lock()
 	m.live["run_00live"] = &Run{id: "run_00live", cancel: func(error) {}}
 	m.mu.Unlock()
@@ -221,7 +222,7 @@ func TestTheHistoryIsPrunedToItsRetentionAfterABurst(t *testing.T) {
 	// At most one burst's worth (pruneAfter) past the retention, plus the
 	// held run, once the pruner caught up.
 	require.Eventually(t, func() bool {
-		n, err := m.List(ctx, store.ListQuery{Limit: store.MaxListLimit})
+		n, err := m.List(ctx, store.ListQuery{Limit: api.MaxListLimit})
 		return err == nil && int64(len(n)) <= 20+m.pruneAfter+1
 	}, 10*time.Second, 20*time.Millisecond, "the burst was not pruned")
 	_, err := m.Get(ctx, "run_000")
@@ -233,7 +234,7 @@ func TestTheHistoryIsPrunedToItsRetentionAfterABurst(t *testing.T) {
 	require.NoError(t, err)
 	res, err := m.Prune(ctx, store.Retention{MaxRuns: 1, DryRun: true})
 	require.NoError(t, err)
-	assert.Equal(t, store.Pruned{Runs: 19, Kept: 2}, res, "all but the newest and the held one")
+	assert.Equal(t, api.Pruned{Runs: 19, Kept: 2}, res, "all but the newest and the held one")
 	m.mu.Lock()
 	delete(m.live, "run_00live")
 	m.mu.Unlock()
@@ -290,10 +291,10 @@ func TestTheTerminalErrorEventSaysWhyInItsErrorField(t *testing.T) {
 			stored, err := st.Events(ctx, run.ID(), 0, 0)
 			require.NoError(t, err)
 			require.NotEmpty(t, stored)
-			var last AgentEvent
+			var last api.AgentEvent
 			require.NoError(t, json.Unmarshal(stored[len(stored)-1].Payload, &last))
-			assert.Equal(t, EventRunError, last.Kind)
-			assert.Equal(t, store.StatusFailed, last.Status)
+			assert.Equal(t, api.EventRunError, last.Kind)
+			assert.Equal(t, api.StatusFailed, last.Status)
 			assert.Equal(t, tc.want, last.Error)
 		})
 	}

@@ -24,17 +24,17 @@ func TestRunsGetSaysWhenItListsOnlyTheFirstApprovals(t *testing.T) {
 	defer cancel()
 	record := func(questions int) string {
 		id := st.NewRunID()
-		require.NoError(t, st.Create(ctx, store.Run{RunID: id, Adapter: "claude-code", Status: store.StatusSucceeded,
+		require.NoError(t, st.Create(ctx, api.Run{RunID: id, Adapter: "claude-code", Status: api.StatusSucceeded,
 			PermissionMode: string(spawn.ModeAsk)}))
 		var evs []store.NewEvent
 		now := time.Now().UTC()
 		for i := 1; i <= questions; i++ {
 			req := fmt.Sprintf("apr_%d", i)
-			for _, ev := range []AgentEvent{
-				{Event: api.Event{Kind: EventApprovalRequested, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
-					Approval: &Approval{RequestID: req, Summary: "Bash: true", RequestedAt: &now, ExpiresAt: &now}},
-				{Event: api.Event{Kind: EventApprovalDecided, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
-					Approval: &Approval{RequestID: req, Decision: DecisionDeny, By: ByClient, DecidedAt: &now}},
+			for _, ev := range []api.AgentEvent{
+				{Event: api.Event{Kind: api.EventApprovalRequested, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
+					Approval: &api.Approval{RequestID: req, Summary: "Bash: true", RequestedAt: &now, ExpiresAt: &now}},
+				{Event: api.Event{Kind: api.EventApprovalDecided, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
+					Approval: &api.Approval{RequestID: req, Decision: api.DecisionDeny, By: api.ByClient, DecidedAt: &now}},
 			} {
 				ev.RunID, ev.Seq = id, int64(len(evs)+1)
 				raw, err := json.Marshal(ev)
@@ -50,16 +50,16 @@ func TestRunsGetSaysWhenItListsOnlyTheFirstApprovals(t *testing.T) {
 		questions int
 		truncated bool
 	}{
-		{"within the bound", MaxApprovalRecords, false},
-		{"one past the bound", MaxApprovalRecords + 1, true},
+		{"within the bound", api.MaxApprovalRecords, false},
+		{"one past the bound", api.MaxApprovalRecords + 1, true},
 		{"past what the store is read for at once", store.MaxEventsLimit/2 + 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec, err := m.Get(ctx, record(c.questions))
 			require.NoError(t, err)
-			require.Len(t, rec.Approvals, MaxApprovalRecords)
+			require.Len(t, rec.Approvals, api.MaxApprovalRecords)
 			assert.Equal(t, "apr_1", rec.Approvals[0].RequestID)
-			assert.Equal(t, DecisionDeny, rec.Approvals[MaxApprovalRecords-1].Decision)
+			assert.Equal(t, api.DecisionDeny, rec.Approvals[api.MaxApprovalRecords-1].Decision)
 			assert.Equal(t, c.truncated, rec.ApprovalsTruncated)
 			if c.truncated {
 				assert.Equal(t, c.questions, rec.ApprovalsTotal)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/spawn"
 )
@@ -37,7 +36,7 @@ const killGrace = 1500 * time.Millisecond
 // (*detect.NotInstalledError, *detect.UnusableError). The daemon's
 // *detect.Detector is one.
 type Binaries interface {
-	Binary(ctx context.Context, id string) (string, detect.ExternalAgentSpec, error)
+	Binary(ctx context.Context, id string) (string, api.ExternalAgentSpec, error)
 }
 
 // Config is the part of card.toml the run subsystem reads.
@@ -149,7 +148,7 @@ func (m *Manager) Store() *store.Store { return m.store }
 
 // Prune applies r to the history now, keeping every run the manager still
 // holds (running, or ended with events still being stored).
-func (m *Manager) Prune(ctx context.Context, r store.Retention) (store.Pruned, error) {
+func (m *Manager) Prune(ctx context.Context, r store.Retention) (api.Pruned, error) {
 	r.Keep = func(id string) bool { return m.lookup(id) != nil }
 	return m.store.Prune(ctx, r)
 }
@@ -237,12 +236,12 @@ func (m *Manager) EndLeftovers(ctx context.Context) error {
 // error, and without this event it would wait for ever. It takes the seq
 // after the last one stored; events the dead daemon had not stored yet
 // died with it.
-func (m *Manager) endEvent(ctx context.Context, r store.Run) error {
+func (m *Manager) endEvent(ctx context.Context, r api.Run) error {
 	last, err := m.store.LastSeq(ctx, r.RunID)
 	if err != nil {
 		return err
 	}
-	res := InvokeResult{RunID: r.RunID, Adapter: r.Adapter, Ancestry: r.Ancestry, Status: store.StatusInterrupted}
+	res := api.InvokeResult{RunID: r.RunID, Adapter: r.Adapter, Ancestry: r.Ancestry, Status: api.StatusInterrupted}
 	res.IsError, res.Error, res.SessionID, res.Answer = true, r.Error, r.SessionID, r.Answer
 	res.Turns, res.ToolCalls, res.CostUSD = r.Turns, r.ToolCalls, r.TotalCostUSD
 	if r.DurationMs != nil {
@@ -251,25 +250,25 @@ func (m *Manager) endEvent(ctx context.Context, r store.Run) error {
 	if r.Usage != nil {
 		res.Usage = *r.Usage
 	}
-	ev := AgentEvent{RunID: r.RunID, Seq: last + 1, Event: api.Event{Kind: EventRunError, Error: res.Reason()}, Status: store.StatusInterrupted, Result: &res}
+	ev := api.AgentEvent{RunID: r.RunID, Seq: last + 1, Event: api.Event{Kind: api.EventRunError, Error: res.Reason()}, Status: api.StatusInterrupted, Result: &res}
 	raw, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	return m.store.AppendEvent(ctx, r.RunID, ev.Seq, EventRunError, raw)
+	return m.store.AppendEvent(ctx, r.RunID, ev.Seq, api.EventRunError, raw)
 }
 
 // Get is one recorded run with its approvals, or *NotFoundError.
-func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
+func (m *Manager) Get(ctx context.Context, id string) (api.RunRecord, error) {
 	run, err := m.store.Get(ctx, id)
 	if err != nil {
-		return Record{}, notFound(id, err)
+		return api.RunRecord{}, notFound(id, err)
 	}
-	rec := Record{Run: m.withState(run)}
+	rec := api.RunRecord{Run: m.withState(run)}
 	if run.PermissionMode == string(spawn.ModeAsk) {
 		var total int
 		if rec.Approvals, total, err = m.approvalsOf(ctx, id); err != nil {
-			return Record{}, err
+			return api.RunRecord{}, err
 		}
 		if total > len(rec.Approvals) {
 			rec.ApprovalsTruncated, rec.ApprovalsTotal = true, total
@@ -279,10 +278,10 @@ func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
 }
 
 // List is the run history, newest first (never nil).
-func (m *Manager) List(ctx context.Context, q store.ListQuery) ([]store.Run, error) {
+func (m *Manager) List(ctx context.Context, q store.ListQuery) ([]api.Run, error) {
 	runs, err := m.store.List(ctx, q)
 	if runs == nil && err == nil {
-		runs = []store.Run{}
+		runs = []api.Run{}
 	}
 	for i := range runs {
 		runs[i] = m.withState(runs[i])
@@ -292,8 +291,8 @@ func (m *Manager) List(ctx context.Context, q store.ListQuery) ([]store.Run, err
 
 // withState is run with its live state, while it is running: the state is
 // never stored, since it means nothing once the run has ended.
-func (m *Manager) withState(run store.Run) store.Run {
-	if run.Status != store.StatusRunning {
+func (m *Manager) withState(run api.Run) api.Run {
+	if run.Status != api.StatusRunning {
 		return run
 	}
 	if lr := m.lookup(run.RunID); lr != nil && !lr.log.isEnded() {
@@ -304,20 +303,20 @@ func (m *Manager) withState(run store.Run) store.Run {
 
 // Cancel ends a live run and waits for its outcome to be recorded. A run
 // that already ended is a no-op answer saying so.
-func (m *Manager) Cancel(ctx context.Context, id string) (CancelResult, error) {
+func (m *Manager) Cancel(ctx context.Context, id string) (api.CancelResult, error) {
 	lr := m.lookup(id)
 	if lr == nil {
 		run, err := m.store.Get(ctx, id)
 		if err != nil {
-			return CancelResult{}, notFound(id, err)
+			return api.CancelResult{}, notFound(id, err)
 		}
-		return CancelResult{RunID: id, Status: run.Status,
+		return api.CancelResult{RunID: id, Status: run.Status,
 			Reason: fmt.Sprintf("run %s already ended with status %s; nothing to cancel", id, run.Status)}, nil
 	}
 	select {
 	case <-lr.finished:
 		// Ended, its events still being stored: nothing to cancel.
-		return CancelResult{RunID: id, Status: lr.result.Status,
+		return api.CancelResult{RunID: id, Status: lr.result.Status,
 			Reason: fmt.Sprintf("run %s already ended with status %s; nothing to cancel", id, lr.result.Status)}, nil
 	default:
 	}
@@ -325,9 +324,9 @@ func (m *Manager) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	select {
 	case <-lr.finished:
 	case <-ctx.Done():
-		return CancelResult{}, ctx.Err()
+		return api.CancelResult{}, ctx.Err()
 	}
-	res := CancelResult{RunID: id, Status: lr.result.Status, Cancelled: lr.result.Status == store.StatusCancelled}
+	res := api.CancelResult{RunID: id, Status: lr.result.Status, Cancelled: lr.result.Status == api.StatusCancelled}
 	if !res.Cancelled {
 		res.Reason = fmt.Sprintf("run %s ended with status %s before the cancel took effect", id, res.Status)
 	}

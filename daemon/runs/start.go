@@ -50,7 +50,7 @@ type Request struct {
 	ApprovalTimeout time.Duration
 	// Attachments describe the request's attachments for the record, those
 	// dropped with why; the images themselves are in Plan.
-	Attachments []store.Attachment
+	Attachments []api.AttachmentRecord
 	// Stage, when set, is the request's costly part: reading its
 	// attachments into card's private copies, which the plan's images
 	// refer to. Start calls it once the gate has passed, with the run's
@@ -58,7 +58,7 @@ type Request struct {
 	// them can take the daemon's memory or disk. Its error is the request's
 	// answer, with nothing recorded; it returns the attachments' records
 	// (digests filled in) and what to call once the run is over.
-	Stage func(ctx context.Context) ([]store.Attachment, func(), error)
+	Stage func(ctx context.Context) ([]api.AttachmentRecord, func(), error)
 	// Discard lets go of what a request with Stage holds (the client's
 	// files, open since they were checked) when it is refused before
 	// Stage; call Release, not Discard.
@@ -103,13 +103,13 @@ type Run struct {
 	adapter  string
 	ancestry []string
 	cancel   context.CancelCauseFunc
-	finished chan struct{} // closed once the outcome is recorded and announced
-	result   InvokeResult  // valid once finished is closed
+	finished chan struct{}    // closed once the outcome is recorded and announced
+	result   api.InvokeResult // valid once finished is closed
 	log      *eventLog
 	// approvals is the broker of an ask-mode run; nil in other modes.
 	approvals *approvals
 	// dropped are the attachments the agent was not given.
-	dropped []DroppedAttachment
+	dropped []api.DroppedAttachment
 	// state is what the run is doing (an api.RunState), as the runner's
 	// watchdog last said; runs.get and runs.list show it while it runs.
 	state atomic.Value
@@ -133,18 +133,18 @@ func (r *Run) ID() string { return r.id }
 func (r *Run) Ended() bool { return r.log.isEnded() }
 
 // Accepted is what a streaming invoke answers: the run started.
-func (r *Run) Accepted() InvokeAccepted {
-	return InvokeAccepted{RunID: r.id, Accepted: true, Adapter: r.adapter, Ancestry: r.ancestry, DroppedAttachments: r.dropped}
+func (r *Run) Accepted() api.InvokeAccepted {
+	return api.InvokeAccepted{RunID: r.id, Accepted: true, Adapter: r.adapter, Ancestry: r.ancestry, DroppedAttachments: r.dropped}
 }
 
 // Wait returns the run's outcome once it is recorded, or a *WaitEndedError
 // when ctx ends first; the run goes on either way.
-func (r *Run) Wait(ctx context.Context) (InvokeResult, error) {
+func (r *Run) Wait(ctx context.Context) (api.InvokeResult, error) {
 	select {
 	case <-r.finished:
 		return r.result, nil
 	case <-ctx.Done():
-		return InvokeResult{}, &WaitEndedError{RunID: r.id, Err: ctx.Err()}
+		return api.InvokeResult{}, &WaitEndedError{RunID: r.id, Err: ctx.Err()}
 	}
 }
 
@@ -156,9 +156,9 @@ func (r *Run) Follow(ctx context.Context, send Send, limit int64) error {
 }
 
 // outcome is the run's status once its terminal event exists.
-func (r *Run) outcome() (store.Status, bool) {
+func (r *Run) outcome() (api.Status, bool) {
 	if !r.log.isEnded() {
-		return store.StatusRunning, false
+		return api.StatusRunning, false
 	}
 	return r.result.Status, true
 }
@@ -266,8 +266,8 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 
 // recordOf is the run's first record: what was asked, with its task kept
 // as the configuration says.
-func (m *Manager) recordOf(req Request) store.Run {
-	rec := store.Run{
+func (m *Manager) recordOf(req Request) api.Run {
+	rec := api.Run{
 		RunID: m.store.NewRunID(), Adapter: req.Adapter, InvokedBy: req.InvokedBy, Cwd: req.Cwd,
 		PermissionMode: string(req.Mode), Model: req.Model, Attachments: req.Attachments,
 		CardSessionID: req.CardSessionID, SessionTurn: req.SessionTurn, SessionSeqBase: req.SessionSeqBase,
@@ -283,8 +283,8 @@ func (m *Manager) recordOf(req Request) store.Run {
 
 // refuse records rec refused by the gate and returns the error that names
 // that record.
-func (m *Manager) refuse(ctx context.Context, rec store.Run, refusal error) error {
-	rec.Status, rec.RefusalReason = store.StatusRefused, refusal.Error()
+func (m *Manager) refuse(ctx context.Context, rec api.Run, refusal error) error {
+	rec.Status, rec.RefusalReason = api.StatusRefused, refusal.Error()
 	if err := m.store.Create(context.WithoutCancel(ctx), rec); err != nil {
 		m.log.Error("could not record a refused run", zap.String("run_id", rec.RunID), zap.Error(err))
 	}
@@ -303,7 +303,7 @@ func (m *Manager) unreserve(id string) {
 // recordable is what the record keeps of attachments: a name
 // ("passport.jpg") says as much as a task can, so with record_tasks off
 // only the types, sizes and digests stay.
-func (m *Manager) recordable(atts []store.Attachment) []store.Attachment {
+func (m *Manager) recordable(atts []api.AttachmentRecord) []api.AttachmentRecord {
 	if m.cfg.RecordTasks || len(atts) == 0 {
 		return atts
 	}
@@ -341,12 +341,12 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		OnEvent: func(ev spawn.Event) {
 			kind := ev.Kind
 			if kind == spawn.EventError {
-				ev.Kind, kind = EventAgentError, EventAgentError
+				ev.Kind, kind = api.EventAgentError, api.EventAgentError
 			}
 			if kind == spawn.EventRateLimit {
 				m.NoteRateLimits(lr.adapter, lr.id, ev.RateLimits)
 			}
-			lr.log.add(kind, AgentEvent{Event: ev.Wire()}, false)
+			lr.log.add(kind, api.AgentEvent{Event: ev.Wire()}, false)
 		},
 	})
 	release()
@@ -356,7 +356,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		lr.approvals.end()
 	}
 	status := outcome(err, context.Cause(ctx))
-	if status == store.StatusInterrupted && res.Error != nil {
+	if status == api.StatusInterrupted && res.Error != nil {
 		res.Error.Kind = "interrupted"
 		res.Error.Message = "card shut down while the run was going; its process group was ended"
 	}
@@ -370,7 +370,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		// one `card invoke` printed while `card runs` printed this one.
 		res.DurationMs = d
 	}
-	lr.result = InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status, DroppedAttachments: lr.dropped}
+	lr.result = api.InvokeResult{Result: res, RunID: lr.id, Adapter: lr.adapter, Ancestry: lr.ancestry, Status: status, DroppedAttachments: lr.dropped}
 	// Only now that its cost is in the history does the run stop holding
 	// its reservation against the budgets.
 	m.unreserve(lr.id)
@@ -378,12 +378,12 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		zap.Int64("duration_ms", res.DurationMs))
 	// The outcome is in the store before any client hears "done", so a
 	// runs.get right after the terminal event already shows it.
-	ev := api.Event{Kind: EventDone}
-	if status != store.StatusSucceeded {
-		ev = api.Event{Kind: EventRunError, Error: lr.result.Reason()}
+	ev := api.Event{Kind: api.EventDone}
+	if status != api.StatusSucceeded {
+		ev = api.Event{Kind: api.EventRunError, Error: lr.result.Reason()}
 	}
 	result := lr.result
-	lr.log.add(ev.Kind, AgentEvent{Event: ev, Status: status, Result: &result}, true)
+	lr.log.add(ev.Kind, api.AgentEvent{Event: ev, Status: status, Result: &result}, true)
 	m.mu.Lock()
 	m.running--
 	m.mu.Unlock()
@@ -410,10 +410,10 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 
 // finish is the recorded outcome of a run. dropped is final here: every
 // event but the terminal one has been added.
-func finish(res spawn.Result, err error, status store.Status, dropped int64) store.Finish {
+func finish(res spawn.Result, err error, status api.Status, dropped int64) store.Finish {
 	fin := store.Finish{Status: status, SessionID: res.SessionID, Answer: res.Answer, TotalCostUSD: res.CostUSD,
 		Turns: res.Turns, ToolCalls: res.ToolCalls, EventsDropped: dropped, SessionUsage: res.SessionUsage,
-		Usage: &store.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
+		Usage: &api.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
 	var se *spawn.Error
 	if errors.As(err, &se) && se.ExitCode >= 0 {
 		code := se.ExitCode
@@ -423,32 +423,32 @@ func finish(res spawn.Result, err error, status store.Status, dropped int64) sto
 		fin.ExitCode = &zero
 	}
 	if res.Error != nil {
-		fin.Error = &store.RunError{Kind: res.Error.Kind, Message: res.Error.Message, ExitCode: res.Error.ExitCode, StderrExcerpt: res.Error.StderrExcerpt}
+		fin.Error = &api.RunError{Kind: res.Error.Kind, Message: res.Error.Message, ExitCode: res.Error.ExitCode, StderrExcerpt: res.Error.StderrExcerpt}
 	}
 	return fin
 }
 
 // outcome maps how spawn ended a run onto the recorded status. cause is why
 // the run's context was cancelled, when it was.
-func outcome(err error, cause error) store.Status {
+func outcome(err error, cause error) api.Status {
 	if err == nil {
-		return store.StatusSucceeded
+		return api.StatusSucceeded
 	}
 	if errors.Is(cause, ErrShutdown) {
 		// However the run saw its end (cancelled, its agent killed), it
 		// ended because card stopped.
-		return store.StatusInterrupted
+		return api.StatusInterrupted
 	}
 	var se *spawn.Error
 	if errors.As(err, &se) {
 		switch se.Kind {
 		case spawn.KindTimeout:
-			return store.StatusTimedOut
+			return api.StatusTimedOut
 		case spawn.KindCancelled:
-			return store.StatusCancelled
+			return api.StatusCancelled
 		}
 	}
-	return store.StatusFailed
+	return api.StatusFailed
 }
 
 // LastSeq is the seq of the run's last event so far (its terminal one once
@@ -466,7 +466,7 @@ func (r *Run) Done() <-chan struct{} { return r.finished }
 // (a session records a prompt queued behind the running turn this way),
 // kept within the run's event bound like any other. It reports false when
 // the run has ended or was never live: nothing follows a terminal event.
-func (m *Manager) Note(runID, kind string, ev AgentEvent) bool {
+func (m *Manager) Note(runID, kind string, ev api.AgentEvent) bool {
 	lr := m.lookup(runID)
 	if lr == nil {
 		return false

@@ -17,15 +17,14 @@ import (
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
 	"github.com/card-dev/card/spawn"
 )
 
 type fakeBinaries struct{}
 
-func (fakeBinaries) Binary(_ context.Context, id string) (string, detect.ExternalAgentSpec, error) {
-	return "/bin/false", detect.ExternalAgentSpec{ID: id, BinaryPath: "/bin/false", ReadOnlyEnforcement: detect.ReadOnlyEnforcement("allowlist")}, nil
+func (fakeBinaries) Binary(_ context.Context, id string) (string, api.ExternalAgentSpec, error) {
+	return "/bin/false", api.ExternalAgentSpec{ID: id, BinaryPath: "/bin/false", ReadOnlyEnforcement: api.ReadOnlyEnforcement("allowlist")}, nil
 }
 
 // fakeAgent is a warm agent that answers each turn with the number of the
@@ -211,7 +210,7 @@ func startFor(t *testing.T, m *Manager) string {
 }
 
 // turn prompts id and waits for the turn's outcome.
-func turn(t *testing.T, m *Manager, id, task string) store.Run {
+func turn(t *testing.T, m *Manager, id, task string) api.Run {
 	t.Helper()
 	res, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: task}, Sender{})
 	require.NoError(t, err)

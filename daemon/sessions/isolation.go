@@ -192,7 +192,7 @@ func (s *session) worktreeGoneLocked() error {
 // stops in order commits them as the turn ends), and puts its changes
 // event after the end that turn was given: a restart loses none of the
 // turn's work.
-func (m *Manager) recoverCutTurnLocked(ctx context.Context, s *session, cut store.Run) {
+func (m *Manager) recoverCutTurnLocked(ctx context.Context, s *session, cut api.Run) {
 	if s.iso == nil || s.iso.DiscardedAt != nil || cut.SessionTurn == 0 {
 		return
 	}

@@ -132,7 +132,7 @@ func (m *Manager) load(ctx context.Context, row store.Session) (*session, error)
 // recoverTurns reads a session's turns and spending, and ends the stream
 // of a turn the previous daemon left running. It returns the last turn's
 // run when a stop interrupted it (SessionTurn 0 otherwise).
-func (m *Manager) recoverTurns(ctx context.Context, s *session) (cut store.Run, err error) {
+func (m *Manager) recoverTurns(ctx context.Context, s *session) (cut api.Run, err error) {
 	turns, err := m.st.SessionRuns(ctx, s.row.ID)
 	if err != nil {
 		return cut, err
@@ -175,7 +175,7 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) (cut store.Run, 
 				return cut, err
 			}
 		}
-		if r.Status == store.StatusInterrupted {
+		if r.Status == api.StatusInterrupted {
 			cut = r
 		}
 		t.last = last
@@ -185,7 +185,7 @@ func (m *Manager) recoverTurns(ctx context.Context, s *session) (cut store.Run, 
 		if s.row.AgentSessionID == "" && r.SessionID != "" {
 			s.row.AgentSessionID, s.confirmed = r.SessionID, true
 		}
-		if !s.confirmed && r.Status == store.StatusInterrupted {
+		if !s.confirmed && r.Status == api.StatusInterrupted {
 			// A first turn cut short by the crash under the id card chose:
 			// the CLI may have begun that session; resume it (a failure
 			// then lets the id go, as above).

@@ -88,7 +88,7 @@ func (m *Manager) closedBusy(ctx context.Context, id, method string) error {
 		return err
 	}
 	for _, r := range turns {
-		if r.Status == store.StatusRunning {
+		if r.Status == api.StatusRunning {
 			return &BusyError{SessionID: id, Method: method, RunID: r.RunID}
 		}
 	}

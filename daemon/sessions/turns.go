@@ -12,7 +12,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/plan"
 	"github.com/card-dev/card/daemon/runs"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -203,7 +202,7 @@ func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (
 // the gate refused when its turn came).
 func (m *Manager) refuseTurnLocked(s *session, turn int, reason string) {
 	ctx := context.Background()
-	rec := store.Run{RunID: m.st.NewRunID(), Adapter: s.row.Adapter, Status: store.StatusRefused, RefusalReason: reason,
+	rec := api.Run{RunID: m.st.NewRunID(), Adapter: s.row.Adapter, Status: api.StatusRefused, RefusalReason: reason,
 		Ancestry: s.row.Ancestry, Cwd: s.row.Cwd, PermissionMode: s.row.PermissionMode, Model: s.row.Model,
 		CardSessionID: s.row.ID, SessionTurn: turn, SessionSeqBase: s.row.NextSeq - 1}
 	if err := m.st.Create(ctx, rec); err != nil {
@@ -220,8 +219,8 @@ func (m *Manager) refuseTurnLocked(s *session, turn int, reason string) {
 // status refused) and numbers it next in the session's stream.
 func (m *Manager) addRefusalEvent(s *session, runID string, turn int, reason string) {
 	base := s.row.NextSeq - 1
-	ev := api.AgentEvent{RunID: runID, Seq: 1, Event: api.Event{Kind: api.EventRunError, Error: reason}, Status: store.StatusRefused,
-		Result: &api.InvokeResult{RunID: runID, Adapter: s.row.Adapter, Ancestry: s.row.Ancestry, Status: store.StatusRefused,
+	ev := api.AgentEvent{RunID: runID, Seq: 1, Event: api.Event{Kind: api.EventRunError, Error: reason}, Status: api.StatusRefused,
+		Result: &api.InvokeResult{RunID: runID, Adapter: s.row.Adapter, Ancestry: s.row.Ancestry, Status: api.StatusRefused,
 			Result: api.Result{IsError: true, Error: &api.RunError{Kind: "refused", Message: reason}}}}
 	raw, _ := json.Marshal(ev)
 	if err := m.st.AppendEvent(context.Background(), runID, 1, api.EventRunError, raw); err != nil {
@@ -260,7 +259,7 @@ func (m *Manager) awaitTurn(s *session, run *runs.Run, base int64) {
 			s.reported = api.Usage{}
 		}
 		s.row.AgentSessionID, s.confirmed = res.SessionID, true
-	case !s.confirmed && res.Status != store.StatusSucceeded && !spawn.CardNamesSession(s.row.Adapter):
+	case !s.confirmed && res.Status != api.StatusSucceeded && !spawn.CardNamesSession(s.row.Adapter):
 		// A session card named is kept: the file is card's to name, and
 		// the CLI starts it whenever a turn first gets that far.
 		s.row.AgentSessionID = ""

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -120,7 +119,7 @@ func TestATurnOfACLIReportingItsSessionsRunningTotalIsChargedOnlyItsOwnPart(t *t
 	assert.Equal(t, api.Usage{}, starts[0].Request.UsageBase, "a new session starts from nothing")
 	assert.Equal(t, api.Usage{InputTokens: 20, OutputTokens: 10}, starts[1].Request.UsageBase, "the agent resuming the session starts from its total")
 	assert.Equal(t, api.Usage{InputTokens: 30, OutputTokens: 15}, starts[2].Request.UsageBase, "after a restart the base is the stored total")
-	for i, r := range []store.Run{one, two, three, four} {
+	for i, r := range []api.Run{one, two, three, four} {
 		run, err := m.st.Get(ctx, r.RunID)
 		require.NoError(t, err)
 		require.NotNil(t, run.Usage)

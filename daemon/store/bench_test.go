@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+
+	"github.com/card-dev/card/api"
 )
 
 // BenchmarkRunLifecycle is the store's cost per run as the daemon drives it:
@@ -20,7 +22,7 @@ func BenchmarkRunLifecycle(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		id := s.NewRunID()
-		if err := s.Create(ctx, Run{RunID: id, Adapter: "codex", Task: "do the thing"}); err != nil {
+		if err := s.Create(ctx, api.Run{RunID: id, Adapter: "codex", Task: "do the thing"}); err != nil {
 			b.Fatal(err)
 		}
 		for seq := int64(1); seq <= 50; seq++ {
@@ -28,7 +30,7 @@ func BenchmarkRunLifecycle(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if err := s.Finish(ctx, id, Finish{Status: StatusSucceeded, Answer: "ok"}); err != nil {
+		if err := s.Finish(ctx, id, Finish{Status: api.StatusSucceeded, Answer: "ok"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -50,7 +52,7 @@ func BenchmarkChattyRunEvents(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		id := s.NewRunID()
-		if err := s.Create(ctx, Run{RunID: id, Adapter: "claude-code", Status: StatusRunning}); err != nil {
+		if err := s.Create(ctx, api.Run{RunID: id, Adapter: "claude-code", Status: api.StatusRunning}); err != nil {
 			b.Fatal(err)
 		}
 		for first := 1; first <= events; first += batch {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/card-dev/card/api"
 )
 
 // crashWriterEnv, when set to a database path, turns the test binary into a
@@ -35,7 +37,7 @@ func crashWriter(path string) int {
 	}
 	for i := 0; ; i++ {
 		id := s.NewRunID()
-		if err := s.Create(ctx, Run{RunID: id, Adapter: "codex", Task: fmt.Sprintf("task %d", i)}); err != nil {
+		if err := s.Create(ctx, api.Run{RunID: id, Adapter: "codex", Task: fmt.Sprintf("task %d", i)}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
@@ -45,7 +47,7 @@ func crashWriter(path string) int {
 				return 2
 			}
 		}
-		if err := s.Finish(ctx, id, Finish{Status: StatusSucceeded, Answer: "done " + id}); err != nil {
+		if err := s.Finish(ctx, id, Finish{Status: api.StatusSucceeded, Answer: "done " + id}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // pruneBatch bounds the runs one prune transaction deletes, so a prune of a
@@ -34,13 +36,13 @@ type Retention struct {
 // events, in transactions of at most pruneBatch runs. SQLite reuses the
 // freed pages, so a history pruned regularly stops growing at the size its
 // retention keeps; it does not shrink the file.
-func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
+func (s *Store) Prune(ctx context.Context, r Retention) (api.Pruned, error) {
 	if r.MaxRuns < 0 || r.MaxAge < 0 {
-		return Pruned{}, errors.New("store: prune: a negative retention keeps nothing; use zero for no bound")
+		return api.Pruned{}, errors.New("store: prune: a negative retention keeps nothing; use zero for no bound")
 	}
 	if r.MaxRuns == 0 && r.MaxAge == 0 {
 		n, err := s.count(ctx)
-		return Pruned{Kept: n}, err
+		return api.Pruned{Kept: n}, err
 	}
 	// Every run at or before boundary is past MaxRuns (ids sort by
 	// creation); cutoff is the age bound.
@@ -48,7 +50,7 @@ func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
 	if r.MaxRuns > 0 {
 		err := s.db.QueryRowContext(ctx, `SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?`, r.MaxRuns).Scan(&boundary)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return Pruned{}, fmt.Errorf("store: prune: %w", err)
+			return api.Pruned{}, fmt.Errorf("store: prune: %w", err)
 		}
 	}
 	cutoff := int64(-1)
@@ -57,9 +59,9 @@ func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
 	}
 	if boundary == "" && cutoff < 0 {
 		n, err := s.count(ctx)
-		return Pruned{Kept: n}, err
+		return api.Pruned{Kept: n}, err
 	}
-	var out Pruned
+	var out api.Pruned
 	after := ""
 	for {
 		ids, last, err := s.pruneCandidates(ctx, after, boundary, cutoff)

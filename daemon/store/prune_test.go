@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // history writes n runs a minute apart, oldest first, each with two events;
@@ -22,10 +24,10 @@ func history(t *testing.T, s *Store, clock *fakeClock, n int, running ...int) []
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = s.NewRunID()
-		require.NoError(t, s.Create(ctx, Run{RunID: ids[i], Adapter: "claude-code"}))
+		require.NoError(t, s.Create(ctx, api.Run{RunID: ids[i], Adapter: "claude-code"}))
 		require.NoError(t, s.AppendEvents(ctx, ids[i], []NewEvent{{Seq: 1, Kind: "text", Payload: json.RawMessage(`{}`)}, {Seq: 2, Kind: "text", Payload: json.RawMessage(`{}`)}}))
 		if !isRunning[i] {
-			require.NoError(t, s.Finish(ctx, ids[i], Finish{Status: StatusSucceeded}))
+			require.NoError(t, s.Finish(ctx, ids[i], Finish{Status: api.StatusSucceeded}))
 		}
 		clock.Advance(time.Minute)
 	}
@@ -51,7 +53,7 @@ func TestPruneDeletesFinishedRunsPastTheRetentionAndNeverARunningOne(t *testing.
 	dry, err := s.Prune(ctx, Retention{MaxRuns: 10, Keep: func(id string) bool { return kept[id] }, DryRun: true})
 	require.NoError(t, err)
 	// 20 runs are past the newest 10; two are running and one is kept.
-	assert.Equal(t, Pruned{Runs: 17, Events: 34, Kept: 13}, dry)
+	assert.Equal(t, api.Pruned{Runs: 17, Events: 34, Kept: 13}, dry)
 	for _, id := range ids {
 		assert.True(t, exists(t, s, id), "a dry run deleted %s", id)
 	}
@@ -73,13 +75,13 @@ func TestPruneDeletesFinishedRunsPastTheRetentionAndNeverARunningOne(t *testing.
 	// By age: the clock is 30 minutes past the first run; keep 5 minutes.
 	got, err = s.Prune(ctx, Retention{MaxAge: 5 * time.Minute})
 	require.NoError(t, err)
-	assert.Equal(t, Pruned{Runs: 6, Events: 12, Kept: 7}, got, "runs 20..24 and 3 are older than 5 minutes")
+	assert.Equal(t, api.Pruned{Runs: 6, Events: 12, Kept: 7}, got, "runs 20..24 and 3 are older than 5 minutes")
 	assert.True(t, exists(t, s, ids[25]))
 	assert.True(t, exists(t, s, ids[2]), "a running run is never pruned, however old")
 
 	got, err = s.Prune(ctx, Retention{})
 	require.NoError(t, err)
-	assert.Equal(t, Pruned{Kept: 7}, got, "no bound prunes nothing")
+	assert.Equal(t, api.Pruned{Kept: 7}, got, "no bound prunes nothing")
 	_, err = s.Prune(ctx, Retention{MaxRuns: -1})
 	assert.Error(t, err)
 }
@@ -92,7 +94,7 @@ func TestPruneWorksThroughAHistoryLargerThanOneBatch(t *testing.T) {
 	ids := history(t, s, clock, pruneBatch+40)
 	got, err := s.Prune(ctx, Retention{MaxRuns: 15})
 	require.NoError(t, err)
-	assert.Equal(t, Pruned{Runs: int64(pruneBatch + 25), Events: int64(2 * (pruneBatch + 25)), Kept: 15}, got)
+	assert.Equal(t, api.Pruned{Runs: int64(pruneBatch + 25), Events: int64(2 * (pruneBatch + 25)), Kept: 15}, got)
 	assert.False(t, exists(t, s, ids[pruneBatch+24]))
 	assert.True(t, exists(t, s, ids[pruneBatch+25]))
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 const runColumns = `id, adapter, status, invoked_by, ancestry, cwd, permission_mode, model,
@@ -28,7 +30,7 @@ type querier interface {
 // CreatedAt means now. A run refused before it started is recorded in one
 // call with StatusRefused and RefusalReason; its EndedAt defaults to
 // CreatedAt.
-func (s *Store) Create(ctx context.Context, r Run) error {
+func (s *Store) Create(ctx context.Context, r api.Run) error {
 	if r.RunID == "" {
 		return errors.New("store: run has no RunID; take one from NewRunID")
 	}
@@ -36,7 +38,7 @@ func (s *Store) Create(ctx context.Context, r Run) error {
 		return fmt.Errorf("store: run %s has no adapter", r.RunID)
 	}
 	if r.Status == "" {
-		r.Status = StatusRunning
+		r.Status = api.StatusRunning
 	}
 	if !r.Status.Valid() {
 		return fmt.Errorf("store: run %s: unknown status %q", r.RunID, r.Status)
@@ -198,32 +200,32 @@ func (s *Store) explainNoChange(ctx context.Context, res sql.Result, id string) 
 }
 
 // Get returns one run, or an error wrapping ErrNotFound.
-func (s *Store) Get(ctx context.Context, id string) (Run, error) {
+func (s *Store) Get(ctx context.Context, id string) (api.Run, error) {
 	return getRun(ctx, s.db, id)
 }
 
-func getRun(ctx context.Context, q querier, id string) (Run, error) {
+func getRun(ctx context.Context, q querier, id string) (api.Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Run{}, fmt.Errorf("store: run %s: %w", id, ErrNotFound)
+		return api.Run{}, fmt.Errorf("store: run %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Run{}, fmt.Errorf("store: read run %s: %w", id, err)
+		return api.Run{}, fmt.Errorf("store: read run %s: %w", id, err)
 	}
 	return r, nil
 }
 
 // List returns runs newest first, filtered by q.
-func (s *Store) List(ctx context.Context, q ListQuery) ([]Run, error) {
+func (s *Store) List(ctx context.Context, q ListQuery) ([]api.Run, error) {
 	limit := q.Limit
 	switch {
 	case limit <= 0:
-		limit = DefaultListLimit
-	case limit > MaxListLimit:
-		limit = MaxListLimit
+		limit = api.DefaultListLimit
+	case limit > api.MaxListLimit:
+		limit = api.MaxListLimit
 	}
 	if q.Status != "" && !q.Status.Valid() {
-		return nil, fmt.Errorf("store: unknown status %q; use one of %v", q.Status, Statuses)
+		return nil, fmt.Errorf("store: unknown status %q; use one of %v", q.Status, api.Statuses)
 	}
 	var where []string
 	var args []any
@@ -245,13 +247,13 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Run, error) {
 	return queryRuns(ctx, s.db, query, args...)
 }
 
-func queryRuns(ctx context.Context, q querier, query string, args ...any) ([]Run, error) {
+func queryRuns(ctx context.Context, q querier, query string, args ...any) ([]api.Run, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list runs: %w", err)
 	}
 	defer rows.Close()
-	runs := []Run{}
+	runs := []api.Run{}
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
@@ -271,15 +273,15 @@ func queryRuns(ctx context.Context, q querier, query string, args ...any) ([]Run
 // then was left by a daemon that died mid-run, and no one will ever finish
 // it. The returned runs carry their Pgid so the caller can end a process
 // group that outlived its daemon (on macOS children do not die with it).
-func (s *Store) InterruptRunning(ctx context.Context, reason string) ([]Run, error) {
+func (s *Store) InterruptRunning(ctx context.Context, reason string) ([]api.Run, error) {
 	if reason == "" {
 		reason = "card stopped before this run ended"
 	}
-	errJSON, err := json.Marshal(RunError{Kind: "interrupted", Message: reason})
+	errJSON, err := json.Marshal(api.RunError{Kind: "interrupted", Message: reason})
 	if err != nil {
 		return nil, err
 	}
-	var out []Run
+	var out []api.Run
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM runs WHERE status = 'running' ORDER BY id`)
 		if err != nil {
@@ -321,9 +323,9 @@ func (s *Store) InterruptRunning(ctx context.Context, reason string) ([]Run, err
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanRun(sc rowScanner) (Run, error) {
+func scanRun(sc rowScanner) (api.Run, error) {
 	var (
-		r                                       Run
+		r                                       api.Run
 		status, ancestry                        string
 		created                                 int64
 		started, ended, duration, exitCode, pid sql.NullInt64
@@ -336,11 +338,11 @@ func scanRun(sc rowScanner) (Run, error) {
 		&cost, &r.Turns, &r.ToolCalls, &r.Task, &r.TaskLen, &r.TaskSHA256, &pid, &r.RefusalReason, &r.EventsDropped, &attachmentsJSON,
 		&r.CardSessionID, &r.SessionTurn, &r.SessionSeqBase, &sessionUsageJSON)
 	if err != nil {
-		return Run{}, err
+		return api.Run{}, err
 	}
-	r.Status = Status(status)
+	r.Status = api.Status(status)
 	if err := json.Unmarshal([]byte(ancestry), &r.Ancestry); err != nil {
-		return Run{}, fmt.Errorf("run %s: ancestry: %w", r.RunID, err)
+		return api.Run{}, fmt.Errorf("run %s: ancestry: %w", r.RunID, err)
 	}
 	if r.Ancestry == nil {
 		r.Ancestry = []string{}
@@ -362,27 +364,27 @@ func scanRun(sc rowScanner) (Run, error) {
 		r.TotalCostUSD = &cost.Float64
 	}
 	if errJSON.Valid {
-		r.Error = new(RunError)
+		r.Error = new(api.RunError)
 		if err := json.Unmarshal([]byte(errJSON.String), r.Error); err != nil {
-			return Run{}, fmt.Errorf("run %s: error: %w", r.RunID, err)
+			return api.Run{}, fmt.Errorf("run %s: error: %w", r.RunID, err)
 		}
 	}
 	r.TaskTruncated = r.Task != "" && len(r.Task) < r.TaskLen
 	if attachmentsJSON.Valid {
 		if err := json.Unmarshal([]byte(attachmentsJSON.String), &r.Attachments); err != nil {
-			return Run{}, fmt.Errorf("run %s: attachments: %w", r.RunID, err)
+			return api.Run{}, fmt.Errorf("run %s: attachments: %w", r.RunID, err)
 		}
 	}
 	if usageJSON.Valid {
-		r.Usage = new(Usage)
+		r.Usage = new(api.Usage)
 		if err := json.Unmarshal([]byte(usageJSON.String), r.Usage); err != nil {
-			return Run{}, fmt.Errorf("run %s: usage: %w", r.RunID, err)
+			return api.Run{}, fmt.Errorf("run %s: usage: %w", r.RunID, err)
 		}
 	}
 	if sessionUsageJSON.Valid {
-		r.SessionUsage = new(Usage)
+		r.SessionUsage = new(api.Usage)
 		if err := json.Unmarshal([]byte(sessionUsageJSON.String), r.SessionUsage); err != nil {
-			return Run{}, fmt.Errorf("run %s: session usage: %w", r.RunID, err)
+			return api.Run{}, fmt.Errorf("run %s: session usage: %w", r.RunID, err)
 		}
 	}
 	return r, nil

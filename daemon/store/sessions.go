@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // ErrSessionNotFound is returned (wrapped, naming the id) for an unknown
@@ -284,9 +286,9 @@ func (s *Store) ListSessions(ctx context.Context, q SessionQuery) ([]Session, er
 	limit := q.Limit
 	switch {
 	case limit <= 0:
-		limit = DefaultListLimit
-	case limit > MaxListLimit:
-		limit = MaxListLimit
+		limit = api.DefaultListLimit
+	case limit > api.MaxListLimit:
+		limit = api.MaxListLimit
 	}
 	var where []string
 	var args []any
@@ -324,7 +326,7 @@ func (s *Store) ListSessions(ctx context.Context, q SessionQuery) ([]Session, er
 }
 
 // SessionRuns returns the runs of a card session, in turn order.
-func (s *Store) SessionRuns(ctx context.Context, id string) ([]Run, error) {
+func (s *Store) SessionRuns(ctx context.Context, id string) ([]api.Run, error) {
 	return queryRuns(ctx, s.db, `SELECT `+runColumns+` FROM runs WHERE card_session_id = ? ORDER BY session_turn, id`, id)
 }
 

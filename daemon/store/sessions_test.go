@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 func TestASessionAndItsTurnsRoundTripThroughTheStore(t *testing.T) {
@@ -44,7 +46,7 @@ func TestASessionAndItsTurnsRoundTripThroughTheStore(t *testing.T) {
 	assert.Equal(t, 4242, again.WarmPgid)
 
 	for turn := 1; turn <= 2; turn++ {
-		require.NoError(t, s.Create(ctx, Run{RunID: s.NewRunID(), Adapter: "codex", CardSessionID: id, SessionTurn: turn, SessionSeqBase: int64(turn * 4)}))
+		require.NoError(t, s.Create(ctx, api.Run{RunID: s.NewRunID(), Adapter: "codex", CardSessionID: id, SessionTurn: turn, SessionSeqBase: int64(turn * 4)}))
 	}
 	turns, err := s.SessionRuns(ctx, id)
 	require.NoError(t, err)
@@ -126,7 +128,7 @@ func TestHasEventTellsWhetherARunRecordedAKind(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	ctx := context.Background()
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
 	require.NoError(t, s.AppendEvent(ctx, id, 1, "text", json.RawMessage(`{"text":"hi"}`)))
 	has, err := s.HasEvent(ctx, id, "changes")
 	require.NoError(t, err)

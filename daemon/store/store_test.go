@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 func openTest(t *testing.T, opts Options) (*Store, string) {
@@ -46,7 +48,7 @@ func TestMigrationsAreIdempotentAcrossReopen(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
 	require.NoError(t, s.Close())
 
 	for range 3 {
@@ -86,7 +88,7 @@ func TestAHistoryFromBeforeAttachmentsIsMigratedAndKeepsItsRuns(t *testing.T) {
 	assert.Equal(t, "codex", old.Adapter)
 	assert.Nil(t, old.Attachments)
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex", Attachments: []Attachment{{MimeType: "image/gif", Size: 1, SHA256: "x"}}}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex", Attachments: []api.AttachmentRecord{{MimeType: "image/gif", Size: 1, SHA256: "x"}}}))
 	got, err := s.Get(ctx, id)
 	require.NoError(t, err)
 	assert.Len(t, got.Attachments, 1)
@@ -136,11 +138,11 @@ func TestEveryFieldSurvivesCreateFinishAndGet(t *testing.T) {
 	s, _ := openTest(t, Options{Now: clock.Now})
 	id := s.NewRunID()
 	created := clock.Now()
-	in := Run{
+	in := api.Run{
 		RunID: id, Adapter: "claude-code", InvokedBy: "gemini", Ancestry: []string{"gemini", "claude-code"},
 		Cwd: "/work/project", PermissionMode: "read_only", Model: "sonnet", Task: "fix the bug", TaskLen: 11,
 		TaskSHA256: "abc",
-		Attachments: []Attachment{{Index: 0, Name: "shot.png", MimeType: "image/png", Size: 1234, SHA256: "e3b0"},
+		Attachments: []api.AttachmentRecord{{Index: 0, Name: "shot.png", MimeType: "image/png", Size: 1234, SHA256: "e3b0"},
 			{Index: 1, MimeType: "image/jpeg", Size: 99, SHA256: "a1b2", Dropped: "no images here"}},
 	}
 	require.NoError(t, s.Create(ctx, in))
@@ -150,9 +152,9 @@ func TestEveryFieldSurvivesCreateFinishAndGet(t *testing.T) {
 	started := clock.Now()
 	clock.Advance(1500 * time.Millisecond)
 	require.NoError(t, s.Finish(ctx, id, Finish{
-		Status: StatusFailed, ExitCode: ptr(3), SessionID: "sess-1", Answer: "partial answer",
-		Error:        &RunError{Kind: "rate_limit", Message: "429 from the API", ExitCode: ptr(3), StderrExcerpt: "too many"},
-		Usage:        &Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 80},
+		Status: api.StatusFailed, ExitCode: ptr(3), SessionID: "sess-1", Answer: "partial answer",
+		Error:        &api.RunError{Kind: "rate_limit", Message: "429 from the API", ExitCode: ptr(3), StderrExcerpt: "too many"},
+		Usage:        &api.Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 80},
 		TotalCostUSD: ptr(0.0123), Turns: 2, ToolCalls: 5,
 	}))
 	require.NoError(t, s.AppendEvent(ctx, id, 1, "text", nil))
@@ -160,13 +162,13 @@ func TestEveryFieldSurvivesCreateFinishAndGet(t *testing.T) {
 
 	got, err := s.Get(ctx, id)
 	require.NoError(t, err)
-	want := Run{
-		RunID: id, Adapter: "claude-code", Status: StatusFailed, InvokedBy: "gemini",
+	want := api.Run{
+		RunID: id, Adapter: "claude-code", Status: api.StatusFailed, InvokedBy: "gemini",
 		Ancestry: []string{"gemini", "claude-code"}, Cwd: "/work/project", PermissionMode: "read_only", Model: "sonnet",
 		CreatedAt: created, StartedAt: &started, EndedAt: ptr(clock.Now()), DurationMs: ptr(int64(1500)),
 		ExitCode: ptr(3), SessionID: "sess-1", Answer: "partial answer",
-		Error:        &RunError{Kind: "rate_limit", Message: "429 from the API", ExitCode: ptr(3), StderrExcerpt: "too many"},
-		Usage:        &Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 80},
+		Error:        &api.RunError{Kind: "rate_limit", Message: "429 from the API", ExitCode: ptr(3), StderrExcerpt: "too many"},
+		Usage:        &api.Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 80},
 		TotalCostUSD: ptr(0.0123), Turns: 2, ToolCalls: 5,
 		Task: "fix the bug", TaskLen: 11, TaskSHA256: "abc", Pgid: 4242, Attachments: in.Attachments,
 	}
@@ -177,10 +179,10 @@ func TestARunningRowReadsBackWithItsOptionalFieldsAbsent(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "pi"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "pi"}))
 	got, err := s.Get(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, StatusRunning, got.Status)
+	assert.Equal(t, api.StatusRunning, got.Status)
 	assert.Equal(t, []string{}, got.Ancestry, "never null on the wire")
 	assert.Nil(t, got.EndedAt)
 	assert.Nil(t, got.DurationMs)
@@ -205,18 +207,18 @@ func TestARefusedInvokeIsRecordedInOneStep(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{
-		RunID: id, Adapter: "claude-code", Status: StatusRefused, InvokedBy: "claude-code",
+	require.NoError(t, s.Create(ctx, api.Run{
+		RunID: id, Adapter: "claude-code", Status: api.StatusRefused, InvokedBy: "claude-code",
 		Ancestry: []string{"claude-code"}, RefusalReason: "cycle",
 	}))
 	got, err := s.Get(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, StatusRefused, got.Status)
+	assert.Equal(t, api.StatusRefused, got.Status)
 	assert.Equal(t, "cycle", got.RefusalReason)
 	require.NotNil(t, got.EndedAt)
 	assert.Equal(t, got.CreatedAt, *got.EndedAt)
 	assert.Equal(t, ptr(int64(0)), got.DurationMs)
-	assert.ErrorIs(t, s.Finish(ctx, id, Finish{Status: StatusSucceeded}), ErrFinished)
+	assert.ErrorIs(t, s.Finish(ctx, id, Finish{Status: api.StatusSucceeded}), ErrFinished)
 }
 
 func TestCreateRefusesRowsItCouldNotListOrFinish(t *testing.T) {
@@ -225,12 +227,12 @@ func TestCreateRefusesRowsItCouldNotListOrFinish(t *testing.T) {
 	id := s.NewRunID()
 	cases := []struct {
 		name string
-		run  Run
+		run  api.Run
 		want string
 	}{
-		{"no id", Run{Adapter: "codex"}, "NewRunID"},
-		{"no adapter", Run{RunID: id}, "no adapter"},
-		{"unknown status", Run{RunID: id, Adapter: "codex", Status: "paused"}, "unknown status"},
+		{"no id", api.Run{Adapter: "codex"}, "NewRunID"},
+		{"no adapter", api.Run{RunID: id}, "no adapter"},
+		{"unknown status", api.Run{RunID: id, Adapter: "codex", Status: "paused"}, "unknown status"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -239,8 +241,8 @@ func TestCreateRefusesRowsItCouldNotListOrFinish(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want)
 		})
 	}
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
-	err := s.Create(ctx, Run{RunID: id, Adapter: "codex"})
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
+	err := s.Create(ctx, api.Run{RunID: id, Adapter: "codex"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "already exists")
 }
@@ -249,10 +251,10 @@ func TestFinishingAFinishedRunIsRefusedAndKeepsTheFirstOutcome(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
-	require.NoError(t, s.Finish(ctx, id, Finish{Status: StatusCancelled, Answer: "first"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Finish(ctx, id, Finish{Status: api.StatusCancelled, Answer: "first"}))
 
-	err := s.Finish(ctx, id, Finish{Status: StatusSucceeded, Answer: "second"})
+	err := s.Finish(ctx, id, Finish{Status: api.StatusSucceeded, Answer: "second"})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrFinished)
 	assert.Contains(t, err.Error(), id)
@@ -261,7 +263,7 @@ func TestFinishingAFinishedRunIsRefusedAndKeepsTheFirstOutcome(t *testing.T) {
 
 	got, err := s.Get(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, StatusCancelled, got.Status)
+	assert.Equal(t, api.StatusCancelled, got.Status)
 	assert.Equal(t, "first", got.Answer)
 }
 
@@ -269,8 +271,8 @@ func TestFinishNeedsAStatusThatEndsARun(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
-	for _, st := range []Status{"", StatusRunning, "paused"} {
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
+	for _, st := range []api.Status{"", api.StatusRunning, "paused"} {
 		assert.Error(t, s.Finish(ctx, id, Finish{Status: st}), "%q", st)
 	}
 }
@@ -282,7 +284,7 @@ func TestAnUnknownRunIsNotFoundEverywhere(t *testing.T) {
 	_, err := s.Get(ctx, id)
 	assert.ErrorIs(t, err, ErrNotFound)
 	assert.ErrorIs(t, s.SetPgid(ctx, id, 1), ErrNotFound)
-	assert.ErrorIs(t, s.Finish(ctx, id, Finish{Status: StatusSucceeded}), ErrNotFound)
+	assert.ErrorIs(t, s.Finish(ctx, id, Finish{Status: api.StatusSucceeded}), ErrNotFound)
 	assert.ErrorIs(t, s.AppendEvent(ctx, id, 1, "text", nil), ErrNotFound)
 	_, err = s.Events(ctx, id, 0, 0)
 	assert.ErrorIs(t, err, ErrNotFound)
@@ -296,16 +298,16 @@ func TestListFiltersPagesNewestFirstAndClampsItsLimit(t *testing.T) {
 	type made struct {
 		id      string
 		adapter string
-		status  Status
+		status  api.Status
 	}
 	var all []made
 	adapters := []string{"codex", "claude-code", "gemini"}
 	for i := range 120 {
-		m := made{id: s.NewRunID(), adapter: adapters[i%3], status: StatusRunning}
-		require.NoError(t, s.Create(ctx, Run{RunID: m.id, Adapter: m.adapter}))
+		m := made{id: s.NewRunID(), adapter: adapters[i%3], status: api.StatusRunning}
+		require.NoError(t, s.Create(ctx, api.Run{RunID: m.id, Adapter: m.adapter}))
 		if i%2 == 0 {
-			require.NoError(t, s.Finish(ctx, m.id, Finish{Status: StatusSucceeded}))
-			m.status = StatusSucceeded
+			require.NoError(t, s.Finish(ctx, m.id, Finish{Status: api.StatusSucceeded}))
+			m.status = api.StatusSucceeded
 		}
 		all = append(all, m)
 		if i%7 == 0 {
@@ -330,9 +332,9 @@ func TestListFiltersPagesNewestFirstAndClampsItsLimit(t *testing.T) {
 		{"default limit is 50", ListQuery{}, newest(any, "", 50)},
 		{"a small limit", ListQuery{Limit: 3}, newest(any, "", 3)},
 		{"by adapter", ListQuery{Adapter: "gemini", Limit: 500}, newest(func(m made) bool { return m.adapter == "gemini" }, "", 500)},
-		{"by status", ListQuery{Status: StatusRunning, Limit: 20}, newest(func(m made) bool { return m.status == StatusRunning }, "", 20)},
-		{"both", ListQuery{Adapter: "codex", Status: StatusSucceeded, Limit: 500},
-			newest(func(m made) bool { return m.adapter == "codex" && m.status == StatusSucceeded }, "", 500)},
+		{"by status", ListQuery{Status: api.StatusRunning, Limit: 20}, newest(func(m made) bool { return m.status == api.StatusRunning }, "", 20)},
+		{"both", ListQuery{Adapter: "codex", Status: api.StatusSucceeded, Limit: 500},
+			newest(func(m made) bool { return m.adapter == "codex" && m.status == api.StatusSucceeded }, "", 500)},
 		{"before a cursor", ListQuery{Before: all[100].id, Limit: 500}, newest(any, all[100].id, 500)},
 		{"before the oldest is empty", ListQuery{Before: all[0].id}, nil},
 	}
@@ -376,7 +378,7 @@ func TestListFiltersPagesNewestFirstAndClampsItsLimit(t *testing.T) {
 		require.NoError(t, err)
 		runs, err := s.List(ctx, ListQuery{Limit: 10000, Adapter: "bulk"})
 		require.NoError(t, err)
-		require.Len(t, runs, MaxListLimit)
+		require.Len(t, runs, api.MaxListLimit)
 		assert.Equal(t, "run_000520", runs[0].RunID)
 	})
 
@@ -391,7 +393,7 @@ func TestTheDropCountIsRecordedWithTheOutcome(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
 	for _, seq := range []int64{1, 2, 9} { // the writer kept 1, 2 and the terminal 9
 		require.NoError(t, s.AppendEvent(ctx, id, seq, "text", json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))))
 	}
@@ -399,7 +401,7 @@ func TestTheDropCountIsRecordedWithTheOutcome(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, got.EventsDropped, "nothing is counted while the run is going")
 
-	require.NoError(t, s.Finish(ctx, id, Finish{Status: StatusSucceeded, EventsDropped: 6}))
+	require.NoError(t, s.Finish(ctx, id, Finish{Status: api.StatusSucceeded, EventsDropped: 6}))
 	got, err = s.Get(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, int64(6), got.EventsDropped)
@@ -418,7 +420,7 @@ func TestEventsReplayInSeqOrderAfterACursor(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
 	for _, seq := range []int64{3, 1, 2, 5, 4} { // stored out of order, read in order
 		require.NoError(t, s.AppendEvent(ctx, id, seq, "text", json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))))
 	}
@@ -456,11 +458,11 @@ func TestInterruptRunningConvertsOnlyRunningRows(t *testing.T) {
 	clock := newFakeClock()
 	s, _ := openTest(t, Options{Now: clock.Now})
 	running := map[string]int{}
-	finished := map[string]Status{}
-	for i, st := range []Status{StatusRunning, StatusSucceeded, StatusRunning, StatusFailed, StatusCancelled, StatusRunning} {
+	finished := map[string]api.Status{}
+	for i, st := range []api.Status{api.StatusRunning, api.StatusSucceeded, api.StatusRunning, api.StatusFailed, api.StatusCancelled, api.StatusRunning} {
 		id := s.NewRunID()
-		require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
-		if st == StatusRunning {
+		require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
+		if st == api.StatusRunning {
 			if i > 0 {
 				require.NoError(t, s.SetPgid(ctx, id, 1000+i))
 			}
@@ -474,8 +476,8 @@ func TestInterruptRunningConvertsOnlyRunningRows(t *testing.T) {
 		finished[id] = st
 	}
 	refusedID := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: refusedID, Adapter: "codex", Status: StatusRefused}))
-	finished[refusedID] = StatusRefused
+	require.NoError(t, s.Create(ctx, api.Run{RunID: refusedID, Adapter: "codex", Status: api.StatusRefused}))
+	finished[refusedID] = api.StatusRefused
 	clock.Advance(time.Minute)
 
 	got, err := s.InterruptRunning(ctx, "card was killed")
@@ -485,8 +487,8 @@ func TestInterruptRunningConvertsOnlyRunningRows(t *testing.T) {
 		pgid, ok := running[r.RunID]
 		require.True(t, ok, "run %s was not running", r.RunID)
 		assert.Equal(t, pgid, r.Pgid, "the caller needs the group to clean up")
-		assert.Equal(t, StatusInterrupted, r.Status)
-		assert.Equal(t, &RunError{Kind: "interrupted", Message: "card was killed"}, r.Error)
+		assert.Equal(t, api.StatusInterrupted, r.Status)
+		assert.Equal(t, &api.RunError{Kind: "interrupted", Message: "card was killed"}, r.Error)
 		require.NotNil(t, r.EndedAt)
 		assert.Equal(t, clock.Now(), *r.EndedAt)
 	}
@@ -515,7 +517,7 @@ func TestConcurrentWritersAllLand(t *testing.T) {
 			defer wg.Done()
 			for range perWriter {
 				id := s.NewRunID()
-				if err := s.Create(ctx, Run{RunID: id, Adapter: fmt.Sprintf("a%d", w)}); err != nil {
+				if err := s.Create(ctx, api.Run{RunID: id, Adapter: fmt.Sprintf("a%d", w)}); err != nil {
 					errs <- err
 					return
 				}
@@ -525,7 +527,7 @@ func TestConcurrentWritersAllLand(t *testing.T) {
 						return
 					}
 				}
-				if err := s.Finish(ctx, id, Finish{Status: StatusSucceeded}); err != nil {
+				if err := s.Finish(ctx, id, Finish{Status: api.StatusSucceeded}); err != nil {
 					errs <- err
 					return
 				}
@@ -544,7 +546,7 @@ func TestConcurrentWritersAllLand(t *testing.T) {
 		made = append(made, id)
 	}
 	require.Len(t, made, writers*perWriter)
-	runs, err := s.List(ctx, ListQuery{Limit: MaxListLimit, Status: StatusSucceeded})
+	runs, err := s.List(ctx, ListQuery{Limit: api.MaxListLimit, Status: api.StatusSucceeded})
 	require.NoError(t, err)
 	assert.Len(t, runs, writers*perWriter)
 	for _, id := range made {
@@ -596,7 +598,7 @@ func TestAStoreKilledMidWriteReopensIntact(t *testing.T) {
 	for _, id := range committed {
 		r, err := s.Get(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, StatusSucceeded, r.Status)
+		assert.Equal(t, api.StatusSucceeded, r.Status)
 		assert.Equal(t, "done "+id, r.Answer)
 		ev, err := s.Events(ctx, id, 0, 0)
 		require.NoError(t, err)
@@ -631,7 +633,7 @@ func TestRunIDsAreUniqueAndSortByCreation(t *testing.T) {
 }
 
 func TestSetTaskKeepsAtMostAPrefixOfTheTextButAlwaysItsDigest(t *testing.T) {
-	var r Run
+	var r api.Run
 	r.SetTask("hello", 0)
 	assert.Empty(t, r.Task)
 	assert.False(t, r.TaskTruncated, "a task not kept at all is not a truncated one")
@@ -651,7 +653,7 @@ func TestSetTaskKeepsAtMostAPrefixOfTheTextButAlwaysItsDigest(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	ctx := context.Background()
 	big := strings.Repeat("x", 100<<10)
-	r = Run{RunID: s.NewRunID(), Adapter: "claude-code", Status: StatusRefused}
+	r = api.Run{RunID: s.NewRunID(), Adapter: "claude-code", Status: api.StatusRefused}
 	r.SetTask(big, 4096)
 	require.NoError(t, s.Create(ctx, r))
 	got, err := s.Get(ctx, r.RunID)
@@ -668,7 +670,7 @@ func TestIntegrityCheckReportsACorruptFile(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTest(t, Options{})
 	for range 200 {
-		require.NoError(t, s.Create(ctx, Run{RunID: s.NewRunID(), Adapter: "codex", Task: strings.Repeat("x", 500)}))
+		require.NoError(t, s.Create(ctx, api.Run{RunID: s.NewRunID(), Adapter: "codex", Task: strings.Repeat("x", 500)}))
 	}
 	require.NoError(t, s.IntegrityCheck(ctx))
 	require.NoError(t, s.Close())
@@ -697,7 +699,7 @@ func TestABatchOfEventsIsStoredWholeOrNotAtAll(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
 	batch := func(seqs ...int64) []NewEvent {
 		var out []NewEvent
 		for _, q := range seqs {
@@ -727,7 +729,7 @@ func TestEventsOfKindsReadsOnlyThoseKindsInSeqOrder(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "claude-code"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "claude-code"}))
 	kinds := []string{"text", "approval_requested", "tool_use", "approval_decided", "text", "approval_decided"}
 	var batch []NewEvent
 	for i, k := range kinds {
@@ -755,7 +757,7 @@ func TestASeqGivenTwiceInALongBatchIsNamedAndNoneOfItIsStored(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex"}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex"}))
 	var batch []NewEvent
 	for q := int64(1); q <= 200; q++ {
 		seq := q
@@ -781,11 +783,11 @@ func TestDurationMsIsTheRecordedDurationOfAnEndedRunOnly(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	id := s.NewRunID()
 	created := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
-	require.NoError(t, s.Create(ctx, Run{RunID: id, Adapter: "codex", CreatedAt: created}))
+	require.NoError(t, s.Create(ctx, api.Run{RunID: id, Adapter: "codex", CreatedAt: created}))
 	_, err := s.DurationMs(ctx, id)
 	assert.ErrorContains(t, err, "has not ended")
 
-	require.NoError(t, s.Finish(ctx, id, Finish{Status: StatusSucceeded, EndedAt: created.Add(1500 * time.Millisecond)}))
+	require.NoError(t, s.Finish(ctx, id, Finish{Status: api.StatusSucceeded, EndedAt: created.Add(1500 * time.Millisecond)}))
 	d, err := s.DurationMs(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1500), d)

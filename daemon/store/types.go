@@ -7,35 +7,6 @@ import (
 	"github.com/card-dev/card/api"
 )
 
-// The run record's wire types live in package api; these aliases keep the
-// store's callers compiling while they move over to api's names.
-type (
-	Status     = api.Status
-	Run        = api.Run
-	Attachment = api.AttachmentRecord
-	RunError   = api.RunError
-	Usage      = api.Usage
-	Pruned     = api.Pruned
-)
-
-// The statuses and list limits, from package api; kept here for the same
-// reason as the type aliases.
-const (
-	StatusRunning     = api.StatusRunning
-	StatusSucceeded   = api.StatusSucceeded
-	StatusFailed      = api.StatusFailed
-	StatusCancelled   = api.StatusCancelled
-	StatusTimedOut    = api.StatusTimedOut
-	StatusRefused     = api.StatusRefused
-	StatusInterrupted = api.StatusInterrupted
-
-	DefaultListLimit = api.DefaultListLimit
-	MaxListLimit     = api.MaxListLimit
-)
-
-// Statuses lists every status, in lifecycle order (api.Statuses).
-var Statuses = api.Statuses
-
 // TaskDigest is the length in bytes and the hex SHA-256 of task
 // (api.TaskDigest).
 func TaskDigest(task string) (length int, sha256Hex string) { return api.TaskDigest(task) }
@@ -43,14 +14,14 @@ func TaskDigest(task string) (length int, sha256Hex string) { return api.TaskDig
 // Finish is the outcome of a run, recorded once.
 type Finish struct {
 	// Status must be terminal.
-	Status Status
+	Status api.Status
 	// EndedAt defaults to the store's clock.
 	EndedAt      time.Time
 	ExitCode     *int
 	SessionID    string
 	Answer       string
-	Error        *RunError
-	Usage        *Usage
+	Error        *api.RunError
+	Usage        *api.Usage
 	TotalCostUSD *float64
 	Turns        int
 	ToolCalls    int
@@ -62,7 +33,7 @@ type Finish struct {
 	EventsDropped int64
 	// SessionUsage is the CLI's running total for its session, where it
 	// reports one (Run.SessionUsage).
-	SessionUsage *Usage
+	SessionUsage *api.Usage
 }
 
 // Event is one streamed event of a run, as recorded for runs.subscribe.
@@ -83,5 +54,5 @@ type ListQuery struct {
 	Before string
 	// Adapter and Status filter when not empty.
 	Adapter string
-	Status  Status
+	Status  api.Status
 }

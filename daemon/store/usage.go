@@ -9,9 +9,6 @@ import (
 	"github.com/card-dev/card/api"
 )
 
-// UsageRow is one adapter's sums over a span of runs (api.UsageRow).
-type UsageRow = api.UsageRow
-
 // usageSums is the one aggregate every usage figure comes from, so the
 // budgets the gate enforces and the usage a client is shown can never
 // disagree. A run counts in the span its created_at falls in (a refused run
@@ -30,15 +27,15 @@ const usageSums = `SELECT adapter,
 // Usage sums the runs created in [from, to) per adapter (only adapter's
 // when it is not empty), in adapter order; Date is left empty. CostUSD is
 // nil for an adapter none of whose runs reported a cost.
-func (s *Store) Usage(ctx context.Context, from, to time.Time, adapter string) ([]UsageRow, error) {
+func (s *Store) Usage(ctx context.Context, from, to time.Time, adapter string) ([]api.UsageRow, error) {
 	rows, err := s.db.QueryContext(ctx, usageSums, ms(from), ms(to), adapter, adapter)
 	if err != nil {
 		return nil, fmt.Errorf("store: usage: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []UsageRow
+	var out []api.UsageRow
 	for rows.Next() {
-		var r UsageRow
+		var r api.UsageRow
 		var cost sql.NullFloat64
 		if err := rows.Scan(&r.Adapter, &r.Runs, &r.Turns, &r.Refused, &r.InputTokens, &r.OutputTokens, &r.CachedTokens, &cost); err != nil {
 			return nil, fmt.Errorf("store: usage: %w", err)

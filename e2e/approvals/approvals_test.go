@@ -45,7 +45,6 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
@@ -140,14 +139,14 @@ type asker struct {
 	events *daemontest.Events
 
 	mu        sync.Mutex
-	questions []daemon.ApproveParams
+	questions []api.ApproveParams
 }
 
-func (s *setup) client(t *testing.T, decide func(daemon.ApproveParams) *daemon.ApproveAnswer) *asker {
+func (s *setup) client(t *testing.T, decide func(api.ApproveParams) *api.ApproveAnswer) *asker {
 	t.Helper()
 	a := &asker{events: daemontest.NewEvents()}
 	a.c = s.d.Dial(t, client.Options{OnEvent: a.events.Add,
-		OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+		OnApprove: func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 			a.mu.Lock()
 			a.questions = append(a.questions, q)
 			a.mu.Unlock()
@@ -155,22 +154,22 @@ func (s *setup) client(t *testing.T, decide func(daemon.ApproveParams) *daemon.A
 				return *ans, nil
 			}
 			<-ctx.Done()
-			return daemon.ApproveAnswer{}, ctx.Err()
+			return api.ApproveAnswer{}, ctx.Err()
 		}})
 	return a
 }
 
-func (a *asker) asked() []daemon.ApproveParams {
+func (a *asker) asked() []api.ApproveParams {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]daemon.ApproveParams(nil), a.questions...)
+	return append([]api.ApproveParams(nil), a.questions...)
 }
 
 // run starts an ask-mode run, waits for its terminal event and reads its
 // record.
-func (a *asker) run(t *testing.T, s *setup, approvalTimeout int) (daemon.AgentEvent, daemon.RunRecord) {
+func (a *asker) run(t *testing.T, s *setup, approvalTimeout int) (api.AgentEvent, api.RunRecord) {
 	t.Helper()
-	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+	acc, err := a.c.Stream(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: s.cli.id, Cwd: s.cwd, PermissionMode: "ask", ApprovalTimeoutSecs: approvalTimeout, TimeoutSecs: 120},
 		Task:          "Please create the file.",
 	}, nil)
@@ -180,13 +179,13 @@ func (a *asker) run(t *testing.T, s *setup, approvalTimeout int) (daemon.AgentEv
 	rec, err := a.c.Run(daemontest.Context(t), acc.RunID)
 	require.NoError(t, err)
 	require.NotNil(t, last.Result)
-	require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+	require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
 	return last, rec
 }
 
-func decideAll(decision, message string) func(daemon.ApproveParams) *daemon.ApproveAnswer {
-	return func(daemon.ApproveParams) *daemon.ApproveAnswer {
-		return &daemon.ApproveAnswer{Decision: decision, Message: message}
+func decideAll(decision, message string) func(api.ApproveParams) *api.ApproveAnswer {
+	return func(api.ApproveParams) *api.ApproveAnswer {
+		return &api.ApproveAnswer{Decision: decision, Message: message}
 	}
 }
 
@@ -232,7 +231,7 @@ func TestADeniedBashCallDoesNotRunAndTheModelGetsTheDenial(t *testing.T) {
 func TestAnUnansweredBashCallIsDeniedAtTheApprovalTimeout(t *testing.T) {
 	t.Parallel()
 	s := start(t, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{bash("late.txt")}})
-	a := s.client(t, func(daemon.ApproveParams) *daemon.ApproveAnswer { return nil })
+	a := s.client(t, func(api.ApproveParams) *api.ApproveAnswer { return nil })
 	began := time.Now()
 	_, rec := a.run(t, s, 3)
 
@@ -365,7 +364,7 @@ func TestAnUnansweredShellCommandOverACPIsDeniedAtTheApprovalTimeout(t *testing.
 	for _, c := range acpCases {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("late.txt")}})
-			a := s.client(t, func(daemon.ApproveParams) *daemon.ApproveAnswer { return nil })
+			a := s.client(t, func(api.ApproveParams) *api.ApproveAnswer { return nil })
 			began := time.Now()
 			_, rec := a.run(t, s, 3)
 
@@ -420,14 +419,14 @@ func TestACPRunsReportAPIErrorsWithTheOneShotKinds(t *testing.T) {
 		t.Run(c.cli.id+"/"+strconv.Itoa(c.status), func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Status: c.status})
 			a := s.client(t, decideAll("allow", ""))
-			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+			acc, err := a.c.Stream(daemontest.Context(t), api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: s.cli.id, Cwd: s.cwd, PermissionMode: "ask", TimeoutSecs: 120},
 				Task:          "Say PONG.",
 			}, nil)
 			require.NoError(t, err)
 			evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
 			last := evs[len(evs)-1]
-			require.Equal(t, daemon.EventRunError, last.Kind)
+			require.Equal(t, api.EventRunError, last.Kind)
 			require.NotNil(t, last.Result.Error)
 			assert.Equal(t, c.kind, last.Result.Error.Kind, last.Result.Error.Message)
 			assert.Contains(t, last.Result.Error.Message, c.says)
@@ -509,14 +508,14 @@ func TestCopilotInAskModeCallsTheClientsMCPToolsUnasked(t *testing.T) {
 	// Copilot offers the model an MCP tool as <server>-<tool>.
 	s := startCLI(t, copilot, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{{Name: spawn.MCPServerName + "-ping", Input: map[string]any{}}}})
 	a := s.client(t, decideAll("deny", "no"))
-	acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+	acc, err := a.c.Stream(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: agent.Copilot, Cwd: s.cwd, PermissionMode: "ask", TimeoutSecs: 120, MCPEndpoint: hs.URL + "/mcp"},
 		Task:          "Call ping.",
 	}, nil)
 	require.NoError(t, err)
 	evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
 	last := evs[len(evs)-1]
-	require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+	require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
 
 	assert.Empty(t, a.asked(), "the client's MCP tool was not asked")
 	assert.Equal(t, int32(1), calls.Load(), "the tool ran once")
@@ -538,7 +537,7 @@ func TestImagesReachTheModelInAnAskRunOverACP(t *testing.T) {
 		t.Run(c.cli.id, func(t *testing.T) {
 			s := startCLI(t, c.cli, standin.Script{Answer: "Red"})
 			a := s.client(t, decideAll("deny", ""))
-			acc, err := a.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+			acc, err := a.c.Stream(daemontest.Context(t), api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: s.cli.id, Cwd: s.cwd, PermissionMode: "ask", TimeoutSecs: 120},
 				Task:          "What colour is this image?",
 				Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red.Bytes()), MimeType: "image/png", Name: "red.png"}},
@@ -547,7 +546,7 @@ func TestImagesReachTheModelInAnAskRunOverACP(t *testing.T) {
 			assert.Empty(t, acc.DroppedAttachments)
 			evs := a.events.WaitEnd(t, acc.RunID, 150*time.Second)
 			last := evs[len(evs)-1]
-			require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+			require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
 			seen := s.model.Images()
 			require.NotEmpty(t, seen, "no image reached the model")
 			assert.Equal(t, "image/png", seen[0].MIME)

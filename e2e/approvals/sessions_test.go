@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
 )
@@ -174,7 +174,7 @@ func deniedInSession(t *testing.T, c sessionCase) {
 
 func unansweredInSession(t *testing.T, c sessionCase) {
 	s := startCLI(t, c.cli, standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.cli.shell("late.txt")}})
-	a := s.client(t, func(daemon.ApproveParams) *daemon.ApproveAnswer { return nil })
+	a := s.client(t, func(api.ApproveParams) *api.ApproveAnswer { return nil })
 	began := time.Now()
 	_, rec := a.run(t, s, 3)
 

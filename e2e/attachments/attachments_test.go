@@ -32,9 +32,7 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/e2e/standin"
 )
 
@@ -165,7 +163,7 @@ func TestEveryRealCLIThatTakesImagesDeliversTheirBytesToTheModel(t *testing.T) {
 			bluePath := filepath.Join(t.TempDir(), "blue image.jpg")
 			require.NoError(t, os.WriteFile(bluePath, blue, 0o600))
 
-			p := daemon.InvokeParams{
+			p := api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: cli.id, Cwd: s.cwd, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi},
 				Task:          "What colours are these two images?",
 				Stream:        true,
@@ -179,7 +177,7 @@ func TestEveryRealCLIThatTakesImagesDeliversTheirBytesToTheModel(t *testing.T) {
 			evs := s.events.WaitEnd(t, acc.RunID, 5*time.Minute)
 			last := evs[len(evs)-1]
 			require.NotNil(t, last.Result)
-			require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+			require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
 			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer))
 
 			seen := s.srv.Images()
@@ -214,7 +212,7 @@ func TestEveryRealCLIThatTakesImagesDeliversTheirBytesToTheModel(t *testing.T) {
 
 			rec, err := s.c.Run(daemontest.Context(t), acc.RunID)
 			require.NoError(t, err)
-			assert.Equal(t, store.StatusSucceeded, rec.Status)
+			assert.Equal(t, api.StatusSucceeded, rec.Status)
 			require.Len(t, rec.Attachments, 2)
 			assert.Equal(t, "red.png", rec.Attachments[0].Name)
 			assert.Equal(t, "blue image.jpg", rec.Attachments[1].Name)
@@ -246,13 +244,13 @@ func TestPiReplacesTheImageWithTextForAModelWithoutImageInput(t *testing.T) {
 		return s, nil, map[string]any{"args": args, "env": standin.AdapterEnv(env)}
 	}}
 	s := start(t, cli, binary, nil)
-	res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{
+	res, err := s.c.Invoke(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: agent.Pi, Cwd: s.cwd, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: true},
 		Task:          "What colour is this?",
 		Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}},
 	})
 	require.NoError(t, err)
-	require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
+	require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 	assert.Empty(t, res.DroppedAttachments, "card handed Pi the image")
 	assert.Empty(t, s.srv.Images(), "Pi sent no image to a text-only model")
 	assert.True(t, s.srv.TextContains("(image omitted: model does not support images)"))
@@ -266,20 +264,20 @@ func TestCodexTakesImagesWhenItResumesASession(t *testing.T) {
 	red, _ := images(t)
 	s := start(t, clis[1], binary, nil)
 	ctx := daemontest.Context(t)
-	first, err := s.c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Codex, Cwd: s.cwd, TimeoutSecs: 240}, Task: "Remember the word kumquat."})
+	first, err := s.c.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Codex, Cwd: s.cwd, TimeoutSecs: 240}, Task: "Remember the word kumquat."})
 	require.NoError(t, err)
-	require.Equal(t, store.StatusSucceeded, first.Status, "%+v", first.Error)
+	require.Equal(t, api.StatusSucceeded, first.Status, "%+v", first.Error)
 	require.NotEmpty(t, first.SessionID)
 	require.Empty(t, s.srv.Images())
 
-	second, err := s.c.Invoke(ctx, daemon.InvokeParams{
+	second, err := s.c.Invoke(ctx, api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: agent.Codex, Cwd: s.cwd, TimeoutSecs: 240},
 		Task:          "And what colour is this?",
 		Resume:        first.SessionID,
 		Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(red), MimeType: "image/png"}},
 	})
 	require.NoError(t, err)
-	require.Equal(t, store.StatusSucceeded, second.Status, "%+v", second.Error)
+	require.Equal(t, api.StatusSucceeded, second.Status, "%+v", second.Error)
 	assert.Equal(t, first.SessionID, second.SessionID)
 	seen := s.srv.Images()
 	require.NotEmpty(t, seen, "the resumed turn's image never reached the model")
@@ -312,13 +310,13 @@ func TestACLIThatEchoesAnImageIsNotEndedByTheOutputLimit(t *testing.T) {
 			const limit = 96 << 10
 			require.Greater(t, base64.StdEncoding.EncodedLen(len(img)), limit, "the echo alone must pass the limit")
 			s := start(t, cli, binary, map[string]any{"max_output_bytes": limit})
-			res, err := s.c.Invoke(daemontest.Context(t), daemon.InvokeParams{
+			res, err := s.c.Invoke(daemontest.Context(t), api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: cli.id, Cwd: s.cwd, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: cli.id == agent.Pi},
 				Task:          "Describe this noise.",
 				Attachments:   []api.Attachment{{DataB64: base64.StdEncoding.EncodeToString(img), MimeType: "image/png"}},
 			})
 			require.NoError(t, err)
-			require.Equal(t, store.StatusSucceeded, res.Status, "%+v", res.Error)
+			require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 			seen := s.srv.Images()
 			require.NotEmpty(t, seen)
 			assert.Equal(t, img, seen[0].Data)

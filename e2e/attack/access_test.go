@@ -209,14 +209,14 @@ func agentsDaemon(t *testing.T, allowed, readOnly string) *daemontest.Daemon {
 
 // waitingAsker answers no question: it holds each until the daemon
 // withdraws it or the connection ends.
-func waitingAsker(asked chan<- daemon.ApproveParams) client.Options {
-	return client.Options{OnApprove: func(ctx context.Context, q daemon.ApproveParams) (daemon.ApproveAnswer, error) {
+func waitingAsker(asked chan<- api.ApproveParams) client.Options {
+	return client.Options{OnApprove: func(ctx context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
 		select {
 		case asked <- q:
 		default:
 		}
 		<-ctx.Done()
-		return daemon.ApproveAnswer{}, ctx.Err()
+		return api.ApproveAnswer{}, ctx.Err()
 	}}
 }
 
@@ -235,9 +235,9 @@ func TestAPageWithTheDefaultGrantsGetsNoShellThroughAnAgent(t *testing.T) {
 
 	// A native client's ask run, waiting on its question: what the page
 	// tries to answer.
-	asked := make(chan daemon.ApproveParams, 1)
+	asked := make(chan api.ApproveParams, 1)
 	native := d.Dial(t, waitingAsker(asked))
-	acc, err := native.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd, PermissionMode: "ask"}, Task: shellTask(outside, "native")}, nil)
+	acc, err := native.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd, PermissionMode: "ask"}, Task: shellTask(outside, "native")}, nil)
 	require.NoError(t, err)
 	q := <-asked
 
@@ -306,9 +306,9 @@ func TestAReadOnlyPageFollowingARunIsNeverAskedAndCannotAnswer(t *testing.T) {
 	ctx := daemontest.Context(t)
 	cwd, outside := t.TempDir(), t.TempDir()
 
-	asked := make(chan daemon.ApproveParams, 1)
+	asked := make(chan api.ApproveParams, 1)
 	starter := d.Dial(t, waitingAsker(asked))
-	acc, err := starter.Stream(ctx, daemon.InvokeParams{
+	acc, err := starter.Stream(ctx, api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: "claude-code", Cwd: cwd, PermissionMode: "ask", ApprovalTimeoutSecs: 5},
 		Task:          shellTask(outside, "follow"),
 	}, nil)

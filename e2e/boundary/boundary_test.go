@@ -29,10 +29,9 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 func TestMain(m *testing.M) { daemontest.VerifyTestMain(m) }
@@ -189,13 +188,13 @@ func newPlace(t *testing.T) place {
 // runEdit starts the daemon with c against a stand-in whose model makes
 // calls, runs one edit-mode invoke in pl.cwd and returns its events (nil
 // when the invoke was refused) and the refusal.
-func runEdit(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall) (*standin.Server, []daemon.AgentEvent, error) {
+func runEdit(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall) (*standin.Server, []api.AgentEvent, error) {
 	t.Helper()
 	return runEditAllowing(t, c, bin, pl, calls, nil)
 }
 
 // runEditAllowing is runEdit with the request's allowed_tools.
-func runEditAllowing(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall, allowed []string) (*standin.Server, []daemon.AgentEvent, error) {
+func runEditAllowing(t *testing.T, c cli, bin string, pl place, calls []standin.ToolCall, allowed []string) (*standin.Server, []api.AgentEvent, error) {
 	t.Helper()
 	home := t.TempDir()
 	s, env, adapterCfg := c.serve(t, standin.Script{Answer: "DONE", ToolCalls: calls}, home)
@@ -208,7 +207,7 @@ func runEditAllowing(t *testing.T, c cli, bin string, pl place, calls []standin.
 	events := daemontest.NewEvents()
 	d := daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: env,
 		Agents: map[string]string{c.id: bin}, Client: client.Options{OnEvent: events.Add}})
-	acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{
+	acc, err := d.Client.Stream(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: c.id, Cwd: pl.cwd, PermissionMode: "edit", AllowedTools: allowed, TimeoutSecs: 120},
 		Task:          "Please write the file.",
 	}, nil)
@@ -255,7 +254,7 @@ func offeredTools(s *standin.Server) string {
 // calledTool says whether the run's events show the CLI running (or
 // refusing) the scripted tool call; with the stand-in's record of a tool
 // result it keeps a test from passing because the model never asked.
-func calledTool(evs []daemon.AgentEvent) bool {
+func calledTool(evs []api.AgentEvent) bool {
 	for _, ev := range evs {
 		if ev.Kind == "tool_use" || ev.Kind == "tool_result" {
 			return true
@@ -353,7 +352,7 @@ func TestEditModeWritesInsideTheCwd(t *testing.T) {
 				require.NoError(t, err)
 				last := evs[len(evs)-1]
 				require.NotNil(t, last.Result)
-				require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+				require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
 				require.FileExists(t, target, "the write inside the working dir did not happen; the CLI offered: %s; tool results: %q",
 					offeredTools(s), s.ToolResults())
 				b, err := os.ReadFile(target)
@@ -365,7 +364,7 @@ func TestEditModeWritesInsideTheCwd(t *testing.T) {
 }
 
 // describe is the run's events for a failure message.
-func describe(evs []daemon.AgentEvent) string {
+func describe(evs []api.AgentEvent) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		j, _ := json.Marshal(ev)
@@ -380,9 +379,9 @@ func describe(evs []daemon.AgentEvent) string {
 func requireRefused(t *testing.T, err error, why string) {
 	t.Helper()
 	require.Error(t, err, "edit mode must be refused for this adapter")
-	var re *rpc.Error
+	var re *rpcclient.Error
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, rpc.CodeInvalidParams, re.Code, re.Message)
+	assert.Equal(t, rpcclient.CodeInvalidParams, re.Code, re.Message)
 	assert.Contains(t, re.Message, why)
 }
 
@@ -460,7 +459,7 @@ func TestPisEditGateResolvesEverySpellingOfAPath(t *testing.T) {
 			events := daemontest.NewEvents()
 			d := daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: env,
 				Agents: map[string]string{c.id: bin}, Client: client.Options{OnEvent: events.Add}})
-			acc, err := d.Client.Stream(daemontest.Context(t), daemon.InvokeParams{
+			acc, err := d.Client.Stream(daemontest.Context(t), api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: c.id, Cwd: pl.cwd, PermissionMode: "edit", TimeoutSecs: 120},
 				Task:          "Please write the file.",
 			}, nil)
@@ -507,9 +506,9 @@ func TestClaudeEditModeWithNarrowedToolsStillWritesOnlyInsideTheCwd(t *testing.T
 		pl := newPlace(t)
 		target := filepath.Join(pl.outside, "planted.txt")
 		s, _, err := runEditAllowing(t, c, bin, pl, write(target), []string{"Read", "Write(" + pl.outside + "/**)"})
-		var re *rpc.Error
+		var re *rpcclient.Error
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 		data, err := json.Marshal(re.Data)
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"field":"allowed_tools[1]"}`, string(data))

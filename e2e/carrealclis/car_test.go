@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
 )
 
@@ -113,10 +113,10 @@ func (w *wire) untilChatEnd(session string) []map[string]any {
 	}
 }
 
-func specsByID(t *testing.T, raw json.RawMessage) map[string]detect.ExternalAgentSpec {
-	var specs []detect.ExternalAgentSpec
+func specsByID(t *testing.T, raw json.RawMessage) map[string]api.ExternalAgentSpec {
+	var specs []api.ExternalAgentSpec
 	require.NoError(t, json.Unmarshal(raw, &specs))
-	out := map[string]detect.ExternalAgentSpec{}
+	out := map[string]api.ExternalAgentSpec{}
 	for _, s := range specs {
 		out[s.ID] = s
 	}
@@ -135,12 +135,12 @@ func TestACodexAPIKeySignInReadsReadyThroughTheDaemonAtOnce(t *testing.T) {
 	d := startDaemon(t, env, "", nil)
 	w := dialWire(t, d)
 
-	var h detect.ExternalAgentHealth
+	var h api.ExternalAgentHealth
 	w.ok("agents.health_external", map[string]any{"id": "codex"}, &h)
-	assert.Equal(t, detect.StatusNotConfigured, h.Status, h.Reason)
+	assert.Equal(t, api.StatusNotConfigured, h.Status, h.Reason)
 	res, rerr := w.call("agents.list_external", map[string]any{"include_health": true})
 	require.Nil(t, rerr)
-	assert.Equal(t, detect.StatusNotConfigured, specsByID(t, res)["codex"].Health.Status)
+	assert.Equal(t, api.StatusNotConfigured, specsByID(t, res)["codex"].Health.Status)
 
 	login := exec.Command(codex, "login", "--with-api-key")
 	login.Env = env
@@ -151,24 +151,24 @@ func TestACodexAPIKeySignInReadsReadyThroughTheDaemonAtOnce(t *testing.T) {
 
 	res, rerr = w.call("agents.list_external", map[string]any{"include_health": true})
 	require.Nil(t, rerr)
-	assert.Equal(t, detect.StatusNotConfigured, specsByID(t, res)["codex"].Health.Status, "list_external serves the health cache")
+	assert.Equal(t, api.StatusNotConfigured, specsByID(t, res)["codex"].Health.Status, "list_external serves the health cache")
 
 	res, rerr = w.call("agents.detect_external", map[string]any{"include_health": true})
 	require.Nil(t, rerr)
 	spec := specsByID(t, res)["codex"]
 	require.NotNil(t, spec.Health)
-	assert.Equal(t, detect.StatusReady, spec.Health.Status, spec.Health.Reason)
+	assert.Equal(t, api.StatusReady, spec.Health.Status, spec.Health.Reason)
 	assert.Equal(t, "api_key", spec.Health.Details["auth_method"])
 	assert.Contains(t, spec.Health.Details["auth_source"], "codex login --with-api-key")
-	assert.Equal(t, detect.AuthAPIKey, spec.AuthKind)
+	assert.Equal(t, api.AuthAPIKey, spec.AuthKind)
 	b, _ := json.Marshal(spec)
 	assert.NotContains(t, string(b), "not-a-real-key")
 	assert.NotContains(t, string(b), "***", "the masked key stays out")
 
 	w.ok("agents.health_external", map[string]any{"id": "codex"}, &h)
-	assert.Equal(t, detect.StatusReady, h.Status)
+	assert.Equal(t, api.StatusReady, h.Status)
 
-	var all []detect.ExternalAgentHealth
+	var all []api.ExternalAgentHealth
 	w.ok("agents.health_external", map[string]any{}, &all)
 	res, rerr = w.call("agents.detect", map[string]any{})
 	require.Nil(t, rerr)
@@ -206,10 +206,10 @@ func TestACLIInstalledIntoLocalBinAfterStartIsFoundOnRefresh(t *testing.T) {
 	spec, ok := specsByID(t, res)["claude-code"]
 	require.True(t, ok, "found without a restart: %s", res)
 	assert.Equal(t, filepath.Join(local, "claude"), spec.BinaryPath)
-	assert.Equal(t, detect.SourceWellKnown, spec.Source)
+	assert.Equal(t, api.SourceWellKnown, spec.Source)
 	assert.True(t, spec.Execution.IsRunnable())
 	assert.NotEmpty(t, spec.Version)
-	assert.Equal(t, detect.StatusReady, spec.Health.Status, spec.Health.Reason)
+	assert.Equal(t, api.StatusReady, spec.Health.Status, spec.Health.Reason)
 
 	var result map[string]any
 	w.ok("agents.invoke_external", map[string]any{"id": "claude-code", "task": "say pong", "timeout_secs": 120}, &result)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 )
@@ -104,7 +104,7 @@ func TestTheMCPEndpointIsHandedToTheRealCLIs(t *testing.T) {
 			environ, adapterCfg := c.setup(t, bin)
 			d := startDaemon(t, environ, c.adapter, adapterCfg)
 			m := newMCPServer(t)
-			var res daemon.InvokeResult
+			var res api.InvokeResult
 			require.NoError(t, d.Client.Call(daemontest.Context(t), "agents.invoke_external",
 				map[string]any{"id": c.adapter, "task": "say pong", "cwd": t.TempDir(), "timeout_secs": 150, "mcp_endpoint": m.URL}, &res))
 			assert.False(t, res.IsError, "%+v", res)
@@ -126,7 +126,7 @@ func TestClaudeCodeMayCallTheClientsMCPToolsInEveryMode(t *testing.T) {
 			s := standin.NewAnthropic(t, standin.Script{Answer: "PONG", ToolCalls: []standin.ToolCall{{Name: "mcp__client__ping", Input: map[string]any{}}}})
 			d := startDaemon(t, append(s.ClaudeEnv(t.TempDir(), os.Getenv("PATH")), "CAR_CLAUDE_CODE_BIN="+bin), "", nil)
 			m := newMCPServer(t)
-			var res daemon.InvokeResult
+			var res api.InvokeResult
 			require.NoError(t, d.Client.Call(daemontest.Context(t), "agents.invoke_external",
 				map[string]any{"id": "claude-code", "task": "call ping", "cwd": t.TempDir(), "permission_mode": mode, "timeout_secs": 150, "mcp_endpoint": m.URL}, &res))
 			assert.False(t, res.IsError, "%+v", res)

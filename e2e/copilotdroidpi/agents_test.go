@@ -22,7 +22,7 @@ import (
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/internal/proc"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -84,7 +84,7 @@ func TestTheRealCopilotDroidAndPiAreDetectedWithTheirTrueVersionsAndAreNotReadyI
 	d := newDetector(t, home, pathValue)
 	specs := d.Detect(context.Background(), false)
 	for _, c := range newCLIs {
-		var spec *detect.ExternalAgentSpec
+		var spec *api.ExternalAgentSpec
 		for i := range specs {
 			if specs[i].ID == c.id {
 				spec = &specs[i]
@@ -98,8 +98,8 @@ func TestTheRealCopilotDroidAndPiAreDetectedWithTheirTrueVersionsAndAreNotReadyI
 
 		h, err := d.Health(context.Background(), c.id, true)
 		require.NoError(t, err)
-		assert.NotEqual(t, detect.StatusReady, h.Status, "%s in an empty HOME: %s", c.id, h.Reason)
-		assert.Equal(t, detect.StatusNotConfigured, h.Status, "%s: %s", c.id, h.Reason)
+		assert.NotEqual(t, api.StatusReady, h.Status, "%s in an empty HOME: %s", c.id, h.Reason)
+		assert.Equal(t, api.StatusNotConfigured, h.Status, "%s: %s", c.id, h.Reason)
 		assert.Contains(t, h.Reason, "decided from")
 		t.Logf("%s %s at %s; health %s: %s", c.id, spec.Version, spec.BinaryPath, h.Status, h.Reason)
 	}
@@ -126,7 +126,7 @@ func TestTheRealDroidLauncherWithoutItsPlatformBinaryIsDetectedUnusableWithItsCa
 	// Only the lonely launcher is on this search path (plus node).
 	search := lonely + ":" + strings.Join(strings.Split(pathValue, ":")[1:], ":")
 	d := newDetector(t, t.TempDir(), search)
-	var spec *detect.ExternalAgentSpec
+	var spec *api.ExternalAgentSpec
 	for _, s := range d.Detect(context.Background(), false) {
 		if s.ID == agent.Droid {
 			spec = &s
@@ -139,7 +139,7 @@ func TestTheRealDroidLauncherWithoutItsPlatformBinaryIsDetectedUnusableWithItsCa
 	assert.Contains(t, reason, filepath.Join(lonely, "droid"))
 	h, err := d.Health(context.Background(), agent.Droid, false)
 	require.NoError(t, err)
-	assert.Equal(t, detect.StatusNotExecutable, h.Status)
+	assert.Equal(t, api.StatusNotExecutable, h.Status)
 	t.Logf("reason: %s", reason)
 }
 
@@ -204,15 +204,15 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 	// agents.detect lists all six adapters, each disclosing its boundary.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	specs, err := c.Detect(ctx, daemon.DetectParams{IncludeHealth: true})
+	specs, err := c.Detect(ctx, api.DetectParams{IncludeHealth: true})
 	require.NoError(t, err)
-	got := map[string]detect.ExternalAgentSpec{}
+	got := map[string]api.ExternalAgentSpec{}
 	for _, s := range specs {
 		got[s.ID] = s
 	}
-	wantRO := map[string]detect.ReadOnlyEnforcement{
-		agent.ClaudeCode: detect.EnforcedByAllowlist, agent.Codex: detect.EnforcedByOSSandbox, agent.Gemini: detect.EnforcedByAgentDefault,
-		agent.Copilot: detect.EnforcedByAllowlist, agent.Droid: detect.EnforcedByAgentDefault, agent.Pi: detect.NotEnforced,
+	wantRO := map[string]api.ReadOnlyEnforcement{
+		agent.ClaudeCode: api.EnforcedByAllowlist, agent.Codex: api.EnforcedByOSSandbox, agent.Gemini: api.EnforcedByAgentDefault,
+		agent.Copilot: api.EnforcedByAllowlist, agent.Droid: api.EnforcedByAgentDefault, agent.Pi: api.NotEnforced,
 	}
 	for id, ro := range wantRO {
 		s, ok := got[id]
@@ -223,8 +223,8 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 	assert.Len(t, specs, len(agent.IDs()))
 
 	// Pi's read_only is not enforced: refused until the caller says it knows.
-	_, err = c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Pi, Cwd: project}, Task: "say pong"})
-	var re *rpc.Error
+	_, err = c.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Pi, Cwd: project}, Task: "say pong"})
+	var re *rpcclient.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, daemon.CodeUnenforcedReadOnly, re.Code)
 	assert.Contains(t, re.Message, "acknowledge_unenforced_read_only")
@@ -235,7 +235,7 @@ func TestInvokeThroughTheRealDaemonReachesALoopbackStandInForCopilotDroidAndPi(t
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			start := time.Now()
-			res, err := c.Invoke(ctx, daemon.InvokeParams{
+			res, err := c.Invoke(ctx, api.InvokeParams{
 				AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi},
 				Task:          "say pong",
 			})

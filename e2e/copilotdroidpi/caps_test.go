@@ -12,10 +12,8 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -57,7 +55,7 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	p := daemon.InvokeParams{
+	p := api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi},
 		Task:          "read a.txt, b.txt and c.txt, then say DONE",
 	}
@@ -65,9 +63,9 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 		one := int64(1000)
 		p.MaxTokens = &one
 		_, err := c.Invoke(ctx, p)
-		var re *rpc.Error
+		var re *rpcclient.Error
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, rpc.CodeInvalidParams, re.Code)
+		assert.Equal(t, rpcclient.CodeInvalidParams, re.Code)
 		assert.Contains(t, re.Message, "max_tokens")
 		p.MaxTokens = nil
 		res, err := c.Invoke(ctx, p)
@@ -95,7 +93,7 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 
 	run, err := c.Run(ctx, res.RunID)
 	require.NoError(t, err)
-	assert.Equal(t, store.StatusFailed, run.Status)
+	assert.Equal(t, api.StatusFailed, run.Status)
 	require.NotNil(t, run.Error)
 	assert.Equal(t, spawn.KindBudget, run.Error.Kind)
 	require.NotNil(t, run.Usage)
@@ -120,7 +118,7 @@ func TestARealDroidRunPastItsTokenCapEndsBudgetAtTheEndOfTheTurnWithItsAnswer(t 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	limit := int64(1000)
-	res, err := c.Invoke(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Droid, Cwd: project, TimeoutSecs: 240, MaxTokens: &limit}, Task: "say pong"})
+	res, err := c.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.Droid, Cwd: project, TimeoutSecs: 240, MaxTokens: &limit}, Task: "say pong"})
 	require.NoError(t, err)
 	t.Logf("droid: status %s, %d model calls, error %+v, usage %+v", res.Status, len(srv.ModelCalls()), res.Error, res.Usage)
 	require.NotNil(t, res.Error)

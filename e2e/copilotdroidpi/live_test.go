@@ -16,7 +16,6 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
 )
@@ -24,17 +23,17 @@ import (
 // timedRun is one streamed run's events with when each reached the client.
 type timedRun struct {
 	mu   sync.Mutex
-	evs  []daemon.AgentEvent
+	evs  []api.AgentEvent
 	at   []time.Time
 	done chan struct{}
 }
 
-func streamRun(t *testing.T, c *client.Client, p daemon.InvokeParams) *timedRun {
+func streamRun(t *testing.T, c *client.Client, p api.InvokeParams) *timedRun {
 	t.Helper()
 	r := &timedRun{done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := c.Stream(ctx, p, func(ev daemon.AgentEvent) {
+	_, err := c.Stream(ctx, p, func(ev api.AgentEvent) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.evs, r.at = append(r.evs, ev), append(r.at, time.Now())
@@ -51,13 +50,13 @@ func streamRun(t *testing.T, c *client.Client, p daemon.InvokeParams) *timedRun 
 	return r
 }
 
-func (r *timedRun) last() daemon.AgentEvent { return r.evs[len(r.evs)-1] }
+func (r *timedRun) last() api.AgentEvent { return r.evs[len(r.evs)-1] }
 
 // sinceUp is how long after the agent's first event the run ended: a CLI's
 // own start-up (Copilot and Pi took 6-40 s here under load) is not card's.
 func (r *timedRun) sinceUp() time.Duration { return r.at[len(r.at)-1].Sub(r.at[0]) }
 
-func (r *timedRun) of(kind string) (evs []daemon.AgentEvent, at []time.Time) {
+func (r *timedRun) of(kind string) (evs []api.AgentEvent, at []time.Time) {
 	for i, ev := range r.evs {
 		if ev.Kind == kind {
 			evs, at = append(evs, ev), append(at, r.at[i])
@@ -96,8 +95,8 @@ func moreAgents(t *testing.T, script standin.Script, closed bool) (*client.Clien
 	return startDaemon(t, userHome, pathValue, cfg), project
 }
 
-func params(id, project string) daemon.InvokeParams {
-	return daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi}, Task: "say pong"}
+func params(id, project string) api.InvokeParams {
+	return api.InvokeParams{AgentSettings: api.AgentSettings{ID: id, Cwd: project, TimeoutSecs: 240, AcknowledgeUnenforcedReadOnly: id == agent.Pi}, Task: "say pong"}
 }
 
 // What docs/protocol.md says live means for each: token (pieces as the
@@ -111,7 +110,7 @@ func TestCopilotPiAndDroidTextReachesTheClientAsTheirGrainAllows(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
 			r := streamRun(t, c, params(id, project))
-			require.Equal(t, daemon.EventDone, r.last().Kind, "%+v", r.last().Result)
+			require.Equal(t, api.EventDone, r.last().Kind, "%+v", r.last().Result)
 			texts, at := r.of(spawn.EventText)
 			require.NotEmpty(t, texts)
 			var joined strings.Builder
@@ -141,7 +140,7 @@ func TestCopilotPiAndDroidWithARefusedKeyEndAsAuth(t *testing.T) {
 			t.Parallel()
 			r := streamRun(t, c, params(id, project))
 			last := r.last()
-			require.Equal(t, daemon.EventRunError, last.Kind)
+			require.Equal(t, api.EventRunError, last.Kind)
 			assert.Equal(t, spawn.KindAuth, last.Result.Error.Kind, last.Result.Error.Message)
 			assert.LessOrEqual(t, r.sinceUp(), 10*time.Second)
 			retries, _ := r.of(spawn.EventRetry)
@@ -164,7 +163,7 @@ func TestCopilotAndPiRateLimitedWithOneRetryEndAsRateLimit(t *testing.T) {
 			p.MaxAPIRetries = &one
 			r := streamRun(t, c, p)
 			last := r.last()
-			require.Equal(t, daemon.EventRunError, last.Kind)
+			require.Equal(t, api.EventRunError, last.Kind)
 			assert.Equal(t, spawn.KindRateLimit, last.Result.Error.Kind, last.Result.Error.Message)
 			assert.LessOrEqual(t, r.sinceUp(), 10*time.Second)
 			retries, _ := r.of(spawn.EventRetry)
@@ -189,7 +188,7 @@ func TestCopilotPiAndDroidWithAnAPIThatRefusesConnectionsEndAsNetwork(t *testing
 			t.Parallel()
 			r := streamRun(t, c, params(id, project))
 			last := r.last()
-			require.Equal(t, daemon.EventRunError, last.Kind)
+			require.Equal(t, api.EventRunError, last.Kind)
 			assert.Equal(t, spawn.KindNetwork, last.Result.Error.Kind, last.Result.Error.Message)
 			retries, at := r.of(spawn.EventRetry)
 			if len(at) > 0 {

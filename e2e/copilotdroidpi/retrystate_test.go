@@ -14,7 +14,6 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
 )
@@ -43,9 +42,9 @@ func TestCopilotAndPiRetryingA429ThenAnsweredShowTheRunWaitingForTheAPI(t *testi
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			var mu sync.Mutex
-			var evs []daemon.AgentEvent
+			var evs []api.AgentEvent
 			done := make(chan struct{})
-			acc, err := c.Stream(ctx, params(id, project), func(ev daemon.AgentEvent) {
+			acc, err := c.Stream(ctx, params(id, project), func(ev api.AgentEvent) {
 				mu.Lock()
 				defer mu.Unlock()
 				evs = append(evs, ev)
@@ -78,9 +77,9 @@ func TestCopilotAndPiRetryingA429ThenAnsweredShowTheRunWaitingForTheAPI(t *testi
 			mu.Lock()
 			defer mu.Unlock()
 			last := evs[len(evs)-1]
-			require.Equal(t, daemon.EventDone, last.Kind, "%+v", last.Result)
+			require.Equal(t, api.EventDone, last.Kind, "%+v", last.Result)
 			assert.Contains(t, last.Result.Answer, answer)
-			var retries []daemon.AgentEvent
+			var retries []api.AgentEvent
 			for _, ev := range evs {
 				if ev.Kind == spawn.EventRetry {
 					retries = append(retries, ev)

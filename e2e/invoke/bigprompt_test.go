@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 )
 
@@ -36,7 +36,7 @@ func TestAFiveHundredKilobytePromptIsAnswered(t *testing.T) {
 			evs := sess.run(t, tc.adapter, bigPrompt(500<<10))
 			last := evs[len(evs)-1]
 			require.NotNil(t, last.Result)
-			require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+			require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
 			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer))
 		})
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // Four concurrent starts of the real Claude Code under [budget] daily_usd =
@@ -32,7 +32,7 @@ func TestADailyBudgetReachedByThreeConcurrentRealRunsRefusesTheFourthAndUsageIsT
 
 	var mu sync.Mutex
 	var accepted []string
-	var refused []*rpc.Error
+	var refused []*rpcclient.Error
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range 4 {
@@ -40,10 +40,10 @@ func TestADailyBudgetReachedByThreeConcurrentRealRunsRefusesTheFourthAndUsageIsT
 		go func() {
 			defer wg.Done()
 			<-start
-			acc, err := sess.c.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120}, Task: "count to four"}, nil)
+			acc, err := sess.c.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120}, Task: "count to four"}, nil)
 			mu.Lock()
 			defer mu.Unlock()
-			var re *rpc.Error
+			var re *rpcclient.Error
 			switch {
 			case err == nil:
 				accepted = append(accepted, acc.RunID)
@@ -61,7 +61,7 @@ func TestADailyBudgetReachedByThreeConcurrentRealRunsRefusesTheFourthAndUsageIsT
 	for _, id := range accepted {
 		evs := sess.events.WaitEnd(t, id, 150*time.Second)
 		last := evs[len(evs)-1]
-		require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
+		require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 	}
 
 	sum, err := sess.c.UsageSummary(ctx, api.UsageParams{})

@@ -23,9 +23,7 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/e2e/standin"
 )
 
@@ -67,7 +65,7 @@ func startDaemon(t *testing.T, s setup) *session {
 	sess := &session{cwd: filepath.Join(t.TempDir(), "project"), events: daemontest.NewEvents(), arrived: newArrivals()}
 	require.NoError(t, os.MkdirAll(sess.cwd, 0o755))
 	sess.c = daemontest.Start(t, daemontest.Options{Config: buf.String(), Environ: s.environ,
-		Client: client.Options{OnEvent: func(ev daemon.AgentEvent) {
+		Client: client.Options{OnEvent: func(ev api.AgentEvent) {
 			sess.arrived.note(ev)
 			sess.events.Add(ev)
 		}}}).Client
@@ -75,9 +73,9 @@ func startDaemon(t *testing.T, s setup) *session {
 }
 
 // run invokes adapter with streaming and waits for the terminal event.
-func (s *session) run(t *testing.T, adapter, task string) []daemon.AgentEvent {
+func (s *session) run(t *testing.T, adapter, task string) []api.AgentEvent {
 	t.Helper()
-	acc, err := s.c.Stream(daemontest.Context(t), daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: adapter, Cwd: s.cwd, TimeoutSecs: 120}, Task: task}, nil)
+	acc, err := s.c.Stream(daemontest.Context(t), api.InvokeParams{AgentSettings: api.AgentSettings{ID: adapter, Cwd: s.cwd, TimeoutSecs: 120}, Task: task}, nil)
 	require.NoError(t, err)
 	evs := s.events.WaitEnd(t, acc.RunID, 150*time.Second)
 	for i, ev := range evs {
@@ -86,7 +84,7 @@ func (s *session) run(t *testing.T, adapter, task string) []daemon.AgentEvent {
 	return evs
 }
 
-func streamedText(evs []daemon.AgentEvent) string {
+func streamedText(evs []api.AgentEvent) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		if ev.Kind == "text" {
@@ -153,14 +151,14 @@ func TestARealAgentAnswersThroughTheDaemon(t *testing.T) {
 			evs := sess.run(t, tc.adapter, "say pong")
 			last := evs[len(evs)-1]
 			require.NotNil(t, last.Result)
-			require.Equal(t, daemon.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
-			assert.Equal(t, store.StatusSucceeded, last.Status)
+			require.Equal(t, api.EventDone, last.Kind, "status %s, error %+v", last.Status, last.Result.Error)
+			assert.Equal(t, api.StatusSucceeded, last.Status)
 			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer))
 			assert.Equal(t, answer, strings.TrimSpace(streamedText(evs)), "the answer also arrives as streamed text")
 
 			run, err := sess.c.Run(daemontest.Context(t), last.RunID)
 			require.NoError(t, err)
-			assert.Equal(t, store.StatusSucceeded, run.Status)
+			assert.Equal(t, api.StatusSucceeded, run.Status)
 			assert.Equal(t, answer, strings.TrimSpace(run.Answer))
 		})
 	}
@@ -178,8 +176,8 @@ func TestAnAPIErrorComesBackAsTheRightErrorKind(t *testing.T) {
 				sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: e.status}, false))
 				evs := sess.run(t, tc.adapter, "say pong")
 				last := evs[len(evs)-1]
-				assert.Equal(t, daemon.EventRunError, last.Kind)
-				assert.Equal(t, store.StatusFailed, last.Status)
+				assert.Equal(t, api.EventRunError, last.Kind)
+				assert.Equal(t, api.StatusFailed, last.Status)
 				require.NotNil(t, last.Result)
 				require.NotNil(t, last.Result.Error, "a failed run says why")
 				assert.Equal(t, e.kind, last.Result.Error.Kind, last.Result.Error.Message)

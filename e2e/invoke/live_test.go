@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
@@ -29,13 +28,13 @@ type arrivals struct {
 
 func newArrivals() *arrivals { return &arrivals{at: map[string]time.Time{}} }
 
-func (a *arrivals) note(ev daemon.AgentEvent) {
+func (a *arrivals) note(ev api.AgentEvent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.at[fmt.Sprintf("%s/%d", ev.RunID, ev.Seq)] = time.Now()
 }
 
-func (a *arrivals) of(ev daemon.AgentEvent) time.Time {
+func (a *arrivals) of(ev api.AgentEvent) time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.at[fmt.Sprintf("%s/%d", ev.RunID, ev.Seq)]
@@ -43,7 +42,7 @@ func (a *arrivals) of(ev daemon.AgentEvent) time.Time {
 
 // invoke streams p and waits for the run's end; it returns the events and
 // when the invoke was sent.
-func (s *session) invoke(t *testing.T, p daemon.InvokeParams) ([]daemon.AgentEvent, time.Time) {
+func (s *session) invoke(t *testing.T, p api.InvokeParams) ([]api.AgentEvent, time.Time) {
 	t.Helper()
 	p.Cwd, p.TimeoutSecs = s.cwd, 120
 	start := time.Now()
@@ -62,19 +61,19 @@ func (s *session) invoke(t *testing.T, p daemon.InvokeParams) ([]daemon.AgentEve
 // start-up is not card's to shorten (Gemini CLI took 8–13 s to start on
 // this 2-core machine at load 10, about 3 s idle), and the issue's
 // minutes were all retries.
-func (s *session) ended(evs []daemon.AgentEvent, start time.Time) (sinceUp, sinceInvoke time.Duration) {
+func (s *session) ended(evs []api.AgentEvent, start time.Time) (sinceUp, sinceInvoke time.Duration) {
 	end := s.arrived.of(evs[len(evs)-1])
 	return end.Sub(s.arrived.of(evs[0])), end.Sub(start)
 }
 
 // failsAs runs p to its end, requires that it failed with kind within 10 s
 // of the agent's first event, logs how long it took, and returns its events.
-func (s *session) failsAs(t *testing.T, p daemon.InvokeParams, kind string) []daemon.AgentEvent {
+func (s *session) failsAs(t *testing.T, p api.InvokeParams, kind string) []api.AgentEvent {
 	t.Helper()
 	evs, start := s.invoke(t, p)
 	last := evs[len(evs)-1]
 	took, total := s.ended(evs, start)
-	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(evs))
+	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(evs))
 	require.NotNil(t, last.Result.Error)
 	assert.Equal(t, kind, last.Result.Error.Kind, last.Result.Error.Message)
 	assert.LessOrEqual(t, took, 10*time.Second)
@@ -83,8 +82,8 @@ func (s *session) failsAs(t *testing.T, p daemon.InvokeParams, kind string) []da
 	return evs
 }
 
-func ofKind(evs []daemon.AgentEvent, kind string) []daemon.AgentEvent {
-	var out []daemon.AgentEvent
+func ofKind(evs []api.AgentEvent, kind string) []api.AgentEvent {
+	var out []api.AgentEvent
 	for _, ev := range evs {
 		if ev.Kind == kind {
 			out = append(out, ev)
@@ -113,9 +112,9 @@ func TestTextReachesTheClientAsTheAgentWritesIt(t *testing.T) {
 			// ignore Thinking.
 			const thought = "Counting slowly, one word at a time."
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: pause, Thinking: thought}, false))
-			evs, start := sess.invoke(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "count to eight"})
+			evs, start := sess.invoke(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "count to eight"})
 			last := evs[len(evs)-1]
-			require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
+			require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 			texts := ofKind(evs, spawn.EventText)
 			require.NotEmpty(t, texts)
 			var joined strings.Builder
@@ -163,7 +162,7 @@ func TestARefusedKeyEndsTheRunAsAuthWithinTenSeconds(t *testing.T) {
 		t.Run(tc.adapter, func(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: http.StatusUnauthorized}, true))
-			evs := sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindAuth)
+			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindAuth)
 			if r := ofKind(evs, spawn.EventRetry); len(r) > 0 {
 				sign := sess.arrived.of(r[0])
 				assert.LessOrEqual(t, sess.arrived.of(evs[len(evs)-1]).Sub(sign), 5*time.Second, "within 5 s of the first sign")
@@ -184,7 +183,7 @@ func TestARateLimitWithOneRetryEndsAsRateLimitWithItsRetryEvents(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: http.StatusTooManyRequests, RetryAfter: time.Second}, true))
 			one := 1
-			evs := sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxAPIRetries: &one}, Task: "say pong"}, spawn.KindRateLimit)
+			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxAPIRetries: &one}, Task: "say pong"}, spawn.KindRateLimit)
 			retries := ofKind(evs, spawn.EventRetry)
 			require.NotEmpty(t, retries, daemontest.Kinds(evs))
 			assert.LessOrEqual(t, len(retries), 2, "one retry allowed; the next is where card ends the run")
@@ -207,14 +206,14 @@ func TestAnAPIThatRefusesConnectionsEndsAsNetworkWithinTenSeconds(t *testing.T) 
 			s := tc.newServer(t, bin, standin.Script{}, true)
 			s.server.Close() // its port now refuses connections
 			sess := startDaemon(t, s)
-			sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindNetwork)
+			sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindNetwork)
 		})
 	}
 }
 
 // captureExample writes the events docs/protocol.md shows as real examples
 // to $CARD_E2E_CAPTURE (appending), one marked block each.
-func captureExample(t *testing.T, adapter string, ev daemon.AgentEvent) {
+func captureExample(t *testing.T, adapter string, ev api.AgentEvent) {
 	out := os.Getenv("CARD_E2E_CAPTURE")
 	if out == "" {
 		return

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
@@ -91,9 +90,9 @@ func TestRealAgentsThatReportRateLimitWindowsShowThemInUsageAndHealth(t *testing
 			bin := standin.CLI(t, c.bin)
 			sess := startDaemon(t, c.setup(t, bin))
 			before := time.Now().Add(-time.Second)
-			evs, _ := sess.invoke(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: c.adapter, PermissionMode: c.mode}, Task: "say pong"})
+			evs, _ := sess.invoke(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: c.adapter, PermissionMode: c.mode}, Task: "say pong"})
 			last := evs[len(evs)-1]
-			require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result)
+			require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result)
 			reports := ofKind(evs, spawn.EventRateLimit)
 			require.NotEmpty(t, reports, daemontest.Kinds(evs))
 			assert.Equal(t, c.want, reports[len(reports)-1].RateLimits)
@@ -170,7 +169,7 @@ func TestARealClaudeOverItsSubscriptionLimitShowsTheWindowRejectedWithItsReset(t
 	h.Set("anthropic-ratelimit-unified-5h-utilization", "1.0")
 	h.Set("anthropic-ratelimit-unified-5h-reset", strconv.FormatInt(fiveHourReset.Unix(), 10))
 	sess := startDaemon(t, onSubscription(claudeCase(t).newServer(t, bin, standin.Script{Status: http.StatusTooManyRequests, Headers: h}, false)))
-	evs := sess.failsAs(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"}, spawn.KindRateLimit)
+	evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"}, spawn.KindRateLimit)
 	assert.Empty(t, ofKind(evs, spawn.EventRetry), "Claude does not retry a limit the API says is reached")
 	last := evs[len(evs)-1]
 	assert.Contains(t, last.Result.Error.Message, "limit", "Claude's own words")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
@@ -52,13 +51,13 @@ func TestAnAPIThatFailsOnceThenAnswersShowsTheRunWaitingForTheAPI(t *testing.T) 
 			const answer = "PONG after a retry"
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, Status: statuses[tc.adapter], FailFirst: 1, RetryAfter: time.Second}, true))
 			ctx := daemontest.Context(t)
-			acc, err := sess.c.Stream(ctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120}, Task: "say pong"}, nil)
+			acc, err := sess.c.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120}, Task: "say pong"}, nil)
 			require.NoError(t, err)
 			states := watchStates(ctx, sess.c, acc.RunID)
 			evs := sess.events.WaitEnd(t, acc.RunID, 150*time.Second)
 			seen := <-states
 			last := evs[len(evs)-1]
-			require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
+			require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 			assert.Equal(t, answer, last.Result.Answer)
 			retries := ofKind(evs, spawn.EventRetry)
 			require.NotEmpty(t, retries, daemontest.Kinds(evs))

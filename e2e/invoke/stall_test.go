@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/internal/proc"
@@ -38,7 +37,7 @@ func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 	bin := standin.CLI(t, tc.bin)
 	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Stall: true}, false))
 	stall, kill := 4, 8
-	acc, err := sess.c.Stream(daemontest.Context(t), daemon.InvokeParams{
+	acc, err := sess.c.Stream(daemontest.Context(t), api.InvokeParams{
 		AgentSettings: api.AgentSettings{ID: tc.adapter, Cwd: sess.cwd, TimeoutSecs: 120, StallSecs: &stall, StallKillSecs: &kill},
 		Task:          "say pong",
 	}, nil)
@@ -66,7 +65,7 @@ func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 
 	evs := sess.events.WaitEnd(t, acc.RunID, 60*time.Second)
 	last := evs[len(evs)-1]
-	require.Equal(t, daemon.EventRunError, last.Kind, daemontest.Kinds(evs))
+	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(evs))
 	require.NotNil(t, last.Result.Error)
 	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind, last.Result.Error.Message)
 	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 8")
@@ -99,10 +98,10 @@ func TestASlowButSteadyAPINeverStallsTheRealClaude(t *testing.T) {
 	sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Answer: answer, DeltaDelay: 1500 * time.Millisecond}, false))
 	stall, kill := 4, 8
 	began := time.Now()
-	evs, _ := sess.invoke(t, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, StallSecs: &stall, StallKillSecs: &kill}, Task: "count slowly"})
+	evs, _ := sess.invoke(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, StallSecs: &stall, StallKillSecs: &kill}, Task: "count slowly"})
 	took := time.Since(began)
 	last := evs[len(evs)-1]
-	require.Equal(t, daemon.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
+	require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 	assert.Equal(t, answer, last.Result.Answer)
 	assert.Empty(t, ofKind(evs, spawn.EventStalled), daemontest.Kinds(evs))
 	assert.Greater(t, took, time.Duration(kill)*time.Second, "the run must outlast stall_kill_secs for the test to mean anything")

@@ -31,8 +31,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/home"
+	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -281,7 +282,7 @@ func (bg *background) waitFor(t *testing.T, what string) {
 }
 
 // serveAs starts acc's daemon on home and waits for its daemon.json.
-func (w *world) serveAs(t *testing.T, acc account, home string) (*background, daemon.Discovery) {
+func (w *world) serveAs(t *testing.T, acc account, home string) (*background, home.Discovery) {
 	t.Helper()
 	bg := acc.start(t, nil, w.card, "serve", "--home", home, "--addr", "127.0.0.1:0")
 	deadline := time.Now().Add(30 * time.Second)
@@ -301,9 +302,9 @@ func (w *world) serveAs(t *testing.T, acc account, home string) (*background, da
 
 // readDiscovery reads another user's daemon.json as root, which
 // daemon.ReadDiscovery would refuse (the file is not root's).
-func readDiscovery(home string) (daemon.Discovery, error) {
-	var d daemon.Discovery
-	b, err := os.ReadFile(filepath.Join(home, daemon.DiscoveryFileName))
+func readDiscovery(home string) (home.Discovery, error) {
+	var d homedir.Discovery
+	b, err := os.ReadFile(filepath.Join(home, homedir.DiscoveryFileName))
 	if err == nil {
 		err = json.Unmarshal(b, &d)
 	}
@@ -334,7 +335,7 @@ func TestAnotherUserOnADeadDaemonsPortGetsNoToken(t *testing.T) {
 	// A crash: daemon.json stays behind, naming the port.
 	require.NoError(t, syscall.Kill(d.cmd.Process.Pid, syscall.SIGKILL))
 	<-d.done
-	_, err := os.Stat(filepath.Join(home, daemon.DiscoveryFileName))
+	_, err := os.Stat(filepath.Join(home, homedir.DiscoveryFileName))
 	require.NoError(t, err, "a killed daemon leaves daemon.json; without it this test proves nothing")
 
 	thief := w.b.start(t, []string{listenEnv + "=127.0.0.1:" + strconv.Itoa(port)}, w.testBin)
@@ -383,7 +384,7 @@ func TestAfterAGracefulStopTheClientFindsNoDaemonNotTheThief(t *testing.T) {
 	port := portOf(t, disc.URL)
 	require.NoError(t, syscall.Kill(d.cmd.Process.Pid, syscall.SIGTERM))
 	<-d.done
-	for _, name := range []string{daemon.DiscoveryFileName, daemon.TokenFileName} {
+	for _, name := range []string{homedir.DiscoveryFileName, homedir.TokenFileName} {
 		_, err := os.Stat(filepath.Join(home, name))
 		assert.True(t, os.IsNotExist(err), "%s outlived its daemon", name)
 	}

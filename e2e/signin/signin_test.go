@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
@@ -49,7 +50,7 @@ func writeFiles(t *testing.T, home string, files map[string]string) {
 
 // health is card's answer for adapter id with the real CLI pinned, in home,
 // with env as the daemon's environment.
-func health(t *testing.T, id, pinVar, bin, home string, env []string) detect.ExternalAgentHealth {
+func health(t *testing.T, id, pinVar, bin, home string, env []string) api.ExternalAgentHealth {
 	t.Helper()
 	d := detect.New(detect.Options{Search: detect.NewSearchPath(pathWith(t, bin)), Home: home,
 		Env: proc.EnvMap(append(env, pinVar+"="+bin)), ScratchDirs: []string{}, ProbeTimeout: time.Minute, HealthTimeout: time.Minute})
@@ -103,23 +104,23 @@ func TestEveryClaudeSignInStateReadsRightWithTheRealCLI(t *testing.T) {
 		name   string
 		env    []string
 		files  map[string]string
-		want   detect.HealthStatus
+		want   api.HealthStatus
 		method string
 		cloud  bool
 	}{
-		{"never signed in", nil, nil, detect.StatusNotConfigured, "", false},
-		{"ANTHROPIC_API_KEY", []string{"ANTHROPIC_API_KEY=sk-ant-card-e2e-fake"}, nil, detect.StatusReady, "api_key", false},
-		{"ANTHROPIC_AUTH_TOKEN", []string{"ANTHROPIC_AUTH_TOKEN=card-e2e-fake"}, nil, detect.StatusReady, "api_key", false},
-		{"CLAUDE_CODE_OAUTH_TOKEN", []string{"CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-card-e2e-fake"}, nil, detect.StatusReady, "subscription", false},
-		{"claude.ai login", nil, map[string]string{".claude/.credentials.json": credentials(now.Add(24*time.Hour), true)}, detect.StatusReady, "subscription", false},
-		{"claude.ai login expired, no refresh token", nil, map[string]string{".claude/.credentials.json": credentials(now.Add(-24*time.Hour), false)}, detect.StatusExpired, "subscription", false},
-		{"Console key saved by /login", nil, map[string]string{".claude.json": `{"primaryApiKey":"sk-ant-api03-card-e2e-fake"}`}, detect.StatusReady, "api_key", false},
-		{"apiKeyHelper in settings", nil, map[string]string{".claude/settings.json": `{"apiKeyHelper":"echo sk-ant-card-e2e-fake"}`}, detect.StatusNotConfigured, "", false},
-		{"ANTHROPIC_API_KEY in settings' env block", nil, map[string]string{".claude/settings.json": `{"env":{"ANTHROPIC_API_KEY":"sk-ant-card-e2e-fake"}}`}, detect.StatusNotConfigured, "", false},
-		{"Bedrock with an AWS profile", []string{"CLAUDE_CODE_USE_BEDROCK=1", "AWS_PROFILE=card-e2e"}, nil, detect.StatusReady, "cloud", true},
-		{"Bedrock with no credentials", []string{"CLAUDE_CODE_USE_BEDROCK=1"}, nil, detect.StatusUnknown, "cloud", true},
-		{"Vertex with a credentials file", []string{"CLAUDE_CODE_USE_VERTEX=1", "GOOGLE_APPLICATION_CREDENTIALS=/nonexistent/key.json"}, nil, detect.StatusReady, "cloud", true},
-		{"Bedrock only in settings' env block", nil, map[string]string{".claude/settings.json": `{"env":{"CLAUDE_CODE_USE_BEDROCK":"1"}}`}, detect.StatusNotConfigured, "", false},
+		{"never signed in", nil, nil, api.StatusNotConfigured, "", false},
+		{"ANTHROPIC_API_KEY", []string{"ANTHROPIC_API_KEY=sk-ant-card-e2e-fake"}, nil, api.StatusReady, "api_key", false},
+		{"ANTHROPIC_AUTH_TOKEN", []string{"ANTHROPIC_AUTH_TOKEN=card-e2e-fake"}, nil, api.StatusReady, "api_key", false},
+		{"CLAUDE_CODE_OAUTH_TOKEN", []string{"CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-card-e2e-fake"}, nil, api.StatusReady, "subscription", false},
+		{"claude.ai login", nil, map[string]string{".claude/.credentials.json": credentials(now.Add(24*time.Hour), true)}, api.StatusReady, "subscription", false},
+		{"claude.ai login expired, no refresh token", nil, map[string]string{".claude/.credentials.json": credentials(now.Add(-24*time.Hour), false)}, api.StatusExpired, "subscription", false},
+		{"Console key saved by /login", nil, map[string]string{".claude.json": `{"primaryApiKey":"sk-ant-api03-card-e2e-fake"}`}, api.StatusReady, "api_key", false},
+		{"apiKeyHelper in settings", nil, map[string]string{".claude/settings.json": `{"apiKeyHelper":"echo sk-ant-card-e2e-fake"}`}, api.StatusNotConfigured, "", false},
+		{"ANTHROPIC_API_KEY in settings' env block", nil, map[string]string{".claude/settings.json": `{"env":{"ANTHROPIC_API_KEY":"sk-ant-card-e2e-fake"}}`}, api.StatusNotConfigured, "", false},
+		{"Bedrock with an AWS profile", []string{"CLAUDE_CODE_USE_BEDROCK=1", "AWS_PROFILE=card-e2e"}, nil, api.StatusReady, "cloud", true},
+		{"Bedrock with no credentials", []string{"CLAUDE_CODE_USE_BEDROCK=1"}, nil, api.StatusUnknown, "cloud", true},
+		{"Vertex with a credentials file", []string{"CLAUDE_CODE_USE_VERTEX=1", "GOOGLE_APPLICATION_CREDENTIALS=/nonexistent/key.json"}, nil, api.StatusReady, "cloud", true},
+		{"Bedrock only in settings' env block", nil, map[string]string{".claude/settings.json": `{"env":{"CLAUDE_CODE_USE_BEDROCK":"1"}}`}, api.StatusNotConfigured, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,9 +142,9 @@ func TestEveryClaudeSignInStateReadsRightWithTheRealCLI(t *testing.T) {
 			out, _ := runPlan(t, "claude-code", bin, home, env, nil)
 			sent := len(s.ModelCalls()) > 0
 			switch c.want {
-			case detect.StatusReady, detect.StatusExpired:
+			case api.StatusReady, api.StatusExpired:
 				assert.True(t, sent, "card says %s, so the run must reach the API with credentials: %s", c.want, out)
-			case detect.StatusNotConfigured:
+			case api.StatusNotConfigured:
 				assert.False(t, sent, "card says not_configured, so the run must not get to the API")
 				assert.Contains(t, out, "Not logged in")
 			}
@@ -174,17 +175,17 @@ func TestEveryCodexSignInStateReadsRightWithTheRealCLI(t *testing.T) {
 		login  bool // run `codex login --with-api-key` first
 		env    []string
 		files  map[string]string
-		want   detect.HealthStatus
+		want   api.HealthStatus
 		method string
 		reason string
 	}{
-		{"never signed in", false, nil, nil, detect.StatusNotConfigured, "", "codex login"},
-		{"stored API key", true, nil, nil, detect.StatusReady, "api_key", ""},
-		{"ChatGPT login", false, nil, map[string]string{".codex/auth.json": string(chatgpt)}, detect.StatusReady, "subscription", ""},
-		{"a saved login Codex cannot read", false, nil, map[string]string{".codex/auth.json": `{"auth_mode":"chatgpt","tokens":{"id_token":"x"}}`}, detect.StatusUnknown, "", "auth.json"},
-		{"OPENAI_API_KEY in the environment", false, []string{"OPENAI_API_KEY=sk-card-e2e-fake"}, nil, detect.StatusNotConfigured, "", "OPENAI_API_KEY"},
-		{"CODEX_API_KEY in the environment", false, []string{"CODEX_API_KEY=sk-card-e2e-fake"}, nil, detect.StatusReady, "api_key", ""},
-		{"stored API key under CODEX_HOME", true, []string{"CODEX_HOME=/HOME/codex-home"}, nil, detect.StatusReady, "api_key", ""},
+		{"never signed in", false, nil, nil, api.StatusNotConfigured, "", "codex login"},
+		{"stored API key", true, nil, nil, api.StatusReady, "api_key", ""},
+		{"ChatGPT login", false, nil, map[string]string{".codex/auth.json": string(chatgpt)}, api.StatusReady, "subscription", ""},
+		{"a saved login Codex cannot read", false, nil, map[string]string{".codex/auth.json": `{"auth_mode":"chatgpt","tokens":{"id_token":"x"}}`}, api.StatusUnknown, "", "auth.json"},
+		{"OPENAI_API_KEY in the environment", false, []string{"OPENAI_API_KEY=sk-card-e2e-fake"}, nil, api.StatusNotConfigured, "", "OPENAI_API_KEY"},
+		{"CODEX_API_KEY in the environment", false, []string{"CODEX_API_KEY=sk-card-e2e-fake"}, nil, api.StatusReady, "api_key", ""},
+		{"stored API key under CODEX_HOME", true, []string{"CODEX_HOME=/HOME/codex-home"}, nil, api.StatusReady, "api_key", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -231,18 +232,18 @@ func TestEveryGeminiSignInStateReadsRightWithTheRealCLI(t *testing.T) {
 		name  string
 		env   []string
 		files map[string]string
-		want  detect.HealthStatus
+		want  api.HealthStatus
 	}{
-		{"nothing configured", nil, map[string]string{".gemini/settings.json": settings("")}, detect.StatusNotConfigured},
-		{"API key selected and set", []string{"GEMINI_API_KEY=card-e2e-fake", "GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key"`)}, detect.StatusReady},
-		{"API key selected, in ~/.gemini/.env", []string{"GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key"`), ".gemini/.env": "GEMINI_API_KEY=card-e2e-fake\n"}, detect.StatusReady},
-		{"API key selected, none set", []string{"GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key"`)}, detect.StatusNotConfigured},
-		{"a key only in ~/.gemini/.env, nothing selected", nil, map[string]string{".gemini/settings.json": settings(""), ".gemini/.env": "GEMINI_API_KEY=card-e2e-fake\n"}, detect.StatusNotConfigured},
-		{"a gateway URL with a key, nothing selected", []string{"GEMINI_API_KEY=card-e2e-fake", "GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings("")}, detect.StatusNotConfigured},
-		{"cloud-shell selected", nil, map[string]string{".gemini/settings.json": settings(`"selectedType":"cloud-shell"`)}, detect.StatusNotConfigured},
-		{"an enforced type not matched", []string{"GEMINI_API_KEY=card-e2e-fake"}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key","enforcedType":"vertex-ai"`)}, detect.StatusNotConfigured},
-		{"Vertex AI without project or key", nil, map[string]string{".gemini/settings.json": settings(`"selectedType":"vertex-ai"`)}, detect.StatusNotConfigured},
-		{"Vertex AI express mode", []string{"GOOGLE_API_KEY=card-e2e-fake", "GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"vertex-ai"`)}, detect.StatusReady},
+		{"nothing configured", nil, map[string]string{".gemini/settings.json": settings("")}, api.StatusNotConfigured},
+		{"API key selected and set", []string{"GEMINI_API_KEY=card-e2e-fake", "GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key"`)}, api.StatusReady},
+		{"API key selected, in ~/.gemini/.env", []string{"GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key"`), ".gemini/.env": "GEMINI_API_KEY=card-e2e-fake\n"}, api.StatusReady},
+		{"API key selected, none set", []string{"GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key"`)}, api.StatusNotConfigured},
+		{"a key only in ~/.gemini/.env, nothing selected", nil, map[string]string{".gemini/settings.json": settings(""), ".gemini/.env": "GEMINI_API_KEY=card-e2e-fake\n"}, api.StatusNotConfigured},
+		{"a gateway URL with a key, nothing selected", []string{"GEMINI_API_KEY=card-e2e-fake", "GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings("")}, api.StatusNotConfigured},
+		{"cloud-shell selected", nil, map[string]string{".gemini/settings.json": settings(`"selectedType":"cloud-shell"`)}, api.StatusNotConfigured},
+		{"an enforced type not matched", []string{"GEMINI_API_KEY=card-e2e-fake"}, map[string]string{".gemini/settings.json": settings(`"selectedType":"gemini-api-key","enforcedType":"vertex-ai"`)}, api.StatusNotConfigured},
+		{"Vertex AI without project or key", nil, map[string]string{".gemini/settings.json": settings(`"selectedType":"vertex-ai"`)}, api.StatusNotConfigured},
+		{"Vertex AI express mode", []string{"GOOGLE_API_KEY=card-e2e-fake", "GOOGLE_GEMINI_BASE_URL=" + refused}, map[string]string{".gemini/settings.json": settings(`"selectedType":"vertex-ai"`)}, api.StatusReady},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -256,7 +257,7 @@ func TestEveryGeminiSignInStateReadsRightWithTheRealCLI(t *testing.T) {
 
 			// Workspace trust is the operator's to give (card.toml args).
 			out, code := runPlan(t, "gemini", bin, home, env, []string{"--skip-trust"})
-			if c.want == detect.StatusNotConfigured {
+			if c.want == api.StatusNotConfigured {
 				assert.Equal(t, 41, code, "Gemini refuses this state before any request:\n%s", out)
 			} else {
 				assert.NotEqual(t, 41, code, "Gemini accepts this state's auth and goes on to the API:\n%s", out)

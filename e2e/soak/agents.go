@@ -22,9 +22,7 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // fakeAgentArg re-executes the soak binary as a fake Claude Code CLI
@@ -132,7 +130,7 @@ func hasMethod(ctx context.Context, d *liveDaemon, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(doc.Methods, func(m rpc.OpenRPCMethod) bool { return m.Name == name }), nil
+	return slices.ContainsFunc(doc.Methods, func(m rpcclient.OpenRPCMethod) bool { return m.Name == name }), nil
 }
 
 // leftovers lists live processes whose environment carries CARD_RUN_ID=id,
@@ -194,14 +192,14 @@ func killLeftovers(left map[string][]int) {
 func invoke(ctx context.Context, c *client.Client, task string, timeoutSecs int, cwd string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	a, err := c.Stream(cctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, TimeoutSecs: timeoutSecs}, Task: task}, nil)
+	a, err := c.Stream(cctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: cwd, TimeoutSecs: timeoutSecs}, Task: task}, nil)
 	if err == nil && a.RunID == "" {
 		err = errors.New("agents.invoke answered without a run_id")
 	}
 	return a.RunID, err
 }
 
-func getRun(ctx context.Context, c *client.Client, id string) (store.Run, error) {
+func getRun(ctx context.Context, c *client.Client, id string) (api.Run, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rec, err := c.Run(cctx, id)
@@ -209,7 +207,7 @@ func getRun(ctx context.Context, c *client.Client, id string) (store.Run, error)
 }
 
 // waitTerminal polls runs.get until the run has ended.
-func waitTerminal(ctx context.Context, c *client.Client, id string, d time.Duration) (store.Run, error) {
+func waitTerminal(ctx context.Context, c *client.Client, id string, d time.Duration) (api.Run, error) {
 	deadline := time.Now().Add(d)
 	for {
 		run, err := getRun(ctx, c, id)
@@ -232,20 +230,20 @@ type scenario struct {
 	task    string
 	timeout int
 	act     string // "", "cancel" or "disconnect"
-	want    store.Status
+	want    api.Status
 }
 
 var scenarios = []scenario{
-	{"exit 0", "exit=0 sleep=0.3", 30, "", store.StatusSucceeded},
-	{"exit 3", "exit=3 sleep=0.2", 30, "", store.StatusFailed},
-	{"exit 1 with a child", "exit=1 sleep=0.2 children=1", 30, "", store.StatusFailed},
-	{"timeout", "sleep=30 children=1", 1, "", store.StatusTimedOut},
-	{"timeout, SIGTERM ignored", "sleep=30 children=2 ignore-term", 1, "", store.StatusTimedOut},
-	{"cancel", "sleep=30 children=1", 30, "cancel", store.StatusCancelled},
-	{"cancel, SIGTERM ignored", "sleep=30 children=2 ignore-term", 30, "cancel", store.StatusCancelled},
+	{"exit 0", "exit=0 sleep=0.3", 30, "", api.StatusSucceeded},
+	{"exit 3", "exit=3 sleep=0.2", 30, "", api.StatusFailed},
+	{"exit 1 with a child", "exit=1 sleep=0.2 children=1", 30, "", api.StatusFailed},
+	{"timeout", "sleep=30 children=1", 1, "", api.StatusTimedOut},
+	{"timeout, SIGTERM ignored", "sleep=30 children=2 ignore-term", 1, "", api.StatusTimedOut},
+	{"cancel", "sleep=30 children=1", 30, "cancel", api.StatusCancelled},
+	{"cancel, SIGTERM ignored", "sleep=30 children=2 ignore-term", 30, "cancel", api.StatusCancelled},
 	// A run belongs to the daemon and outlives its client's socket (unless
 	// cancel_on_disconnect is set), so a disconnect must not change it.
-	{"client disconnects", "exit=0 sleep=1", 30, "disconnect", store.StatusSucceeded},
+	{"client disconnects", "exit=0 sleep=1", 30, "disconnect", api.StatusSucceeded},
 }
 
 func phaseAgents(ctx context.Context, h *harness) *result {
@@ -280,7 +278,7 @@ func phaseAgents(ctx context.Context, h *harness) *result {
 	type outcome struct {
 		sc   scenario
 		id   string
-		got  store.Status
+		got  api.Status
 		err  error
 		took time.Duration
 	}
@@ -472,7 +470,7 @@ func crashRound(ctx context.Context, h *harness, r *result, env []string, cwd st
 		return false
 	}
 	defer c2.Close()
-	statuses := map[store.Status]int{}
+	statuses := map[api.Status]int{}
 	missing := 0
 	for _, id := range order {
 		run, err := getRun(ctx, c2, id)
@@ -492,7 +490,7 @@ func crashRound(ctx context.Context, h *harness, r *result, env []string, cwd st
 		r.info(name+": orphans before restart", fmt.Sprint(leftBefore))
 	}
 	r.add(name+": runs missing after restart", fmt.Sprint(missing), "0", missing == 0)
-	r.add(name+": statuses after restart", fmt.Sprint(statuses), "all interrupted", statuses[store.StatusInterrupted] == len(order) && len(order) > 0)
+	r.add(name+": statuses after restart", fmt.Sprint(statuses), "all interrupted", statuses[api.StatusInterrupted] == len(order) && len(order) > 0)
 	r.add(name+": processes left after restart", fmt.Sprint(countPIDs(left)), "0", len(left) == 0)
 	killLeftovers(left)
 	return true

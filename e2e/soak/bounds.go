@@ -19,8 +19,8 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/rpc"
+	homedir "github.com/card-dev/card/internal/home"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // What a holder of the token can make the daemon keep: the run history on
@@ -30,7 +30,7 @@ import (
 // dbBytes is the run history's size on disk: the database and its WAL.
 func dbBytes(home string) int64 {
 	var n int64
-	for _, name := range []string{daemon.RunsDBName, daemon.RunsDBName + "-wal"} {
+	for _, name := range []string{homedir.RunsDBName, homedir.RunsDBName + "-wal"} {
 		if st, err := os.Stat(filepath.Join(home, name)); err == nil {
 			n += st.Size()
 		}
@@ -43,13 +43,13 @@ func countRuns(ctx context.Context, c *client.Client) (int, error) {
 	n, before := 0, ""
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		page, err := c.Runs(cctx, daemon.ListParams{Limit: store.MaxListLimit, Before: before})
+		page, err := c.Runs(cctx, api.ListParams{Limit: api.MaxListLimit, Before: before})
 		cancel()
 		if err != nil {
 			return n, err
 		}
 		n += len(page)
-		if len(page) < store.MaxListLimit {
+		if len(page) < api.MaxListLimit {
 			return n, nil
 		}
 		before = page[len(page)-1].RunID
@@ -81,9 +81,9 @@ func floodRefused(ctx context.Context, d *liveDaemon, clients, taskBytes int, du
 			defer c.Close()
 			for time.Now().Before(end) && ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := c.Invoke(cctx, daemon.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, InvokedBy: agent.ClaudeCode, Cwd: cwd}, Task: task})
+				_, err := c.Invoke(cctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, InvokedBy: agent.ClaudeCode, Cwd: cwd}, Task: task})
 				cancel()
-				var re *rpc.Error
+				var re *rpcclient.Error
 				if errors.As(err, &re) && re.Code == daemon.CodeGuardRefused {
 					nRefused.Add(1)
 					continue
@@ -227,7 +227,7 @@ func subscribeFlood(ctx context.Context, h *harness, r *result, n int) {
 
 	// A reading client's own subscription, and the run's outcome.
 	var got atomic.Int64
-	reader, err := client.Dial(ctx, client.Options{URL: d.url, Token: d.token, OnEvent: func(daemon.AgentEvent) { got.Add(1) }})
+	reader, err := client.Dial(ctx, client.Options{URL: d.url, Token: d.token, OnEvent: func(api.AgentEvent) { got.Add(1) }})
 	if err != nil {
 		r.fail("reader dial", err)
 		return
@@ -237,7 +237,7 @@ func subscribeFlood(ctx context.Context, h *harness, r *result, n int) {
 	r.add(fmt.Sprintf("%d runs.subscribe on one socket that never reads", n),
 		fmt.Sprintf("%d sent in %s; RSS %s before, peak %s, %s 3 s after", sent, sendTook.Round(time.Millisecond), mib(base.rssKB), mib(peak.Load()), mib(during)),
 		"peak ≤ 2 × before", peak.Load() <= 2*base.rssKB)
-	r.add("  the run the flood subscribed to", fmt.Sprintf("%s (err %v)", run.Status, err), "succeeded", err == nil && run.Status == store.StatusSucceeded)
+	r.add("  the run the flood subscribed to", fmt.Sprintf("%s (err %v)", run.Status, err), "succeeded", err == nil && run.Status == api.StatusSucceeded)
 	time.Sleep(30 * time.Second)
 	r.info("  daemon RSS 30 s later", mib(procStatus(d.pid(), "VmRSS")))
 }
@@ -254,7 +254,7 @@ func accessAttacks(ctx context.Context, h *harness, r *result) {
 		return
 	}
 	defer d.stop(15 * time.Second)
-	page, err := client.Dial(ctx, client.Options{URL: d.url, Token: d.token, RPC: rpc.ClientOptions{Header: http.Header{"Origin": {origin}}}})
+	page, err := client.Dial(ctx, client.Options{URL: d.url, Token: d.token, RPC: rpcclient.ClientOptions{Header: http.Header{"Origin": {origin}}}})
 	if err != nil {
 		r.fail("dial from the allowed origin", err)
 		return
@@ -269,7 +269,7 @@ func accessAttacks(ctx context.Context, h *harness, r *result) {
 		},
 		func(ctx context.Context) error { _, err := page.SubstrateReadText(ctx, "/etc/passwd"); return err },
 		func(ctx context.Context) error {
-			_, err := page.SubstrateWriteText(ctx, daemon.WriteTextParams{Path: marker, Content: "x"})
+			_, err := page.SubstrateWriteText(ctx, api.WriteTextParams{Path: marker, Content: "x"})
 			return err
 		},
 		func(ctx context.Context) error { _, err := page.SubstratePTYStart(ctx, "touch "+marker); return err },
@@ -278,7 +278,7 @@ func accessAttacks(ctx context.Context, h *harness, r *result) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := calls[i%len(calls)](cctx)
 		cancel()
-		var re *rpc.Error
+		var re *rpcclient.Error
 		if errors.As(err, &re) && re.Code == daemon.CodeAccessDenied {
 			denied++
 		} else {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
+	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -108,7 +109,7 @@ func (h *harness) start(ctx context.Context, s daemonSetup) (*liveDaemon, error)
 			}
 		}
 	}
-	_ = os.Remove(filepath.Join(home, daemon.DiscoveryFileName))
+	_ = os.Remove(filepath.Join(home, homedir.DiscoveryFileName))
 	logPath := filepath.Join(h.tmp, fmt.Sprintf("daemon-%d.log", h.n))
 	logf, err := os.Create(logPath)
 	if err != nil {

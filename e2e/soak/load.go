@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/rpc"
+	"github.com/card-dev/card/rpc/rpcclient"
 )
 
 // soakConfig raises the connection cap above the load phase's 200 clients;
@@ -28,16 +28,16 @@ func loadMix(ctx context.Context, c *client.Client) (mix []method, note string) 
 	mix = []method{
 		{"daemon.info", func(ctx context.Context, c *client.Client) error { _, err := c.Info(ctx); return err }},
 		{"agents.detect", func(ctx context.Context, c *client.Client) error {
-			_, err := c.Detect(ctx, daemon.DetectParams{})
+			_, err := c.Detect(ctx, api.DetectParams{})
 			return err
 		}},
 		{"agents.health_external", func(ctx context.Context, c *client.Client) error { _, err := c.HealthAll(ctx, false); return err }},
 	}
 	list := method{"runs.list", func(ctx context.Context, c *client.Client) error {
-		_, err := c.Runs(ctx, daemon.ListParams{})
+		_, err := c.Runs(ctx, api.ListParams{})
 		return err
 	}}
-	if err := list.call(ctx, c); errors.Is(err, &rpc.Error{Code: rpc.CodeMethodNotFound}) {
+	if err := list.call(ctx, c); errors.Is(err, &rpcclient.Error{Code: rpcclient.CodeMethodNotFound}) {
 		return mix, "runs.list is not registered in this build: left out of the mix"
 	}
 	return append(mix, list), ""

@@ -20,8 +20,8 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
-	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/store"
+	homedir "github.com/card-dev/card/internal/home"
 )
 
 // The sessions phase: conversations under a queue, cancels, mode changes
@@ -427,7 +427,7 @@ func (s *sessionsSoak) afterRestart(ctx context.Context, d, prev *liveDaemon, ki
 		return
 	}
 	defer c.Close()
-	running, err := c.Runs(ctx, daemon.ListParams{Status: api.StatusRunning, Limit: store.MaxListLimit})
+	running, err := c.Runs(ctx, api.ListParams{Status: api.StatusRunning, Limit: api.MaxListLimit})
 	if err != nil {
 		s.problem("runs.list after a restart", err.Error())
 	}
@@ -665,13 +665,13 @@ func allRuns(ctx context.Context, c *client.Client) ([]api.Run, error) {
 	before := ""
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		page, err := c.Runs(cctx, daemon.ListParams{Limit: store.MaxListLimit, Before: before})
+		page, err := c.Runs(cctx, api.ListParams{Limit: api.MaxListLimit, Before: before})
 		cancel()
 		if err != nil {
 			return out, err
 		}
 		out = append(out, page...)
-		if len(page) < store.MaxListLimit {
+		if len(page) < api.MaxListLimit {
 			return out, nil
 		}
 		before = page[len(page)-1].RunID
@@ -681,7 +681,7 @@ func allRuns(ctx context.Context, c *client.Client) ([]api.Run, error) {
 // storeTurns reads each session's turns straight from the history, with
 // no daemon running: the turn number of each of its runs.
 func (s *sessionsSoak) storeTurns(ctx context.Context, home string) map[string][]int {
-	st, err := store.Open(ctx, filepath.Join(home, daemon.RunsDBName), store.Options{})
+	st, err := store.Open(ctx, filepath.Join(home, homedir.RunsDBName), store.Options{})
 	if err != nil {
 		s.problem("open the store", err.Error())
 		return nil

@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/card-dev/card/daemon"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/detect"
 )
 
@@ -207,7 +207,7 @@ func phaseRestart(ctx context.Context, h *harness) *result {
 			return 0, nil, err
 		}
 		defer c.Close()
-		specs, err := c.Detect(ctx, daemon.DetectParams{})
+		specs, err := c.Detect(ctx, api.DetectParams{})
 		if err != nil {
 			return 0, nil, err
 		}

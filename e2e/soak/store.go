@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/internal/proc"
 )
@@ -45,7 +46,7 @@ func storeWriter(args []string) int {
 			defer wg.Done()
 			for {
 				id := s.NewRunID()
-				if err := s.Create(ctx, store.Run{RunID: id, Adapter: "claude", Task: "soak"}); err != nil {
+				if err := s.Create(ctx, api.Run{RunID: id, Adapter: "claude", Task: "soak"}); err != nil {
 					fmt.Fprintln(os.Stderr, "create:", err)
 					return
 				}
@@ -56,7 +57,7 @@ func storeWriter(args []string) int {
 					}
 				}
 				code := 0
-				if err := s.Finish(ctx, id, store.Finish{Status: store.StatusSucceeded, ExitCode: &code, Answer: "ok"}); err != nil {
+				if err := s.Finish(ctx, id, store.Finish{Status: api.StatusSucceeded, ExitCode: &code, Answer: "ok"}); err != nil {
 					fmt.Fprintln(os.Stderr, "finish:", err)
 					return
 				}
@@ -138,7 +139,7 @@ func phaseStore(ctx context.Context, h *harness) *result {
 			switch {
 			case err != nil:
 				missing++
-			case run.Status != store.StatusSucceeded:
+			case run.Status != api.StatusSucceeded:
 				unfinished++
 			}
 		}
