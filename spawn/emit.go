@@ -139,7 +139,7 @@ func (e *emitter) emitLocked(evs []Event) {
 			continue
 		}
 		e.flushLocked()
-		if e.onEvent != nil {
+		if e.onEvent != nil && (v.end == nil || ev.Kind != EventRetry) {
 			e.onEvent(*ev)
 		}
 		if v.end == nil {

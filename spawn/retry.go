@@ -52,7 +52,9 @@ type verdict struct {
 func newRetryGuard(max int) *retryGuard { return &retryGuard{max: max} }
 
 // observe looks at one event on its way to the client. A retry gets its
-// attempt (when the agent gave none) and the bound it runs under.
+// attempt (when the agent gave none) and the bound it runs under. A retry
+// that ends the run is not sent on (the emitter drops it): it would count
+// past its own bound, and the run's error says why it ended.
 func (g *retryGuard) observe(ev *Event) verdict {
 	switch ev.Kind {
 	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
@@ -73,7 +75,11 @@ func (g *retryGuard) observe(ev *Event) verdict {
 		msg = "the agent's model call failed"
 	}
 	if ev.cause == KindAuth {
+		// A refused credential runs under its own bound of one retry, so
+		// the event counts against that bound, not max_api_retries: "attempt
+		// 1 of 1", never "2 of 3" for a run that ends at the next refusal.
 		g.refused++
+		ev.Attempt, ev.MaxAttempts = g.refused, 1
 	}
 	switch {
 	case ev.cause == KindAuth && g.refused > 1:

@@ -78,6 +78,17 @@ func TestARetryEventCarriesItsAttemptAndTheBoundItRunsUnder(t *testing.T) {
 	ev = Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 2, cause: KindRateLimit}
 	newRetryGuard(5).observe(&ev)
 	assert.Equal(t, 2, ev.MaxAttempts, "the agent's own bound when it is the smaller")
+
+	// Claude Code says "attempt 3 of 10" of a 401 after two rate limits;
+	// the run ends at the next refusal, so the one retry it gets is 1 of 1.
+	g = newRetryGuard(3)
+	for range 2 {
+		g.observe(&Event{Kind: EventRetry, cause: KindRateLimit})
+	}
+	ev = Event{Kind: EventRetry, Attempt: 3, MaxAttempts: 10, cause: KindAuth}
+	g.observe(&ev)
+	assert.Equal(t, 1, ev.Attempt, "a refused credential counts its own retries")
+	assert.Equal(t, 1, ev.MaxAttempts, "and runs under its own bound of one")
 }
 
 // emitRecorder collects a run's events and how the emitter ended it.
@@ -183,9 +194,9 @@ func TestARefusedKeyEndsTheRunWhenItIsRefusedAgain(t *testing.T) {
 	assert.Contains(t, res.Error.Message, "authentication_failed (HTTP 401)")
 	assert.Equal(t, "56c43050-8590-4abf-97d1-807436f5e7e0", res.SessionID)
 	retries := eventsOf(evs, EventRetry)
-	require.Len(t, retries, 2, "one retry, and the refusal after it ends the run")
-	assert.Equal(t, []int{1, 2}, []int{retries[0].Attempt, retries[1].Attempt})
-	assert.Equal(t, 3, retries[0].MaxAttempts)
+	require.Len(t, retries, 1, "one retry; the refusal after it ends the run and is not sent as a retry")
+	assert.Equal(t, 1, retries[0].Attempt)
+	assert.Equal(t, 1, retries[0].MaxAttempts, "a refused key's own bound of one retry, not max_api_retries")
 }
 
 // Codex's real "Reconnecting... n/m" lines past max_api_retries end the run
@@ -197,8 +208,8 @@ func TestRetriesPastTheBoundEndTheRunWithTheAgentsOwnMessage(t *testing.T) {
 	assert.True(t, strings.HasPrefix(res.Error.Message, "exceeded retry limit, last status: 429 Too Many Requests"), res.Error.Message)
 	assert.Contains(t, res.Error.Message, "after 1 retries")
 	retries := eventsOf(evs, EventRetry)
-	require.GreaterOrEqual(t, len(retries), 2)
-	assert.Equal(t, []int{1, 2}, []int{retries[0].Attempt, retries[1].Attempt})
+	require.Len(t, retries, 1, "the retry that went over the bound ends the run and is not sent")
+	assert.Equal(t, 1, retries[0].Attempt)
 	assert.Equal(t, 1, retries[0].MaxAttempts)
 	assert.Len(t, eventsOf(evs, EventWarning), 1, "Codex's model-metadata notice is a warning")
 }
@@ -210,7 +221,7 @@ func TestRetriesAnnouncedOnStderrAreBoundedToo(t *testing.T) {
 	assert.Equal(t, KindRateLimit, e.Kind)
 	assert.Contains(t, res.Error.Message, "You exceeded your current quota")
 	retries := eventsOf(evs, EventRetry)
-	require.GreaterOrEqual(t, len(retries), 2)
+	require.Len(t, retries, 1, "the retry that went over the bound ends the run and is not sent")
 	assert.Equal(t, 1, retries[0].Attempt)
 	assert.Equal(t, 1, retries[0].MaxAttempts)
 	assert.NotContains(t, res.Error.StderrExcerpt, "\x1b")
@@ -255,7 +266,9 @@ func TestStripANSIRemovesEveryKindOfEscape(t *testing.T) {
 }
 
 // Once card has ended a run, what the dying agent still prints (a retry it
-// had already scheduled) is not sent: the client heard the end.
+// had already scheduled) is not sent: the client heard the end. The retry
+// that went over the bound is not sent either: "attempt 2 of 1" counts
+// past its own bound, and the run's error says what happened.
 func TestNothingIsSentAfterTheGuardEndsTheRun(t *testing.T) {
 	rec := &emitRecorder{}
 	e := newEmitter(rec.event, nil, 1, nil, rec.end)
@@ -263,5 +276,7 @@ func TestNothingIsSentAfterTheGuardEndsTheRun(t *testing.T) {
 	e.emit([]Event{{Kind: EventText, Text: "late"}})
 	e.stop()
 	require.Len(t, rec.ended(), 1)
-	assert.Equal(t, []string{EventRetry, EventRetry}, kinds(rec.evs), "the retry that ended the run is the last event sent")
+	assert.Equal(t, []string{EventRetry}, kinds(rec.evs), "the retry within the bound is the last event sent")
+	assert.Equal(t, 1, rec.evs[0].Attempt)
+	assert.Equal(t, 1, rec.evs[0].MaxAttempts)
 }
