@@ -53,7 +53,14 @@ func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 	}
 	require.NotNil(t, retry, daemontest.Kinds(got))
 	assert.Equal(t, 1, retry.Attempt)
-	assert.Equal(t, spawn.DefaultMaxAPIRetries, retry.MaxAttempts)
+	assert.Equal(t, 1, retry.MaxAttempts, "a refused key's own bound of one retry")
+	var retries int
+	for _, e := range got {
+		if e.Kind == spawn.EventRetry {
+			retries++
+		}
+	}
+	assert.Equal(t, 1, retries, "the refusal that ends the run is not sent as a retry")
 	assert.EqualValues(t, 508, retry.DelayMs)
 	waitNoProcesses(t, acc.RunID, 5*time.Second)
 }

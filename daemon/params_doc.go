@@ -170,7 +170,7 @@ var paramDocs = func() map[string]map[string]string {
 			"output":        "On tool_result: what the tool answered.",
 			"is_error":      "On tool_result: the tool call failed.",
 			"attempt":       "On retry: which attempt at the failed model call this is.",
-			"max_attempts":  "On retry: how many attempts the run may make; the retry past it is the one card ended the run at.",
+			"max_attempts":  "On retry: how many attempts the run may make (1 for a refused key); a retry past it is not sent: card ends the run there and its `error` says why.",
 			"delay_ms":      "On retry: how long the agent waits before it, when it says.",
 			"quiet_ms":      "On stalled: how long the agent has printed nothing.",
 			"kill_after_ms": "On stalled: after how long a silence card ends the run (absent when it never will).",

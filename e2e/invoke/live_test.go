@@ -166,7 +166,9 @@ func TestARefusedKeyEndsTheRunAsAuthWithinTenSeconds(t *testing.T) {
 			if r := ofKind(evs, spawn.EventRetry); len(r) > 0 {
 				sign := sess.arrived.of(r[0])
 				assert.LessOrEqual(t, sess.arrived.of(evs[len(evs)-1]).Sub(sign), 5*time.Second, "within 5 s of the first sign")
-				assert.Len(t, r, 2, "one retry, and the refusal after it ends the run")
+				require.Len(t, r, 1, "one retry; the refusal after it ends the run and is not sent as a retry")
+				assert.Equal(t, 1, r[0].Attempt)
+				assert.Equal(t, 1, r[0].MaxAttempts, "a refused key's own bound of one retry")
 			}
 		})
 	}

@@ -133,8 +133,8 @@ export interface AgentEventRetry extends AgentEventBase {
    */
   error?: string;
   /**
-   * On retry: how many attempts the run may make; the retry past it is the one card ended the run
-   * at.
+   * On retry: how many attempts the run may make (1 for a refused key); a retry past it is not
+   * sent: card ends the run there and its `error` says why.
    */
   max_attempts?: number;
 }
