@@ -56,6 +56,9 @@ func newRetryGuard(max int) *retryGuard { return &retryGuard{max: max} }
 // that ends the run is not sent on (the emitter drops it): it would count
 // past its own bound, and the run's error says why it ended.
 func (g *retryGuard) observe(ev *Event) verdict {
+	if g == nil {
+		return verdict{}
+	}
 	switch ev.Kind {
 	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
 		g.streak, g.refused = 0, 0
