@@ -67,7 +67,6 @@ type acpDialect struct {
 // approver.
 type acpClient struct {
 	rpcClient
-	adapter string
 	dialect acpDialect
 	resume  string // the session the opening loads, "" for a new one
 
@@ -99,6 +98,7 @@ type acpTurn struct {
 func acpClientOf(d acpDialect) func(Plan) protocol {
 	return func(plan Plan) protocol {
 		c := &acpClient{dialect: d}
+		c.classify = c.classified
 		if plan.Session != nil {
 			c.adapter, c.resume = plan.Session.Adapter, plan.Session.resume
 		}
@@ -124,7 +124,7 @@ func (c *acpClient) turnOf(t *turn) *acpTurn {
 // acpCall is one of card's calls: ACP's results have many fields an agent
 // may send in an unexpected type, and each costs that field, not the turn.
 func (c *acpClient) acpCall(ctx context.Context, t *turn, method string, params, result any) bool {
-	return c.call(ctx, t, method, params, &lenientResult{result}, c.fail)
+	return c.call(ctx, t, method, params, &lenientResult{result})
 }
 
 // opening is ACP's: initialize, then session/new in the agent's cwd, or
@@ -153,13 +153,11 @@ func (c *acpClient) opening(t *turn) bool {
 	} else if !c.acpCall(t.ctx, t, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: c.a.plan.Dir}, &sess) {
 		return false
 	}
-	c.mu.Lock()
-	c.sid = sess.SessionID
+	var model string
 	if sess.Models != nil {
-		c.model = sess.Models.CurrentModelID
+		model = sess.Models.CurrentModelID
 	}
-	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
-	c.mu.Unlock()
+	c.opened(t, sess.SessionID, model)
 	return true
 }
 
@@ -322,25 +320,6 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 	}
 }
 
-// fail records why a call did not get its answer, when the agent gave a
-// reason: an error response. A closed stream (the agent died) or an ended
-// context is the runner's to explain.
-func (c *acpClient) fail(t *turn, method string, err error) {
-	je, ok := errorResponse(err)
-	if !ok {
-		return
-	}
-	msg := strings.TrimSpace(je.Message)
-	if je.Data != nil && len(*je.Data) > 0 && string(*je.Data) != "null" {
-		var s string
-		if json.Unmarshal(*je.Data, &s) != nil {
-			s = string(*je.Data)
-		}
-		msg += ": " + s
-	}
-	t.setFailure(c.classified(fmt.Sprintf("%s answered %s with error %d: %s", c.adapter, method, je.Code, msg), je.Code))
-}
-
 // classified is the failure for an agent's error message and JSON-RPC
 // code. Gemini answers with the API's HTTP status as the code; -32000 is
 // ACP's "authentication required", unless the message says otherwise.
@@ -466,7 +445,7 @@ func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
 func (c *acpClient) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.result(t, &c.turnOf(t).reading, exit, c.adapter, acpWords, c.dialect.exitFailure, false)
+	return c.result(t, &c.turnOf(t).reading, exit, acpWords, c.dialect.exitFailure, false)
 }
 
 // How an ACP agent's tool calls become card's events and questions.

@@ -40,9 +40,12 @@ type Driver struct {
 	BypassValues map[string]string
 	// MCP is how a client's MCP server reaches the agent for one run.
 	MCP MCPHandover
-	// Session is the protocol the agent speaks over stdio when it cannot
-	// run one-shot (its ask mode), and its warm agents unless Warm says.
-	Session SessionDriver
+	// Protocols are what the CLI speaks over its stdio where it is not
+	// run one-shot (its ask runs, its warm agents), each with card's side
+	// of it; a plan names the one it speaks (Plan.Session). None for a CLI
+	// that only runs one-shot: Claude Code asks through card's permission
+	// tool, on its command line.
+	Protocols map[Protocol]func(Plan) protocol
 	// StdoutToFile gives a one-shot run's child a file for stdout instead
 	// of a pipe (Plan.StdoutToFile): for a CLI that exits as soon as it
 	// has answered and, with a pipe, loses the part of its stream the
@@ -72,15 +75,10 @@ type Driver struct {
 // WarmDriver is how an adapter's CLI is kept warm: Build, or None with why
 // not. Set only once the channel was proved against the real CLI (two
 // turns in one process, a cancelled turn, each mode's boundary). The warm
-// agent speaks the plan's session protocol: the driver's Session, or Proto
-// for a CLI whose conversation channel is not the one it asks over.
+// agent speaks one of the driver's Protocols, as its plan names it.
 type WarmDriver struct {
 	// Build is BuildWarm's plan for the adapter, from a validated request.
 	Build func(bin string, req Request) (Plan, error)
-	// Protocol and Proto are the protocol of a warm agent whose channel is
-	// not Session's (Claude Code's stream-json); unset: Session's.
-	Protocol Protocol
-	Proto    func(plan Plan) protocol
 	// None says why the adapter is not kept warm.
 	None string
 }
@@ -94,16 +92,6 @@ type MCPHandover struct {
 	// Refused says why the CLI cannot be handed one; the refusal carries
 	// it to the client.
 	Refused string
-}
-
-// SessionDriver is the session protocol an adapter's plans may ask for:
-// exactly one of New (with its Protocol) and None is set.
-type SessionDriver struct {
-	Protocol Protocol
-	// New is the protocol's side of one agent of a plan.
-	New func(plan Plan) protocol
-	// None says why the adapter needs no session protocol.
-	None string
 }
 
 // noExtraArgCheck is CheckExtraArg for a CLI whose widenings are all
@@ -170,15 +158,16 @@ func (d Driver) check() error {
 	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
 		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)
 	}
-	if (d.Warm.Build == nil) == (d.Warm.None == "") || (d.Warm.Proto == nil) != (d.Warm.Protocol == "") ||
-		(d.Warm.Build != nil && d.Warm.Proto == nil && d.Session.New == nil) {
-		return fmt.Errorf("the driver for %q must either keep its CLI warm (Warm.Build, speaking Session's protocol or Warm.Protocol's) or say why not (Warm.None), not both or neither", d.For)
+	if (d.Warm.Build == nil) == (d.Warm.None == "") || (d.Warm.Build != nil && len(d.Protocols) == 0) {
+		return fmt.Errorf("the driver for %q must either keep its CLI warm (Warm.Build, speaking one of its Protocols) or say why not (Warm.None), not both or neither", d.For)
 	}
 	if d.Channels.OneShot.Name == "" || d.Channels.Session.Name == "" {
 		return fmt.Errorf("the driver for %q must name both its channels (Channels.OneShot and Channels.Session), as a refusal of an operator arg names them", d.For)
 	}
-	if (d.Session.New == nil) == (d.Session.None == "") || (d.Session.New != nil) != (d.Session.Protocol != "") {
-		return fmt.Errorf("the driver for %q must either name its session protocol (Session.Protocol and Session.New) or say why it needs none (Session.None), not both or neither", d.For)
+	for p, side := range d.Protocols {
+		if p == "" || side == nil {
+			return fmt.Errorf("the driver for %q has a protocol without its name or its side (Protocols)", d.For)
+		}
 	}
 	return nil
 }

@@ -116,12 +116,8 @@ type usageBaser interface{ setUsageBase(Usage) }
 // driver speaks it.
 func protocolOf(plan Plan) (protocol, error) {
 	sp := plan.Session
-	d, ok := lookupDriver(sp.Adapter)
-	switch {
-	case ok && d.Session.New != nil && d.Session.Protocol == sp.Protocol:
-		return d.Session.New(plan), nil
-	case ok && d.Warm.Proto != nil && d.Warm.Protocol == sp.Protocol:
-		return d.Warm.Proto(plan), nil
+	if d, ok := lookupDriver(sp.Adapter); ok && d.Protocols[sp.Protocol] != nil {
+		return d.Protocols[sp.Protocol](plan), nil
 	}
 	return nil, fmt.Errorf("adapter %q is not run over session protocol %q", sp.Adapter, sp.Protocol)
 }

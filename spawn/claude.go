@@ -191,7 +191,8 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 }
 
 // claudeDriver is Claude Code's driver. It asks through card's permission
-// tool, an MCP server on its command line, so it needs no session protocol.
+// tool, an MCP server on its command line, so only its warm agents speak a
+// protocol over stdio (claude_stream.go).
 //
 // The MCP hand-over: --mcp-config with a private JSON file ({"mcpServers":
 // {"client": {"type": "http", "url": …}}}), next to the --strict-mcp-config
@@ -207,7 +208,10 @@ var claudeDriver = Driver{
 	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
 		p.Args = append(p.Args, "--mcp-config", p.privateFile("mcp.json", mcpConfig(endpoint, nil)), "--allowedTools", "mcp__"+MCPServerName)
 	}},
-	Session: SessionDriver{None: "Claude Code asks through card's permission tool (--permission-prompt-tool), not over its stdio"},
+	// Claude Code asks through card's permission tool
+	// (--permission-prompt-tool), not over its stdio; its stream-json
+	// conversation is its warm agents'.
+	Protocols: map[Protocol]func(Plan) protocol{protocolClaudeStream: newClaudeStream},
 	Caps: CapsDriver{
 		// Claude Code's own cap stops it before the next model call once
 		// what it reports spent passes the amount (it ends with subtype
@@ -217,7 +221,7 @@ var claudeDriver = Driver{
 		},
 		TokensWhen: TokensTurnEnd,
 	},
-	Warm: WarmDriver{Build: buildClaudeWarm, Protocol: protocolClaudeStream, Proto: newClaudeStream},
+	Warm: WarmDriver{Build: buildClaudeWarm},
 	Channels: Channels{
 		OneShot: ArgChannel{Name: "claude -p with the prompt as text on stdin (one-shot and ask runs)", Refused: map[string]string{
 			"--input-format": "card picks the input format: text on stdin here, stream-json for images and for sessions",

@@ -155,7 +155,7 @@ var codexDriver = Driver{
 		override := "mcp_servers." + MCPServerName + ".url=" + strconv.Quote(endpoint)
 		p.Args = append([]string{p.Args[0], "-c", override}, p.Args[1:]...)
 	}},
-	Session: SessionDriver{Protocol: ProtocolCodexApp, New: newCodexApp},
+	Protocols: map[Protocol]func(Plan) protocol{ProtocolCodexApp: newCodexApp},
 	Caps: CapsDriver{
 		NoCost:     "codex reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // turn.completed carries the turn's usage

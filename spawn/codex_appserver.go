@@ -180,7 +180,7 @@ type codexTurn struct {
 }
 
 func newCodexApp(plan Plan) protocol {
-	c := &codexApp{thread: codexAskThread(plan.Dir, false)}
+	c := &codexApp{rpcClient: rpcClient{adapter: agent.Codex, classify: codexAppFailure}, thread: codexAskThread(plan.Dir, false)}
 	if sp := plan.Session; sp != nil {
 		if sp.thread != nil {
 			c.thread = *sp.thread
@@ -215,7 +215,7 @@ func (c *codexApp) opening(t *turn) bool {
 	c.turnOf(t)
 	c.mu.Unlock()
 	var ini json.RawMessage
-	if !c.call(t.ctx, t, "initialize", map[string]any{"clientInfo": map[string]any{"name": "card", "title": "card", "version": "1"}, "capabilities": nil}, &ini, c.fail) {
+	if !c.call(t.ctx, t, "initialize", map[string]any{"clientInfo": map[string]any{"name": "card", "title": "card", "version": "1"}, "capabilities": nil}, &ini) {
 		return false
 	}
 	if err := c.conn.Notify(t.ctx, "initialized", nil); err != nil {
@@ -225,16 +225,13 @@ func (c *codexApp) opening(t *turn) bool {
 	start := c.thread
 	if c.resume != "" {
 		if !c.call(t.ctx, t, "thread/resume", codexAppThreadResume{ThreadID: c.resume, Cwd: start.Cwd, ApprovalPolicy: start.ApprovalPolicy,
-			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox, ExcludeTurns: true}, &th, c.fail) {
+			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox, ExcludeTurns: true}, &th) {
 			return false
 		}
-	} else if !c.call(t.ctx, t, "thread/start", start, &th, c.fail) {
+	} else if !c.call(t.ctx, t, "thread/start", start, &th) {
 		return false
 	}
-	c.mu.Lock()
-	c.sid, c.model = th.Thread.ID, th.Model
-	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
-	c.mu.Unlock()
+	c.opened(t, th.Thread.ID, th.Model)
 	return true
 }
 
@@ -248,17 +245,11 @@ func (c *codexApp) begin(t *turn) {
 		input = append(input, codexAppInput{Type: "image", URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data)})
 	}
 	input = append(input, codexAppInput{Type: "text", Text: t.spec.Prompt, TextElements: []any{}})
-	c.mu.Lock()
-	c.turnOf(t)
-	thread := c.sid
-	if !t.first {
-		t.emit(Event{Kind: EventSession, SessionID: thread, Model: c.model})
-	}
-	c.mu.Unlock()
+	thread := c.resumed(t)
 	var started struct {
 		Turn codexAppTurn `json:"turn"`
 	}
-	if !c.call(c.a.life, t, "turn/start", codexAppTurnStart{ThreadID: thread, Input: input}, &lenientResult{&started}, c.fail) {
+	if !c.call(c.a.life, t, "turn/start", codexAppTurnStart{ThreadID: thread, Input: input}, &lenientResult{&started}) {
 		t.endIfFailed()
 		return
 	}
@@ -282,10 +273,8 @@ func (c *codexApp) interrupt(t *turn) bool {
 	if turnID == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(c.a.life, c.a.child.lim.KillGrace)
-	defer cancel()
 	var res struct{}
-	return c.conn.Call(ctx, "turn/interrupt", map[string]string{"threadId": tid, "turnId": turnID}, &lenientResult{&res}) == nil
+	return c.brief("turn/interrupt", map[string]string{"threadId": tid, "turnId": turnID}, &res, c.a.child.lim.KillGrace) == nil
 }
 
 // steer sends turn/steer: the text joins the running turn's input.
@@ -294,14 +283,11 @@ func (c *codexApp) steer(t *turn, text string) error {
 	if turnID == "" {
 		return fmt.Errorf("the turn has not started on the agent yet; steer again in a moment: %w", ErrNoTurn)
 	}
-	ctx, cancel := context.WithTimeout(c.a.life, 30*c.a.child.lim.KillGrace)
-	defer cancel()
 	var res struct {
 		TurnID string `json:"turnId"`
 	}
-	err := c.conn.Call(ctx, "turn/steer", map[string]any{"threadId": tid, "expectedTurnId": turnID,
-		"input": []codexAppInput{{Type: "text", Text: text, TextElements: []any{}}}}, &lenientResult{&res})
-	if err != nil {
+	if err := c.brief("turn/steer", map[string]any{"threadId": tid, "expectedTurnId": turnID,
+		"input": []codexAppInput{{Type: "text", Text: text, TextElements: []any{}}}}, &res, 30*c.a.child.lim.KillGrace); err != nil {
 		return fmt.Errorf("codex refused turn/steer: %w", err)
 	}
 	return nil
@@ -626,13 +612,13 @@ func (c *codexApp) endTurn(t *turn, st *codexTurn, turn codexAppTurn) {
 		if msg == "" {
 			msg = fmt.Sprintf("%s ended the turn with status %q", agent.Codex, turn.Status)
 		}
-		t.setFailure(codexAppFailure(msg))
+		t.setFailure(codexAppFailure(msg, 0))
 	}
 	t.complete()
 }
 
 // codexAppFailure classifies an error the server reported.
-func codexAppFailure(msg string) *Failure {
+func codexAppFailure(msg string, _ int64) *Failure {
 	kind := classifyMessage(msg)
 	if kind == KindAuth {
 		msg += " — sign in with `codex login` or give the provider's key to the daemon's environment"
@@ -640,19 +626,10 @@ func codexAppFailure(msg string) *Failure {
 	return failure(kind, clip(msg, 2048))
 }
 
-// fail records an error response to one of card's calls.
-func (c *codexApp) fail(t *turn, method string, err error) {
-	je, ok := errorResponse(err)
-	if !ok {
-		return
-	}
-	t.setFailure(codexAppFailure(fmt.Sprintf("%s answered %s with error %d: %s", agent.Codex, method, je.Code, strings.TrimSpace(je.Message))))
-}
-
 func (c *codexApp) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.result(t, &c.turnOf(t).reading, exit, agent.Codex, rpcWords, codexAppExit, true)
+	return c.result(t, &c.turnOf(t).reading, exit, rpcWords, codexAppExit, true)
 }
 
 // codexAppExit reads a server that stopped before its turn ended: one

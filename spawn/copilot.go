@@ -125,7 +125,7 @@ var copilotDriver = Driver{
 	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
 		p.Args = append(p.Args, "--additional-mcp-config", "@"+p.privateFile("mcp.json", mcpConfig(endpoint, map[string]any{"tools": []string{"*"}})), "--allow-tool", MCPServerName)
 	}},
-	Session: SessionDriver{Protocol: ProtocolACP, New: acpClientOf(copilotACP)},
+	Protocols: map[Protocol]func(Plan) protocol{ProtocolACP: acpClientOf(copilotACP)},
 	Caps: CapsDriver{
 		NoCost: "copilot reports no cost; its own cap (--max-ai-credits) counts AI credits, not dollars, from 30 up",
 		// Copilot CLI 1.0.102's JSON stream, run against a provider of the

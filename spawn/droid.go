@@ -104,7 +104,7 @@ var droidDriver = Driver{
 	NewParser:     func() Parser { return newDroidParser() },
 	CheckExtraArg: noExtraArgCheck,
 	MCP:           MCPHandover{Refused: "droid exec 0.225 takes MCP servers only from ~/.factory/mcp.json (there is no flag), and card does not write a person's settings"},
-	Session:       SessionDriver{Protocol: ProtocolDroidRPC, New: newDroidClient},
+	Protocols:     map[Protocol]func(Plan) protocol{ProtocolDroidRPC: newDroidClient},
 	Caps: CapsDriver{
 		NoCost:     "droid reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // the completion line's usage

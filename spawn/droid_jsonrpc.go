@@ -156,7 +156,7 @@ func (t droidTokens) usage() Usage {
 }
 
 func newDroidClient(plan Plan) protocol {
-	c := &droidClient{rpcClient: rpcClient{idPrefix: "card-"}, init: droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto"}}
+	c := &droidClient{rpcClient: rpcClient{idPrefix: "card-", adapter: agent.Droid, classify: droidFailure}, init: droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto"}}
 	if sp := plan.Session; sp != nil {
 		c.init.ModelID, c.init.ReasoningEffort, c.resume = sp.Model, sp.Effort, sp.resume
 	}
@@ -203,39 +203,31 @@ func (c *droidClient) opening(t *turn) bool {
 		} `json:"settings"`
 	}
 	if c.resume != "" {
-		if !c.call(t.ctx, t, "droid.load_session", map[string]string{"sessionId": c.resume}, &init, c.fail) {
+		if !c.call(t.ctx, t, "droid.load_session", map[string]string{"sessionId": c.resume}, &init) {
 			return false
 		}
 		set := droidSettings{AutonomyLevel: c.init.AutonomyLevel, InteractionMode: c.init.InteractionMode,
 			ModelID: c.init.ModelID, ReasoningEffort: c.init.ReasoningEffort}
 		var updated json.RawMessage
-		if !c.call(t.ctx, t, "droid.update_session_settings", set, &updated, c.fail) {
+		if !c.call(t.ctx, t, "droid.update_session_settings", set, &updated) {
 			return false
 		}
 		init.SessionID = c.resume
 		if set.ModelID != "" {
 			init.Settings.ModelID = set.ModelID
 		}
-	} else if !c.call(t.ctx, t, "droid.initialize_session", c.init, &init, c.fail) {
+	} else if !c.call(t.ctx, t, "droid.initialize_session", c.init, &init) {
 		return false
 	}
-	c.mu.Lock()
-	c.sid, c.model = init.SessionID, init.Settings.ModelID
-	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
-	c.mu.Unlock()
+	c.opened(t, init.SessionID, init.Settings.ModelID)
 	return true
 }
 
 // begin sends the turn's prompt; the turn ends with agent_turn_completed.
 func (c *droidClient) begin(t *turn) {
-	c.mu.Lock()
-	c.turnOf(t)
-	if !t.first {
-		t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
-	}
-	c.mu.Unlock()
+	c.resumed(t)
 	var added json.RawMessage
-	if !c.call(c.a.life, t, "droid.add_user_message", map[string]any{"text": t.spec.Prompt}, &added, c.fail) {
+	if !c.call(c.a.life, t, "droid.add_user_message", map[string]any{"text": t.spec.Prompt}, &added) {
 		t.endIfFailed()
 		return
 	}
@@ -244,10 +236,8 @@ func (c *droidClient) begin(t *turn) {
 
 // interrupt sends droid.interrupt_session.
 func (c *droidClient) interrupt(*turn) bool {
-	ctx, cancel := context.WithTimeout(c.a.life, c.a.child.lim.KillGrace)
-	defer cancel()
 	var res struct{}
-	return c.conn.Call(ctx, "droid.interrupt_session", map[string]any{}, &lenientResult{&res}, jsonrpc2.PickID(c.id())) == nil
+	return c.brief("droid.interrupt_session", map[string]any{}, &res, c.a.child.lim.KillGrace) == nil
 }
 
 func (c *droidClient) steer(*turn, string) error { return ErrNoSteer }
@@ -358,7 +348,7 @@ func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMes
 			if st.lastError != "" {
 				msg += ": " + st.lastError
 			}
-			t.setFailure(failure(classifyMessage(msg), clip(msg, 2048)))
+			t.setFailure(droidFailure(msg, 0))
 		}
 		t.complete()
 	case "llm_retry":
@@ -457,13 +447,9 @@ func (c *droidClient) permission(ctx context.Context, t *turn, p droidPermission
 	return droidAnswer{SelectedOption: "proceed_once"}
 }
 
-func (c *droidClient) fail(t *turn, method string, err error) {
-	je, ok := errorResponse(err)
-	if !ok {
-		return
-	}
-	msg := fmt.Sprintf("droid answered %s with error %d: %s", method, je.Code, strings.TrimSpace(je.Message))
-	t.setFailure(failure(classifyMessage(msg), clip(msg, 2048)))
+// droidFailure classifies an error Droid reported by its message.
+func droidFailure(msg string, _ int64) *Failure {
+	return failure(classifyMessage(msg), clip(msg, 2048))
 }
 
 func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
@@ -471,7 +457,7 @@ func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
 	defer c.mu.Unlock()
 	// Droid reports the session's total (seen with 0.225.2: 10/5, 20/10,
 	// 30/15 for three alike turns).
-	return c.result(t, &c.turnOf(t).reading, exit, agent.Droid, rpcWords, nil, true)
+	return c.result(t, &c.turnOf(t).reading, exit, rpcWords, nil, true)
 }
 
 // buildDroidWarm keeps Droid warm over its stream-jsonrpc. read_only runs the ask plan's session (autonomy "off": Droid runs its

@@ -81,7 +81,7 @@ var geminiDriver = Driver{
 	CheckExtraArg: noExtraArgCheck,
 	BypassValues:  map[string]string{"yolo": "Gemini's yolo mode"},
 	MCP:           MCPHandover{Refused: "Gemini CLI 0.61 takes MCP servers only from its settings files (there is no flag), and card does not write a person's settings"},
-	Session:       SessionDriver{Protocol: ProtocolACP, New: acpClientOf(geminiACP)},
+	Protocols:     map[Protocol]func(Plan) protocol{ProtocolACP: acpClientOf(geminiACP)},
 	Caps: CapsDriver{
 		NoCost:     "gemini reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // the result line's stats

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -32,6 +34,10 @@ type rpcClient struct {
 	a    *runner
 	conn *jsonrpc2.Conn
 	done chan struct{}
+	// adapter names the agent in messages; classify reads an error it
+	// reported (its message and JSON-RPC code) as a failure.
+	adapter  string
+	classify func(msg string, code int64) *Failure
 	// idPrefix, when set, makes card's request ids strings (prefix and a
 	// number): Droid refuses a numeric id as an invalid message.
 	idPrefix string
@@ -63,7 +69,7 @@ type reading struct {
 // result is the turn's result as read, the failure or the explanation of
 // an early stop the turn's ending gives it; the session's running total is
 // the next turn's base. total says the result reports that total.
-func (r *rpcClient) result(t *turn, rd *reading, exit *ExitInfo, adapter string, words stopWords, explain func(ExitInfo) *Failure, total bool) Result {
+func (r *rpcClient) result(t *turn, rd *reading, exit *ExitInfo, words stopWords, explain func(ExitInfo) *Failure, total bool) Result {
 	if rd.usageTotal != (Usage{}) {
 		r.used = rd.usageTotal
 	}
@@ -71,15 +77,54 @@ func (r *rpcClient) result(t *turn, rd *reading, exit *ExitInfo, adapter string,
 	if total {
 		res.SessionUsage = totalOf(rd.usageTotal)
 	}
-	return t.outcome(res, exitOrAlive(exit), adapter, words, explain, rd.lastError)
+	return t.outcome(res, exitOrAlive(exit), r.adapter, words, explain, rd.lastError)
 }
 
-// errorResponse is err as the agent's error response, when it is one: a
-// closed stream (the agent died) or an ended context is the runner's to
-// explain.
-func errorResponse(err error) (*jsonrpc2.Error, bool) {
+// fail records why one of card's calls did not get its answer, when the
+// agent gave a reason: an error response, with its data. A closed stream
+// (the agent died) or an ended context is the runner's to explain.
+func (r *rpcClient) fail(t *turn, method string, err error) {
 	var je *jsonrpc2.Error
-	return je, errors.As(err, &je)
+	if !errors.As(err, &je) {
+		return
+	}
+	msg := strings.TrimSpace(je.Message)
+	if je.Data != nil && len(*je.Data) > 0 && string(*je.Data) != "null" {
+		var s string
+		if json.Unmarshal(*je.Data, &s) != nil {
+			s = string(*je.Data)
+		}
+		msg += ": " + s
+	}
+	t.setFailure(r.classify(fmt.Sprintf("%s answered %s with error %d: %s", r.adapter, method, je.Code, msg), je.Code))
+}
+
+// opened records the session the opening opened (its id and model) and
+// tells the turn.
+func (r *rpcClient) opened(t *turn, sid, model string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sid, r.model = sid, model
+	t.emit(Event{Kind: EventSession, SessionID: sid, Model: model})
+}
+
+// resumed tells a turn after the agent's first of the session it runs in
+// (the first turn had it from the opening), and gives the session's id.
+func (r *rpcClient) resumed(t *turn) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !t.first {
+		t.emit(Event{Kind: EventSession, SessionID: r.sid, Model: r.model})
+	}
+	return r.sid
+}
+
+// brief makes a call the agent answers at once (an interrupt, a steer),
+// waiting at most within for it.
+func (r *rpcClient) brief(method string, params, result any, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(r.a.life, within)
+	defer cancel()
+	return r.conn.Call(ctx, method, params, &lenientResult{result}, jsonrpc2.PickID(r.id()))
 }
 
 func (r *rpcClient) sessionID() string {
@@ -122,12 +167,11 @@ func (r *rpcClient) open(a *runner, h func(context.Context, *jsonrpc2.Conn, *jso
 func (r *rpcClient) consumed() <-chan struct{} { return r.done }
 
 // call makes one of card's requests and waits for its answer within ctx;
-// false when none came (an error response is recorded by fail; a closed
-// stream or an ended context is the runner's to explain).
-func (r *rpcClient) call(ctx context.Context, t *turn, method string, params, result any, fail func(t *turn, method string, err error)) bool {
+// false when none came (fail records an error response).
+func (r *rpcClient) call(ctx context.Context, t *turn, method string, params, result any) bool {
 	t.setStep(method)
 	if err := r.conn.Call(ctx, method, params, result, jsonrpc2.PickID(r.id())); err != nil {
-		fail(t, method, err)
+		r.fail(t, method, err)
 		return false
 	}
 	return true

@@ -171,7 +171,7 @@ var piDriver = Driver{
 	MCP:           MCPHandover{Refused: "Pi has no MCP client"},
 	// Pi writes its conversation where card says (piSession).
 	CardNamesSession: true,
-	Session:          SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPC},
+	Protocols:        map[Protocol]func(Plan) protocol{ProtocolPiRPC: newPiRPC},
 	Caps: CapsDriver{
 		// Each assistant message_end carries its tokens and its cost.
 		CostReported: true,
