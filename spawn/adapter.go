@@ -379,6 +379,15 @@ func modeValue[T any](m Mode, readOnly, edit, bypass T) T {
 	}
 }
 
+// withValue is args with flag and value added when value is set: a request
+// field left empty leaves the CLI its own choice.
+func withValue(args []string, flag, value string) []string {
+	if value == "" {
+		return args
+	}
+	return append(args, flag, value)
+}
+
 // extraEnv copies the operator's env into a fresh map the builder may add to.
 func extraEnv(e Extras) map[string]string {
 	env := make(map[string]string, len(e.Env)+1)

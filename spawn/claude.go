@@ -106,12 +106,8 @@ func buildClaude(bin string, req Request) (Plan, error) {
 		args = append(args, askArgs...)
 		p.Ask = ask
 	}
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
-	if req.Effort != "" {
-		args = append(args, "--effort", req.Effort)
-	}
+	args = withValue(args, "--model", req.Model)
+	args = withValue(args, "--effort", req.Effort)
 	if req.MaxTurns > 0 {
 		args = append(args, "--max-turns", strconv.Itoa(req.MaxTurns))
 	}

@@ -70,9 +70,7 @@ func buildCodex(bin string, req Request) (Plan, error) {
 	if mode == ModeEdit {
 		args = append(args, codexEditTmp...)
 	}
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
+	args = withValue(args, "--model", req.Model)
 	if req.Effort != "" {
 		args = append(args, "-c", `model_reasoning_effort="`+req.Effort+`"`)
 	}

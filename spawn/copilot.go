@@ -66,12 +66,8 @@ func buildCopilot(bin string, req Request) (Plan, error) {
 	for _, t := range allow {
 		args = append(args, "--allow-tool", t)
 	}
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
-	if req.Effort != "" {
-		args = append(args, "--reasoning-effort", req.Effort)
-	}
+	args = withValue(args, "--model", req.Model)
+	args = withValue(args, "--reasoning-effort", req.Effort)
 	switch {
 	case req.SessionID != "":
 		args = append(args, "--session-id", req.SessionID)
@@ -189,12 +185,8 @@ func buildCopilotAsk(bin string, req Request) (Plan, error) {
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "--acp")
 	args = append(args, copilotAlways...)
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
-	if req.Effort != "" {
-		args = append(args, "--reasoning-effort", req.Effort)
-	}
+	args = withValue(args, "--model", req.Model)
+	args = withValue(args, "--reasoning-effort", req.Effort)
 	// Images travel in session/prompt as image blocks, not as files.
 	p.Input = Input{Images: req.Images}
 	p.Args = args

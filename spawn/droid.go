@@ -73,15 +73,9 @@ func buildDroid(bin string, req Request) (Plan, error) {
 		}
 		args = append(args, "--only-tools", strings.Join(req.AllowedTools, ","))
 	}
-	if req.Model != "" {
-		args = append(args, "-m", req.Model)
-	}
-	if req.Effort != "" {
-		args = append(args, "-r", req.Effort)
-	}
-	if req.Resume != "" {
-		args = append(args, "-s", req.Resume)
-	}
+	args = withValue(args, "-m", req.Model)
+	args = withValue(args, "-r", req.Effort)
+	args = withValue(args, "-s", req.Resume)
 	if req.SystemPrompt != "" {
 		args = append(args, "--append-system-prompt-file", p.privateFile("append-system-prompt.md", req.SystemPrompt))
 	}

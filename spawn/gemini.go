@@ -48,9 +48,7 @@ func buildGemini(bin string, req Request) (Plan, error) {
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "--output-format", "stream-json", "--approval-mode", geminiApprovalMode(mode))
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
+	args = withValue(args, "--model", req.Model)
 	switch {
 	case req.SessionID != "":
 		args = append(args, "--session-id", req.SessionID)
@@ -136,9 +134,7 @@ func buildGeminiAsk(bin string, req Request) (Plan, error) {
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)
 	args = append(args, "--acp", "--approval-mode", "default")
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
+	args = withValue(args, "--model", req.Model)
 	if req.SystemPrompt != "" {
 		p.Env["GEMINI_SYSTEM_MD"] = p.privateFile("system.md", req.SystemPrompt)
 	}

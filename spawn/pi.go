@@ -96,12 +96,8 @@ func buildPi(bin string, req Request) (Plan, error) {
 	} else {
 		args = append(args, "--tools", strings.Join(tools, ","))
 	}
-	if req.Model != "" {
-		args = append(args, "--model", req.Model)
-	}
-	if req.Effort != "" {
-		args = append(args, "--thinking", req.Effort)
-	}
+	args = withValue(args, "--model", req.Model)
+	args = withValue(args, "--thinking", req.Effort)
 	// Pi reads either flag's value as a file when one exists at that path,
 	// so the text itself never reaches argv.
 	args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
