@@ -92,7 +92,6 @@ var codes = []rpc.CodeInfo{
 func wireError(err error) error {
 	var (
 		refused    *runs.RefusedError
-		field      *spawn.FieldError
 		unknown    *detect.UnknownAdapterError
 		missing    *detect.NotInstalledError
 		unusable   *detect.UnusableError
@@ -132,8 +131,6 @@ func wireError(err error) error {
 		}
 		data["run_id"] = refused.RunID
 		return &rpcclient.Error{Code: e.Code, Message: e.Message, Data: data}
-	case errors.As(err, &field):
-		return api.InvalidField(field.Field, "%s", field.Message)
 	case errors.As(err, &cwdRefused):
 		return &rpcclient.Error{Code: rpcclient.CodeInvalidParams, Message: "invalid params: " + cwdRefused.Error(),
 			Data: map[string]any{"field": "cwd", "resolved": cwdRefused.Resolved, "rule": cwdRefused.Rule, "config_key": plan.AllowedEditDirsKey}}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/spawn"
 )
 
@@ -404,7 +405,7 @@ func TestTheRequestFieldTablesSayRefusedWhereTheBuilderRefuses(t *testing.T) {
 				req := spawn.Request{Adapter: id, Mode: spawn.ModeReadOnly, Cwd: cwd, AgentSessionDir: cwd}
 				c.set(&req)
 				_, err := spawn.Build("/bin/x", req)
-				var fe *spawn.FieldError
+				var fe *api.FieldError
 				refused := errors.As(err, &fe) && fe.Field == c.field
 				assert.Equal(t, refused, strings.HasPrefix(cell, "refused"), "%s %s: the builder says %v, the docs %q", id, c.field, err, cell)
 			}

@@ -434,7 +434,7 @@ func TestAnACPAskPlanResumesInsideTheProtocolWhereTheAgentKeepsTheSession(t *tes
 	assert.Equal(t, "31882199-0000", w.Session.resume)
 
 	_, err = Build("/bin/gemini", Request{Adapter: agent.Gemini, Mode: ModeAsk, Cwd: cwd, Resume: "31882199-0000"})
-	var fe *FieldError
+	var fe *api.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "resume", fe.Field)
 	assert.Contains(t, fe.Error(), "loses a session")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Adapter is one agent CLI as spawn drives it: the agent's static facts
@@ -26,7 +27,7 @@ type Driver struct {
 	// For is the agent id the driver is for (an agent constant).
 	For string
 	// Build turns a validated request into a plan for the binary at bin.
-	// It returns *FieldError for a request field the CLI cannot honour.
+	// It returns *api.FieldError for a request field the CLI cannot honour.
 	Build func(bin string, req Request) (Plan, error)
 	// NewParser returns a fresh parser for one run's stdout.
 	NewParser func() Parser
@@ -194,11 +195,11 @@ func IDs() []string {
 
 // Build validates req and builds the plan with the adapter req names. It is
 // the one entry point the daemon needs: validation and the adapter-specific
-// refusals come back as *FieldError / *BypassRefusedError.
+// refusals come back as *api.FieldError / *BypassRefusedError.
 func Build(bin string, req Request) (Plan, error) {
 	a, ok := Lookup(req.Adapter)
 	if !ok {
-		return Plan{}, &FieldError{"id", fmt.Sprintf("unknown agent %q: known agents are %s", req.Adapter, strings.Join(IDs(), ", "))}
+		return Plan{}, &api.FieldError{Field: "id", Message: fmt.Sprintf("unknown agent %q: known agents are %s", req.Adapter, strings.Join(IDs(), ", "))}
 	}
 	if err := req.Validate(); err != nil {
 		return Plan{}, err

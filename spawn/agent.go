@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // An agent is one agent process and the protocol its CLI speaks over its
@@ -269,7 +271,7 @@ func (a *runner) newTurn(ctx context.Context, ts TurnSpec) (*turn, func(), *Erro
 	if d, ok := lookupDriver(a.adapter); ok && a.kept && len(ts.Images) > 0 && !d.Capabilities.Images {
 		// Build refuses these for a run; a warm turn's images are checked
 		// here, so none is dropped without a word.
-		e := &FieldError{"attachments", fmt.Sprintf("%s does not take images: %s", a.adapter, d.NoImages)}
+		e := &api.FieldError{Field: "attachments", Message: fmt.Sprintf("%s does not take images: %s", a.adapter, d.NoImages)}
 		return early(KindBadInput, e.Error(), e)
 	}
 	t := newTurn(ctx, ts, a.child.Approver)

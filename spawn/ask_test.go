@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/fakeclaude"
 )
 
@@ -46,7 +47,7 @@ func TestAskIsBuiltExactlyForTheAdaptersThatCanAsk(t *testing.T) {
 			assert.NotNil(t, p.Ask, a.ID)
 			continue
 		}
-		var fe *FieldError
+		var fe *api.FieldError
 		require.True(t, errors.As(err, &fe), "%s: %v", a.ID, err)
 		assert.Equal(t, "permission_mode", fe.Field)
 		assert.Contains(t, fe.Message, a.NoAsk)
@@ -73,7 +74,7 @@ func TestInAskModeAllowedToolsNarrowAndOnlyTheReadOnlyOnesRunUnasked(t *testing.
 
 	for _, bad := range [][]string{{"Bash(npm test)"}, {"Task"}, {"Cron"}} {
 		_, err := Build("claude", Request{Adapter: "claude-code", Mode: ModeAsk, Cwd: cwd, AllowedTools: bad})
-		var fe *FieldError
+		var fe *api.FieldError
 		require.True(t, errors.As(err, &fe), "%v: %v", bad, err)
 		assert.Equal(t, "allowed_tools[0]", fe.Field)
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/card-dev/card/api"
 )
 
 // Image is one image a run hands the agent: bytes the caller has already
@@ -206,13 +208,13 @@ func checkImages(images []Image) error {
 	for i, img := range images {
 		if img.File != nil {
 			if _, known := ImageTypeOf(img.MIME); !known || img.File.Size <= 0 {
-				return &FieldError{fmt.Sprintf("attachments[%d]", i), fmt.Sprintf("is not a %s image of type %q", ImageLabels(), img.MIME)}
+				return &api.FieldError{Field: fmt.Sprintf("attachments[%d]", i), Message: fmt.Sprintf("is not a %s image of type %q", ImageLabels(), img.MIME)}
 			}
 			continue
 		}
 		t, ok := SniffImage(img.Data)
 		if !ok || t.MIME != img.MIME {
-			return &FieldError{fmt.Sprintf("attachments[%d]", i), fmt.Sprintf("is not a %s image of type %q", ImageLabels(), img.MIME)}
+			return &api.FieldError{Field: fmt.Sprintf("attachments[%d]", i), Message: fmt.Sprintf("is not a %s image of type %q", ImageLabels(), img.MIME)}
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Synthetic images: SniffImage reads only the first bytes, and no test here
@@ -65,12 +66,12 @@ func TestCapabilitiesImagesIsExactlyWhatTheBuildersDeliver(t *testing.T) {
 			for _, mode := range Modes {
 				imgs := testImages()
 				p, err := Build("/bin/"+a.ID, Request{Adapter: a.ID, Mode: mode, Cwd: cwd, AllowBypass: true, Images: imgs})
-				var refused *FieldError
+				var refused *api.FieldError
 				if errors.As(err, &refused) && refused.Field == "permission_mode" {
 					continue // a mode the adapter refuses whatever the images (Droid edit, ask)
 				}
 				if !a.Capabilities.Images {
-					var fe *FieldError
+					var fe *api.FieldError
 					require.ErrorAs(t, err, &fe)
 					assert.Equal(t, "attachments", fe.Field)
 					assert.Contains(t, fe.Message, a.NoImages)
@@ -182,7 +183,7 @@ func TestAnImageWhoseBytesAreNotItsTypeIsRefused(t *testing.T) {
 		{MIME: "image/svg+xml", Data: []byte("<svg/>")},
 	} {
 		_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, Images: []Image{img}})
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe)
 		assert.Equal(t, "attachments[0]", fe.Field)
 	}

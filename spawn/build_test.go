@@ -117,7 +117,6 @@ func TestBypassIsRefusedUnlessTheOperatorAllowedIt(t *testing.T) {
 		var be *BypassRefusedError
 		require.ErrorAs(t, err, &be, id)
 		assert.Contains(t, err.Error(), "allow_bypass")
-		assert.True(t, IsRequestError(err))
 	}
 }
 
@@ -151,7 +150,7 @@ func TestRequestValidationNamesTheField(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.req.Adapter = "claude-code"
 			err := c.req.Validate()
-			var fe *FieldError
+			var fe *api.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, c.field, fe.Field)
 			assert.Contains(t, fe.Message, c.msg)
@@ -162,7 +161,7 @@ func TestRequestValidationNamesTheField(t *testing.T) {
 
 func TestAllowedToolsMayOnlyNarrowTheMode(t *testing.T) {
 	_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, AllowedTools: []string{"Read", "Bash(git log:*)"}})
-	var fe *FieldError
+	var fe *api.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "allowed_tools[1]", fe.Field)
 	assert.Contains(t, fe.Message, "Bash is not available in read_only")
@@ -220,7 +219,7 @@ func TestFieldsACLICannotHonourAreRefusedNotDropped(t *testing.T) {
 	for _, c := range cases {
 		c.req.Cwd = cwd
 		_, err := Build("/bin/x", c.req)
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, "%+v", c.req)
 		assert.Equal(t, c.field, fe.Field, "%+v", c.req)
 	}
@@ -353,7 +352,7 @@ func TestEveryDriversMCPHandOverOrRefusalReachesTheRequest(t *testing.T) {
 		t.Run(d.For, func(t *testing.T) {
 			_, err := Build("/bin/x", Request{Adapter: d.For, Cwd: cwd, MCPEndpoint: "http://127.0.0.1:1/mcp"})
 			if d.MCP.Refused != "" {
-				var fe *FieldError
+				var fe *api.FieldError
 				require.ErrorAs(t, err, &fe)
 				assert.Equal(t, "mcp_endpoint", fe.Field)
 				assert.Contains(t, fe.Message, d.MCP.Refused)
@@ -384,7 +383,7 @@ func indexOf(xs []string, s string) int {
 
 func TestDroidEditIsRefusedBecauseItsOnlyEditLevelIsAuto(t *testing.T) {
 	_, err := Build("/bin/droid", Request{Adapter: "droid", Mode: ModeEdit, Cwd: cwd})
-	var fe *FieldError
+	var fe *api.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "permission_mode", fe.Field)
 	assert.Contains(t, fe.Message, "--auto")
@@ -463,7 +462,7 @@ func TestNoneOfTheSixAdaptersInAnyModeGetsAForbiddenFlagOrThePrompt(t *testing.T
 				req.Adapter, req.Mode, req.Cwd, req.AllowBypass = id, mode, cwd, true
 				p, err := Build("/opt/bin/"+id, req)
 				if err != nil {
-					var fe *FieldError
+					var fe *api.FieldError
 					require.True(t, errors.As(err, &fe), "%s/%s: %v", id, mode, err)
 					continue
 				}
@@ -532,7 +531,7 @@ func TestTheRetryBoundReachesClaudesOwnSettingAndEveryPlan(t *testing.T) {
 	}
 	for _, n := range []int{-1, 11} {
 		_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: cwd, MaxAPIRetries: &n})
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, "%d", n)
 		assert.Equal(t, "max_api_retries", fe.Field)
 	}
@@ -588,7 +587,7 @@ func TestAPiSessionIsAFileCardNamesInItsOwnDirectory(t *testing.T) {
 
 	for _, bad := range []string{"../../etc/passwd", "/tmp/x.jsonl", "abc.jsonl"} {
 		_, err := Build("/bin/pi", Request{Adapter: "pi", Cwd: cwd, AgentSessionDir: dir, Resume: bad})
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, bad)
 		assert.Equal(t, "resume", fe.Field)
 	}

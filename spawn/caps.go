@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/card-dev/card/api"
 )
 
 // Bounds of a request's caps. Above them a value is a client's mistake (a
@@ -74,11 +76,11 @@ func checkCaps(cost *float64, tokens *int64) error {
 	if cost != nil {
 		c := *cost
 		if math.IsNaN(c) || math.IsInf(c, 0) || c <= 0 || c > MaxCostUSDLimit {
-			return &FieldError{"max_cost_usd", fmt.Sprintf("must be a number of US dollars above 0 and at most %g (or omitted for no cap)", MaxCostUSDLimit)}
+			return &api.FieldError{Field: "max_cost_usd", Message: fmt.Sprintf("must be a number of US dollars above 0 and at most %g (or omitted for no cap)", MaxCostUSDLimit)}
 		}
 	}
 	if tokens != nil && (*tokens <= 0 || *tokens > MaxTokensLimit) {
-		return &FieldError{"max_tokens", fmt.Sprintf("must be a whole number of tokens from 1 to %d (or omitted for no cap)", MaxTokensLimit)}
+		return &api.FieldError{Field: "max_tokens", Message: fmt.Sprintf("must be a whole number of tokens from 1 to %d (or omitted for no cap)", MaxTokensLimit)}
 	}
 	return nil
 }

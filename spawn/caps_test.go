@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -154,7 +156,7 @@ func TestCapsThatAreNotALimitAreRefusedNamingTheField(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Build("/bin/claude", Request{Adapter: "claude-code", Cwd: "/tmp", MaxCostUSD: c.cost, MaxTokens: c.tokens})
-			var fe *FieldError
+			var fe *api.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, c.field, fe.Field)
 		})
@@ -169,7 +171,7 @@ func TestACostCapIsRefusedByAnAdapterThatNeitherCapsNorReportsCost(t *testing.T)
 			assert.NoError(t, err, id)
 			continue
 		}
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, id)
 		assert.Equal(t, "max_cost_usd", fe.Field)
 		assert.Contains(t, fe.Message, a.Caps.NoCost)
@@ -184,7 +186,7 @@ func TestATokenCapIsRefusedExactlyByAnAdapterThatReportsNoTokens(t *testing.T) {
 			assert.NoError(t, err, id)
 			continue
 		}
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, id)
 		assert.Equal(t, "max_tokens", fe.Field)
 	}

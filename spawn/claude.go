@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/permtool"
 )
 
@@ -149,15 +150,16 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 		field := fmt.Sprintf("allowed_tools[%d]", i)
 		base, _, _ := strings.Cut(entry, "(")
 		if strings.EqualFold(base, "Task") {
-			return nil, nil, &FieldError{field, "Task is never allowed: nested agents escape the turn cap and the loop guard"}
+			return nil, nil, &api.FieldError{Field: field, Message: "Task is never allowed: nested agents escape the turn cap and the loop guard"}
 		}
 		if mode == ModeEdit && slices.ContainsFunc(claudeWriteTools, func(w string) bool { return strings.EqualFold(w, base) }) {
-			return nil, nil, &FieldError{field, fmt.Sprintf("%q is an allow rule for writing files, which Claude applies before edit mode's "+
+			return nil, nil, &api.FieldError{Field: field, Message: fmt.Sprintf("%q is an allow rule for writing files, which Claude applies before edit mode's "+
 				"working-dir boundary, so it would let the agent write outside the working dir; leave it out: edit mode "+
 				"always offers %s and keeps them inside the working dir", entry, strings.Join(claudeFileTools, ", "))}
+
 		}
 		if bounded && !contains(offered, base) {
-			return nil, nil, &FieldError{field, base + " is not available in " + string(mode) + " mode (it offers " + strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
+			return nil, nil, &api.FieldError{Field: field, Message: base + " is not available in " + string(mode) + " mode (it offers " + strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
 		}
 		if !contains(tools, base) {
 			tools = append(tools, base)
@@ -166,8 +168,9 @@ func claudeTools(mode Mode, requested []string) (tools, allowed []string, err er
 			// Offered, and asked about on every call: an allow rule for
 			// it would skip the question.
 			if entry != base {
-				return nil, nil, &FieldError{field, entry + ": in ask mode every " + base +
+				return nil, nil, &api.FieldError{Field: field, Message: entry + ": in ask mode every " + base +
 					" call is asked, so it takes no pattern; name the tool alone (" + base + ")"}
+
 			}
 			continue
 		}

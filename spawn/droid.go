@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // DroidEditRefused is the message of a Droid edit request. Droid's only way
@@ -37,7 +38,7 @@ const DroidEditRefused = "Droid can only edit through --auto, whose lowest level
 func buildDroid(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if mode == ModeEdit {
-		return Plan{}, &FieldError{"permission_mode", "edit is not supported by droid: " + DroidEditRefused}
+		return Plan{}, &api.FieldError{Field: "permission_mode", Message: "edit is not supported by droid: " + DroidEditRefused}
 	}
 	if err := refuse(agent.Droid,
 		refusal{req.MaxTurns > 0, "max_turns", "droid exec has no turn cap; use timeout_secs"},
@@ -68,7 +69,7 @@ func buildDroid(bin string, req Request) (Plan, error) {
 		}
 		for _, t := range req.AllowedTools {
 			if strings.HasPrefix(strings.ToUpper(t), "MCP:") {
-				return Plan{}, &FieldError{"allowed_tools", fmt.Sprintf("%s selects MCP tools, which widens what Droid offers; allowed_tools may only narrow the mode", t)}
+				return Plan{}, &api.FieldError{Field: "allowed_tools", Message: fmt.Sprintf("%s selects MCP tools, which widens what Droid offers; allowed_tools may only narrow the mode", t)}
 			}
 		}
 		args = append(args, "--only-tools", strings.Join(req.AllowedTools, ","))

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Droid asks in stream-jsonrpc: the ask plan runs `droid exec` with
@@ -42,7 +43,7 @@ func TestDroidAskPlanRunsStreamJSONRPCAndCarriesTheModelIntoTheSession(t *testin
 	} {
 		req.Adapter, req.Mode, req.Cwd = agent.Droid, ModeAsk, cwd
 		_, err := Build("/usr/bin/droid", req)
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, "%+v", req)
 	}
 	p, err = Build("/usr/bin/droid", Request{Adapter: agent.Droid, Mode: ModeReadOnly, Cwd: cwd})

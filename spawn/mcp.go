@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // MCPServerName is the name a client's MCP server (the request's
@@ -25,13 +27,13 @@ func CheckMCPEndpoint(adapter, endpoint string) error {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &FieldError{"mcp_endpoint", fmt.Sprintf("%q is not an http(s) URL of an MCP server (streamable HTTP), e.g. http://127.0.0.1:8765/mcp", endpoint)}
+		return &api.FieldError{Field: "mcp_endpoint", Message: fmt.Sprintf("%q is not an http(s) URL of an MCP server (streamable HTTP), e.g. http://127.0.0.1:8765/mcp", endpoint)}
 	}
 	if u.User != nil {
-		return &FieldError{"mcp_endpoint", "must not carry credentials (user:password@): the URL is visible to other processes on this machine"}
+		return &api.FieldError{Field: "mcp_endpoint", Message: "must not carry credentials (user:password@): the URL is visible to other processes on this machine"}
 	}
 	if strings.ContainsAny(endpoint, "\"\\\x00\n\r") {
-		return &FieldError{"mcp_endpoint", "contains a quote, backslash or control character"}
+		return &api.FieldError{Field: "mcp_endpoint", Message: "contains a quote, backslash or control character"}
 	}
 	return nil
 }

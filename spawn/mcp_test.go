@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // The MCP endpoint reaches each CLI that can take one the way it takes one
@@ -62,7 +64,7 @@ func TestAnMCPEndpointIsRefusedNamingWhyWhenTheCLICannotTakeOne(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := Build("/bin/x", Request{Adapter: c.adapter, Cwd: "/w", MCPEndpoint: c.endpoint})
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, "%s %s", c.adapter, c.endpoint)
 		assert.Equal(t, "mcp_endpoint", fe.Field)
 		assert.Contains(t, fe.Message, c.why)

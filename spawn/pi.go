@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // piModeTools are the built-in tools each mode hands Pi. This list is the
@@ -141,7 +142,7 @@ func piSession(req Request) (args []string, id string, err error) {
 		return []string{"--no-session"}, "", nil
 	}
 	if !uuidRE.MatchString(id) {
-		return nil, "", &FieldError{field, "a Pi session is named by the UUID card gave it (its agent_session_id), such as 123e4567-e89b-12d3-a456-426614174000"}
+		return nil, "", &api.FieldError{Field: field, Message: "a Pi session is named by the UUID card gave it (its agent_session_id), such as 123e4567-e89b-12d3-a456-426614174000"}
 	}
 	if req.AgentSessionDir == "" {
 		return nil, "", errUnsupported(field, agent.Pi, "card has no directory to keep Pi's session files in")

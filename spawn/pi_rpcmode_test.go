@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Pi asks through card's gate: the ask plan runs `pi --mode rpc` with the
@@ -41,7 +42,7 @@ func TestPiAskPlanRunsRPCModeWithCardsGate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, p.Args, "read,bash", "allowed_tools narrows the tools offered")
 	_, err = Build("/usr/bin/pi", Request{Adapter: agent.Pi, Mode: ModeAsk, Cwd: cwd, AllowedTools: []string{"web"}})
-	var fe *FieldError
+	var fe *api.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "allowed_tools", fe.Field)
 }

@@ -3,7 +3,6 @@ package spawn
 import (
 	"context"
 	"errors"
-	"github.com/card-dev/card/agent"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,14 +168,14 @@ func TestEveryFlagCardPassesExistsInTheRealCLI(t *testing.T) {
 }
 
 // buildableFlagsOf is flagsOf for adapters that refuse some mode or field by
-// design: a *FieldError is skipped, any other error fails the test.
+// design: a *api.FieldError is skipped, any other error fails the test.
 func buildableFlagsOf(t *testing.T, adapter string, reqs ...Request) map[string]bool {
 	flags := map[string]bool{}
 	for _, mode := range Modes {
 		for _, r := range append([]Request{{}}, reqs...) {
 			r.Adapter, r.Mode, r.Cwd, r.AllowBypass = adapter, mode, "/tmp", true
 			p, err := Build("/bin/"+adapter, r)
-			var fe *FieldError
+			var fe *api.FieldError
 			if errors.As(err, &fe) {
 				continue
 			}

@@ -11,12 +11,13 @@
 package spawn
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/card-dev/card/api"
 )
 
 // Mode is the permission mode a client asks for on the wire.
@@ -136,15 +137,6 @@ func (r Request) EffectiveMode() Mode {
 	return r.Mode
 }
 
-// FieldError says which request field is wrong and why; the daemon answers
-// it as JSON-RPC -32602 naming Field.
-type FieldError struct {
-	Field   string
-	Message string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
-
 // BypassRefusedError is returned for a bypass request the operator has not
 // allowed. It is its own type because the daemon answers it with its own
 // code, and the person reading it needs the config key, not a field name.
@@ -162,7 +154,7 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // Validate checks what can be checked without knowing the adapter's flags.
-// It returns *FieldError or *BypassRefusedError.
+// It returns *api.FieldError or *BypassRefusedError.
 func (r Request) Validate() error {
 	// card's private-file placeholder belongs to the plans card builds: in
 	// a client's value it would become a path of the client's choosing.
@@ -175,7 +167,7 @@ func (r Request) Validate() error {
 	} {
 		for _, v := range f.values {
 			if strings.Contains(v, filePrefix) {
-				return &FieldError{f.name, fmt.Sprintf("%q holds card's private-file placeholder %q, which only card itself may write", v, filePrefix)}
+				return &api.FieldError{Field: f.name, Message: fmt.Sprintf("%q holds card's private-file placeholder %q, which only card itself may write", v, filePrefix)}
 			}
 		}
 	}
@@ -186,13 +178,13 @@ func (r Request) Validate() error {
 			return &BypassRefusedError{Adapter: r.Adapter}
 		}
 	default:
-		return &FieldError{"permission_mode", fmt.Sprintf("unknown mode %q; use read_only (default), edit, ask or bypass", r.Mode)}
+		return &api.FieldError{Field: "permission_mode", Message: fmt.Sprintf("unknown mode %q; use read_only (default), edit, ask or bypass", r.Mode)}
 	}
 	if r.Effort != "" && !contains(EffortLevels, r.Effort) {
-		return &FieldError{"effort", fmt.Sprintf("unknown effort %q; use one of %s", r.Effort, strings.Join(EffortLevels, ", "))}
+		return &api.FieldError{Field: "effort", Message: fmt.Sprintf("unknown effort %q; use one of %s", r.Effort, strings.Join(EffortLevels, ", "))}
 	}
 	if n := r.APIRetries(); n < 0 || n > MaxAPIRetriesLimit {
-		return &FieldError{"max_api_retries", fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
+		return &api.FieldError{Field: "max_api_retries", Message: fmt.Sprintf("must be between 0 and %d (retries of a failed model call; default %d)", MaxAPIRetriesLimit, DefaultMaxAPIRetries)}
 	}
 	if err := r.checkWatchdog(); err != nil {
 		return err
@@ -201,24 +193,24 @@ func (r Request) Validate() error {
 		return err
 	}
 	if r.MaxTurns < 0 {
-		return &FieldError{"max_turns", "must be a positive number of turns (or omitted)"}
+		return &api.FieldError{Field: "max_turns", Message: "must be a positive number of turns (or omitted)"}
 	}
 	if strings.HasPrefix(r.Model, "-") || strings.ContainsAny(r.Model, "\x00\n\r") {
-		return &FieldError{"model", fmt.Sprintf("%q is not a model name", r.Model)}
+		return &api.FieldError{Field: "model", Message: fmt.Sprintf("%q is not a model name", r.Model)}
 	}
 	for _, t := range r.AllowedTools {
 		if t == "" || strings.HasPrefix(t, "-") || strings.ContainsAny(t, ",\x00\n\r") {
-			return &FieldError{"allowed_tools", fmt.Sprintf("%q is not a tool name (no commas, no leading dash)", t)}
+			return &api.FieldError{Field: "allowed_tools", Message: fmt.Sprintf("%q is not a tool name (no commas, no leading dash)", t)}
 		}
 		if why := toolEntryProblem(t); why != "" {
-			return &FieldError{"allowed_tools", fmt.Sprintf("%q %s", t, why)}
+			return &api.FieldError{Field: "allowed_tools", Message: fmt.Sprintf("%q %s", t, why)}
 		}
 	}
 	if r.SessionID != "" && !uuidRE.MatchString(r.SessionID) {
-		return &FieldError{"session_id", "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000"}
+		return &api.FieldError{Field: "session_id", Message: "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000"}
 	}
 	if r.Resume != "" && !sessionRE.MatchString(r.Resume) {
-		return &FieldError{"resume", "must be a session id the agent reported (letters, digits, '-', '.', '_', ':')"}
+		return &api.FieldError{Field: "resume", Message: "must be a session id the agent reported (letters, digits, '-', '.', '_', ':')"}
 	}
 	n := 0
 	for _, b := range []bool{r.SessionID != "", r.Resume != "", r.NoSession} {
@@ -227,17 +219,18 @@ func (r Request) Validate() error {
 		}
 	}
 	if n > 1 {
-		return &FieldError{"session_id", "choose one of session_id (new), resume, or discard_session"}
+		return &api.FieldError{Field: "session_id", Message: "choose one of session_id (new), resume, or discard_session"}
 	}
 	if strings.ContainsRune(r.SystemPrompt, 0) {
-		return &FieldError{"system_prompt", "contains a NUL byte"}
+		return &api.FieldError{Field: "system_prompt", Message: "contains a NUL byte"}
 	}
 	if len(r.SystemPrompt) > MaxSystemPromptBytes {
-		return &FieldError{"system_prompt", fmt.Sprintf("is %d bytes; at most %d (%d KiB): a session keeps it for every turn, and a longer one is context for a file the agent reads, not a prompt",
+		return &api.FieldError{Field: "system_prompt", Message: fmt.Sprintf("is %d bytes; at most %d (%d KiB): a session keeps it for every turn, and a longer one is context for a file the agent reads, not a prompt",
 			len(r.SystemPrompt), MaxSystemPromptBytes, MaxSystemPromptBytes>>10)}
+
 	}
 	if r.SystemPromptAppend && r.SystemPrompt == "" {
-		return &FieldError{"system_prompt", "append asked for but the prompt is empty"}
+		return &api.FieldError{Field: "system_prompt", Message: "append asked for but the prompt is empty"}
 	}
 	return checkImages(r.Images)
 }
@@ -368,11 +361,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// errUnsupported builds the FieldError an adapter returns for a request
+// errUnsupported builds the *api.FieldError an adapter returns for a request
 // field its CLI cannot honour. Refusing beats silently dropping: a client
 // that asked for a turn cap and did not get one has lost a limit it relied on.
 func errUnsupported(field, adapter, why string) error {
-	return &FieldError{Field: field, Message: fmt.Sprintf("not supported by %s: %s", adapter, why)}
+	return &api.FieldError{Field: field, Message: fmt.Sprintf("not supported by %s: %s", adapter, why)}
 }
 
 // narrowTools is what the mode offers narrowed by the request's
@@ -385,8 +378,9 @@ func narrowTools(adapter, offers string, mode Mode, offered, requested []string,
 	out := []string{}
 	for _, entry := range requested {
 		if k := kind(entry); !contains(offered, k) {
-			return nil, &FieldError{"allowed_tools", k + " is not available in " + string(mode) + " mode for " + adapter + " (it " + offers + " " +
+			return nil, &api.FieldError{Field: "allowed_tools", Message: k + " is not available in " + string(mode) + " mode for " + adapter + " (it " + offers + " " +
 				strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
+
 		}
 		out = append(out, entry)
 	}
@@ -409,14 +403,6 @@ func refuse(adapter string, rs ...refusal) error {
 	return nil
 }
 
-// IsRequestError reports whether err is a refusal of the request itself
-// (bad field or bypass not allowed), as opposed to a failure to run.
-func IsRequestError(err error) bool {
-	var fe *FieldError
-	var be *BypassRefusedError
-	return errors.As(err, &fe) || errors.As(err, &be)
-}
-
 // checkWatchdog refuses a watchdog that means nothing: a warning of no
 // silence at all or past any run's deadline, or a kill that would come
 // before the warning.
@@ -425,16 +411,16 @@ func (r Request) checkWatchdog() error {
 	if r.StallSecs != nil {
 		stall = *r.StallSecs
 		if stall < 1 || stall > MaxStallSecs {
-			return &FieldError{"stall_secs", fmt.Sprintf("must be between 1 and %d seconds of silence (default %d)", MaxStallSecs, DefaultStallSecs)}
+			return &api.FieldError{Field: "stall_secs", Message: fmt.Sprintf("must be between 1 and %d seconds of silence (default %d)", MaxStallSecs, DefaultStallSecs)}
 		}
 	}
 	if r.StallKillSecs == nil || *r.StallKillSecs == 0 {
 		return nil
 	}
 	if k := *r.StallKillSecs; k < 0 || k > MaxStallSecs {
-		return &FieldError{"stall_kill_secs", fmt.Sprintf("must be 0 (never end a run for its silence) or between stall_secs and %d seconds", MaxStallSecs)}
+		return &api.FieldError{Field: "stall_kill_secs", Message: fmt.Sprintf("must be 0 (never end a run for its silence) or between stall_secs and %d seconds", MaxStallSecs)}
 	} else if k <= stall {
-		return &FieldError{"stall_kill_secs", fmt.Sprintf("%d must be more than stall_secs (%d): the run is marked stalled before it is ended", k, stall)}
+		return &api.FieldError{Field: "stall_kill_secs", Message: fmt.Sprintf("%d must be more than stall_secs (%d): the run is marked stalled before it is ended", k, stall)}
 	}
 	return nil
 }

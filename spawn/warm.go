@@ -100,7 +100,7 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 	}
 	if len(req.Images) > 0 {
 		// A warm agent's images belong to its turns (TurnSpec.Images).
-		return Plan{}, &FieldError{"attachments", "a warm agent takes attachments with each turn, not at its start"}
+		return Plan{}, &api.FieldError{Field: "attachments", Message: "a warm agent takes attachments with each turn, not at its start"}
 	}
 	a, _ := Lookup(req.Adapter)
 	p, err := a.Warm.Build(bin, req)

@@ -355,7 +355,7 @@ func TestAWarmPlanKeepsTheOneShotBoundaryFlags(t *testing.T) {
 		assert.ErrorIs(t, err, ErrNoWarmChannel, "Copilot's ACP channel lets --allow-tool write leave the cwd")
 	}
 	_, err := BuildWarm("/bin/claude", Request{Adapter: agent.ClaudeCode, Cwd: cwd, Images: testImages()})
-	var fe *FieldError
+	var fe *api.FieldError
 	assert.ErrorAs(t, err, &fe)
 }
 
@@ -498,7 +498,7 @@ func TestAWarmPlanCarriesTheSessionToContinueInsideTheProtocol(t *testing.T) {
 		assert.NotContains(t, strings.Join(p.Args, " "), "sess-old", id)
 	}
 	_, err := BuildWarm("/bin/gemini", Request{Adapter: agent.Gemini, Cwd: cwd, Resume: "sess-old"})
-	var fe *FieldError
+	var fe *api.FieldError
 	assert.ErrorAs(t, err, &fe, "Gemini's session/load loses the session it loads")
 	p, err := BuildWarm("/bin/claude", Request{Adapter: agent.ClaudeCode, Cwd: cwd, Resume: "sess-old"})
 	require.NoError(t, err)

@@ -174,7 +174,7 @@ func TestWatchdogLimitsThatMeanNothingAreRefusedNamingTheField(t *testing.T) {
 		{"kill under the default stall", nil, n(DefaultStallSecs - 1), "stall_kill_secs"},
 	} {
 		err := Request{Adapter: "claude-code", Cwd: "/", StallSecs: c.stall, StallKillSecs: c.kill}.Validate()
-		var fe *FieldError
+		var fe *api.FieldError
 		require.ErrorAs(t, err, &fe, c.name)
 		assert.Equal(t, c.field, fe.Field, c.name)
 	}

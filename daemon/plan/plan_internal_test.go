@@ -39,7 +39,7 @@ func TestThePlannerBuildsThePlanOnceWithoutABinary(t *testing.T) {
 	assert.Equal(t, spawn.ModeReadOnly, req.Mode)
 
 	_, err = p.Invoke(api.InvokeParams{AgentSettings: api.AgentSettings{ID: "droid", PermissionMode: "edit", Cwd: t.TempDir()}, Task: "t"})
-	var fe *spawn.FieldError
+	var fe *api.FieldError
 	require.ErrorAs(t, err, &fe, "an adapter's own refusal is a field error before any record")
 	_, err = p.Invoke(api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", PermissionMode: "bypass", Cwd: t.TempDir()}, Task: "t"})
 	assert.NoError(t, err, "bypass is the gate's to refuse, after the guard")

@@ -168,10 +168,10 @@ func newWarmManager(t *testing.T, fw *fakeWarmer, cfg Config) *Manager {
 	prepare := fakePlanner(func(p api.SessionStartParams, task string, atts []api.Attachment, c plan.Continue) (plan.Turn, error) {
 		if c.SessionID != "" {
 			// As Codex and Droid: the CLI picks its own session id.
-			return plan.Turn{}, &spawn.FieldError{Field: "session_id", Message: "not supported"}
+			return plan.Turn{}, &api.FieldError{Field: "session_id", Message: "not supported"}
 		}
 		if fw.noColdResume && c.Resume != "" {
-			return plan.Turn{}, &spawn.FieldError{Field: "resume", Message: "this CLI cannot resume the conversation in a new process"}
+			return plan.Turn{}, &api.FieldError{Field: "resume", Message: "this CLI cannot resume the conversation in a new process"}
 		}
 		sreq := spawn.Request{Adapter: p.ID, Mode: spawn.ModeReadOnly, Cwd: cwd, Resume: c.Resume, Model: p.Model, AgentSessionDir: sessionDir,
 			UsageBase: c.UsageBase}

@@ -171,7 +171,7 @@ func (m *Manager) startLocked(ctx context.Context, s *session, q *queued, dequeu
 // go on only over the session's warm agent, which holds it: the CLI
 // cannot resume it cold (Gemini's ask channel).
 func (m *Manager) prepareTurn(s *session, p api.SessionStartParams, q *queued) (t plan.Turn, chosen string, warmOnly bool, err error) {
-	var fe *spawn.FieldError
+	var fe *api.FieldError
 	if s.row.AgentSessionID != "" {
 		t, err = m.deps.Planner.SessionTurn(p, q.task, q.atts, s.cont(plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported}))
 		if errors.As(err, &fe) && fe.Field == "resume" && m.warm.holds(s) {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/spawn"
 )
 
 func TestConfiguringAnIdleSessionEndsItsWarmAgentAndTheNextTurnResumesWithTheNewSettings(t *testing.T) {
@@ -85,7 +84,7 @@ func TestAConversationOnlyItsWarmAgentHoldsGoesOnOverItAndIsRefusedOnceItEnds(t 
 	fw.agent(0).die()
 	require.Eventually(t, func() bool { s, _ := m.Get(context.Background(), id); return !s.Warm }, 5*time.Second, 5*time.Millisecond)
 	_, err := m.Prompt(context.Background(), api.SessionPromptParams{SessionID: id, Task: "three"}, Sender{})
-	var fe *spawn.FieldError
+	var fe *api.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "resume", fe.Field)
 	assert.Len(t, fw.started(), 1, "no new agent, which would be a new conversation")

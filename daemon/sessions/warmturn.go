@@ -129,7 +129,7 @@ func (m *Manager) onlyWarmHoldsLocked(s *session) bool {
 		return false
 	}
 	_, err = m.deps.Planner.Check(p, "", nil, s.cont(plan.Continue{Resume: s.row.AgentSessionID, UsageBase: s.reported}))
-	var fe *spawn.FieldError
+	var fe *api.FieldError
 	return errors.As(err, &fe) && fe.Field == "resume"
 }
 

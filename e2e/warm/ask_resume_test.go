@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
 )
@@ -63,7 +64,7 @@ func TestAColdAskTurnResumesTheWarmAgentsSessionAndStillAsks(t *testing.T) {
 			req.Resume = sid
 			one, err := spawn.Build(bin, req)
 			if c.id == agent.Gemini {
-				var fe *spawn.FieldError
+				var fe *api.FieldError
 				require.ErrorAs(t, err, &fe)
 				assert.Equal(t, "resume", fe.Field)
 				return

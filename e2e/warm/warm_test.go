@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/spawn"
@@ -245,7 +246,7 @@ func TestAWarmTurnHoldsItsModesBoundary(t *testing.T) {
 					// Refused in every Droid run (its edit cannot be kept
 					// inside the working dir).
 					_, err := spawn.BuildWarm(standin.CLI(t, c.bin), spawn.Request{Adapter: c.id, Cwd: t.TempDir(), Mode: mode})
-					var fe *spawn.FieldError
+					var fe *api.FieldError
 					require.ErrorAs(t, err, &fe)
 					return
 				}
@@ -345,7 +346,7 @@ func TestAColdTurnAfterTheWarmAgentEndedResumesItsSession(t *testing.T) {
 			if c.id == agent.Gemini {
 				// Its session/load finds no session (Gemini CLI 0.61.0):
 				// refused, a cold Gemini turn is one-shot.
-				var fe *spawn.FieldError
+				var fe *api.FieldError
 				require.ErrorAs(t, err, &fe)
 				return
 			}
