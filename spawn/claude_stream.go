@@ -12,22 +12,10 @@ import (
 	"github.com/card-dev/card/api"
 )
 
-// Claude Code's conversation channel: `-p --input-format stream-json
-// --output-format stream-json`, with stdin left open. Each stdin line
-// {"type":"user","message":{...}} is one turn, answered with the CLI's own
-// assistant messages and its own `result` line, in the same session and
-// the same process; the CLI then waits for the next line, and exits when
-// stdin closes (checked against Claude Code 2.1.197 and a loopback
-// stand-in: the second turn's API request carried the first turn's
-// messages). Every flag of the one-shot plan stays, so each permission
-// mode's boundary is the one-shot run's.
-//
-// A turn is cancelled inside the protocol with the control request the
-// CLI's own SDK sends ({"type":"control_request","request":{"subtype":
-// "interrupt"}}): the CLI stops the model call and ends the turn with its
-// result, and takes the next line as a new turn (seen with 2.1.197: the
-// cancelled turn ended within about a second, and the next turn ran in the
-// same process).
+// buildClaudeWarm keeps Claude Code warm over its stream-json
+// conversation (protocolClaudeStream). Every flag of the one-shot plan
+// stays, so each permission mode's boundary is the one-shot run's; only
+// the input format changes, and the prompt goes in the protocol.
 func buildClaudeWarm(bin string, req Request) (Plan, error) {
 	p, err := buildOneShot(bin, req)
 	if err != nil {
@@ -45,9 +33,29 @@ func buildClaudeWarm(bin string, req Request) (Plan, error) {
 	return p, nil
 }
 
-// protocolClaudeStream names Claude Code's stream-json conversation, which
-// only warm agents speak (its one-shot runs write one message and close
-// stdin).
+// protocolClaudeStream is Claude Code's stream-json conversation: `-p
+// --input-format stream-json --output-format stream-json` with stdin left
+// open, as Claude Code 2.1.197 speaks it (checked with a loopback
+// stand-in). Only warm agents speak it: a one-shot run writes one message
+// and closes stdin, and ask mode asks through card's permission tool. The
+// agent's opening, then one turn after another in the same session and
+// the same process:
+//
+//	→ {"type":"control_request","request":{"subtype":"initialize"}}, the
+//	  first message of the CLI's own SDK; its control_response describes
+//	  the slash commands
+//	→ {"type":"user","message":{…}}: a turn's prompt, images included
+//	← the CLI's assistant, user and system lines while the turn runs,
+//	  read by the one-shot parser (claude_parse.go)
+//	← {"type":"result",…}: the turn's end; the CLI then waits for the
+//	  next user line (the second turn's API request carried the first
+//	  turn's messages), and exits when stdin closes
+//	→ {"type":"control_request","request":{"subtype":"interrupt"}}, as
+//	  the SDK sends it, stops a running turn: the CLI stops the model call
+//	  and ends the turn with its result within about a second, and takes
+//	  the next line as a new turn in the same process
+//
+// A user line written while a turn runs does not join it (see steer).
 const protocolClaudeStream Protocol = "claude-stream-json"
 
 // claudeStream is card's side of Claude Code's stream-json conversation.

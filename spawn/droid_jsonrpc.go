@@ -460,13 +460,13 @@ func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
 	return c.result(t, &c.turnOf(t).reading, exit, rpcWords, nil, true)
 }
 
-// buildDroidWarm keeps Droid warm over its stream-jsonrpc. read_only runs the ask plan's session (autonomy "off": Droid runs its
-// reads unasked and asks before every Execute, Create, Edit and
-// ApplyPatch) with every question denied, since read_only has nobody to
-// ask: the same boundary, narrower if anything (a denied call ends Droid's
-// turn). Ask mode is the ask plan as it is. Edit is refused as in every
-// Droid run, and bypass is not kept warm (its flag was not seen to act in
-// this mode).
+// buildDroidWarm keeps Droid warm over its stream-jsonrpc. read_only
+// runs the ask plan's session (autonomy "off": Droid runs its reads
+// unasked and asks before every Execute, Create, Edit and ApplyPatch) with
+// every question denied, since read_only has nobody to ask: the same
+// boundary, narrower if anything (a denied call ends Droid's turn). Ask
+// mode is the ask plan as it is. Edit is refused as in every Droid run,
+// and bypass is not kept warm (its flag was not seen to act in this mode).
 func buildDroidWarm(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if mode == ModeBypass {

@@ -15,11 +15,21 @@ import (
 	"github.com/card-dev/card/agent"
 )
 
-// ProtocolPiRPC is Pi's RPC mode (`pi --mode rpc`): JSON objects one per
-// line, not JSON-RPC. card sends commands ({id, type, …}) and Pi answers
-// each with {type: "response", command, id, success}; the agent's events
-// are the lines `pi --mode json` prints, and an extension's dialogs arrive
-// as extension_ui_request lines answered by extension_ui_response.
+// ProtocolPiRPC is Pi's RPC mode (`pi --mode rpc`), as Pi 0.73.1 speaks
+// it: JSON objects one per line, not JSON-RPC. card sends commands ({id,
+// type, …}) and Pi answers each with {type: "response", command, id,
+// success}; the agent's events are the lines `pi --mode json` prints. No
+// opening (the session file is on argv: piSession), then one turn after
+// another in the same process:
+//
+//	→ {type: prompt, id, message, images?}
+//	← the agent's events while the turn runs, read by the one-shot
+//	  parser (pi_parse.go); agent_end is the turn's end
+//	← extension_ui_request {method: confirm, …} from card's ask gate,
+//	  answered extension_ui_response {confirmed} (below)
+//	→ {type: abort} stops a running turn (Pi ends it with agent_end and
+//	  waits for the next prompt), and {type: steer, message} adds text to
+//	  it (piRPC.steer)
 const ProtocolPiRPC Protocol = "pi-rpc"
 
 // Pi has no permission system of its own. In ask mode card loads one
@@ -100,13 +110,10 @@ type (
 	}
 )
 
-// piRPC is card's side of Pi's RPC mode: no opening, one prompt command a
-// turn in the same process, the turn over at agent_end; abort stops a
-// running turn (Pi ends it with agent_end and waits for the next prompt),
-// and steer queues a message that Pi delivers inside the running turn,
-// before its next model call (seen with Pi 0.73.1: the steered text went
-// in a second model call of the same run, before agent_end). Its lines are
-// read on the child's reader.
+// piRPC is card's side of Pi's RPC mode. A steer is a message Pi delivers
+// inside the running turn, before its next model call (seen with Pi
+// 0.73.1: the steered text went in a second model call of the same run,
+// before agent_end). Its lines are read on the child's reader.
 type piRPC struct {
 	a    *runner
 	done chan struct{}
@@ -315,12 +322,12 @@ func (p *piRPC) finish(t *turn, exit *ExitInfo) Result {
 func (p *piRPC) sessionID() string { return p.a.plan.SessionID }
 
 // buildPiWarm keeps Pi warm over its RPC mode. In read_only, edit and
-// bypass the plan is the one-shot plan's, every
-// boundary flag included (--tools, --no-extensions and edit mode's gate
-// extension), with --mode rpc instead of -p --mode json, and the session
-// file card names (piSession): Pi writes each turn there, so a turn after
-// the process ended (idle, close, a daemon restart or crash) resumes the
-// same file, warm or cold.
+// bypass the plan is the one-shot plan's, every boundary flag included
+// (--tools, --no-extensions and edit mode's gate extension), with --mode
+// rpc instead of -p --mode json, and the session file card names
+// (piSession): Pi writes each turn there, so a turn after the process
+// ended (idle, close, a daemon restart or crash) resumes the same file,
+// warm or cold. Ask mode's plan speaks RPC mode already.
 func buildPiWarm(bin string, req Request) (Plan, error) {
 	p, err := buildOneShot(bin, req)
 	if err != nil {
