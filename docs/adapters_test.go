@@ -27,7 +27,12 @@ const repo = ".."
 
 // maxAdapterGoFiles is how many Go files a new adapter may need, at most,
 // before the per-adapter facts are spread too thin to add one with care.
-const maxAdapterGoFiles = 8
+const maxAdapterGoFiles = 6
+
+// maxACPSpawnFiles is how many Go files of spawn/ an adapter that speaks
+// ACP may need: its driver file, its one-shot parser and its line in
+// drivers; the protocol is card's already.
+const maxACPSpawnFiles = 3
 
 // adapterFileList reads the file list of adding-an-agent.md: each item's
 // first code span, exact paths and globs (holding *) apart.
@@ -188,6 +193,38 @@ func TestTheAddingAnAgentFileListIsCompleteForEveryAdapter(t *testing.T) {
 				"make what differs a field of the adapter's driver or probe, or list the file", path, id)
 		}
 	}
+}
+
+// An agent that speaks ACP on its stdio needs no protocol code of its own:
+// the files spawn/ has for it, of those the page lists, are at most
+// maxACPSpawnFiles.
+func TestAnAgentSpeakingACPNeedsAtMostThreeGoFilesInSpawn(t *testing.T) {
+	exact, globs := adapterFileList(t)
+	var acpAdapters int
+	for _, id := range spawn.IDs() {
+		a, _ := spawn.Lookup(id)
+		if len(a.Protocols) != 1 || a.Protocols[spawn.ProtocolACP] == nil {
+			continue
+		}
+		acpAdapters++
+		files := map[string]bool{}
+		for _, f := range exact {
+			if strings.HasPrefix(f, "spawn/") {
+				files[forBinary(f, a.Binary)] = true
+			}
+		}
+		for _, g := range globs {
+			matches, err := filepath.Glob(filepath.Join(repo, forBinary(g, a.Binary)))
+			require.NoError(t, err)
+			for _, m := range matches {
+				if rel, _ := filepath.Rel(repo, m); strings.HasPrefix(rel, "spawn/") && !strings.HasSuffix(rel, "_test.go") {
+					files[filepath.ToSlash(rel)] = true
+				}
+			}
+		}
+		assert.LessOrEqual(t, len(files), maxACPSpawnFiles, "%s speaks ACP, yet spawn/ has these Go files for it: %v", id, files)
+	}
+	assert.Positive(t, acpAdapters, "no adapter speaks ACP alone, so nothing was checked")
 }
 
 // The check above finds what it looks for: a literal id and an agent
