@@ -92,16 +92,32 @@ func TestTheLineStreamWritesOneLinePerMessageAndSkipsWhatIsNoMessage(t *testing.
 	assert.ErrorIs(t, s.ReadObject(&m), io.EOF, "the child's stdout ended")
 }
 
-// update feeds raw session/update payloads through a conversation in the
-// given dialect and returns the events.
-func updates(t *testing.T, dialect string, raws ...string) ([]Event, *acpConversation) {
+// acpReading is an ACP client in a dialect reading one turn, outside any
+// process.
+type acpReading struct {
+	*acpClient
+	t *turn
+}
+
+func newACPReading(t *testing.T, dialect string, emit func(...Event)) acpReading {
 	t.Helper()
-	conv, err := newACPConversation(SessionPlan{Protocol: ProtocolACP, Adapter: dialect})
+	proto, err := protocolOf(Plan{Session: &SessionPlan{Protocol: ProtocolACP, Adapter: dialect}})
 	require.NoError(t, err)
-	c := conv.(*acpConversation)
+	return acpReading{proto.(*acpClient), readingTurn(emit, nil)}
+}
+
+func (r acpReading) endTurn(res acp.PromptResponse) { r.acpClient.endTurn(r.t, res) }
+
+func (r acpReading) finish() Result { return r.acpClient.finish(r.t, &ExitInfo{}) }
+
+// update feeds raw session/update payloads through a client in the given
+// dialect and returns the events.
+func updates(t *testing.T, dialect string, raws ...string) ([]Event, acpReading) {
+	t.Helper()
 	var evs []Event
+	c := newACPReading(t, dialect, func(e ...Event) { evs = append(evs, e...) })
 	for _, r := range raws {
-		c.update(json.RawMessage(r), func(e ...Event) { evs = append(evs, e...) })
+		c.update(c.t, json.RawMessage(r))
 	}
 	return evs, c
 }
@@ -138,8 +154,8 @@ func TestSessionUpdatesMapOntoCardsEvents(t *testing.T) {
 	assert.Equal(t, Event{Kind: EventText, Text: "DONE", Delta: true}, evs[6])
 	assert.Equal(t, "something_new", evs[7].Type)
 
-	c.endTurn(acp.PromptResponse{StopReason: "end_turn"}, func(...Event) {})
-	res := c.finish(ExitInfo{})
+	c.endTurn(acp.PromptResponse{StopReason: "end_turn"})
+	res := c.finish()
 	assert.Equal(t, "DONE", res.Answer, "the answer is what the agent said after its last tool call")
 	assert.Equal(t, 1, res.ToolCalls)
 	assert.Equal(t, 2, res.Turns, "one model turn before the tool call, one after its result")
@@ -175,8 +191,8 @@ func TestCopilotsAPITroubleInMessageTextIsARetryAndAnError(t *testing.T) {
 	require.Len(t, evs, 2)
 	assert.Equal(t, Event{Kind: EventRetry, Attempt: 1, Error: "Info: Request failed due to a transient API error. Retrying..."}, evs[0])
 	assert.Equal(t, EventError, evs[1].Kind)
-	c.endTurn(acp.PromptResponse{StopReason: "end_turn"}, func(...Event) {})
-	res := c.finish(ExitInfo{})
+	c.endTurn(acp.PromptResponse{StopReason: "end_turn"})
+	res := c.finish()
 	require.NotNil(t, res.Error)
 	assert.Equal(t, KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "HTTP 401")
@@ -187,16 +203,15 @@ func TestCopilotsAPITroubleInMessageTextIsARetryAndAnError(t *testing.T) {
 	_, c = updates(t, agent.Copilot,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Error: "}}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"the build failed (HTTP 500 from the registry)."}}`)
-	c.endTurn(acp.PromptResponse{StopReason: "end_turn"}, func(...Event) {})
-	assert.Nil(t, c.finish(ExitInfo{}).Error)
+	c.endTurn(acp.PromptResponse{StopReason: "end_turn"})
+	assert.Nil(t, c.finish().Error)
 }
 
 func TestAStopReasonOtherThanTheEndOfTheTurnIsAFailureOfItsKind(t *testing.T) {
 	for reason, kind := range map[string]string{"end_turn": "", "max_tokens": "", "max_turn_requests": KindMaxTurns, "refusal": KindAPI, "cancelled": KindCancelled} {
 		_, c := updates(t, agent.Gemini)
-		var evs []Event
-		c.endTurn(acp.PromptResponse{StopReason: acp.StopReason(reason)}, func(e ...Event) { evs = append(evs, e...) })
-		res := c.finish(ExitInfo{})
+		c.endTurn(acp.PromptResponse{StopReason: acp.StopReason(reason)})
+		res := c.finish()
 		if kind == "" {
 			assert.Nil(t, res.Error, reason)
 			continue
@@ -223,19 +238,17 @@ func TestAnAgentsErrorResponseIsClassified(t *testing.T) {
 		{agent.Gemini, &jsonrpc2.Error{Code: 500, Message: "Internal Server Error"}, KindAPI, "session/prompt with error 500"},
 		{agent.Gemini, &jsonrpc2.Error{Code: -32000, Message: "Too many requests, rate limit"}, KindRateLimit, "rate limit"},
 	} {
-		conv, err := newACPConversation(SessionPlan{Protocol: ProtocolACP, Adapter: c.dialect})
-		require.NoError(t, err)
-		ac := conv.(*acpConversation)
-		ac.fail("session/prompt", c.err)
-		res := ac.finish(ExitInfo{})
+		ac := newACPReading(t, c.dialect, func(...Event) {})
+		ac.fail(ac.t, "session/prompt", c.err)
+		res := ac.finish()
 		require.NotNil(t, res.Error, c.err.Message)
 		assert.Equal(t, c.kind, res.Error.Kind, c.err.Message)
 		assert.Contains(t, res.Error.Message, c.says)
 	}
 	// A stream that closed is no answer from the agent: the exit explains.
-	conv, _ := newACPConversation(SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini})
-	conv.(*acpConversation).fail("session/prompt", jsonrpc2.ErrClosed)
-	assert.Nil(t, conv.(*acpConversation).failure)
+	ac := newACPReading(t, agent.Gemini, func(...Event) {})
+	ac.fail(ac.t, "session/prompt", jsonrpc2.ErrClosed)
+	assert.Nil(t, ac.t.failed())
 }
 
 func TestAnswerOptionsArePickedByKindNotByID(t *testing.T) {
@@ -468,10 +481,10 @@ func TestAnACPTurnPutsTheQuestionToTheApproverAndAnswersWithTheAgentsOption(t *t
 
 func TestNoApproverDeniesEveryQuestion(t *testing.T) {
 	var a Approver // a nil approver never reaches Run's check: the plan's channel is the session
-	conv, err := newACPConversation(SessionPlan{Protocol: ProtocolACP, Adapter: agent.Gemini})
-	require.NoError(t, err)
-	out := conv.(*acpConversation).permission(context.Background(), acp.RequestPermissionRequest{ToolCall: acp.ToolCallUpdate{ToolCallID: "x__1", Kind: "execute"},
-		Options: []acp.PermissionOption{{OptionID: "ok", Kind: "allow_once"}, {OptionID: "no", Kind: "reject_once"}}}, turn{Emit: func(...Event) {}, Approver: a})
+	c := newACPReading(t, agent.Gemini, func(...Event) {})
+	c.t.approver = a
+	out := c.permission(context.Background(), c.t, acp.RequestPermissionRequest{ToolCall: acp.ToolCallUpdate{ToolCallID: "x__1", Kind: "execute"},
+		Options: []acp.PermissionOption{{OptionID: "ok", Kind: "allow_once"}, {OptionID: "no", Kind: "reject_once"}}})
 	assert.Equal(t, acp.RequestPermissionOutcome{Outcome: "selected", OptionID: "no"}, out.Outcome)
 }
 

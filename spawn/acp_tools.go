@@ -12,49 +12,49 @@ import (
 
 // agentOutput counts a model turn at the first output after the prompt
 // or after a tool's result.
-func (c *acpConversation) agentOutput() {
-	if c.fresh {
-		c.turns++
-		c.fresh = false
+func (st *acpTurn) agentOutput() {
+	if st.fresh {
+		st.turns++
+		st.fresh = false
 	}
 }
 
 // announce is the tool_use event of a call not announced yet.
-func (c *acpConversation) announce(call acp.ToolCallUpdate) []Event {
-	t := c.tools.get(call.ToolCallID)
+func (c *acpClient) announce(st *acpTurn, call acp.ToolCallUpdate) []Event {
+	t := st.tools.get(call.ToolCallID)
 	if t == nil || t.announced {
 		return nil
 	}
 	t.announced = true
-	t.name = c.nameOf(call)
-	c.tools.calls++
-	c.newAnswer = true
+	t.name = c.nameOf(st, call)
+	st.tools.calls++
+	st.newAnswer = true
 	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: t.name, ID: call.ToolCallID, Input: validRaw(acpInput(call))}}}
 }
 
 // result is the tool_result event of a call that has just finished.
-func (c *acpConversation) result(call acp.ToolCallUpdate) []Event {
+func (st *acpTurn) result(call acp.ToolCallUpdate) []Event {
 	if call.Status != acp.ToolCompleted && call.Status != acp.ToolFailed {
 		return nil
 	}
-	t := c.tools.get(call.ToolCallID)
+	t := st.tools.get(call.ToolCallID)
 	if t != nil {
 		if t.done {
 			return nil
 		}
 		t.done = true
 	}
-	c.fresh = true
+	st.fresh = true
 	return []Event{{Kind: EventToolResult, Tool: &Tool{ID: call.ToolCallID}, Output: clip(acpOutput(call), maxOutput), IsError: call.Status == acp.ToolFailed}}
 }
 
 // nameOf names a call by the dialect, falling back to the name it was
 // announced with (an update need not repeat the kind).
-func (c *acpConversation) nameOf(call acp.ToolCallUpdate) string {
+func (c *acpClient) nameOf(st *acpTurn, call acp.ToolCallUpdate) string {
 	if n := c.dialect.toolName(call); n != "" {
 		return n
 	}
-	if t, ok := c.tools.byID[call.ToolCallID]; ok && t.name != "" {
+	if t, ok := st.tools.byID[call.ToolCallID]; ok && t.name != "" {
 		return t.name
 	}
 	return "tool"
@@ -62,14 +62,15 @@ func (c *acpConversation) nameOf(call acp.ToolCallUpdate) string {
 
 // permission puts one session/request_permission to the approver and
 // picks the agent's option for the decision.
-func (c *acpConversation) permission(ctx context.Context, p acp.RequestPermissionRequest, t turn) acp.RequestPermissionResponse {
+func (c *acpClient) permission(ctx context.Context, t *turn, p acp.RequestPermissionRequest) acp.RequestPermissionResponse {
 	call := p.ToolCall
 	input := acpInput(call)
 	c.mu.Lock()
-	name := c.nameOf(call)
+	st := c.turnOf(t)
+	name := c.nameOf(st, call)
 	// Gemini asks before it announces the call: the question must not
 	// be about a call the run's events never showed.
-	t.Emit(c.announce(call)...)
+	t.emit(c.announce(st, call)...)
 	c.mu.Unlock()
 
 	d := t.approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})

@@ -41,7 +41,7 @@ type Driver struct {
 	// MCP is how a client's MCP server reaches the agent for one run.
 	MCP MCPHandover
 	// Session is the protocol the agent speaks over stdio when it cannot
-	// run one-shot (its ask mode).
+	// run one-shot (its ask mode), and its warm agents unless Warm says.
 	Session SessionDriver
 	// StdoutToFile gives a one-shot run's child a file for stdout instead
 	// of a pipe (Plan.StdoutToFile): for a CLI that exits as soon as it
@@ -69,15 +69,18 @@ type Driver struct {
 	Channels Channels
 }
 
-// WarmDriver is how an adapter's CLI is kept warm: Build and Proto, or
-// None with why not. Set only once the channel was proved against the
-// real CLI (two turns in one process, a cancelled turn, each mode's
-// boundary).
+// WarmDriver is how an adapter's CLI is kept warm: Build, or None with why
+// not. Set only once the channel was proved against the real CLI (two
+// turns in one process, a cancelled turn, each mode's boundary). The warm
+// agent speaks the plan's session protocol: the driver's Session, or Proto
+// for a CLI whose conversation channel is not the one it asks over.
 type WarmDriver struct {
 	// Build is BuildWarm's plan for the adapter, from a validated request.
 	Build func(bin string, req Request) (Plan, error)
-	// Proto is the protocol's side of one warm agent of a plan.
-	Proto func(plan Plan) warmProto
+	// Protocol and Proto are the protocol of a warm agent whose channel is
+	// not Session's (Claude Code's stream-json); unset: Session's.
+	Protocol Protocol
+	Proto    func(plan Plan) protocol
 	// None says why the adapter is not kept warm.
 	None string
 }
@@ -97,8 +100,8 @@ type MCPHandover struct {
 // exactly one of New (with its Protocol) and None is set.
 type SessionDriver struct {
 	Protocol Protocol
-	// New starts one run's side of the protocol.
-	New func(SessionPlan) (conversation, error)
+	// New is the protocol's side of one agent of a plan.
+	New func(plan Plan) protocol
 	// None says why the adapter needs no session protocol.
 	None string
 }
@@ -167,8 +170,9 @@ func (d Driver) check() error {
 	if (d.MCP.Add == nil) == (d.MCP.Refused == "") {
 		return fmt.Errorf("the driver for %q must either hand over an MCP server (MCP.Add) or say why it cannot (MCP.Refused), not both or neither", d.For)
 	}
-	if (d.Warm.Build == nil) != (d.Warm.Proto == nil) || (d.Warm.Build == nil) == (d.Warm.None == "") {
-		return fmt.Errorf("the driver for %q must either keep its CLI warm (Warm.Build and Warm.Proto) or say why not (Warm.None), not both or neither", d.For)
+	if (d.Warm.Build == nil) == (d.Warm.None == "") || (d.Warm.Proto == nil) != (d.Warm.Protocol == "") ||
+		(d.Warm.Build != nil && d.Warm.Proto == nil && d.Session.New == nil) {
+		return fmt.Errorf("the driver for %q must either keep its CLI warm (Warm.Build, speaking Session's protocol or Warm.Protocol's) or say why not (Warm.None), not both or neither", d.For)
 	}
 	if d.Channels.OneShot.Name == "" || d.Channels.Session.Name == "" {
 		return fmt.Errorf("the driver for %q must name both its channels (Channels.OneShot and Channels.Session), as a refusal of an operator arg names them", d.For)
@@ -276,9 +280,9 @@ type Plan struct {
 	Files []PlanFile
 	// Ask is how the agent asks about tool calls; set in ask mode only.
 	Ask *AskPlan
-	// Session, when set, runs the child as a conversation in that
-	// protocol (session.go) instead of one-shot: the prompt travels
-	// inside the protocol and the protocol's conversation reads stdout.
+	// Session, when set, runs the child in that protocol (agent.go)
+	// instead of one-shot: the prompt travels inside the protocol and the
+	// protocol reads stdout.
 	Session *SessionPlan
 	// Input is how the prompt reaches stdin when the plan adds to it (the
 	// request's images); the zero value writes the prompt as it is. A

@@ -214,7 +214,7 @@ var claudeDriver = Driver{
 		},
 		TokensWhen: TokensTurnEnd,
 	},
-	Warm: WarmDriver{Build: buildClaudeWarm, Proto: newClaudeWarm},
+	Warm: WarmDriver{Build: buildClaudeWarm, Protocol: protocolClaudeStream, Proto: newClaudeStream},
 	Channels: Channels{
 		OneShot: ArgChannel{Name: "claude -p with the prompt as text on stdin (one-shot and ask runs)", Refused: map[string]string{
 			"--input-format": "card picks the input format: text on stdin here, stream-json for images and for sessions",

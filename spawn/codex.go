@@ -159,12 +159,12 @@ var codexDriver = Driver{
 		override := "mcp_servers." + MCPServerName + ".url=" + strconv.Quote(endpoint)
 		p.Args = append([]string{p.Args[0], "-c", override}, p.Args[1:]...)
 	}},
-	Session: SessionDriver{Protocol: ProtocolCodexApp, New: newCodexAppConversation},
+	Session: SessionDriver{Protocol: ProtocolCodexApp, New: newCodexApp},
 	Caps: CapsDriver{
 		NoCost:     "codex reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // turn.completed carries the turn's usage
 	},
-	Warm: WarmDriver{Build: buildCodexWarm, Proto: newCodexWarm},
+	Warm: WarmDriver{Build: buildCodexWarm},
 	Channels: Channels{
 		OneShot: ArgChannel{Name: "codex exec (one-shot runs)", Refused: missingFrom("codex exec", codexAppServerOnly)},
 		Session: ArgChannel{Name: "codex app-server (ask runs, sessions and ACP sessions)", Refused: missingFrom("codex app-server", codexExecOnly)},

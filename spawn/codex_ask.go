@@ -16,7 +16,7 @@ func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
 //   - `codex app-server` (JSON-RPC on stdio): codex exec cannot ask (it
 //     refuses approval_policy "untrusted" and runs "on-request" as never).
 //   - The thread starts with approvalPolicy "untrusted", sandbox
-//     "workspace-write" and approvalsReviewer "user" (codex_app.go): every
+//     "workspace-write" and approvalsReviewer "user" (codex_appserver.go): every
 //     command the model runs is put to card first, even ls or cat (Codex
 //     has no separate read tool here, and untrusted asks for them all), and
 //     every file change. An accepted command can run as the user, outside

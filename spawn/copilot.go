@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/card-dev/card/agent"
@@ -135,7 +136,7 @@ var copilotDriver = Driver{
 	MCP: MCPHandover{Add: func(p *Plan, endpoint string) {
 		p.Args = append(p.Args, "--additional-mcp-config", "@"+p.privateFile("mcp.json", mcpConfig(endpoint, map[string]any{"tools": []string{"*"}})), "--allow-tool", MCPServerName)
 	}},
-	Session: SessionDriver{Protocol: ProtocolACP, New: acpSession(copilotACP)},
+	Session: SessionDriver{Protocol: ProtocolACP, New: acpClientOf(copilotACP)},
 	Caps: CapsDriver{
 		NoCost: "copilot reports no cost; its own cap (--max-ai-credits) counts AI credits, not dollars, from 30 up",
 		// Copilot CLI 1.0.102's JSON stream, run against a provider of the
@@ -143,7 +144,7 @@ var copilotDriver = Driver{
 		// result whose usage holds only durations and premium requests.
 		NoTokens: "copilot's JSON output reports no token counts (checked with Copilot CLI 1.0.102 on a provider of the operator's), so card cannot hold a token cap",
 	},
-	Warm: WarmDriver{Build: buildCopilotWarm, Proto: newACPWarm},
+	Warm: WarmDriver{Build: buildCopilotWarm},
 	Channels: Channels{
 		OneShot: ArgChannel{Name: "copilot with the prompt on stdin (one-shot runs)"},
 		// Seen with 1.0.102: "--attachment is only supported in
@@ -154,4 +155,16 @@ var copilotDriver = Driver{
 			"--attachment": "copilot exits at once over ACP with it (images go in session/prompt)",
 		}},
 	},
+}
+
+// buildCopilotWarm keeps Copilot warm over ACP (acp_client.go) in
+// read_only and ask only. Seen with Copilot CLI 1.0.102 against a
+// stand-in: over ACP, --allow-tool write created a file outside the
+// working dir unasked, where the one-shot run's path verification refuses
+// it; edit and bypass turns run one-shot, inside that boundary.
+func buildCopilotWarm(bin string, req Request) (Plan, error) {
+	if m := req.EffectiveMode(); m == ModeEdit || m == ModeBypass {
+		return Plan{}, fmt.Errorf("%s: in %s mode Copilot's ACP channel does not keep writes inside the working dir: %w", req.Adapter, m, ErrNoWarmChannel)
+	}
+	return buildACPWarm(bin, req)
 }

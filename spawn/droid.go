@@ -108,12 +108,12 @@ var droidDriver = Driver{
 	NewParser:     func() Parser { return newDroidParser() },
 	CheckExtraArg: noExtraArgCheck,
 	MCP:           MCPHandover{Refused: "droid exec 0.225 takes MCP servers only from ~/.factory/mcp.json (there is no flag), and card does not write a person's settings"},
-	Session:       SessionDriver{Protocol: ProtocolDroidRPC, New: newDroidConversation},
+	Session:       SessionDriver{Protocol: ProtocolDroidRPC, New: newDroidClient},
 	Caps: CapsDriver{
 		NoCost:     "droid reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // the completion line's usage
 	},
-	Warm: WarmDriver{Build: buildDroidWarm, Proto: newDroidWarm},
+	Warm: WarmDriver{Build: buildDroidWarm},
 	// Both channels are `droid exec`, one parser: nothing one takes fails
 	// the other. What stream-jsonrpc ignores on argv, the model and the
 	// reasoning effort, card carries into droid.initialize_session

@@ -10,7 +10,7 @@ import (
 // with a loopback model stand-in:
 //
 //   - exec --input-format stream-jsonrpc --output-format stream-jsonrpc:
-//     Droid asks with droid.request_permission (droid_rpc.go). Its
+//     Droid asks with droid.request_permission (droid_jsonrpc.go). Its
 //     one-shot stream-json mode cannot ask: a blocked action fails.
 //   - The session is opened with autonomyLevel "off" and interactionMode
 //     "auto" in droid.initialize_session, whatever the user's own settings
@@ -25,7 +25,7 @@ import (
 //     holds in every channel as it does one-shot.
 //   - A deny is answered "cancel": Droid marks the call cancelled by the
 //     user and ends the turn without calling the model again.
-//   - resume loads the session with droid.load_session (droid_rpc.go),
+//   - resume loads the session with droid.load_session (droid_jsonrpc.go),
 //     never on argv.
 //   - system_prompt and allowed_tools are refused: the argv flags that
 //     carry them in read_only were not seen to act in this mode.

@@ -299,22 +299,21 @@ func TestADroidTurnsUsageIsItsOwnEvenWithoutItsUsageNotification(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			conv, err := newDroidConversation(SessionPlan{Adapter: "droid"})
-			require.NoError(t, err)
-			c := conv.(*droidConversation)
-			c.usageBase = tc.base
+			c := newDroidClient(Plan{Session: &SessionPlan{Adapter: "droid"}}).(*droidClient)
+			c.used = tc.base
 			var evs []Event
+			tu := readingTurn(func(e ...Event) { evs = append(evs, e...) }, nil)
 			for _, raw := range tc.notes {
 				var n droidNotification
 				require.NoError(t, json.Unmarshal([]byte(raw), &n))
-				c.notification(n, json.RawMessage(raw), func(e ...Event) { evs = append(evs, e...) })
+				c.notification(tu, n, json.RawMessage(raw))
 			}
 			want := Usage{InputTokens: 10, OutputTokens: 5, CachedInputTokens: 1}
 			require.Equal(t, []string{EventUsage}, kinds(evs))
 			assert.Equal(t, want, *evs[0].Usage)
-			assert.Equal(t, want, c.finish(ExitInfo{}).Usage)
-			assert.Equal(t, Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}, c.usageTotal, "the next turn's base")
-			assert.Equal(t, 1, c.finish(ExitInfo{}).Turns)
+			assert.Equal(t, want, c.finish(tu, &ExitInfo{}).Usage)
+			assert.Equal(t, Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}, c.used, "the next turn's base")
+			assert.Equal(t, 1, c.finish(tu, &ExitInfo{}).Turns)
 		})
 	}
 }

@@ -82,12 +82,12 @@ var geminiDriver = Driver{
 	CheckExtraArg: noExtraArgCheck,
 	BypassValues:  map[string]string{"yolo": "Gemini's yolo mode"},
 	MCP:           MCPHandover{Refused: "Gemini CLI 0.61 takes MCP servers only from its settings files (there is no flag), and card does not write a person's settings"},
-	Session:       SessionDriver{Protocol: ProtocolACP, New: acpSession(geminiACP)},
+	Session:       SessionDriver{Protocol: ProtocolACP, New: acpClientOf(geminiACP)},
 	Caps: CapsDriver{
 		NoCost:     "gemini reports tokens but no cost, and has no spending cap of its own",
 		TokensWhen: TokensTurnEnd, // the result line's stats
 	},
-	Warm: WarmDriver{Build: buildGeminiWarm, Proto: newACPWarm},
+	Warm: WarmDriver{Build: buildGeminiWarm},
 	Channels: Channels{
 		OneShot: ArgChannel{Name: "gemini with the prompt on stdin (one-shot runs)"},
 		Session: ArgChannel{Name: "gemini --acp (ask runs, sessions and ACP sessions)", Refused: map[string]string{
@@ -95,4 +95,15 @@ var geminiDriver = Driver{
 			"--resume": geminiNoLoad,
 		}},
 	},
+}
+
+// buildGeminiWarm keeps Gemini warm over ACP (acp_client.go), a new
+// session only: its session/load loses the session it loads
+// (geminiNoLoad), so a cold turn continues a Gemini conversation one-shot,
+// with --resume, and in ask mode not at all.
+func buildGeminiWarm(bin string, req Request) (Plan, error) {
+	if req.Resume != "" {
+		return Plan{}, errUnsupported("resume", agent.Gemini, geminiNoLoad+"; resume in a one-shot turn")
+	}
+	return buildACPWarm(bin, req)
 }

@@ -172,13 +172,13 @@ var piDriver = Driver{
 	MCP:           MCPHandover{Refused: "Pi has no MCP client"},
 	// Pi writes its conversation where card says (piSession).
 	CardNamesSession: true,
-	Session:          SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPCConversation},
+	Session:          SessionDriver{Protocol: ProtocolPiRPC, New: newPiRPC},
 	Caps: CapsDriver{
 		// Each assistant message_end carries its tokens and its cost.
 		CostReported: true,
 		TokensWhen:   TokensPerCall,
 	},
-	Warm: WarmDriver{Build: buildPiWarm, Proto: newPiWarm},
+	Warm: WarmDriver{Build: buildPiWarm},
 	Channels: Channels{
 		OneShot: ArgChannel{Name: "pi -p --mode json (one-shot runs)"},
 		Session: ArgChannel{Name: "pi --mode rpc (ask runs, sessions and ACP sessions)", Refused: map[string]string{

@@ -7,7 +7,7 @@ import (
 )
 
 // buildPiAsk is Pi in ask mode, as checked against Pi 0.73.1 with a
-// loopback model stand-in: `pi --mode rpc` (pi_rpc.go) with card's gate
+// loopback model stand-in: `pi --mode rpc` (pi_rpcmode.go) with card's gate
 // extension loaded by -e from the run's private dir, and --no-extensions
 // so none of the user's or the project's load (an explicit -e still
 // does). The model is handed every built-in tool; read, grep, find and ls

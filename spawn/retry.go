@@ -54,6 +54,9 @@ func newRetryGuard(max int) *retryGuard { return &retryGuard{max: max} }
 // observe looks at one event on its way to the client. A retry gets its
 // attempt (when the agent gave none) and the bound it runs under.
 func (g *retryGuard) observe(ev *Event) verdict {
+	if g == nil {
+		return verdict{}
+	}
 	switch ev.Kind {
 	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
 		g.streak, g.refused = 0, 0

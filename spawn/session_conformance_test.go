@@ -221,6 +221,14 @@ func TestCancellingASessionRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
 	}
 }
 
+// readingTurn is a turn for driving a protocol's reading directly: its
+// events go to emit as the protocol gives them, through no guard.
+func readingTurn(emit func(...Event), approver Approver) *turn {
+	t := newTurn(context.Background(), TurnSpec{}, approver)
+	t.ev = &emitter{onEvent: func(e Event) { emit(e) }}
+	return t
+}
+
 // fakeSilent is the "silent" script of every fake session agent: it starts
 // a grandchild (its pid in grandchild.pid) and answers nothing, ever.
 func fakeSilent() int {

@@ -68,10 +68,10 @@ func openStdoutFile(dir string) (*stdoutFile, error) {
 // what card has read — and, past the limit, ends the run and empties the
 // file so the disk is not filled while the group is ended; then it wakes
 // the reader.
-func (s *stdoutFile) watchSize(r *run, grew chan<- struct{}) {
+func (s *stdoutFile) watchSize(c *child, grew chan<- struct{}) {
 	for s.watch.Wait() == nil {
-		if st, err := s.f.Stat(); err == nil && st.Size() > r.lim.MaxOutput {
-			r.limOnce.Do(func() { close(r.limitHit) })
+		if st, err := s.f.Stat(); err == nil && st.Size() > c.lim.MaxOutput {
+			c.limOnce.Do(func() { close(c.limitHit) })
 			// The child appends, so its next write lands at the new end.
 			_ = s.f.Truncate(0)
 		}

@@ -1,11 +1,8 @@
 package spawn
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
-
-	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,20 +47,20 @@ func TestARunResumingASessionThatReportsItsRunningTotalIsChargedOnlyItsPart(t *t
 		name    string
 		adapter string
 		proto   Protocol
-		// report feeds the conversation the CLI's report of sessionAfter.
-		report func(t *testing.T, c conversation, emit func(...Event))
+		// report feeds the protocol the CLI's report of sessionAfter.
+		report func(t *testing.T, c protocol, tu *turn)
 	}{
-		{"codex's app-server, thread/resume", "codex", ProtocolCodexApp, func(t *testing.T, c conversation, emit func(...Event)) {
-			cc := c.(*codexAppConversation)
+		{"codex's app-server, thread/resume", "codex", ProtocolCodexApp, func(t *testing.T, c protocol, tu *turn) {
+			cc := c.(*codexApp)
 			raw := json.RawMessage(`{"threadId":"th-1","tokenUsage":{"total":{"inputTokens":30,"cachedInputTokens":3,"outputTokens":15}}}`)
-			cc.handle(context.Background(), nil, &jsonrpc2.Request{Method: "thread/tokenUsage/updated", Notif: true, Params: &raw}, turn{Emit: emit})
-			cc.endTurn(codexAppTurn{ID: "tu-1", Status: "completed"}, emit)
+			cc.notification(tu, cc.turnOf(tu), "thread/tokenUsage/updated", raw)
+			cc.endTurn(tu, cc.turnOf(tu), codexAppTurn{ID: "tu-1", Status: "completed"})
 		}},
-		{"droid's stream-jsonrpc, droid.load_session, no per-turn figure", "droid", ProtocolDroidRPC, func(t *testing.T, c conversation, emit func(...Event)) {
+		{"droid's stream-jsonrpc, droid.load_session, no per-turn figure", "droid", ProtocolDroidRPC, func(t *testing.T, c protocol, tu *turn) {
 			raw := `{"type":"agent_turn_completed","reason":"completed","cumulativeTokenUsage":{"inputTokens":30,"outputTokens":15,"cacheReadTokens":3}}`
 			var n droidNotification
 			require.NoError(t, json.Unmarshal([]byte(raw), &n))
-			c.(*droidConversation).notification(n, json.RawMessage(raw), emit)
+			c.(*droidClient).notification(tu, n, json.RawMessage(raw))
 		}},
 	}
 	for _, p := range protocols {
@@ -73,11 +70,12 @@ func TestARunResumingASessionThatReportsItsRunningTotalIsChargedOnlyItsPart(t *t
 				name = p.name + ", a new session"
 			}
 			t.Run(name, func(t *testing.T) {
-				c, err := newConversation(SessionPlan{Protocol: p.proto, Adapter: p.adapter, resume: resume, usageBase: sessionBefore})
+				c, err := protocolOf(Plan{Session: &SessionPlan{Protocol: p.proto, Adapter: p.adapter, resume: resume}, UsageBase: sessionBefore})
 				require.NoError(t, err)
 				var evs []Event
-				p.report(t, c, func(e ...Event) { evs = append(evs, e...) })
-				res := c.finish(ExitInfo{})
+				tu := readingTurn(func(e ...Event) { evs = append(evs, e...) }, nil)
+				p.report(t, c, tu)
+				res := c.finish(tu, &ExitInfo{})
 				want := turnsOwn
 				if resume == "" {
 					want = sessionAfter
@@ -105,11 +103,12 @@ func TestARunResumingASessionThatReportsItsRunningTotalIsChargedOnlyItsPart(t *t
 // either is charged what the agent reports, whatever the base.
 func TestAnACPRunResumingASessionIsChargedWhatTheAgentReports(t *testing.T) {
 	for _, adapter := range []string{"copilot", "gemini"} {
-		c, err := newConversation(SessionPlan{Protocol: ProtocolACP, Adapter: adapter, resume: "s", usageBase: sessionBefore})
+		c, err := protocolOf(Plan{Session: &SessionPlan{Protocol: ProtocolACP, Adapter: adapter, resume: "s"}, UsageBase: sessionBefore})
 		require.NoError(t, err)
-		c.(*acpConversation).endTurn(acp.PromptResponse{StopReason: acp.StopEndTurn, Usage: &acp.PromptUsage{InputTokens: 10, OutputTokens: 5},
-			Meta: acp.Meta(`{"quota":{"token_count":{"input_tokens":10,"output_tokens":5}}}`)}, func(...Event) {})
-		res := c.finish(ExitInfo{})
+		tu := readingTurn(func(...Event) {}, nil)
+		c.(*acpClient).endTurn(tu, acp.PromptResponse{StopReason: acp.StopEndTurn, Usage: &acp.PromptUsage{InputTokens: 10, OutputTokens: 5},
+			Meta: acp.Meta(`{"quota":{"token_count":{"input_tokens":10,"output_tokens":5}}}`)})
+		res := c.finish(tu, &ExitInfo{})
 		assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, adapter)
 		assert.Nil(t, res.SessionUsage, adapter)
 	}
@@ -134,9 +133,9 @@ func TestTheUsageBaseReachesThePlansAndAWarmAgentResumingTheSession(t *testing.T
 			assert.Equal(t, want, plan.UsageBase, adapter)
 			var used Usage
 			switch a := lookupWarm(t, adapter, plan).(type) {
-			case *codexWarm:
+			case *codexApp:
 				used = a.used
-			case *droidWarm:
+			case *droidClient:
 				used = a.used
 			default:
 				t.Fatalf("%s: unexpected warm protocol %T", adapter, a)
@@ -146,12 +145,14 @@ func TestTheUsageBaseReachesThePlansAndAWarmAgentResumingTheSession(t *testing.T
 	}
 }
 
-func lookupWarm(t *testing.T, adapter string, plan Plan) warmProto {
+func lookupWarm(t *testing.T, adapter string, plan Plan) protocol {
 	t.Helper()
 	a, ok := Lookup(adapter)
 	require.True(t, ok)
-	require.NotNil(t, a.Warm.Proto)
-	return a.Warm.Proto(plan)
+	require.NotNil(t, a.Warm.Build)
+	proto, err := protocolOf(plan)
+	require.NoError(t, err)
+	return proto
 }
 
 // A resumed Copilot run's result reports the session's duration, earlier

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/card-dev/card/api"
 )
@@ -24,11 +23,8 @@ import (
 // reused: the next turn starts a new one that resumes the CLI's own session
 // by its id, cold.
 //
-// The process side is warm_child.go, the turn loop shared by every
-// protocol is warmRunner (warm_run.go), and each protocol's side is a
-// warmProto, named by the adapter's driver (Driver.Warm) and built on the
-// same parsers and session code as its one-shot and ask-mode runs
-// (claude_warm.go, warm_acp.go, codex_warm.go, pi_warm.go, droid_warm.go).
+// A warm agent is an agent (agent.go) that is kept: the same process, the
+// same protocol side as the CLI's ask runs, and the same turn.
 
 // ErrNoWarmChannel is StartWarm's error for an adapter whose CLI has no
 // headless channel that takes a second prompt in the same process; its
@@ -76,20 +72,7 @@ type TurnSpec struct {
 // Warm is one running warm agent. Its methods are safe from any goroutine;
 // turns run one at a time (Turn waits for the previous one).
 type Warm struct {
-	adapter string
-	pid     int
-	done    chan struct{}
-	// impl is the protocol's side, nil until an adapter has a channel.
-	impl warmAgent
-}
-
-// warmAgent is one protocol's multi-turn side of a warm agent.
-type warmAgent interface {
-	turn(ctx context.Context, t TurnSpec) (Result, error)
-	steer(ctx context.Context, text string) error
-	alive() bool
-	sessionID() string
-	close()
+	a *runner // nil until an adapter has a channel
 }
 
 // CanWarm says whether the adapter's CLI has a channel that keeps one
@@ -131,19 +114,35 @@ func BuildWarm(bin string, req Request) (Plan, error) {
 // returns once the agent is ready for its first turn (or has failed to
 // start: the error is an *Error, as Run's). ctx bounds the start only.
 func StartWarm(ctx context.Context, spec WarmSpec) (*Warm, error) {
-	adapter := ""
-	if spec.Plan.Session != nil {
-		adapter = spec.Plan.Session.Adapter
-	}
-	a, ok := Lookup(adapter)
-	if !ok || a.Warm.Proto == nil {
+	if spec.Plan.Session == nil {
 		return nil, ErrNoWarmChannel
 	}
-	r, err := startWarm(ctx, spec, adapter, a.Warm.Proto(spec.Plan))
-	if err != nil {
-		return nil, err
+	d, ok := Lookup(spec.Plan.Session.Adapter)
+	if !ok || d.Warm.Build == nil {
+		return nil, ErrNoWarmChannel
 	}
-	return &Warm{adapter: adapter, pid: r.child.c.cmd.Process.Pid, done: r.done, impl: r}, nil
+	proto, err := protocolOf(spec.Plan)
+	if err != nil {
+		return nil, ErrNoWarmChannel
+	}
+	plan := spec.Plan
+	// A conversation's child keeps its stdout a pipe: it does not exit
+	// after its answer, so nothing is lost to a late reader. Its images
+	// belong to each turn, not to the start.
+	plan.StdoutToFile, plan.Input.Images = false, nil
+	a := newRunner(plan, true, spec.ImageMemory)
+	c := newChild(childSpec{Plan: plan, BaseEnv: spec.BaseEnv, Limits: spec.Limits, TempDir: spec.TempDir, OnStart: spec.OnStart, Approver: a.approver})
+	if e := c.prepare(ctx); e != nil {
+		c.cleanup()
+		return nil, e
+	}
+	if e := a.start(c, proto, nil); e != nil {
+		return nil, e
+	}
+	if e := a.ready(ctx, spec.OnExit); e != nil {
+		return nil, e
+	}
+	return &Warm{a: a}, nil
 }
 
 // Turn sends one prompt and returns its result once the agent has answered
@@ -151,10 +150,10 @@ func StartWarm(ctx context.Context, spec WarmSpec) (*Warm, error) {
 // deadline and cancel: a cancelled turn ends as KindCancelled (the agent
 // may be ended with it; Alive says whether it can take another turn).
 func (w *Warm) Turn(ctx context.Context, t TurnSpec) (Result, error) {
-	if w == nil || w.impl == nil {
+	if w == nil || w.a == nil {
 		return Result{}, ErrNoWarmChannel
 	}
-	return w.impl.turn(ctx, t)
+	return w.a.turn(ctx, t)
 }
 
 // Steer adds text to the turn that is running, where the CLI's channel
@@ -163,48 +162,56 @@ func (w *Warm) Turn(ctx context.Context, t TurnSpec) (Result, error) {
 // must not be called from the turn's OnEvent, which runs on the agent's
 // reader.
 func (w *Warm) Steer(ctx context.Context, text string) error {
-	if w == nil || w.impl == nil {
+	if w == nil || w.a == nil {
 		return ErrNoWarmChannel
 	}
-	return w.impl.steer(ctx, text)
+	if w.a.broken.Load() {
+		return ErrAgentGone
+	}
+	t := w.a.current()
+	if t == nil {
+		return ErrNoTurn
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return w.a.proto.steer(t, text)
 }
 
 // AgentSessionID is the CLI's own id of the conversation, once the agent
 // has said it ("" before): what a later cold turn resumes.
 func (w *Warm) AgentSessionID() string {
-	if w == nil || w.impl == nil {
+	if w == nil || w.a == nil {
 		return ""
 	}
-	return w.impl.sessionID()
+	return w.a.proto.sessionID()
 }
 
 // Pid is the agent's process id (its group's id too).
-func (w *Warm) Pid() int { return w.pid }
+func (w *Warm) Pid() int { return w.a.child.pgid }
 
 // Done is closed once the agent's process and group are gone.
-func (w *Warm) Done() <-chan struct{} { return w.done }
+func (w *Warm) Done() <-chan struct{} { return w.a.done }
 
 // Alive says whether the agent can take another turn.
 func (w *Warm) Alive() bool {
-	if w == nil || w.impl == nil {
+	if w == nil || w.a == nil {
 		return false
 	}
-	select {
-	case <-w.done:
-		return false
-	default:
-		return w.impl.alive()
-	}
+	return !isClosed(w.a.done) && !w.a.broken.Load()
 }
 
 // Close ends the agent and its whole group and returns once they are gone.
 // It is safe to call more than once and after the agent died.
 func (w *Warm) Close() {
-	if w == nil || w.impl == nil {
+	if w == nil || w.a == nil {
 		return
 	}
-	w.impl.close()
-	<-w.done
+	// Its stdin closed, the agent can end its session as it would on its
+	// own; its group is ended after the grace.
+	w.a.broken.Store(true)
+	w.a.child.close()
+	<-w.a.done
 }
 
 // switchApprover is the approver the agent's ask channel is opened with
@@ -231,10 +238,6 @@ func (s *switchApprover) Approve(ctx context.Context, q Question) Decision {
 	}
 	return a.Approve(ctx, q)
 }
-
-// aliveFlag is set once the agent must take no more turns (it was ended,
-// or is being), before its process is gone.
-type aliveFlag struct{ broken atomic.Bool }
 
 // buildOneShot is Build, for the warm builders, which start from the
 // one-shot plan: a variable set at init, since Build reads the registry

@@ -509,7 +509,7 @@ func TestAWarmPlanCarriesTheSessionToContinueInsideTheProtocol(t *testing.T) {
 // the field, for one that does not (Build's rule for a one-shot run).
 func TestAWarmTurnsImagesAreRefusedForAnAgentThatTakesNone(t *testing.T) {
 	w, _ := startFake(t, warmFakes[4].plan(t.TempDir()), Limits{})
-	require.Equal(t, agent.Droid, w.adapter)
+	require.Equal(t, agent.Droid, w.a.adapter)
 	_, err := w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "look", Images: testImages()})
 	var e *Error
 	require.ErrorAs(t, err, &e)

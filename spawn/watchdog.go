@@ -193,6 +193,14 @@ func (w *watchdog) turn(onState func(api.RunState), emit func(Event), end func(*
 	w.setStateLocked(now)
 }
 
+// arm readies a run's watchdog for its one turn: emit and end are the
+// turn's, and its state goes on from the start of the run.
+func (w *watchdog) arm(emit func(Event), end func(*Failure)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.emit, w.end = emit, end
+}
+
 // watch ticks until stop closes. A run without limits only follows its
 // state, which needs no clock.
 func (w *watchdog) watch(stop <-chan struct{}) {

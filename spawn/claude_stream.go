@@ -2,7 +2,6 @@ package spawn
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -51,14 +50,15 @@ func buildClaudeWarm(bin string, req Request) (Plan, error) {
 // stdin).
 const protocolClaudeStream Protocol = "claude-stream-json"
 
-// claudeWarm is Claude Code's side of a warm agent.
-type claudeWarm struct {
-	w    *warmRunner
+// claudeStream is card's side of Claude Code's stream-json conversation.
+// Its lines are read on the child's reader.
+type claudeStream struct {
+	a    *runner
 	done chan struct{}
 	next atomic.Uint64
 
 	mu     sync.Mutex
-	t      *warmTurn // the turn the lines belong to, nil between turns
+	t      *turn // the turn the lines belong to, nil between turns
 	parser *claudeParser
 	sid    string
 	// spent is the process's cost so far: Claude's result reports what
@@ -76,50 +76,31 @@ type claudeWarm struct {
 // a warm agent opens with.
 const claudeInitializeID = "card-initialize"
 
-func newClaudeWarm(Plan) warmProto { return &claudeWarm{done: make(chan struct{})} }
+func newClaudeStream(Plan) protocol { return &claudeStream{done: make(chan struct{})} }
 
-func (c *claudeWarm) consumed() <-chan struct{} { return c.done }
+func (c *claudeStream) consumed() <-chan struct{} { return c.done }
 
-// open starts the reader and asks the CLI's initialize control request
-// (its own SDK's first message) for its commands: the answer describes
-// each, where a turn's init line only names them. Nothing waits for it;
-// Claude Code says nothing else before its first prompt.
-func (c *claudeWarm) open(_ context.Context, w *warmRunner) *Failure {
-	c.w = w
-	w.merges = true
+// open reads each line as the reader has it; when it has no whole line in
+// hand, what the turn holds of its text goes out before it waits for the
+// agent, so the deltas read together go out as one.
+func (c *claudeStream) open(a *runner) {
+	c.a, a.merges = a, true
+	a.child.out = lineSink{line: c.feed, idle: c.flush, eof: func() { close(c.done) }}
+}
+
+// opening asks the CLI's initialize control request (its own SDK's first
+// message) for its commands: the answer describes each, where a turn's
+// init line only names them. Nothing waits for it; Claude Code says
+// nothing else before its first prompt, and a CLI already gone is
+// explained by its first turn, from the exit.
+func (c *claudeStream) opening(*turn) bool {
 	msg, _ := json.Marshal(map[string]any{"type": "control_request", "request_id": claudeInitializeID, "request": map[string]any{"subtype": "initialize"}})
-	if err := w.child.write(append(msg, '\n')); err != nil {
-		// The agent is gone; its first turn explains it from the exit.
-		return nil
-	}
-	go func() {
-		defer close(c.done)
-		lines := w.child.lines
-		for line := range lines {
-			c.feed(line)
-			// Lines the reader already has wait on the channel: their
-			// deltas may join what the turn holds; with none waiting,
-			// what it holds goes out before this waits for the agent.
-			for waiting := true; waiting; {
-				select {
-				case next, ok := <-lines:
-					if !ok {
-						c.flush()
-						return
-					}
-					c.feed(next)
-				default:
-					c.flush()
-					waiting = false
-				}
-			}
-		}
-	}()
-	return nil
+	_ = c.a.child.write(append(msg, '\n'))
+	return true
 }
 
 // flush sends what the running turn holds of its text.
-func (c *claudeWarm) flush() {
+func (c *claudeStream) flush() {
 	c.mu.Lock()
 	t := c.t
 	c.mu.Unlock()
@@ -130,7 +111,7 @@ func (c *claudeWarm) flush() {
 
 // feed reads one stdout line for the running turn; the turn ends at its
 // result line. A line between turns is nobody's and is dropped.
-func (c *claudeWarm) feed(line []byte) {
+func (c *claudeStream) feed(line []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if bytes.Contains(line, []byte(`"control_response"`)) && c.initialized(line) {
@@ -156,7 +137,7 @@ func (c *claudeWarm) feed(line []byte) {
 }
 
 // initialized reads the answer to the initialize request, if line is it.
-func (c *claudeWarm) initialized(line []byte) bool {
+func (c *claudeStream) initialized(line []byte) bool {
 	var m struct {
 		Type     string `json:"type"`
 		Response struct {
@@ -182,7 +163,7 @@ func (c *claudeWarm) initialized(line []byte) bool {
 
 // describe gives the commands a turn's init line names the description
 // and hint the initialize answer had for them.
-func (c *claudeWarm) describe(cmds []api.SlashCommand) []api.SlashCommand {
+func (c *claudeStream) describe(cmds []api.SlashCommand) []api.SlashCommand {
 	for i, cmd := range cmds {
 		if d, ok := c.described[cmd.Name]; ok {
 			if cmd.Description == "" {
@@ -196,7 +177,7 @@ func (c *claudeWarm) describe(cmds []api.SlashCommand) []api.SlashCommand {
 	return cmds
 }
 
-func (c *claudeWarm) begin(t *warmTurn) {
+func (c *claudeStream) begin(t *turn) {
 	c.mu.Lock()
 	c.t, c.parser = t, newClaudeParser()
 	c.mu.Unlock()
@@ -205,17 +186,17 @@ func (c *claudeWarm) begin(t *warmTurn) {
 		t.fail(failure(KindBadInput, err.Error()))
 		return
 	}
-	if err := c.w.child.write(b.Bytes()); err != nil {
+	if err := c.a.child.write(b.Bytes()); err != nil {
 		// The agent is gone; the runner explains it from the exit.
 		return
 	}
 }
 
 // interrupt sends Claude Code's interrupt control request.
-func (c *claudeWarm) interrupt(*warmTurn) bool {
+func (c *claudeStream) interrupt(*turn) bool {
 	id := "card-interrupt-" + strconv.FormatUint(c.next.Add(1), 10)
 	msg, _ := json.Marshal(map[string]any{"type": "control_request", "request_id": id, "request": map[string]any{"subtype": "interrupt"}})
-	return c.w.child.write(append(msg, '\n')) == nil
+	return c.a.child.write(append(msg, '\n')) == nil
 }
 
 // steer is refused: a user line written while a turn runs does not join
@@ -223,9 +204,9 @@ func (c *claudeWarm) interrupt(*warmTurn) bool {
 // own result after the running turn's (seen against a stand-in: the
 // running turn's model call never carried it, the next one did), so card
 // would hand one turn's answer to another.
-func (c *claudeWarm) steer(*warmTurn, string) error { return ErrNoSteer }
+func (c *claudeStream) steer(*turn, string) error { return ErrNoSteer }
 
-func (c *claudeWarm) finish(t *warmTurn, exit *ExitInfo) Result {
+func (c *claudeStream) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.t == t {
@@ -246,7 +227,7 @@ func (c *claudeWarm) finish(t *warmTurn, exit *ExitInfo) Result {
 		c.spent = total
 		res.CostUSD = &turn
 	}
-	if f := t.protocolFailure(); f != nil {
+	if f := t.failed(); f != nil {
 		res.IsError, res.Error = true, f
 	}
 	if p.result == nil && res.Error == nil && exit != nil {
@@ -262,7 +243,7 @@ func (c *claudeWarm) finish(t *warmTurn, exit *ExitInfo) Result {
 	return res
 }
 
-func (c *claudeWarm) sessionID() string {
+func (c *claudeStream) sessionID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sid

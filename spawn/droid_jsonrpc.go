@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/card-dev/card/agent"
 )
 
 // ProtocolDroidRPC is Droid's stream-jsonrpc (`droid exec --input-format
@@ -131,57 +134,72 @@ type (
 	}
 )
 
-// droidConversation is one stream-jsonrpc turn.
-type droidConversation struct {
-	rpcTurn
+// droidClient is card's side of Droid's stream-jsonrpc:
+// droid.initialize_session (or droid.load_session) as the agent's
+// opening, then one droid.add_user_message a turn in the same session, the
+// turn over at agent_turn_completed, and droid.interrupt_session to stop
+// a running turn.
+type droidClient struct {
+	rpcClient
 	init droidInit
-	// resume is the Droid session the turn loads (droid.load_session)
+	// resume is the Droid session the opening loads (droid.load_session)
 	// instead of opening a new one; "" for a new one.
 	resume string
 
-	sessionID string
-	model     string
-	answer    answerBuf
-	answerMsg string // the assistant message the answer is from
-	tools     sessionTools
-	turns     int
-	retries   int
-	usage     Usage
-	lastError string
-	// usageTotal is the session's total as Droid reports it (seen with
-	// 0.225.2: 10/5, 20/10, 30/15 for three alike turns); usageBase, for
-	// a warm agent's turn, the total before it.
-	usageTotal, usageBase Usage
+	mu    sync.Mutex
+	sid   string
+	model string
+	// used is the session's token total before the running turn (seen
+	// with 0.225.2: 10/5, 20/10, 30/15 for three alike turns).
+	used Usage
+	of   *turn
+	st   droidTurn
+}
+
+// droidTurn is what one turn reads of Droid.
+type droidTurn struct {
+	ended      bool // agent_turn_completed came
+	answer     answerBuf
+	answerMsg  string // the assistant message the answer is from
+	tools      sessionTools
+	turns      int
+	retries    int
+	usage      Usage
+	usageTotal Usage // the session's, as Droid reports it
+	lastError  string
 }
 
 func (t droidTokens) usage() Usage {
 	return Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CachedInputTokens: t.CacheReadTokens}
 }
 
-func newDroidConversation(sp SessionPlan) (conversation, error) {
-	init := droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto", ModelID: sp.Model, ReasoningEffort: sp.Effort}
-	return &droidConversation{init: init, resume: sp.resume, usageBase: resumedBase(sp), rpcTurn: newRPCTurn(sp.Adapter, "card-", rpcWords)}, nil
+func newDroidClient(plan Plan) protocol {
+	c := &droidClient{rpcClient: rpcClient{idPrefix: "card-"}, init: droidInit{MachineID: "card", AutonomyLevel: "off", InteractionMode: "auto"}}
+	if sp := plan.Session; sp != nil {
+		c.init.ModelID, c.init.ReasoningEffort, c.resume = sp.Model, sp.Effort, sp.resume
+	}
+	if c.resume != "" {
+		// The loaded session's totals count its earlier turns.
+		c.used = plan.UsageBase
+	}
+	return c
 }
 
-func (c *droidConversation) converse(ctx context.Context, t turn) {
-	stream := droidStream{newLineStream(t.Lines, t.Stdin, func(line []byte) { t.Emit(otherEvent("", line)) })}
-	c.open(ctx, stream, func(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-		c.handle(hctx, conn, req, t)
-	})
-	defer c.close()
-
-	if !c.handshake(t) {
-		return
-	}
-	if !c.addMessage(t) {
-		return
-	}
-	c.awaitEnd("the turn (agent_turn_completed)")
+func (c *droidClient) open(a *runner) {
+	c.rpcClient.open(a, c.handle, func(s *lineStream) jsonrpc2.ObjectStream { return droidStream{s} })
 }
 
-// handshake opens Droid's session in the turn's cwd, or loads the one
-// to continue; false when Droid did not answer it. A warm agent opens it
-// once, for every turn after.
+// turnOf is the turn's reading of Droid, fresh for a turn it has not read
+// for yet; called with mu held.
+func (c *droidClient) turnOf(t *turn) *droidTurn {
+	if c.of != t {
+		c.of, c.st = t, droidTurn{}
+	}
+	return &c.st
+}
+
+// opening opens Droid's session in the agent's cwd, or loads the one to
+// continue.
 //
 // Loading goes over this channel because `droid exec -s ID` (0.225.2)
 // first fetches the session from Factory's API and exits 1, printing
@@ -191,8 +209,11 @@ func (c *droidConversation) converse(ctx context.Context, t turn) {
 // sets autonomy "off" and interaction "auto" (and the request's model
 // and effort) again with droid.update_session_settings, so the boundary
 // is card's whatever the file says.
-func (c *droidConversation) handshake(t turn) bool {
-	c.init.Cwd = t.Cwd
+func (c *droidClient) opening(t *turn) bool {
+	c.mu.Lock()
+	c.turnOf(t)
+	c.mu.Unlock()
+	c.init.Cwd = c.a.plan.Dir
 	var init struct {
 		SessionID string `json:"sessionId"`
 		Settings  struct {
@@ -200,37 +221,79 @@ func (c *droidConversation) handshake(t turn) bool {
 		} `json:"settings"`
 	}
 	if c.resume != "" {
-		if !c.call("droid.load_session", map[string]string{"sessionId": c.resume}, &init, c.fail) {
+		if !c.call(t.ctx, t, "droid.load_session", map[string]string{"sessionId": c.resume}, &init, c.fail) {
 			return false
 		}
 		set := droidSettings{AutonomyLevel: c.init.AutonomyLevel, InteractionMode: c.init.InteractionMode,
 			ModelID: c.init.ModelID, ReasoningEffort: c.init.ReasoningEffort}
 		var updated json.RawMessage
-		if !c.call("droid.update_session_settings", set, &updated, c.fail) {
+		if !c.call(t.ctx, t, "droid.update_session_settings", set, &updated, c.fail) {
 			return false
 		}
 		init.SessionID = c.resume
 		if set.ModelID != "" {
 			init.Settings.ModelID = set.ModelID
 		}
-	} else if !c.call("droid.initialize_session", c.init, &init, c.fail) {
+	} else if !c.call(t.ctx, t, "droid.initialize_session", c.init, &init, c.fail) {
 		return false
 	}
 	c.mu.Lock()
-	c.sessionID, c.model = init.SessionID, init.Settings.ModelID
-	t.Emit(Event{Kind: EventSession, SessionID: c.sessionID, Model: c.model})
+	c.sid, c.model = init.SessionID, init.Settings.ModelID
+	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
 	c.mu.Unlock()
 	return true
 }
 
-// addMessage sends the turn's prompt; the turn ends with
-// agent_turn_completed.
-func (c *droidConversation) addMessage(t turn) bool {
+// begin sends the turn's prompt; the turn ends with agent_turn_completed.
+func (c *droidClient) begin(t *turn) {
+	c.mu.Lock()
+	c.turnOf(t)
+	if !t.first {
+		t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
+	}
+	c.mu.Unlock()
 	var added json.RawMessage
-	return c.call("droid.add_user_message", map[string]any{"text": t.Prompt}, &added, c.fail)
+	if !c.call(c.a.life, t, "droid.add_user_message", map[string]any{"text": t.spec.Prompt}, &added, c.fail) {
+		t.endIfFailed()
+		return
+	}
+	t.setStep("the turn (agent_turn_completed)")
 }
 
-func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, t turn) {
+// interrupt sends droid.interrupt_session.
+func (c *droidClient) interrupt(*turn) bool {
+	ctx, cancel := context.WithTimeout(c.a.life, c.a.child.lim.KillGrace)
+	defer cancel()
+	var res struct{}
+	return c.conn.Call(ctx, "droid.interrupt_session", map[string]any{}, &lenientResult{&res}, jsonrpc2.PickID(c.id())) == nil
+}
+
+func (c *droidClient) steer(*turn, string) error { return ErrNoSteer }
+
+func (c *droidClient) sessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sid
+}
+
+// droidQuestions are Droid's questions, each with its no. The model's
+// questions to the user (droid.ask_user, AskUser) are answered cancelled,
+// in the shape Droid reads, since an error would leave Droid waiting: card
+// asks allow or deny about tool calls and nothing else.
+var droidQuestions = map[string]any{
+	"droid.request_permission": droidAnswer{SelectedOption: "cancel"},
+	"droid.ask_user":           map[string]any{"cancelled": true, "answers": []any{}},
+}
+
+// handle serves one message of Droid: to the running turn, or, between
+// turns, a question answered no (never an error, which Droid would wait
+// on) and anything else dropped.
+func (c *droidClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	t := c.a.current()
+	if t == nil {
+		c.between(hctx, req, droidQuestions)
+		return
+	}
 	var params json.RawMessage
 	if req.Params != nil {
 		params = *req.Params
@@ -240,15 +303,9 @@ func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, re
 		case "droid.request_permission":
 			var p droidPermission
 			_ = decodeParams(params, &p)
-			c.ask(hctx, req.ID, droidAnswer{SelectedOption: "cancel"}, func(ctx context.Context) any {
-				return c.permission(ctx, p, t)
-			})
+			c.ask(t, req.ID, droidQuestions[req.Method], func(ctx context.Context) any { return c.permission(ctx, t, p) })
 		case "droid.ask_user":
-			// The model's questions to the user (AskUser): card asks
-			// allow or deny about tool calls and nothing else, so they
-			// are answered cancelled, in the shape Droid reads, since an
-			// error would leave Droid waiting.
-			_ = conn.Reply(hctx, req.ID, map[string]any{"cancelled": true, "answers": []any{}})
+			_ = conn.Reply(hctx, req.ID, droidQuestions[req.Method])
 		default:
 			// Droid 0.225.2 sends no other request; an error is the only
 			// answer JSON-RPC has for a method card does not know.
@@ -257,7 +314,7 @@ func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, re
 		return
 	}
 	if req.Method != "droid.session_notification" {
-		t.Emit(otherEvent(req.Method, params))
+		t.emit(otherEvent(req.Method, params))
 		return
 	}
 	var p struct {
@@ -265,88 +322,91 @@ func (c *droidConversation) handle(hctx context.Context, conn *jsonrpc2.Conn, re
 	}
 	var n droidNotification
 	if !decodeParams(params, &p) || !decodeParams(p.Notification, &n) || n.Type == "" {
-		t.Emit(otherEvent(req.Method, params))
+		t.emit(otherEvent(req.Method, params))
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.notification(n, p.Notification, t.Emit)
+	c.notification(t, n, p.Notification)
 }
 
-func (c *droidConversation) notification(n droidNotification, raw json.RawMessage, emit func(...Event)) {
+// notification reads one session notification for the turn, with mu held.
+func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMessage) {
+	st := c.turnOf(t)
 	switch n.Type {
 	case "tool_call":
 		// Sent as the input streams in (first {}), then whole: the last
 		// one seen is the call's input.
 		if n.ToolUse != nil {
-			if tl := c.tools.get(n.ToolUse.ID); tl != nil && !tl.announced {
+			if tl := st.tools.get(n.ToolUse.ID); tl != nil && !tl.announced {
 				tl.name, tl.input = n.ToolUse.Name, n.ToolUse.Input
 			}
 		}
 	case "tool_execution_phase_changed":
-		if tl := c.tools.get(n.ToolUseID); tl != nil {
-			emit(c.announce(n.ToolUseID, tl)...)
+		if tl := st.tools.get(n.ToolUseID); tl != nil {
+			t.emit(st.announce(n.ToolUseID, tl)...)
 		}
 	case "tool_result":
-		tl := c.tools.get(n.ToolUseID)
+		tl := st.tools.get(n.ToolUseID)
 		if tl == nil || tl.done {
 			return
 		}
-		emit(c.announce(n.ToolUseID, tl)...)
+		t.emit(st.announce(n.ToolUseID, tl)...)
 		tl.done = true
-		emit(Event{Kind: EventToolResult, Tool: &Tool{ID: n.ToolUseID}, Output: clip(droidText(n.Content), maxOutput), IsError: n.IsError})
+		t.emit(Event{Kind: EventToolResult, Tool: &Tool{ID: n.ToolUseID}, Output: clip(droidText(n.Content), maxOutput), IsError: n.IsError})
 	case "assistant_text_delta":
-		if n.MessageID != c.answerMsg {
+		if n.MessageID != st.answerMsg {
 			// The answer is the last assistant message, not every "let me
 			// look" before a tool call.
-			c.answer, c.answerMsg = answerBuf{}, n.MessageID
+			st.answer, st.answerMsg = answerBuf{}, n.MessageID
 		}
-		c.answer.add(n.TextDelta)
-		emit(Event{Kind: EventText, Text: n.TextDelta, Delta: true})
+		st.answer.add(n.TextDelta)
+		t.emit(Event{Kind: EventText, Text: n.TextDelta, Delta: true})
 	case "session_token_usage_changed":
 		// One per model call.
 		if n.TokenUse != nil {
-			c.turns++
-			c.usageTotal = n.TokenUse.usage()
-			c.usage = usageMinus(c.usageTotal, c.usageBase)
+			st.turns++
+			st.usageTotal = n.TokenUse.usage()
+			st.usage = usageMinus(st.usageTotal, c.used)
 		}
 	case "agent_turn_completed":
-		if c.completed {
+		if st.ended {
 			return
 		}
+		st.ended = true
 		// The turn's own usage and the session's total come with its end
 		// too, and they are what counts: Droid 0.225.2 now and then leaves
 		// out a turn's session_token_usage_changed (seen on the second
 		// turn of a warm agent, about one run in four).
 		if n.CumulativeUse != nil && n.CumulativeUse.usage() != (Usage{}) {
-			c.usageTotal = n.CumulativeUse.usage()
-			c.usage = usageMinus(c.usageTotal, c.usageBase)
+			st.usageTotal = n.CumulativeUse.usage()
+			st.usage = usageMinus(st.usageTotal, c.used)
 		}
 		if n.TokenUse != nil && n.TokenUse.usage() != (Usage{}) {
-			c.usage = n.TokenUse.usage()
+			st.usage = n.TokenUse.usage()
 		}
-		if c.turns == 0 && c.usage != (Usage{}) {
-			c.turns = 1
+		if st.turns == 0 && st.usage != (Usage{}) {
+			st.turns = 1
 		}
-		if c.usage != (Usage{}) {
-			u := c.usage
-			emit(Event{Kind: EventUsage, Usage: &u})
+		if st.usage != (Usage{}) {
+			u := st.usage
+			t.emit(Event{Kind: EventUsage, Usage: &u})
 		}
-		if n.Reason != "" && n.Reason != "completed" && c.failure == nil {
+		if n.Reason != "" && n.Reason != "completed" {
 			msg := fmt.Sprintf("droid ended the turn: %s", n.Reason)
-			if c.lastError != "" {
-				msg += ": " + c.lastError
+			if st.lastError != "" {
+				msg += ": " + st.lastError
 			}
-			c.failure = failure(classifyMessage(msg), clip(msg, 2048))
+			t.setFailure(failure(classifyMessage(msg), clip(msg, 2048)))
 		}
-		c.markEnded()
+		t.complete()
 	case "llm_retry":
-		c.retries++
+		st.retries++
 		attempt := n.Attempt
 		if attempt == 0 {
-			attempt = c.retries
+			attempt = st.retries
 		}
-		emit(Event{Kind: EventRetry, Attempt: attempt, Error: clip(n.Reason, 2048)})
+		t.emit(Event{Kind: EventRetry, Attempt: attempt, Error: clip(n.Reason, 2048)})
 	case "error", "session_error", "agent_error":
 		msg := droidText(n.Message)
 		if msg == "" {
@@ -355,21 +415,21 @@ func (c *droidConversation) notification(n droidNotification, raw json.RawMessag
 		if msg == "" {
 			msg = string(raw)
 		}
-		c.lastError = clip(msg, 2048)
-		emit(Event{Kind: EventError, Error: c.lastError})
+		st.lastError = clip(msg, 2048)
+		t.emit(Event{Kind: EventError, Error: st.lastError})
 	case "droid_working_state_changed", "settings_updated", "mcp_status_changed", "permission_resolved", "tool_progress_update",
 		"create_message", "assistant_text_complete", "update_message":
 		// State, menus and the message log: the events above carry what a
 		// run's record needs.
 	default:
-		emit(otherEvent(n.Type, raw))
+		t.emit(otherEvent(n.Type, raw))
 	}
 }
 
 // announce is the shared announce, with a call Droid left unnamed named
 // "tool".
-func (c *droidConversation) announce(id string, t *sessionTool) []Event {
-	evs := c.tools.announce(id, t)
+func (st *droidTurn) announce(id string, t *sessionTool) []Event {
+	evs := st.tools.announce(id, t)
 	for _, e := range evs {
 		if e.Tool.Name == "" {
 			e.Tool.Name = "tool"
@@ -405,7 +465,7 @@ func droidText(raw json.RawMessage) string {
 // permission puts each tool use of one droid.request_permission to the
 // approver: Droid asks about a batch with one answer, so the batch runs
 // only if every call in it is allowed.
-func (c *droidConversation) permission(ctx context.Context, p droidPermission, t turn) any {
+func (c *droidClient) permission(ctx context.Context, t *turn, p droidPermission) any {
 	offers := func(v string) bool {
 		for _, o := range p.Options {
 			if o.Value == v {
@@ -419,11 +479,12 @@ func (c *droidConversation) permission(ctx context.Context, p droidPermission, t
 	}
 	for _, u := range p.ToolUses {
 		c.mu.Lock()
-		if tl := c.tools.get(u.ToolUse.ID); tl != nil {
+		st := c.turnOf(t)
+		if tl := st.tools.get(u.ToolUse.ID); tl != nil {
 			if !tl.announced {
 				tl.name, tl.input = u.ToolUse.Name, u.ToolUse.Input
 			}
-			t.Emit(c.announce(u.ToolUse.ID, tl)...)
+			t.emit(st.announce(u.ToolUse.ID, tl)...)
 		}
 		c.mu.Unlock()
 		d := t.approve(ctx, Question{Tool: u.ToolUse.Name, Input: u.ToolUse.Input, ToolUseID: u.ToolUse.ID,
@@ -435,19 +496,56 @@ func (c *droidConversation) permission(ctx context.Context, p droidPermission, t
 	return droidAnswer{SelectedOption: "proceed_once"}
 }
 
-func (c *droidConversation) fail(method string, err error) {
+func (c *droidClient) fail(t *turn, method string, err error) {
 	var je *jsonrpc2.Error
 	if !errors.As(err, &je) {
 		return
 	}
 	msg := fmt.Sprintf("droid answered %s with error %d: %s", method, je.Code, strings.TrimSpace(je.Message))
-	c.setFailure(failure(classifyMessage(msg), clip(msg, 2048)))
+	t.setFailure(failure(classifyMessage(msg), clip(msg, 2048)))
 }
 
-func (c *droidConversation) finish(exit ExitInfo) Result {
+func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	res := Result{Answer: c.answer.String(), SessionID: c.sessionID, Turns: c.turns, ToolCalls: c.tools.calls, Usage: c.usage,
-		SessionUsage: totalOf(c.usageTotal)}
-	return c.end(res, exit, nil, c.lastError)
+	st := c.turnOf(t)
+	if st.usageTotal != (Usage{}) {
+		c.used = st.usageTotal
+	}
+	res := Result{Answer: st.answer.String(), SessionID: c.sid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage,
+		SessionUsage: totalOf(st.usageTotal)}
+	return t.outcome(res, exitOrAlive(exit), agent.Droid, rpcWords, nil, st.lastError)
+}
+
+// Droid's conversation channel is its stream-jsonrpc (`droid exec
+// --input-format stream-jsonrpc --output-format stream-jsonrpc`), the
+// protocol its ask mode already speaks: droid.initialize_session once,
+// when the agent starts, then one droid.add_user_message per turn in the
+// same session, the turn over at agent_turn_completed, and
+// droid.interrupt_session to stop a running turn.
+//
+// read_only runs the ask plan's session (autonomy "off": Droid runs its
+// reads unasked and asks before every Execute, Create, Edit and
+// ApplyPatch) with every question denied, since read_only has nobody to
+// ask: the same boundary, narrower if anything (a denied call ends Droid's
+// turn). Ask mode is the ask plan as it is. Edit is refused as in every
+// Droid run, and bypass is not kept warm (its flag was not seen to act in
+// this mode).
+func buildDroidWarm(bin string, req Request) (Plan, error) {
+	mode := req.EffectiveMode()
+	if mode == ModeBypass {
+		return Plan{}, fmt.Errorf("%s: bypass is not kept warm over stream-jsonrpc: %w", req.Adapter, ErrNoWarmChannel)
+	}
+	if _, err := buildOneShot(bin, req); err != nil { // every check of a one-shot request
+		return Plan{}, err
+	}
+	p, err := buildDroidAsk(bin, req)
+	if err != nil {
+		return Plan{}, err
+	}
+	if mode != ModeAsk {
+		p.Ask = nil
+	}
+	p.MaxAPIRetries, p.Stall = req.APIRetries(), req.Watchdog()
+	return p, nil
 }

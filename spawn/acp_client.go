@@ -1,0 +1,550 @@
+package spawn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
+)
+
+// The Agent Client Protocol (version 1), as Gemini CLI 0.61.0 (`gemini
+// --acp`) and Copilot CLI 1.0.102 (`copilot --acp`) speak it: card is the
+// client. The agent's opening, then one turn after another on its session:
+//
+//	→ initialize {protocolVersion: 1, clientCapabilities: no fs, no terminal}
+//	→ session/new {cwd, mcpServers: []}, or session/load {sessionId, cwd}
+//	  to continue a session the conversation has
+//	→ session/prompt {sessionId, prompt: [{type: text, text}]}
+//	← session/update notifications while the turn runs
+//	← session/request_permission requests, answered with one of the
+//	  options the agent offers (picked by kind, since the ids differ:
+//	  Gemini proceed_once/cancel, Copilot allow_once/reject_once)
+//	← the session/prompt result: {stopReason, usage or _meta.quota}
+//	→ session/cancel stops a running turn inside the protocol: the agent
+//	  answers the prompt with stopReason "cancelled" and waits for the next
+//
+// The client declares no file system and no terminal: the agent then
+// reads, writes and runs commands itself, inside its own permission
+// checks, and asks card only whether it may.
+//
+// The messages are package acp's, which both of card's ACP roles share;
+// what is here is this role's reading of them: updates as card's events,
+// permission options as card's decisions, errors and exits as failures.
+
+// acpDialect is what differs between agents speaking ACP.
+type acpDialect struct {
+	// toolName names a call for the approver and the events; ACP itself
+	// carries no tool name.
+	toolName func(c acp.ToolCallUpdate) string
+	// exitFailure explains an agent that stopped before its turn ended,
+	// from its exit status and stderr; nil when it has nothing to add.
+	exitFailure func(exit ExitInfo) *Failure
+	// authHint is what to do about an auth failure.
+	authHint string
+	// sessionUsage says the prompt result's usage is the session's total
+	// so far, not the prompt's (Copilot): a warm turn's is its part.
+	sessionUsage bool
+	// notice reads an agent that reports its own API trouble as message
+	// text instead of an error (Copilot): a retry it is making, or the
+	// error it gave up on. Nil for an agent that answers with errors.
+	notice func(text string) (retry bool, failed bool)
+	// unlisted are the slash commands the agent lists over ACP that card
+	// does not pass on to a client, with why: they cannot run headless or
+	// do what no permission mode of the session bounds.
+	unlisted map[string]string
+}
+
+// acpClient is card's side of an ACP agent. Its state is touched by the
+// reader (session/update, in order) and by each question waiting on the
+// approver.
+type acpClient struct {
+	rpcClient
+	adapter string
+	dialect acpDialect
+	resume  string // the session the opening loads, "" for a new one
+
+	mu     sync.Mutex
+	sid    string
+	model  string
+	images bool // the agent declared image support (initialize)
+	// loading is set while session/load runs: the history the agent
+	// replays then is the turns before this one, not this turn's events.
+	loading bool
+	// commands are the slash commands the agent last listed, less the
+	// unlisted, kept across turns: it lists them once, after session/new
+	// or session/load, usually between turns, and each turn's session
+	// event carries them.
+	commands []api.SlashCommand
+	// used is the session's token total before the running turn.
+	used Usage
+	// of is the turn st reads for.
+	of *turn
+	st acpTurn
+}
+
+// acpTurn is what one turn reads of the agent.
+type acpTurn struct {
+	answer     answerBuf
+	newAnswer  bool // a tool call came since the last text: the next text starts the answer again
+	fresh      bool // the next agent output starts a model turn
+	turns      int
+	tools      sessionTools
+	usage      Usage
+	usageTotal Usage // what the agent reported
+	retries    int
+	// lastNotice is the error the agent said it gave up on, as text,
+	// while no text has come after it.
+	lastNotice string
+}
+
+// acpClientOf is the Session.New of an adapter run over ACP in dialect d.
+func acpClientOf(d acpDialect) func(Plan) protocol {
+	return func(plan Plan) protocol {
+		c := &acpClient{dialect: d}
+		if plan.Session != nil {
+			c.adapter, c.resume = plan.Session.Adapter, plan.Session.resume
+		}
+		return c
+	}
+}
+
+// acpWords name the step as ACP's calls are answered; ACP's first call is
+// initialize.
+var acpWords = stopWords{verb: "answered", firstStep: "initialize", cutShort: "its ACP output was cut short"}
+
+func (c *acpClient) open(a *runner) { c.rpcClient.open(a, c.handle, nil) }
+
+// turnOf is the turn's reading of the agent, fresh for a turn it has not
+// read for yet; called with mu held.
+func (c *acpClient) turnOf(t *turn) *acpTurn {
+	if c.of != t {
+		c.of, c.st = t, acpTurn{fresh: true}
+	}
+	return &c.st
+}
+
+// acpCall is one of card's calls: ACP's results have many fields an agent
+// may send in an unexpected type, and each costs that field, not the turn.
+func (c *acpClient) acpCall(ctx context.Context, t *turn, method string, params, result any) bool {
+	return c.call(ctx, t, method, params, &lenientResult{result}, c.fail)
+}
+
+// opening is ACP's: initialize, then session/new in the agent's cwd, or
+// session/load of the session to continue.
+func (c *acpClient) opening(t *turn) bool {
+	c.mu.Lock()
+	c.turnOf(t)
+	c.mu.Unlock()
+	var ini acp.InitializeResponse
+	if !c.acpCall(t.ctx, t, acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}, &ini) {
+		return false
+	}
+	if ini.ProtocolVersion != acp.ProtocolVersion {
+		t.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acp.ProtocolVersion)))
+		return false
+	}
+	c.mu.Lock()
+	c.images = ini.AgentCapabilities.PromptCapabilities.Image
+	c.mu.Unlock()
+	var sess acp.NewSessionResponse
+	if c.resume != "" {
+		if !c.load(t, ini.AgentCapabilities.LoadSession) {
+			return false
+		}
+		sess.SessionID = c.resume
+	} else if !c.acpCall(t.ctx, t, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: c.a.plan.Dir}, &sess) {
+		return false
+	}
+	c.mu.Lock()
+	c.sid = sess.SessionID
+	if sess.Models != nil {
+		c.model = sess.Models.CurrentModelID
+	}
+	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
+	c.mu.Unlock()
+	return true
+}
+
+// load continues the session the conversation has: the agent replays its
+// history as updates, which the opening drops.
+func (c *acpClient) load(t *turn, declared bool) bool {
+	if !declared {
+		t.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
+		return false
+	}
+	var loaded acp.LoadSessionResponse
+	c.mu.Lock()
+	c.loading = true
+	c.mu.Unlock()
+	ok := c.acpCall(t.ctx, t, acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: c.resume, Cwd: c.a.plan.Dir}, &loaded)
+	c.mu.Lock()
+	c.loading = false
+	c.mu.Unlock()
+	return ok
+}
+
+// begin sends session/prompt. Its call waits for the agent's answer
+// however the turn's ctx ends: a cancelled turn is answered "cancelled"
+// within the grace.
+func (c *acpClient) begin(t *turn) {
+	c.mu.Lock()
+	c.turnOf(t)
+	images, sid := c.images, c.sid
+	if !t.first {
+		// Under the lock: a list that comes after is the turn's to emit.
+		t.emit(Event{Kind: EventSession, SessionID: sid, Model: c.model, Commands: c.commands})
+	}
+	c.mu.Unlock()
+	if len(t.images) > 0 && !images {
+		// ACP forbids an image block to an agent that did not declare
+		// images; sending none would run the task without what it shows.
+		t.fail(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.images))))
+		return
+	}
+	var res acp.PromptResponse
+	if !c.acpCall(c.a.life, t, acp.MethodSessionPrompt, acp.PromptRequest{SessionID: sid, Prompt: acpPrompt(t.spec.Prompt, t.images)}, &res) {
+		t.endIfFailed()
+		return
+	}
+	c.endTurn(t, res)
+}
+
+// interrupt sends session/cancel for the agent's session.
+func (c *acpClient) interrupt(*turn) bool {
+	return c.conn.Notify(context.Background(), acp.MethodSessionCancel, map[string]string{"sessionId": c.sessionID()}) == nil
+}
+
+func (c *acpClient) sessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sid
+}
+
+func (c *acpClient) steer(*turn, string) error { return ErrNoSteer }
+
+// handle serves one message of the agent, on the reader: to the running
+// turn, or, between turns, a question answered cancelled (ACP's denial)
+// and anything else dropped.
+func (c *acpClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	t := c.a.current()
+	c.mu.Lock()
+	replay := c.loading
+	if (t == nil || replay) && req.Method == acp.MethodSessionUpdate && req.Params != nil {
+		c.keepCommandsLocked(*req.Params)
+	}
+	c.mu.Unlock()
+	if t == nil {
+		c.between(hctx, req, map[string]any{acp.MethodSessionRequestPermission: acp.Cancelled()})
+		return
+	}
+	switch req.Method {
+	case acp.MethodSessionUpdate:
+		// In order, on the reader: the events keep the agent's order, and
+		// the prompt's result is read only after every update before it
+		// is handled.
+		var p struct {
+			Update json.RawMessage `json:"update"`
+		}
+		if !replay && req.Params != nil && decodeParams(*req.Params, &p) {
+			c.update(t, p.Update)
+		}
+	case acp.MethodSessionRequestPermission:
+		if req.Notif {
+			return
+		}
+		var p acp.RequestPermissionRequest
+		if req.Params == nil || !decodeParams(*req.Params, &p) {
+			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
+			return
+		}
+		// Off the reader: the question waits for a person, and the
+		// agent's messages keep coming meanwhile.
+		c.ask(t, req.ID, acp.Cancelled(), func(ctx context.Context) any { return c.permission(ctx, t, p) })
+	default:
+		if !req.Notif {
+			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
+				Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
+		}
+	}
+}
+
+// keepCommandsLocked keeps the slash commands an update lists when no turn
+// reads it: the agent lists them once, usually between turns, and every
+// later turn's session event carries them.
+func (c *acpClient) keepCommandsLocked(params json.RawMessage) {
+	if !bytes.Contains(params, []byte(acp.UpdateAvailableCommands)) {
+		return
+	}
+	var p struct {
+		Update acp.SessionUpdate `json:"update"`
+	}
+	if !decodeParams(params, &p) || p.Update.Kind != acp.UpdateAvailableCommands || p.Update.AvailableCommands == nil {
+		return
+	}
+	c.commands = c.dialect.listed(p.Update.AvailableCommands.AvailableCommands)
+}
+
+// acpPrompt is the prompt's content: the images first, as card's other
+// image paths send them, then the text.
+func acpPrompt(text string, images []Image) []acp.ContentBlock {
+	blocks := make([]acp.ContentBlock, 0, len(images)+1)
+	for _, img := range images {
+		blocks = append(blocks, acp.ImageBlock(img.MIME, img.Data))
+	}
+	return append(blocks, acp.TextBlock(text))
+}
+
+// geminiMeta is where Gemini reports a turn's tokens: its own _meta.
+type geminiMeta struct {
+	Quota *struct {
+		TokenCount *struct {
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		} `json:"token_count"`
+	} `json:"quota"`
+}
+
+// endTurn records the prompt's result: the turn is over.
+func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer t.complete()
+	st := c.turnOf(t)
+	var m geminiMeta
+	if res.Usage != nil {
+		st.usageTotal = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+		st.usage = st.usageTotal
+		if c.dialect.sessionUsage {
+			st.usage = usageMinus(st.usageTotal, c.used)
+		}
+	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
+		st.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
+	}
+	if st.usage != (Usage{}) {
+		u := st.usage
+		t.emit(Event{Kind: EventUsage, Usage: &u})
+	}
+	if st.lastNotice != "" {
+		// The agent gave up on an API error and said so as text, then
+		// ended the turn as if it had answered.
+		t.setFailure(c.classified(st.lastNotice, 0))
+		return
+	}
+	switch res.StopReason {
+	case acp.StopMaxTurnRequests:
+		t.setFailure(failure(KindMaxTurns, c.adapter+" ended the turn: it reached its limit of model requests for one prompt"))
+	case acp.StopRefusal:
+		t.setFailure(failure(KindAPI, c.adapter+" ended the turn: the agent refused to continue"))
+	case acp.StopCancelled:
+		t.setFailure(failure(KindCancelled, c.adapter+" ended the turn as cancelled"))
+	}
+}
+
+// fail records why a call did not get its answer, when the agent gave a
+// reason: an error response. A closed stream (the agent died) or an ended
+// context is the runner's to explain.
+func (c *acpClient) fail(t *turn, method string, err error) {
+	var je *jsonrpc2.Error
+	if !errors.As(err, &je) {
+		return
+	}
+	msg := strings.TrimSpace(je.Message)
+	if je.Data != nil && len(*je.Data) > 0 && string(*je.Data) != "null" {
+		var s string
+		if json.Unmarshal(*je.Data, &s) != nil {
+			s = string(*je.Data)
+		}
+		msg += ": " + s
+	}
+	t.setFailure(c.classified(fmt.Sprintf("%s answered %s with error %d: %s", c.adapter, method, je.Code, msg), je.Code))
+}
+
+// classified is the failure for an agent's error message and JSON-RPC
+// code. Gemini answers with the API's HTTP status as the code; -32000 is
+// ACP's "authentication required", unless the message says otherwise.
+func (c *acpClient) classified(msg string, code int64) *Failure {
+	kind := classifyMessage(msg)
+	switch {
+	case code == 401 || code == 403:
+		kind = KindAuth
+	case code == 429:
+		kind = KindRateLimit
+	case code == int64(acp.CodeAuthRequired) && kind == KindAPI:
+		kind = KindAuth
+	}
+	if kind == KindAuth && c.dialect.authHint != "" {
+		msg += " — " + c.dialect.authHint
+	}
+	return failure(kind, clip(msg, 2048))
+}
+
+// update maps one session/update onto events, emitted under the lock so
+// they keep their order with the tool_use a question may emit.
+func (c *acpClient) update(t *turn, raw json.RawMessage) {
+	var u acp.SessionUpdate
+	if !decodeParams(raw, &u) || u.Kind == "" {
+		t.emit(otherEvent("", raw))
+		return
+	}
+	kind := string(u.Kind)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turnOf(t)
+	switch u.Kind {
+	case acp.UpdateAgentMessageChunk:
+		c.text(t, st, u, raw)
+	case acp.UpdateAgentThoughtChunk:
+		st.agentOutput()
+		t.emit(otherEvent(kind, raw))
+	case acp.UpdateToolCall:
+		st.lastNotice = ""
+		st.agentOutput()
+		var call acp.ToolCallUpdate
+		if u.ToolCall != nil {
+			call = u.ToolCall.AsUpdate()
+		}
+		t.emit(c.announce(st, call)...)
+		t.emit(st.result(call)...)
+	case acp.UpdateToolCallUpdate:
+		var call acp.ToolCallUpdate
+		if u.ToolCallUpdate != nil {
+			call = *u.ToolCallUpdate
+		}
+		t.emit(c.announce(st, call)...)
+		t.emit(st.result(call)...)
+	case acp.UpdateAvailableCommands:
+		// The agent's slash commands, as Claude Code's init lists its
+		// own: a session event with them, which a client (card's ACP
+		// front door) offers its user.
+		if u.AvailableCommands == nil {
+			return
+		}
+		c.commands = c.dialect.listed(u.AvailableCommands.AvailableCommands)
+		if len(c.commands) > 0 {
+			t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model, Commands: c.commands})
+		}
+	case acp.UpdateUserMessageChunk, acp.UpdateCurrentMode, acp.UpdateConfigOption,
+		acp.UpdateSessionInfo, acp.UpdateUsage:
+		// The prompt's echo and the agent's menus and meters: nothing a
+		// run's record needs.
+	default:
+		// plan and whatever comes next, as the agent sent it.
+		t.emit(otherEvent(kind, raw))
+	}
+}
+
+// text reads an agent_message_chunk: the agent's API trouble where its
+// dialect reports it as text, else the answer's next piece.
+func (c *acpClient) text(t *turn, st *acpTurn, u acp.SessionUpdate, raw json.RawMessage) {
+	if u.Chunk == nil || u.Chunk.Content.Type != acp.ContentText {
+		t.emit(otherEvent(string(u.Kind), raw))
+		return
+	}
+	b := u.Chunk.Content
+	if c.dialect.notice != nil {
+		switch retry, failed := c.dialect.notice(b.Text); {
+		case retry:
+			st.retries++
+			t.emit(Event{Kind: EventRetry, Attempt: st.retries, Error: clip(strings.TrimSpace(b.Text), 2048)})
+			return
+		case failed:
+			st.lastNotice = clip(strings.TrimSpace(b.Text), 2048)
+			t.emit(Event{Kind: EventError, Error: st.lastNotice})
+			return
+		}
+	}
+	st.lastNotice = ""
+	st.agentOutput()
+	if st.newAnswer {
+		// The answer is what the agent said last, not every "let me
+		// look" before a tool call.
+		st.answer = answerBuf{}
+		st.newAnswer = false
+	}
+	st.answer.add(b.Text)
+	t.emit(Event{Kind: EventText, Text: b.Text, Delta: true})
+}
+
+// listed are the agent's commands card passes on, in its order.
+func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
+	out := []api.SlashCommand{}
+	for _, ac := range cmds {
+		if _, skip := d.unlisted[ac.Name]; skip || ac.Name == "" {
+			continue
+		}
+		sc := api.SlashCommand{Name: ac.Name, Description: ac.Description}
+		if ac.Input != nil {
+			sc.InputHint = ac.Input.Hint
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+func (c *acpClient) finish(t *turn, exit *ExitInfo) Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turnOf(t)
+	if st.usageTotal != (Usage{}) {
+		c.used = st.usageTotal
+	}
+	res := Result{Answer: st.answer.String(), SessionID: c.sid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage}
+	return t.outcome(res, exitOrAlive(exit), c.adapter, acpWords, c.dialect.exitFailure, "")
+}
+
+// idToolName reads the tool name Gemini puts in front of its call ids
+// ("run_shell_command__run_shell_command_1796082544230_0").
+var idToolName = regexp.MustCompile(`^([a-z][a-z0-9_]*)__`)
+
+// buildACPWarm is the plan of an agent kept warm over ACP. In read_only,
+// edit and bypass it is the one-shot plan, every boundary flag included
+// (Gemini's --approval-mode, Copilot's --deny-tool and --allow-tool), with
+// --acp instead of the one-shot output flag; what the agent would still
+// ask about is denied, since only ask mode has anyone to ask. In ask mode
+// it is the ask plan as it is.
+func buildACPWarm(bin string, req Request) (Plan, error) {
+	if req.SessionID != "" {
+		return Plan{}, errUnsupported("session_id", req.Adapter, "over ACP the agent names the session (session/new) and reports it in the session event")
+	}
+	// The session to continue goes inside the protocol (session/load),
+	// never on argv.
+	resume := req.Resume
+	req.Resume = ""
+	p, err := buildOneShot(bin, req)
+	if err != nil {
+		return Plan{}, err
+	}
+	if p.Session == nil {
+		args, ok := withoutFlag(p.Args, "--output-format")
+		if !ok {
+			return Plan{}, fmt.Errorf("spawn: the %s plan has no --output-format to turn into --acp", req.Adapter)
+		}
+		// --acp before the boundary flags it keeps: Gemini's and
+		// Copilot's option parsers take the last of a repeated flag,
+		// and card's come after the operator's.
+		n := len(req.Extras.Args)
+		p.Args = append(slices.Clip(args[:n]), append([]string{"--acp"}, args[n:]...)...)
+		p.Session = &SessionPlan{Protocol: ProtocolACP, Adapter: req.Adapter}
+	}
+	p.Session.resume = resume
+	return p, nil
+}
+
+// withoutFlag is args without the flag and its value.
+func withoutFlag(args []string, flag string) ([]string, bool) {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return args, false
+	}
+	return append(slices.Clip(args[:i]), args[i+2:]...), true
+}

@@ -1,0 +1,648 @@
+package spawn
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/card-dev/card/agent"
+)
+
+// ProtocolCodexApp is Codex's app-server protocol (JSON-RPC 2.0, one
+// message per line, "jsonrpc" omitted in what the server sends).
+const ProtocolCodexApp Protocol = "codex-app-server"
+
+// The app-server conversation, as `codex app-server` 0.171.0 speaks it;
+// card is the client. One turn is
+//
+//	→ initialize {clientInfo}          → initialized (a notification)
+//	→ thread/start {cwd, approvalPolicy: untrusted, sandbox: workspace-write,
+//	  approvalsReviewer: user, ephemeral: false}, or thread/resume
+//	  {threadId, cwd, approvalPolicy, sandbox, approvalsReviewer} with the
+//	  same three to continue a saved thread
+//	→ turn/start {threadId, input: [images…, text]}
+//	← item/started, item/completed, item/agentMessage/delta, … while the
+//	  turn runs
+//	← item/commandExecution/requestApproval and
+//	  item/fileChange/requestApproval, answered {decision: accept|decline}
+//	← turn/completed {turn: {status, error}}
+//
+// A deny is "decline": Codex then tells the model the command was rejected
+// and the turn goes on. "cancel" would end the turn without telling the
+// model, and an error response reads as "approval request failed".
+
+// codexAskSandbox is the sandbox an ask-mode thread runs in. Under
+// approvalPolicy untrusted Codex asks before every command, and runs the
+// approved one in this sandbox. read-only would make an approved write
+// fail (seen with 0.171.0: "Read-only file system" after accept, though not
+// on every machine state); workspace-write lets it write the working dir
+// and nothing else, with no network, which is what an editor's user means
+// by "yes, run that here".
+const codexAskSandbox = "workspace-write"
+
+// codexMaxItems bounds how many items one turn tracks.
+const codexMaxItems = 10000
+
+// codexApp is card's side of Codex's app-server: initialize and the
+// thread's start (or resume) as the agent's opening, then one turn/start a
+// turn on the thread.
+type codexApp struct {
+	rpcClient
+	// thread is the thread/start (or thread/resume) of the opening: the
+	// plan's mode's, or the ask thread.
+	thread codexAppThreadStart
+	resume string // the thread the opening resumes, "" for a new one
+
+	mu    sync.Mutex
+	tid   string
+	model string
+	// used is the thread's token total before the running turn: the
+	// server reports the thread's total, and a turn's usage is its part.
+	used Usage
+	of   *turn
+	st   codexTurn
+}
+
+// codexTurn is what one turn reads of the server.
+type codexTurn struct {
+	turnID     string // the running turn's id, from turn/start
+	ended      bool   // turn/completed came
+	answer     string
+	deltas     map[string]bool // agent messages already streamed as deltas
+	tools      sessionTools
+	turns      int
+	retries    int
+	usage      Usage
+	usageTotal Usage // the thread's, as the server reports it
+	lastError  string
+}
+
+func newCodexApp(plan Plan) protocol {
+	c := &codexApp{thread: codexAskThread(plan.Dir, false)}
+	if sp := plan.Session; sp != nil {
+		if sp.thread != nil {
+			c.thread = *sp.thread
+		}
+		c.resume = sp.resume
+	}
+	c.thread.Cwd = plan.Dir
+	if c.resume != "" {
+		// The resumed thread's totals count its earlier turns.
+		c.used = plan.UsageBase
+	}
+	return c
+}
+
+func (c *codexApp) open(a *runner) { c.rpcClient.open(a, c.handle, nil) }
+
+// turnOf is the turn's reading of the server, fresh for a turn it has not
+// read for yet; called with mu held.
+func (c *codexApp) turnOf(t *turn) *codexTurn {
+	if c.of != t {
+		c.of, c.st = t, codexTurn{deltas: map[string]bool{}}
+	}
+	return &c.st
+}
+
+// opening is the app-server's: initialize, initialized, and the thread's
+// start, or its resume (a cold turn, or a warm agent continuing a thread
+// the conversation has) with the mode's sandbox, approval policy and
+// reviewer as a new thread gets them.
+func (c *codexApp) opening(t *turn) bool {
+	c.mu.Lock()
+	c.turnOf(t)
+	c.mu.Unlock()
+	var ini json.RawMessage
+	if !c.call(t.ctx, t, "initialize", map[string]any{"clientInfo": map[string]any{"name": "card", "title": "card", "version": "1"}, "capabilities": nil}, &ini, c.fail) {
+		return false
+	}
+	if err := c.conn.Notify(t.ctx, "initialized", nil); err != nil {
+		return false
+	}
+	var th codexAppThreadResult
+	start := c.thread
+	if c.resume != "" {
+		if !c.call(t.ctx, t, "thread/resume", codexAppThreadResume{ThreadID: c.resume, Cwd: start.Cwd, ApprovalPolicy: start.ApprovalPolicy,
+			ApprovalsReviewer: start.ApprovalsReviewer, Sandbox: start.Sandbox, ExcludeTurns: true}, &th, c.fail) {
+			return false
+		}
+	} else if !c.call(t.ctx, t, "thread/start", start, &th, c.fail) {
+		return false
+	}
+	c.mu.Lock()
+	c.tid, c.model = th.Thread.ID, th.Model
+	t.emit(Event{Kind: EventSession, SessionID: c.tid, Model: c.model})
+	c.mu.Unlock()
+	return true
+}
+
+// begin sends turn/start on the thread with the turn's prompt and images,
+// and records the turn's id. The turn ends with turn/completed, however
+// its ctx ends: a cancel is turn/interrupt, answered with an interrupted
+// turn/completed.
+func (c *codexApp) begin(t *turn) {
+	input := make([]codexAppInput, 0, len(t.images)+1)
+	for _, img := range t.images {
+		input = append(input, codexAppInput{Type: "image", URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data)})
+	}
+	input = append(input, codexAppInput{Type: "text", Text: t.spec.Prompt, TextElements: []any{}})
+	c.mu.Lock()
+	c.turnOf(t)
+	thread := c.tid
+	if !t.first {
+		t.emit(Event{Kind: EventSession, SessionID: thread, Model: c.model})
+	}
+	c.mu.Unlock()
+	var started struct {
+		Turn codexAppTurn `json:"turn"`
+	}
+	if !c.call(c.a.life, t, "turn/start", codexAppTurnStart{ThreadID: thread, Input: input}, &lenientResult{&started}, c.fail) {
+		t.endIfFailed()
+		return
+	}
+	c.mu.Lock()
+	c.turnOf(t).turnID = started.Turn.ID
+	c.mu.Unlock()
+	t.setStep("the turn (turn/completed)")
+}
+
+// running is the thread and the running turn's id, "" before turn/start
+// has answered.
+func (c *codexApp) running(t *turn) (thread, turnID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tid, c.turnOf(t).turnID
+}
+
+// interrupt sends turn/interrupt for the running turn.
+func (c *codexApp) interrupt(t *turn) bool {
+	tid, turnID := c.running(t)
+	if turnID == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.a.life, c.a.child.lim.KillGrace)
+	defer cancel()
+	var res struct{}
+	return c.conn.Call(ctx, "turn/interrupt", map[string]string{"threadId": tid, "turnId": turnID}, &lenientResult{&res}) == nil
+}
+
+// steer sends turn/steer: the text joins the running turn's input.
+func (c *codexApp) steer(t *turn, text string) error {
+	tid, turnID := c.running(t)
+	if turnID == "" {
+		return fmt.Errorf("the turn has not started on the agent yet; steer again in a moment: %w", ErrNoTurn)
+	}
+	ctx, cancel := context.WithTimeout(c.a.life, 30*c.a.child.lim.KillGrace)
+	defer cancel()
+	var res struct {
+		TurnID string `json:"turnId"`
+	}
+	err := c.conn.Call(ctx, "turn/steer", map[string]any{"threadId": tid, "expectedTurnId": turnID,
+		"input": []codexAppInput{{Type: "text", Text: text, TextElements: []any{}}}}, &lenientResult{&res})
+	if err != nil {
+		return fmt.Errorf("codex refused turn/steer: %w", err)
+	}
+	return nil
+}
+
+func (c *codexApp) sessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tid
+}
+
+// codexQuestions are the server's questions, each answered "decline" when
+// card cannot ask it.
+var codexQuestions = map[string]any{
+	"item/commandExecution/requestApproval": codexAppDecision{Decision: "decline"},
+	"item/fileChange/requestApproval":       codexAppDecision{Decision: "decline"},
+}
+
+// handle serves one message of the server, on the reader: to the running
+// turn, or, between turns, a question declined and anything else dropped.
+func (c *codexApp) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	t := c.a.current()
+	if t == nil {
+		c.between(hctx, req, codexQuestions)
+		return
+	}
+	var params json.RawMessage
+	if req.Params != nil {
+		params = *req.Params
+	}
+	if !req.Notif {
+		if no, ok := codexQuestions[req.Method]; ok {
+			// A question card cannot read is declined, not failed: an
+			// error response would read as "approval request failed".
+			c.ask(t, req.ID, no, func(ctx context.Context) any { return c.approval(ctx, t, req.Method, params) })
+			return
+		}
+		// Requests for input, elicitations, new permissions: card asks
+		// allow or deny about tool calls and nothing else.
+		_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "card does not serve " + req.Method})
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notification(t, c.turnOf(t), req.Method, params)
+}
+
+// notification reads one of the server's notifications for the turn, with
+// mu held.
+func (c *codexApp) notification(t *turn, st *codexTurn, method string, params json.RawMessage) {
+	switch method {
+	case "item/started", "item/completed":
+		var p codexAppItemParams
+		if !decodeParams(params, &p) {
+			t.emit(otherEvent(method, params))
+			return
+		}
+		st.item(t, method == "item/completed", p.Item)
+	case "item/agentMessage/delta":
+		var d codexAppDelta
+		if decodeParams(params, &d) && d.Delta != "" {
+			if len(st.deltas) < codexMaxItems {
+				st.deltas[d.ItemID] = true
+			}
+			t.emit(Event{Kind: EventText, Text: d.Delta, Delta: true})
+		}
+	case "thread/tokenUsage/updated":
+		// One per model call.
+		var u codexAppUsage
+		if decodeParams(params, &u) {
+			st.turns++
+			tot := u.TokenUsage.Total
+			st.usageTotal = Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
+			st.usage = usageMinus(st.usageTotal, c.used)
+		}
+	case "turn/completed":
+		var p struct {
+			Turn codexAppTurn `json:"turn"`
+		}
+		_ = decodeParams(params, &p)
+		c.endTurn(t, st, p.Turn)
+	case "error":
+		var e codexAppError
+		_ = decodeParams(params, &e)
+		msg := clip(strings.TrimSpace(e.Error.Message), 2048)
+		if e.WillRetry {
+			st.retries++
+			t.emit(Event{Kind: EventRetry, Attempt: st.retries, Error: msg})
+			return
+		}
+		st.lastError = msg
+		t.emit(Event{Kind: EventError, Error: msg})
+	case "account/rateLimits/updated":
+		if ev, ok := codexRateLimitEvent(params); ok {
+			t.emit(ev)
+		}
+	case "warning", "configWarning", "deprecationNotice", "guardianWarning":
+		// Warnings the turn survives ("Model metadata for `gpt-5` not
+		// found"): a warning event, no failure.
+		var w codexAppWarning
+		_ = decodeParams(params, &w)
+		msg := w.Message
+		if msg == "" {
+			msg = w.Summary
+		}
+		if msg == "" {
+			t.emit(otherEvent(method, params))
+			return
+		}
+		t.emit(Event{Kind: EventWarning, Text: clip(msg, 2048)})
+	case "item/commandExecution/outputDelta", "item/reasoning/summaryTextDelta", "item/reasoning/summaryPartAdded", "item/reasoning/textDelta",
+		"thread/started", "thread/status/changed", "turn/started", "serverRequest/resolved",
+		"remoteControl/status/changed", "mcpServer/startupStatus/updated", "turn/diff/updated", "item/fileChange/outputDelta":
+		// Progress and meters: the items carry what a run's record needs.
+	default:
+		t.emit(otherEvent(method, params))
+	}
+}
+
+// item maps one item/started or item/completed.
+func (st *codexTurn) item(t *turn, done bool, raw json.RawMessage) {
+	var it codexAppItem
+	if !decodeParams(raw, &it) || it.Type == "" {
+		t.emit(otherEvent("item", raw))
+		return
+	}
+	switch it.Type {
+	case "userMessage":
+	case "agentMessage":
+		if !done {
+			return
+		}
+		st.answer = clip(it.Text, maxAnswer)
+		if !st.deltas[it.ID] && it.Text != "" {
+			t.emit(Event{Kind: EventText, Text: it.Text})
+		}
+	case "commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall":
+		tl := st.tools.get(it.ID)
+		if tl == nil {
+			return
+		}
+		if !tl.announced {
+			tl.name, tl.input = codexAppToolOf(it)
+		}
+		t.emit(st.tools.announce(it.ID, tl)...)
+		if done && !tl.done {
+			tl.done = true
+			t.emit(Event{Kind: EventToolResult, Tool: &Tool{ID: it.ID}, Output: clip(codexAppOutput(it), maxOutput), IsError: codexAppFailed(it)})
+		}
+	default:
+		// reasoning, plan, and what comes next, once whole.
+		if done {
+			t.emit(otherEvent(it.Type, raw))
+		}
+	}
+}
+
+// codexAppToolOf names an item as codex exec's parser does
+// (command_execution, file_change, server.tool, web_search) and gives its
+// input.
+func codexAppToolOf(it codexAppItem) (string, json.RawMessage) {
+	var v any
+	name := it.Type
+	switch it.Type {
+	case "commandExecution":
+		name = "command_execution"
+		v = map[string]string{"command": it.Command, "cwd": it.Cwd}
+	case "fileChange":
+		name = "file_change"
+		return name, codexAppChanges(it.Changes)
+	case "mcpToolCall":
+		return it.Server + "." + it.Tool, it.Arguments
+	case "webSearch":
+		name = "web_search"
+		v = map[string]string{"query": it.Query}
+	case "dynamicToolCall":
+		return it.Tool, it.Arguments
+	}
+	b, _ := json.Marshal(v)
+	return name, b
+}
+
+// codexAppChanges is a file change's input: {changes: [{path, kind, diff}]}.
+func codexAppChanges(changes json.RawMessage) json.RawMessage {
+	if len(changes) == 0 || !json.Valid(changes) {
+		changes = json.RawMessage("[]")
+	}
+	b, _ := json.Marshal(map[string]json.RawMessage{"changes": changes})
+	return b
+}
+
+func codexAppOutput(it codexAppItem) string {
+	switch {
+	case it.Error != nil && it.Error.Message != "":
+		return it.Error.Message
+	case it.AggregatedOutput != nil:
+		return *it.AggregatedOutput
+	case len(it.Result) > 0 && string(it.Result) != "null":
+		return string(it.Result)
+	case it.Type == "fileChange":
+		var ch []struct {
+			Path string `json:"path"`
+		}
+		_ = json.Unmarshal(it.Changes, &ch)
+		var paths []string
+		for _, p := range ch {
+			paths = append(paths, p.Path)
+		}
+		if len(paths) > 0 {
+			return it.Status + " " + strings.Join(paths, ", ")
+		}
+	case it.Status == "declined":
+		return "declined"
+	}
+	return ""
+}
+
+func codexAppFailed(it codexAppItem) bool {
+	return it.Status == "failed" || it.Status == "declined" || (it.ExitCode != nil && *it.ExitCode != 0) || (it.Error != nil && it.Error.Message != "")
+}
+
+// approval puts one requestApproval to the approver.
+func (c *codexApp) approval(ctx context.Context, t *turn, method string, params json.RawMessage) any {
+	var q Question
+	switch method {
+	case "item/commandExecution/requestApproval":
+		var p codexAppCommandApproval
+		if !decodeParams(params, &p) {
+			return codexAppDecision{Decision: "decline"}
+		}
+		in := map[string]string{"command": p.Command, "cwd": p.Cwd}
+		if p.Reason != "" {
+			in["reason"] = p.Reason
+		}
+		input, _ := json.Marshal(in)
+		q = Question{Tool: "command_execution", Input: input, ToolUseID: p.ItemID}
+		// The summary shows what the model asked to run, not the shell
+		// wrapper Codex puts around it.
+		var cmds []string
+		for _, a := range p.CommandActions {
+			if a.Command != "" {
+				cmds = append(cmds, a.Command)
+			}
+		}
+		q.Summary = summarize(q.Tool, input)
+		if len(cmds) > 0 {
+			q.Summary = oneLine(q.Tool + ": " + strings.Join(cmds, "; "))
+		}
+		c.mu.Lock()
+		st := c.turnOf(t)
+		if tl := st.tools.get(p.ItemID); tl != nil && !tl.announced {
+			tl.name, tl.input = q.Tool, input
+			t.emit(st.tools.announce(p.ItemID, tl)...)
+		}
+		c.mu.Unlock()
+	case "item/fileChange/requestApproval":
+		var p codexAppFileApproval
+		if !decodeParams(params, &p) {
+			return codexAppDecision{Decision: "decline"}
+		}
+		// The change itself is in the item/started that came before,
+		// under the same item id.
+		c.mu.Lock()
+		st := c.turnOf(t)
+		input := codexAppChanges(nil)
+		if tl := st.tools.get(p.ItemID); tl != nil {
+			if tl.input != nil {
+				input = tl.input
+			} else {
+				tl.name, tl.input = "file_change", input
+			}
+			t.emit(st.tools.announce(p.ItemID, tl)...)
+		}
+		c.mu.Unlock()
+		if p.Reason != "" || p.GrantRoot != "" {
+			var m map[string]any
+			_ = json.Unmarshal(input, &m)
+			if p.Reason != "" {
+				m["reason"] = p.Reason
+			}
+			if p.GrantRoot != "" {
+				m["grant_root"] = p.GrantRoot
+			}
+			input, _ = json.Marshal(m)
+		}
+		q = Question{Tool: "file_change", Input: input, ToolUseID: p.ItemID, Summary: codexAppChangeSummary(input)}
+	}
+	d := t.approve(ctx, q)
+	if d.Allow {
+		return codexAppDecision{Decision: "accept"}
+	}
+	return codexAppDecision{Decision: "decline"}
+}
+
+// codexAppChangeSummary is "file_change: add a.txt, update b.go".
+func codexAppChangeSummary(input json.RawMessage) string {
+	var in struct {
+		Changes []struct {
+			Path string `json:"path"`
+			Kind struct {
+				Type string `json:"type"`
+			} `json:"kind"`
+		} `json:"changes"`
+	}
+	_ = json.Unmarshal(input, &in)
+	var parts []string
+	for _, ch := range in.Changes {
+		parts = append(parts, strings.TrimSpace(ch.Kind.Type+" "+ch.Path))
+	}
+	if len(parts) == 0 {
+		return "file_change"
+	}
+	return oneLine("file_change: " + strings.Join(parts, ", "))
+}
+
+// endTurn records turn/completed: the turn is over.
+func (c *codexApp) endTurn(t *turn, st *codexTurn, turn codexAppTurn) {
+	if st.ended {
+		return
+	}
+	st.ended = true
+	if st.usage != (Usage{}) {
+		u := st.usage
+		t.emit(Event{Kind: EventUsage, Usage: &u})
+	}
+	switch turn.Status {
+	case "completed":
+	case "interrupted":
+		t.setFailure(failure(KindCancelled, agent.Codex+" interrupted the turn"))
+	default:
+		msg := st.lastError
+		if turn.Error != nil && turn.Error.Message != "" {
+			msg = turn.Error.Message
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("%s ended the turn with status %q", agent.Codex, turn.Status)
+		}
+		t.setFailure(codexAppFailure(msg))
+	}
+	t.complete()
+}
+
+// codexAppFailure classifies an error the server reported.
+func codexAppFailure(msg string) *Failure {
+	kind := classifyMessage(msg)
+	if kind == KindAuth {
+		msg += " — sign in with `codex login` or give the provider's key to the daemon's environment"
+	}
+	return failure(kind, clip(msg, 2048))
+}
+
+// fail records an error response to one of card's calls.
+func (c *codexApp) fail(t *turn, method string, err error) {
+	var je *jsonrpc2.Error
+	if !errors.As(err, &je) {
+		return
+	}
+	t.setFailure(codexAppFailure(fmt.Sprintf("%s answered %s with error %d: %s", agent.Codex, method, je.Code, strings.TrimSpace(je.Message))))
+}
+
+func (c *codexApp) finish(t *turn, exit *ExitInfo) Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turnOf(t)
+	if st.usageTotal != (Usage{}) {
+		c.used = st.usageTotal
+	}
+	res := Result{Answer: st.answer, SessionID: c.tid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage,
+		SessionUsage: totalOf(st.usageTotal)}
+	return t.outcome(res, exitOrAlive(exit), agent.Codex, rpcWords, codexAppExit, st.lastError)
+}
+
+// codexAppExit reads a server that stopped before its turn ended: one
+// that is not signed in says so on stderr.
+func codexAppExit(exit ExitInfo) *Failure {
+	if strings.Contains(exit.StderrTail, "Not logged in") {
+		return failure(KindAuth, "codex is not logged in — run `codex login`")
+	}
+	return nil
+}
+
+// Codex's conversation channel is its app-server, the protocol its ask
+// mode already speaks: initialize and thread/start once, when the agent
+// starts, then one turn/start per turn on the same thread, turn/interrupt
+// to stop a running turn (the server ends it with turn/completed, status
+// "interrupted", and waits for the next), and turn/steer to add input to
+// the running turn.
+//
+// The thread carries the mode's boundary, as codex exec's flags do: the
+// sandbox of the mode (read-only, workspace-write, danger-full-access)
+// with approval policy "never", so a refused command goes back to the
+// model; edit mode's temp dirs are taken out of workspace-write by the
+// same -c overrides as a one-shot edit run. Ask mode is the ask plan's
+// thread (untrusted, every command asked). The app-server has no
+// --ignore-user-config: the thread's own sandbox and approval policy
+// override ~/.codex/config.toml, and card's CheckExtras keeps the
+// operator's -c off them.
+//
+// No thread is ephemeral, so a cold turn resumes it: codex exec resume
+// <thread id> in read_only, edit and bypass, and in ask mode a one-shot
+// app-server run (or a new warm agent) opening it with thread/resume and
+// the ask thread's policy.
+func buildCodexWarm(bin string, req Request) (Plan, error) {
+	if req.NoSession {
+		return Plan{}, errUnsupported("session_id", agent.Codex, "a warm Codex thread is kept so that a cold turn can resume it")
+	}
+	mode := req.EffectiveMode()
+	one, err := buildOneShot(bin, req) // every check of a one-shot request
+	if err != nil {
+		return Plan{}, err
+	}
+	if mode == ModeAsk {
+		return one, nil // the ask plan's thread, resumed if the request says so
+	}
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), MaxAPIRetries: one.MaxAPIRetries, Stall: one.Stall, Caps: one.Caps}
+	args := []string{"app-server"}
+	args = append(args, codexModelArgs(req.Extras.Args)...)
+	args = append(args, "--listen", "stdio://")
+	if mode == ModeEdit {
+		args = append(args, codexEditTmp...)
+	}
+	if req.Model != "" {
+		args = append(args, "-c", `model="`+req.Model+`"`)
+	}
+	if req.Effort != "" {
+		args = append(args, "-c", `model_reasoning_effort="`+req.Effort+`"`)
+	}
+	if req.SystemPrompt != "" {
+		args = append(args, "-c", `model_instructions_file="`+p.privateFile("instructions.md", req.SystemPrompt)+`"`)
+	}
+	p.Args = args
+	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex,
+		thread: &codexAppThreadStart{Cwd: req.Cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(mode)}, resume: req.Resume}
+	if req.MCPEndpoint != "" {
+		// The endpoint was checked by the one-shot build above.
+		a, _ := lookupDriver(agent.Codex)
+		a.MCP.Add(&p, req.MCPEndpoint)
+	}
+	return p, nil
+}
