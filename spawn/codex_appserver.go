@@ -587,6 +587,51 @@ func codexAppExit(exit ExitInfo) *Failure {
 	return nil
 }
 
+// codexAskThread is the thread of ask mode: every command and every file
+// change asked (approvalPolicy untrusted, reviewed by the user, which is
+// card's broker), an approved one run in codexAskSandbox. It is saved for a
+// later turn to resume unless ephemeral.
+func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
+	return codexAppThreadStart{Cwd: cwd, ApprovalPolicy: "untrusted", ApprovalsReviewer: "user", Sandbox: codexAskSandbox, Ephemeral: ephemeral}
+}
+
+// Codex in ask mode, as checked against Codex 0.171.0 with a loopback
+// model stand-in:
+//
+//   - `codex app-server` (JSON-RPC on stdio): codex exec cannot ask (it
+//     refuses approval_policy "untrusted" and runs "on-request" as never).
+//   - The thread starts with approvalPolicy "untrusted", sandbox
+//     "workspace-write" and approvalsReviewer "user" (codex_appserver.go): every
+//     command the model runs is put to card first, even ls or cat (Codex
+//     has no separate read tool here, and untrusted asks for them all), and
+//     every file change. An accepted command can run as the user, outside
+//     Codex's sandbox: one the model marks "require_escalated" runs
+//     unsandboxed at once, and a plain one that the sandbox refuses is run
+//     again unsandboxed, unasked, whenever Codex reads the refusal as a
+//     sandbox denial (a timing guess that went both ways with 0.171.0). So
+//     the sandbox is no boundary card can count on once the user says yes:
+//     the question is the whole boundary, as it is for Claude Code's Bash,
+//     and it shows the command whole. A declined one
+//     does not run and the model is told it was rejected. Nothing runs
+//     unasked: narrower than read_only, where any command may run inside
+//     the read-only sandbox.
+//   - The thread is saved (not ephemeral) unless the request discards its
+//     session: a cold turn resumes it by its id with thread/resume, carrying
+//     the same approval policy, sandbox and reviewer as thread/start, so a
+//     resumed thread asks exactly as a new one does (checked with 0.171.0:
+//     the resumed thread's first command was put to card before it ran).
+//   - The app-server has no --ignore-user-config or --ignore-rules: the
+//     thread's own approval policy, sandbox and reviewer override
+//     ~/.codex/config.toml, and card's CheckExtras keeps the operator's -c
+//     off them; execpolicy rules the user wrote themselves still apply.
+func buildCodexAsk(bin string, req Request) (Plan, error) {
+	p := codexAppServer(bin, req, codexAskThread(req.Cwd, req.NoSession))
+	// Images travel in turn/start as data URLs, not as files.
+	p.Input = Input{Images: req.Images}
+	p.Ask = &AskPlan{Channel: AskViaSession}
+	return p, nil
+}
+
 // Codex's conversation channel is its app-server, the protocol its ask
 // mode already speaks: initialize and thread/start once, when the agent
 // starts, then one turn/start per turn on the same thread, turn/interrupt
@@ -614,17 +659,27 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 	}
 	mode := req.EffectiveMode()
 	one, err := buildOneShot(bin, req) // every check of a one-shot request
-	if err != nil {
-		return Plan{}, err
+	if err != nil || mode == ModeAsk {
+		return one, err // the ask plan's thread, resumed if the request says so
 	}
-	if mode == ModeAsk {
-		return one, nil // the ask plan's thread, resumed if the request says so
+	p := codexAppServer(bin, req, codexAppThreadStart{Cwd: req.Cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(mode)})
+	p.MaxAPIRetries, p.Stall, p.Caps = one.MaxAPIRetries, one.Stall, one.Caps
+	if req.MCPEndpoint != "" {
+		// The endpoint was checked by the one-shot build above.
+		a, _ := lookupDriver(agent.Codex)
+		a.MCP.Add(&p, req.MCPEndpoint)
 	}
-	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), MaxAPIRetries: one.MaxAPIRetries, Stall: one.Stall, Caps: one.Caps}
-	args := []string{"app-server"}
-	args = append(args, codexModelArgs(req.Extras.Args)...)
+	return p, nil
+}
+
+// codexAppServer is the plan of `codex app-server` talked to over stdio,
+// its thread th. Model, effort and instructions are -c overrides, as in
+// codex exec; the prompt and the images go in turn/start.
+func codexAppServer(bin string, req Request, th codexAppThreadStart) Plan {
+	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
+	args := append([]string{"app-server"}, codexModelArgs(req.Extras.Args)...)
 	args = append(args, "--listen", "stdio://")
-	if mode == ModeEdit {
+	if req.EffectiveMode() == ModeEdit {
 		args = append(args, codexEditTmp...)
 	}
 	if req.Model != "" {
@@ -637,12 +692,6 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 		args = append(args, "-c", `model_instructions_file="`+p.privateFile("instructions.md", req.SystemPrompt)+`"`)
 	}
 	p.Args = args
-	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex,
-		thread: &codexAppThreadStart{Cwd: req.Cwd, ApprovalPolicy: "never", Sandbox: codexSandbox(mode)}, resume: req.Resume}
-	if req.MCPEndpoint != "" {
-		// The endpoint was checked by the one-shot build above.
-		a, _ := lookupDriver(agent.Codex)
-		a.MCP.Add(&p, req.MCPEndpoint)
-	}
-	return p, nil
+	p.Session = &SessionPlan{Protocol: ProtocolCodexApp, Adapter: agent.Codex, thread: &th, resume: req.Resume}
+	return p
 }

@@ -19,7 +19,7 @@ var piModeTools = map[Mode][]string{
 	ModeEdit:     {"read", "grep", "find", "ls", "edit", "write"},
 	ModeBypass:   {"read", "grep", "find", "ls", "edit", "write", "bash"},
 	// In ask mode every tool is offered and card's gate asks about each
-	// one outside read_only's set (pi_ask.go).
+	// one outside read_only's set (piAskGate).
 	ModeAsk: {"read", "grep", "find", "ls", "edit", "write", "bash"},
 }
 
@@ -49,6 +49,11 @@ var piThinking = []string{"low", "medium", "high", "xhigh"}
 //   - --offline: no update check or other startup network call.
 //   - edit: card's gate extension (-e, pi_edit.go) keeps edit and write
 //     inside the working dir; Pi itself would write anywhere.
+//   - ask (checked against Pi 0.73.1 with a loopback model stand-in): `pi
+//     --mode rpc` (pi_rpcmode.go) with card's ask gate loaded by -e from
+//     the run's private dir. The model is handed every built-in tool;
+//     read, grep, find and ls run unasked, as in read_only, and every
+//     other call (bash, edit, write) is asked.
 func buildPi(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
 	if req.MaxTurns > 0 {
@@ -65,28 +70,27 @@ func buildPi(bin string, req Request) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if mode == ModeAsk {
-		return buildPiAsk(bin, req, tools, session, id), nil
-	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras), SessionID: id, NoSessionID: id == ""}
 	p.Env["PI_OFFLINE"] = "1"
 	args := append([]string{}, req.Extras.Args...)
-	args = append(args, "-p", "--mode", "json")
+	if mode == ModeAsk {
+		args = append(args, "--mode", "rpc")
+	} else {
+		args = append(args, "-p", "--mode", "json")
+	}
 	args = append(args, session...)
-	args = append(args,
-		"-nc",
-		"--no-extensions",
-	)
-	if mode == ModeEdit {
+	args = append(args, "-nc", "--no-extensions")
+	switch mode {
+	case ModeEdit:
 		// The gate that keeps edit and write inside the cwd (pi_edit.go).
 		args = append(args, "-e", p.privateFile(piEditGateFile, piEditGate))
+	case ModeAsk:
+		// The gate that asks card about each call outside read_only's
+		// tools (pi_rpcmode.go); an explicit -e loads despite
+		// --no-extensions.
+		args = append(args, "-e", p.privateFile(piAskGateFile, piAskGate))
 	}
-	args = append(args,
-		"--no-skills",
-		"--no-prompt-templates",
-		"--no-themes",
-		"--offline",
-	)
+	args = append(args, "--no-skills", "--no-prompt-templates", "--no-themes", "--offline")
 	if len(tools) == 0 {
 		args = append(args, "--no-tools")
 	} else {
@@ -101,12 +105,19 @@ func buildPi(bin string, req Request) (Plan, error) {
 	// Pi reads either flag's value as a file when one exists at that path,
 	// so the text itself never reaches argv.
 	args = append(args, p.systemPromptFlag(req, "system-prompt.md", "--system-prompt", "--append-system-prompt")...)
-	// An @path argument attaches the file to the prompt read from stdin.
-	// Pi passes an image on only to a model that declares image input;
-	// for any other it sends "(image omitted: model does not support
-	// images)" instead, and its own output does not say so.
-	for _, ref := range p.imageFiles(req.Images) {
-		args = append(args, "@"+ref)
+	if mode == ModeAsk {
+		// Images go in the prompt command, as base64.
+		p.Input = Input{Images: req.Images}
+		p.Ask = &AskPlan{Channel: AskViaSession}
+		p.Session = &SessionPlan{Protocol: ProtocolPiRPC, Adapter: agent.Pi}
+	} else {
+		// An @path argument attaches the file to the prompt read from
+		// stdin. Pi passes an image on only to a model that declares image
+		// input; for any other it sends "(image omitted: model does not
+		// support images)" instead, and its own output does not say so.
+		for _, ref := range p.imageFiles(req.Images) {
+			args = append(args, "@"+ref)
+		}
 	}
 	// Pi prints the user message with the images' base64 three times
 	// (message_start, message_end, agent_end).
