@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -73,9 +72,6 @@ type acpClient struct {
 	dialect acpDialect
 	resume  string // the session the opening loads, "" for a new one
 
-	mu     sync.Mutex
-	sid    string
-	model  string
 	images bool // the agent declared image support (initialize)
 	// loading is set while session/load runs: the history the agent
 	// replays then is the turns before this one, not this turn's events.
@@ -85,8 +81,6 @@ type acpClient struct {
 	// or session/load, usually between turns, and each turn's session
 	// event carries them.
 	commands []api.SlashCommand
-	// used is the session's token total before the running turn.
-	used Usage
 	// of is the turn st reads for.
 	of *turn
 	st acpTurn
@@ -224,57 +218,41 @@ func (c *acpClient) interrupt(*turn) bool {
 	return c.conn.Notify(context.Background(), acp.MethodSessionCancel, map[string]string{"sessionId": c.sessionID()}) == nil
 }
 
-func (c *acpClient) sessionID() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sid
-}
-
 func (c *acpClient) steer(*turn, string) error { return ErrNoSteer }
 
 // handle serves one message of the agent, on the reader: to the running
 // turn, or, between turns, a question answered cancelled (ACP's denial)
 // and anything else dropped.
 func (c *acpClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	t := c.a.current()
+	t, params := c.running(hctx, req, map[string]any{acp.MethodSessionRequestPermission: acp.Cancelled()})
 	c.mu.Lock()
 	replay := c.loading
-	if (t == nil || replay) && req.Method == acp.MethodSessionUpdate && req.Params != nil {
-		c.keepCommandsLocked(*req.Params)
+	if (t == nil || replay) && req.Method == acp.MethodSessionUpdate {
+		c.keepCommandsLocked(params)
 	}
 	c.mu.Unlock()
-	if t == nil {
-		c.between(hctx, req, map[string]any{acp.MethodSessionRequestPermission: acp.Cancelled()})
-		return
+	var u struct {
+		Update json.RawMessage `json:"update"`
 	}
-	switch req.Method {
-	case acp.MethodSessionUpdate:
+	var p acp.RequestPermissionRequest
+	switch {
+	case t == nil:
+	case req.Method == acp.MethodSessionUpdate:
 		// In order, on the reader: the events keep the agent's order, and
 		// the prompt's result is read only after every update before it
 		// is handled.
-		var p struct {
-			Update json.RawMessage `json:"update"`
+		if !replay && decodeParams(params, &u) {
+			c.update(t, u.Update)
 		}
-		if !replay && req.Params != nil && decodeParams(*req.Params, &p) {
-			c.update(t, p.Update)
-		}
-	case acp.MethodSessionRequestPermission:
-		if req.Notif {
-			return
-		}
-		var p acp.RequestPermissionRequest
-		if req.Params == nil || !decodeParams(*req.Params, &p) {
-			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
-			return
-		}
+	case req.Notif:
+	case req.Method != acp.MethodSessionRequestPermission:
+		c.notServed(hctx, req, " (it declared no file system and no terminal)")
+	case params == nil || !decodeParams(params, &p):
+		_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "card could not read the permission request"})
+	default:
 		// Off the reader: the question waits for a person, and the
 		// agent's messages keep coming meanwhile.
 		c.ask(t, req.ID, acp.Cancelled(), func(ctx context.Context) any { return c.permission(ctx, t, p) })
-	default:
-		if !req.Notif {
-			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
-				Message: "card does not serve " + req.Method + " (it declared no file system and no terminal)"})
-		}
 	}
 }
 

@@ -22,14 +22,11 @@ func (st *acpTurn) agentOutput() {
 // announce is the tool_use event of a call not announced yet.
 func (c *acpClient) announce(st *acpTurn, call acp.ToolCallUpdate) []Event {
 	t := st.tools.get(call.ToolCallID)
-	if t == nil || t.announced {
-		return nil
+	if t != nil && !t.announced {
+		t.name, t.input = c.nameOf(st, call), acpInput(call)
+		st.newAnswer = true
 	}
-	t.announced = true
-	t.name = c.nameOf(st, call)
-	st.tools.calls++
-	st.newAnswer = true
-	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: t.name, ID: call.ToolCallID, Input: validRaw(acpInput(call))}}}
+	return st.tools.announce(call.ToolCallID, t)
 }
 
 // result is the tool_result event of a call that has just finished.

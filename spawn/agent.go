@@ -46,7 +46,7 @@ type protocol interface {
 	sessionID() string
 }
 
-// agent is one agent process and its protocol.
+// runner is one agent: its process and its protocol side.
 type runner struct {
 	adapter  string
 	plan     Plan
@@ -251,7 +251,7 @@ func (a *runner) emitCur(ev Event) {
 // flushCur sends what the running turn holds of its text.
 func (a *runner) flushCur() {
 	if t := a.current(); t != nil {
-		t.flush()
+		t.ev.flush()
 	}
 }
 
@@ -471,7 +471,6 @@ func (a *runner) settle(t *turn, began *sync.WaitGroup) *ExitInfo {
 	}
 	began.Wait()
 	a.setCur(nil)
-	t.close()
 	t.ev.stop()
 	if !isClosed(a.child.done) {
 		return nil

@@ -105,7 +105,7 @@ func (c *claudeStream) flush() {
 	t := c.t
 	c.mu.Unlock()
 	if t != nil {
-		t.flush()
+		t.ev.flush()
 	}
 }
 

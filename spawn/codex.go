@@ -41,17 +41,13 @@ var codexEditTmp = []string{
 //   - the trailing `-` makes stdin the whole prompt.
 func buildCodex(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
-	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", agent.Codex, "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode")
-	}
-	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", agent.Codex, "codex exec has no turn cap; use timeout_secs")
-	}
-	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", agent.Codex, "Codex assigns its own thread id (reported in the session event); use resume with it")
-	}
-	if req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", agent.Codex, "Codex can replace its instructions from a file but cannot append to them without putting the text on argv")
+	if err := refuse(agent.Codex,
+		refusal{req.AllowedTools != nil, "allowed_tools", "Codex has no tool allowlist; its boundary is the OS sandbox chosen by permission_mode"},
+		refusal{req.MaxTurns > 0, "max_turns", "codex exec has no turn cap; use timeout_secs"},
+		refusal{req.SessionID != "", "session_id", "Codex assigns its own thread id (reported in the session event); use resume with it"},
+		refusal{req.SystemPromptAppend, "system_prompt", "Codex can replace its instructions from a file but cannot append to them without putting the text on argv"},
+	); err != nil {
+		return Plan{}, err
 	}
 	if mode == ModeAsk {
 		return buildCodexAsk(bin, req)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -15,27 +14,28 @@ import (
 )
 
 // ProtocolCodexApp is Codex's app-server protocol (JSON-RPC 2.0, one
-// message per line, "jsonrpc" omitted in what the server sends).
-const ProtocolCodexApp Protocol = "codex-app-server"
-
-// The app-server conversation, as `codex app-server` 0.171.0 speaks it;
-// card is the client. One turn is
+// message per line, "jsonrpc" omitted in what the server sends), as `codex
+// app-server` 0.171.0 speaks it; card is the client. The agent's opening,
+// then one turn after another on its thread:
 //
 //	→ initialize {clientInfo}          → initialized (a notification)
-//	→ thread/start {cwd, approvalPolicy: untrusted, sandbox: workspace-write,
-//	  approvalsReviewer: user, ephemeral: false}, or thread/resume
-//	  {threadId, cwd, approvalPolicy, sandbox, approvalsReviewer} with the
-//	  same three to continue a saved thread
+//	→ thread/start {cwd, approvalPolicy, sandbox, approvalsReviewer,
+//	  ephemeral}, or thread/resume {threadId, cwd, approvalPolicy, sandbox,
+//	  approvalsReviewer} with the same to continue a saved thread
 //	→ turn/start {threadId, input: [images…, text]}
 //	← item/started, item/completed, item/agentMessage/delta, … while the
 //	  turn runs
 //	← item/commandExecution/requestApproval and
 //	  item/fileChange/requestApproval, answered {decision: accept|decline}
 //	← turn/completed {turn: {status, error}}
+//	→ turn/interrupt stops a running turn (the server ends it with
+//	  turn/completed, status "interrupted", and waits for the next), and
+//	  turn/steer adds input to it
 //
 // A deny is "decline": Codex then tells the model the command was rejected
 // and the turn goes on. "cancel" would end the turn without telling the
 // model, and an error response reads as "approval request failed".
+const ProtocolCodexApp Protocol = "codex-app-server"
 
 // codexAskSandbox is the sandbox an ask-mode thread runs in. Under
 // approvalPolicy untrusted Codex asks before every command, and runs the
@@ -49,9 +49,7 @@ const codexAskSandbox = "workspace-write"
 // codexMaxItems bounds how many items one turn tracks.
 const codexMaxItems = 10000
 
-// codexApp is card's side of Codex's app-server: initialize and the
-// thread's start (or resume) as the agent's opening, then one turn/start a
-// turn on the thread.
+// codexApp is card's side of Codex's app-server.
 type codexApp struct {
 	rpcClient
 	// thread is the thread/start (or thread/resume) of the opening: the
@@ -59,14 +57,8 @@ type codexApp struct {
 	thread codexAppThreadStart
 	resume string // the thread the opening resumes, "" for a new one
 
-	mu    sync.Mutex
-	tid   string
-	model string
-	// used is the thread's token total before the running turn: the
-	// server reports the thread's total, and a turn's usage is its part.
-	used Usage
-	of   *turn
-	st   codexTurn
+	of *turn
+	st codexTurn
 }
 
 // codexTurn is what one turn reads of the server.
@@ -136,8 +128,8 @@ func (c *codexApp) opening(t *turn) bool {
 		return false
 	}
 	c.mu.Lock()
-	c.tid, c.model = th.Thread.ID, th.Model
-	t.emit(Event{Kind: EventSession, SessionID: c.tid, Model: c.model})
+	c.sid, c.model = th.Thread.ID, th.Model
+	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
 	c.mu.Unlock()
 	return true
 }
@@ -154,7 +146,7 @@ func (c *codexApp) begin(t *turn) {
 	input = append(input, codexAppInput{Type: "text", Text: t.spec.Prompt, TextElements: []any{}})
 	c.mu.Lock()
 	c.turnOf(t)
-	thread := c.tid
+	thread := c.sid
 	if !t.first {
 		t.emit(Event{Kind: EventSession, SessionID: thread, Model: c.model})
 	}
@@ -172,17 +164,17 @@ func (c *codexApp) begin(t *turn) {
 	t.setStep("the turn (turn/completed)")
 }
 
-// running is the thread and the running turn's id, "" before turn/start
+// ids are the thread and the running turn's id, "" before turn/start
 // has answered.
-func (c *codexApp) running(t *turn) (thread, turnID string) {
+func (c *codexApp) ids(t *turn) (thread, turnID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tid, c.turnOf(t).turnID
+	return c.sid, c.turnOf(t).turnID
 }
 
 // interrupt sends turn/interrupt for the running turn.
 func (c *codexApp) interrupt(t *turn) bool {
-	tid, turnID := c.running(t)
+	tid, turnID := c.ids(t)
 	if turnID == "" {
 		return false
 	}
@@ -194,7 +186,7 @@ func (c *codexApp) interrupt(t *turn) bool {
 
 // steer sends turn/steer: the text joins the running turn's input.
 func (c *codexApp) steer(t *turn, text string) error {
-	tid, turnID := c.running(t)
+	tid, turnID := c.ids(t)
 	if turnID == "" {
 		return fmt.Errorf("the turn has not started on the agent yet; steer again in a moment: %w", ErrNoTurn)
 	}
@@ -211,12 +203,6 @@ func (c *codexApp) steer(t *turn, text string) error {
 	return nil
 }
 
-func (c *codexApp) sessionID() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tid
-}
-
 // codexQuestions are the server's questions, each answered "decline" when
 // card cannot ask it.
 var codexQuestions = map[string]any{
@@ -226,31 +212,23 @@ var codexQuestions = map[string]any{
 
 // handle serves one message of the server, on the reader: to the running
 // turn, or, between turns, a question declined and anything else dropped.
-func (c *codexApp) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	t := c.a.current()
-	if t == nil {
-		c.between(hctx, req, codexQuestions)
-		return
-	}
-	var params json.RawMessage
-	if req.Params != nil {
-		params = *req.Params
-	}
-	if !req.Notif {
-		if no, ok := codexQuestions[req.Method]; ok {
-			// A question card cannot read is declined, not failed: an
-			// error response would read as "approval request failed".
-			c.ask(t, req.ID, no, func(ctx context.Context) any { return c.approval(ctx, t, req.Method, params) })
-			return
-		}
+func (c *codexApp) handle(hctx context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	t, params := c.running(hctx, req, codexQuestions)
+	switch no, question := codexQuestions[req.Method]; {
+	case t == nil:
+	case question && !req.Notif:
+		// A question card cannot read is declined, not failed: an error
+		// response would read as "approval request failed".
+		c.ask(t, req.ID, no, func(ctx context.Context) any { return c.approval(ctx, t, req.Method, params) })
+	case !req.Notif:
 		// Requests for input, elicitations, new permissions: card asks
 		// allow or deny about tool calls and nothing else.
-		_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "card does not serve " + req.Method})
-		return
+		c.notServed(hctx, req, "")
+	default:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.notification(t, c.turnOf(t), req.Method, params)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.notification(t, c.turnOf(t), req.Method, params)
 }
 
 // notification reads one of the server's notifications for the turn, with
@@ -573,7 +551,7 @@ func (c *codexApp) finish(t *turn, exit *ExitInfo) Result {
 	if st.usageTotal != (Usage{}) {
 		c.used = st.usageTotal
 	}
-	res := Result{Answer: st.answer, SessionID: c.tid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage,
+	res := Result{Answer: st.answer, SessionID: c.sid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage,
 		SessionUsage: totalOf(st.usageTotal)}
 	return t.outcome(res, exitOrAlive(exit), agent.Codex, rpcWords, codexAppExit, st.lastError)
 }
@@ -620,10 +598,6 @@ func codexAskThread(cwd string, ephemeral bool) codexAppThreadStart {
 //     the same approval policy, sandbox and reviewer as thread/start, so a
 //     resumed thread asks exactly as a new one does (checked with 0.171.0:
 //     the resumed thread's first command was put to card before it ran).
-//   - The app-server has no --ignore-user-config or --ignore-rules: the
-//     thread's own approval policy, sandbox and reviewer override
-//     ~/.codex/config.toml, and card's CheckExtras keeps the operator's -c
-//     off them; execpolicy rules the user wrote themselves still apply.
 func buildCodexAsk(bin string, req Request) (Plan, error) {
 	p := codexAppServer(bin, req, codexAskThread(req.Cwd, req.NoSession))
 	// Images travel in turn/start as data URLs, not as files.
@@ -632,22 +606,13 @@ func buildCodexAsk(bin string, req Request) (Plan, error) {
 	return p, nil
 }
 
-// Codex's conversation channel is its app-server, the protocol its ask
-// mode already speaks: initialize and thread/start once, when the agent
-// starts, then one turn/start per turn on the same thread, turn/interrupt
-// to stop a running turn (the server ends it with turn/completed, status
-// "interrupted", and waits for the next), and turn/steer to add input to
-// the running turn.
-//
-// The thread carries the mode's boundary, as codex exec's flags do: the
-// sandbox of the mode (read-only, workspace-write, danger-full-access)
-// with approval policy "never", so a refused command goes back to the
-// model; edit mode's temp dirs are taken out of workspace-write by the
-// same -c overrides as a one-shot edit run. Ask mode is the ask plan's
-// thread (untrusted, every command asked). The app-server has no
-// --ignore-user-config: the thread's own sandbox and approval policy
-// override ~/.codex/config.toml, and card's CheckExtras keeps the
-// operator's -c off them.
+// buildCodexWarm keeps Codex warm over its app-server. The thread carries
+// the mode's boundary, as codex exec's flags do: the sandbox of the mode
+// (read-only, workspace-write, danger-full-access) with approval policy
+// "never", so a refused command goes back to the model; edit mode's temp
+// dirs are taken out of workspace-write by the same -c overrides as a
+// one-shot edit run. Ask mode is the ask plan's thread (untrusted, every
+// command asked).
 //
 // No thread is ephemeral, so a cold turn resumes it: codex exec resume
 // <thread id> in read_only, edit and bypass, and in ask mode a one-shot
@@ -674,7 +639,11 @@ func buildCodexWarm(bin string, req Request) (Plan, error) {
 
 // codexAppServer is the plan of `codex app-server` talked to over stdio,
 // its thread th. Model, effort and instructions are -c overrides, as in
-// codex exec; the prompt and the images go in turn/start.
+// codex exec; the prompt and the images go in turn/start. The app-server
+// has no --ignore-user-config or --ignore-rules: the thread's own approval
+// policy, sandbox and reviewer override ~/.codex/config.toml, and card's
+// CheckExtras keeps the operator's -c off them; execpolicy rules the user
+// wrote themselves still apply.
 func codexAppServer(bin string, req Request, th codexAppThreadStart) Plan {
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{"app-server"}, codexModelArgs(req.Extras.Args)...)

@@ -40,14 +40,12 @@ var copilotModeTools = map[Mode]struct{ allow, deny []string }{
 //     every tool (and "true" also trusts the folder's hooks).
 func buildCopilot(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
-	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", agent.Copilot, "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs")
-	}
-	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", agent.Copilot, "Copilot CLI always saves its session; it cannot discard it")
-	}
-	if req.SystemPrompt != "" {
-		return Plan{}, errUnsupported("system_prompt", agent.Copilot, "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run")
+	if err := refuse(agent.Copilot,
+		refusal{req.MaxTurns > 0, "max_turns", "Copilot CLI has no turn cap outside autopilot mode; use timeout_secs"},
+		refusal{req.NoSession, "session_id", "Copilot CLI always saves its session; it cannot discard it"},
+		refusal{req.SystemPrompt != "", "system_prompt", "Copilot CLI has no system-prompt flag, and its custom-instruction files are turned off so a repository's AGENTS.md cannot steer a run"},
+	); err != nil {
+		return Plan{}, err
 	}
 	if mode == ModeAsk {
 		return buildCopilotAsk(bin, req)
@@ -106,20 +104,10 @@ func copilotPlan(bin string, req Request) Plan {
 // request. An entry is a permission kind with an optional argument
 // ("shell(git log:*)"); its kind must be one the mode grants.
 func copilotAllow(mode Mode, requested []string) ([]string, error) {
-	granted := copilotModeTools[mode].allow
-	if requested == nil {
-		return granted, nil
-	}
-	out := []string{}
-	for _, entry := range requested {
+	return narrowTools("copilot", "grants", mode, copilotModeTools[mode].allow, requested, func(entry string) string {
 		kind, _, _ := strings.Cut(entry, "(")
-		if !contains(granted, kind) {
-			return nil, &FieldError{"allowed_tools", kind + " is not available in " + string(mode) + " mode for copilot (it grants " +
-				strings.Join(granted, ", ") + "); allowed_tools may only narrow the mode"}
-		}
-		out = append(out, entry)
-	}
-	return out, nil
+		return kind
+	})
 }
 
 // copilotDriver is Copilot CLI's driver: one-shot with the prompt on stdin, and ACP in
@@ -191,11 +179,11 @@ func buildCopilotWarm(bin string, req Request) (Plan, error) {
 //     ("Info: Operation cancelled by user") without calling the model
 //     again, so the model never hears the denial.
 func buildCopilotAsk(bin string, req Request) (Plan, error) {
-	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", agent.Copilot, "in ask mode Copilot asks about every call outside read_only; an --allow-tool entry would skip the question instead of narrowing")
-	}
-	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", agent.Copilot, "in ask mode Copilot runs over ACP, where the agent names the session (session/new) and reports it in the session event")
+	if err := refuse(agent.Copilot,
+		refusal{req.AllowedTools != nil, "allowed_tools", "in ask mode Copilot asks about every call outside read_only; an --allow-tool entry would skip the question instead of narrowing"},
+		refusal{req.SessionID != "", "session_id", "in ask mode Copilot runs over ACP, where the agent names the session (session/new) and reports it in the session event"},
+	); err != nil {
+		return Plan{}, err
 	}
 	p := copilotPlan(bin, req)
 	args := append([]string{}, req.Extras.Args...)

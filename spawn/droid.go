@@ -39,17 +39,13 @@ func buildDroid(bin string, req Request) (Plan, error) {
 	if mode == ModeEdit {
 		return Plan{}, &FieldError{"permission_mode", "edit is not supported by droid: " + DroidEditRefused}
 	}
-	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", agent.Droid, "droid exec has no turn cap; use timeout_secs")
-	}
-	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", agent.Droid, "Droid assigns its own session id (reported in the session event); use resume with it")
-	}
-	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", agent.Droid, "droid exec always saves its session; it cannot discard it")
-	}
-	if req.SystemPrompt != "" && !req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", agent.Droid, "Droid can append to its system prompt from a file but cannot replace it; send system_prompt with system_prompt_append: true")
+	if err := refuse(agent.Droid,
+		refusal{req.MaxTurns > 0, "max_turns", "droid exec has no turn cap; use timeout_secs"},
+		refusal{req.SessionID != "", "session_id", "Droid assigns its own session id (reported in the session event); use resume with it"},
+		refusal{req.NoSession, "session_id", "droid exec always saves its session; it cannot discard it"},
+		refusal{req.SystemPrompt != "" && !req.SystemPromptAppend, "system_prompt", "Droid can append to its system prompt from a file but cannot replace it; send system_prompt with system_prompt_append: true"},
+	); err != nil {
+		return Plan{}, err
 	}
 	if mode == ModeAsk {
 		return buildDroidAsk(bin, req)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -16,11 +15,9 @@ import (
 // ProtocolDroidRPC is Droid's stream-jsonrpc (`droid exec --input-format
 // stream-jsonrpc --output-format stream-jsonrpc`): JSON-RPC 2.0 one message
 // per line, each also carrying factoryApiVersion and its type (request,
-// response or notification).
-const ProtocolDroidRPC Protocol = "droid-stream-jsonrpc"
-
-// The stream-jsonrpc conversation, as Droid 0.225.2 (protocol 1.220.0)
-// speaks it; card is the client. One turn is
+// response or notification). As Droid 0.225.2 (protocol 1.220.0) speaks it,
+// with card the client, the agent's opening, then one turn after another
+// in its session:
 //
 //	→ droid.initialize_session {machineId, cwd, autonomyLevel: off,
 //	  interactionMode: auto, modelId?, reasoningEffort?}, or to continue
@@ -30,9 +27,10 @@ const ProtocolDroidRPC Protocol = "droid-stream-jsonrpc"
 //	→ droid.add_user_message {text}
 //	← droid.session_notification {notification: {type, …}} while the turn
 //	  runs: tool_call, tool_result, assistant_text_delta,
-//	  session_token_usage_changed, …, agent_turn_completed
+//	  session_token_usage_changed, …, agent_turn_completed (the turn's end)
 //	← droid.request_permission {toolUses, options}, answered
 //	  {selectedOption: proceed_once | cancel}
+//	→ droid.interrupt_session stops a running turn
 //
 // A deny is "cancel": Droid then records the call as cancelled by the user
 // and ends the turn without calling the model again. card never answers a
@@ -40,6 +38,7 @@ const ProtocolDroidRPC Protocol = "droid-stream-jsonrpc"
 // and keeps waiting for an answer that never comes. card's own request ids
 // are strings: Droid answers a numeric id with "Invalid JSON-RPC message"
 // (id null) and never serves the request.
+const ProtocolDroidRPC Protocol = "droid-stream-jsonrpc"
 
 // droidAPIVersion is the factoryApiVersion card speaks.
 const droidAPIVersion = "1.0.0"
@@ -134,11 +133,7 @@ type (
 	}
 )
 
-// droidClient is card's side of Droid's stream-jsonrpc:
-// droid.initialize_session (or droid.load_session) as the agent's
-// opening, then one droid.add_user_message a turn in the same session, the
-// turn over at agent_turn_completed, and droid.interrupt_session to stop
-// a running turn.
+// droidClient is card's side of Droid's stream-jsonrpc.
 type droidClient struct {
 	rpcClient
 	init droidInit
@@ -146,14 +141,8 @@ type droidClient struct {
 	// instead of opening a new one; "" for a new one.
 	resume string
 
-	mu    sync.Mutex
-	sid   string
-	model string
-	// used is the session's token total before the running turn (seen
-	// with 0.225.2: 10/5, 20/10, 30/15 for three alike turns).
-	used Usage
-	of   *turn
-	st   droidTurn
+	of *turn
+	st droidTurn
 }
 
 // droidTurn is what one turn reads of Droid.
@@ -165,7 +154,7 @@ type droidTurn struct {
 	turns      int
 	retries    int
 	usage      Usage
-	usageTotal Usage // the session's, as Droid reports it
+	usageTotal Usage // the session's, as Droid reports it (seen with 0.225.2: 10/5, 20/10, 30/15 for three alike turns)
 	lastError  string
 }
 
@@ -270,12 +259,6 @@ func (c *droidClient) interrupt(*turn) bool {
 
 func (c *droidClient) steer(*turn, string) error { return ErrNoSteer }
 
-func (c *droidClient) sessionID() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sid
-}
-
 // droidQuestions are Droid's questions, each with its no. The model's
 // questions to the user (droid.ask_user, AskUser) are answered cancelled,
 // in the shape Droid reads, since an error would leave Droid waiting: card
@@ -289,45 +272,30 @@ var droidQuestions = map[string]any{
 // turns, a question answered no (never an error, which Droid would wait
 // on) and anything else dropped.
 func (c *droidClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	t := c.a.current()
-	if t == nil {
-		c.between(hctx, req, droidQuestions)
-		return
-	}
-	var params json.RawMessage
-	if req.Params != nil {
-		params = *req.Params
-	}
-	if !req.Notif {
-		switch req.Method {
-		case "droid.request_permission":
-			var p droidPermission
-			_ = decodeParams(params, &p)
-			c.ask(t, req.ID, droidQuestions[req.Method], func(ctx context.Context) any { return c.permission(ctx, t, p) })
-		case "droid.ask_user":
-			_ = conn.Reply(hctx, req.ID, droidQuestions[req.Method])
-		default:
-			// Droid 0.225.2 sends no other request; an error is the only
-			// answer JSON-RPC has for a method card does not know.
-			_ = conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "card does not serve " + req.Method})
-		}
-		return
-	}
-	if req.Method != "droid.session_notification" {
-		t.emit(otherEvent(req.Method, params))
-		return
-	}
+	t, params := c.running(hctx, req, droidQuestions)
 	var p struct {
 		Notification json.RawMessage `json:"notification"`
 	}
 	var n droidNotification
-	if !decodeParams(params, &p) || !decodeParams(p.Notification, &n) || n.Type == "" {
+	switch {
+	case t == nil:
+	case req.Method == "droid.request_permission" && !req.Notif:
+		var p droidPermission
+		_ = decodeParams(params, &p)
+		c.ask(t, req.ID, droidQuestions[req.Method], func(ctx context.Context) any { return c.permission(ctx, t, p) })
+	case req.Method == "droid.ask_user" && !req.Notif:
+		_ = conn.Reply(hctx, req.ID, droidQuestions[req.Method])
+	case !req.Notif:
+		// Droid 0.225.2 sends no other request; an error is the only
+		// answer JSON-RPC has for a method card does not know.
+		c.notServed(hctx, req, "")
+	case req.Method != "droid.session_notification" || !decodeParams(params, &p) || !decodeParams(p.Notification, &n) || n.Type == "":
 		t.emit(otherEvent(req.Method, params))
-		return
+	default:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.notification(t, n, p.Notification)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.notification(t, n, p.Notification)
 }
 
 // notification reads one session notification for the turn, with mu held.
@@ -517,14 +485,7 @@ func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
 	return t.outcome(res, exitOrAlive(exit), agent.Droid, rpcWords, nil, st.lastError)
 }
 
-// Droid's conversation channel is its stream-jsonrpc (`droid exec
-// --input-format stream-jsonrpc --output-format stream-jsonrpc`), the
-// protocol its ask mode already speaks: droid.initialize_session once,
-// when the agent starts, then one droid.add_user_message per turn in the
-// same session, the turn over at agent_turn_completed, and
-// droid.interrupt_session to stop a running turn.
-//
-// read_only runs the ask plan's session (autonomy "off": Droid runs its
+// buildDroidWarm keeps Droid warm over its stream-jsonrpc. read_only runs the ask plan's session (autonomy "off": Droid runs its
 // reads unasked and asks before every Execute, Create, Edit and
 // ApplyPatch) with every question denied, since read_only has nobody to
 // ask: the same boundary, narrower if anything (a denied call ends Droid's
@@ -554,8 +515,8 @@ func buildDroidWarm(bin string, req Request) (Plan, error) {
 // with a loopback model stand-in:
 //
 //   - exec --input-format stream-jsonrpc --output-format stream-jsonrpc:
-//     Droid asks with droid.request_permission (droid_jsonrpc.go). Its
-//     one-shot stream-json mode cannot ask: a blocked action fails.
+//     Droid asks with droid.request_permission. Its one-shot stream-json
+//     mode cannot ask: a blocked action fails.
 //   - The session is opened with autonomyLevel "off" and interactionMode
 //     "auto" in droid.initialize_session, whatever the user's own settings
 //     say: at "off" Droid runs Read, LS, Grep and Glob unasked (also
@@ -567,18 +528,15 @@ func buildDroidWarm(bin string, req Request) (Plan, error) {
 //     in droid.initialize_session, and a -m/--model or -r/--reasoning-effort
 //     the operator put in the adapter's args is carried there too, so it
 //     holds in every channel as it does one-shot.
-//   - A deny is answered "cancel": Droid marks the call cancelled by the
-//     user and ends the turn without calling the model again.
-//   - resume loads the session with droid.load_session (droid_jsonrpc.go),
-//     never on argv.
+//   - resume loads the session with droid.load_session, never on argv.
 //   - system_prompt and allowed_tools are refused: the argv flags that
 //     carry them in read_only were not seen to act in this mode.
 func buildDroidAsk(bin string, req Request) (Plan, error) {
-	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", agent.Droid, "in ask mode Droid's own autonomy level decides what is asked; send allowed_tools in read_only")
-	}
-	if req.SystemPrompt != "" {
-		return Plan{}, errUnsupported("system_prompt", agent.Droid, "in ask mode Droid takes no --append-system-prompt-file; send system_prompt in read_only")
+	if err := refuse(agent.Droid,
+		refusal{req.AllowedTools != nil, "allowed_tools", "in ask mode Droid's own autonomy level decides what is asked; send allowed_tools in read_only"},
+		refusal{req.SystemPrompt != "", "system_prompt", "in ask mode Droid takes no --append-system-prompt-file; send system_prompt in read_only"},
+	); err != nil {
+		return Plan{}, err
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := []string{"exec"}

@@ -34,6 +34,8 @@ type emitter struct {
 
 	grace   time.Duration
 	netDown *time.Timer // running while the API is out of reach
+	// stopped is set once the turn is over: a late message of the agent's
+	// (an update read after the turn's end) is dropped.
 	stopped bool
 	// ended is set once the run has been ended for a reason of the guard's:
 	// what the agent prints while its group is being ended (a retry it had
@@ -79,6 +81,9 @@ func newEmitter(onEvent func(Event), parser Parser, maxRetries int, caps *PlanCa
 func (e *emitter) feed(line []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
 	if e.parser == nil {
 		e.emitLocked([]Event{otherEvent("", line)})
 		return
@@ -90,13 +95,17 @@ func (e *emitter) feed(line []byte) {
 func (e *emitter) feedStderr(p StderrParser, line []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.emitLocked(p.FeedStderr(line))
+	if !e.stopped {
+		e.emitLocked(p.FeedStderr(line))
+	}
 }
 
 func (e *emitter) emit(evs []Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.emitLocked(evs)
+	if !e.stopped {
+		e.emitLocked(evs)
+	}
 }
 
 func (e *emitter) emitLocked(evs []Event) {
@@ -120,16 +129,7 @@ func (e *emitter) emitLocked(evs []Event) {
 			e.netDown = nil
 		case v.unreachable && e.netDown == nil && !e.stopped:
 			msg := ev.Error
-			e.netDown = time.AfterFunc(e.grace, func() {
-				e.mu.Lock()
-				defer e.mu.Unlock()
-				if e.stopped || e.ended {
-					return
-				}
-				e.flushLocked()
-				e.ended = true
-				e.end(unreachableFailure(msg, e.grace))
-			})
+			e.netDown = time.AfterFunc(e.grace, func() { e.endRun(unreachableFailure(msg, e.grace)) })
 		}
 		if e.watch != nil {
 			e.watch.event(ev)
@@ -170,7 +170,9 @@ func (e *emitter) hold(ev *Event) {
 func (e *emitter) flush() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.flushLocked()
+	if !e.stopped {
+		e.flushLocked()
+	}
 }
 
 func (e *emitter) flushLocked() {
@@ -186,8 +188,8 @@ func (e *emitter) flushLocked() {
 	}
 }
 
-// endRun ends the run for the watchdog; what the agent prints after is not
-// sent, as after the guard's ending.
+// endRun ends the run for the watchdog or the network's grace; what the
+// agent prints after is not sent, as after the guard's ending.
 func (e *emitter) endRun(f *Failure) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

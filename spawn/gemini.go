@@ -33,20 +33,14 @@ func geminiApprovalMode(m Mode) string {
 // downgrade plan to default, so refusing is the honest outcome.
 func buildGemini(bin string, req Request) (Plan, error) {
 	mode := req.EffectiveMode()
-	if req.AllowedTools != nil {
-		return Plan{}, errUnsupported("allowed_tools", agent.Gemini, "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode")
-	}
-	if req.MaxTurns > 0 {
-		return Plan{}, errUnsupported("max_turns", agent.Gemini, "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs")
-	}
-	if req.Effort != "" {
-		return Plan{}, errUnsupported("effort", agent.Gemini, "Gemini CLI has no effort flag")
-	}
-	if req.NoSession {
-		return Plan{}, errUnsupported("session_id", agent.Gemini, "Gemini CLI always records its session; it cannot discard it")
-	}
-	if req.SystemPromptAppend {
-		return Plan{}, errUnsupported("system_prompt", agent.Gemini, "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it")
+	if err := refuse(agent.Gemini,
+		refusal{req.AllowedTools != nil, "allowed_tools", "Gemini's --allowed-tools auto-approves tools (it widens, never narrows); its boundary is the approval mode"},
+		refusal{req.MaxTurns > 0, "max_turns", "the turn cap is the model.maxSessionTurns setting, not a flag; use timeout_secs"},
+		refusal{req.Effort != "", "effort", "Gemini CLI has no effort flag"},
+		refusal{req.NoSession, "session_id", "Gemini CLI always records its session; it cannot discard it"},
+		refusal{req.SystemPromptAppend, "system_prompt", "Gemini can replace its system prompt from a file (GEMINI_SYSTEM_MD) but not append to it"},
+	); err != nil {
+		return Plan{}, err
 	}
 	if mode == ModeAsk {
 		return buildGeminiAsk(bin, req)
@@ -133,11 +127,11 @@ func buildGeminiWarm(bin string, req Request) (Plan, error) {
 //   - No --skip-trust, as in every mode; in ACP an untrusted folder does
 //     not stop the run, and Gemini then ignores the folder's own settings.
 func buildGeminiAsk(bin string, req Request) (Plan, error) {
-	if req.SessionID != "" {
-		return Plan{}, errUnsupported("session_id", agent.Gemini, "in ask mode Gemini runs over ACP, where the agent names the session (session/new) and reports it in the session event")
-	}
-	if req.Resume != "" {
-		return Plan{}, errUnsupported("resume", agent.Gemini, geminiNoLoad+"; resume in read_only or edit mode, which continue it one-shot with --resume")
+	if err := refuse(agent.Gemini,
+		refusal{req.SessionID != "", "session_id", "in ask mode Gemini runs over ACP, where the agent names the session (session/new) and reports it in the session event"},
+		refusal{req.Resume != "", "resume", geminiNoLoad + "; resume in read_only or edit mode, which continue it one-shot with --resume"},
+	); err != nil {
+		return Plan{}, err
 	}
 	p := Plan{Program: bin, Dir: req.Cwd, Env: extraEnv(req.Extras)}
 	args := append([]string{}, req.Extras.Args...)

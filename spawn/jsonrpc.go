@@ -35,6 +35,22 @@ type rpcClient struct {
 	// number): Droid refuses a numeric id as an invalid message.
 	idPrefix string
 	next     atomic.Uint64
+
+	// mu guards these and what the protocol reads of the running turn:
+	// the reader and the questions waiting off it both touch them.
+	mu    sync.Mutex
+	sid   string // the CLI's own id of the conversation
+	model string
+	// used is the session's token total before the running turn, for a
+	// CLI that reports its session's running total: a turn's usage is its
+	// part.
+	used Usage
+}
+
+func (r *rpcClient) sessionID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sid
 }
 
 // open starts the connection over the agent's stdout lines, h serving the
@@ -107,7 +123,28 @@ func (r *rpcClient) between(hctx context.Context, req *jsonrpc2.Request, answers
 		_ = r.conn.Reply(hctx, req.ID, no)
 		return
 	}
-	_ = r.conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "card does not serve " + req.Method + " between turns"})
+	r.notServed(hctx, req, " between turns")
+}
+
+// notServed answers a request card does not serve (what says more).
+func (r *rpcClient) notServed(hctx context.Context, req *jsonrpc2.Request, what string) {
+	_ = r.conn.ReplyWithError(hctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "card does not serve " + req.Method + what})
+}
+
+// running is the turn a message of the agent's belongs to, with the
+// message's params; between turns it is answered there (a question with
+// its no, in questions) and there is none.
+func (r *rpcClient) running(hctx context.Context, req *jsonrpc2.Request, questions map[string]any) (*turn, json.RawMessage) {
+	t := r.a.current()
+	if t == nil {
+		r.between(hctx, req, questions)
+		return nil, nil
+	}
+	var params json.RawMessage
+	if req.Params != nil {
+		params = *req.Params
+	}
+	return t, params
 }
 
 // rpcHandler serves the agent's messages to card over jsonrpc2.

@@ -159,19 +159,7 @@ func piSession(req Request) (args []string, id string, err error) {
 // piTools narrows the mode's tools by the request; a tool the mode does not
 // hand out is refused rather than dropped.
 func piTools(mode Mode, requested []string) ([]string, error) {
-	offered := piModeTools[mode]
-	if requested == nil {
-		return offered, nil
-	}
-	out := []string{}
-	for _, t := range requested {
-		if !contains(offered, t) {
-			return nil, &FieldError{"allowed_tools", t + " is not available in " + string(mode) + " mode for pi (it offers " +
-				strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
-		}
-		out = append(out, t)
-	}
-	return out, nil
+	return narrowTools("pi", "offers", mode, piModeTools[mode], requested, func(tool string) string { return tool })
 }
 
 // piDriver is Pi's driver: one-shot `pi -p`, and its RPC mode in ask mode.

@@ -314,15 +314,8 @@ func (p *piRPC) finish(t *turn, exit *ExitInfo) Result {
 // mode reports none.
 func (p *piRPC) sessionID() string { return p.a.plan.SessionID }
 
-// Pi's conversation channel is its RPC mode (`pi --mode rpc`), the
-// protocol its ask mode already speaks: one prompt command per turn in the
-// same process, the turn over at agent_end; abort stops a running turn
-// (Pi ends it with agent_end and waits for the next prompt), and steer
-// queues a message that Pi delivers inside the running turn, before its
-// next model call (seen with Pi 0.73.1: the steered text went in a second
-// model call of the same run, before agent_end).
-//
-// In read_only, edit and bypass the plan is the one-shot plan's, every
+// buildPiWarm keeps Pi warm over its RPC mode. In read_only, edit and
+// bypass the plan is the one-shot plan's, every
 // boundary flag included (--tools, --no-extensions and edit mode's gate
 // extension), with --mode rpc instead of -p --mode json, and the session
 // file card names (piSession): Pi writes each turn there, so a turn after

@@ -375,6 +375,40 @@ func errUnsupported(field, adapter, why string) error {
 	return &FieldError{Field: field, Message: fmt.Sprintf("not supported by %s: %s", adapter, why)}
 }
 
+// narrowTools is what the mode offers narrowed by the request's
+// allowed_tools: a tool it does not offer (kind reads the tool an entry
+// names) is refused rather than dropped.
+func narrowTools(adapter, offers string, mode Mode, offered, requested []string, kind func(string) string) ([]string, error) {
+	if requested == nil {
+		return offered, nil
+	}
+	out := []string{}
+	for _, entry := range requested {
+		if k := kind(entry); !contains(offered, k) {
+			return nil, &FieldError{"allowed_tools", k + " is not available in " + string(mode) + " mode for " + adapter + " (it " + offers + " " +
+				strings.Join(offered, ", ") + "); allowed_tools may only narrow the mode"}
+		}
+		out = append(out, entry)
+	}
+	return out, nil
+}
+
+// refusal is a request field a CLI cannot honour, and why, when it is set.
+type refusal struct {
+	set        bool
+	field, why string
+}
+
+// refuse is the first refusal that is set, as errUnsupported says it.
+func refuse(adapter string, rs ...refusal) error {
+	for _, r := range rs {
+		if r.set {
+			return errUnsupported(r.field, adapter, r.why)
+		}
+	}
+	return nil
+}
+
 // IsRequestError reports whether err is a refusal of the request itself
 // (bad field or bypass not allowed), as opposed to a failure to run.
 func IsRequestError(err error) bool {

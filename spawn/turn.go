@@ -43,11 +43,6 @@ type turn struct {
 	asks    sync.WaitGroup
 	qctx    context.Context
 	qcancel context.CancelFunc
-
-	// emitMu and over keep a late message of the agent's (an update read
-	// after the turn's end) from reaching a turn its caller has closed.
-	emitMu sync.RWMutex
-	over   bool
 }
 
 func newTurn(ctx context.Context, ts TurnSpec, approver Approver) *turn {
@@ -130,29 +125,7 @@ func (t *turn) judge(f *Failure) {
 
 // emit hands events to the turn's client, through its guards, until the
 // turn is over.
-func (t *turn) emit(evs ...Event) {
-	t.emitMu.RLock()
-	defer t.emitMu.RUnlock()
-	if !t.over {
-		t.ev.emit(evs)
-	}
-}
-
-// flush sends the text deltas the turn's emitter holds.
-func (t *turn) flush() {
-	t.emitMu.RLock()
-	defer t.emitMu.RUnlock()
-	if !t.over {
-		t.ev.flush()
-	}
-}
-
-// close ends the turn's events: what comes after is dropped.
-func (t *turn) close() {
-	t.emitMu.Lock()
-	t.over = true
-	t.emitMu.Unlock()
-}
+func (t *turn) emit(evs ...Event) { t.ev.emit(evs) }
 
 // approve puts q to the agent's approver; without one it is denied.
 func (t *turn) approve(ctx context.Context, q Question) Decision {
