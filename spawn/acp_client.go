@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -88,14 +87,9 @@ type acpClient struct {
 
 // acpTurn is what one turn reads of the agent.
 type acpTurn struct {
-	answer     answerBuf
-	newAnswer  bool // a tool call came since the last text: the next text starts the answer again
-	fresh      bool // the next agent output starts a model turn
-	turns      int
-	tools      sessionTools
-	usage      Usage
-	usageTotal Usage // what the agent reported
-	retries    int
+	reading
+	newAnswer bool // a tool call came since the last text: the next text starts the answer again
+	fresh     bool // the next agent output starts a model turn
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
@@ -332,8 +326,8 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 // reason: an error response. A closed stream (the agent died) or an ended
 // context is the runner's to explain.
 func (c *acpClient) fail(t *turn, method string, err error) {
-	var je *jsonrpc2.Error
-	if !errors.As(err, &je) {
+	je, ok := errorResponse(err)
+	if !ok {
 		return
 	}
 	msg := strings.TrimSpace(je.Message)
@@ -472,12 +466,7 @@ func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
 func (c *acpClient) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.turnOf(t)
-	if st.usageTotal != (Usage{}) {
-		c.used = st.usageTotal
-	}
-	res := Result{Answer: st.answer.String(), SessionID: c.sid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage}
-	return t.outcome(res, exitOrAlive(exit), c.adapter, acpWords, c.dialect.exitFailure, "")
+	return c.result(t, &c.turnOf(t).reading, exit, c.adapter, acpWords, c.dialect.exitFailure, false)
 }
 
 // idToolName reads the tool name Gemini puts in front of its call ids

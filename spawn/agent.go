@@ -459,7 +459,7 @@ func (a *runner) settle(t *turn, began *sync.WaitGroup) *ExitInfo {
 	}
 	if !a.kept || a.child.exitedEarly() || !t.isEnded() {
 		a.broken.Store(true)
-		if a.kept || !t.isEnded() {
+		if a.kept || !t.isEnded() || t.ctx.Err() != nil {
 			a.child.end()
 		} else {
 			// Its stdin closed, an agent that exits on EOF gets the grace

@@ -126,8 +126,8 @@ func (c *child) cleanup() {
 // prepare owns everything that must hold before a child starts: an
 // absolute, existing working directory, a context still live, the ask
 // channel, the plan's private files written and every reference to them
-// resolved, and the program found on the child's own PATH. Its cleanups
-// run however it ends.
+// resolved, and the program found on the child's own PATH. Whatever it
+// returns, cleanup undoes it.
 func (c *child) prepare(ctx context.Context) *Error {
 	if err := checkDir(c.Plan.Dir); err != nil {
 		return c.early(KindSpawn, err.Error(), err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -63,16 +62,10 @@ type codexApp struct {
 
 // codexTurn is what one turn reads of the server.
 type codexTurn struct {
-	turnID     string // the running turn's id, from turn/start
-	ended      bool   // turn/completed came
-	answer     string
-	deltas     map[string]bool // agent messages already streamed as deltas
-	tools      sessionTools
-	turns      int
-	retries    int
-	usage      Usage
-	usageTotal Usage // the thread's, as the server reports it
-	lastError  string
+	reading
+	turnID string          // the running turn's id, from turn/start
+	ended  bool            // turn/completed came
+	deltas map[string]bool // agent messages already streamed as deltas
 }
 
 func newCodexApp(plan Plan) protocol {
@@ -316,7 +309,8 @@ func (st *codexTurn) item(t *turn, done bool, raw json.RawMessage) {
 		if !done {
 			return
 		}
-		st.answer = clip(it.Text, maxAnswer)
+		st.answer = answerBuf{}
+		st.answer.add(it.Text)
 		if !st.deltas[it.ID] && it.Text != "" {
 			t.emit(Event{Kind: EventText, Text: it.Text})
 		}
@@ -537,8 +531,8 @@ func codexAppFailure(msg string) *Failure {
 
 // fail records an error response to one of card's calls.
 func (c *codexApp) fail(t *turn, method string, err error) {
-	var je *jsonrpc2.Error
-	if !errors.As(err, &je) {
+	je, ok := errorResponse(err)
+	if !ok {
 		return
 	}
 	t.setFailure(codexAppFailure(fmt.Sprintf("%s answered %s with error %d: %s", agent.Codex, method, je.Code, strings.TrimSpace(je.Message))))
@@ -547,13 +541,7 @@ func (c *codexApp) fail(t *turn, method string, err error) {
 func (c *codexApp) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.turnOf(t)
-	if st.usageTotal != (Usage{}) {
-		c.used = st.usageTotal
-	}
-	res := Result{Answer: st.answer, SessionID: c.sid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage,
-		SessionUsage: totalOf(st.usageTotal)}
-	return t.outcome(res, exitOrAlive(exit), agent.Codex, rpcWords, codexAppExit, st.lastError)
+	return c.result(t, &c.turnOf(t).reading, exit, agent.Codex, rpcWords, codexAppExit, true)
 }
 
 // codexAppExit reads a server that stopped before its turn ended: one

@@ -3,7 +3,6 @@ package spawn
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -147,15 +146,9 @@ type droidClient struct {
 
 // droidTurn is what one turn reads of Droid.
 type droidTurn struct {
-	ended      bool // agent_turn_completed came
-	answer     answerBuf
-	answerMsg  string // the assistant message the answer is from
-	tools      sessionTools
-	turns      int
-	retries    int
-	usage      Usage
-	usageTotal Usage // the session's, as Droid reports it (seen with 0.225.2: 10/5, 20/10, 30/15 for three alike turns)
-	lastError  string
+	reading
+	ended     bool   // agent_turn_completed came
+	answerMsg string // the assistant message the answer is from
 }
 
 func (t droidTokens) usage() Usage {
@@ -465,8 +458,8 @@ func (c *droidClient) permission(ctx context.Context, t *turn, p droidPermission
 }
 
 func (c *droidClient) fail(t *turn, method string, err error) {
-	var je *jsonrpc2.Error
-	if !errors.As(err, &je) {
+	je, ok := errorResponse(err)
+	if !ok {
 		return
 	}
 	msg := fmt.Sprintf("droid answered %s with error %d: %s", method, je.Code, strings.TrimSpace(je.Message))
@@ -476,13 +469,9 @@ func (c *droidClient) fail(t *turn, method string, err error) {
 func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.turnOf(t)
-	if st.usageTotal != (Usage{}) {
-		c.used = st.usageTotal
-	}
-	res := Result{Answer: st.answer.String(), SessionID: c.sid, Turns: st.turns, ToolCalls: st.tools.calls, Usage: st.usage,
-		SessionUsage: totalOf(st.usageTotal)}
-	return t.outcome(res, exitOrAlive(exit), agent.Droid, rpcWords, nil, st.lastError)
+	// Droid reports the session's total (seen with 0.225.2: 10/5, 20/10,
+	// 30/15 for three alike turns).
+	return c.result(t, &c.turnOf(t).reading, exit, agent.Droid, rpcWords, nil, true)
 }
 
 // buildDroidWarm keeps Droid warm over its stream-jsonrpc. read_only runs the ask plan's session (autonomy "off": Droid runs its

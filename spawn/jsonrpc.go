@@ -3,6 +3,7 @@ package spawn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -45,6 +46,40 @@ type rpcClient struct {
 	// CLI that reports its session's running total: a turn's usage is its
 	// part.
 	used Usage
+}
+
+// reading is what a JSON-RPC client reads of one turn, whatever the
+// protocol: the answer, the tool calls, the model calls and the usage.
+type reading struct {
+	answer     answerBuf
+	tools      sessionTools
+	turns      int
+	retries    int
+	usage      Usage
+	usageTotal Usage  // the session's running total, as the agent reports it
+	lastError  string // the last error the agent reported
+}
+
+// result is the turn's result as read, the failure or the explanation of
+// an early stop the turn's ending gives it; the session's running total is
+// the next turn's base. total says the result reports that total.
+func (r *rpcClient) result(t *turn, rd *reading, exit *ExitInfo, adapter string, words stopWords, explain func(ExitInfo) *Failure, total bool) Result {
+	if rd.usageTotal != (Usage{}) {
+		r.used = rd.usageTotal
+	}
+	res := Result{Answer: rd.answer.String(), SessionID: r.sid, Turns: rd.turns, ToolCalls: rd.tools.calls, Usage: rd.usage}
+	if total {
+		res.SessionUsage = totalOf(rd.usageTotal)
+	}
+	return t.outcome(res, exitOrAlive(exit), adapter, words, explain, rd.lastError)
+}
+
+// errorResponse is err as the agent's error response, when it is one: a
+// closed stream (the agent died) or an ended context is the runner's to
+// explain.
+func errorResponse(err error) (*jsonrpc2.Error, bool) {
+	var je *jsonrpc2.Error
+	return je, errors.As(err, &je)
 }
 
 func (r *rpcClient) sessionID() string {
