@@ -97,7 +97,7 @@ func openAsk(plan *Plan, approver Approver) (stop func(), err error) {
 		if plan.Session == nil {
 			return nil, fmt.Errorf("the plan asks through its session protocol but runs one-shot")
 		}
-		// The conversation asks the approver itself, and ends its
+		// The protocol asks the approver itself, and ends its
 		// questions when its turn ends.
 		return func() {}, nil
 	}

@@ -71,7 +71,7 @@ type RunSpec struct {
 	// first), in order; it must not block.
 	OnState func(api.RunState)
 	// Parser reads stdout; nil means every line becomes an "other" event.
-	// A plan with a Session is read by its protocol's conversation, and
+	// A plan with a Session is read by its protocol, and
 	// Parser is not used.
 	Parser Parser
 	// TempDir is where the run's private directory is created; "" means

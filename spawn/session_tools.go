@@ -7,9 +7,9 @@ import "encoding/json"
 // with them.
 const maxSessionTools = 10000
 
-// sessionTool is what a session conversation knows of one tool call. The
+// sessionTool is what a session protocol knows of one tool call. The
 // agents announce a call in pieces (its start, its input, a question about
-// it, its result) and in no fixed order, so each conversation keeps this per
+// it, its result) and in no fixed order, so each protocol keeps this per
 // call id to emit tool_use once and tool_result once.
 type sessionTool struct {
 	name      string
