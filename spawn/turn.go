@@ -57,15 +57,12 @@ func (t *turn) end() { t.endOnce.Do(func() { close(t.ended) }) }
 // isEnded says whether end was called.
 func (t *turn) isEnded() bool { return isClosed(t.ended) }
 
-// complete records that the turn ended as the protocol says, and ends it;
-// false when it already had (an agent that says so twice).
-func (t *turn) complete() bool {
+// complete records that the turn ended as the protocol says, and ends it.
+func (t *turn) complete() {
 	t.mu.Lock()
-	again := t.completed
 	t.completed = true
 	t.mu.Unlock()
 	t.end()
-	return !again
 }
 
 // setFailure records why the turn fails; the first failure wins.
