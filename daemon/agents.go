@@ -72,6 +72,20 @@ func newDetector(cfg Config, env map[string]string, home string, log *zap.Logger
 		}
 		opts.Adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
 	}
+	for id, a := range cfg.Agents {
+		// A declared agent's env is part of every run of it, so its
+		// probes see it too; [adapters.<id>] env, if any, goes over it.
+		s := opts.Adapters[id]
+		env := map[string]string{}
+		for k, v := range a.Env {
+			env[k] = v
+		}
+		for k, v := range s.Env {
+			env[k] = v
+		}
+		s.Env = env
+		opts.Adapters[id] = s
+	}
 	return detect.New(opts)
 }
 

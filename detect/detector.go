@@ -276,10 +276,11 @@ func cloneSpecs(in []ExternalAgentSpec) []ExternalAgentSpec {
 // is when it starts, grown by the well-known directories that appeared.
 func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgentSpec {
 	search := d.refreshSearch()
-	results := make([]*ExternalAgentSpec, len(registry))
-	skipped := make([][]string, len(registry))
+	all := descriptors()
+	results := make([]*ExternalAgentSpec, len(all))
+	skipped := make([][]string, len(all))
 	var wg sync.WaitGroup
-	for i, desc := range registry {
+	for i, desc := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -293,7 +294,7 @@ func (d *Detector) detectAll(ctx context.Context, run *detectRun) []ExternalAgen
 		if r != nil {
 			out = append(out, *r)
 		}
-		d.skipped[registry[i].ID] = skipped[i]
+		d.skipped[all[i].ID] = skipped[i]
 	}
 	d.mu.Unlock()
 	return out
@@ -430,7 +431,7 @@ func (d *Detector) versionOf(ctx context.Context, run *detectRun, desc Descripto
 	if !run.acquire(ctx) {
 		return versionResult{reason: path + ": detection stopped before it could run `--version`"}
 	}
-	r := d.probeVersion(ctx, path, pathValue)
+	r := d.probeVersion(ctx, desc, path, pathValue)
 	run.release()
 	if r.runs && r.version != "" && stamped {
 		run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: r.version})
@@ -457,10 +458,20 @@ func (d *Detector) cachedVersion(key cacheKey, stamps []fileStamp, stamped bool)
 	return d.cache.lookup(key, stamps)
 }
 
-// probeVersion runs `--version`.
-func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) versionResult {
+// probeVersion runs `--version`, or a declared agent's version_args. A
+// declared agent without them is not run at all: card does not know
+// what its binary does with arguments it was not told about, and counts
+// the install runnable without a version.
+func (d *Detector) probeVersion(ctx context.Context, desc Descriptor, path, pathValue string) versionResult {
+	args := []string{"--version"}
+	if desc.Declared != nil {
+		if len(desc.Declared.VersionArgs) == 0 {
+			return versionResult{runs: true}
+		}
+		args = desc.Declared.VersionArgs
+	}
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
-	out := runProbe(ctx, path, []string{"--version"}, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
+	out := runProbe(ctx, path, args, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
 	reason, runs := classifyVersionProbe(path, out, pathValue)
 	r := versionResult{runs: runs, reason: reason}
 	if runs && !out.TimedOut {

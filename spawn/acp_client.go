@@ -60,6 +60,11 @@ type acpDialect struct {
 	// does not pass on to a client, with why: they cannot run headless or
 	// do what no permission mode of the session bounds.
 	unlisted map[string]string
+	// byMode says card answers the agent's questions by the session's
+	// permission mode (acpModeAnswer) and asks the client only in ask
+	// mode: the agent runs over ACP in every mode, with no flag of its
+	// own that holds one (a declared agent).
+	byMode bool
 }
 
 // acpClient is card's side of an ACP agent. Its state is touched by the
@@ -70,6 +75,7 @@ type acpClient struct {
 	adapter string
 	dialect acpDialect
 	resume  string // the session the opening loads, "" for a new one
+	mode    Mode   // the session's permission mode, for a dialect byMode
 
 	images bool // the agent declared image support (initialize)
 	// loading is set while session/load runs: the history the agent
@@ -100,7 +106,7 @@ func acpClientOf(d acpDialect) func(Plan) protocol {
 	return func(plan Plan) protocol {
 		c := &acpClient{dialect: d}
 		if plan.Session != nil {
-			c.adapter, c.resume = plan.Session.Adapter, plan.Session.resume
+			c.adapter, c.resume, c.mode = plan.Session.Adapter, plan.Session.resume, plan.Session.mode
 		}
 		return c
 	}
@@ -530,6 +536,11 @@ func (c *acpClient) permission(ctx context.Context, t *turn, p acp.RequestPermis
 	// be about a call the run's events never showed.
 	t.emit(c.announce(st, call)...)
 	c.mu.Unlock()
+	if c.dialect.byMode {
+		if a, ok := c.byMode(t, name, call, p.Options); ok {
+			return a
+		}
+	}
 
 	d := t.approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})
 	return acpAnswer(p.Options, d.Allow)

@@ -116,7 +116,7 @@ var drivers = []Driver{claudeDriver, codexDriver, geminiDriver, copilotDriver, d
 
 // registry is every adapter with its driver, by id. It is built once, when
 // the package is initialised, and only read after.
-var registry = mustJoin(agent.All(), drivers)
+var registry = mustJoin(agent.BuiltIn(), drivers)
 
 // mustJoin pairs each adapter with its driver. It panics, when the package
 // is initialised, on an adapter without a driver or with one missing a
@@ -183,10 +183,16 @@ func (d Driver) check() error {
 	return nil
 }
 
-// Lookup finds an adapter by wire id.
+// Lookup finds an adapter by wire id: a built-in one, or an agent
+// card.toml declares, whose driver is the generic ACP one.
 func Lookup(id string) (Adapter, bool) {
-	a, ok := registry[id]
-	return a, ok
+	if a, ok := registry[id]; ok {
+		return a, true
+	}
+	if a, ok := agent.Lookup(id); ok && a.Declared != nil {
+		return Adapter{Adapter: a, Driver: declaredDriver(a)}, true
+	}
+	return Adapter{}, false
 }
 
 // CardNamesSession says whether card names the adapter's CLI session

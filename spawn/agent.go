@@ -106,6 +106,10 @@ type SessionPlan struct {
 	// of a new one (ACP's session/load, Codex's thread/resume); "" for a
 	// new one.
 	resume string
+	// mode is the permission mode the protocol answers the agent's
+	// questions by, for a dialect that judges them itself (a declared
+	// ACP agent's).
+	mode Mode
 }
 
 // usageBaser is a one-shot parser whose CLI reports the session's running
