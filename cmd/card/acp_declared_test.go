@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/internal/fakeacp"
+)
+
+// An agent card.toml declares is served by `card acp <id>` like a
+// built-in one: the command reads the declaration from the home's
+// card.toml, and the daemon runs the agent over ACP behind it.
+func TestCardACPServesAnAgentCardTomlDeclares(t *testing.T) {
+	const id = "fake-cli-acp"
+	bin := fakeacp.Install(t, t.TempDir(), "fake-acp")
+	d := daemontest.Start(t, daemontest.Options{
+		Config:  "login_shell_path = false\n[agents." + id + "]\nname = \"Fake ACP\"\ncommand = [\"fake-acp\", \"--acp\"]\n",
+		Environ: []string{agent.PinEnvOf(id) + "=" + bin, "HOME=" + t.TempDir()},
+	})
+	in, feed := io.Pipe()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"acp", id, "--home", d.Home}, in, out, errOut) }()
+	t.Cleanup(func() { _ = feed.Close() })
+	fmt.Fprintln(feed, acpInitialize)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"id":1`) }, 20*time.Second, 10*time.Millisecond, errOut.String())
+	fmt.Fprintf(feed, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`+"\n", t.TempDir())
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"id":2`) }, 20*time.Second, 10*time.Millisecond, errOut.String())
+	var sid string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, `"id":2`) {
+			_, rest, ok := strings.Cut(line, `"sessionId":"`)
+			require.True(t, ok, line)
+			sid, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	fmt.Fprintf(feed, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hello"}]}}`+"\n", sid)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"id":3`) }, 30*time.Second, 10*time.Millisecond, out.String()+errOut.String())
+	assert.Contains(t, out.String(), "turn 1: hello", "the declared agent's answer reached the editor")
+	assert.Contains(t, out.String(), `"stopReason":"end_turn"`)
+	require.NoError(t, feed.Close())
+	assert.Equal(t, exitOK, exitOf(t, done), errOut.String())
+}
