@@ -149,3 +149,12 @@ func lookupDeclared(id string) (Adapter, bool) {
 	}
 	return a, ok
 }
+
+// Forget takes a declared agent out of the list again: for a test that
+// declared one, so the tests after it in the same process see the list
+// they expect.
+func Forget(id string) {
+	declaredMu.Lock()
+	defer declaredMu.Unlock()
+	delete(declared, id)
+}

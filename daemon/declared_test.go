@@ -59,6 +59,7 @@ args = ["--x"]`, "agents.mine.args"},
 func declaredDaemon(t *testing.T, id string, opts client.Options) (*daemontest.Daemon, string) {
 	t.Helper()
 	bin := fakeacp.Install(t, t.TempDir(), "fake-acp")
+	t.Cleanup(func() { agent.Forget(id) })
 	home := t.TempDir()
 	td := daemontest.Start(t, daemontest.Options{
 		Config:  "login_shell_path = false\nallow_bypass = true\n[agents." + id + "]\nname = \"Fake ACP\"\ncommand = [\"fake-acp\", \"--acp\"]\nversion_args = [\"--version\"]\n",

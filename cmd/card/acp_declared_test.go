@@ -21,6 +21,7 @@ import (
 func TestCardACPServesAnAgentCardTomlDeclares(t *testing.T) {
 	const id = "fake-cli-acp"
 	bin := fakeacp.Install(t, t.TempDir(), "fake-acp")
+	t.Cleanup(func() { agent.Forget(id) })
 	d := daemontest.Start(t, daemontest.Options{
 		Config:  "login_shell_path = false\n[agents." + id + "]\nname = \"Fake ACP\"\ncommand = [\"fake-acp\", \"--acp\"]\n",
 		Environ: []string{agent.PinEnvOf(id) + "=" + bin, "HOME=" + t.TempDir()},
