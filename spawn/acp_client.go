@@ -65,6 +65,17 @@ type acpDialect struct {
 	// mode: the agent runs over ACP in every mode, with no flag of its
 	// own that holds one (a declared agent).
 	byMode bool
+
+	// What follows is what a driver switches on for an agent whose ACP
+	// card has checked; each is off for an agent card knows nothing of.
+
+	// fs says card declares fs.readTextFile and fs.writeTextFile in
+	// initialize and serves the agent's file reads and writes itself,
+	// holding the session's mode on each (acp_fs.go). Off by default: an
+	// agent that reads and writes through its client behaves differently
+	// (one writes twice, one fails on a missing file), so it is a choice
+	// made per agent.
+	fs bool
 }
 
 // acpClient is card's side of an ACP agent. Its state is touched by the
@@ -140,7 +151,11 @@ func (c *acpClient) opening(t *turn) bool {
 	c.turnOf(t)
 	c.mu.Unlock()
 	var ini acp.InitializeResponse
-	if !c.acpCall(t.ctx, t, acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}, &ini) {
+	hello := acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}
+	if c.dialect.fs {
+		hello.ClientCapabilities.FS = acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}
+	}
+	if !c.acpCall(t.ctx, t, acp.MethodInitialize, hello, &ini) {
 		return false
 	}
 	if ini.ProtocolVersion != acp.ProtocolVersion {
@@ -245,6 +260,8 @@ func (c *acpClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 			c.update(t, u.Update)
 		}
 	case req.Notif:
+	case c.dialect.fs && (req.Method == acp.MethodFSReadTextFile || req.Method == acp.MethodFSWriteTextFile):
+		c.serveFS(t, req, params)
 	case req.Method != acp.MethodSessionRequestPermission:
 		c.notServed(hctx, req, " (it declared no file system and no terminal)")
 	case params == nil || !decodeParams(params, &p):

@@ -1,0 +1,190 @@
+package spawn
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/internal/fakeacp"
+)
+
+// The hooks a driver switches on for an ACP agent card has checked (the
+// file system card serves, the agent's own modes, resume, usage in _meta,
+// cancel before the kill), each run against internal/fakeacp through the
+// real runner, under a test adapter whose dialect turns it on.
+
+// fakeGeneric is the test adapter's id.
+const fakeGeneric = "fake-generic"
+
+// withDialect makes fakeGeneric an adapter run over ACP in dialect d, for
+// the test.
+func withDialect(t *testing.T, d acpDialect) {
+	t.Helper()
+	prev := lookupDriver
+	lookupDriver = func(id string) (Adapter, bool) {
+		if id == fakeGeneric {
+			return Adapter{Adapter: agent.Adapter{ID: id, Capabilities: agent.Capabilities{Images: true, Sessions: true}},
+				Driver: Driver{For: id, Session: SessionDriver{Protocol: ProtocolACP, New: acpClientOf(d)}}}, true
+		}
+		return prev(id)
+	}
+	t.Cleanup(func() { lookupDriver = prev })
+}
+
+// genericDialect is the declared agents' dialect with changes.
+func genericDialect(change func(*acpDialect)) acpDialect {
+	d := declaredACP
+	change(&d)
+	return d
+}
+
+// fakeAgent is one fake ACP agent's world: its home (where it keeps its
+// sessions), its cwd and its environment.
+type fakeAgent struct {
+	home, cwd string
+	env       map[string]string
+}
+
+func newFakeAgent(t *testing.T, env map[string]string) *fakeAgent {
+	f := &fakeAgent{home: t.TempDir(), cwd: t.TempDir(), env: map[string]string{fakeacp.EnvVar: "1"}}
+	f.env["HOME"] = f.home
+	for k, v := range env {
+		f.env[k] = v
+	}
+	return f
+}
+
+func (f *fakeAgent) plan(mode Mode, resume string) Plan {
+	p := Plan{Program: os.Args[0], Dir: f.cwd, Env: f.env,
+		Session: &SessionPlan{Protocol: ProtocolACP, Adapter: fakeGeneric, mode: mode, resume: resume}}
+	if mode == ModeAsk {
+		p.Ask = &AskPlan{Channel: AskViaSession}
+	}
+	return p
+}
+
+// run runs one prompt one-shot in mode, continuing resume when set.
+func (f *fakeAgent) run(t *testing.T, mode Mode, resume, prompt string, approver Approver, lim Limits) (Result, []Event, error) {
+	t.Helper()
+	return f.runCtx(t, context.Background(), mode, resume, prompt, approver, lim)
+}
+
+func (f *fakeAgent) runCtx(t *testing.T, ctx context.Context, mode Mode, resume, prompt string, approver Approver, lim Limits) (Result, []Event, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var evs []Event
+	res, err := Run(ctx, RunSpec{Plan: f.plan(mode, resume), Prompt: prompt, Approver: approver, Limits: lim,
+		BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
+		OnEvent: func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
+	mu.Lock()
+	defer mu.Unlock()
+	return res, append([]Event(nil), evs...), err
+}
+
+// A driver that declares the file system gets the agent's reads and
+// writes, and holds the session's mode on each write: read_only refuses
+// it, edit writes inside the cwd only (a symlink out of it refused), ask
+// puts it to the client, bypass writes it. Reads go through in every mode.
+// A dialect that does not declare it is never asked.
+func TestCardServesTheAgentsFileReadsAndWritesUnderTheSessionsMode(t *testing.T) {
+	out := t.TempDir()
+	outside := filepath.Join(out, "outside.txt")
+	require.NoError(t, os.WriteFile(filepath.Join(out, "readable.txt"), []byte("from outside"), 0o600))
+	allow := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+	deny := &recorder{answer: func(Question) Decision { return Decision{Message: "not today"} }}
+	for _, tc := range []struct {
+		name      string
+		fs        bool
+		mode      Mode
+		approver  *recorder
+		file      string // relative to the cwd; "" for outside
+		link      bool   // the file's directory is a symlink out of the cwd
+		written   bool
+		answerHas string
+	}{
+		{"read_only refuses a write inside", true, ModeReadOnly, nil, "in.txt", false, false, "FSWRITE error: card's read_only mode refused"},
+		{"edit writes inside", true, ModeEdit, nil, "in.txt", false, true, "FSWRITE ok"},
+		{"edit writes a new file in a new directory inside", true, ModeEdit, nil, "sub/dir/in.txt", false, true, "FSWRITE ok"},
+		{"edit refuses a write outside", true, ModeEdit, nil, "", false, false, "outside the working dir"},
+		{"edit refuses a write through a symlink out", true, ModeEdit, nil, "escape/in.txt", true, false, "outside the working dir"},
+		{"ask writes what the client allows", true, ModeAsk, allow, "in.txt", false, true, "FSWRITE ok"},
+		{"ask does not write what the client denies", true, ModeAsk, deny, "in.txt", false, false, "the client denied the agent's write"},
+		{"bypass writes outside", true, ModeBypass, nil, "", false, true, "FSWRITE ok"},
+		{"no fs declared: the agent is never asked to", false, ModeBypass, nil, "in.txt", false, false, "FSWRITE skipped: the client declared no fs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withDialect(t, genericDialect(func(d *acpDialect) { d.fs = tc.fs }))
+			f := newFakeAgent(t, nil)
+			target := outside
+			if tc.file != "" {
+				target = filepath.Join(f.cwd, tc.file)
+			}
+			if tc.link {
+				require.NoError(t, os.Symlink(out, filepath.Join(f.cwd, "escape")))
+			}
+			_ = os.Remove(outside)
+			var approver Approver
+			if tc.approver != nil {
+				tc.approver.asked = nil
+				approver = tc.approver
+			}
+			res, _, err := f.run(t, tc.mode, "", "READ "+filepath.Join(out, "readable.txt")+"\nFSWRITE "+target+" hello there\nwrite it", approver, Limits{})
+			require.NoError(t, err)
+			assert.Contains(t, res.Answer, tc.answerHas)
+			if tc.fs {
+				assert.Contains(t, res.Answer, "READ from outside", "a read goes through in every mode")
+			}
+			if tc.written {
+				b, err := os.ReadFile(target)
+				require.NoError(t, err)
+				assert.Equal(t, "hello there", string(b))
+			} else {
+				assert.NoFileExists(t, target)
+				if tc.link {
+					assert.NoFileExists(t, filepath.Join(out, "in.txt"))
+				}
+			}
+			if tc.mode == ModeAsk {
+				require.Len(t, tc.approver.asked, 1)
+				assert.Equal(t, "write_text_file", tc.approver.asked[0].Tool)
+				assert.Contains(t, tc.approver.asked[0].Summary, target)
+			}
+		})
+	}
+}
+
+// A missing file is ACP's resource-not-found, which agents read as "no
+// such file"; a relative path is refused naming the field; a line window
+// reads the lines asked for.
+func TestAnFSReadOfAMissingFileIsNotFoundAndALineWindowIsHonoured(t *testing.T) {
+	withDialect(t, genericDialect(func(d *acpDialect) { d.fs = true }))
+	f := newFakeAgent(t, nil)
+	res, _, err := f.run(t, ModeReadOnly, "", "READ "+filepath.Join(f.cwd, "nope.txt")+"\nREAD relative.txt\nread", nil, Limits{})
+	require.NoError(t, err)
+	assert.Contains(t, res.Answer, "READ error: no such file: "+filepath.Join(f.cwd, "nope.txt"))
+	assert.Contains(t, res.Answer, `READ error: path: "relative.txt" is not absolute`)
+
+	one, two := uint32(2), uint32(2)
+	assert.Equal(t, "b\nc\n", lineWindow("a\nb\nc\nd\n", &one, &two))
+	assert.Equal(t, "", lineWindow("a\n", &two, nil))
+}
+
+// A write past the bound is refused, and the file is left as it was.
+func TestAnFSWritePastTheBoundIsRefused(t *testing.T) {
+	c := &acpClient{mode: ModeBypass}
+	path := filepath.Join(t.TempDir(), "big.txt")
+	r := c.writeFile(context.Background(), readingTurn(func(...Event) {}, nil), acp.WriteTextFileRequest{Path: path, Content: string(make([]byte, maxFSWrite+1))})
+	require.NotNil(t, r.err)
+	assert.Contains(t, r.err.Message, "at most")
+	assert.NoFileExists(t, path)
+}
