@@ -76,6 +76,12 @@ type acpDialect struct {
 	// (one writes twice, one fails on a missing file), so it is a choice
 	// made per agent.
 	fs bool
+	// modes maps card's permission mode to the agent's own mode id, set
+	// with session/set_mode once the session is open (new, load or
+	// resume) when the agent offers that id; a mode not in the map leaves
+	// the agent's own. A mapped id the agent does not offer fails the
+	// opening: the mode it was to hold would not be held.
+	modes map[Mode]string
 }
 
 // acpClient is card's side of an ACP agent. Its state is touched by the
@@ -167,10 +173,11 @@ func (c *acpClient) opening(t *turn) bool {
 	c.mu.Unlock()
 	var sess acp.NewSessionResponse
 	if c.resume != "" {
-		if !c.load(t, ini.AgentCapabilities.LoadSession) {
+		modes, ok := c.reopen(t, ini.AgentCapabilities)
+		if !ok {
 			return false
 		}
-		sess.SessionID = c.resume
+		sess.SessionID, sess.Modes = c.resume, modes
 	} else if !c.acpCall(t.ctx, t, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: c.a.plan.Dir}, &sess) {
 		return false
 	}
@@ -179,17 +186,64 @@ func (c *acpClient) opening(t *turn) bool {
 	if sess.Models != nil {
 		c.model = sess.Models.CurrentModelID
 	}
+	c.mu.Unlock()
+	if !c.setMode(t, sess.SessionID, sess.Modes) {
+		return false
+	}
+	c.mu.Lock()
 	t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model})
 	c.mu.Unlock()
 	return true
 }
 
-// load continues the session the conversation has: the agent replays its
+// reopen continues the session the conversation has: with session/resume
+// where the agent advertises it (sessionCapabilities.resume: no history
+// replayed), else with session/load. It gives the modes the agent's
+// answer offers.
+func (c *acpClient) reopen(t *turn, caps acp.AgentCapabilities) (*acp.SessionModeState, bool) {
+	if caps.SessionCapabilities.Resume == nil {
+		return c.load(t, caps.LoadSession)
+	}
+	var resumed acp.ResumeSessionResponse
+	// As load's: an agent that replays anyway replays the turns before
+	// this one, not this turn's events.
+	c.mu.Lock()
+	c.loading = true
+	c.mu.Unlock()
+	ok := c.acpCall(t.ctx, t, acp.MethodSessionResume, acp.ResumeSessionRequest{SessionID: c.resume, Cwd: c.a.plan.Dir}, &resumed)
+	c.mu.Lock()
+	c.loading = false
+	c.mu.Unlock()
+	return resumed.Modes, ok
+}
+
+// setMode sets the agent's own mode for the session's permission mode,
+// where the dialect maps it to one: after every opening, since an agent
+// may open a loaded or resumed session in its default mode whatever it was
+// left in. The mapped id must be one the agent offers: a mode card was to
+// hold through the agent's own is not silently left unheld.
+func (c *acpClient) setMode(t *turn, sid string, offered *acp.SessionModeState) bool {
+	want, ok := c.dialect.modes[c.mode]
+	if !ok || want == "" {
+		return true
+	}
+	if offered == nil || !slices.ContainsFunc(offered.AvailableModes, func(m acp.SessionMode) bool { return m.ID == want }) {
+		t.setFailure(failure(KindBadOutput, fmt.Sprintf("%s does not offer its mode %q, which card sets for %s; the mode cannot be held", c.adapter, want, c.mode)))
+		return false
+	}
+	if offered.CurrentModeID == want {
+		return true
+	}
+	var res json.RawMessage
+	return c.acpCall(t.ctx, t, acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: sid, ModeID: want}, &res)
+}
+
+// load continues the session with session/load: the agent replays its
 // history as updates, which the opening drops.
-func (c *acpClient) load(t *turn, declared bool) bool {
+func (c *acpClient) load(t *turn, declared bool) (*acp.SessionModeState, bool) {
 	if !declared {
 		t.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
-		return false
+		return nil, false
 	}
 	var loaded acp.LoadSessionResponse
 	c.mu.Lock()
@@ -199,7 +253,7 @@ func (c *acpClient) load(t *turn, declared bool) bool {
 	c.mu.Lock()
 	c.loading = false
 	c.mu.Unlock()
-	return ok
+	return loaded.Modes, ok
 }
 
 // begin sends session/prompt. Its call waits for the agent's answer

@@ -188,3 +188,72 @@ func TestAnFSWritePastTheBoundIsRefused(t *testing.T) {
 	assert.Contains(t, r.err.Message, "at most")
 	assert.NoFileExists(t, path)
 }
+
+// fakeModes are the fake agent's modes, the first its current one, as
+// Qwen Code offers them.
+const fakeModes = "auto,plan,default,yolo"
+
+// modeDialect maps card's modes onto the fake's, ask left unmapped.
+func modeDialect(d *acpDialect) {
+	d.modes = map[Mode]string{ModeReadOnly: "plan", ModeEdit: "default", ModeBypass: "yolo"}
+}
+
+// Where a driver maps card's mode to one the agent offers, the session is
+// put in it with session/set_mode once opened, new, loaded or resumed
+// (an agent may open a continued session in its default mode); a mode the
+// driver leaves unmapped keeps the agent's own.
+func TestTheAgentsOwnModeIsSetAfterEveryOpening(t *testing.T) {
+	for _, tc := range []struct {
+		mode   Mode
+		resume bool // advertised
+		want   string
+	}{
+		{ModeReadOnly, false, "MODE plan"},
+		{ModeEdit, false, "MODE default"},
+		{ModeBypass, false, "MODE yolo"},
+		{ModeAsk, false, "MODE auto"},
+		{ModeReadOnly, true, "MODE plan"},
+		{ModeEdit, true, "MODE default"},
+	} {
+		how := "load"
+		if tc.resume {
+			how = "resume"
+		}
+		t.Run(string(tc.mode)+" after "+how, func(t *testing.T) {
+			withDialect(t, genericDialect(modeDialect))
+			env := map[string]string{"FAKEACP_MODES": fakeModes}
+			if tc.resume {
+				env["FAKEACP_RESUME"] = "1"
+			}
+			f := newFakeAgent(t, env)
+			approver := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+			res, _, err := f.run(t, tc.mode, "", "HOW\nMODE\nfirst", approver, Limits{})
+			require.NoError(t, err)
+			assert.Contains(t, res.Answer, tc.want)
+			assert.Contains(t, res.Answer, "HOW new")
+			require.NotEmpty(t, res.SessionID)
+
+			res, _, err = f.run(t, tc.mode, res.SessionID, "HOW\nMODE\nsecond", approver, Limits{})
+			require.NoError(t, err)
+			assert.Contains(t, res.Answer, "turn 2: second", "the second turn carries the first")
+			assert.Contains(t, res.Answer, "HOW "+how)
+			assert.Contains(t, res.Answer, tc.want)
+		})
+	}
+}
+
+// A mode the driver maps to one the agent does not offer fails the run
+// before any prompt: the mode card was to hold through it would not be.
+func TestAMappedModeTheAgentDoesNotOfferFailsTheOpening(t *testing.T) {
+	withDialect(t, genericDialect(modeDialect))
+	f := newFakeAgent(t, map[string]string{"FAKEACP_MODES": "auto,default"})
+	res, _, err := f.run(t, ModeReadOnly, "", "MODE\nx", nil, Limits{})
+	e := runErr(t, err)
+	assert.Equal(t, KindBadOutput, e.Kind)
+	assert.Contains(t, e.Message, `does not offer its mode "plan"`)
+	assert.Empty(t, res.Answer)
+
+	f = newFakeAgent(t, nil)
+	_, _, err = f.run(t, ModeEdit, "", "MODE\nx", nil, Limits{})
+	assert.Contains(t, runErr(t, err).Message, "does not offer its mode", "an agent that offers no modes at all")
+}
