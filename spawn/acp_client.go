@@ -82,6 +82,11 @@ type acpDialect struct {
 	// the agent's own. A mapped id the agent does not offer fails the
 	// opening: the mode it was to hold would not be held.
 	modes map[Mode]string
+	// metaUsage reads a turn's tokens from a _meta card does not know the
+	// shape of by ACP alone: the prompt result's, else the last agent
+	// message chunk's that had one (Qwen Code reports them there); false
+	// when meta has none.
+	metaUsage func(meta json.RawMessage) (Usage, bool)
 }
 
 // acpClient is card's side of an ACP agent. Its state is touched by the
@@ -95,6 +100,9 @@ type acpClient struct {
 	mode    Mode   // the session's permission mode, for a dialect byMode
 
 	images bool // the agent declared image support (initialize)
+	// cost is the session's cost so far in US dollars, as the agent's
+	// last usage_update said (ACP's cost is the session's running total).
+	cost float64
 	// loading is set while session/load runs: the history the agent
 	// replays then is the turns before this one, not this turn's events.
 	loading bool
@@ -116,6 +124,13 @@ type acpTurn struct {
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
+	// costBase is the session's cost when the turn's prompt went out, and
+	// cost the turn's part since, once a usage_update said.
+	costBase float64
+	cost     *float64
+	// metaUsage is the turn's tokens as the last chunk's _meta had them,
+	// for a dialect that reads them there.
+	metaUsage *Usage
 }
 
 // acpClientOf is the Session.New of an adapter run over ACP in dialect d.
@@ -261,7 +276,7 @@ func (c *acpClient) load(t *turn, declared bool) (*acp.SessionModeState, bool) {
 // within the grace.
 func (c *acpClient) begin(t *turn) {
 	c.mu.Lock()
-	c.turnOf(t)
+	c.turnOf(t).costBase = c.cost
 	images, sid := c.images, c.sid
 	if !t.first {
 		// Under the lock: a list that comes after is the turn's to emit.
@@ -298,6 +313,7 @@ func (c *acpClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 	replay := c.loading
 	if (t == nil || replay) && req.Method == acp.MethodSessionUpdate {
 		c.keepCommandsLocked(params)
+		c.keepCostLocked(params)
 	}
 	c.mu.Unlock()
 	var u struct {
@@ -343,6 +359,66 @@ func (c *acpClient) keepCommandsLocked(params json.RawMessage) {
 	c.commands = c.dialect.listed(p.Update.AvailableCommands.AvailableCommands)
 }
 
+// keepCostLocked keeps the session's cost an update reports when no turn
+// reads it (a replay, or between turns): the next turn's part is counted
+// from it.
+func (c *acpClient) keepCostLocked(params json.RawMessage) {
+	if !bytes.Contains(params, []byte(acp.UpdateUsage)) {
+		return
+	}
+	var p struct {
+		Update acp.SessionUpdate `json:"update"`
+	}
+	if decodeParams(params, &p) && p.Update.Kind == acp.UpdateUsage && p.Update.Usage != nil {
+		if usd, ok := usdOf(p.Update.Usage.Cost); ok {
+			c.cost = usd
+		}
+	}
+}
+
+// usdOf is a cost in US dollars; false for none or another currency
+// (card's budgets are in dollars, and it converts nothing).
+func usdOf(cost *acp.Cost) (float64, bool) {
+	if cost == nil || !strings.EqualFold(cost.Currency, "USD") || cost.Amount < 0 {
+		return 0, false
+	}
+	return cost.Amount, true
+}
+
+// usageUpdate reads a usage_update: the session's cost so far, whose
+// part since the turn's prompt is the turn's, fed to the run's budget as
+// it comes. Its token counts are the context window's fill, not what the
+// turn spent, and are not counted.
+func (c *acpClient) usageUpdate(t *turn, st *acpTurn, u *acp.UsageUpdate) {
+	usd, ok := usdOf(u.Cost)
+	if !ok {
+		return
+	}
+	c.cost = usd
+	spent := usd - st.costBase
+	if spent < 0 {
+		// The agent's total went down (a session it reset): its report
+		// is all card has.
+		spent = usd
+	}
+	st.cost = &spent
+	us := st.usage
+	t.emit(Event{Kind: EventUsage, Usage: &us, costUSD: spent})
+}
+
+// acpMetaUsage reads tokens from a _meta's "usage" in the field names of
+// ACP's own (unstable) prompt usage, as Qwen Code reports them on its last
+// chunk: a driver's metaUsage for an agent seen to do so.
+func acpMetaUsage(meta json.RawMessage) (Usage, bool) {
+	var m struct {
+		Usage *acp.PromptUsage `json:"usage"`
+	}
+	if !decodeParams(meta, &m) || m.Usage == nil {
+		return Usage{}, false
+	}
+	return Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens, CachedInputTokens: m.Usage.CachedReadTokens}, true
+}
+
 // acpPrompt is the prompt's content: the images first, as card's other
 // image paths send them, then the text.
 func acpPrompt(text string, images []Image) []acp.ContentBlock {
@@ -378,10 +454,20 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 		}
 	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
 		st.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
+	} else if c.dialect.metaUsage != nil {
+		if u, ok := c.dialect.metaUsage(res.Meta); ok && len(res.Meta) > 0 {
+			st.usage = u
+		} else if st.metaUsage != nil {
+			st.usage = *st.metaUsage
+		}
 	}
 	if st.usage != (Usage{}) {
 		u := st.usage
-		t.emit(Event{Kind: EventUsage, Usage: &u})
+		ev := Event{Kind: EventUsage, Usage: &u}
+		if st.cost != nil {
+			ev.costUSD = *st.cost
+		}
+		t.emit(ev)
 	}
 	if st.lastNotice != "" {
 		// The agent gave up on an API error and said so as text, then
@@ -482,8 +568,12 @@ func (c *acpClient) update(t *turn, raw json.RawMessage) {
 		if len(c.commands) > 0 {
 			t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model, Commands: c.commands})
 		}
+	case acp.UpdateUsage:
+		if u.Usage != nil {
+			c.usageUpdate(t, st, u.Usage)
+		}
 	case acp.UpdateUserMessageChunk, acp.UpdateCurrentMode, acp.UpdateConfigOption,
-		acp.UpdateSessionInfo, acp.UpdateUsage:
+		acp.UpdateSessionInfo:
 		// The prompt's echo and the agent's menus and meters: nothing a
 		// run's record needs.
 	default:
@@ -495,6 +585,11 @@ func (c *acpClient) update(t *turn, raw json.RawMessage) {
 // text reads an agent_message_chunk: the agent's API trouble where its
 // dialect reports it as text, else the answer's next piece.
 func (c *acpClient) text(t *turn, st *acpTurn, u acp.SessionUpdate, raw json.RawMessage) {
+	if u.Chunk != nil && len(u.Chunk.Meta) > 0 && c.dialect.metaUsage != nil {
+		if mu, ok := c.dialect.metaUsage(u.Chunk.Meta); ok {
+			st.metaUsage = &mu
+		}
+	}
 	if u.Chunk == nil || u.Chunk.Content.Type != acp.ContentText {
 		t.emit(otherEvent(string(u.Kind), raw))
 		return
@@ -543,7 +638,13 @@ func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
 func (c *acpClient) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.result(t, &c.turnOf(t).reading, exit, c.adapter, acpWords, c.dialect.exitFailure, false)
+	st := c.turnOf(t)
+	res := c.result(t, &st.reading, exit, c.adapter, acpWords, c.dialect.exitFailure, false)
+	if st.cost != nil {
+		spent := *st.cost
+		res.CostUSD = &spent
+	}
+	return res
 }
 
 // How an ACP agent's tool calls become card's events and questions.

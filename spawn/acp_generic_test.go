@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
@@ -32,7 +33,8 @@ func withDialect(t *testing.T, d acpDialect) {
 	lookupDriver = func(id string) (Adapter, bool) {
 		if id == fakeGeneric {
 			return Adapter{Adapter: agent.Adapter{ID: id, Capabilities: agent.Capabilities{Images: true, Sessions: true}},
-				Driver: Driver{For: id, Session: SessionDriver{Protocol: ProtocolACP, New: acpClientOf(d)}}}, true
+				Driver: Driver{For: id, Session: SessionDriver{Protocol: ProtocolACP, New: acpClientOf(d)},
+					Warm: WarmDriver{Build: func(string, Request) (Plan, error) { return Plan{}, nil }}}}, true
 		}
 		return prev(id)
 	}
@@ -256,4 +258,78 @@ func TestAMappedModeTheAgentDoesNotOfferFailsTheOpening(t *testing.T) {
 	f = newFakeAgent(t, nil)
 	_, _, err = f.run(t, ModeEdit, "", "MODE\nx", nil, Limits{})
 	assert.Contains(t, runErr(t, err).Message, "does not offer its mode", "an agent that offers no modes at all")
+}
+
+// startWarm starts the fake kept across turns in mode.
+func (f *fakeAgent) startWarm(t *testing.T, mode Mode, lim Limits) *Warm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := StartWarm(ctx, WarmSpec{Plan: f.plan(mode, ""), BaseEnv: []string{"PATH=" + os.Getenv("PATH")}, Limits: lim})
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close(); <-w.Done() })
+	return w
+}
+
+// A usage_update's cost is the session's running total: a run's cost is
+// its part since its prompt, reported in its result and fed to its budget
+// as it comes (the run ends once it passes max_cost_usd); a warm turn's is
+// its own part. Its token counts are the context window's and are not
+// counted as spent.
+func TestAUsageUpdatesCostIsTheTurnsPartAndHeldByTheBudget(t *testing.T) {
+	withDialect(t, genericDialect(func(*acpDialect) {}))
+	f := newFakeAgent(t, nil)
+	res, evs, err := f.run(t, ModeReadOnly, "", "COST 0.25\nCOST 0.75\nx", nil, Limits{})
+	require.NoError(t, err)
+	require.NotNil(t, res.CostUSD)
+	assert.InDelta(t, 0.75, *res.CostUSD, 1e-9)
+	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "tokens from the result, not the context fill")
+	assert.Contains(t, kinds(evs), EventUsage)
+
+	p := f.plan(ModeReadOnly, "")
+	p.Caps = &PlanCaps{MaxCostUSD: 0.5, Program: "fake"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = Run(ctx, RunSpec{Plan: p, Prompt: "COST 0.25\nCOST 0.75\nSLEEP 20\nx", BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
+		Limits: Limits{KillGrace: 500 * time.Millisecond}})
+	e := runErr(t, err)
+	assert.Equal(t, KindBudget, e.Kind)
+	assert.Contains(t, e.Message, "max_cost_usd 0.5 passed")
+
+	w := f.startWarm(t, ModeReadOnly, Limits{})
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r1, err := w.Turn(ctx, TurnSpec{Prompt: "COST 0.25\none"})
+	require.NoError(t, err)
+	r2, err := w.Turn(ctx, TurnSpec{Prompt: "COST 0.75\ntwo"})
+	require.NoError(t, err)
+	require.NotNil(t, r1.CostUSD)
+	require.NotNil(t, r2.CostUSD)
+	assert.InDelta(t, 0.25, *r1.CostUSD, 1e-9)
+	assert.InDelta(t, 0.5, *r2.CostUSD, 1e-9, "the second turn's part of the session's total")
+}
+
+// A driver that reads tokens from _meta (Qwen Code's last chunk) reports
+// them as the turn's usage; one that does not leaves them unread.
+func TestADriverCanReadATurnsTokensFromTheLastChunksMeta(t *testing.T) {
+	for _, reads := range []bool{true, false} {
+		withDialect(t, genericDialect(func(d *acpDialect) {
+			if reads {
+				d.metaUsage = acpMetaUsage
+			}
+		}))
+		f := newFakeAgent(t, nil)
+		res, _, err := f.run(t, ModeReadOnly, "", "METAUSAGE\nx", nil, Limits{})
+		require.NoError(t, err)
+		want := Usage{}
+		if reads {
+			want = Usage{InputTokens: 10, OutputTokens: 5}
+		}
+		assert.Equal(t, want, res.Usage, "reads %v", reads)
+	}
+	u, ok := acpMetaUsage(json.RawMessage(`{"usage":{"inputTokens":7,"outputTokens":3,"cachedReadTokens":2},"durationMs":1}`))
+	assert.True(t, ok)
+	assert.Equal(t, Usage{InputTokens: 7, OutputTokens: 3, CachedInputTokens: 2}, u)
+	_, ok = acpMetaUsage(json.RawMessage(`{"qwen.branchPoint":1}`))
+	assert.False(t, ok)
 }
