@@ -82,6 +82,12 @@ type acpDialect struct {
 	// the agent's own. A mapped id the agent does not offer fails the
 	// opening: the mode it was to hold would not be held.
 	modes map[Mode]string
+	// cancelFirst says a one-shot run that is cancelled or runs out of
+	// time sends session/cancel first and ends the agent's process group
+	// only after the grace, as a warm turn does: an agent whose commands
+	// run in sessions of their own ends them on cancel, and a kill of its
+	// group would leave them running.
+	cancelFirst bool
 	// metaUsage reads a turn's tokens from a _meta card does not know the
 	// shape of by ACP alone: the prompt result's, else the last agent
 	// message chunk's that had one (Qwen Code reports them there); false
@@ -297,10 +303,19 @@ func (c *acpClient) begin(t *turn) {
 	c.endTurn(t, res)
 }
 
-// interrupt sends session/cancel for the agent's session.
+// interrupt sends session/cancel for the agent's session; false before
+// there is one (the opening is still under way, and nothing to cancel).
 func (c *acpClient) interrupt(*turn) bool {
-	return c.conn.Notify(context.Background(), acp.MethodSessionCancel, map[string]string{"sessionId": c.sessionID()}) == nil
+	sid := c.sessionID()
+	if sid == "" {
+		return false
+	}
+	return c.conn.Notify(context.Background(), acp.MethodSessionCancel, map[string]string{"sessionId": sid}) == nil
 }
+
+// cancelsFirst says a one-shot run is stopped inside ACP before its agent
+// is ended, where the dialect says so.
+func (c *acpClient) cancelsFirst() bool { return c.dialect.cancelFirst }
 
 func (c *acpClient) steer(*turn, string) error { return ErrNoSteer }
 

@@ -118,6 +118,10 @@ var declaredACP = acpDialect{
 	exitFailure: func(ExitInfo) *Failure { return nil },
 	authHint:    "sign the agent in as its own documentation says (card offers its authMethods to nobody), then retry",
 	byMode:      true,
+	// Every ACP agent serves session/cancel, and one that started a
+	// command in a session of its own ends it on cancel, not on the kill
+	// of its group.
+	cancelFirst: true,
 }
 
 // acpModeAnswer decides one of the agent's permission requests by the

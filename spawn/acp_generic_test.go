@@ -15,6 +15,7 @@ import (
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/internal/fakeacp"
+	"github.com/card-dev/card/internal/proc"
 )
 
 // The hooks a driver switches on for an ACP agent card has checked (the
@@ -332,4 +333,65 @@ func TestADriverCanReadATurnsTokensFromTheLastChunksMeta(t *testing.T) {
 	assert.Equal(t, Usage{InputTokens: 7, OutputTokens: 3, CachedInputTokens: 2}, u)
 	_, ok = acpMetaUsage(json.RawMessage(`{"qwen.branchPoint":1}`))
 	assert.False(t, ok)
+}
+
+// A cancelled one-shot run of a driver that cancels first sends
+// session/cancel, gets the agent's cancelled answer within the grace, then
+// ends the agent's process group; one that does not is ended at once. A
+// cancelled warm turn sends session/cancel and the agent takes the next.
+func TestACancelSendsSessionCancelBeforeTheGroupIsEnded(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		withDialect(t, genericDialect(func(d *acpDialect) { d.cancelFirst = first }))
+		f := newFakeAgent(t, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		var pgid int
+		p := f.plan(ModeReadOnly, "")
+		done := make(chan struct{})
+		var err error
+		var res Result
+		go func() {
+			defer close(done)
+			res, err = Run(ctx, RunSpec{Plan: p, Prompt: "SLEEP 20\nx", BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
+				Limits:  Limits{KillGrace: 2 * time.Second},
+				OnStart: func(_, g int) { pgid = g },
+				OnEvent: func(e Event) {
+					if e.Kind == EventSession {
+						// The prompt goes out right after; let it arrive.
+						time.AfterFunc(300*time.Millisecond, cancel)
+					}
+				}})
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the cancelled run did not end")
+		}
+		cancel()
+		assert.Equal(t, KindCancelled, runErr(t, err).Kind, "cancel first %v", first)
+		assert.True(t, res.IsError)
+		cancelled, _ := filepath.Glob(filepath.Join(f.home, ".fakeacp", "cancelled-*"))
+		if first {
+			assert.Len(t, cancelled, 1, "session/cancel came before the group was ended")
+		} else {
+			assert.Empty(t, cancelled, "ended at once")
+		}
+		assert.False(t, proc.GroupAlive(pgid), "the agent's group outlived the run")
+	}
+
+	withDialect(t, declaredACP)
+	f := newFakeAgent(t, nil)
+	w := f.startWarm(t, ModeReadOnly, Limits{KillGrace: 2 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(time.Second, cancel)
+	_, err := w.Turn(ctx, TurnSpec{Prompt: "SLEEP 20\nx"})
+	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
+	cancelled, _ := filepath.Glob(filepath.Join(f.home, ".fakeacp", "cancelled-*"))
+	assert.Len(t, cancelled, 1)
+	assert.True(t, w.Alive(), "the agent answered cancelled and stays up")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	res, err := w.Turn(ctx2, TurnSpec{Prompt: "next"})
+	require.NoError(t, err)
+	assert.Contains(t, res.Answer, "turn 2: next")
 }

@@ -46,6 +46,17 @@ type protocol interface {
 	sessionID() string
 }
 
+// oneShotCanceller is a protocol whose one-shot runs are stopped inside
+// it before their agent is ended, as a kept agent's turns are: the agent
+// then ends what it started (commands in sessions of their own, outside
+// its process group) before the kill.
+type oneShotCanceller interface{ cancelsFirst() bool }
+
+func cancelsFirst(p protocol) bool {
+	c, ok := p.(oneShotCanceller)
+	return ok && c.cancelsFirst()
+}
+
 // runner is one agent: its process and its protocol side.
 type runner struct {
 	adapter  string
@@ -424,7 +435,7 @@ func (a *runner) await(t *turn) int {
 		}
 		return byAgent
 	case <-t.ctx.Done():
-		if !t.isEnded() && a.kept && a.proto.interrupt(t) {
+		if !t.isEnded() && (a.kept || cancelsFirst(a.proto)) && a.proto.interrupt(t) {
 			grace := time.NewTimer(a.child.lim.KillGrace)
 			select {
 			case <-t.ended:

@@ -8,7 +8,8 @@
 //
 //	WRITE <path> <text>   announce an edit of path, ask permission, write it if allowed
 //	RUN <command>         announce an execute, ask permission, run it with sh if allowed
-//	SLEEP <seconds>       wait, until then or a session/cancel
+//	SLEEP <seconds>       wait, until then or a session/cancel (which leaves
+//	                      $HOME/.fakeacp/cancelled-<session id>)
 //	READ <path>           read path through the client (fs/read_text_file)
 //	FSWRITE <path> <text> write path through the client (fs/write_text_file), unasked
 //	MODE                  say the session's mode (session/set_mode sets it)
@@ -246,6 +247,8 @@ func (a *agent) serve(id *json.RawMessage, method string, params json.RawMessage
 		}
 		reply(map[string]any{})
 	case "session/cancel":
+		// Said on disk, so a test sees the cancel came before any kill.
+		_ = os.WriteFile(filepath.Join(a.state, "cancelled-"+filepath.Base(p.SessionID)), nil, 0o600)
 		a.mu.Lock()
 		if ch := a.cancel[p.SessionID]; ch != nil {
 			close(ch)
