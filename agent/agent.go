@@ -56,6 +56,11 @@ type Adapter struct {
 	// ReadOnly is how the read_only mode the builder maps is enforced; it is
 	// disclosed to clients, and not_enforced must be acknowledged per run.
 	ReadOnly ReadOnlyEnforcement
+	// EditUnenforced says card cannot hold the edit mode: the agent may
+	// write without asking, so card sees only the writes it is asked
+	// about. Disclosed, and acknowledged per run, as an unenforced
+	// read_only is.
+	EditUnenforced bool
 	// OwnedFlags are the flags card's builder sets from the permission mode.
 	// Operator extras in card.toml may not set them: one set there would
 	// fight the mapping, and for some it would widen the boundary.

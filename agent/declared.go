@@ -75,9 +75,12 @@ func (d Declaration) adapterOf() Adapter {
 		Capabilities: Capabilities{
 			ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
 		},
-		ReadOnly:   NotEnforced,
-		OwnedFlags: []string{},
-		Declared:   d.clone(),
+		ReadOnly: NotEnforced,
+		// Nor is edit: card refuses what the agent asks to write outside
+		// the cwd, but sees no write it was not asked about.
+		EditUnenforced: true,
+		OwnedFlags:     []string{},
+		Declared:       d.clone(),
 	}
 }
 

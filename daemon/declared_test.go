@@ -90,7 +90,11 @@ func TestADeclaredACPAgentIsDetectedCheckedAndRunOneShotWithinItsMode(t *testing
 	cwd := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "outside.txt")
 	task := "WRITE " + filepath.Join(cwd, "inside.txt") + " in\nWRITE " + outside + " out\nRUN echo ran > " + filepath.Join(cwd, "ran.txt") + "\nhello"
-	res, err := td.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "fake-oneshot", Cwd: cwd, PermissionMode: "edit"}, Task: task})
+	_, err = td.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "fake-oneshot", Cwd: cwd, PermissionMode: "edit"}, Task: task})
+	require.Error(t, err, "edit on an agent that may write unasked needs the acknowledgement")
+	assert.Contains(t, err.Error(), "acknowledge_unenforced_edit")
+	assert.Equal(t, api.NotEnforced, found.EditEnforcement)
+	res, err := td.Client.Invoke(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "fake-oneshot", Cwd: cwd, PermissionMode: "edit", AcknowledgeUnenforcedEdit: true}, Task: task})
 	require.NoError(t, err)
 	require.Equal(t, api.StatusSucceeded, res.Status, "%+v", res.Error)
 	assert.Contains(t, res.Answer, "turn 1: hello")
@@ -139,7 +143,7 @@ func TestADeclaredACPAgentsSessionCarriesItsTurnsWarmAndAcrossProcesses(t *testi
 	ctx := daemontest.Context(t)
 	cwd := t.TempDir()
 	for _, warm := range []bool{true, false} {
-		s, err := td.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "fake-session", Cwd: cwd, PermissionMode: "edit"}, Warm: warm})
+		s, err := td.Client.StartSession(ctx, api.SessionStartParams{AgentSettings: api.AgentSettings{ID: "fake-session", Cwd: cwd, PermissionMode: "edit", AcknowledgeUnenforcedEdit: true}, Warm: warm})
 		require.NoError(t, err)
 		var answers []string
 		for i, task := range []string{"first", "second"} {

@@ -346,7 +346,17 @@ func (d *Detector) baseSpec(desc Descriptor) ExternalAgentSpec {
 		DetectedAt:          d.unixNow(),
 		Execution:           Runnable(),
 		ReadOnlyEnforcement: desc.ReadOnly,
+		EditEnforcement:     editEnforcement(desc),
 	}
+}
+
+// editEnforcement is not_enforced for an adapter whose edit mode card
+// cannot hold, and empty (held as documented) otherwise.
+func editEnforcement(a Descriptor) ReadOnlyEnforcement {
+	if a.EditUnenforced {
+		return NotEnforced
+	}
+	return ""
 }
 
 // detectOne resolves one adapter on search; nil means not installed. It

@@ -572,6 +572,7 @@ export interface ExternalAgentSpec {
   capabilities: Capabilities;
   detected_at: number;
   display_name: string;
+  edit_enforcement?: ReadOnlyEnforcement;
   execution: Execution;
   health?: ExternalAgentHealth;
   id: string;
@@ -597,6 +598,7 @@ export interface ExternalInvokeAccepted {
 }
 
 export interface ExternalInvokeParams {
+  acknowledge_unenforced_edit?: boolean;
   acknowledge_unenforced_read_only?: boolean;
   agent_session_id?: string;
   allowed_tools?: string[];
@@ -700,6 +702,7 @@ export interface InvokeAccepted {
 }
 
 export interface InvokeParams {
+  acknowledge_unenforced_edit?: boolean;
   acknowledge_unenforced_read_only?: boolean;
   allowed_tools?: string[];
   approval_timeout_secs?: number;
@@ -1179,6 +1182,7 @@ export interface SessionRewound {
 }
 
 export interface SessionStartParams {
+  acknowledge_unenforced_edit?: boolean;
   acknowledge_unenforced_read_only?: boolean;
   allowed_tools?: string[];
   approval_timeout_secs?: number;
@@ -1592,6 +1596,12 @@ export interface AgentsInvokeParams {
    */
   acknowledge_unenforced_read_only?: boolean;
   /**
+   * Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced,
+   * e.g. an agent declared in card.toml): you accept that the agent may write without asking, and
+   * card refuses only the writes outside the working dir it is asked about.
+   */
+  acknowledge_unenforced_edit?: boolean;
+  /**
    * Refuse the request instead of running an adapter that cannot take the attachments (it would
    * run without them).
    */
@@ -1776,6 +1786,12 @@ export interface AgentsInvokeExternalParams {
    * told.
    */
   acknowledge_unenforced_read_only?: boolean;
+  /**
+   * Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced,
+   * e.g. an agent declared in card.toml): you accept that the agent may write without asking, and
+   * card refuses only the writes outside the working dir it is asked about.
+   */
+  acknowledge_unenforced_edit?: boolean;
 }
 
 /**
@@ -2252,6 +2268,12 @@ export interface SessionsStartParams {
    * told.
    */
   acknowledge_unenforced_read_only?: boolean;
+  /**
+   * Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced,
+   * e.g. an agent declared in card.toml): you accept that the agent may write without asking, and
+   * card refuses only the writes outside the working dir it is asked about.
+   */
+  acknowledge_unenforced_edit?: boolean;
   /**
    * Refuse the request instead of running an adapter that cannot take the attachments (it would
    * run without them).
@@ -3024,7 +3046,8 @@ export const errorCodes = {
    */
   too_many_runs: -32014,
   /**
-   * The adapter cannot enforce read_only; the request must acknowledge that explicitly.
+   * The adapter cannot enforce read_only (or edit, where its edit_enforcement is not_enforced);
+   * the request must acknowledge that explicitly.
    */
   read_only_not_enforced: -32015,
   /**
