@@ -121,6 +121,11 @@ func LocalDetector(ctx context.Context, home string, environ []string) (*detect.
 	if err != nil {
 		return nil, err
 	}
+	// The agents the home declares are detected as the daemon detects
+	// them, so `card detect` without a daemon lists them too.
+	if err := cfg.declareAgents(); err != nil {
+		return nil, err
+	}
 	// No probe tag: this detector's probes are the CLI's, and a daemon
 	// starting on the home must not take them for a dead daemon's.
 	env := envMap(environ)

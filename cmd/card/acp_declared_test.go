@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/internal/fakeacp"
 )
 
@@ -49,4 +54,37 @@ func TestCardACPServesAnAgentCardTomlDeclares(t *testing.T) {
 	assert.Contains(t, out.String(), `"stopReason":"end_turn"`)
 	require.NoError(t, feed.Close())
 	assert.Equal(t, exitOK, exitOf(t, done), errOut.String())
+}
+
+// `card detect` with no daemon running detects in this process from the
+// home's card.toml, so the agents it declares are listed too, as the
+// daemon's agents.detect lists them.
+func TestDetectWithoutADaemonListsTheAgentsCardTomlDeclares(t *testing.T) {
+	const id = "fake-cli-detect"
+	bin := fakeacp.Install(t, t.TempDir(), "fake-acp")
+	t.Cleanup(func() { agent.Forget(id) })
+	t.Setenv(agent.PinEnvOf(id), bin)
+	for _, v := range []string{"CAR_CODEX_BIN", "CAR_CLAUDE_CODE_BIN", "CAR_GEMINI_BIN", "CAR_COPILOT_BIN", "CAR_DROID_BIN", "CAR_PI_BIN"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("PATH", "/usr/bin:/bin")
+	t.Setenv("HOME", t.TempDir())
+	home := filepath.Join(t.TempDir(), "card")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "card.toml"),
+		[]byte("[agents."+id+"]\nname = \"Fake ACP\"\ncommand = [\"fake-acp\", \"--acp\"]\nversion_args = [\"--version\"]\n"), 0o600))
+	var out, errOut bytes.Buffer
+	code := run([]string{"detect", "--json", "--home", home}, nil, &out, &errOut)
+	require.Equal(t, exitOK, code, errOut.String())
+	var specs []detect.ExternalAgentSpec
+	require.NoError(t, json.Unmarshal(out.Bytes(), &specs), out.String())
+	var ids []string
+	for _, s := range specs {
+		ids = append(ids, s.ID)
+		if s.ID == id {
+			assert.Equal(t, fakeacp.Version, s.Version)
+			assert.Equal(t, detect.NotEnforced, s.ReadOnlyEnforcement)
+		}
+	}
+	assert.Contains(t, ids, id)
 }
