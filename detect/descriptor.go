@@ -73,7 +73,7 @@ type HealthVerdict struct {
 }
 
 // probes is every adapter's probe, one line each; agent's list orders them.
-var probes = []Probe{claudeProbe, codexProbe, geminiProbe, copilotProbe, droidProbe, piProbe}
+var probes = []Probe{claudeProbe, codexProbe, geminiProbe, copilotProbe, droidProbe, piProbe, openCodeProbe, qwenProbe}
 
 // registry is every adapter in agent's order, with its probe.
 var registry = mustJoin(agent.BuiltIn(), probes)

@@ -193,8 +193,9 @@ func TestHealthWithNilDetailsSerialisesAnEmptyObject(t *testing.T) {
 
 func TestEveryAdapterDisclosesItsReadOnlyEnforcement(t *testing.T) {
 	want := map[string]ReadOnlyEnforcement{agent.ClaudeCode: EnforcedByAllowlist, agent.Codex: EnforcedByOSSandbox, agent.Gemini: EnforcedByAgentDefault,
-		agent.Copilot: EnforcedByAllowlist, agent.Droid: EnforcedByAgentDefault, agent.Pi: NotEnforced}
-	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, agent.IDs())
+		agent.Copilot: EnforcedByAllowlist, agent.Droid: EnforcedByAgentDefault, agent.Pi: NotEnforced,
+		agent.OpenCode: EnforcedByAllowlist, agent.QwenCode: EnforcedByAgentDefault}
+	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi, agent.OpenCode, agent.QwenCode}, agent.IDs())
 	for id, ro := range want {
 		d, ok := Lookup(id)
 		require.True(t, ok)

@@ -112,7 +112,7 @@ func noExtraArgCheck([]string, int) string { return "" }
 
 // drivers is every adapter's driver, one line each; the order does not
 // matter (agent's list orders the adapters).
-var drivers = []Driver{claudeDriver, codexDriver, geminiDriver, copilotDriver, droidDriver, piDriver}
+var drivers = []Driver{claudeDriver, codexDriver, geminiDriver, copilotDriver, droidDriver, piDriver, openCodeDriver, qwenDriver}
 
 // registry is every adapter with its driver, by id. It is built once, when
 // the package is initialised, and only read after.
