@@ -37,6 +37,9 @@ import (
 //   - No fs capability: OpenCode writes an approved edit itself and then
 //     sends fs/write_text_file as a courtesy, so serving it would write
 //     twice and hold nothing.
+//   - A cancelled run sends session/cancel before its group is ended:
+//     OpenCode starts each shell command in a session of its own, which
+//     outlives a kill of the agent's group and ends on cancel.
 func buildOpenCode(bin string, req Request) (Plan, error) {
 	if err := acpEveryMode(agent.OpenCode, req,
 		refusal{req.Effort != "", "effort", "OpenCode takes its reasoning effort from the model's variant in its config, not from card"},
@@ -135,8 +138,10 @@ var openCodeDriver = Driver{
 	MCP:           MCPHandover{Refused: "card hands OpenCode no MCP server of a client's (its session/new carries none)"},
 	Session:       SessionDriver{Protocol: ProtocolACP, New: acpClientOf(openCodeACP)},
 	Caps: CapsDriver{
-		NoCost:     "OpenCode reports cost only in usage_update, for a model it knows the price of; card holds no cost cap for it",
-		TokensWhen: TokensTurnEnd, // the prompt result's usage
+		// Its usage_update carries the session's cost so far, for a model
+		// whose price it knows (models.dev, or cost in its config).
+		CostReported: true,
+		TokensWhen:   TokensTurnEnd, // the prompt result's usage
 	},
 	Warm: WarmDriver{Build: buildOpenCode},
 	Channels: Channels{
@@ -152,4 +157,5 @@ var openCodeACP = acpDialect{
 	exitFailure: func(ExitInfo) *Failure { return nil },
 	authHint:    "sign OpenCode in as the daemon's user (`opencode auth login`), or give it a provider in card.toml [adapters.opencode] env (OPENCODE_CONFIG_CONTENT, or the provider's key variable)",
 	byMode:      true,
+	cancelFirst: true,
 }

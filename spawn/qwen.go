@@ -18,6 +18,15 @@ import (
 //     operator gives in card.toml [adapters.qwen-code] env:
 //     OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for any endpoint
 //     that speaks Chat Completions.
+//   - card declares fs and serves Qwen Code's file reads and writes
+//     itself, holding the mode on each: a write Qwen Code makes unasked
+//     still comes to card.
+//   - The session is put in that approval mode again after session/load
+//     or session/resume (modes), should a later release forget the flag
+//     there.
+//   - A cancelled run sends session/cancel first: its shell commands run
+//     on a terminal of their own, out of the agent's process group.
+//   - Its tokens come in the last message chunk's _meta, not the result.
 //   - A model call that answers 429 is retried silently (no update at
 //     all, for minutes): the run's deadline and stall watchdog bound it,
 //     since Qwen Code has no setting that does.
@@ -70,4 +79,8 @@ var qwenACP = acpDialect{
 	exitFailure: func(ExitInfo) *Failure { return nil },
 	authHint:    "give Qwen Code a provider in card.toml [adapters.qwen-code] env (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL) or in ~/.qwen/settings.json",
 	byMode:      true,
+	fs:          true,
+	modes:       map[Mode]string{ModeReadOnly: "default", ModeEdit: "default", ModeAsk: "default", ModeBypass: "yolo"},
+	cancelFirst: true,
+	metaUsage:   acpMetaUsage,
 }
