@@ -22,7 +22,6 @@ var qwenTypeKeys = map[string][]string{
 	"openai":           {"OPENAI_API_KEY"},
 	"openai-responses": {"OPENAI_API_KEY"},
 	"anthropic":        {"ANTHROPIC_API_KEY"},
-	"gemini":           {"GEMINI_API_KEY"},
 	"vertex-ai":        {"GOOGLE_API_KEY"},
 }
 
