@@ -17,10 +17,12 @@ const (
 	Copilot    = "copilot"
 	Droid      = "droid"
 	Pi         = "pi"
+	OpenCode   = "opencode"
+	QwenCode   = "qwen-code"
 )
 
 // adapters is the one list, in the order detection reports them.
-var adapters = mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi})
+var adapters = mustValid([]Adapter{claudeCode, codex, gemini, copilot, droid, pi, openCode, qwenCode})
 
 var claudeCode = Adapter{
 	ID:          ClaudeCode,
@@ -141,4 +143,49 @@ var pi = Adapter{
 		"-e", "--skill", "--prompt-template", "--system-prompt", "--append-system-prompt", "--mode", "--session",
 		"--session-dir", "--continue", "-c", "--resume", "-r", "--fork", "--export"},
 	Efforts: []string{"low", "medium", "high", "xhigh"},
+}
+
+var openCode = Adapter{
+	ID:          OpenCode,
+	DisplayName: "OpenCode",
+	Binary:      "opencode",
+	PinEnv:      "CAR_OPENCODE_BIN",
+	InstallHint: "install it with `npm install -g opencode-ai` (its install script must run: it puts the native binary in place)",
+	// Every mode runs `opencode acp`, with a permission table that makes
+	// every tool ask, and card answers by the mode (ask: the client).
+	Capabilities: api.Capabilities{
+		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
+	},
+	// card hands OpenCode a permission table under which every tool asks
+	// (and the repository's own config is not read), and refuses what
+	// read_only does not cover: a fence OpenCode's own permission code
+	// keeps, which is what an allowlist is.
+	ReadOnly: api.EnforcedByAllowlist,
+	// `opencode acp`'s own flags (1.18.33): --pure is card's, and the
+	// rest would move or open the HTTP server OpenCode serves its ACP
+	// layer from (--mdns listens on every interface).
+	OwnedFlags: []string{"--pure", "--port", "--hostname", "--mdns", "--mdns-domain", "--cors", "--cwd"},
+}
+
+var qwenCode = Adapter{
+	ID:          QwenCode,
+	DisplayName: "Qwen Code",
+	Binary:      "qwen",
+	PinEnv:      "CAR_QWEN_CODE_BIN",
+	InstallHint: "install it with `npm install -g @qwen-code/qwen-code`",
+	// Every mode runs `qwen --acp` in its default approval mode (yolo for
+	// bypass), and card answers what it asks by the mode.
+	Capabilities: api.Capabilities{
+		ToolUse: true, MCP: false, Hooks: false, Sessions: true, Streaming: true, Images: true, Ask: true,
+	},
+	// In its default approval mode Qwen Code asks before every edit and
+	// every shell command its own classifier does not judge read-only
+	// (ls, cat, git status run unasked); card refuses what it asks in
+	// read_only. Which commands count as reading is Qwen Code's call.
+	ReadOnly: api.EnforcedByAgentDefault,
+	OwnedFlags: []string{"--approval-mode", "-y", "--allowed-tools", "--core-tools", "--exclude-tools", "--acp",
+		"--experimental-acp", "-p", "--prompt", "-i", "--prompt-interactive", "--include-directories", "--add-dir",
+		"-m", "--model", "--system-prompt", "--append-system-prompt", "-c", "--continue", "-r", "--resume",
+		"--session-id", "--fork-session", "--channel", "--input-format", "-o", "--output-format", "--mcp-config",
+		"--allowed-mcp-server-names", "-s", "--sandbox", "--worktree", "--json-fd", "--json-file", "--input-file"},
 }

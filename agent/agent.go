@@ -41,6 +41,11 @@ type Adapter struct {
 	// ReadOnly is how the read_only mode the builder maps is enforced; it is
 	// disclosed to clients, and not_enforced must be acknowledged per run.
 	ReadOnly api.ReadOnlyEnforcement
+	// EditUnenforced says card cannot hold the edit mode: the agent may
+	// write without asking, so card sees only the writes it is asked
+	// about. Disclosed, and acknowledged per run, as an unenforced
+	// read_only is.
+	EditUnenforced bool
 	// OwnedFlags are the flags card's builder sets from the permission mode.
 	// Operator extras in card.toml may not set them: one set there would
 	// fight the mapping, and for some it would widen the boundary.
@@ -56,6 +61,10 @@ type Adapter struct {
 	// (spawn maps them onto its flag); nil when it has no effort setting.
 	// An editor is offered these as the session's thought levels.
 	Efforts []string
+	// Declared is the operator's declaration of an agent card runs over
+	// ACP with no code of its own (card.toml [agents.<id>]); nil for a
+	// built-in adapter.
+	Declared *Declaration
 }
 
 // effortsAll are card's effort levels where the CLI takes every one.
@@ -97,36 +106,44 @@ func (a Adapter) check() error {
 	return nil
 }
 
-// All returns every adapter, in registry order. The slices are copies:
-// nothing a caller does changes the definitions.
+// All returns every adapter, in registry order, then the declared agents
+// by id. The slices are copies: nothing a caller does changes the
+// definitions.
 func All() []Adapter {
 	out := make([]Adapter, len(adapters))
 	for i, a := range adapters {
 		out[i] = a.clone()
 	}
-	return out
+	return append(out, Declared()...)
 }
 
-// IDs returns every adapter id, in registry order.
+// BuiltIn returns the built-in adapters only, in registry order.
+func BuiltIn() []Adapter { return All()[:len(adapters)] }
+
+// IDs returns every adapter id, in registry order, then the declared ones.
 func IDs() []string {
-	ids := make([]string, len(adapters))
-	for i, a := range adapters {
+	all := All()
+	ids := make([]string, len(all))
+	for i, a := range all {
 		ids[i] = a.ID
 	}
 	return ids
 }
 
-// Lookup returns the adapter with id.
+// Lookup returns the adapter with id, built-in or declared.
 func Lookup(id string) (Adapter, bool) {
 	for _, a := range adapters {
 		if a.ID == id {
 			return a.clone(), true
 		}
 	}
-	return Adapter{}, false
+	return lookupDeclared(id)
 }
 
 func (a Adapter) clone() Adapter {
 	a.OwnedFlags = slices.Clone(a.OwnedFlags)
+	if a.Declared != nil {
+		a.Declared = a.Declared.clone()
+	}
 	return a
 }

@@ -12,7 +12,7 @@ import (
 // Ids and their order are wire facts: clients invoke by id, and detection
 // reports adapters in this order.
 func TestTheAdaptersAndTheirOrderAreTheShippedOnes(t *testing.T) {
-	assert.Equal(t, []string{"claude-code", "codex", "gemini", "copilot", "droid", "pi"}, IDs())
+	assert.Equal(t, []string{"claude-code", "codex", "gemini", "copilot", "droid", "pi", "opencode", "qwen-code"}, IDs())
 	all := All()
 	require.Len(t, all, len(IDs()))
 	for i, a := range all {
@@ -26,6 +26,7 @@ func TestEveryAdapterSaysHowItsReadOnlyModeIsEnforced(t *testing.T) {
 	want := map[string]api.ReadOnlyEnforcement{
 		ClaudeCode: api.EnforcedByAllowlist, Codex: api.EnforcedByOSSandbox, Gemini: api.EnforcedByAgentDefault,
 		Copilot: api.EnforcedByAllowlist, Droid: api.EnforcedByAgentDefault, Pi: api.NotEnforced,
+		OpenCode: api.EnforcedByAllowlist, QwenCode: api.EnforcedByAgentDefault,
 	}
 	for _, id := range IDs() {
 		a, ok := Lookup(id)
@@ -74,10 +75,11 @@ func TestAnIncompleteOrRepeatedDefinitionStopsTheProgram(t *testing.T) {
 }
 
 // Claude Code (its permission tool), Gemini CLI and Copilot CLI (ACP) and
-// Codex (its app-server), Droid (stream-jsonrpc) and Pi (RPC mode with card's gate) can ask today; every other adapter says why not, and the definition check
+// Codex (its app-server), Droid (stream-jsonrpc), Pi (RPC mode with card's gate),
+// OpenCode and Qwen Code (ACP) can ask today; every other adapter says why not, and the definition check
 // refuses one that claims both or neither.
 func TestEachAdapterEitherAsksOrSaysWhyItCannot(t *testing.T) {
-	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true, Codex: true, Droid: true, Pi: true}
+	asks := map[string]bool{ClaudeCode: true, Gemini: true, Copilot: true, Codex: true, Droid: true, Pi: true, OpenCode: true, QwenCode: true}
 	for _, a := range All() {
 		if asks[a.ID] {
 			assert.True(t, a.Capabilities.Ask, a.ID)

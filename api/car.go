@@ -87,6 +87,7 @@ type ExternalInvokeParams struct {
 	MaxTokens                     *int64   `json:"max_tokens,omitempty"`
 	ApprovalTimeoutSecs           int      `json:"approval_timeout_secs,omitempty"`
 	AcknowledgeUnenforcedReadOnly bool     `json:"acknowledge_unenforced_read_only,omitempty"`
+	AcknowledgeUnenforcedEdit     bool     `json:"acknowledge_unenforced_edit,omitempty"`
 }
 
 // ExternalAttachment is an image attached to agents.invoke_external in CAR's

@@ -221,6 +221,11 @@ type ExternalAgentSpec struct {
 	// ReadOnlyEnforcement (additive, omitted when empty): how this adapter's
 	// read-only mode is enforced; see ReadOnlyEnforcement.
 	ReadOnlyEnforcement ReadOnlyEnforcement `json:"read_only_enforcement,omitempty"`
+	// EditEnforcement (additive, omitted when edit is held as the
+	// adapter's page says, as for every built-in adapter): not_enforced
+	// for an agent that may write without asking (an agent declared in
+	// card.toml), whose edit mode then needs acknowledge_unenforced_edit.
+	EditEnforcement ReadOnlyEnforcement `json:"edit_enforcement,omitempty"`
 	// SpawnBlockReason (additive, omitted when empty) is filled by the daemon
 	// from the cycle guard when the calling host could not spawn this agent,
 	// so a host never offers an agent it would then be refused. Detection

@@ -183,6 +183,11 @@ type AgentSettings struct {
 	// not_enforced) in read_only mode: the caller has to know that "read
 	// only" is then only a request to the model.
 	AcknowledgeUnenforcedReadOnly bool `json:"acknowledge_unenforced_read_only,omitempty"`
+	// AcknowledgeUnenforcedEdit must be true to run an adapter whose edit
+	// mode card cannot hold (detect's edit_enforcement = not_enforced) in
+	// edit mode: the agent may write without asking, so "only inside the
+	// cwd" is then only what card refuses of what it is asked.
+	AcknowledgeUnenforcedEdit bool `json:"acknowledge_unenforced_edit,omitempty"`
 	// RequireAttachments refuses the request (-32602) rather than run an
 	// agent that takes no images without them.
 	RequireAttachments bool `json:"require_attachments,omitempty"`

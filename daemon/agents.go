@@ -65,6 +65,20 @@ func newDetector(cfg Config, env map[string]string, home string, log *zap.Logger
 		}
 		opts.Adapters[id] = detect.AdapterSettings{Args: a.Args, Env: a.Env}
 	}
+	for id, a := range cfg.Agents {
+		// A declared agent's env is part of every run of it, so its
+		// probes see it too; [adapters.<id>] env, if any, goes over it.
+		s := opts.Adapters[id]
+		env := map[string]string{}
+		for k, v := range a.Env {
+			env[k] = v
+		}
+		for k, v := range s.Env {
+			env[k] = v
+		}
+		s.Env = env
+		opts.Adapters[id] = s
+	}
 	return detect.New(opts)
 }
 
@@ -98,6 +112,11 @@ func (d *Daemon) detectInBackground() {
 func LocalDetector(ctx context.Context, home string, environ []string) (*detect.Detector, error) {
 	cfg, err := LoadConfig(filepath.Join(home, ConfigFileName))
 	if err != nil {
+		return nil, err
+	}
+	// The agents the home declares are detected as the daemon detects
+	// them, so `card detect` without a daemon lists them too.
+	if err := cfg.declareAgents(); err != nil {
 		return nil, err
 	}
 	// No probe tag: this detector's probes are the CLI's, and a daemon

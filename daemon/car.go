@@ -36,7 +36,7 @@ const CodeSessionInUse int64 = -32042
 // stays with the CAR layer.
 func invokeParamsOf(p *api.ExternalInvokeParams) api.InvokeParams {
 	return api.InvokeParams{
-		AgentSettings:  api.AgentSettings{ID: p.ID, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode, AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend, TimeoutSecs: carTimeoutSecs(p.TimeoutSecs), MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly},
+		AgentSettings:  api.AgentSettings{ID: p.ID, InvokedBy: p.InvokedBy, Cwd: p.Cwd, PermissionMode: p.PermissionMode, AllowedTools: p.AllowedTools, Model: p.Model, Effort: p.Effort, SystemPrompt: p.SystemPrompt, SystemPromptAppend: p.SystemPromptAppend, TimeoutSecs: carTimeoutSecs(p.TimeoutSecs), MaxAPIRetries: p.MaxAPIRetries, StallSecs: p.StallSecs, StallKillSecs: p.StallKillSecs, MaxCostUSD: p.MaxCostUSD, MaxTokens: p.MaxTokens, MCPEndpoint: p.MCPEndpoint, ApprovalTimeoutSecs: p.ApprovalTimeoutSecs, AcknowledgeUnenforcedReadOnly: p.AcknowledgeUnenforcedReadOnly, AcknowledgeUnenforcedEdit: p.AcknowledgeUnenforcedEdit},
 		Task:           p.Task,
 		MaxTurns:       p.MaxTurns,
 		SessionID:      p.AgentSessionID,

@@ -109,6 +109,9 @@ type Config struct {
 
 	// Adapters holds per-adapter operator settings, keyed by adapter id.
 	Adapters map[string]AdapterConfig `toml:"adapters"`
+	// Agents declares agents that speak ACP on stdio, keyed by the id
+	// they are invoked by (config_agents.go).
+	Agents map[string]AgentDeclConfig `toml:"agents"`
 
 	// Budget is the [budget] table: daily and monthly spending limits,
 	// overall and per adapter ([budget.adapters.<id>]), counted from the
@@ -206,7 +209,7 @@ func (c Config) budgets() runs.Budgets {
 
 // validate checks each budget is a positive, finite, bounded figure and
 // each adapter table names a known adapter.
-func (b BudgetConfig) validate() error {
+func (b BudgetConfig) validate(declared func(string) bool) error {
 	check := func(table string, l BudgetLimits) error {
 		for _, f := range []struct {
 			key string
@@ -237,7 +240,7 @@ func (b BudgetConfig) validate() error {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		if _, ok := spawn.Lookup(id); !ok {
+		if _, ok := spawn.Lookup(id); !ok && !declared(id) {
 			msg := fmt.Sprintf("[budget.adapters.%s]: unknown agent %q", id, id)
 			if near := didYouMean(id, spawn.IDs()); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
@@ -462,15 +465,18 @@ func (c Config) Validate() error {
 	if err := c.validateRelations(); err != nil {
 		return err
 	}
+	if err := c.validateAgents(); err != nil {
+		return err
+	}
 	for id, a := range c.Adapters {
-		if _, ok := spawn.Lookup(id); !ok {
+		if _, ok := spawn.Lookup(id); !ok && !c.declared(id) {
 			return fmt.Errorf("[adapters.%s]: unknown agent %q: known agents are %s", id, id, strings.Join(spawn.IDs(), ", "))
 		}
 		if err := spawn.CheckExtras(id, spawn.Extras{Args: a.Args, Env: a.Env}); err != nil {
 			return fmt.Errorf("[adapters.%s]: %w", id, err)
 		}
 	}
-	if err := c.Budget.validate(); err != nil {
+	if err := c.Budget.validate(c.declared); err != nil {
 		return err
 	}
 	if m := c.Substrate.MCP; m != nil {

@@ -245,7 +245,10 @@ func homeAndConfig(opts Options, getenv func(string) string) (string, Config, er
 	if opts.LogLevel != "" {
 		cfg.LogLevel = opts.LogLevel
 	}
-	return home, cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return home, cfg, err
+	}
+	return home, cfg, cfg.declareAgents()
 }
 
 // onClose registers cleanup to run at shutdown, last registered first.

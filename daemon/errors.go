@@ -60,7 +60,7 @@ var codes = []rpc.CodeInfo{
 	{Code: CodeAgentUnusable, Name: "agent_unusable", Meaning: "A binary was found but cannot run; data.reason says why."},
 	{Code: CodeBypassNotAllowed, Name: "bypass_not_allowed", Meaning: "permission_mode bypass needs allow_bypass = true in card.toml."},
 	{Code: CodeTooManyRuns, Name: "too_many_runs", Meaning: "The daemon is already running its maximum number of agents (max_concurrent_runs)."},
-	{Code: CodeUnenforcedReadOnly, Name: "read_only_not_enforced", Meaning: "The adapter cannot enforce read_only; the request must acknowledge that explicitly."},
+	{Code: CodeUnenforcedReadOnly, Name: "read_only_not_enforced", Meaning: "The adapter cannot enforce read_only (or edit, where its edit_enforcement is not_enforced); the request must acknowledge that explicitly."},
 	{Code: CodeRunNotFound, Name: "run_not_found", Meaning: "No run with that id."},
 	{Code: CodeApprovalNotFound, Name: "approval_not_found", Meaning: "The run asked no question with that request_id."},
 	{Code: CodeApprovalClosed, Name: "approval_closed", Meaning: "The question was already decided (by a client, the timeout, a rule or the run's end), or the run has ended."},
@@ -153,7 +153,7 @@ func wireError(err error) error {
 			Data: map[string]any{"adapter": bypass.Adapter, "permission_mode": string(spawn.ModeBypass), "config_key": "allow_bypass"}}
 	case errors.As(err, &unenforced):
 		return &rpcclient.Error{Code: CodeUnenforcedReadOnly, Message: unenforced.Error(),
-			Data: map[string]any{"adapter": unenforced.Adapter, "read_only_enforcement": string(unenforced.Enforcement), "field": "acknowledge_unenforced_read_only"}}
+			Data: unenforcedData(unenforced)}
 	case errors.As(err, &busy):
 		return &rpcclient.Error{Code: CodeTooManyRuns, Message: busy.Error(),
 			Data: map[string]any{"running": busy.Running, "max_concurrent_runs": busy.Max}}
@@ -309,4 +309,14 @@ func sessionError(err error) error {
 			Data: map[string]any{"kind": "budget", "session_id": capped.SessionID, "cap": capped.Cap, "field": capped.Cap, "limit": capped.Limit, "spent": capped.Spent}}
 	}
 	return nil
+}
+
+// unenforcedData is -32015's data: the adapter, how the refused mode is
+// (not) enforced under the mode's own key, and the param to set.
+func unenforcedData(e *runs.UnenforcedReadOnlyError) map[string]any {
+	key := "read_only_enforcement"
+	if e.Mode == spawn.ModeEdit {
+		key = "edit_enforcement"
+	}
+	return map[string]any{"adapter": e.Adapter, key: string(e.Enforcement), "field": e.Field()}
 }

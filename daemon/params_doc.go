@@ -33,6 +33,7 @@ var paramDocs = func() map[string]map[string]string {
 		"mcp_endpoint":                     "The URL of an MCP server (streamable HTTP) to hand the agent for this run; refused, naming why, by the agents whose CLI cannot take one. Empty means none.",
 		"approval_timeout_secs":            "In ask mode, how long a question waits for an answer before card denies the tool call: 1 to 3600, default from card.toml (120). Refused in the other modes.",
 		"acknowledge_unenforced_read_only": "Set to run read_only on an adapter whose read-only mode nothing enforces (read_only_enforcement not_enforced): you accept that read-only is then only what the model is told.",
+		"acknowledge_unenforced_edit":      "Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced, e.g. an agent declared in card.toml): you accept that the agent may write without asking, and card refuses only the writes outside the working dir it is asked about.",
 		"attachments":                      "Images for the agent (PNG, JPEG, GIF or WebP): each a path on this machine, or base64 data with its MIME type, with an optional name.",
 		"require_attachments":              "Refuse the request instead of running an adapter that cannot take the attachments (it would run without them).",
 		"stall_secs":                       "After this many seconds with no output from the agent (a question waiting or an announced retry delay does not count) the run is reported stalled: 1 to 3600, default stall_secs from card.toml (300).",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 )
@@ -58,6 +59,9 @@ type HealthInput struct {
 	Args   []string
 	GOOS   string
 	Run    func(ctx context.Context, args ...string) ProbeOutput
+	// Initialize starts the binary with args and asks it ACP's
+	// initialize, for an agent whose health is what ACP says.
+	Initialize func(ctx context.Context, args ...string) (*acp.InitializeResponse, ProbeOutput)
 	// Now is the detector's clock, for credential expiry checks.
 	Now func() int64 // UNIX milliseconds
 }
@@ -70,10 +74,21 @@ type HealthVerdict struct {
 }
 
 // probes is every adapter's probe, one line each; agent's list orders them.
-var probes = []Probe{claudeProbe, codexProbe, geminiProbe, copilotProbe, droidProbe, piProbe}
+var probes = []Probe{claudeProbe, codexProbe, geminiProbe, copilotProbe, droidProbe, piProbe, openCodeProbe, qwenProbe}
 
 // registry is every adapter in agent's order, with its probe.
-var registry = mustJoin(agent.All(), probes)
+var registry = mustJoin(agent.BuiltIn(), probes)
+
+// descriptors is every adapter detection reports: the built-in ones in
+// agent's order, then the agents card.toml declares, each with the probe
+// every declared agent shares.
+func descriptors() []Descriptor {
+	out := append([]Descriptor(nil), registry...)
+	for _, a := range agent.Declared() {
+		out = append(out, Descriptor{Adapter: a, Probe: declaredProbe(a)})
+	}
+	return out
+}
 
 // mustJoin pairs each adapter with its probe. It panics, when the package
 // is initialised, on an adapter without a probe or with one missing its
@@ -110,7 +125,7 @@ func mustJoin(adapters []agent.Adapter, probes []Probe) []Descriptor {
 
 // Lookup returns the descriptor for id.
 func Lookup(id string) (Descriptor, bool) {
-	for _, d := range registry {
+	for _, d := range descriptors() {
 		if d.ID == id {
 			return d, true
 		}

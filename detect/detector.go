@@ -278,10 +278,11 @@ func cloneSpecs(in []api.ExternalAgentSpec) []api.ExternalAgentSpec {
 // is when it starts, grown by the well-known directories that appeared.
 func (d *Detector) detectAll(ctx context.Context, run *detectRun) []api.ExternalAgentSpec {
 	search := d.refreshSearch()
-	results := make([]*api.ExternalAgentSpec, len(registry))
-	skipped := make([][]string, len(registry))
+	all := descriptors()
+	results := make([]*api.ExternalAgentSpec, len(all))
+	skipped := make([][]string, len(all))
 	var wg sync.WaitGroup
-	for i, desc := range registry {
+	for i, desc := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -295,7 +296,7 @@ func (d *Detector) detectAll(ctx context.Context, run *detectRun) []api.External
 		if r != nil {
 			out = append(out, *r)
 		}
-		d.skipped[registry[i].ID] = skipped[i]
+		d.skipped[all[i].ID] = skipped[i]
 	}
 	d.mu.Unlock()
 	return out
@@ -347,7 +348,17 @@ func (d *Detector) baseSpec(desc Descriptor) api.ExternalAgentSpec {
 		DetectedAt:          d.unixNow(),
 		Execution:           Runnable(),
 		ReadOnlyEnforcement: desc.ReadOnly,
+		EditEnforcement:     editEnforcement(desc),
 	}
+}
+
+// editEnforcement is not_enforced for an adapter whose edit mode card
+// cannot hold, and empty (held as documented) otherwise.
+func editEnforcement(a Descriptor) api.ReadOnlyEnforcement {
+	if a.EditUnenforced {
+		return api.NotEnforced
+	}
+	return ""
 }
 
 // detectOne resolves one adapter on search; nil means not installed. It
@@ -432,7 +443,7 @@ func (d *Detector) versionOf(ctx context.Context, run *detectRun, desc Descripto
 	if !run.acquire(ctx) {
 		return versionResult{reason: path + ": detection stopped before it could run `--version`"}
 	}
-	r := d.probeVersion(ctx, path, pathValue)
+	r := d.probeVersion(ctx, desc, path, pathValue)
 	run.release()
 	if r.runs && r.version != "" && stamped {
 		run.learned(cacheEntry{Adapter: desc.ID, Path: path, Search: key.search, Files: stamps, Version: r.version})
@@ -459,10 +470,20 @@ func (d *Detector) cachedVersion(key cacheKey, stamps []fileStamp, stamped bool)
 	return d.cache.lookup(key, stamps)
 }
 
-// probeVersion runs `--version`.
-func (d *Detector) probeVersion(ctx context.Context, path, pathValue string) versionResult {
+// probeVersion runs `--version`, or a declared agent's version_args. A
+// declared agent without them is not run at all: card does not know
+// what its binary does with arguments it was not told about, and counts
+// the install runnable without a version.
+func (d *Detector) probeVersion(ctx context.Context, desc Descriptor, path, pathValue string) versionResult {
+	args := []string{"--version"}
+	if desc.Declared != nil {
+		if len(desc.Declared.VersionArgs) == 0 {
+			return versionResult{runs: true}
+		}
+		args = desc.Declared.VersionArgs
+	}
 	env := probeEnv(d.opts.Env, pathValue, d.opts.Home)
-	out := runProbe(ctx, path, []string{"--version"}, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
+	out := runProbe(ctx, path, args, env, probeDir(d.opts.Home, d.opts.Env), d.opts.ProbeTimeout)
 	reason, runs := classifyVersionProbe(path, out, pathValue)
 	r := versionResult{runs: runs, reason: reason}
 	if runs && !out.TimedOut {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 )
@@ -232,6 +233,9 @@ func (d *Detector) probeHealth(ctx context.Context, desc Descriptor, bin string)
 		Now:    func() int64 { return d.opts.Now().UnixMilli() },
 		Run: func(ctx context.Context, args ...string) ProbeOutput {
 			return runProbe(ctx, bin, args, env, dir, d.opts.HealthTimeout)
+		},
+		Initialize: func(ctx context.Context, args ...string) (*acp.InitializeResponse, ProbeOutput) {
+			return acpInitialize(ctx, bin, args, env, dir, d.opts.HealthTimeout)
 		},
 	}
 	v := desc.Health(ctx, in)

@@ -191,7 +191,7 @@ func TestAnUnknownIDIsATypedErrorListingTheKnownIDs(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, "cursor", ue.ID)
 	assert.ElementsMatch(t, agent.IDs(), ue.Known)
-	assert.Contains(t, err.Error(), "claude-code, codex, copilot, droid, gemini, pi")
+	assert.Contains(t, err.Error(), "claude-code, codex, copilot, droid, gemini, opencode, pi, qwen-code")
 
 	_, _, err = d.Binary(ctx, "cursor")
 	require.ErrorAs(t, err, &ue)
@@ -273,12 +273,12 @@ func TestHealthAllAnswersForEveryKnownAdapterInOrder(t *testing.T) {
 	statusCLI(t, dir, "codex", "codex-cli 0.171.0", "", "Not logged in", 1, "0", cnt)
 	d := newTestDetector(t, "", dir)
 	all := d.HealthAll(ctx, false)
-	require.Len(t, all, 6)
+	require.Len(t, all, 8)
 	var ids []string
 	for _, h := range all {
 		ids = append(ids, h.ID)
 	}
-	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, ids)
+	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi, agent.OpenCode, agent.QwenCode}, ids)
 	assert.Equal(t, api.StatusNotConfigured, all[0].Status)
 	assert.Equal(t, api.StatusNotConfigured, all[1].Status)
 	assert.Equal(t, api.StatusNotExecutable, all[2].Status, "gemini is not installed here")

@@ -194,8 +194,9 @@ func TestHealthWithNilDetailsSerialisesAnEmptyObject(t *testing.T) {
 
 func TestEveryAdapterDisclosesItsReadOnlyEnforcement(t *testing.T) {
 	want := map[string]api.ReadOnlyEnforcement{agent.ClaudeCode: api.EnforcedByAllowlist, agent.Codex: api.EnforcedByOSSandbox, agent.Gemini: api.EnforcedByAgentDefault,
-		agent.Copilot: api.EnforcedByAllowlist, agent.Droid: api.EnforcedByAgentDefault, agent.Pi: api.NotEnforced}
-	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi}, agent.IDs())
+		agent.Copilot: api.EnforcedByAllowlist, agent.Droid: api.EnforcedByAgentDefault, agent.Pi: api.NotEnforced,
+		agent.OpenCode: api.EnforcedByAllowlist, agent.QwenCode: api.EnforcedByAgentDefault}
+	assert.Equal(t, []string{agent.ClaudeCode, agent.Codex, agent.Gemini, agent.Copilot, agent.Droid, agent.Pi, agent.OpenCode, agent.QwenCode}, agent.IDs())
 	for id, ro := range want {
 		d, ok := Lookup(id)
 		require.True(t, ok)

@@ -60,6 +60,39 @@ type acpDialect struct {
 	// does not pass on to a client, with why: they cannot run headless or
 	// do what no permission mode of the session bounds.
 	unlisted map[string]string
+	// byMode says card answers the agent's questions by the session's
+	// permission mode (acpModeAnswer) and asks the client only in ask
+	// mode: the agent runs over ACP in every mode, with no flag of its
+	// own that holds one (a declared agent).
+	byMode bool
+
+	// What follows is what a driver switches on for an agent whose ACP
+	// card has checked; each is off for an agent card knows nothing of.
+
+	// fs says card declares fs.readTextFile and fs.writeTextFile in
+	// initialize and serves the agent's file reads and writes itself,
+	// holding the session's mode on each (acp_fs.go). Off by default: an
+	// agent that reads and writes through its client behaves differently
+	// (one writes twice, one fails on a missing file), so it is a choice
+	// made per agent.
+	fs bool
+	// modes maps card's permission mode to the agent's own mode id, set
+	// with session/set_mode once the session is open (new, load or
+	// resume) when the agent offers that id; a mode not in the map leaves
+	// the agent's own. A mapped id the agent does not offer fails the
+	// opening: the mode it was to hold would not be held.
+	modes map[Mode]string
+	// cancelFirst says a one-shot run that is cancelled or runs out of
+	// time sends session/cancel first and ends the agent's process group
+	// only after the grace, as a warm turn does: an agent whose commands
+	// run in sessions of their own ends them on cancel, and a kill of its
+	// group would leave them running.
+	cancelFirst bool
+	// metaUsage reads a turn's tokens from a _meta card does not know the
+	// shape of by ACP alone: the prompt result's, else the last agent
+	// message chunk's that had one (Qwen Code reports them there); false
+	// when meta has none.
+	metaUsage func(meta json.RawMessage) (Usage, bool)
 }
 
 // acpClient is card's side of an ACP agent. Its state is touched by the
@@ -69,8 +102,12 @@ type acpClient struct {
 	rpcClient
 	dialect acpDialect
 	resume  string // the session the opening loads, "" for a new one
+	mode    Mode   // the session's permission mode, for a dialect byMode
 
 	images bool // the agent declared image support (initialize)
+	// cost is the session's cost so far in US dollars, as the agent's
+	// last usage_update said (ACP's cost is the session's running total).
+	cost float64
 	// loading is set while session/load runs: the history the agent
 	// replays then is the turns before this one, not this turn's events.
 	loading bool
@@ -92,6 +129,13 @@ type acpTurn struct {
 	// lastNotice is the error the agent said it gave up on, as text,
 	// while no text has come after it.
 	lastNotice string
+	// costBase is the session's cost when the turn's prompt went out, and
+	// cost the turn's part since, once a usage_update said.
+	costBase float64
+	cost     *float64
+	// metaUsage is the turn's tokens as the last chunk's _meta had them,
+	// for a dialect that reads them there.
+	metaUsage *Usage
 }
 
 // acpClientOf is the Session.New of an adapter run over ACP in dialect d.
@@ -100,7 +144,7 @@ func acpClientOf(d acpDialect) func(Plan) protocol {
 		c := &acpClient{dialect: d}
 		c.classify = c.classified
 		if plan.Session != nil {
-			c.adapter, c.resume = plan.Session.Adapter, plan.Session.resume
+			c.adapter, c.resume, c.mode = plan.Session.Adapter, plan.Session.resume, plan.Session.mode
 		}
 		return c
 	}
@@ -134,7 +178,11 @@ func (c *acpClient) opening(t *turn) bool {
 	c.turnOf(t)
 	c.mu.Unlock()
 	var ini acp.InitializeResponse
-	if !c.acpCall(t.ctx, t, acp.MethodInitialize, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}, &ini) {
+	hello := acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersion}
+	if c.dialect.fs {
+		hello.ClientCapabilities.FS = acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}
+	}
+	if !c.acpCall(t.ctx, t, acp.MethodInitialize, hello, &ini) {
 		return false
 	}
 	if ini.ProtocolVersion != acp.ProtocolVersion {
@@ -146,10 +194,11 @@ func (c *acpClient) opening(t *turn) bool {
 	c.mu.Unlock()
 	var sess acp.NewSessionResponse
 	if c.resume != "" {
-		if !c.load(t, ini.AgentCapabilities.LoadSession) {
+		modes, ok := c.reopen(t, ini.AgentCapabilities)
+		if !ok {
 			return false
 		}
-		sess.SessionID = c.resume
+		sess.SessionID, sess.Modes = c.resume, modes
 	} else if !c.acpCall(t.ctx, t, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: c.a.plan.Dir}, &sess) {
 		return false
 	}
@@ -157,16 +206,61 @@ func (c *acpClient) opening(t *turn) bool {
 	if sess.Models != nil {
 		model = sess.Models.CurrentModelID
 	}
+	if !c.setMode(t, sess.SessionID, sess.Modes) {
+		return false
+	}
 	c.opened(t, sess.SessionID, model)
 	return true
 }
 
-// load continues the session the conversation has: the agent replays its
+// reopen continues the session the conversation has: with session/resume
+// where the agent advertises it (sessionCapabilities.resume: no history
+// replayed), else with session/load. It gives the modes the agent's
+// answer offers.
+func (c *acpClient) reopen(t *turn, caps acp.AgentCapabilities) (*acp.SessionModeState, bool) {
+	if caps.SessionCapabilities.Resume == nil {
+		return c.load(t, caps.LoadSession)
+	}
+	var resumed acp.ResumeSessionResponse
+	// As load's: an agent that replays anyway replays the turns before
+	// this one, not this turn's events.
+	c.mu.Lock()
+	c.loading = true
+	c.mu.Unlock()
+	ok := c.acpCall(t.ctx, t, acp.MethodSessionResume, acp.ResumeSessionRequest{SessionID: c.resume, Cwd: c.a.plan.Dir}, &resumed)
+	c.mu.Lock()
+	c.loading = false
+	c.mu.Unlock()
+	return resumed.Modes, ok
+}
+
+// setMode sets the agent's own mode for the session's permission mode,
+// where the dialect maps it to one: after every opening, since an agent
+// may open a loaded or resumed session in its default mode whatever it was
+// left in. The mapped id must be one the agent offers: a mode card was to
+// hold through the agent's own is not silently left unheld.
+func (c *acpClient) setMode(t *turn, sid string, offered *acp.SessionModeState) bool {
+	want, ok := c.dialect.modes[c.mode]
+	if !ok || want == "" {
+		return true
+	}
+	if offered == nil || !slices.ContainsFunc(offered.AvailableModes, func(m acp.SessionMode) bool { return m.ID == want }) {
+		t.setFailure(failure(KindBadOutput, fmt.Sprintf("%s does not offer its mode %q, which card sets for %s; the mode cannot be held", c.adapter, want, c.mode)))
+		return false
+	}
+	if offered.CurrentModeID == want {
+		return true
+	}
+	var res json.RawMessage
+	return c.acpCall(t.ctx, t, acp.MethodSessionSetMode, acp.SetSessionModeRequest{SessionID: sid, ModeID: want}, &res)
+}
+
+// load continues the session with session/load: the agent replays its
 // history as updates, which the opening drops.
-func (c *acpClient) load(t *turn, declared bool) bool {
+func (c *acpClient) load(t *turn, declared bool) (*acp.SessionModeState, bool) {
 	if !declared {
 		t.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
-		return false
+		return nil, false
 	}
 	var loaded acp.LoadSessionResponse
 	c.mu.Lock()
@@ -176,7 +270,7 @@ func (c *acpClient) load(t *turn, declared bool) bool {
 	c.mu.Lock()
 	c.loading = false
 	c.mu.Unlock()
-	return ok
+	return loaded.Modes, ok
 }
 
 // begin sends session/prompt. Its call waits for the agent's answer
@@ -184,7 +278,7 @@ func (c *acpClient) load(t *turn, declared bool) bool {
 // within the grace.
 func (c *acpClient) begin(t *turn) {
 	c.mu.Lock()
-	c.turnOf(t)
+	c.turnOf(t).costBase = c.cost
 	images, sid := c.images, c.sid
 	if !t.first {
 		// Under the lock: a list that comes after is the turn's to emit.
@@ -205,10 +299,19 @@ func (c *acpClient) begin(t *turn) {
 	c.endTurn(t, res)
 }
 
-// interrupt sends session/cancel for the agent's session.
+// interrupt sends session/cancel for the agent's session; false before
+// there is one (the opening is still under way, and nothing to cancel).
 func (c *acpClient) interrupt(*turn) bool {
-	return c.conn.Notify(context.Background(), acp.MethodSessionCancel, map[string]string{"sessionId": c.sessionID()}) == nil
+	sid := c.sessionID()
+	if sid == "" {
+		return false
+	}
+	return c.conn.Notify(context.Background(), acp.MethodSessionCancel, map[string]string{"sessionId": sid}) == nil
 }
+
+// cancelsFirst says a one-shot run is stopped inside ACP before its agent
+// is ended, where the dialect says so.
+func (c *acpClient) cancelsFirst() bool { return c.dialect.cancelFirst }
 
 func (c *acpClient) steer(*turn, string) error { return ErrNoSteer }
 
@@ -221,6 +324,7 @@ func (c *acpClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 	replay := c.loading
 	if (t == nil || replay) && req.Method == acp.MethodSessionUpdate {
 		c.keepCommandsLocked(params)
+		c.keepCostLocked(params)
 	}
 	c.mu.Unlock()
 	var u struct {
@@ -237,6 +341,8 @@ func (c *acpClient) handle(hctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 			c.update(t, u.Update)
 		}
 	case req.Notif:
+	case c.dialect.fs && (req.Method == acp.MethodFSReadTextFile || req.Method == acp.MethodFSWriteTextFile):
+		c.serveFS(t, req, params)
 	case req.Method != acp.MethodSessionRequestPermission:
 		c.notServed(hctx, req, " (it declared no file system and no terminal)")
 	case params == nil || !decodeParams(params, &p):
@@ -262,6 +368,66 @@ func (c *acpClient) keepCommandsLocked(params json.RawMessage) {
 		return
 	}
 	c.commands = c.dialect.listed(p.Update.AvailableCommands.AvailableCommands)
+}
+
+// keepCostLocked keeps the session's cost an update reports when no turn
+// reads it (a replay, or between turns): the next turn's part is counted
+// from it.
+func (c *acpClient) keepCostLocked(params json.RawMessage) {
+	if !bytes.Contains(params, []byte(acp.UpdateUsage)) {
+		return
+	}
+	var p struct {
+		Update acp.SessionUpdate `json:"update"`
+	}
+	if decodeParams(params, &p) && p.Update.Kind == acp.UpdateUsage && p.Update.Usage != nil {
+		if usd, ok := usdOf(p.Update.Usage.Cost); ok {
+			c.cost = usd
+		}
+	}
+}
+
+// usdOf is a cost in US dollars; false for none or another currency
+// (card's budgets are in dollars, and it converts nothing).
+func usdOf(cost *acp.Cost) (float64, bool) {
+	if cost == nil || !strings.EqualFold(cost.Currency, "USD") || cost.Amount < 0 {
+		return 0, false
+	}
+	return cost.Amount, true
+}
+
+// usageUpdate reads a usage_update: the session's cost so far, whose
+// part since the turn's prompt is the turn's, fed to the run's budget as
+// it comes. Its token counts are the context window's fill, not what the
+// turn spent, and are not counted.
+func (c *acpClient) usageUpdate(t *turn, st *acpTurn, u *acp.UsageUpdate) {
+	usd, ok := usdOf(u.Cost)
+	if !ok {
+		return
+	}
+	c.cost = usd
+	spent := usd - st.costBase
+	if spent < 0 {
+		// The agent's total went down (a session it reset): its report
+		// is all card has.
+		spent = usd
+	}
+	st.cost = &spent
+	us := st.usage
+	t.emit(Event{Kind: EventUsage, Usage: &us, costUSD: spent})
+}
+
+// acpMetaUsage reads tokens from a _meta's "usage" in the field names of
+// ACP's own (unstable) prompt usage, as Qwen Code reports them on its last
+// chunk: a driver's metaUsage for an agent seen to do so.
+func acpMetaUsage(meta json.RawMessage) (Usage, bool) {
+	var m struct {
+		Usage *acp.PromptUsage `json:"usage"`
+	}
+	if !decodeParams(meta, &m) || m.Usage == nil {
+		return Usage{}, false
+	}
+	return Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens, CachedInputTokens: m.Usage.CachedReadTokens}, true
 }
 
 // acpPrompt is the prompt's content: the images first, as card's other
@@ -299,10 +465,20 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 		}
 	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
 		st.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
+	} else if c.dialect.metaUsage != nil {
+		if u, ok := c.dialect.metaUsage(res.Meta); ok && len(res.Meta) > 0 {
+			st.usage = u
+		} else if st.metaUsage != nil {
+			st.usage = *st.metaUsage
+		}
 	}
 	if st.usage != (Usage{}) {
 		u := st.usage
-		t.emit(Event{Kind: EventUsage, Usage: &u})
+		ev := Event{Kind: EventUsage, Usage: &u}
+		if st.cost != nil {
+			ev.costUSD = *st.cost
+		}
+		t.emit(ev)
 	}
 	if st.lastNotice != "" {
 		// The agent gave up on an API error and said so as text, then
@@ -384,8 +560,12 @@ func (c *acpClient) update(t *turn, raw json.RawMessage) {
 		if len(c.commands) > 0 {
 			t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model, Commands: c.commands})
 		}
+	case acp.UpdateUsage:
+		if u.Usage != nil {
+			c.usageUpdate(t, st, u.Usage)
+		}
 	case acp.UpdateUserMessageChunk, acp.UpdateCurrentMode, acp.UpdateConfigOption,
-		acp.UpdateSessionInfo, acp.UpdateUsage:
+		acp.UpdateSessionInfo:
 		// The prompt's echo and the agent's menus and meters: nothing a
 		// run's record needs.
 	default:
@@ -397,6 +577,11 @@ func (c *acpClient) update(t *turn, raw json.RawMessage) {
 // text reads an agent_message_chunk: the agent's API trouble where its
 // dialect reports it as text, else the answer's next piece.
 func (c *acpClient) text(t *turn, st *acpTurn, u acp.SessionUpdate, raw json.RawMessage) {
+	if u.Chunk != nil && len(u.Chunk.Meta) > 0 && c.dialect.metaUsage != nil {
+		if mu, ok := c.dialect.metaUsage(u.Chunk.Meta); ok {
+			st.metaUsage = &mu
+		}
+	}
 	if u.Chunk == nil || u.Chunk.Content.Type != acp.ContentText {
 		t.emit(otherEvent(string(u.Kind), raw))
 		return
@@ -445,7 +630,13 @@ func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
 func (c *acpClient) finish(t *turn, exit *ExitInfo) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.result(t, &c.turnOf(t).reading, exit, acpWords, c.dialect.exitFailure, false)
+	st := c.turnOf(t)
+	res := c.result(t, &st.reading, exit, acpWords, c.dialect.exitFailure, false)
+	if st.cost != nil {
+		spent := *st.cost
+		res.CostUSD = &spent
+	}
+	return res
 }
 
 // How an ACP agent's tool calls become card's events and questions.
@@ -509,6 +700,11 @@ func (c *acpClient) permission(ctx context.Context, t *turn, p acp.RequestPermis
 	// be about a call the run's events never showed.
 	t.emit(c.announce(st, call)...)
 	c.mu.Unlock()
+	if c.dialect.byMode {
+		if a, ok := c.byMode(t, name, call, p.Options); ok {
+			return a
+		}
+	}
 
 	d := t.approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})
 	return acpAnswer(p.Options, d.Allow)

@@ -101,11 +101,11 @@ func noExtraArgCheck([]string, int) string { return "" }
 
 // drivers is every adapter's driver, one line each; the order does not
 // matter (agent's list orders the adapters).
-var drivers = []Driver{claudeDriver, codexDriver, geminiDriver, copilotDriver, droidDriver, piDriver}
+var drivers = []Driver{claudeDriver, codexDriver, geminiDriver, copilotDriver, droidDriver, piDriver, openCodeDriver, qwenDriver}
 
 // registry is every adapter with its driver, by id. It is built once, when
 // the package is initialised, and only read after.
-var registry = mustJoin(agent.All(), drivers)
+var registry = mustJoin(agent.BuiltIn(), drivers)
 
 // mustJoin pairs each adapter with its driver. It panics, when the package
 // is initialised, on an adapter without a driver or with one missing a
@@ -173,10 +173,16 @@ func (d Driver) check() error {
 	return nil
 }
 
-// Lookup finds an adapter by wire id.
+// Lookup finds an adapter by wire id: a built-in one, or an agent
+// card.toml declares, whose driver is the generic ACP one.
 func Lookup(id string) (Adapter, bool) {
-	a, ok := registry[id]
-	return a, ok
+	if a, ok := registry[id]; ok {
+		return a, true
+	}
+	if a, ok := agent.Lookup(id); ok && a.Declared != nil {
+		return Adapter{Adapter: a, Driver: declaredDriver(a)}, true
+	}
+	return Adapter{}, false
 }
 
 // CardNamesSession says whether card names the adapter's CLI session

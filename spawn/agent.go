@@ -48,6 +48,17 @@ type protocol interface {
 	sessionID() string
 }
 
+// oneShotCanceller is a protocol whose one-shot runs are stopped inside
+// it before their agent is ended, as a kept agent's turns are: the agent
+// then ends what it started (commands in sessions of their own, outside
+// its process group) before the kill.
+type oneShotCanceller interface{ cancelsFirst() bool }
+
+func cancelsFirst(p protocol) bool {
+	c, ok := p.(oneShotCanceller)
+	return ok && c.cancelsFirst()
+}
+
 // runner is one agent: its process and its protocol side.
 type runner struct {
 	adapter  string
@@ -108,6 +119,10 @@ type SessionPlan struct {
 	// of a new one (ACP's session/load, Codex's thread/resume); "" for a
 	// new one.
 	resume string
+	// mode is the permission mode the protocol answers the agent's
+	// questions by, for a dialect that judges them itself (a declared
+	// ACP agent's).
+	mode Mode
 }
 
 // usageBaser is a one-shot parser whose CLI reports the session's running
@@ -418,7 +433,7 @@ func (a *runner) await(t *turn) int {
 		}
 		return byAgent
 	case <-t.ctx.Done():
-		if !t.isEnded() && a.kept && a.proto.interrupt(t) {
+		if !t.isEnded() && (a.kept || cancelsFirst(a.proto)) && a.proto.interrupt(t) {
 			grace := time.NewTimer(a.child.lim.KillGrace)
 			select {
 			case <-t.ended:

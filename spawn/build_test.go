@@ -46,6 +46,14 @@ func TestTheWholeArgvIsPinnedPerAdapterAndMode(t *testing.T) {
 		{"pi", ModeReadOnly, piBase + ` --tools read,grep,find,ls`},
 		{"pi", ModeEdit, `-p --mode json --no-session -nc --no-extensions -e {{card-file:card-edit-gate.ts}} --no-skills --no-prompt-templates --no-themes --offline --tools read,grep,find,ls,edit,write`},
 		{"pi", ModeBypass, piBase + ` --tools read,grep,find,ls,edit,write,bash`},
+		{"opencode", ModeReadOnly, `acp --pure`},
+		{"opencode", ModeEdit, `acp --pure`},
+		{"opencode", ModeBypass, `acp --pure`},
+		{"opencode", ModeAsk, `acp --pure`},
+		{"qwen-code", ModeReadOnly, `--acp --approval-mode default`},
+		{"qwen-code", ModeEdit, `--acp --approval-mode default`},
+		{"qwen-code", ModeBypass, `--acp --approval-mode yolo`},
+		{"qwen-code", ModeAsk, `--acp --approval-mode default`},
 	}
 	for _, c := range cases {
 		t.Run(c.adapter+"/"+string(c.mode), func(t *testing.T) {
@@ -289,11 +297,21 @@ func TestExtrasThatWidenTheBoundaryAreRefusedAtConfigLoad(t *testing.T) {
 }
 
 func TestTheRegistryListsEveryAdapterOnce(t *testing.T) {
-	assert.Equal(t, []string{"claude-code", "codex", "copilot", "droid", "gemini", "pi"}, IDs())
+	assert.Equal(t, []string{"claude-code", "codex", "copilot", "droid", "gemini", "opencode", "pi", "qwen-code"}, IDs())
 	for _, id := range IDs() {
 		a, ok := Lookup(id)
 		require.True(t, ok)
 		assert.Equal(t, id, a.ID)
+		if id == agent.OpenCode || id == agent.QwenCode {
+			// Every plan of theirs runs over ACP: no stdout is parsed.
+			for _, m := range []Mode{ModeReadOnly, ModeEdit, ModeAsk} {
+				p, err := Build("/bin/"+id, Request{Adapter: id, Mode: m, Cwd: "/tmp"})
+				require.NoError(t, err, "%s %s", id, m)
+				require.NotNil(t, p.Session, "%s %s", id, m)
+				assert.Equal(t, ProtocolACP, p.Session.Protocol)
+			}
+			continue
+		}
 		assert.NotNil(t, a.NewParser())
 	}
 }

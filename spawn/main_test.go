@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/card-dev/card/internal/fakeacp"
 	"github.com/card-dev/card/internal/fakeclaude"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -23,6 +24,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(fakeclaude.EnvVar) != "" {
 		os.Exit(fakeclaude.Main())
+	}
+	if os.Getenv(fakeacp.EnvVar) != "" {
+		os.Exit(fakeacp.Main())
 	}
 	goleak.VerifyTestMain(testskip.Wrap(m))
 }

@@ -117,7 +117,7 @@ func StartWarm(ctx context.Context, spec WarmSpec) (*Warm, error) {
 	if spec.Plan.Session == nil {
 		return nil, ErrNoWarmChannel
 	}
-	d, ok := Lookup(spec.Plan.Session.Adapter)
+	d, ok := lookupDriver(spec.Plan.Session.Adapter)
 	if !ok || d.Warm.Build == nil {
 		return nil, ErrNoWarmChannel
 	}

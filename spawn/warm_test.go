@@ -254,7 +254,7 @@ func TestEveryAdapterSaysWhetherItsCLIIsKeptWarm(t *testing.T) {
 	for _, id := range IDs() {
 		ok, why := CanWarm(id)
 		switch id {
-		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex, agent.Pi, agent.Droid:
+		case agent.ClaudeCode, agent.Gemini, agent.Copilot, agent.Codex, agent.Pi, agent.Droid, agent.OpenCode, agent.QwenCode:
 			assert.True(t, ok, id)
 		default:
 			assert.False(t, ok, id)

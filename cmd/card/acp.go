@@ -64,10 +64,13 @@ func (e env) acp(args []string) int {
 	if len(pos) > 1 {
 		return e.usageError(acpDoc, fmt.Sprintf("unexpected argument %q: name at most one adapter", pos[1]))
 	}
+	if err := daemon.DeclareAgents(*home, os.Getenv); err != nil {
+		fmt.Fprintf(e.stderr, "card acp: the agents card.toml declares are not known: %v\n", err)
+	}
 	adapter := ""
 	if len(pos) == 1 {
 		if _, known := agent.Lookup(pos[0]); !known {
-			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of claude-code, codex, gemini, copilot, droid or pi, or none", pos[0]))
+			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of claude-code, codex, gemini, copilot, droid or pi, an agent card.toml declares ([agents.<id>]), or none", pos[0]))
 		}
 		adapter = pos[0]
 	}

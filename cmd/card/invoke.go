@@ -27,14 +27,15 @@ const exitTimedOut = 124 // like timeout(1)
 var invokeDoc = doc{
 	name:  "invoke",
 	usage: "invoke ID [TASK|-] [--cwd DIR] [--mode MODE] [--model M] [--timeout SECONDS] [flags]",
-	about: `Runs agent ID (claude-code, codex, gemini, copilot, droid, pi) on TASK through the daemon,
-in --cwd. With TASK "-" or no TASK, the task is read from stdin. The answer streams to stdout
-as it arrives; status and tool calls go to stderr. On a terminal, control characters in what the
-agent wrote (ESC and the sequences it starts: clipboard writes, clearing the screen, moving the
-cursor; a bare carriage return, backspace, DEL, the C1 controls) are printed as visible escapes
-such as \x1b, so a model cannot act on your terminal; newlines and tabs pass. Piped or redirected,
-the text is written as the agent gave it. Ctrl-C cancels the run (a second Ctrl-C
-stops waiting and leaves it running). The run is recorded: card runs lists it.
+	about: `Runs agent ID (claude-code, codex, gemini, copilot, droid, pi, opencode, qwen-code, or an agent
+card.toml declares) on TASK through the daemon, in --cwd. With TASK "-" or no TASK, the task is
+read from stdin. The answer streams to stdout as it arrives; status and tool calls go to stderr. On
+a terminal, control characters in what the agent wrote (ESC and the sequences it starts: clipboard
+writes, clearing the screen, moving the cursor; a bare carriage return, backspace, DEL, the C1
+controls) are printed as visible escapes such as \x1b, so a model cannot act on your terminal;
+newlines and tabs pass. Piped or redirected, the text is written as the agent gave it. Ctrl-C
+cancels the run (a second Ctrl-C stops waiting and leaves it running). The run is recorded: card
+runs lists it.
 
 Modes: read_only (the default) may read but not change anything; edit may change files under
 --cwd; bypass turns the agent's own protections off and needs allow_bypass = true in

@@ -255,7 +255,7 @@ func TestRefusalsNameFlagsAndCommandsNotTheWire(t *testing.T) {
 		{"unknown run", []string{"runs", "show", "run_nope"}, exitRefused,
 			"card runs show: no run \"run_nope\"; `card runs` lists the recorded runs", []string{"runs.list"}},
 		{"unknown agent", []string{"invoke", "clippy", "x"}, exitRefused,
-			`card invoke: unknown agent "clippy": known agents are claude-code, codex, copilot, droid, gemini, pi`, []string{"id:"}},
+			`card invoke: unknown agent "clippy": known agents are claude-code, codex, copilot, droid, gemini, opencode, pi, qwen-code`, []string{"id:"}},
 		{"self-named loop", []string{"invoke", "claude-code", "x", "--invoked-by", "claude-code"}, exitRefused,
 			"the caller named itself claude-code (--invoked-by)", []string{"CAR_INVOKED_BY", "invoked_by"}},
 		{"bypass", []string{"invoke", "claude-code", "x", "--mode", "bypass"}, exitRefused,

@@ -31,6 +31,7 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/detect"
+	"github.com/card-dev/card/internal/fakeacp"
 	"github.com/card-dev/card/internal/fakeclaude"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
@@ -334,6 +335,9 @@ func (r Replay) ChildEnv(t testing.TB, runID string) map[string]string {
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 	if os.Getenv(fakeclaude.EnvVar) != "" {
 		os.Exit(fakeclaude.Main())
+	}
+	if os.Getenv(fakeacp.EnvVar) != "" {
+		os.Exit(fakeacp.Main())
 	}
 	goleak.VerifyTestMain(testskip.Wrap(m), append(opts, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))...)
 }

@@ -263,7 +263,8 @@ func (p *Planner) plan(ip api.InvokeParams, car []api.ExternalAttachment, iso Is
 	run := runs.Request{
 		Adapter: ip.ID, InvokedBy: ip.InvokedBy, Task: ip.Task, Mode: req.EffectiveMode(), Plan: plan, Model: ip.Model,
 		Cwd: req.Cwd, Timeout: ip.Timeout(), AcknowledgeUnenforcedReadOnly: ip.AcknowledgeUnenforcedReadOnly,
-		ApprovalTimeout: req.ApprovalTimeout, Attachments: withSkipped(sent, skipped),
+		AcknowledgeUnenforcedEdit: ip.AcknowledgeUnenforcedEdit,
+		ApprovalTimeout:           req.ApprovalTimeout, Attachments: withSkipped(sent, skipped),
 	}
 	if len(checked) > 0 {
 		run.Stage = func(context.Context) ([]api.AttachmentRecord, func(), error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/card-dev/card/api"
+	"github.com/card-dev/card/spawn"
 )
 
 // Why a run's context was cancelled; the recorded status follows from it.
@@ -29,12 +30,28 @@ var ErrShuttingDown = errors.New("the daemon is shutting down and starts no new 
 
 // UnenforcedReadOnlyError refuses a read_only run of an adapter that cannot
 // enforce it, unless the request acknowledged that.
+// Mode is the mode refused: read_only (also when empty), or edit for an
+// adapter whose edit mode card cannot hold either.
 type UnenforcedReadOnlyError struct {
 	Adapter     string
 	Enforcement api.ReadOnlyEnforcement
+	Mode        spawn.Mode
+}
+
+// Field is the request param that acknowledges the refused mode.
+func (e *UnenforcedReadOnlyError) Field() string {
+	if e.Mode == spawn.ModeEdit {
+		return "acknowledge_unenforced_edit"
+	}
+	return "acknowledge_unenforced_read_only"
 }
 
 func (e *UnenforcedReadOnlyError) Error() string {
+	if e.Mode == spawn.ModeEdit {
+		return fmt.Sprintf("%s cannot enforce edit: the agent may write files without asking, so card sees only the writes it is asked about "+
+			"and \"only under the working dir\" is not held for the rest. Pass acknowledge_unenforced_edit = true to run it anyway, "+
+			"or use permission_mode ask", e.Adapter)
+	}
 	return fmt.Sprintf("%s cannot enforce read_only: nothing stops the agent from writing files or running commands, "+
 		"so read_only is only a request to the model. Pass acknowledge_unenforced_read_only = true to run it anyway, "+
 		"or use an adapter whose read_only is enforced", e.Adapter)

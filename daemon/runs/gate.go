@@ -16,11 +16,15 @@ type gateInput struct {
 	Guard       guard.Snapshot
 	AllowBypass bool
 	// BinaryErr is detection's answer for the adapter (nil: runnable).
-	BinaryErr    error
-	ReadOnly     api.ReadOnlyEnforcement
-	Running      int
-	MaxRuns      int
-	ShuttingDown bool
+	BinaryErr error
+	ReadOnly  api.ReadOnlyEnforcement
+	// Edit is how the adapter's edit mode is held ("" as documented), and
+	// AcknowledgeEdit the request's acknowledgement that it is not.
+	Edit            api.ReadOnlyEnforcement
+	AcknowledgeEdit bool
+	Running         int
+	MaxRuns         int
+	ShuttingDown    bool
 	// Budget is the budget gate's refusal (nil: within every budget).
 	Budget error
 }
@@ -49,6 +53,9 @@ func gate(in gateInput) ([]string, error) {
 	}
 	if in.ReadOnly == api.NotEnforced && (in.Mode == "" || in.Mode == spawn.ModeReadOnly) && !in.Acknowledge {
 		return seeded, &UnenforcedReadOnlyError{Adapter: in.Adapter, Enforcement: in.ReadOnly}
+	}
+	if in.Edit == api.NotEnforced && in.Mode == spawn.ModeEdit && !in.AcknowledgeEdit {
+		return seeded, &UnenforcedReadOnlyError{Adapter: in.Adapter, Enforcement: in.Edit, Mode: spawn.ModeEdit}
 	}
 	if in.Running >= in.MaxRuns {
 		return seeded, &TooManyRunsError{Running: in.Running, Max: in.MaxRuns}

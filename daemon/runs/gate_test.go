@@ -104,3 +104,40 @@ func TestHowASpawnEndedMapsOntoTheRecordedStatus(t *testing.T) {
 		assert.Equal(t, tc.want, outcome(tc.err, tc.cause), "%v / %v", tc.err, tc.cause)
 	}
 }
+
+// An adapter whose edit mode card cannot hold (an agent declared in
+// card.toml) runs edit only with its own acknowledgement; read_only's does
+// not cover it, nor it read_only, and the other modes need neither.
+func TestAnUnenforcedEditNeedsItsOwnAcknowledgementOnlyInEditMode(t *testing.T) {
+	base := gateInput{Adapter: "mine", Guard: guard.Snapshot{MaxChain: 3}, ReadOnly: api.NotEnforced, Edit: api.NotEnforced,
+		MaxRuns: 8, Mode: spawn.ModeEdit, Acknowledge: true, AllowBypass: true}
+	_, ref := gate(base)
+	var e *UnenforcedReadOnlyError
+	require.ErrorAs(t, ref, &e)
+	assert.Equal(t, "acknowledge_unenforced_edit", e.Field())
+	assert.Contains(t, ref.Error(), "cannot enforce edit")
+	assert.Contains(t, ref.Error(), "acknowledge_unenforced_edit = true")
+
+	acked := base
+	acked.AcknowledgeEdit = true
+	_, ref = gate(acked)
+	assert.NoError(t, ref)
+
+	ro := acked
+	ro.Mode = spawn.ModeReadOnly
+	ro.Acknowledge = false
+	_, ref = gate(ro)
+	require.ErrorAs(t, ref, &e)
+	assert.Equal(t, "acknowledge_unenforced_read_only", e.Field(), "the edit acknowledgement does not cover read_only")
+
+	for _, m := range []spawn.Mode{spawn.ModeAsk, spawn.ModeBypass} {
+		other := base
+		other.Mode = m
+		_, ref = gate(other)
+		assert.NoError(t, ref, "%s", m)
+	}
+	held := base
+	held.Edit = ""
+	_, ref = gate(held)
+	assert.NoError(t, ref, "an adapter that holds edit needs nothing")
+}

@@ -38,6 +38,9 @@ type Request struct {
 	// AcknowledgeUnenforcedReadOnly lets a read_only run start on an
 	// adapter that cannot enforce read_only.
 	AcknowledgeUnenforcedReadOnly bool
+	// AcknowledgeUnenforcedEdit lets an edit run start on an adapter
+	// whose edit mode card cannot hold.
+	AcknowledgeUnenforcedEdit bool
 	// Conn is the context of the connection that asked for the run, if
 	// any: with Config.CancelOnDisconnect its end cancels the run.
 	Conn context.Context
@@ -187,6 +190,7 @@ func (m *Manager) Start(ctx context.Context, req Request) (*Run, error) {
 	m.mu.Lock()
 	seeded, refusal := gate(gateInput{
 		Adapter: req.Adapter, InvokedBy: req.InvokedBy, Mode: req.Mode, Acknowledge: req.AcknowledgeUnenforcedReadOnly,
+		AcknowledgeEdit: req.AcknowledgeUnenforcedEdit, Edit: spec.EditEnforcement,
 		Guard: snap, AllowBypass: m.cfg.AllowBypass, BinaryErr: binErr, ReadOnly: spec.ReadOnlyEnforcement,
 		Running: m.running, MaxRuns: m.cfg.MaxConcurrentRuns, ShuttingDown: m.closing, Budget: budgetErr,
 	})

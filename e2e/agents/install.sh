@@ -22,4 +22,5 @@ npm install --ignore-scripts --no-audit --no-fund --loglevel=error
 (cd node_modules/opencode-ai && node postinstall.mjs)
 node_modules/.bin/claude --version >/dev/null
 node_modules/.bin/opencode --version >/dev/null
+node_modules/.bin/qwen --version >/dev/null
 echo "installed the real agent CLIs in $(pwd)/node_modules/.bin; run their tests with CARD_E2E=1 go test -race ./..."

@@ -171,6 +171,35 @@ var clis = []cli{
 			})},
 		},
 		refused: "Droid can only edit through --auto"},
+	// OpenCode and Qwen Code run over ACP in every mode, on the OpenAI
+	// stand-in as an operator points them: their provider in card.toml
+	// [adapters.<id>] env. card answers what they ask by the mode.
+	{id: agent.OpenCode, bin: "opencode",
+		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, map[string]any) {
+			s := standin.NewOpenAI(t, script)
+			env, err := s.OpenCodeEnv(home, os.Getenv("PATH"), nil)
+			require.NoError(t, err)
+			adapterEnv := standin.AdapterEnv(env)
+			delete(adapterEnv, "OPENCODE_SERVER_PASSWORD") // card's, per process
+			return s, []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, map[string]any{"env": adapterEnv}
+		},
+		writes: []write{
+			{name: "write", calls: one(func(p string) standin.ToolCall {
+				return standin.ToolCall{Name: "write", Input: map[string]any{"filePath": p, "content": content}}
+			})},
+		}},
+	{id: agent.QwenCode, bin: "qwen",
+		serve: func(t *testing.T, script standin.Script, home string) (*standin.Server, []string, map[string]any) {
+			s := standin.NewOpenAI(t, script)
+			env, err := s.QwenSetup(home, os.Getenv("PATH"))
+			require.NoError(t, err)
+			return s, []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, map[string]any{"env": standin.AdapterEnv(env)}
+		},
+		writes: []write{
+			{name: "write_file", calls: one(func(p string) standin.ToolCall {
+				return standin.ToolCall{Name: "write_file", Input: map[string]any{"file_path": p, "content": content}}
+			})},
+		}},
 }
 
 // place is a working dir and, beside it, a directory the run must not

@@ -573,6 +573,7 @@ export interface ExternalAgentSpec {
   capabilities: Capabilities;
   detected_at: number;
   display_name: string;
+  edit_enforcement?: ReadOnlyEnforcement;
   execution: Execution;
   health?: ExternalAgentHealth;
   id: string;
@@ -598,6 +599,7 @@ export interface ExternalInvokeAccepted {
 }
 
 export interface ExternalInvokeParams {
+  acknowledge_unenforced_edit?: boolean;
   acknowledge_unenforced_read_only?: boolean;
   agent_session_id?: string;
   allowed_tools?: string[];
@@ -701,6 +703,7 @@ export interface InvokeAccepted {
 }
 
 export interface InvokeParams {
+  acknowledge_unenforced_edit?: boolean;
   acknowledge_unenforced_read_only?: boolean;
   allowed_tools?: string[];
   approval_timeout_secs?: number;
@@ -1184,6 +1187,7 @@ export interface SessionRewound {
 }
 
 export interface SessionStartParams {
+  acknowledge_unenforced_edit?: boolean;
   acknowledge_unenforced_read_only?: boolean;
   allowed_tools?: string[];
   approval_timeout_secs?: number;
@@ -1597,6 +1601,12 @@ export interface AgentsInvokeParams {
    */
   acknowledge_unenforced_read_only?: boolean;
   /**
+   * Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced,
+   * e.g. an agent declared in card.toml): you accept that the agent may write without asking, and
+   * card refuses only the writes outside the working dir it is asked about.
+   */
+  acknowledge_unenforced_edit?: boolean;
+  /**
    * Refuse the request instead of running an adapter that cannot take the attachments (it would
    * run without them).
    */
@@ -1781,6 +1791,12 @@ export interface AgentsInvokeExternalParams {
    * told.
    */
   acknowledge_unenforced_read_only?: boolean;
+  /**
+   * Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced,
+   * e.g. an agent declared in card.toml): you accept that the agent may write without asking, and
+   * card refuses only the writes outside the working dir it is asked about.
+   */
+  acknowledge_unenforced_edit?: boolean;
 }
 
 /**
@@ -2268,6 +2284,12 @@ export interface SessionsStartParams {
    * told.
    */
   acknowledge_unenforced_read_only?: boolean;
+  /**
+   * Set to run edit on an adapter whose edit mode card cannot hold (edit_enforcement not_enforced,
+   * e.g. an agent declared in card.toml): you accept that the agent may write without asking, and
+   * card refuses only the writes outside the working dir it is asked about.
+   */
+  acknowledge_unenforced_edit?: boolean;
   /**
    * Refuse the request instead of running an adapter that cannot take the attachments (it would
    * run without them).
@@ -3040,7 +3062,8 @@ export const errorCodes = {
    */
   too_many_runs: -32014,
   /**
-   * The adapter cannot enforce read_only; the request must acknowledge that explicitly.
+   * The adapter cannot enforce read_only (or edit, where its edit_enforcement is not_enforced);
+   * the request must acknowledge that explicitly.
    */
   read_only_not_enforced: -32015,
   /**
