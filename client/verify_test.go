@@ -15,13 +15,12 @@ import (
 
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 )
 
 // fakeHome is a private home whose daemon.json says what disc says, with a
 // token beside it.
-func fakeHome(t *testing.T, disc home.Discovery) string {
+func fakeHome(t *testing.T, disc homedir.Discovery) string {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "card")
 	require.NoError(t, os.Mkdir(home, 0o700))
@@ -68,7 +67,7 @@ func TestTheClientRefusesAPortHeldByAProcessThatDaemonJSONDoesNotName(t *testing
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", sleeper.Process.Pid))
 	require.NoError(t, err)
 
-	home := fakeHome(t, home.Discovery{URL: "ws://" + ln.Addr().String() + "/rpc", PID: sleeper.Process.Pid, Exe: exe})
+	home := fakeHome(t, homedir.Discovery{URL: "ws://" + ln.Addr().String() + "/rpc", PID: sleeper.Process.Pid, Exe: exe})
 	_, err = client.Dial(daemontest.Context(t), client.Options{Home: home})
 	var le *client.ListenerError
 	require.ErrorAs(t, err, &le)
@@ -91,7 +90,7 @@ func TestADaemonJSONNamingADeadPidOrAFreePortIsNoDaemon(t *testing.T) {
 	freeURL := "ws://" + free.Addr().String() + "/rpc"
 	free.Close()
 
-	for name, disc := range map[string]home.Discovery{
+	for name, disc := range map[string]homedir.Discovery{
 		"a dead pid on a live daemon's port": {URL: d.URL, PID: dead.Process.Pid, Exe: exe},
 		"a port nothing listens on":          {URL: freeURL, PID: os.Getpid(), Exe: exe},
 	} {

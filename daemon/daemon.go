@@ -27,7 +27,6 @@ import (
 	"github.com/card-dev/card/daemon/sessions"
 	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/guard"
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/rpc"
 )
@@ -87,7 +86,7 @@ type Daemon struct {
 	// probeTag marks this daemon's probes (see endLeftoverProbes).
 	probeTag string
 
-	lock      *home.Lock
+	lock      *homedir.Lock
 	crash     *crashLog
 	lastCrash *api.CrashReport
 	guard     guard.Snapshot
@@ -313,9 +312,9 @@ func (d *Daemon) Start() error {
 	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
 
 	exe, _ := os.Executable()
-	disc := home.Discovery{URL: d.url, PID: d.pid, Exe: exe, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
+	disc := homedir.Discovery{URL: d.url, PID: d.pid, Exe: exe, Version: Version, ProtocolVersion: ProtocolVersion, StartedAt: d.startedAt.Format(time.RFC3339)}
 	if err := writeDiscovery(d.home, disc); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(d.home, home.DiscoveryFileName), err)
+		return fmt.Errorf("write %s: %w", filepath.Join(d.home, homedir.DiscoveryFileName), err)
 	}
 	if err := sdNotify(d.env["NOTIFY_SOCKET"], "READY=1\nMAINPID="+fmt.Sprint(d.pid)); err != nil {
 		d.log.Warn("could not notify systemd", zap.Error(err))
@@ -391,7 +390,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.cancel()
 		d.bg.Wait()
 		// The token dies with the daemon; the next start makes its own.
-		_ = os.Remove(filepath.Join(d.home, home.TokenFileName))
+		_ = os.Remove(filepath.Join(d.home, homedir.TokenFileName))
 		// Last before the lock goes: a daemon killed while it shut down
 		// leaves its log, and the next start says so.
 		d.crash.close()
@@ -466,7 +465,7 @@ type tokenFile struct {
 }
 
 func (t *tokenFile) current() ([]byte, error) {
-	path := filepath.Join(t.home, home.TokenFileName)
+	path := filepath.Join(t.home, homedir.TokenFileName)
 	// Lstat: a link put in the token's place changes what is compared, and
 	// ReadToken then refuses it.
 	st, err := os.Lstat(path)

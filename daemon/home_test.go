@@ -18,7 +18,6 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/testskip"
 	"github.com/card-dev/card/rpc/rpcclient"
@@ -108,7 +107,7 @@ func TestAHomeOwnedByAnotherUserIsRefused(t *testing.T) {
 // Each file a daemon trusts in its home is refused when it is a link, and
 // the link's target is left alone.
 func TestATokenDaemonJSONOrLockThatIsALinkIsRefused(t *testing.T) {
-	for _, name := range []string{home.TokenFileName, home.DiscoveryFileName, home.LockFileName} {
+	for _, name := range []string{homedir.TokenFileName, homedir.DiscoveryFileName, homedir.LockFileName} {
 		t.Run(name, func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "card")
 			require.NoError(t, os.Mkdir(home, 0o700))
@@ -128,7 +127,7 @@ func TestATokenDaemonJSONOrLockThatIsALinkIsRefused(t *testing.T) {
 
 func TestAClientRefusesATokenThatIsALink(t *testing.T) {
 	d := daemontest.Start(t, daemontest.Options{NoClient: true})
-	tok := filepath.Join(d.Home, home.TokenFileName)
+	tok := filepath.Join(d.Home, homedir.TokenFileName)
 	elsewhere := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(elsewhere, []byte(d.Token+"\n"), 0o600))
 	require.NoError(t, os.Remove(tok))

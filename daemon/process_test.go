@@ -21,7 +21,6 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/rpc/rpcclient"
 )
@@ -143,7 +142,7 @@ func TestARealDaemonProcessLeavesNoRunOrChildBehind(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		st, err := store.Open(ctx, filepath.Join(p.Home, home.RunsDBName), store.Options{})
+		st, err := store.Open(ctx, filepath.Join(p.Home, homedir.RunsDBName), store.Options{})
 		require.NoError(t, err)
 		defer st.Close()
 		run, err := st.Get(ctx, id)

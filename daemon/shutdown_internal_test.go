@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 )
 
@@ -30,7 +29,7 @@ type watchedListener struct {
 
 func (l *watchedListener) Close() error {
 	if !l.closed.Swap(true) {
-		_, err := os.Stat(filepath.Join(l.home, home.DiscoveryFileName))
+		_, err := os.Stat(filepath.Join(l.home, homedir.DiscoveryFileName))
 		l.discPresent.Store(!errors.Is(err, fs.ErrNotExist))
 	}
 	return l.Listener.Close()

@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/card-dev/card/daemon"
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 )
 
@@ -96,7 +95,7 @@ card %s is listening on %s (pid %d)
   try, in another terminal:  %[6]s info%[7]s   %[6]s detect%[7]s --health
   Ctrl-C stops it.
 
-`, daemon.Version, d.URL(), os.Getpid(), d.Home(), filepath.Join(d.Home(), home.TokenFileName), card, h)
+`, daemon.Version, d.URL(), os.Getpid(), d.Home(), filepath.Join(d.Home(), homedir.TokenFileName), card, h)
 }
 
 // shellWord quotes s for a POSIX shell when it needs quoting.

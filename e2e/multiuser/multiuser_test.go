@@ -32,7 +32,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/internal/home"
 	homedir "github.com/card-dev/card/internal/home"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
@@ -282,7 +281,7 @@ func (bg *background) waitFor(t *testing.T, what string) {
 }
 
 // serveAs starts acc's daemon on home and waits for its daemon.json.
-func (w *world) serveAs(t *testing.T, acc account, home string) (*background, home.Discovery) {
+func (w *world) serveAs(t *testing.T, acc account, home string) (*background, homedir.Discovery) {
 	t.Helper()
 	bg := acc.start(t, nil, w.card, "serve", "--home", home, "--addr", "127.0.0.1:0")
 	deadline := time.Now().Add(30 * time.Second)
@@ -302,7 +301,7 @@ func (w *world) serveAs(t *testing.T, acc account, home string) (*background, ho
 
 // readDiscovery reads another user's daemon.json as root, which
 // daemon.ReadDiscovery would refuse (the file is not root's).
-func readDiscovery(home string) (home.Discovery, error) {
+func readDiscovery(home string) (homedir.Discovery, error) {
 	var d homedir.Discovery
 	b, err := os.ReadFile(filepath.Join(home, homedir.DiscoveryFileName))
 	if err == nil {
