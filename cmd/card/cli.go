@@ -90,6 +90,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmd(e, args[1:])
 	}
 	switch args[0] {
+	case fakeAgentCommand:
+		return e.fakeAgent(args[1:])
 	case "--version", "-v":
 		return e.version(nil)
 	case "help", "-h", "--help", "-help":

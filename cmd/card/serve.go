@@ -16,19 +16,24 @@ import (
 
 var serveDoc = doc{
 	name:  "serve",
-	usage: "serve [--home DIR] [--addr HOST:PORT] [--log-level LEVEL]",
+	usage: "serve [--home DIR] [--addr HOST:PORT] [--log-level LEVEL] [--fake-agents]",
 	about: `Runs the daemon in the foreground until Ctrl-C or SIGTERM. It listens on a loopback port,
 writes its address to <home>/daemon.json and a new token to <home>/token, and finds the
 agent CLIs on this machine. Clients (card's other commands, apps, editor plugins) find it
 through those two files. card.toml in the home is optional.
 
 On a terminal it says where it listens and logs readable lines; otherwise (a supervisor,
-a pipe) it logs one JSON record per line. ` + "`card service install`" + ` runs it at login instead.`,
+a pipe) it logs one JSON record per line. ` + "`card service install`" + ` runs it at login instead.
+
+--fake-agents adds two agents, fake and fake-2, for an app's own tests: card itself speaking
+ACP, with no account, model or network; markers in a prompt choose what a turn does
+(docs/testing-your-app.md). They never start a real agent CLI.`,
 	more: "Exit codes: 0 stopped cleanly, 1 failed (e.g. the port is taken), 4 another daemon\nalready serves this home.",
 	examples: []string{
 		"card serve",
 		"card serve --home /tmp/card-dev --addr 127.0.0.1:7777  # a second, separate daemon",
 		"card serve --log-level debug",
+		"card serve --home /tmp/card-test --fake-agents  # agents for an app's tests",
 	},
 }
 
@@ -42,6 +47,7 @@ func (e env) serve(args []string) int {
 	fs, home := e.newFlags(serveDoc)
 	addr := fs.String("addr", "", "listen on `host:port` (default 127.0.0.1:0, any free port; card.toml's addr)")
 	level := fs.String("log-level", "", "`level`: debug, info, warn or error (default info)")
+	fake := fs.Bool("fake-agents", false, "add the fake agents fake and fake-2, for an app's tests (docs/testing-your-app.md)")
 	pos, code, done := e.parse(serveDoc, fs, args)
 	if done {
 		return code
@@ -49,7 +55,14 @@ func (e env) serve(args []string) int {
 	if len(pos) > 0 {
 		return e.usageError(serveDoc, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	d, err := daemon.New(daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr, CaptureCrashes: true})
+	opts := daemon.Options{Home: *home, Addr: *addr, LogLevel: *level, LogOutput: e.stderr, CaptureCrashes: true}
+	if *fake {
+		if err := e.withFakeAgents(&opts); err != nil {
+			fmt.Fprintf(e.stderr, "card serve: %v\n", err)
+			return exitFailure
+		}
+	}
+	d, err := daemon.New(opts)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "card serve: %v\n", err)
 		var already *homedir.AlreadyRunningError
@@ -104,4 +117,23 @@ func shellWord(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// withFakeAgents declares the fake agents for the daemon opts describe:
+// card's own executable, in the home the daemon will use.
+func (e env) withFakeAgents(opts *daemon.Options) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("--fake-agents: card cannot find its own executable to run as the fake agents: %w", err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return fmt.Errorf("--fake-agents: %w", err)
+	}
+	home := opts.Home
+	if home == "" {
+		if home, err = daemon.DefaultHome(os.Getenv); err != nil {
+			return fmt.Errorf("--fake-agents: %w", err)
+		}
+	}
+	return declareFakeAgents(opts, exe, fakeAgentDecls(exe, home))
 }

@@ -86,6 +86,10 @@ type Options struct {
 	// StateDir keeps sessions across processes; empty keeps them in
 	// memory only.
 	StateDir string
+	// NoSignIn offers no sign-in method in initialize: the agent needs
+	// none. Without it, initialize offers one of type agent, as an agent
+	// listed in the ACP registry must, and authenticate always succeeds.
+	NoSignIn bool
 	// SlowStep is the pause between the chunks of a [slow] turn, which
 	// streams ten of them; zero means 500 ms.
 	SlowStep time.Duration
@@ -230,7 +234,7 @@ func (a *agent) call(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Req
 		if err := params(req, &p); err != nil {
 			return nil, err
 		}
-		if p.MethodID != AuthMethodID {
+		if p.MethodID != AuthMethodID || a.opts.NoSignIn {
 			return nil, invalid("methodId", fmt.Sprintf("no auth method %q; the one offered is %q", p.MethodID, AuthMethodID))
 		}
 		return acp.AuthenticateResponse{}, nil
@@ -283,6 +287,12 @@ func (a *agent) call(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Req
 func (a *agent) initialize() acp.InitializeResponse {
 	title := "card fake agent"
 	desc := "Nothing to sign in to: the fake agent needs no account."
+	// Typed "agent": the agent runs the sign-in itself when asked, and
+	// the ACP registry lists only agents whose methods say their type.
+	auth := []acp.AuthMethod{{Type: "agent", ID: AuthMethodID, Name: "Sign in (nothing to do)", Description: &desc}}
+	if a.opts.NoSignIn {
+		auth = []acp.AuthMethod{}
+	}
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersion,
 		AgentCapabilities: acp.AgentCapabilities{
@@ -290,9 +300,7 @@ func (a *agent) initialize() acp.InitializeResponse {
 			PromptCapabilities:  acp.PromptCapabilities{Image: true, EmbeddedContext: true},
 			SessionCapabilities: acp.SessionCapabilities{Resume: &acp.MetaOnly{}, Close: &acp.MetaOnly{}},
 		},
-		// Typed "agent": the agent runs the sign-in itself when asked, and
-		// the ACP registry lists only agents whose methods say their type.
-		AuthMethods: []acp.AuthMethod{{Type: "agent", ID: AuthMethodID, Name: "Sign in (nothing to do)", Description: &desc}},
+		AuthMethods: auth,
 		AgentInfo:   &acp.Implementation{Name: a.opts.Name, Title: &title, Version: a.opts.Version},
 	}
 }

@@ -462,3 +462,14 @@ func TestASecondPromptWhileATurnRunsIsRefused(t *testing.T) {
 	require.NoError(t, c.conn.Notify(context.Background(), acp.MethodSessionCancel, acp.CancelNotification{SessionID: sid}))
 	<-done
 }
+
+// An agent that needs no sign-in offers none, which card's health check
+// reads as ready; authenticate then has nothing to run.
+func TestWithNoSignInInitializeOffersNoAuthMethod(t *testing.T) {
+	c := start(t, Options{NoSignIn: true})
+	res := c.initialize()
+	assert.Empty(t, res.AuthMethods)
+	var je *jsonrpc2.Error
+	require.ErrorAs(t, c.call(acp.MethodAuthenticate, acp.AuthenticateRequest{MethodID: AuthMethodID}, nil), &je)
+	assert.Equal(t, int64(-32602), je.Code)
+}
