@@ -135,5 +135,10 @@ func (e env) withFakeAgents(opts *daemon.Options) error {
 			return fmt.Errorf("--fake-agents: %w", err)
 		}
 	}
+	// The agents run in their sessions' directories: their state
+	// directory must not be relative to the daemon's.
+	if home, err = filepath.Abs(home); err != nil {
+		return fmt.Errorf("--fake-agents: %w", err)
+	}
 	return declareFakeAgents(opts, exe, fakeAgentDecls(exe, home))
 }

@@ -72,6 +72,9 @@ type Options struct {
 	// ExtraFiles are left open in a Serve process, from descriptor 3 on,
 	// as a careless launcher would leave them.
 	ExtraFiles []*os.File
+	// ServeArgs are more arguments for a Serve process's `card serve`
+	// (--fake-agents); Start takes none.
+	ServeArgs []string
 	// Warm lets sessions keep warm agents, as a real daemon does. Off, the
 	// card.toml written gets [sessions] max_warm = 0 (unless Config has a
 	// [sessions] table of its own), so every turn is a one-shot process:

@@ -56,7 +56,7 @@ func Serve(t testing.TB, bin string, opts Options) *Process {
 	logf, err := os.CreateTemp(t.TempDir(), "serve-*.log")
 	require.NoError(t, err)
 	p := &Process{Home: home, LogPath: logf.Name(), done: make(chan struct{})}
-	p.Cmd = exec.Command(bin, "serve", "--home", home, "--addr", "127.0.0.1:0", "--log-level", "debug")
+	p.Cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", "127.0.0.1:0", "--log-level", "debug"}, opts.ServeArgs...)...)
 	p.Cmd.Dir = home
 	p.Cmd.Env = opts.environ(t)
 	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
