@@ -88,9 +88,12 @@ func (t *turnRun) run(conn *jsonrpc2.Conn) (any, error) {
 	switch {
 	case has(Marker401):
 		// As an agent whose sign-in expired answers (Qwen Code's shape):
-		// ACP's "authentication required", with the methods to sign in.
+		// ACP's "authentication required", with the methods to sign in
+		// when it offers any.
 		e := &jsonrpc2.Error{Code: int64(acp.CodeAuthRequired), Message: "Authentication required: the sign-in has expired; sign in again"}
-		e.SetError(map[string]any{"authMethods": t.a.initialize().AuthMethods})
+		if methods := t.a.initialize().AuthMethods; len(methods) > 0 {
+			e.SetError(map[string]any{"authMethods": methods})
+		}
 		return nil, e
 	case has(Marker429):
 		// As Gemini CLI answers a rate limit: the model API's status as
