@@ -73,6 +73,10 @@ type Options struct {
 	// the process's one crash output, so only `card serve` sets it, not
 	// the tests that run several daemons in one process.
 	CaptureCrashes bool
+	// Agents are declared as card.toml's [agents.<id>] tables are, beside
+	// them (card serve --fake-agents); an id card.toml declares too is
+	// refused rather than one silently replacing the other.
+	Agents map[string]AgentDeclConfig
 }
 
 // Daemon is one running card service bound to one home directory.
@@ -243,6 +247,15 @@ func homeAndConfig(opts Options, getenv func(string) string) (string, Config, er
 	}
 	if opts.LogLevel != "" {
 		cfg.LogLevel = opts.LogLevel
+	}
+	for id, a := range opts.Agents {
+		if _, dup := cfg.Agents[id]; dup {
+			return home, cfg, fmt.Errorf("[agents.%s]: card.toml declares it, and card serve adds an agent of that id (--fake-agents); rename one", id)
+		}
+		if cfg.Agents == nil {
+			cfg.Agents = map[string]AgentDeclConfig{}
+		}
+		cfg.Agents[id] = a
 	}
 	if err := cfg.Validate(); err != nil {
 		return home, cfg, err

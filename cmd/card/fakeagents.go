@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
+	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/daemon"
 	"github.com/card-dev/card/internal/fakeagent"
 )
@@ -103,21 +102,25 @@ func fakeAgentDecls(exe, home string) []fakeAgentDecl {
 func fakeAgentPins(exe string, decls []fakeAgentDecl) []string {
 	out := make([]string, 0, len(decls))
 	for _, d := range decls {
-		out = append(out, "CARD_AGENT_"+strings.ToUpper(strings.ReplaceAll(d.ID, "-", "_"))+"_BIN="+exe)
+		out = append(out, agent.PinEnvOf(d.ID)+"="+exe)
 	}
 	return out
 }
-
-// errFakeAgentsNotConnected is what --fake-agents says until the daemon
-// can declare agents that speak ACP ([agents.<id>] in card.toml).
-var errFakeAgentsNotConnected = errors.New("--fake-agents needs card's generic ACP adapter ([agents.<id>] in card.toml), which this build does not have yet")
 
 // declareFakeAgents adds decls to what the daemon declares, on top of
 // card.toml's own agents and hiding none of the built-in ones. It is the
 // one place the fake agents meet the daemon's config.
 func declareFakeAgents(opts *daemon.Options, exe string, decls []fakeAgentDecl) error {
-	_ = opts
-	_ = exe
-	_ = decls
-	return errFakeAgentsNotConnected
+	if opts.Agents == nil {
+		opts.Agents = map[string]daemon.AgentDeclConfig{}
+	}
+	for _, d := range decls {
+		opts.Agents[d.ID] = daemon.AgentDeclConfig{Name: d.Name, Command: d.Command, VersionArgs: d.VersionArgs, Env: d.Env}
+	}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	opts.Environ = append(environ, fakeAgentPins(exe, decls)...)
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,12 +86,4 @@ func TestTheFakeAgentsAreCardItselfShadowNoBuiltInAndKeepSessionsInTheHome(t *te
 	pins := fakeAgentPins(exe, decls)
 	assert.Equal(t, "CARD_AGENT_FAKE_BIN="+exe, pins[0])
 	assert.Equal(t, "CARD_AGENT_FAKE_2_BIN="+exe, pins[1])
-}
-
-// Until the daemon declares ACP agents, --fake-agents says so and starts
-// nothing, rather than serving without the agents a test asked for.
-func TestServeWithFakeAgentsSaysWhatItNeedsUntilTheGenericAdapterIsThere(t *testing.T) {
-	code, _, errOut := runCLI("serve", "--home", t.TempDir(), "--fake-agents")
-	assert.Equal(t, exitFailure, code)
-	assert.True(t, strings.Contains(errOut, "generic ACP adapter"), errOut)
 }
