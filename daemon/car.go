@@ -14,7 +14,6 @@ import (
 	"github.com/card-dev/card/daemon/runs"
 	"github.com/card-dev/card/rpc"
 	"github.com/card-dev/card/rpc/rpcclient"
-	"github.com/card-dev/card/spawn"
 )
 
 // CAR's dialect. A host written against CAR's published daemon protocol
@@ -77,12 +76,12 @@ func chatEvent(raw json.RawMessage, sessionID, adapter string) (api.ChatEvent, b
 	}
 	out := api.ChatEvent{SessionID: sessionID, AgentID: adapter, RunID: ev.RunID, Seq: ev.Seq}
 	switch ev.Kind {
-	case spawn.EventText:
+	case api.EventText:
 		if ev.Text == "" {
 			return api.ChatEvent{}, false
 		}
 		out.Kind, out.Delta = api.ChatToken, ev.Text
-	case spawn.EventToolUse:
+	case api.EventToolUse:
 		out.Kind, out.Params = api.ChatToolCall, json.RawMessage(`{}`)
 		if ev.Tool != nil {
 			out.Tool, out.Detail = ev.Tool.Name, ev.Tool.Name

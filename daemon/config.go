@@ -562,11 +562,11 @@ func (c Config) validateRelations() error {
 	if c.MaxAPIRetries < 0 || c.MaxAPIRetries > spawn.MaxAPIRetriesLimit {
 		return fmt.Errorf("max_api_retries = %d is outside 0..%d", c.MaxAPIRetries, spawn.MaxAPIRetriesLimit)
 	}
-	if c.StallSecs < 1 || c.StallSecs > spawn.MaxStallSecs {
-		return fmt.Errorf("stall_secs = %d is outside 1..%d (seconds of silence before a run is marked stalled)", c.StallSecs, spawn.MaxStallSecs)
+	if c.StallSecs < 1 || c.StallSecs > api.MaxInvokeTimeoutSecs {
+		return fmt.Errorf("stall_secs = %d is outside 1..%d (seconds of silence before a run is marked stalled)", c.StallSecs, api.MaxInvokeTimeoutSecs)
 	}
-	if k := c.StallKillSecs; k != 0 && (k <= c.StallSecs || k > spawn.MaxStallSecs) {
-		return fmt.Errorf("stall_kill_secs = %d must be 0 (never end a run for its silence) or more than stall_secs = %d and at most %d", k, c.StallSecs, spawn.MaxStallSecs)
+	if k := c.StallKillSecs; k != 0 && (k <= c.StallSecs || k > api.MaxInvokeTimeoutSecs) {
+		return fmt.Errorf("stall_kill_secs = %d must be 0 (never end a run for its silence) or more than stall_secs = %d and at most %d", k, c.StallSecs, api.MaxInvokeTimeoutSecs)
 	}
 	if c.ApprovalTimeoutSecs > api.MaxApprovalTimeoutSecs {
 		return fmt.Errorf("approval_timeout_secs = %d is above the maximum of %d", c.ApprovalTimeoutSecs, api.MaxApprovalTimeoutSecs)

@@ -23,7 +23,6 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/internal/testskip"
-	"github.com/card-dev/card/spawn"
 )
 
 // timedAgentEnv names the FIFO a re-executed test binary writes its copy of
@@ -139,7 +138,7 @@ esac
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		_, err := d.Client.Stream(ctx, api.InvokeParams{AgentSettings: api.AgentSettings{ID: agent.ClaudeCode, Cwd: dir}, Task: "time me"}, func(ev api.AgentEvent) {
 			now := time.Now()
-			if ev.Kind == spawn.EventText {
+			if ev.Kind == api.EventText {
 				if _, at, ok := stamp(ev.Text); ok {
 					mu.Lock()
 					cardLat = append(cardLat, now.Sub(at))

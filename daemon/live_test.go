@@ -13,7 +13,6 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/rpc/rpcclient"
-	"github.com/card-dev/card/spawn"
 )
 
 // liveClaude is a daemon whose Claude Code replays capture (a task naming
@@ -41,12 +40,12 @@ func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(got))
 	assert.Equal(t, api.StatusFailed, last.Status)
 	require.NotNil(t, last.Result.Error)
-	assert.Equal(t, spawn.KindAuth, last.Result.Error.Kind)
+	assert.Equal(t, api.KindAuth, last.Result.Error.Kind)
 	assert.Contains(t, last.Result.Error.Message, "authentication_failed (HTTP 401)")
 	assert.Less(t, took, 5*time.Second, "the second 401 ends the run, not Claude's tenth retry")
 	var retry *api.AgentEvent
 	for i := range got {
-		if got[i].Kind == spawn.EventRetry {
+		if got[i].Kind == api.EventRetry {
 			retry = &got[i]
 			break
 		}
@@ -56,7 +55,7 @@ func TestARefusedKeyEndsTheRunWithKindAuthWithinFiveSeconds(t *testing.T) {
 	assert.Equal(t, 1, retry.MaxAttempts, "a refused key's own bound of one retry")
 	var retries int
 	for _, e := range got {
-		if e.Kind == spawn.EventRetry {
+		if e.Kind == api.EventRetry {
 			retries++
 		}
 	}
@@ -77,10 +76,10 @@ func TestClaudesTextReachesTheClientAsPiecesThatJoinToTheAnswer(t *testing.T) {
 	var text, thinking strings.Builder
 	for _, ev := range got {
 		switch ev.Kind {
-		case spawn.EventText:
+		case api.EventText:
 			assert.True(t, ev.Delta, "seq %d", ev.Seq)
 			text.WriteString(ev.Text)
-		case spawn.EventThinking:
+		case api.EventThinking:
 			thinking.WriteString(ev.Text)
 		}
 	}
@@ -140,11 +139,11 @@ func TestASilentAgentIsStalledThenEndedWithKindStalled(t *testing.T) {
 	last := got[len(got)-1]
 	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(got))
 	require.NotNil(t, last.Result.Error)
-	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind)
+	assert.Equal(t, api.KindStalled, last.Result.Error.Kind)
 	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 3")
 	var stalled []api.AgentEvent
 	for _, ev := range got {
-		if ev.Kind == spawn.EventStalled {
+		if ev.Kind == api.EventStalled {
 			stalled = append(stalled, ev)
 		}
 	}

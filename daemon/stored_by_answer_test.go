@@ -14,7 +14,6 @@ import (
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/daemon/store"
 	"github.com/card-dev/card/internal/home"
-	"github.com/card-dev/card/spawn"
 )
 
 // A client that has a run's answer (or, streaming, its last event) and
@@ -71,7 +70,7 @@ func storedText(t *testing.T, evs []store.Event) string {
 	t.Helper()
 	var b strings.Builder
 	for _, e := range evs {
-		if e.Kind != spawn.EventText {
+		if e.Kind != api.EventText {
 			continue
 		}
 		var ev api.AgentEvent

@@ -46,7 +46,7 @@ type acpDialect struct {
 	toolName func(c acp.ToolCallUpdate) string
 	// exitFailure explains an agent that stopped before its turn ended,
 	// from its exit status and stderr; nil when it has nothing to add.
-	exitFailure func(exit ExitInfo) *Failure
+	exitFailure func(exit ExitInfo) *api.RunError
 	// authHint is what to do about an auth failure.
 	authHint string
 	// sessionUsage says the prompt result's usage is the session's total
@@ -92,7 +92,7 @@ type acpDialect struct {
 	// shape of by ACP alone: the prompt result's, else the last agent
 	// message chunk's that had one (Qwen Code reports them there); false
 	// when meta has none.
-	metaUsage func(meta json.RawMessage) (Usage, bool)
+	metaUsage func(meta json.RawMessage) (api.Usage, bool)
 }
 
 // acpClient is card's side of an ACP agent. Its state is touched by the
@@ -135,7 +135,7 @@ type acpTurn struct {
 	cost     *float64
 	// metaUsage is the turn's tokens as the last chunk's _meta had them,
 	// for a dialect that reads them there.
-	metaUsage *Usage
+	metaUsage *api.Usage
 }
 
 // acpClientOf is the Session.New of an adapter run over ACP in dialect d.
@@ -186,7 +186,7 @@ func (c *acpClient) opening(t *turn) bool {
 		return false
 	}
 	if ini.ProtocolVersion != acp.ProtocolVersion {
-		t.setFailure(failure(KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acp.ProtocolVersion)))
+		t.setFailure(failure(api.KindBadOutput, fmt.Sprintf("%s speaks ACP version %d; card speaks version %d", c.adapter, ini.ProtocolVersion, acp.ProtocolVersion)))
 		return false
 	}
 	c.mu.Lock()
@@ -245,7 +245,7 @@ func (c *acpClient) setMode(t *turn, sid string, offered *acp.SessionModeState) 
 		return true
 	}
 	if offered == nil || !slices.ContainsFunc(offered.AvailableModes, func(m acp.SessionMode) bool { return m.ID == want }) {
-		t.setFailure(failure(KindBadOutput, fmt.Sprintf("%s does not offer its mode %q, which card sets for %s; the mode cannot be held", c.adapter, want, c.mode)))
+		t.setFailure(failure(api.KindBadOutput, fmt.Sprintf("%s does not offer its mode %q, which card sets for %s; the mode cannot be held", c.adapter, want, c.mode)))
 		return false
 	}
 	if offered.CurrentModeID == want {
@@ -259,7 +259,7 @@ func (c *acpClient) setMode(t *turn, sid string, offered *acp.SessionModeState) 
 // history as updates, which the opening drops.
 func (c *acpClient) load(t *turn, declared bool) (*acp.SessionModeState, bool) {
 	if !declared {
-		t.setFailure(failure(KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
+		t.setFailure(failure(api.KindBadInput, fmt.Sprintf("%s declared no session/load over ACP (agentCapabilities.loadSession), so session %s cannot be continued in it", c.adapter, c.resume)))
 		return nil, false
 	}
 	var loaded acp.LoadSessionResponse
@@ -282,13 +282,13 @@ func (c *acpClient) begin(t *turn) {
 	images, sid := c.images, c.sid
 	if !t.first {
 		// Under the lock: a list that comes after is the turn's to emit.
-		t.emit(Event{Kind: EventSession, SessionID: sid, Model: c.model, Commands: c.commands})
+		t.emit(Event{Kind: api.EventSession, SessionID: sid, Model: c.model, Commands: c.commands})
 	}
 	c.mu.Unlock()
 	if len(t.images) > 0 && !images {
 		// ACP forbids an image block to an agent that did not declare
 		// images; sending none would run the task without what it shows.
-		t.fail(failure(KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.images))))
+		t.fail(failure(api.KindBadInput, fmt.Sprintf("%s declared no image support over ACP (promptCapabilities.image), and the request has %d attachment(s)", c.adapter, len(t.images))))
 		return
 	}
 	var res acp.PromptResponse
@@ -414,20 +414,20 @@ func (c *acpClient) usageUpdate(t *turn, st *acpTurn, u *acp.UsageUpdate) {
 	}
 	st.cost = &spent
 	us := st.usage
-	t.emit(Event{Kind: EventUsage, Usage: &us, costUSD: spent})
+	t.emit(Event{Kind: api.EventUsage, Usage: &us, costUSD: spent})
 }
 
 // acpMetaUsage reads tokens from a _meta's "usage" in the field names of
 // ACP's own (unstable) prompt usage, as Qwen Code reports them on its last
 // chunk: a driver's metaUsage for an agent seen to do so.
-func acpMetaUsage(meta json.RawMessage) (Usage, bool) {
+func acpMetaUsage(meta json.RawMessage) (api.Usage, bool) {
 	var m struct {
 		Usage *acp.PromptUsage `json:"usage"`
 	}
 	if !decodeParams(meta, &m) || m.Usage == nil {
-		return Usage{}, false
+		return api.Usage{}, false
 	}
-	return Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens, CachedInputTokens: m.Usage.CachedReadTokens}, true
+	return api.Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens, CachedInputTokens: m.Usage.CachedReadTokens}, true
 }
 
 // acpPrompt is the prompt's content: the images first, as card's other
@@ -458,13 +458,13 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 	st := c.turnOf(t)
 	var m geminiMeta
 	if res.Usage != nil {
-		st.usageTotal = Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
+		st.usageTotal = api.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedReadTokens}
 		st.usage = st.usageTotal
 		if c.dialect.sessionUsage {
 			st.usage = usageMinus(st.usageTotal, c.used)
 		}
 	} else if len(res.Meta) > 0 && decodeParams(res.Meta, &m) && m.Quota != nil && m.Quota.TokenCount != nil {
-		st.usage = Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
+		st.usage = api.Usage{InputTokens: m.Quota.TokenCount.InputTokens, OutputTokens: m.Quota.TokenCount.OutputTokens}
 	} else if c.dialect.metaUsage != nil {
 		if u, ok := c.dialect.metaUsage(res.Meta); ok && len(res.Meta) > 0 {
 			st.usage = u
@@ -472,9 +472,9 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 			st.usage = *st.metaUsage
 		}
 	}
-	if st.usage != (Usage{}) {
+	if st.usage != (api.Usage{}) {
 		u := st.usage
-		ev := Event{Kind: EventUsage, Usage: &u}
+		ev := Event{Kind: api.EventUsage, Usage: &u}
 		if st.cost != nil {
 			ev.costUSD = *st.cost
 		}
@@ -488,28 +488,28 @@ func (c *acpClient) endTurn(t *turn, res acp.PromptResponse) {
 	}
 	switch res.StopReason {
 	case acp.StopMaxTurnRequests:
-		t.setFailure(failure(KindMaxTurns, c.adapter+" ended the turn: it reached its limit of model requests for one prompt"))
+		t.setFailure(failure(api.KindMaxTurns, c.adapter+" ended the turn: it reached its limit of model requests for one prompt"))
 	case acp.StopRefusal:
-		t.setFailure(failure(KindAPI, c.adapter+" ended the turn: the agent refused to continue"))
+		t.setFailure(failure(api.KindAPI, c.adapter+" ended the turn: the agent refused to continue"))
 	case acp.StopCancelled:
-		t.setFailure(failure(KindCancelled, c.adapter+" ended the turn as cancelled"))
+		t.setFailure(failure(api.KindCancelled, c.adapter+" ended the turn as cancelled"))
 	}
 }
 
 // classified is the failure for an agent's error message and JSON-RPC
 // code. Gemini answers with the API's HTTP status as the code; -32000 is
 // ACP's "authentication required", unless the message says otherwise.
-func (c *acpClient) classified(msg string, code int64) *Failure {
+func (c *acpClient) classified(msg string, code int64) *api.RunError {
 	kind := classifyMessage(msg)
 	switch {
 	case code == 401 || code == 403:
-		kind = KindAuth
+		kind = api.KindAuth
 	case code == 429:
-		kind = KindRateLimit
-	case code == int64(acp.CodeAuthRequired) && kind == KindAPI:
-		kind = KindAuth
+		kind = api.KindRateLimit
+	case code == int64(acp.CodeAuthRequired) && kind == api.KindAPI:
+		kind = api.KindAuth
 	}
-	if kind == KindAuth && c.dialect.authHint != "" {
+	if kind == api.KindAuth && c.dialect.authHint != "" {
 		msg += " — " + c.dialect.authHint
 	}
 	return failure(kind, clip(msg, 2048))
@@ -558,7 +558,7 @@ func (c *acpClient) update(t *turn, raw json.RawMessage) {
 		}
 		c.commands = c.dialect.listed(u.AvailableCommands.AvailableCommands)
 		if len(c.commands) > 0 {
-			t.emit(Event{Kind: EventSession, SessionID: c.sid, Model: c.model, Commands: c.commands})
+			t.emit(Event{Kind: api.EventSession, SessionID: c.sid, Model: c.model, Commands: c.commands})
 		}
 	case acp.UpdateUsage:
 		if u.Usage != nil {
@@ -591,11 +591,11 @@ func (c *acpClient) text(t *turn, st *acpTurn, u acp.SessionUpdate, raw json.Raw
 		switch retry, failed := c.dialect.notice(b.Text); {
 		case retry:
 			st.retries++
-			t.emit(Event{Kind: EventRetry, Attempt: st.retries, Error: clip(strings.TrimSpace(b.Text), 2048)})
+			t.emit(Event{Kind: api.EventRetry, Attempt: st.retries, Error: clip(strings.TrimSpace(b.Text), 2048)})
 			return
 		case failed:
 			st.lastNotice = clip(strings.TrimSpace(b.Text), 2048)
-			t.emit(Event{Kind: EventError, Error: st.lastNotice})
+			t.emit(Event{Kind: api.EventError, Error: st.lastNotice})
 			return
 		}
 	}
@@ -608,7 +608,7 @@ func (c *acpClient) text(t *turn, st *acpTurn, u acp.SessionUpdate, raw json.Raw
 		st.newAnswer = false
 	}
 	st.answer.add(b.Text)
-	t.emit(Event{Kind: EventText, Text: b.Text, Delta: true})
+	t.emit(Event{Kind: api.EventText, Text: b.Text, Delta: true})
 }
 
 // listed are the agent's commands card passes on, in its order.
@@ -627,7 +627,7 @@ func (d acpDialect) listed(cmds []acp.AvailableCommand) []api.SlashCommand {
 	return out
 }
 
-func (c *acpClient) finish(t *turn, exit *ExitInfo) Result {
+func (c *acpClient) finish(t *turn, exit *ExitInfo) api.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.turnOf(t)
@@ -673,7 +673,7 @@ func (st *acpTurn) result(call acp.ToolCallUpdate) []Event {
 		t.done = true
 	}
 	st.fresh = true
-	return []Event{{Kind: EventToolResult, Tool: &Tool{ID: call.ToolCallID}, Output: clip(acpOutput(call), maxOutput), IsError: call.Status == acp.ToolFailed}}
+	return []Event{{Kind: api.EventToolResult, Tool: &api.Tool{ID: call.ToolCallID}, Output: clip(acpOutput(call), maxOutput), IsError: call.Status == acp.ToolFailed}}
 }
 
 // nameOf names a call by the dialect, falling back to the name it was

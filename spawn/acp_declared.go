@@ -11,6 +11,7 @@ import (
 
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // An agent declared in card.toml ([agents.<id>]) speaks ACP on its stdio
@@ -115,7 +116,7 @@ func buildDeclared(d *agent.Declaration, bin string, req Request) (Plan, error) 
 // answers its questions by the session's mode.
 var declaredACP = acpDialect{
 	toolName:    func(c acp.ToolCallUpdate) string { return string(c.Kind) },
-	exitFailure: func(ExitInfo) *Failure { return nil },
+	exitFailure: func(ExitInfo) *api.RunError { return nil },
 	authHint:    "sign the agent in as its own documentation says (card offers its authMethods to nobody), then retry",
 	byMode:      true,
 	// Every ACP agent serves session/cancel, and one that started a
@@ -245,7 +246,7 @@ func (c *acpClient) byMode(t *turn, name string, call acp.ToolCallUpdate, opts [
 		return acp.RequestPermissionResponse{}, false
 	}
 	if !allow {
-		t.emit(Event{Kind: EventOther, Text: why})
+		t.emit(Event{Kind: api.EventOther, Text: why})
 	}
 	return acpAnswer(opts, allow), true
 }

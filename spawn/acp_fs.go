@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/atomicfile"
 )
 
@@ -149,7 +150,7 @@ func (c *acpClient) writeFile(ctx context.Context, t *turn, p acp.WriteTextFileR
 		return fsRefused(fmt.Sprintf("card writes at most %d bytes for an agent; this write of %s is %d", maxFSWrite, p.Path, len(p.Content)))
 	}
 	refuse := func(why string) fsReply {
-		t.emit(Event{Kind: EventOther, Text: why})
+		t.emit(Event{Kind: api.EventOther, Text: why})
 		return fsRefused(why)
 	}
 	switch c.mode {
@@ -188,7 +189,7 @@ func (c *acpClient) writeFile(ctx context.Context, t *turn, p acp.WriteTextFileR
 	if err := atomicfile.Write(real, []byte(p.Content), mode); err != nil {
 		return refuse("card could not write " + p.Path + ": " + err.Error())
 	}
-	t.emit(Event{Kind: EventOther, Text: fmt.Sprintf("card wrote %s for the agent (%d bytes)", p.Path, len(p.Content))})
+	t.emit(Event{Kind: api.EventOther, Text: fmt.Sprintf("card wrote %s for the agent (%d bytes)", p.Path, len(p.Content))})
 	return fsReply{result: map[string]any{}}
 }
 

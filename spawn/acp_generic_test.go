@@ -76,12 +76,12 @@ func (f *fakeAgent) plan(mode Mode, resume string) Plan {
 }
 
 // run runs one prompt one-shot in mode, continuing resume when set.
-func (f *fakeAgent) run(t *testing.T, mode Mode, resume, prompt string, approver Approver, lim Limits) (Result, []Event, error) {
+func (f *fakeAgent) run(t *testing.T, mode Mode, resume, prompt string, approver Approver, lim Limits) (api.Result, []Event, error) {
 	t.Helper()
 	return f.runCtx(t, context.Background(), mode, resume, prompt, approver, lim)
 }
 
-func (f *fakeAgent) runCtx(t *testing.T, ctx context.Context, mode Mode, resume, prompt string, approver Approver, lim Limits) (Result, []Event, error) {
+func (f *fakeAgent) runCtx(t *testing.T, ctx context.Context, mode Mode, resume, prompt string, approver Approver, lim Limits) (api.Result, []Event, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -253,7 +253,7 @@ func TestAMappedModeTheAgentDoesNotOfferFailsTheOpening(t *testing.T) {
 	f := newFakeAgent(t, map[string]string{"FAKEACP_MODES": "auto,default"})
 	res, _, err := f.run(t, ModeReadOnly, "", "MODE\nx", nil, Limits{})
 	e := runErr(t, err)
-	assert.Equal(t, KindBadOutput, e.Kind)
+	assert.Equal(t, api.KindBadOutput, e.Kind)
 	assert.Contains(t, e.Message, `does not offer its mode "plan"`)
 	assert.Empty(t, res.Answer)
 
@@ -285,8 +285,8 @@ func TestAUsageUpdatesCostIsTheTurnsPartAndHeldByTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.CostUSD)
 	assert.InDelta(t, 0.75, *res.CostUSD, 1e-9)
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "tokens from the result, not the context fill")
-	assert.Contains(t, kinds(evs), EventUsage)
+	assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "tokens from the result, not the context fill")
+	assert.Contains(t, kinds(evs), api.EventUsage)
 
 	p := f.plan(ModeReadOnly, "")
 	p.Caps = &PlanCaps{MaxCostUSD: 0.5, Program: "fake"}
@@ -295,7 +295,7 @@ func TestAUsageUpdatesCostIsTheTurnsPartAndHeldByTheBudget(t *testing.T) {
 	_, err = Run(ctx, RunSpec{Plan: p, Prompt: "COST 0.25\nCOST 0.75\nSLEEP 20\nx", BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
 		Limits: Limits{KillGrace: 500 * time.Millisecond}})
 	e := runErr(t, err)
-	assert.Equal(t, KindBudget, e.Kind)
+	assert.Equal(t, api.KindBudget, e.Kind)
 	assert.Contains(t, e.Message, "max_cost_usd 0.5 passed")
 
 	w := f.startWarm(t, ModeReadOnly, Limits{})
@@ -323,15 +323,15 @@ func TestADriverCanReadATurnsTokensFromTheLastChunksMeta(t *testing.T) {
 		f := newFakeAgent(t, nil)
 		res, _, err := f.run(t, ModeReadOnly, "", "METAUSAGE\nx", nil, Limits{})
 		require.NoError(t, err)
-		want := Usage{}
+		want := api.Usage{}
 		if reads {
-			want = Usage{InputTokens: 10, OutputTokens: 5}
+			want = api.Usage{InputTokens: 10, OutputTokens: 5}
 		}
 		assert.Equal(t, want, res.Usage, "reads %v", reads)
 	}
 	u, ok := acpMetaUsage(json.RawMessage(`{"usage":{"inputTokens":7,"outputTokens":3,"cachedReadTokens":2},"durationMs":1}`))
 	assert.True(t, ok)
-	assert.Equal(t, Usage{InputTokens: 7, OutputTokens: 3, CachedInputTokens: 2}, u)
+	assert.Equal(t, api.Usage{InputTokens: 7, OutputTokens: 3, CachedInputTokens: 2}, u)
 	_, ok = acpMetaUsage(json.RawMessage(`{"qwen.branchPoint":1}`))
 	assert.False(t, ok)
 }
@@ -349,14 +349,14 @@ func TestACancelSendsSessionCancelBeforeTheGroupIsEnded(t *testing.T) {
 		p := f.plan(ModeReadOnly, "")
 		done := make(chan struct{})
 		var err error
-		var res Result
+		var res api.Result
 		go func() {
 			defer close(done)
 			res, err = Run(ctx, RunSpec{Plan: p, Prompt: "SLEEP 20\nx", BaseEnv: []string{"PATH=" + os.Getenv("PATH")},
 				Limits:  Limits{KillGrace: 2 * time.Second},
 				OnStart: func(_, g int) { pgid = g },
 				OnEvent: func(e Event) {
-					if e.Kind == EventSession {
+					if e.Kind == api.EventSession {
 						// The prompt goes out right after; let it arrive.
 						time.AfterFunc(300*time.Millisecond, cancel)
 					}
@@ -368,7 +368,7 @@ func TestACancelSendsSessionCancelBeforeTheGroupIsEnded(t *testing.T) {
 			t.Fatal("the cancelled run did not end")
 		}
 		cancel()
-		assert.Equal(t, KindCancelled, runErr(t, err).Kind, "cancel first %v", first)
+		assert.Equal(t, api.KindCancelled, runErr(t, err).Kind, "cancel first %v", first)
 		assert.True(t, res.IsError)
 		cancelled, _ := filepath.Glob(filepath.Join(f.home, ".fakeacp", "cancelled-*"))
 		if first {
@@ -386,7 +386,7 @@ func TestACancelSendsSessionCancelBeforeTheGroupIsEnded(t *testing.T) {
 	defer cancel()
 	time.AfterFunc(time.Second, cancel)
 	_, err := w.Turn(ctx, TurnSpec{Prompt: "SLEEP 20\nx"})
-	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
+	assert.Equal(t, api.KindCancelled, runErr(t, err).Kind)
 	cancelled, _ := filepath.Glob(filepath.Join(f.home, ".fakeacp", "cancelled-*"))
 	assert.Len(t, cancelled, 1)
 	assert.True(t, w.Alive(), "the agent answered cancelled and stays up")

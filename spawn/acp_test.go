@@ -108,7 +108,7 @@ func newACPReading(t *testing.T, dialect string, emit func(...Event)) acpReading
 
 func (r acpReading) endTurn(res acp.PromptResponse) { r.acpClient.endTurn(r.t, res) }
 
-func (r acpReading) finish() Result { return r.acpClient.finish(r.t, &ExitInfo{}) }
+func (r acpReading) finish() api.Result { return r.acpClient.finish(r.t, &ExitInfo{}) }
 
 // update feeds raw session/update payloads through a client in the given
 // dialect and returns the events.
@@ -139,19 +139,19 @@ func TestSessionUpdatesMapOntoCardsEvents(t *testing.T) {
 		`{"sessionUpdate":"something_new","x":1}`,
 	)
 	require.Len(t, evs, 9)
-	assert.Equal(t, Event{Kind: EventSession, Commands: []api.SlashCommand{{Name: "compact", Description: "Summarize conversation history", InputHint: "focus instructions"}}}, evs[0],
+	assert.Equal(t, Event{Kind: api.EventSession, Commands: []api.SlashCommand{{Name: "compact", Description: "Summarize conversation history", InputHint: "focus instructions"}}}, evs[0],
 		"the commands, less add-dir, which would widen the session past its cwd")
 	evs = evs[1:]
-	assert.Equal(t, Event{Kind: EventText, Text: "Let me ", Delta: true}, evs[0])
-	assert.Equal(t, Event{Kind: EventText, Text: "look.", Delta: true}, evs[1])
-	assert.Equal(t, EventOther, evs[2].Kind)
+	assert.Equal(t, Event{Kind: api.EventText, Text: "Let me ", Delta: true}, evs[0])
+	assert.Equal(t, Event{Kind: api.EventText, Text: "look.", Delta: true}, evs[1])
+	assert.Equal(t, api.EventOther, evs[2].Kind)
 	assert.Equal(t, "agent_thought_chunk", evs[2].Type)
 	assert.JSONEq(t, `{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}`, string(evs[2].Raw))
-	assert.Equal(t, Event{Kind: EventToolUse, Tool: &Tool{Name: "execute", ID: "toolu_1",
+	assert.Equal(t, Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: "execute", ID: "toolu_1",
 		Input: json.RawMessage(`{"command":"echo hello > f.txt","description":"Write a file"}`)}}, evs[3])
-	assert.Equal(t, Event{Kind: EventToolResult, Tool: &Tool{ID: "toolu_1"}, Output: "<shellId: 0 completed with exit code 0>"}, evs[4])
+	assert.Equal(t, Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: "toolu_1"}, Output: "<shellId: 0 completed with exit code 0>"}, evs[4])
 	assert.Equal(t, "plan", evs[5].Type)
-	assert.Equal(t, Event{Kind: EventText, Text: "DONE", Delta: true}, evs[6])
+	assert.Equal(t, Event{Kind: api.EventText, Text: "DONE", Delta: true}, evs[6])
 	assert.Equal(t, "something_new", evs[7].Type)
 
 	c.endTurn(acp.PromptResponse{StopReason: "end_turn"})
@@ -174,11 +174,11 @@ func TestGeminiToolCallsAreNamedFromTheirIDAndEndOnce(t *testing.T) {
 	require.Len(t, evs, 4)
 	assert.Equal(t, "read_file", evs[0].Tool.Name)
 	assert.JSONEq(t, `{"title":"existing.txt","kind":"read","locations":[{"path":"/p/existing.txt"}]}`, string(evs[0].Tool.Input))
-	assert.Equal(t, EventToolResult, evs[1].Kind)
-	assert.Equal(t, Event{Kind: EventToolUse, Tool: &Tool{Name: "web_fetch", ID: "web_fetch__web_fetch_1_0",
+	assert.Equal(t, api.EventToolResult, evs[1].Kind)
+	assert.Equal(t, Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: "web_fetch", ID: "web_fetch__web_fetch_1_0",
 		Input: json.RawMessage(`{"content":[{"type":"content","content":{"type":"text","text":"All requested URLs were skipped"}}],"kind":"fetch"}`)}}, evs[2],
 		"an update for a call never announced announces it first")
-	assert.Equal(t, Event{Kind: EventToolResult, Tool: &Tool{ID: "web_fetch__web_fetch_1_0"}, Output: "All requested URLs were skipped", IsError: true}, evs[3])
+	assert.Equal(t, Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: "web_fetch__web_fetch_1_0"}, Output: "All requested URLs were skipped", IsError: true}, evs[3])
 }
 
 // Copilot reports API trouble as message text; card reads it as a retry
@@ -189,12 +189,12 @@ func TestCopilotsAPITroubleInMessageTextIsARetryAndAnError(t *testing.T) {
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Error: Authentication failed with provider at http://127.0.0.1:36303 (HTTP 401)."}}`,
 	)
 	require.Len(t, evs, 2)
-	assert.Equal(t, Event{Kind: EventRetry, Attempt: 1, Error: "Info: Request failed due to a transient API error. Retrying..."}, evs[0])
-	assert.Equal(t, EventError, evs[1].Kind)
+	assert.Equal(t, Event{Kind: api.EventRetry, Attempt: 1, Error: "Info: Request failed due to a transient API error. Retrying..."}, evs[0])
+	assert.Equal(t, api.EventError, evs[1].Kind)
 	c.endTurn(acp.PromptResponse{StopReason: "end_turn"})
 	res := c.finish()
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "HTTP 401")
 	assert.Contains(t, res.Error.Message, "COPILOT_PROVIDER_BASE_URL", "says what to do")
 	assert.Empty(t, res.Answer)
@@ -208,7 +208,7 @@ func TestCopilotsAPITroubleInMessageTextIsARetryAndAnError(t *testing.T) {
 }
 
 func TestAStopReasonOtherThanTheEndOfTheTurnIsAFailureOfItsKind(t *testing.T) {
-	for reason, kind := range map[string]string{"end_turn": "", "max_tokens": "", "max_turn_requests": KindMaxTurns, "refusal": KindAPI, "cancelled": KindCancelled} {
+	for reason, kind := range map[string]string{"end_turn": "", "max_tokens": "", "max_turn_requests": api.KindMaxTurns, "refusal": api.KindAPI, "cancelled": api.KindCancelled} {
 		_, c := updates(t, agent.Gemini)
 		c.endTurn(acp.PromptResponse{StopReason: acp.StopReason(reason)})
 		res := c.finish()
@@ -231,12 +231,12 @@ func TestAnAgentsErrorResponseIsClassified(t *testing.T) {
 		kind    string
 		says    string
 	}{
-		{agent.Gemini, &jsonrpc2.Error{Code: -32000, Message: "Gemini API key is missing or not configured."}, KindAuth, "GEMINI_API_KEY"},
-		{agent.Copilot, &jsonrpc2.Error{Code: -32000, Message: "Authentication required"}, KindAuth, "COPILOT_GITHUB_TOKEN"},
-		{agent.Gemini, &jsonrpc2.Error{Code: 429, Message: "You exceeded your current quota"}, KindRateLimit, "quota"},
-		{agent.Gemini, &jsonrpc2.Error{Code: 401, Message: `{"error":{"code":401}}`}, KindAuth, "401"},
-		{agent.Gemini, &jsonrpc2.Error{Code: 500, Message: "Internal Server Error"}, KindAPI, "session/prompt with error 500"},
-		{agent.Gemini, &jsonrpc2.Error{Code: -32000, Message: "Too many requests, rate limit"}, KindRateLimit, "rate limit"},
+		{agent.Gemini, &jsonrpc2.Error{Code: -32000, Message: "Gemini API key is missing or not configured."}, api.KindAuth, "GEMINI_API_KEY"},
+		{agent.Copilot, &jsonrpc2.Error{Code: -32000, Message: "Authentication required"}, api.KindAuth, "COPILOT_GITHUB_TOKEN"},
+		{agent.Gemini, &jsonrpc2.Error{Code: 429, Message: "You exceeded your current quota"}, api.KindRateLimit, "quota"},
+		{agent.Gemini, &jsonrpc2.Error{Code: 401, Message: `{"error":{"code":401}}`}, api.KindAuth, "401"},
+		{agent.Gemini, &jsonrpc2.Error{Code: 500, Message: "Internal Server Error"}, api.KindAPI, "session/prompt with error 500"},
+		{agent.Gemini, &jsonrpc2.Error{Code: -32000, Message: "Too many requests, rate limit"}, api.KindRateLimit, "rate limit"},
 	} {
 		ac := newACPReading(t, c.dialect, func(...Event) {})
 		ac.fail(ac.t, "session/prompt", c.err)
@@ -414,7 +414,7 @@ func TestAnACPRunResumingASessionLoadsItAndStillAsks(t *testing.T) {
 	p.Session.resume = "sess-old"
 	res, _, _, err = sessionRun(t, ctx, p, r, Limits{})
 	e := runErr(t, err)
-	assert.Equal(t, KindBadInput, e.Kind)
+	assert.Equal(t, api.KindBadInput, e.Kind)
 	assert.Contains(t, e.Message, "loadSession")
 	assert.Empty(t, r.asked)
 	assert.True(t, res.IsError)
@@ -442,7 +442,7 @@ func TestAnACPAskPlanResumesInsideTheProtocolWhereTheAgentKeepsTheSession(t *tes
 
 // acpRun runs the fake ACP agent with script through the real runner, as
 // Gemini's ask plan would run.
-func acpRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
+func acpRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (api.Result, []Event, string, error) {
 	p := acpProtocol.plan(script)
 	p.Input.Images = images
 	return sessionRun(t, ctx, p, approver, lim)
@@ -463,19 +463,19 @@ func TestAnACPTurnPutsTheQuestionToTheApproverAndAnswersWithTheAgentsOption(t *t
 		assert.JSONEq(t, `{"content":[{"type":"content","content":{"type":"text","text":"(Write a file)"}}],"kind":"execute","title":"echo hello > made.txt"}`,
 			string(q.Input), "with no rawInput, what the call says of itself")
 		assert.Equal(t, "sess-fake", res.SessionID)
-		assert.Equal(t, Usage{InputTokens: 20, OutputTokens: 10}, res.Usage)
+		assert.Equal(t, api.Usage{InputTokens: 20, OutputTokens: 10}, res.Usage)
 		assert.Equal(t, 1, res.ToolCalls)
 		if allow {
 			assert.FileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "DONE after selected proceed_once", res.Answer)
-			assert.Equal(t, []string{EventSession, EventText, EventToolUse, EventToolResult, EventText, EventText, EventUsage}, kinds(evs))
+			assert.Equal(t, []string{api.EventSession, api.EventText, api.EventToolUse, api.EventToolResult, api.EventText, api.EventText, api.EventUsage}, kinds(evs))
 		} else {
 			assert.NoFileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "DONE after selected cancel", res.Answer, "a deny is the agent's reject-once option")
-			assert.Equal(t, []string{EventSession, EventText, EventToolUse, EventText, EventText, EventUsage}, kinds(evs))
+			assert.Equal(t, []string{api.EventSession, api.EventText, api.EventToolUse, api.EventText, api.EventText, api.EventUsage}, kinds(evs))
 		}
 		assert.Equal(t, "You said: Please create the file.", evs[1].Text, "the prompt travelled in session/prompt")
-		assert.Equal(t, Event{Kind: EventSession, SessionID: "sess-fake", Model: "fake-model"}, evs[0])
+		assert.Equal(t, Event{Kind: api.EventSession, SessionID: "sess-fake", Model: "fake-model"}, evs[0])
 	}
 }
 
@@ -511,8 +511,8 @@ func TestAnACPErrorResponseFailsTheRunWithItsKind(t *testing.T) {
 	defer cancel()
 	res, _, _, err := acpRun(t, ctx, "error", &recorder{}, Limits{})
 	e := runErr(t, err)
-	assert.Equal(t, KindRateLimit, e.Kind)
-	assert.Equal(t, KindRateLimit, res.Error.Kind)
+	assert.Equal(t, api.KindRateLimit, e.Kind)
+	assert.Equal(t, api.KindRateLimit, res.Error.Kind)
 	assert.Contains(t, e.Message, "gemini answered session/prompt with error 429: You exceeded your current quota")
 }
 
@@ -520,7 +520,7 @@ func TestAnACPAgentPrintingWithoutEndHitsTheOutputLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _, _, err := acpRun(t, ctx, "flood", &recorder{}, Limits{MaxOutput: 1 << 20, KillGrace: 300 * time.Millisecond})
-	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
+	assert.Equal(t, api.KindOutputLimit, runErr(t, err).Kind)
 }
 
 // Images travel in session/prompt as ACP image blocks (base64 data), before
@@ -536,7 +536,7 @@ func TestImagesGoInTheACPPromptOnlyToAnAgentThatTakesThem(t *testing.T) {
 
 	_, _, _, err = acpRun(t, ctx, "noimage", &recorder{}, Limits{}, Image{Name: "red.png", MIME: "image/png", Data: png})
 	e := runErr(t, err)
-	assert.Equal(t, KindBadInput, e.Kind)
+	assert.Equal(t, api.KindBadInput, e.Kind)
 	assert.Contains(t, e.Message, "declared no image support over ACP")
 }
 

@@ -315,7 +315,7 @@ type Plan struct {
 	// UsageBase is the request's UsageBase when it resumes a session: the
 	// CLI session's running total before the run, which a CLI reporting
 	// that total has the run's part taken from.
-	UsageBase Usage
+	UsageBase api.Usage
 }
 
 // PlanFile is a private file a run needs, such as a system prompt.

@@ -43,7 +43,7 @@ type protocol interface {
 	steer(t *turn, text string) error
 	// finish gives the turn's result once it is over; exit is nil while
 	// the agent lives on.
-	finish(t *turn, exit *ExitInfo) Result
+	finish(t *turn, exit *ExitInfo) api.Result
 	// sessionID is the CLI's own id of the conversation, once known.
 	sessionID() string
 }
@@ -127,7 +127,7 @@ type SessionPlan struct {
 
 // usageBaser is a one-shot parser whose CLI reports the session's running
 // total: it takes the run's part from the plan's base.
-type usageBaser interface{ setUsageBase(Usage) }
+type usageBaser interface{ setUsageBase(api.Usage) }
 
 // protocolOf is the protocol the plan's session names, as its adapter's
 // driver speaks it.
@@ -149,7 +149,7 @@ func (a *runner) start(c *child, proto protocol, t *turn) *Error {
 		return e
 	}
 	c.skipped = func(n int64) {
-		a.emitCur(Event{Kind: EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)})
+		a.emitCur(Event{Kind: api.EventOther, Text: fmt.Sprintf("a stdout line of more than %d bytes was skipped (line limit)", n)})
 	}
 	proto.open(a)
 	if t != nil {
@@ -217,9 +217,9 @@ func (a *runner) ready(ctx context.Context, onExit func(ExitInfo)) *Error {
 
 // startFailed explains an opening that did not get through: a cancelled
 // start, the failure the agent gave, or, once it has gone, its exit.
-func (a *runner) startFailed(ctx context.Context, t *turn) *Failure {
+func (a *runner) startFailed(ctx context.Context, t *turn) *api.RunError {
 	if ctx.Err() != nil {
-		return failure(KindCancelled, "the start was cancelled")
+		return failure(api.KindCancelled, "the start was cancelled")
 	}
 	if f := t.failed(); f != nil {
 		return f
@@ -227,7 +227,7 @@ func (a *runner) startFailed(ctx context.Context, t *turn) *Failure {
 	select {
 	case <-a.child.done:
 	case <-ctx.Done():
-		return failure(KindCancelled, "the start was cancelled")
+		return failure(api.KindCancelled, "the start was cancelled")
 	}
 	<-a.proto.consumed()
 	x := a.child.exit
@@ -287,7 +287,7 @@ func (a *runner) newTurn(ctx context.Context, ts TurnSpec) (*turn, func(), *Erro
 		// Build refuses these for a run; a warm turn's images are checked
 		// here, so none is dropped without a word.
 		e := &api.FieldError{Field: "attachments", Message: fmt.Sprintf("%s does not take images: %s", a.adapter, d.NoImages)}
-		return early(KindBadInput, e.Error(), e)
+		return early(api.KindBadInput, e.Error(), e)
 	}
 	t := newTurn(ctx, ts, a.child.Approver)
 	release := t.qcancel
@@ -313,7 +313,7 @@ func (a *runner) newTurn(ctx context.Context, ts TurnSpec) (*turn, func(), *Erro
 		}
 		if t.images, err = inMemory(ts.Images); err != nil {
 			release()
-			return early(KindSpawn, err.Error(), err)
+			return early(api.KindSpawn, err.Error(), err)
 		}
 	}
 	t.ev = newEmitter(ts.OnEvent, nil, a.plan.MaxAPIRetries, a.plan.Caps, t.judge)
@@ -322,8 +322,8 @@ func (a *runner) newTurn(ctx context.Context, ts TurnSpec) (*turn, func(), *Erro
 }
 
 // turn runs one turn of a kept agent, after the one before it.
-func (a *runner) turn(ctx context.Context, ts TurnSpec) (Result, error) {
-	early := func(e *Error) (Result, error) { return e.result(), e }
+func (a *runner) turn(ctx context.Context, ts TurnSpec) (api.Result, error) {
+	early := func(e *Error) (api.Result, error) { return e.result(), e }
 	select {
 	case a.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -353,8 +353,8 @@ func (a *runner) turn(ctx context.Context, ts TurnSpec) (Result, error) {
 }
 
 // gone is a turn refused because the agent's process is over.
-func (a *runner) gone() (Result, error) {
-	e := &Error{Kind: KindExit, Message: a.adapter + ": " + ErrAgentGone.Error() + "; start a new one (it resumes the conversation)",
+func (a *runner) gone() (api.Result, error) {
+	e := &Error{Kind: api.KindExit, Message: a.adapter + ": " + ErrAgentGone.Error() + "; start a new one (it resumes the conversation)",
 		Command: a.child.command, ExitCode: -1, Err: ErrAgentGone}
 	return e.result(), e
 }
@@ -371,7 +371,7 @@ const (
 // protocol cannot stop cleanly (a cancel the agent does not obey within
 // the grace, an output flood, a verdict of the guards) ends the agent with
 // it, as the end of its one turn ends an agent that is not kept.
-func (a *runner) runTurn(t *turn) (Result, error) {
+func (a *runner) runTurn(t *turn) (api.Result, error) {
 	stopWatch := a.watchTurn(t)
 	defer stopWatch()
 	var began sync.WaitGroup
@@ -495,12 +495,12 @@ func (a *runner) settle(t *turn, began *sync.WaitGroup) *ExitInfo {
 // judge gives the turn's result, and its error when it failed, in order of
 // precedence: its context, the guards' verdict, the output limit, what the
 // protocol read of the agent.
-func (a *runner) judge(t *turn, how int, exit *ExitInfo) (Result, error) {
+func (a *runner) judge(t *turn, how int, exit *ExitInfo) (api.Result, error) {
 	res := a.proto.finish(t, exit)
 	if a.kept || res.DurationMs == 0 {
 		res.DurationMs = time.Since(t.at).Milliseconds()
 	}
-	if res.Usage == (Usage{}) {
+	if res.Usage == (api.Usage{}) {
 		// A turn the cap ended before the CLI's own summary still records
 		// what it used.
 		res.Usage = t.ev.caps.reported()
@@ -529,14 +529,14 @@ func (a *runner) judge(t *turn, how int, exit *ExitInfo) (Result, error) {
 	case how == byVerdict && verdict != nil:
 		e.Kind, e.Message = verdict.Kind, verdict.Message
 	case a.child.limited:
-		e.Kind = KindOutputLimit
+		e.Kind = api.KindOutputLimit
 		e.Message = fmt.Sprintf("the agent printed more than %d bytes; the run was ended (raise the output limit or narrow the task)", a.child.lim.MaxOutput)
 		if a.kept {
 			e.Message = fmt.Sprintf("the agent printed more than %d bytes in one turn; the agent was ended (raise the output limit or narrow the task)", a.child.lim.MaxOutput)
 		}
 	case res.Error != nil:
 		e.Kind, e.Message = res.Error.Kind, res.Error.Message
-		if e.Kind == KindBudget && !a.kept && a.plan.Caps != nil && a.plan.Caps.CostByCLI {
+		if e.Kind == api.KindBudget && !a.kept && a.plan.Caps != nil && a.plan.Caps.CostByCLI {
 			// The CLI stopped at its own spending flag: say it in the
 			// words of the cap the client set.
 			e.Message = a.plan.Caps.capMessage(res)
@@ -546,7 +546,7 @@ func (a *runner) judge(t *turn, how int, exit *ExitInfo) (Result, error) {
 		return res, nil
 	}
 	res.IsError = true
-	res.Error = &Failure{Kind: e.Kind, Message: e.Message, StderrExcerpt: e.StderrExcerpt}
+	res.Error = &api.RunError{Kind: e.Kind, Message: e.Message, StderrExcerpt: e.StderrExcerpt}
 	if e.ExitCode >= 0 {
 		code := e.ExitCode
 		res.Error.ExitCode = &code

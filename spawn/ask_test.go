@@ -179,7 +179,7 @@ func (r *recorder) Approve(ctx context.Context, q Question) Decision {
 
 // runFake runs the fake Claude on a task through the real runner, with its
 // ask channel open to approver.
-func runFake(t *testing.T, approver Approver, task string) (Result, string, error) {
+func runFake(t *testing.T, approver Approver, task string) (api.Result, string, error) {
 	t.Helper()
 	work := t.TempDir()
 	bin := fakeclaude.Install(t, t.TempDir())
@@ -219,7 +219,7 @@ func TestAPlanThatAsksIsRefusedWithoutAnApprover(t *testing.T) {
 	_, _, err := runFake(t, nil, "TOOL Bash {}")
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, api.KindSpawn, e.Kind)
 	assert.Contains(t, e.Message, "no approver")
 }
 
@@ -241,7 +241,7 @@ func TestCancellingARunEndsTheQuestionItIsWaitingOn(t *testing.T) {
 		BaseEnv: []string{"PATH=" + os.Getenv("PATH")}, Limits: Limits{KillGrace: 200 * time.Millisecond}})
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	assert.Equal(t, KindCancelled, e.Kind)
+	assert.Equal(t, api.KindCancelled, e.Kind)
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):

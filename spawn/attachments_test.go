@@ -150,7 +150,7 @@ func TestTheEchoOfTheImagesIsAllowedForOnTopOfTheOutputLimit(t *testing.T) {
 	// an allowance of 1500.
 	plan := shPlan(t, `head -c 3000 /dev/zero | tr '\0' 'x'; echo`)
 	_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: &rawParser{}, Limits: Limits{MaxOutput: 2000}})
-	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
+	assert.Equal(t, api.KindOutputLimit, runErr(t, err).Kind)
 	plan.OutputAllowance = 1500
 	_, err = Run(context.Background(), RunSpec{Plan: plan, Parser: &rawParser{}, Limits: Limits{MaxOutput: 2000}})
 	require.NoError(t, err)
@@ -302,7 +302,7 @@ func TestAPrivateDirectoryWithACommaIsRefused(t *testing.T) {
 	plan.Files = []PlanFile{{Path: "image-1.png", Content: pngBytes}}
 	_, err := Run(context.Background(), RunSpec{Plan: plan, TempDir: tmp})
 	e := runErr(t, err)
-	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, api.KindSpawn, e.Kind)
 	assert.Contains(t, e.Message, "set TMPDIR to a plain path")
 }
 
@@ -313,7 +313,7 @@ func TestAnAtReferenceToAFileThePlanDoesNotWriteIsRefused(t *testing.T) {
 	plan.Input = Input{Format: InputAtFiles, Files: []string{FileRef("image-1.png")}}
 	_, err := Run(context.Background(), RunSpec{Plan: plan, Prompt: "x"})
 	e := runErr(t, err)
-	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, api.KindSpawn, e.Kind)
 	assert.Contains(t, e.Message, "refers to a file the plan does not write")
 	_, statErr := os.Stat(marker)
 	assert.True(t, os.IsNotExist(statErr), "the child started")

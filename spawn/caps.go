@@ -118,7 +118,7 @@ func withCaps(p *Plan, a Adapter, req Request) error {
 // It is pure: the emitter feeds it the events and ends the run.
 type capGuard struct {
 	caps  PlanCaps
-	usage Usage
+	usage api.Usage
 	cost  float64
 	// passed is set once a cap is passed, so the run ends only once.
 	passed bool
@@ -133,8 +133,8 @@ func newCapGuard(c *PlanCaps) *capGuard {
 
 // observe reads one event and returns the failure that ends the run when
 // the usage so far passes a cap, else nil.
-func (g *capGuard) observe(ev *Event) *Failure {
-	if g == nil || ev.Kind != EventUsage || ev.Usage == nil || g.passed {
+func (g *capGuard) observe(ev *Event) *api.RunError {
+	if g == nil || ev.Kind != api.EventUsage || ev.Usage == nil || g.passed {
 		return nil
 	}
 	if ev.perCall {
@@ -150,32 +150,32 @@ func (g *capGuard) observe(ev *Event) *Failure {
 	}
 	if m := g.caps.MaxTokens; m > 0 && tokens(g.usage) > m {
 		g.passed = true
-		return failure(KindBudget, tokensPassed(m, g.usage))
+		return failure(api.KindBudget, tokensPassed(m, g.usage))
 	}
 	if m := g.caps.MaxCostUSD; m > 0 && !g.caps.CostByCLI && g.cost > m {
 		g.passed = true
-		return failure(KindBudget, costPassed(m, g.cost, g.usage, g.caps.Program))
+		return failure(api.KindBudget, costPassed(m, g.cost, g.usage, g.caps.Program))
 	}
 	return nil
 }
 
 // tokens is what max_tokens counts: the input and output tokens the agent
 // reported (cached input is part of input where the CLI counts it there).
-func tokens(u Usage) int64 { return u.InputTokens + u.OutputTokens }
+func tokens(u api.Usage) int64 { return u.InputTokens + u.OutputTokens }
 
-func tokensPassed(limit int64, u Usage) string {
+func tokensPassed(limit int64, u api.Usage) string {
 	return fmt.Sprintf("max_tokens %d passed: the agent reported %s tokens (input %s, output %s)",
 		limit, thousands(int(tokens(u))), thousands(int(u.InputTokens)), thousands(int(u.OutputTokens)))
 }
 
-func costPassed(limit, spent float64, u Usage, program string) string {
+func costPassed(limit, spent float64, u api.Usage, program string) string {
 	return fmt.Sprintf("max_cost_usd %s passed: %s reported $%.4f spent (input %s, output %s tokens)",
 		usd(limit), program, spent, thousands(int(u.InputTokens)), thousands(int(u.OutputTokens)))
 }
 
 // capMessage words a budget ending the CLI itself chose (its own spending
 // flag), from the result it reported.
-func (c *PlanCaps) capMessage(res Result) string {
+func (c *PlanCaps) capMessage(res api.Result) string {
 	var spent float64
 	if res.CostUSD != nil {
 		spent = *res.CostUSD
@@ -190,9 +190,9 @@ func (c *PlanCaps) capMessage(res Result) string {
 func usd(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // reported is the usage added up so far (zero for no guard).
-func (g *capGuard) reported() Usage {
+func (g *capGuard) reported() api.Usage {
 	if g == nil {
-		return Usage{}
+		return api.Usage{}
 	}
 	return g.usage
 }

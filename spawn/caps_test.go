@@ -22,7 +22,7 @@ func i64(v int64) *int64     { return &v }
 // capRun runs a fake agent that prints lines, one every 50 ms, then waits
 // a minute (a run left to itself would hit the test's deadline), and
 // parses them with adapter's parser under the request's caps.
-func capRun(t *testing.T, adapter string, lines []string, cost *float64, tokens *int64) (Result, []Event, time.Duration, error) {
+func capRun(t *testing.T, adapter string, lines []string, cost *float64, tokens *int64) (api.Result, []Event, time.Duration, error) {
 	t.Helper()
 	a, ok := Lookup(adapter)
 	require.True(t, ok)
@@ -53,15 +53,15 @@ func TestATokenCapPassedMidRunKillsTheAgentAndEndsBudgetWithItsUsage(t *testing.
 	}
 	res, evs, took, err := capRun(t, "pi", lines, nil, i64(1000))
 	e := runErr(t, err)
-	assert.Equal(t, KindBudget, e.Kind)
+	assert.Equal(t, api.KindBudget, e.Kind)
 	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,234 tokens (input 1,000, output 234)", e.Message)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindBudget, res.Error.Kind)
-	assert.Equal(t, Usage{InputTokens: 1000, OutputTokens: 234}, res.Usage, "the usage up to the cap is recorded")
+	assert.Equal(t, api.KindBudget, res.Error.Kind)
+	assert.Equal(t, api.Usage{InputTokens: 1000, OutputTokens: 234}, res.Usage, "the usage up to the cap is recorded")
 	assert.Less(t, took, 20*time.Second, "the agent's group was ended, not waited out")
 	n := 0
 	for _, ev := range evs {
-		if ev.Kind == EventUsage {
+		if ev.Kind == api.EventUsage {
 			n++
 		}
 	}
@@ -75,9 +75,9 @@ func TestACostCapOnAnAgentThatReportsCostIsAddedUpPerModelCall(t *testing.T) {
 	}
 	res, _, _, err := capRun(t, "pi", lines, f64(0.05), nil)
 	e := runErr(t, err)
-	assert.Equal(t, KindBudget, e.Kind)
+	assert.Equal(t, api.KindBudget, e.Kind)
 	assert.Equal(t, "max_cost_usd 0.05 passed: pi reported $0.0600 spent (input 30, output 15 tokens)", e.Message)
-	assert.Equal(t, Usage{InputTokens: 30, OutputTokens: 15}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 30, OutputTokens: 15}, res.Usage)
 }
 
 func TestAnAgentUnderItsCapsIsNotStopped(t *testing.T) {
@@ -91,12 +91,12 @@ func TestAnAgentUnderItsCapsIsNotStopped(t *testing.T) {
 	require.NoError(t, withCaps(&p, a, Request{Adapter: "pi", MaxCostUSD: f64(1), MaxTokens: i64(1000)}))
 	res, err := Run(context.Background(), RunSpec{Plan: p, Parser: a.NewParser()})
 	if err != nil {
-		assert.NotEqual(t, KindBudget, runErr(t, err).Kind, "%v", err)
+		assert.NotEqual(t, api.KindBudget, runErr(t, err).Kind, "%v", err)
 	}
-	assert.NotEqual(t, KindBudget, kindOf(res))
+	assert.NotEqual(t, api.KindBudget, kindOf(res))
 }
 
-func kindOf(r Result) string {
+func kindOf(r api.Result) string {
 	if r.Error == nil {
 		return ""
 	}
@@ -112,10 +112,10 @@ func TestATokenCapReportedOnlyAtTurnEndEndsTheRunBudgetWithTheAnswerKept(t *test
 	}
 	res, _, _, err := capRun(t, "codex", lines, nil, i64(1000))
 	e := runErr(t, err)
-	assert.Equal(t, KindBudget, e.Kind)
+	assert.Equal(t, api.KindBudget, e.Kind)
 	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,100 tokens (input 900, output 200)", e.Message)
 	assert.Equal(t, "the answer", res.Answer, "the answer that came with the usage is recorded")
-	assert.Equal(t, Usage{InputTokens: 900, OutputTokens: 200}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 900, OutputTokens: 200}, res.Usage)
 }
 
 func TestClaudesOwnSpendingCapIsPassedOnAndItsEndingIsBudget(t *testing.T) {
@@ -132,9 +132,9 @@ func TestClaudesOwnSpendingCapIsPassedOnAndItsEndingIsBudget(t *testing.T) {
 	sh.Caps = p.Caps
 	res, err := Run(context.Background(), RunSpec{Plan: sh, Parser: a.NewParser()})
 	e := runErr(t, err)
-	assert.Equal(t, KindBudget, e.Kind)
+	assert.Equal(t, api.KindBudget, e.Kind)
 	assert.Equal(t, "max_cost_usd 0.01 passed: claude-code reported $3.0150 spent (input 1,000,000, output 1,000 tokens); claude-code said: Reached maximum budget ($0.01)", e.Message)
-	assert.Equal(t, Usage{InputTokens: 1_000_000, OutputTokens: 1000}, res.Usage, "Claude zeroes usage here; its modelUsage keeps the counts")
+	assert.Equal(t, api.Usage{InputTokens: 1_000_000, OutputTokens: 1000}, res.Usage, "Claude zeroes usage here; its modelUsage keeps the counts")
 }
 
 func TestCapsThatAreNotALimitAreRefusedNamingTheField(t *testing.T) {
@@ -222,12 +222,12 @@ func TestARunCardNamedReportsCardsSessionIDNotTheCLIsOwn(t *testing.T) {
 		case "none":
 			// A run that keeps no session names none.
 			assert.Empty(t, res.SessionID)
-			assert.NotContains(t, kinds(evs), EventSession)
+			assert.NotContains(t, kinds(evs), api.EventSession)
 			assert.Equal(t, "Hi.", res.Answer)
 			continue
 		}
 		assert.Equal(t, want, res.SessionID)
 		require.NotEmpty(t, evs)
-		assert.Equal(t, Event{Kind: EventSession, SessionID: want}, evs[0])
+		assert.Equal(t, Event{Kind: api.EventSession, SessionID: want}, evs[0])
 	}
 }

@@ -130,7 +130,7 @@ func (c *child) cleanup() {
 // returns, cleanup undoes it.
 func (c *child) prepare(ctx context.Context) *Error {
 	if err := checkDir(c.Plan.Dir); err != nil {
-		return c.early(KindSpawn, err.Error(), err)
+		return c.early(api.KindSpawn, err.Error(), err)
 	}
 	if err := ctx.Err(); err != nil {
 		kind, msg := ctxKind(ctx)
@@ -144,7 +144,7 @@ func (c *child) prepare(ctx context.Context) *Error {
 	if c.Plan.Ask != nil {
 		stop, err := openAsk(&c.Plan, c.Approver)
 		if err != nil {
-			return c.early(KindSpawn, "could not open the run's ask channel: "+err.Error(), err)
+			return c.early(api.KindSpawn, "could not open the run's ask channel: "+err.Error(), err)
 		}
 		c.cleanups = append(c.cleanups, stop)
 	}
@@ -157,7 +157,7 @@ func (c *child) prepare(ctx context.Context) *Error {
 		// is not consulted after startup.
 		path, err := proc.LookPath(c.prog, proc.EnvMap(c.env)["PATH"])
 		if err != nil {
-			return c.early(KindSpawn, fmt.Sprintf("cannot find %q on the agent's PATH: install it or give its absolute path", c.prog), err)
+			return c.early(api.KindSpawn, fmt.Sprintf("cannot find %q on the agent's PATH: install it or give its absolute path", c.prog), err)
 		}
 		c.prog = path
 	}
@@ -178,7 +178,7 @@ func (c *child) writeFiles() *Error {
 		}
 		pd, err := writePrivateFiles(tmp, c.Plan.Files)
 		if err != nil {
-			return c.early(KindSpawn, "could not write the run's private files: "+err.Error(), err)
+			return c.early(api.KindSpawn, "could not write the run's private files: "+err.Error(), err)
 		}
 		c.cleanups = append(c.cleanups, pd.Remove)
 		c.privateDir = pd.Path
@@ -188,12 +188,12 @@ func (c *child) writeFiles() *Error {
 	}
 	for _, a := range append(slices.Clip(args), inputPaths...) {
 		if strings.Contains(a, filePrefix) {
-			return c.early(KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
+			return c.early(api.KindSpawn, "argument refers to a file the plan does not write: "+a, nil)
 		}
 	}
 	for k, v := range env {
 		if strings.Contains(v, filePrefix) {
-			return c.early(KindSpawn, "environment variable "+k+" refers to a file the plan does not write", nil)
+			return c.early(api.KindSpawn, "environment variable "+k+" refers to a file the plan does not write", nil)
 		}
 	}
 	c.args, c.inputPaths = args, inputPaths
@@ -215,7 +215,7 @@ func (c *child) start() *Error {
 	}
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return fail(KindSpawn, "pipe: "+err.Error(), err)
+		return fail(api.KindSpawn, "pipe: "+err.Error(), err)
 	}
 	ends = append(ends, stdinR, stdinW)
 	var stdoutR, stdoutW *os.File
@@ -227,24 +227,24 @@ func (c *child) start() *Error {
 		stdoutR, stdoutW, err = os.Pipe()
 	}
 	if err != nil {
-		return fail(KindSpawn, "stdout: "+err.Error(), err)
+		return fail(api.KindSpawn, "stdout: "+err.Error(), err)
 	}
 	ends = append(ends, stdoutR, stdoutW)
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
-		return fail(KindSpawn, "pipe: "+err.Error(), err)
+		return fail(api.KindSpawn, "pipe: "+err.Error(), err)
 	}
 	ends = append(ends, stderrR, stderrW)
 	dir, releaseDir, err := holdDir(c.Plan.Dir)
 	if err != nil {
-		return fail(KindSpawn, err.Error(), err)
+		return fail(api.KindSpawn, err.Error(), err)
 	}
 	c.cmd = &exec.Cmd{Path: c.prog, Args: append([]string{c.Plan.Program}, c.args...), Dir: dir, Env: c.env,
 		Stdin: stdinR, Stdout: stdoutW, Stderr: stderrW, SysProcAttr: proc.NewGroupKilledWithParent()}
 	err = c.cmd.Start()
 	releaseDir()
 	if err != nil {
-		return fail(KindSpawn, fmt.Sprintf("could not start %s: %v", c.Plan.Program, err), err)
+		return fail(api.KindSpawn, fmt.Sprintf("could not start %s: %v", c.Plan.Program, err), err)
 	}
 	// The child holds its ends now; ours must close or EOF never comes.
 	closeAll(stdinR, stdoutW, stderrW)

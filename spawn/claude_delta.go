@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/card-dev/card/api"
 )
 
 // A Claude Code run with partial messages prints one stream_event line per
@@ -131,10 +133,10 @@ func (p *claudeParser) delta(line []byte) ([]Event, bool) {
 	}
 	if thinking {
 		p.streamedThinking = true
-		p.one[0] = Event{Kind: EventThinking, Text: txt, Delta: true}
+		p.one[0] = Event{Kind: api.EventThinking, Text: txt, Delta: true}
 	} else {
 		p.streamedText = true
-		p.one[0] = Event{Kind: EventText, Text: txt, Delta: true}
+		p.one[0] = Event{Kind: api.EventText, Text: txt, Delta: true}
 	}
 	return p.one[:], true
 }

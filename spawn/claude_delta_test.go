@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 )
 
@@ -145,9 +146,9 @@ func TestTheRealClaudeCodesDeltaLinesTakeTheFastPath(t *testing.T) {
 	res, err := Run(ctx, RunSpec{Plan: plan, Prompt: "say it", BaseEnv: s.ClaudeEnv(home, os.Getenv("PATH")), Parser: rec,
 		OnEvent: func(e Event) {
 			switch {
-			case e.Kind == EventText && e.Delta:
+			case e.Kind == api.EventText && e.Delta:
 				text.WriteString(e.Text)
-			case e.Kind == EventThinking && e.Delta:
+			case e.Kind == api.EventThinking && e.Delta:
 				thinking.WriteString(e.Text)
 			}
 		}})

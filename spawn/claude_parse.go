@@ -27,7 +27,7 @@ type claudeParser struct {
 	lastText    string
 	apiErr      string // the assistant message's `error` (authentication_failed, rate_limit, ...)
 	result      *claudeResult
-	resultUsage Usage
+	resultUsage api.Usage
 
 	// The message being streamed (its id from message_start) and which of
 	// its kinds of content arrived as deltas.
@@ -155,7 +155,7 @@ func (p *claudeParser) decode(line []byte) []Event {
 	case "system":
 		switch l.Subtype {
 		case "init":
-			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model, Commands: slashCommands(l.SlashCommands)}}
+			return []Event{{Kind: api.EventSession, SessionID: l.SessionID, Model: l.Model, Commands: slashCommands(l.SlashCommands)}}
 		case "api_retry":
 			return []Event{claudeRetry(*l)}
 		}
@@ -176,15 +176,15 @@ func (p *claudeParser) decode(line []byte) []Event {
 			case "text":
 				text += b.Text // one block is the common case: no copy
 				if !(streamed && p.streamedText) {
-					evs = append(evs, Event{Kind: EventText, Text: b.Text})
+					evs = append(evs, Event{Kind: api.EventText, Text: b.Text})
 				}
 			case "thinking":
 				if b.Thinking != "" && !(streamed && p.streamedThinking) {
-					evs = append(evs, Event{Kind: EventThinking, Text: b.Thinking})
+					evs = append(evs, Event{Kind: api.EventThinking, Text: b.Thinking})
 				}
 			case "tool_use":
 				p.toolCalls++
-				evs = append(evs, Event{Kind: EventToolUse, Tool: &Tool{Name: b.Name, ID: b.ID, Input: validRaw(b.Input)}})
+				evs = append(evs, Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: b.Name, ID: b.ID, Input: validRaw(b.Input)}})
 			}
 		}
 		if text != "" {
@@ -198,7 +198,7 @@ func (p *claudeParser) decode(line []byte) []Event {
 		var evs []Event
 		for _, b := range l.Message.Content {
 			if b.Type == "tool_result" {
-				evs = append(evs, Event{Kind: EventToolResult, Tool: &Tool{ID: b.ToolUseID},
+				evs = append(evs, Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: b.ToolUseID},
 					Output: clip(contentText(b.Content), maxOutput), IsError: b.IsError})
 			}
 		}
@@ -207,7 +207,7 @@ func (p *claudeParser) decode(line []byte) []Event {
 		return p.streamEvent(l)
 	case "rate_limit_event":
 		if w, ok := l.RateLimitInfo.window(); ok {
-			return []Event{{Kind: EventRateLimit, RateLimits: []api.RateLimitWindow{w}}}
+			return []Event{{Kind: api.EventRateLimit, RateLimits: []api.RateLimitWindow{w}}}
 		}
 		return []Event{otherEvent(l.Type, line)}
 	case "result":
@@ -215,10 +215,10 @@ func (p *claudeParser) decode(line []byte) []Event {
 		r.subtype = l.Subtype
 		p.result = &r
 		if r.Usage != nil {
-			p.resultUsage = Usage{InputTokens: r.Usage.InputTokens + r.Usage.CacheCreationInputTokens,
+			p.resultUsage = api.Usage{InputTokens: r.Usage.InputTokens + r.Usage.CacheCreationInputTokens,
 				OutputTokens: r.Usage.OutputTokens, CachedInputTokens: r.Usage.CacheReadInputTokens}
 		}
-		if p.resultUsage == (Usage{}) {
+		if p.resultUsage == (api.Usage{}) {
 			for _, m := range r.ModelUsage {
 				p.resultUsage.InputTokens += m.InputTokens + m.CacheCreationInputTokens
 				p.resultUsage.OutputTokens += m.OutputTokens
@@ -227,7 +227,7 @@ func (p *claudeParser) decode(line []byte) []Event {
 		}
 		if r.Usage != nil || len(r.ModelUsage) > 0 {
 			u := p.resultUsage
-			ev := Event{Kind: EventUsage, Usage: &u}
+			ev := Event{Kind: api.EventUsage, Usage: &u}
 			if r.TotalCostUSD != nil {
 				ev.costUSD = *r.TotalCostUSD
 			}
@@ -252,13 +252,13 @@ func (p *claudeParser) streamEvent(l *claudeLine) []Event {
 		case "text_delta":
 			if e.Delta.Text != "" {
 				p.streamedText = true
-				p.one[0] = Event{Kind: EventText, Text: e.Delta.Text, Delta: true}
+				p.one[0] = Event{Kind: api.EventText, Text: e.Delta.Text, Delta: true}
 				return p.one[:]
 			}
 		case "thinking_delta":
 			if e.Delta.Thinking != "" {
 				p.streamedThinking = true
-				p.one[0] = Event{Kind: EventThinking, Text: e.Delta.Thinking, Delta: true}
+				p.one[0] = Event{Kind: api.EventThinking, Text: e.Delta.Thinking, Delta: true}
 				return p.one[:]
 			}
 		}
@@ -284,7 +284,7 @@ func (p *claudeParser) ownError(code string, content []claudeBlock) []Event {
 	if msg == "" {
 		return nil
 	}
-	return []Event{{Kind: EventError, Error: clip(msg, 2048)}}
+	return []Event{{Kind: api.EventError, Error: clip(msg, 2048)}}
 }
 
 // claudeRetry is an api_retry line: Claude Code will call the API again
@@ -294,28 +294,28 @@ func claudeRetry(l claudeLine) Event {
 	code := rawText(l.Error, "")
 	var status int
 	_ = json.Unmarshal(l.ErrorStatus, &status)
-	ev := Event{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxRetries, DelayMs: int64(l.RetryDelayMs)}
+	ev := Event{Kind: api.EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxRetries, DelayMs: int64(l.RetryDelayMs)}
 	switch {
 	case status != 0:
 		ev.Error = fmt.Sprintf("%s (HTTP %d)", code, status)
 		ev.cause = claudeErrorKind(code, l.ErrorStatus)
 	default:
 		ev.Error = strings.TrimSpace(code + " (no HTTP answer: the API could not be reached)")
-		ev.cause = KindNetwork
-		if k := claudeErrorKind(code, nil); k != KindAPI {
+		ev.cause = api.KindNetwork
+		if k := claudeErrorKind(code, nil); k != api.KindAPI {
 			ev.cause = k
 		}
 	}
 	return ev
 }
 
-func (p *claudeParser) Finish(exit ExitInfo) Result {
-	res := Result{SessionID: p.sessionID, ToolCalls: p.toolCalls, Turns: p.assistantN, Answer: p.lastText}
+func (p *claudeParser) Finish(exit ExitInfo) api.Result {
+	res := api.Result{SessionID: p.sessionID, ToolCalls: p.toolCalls, Turns: p.assistantN, Answer: p.lastText}
 	r := p.result
 	if r == nil {
 		if exit.Code == 0 && exit.StdoutBytes > 0 {
 			res.IsError = true
-			res.Error = failure(KindBadOutput, "claude exited 0 without a result line; its stream-json output was cut short or changed shape")
+			res.Error = failure(api.KindBadOutput, "claude exited 0 without a result line; its stream-json output was cut short or changed shape")
 		} else if p.apiErr != "" {
 			res.IsError = true
 			res.Error = failure(claudeErrorKind(p.apiErr, nil), "claude reported "+p.apiErr)
@@ -332,17 +332,17 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 		res.IsError = true
 		kind := claudeErrorKind(p.apiErr, r.APIErrorStatus)
 		msg := r.Result
-		if kind == KindAPI && classifyMessage(msg) == KindNetwork {
-			kind = KindNetwork
+		if kind == api.KindAPI && classifyMessage(msg) == api.KindNetwork {
+			kind = api.KindNetwork
 		}
 		switch {
 		case r.subtype == "error_max_turns":
-			kind = KindMaxTurns
+			kind = api.KindMaxTurns
 			msg = fmt.Sprintf("claude stopped at the turn cap after %d turns; raise max_turns or narrow the task", r.NumTurns)
 		case r.subtype == "error_max_budget_usd":
 			// --max-budget-usd passed: the runner words it with the cap,
 			// and Claude's own words follow.
-			kind = KindBudget
+			kind = api.KindBudget
 			msg = "claude stopped at its spending cap (--max-budget-usd)"
 			if len(r.Errors) > 0 {
 				msg = strings.Join(r.Errors, "; ")
@@ -353,7 +353,7 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 		if msg == "" {
 			msg = "claude reported an error (" + r.subtype + ")"
 		}
-		if kind == KindAuth {
+		if kind == api.KindAuth {
 			msg += " — sign in with `claude auth login` or set ANTHROPIC_API_KEY for the daemon"
 		}
 		res.Error = failure(kind, clip(msg, 2048))
@@ -368,20 +368,20 @@ func (p *claudeParser) Finish(exit ExitInfo) Result {
 func claudeErrorKind(apiErr string, status json.RawMessage) string {
 	switch apiErr {
 	case "authentication_failed", "oauth_org_not_allowed":
-		return KindAuth
+		return api.KindAuth
 	case "rate_limit":
-		return KindRateLimit
+		return api.KindRateLimit
 	}
 	var code int
 	if json.Unmarshal(status, &code) == nil && code != 0 {
 		switch {
 		case code == 401 || code == 403:
-			return KindAuth
+			return api.KindAuth
 		case code == 429:
-			return KindRateLimit
+			return api.KindRateLimit
 		}
 	}
-	return KindAPI
+	return api.KindAPI
 }
 
 // contentText flattens a tool_result's content: a string, or text blocks.

@@ -130,7 +130,7 @@ func (c *claudeStream) feed(line []byte) {
 	}
 	evs := c.parser.Feed(line)
 	for i := range evs {
-		if evs[i].Kind == EventSession {
+		if evs[i].Kind == api.EventSession {
 			evs[i].Commands = c.describe(evs[i].Commands)
 		}
 	}
@@ -191,7 +191,7 @@ func (c *claudeStream) begin(t *turn) {
 	c.mu.Unlock()
 	var b bytes.Buffer
 	if err := writeClaudeMessage(&b, t.spec.Prompt, t.images); err != nil {
-		t.fail(failure(KindBadInput, err.Error()))
+		t.fail(failure(api.KindBadInput, err.Error()))
 		return
 	}
 	if err := c.a.child.write(b.Bytes()); err != nil {
@@ -214,7 +214,7 @@ func (c *claudeStream) interrupt(*turn) bool {
 // would hand one turn's answer to another.
 func (c *claudeStream) steer(*turn, string) error { return ErrNoSteer }
 
-func (c *claudeStream) finish(t *turn, exit *ExitInfo) Result {
+func (c *claudeStream) finish(t *turn, exit *ExitInfo) api.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.t == t {
@@ -246,7 +246,7 @@ func (c *claudeStream) finish(t *turn, exit *ExitInfo) Result {
 		if l := lastLine(exit.StderrTail); l != "" {
 			msg += ": " + l
 		}
-		res.IsError, res.Error = true, failure(KindExit, clip(msg, 2048))
+		res.IsError, res.Error = true, failure(api.KindExit, clip(msg, 2048))
 	}
 	return res
 }

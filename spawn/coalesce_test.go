@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // prefixParser reads lines of the form "t:TEXT" (a text delta), "k:TEXT"
@@ -23,18 +25,18 @@ func (p *prefixParser) Feed(line []byte) []Event {
 	switch kind {
 	case "t":
 		p.answer.WriteString(text)
-		return []Event{{Kind: EventText, Text: text, Delta: true}}
+		return []Event{{Kind: api.EventText, Text: text, Delta: true}}
 	case "k":
-		return []Event{{Kind: EventThinking, Text: text, Delta: true}}
+		return []Event{{Kind: api.EventThinking, Text: text, Delta: true}}
 	case "w":
-		return []Event{{Kind: EventText, Text: text}}
+		return []Event{{Kind: api.EventText, Text: text}}
 	case "u":
-		return []Event{{Kind: EventToolUse, Tool: &Tool{Name: text}}}
+		return []Event{{Kind: api.EventToolUse, Tool: &api.Tool{Name: text}}}
 	}
 	return nil
 }
 
-func (p *prefixParser) Finish(ExitInfo) Result { return Result{Answer: p.answer.String()} }
+func (p *prefixParser) Finish(ExitInfo) api.Result { return api.Result{Answer: p.answer.String()} }
 
 // brief is an event as these tests compare it: its kind, its text or its
 // tool's name, and whether it is a delta.
@@ -55,7 +57,7 @@ func briefs(evs []Event) []brief {
 	return out
 }
 
-func runPrefixed(t *testing.T, script string, onEvent func(Event)) Result {
+func runPrefixed(t *testing.T, script string, onEvent func(Event)) api.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -73,22 +75,22 @@ func TestDeltasReadTogetherGoOutAsOneEventEachRunOfAKind(t *testing.T) {
 		{
 			name:   "text deltas in a row are one text delta with all their text in order",
 			output: `t:one \nt:two \nt:three\n`,
-			want:   []brief{{EventText, "one two three", true}},
+			want:   []brief{{api.EventText, "one two three", true}},
 		},
 		{
 			name:   "an event that is not a delta keeps its place between the merged runs",
 			output: `t:a\nt:b\nu:Read\nt:c\nt:d\n`,
-			want:   []brief{{EventText, "ab", true}, {EventToolUse, "Read", false}, {EventText, "cd", true}},
+			want:   []brief{{api.EventText, "ab", true}, {api.EventToolUse, "Read", false}, {api.EventText, "cd", true}},
 		},
 		{
 			name:   "thinking and text are never merged into each other",
 			output: `k:hm\nk:m\nt:yes\nk:but\n`,
-			want:   []brief{{EventThinking, "hmm", true}, {EventText, "yes", true}, {EventThinking, "but", true}},
+			want:   []brief{{api.EventThinking, "hmm", true}, {api.EventText, "yes", true}, {api.EventThinking, "but", true}},
 		},
 		{
 			name:   "a whole text (not a delta) stands alone",
 			output: `t:x\nw:whole\nt:y\n`,
-			want:   []brief{{EventText, "x", true}, {EventText, "whole", false}, {EventText, "y", true}},
+			want:   []brief{{api.EventText, "x", true}, {api.EventText, "whole", false}, {api.EventText, "y", true}},
 		},
 	}
 	for _, tc := range cases {
@@ -119,7 +121,7 @@ func TestADeltaThatArrivesAloneGoesOutBeforeTheAgentPrintsAgain(t *testing.T) {
 	assert.Equal(t, "firstsecond", res.Answer)
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []brief{{EventText, "first", true}, {EventText, "second", true}}, briefs(evs))
+	assert.Equal(t, []brief{{api.EventText, "first", true}, {api.EventText, "second", true}}, briefs(evs))
 }
 
 func TestAMergedDeltaCarriesAtMostMaxHeldTextAndLosesNothing(t *testing.T) {
@@ -129,7 +131,7 @@ func TestAMergedDeltaCarriesAtMostMaxHeldTextAndLosesNothing(t *testing.T) {
 	res := runPrefixed(t, `i=0; while [ $i -lt 48 ]; do echo "t:`+line+`"; i=$((i+1)); done`, func(ev Event) { evs = append(evs, ev) })
 	var all strings.Builder
 	for _, ev := range evs {
-		require.Equal(t, EventText, ev.Kind)
+		require.Equal(t, api.EventText, ev.Kind)
 		assert.LessOrEqual(t, len(ev.Text), maxHeldText)
 		all.WriteString(ev.Text)
 	}

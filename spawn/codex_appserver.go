@@ -10,6 +10,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // ProtocolCodexApp is Codex's app-server protocol (JSON-RPC 2.0, one
@@ -338,7 +339,7 @@ func (c *codexApp) notification(t *turn, st *codexTurn, method string, params js
 			if len(st.deltas) < codexMaxItems {
 				st.deltas[d.ItemID] = true
 			}
-			t.emit(Event{Kind: EventText, Text: d.Delta, Delta: true})
+			t.emit(Event{Kind: api.EventText, Text: d.Delta, Delta: true})
 		}
 	case "thread/tokenUsage/updated":
 		// One per model call.
@@ -346,7 +347,7 @@ func (c *codexApp) notification(t *turn, st *codexTurn, method string, params js
 		if decodeParams(params, &u) {
 			st.turns++
 			tot := u.TokenUsage.Total
-			st.usageTotal = Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
+			st.usageTotal = api.Usage{InputTokens: tot.InputTokens, OutputTokens: tot.OutputTokens, CachedInputTokens: tot.CachedInputTokens}
 			st.usage = usageMinus(st.usageTotal, c.used)
 		}
 	case "turn/completed":
@@ -361,11 +362,11 @@ func (c *codexApp) notification(t *turn, st *codexTurn, method string, params js
 		msg := clip(strings.TrimSpace(e.Error.Message), 2048)
 		if e.WillRetry {
 			st.retries++
-			t.emit(Event{Kind: EventRetry, Attempt: st.retries, Error: msg})
+			t.emit(Event{Kind: api.EventRetry, Attempt: st.retries, Error: msg})
 			return
 		}
 		st.lastError = msg
-		t.emit(Event{Kind: EventError, Error: msg})
+		t.emit(Event{Kind: api.EventError, Error: msg})
 	case "account/rateLimits/updated":
 		if ev, ok := codexRateLimitEvent(params); ok {
 			t.emit(ev)
@@ -383,7 +384,7 @@ func (c *codexApp) notification(t *turn, st *codexTurn, method string, params js
 			t.emit(otherEvent(method, params))
 			return
 		}
-		t.emit(Event{Kind: EventWarning, Text: clip(msg, 2048)})
+		t.emit(Event{Kind: api.EventWarning, Text: clip(msg, 2048)})
 	case "item/commandExecution/outputDelta", "item/reasoning/summaryTextDelta", "item/reasoning/summaryPartAdded", "item/reasoning/textDelta",
 		"thread/started", "thread/status/changed", "turn/started", "serverRequest/resolved",
 		"remoteControl/status/changed", "mcpServer/startupStatus/updated", "turn/diff/updated", "item/fileChange/outputDelta":
@@ -409,7 +410,7 @@ func (st *codexTurn) item(t *turn, done bool, raw json.RawMessage) {
 		st.answer = answerBuf{}
 		st.answer.add(it.Text)
 		if !st.deltas[it.ID] && it.Text != "" {
-			t.emit(Event{Kind: EventText, Text: it.Text})
+			t.emit(Event{Kind: api.EventText, Text: it.Text})
 		}
 	case "commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall":
 		tl := st.tools.get(it.ID)
@@ -422,7 +423,7 @@ func (st *codexTurn) item(t *turn, done bool, raw json.RawMessage) {
 		t.emit(st.tools.announce(it.ID, tl)...)
 		if done && !tl.done {
 			tl.done = true
-			t.emit(Event{Kind: EventToolResult, Tool: &Tool{ID: it.ID}, Output: clip(codexAppOutput(it), maxOutput), IsError: codexAppFailed(it)})
+			t.emit(Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: it.ID}, Output: clip(codexAppOutput(it), maxOutput), IsError: codexAppFailed(it)})
 		}
 	default:
 		// reasoning, plan, and what comes next, once whole.
@@ -596,14 +597,14 @@ func (c *codexApp) endTurn(t *turn, st *codexTurn, turn codexAppTurn) {
 		return
 	}
 	st.ended = true
-	if st.usage != (Usage{}) {
+	if st.usage != (api.Usage{}) {
 		u := st.usage
-		t.emit(Event{Kind: EventUsage, Usage: &u})
+		t.emit(Event{Kind: api.EventUsage, Usage: &u})
 	}
 	switch turn.Status {
 	case "completed":
 	case "interrupted":
-		t.setFailure(failure(KindCancelled, agent.Codex+" interrupted the turn"))
+		t.setFailure(failure(api.KindCancelled, agent.Codex+" interrupted the turn"))
 	default:
 		msg := st.lastError
 		if turn.Error != nil && turn.Error.Message != "" {
@@ -618,15 +619,15 @@ func (c *codexApp) endTurn(t *turn, st *codexTurn, turn codexAppTurn) {
 }
 
 // codexAppFailure classifies an error the server reported.
-func codexAppFailure(msg string, _ int64) *Failure {
+func codexAppFailure(msg string, _ int64) *api.RunError {
 	kind := classifyMessage(msg)
-	if kind == KindAuth {
+	if kind == api.KindAuth {
 		msg += " — sign in with `codex login` or give the provider's key to the daemon's environment"
 	}
 	return failure(kind, clip(msg, 2048))
 }
 
-func (c *codexApp) finish(t *turn, exit *ExitInfo) Result {
+func (c *codexApp) finish(t *turn, exit *ExitInfo) api.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.result(t, &c.turnOf(t).reading, exit, rpcWords, codexAppExit, true)
@@ -634,9 +635,9 @@ func (c *codexApp) finish(t *turn, exit *ExitInfo) Result {
 
 // codexAppExit reads a server that stopped before its turn ended: one
 // that is not signed in says so on stderr.
-func codexAppExit(exit ExitInfo) *Failure {
+func codexAppExit(exit ExitInfo) *api.RunError {
 	if strings.Contains(exit.StderrTail, "Not logged in") {
-		return failure(KindAuth, "codex is not logged in — run `codex login`")
+		return failure(api.KindAuth, "codex is not logged in — run `codex login`")
 	}
 	return nil
 }

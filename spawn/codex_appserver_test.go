@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Codex asks over its app-server: the ask plan runs `codex app-server` on
@@ -228,7 +229,7 @@ func fakeCodexTurn(script string, in *bufio.Scanner, say func(string), note func
 
 // codexRun runs the fake app-server with script through the real runner,
 // as Codex's ask plan would run.
-func codexRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
+func codexRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (api.Result, []Event, string, error) {
 	p := codexProtocol.plan(script)
 	p.Input.Images = images
 	return sessionRun(t, ctx, p, approver, lim)
@@ -248,25 +249,25 @@ func TestACodexTurnPutsTheCommandToTheApproverAndAnswersAcceptOrDecline(t *testi
 		assert.Equal(t, "command_execution: echo hello > made.txt", q.Summary, "the model's command, not Codex's shell wrapper")
 		assert.JSONEq(t, `{"command":"/bin/bash -lc 'echo hello > made.txt'","cwd":"/p"}`, string(q.Input))
 		assert.Equal(t, "th-1", res.SessionID)
-		assert.Equal(t, Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
+		assert.Equal(t, api.Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
 		assert.Equal(t, 1, res.ToolCalls)
 		assert.Equal(t, 2, res.Turns, "one model call before the command, one after")
-		want := []string{EventOther, EventWarning, EventSession, EventToolUse, EventToolResult, EventOther, EventText, EventUsage}
+		want := []string{api.EventOther, api.EventWarning, api.EventSession, api.EventToolUse, api.EventToolResult, api.EventOther, api.EventText, api.EventUsage}
 		assert.Equal(t, want, kinds(evs))
 		assert.Equal(t, "a log line that is not JSON", evs[0].Text)
 		assert.Equal(t, "Model metadata for `gpt-5` not found.", evs[1].Text, "a warning the run survives")
-		assert.Equal(t, Event{Kind: EventSession, SessionID: "th-1", Model: "gpt-5"}, evs[2])
+		assert.Equal(t, Event{Kind: api.EventSession, SessionID: "th-1", Model: "gpt-5"}, evs[2])
 		assert.Equal(t, "reasoning", evs[5].Type)
 		if allow {
 			assert.FileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "DONE after accept | text:Please create the file.", res.Answer, "the prompt travelled in turn/start")
-			assert.Equal(t, Event{Kind: EventToolResult, Tool: &Tool{ID: "call_1"}, Output: "made\n"}, evs[4])
+			assert.Equal(t, Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: "call_1"}, Output: "made\n"}, evs[4])
 		} else {
 			assert.NoFileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "DONE after decline | text:Please create the file.", res.Answer, "a deny is decline, never an error")
-			assert.Equal(t, Event{Kind: EventToolResult, Tool: &Tool{ID: "call_1"}, Output: "declined", IsError: true}, evs[4])
+			assert.Equal(t, Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: "call_1"}, Output: "declined", IsError: true}, evs[4])
 		}
-		assert.Equal(t, Event{Kind: EventText, Text: res.Answer, Delta: true}, evs[6], "streamed once, as a delta")
+		assert.Equal(t, Event{Kind: api.EventText, Text: res.Answer, Delta: true}, evs[6], "streamed once, as a delta")
 	}
 }
 
@@ -285,7 +286,7 @@ func TestACodexFileChangeIsAskedWithTheChangeItAnnounced(t *testing.T) {
 	assert.Equal(t, "DONE after accept | text:Please create the file.", res.Answer)
 	var uses int
 	for _, e := range evs {
-		if e.Kind == EventToolUse {
+		if e.Kind == api.EventToolUse {
 			uses++
 		}
 	}
@@ -306,9 +307,9 @@ func TestACodexTurnThatFailsIsTheRunsErrorOfItsKind(t *testing.T) {
 	defer cancel()
 	res, evs, _, err := codexRun(t, ctx, "failed", &recorder{}, Limits{KillGrace: 300 * time.Millisecond})
 	e := runErr(t, err)
-	assert.Equal(t, KindAuth, e.Kind)
+	assert.Equal(t, api.KindAuth, e.Kind)
 	assert.Contains(t, e.Message, "401 Unauthorized")
 	assert.Contains(t, e.Message, "codex login")
-	assert.Equal(t, KindAuth, res.Error.Kind)
-	assert.Contains(t, kinds(evs), EventError)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
+	assert.Contains(t, kinds(evs), api.EventError)
 }

@@ -17,18 +17,18 @@ type codexParser struct {
 	toolIDs   map[string]bool
 	toolCalls int
 	answer    string
-	usage     Usage
+	usage     api.Usage
 	// base is the thread's total before the run, for a run resuming a
 	// thread: `codex exec resume --json` 0.171.0 reports in turn.completed
 	// the thread's total, its earlier processes' turns included (seen:
 	// 10/5 then 110/55 for turns of 10/5 and 100/50), so the run's part is
 	// what it added.
-	base      Usage
-	failed    *Failure
+	base      api.Usage
+	failed    *api.RunError
 	completed bool
 }
 
-func (p *codexParser) setUsageBase(u Usage) { p.base = u }
+func (p *codexParser) setUsageBase(u api.Usage) { p.base = u }
 
 func newCodexParser() *codexParser { return &codexParser{toolIDs: map[string]bool{}} }
 
@@ -73,7 +73,7 @@ func (p *codexParser) Feed(line []byte) []Event {
 	switch l.Type {
 	case "thread.started":
 		p.sessionID = l.ThreadID
-		return []Event{{Kind: EventSession, SessionID: l.ThreadID}}
+		return []Event{{Kind: api.EventSession, SessionID: l.ThreadID}}
 	case "turn.started":
 		p.turns++
 		return nil
@@ -86,14 +86,14 @@ func (p *codexParser) Feed(line []byte) []Event {
 		p.usage.OutputTokens += l.Usage.OutputTokens
 		p.usage.CachedInputTokens += l.Usage.CachedInputTokens
 		u := usageMinus(p.usage, p.base)
-		return []Event{{Kind: EventUsage, Usage: &u}}
+		return []Event{{Kind: api.EventUsage, Usage: &u}}
 	case "turn.failed":
 		msg := "codex turn failed"
 		if l.Error != nil && l.Error.Message != "" {
 			msg = l.Error.Message
 		}
 		p.failed = failure(classifyMessage(msg), clip(msg, 2048))
-		return []Event{{Kind: EventError, Error: clip(msg, 2048)}}
+		return []Event{{Kind: api.EventError, Error: clip(msg, 2048)}}
 	case "error":
 		if ev, ok := codexRetry(l.Message); ok {
 			return []Event{ev}
@@ -102,7 +102,7 @@ func (p *codexParser) Feed(line []byte) []Event {
 		// turn.completed clears it).
 		msg := clip(l.Message, 2048)
 		p.failed = failure(classifyMessage(msg), msg)
-		return []Event{{Kind: EventError, Error: msg}}
+		return []Event{{Kind: api.EventError, Error: msg}}
 	case "item.started", "item.updated", "item.completed":
 		if l.Item == nil {
 			return []Event{otherEvent(l.Type, line)}
@@ -123,19 +123,19 @@ func (p *codexParser) item(phase string, l codexLine, line []byte) []Event {
 			return nil
 		}
 		p.answer = clip(it.Text, maxAnswer)
-		return []Event{{Kind: EventText, Text: it.Text}}
+		return []Event{{Kind: api.EventText, Text: it.Text}}
 	case "reasoning":
 		if !done || it.Text == "" {
 			return nil
 		}
-		return []Event{{Kind: EventThinking, Text: clip(it.Text, maxAnswer)}}
+		return []Event{{Kind: api.EventThinking, Text: clip(it.Text, maxAnswer)}}
 	case "error":
 		// Item errors are warnings the run survives (the fixture's "model
 		// metadata not found"); only turn.failed / error end it.
 		if !done {
 			return nil
 		}
-		return []Event{{Kind: EventWarning, Text: clip(it.Message, 2048)}}
+		return []Event{{Kind: api.EventWarning, Text: clip(it.Message, 2048)}}
 	case "command_execution", "mcp_tool_call", "file_change", "web_search":
 		name, input := codexTool(l)
 		var evs []Event
@@ -144,7 +144,7 @@ func (p *codexParser) item(phase string, l codexLine, line []byte) []Event {
 				p.toolIDs[it.ID] = true
 			}
 			p.toolCalls++
-			evs = append(evs, Event{Kind: EventToolUse, Tool: &Tool{Name: name, ID: it.ID, Input: input}})
+			evs = append(evs, Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: name, ID: it.ID, Input: input}})
 		}
 		if done {
 			out := it.AggregatedOutput
@@ -155,7 +155,7 @@ func (p *codexParser) item(phase string, l codexLine, line []byte) []Event {
 			if it.Error != nil && it.Error.Message != "" {
 				out, isErr = it.Error.Message, true
 			}
-			evs = append(evs, Event{Kind: EventToolResult, Tool: &Tool{Name: name, ID: it.ID}, Output: clip(out, maxOutput), IsError: isErr})
+			evs = append(evs, Event{Kind: api.EventToolResult, Tool: &api.Tool{Name: name, ID: it.ID}, Output: clip(out, maxOutput), IsError: isErr})
 		}
 		return evs
 	}
@@ -182,9 +182,9 @@ func codexRetry(msg string) (Event, bool) {
 	if why == "" {
 		why = clip(msg, 2048)
 	}
-	ev := Event{Kind: EventRetry, Error: why, cause: classifyMessage(why)}
+	ev := Event{Kind: api.EventRetry, Error: why, cause: classifyMessage(why)}
 	if m[3] != "" {
-		ev.cause, ev.unbounded = KindNetwork, true
+		ev.cause, ev.unbounded = api.KindNetwork, true
 		return ev, true
 	}
 	ev.Attempt, _ = strconv.Atoi(m[1])
@@ -211,19 +211,19 @@ func codexTool(l codexLine) (string, json.RawMessage) {
 	return name, validRaw(b)
 }
 
-func (p *codexParser) Finish(exit ExitInfo) Result {
-	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: usageMinus(p.usage, p.base),
+func (p *codexParser) Finish(exit ExitInfo) api.Result {
+	res := api.Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: usageMinus(p.usage, p.base),
 		SessionUsage: totalOf(p.usage)}
 	switch {
 	case p.failed != nil && !(p.completed && exit.Code == 0):
 		res.IsError, res.Error = true, p.failed
-		if p.failed.Kind == KindAuth {
+		if p.failed.Kind == api.KindAuth {
 			p.failed.Message += " — sign in with `codex login` or give the provider's key to the daemon's environment"
 		}
 	case exit.Code != 0 && strings.Contains(exit.StderrTail, "Not logged in"):
-		res.IsError, res.Error = true, failure(KindAuth, "codex is not logged in — run `codex login`")
+		res.IsError, res.Error = true, failure(api.KindAuth, "codex is not logged in — run `codex login`")
 	case exit.Code == 0 && exit.StdoutBytes > 0 && !p.completed:
-		res.IsError, res.Error = true, failure(KindBadOutput, "codex exited 0 without turn.completed; its --json output was cut short or changed shape")
+		res.IsError, res.Error = true, failure(api.KindBadOutput, "codex exited 0 without turn.completed; its --json output was cut short or changed shape")
 	}
 	return res
 }
@@ -279,5 +279,5 @@ func codexRateLimitEvent(params json.RawMessage) (Event, bool) {
 	if len(ws) == 0 {
 		return Event{}, false
 	}
-	return Event{Kind: EventRateLimit, RateLimits: ws}, true
+	return Event{Kind: api.EventRateLimit, RateLimits: ws}, true
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // copilotModeTools are the permission kinds (`--allow-tool`) each mode
@@ -201,7 +202,7 @@ func buildCopilotAsk(bin string, req Request) (Plan, error) {
 // allow" does.
 var copilotACP = acpDialect{
 	toolName: func(c acp.ToolCallUpdate) string { return string(c.Kind) },
-	exitFailure: func(exit ExitInfo) *Failure {
+	exitFailure: func(exit ExitInfo) *api.RunError {
 		if strings.Contains(exit.StderrTail, copilotNoAuth) {
 			return copilotNoAuthFailure()
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // copilotParser reads `copilot --output-format json` (1.0.102): session.*,
@@ -21,12 +23,12 @@ type copilotParser struct {
 	streamed    map[string]bool // messageIds whose text arrived as deltas
 	turns       int
 	toolCalls   int
-	usage       Usage
+	usage       api.Usage
 	result      *copilotLine
 	// resumed says the run resumed a session (session.resume): its
 	// result's figures are then the session's, earlier runs included.
 	resumed bool
-	err     *Failure
+	err     *api.RunError
 	retries int
 	// lastFailure is the last model.call_failure: its HTTP status, its
 	// kind ("api", "transport") and message, which the retry after it
@@ -88,7 +90,7 @@ func (p *copilotParser) session(id, model string) []Event {
 		return nil
 	}
 	p.sentSession = true
-	return []Event{{Kind: EventSession, SessionID: p.sessionID, Model: p.model}}
+	return []Event{{Kind: api.EventSession, SessionID: p.sessionID, Model: p.model}}
 }
 
 func (p *copilotParser) Feed(line []byte) []Event {
@@ -117,7 +119,7 @@ func (p *copilotParser) Feed(line []byte) []Event {
 			return nil
 		}
 		p.streamed[d.MessageID] = true
-		return []Event{{Kind: EventText, Text: d.DeltaContent, Delta: true}}
+		return []Event{{Kind: api.EventText, Text: d.DeltaContent, Delta: true}}
 	case "assistant.message":
 		if d.Model != "" {
 			p.model = d.Model
@@ -130,10 +132,10 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		if d.Content == "" || p.streamed[d.MessageID] {
 			return nil
 		}
-		return []Event{{Kind: EventText, Text: clip(d.Content, maxAnswer)}}
+		return []Event{{Kind: api.EventText, Text: clip(d.Content, maxAnswer)}}
 	case "tool.execution_start":
 		p.toolCalls++
-		return []Event{{Kind: EventToolUse, Tool: &Tool{Name: d.ToolName, ID: d.ToolCallID, Input: validRaw(d.Arguments)}}}
+		return []Event{{Kind: api.EventToolUse, Tool: &api.Tool{Name: d.ToolName, ID: d.ToolCallID, Input: validRaw(d.Arguments)}}}
 	case "tool.execution_complete":
 		out := ""
 		if d.Result != nil {
@@ -143,7 +145,7 @@ func (p *copilotParser) Feed(line []byte) []Event {
 			out = d.Error.Message
 		}
 		failed := d.Success != nil && !*d.Success
-		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: d.ToolCallID}, Output: clip(out, maxOutput), IsError: failed}}
+		return []Event{{Kind: api.EventToolResult, Tool: &api.Tool{ID: d.ToolCallID}, Output: clip(out, maxOutput), IsError: failed}}
 	case "model.call_failure":
 		p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = d.StatusCode, d.FailureKind, strings.Trim(strings.TrimSpace(d.ErrorMessage), `"`)
 		return []Event{otherEvent(l.Type, line)}
@@ -154,12 +156,12 @@ func (p *copilotParser) Feed(line []byte) []Event {
 		p.usage.InputTokens += d.InputTokens
 		p.usage.OutputTokens += d.OutputTokens
 		p.usage.CachedInputTokens += d.CacheReadTokens
-		u := Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CachedInputTokens: d.CacheReadTokens}
-		return []Event{{Kind: EventUsage, Usage: &u, perCall: true}}
+		u := api.Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CachedInputTokens: d.CacheReadTokens}
+		return []Event{{Kind: api.EventUsage, Usage: &u, perCall: true}}
 	case "session.error":
 		msg := clip(strings.TrimSpace(d.Message), 2048)
 		p.err = failure(copilotErrorKind(d.ErrorType, d.StatusCode, msg), msg)
-		return []Event{{Kind: EventError, Error: msg}}
+		return []Event{{Kind: api.EventError, Error: msg}}
 	case "result":
 		p.result = &l
 		return p.session(l.SessionID, "")
@@ -173,7 +175,7 @@ func (p *copilotParser) Feed(line []byte) []Event {
 func (p *copilotParser) retry(reason string) Event {
 	f := p.lastFailure
 	p.lastFailure.status, p.lastFailure.kind, p.lastFailure.reason = 0, "", ""
-	ev := Event{Kind: EventRetry, Attempt: p.retries, Error: reason}
+	ev := Event{Kind: api.EventRetry, Attempt: p.retries, Error: reason}
 	why := apiMessage(f.reason)
 	switch {
 	case f.status != 0 && why != "":
@@ -185,9 +187,9 @@ func (p *copilotParser) retry(reason string) Event {
 	}
 	switch {
 	case reason == "transient_auth_error":
-		ev.cause = KindAuth
+		ev.cause = api.KindAuth
 	case f.kind == "transport" && f.status == 0:
-		ev.cause = KindNetwork
+		ev.cause = api.KindNetwork
 	default:
 		ev.cause = copilotErrorKind(reason, f.status, f.reason)
 	}
@@ -211,15 +213,15 @@ func apiMessage(s string) string {
 func copilotErrorKind(errorType string, status int, msg string) string {
 	switch strings.ToLower(errorType) {
 	case "authentication", "authorization", "unauthorized":
-		return KindAuth
+		return api.KindAuth
 	case "rate_limit", "quota", "rate_limited":
-		return KindRateLimit
+		return api.KindRateLimit
 	}
 	switch {
 	case status == 401 || status == 403:
-		return KindAuth
+		return api.KindAuth
 	case status == 429:
-		return KindRateLimit
+		return api.KindRateLimit
 	}
 	return classifyMessage(errorType + " " + msg)
 }
@@ -232,12 +234,12 @@ const copilotNoAuth = "No authentication information found"
 const copilotAuthHint = "sign in with /login in interactive `copilot`, set COPILOT_GITHUB_TOKEN for the daemon, " +
 	"or configure a custom provider (COPILOT_PROVIDER_BASE_URL) in card.toml [adapters.copilot] env"
 
-func copilotNoAuthFailure() *Failure {
-	return failure(KindAuth, "copilot: "+copilotNoAuth+" — "+copilotAuthHint)
+func copilotNoAuthFailure() *api.RunError {
+	return failure(api.KindAuth, "copilot: "+copilotNoAuth+" — "+copilotAuthHint)
 }
 
-func (p *copilotParser) Finish(exit ExitInfo) Result {
-	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
+func (p *copilotParser) Finish(exit ExitInfo) api.Result {
+	res := api.Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
 	if r := p.result; r != nil && r.Usage != nil && !p.resumed {
 		// A resumed session's sessionDurationMs counts the runs before
 		// (1.0.102: 220 ms, then 1238 ms for a run of about a second):
@@ -250,9 +252,9 @@ func (p *copilotParser) Finish(exit ExitInfo) Result {
 	case strings.Contains(exit.StderrTail, copilotNoAuth):
 		res.IsError, res.Error = true, copilotNoAuthFailure()
 	case p.result != nil && p.result.ExitCode != nil && *p.result.ExitCode != 0:
-		res.IsError, res.Error = true, failure(KindAPI, "copilot reported exit code "+strconv.Itoa(*p.result.ExitCode)+" without an error event")
+		res.IsError, res.Error = true, failure(api.KindAPI, "copilot reported exit code "+strconv.Itoa(*p.result.ExitCode)+" without an error event")
 	case p.result == nil && exit.Code == 0 && exit.StdoutBytes > 0:
-		res.IsError, res.Error = true, failure(KindBadOutput, "copilot exited 0 without a result event; its JSON output was cut short or changed shape")
+		res.IsError, res.Error = true, failure(api.KindBadOutput, "copilot exited 0 without a result event; its JSON output was cut short or changed shape")
 	}
 	return res
 }

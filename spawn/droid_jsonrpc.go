@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // ProtocolDroidRPC is Droid's stream-jsonrpc (`droid exec --input-format
@@ -151,8 +152,8 @@ type droidTurn struct {
 	answerMsg string // the assistant message the answer is from
 }
 
-func (t droidTokens) usage() Usage {
-	return Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CachedInputTokens: t.CacheReadTokens}
+func (t droidTokens) usage() api.Usage {
+	return api.Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, CachedInputTokens: t.CacheReadTokens}
 }
 
 func newDroidClient(plan Plan) protocol {
@@ -304,7 +305,7 @@ func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMes
 		}
 		t.emit(st.announce(n.ToolUseID, tl)...)
 		tl.done = true
-		t.emit(Event{Kind: EventToolResult, Tool: &Tool{ID: n.ToolUseID}, Output: clip(droidText(n.Content), maxOutput), IsError: n.IsError})
+		t.emit(Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: n.ToolUseID}, Output: clip(droidText(n.Content), maxOutput), IsError: n.IsError})
 	case "assistant_text_delta":
 		if n.MessageID != st.answerMsg {
 			// The answer is the last assistant message, not every "let me
@@ -312,7 +313,7 @@ func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMes
 			st.answer, st.answerMsg = answerBuf{}, n.MessageID
 		}
 		st.answer.add(n.TextDelta)
-		t.emit(Event{Kind: EventText, Text: n.TextDelta, Delta: true})
+		t.emit(Event{Kind: api.EventText, Text: n.TextDelta, Delta: true})
 	case "session_token_usage_changed":
 		// One per model call.
 		if n.TokenUse != nil {
@@ -329,19 +330,19 @@ func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMes
 		// too, and they are what counts: Droid 0.225.2 now and then leaves
 		// out a turn's session_token_usage_changed (seen on the second
 		// turn of a warm agent, about one run in four).
-		if n.CumulativeUse != nil && n.CumulativeUse.usage() != (Usage{}) {
+		if n.CumulativeUse != nil && n.CumulativeUse.usage() != (api.Usage{}) {
 			st.usageTotal = n.CumulativeUse.usage()
 			st.usage = usageMinus(st.usageTotal, c.used)
 		}
-		if n.TokenUse != nil && n.TokenUse.usage() != (Usage{}) {
+		if n.TokenUse != nil && n.TokenUse.usage() != (api.Usage{}) {
 			st.usage = n.TokenUse.usage()
 		}
-		if st.turns == 0 && st.usage != (Usage{}) {
+		if st.turns == 0 && st.usage != (api.Usage{}) {
 			st.turns = 1
 		}
-		if st.usage != (Usage{}) {
+		if st.usage != (api.Usage{}) {
 			u := st.usage
-			t.emit(Event{Kind: EventUsage, Usage: &u})
+			t.emit(Event{Kind: api.EventUsage, Usage: &u})
 		}
 		if n.Reason != "" && n.Reason != "completed" {
 			msg := fmt.Sprintf("droid ended the turn: %s", n.Reason)
@@ -357,7 +358,7 @@ func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMes
 		if attempt == 0 {
 			attempt = st.retries
 		}
-		t.emit(Event{Kind: EventRetry, Attempt: attempt, Error: clip(n.Reason, 2048)})
+		t.emit(Event{Kind: api.EventRetry, Attempt: attempt, Error: clip(n.Reason, 2048)})
 	case "error", "session_error", "agent_error":
 		msg := droidText(n.Message)
 		if msg == "" {
@@ -367,7 +368,7 @@ func (c *droidClient) notification(t *turn, n droidNotification, raw json.RawMes
 			msg = string(raw)
 		}
 		st.lastError = clip(msg, 2048)
-		t.emit(Event{Kind: EventError, Error: st.lastError})
+		t.emit(Event{Kind: api.EventError, Error: st.lastError})
 	case "droid_working_state_changed", "settings_updated", "mcp_status_changed", "permission_resolved", "tool_progress_update",
 		"create_message", "assistant_text_complete", "update_message":
 		// State, menus and the message log: the events above carry what a
@@ -448,11 +449,11 @@ func (c *droidClient) permission(ctx context.Context, t *turn, p droidPermission
 }
 
 // droidFailure classifies an error Droid reported by its message.
-func droidFailure(msg string, _ int64) *Failure {
+func droidFailure(msg string, _ int64) *api.RunError {
 	return failure(classifyMessage(msg), clip(msg, 2048))
 }
 
-func (c *droidClient) finish(t *turn, exit *ExitInfo) Result {
+func (c *droidClient) finish(t *turn, exit *ExitInfo) api.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Droid reports the session's total (seen with 0.225.2: 10/5, 20/10,

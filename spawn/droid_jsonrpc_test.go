@@ -90,7 +90,7 @@ func TestADroidTurnThatResumesLoadsTheSessionAndSetsItsBoundaryAgain(t *testing.
 	require.NoError(t, err)
 	assert.Equal(t, "s-old", res.SessionID)
 	assert.Equal(t, "DONE after proceed_once | loaded s-old, autonomy off, auto, custom:x-0 | Please create the file.", res.Answer)
-	assert.Contains(t, evs, Event{Kind: EventSession, SessionID: "s-old", Model: "custom:x-0"})
+	assert.Contains(t, evs, Event{Kind: api.EventSession, SessionID: "s-old", Model: "custom:x-0"})
 
 	plan = droidProtocol.plan("turn")
 	plan.Session.resume = "s-missing"
@@ -243,7 +243,7 @@ func fakeDroidTurn(in *bufio.Scanner, say func(string), note func(string), env, 
 
 // droidRun runs the fake Droid with script through the real runner, as
 // Droid's ask plan would run it.
-func droidRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits) (Result, []Event, string, error) {
+func droidRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits) (api.Result, []Event, string, error) {
 	return sessionRun(t, ctx, droidProtocol.plan(script), approver, lim)
 }
 
@@ -262,20 +262,20 @@ func TestADroidTurnPutsTheExecuteToTheApproverAndAnswersProceedOrCancel(t *testi
 		assert.JSONEq(t, `{"command":"echo hello > made.txt","riskLevel":"low","riskLevelReason":"writes a file","summary":"Write a file"}`, string(q.Input))
 		assert.Equal(t, "s-1", res.SessionID)
 		assert.Equal(t, 2, res.ToolCalls)
-		assert.Equal(t, Event{Kind: EventSession, SessionID: "s-1", Model: "custom:x-0"}, evs[1], "the model asked for in initialize_session")
-		assert.Equal(t, Event{Kind: EventToolUse, Tool: &Tool{Name: "Read", ID: "toolu_read", Input: json.RawMessage(`{"file_path":"/p/a.txt"}`)}}, evs[3],
+		assert.Equal(t, Event{Kind: api.EventSession, SessionID: "s-1", Model: "custom:x-0"}, evs[1], "the model asked for in initialize_session")
+		assert.Equal(t, Event{Kind: api.EventToolUse, Tool: &api.Tool{Name: "Read", ID: "toolu_read", Input: json.RawMessage(`{"file_path":"/p/a.txt"}`)}}, evs[3],
 			"a tool is announced once, with its whole input")
 		if allow {
 			assert.FileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "DONE after proceed_once | Please create the file.", res.Answer, "the answer is the last message, the prompt went in add_user_message")
-			assert.Equal(t, Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
+			assert.Equal(t, api.Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
 			assert.Equal(t, 2, res.Turns)
-			assert.Equal(t, []string{EventOther, EventSession, EventText, EventToolUse, EventToolResult, EventToolUse, EventToolResult, EventRetry, EventText, EventUsage}, kinds(evs))
-			assert.Equal(t, Event{Kind: EventRetry, Attempt: 1, MaxAttempts: DefaultMaxAPIRetries, Error: "overloaded"}, evs[7])
+			assert.Equal(t, []string{api.EventOther, api.EventSession, api.EventText, api.EventToolUse, api.EventToolResult, api.EventToolUse, api.EventToolResult, api.EventRetry, api.EventText, api.EventUsage}, kinds(evs))
+			assert.Equal(t, Event{Kind: api.EventRetry, Attempt: 1, MaxAttempts: DefaultMaxAPIRetries, Error: "overloaded"}, evs[7])
 		} else {
 			assert.NoFileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "Let me look.", res.Answer, "a cancel ends Droid's turn without another model call")
-			assert.Equal(t, Event{Kind: EventToolResult, Tool: &Tool{ID: "toolu_1"}, Output: "Error: Tool execution cancelled by user", IsError: true}, evs[6])
+			assert.Equal(t, Event{Kind: api.EventToolResult, Tool: &api.Tool{ID: "toolu_1"}, Output: "Error: Tool execution cancelled by user", IsError: true}, evs[6])
 		}
 	}
 }
@@ -288,15 +288,12 @@ func TestADroidTurnsUsageIsItsOwnEvenWithoutItsUsageNotification(t *testing.T) {
 	const done = `{"type":"agent_turn_completed","reason":"completed","tokenUsage":{"inputTokens":10,"outputTokens":5,"cacheReadTokens":1},"cumulativeTokenUsage":{"inputTokens":30,"outputTokens":15,"cacheReadTokens":3}}`
 	cases := []struct {
 		name  string
-		base  Usage // the session's total before the turn, for a warm agent
+		base  api.Usage // the session's total before the turn, for a warm agent
 		notes []string
 	}{
-		{"the usage notification left out, second turn of a warm agent", Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2},
-			[]string{done}},
-		{"the usage notification sent, second turn of a warm agent", Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2},
-			[]string{`{"type":"session_token_usage_changed","tokenUsage":{"inputTokens":30,"outputTokens":15,"cacheReadTokens":3}}`, done}},
-		{"a cold turn resuming a session whose history cost tokens before", Usage{},
-			[]string{done}},
+		{"the usage notification left out, second turn of a warm agent", api.Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, []string{done}},
+		{"the usage notification sent, second turn of a warm agent", api.Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, []string{`{"type":"session_token_usage_changed","tokenUsage":{"inputTokens":30,"outputTokens":15,"cacheReadTokens":3}}`, done}},
+		{"a cold turn resuming a session whose history cost tokens before", api.Usage{}, []string{done}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,11 +306,11 @@ func TestADroidTurnsUsageIsItsOwnEvenWithoutItsUsageNotification(t *testing.T) {
 				require.NoError(t, json.Unmarshal([]byte(raw), &n))
 				c.notification(tu, n, json.RawMessage(raw))
 			}
-			want := Usage{InputTokens: 10, OutputTokens: 5, CachedInputTokens: 1}
-			require.Equal(t, []string{EventUsage}, kinds(evs))
+			want := api.Usage{InputTokens: 10, OutputTokens: 5, CachedInputTokens: 1}
+			require.Equal(t, []string{api.EventUsage}, kinds(evs))
 			assert.Equal(t, want, *evs[0].Usage)
 			assert.Equal(t, want, c.finish(tu, &ExitInfo{}).Usage)
-			assert.Equal(t, Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}, c.used, "the next turn's base")
+			assert.Equal(t, api.Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}, c.used, "the next turn's base")
 			assert.Equal(t, 1, c.finish(tu, &ExitInfo{}).Turns)
 		})
 	}

@@ -3,6 +3,8 @@ package spawn
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // droidParser reads `droid exec -o stream-json` (0.225.2): system/init,
@@ -61,7 +63,7 @@ func (p *droidParser) Feed(line []byte) []Event {
 	switch l.Type {
 	case "system":
 		if l.Subtype == "init" {
-			return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model}}
+			return []Event{{Kind: api.EventSession, SessionID: l.SessionID, Model: l.Model}}
 		}
 	case "message":
 		if l.Role != "assistant" {
@@ -71,20 +73,20 @@ func (p *droidParser) Feed(line []byte) []Event {
 		if strings.TrimSpace(l.Text) != "" {
 			p.answer = clip(l.Text, maxAnswer)
 		}
-		return []Event{{Kind: EventText, Text: clip(l.Text, maxAnswer)}}
+		return []Event{{Kind: api.EventText, Text: clip(l.Text, maxAnswer)}}
 	case "tool_call":
 		p.toolCalls++
 		id := l.ToolID
 		if id == "" {
 			id = l.ID
 		}
-		return []Event{{Kind: EventToolUse, Tool: &Tool{Name: l.ToolName, ID: id, Input: validRaw(l.Params)}}}
+		return []Event{{Kind: api.EventToolUse, Tool: &api.Tool{Name: l.ToolName, ID: id, Input: validRaw(l.Params)}}}
 	case "tool_result":
 		id := l.ToolID
 		if id == "" {
 			id = l.ID
 		}
-		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: id}, Output: clip(jsonText(l.Value), maxOutput), IsError: l.IsError}}
+		return []Event{{Kind: api.EventToolResult, Tool: &api.Tool{ID: id}, Output: clip(jsonText(l.Value), maxOutput), IsError: l.IsError}}
 	case "error":
 		msg := clip(strings.TrimSpace(l.Message), 2048)
 		if !p.causeFinal || p.cause == "" {
@@ -93,12 +95,12 @@ func (p *droidParser) Feed(line []byte) []Event {
 			// it (or the cli's own auth message) is the one to keep.
 			p.causeFinal = !strings.EqualFold(msg, "Exec failed")
 		}
-		return []Event{{Kind: EventError, Error: msg}}
+		return []Event{{Kind: api.EventError, Error: msg}}
 	case "completion":
 		p.completion = &l
 		if l.Usage != nil {
-			u := Usage{InputTokens: l.Usage.InputTokens, OutputTokens: l.Usage.OutputTokens, CachedInputTokens: l.Usage.CacheReadTokens}
-			return []Event{{Kind: EventUsage, Usage: &u}}
+			u := api.Usage{InputTokens: l.Usage.InputTokens, OutputTokens: l.Usage.OutputTokens, CachedInputTokens: l.Usage.CacheReadTokens}
+			return []Event{{Kind: api.EventUsage, Usage: &u}}
 		}
 		return nil
 	}
@@ -118,8 +120,8 @@ func jsonText(raw json.RawMessage) string {
 	return ""
 }
 
-func (p *droidParser) Finish(exit ExitInfo) Result {
-	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls}
+func (p *droidParser) Finish(exit ExitInfo) api.Result {
+	res := api.Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls}
 	if c := p.completion; c != nil {
 		if c.FinalText != "" {
 			res.Answer = clip(c.FinalText, maxAnswer)
@@ -129,19 +131,19 @@ func (p *droidParser) Finish(exit ExitInfo) Result {
 		}
 		res.DurationMs = c.Duration
 		if c.Usage != nil {
-			res.Usage = Usage{InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens, CachedInputTokens: c.Usage.CacheReadTokens}
+			res.Usage = api.Usage{InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens, CachedInputTokens: c.Usage.CacheReadTokens}
 		}
 	}
 	switch {
 	case p.cause != "":
 		kind := classifyMessage(p.cause)
 		msg := "droid: " + p.cause
-		if kind == KindAuth {
+		if kind == api.KindAuth {
 			msg += " — sign in with `droid`, set FACTORY_API_KEY for the daemon, or use a BYOK custom model (card.toml [adapters.droid])"
 		}
 		res.IsError, res.Error = true, failure(kind, clip(msg, 2048))
 	case p.completion == nil && exit.Code == 0 && exit.StdoutBytes > 0:
-		res.IsError, res.Error = true, failure(KindBadOutput, "droid exited 0 without a completion event; its stream-json output was cut short or changed shape")
+		res.IsError, res.Error = true, failure(api.KindBadOutput, "droid exited 0 without a completion event; its stream-json output was cut short or changed shape")
 	}
 	return res
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // StderrParser is a Parser that also reads the agent's stderr, for a CLI
@@ -24,7 +26,7 @@ type emitter struct {
 	parser  Parser
 	guard   *retryGuard
 	caps    *capGuard
-	end     func(*Failure)
+	end     func(*api.RunError)
 	// watch sees each event (a retry's delay pauses it); nil: none.
 	watch *watchdog
 	// session, when set, is the session id a session event reports
@@ -69,11 +71,11 @@ const maxHeldText = 32 << 10
 // mergeable is a bare text or thinking delta: its text is all it says, so
 // two in a row can be one without losing anything.
 func mergeable(ev *Event) bool {
-	return ev.Delta && (ev.Kind == EventText || ev.Kind == EventThinking) &&
+	return ev.Delta && (ev.Kind == api.EventText || ev.Kind == api.EventThinking) &&
 		ev.SessionID == "" && ev.Model == "" && ev.Tool == nil && ev.Usage == nil && ev.Raw == nil && ev.Type == "" && ev.Error == ""
 }
 
-func newEmitter(onEvent func(Event), parser Parser, maxRetries int, caps *PlanCaps, end func(*Failure)) *emitter {
+func newEmitter(onEvent func(Event), parser Parser, maxRetries int, caps *PlanCaps, end func(*api.RunError)) *emitter {
 	return &emitter{onEvent: onEvent, parser: parser, guard: newRetryGuard(maxRetries), caps: newCapGuard(caps), end: end, grace: NetworkGrace}
 }
 
@@ -114,7 +116,7 @@ func (e *emitter) emitLocked(evs []Event) {
 			return
 		}
 		ev := &evs[i]
-		if ev.Kind == EventSession {
+		if ev.Kind == api.EventSession {
 			if e.noSession {
 				continue
 			}
@@ -139,7 +141,7 @@ func (e *emitter) emitLocked(evs []Event) {
 			continue
 		}
 		e.flushLocked()
-		if e.onEvent != nil && (v.end == nil || ev.Kind != EventRetry) {
+		if e.onEvent != nil && (v.end == nil || ev.Kind != api.EventRetry) {
 			e.onEvent(*ev)
 		}
 		if v.end == nil {
@@ -190,7 +192,7 @@ func (e *emitter) flushLocked() {
 
 // endRun ends the run for the watchdog or the network's grace; what the
 // agent prints after is not sent, as after the guard's ending.
-func (e *emitter) endRun(f *Failure) {
+func (e *emitter) endRun(f *api.RunError) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended || e.stopped {

@@ -10,51 +10,6 @@ import (
 	"github.com/card-dev/card/api"
 )
 
-// The event and error kinds live in package api; these aliases keep
-// spawn's parsers and their callers compiling under the old names.
-const (
-	EventSession           = api.EventSession
-	EventText              = api.EventText
-	EventThinking          = api.EventThinking
-	EventToolUse           = api.EventToolUse
-	EventToolResult        = api.EventToolResult
-	EventRetry             = api.EventRetry
-	EventUsage             = api.EventUsage
-	EventError             = api.EventError
-	EventWarning           = api.EventWarning
-	EventStalled           = api.EventStalled
-	EventRateLimit         = api.EventRateLimit
-	EventOther             = api.EventOther
-	KindSpawn              = api.KindSpawn
-	KindTimeout            = api.KindTimeout
-	KindCancelled          = api.KindCancelled
-	KindExit               = api.KindExit
-	KindEmpty              = api.KindEmpty
-	KindOutputLimit        = api.KindOutputLimit
-	KindAuth               = api.KindAuth
-	KindRateLimit          = api.KindRateLimit
-	KindNetwork            = api.KindNetwork
-	KindAPI                = api.KindAPI
-	KindMaxTurns           = api.KindMaxTurns
-	KindUntrustedWorkspace = api.KindUntrustedWorkspace
-	KindBadOutput          = api.KindBadOutput
-	KindBadInput           = api.KindBadInput
-	KindConfig             = api.KindConfig
-	KindTool               = api.KindTool
-	KindStalled            = api.KindStalled
-	KindBudget             = api.KindBudget
-)
-
-// The wire types of a run's events and result live in package api; these
-// aliases keep spawn's code and its callers compiling under the old names.
-// Failure is api.RunError: the run record and the result share one shape.
-type (
-	Tool    = api.Tool
-	Usage   = api.Usage
-	Result  = api.Result
-	Failure = api.RunError
-)
-
 // Event is one step of a run as a parser reads it: api.Event, the form it
 // has inside `agents.event`, plus hints for the runner that are never sent.
 // Its exported fields must stay api.Event's (a test holds them equal).
@@ -67,9 +22,9 @@ type Event struct {
 	// Text is assistant text for "text" and reasoning for "thinking" (a
 	// piece when Delta, else whole), the notice of a "warning", or a
 	// description for "other" lines that are not JSON.
-	Text  string `json:"text,omitempty"`
-	Delta bool   `json:"delta,omitempty"`
-	Tool  *Tool  `json:"tool,omitempty"`
+	Text  string    `json:"text,omitempty"`
+	Delta bool      `json:"delta,omitempty"`
+	Tool  *api.Tool `json:"tool,omitempty"`
 	// Output and IsError belong to "tool_result".
 	Output  string `json:"output,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
@@ -78,9 +33,9 @@ type Event struct {
 	MaxAttempts int   `json:"max_attempts,omitempty"`
 	DelayMs     int64 `json:"delay_ms,omitempty"`
 	// QuietMs and KillAfterMs belong to "stalled".
-	QuietMs     int64  `json:"quiet_ms,omitempty"`
-	KillAfterMs int64  `json:"kill_after_ms,omitempty"`
-	Usage       *Usage `json:"usage,omitempty"`
+	QuietMs     int64      `json:"quiet_ms,omitempty"`
+	KillAfterMs int64      `json:"kill_after_ms,omitempty"`
+	Usage       *api.Usage `json:"usage,omitempty"`
 	// RateLimits belongs to "rate_limit".
 	RateLimits []api.RateLimitWindow `json:"rate_limits,omitempty"`
 	// Error is the message of an "error" event, or why a retry happened.
@@ -132,7 +87,7 @@ type ExitInfo struct {
 // called once, after the child is gone. A Parser is used by one goroutine.
 type Parser interface {
 	Feed(line []byte) []Event
-	Finish(exit ExitInfo) Result
+	Finish(exit ExitInfo) api.Result
 }
 
 // Bounds on what a parser keeps, so memory stays bounded whatever the child
@@ -147,7 +102,7 @@ const (
 // otherEvent keeps a line the parser does not know, bounded: a valid JSON
 // object travels as Raw, anything else as (valid UTF-8) Text.
 func otherEvent(typ string, line []byte) Event {
-	ev := Event{Kind: EventOther, Type: typ}
+	ev := Event{Kind: api.EventOther, Type: typ}
 	if len(line) <= maxRaw && len(line) > 0 && line[0] == '{' && json.Valid(line) {
 		ev.Raw = append(json.RawMessage(nil), line...)
 		return ev
@@ -196,17 +151,17 @@ func classifyMessage(msg string) string {
 	m := strings.ToLower(msg)
 	switch {
 	case isNetworkMessage(m):
-		return KindNetwork
+		return api.KindNetwork
 	case strings.Contains(m, "401") || strings.Contains(m, "403") || strings.Contains(m, "unauthorized") ||
 		strings.Contains(m, "authentication") || strings.Contains(m, "api key") || strings.Contains(m, "api_key") ||
 		strings.Contains(m, "not logged in") || strings.Contains(m, "permission denied") || strings.Contains(m, "forbidden"):
-		return KindAuth
+		return api.KindAuth
 	case strings.Contains(m, "429") || strings.Contains(m, "rate limit") || strings.Contains(m, "rate_limit") ||
 		strings.Contains(m, "too many requests") || strings.Contains(m, "quota") || strings.Contains(m, "resource_exhausted") ||
 		strings.Contains(m, "usage limit"):
-		return KindRateLimit
+		return api.KindRateLimit
 	default:
-		return KindAPI
+		return api.KindAPI
 	}
 }
 
@@ -234,4 +189,4 @@ func isNetworkMessage(m string) bool {
 // and not a number inside a port, a path or a timestamp.
 var httpStatusRE = regexp.MustCompile(`(^|[\s(":])(4[0-9]{2}|5[0-9]{2})([\s){,.]|$)`)
 
-func failure(kind, msg string) *Failure { return &Failure{Kind: kind, Message: msg} }
+func failure(kind, msg string) *api.RunError { return &api.RunError{Kind: kind, Message: msg} }

@@ -31,10 +31,10 @@ func TestTheParsersEventHasExactlyTheWireEventsExportedFields(t *testing.T) {
 }
 
 func TestWireCopiesEveryExportedField(t *testing.T) {
-	e := Event{Kind: EventRetry, SessionID: "s", Model: "m", Commands: []api.SlashCommand{{Name: "c"}}, Text: "t", Delta: true, Tool: &Tool{Name: "n"},
-		Output: "o", IsError: true, Attempt: 1, MaxAttempts: 2, DelayMs: 3, QuietMs: 5, KillAfterMs: 6, Usage: &Usage{InputTokens: 4},
+	e := Event{Kind: api.EventRetry, SessionID: "s", Model: "m", Commands: []api.SlashCommand{{Name: "c"}}, Text: "t", Delta: true, Tool: &api.Tool{Name: "n"},
+		Output: "o", IsError: true, Attempt: 1, MaxAttempts: 2, DelayMs: 3, QuietMs: 5, KillAfterMs: 6, Usage: &api.Usage{InputTokens: 4},
 		RateLimits: []api.RateLimitWindow{{Window: "five_hour"}},
-		Error:      "e", Type: "ty", Raw: []byte(`{}`), cause: KindAuth, unbounded: true}
+		Error:      "e", Type: "ty", Raw: []byte(`{}`), cause: api.KindAuth, unbounded: true}
 	w := reflect.ValueOf(e.Wire())
 	v := reflect.ValueOf(e)
 	for i := 0; i < w.NumField(); i++ {

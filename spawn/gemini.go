@@ -5,6 +5,7 @@ import (
 
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // geminiApprovalMode maps card's mode onto `gemini --approval-mode`
@@ -169,7 +170,7 @@ var geminiACP = acpDialect{
 		}
 		return string(c.Kind)
 	},
-	exitFailure: func(exit ExitInfo) *Failure {
+	exitFailure: func(exit ExitInfo) *api.RunError {
 		k, ok := geminiExitKinds[exit.Code]
 		if !ok {
 			return nil

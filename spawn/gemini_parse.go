@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // geminiParser reads `gemini --output-format stream-json` (0.61.0): init,
@@ -61,7 +63,7 @@ func (p *geminiParser) Feed(line []byte) []Event {
 	switch l.Type {
 	case "init":
 		p.sessionID = l.SessionID
-		return []Event{{Kind: EventSession, SessionID: l.SessionID, Model: l.Model}}
+		return []Event{{Kind: api.EventSession, SessionID: l.SessionID, Model: l.Model}}
 	case "message":
 		if l.Role != "assistant" {
 			// The user message echoes the prompt; the client has it.
@@ -72,27 +74,27 @@ func (p *geminiParser) Feed(line []byte) []Event {
 			p.turns++
 		}
 		p.answer.add(l.Content)
-		return []Event{{Kind: EventText, Text: l.Content, Delta: l.Delta}}
+		return []Event{{Kind: api.EventText, Text: l.Content, Delta: l.Delta}}
 	case "tool_use":
 		p.toolCalls++
-		return []Event{{Kind: EventToolUse, Tool: &Tool{Name: l.ToolName, ID: l.ToolID, Input: validRaw(l.Parameters)}}}
+		return []Event{{Kind: api.EventToolUse, Tool: &api.Tool{Name: l.ToolName, ID: l.ToolID, Input: validRaw(l.Parameters)}}}
 	case "tool_result":
 		out := l.Output
 		if l.Error != nil && l.Error.Message != "" {
 			out = l.Error.Message
 		}
-		return []Event{{Kind: EventToolResult, Tool: &Tool{ID: l.ToolID}, Output: clip(out, maxOutput), IsError: l.Status == "error"}}
+		return []Event{{Kind: api.EventToolResult, Tool: &api.Tool{ID: l.ToolID}, Output: clip(out, maxOutput), IsError: l.Status == "error"}}
 	case "error":
 		if l.Severity == "warning" {
-			return []Event{{Kind: EventWarning, Text: clip(l.Message, 2048)}}
+			return []Event{{Kind: api.EventWarning, Text: clip(l.Message, 2048)}}
 		}
 		p.lastErr = clip(l.Message, 2048)
-		return []Event{{Kind: EventError, Error: p.lastErr}}
+		return []Event{{Kind: api.EventError, Error: p.lastErr}}
 	case "result":
 		p.result = &l
 		if l.Stats != nil {
-			u := Usage{InputTokens: l.Stats.InputTokens, OutputTokens: l.Stats.OutputTokens, CachedInputTokens: l.Stats.Cached}
-			return []Event{{Kind: EventUsage, Usage: &u}}
+			u := api.Usage{InputTokens: l.Stats.InputTokens, OutputTokens: l.Stats.OutputTokens, CachedInputTokens: l.Stats.Cached}
+			return []Event{{Kind: api.EventUsage, Usage: &u}}
 		}
 		return nil
 	}
@@ -145,14 +147,14 @@ func (p *geminiParser) FeedStderr(line []byte) []Event {
 			status = 429
 		}
 		why := geminiReason(m[4])
-		ev := Event{Kind: EventRetry, Attempt: attempt, Error: why, cause: classifyMessage(why)}
+		ev := Event{Kind: api.EventRetry, Attempt: attempt, Error: why, cause: classifyMessage(why)}
 		switch {
 		case status == 401 || status == 403:
-			ev.cause = KindAuth
+			ev.cause = api.KindAuth
 		case status == 429:
-			ev.cause = KindRateLimit
+			ev.cause = api.KindRateLimit
 		case status != 0:
-			ev.cause = KindAPI
+			ev.cause = api.KindAPI
 		}
 		if status != 0 {
 			ev.Error = fmt.Sprintf("HTTP %d: %s", status, why)
@@ -184,7 +186,7 @@ type geminiNotice struct {
 func (p *geminiParser) flushWaited() []Event {
 	n := p.waited
 	p.waited = nil
-	ev := Event{Kind: EventRetry, Attempt: n.attempt}
+	ev := Event{Kind: api.EventRetry, Attempt: n.attempt}
 	if m := geminiAfter.FindStringSubmatch(n.text); m != nil {
 		ev.DelayMs, _ = strconv.ParseInt(m[1], 10, 64)
 	}
@@ -195,8 +197,8 @@ func (p *geminiParser) flushWaited() []Event {
 	// Gemini waits like this only on a quota error (or a 5xx): a quota
 	// message reads as rate_limit, anything else as api.
 	ev.cause = classifyMessage(why)
-	if ev.cause == KindNetwork || ev.cause == KindAuth {
-		ev.cause = KindAPI
+	if ev.cause == api.KindNetwork || ev.cause == api.KindAuth {
+		ev.cause = api.KindAPI
 	}
 	return []Event{ev}
 }
@@ -226,20 +228,20 @@ func geminiReason(rest string) string {
 
 // geminiExitKinds are Gemini CLI's fatal exit codes (FatalError subclasses).
 var geminiExitKinds = map[int]struct{ kind, hint string }{
-	41:  {KindAuth, "set an auth method in ~/.gemini/settings.json or GEMINI_API_KEY for the daemon"},
-	42:  {KindBadInput, "Gemini refused the input"},
-	44:  {KindConfig, "Gemini's sandbox could not start"},
-	52:  {KindConfig, "fix the Gemini settings file it names"},
-	53:  {KindMaxTurns, "Gemini hit its session turn limit (model.maxSessionTurns)"},
-	54:  {KindTool, "a Gemini tool failed fatally"},
-	55:  {KindUntrustedWorkspace, "Gemini does not trust this folder: trust it once in interactive `gemini`, or have the operator add args = [\"--skip-trust\"] to card.toml [adapters.gemini]"},
-	130: {KindCancelled, "Gemini was cancelled"},
+	41:  {api.KindAuth, "set an auth method in ~/.gemini/settings.json or GEMINI_API_KEY for the daemon"},
+	42:  {api.KindBadInput, "Gemini refused the input"},
+	44:  {api.KindConfig, "Gemini's sandbox could not start"},
+	52:  {api.KindConfig, "fix the Gemini settings file it names"},
+	53:  {api.KindMaxTurns, "Gemini hit its session turn limit (model.maxSessionTurns)"},
+	54:  {api.KindTool, "a Gemini tool failed fatally"},
+	55:  {api.KindUntrustedWorkspace, "Gemini does not trust this folder: trust it once in interactive `gemini`, or have the operator add args = [\"--skip-trust\"] to card.toml [adapters.gemini]"},
+	130: {api.KindCancelled, "Gemini was cancelled"},
 }
 
-func (p *geminiParser) Finish(exit ExitInfo) Result {
-	res := Result{Answer: p.answer.String(), SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls}
+func (p *geminiParser) Finish(exit ExitInfo) api.Result {
+	res := api.Result{Answer: p.answer.String(), SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls}
 	if r := p.result; r != nil && r.Stats != nil {
-		res.Usage = Usage{InputTokens: r.Stats.InputTokens, OutputTokens: r.Stats.OutputTokens, CachedInputTokens: r.Stats.Cached}
+		res.Usage = api.Usage{InputTokens: r.Stats.InputTokens, OutputTokens: r.Stats.OutputTokens, CachedInputTokens: r.Stats.Cached}
 		res.DurationMs = r.Stats.DurationMs
 		if r.Stats.ToolCalls > res.ToolCalls {
 			res.ToolCalls = r.Stats.ToolCalls
@@ -257,7 +259,7 @@ func (p *geminiParser) Finish(exit ExitInfo) Result {
 	if r := p.result; r != nil {
 		if r.Status != "success" {
 			msg := "gemini reported status " + r.Status
-			kind := KindAPI
+			kind := api.KindAPI
 			if r.Error != nil && r.Error.Message != "" {
 				msg = r.Error.Message
 				kind = classifyMessage(r.Error.Type + " " + msg)
@@ -267,7 +269,7 @@ func (p *geminiParser) Finish(exit ExitInfo) Result {
 		return res
 	}
 	if exit.Code == 0 && exit.StdoutBytes > 0 {
-		res.IsError, res.Error = true, failure(KindBadOutput, "gemini exited 0 without a result event; its stream-json output was cut short or changed shape")
+		res.IsError, res.Error = true, failure(api.KindBadOutput, "gemini exited 0 without a result event; its stream-json output was cut short or changed shape")
 	}
 	return res
 }

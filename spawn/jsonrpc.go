@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
 )
 
 // Protocol names a protocol an agent speaks over its stdio.
@@ -37,7 +38,7 @@ type rpcClient struct {
 	// adapter names the agent in messages; classify reads an error it
 	// reported (its message and JSON-RPC code) as a failure.
 	adapter  string
-	classify func(msg string, code int64) *Failure
+	classify func(msg string, code int64) *api.RunError
 	// idPrefix, when set, makes card's request ids strings (prefix and a
 	// number): Droid refuses a numeric id as an invalid message.
 	idPrefix string
@@ -51,7 +52,7 @@ type rpcClient struct {
 	// used is the session's token total before the running turn, for a
 	// CLI that reports its session's running total: a turn's usage is its
 	// part.
-	used Usage
+	used api.Usage
 }
 
 // reading is what a JSON-RPC client reads of one turn, whatever the
@@ -61,19 +62,19 @@ type reading struct {
 	tools      sessionTools
 	turns      int
 	retries    int
-	usage      Usage
-	usageTotal Usage  // the session's running total, as the agent reports it
-	lastError  string // the last error the agent reported
+	usage      api.Usage
+	usageTotal api.Usage // the session's running total, as the agent reports it
+	lastError  string    // the last error the agent reported
 }
 
 // result is the turn's result as read, the failure or the explanation of
 // an early stop the turn's ending gives it; the session's running total is
 // the next turn's base. total says the result reports that total.
-func (r *rpcClient) result(t *turn, rd *reading, exit *ExitInfo, words stopWords, explain func(ExitInfo) *Failure, total bool) Result {
-	if rd.usageTotal != (Usage{}) {
+func (r *rpcClient) result(t *turn, rd *reading, exit *ExitInfo, words stopWords, explain func(ExitInfo) *api.RunError, total bool) api.Result {
+	if rd.usageTotal != (api.Usage{}) {
 		r.used = rd.usageTotal
 	}
-	res := Result{Answer: rd.answer.String(), SessionID: r.sid, Turns: rd.turns, ToolCalls: rd.tools.calls, Usage: rd.usage}
+	res := api.Result{Answer: rd.answer.String(), SessionID: r.sid, Turns: rd.turns, ToolCalls: rd.tools.calls, Usage: rd.usage}
 	if total {
 		res.SessionUsage = totalOf(rd.usageTotal)
 	}
@@ -105,7 +106,7 @@ func (r *rpcClient) opened(t *turn, sid, model string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sid, r.model = sid, model
-	t.emit(Event{Kind: EventSession, SessionID: sid, Model: model})
+	t.emit(Event{Kind: api.EventSession, SessionID: sid, Model: model})
 }
 
 // resumed tells a turn after the agent's first of the session it runs in
@@ -114,7 +115,7 @@ func (r *rpcClient) resumed(t *turn) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !t.first {
-		t.emit(Event{Kind: EventSession, SessionID: r.sid, Model: r.model})
+		t.emit(Event{Kind: api.EventSession, SessionID: r.sid, Model: r.model})
 	}
 	return r.sid
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/card-dev/card/acp"
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // OpenCode (`opencode acp`), as checked against OpenCode 1.18.33 with a
@@ -154,7 +155,7 @@ var openCodeDriver = Driver{
 // and card answers its questions by the session's mode.
 var openCodeACP = acpDialect{
 	toolName:    func(c acp.ToolCallUpdate) string { return string(c.Kind) },
-	exitFailure: func(ExitInfo) *Failure { return nil },
+	exitFailure: func(ExitInfo) *api.RunError { return nil },
 	authHint:    "sign OpenCode in as the daemon's user (`opencode auth login`), or give it a provider in card.toml [adapters.opencode] env (OPENCODE_CONFIG_CONTENT, or the provider's key variable)",
 	byMode:      true,
 	cancelFirst: true,

@@ -18,7 +18,7 @@ import (
 
 // feedAll runs a stream through a fresh parser of the adapter, checking that
 // every event marshals (it goes on the wire as is).
-func feedAll(t *testing.T, adapter, stream string, exit ExitInfo) ([]Event, Result) {
+func feedAll(t *testing.T, adapter, stream string, exit ExitInfo) ([]Event, api.Result) {
 	t.Helper()
 	a, ok := Lookup(adapter)
 	require.True(t, ok)
@@ -69,7 +69,7 @@ func kinds(evs []Event) []string {
 
 func TestClaudeSuccessFixtureBecomesSessionTextUsageAndResult(t *testing.T) {
 	evs, res := feedAll(t, "claude-code", fixture(t, "claude-stream-success.jsonl"), ExitInfo{})
-	assert.Equal(t, []string{EventSession, EventText, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventText, api.EventUsage}, kinds(evs))
 	assert.Equal(t, "942c07c4-8230-4293-9685-338fbcab211c", evs[0].SessionID)
 	assert.Equal(t, "claude-opus-4-8[1m]", evs[0].Model)
 	require.Len(t, evs[0].Commands, 26, "init's slash_commands")
@@ -83,7 +83,7 @@ func TestClaudeSuccessFixtureBecomesSessionTextUsageAndResult(t *testing.T) {
 	assert.EqualValues(t, 195, res.DurationMs)
 	require.NotNil(t, res.CostUSD)
 	assert.InDelta(t, 0.000175, *res.CostUSD, 1e-12)
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
 	assert.False(t, res.IsError)
 	assert.Nil(t, res.Error)
 }
@@ -92,9 +92,9 @@ func TestClaudeNotLoggedInIsAnAuthError(t *testing.T) {
 	// Captured from claude 2.1.197 with an empty HOME: exit 1, result
 	// is_error with subtype success, and the assistant's error field.
 	evs, res := feedAll(t, "claude-code", fixture(t, "claude-stream-no-auth.jsonl"), ExitInfo{Code: 1})
-	assert.Contains(t, kinds(evs), EventError)
+	assert.Contains(t, kinds(evs), api.EventError)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "Not logged in")
 	assert.Contains(t, res.Error.Message, "claude auth login")
 	assert.True(t, res.IsError)
@@ -105,13 +105,13 @@ func TestClaudeErrorKindsComeFromItsOwnSignals(t *testing.T) {
 	cases := []struct {
 		name, stream, kind string
 	}{
-		{"max turns", `{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3,"session_id":"s1"}`, KindMaxTurns},
-		{"429 status", `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 rate limited"}`, KindRateLimit},
-		{"401 status", `{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"API Error: 401"}`, KindAuth},
+		{"max turns", `{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3,"session_id":"s1"}`, api.KindMaxTurns},
+		{"429 status", `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 rate limited"}`, api.KindRateLimit},
+		{"401 status", `{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"API Error: 401"}`, api.KindAuth},
 		{"assistant rate_limit", `{"type":"assistant","message":{"content":[{"type":"text","text":"limit"}]},"error":"rate_limit"}` + "\n" +
-			`{"type":"result","subtype":"success","is_error":true,"result":"limit"}`, KindRateLimit},
-		{"500 status", `{"type":"result","subtype":"error_during_execution","is_error":true,"api_error_status":500,"errors":["boom"]}`, KindAPI},
-		{"no result line", `{"type":"assistant","message":{"content":[{"type":"text","text":"half"}]}}`, KindBadOutput},
+			`{"type":"result","subtype":"success","is_error":true,"result":"limit"}`, api.KindRateLimit},
+		{"500 status", `{"type":"result","subtype":"error_during_execution","is_error":true,"api_error_status":500,"errors":["boom"]}`, api.KindAPI},
+		{"no result line", `{"type":"assistant","message":{"content":[{"type":"text","text":"half"}]}}`, api.KindBadOutput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestClaudeToolsRetriesAndUnknownLinesBecomeEvents(t *testing.T) {
 		`{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":"done","session_id":"s9"}`,
 	}, "\n")
 	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
-	assert.Equal(t, []string{EventRetry, EventText, EventToolUse, EventToolResult, EventText, EventOther, EventOther}, kinds(evs))
+	assert.Equal(t, []string{api.EventRetry, api.EventText, api.EventToolUse, api.EventToolResult, api.EventText, api.EventOther, api.EventOther}, kinds(evs))
 	assert.Equal(t, 2, evs[0].Attempt)
 	assert.Equal(t, 10, evs[0].MaxAttempts)
 	assert.EqualValues(t, 1200, evs[0].DelayMs)
@@ -154,13 +154,13 @@ func TestClaudeToolsRetriesAndUnknownLinesBecomeEvents(t *testing.T) {
 
 func TestCodexSuccessFixtureSurvivesItsWarningItem(t *testing.T) {
 	evs, res := feedAll(t, "codex", fixture(t, "codex-exec-json-success.jsonl"), ExitInfo{StderrTail: fixture(t, "codex-exec-json-success.stderr")})
-	assert.Equal(t, []string{EventSession, EventWarning, EventText, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventWarning, api.EventText, api.EventUsage}, kinds(evs))
 	assert.Contains(t, evs[1].Text, "Model metadata for `gpt-fake` not found", "the warning says what Codex said")
 	assert.Empty(t, evs[1].Error)
 	assert.Equal(t, "01a22933-78e1-7402-8487-514b5febcff9", res.SessionID)
 	assert.Equal(t, "PONG from fake openai", res.Answer)
 	assert.Equal(t, 1, res.Turns)
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
 	assert.Nil(t, res.CostUSD, "codex reports no cost")
 	assert.Nil(t, res.Error, "an item error is a warning, not a failed run")
 }
@@ -178,10 +178,10 @@ func TestCodexErrorKindsComeFromTurnFailedAndErrorEvents(t *testing.T) {
 		name, stream, kind string
 		exit               int
 	}{
-		{"401", `{"type":"error","message":"unexpected status 401 Unauthorized: invalid api key"}` + "\n" + `{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}`, KindAuth, 1},
-		{"429", `{"type":"error","message":"Reconnecting... 1/5 (429 Too Many Requests)"}` + "\n" + `{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}`, KindRateLimit, 1},
-		{"500", `{"type":"turn.failed","error":{"message":"stream disconnected: 500 Internal Server Error"}}`, KindAPI, 1},
-		{"cut short", `{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"hal"}}`, KindBadOutput, 0},
+		{"401", `{"type":"error","message":"unexpected status 401 Unauthorized: invalid api key"}` + "\n" + `{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}`, api.KindAuth, 1},
+		{"429", `{"type":"error","message":"Reconnecting... 1/5 (429 Too Many Requests)"}` + "\n" + `{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}`, api.KindRateLimit, 1},
+		{"500", `{"type":"turn.failed","error":{"message":"stream disconnected: 500 Internal Server Error"}}`, api.KindAPI, 1},
+		{"cut short", `{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"hal"}}`, api.KindBadOutput, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -205,7 +205,7 @@ func TestCodexToolItemsBecomeToolUseAndResult(t *testing.T) {
 		`{"type":"turn.completed","usage":{"input_tokens":3,"cached_input_tokens":1,"output_tokens":2}}`,
 	}, "\n")
 	evs, res := feedAll(t, "codex", stream, ExitInfo{})
-	assert.Equal(t, []string{EventToolUse, EventToolResult, EventToolUse, EventToolResult, EventThinking, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{api.EventToolUse, api.EventToolResult, api.EventToolUse, api.EventToolResult, api.EventThinking, api.EventUsage}, kinds(evs))
 	assert.Equal(t, "thinking", evs[4].Text)
 	assert.False(t, evs[4].Delta, "Codex gives reasoning whole, per item")
 	assert.Equal(t, "command_execution", evs[0].Tool.Name)
@@ -214,17 +214,17 @@ func TestCodexToolItemsBecomeToolUseAndResult(t *testing.T) {
 	assert.Equal(t, "fs.read", evs[2].Tool.Name)
 	assert.True(t, evs[3].IsError)
 	assert.Equal(t, 2, res.ToolCalls)
-	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 2, CachedInputTokens: 1}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 3, OutputTokens: 2, CachedInputTokens: 1}, res.Usage)
 }
 
 func TestGeminiSuccessFixture(t *testing.T) {
 	evs, res := feedAll(t, "gemini", fixture(t, "gemini-stream-success.jsonl"), ExitInfo{StderrTail: fixture(t, "gemini-stream-success.stderr")})
-	assert.Equal(t, []string{EventSession, EventText, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventText, api.EventUsage}, kinds(evs))
 	assert.Equal(t, "gemini-2.5-flash", evs[0].Model)
 	assert.True(t, evs[1].Delta)
 	assert.Equal(t, "PONG from fake gemini", res.Answer)
 	assert.Equal(t, "d6eaf790-d5db-4af0-89a6-e43a4f1031e3", res.SessionID)
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
 	assert.EqualValues(t, 70, res.DurationMs)
 	assert.Equal(t, 1, res.Turns)
 	assert.Nil(t, res.Error)
@@ -237,11 +237,11 @@ func TestGeminiExitCodesAreClassified(t *testing.T) {
 		kind   string
 		says   string
 	}{
-		{41, fixture(t, "gemini-no-auth.stderr"), KindAuth, "GEMINI_API_KEY"},
-		{55, fixture(t, "gemini-untrusted.stderr"), KindUntrustedWorkspace, "--skip-trust"},
-		{42, "bad input", KindBadInput, "bad input"},
-		{53, "Reached max session turns", KindMaxTurns, "turn limit"},
-		{52, "Error in settings.json", KindConfig, "settings"},
+		{41, fixture(t, "gemini-no-auth.stderr"), api.KindAuth, "GEMINI_API_KEY"},
+		{55, fixture(t, "gemini-untrusted.stderr"), api.KindUntrustedWorkspace, "--skip-trust"},
+		{42, "bad input", api.KindBadInput, "bad input"},
+		{53, "Reached max session turns", api.KindMaxTurns, "turn limit"},
+		{52, "Error in settings.json", api.KindConfig, "settings"},
 	}
 	for _, c := range cases {
 		_, res := feedAll(t, "gemini", "", ExitInfo{Code: c.code, StderrTail: c.stderr})
@@ -256,15 +256,15 @@ func TestGeminiResultStatusErrorIsClassified(t *testing.T) {
 	// Captured from gemini 0.61.0 with the API unreachable: exit 1 and a
 	// result with status error. No HTTP status came back: kind network.
 	evs, res := feedAll(t, "gemini", fixture(t, "gemini-stream-api-error.jsonl"), ExitInfo{Code: 1})
-	assert.Equal(t, EventSession, evs[0].Kind)
+	assert.Equal(t, api.EventSession, evs[0].Kind)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindNetwork, res.Error.Kind)
+	assert.Equal(t, api.KindNetwork, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "fetch failed")
 
 	for stream, kind := range map[string]string{
-		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 429 RESOURCE_EXHAUSTED quota]"}}`: KindRateLimit,
-		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 401 API key not valid]"}}`:        KindAuth,
-		`{"type":"message","role":"assistant","content":"half","delta":true}`:                                             KindBadOutput,
+		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 429 RESOURCE_EXHAUSTED quota]"}}`: api.KindRateLimit,
+		`{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 401 API key not valid]"}}`:        api.KindAuth,
+		`{"type":"message","role":"assistant","content":"half","delta":true}`:                                             api.KindBadOutput,
 	} {
 		_, res := feedAll(t, "gemini", stream+"\n", ExitInfo{})
 		require.NotNil(t, res.Error, stream)
@@ -284,7 +284,7 @@ func TestGeminiToolsAndErrorsBecomeEvents(t *testing.T) {
 		`{"type":"result","status":"success","stats":{"input_tokens":1,"output_tokens":2,"cached":0,"duration_ms":9,"tool_calls":1}}`,
 	}, "\n")
 	evs, res := feedAll(t, "gemini", stream, ExitInfo{})
-	assert.Equal(t, []string{EventSession, EventText, EventToolUse, EventToolResult, EventWarning, EventText, EventUsage}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventText, api.EventToolUse, api.EventToolResult, api.EventWarning, api.EventText, api.EventUsage}, kinds(evs))
 	for _, ev := range evs {
 		assert.NotContains(t, ev.Text, "secret task", "the echoed prompt is not re-streamed")
 	}
@@ -313,12 +313,12 @@ func TestEveryFixtureIsCoveredByAParserTest(t *testing.T) {
 }
 
 func TestEventsUseSnakeCaseWireNames(t *testing.T) {
-	b, err := json.Marshal(Event{Kind: EventToolResult, SessionID: "s", Tool: &Tool{Name: "n", ID: "i"}, IsError: true, DelayMs: 5, MaxAttempts: 2})
+	b, err := json.Marshal(Event{Kind: api.EventToolResult, SessionID: "s", Tool: &api.Tool{Name: "n", ID: "i"}, IsError: true, DelayMs: 5, MaxAttempts: 2})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"kind":"tool_result","session_id":"s","tool":{"name":"n","id":"i"},"is_error":true,"delay_ms":5,"max_attempts":2}`, string(b))
 	cost := 0.5
 	code := 41
-	b, err = json.Marshal(Result{Answer: "a", CostUSD: &cost, IsError: true, Error: &Failure{Kind: KindAuth, Message: "m", ExitCode: &code}})
+	b, err = json.Marshal(api.Result{Answer: "a", CostUSD: &cost, IsError: true, Error: &api.RunError{Kind: api.KindAuth, Message: "m", ExitCode: &code}})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"answer":"a","turns":0,"tool_calls":0,"duration_ms":0,"total_cost_usd":0.5,"usage":{"input_tokens":0,"output_tokens":0,"cached_input_tokens":0},"is_error":true,"error":{"kind":"auth","message":"m","exit_code":41}}`, string(b))
 }
@@ -327,7 +327,7 @@ func TestAFieldOfAnUnexpectedShapeDoesNotCostTheLine(t *testing.T) {
 	stream := `{"type":"assistant","message":{"content":"a plain string"},"session_id":"s3"}` + "\n" +
 		`{"type":"result","subtype":"success","is_error":false,"result":"fine","session_id":"s3"}`
 	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
-	assert.NotContains(t, kinds(evs), EventOther)
+	assert.NotContains(t, kinds(evs), api.EventOther)
 	assert.Equal(t, "s3", res.SessionID)
 	assert.Equal(t, "fine", res.Answer)
 }
@@ -343,7 +343,7 @@ func realCapture(t *testing.T, name string) string {
 
 // realRun feeds a captured run (NAME.jsonl or NAME.stdout, NAME.stderr,
 // NAME.exit) through the adapter's parser with the exit it really had.
-func realRun(t *testing.T, adapter, name string) ([]Event, Result) {
+func realRun(t *testing.T, adapter, name string) ([]Event, api.Result) {
 	t.Helper()
 	stdout := ""
 	for _, ext := range []string{".jsonl", ".stdout"} {
@@ -375,7 +375,7 @@ func countKind(evs []Event, kind string) int {
 func textOf(evs []Event) string {
 	var b strings.Builder
 	for _, e := range evs {
-		if e.Kind == EventText {
+		if e.Kind == api.EventText {
 			b.WriteString(e.Text)
 		}
 	}
@@ -385,7 +385,7 @@ func textOf(evs []Event) string {
 func TestRealCopilotWithoutAnyAuthIsAnAuthError(t *testing.T) {
 	_, res := feedAll(t, "copilot", "", ExitInfo{Code: 1, StderrTail: realCapture(t, "copilot-no-auth.stderr")})
 	require.True(t, res.IsError)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "COPILOT_GITHUB_TOKEN")
 }
 
@@ -404,7 +404,7 @@ func TestCopilotToolsAndUsageBecomeEvents(t *testing.T) {
 		`{"type":"result","sessionId":"s1","exitCode":0,"usage":{"sessionDurationMs":1234}}`,
 	}, "\n")
 	evs, res := feedAll(t, "copilot", stream, ExitInfo{})
-	assert.Equal(t, []string{EventSession, EventText, EventToolUse, EventToolResult, EventUsage, EventText, EventOther, EventOther}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventText, api.EventToolUse, api.EventToolResult, api.EventUsage, api.EventText, api.EventOther, api.EventOther}, kinds(evs))
 	assert.Equal(t, "view", evs[2].Tool.Name)
 	assert.JSONEq(t, `{"path":"a.go"}`, string(evs[2].Tool.Input))
 	assert.True(t, evs[3].IsError)
@@ -413,20 +413,20 @@ func TestCopilotToolsAndUsageBecomeEvents(t *testing.T) {
 	assert.Equal(t, "Done.", res.Answer, "the answer is the last thing the agent said")
 	assert.Equal(t, 2, res.Turns)
 	assert.Equal(t, 1, res.ToolCalls)
-	assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 4, CachedInputTokens: 2}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 4, CachedInputTokens: 2}, res.Usage)
 	assert.EqualValues(t, 1234, res.DurationMs)
 }
 
 func TestRealDroid401AndNoAuthAreAuthErrorsWithTheAgentLoopsCause(t *testing.T) {
 	evs, res := realRun(t, "droid", "droid-exec-stream-json-401")
 	require.True(t, res.IsError)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "invalid x-api-key", "the API's cause, not the closing \"Exec failed\"")
-	assert.Equal(t, 2, countKind(evs, EventError))
+	assert.Equal(t, 2, countKind(evs, api.EventError))
 
 	_, res = realRun(t, "droid", "droid-no-auth")
 	require.True(t, res.IsError)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "FACTORY_API_KEY")
 }
 
@@ -439,21 +439,21 @@ func TestDroidToolEventsAndRateLimitsAreClassified(t *testing.T) {
 		`{"type":"error","source":"cli","message":"Exec failed","session_id":"d1"}`,
 	}, "\n")
 	evs, res := feedAll(t, "droid", stream, ExitInfo{Code: 1})
-	assert.Equal(t, []string{EventSession, EventToolUse, EventToolResult, EventError, EventError}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventToolUse, api.EventToolResult, api.EventError, api.EventError}, kinds(evs))
 	assert.Equal(t, "contents", evs[2].Output)
 	assert.Equal(t, 1, res.ToolCalls)
 	require.True(t, res.IsError)
-	assert.Equal(t, KindRateLimit, res.Error.Kind)
+	assert.Equal(t, api.KindRateLimit, res.Error.Kind)
 
 	_, res = feedAll(t, "droid", `{"type":"system","subtype":"init","session_id":"d2"}`, ExitInfo{Code: 0})
 	require.True(t, res.IsError)
-	assert.Equal(t, KindBadOutput, res.Error.Kind, "exit 0 without a completion is a cut-short stream")
+	assert.Equal(t, api.KindBadOutput, res.Error.Kind, "exit 0 without a completion is a cut-short stream")
 }
 
 func TestRealPiWithoutAKeyIsAnAuthError(t *testing.T) {
 	_, res := realRun(t, "pi", "pi-no-auth")
 	require.True(t, res.IsError)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "No API key found for the selected model")
 }
 
@@ -467,7 +467,7 @@ func TestPiToolsRetriesAndCostBecomeEvents(t *testing.T) {
 		`{"type":"compaction_start","reason":"threshold"}`,
 	}, "\n")
 	evs, res := feedAll(t, "pi", stream, ExitInfo{})
-	assert.Equal(t, []string{EventSession, EventRetry, EventToolUse, EventToolResult, EventUsage, EventOther}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventRetry, api.EventToolUse, api.EventToolResult, api.EventUsage, api.EventOther}, kinds(evs))
 	assert.Equal(t, 3, evs[1].MaxAttempts)
 	assert.Equal(t, "hello", evs[3].Output)
 	assert.False(t, res.IsError)
@@ -480,22 +480,22 @@ func TestPiToolsRetriesAndCostBecomeEvents(t *testing.T) {
 // Every real success capture of Copilot, Droid and Pi: the answer, streamed
 // as text once and whole in the result, one session, one turn, no error.
 func TestEveryRealSuccessCaptureBecomesItsAnswerWithItsSession(t *testing.T) {
-	copilot := func(t *testing.T, _ []Event, res Result) { assert.Positive(t, res.DurationMs) }
-	pi := func(t *testing.T, evs []Event, _ Result) {
-		assert.Equal(t, EventSession, evs[0].Kind)
-		assert.Equal(t, 1, countKind(evs, EventUsage))
-		assert.Zero(t, countKind(evs, EventOther), "every Pi event type in a real run is understood")
+	copilot := func(t *testing.T, _ []Event, res api.Result) { assert.Positive(t, res.DurationMs) }
+	pi := func(t *testing.T, evs []Event, _ api.Result) {
+		assert.Equal(t, api.EventSession, evs[0].Kind)
+		assert.Equal(t, 1, countKind(evs, api.EventUsage))
+		assert.Zero(t, countKind(evs, api.EventOther), "every Pi event type in a real run is understood")
 	}
 	cases := []struct {
 		adapter, capture, answer string
-		check                    func(t *testing.T, evs []Event, res Result)
+		check                    func(t *testing.T, evs []Event, res api.Result)
 	}{
 		{"copilot", "copilot-json-success-anthropic", "PONG from the anthropic stand-in via copilot", copilot},
 		{"copilot", "copilot-json-success-openai", "PONG from the openai stand-in via copilot", copilot},
-		{"droid", "droid-exec-stream-json-success", "PONG from the anthropic stand-in via droid", func(t *testing.T, evs []Event, res Result) {
-			assert.Equal(t, []string{EventSession, EventText, EventUsage}, kinds(evs))
+		{"droid", "droid-exec-stream-json-success", "PONG from the anthropic stand-in via droid", func(t *testing.T, evs []Event, res api.Result) {
+			assert.Equal(t, []string{api.EventSession, api.EventText, api.EventUsage}, kinds(evs))
 			assert.Equal(t, "0b6ac262-e252-479b-b742-908a5f1addfb", res.SessionID)
-			assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
+			assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage)
 			assert.EqualValues(t, 559, res.DurationMs)
 		}},
 		{"pi", "pi-json-success-anthropic", "PONG from the anthropic stand-in via pi", pi},
@@ -507,10 +507,10 @@ func TestEveryRealSuccessCaptureBecomesItsAnswerWithItsSession(t *testing.T) {
 			assert.False(t, res.IsError, "%+v", res.Error)
 			assert.Equal(t, c.answer, res.Answer)
 			assert.Equal(t, c.answer, textOf(evs), "the deltas make the answer, and the whole message is not sent twice")
-			assert.Equal(t, 1, countKind(evs, EventSession))
+			assert.Equal(t, 1, countKind(evs, api.EventSession))
 			assert.NotEmpty(t, res.SessionID)
 			assert.Equal(t, 1, res.Turns)
-			assert.Zero(t, countKind(evs, EventError))
+			assert.Zero(t, countKind(evs, api.EventError))
 			c.check(t, evs, res)
 		})
 	}
@@ -524,10 +524,10 @@ func TestEveryRealAPIErrorCaptureIsClassified(t *testing.T) {
 		adapter, capture, kind, says string
 		retries                      int
 	}{
-		{"copilot", "copilot-json-401", KindAuth, "COPILOT_PROVIDER_API_KEY", 2},
-		{"copilot", "copilot-json-429", KindRateLimit, "429", 5},
-		{"pi", "pi-json-401", KindAuth, "exited 0", 0},
-		{"pi", "pi-json-429", KindRateLimit, "exited 0", 0},
+		{"copilot", "copilot-json-401", api.KindAuth, "COPILOT_PROVIDER_API_KEY", 2},
+		{"copilot", "copilot-json-429", api.KindRateLimit, "429", 5},
+		{"pi", "pi-json-401", api.KindAuth, "exited 0", 0},
+		{"pi", "pi-json-429", api.KindRateLimit, "exited 0", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.capture, func(t *testing.T) {
@@ -535,8 +535,8 @@ func TestEveryRealAPIErrorCaptureIsClassified(t *testing.T) {
 			require.True(t, res.IsError)
 			assert.Equal(t, c.kind, res.Error.Kind)
 			assert.Contains(t, res.Error.Message, c.says)
-			assert.Equal(t, c.retries, countKind(evs, EventRetry), "the agent's own retries show as retry events")
-			assert.Equal(t, 1, countKind(evs, EventError))
+			assert.Equal(t, c.retries, countKind(evs, api.EventRetry), "the agent's own retries show as retry events")
+			assert.Equal(t, 1, countKind(evs, api.EventError))
 			assert.Empty(t, res.Answer)
 		})
 	}
@@ -569,14 +569,14 @@ func joined(evs []Event, kind string) string {
 func TestClaudePartialMessagesStreamTheTextOnceAsItIsWritten(t *testing.T) {
 	stream := fixture(t, "claude-stream-partial.jsonl")
 	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
-	texts := eventsOf(evs, EventText)
+	texts := eventsOf(evs, api.EventText)
 	require.Len(t, texts, strings.Count(stream, `"type":"text_delta"`), "one text event per text_delta, and none for the whole message")
 	for _, e := range texts {
 		assert.True(t, e.Delta, "every text event of a streamed message is a piece: %+v", e)
 	}
 	assert.Equal(t, "PONG from fake anthropic", res.Answer)
-	assert.Equal(t, res.Answer, joined(evs, EventText), "the joined pieces are the answer, exactly once")
-	assert.Equal(t, EventSession, evs[0].Kind)
+	assert.Equal(t, res.Answer, joined(evs, api.EventText), "the joined pieces are the answer, exactly once")
+	assert.Equal(t, api.EventSession, evs[0].Kind)
 	assert.False(t, res.IsError)
 }
 
@@ -589,15 +589,15 @@ func TestClaudeThinkingStreamsOnceAndToolInputArrivesWhole(t *testing.T) {
 	stream := fixture(t, "claude-stream-partial-thinking-tool.jsonl")
 	evs, res := feedAll(t, "claude-code", stream, ExitInfo{})
 	const thought = "The user wants the README. I will read it."
-	thinking := eventsOf(evs, EventThinking)
+	thinking := eventsOf(evs, api.EventThinking)
 	require.NotEmpty(t, thinking)
 	for _, e := range thinking {
 		assert.True(t, e.Delta, "thinking of a streamed message comes in pieces: %+v", e)
 	}
-	assert.Equal(t, thought+thought, joined(evs, EventThinking), "each message's thinking once, from its pieces")
-	assert.NotContains(t, joined(evs, EventText), thought, "thinking is never answer text")
+	assert.Equal(t, thought+thought, joined(evs, api.EventThinking), "each message's thinking once, from its pieces")
+	assert.NotContains(t, joined(evs, api.EventText), thought, "thinking is never answer text")
 
-	uses := eventsOf(evs, EventToolUse)
+	uses := eventsOf(evs, api.EventToolUse)
 	require.Len(t, uses, 1)
 	assert.Equal(t, "Read", uses[0].Tool.Name)
 	assert.Equal(t, "toolu_standin_1", uses[0].Tool.ID)
@@ -605,14 +605,14 @@ func TestClaudeThinkingStreamsOnceAndToolInputArrivesWhole(t *testing.T) {
 	for _, e := range evs {
 		assert.NotContains(t, e.Text, "file_path", "no event carries a fragment of the tool's input")
 	}
-	results := eventsOf(evs, EventToolResult)
+	results := eventsOf(evs, api.EventToolResult)
 	require.Len(t, results, 1)
 	assert.Contains(t, results[0].Output, "hello")
 
-	for _, e := range eventsOf(evs, EventText) {
+	for _, e := range eventsOf(evs, api.EventText) {
 		assert.True(t, e.Delta, "the answer streams: %+v", e)
 	}
-	assert.Equal(t, "The README says hello.", joined(evs, EventText))
+	assert.Equal(t, "The README says hello.", joined(evs, api.EventText))
 	assert.Equal(t, "The README says hello.", res.Answer)
 	assert.Equal(t, 1, res.ToolCalls)
 	assert.Equal(t, 2, res.Turns)
@@ -630,7 +630,7 @@ func TestClaudeWholeMessagesAreTextWhenNothingWasStreamed(t *testing.T) {
 		`{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"whole"}`,
 	}, "\n")
 	evs, _ := feedAll(t, "claude-code", stream, ExitInfo{})
-	assert.Equal(t, []string{EventSession, EventThinking, EventText}, kinds(evs))
+	assert.Equal(t, []string{api.EventSession, api.EventThinking, api.EventText}, kinds(evs))
 	assert.False(t, evs[1].Delta)
 	assert.False(t, evs[2].Delta)
 	assert.Equal(t, "whole", evs[2].Text)
@@ -640,13 +640,13 @@ func TestClaudeWholeMessagesAreTextWhenNothingWasStreamed(t *testing.T) {
 // retries are retry events that say why, read as a refused credential.
 func TestClaude401RetriesAreReadAsRefusedCredentials(t *testing.T) {
 	evs, _ := feedAll(t, "claude-code", fixture(t, "claude-stream-401-retrying.jsonl"), ExitInfo{Code: -1})
-	retries := eventsOf(evs, EventRetry)
+	retries := eventsOf(evs, api.EventRetry)
 	require.Len(t, retries, 4)
 	for i, r := range retries {
 		assert.Equal(t, i+1, r.Attempt)
 		assert.Equal(t, 10, r.MaxAttempts, "Claude's own count, before card bounds it")
 		assert.Equal(t, "authentication_failed (HTTP 401)", r.Error)
-		assert.Equal(t, KindAuth, r.cause)
+		assert.Equal(t, api.KindAuth, r.cause)
 	}
 	assert.EqualValues(t, 508, retries[0].DelayMs)
 }
@@ -669,13 +669,13 @@ func TestEveryRealUnreachableAPICaptureIsANetworkFailure(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.capture, func(t *testing.T) {
 			evs, res := realRun(t, c.adapter, c.capture)
-			retries := eventsOf(evs, EventRetry)
+			retries := eventsOf(evs, api.EventRetry)
 			assert.Len(t, retries, c.retries)
 			for _, r := range retries {
-				assert.Equal(t, KindNetwork, r.cause, "%+v", r)
+				assert.Equal(t, api.KindNetwork, r.cause, "%+v", r)
 				assert.NotEmpty(t, r.Error)
 			}
-			assert.Empty(t, eventsOf(evs, EventText), "no text: the agent never heard from the model")
+			assert.Empty(t, eventsOf(evs, api.EventText), "no text: the agent never heard from the model")
 			assert.Empty(t, res.Answer)
 			if res.Error == nil {
 				// Killed while still retrying: the runner decides (the
@@ -683,7 +683,7 @@ func TestEveryRealUnreachableAPICaptureIsANetworkFailure(t *testing.T) {
 				require.Contains(t, []string{"gemini", "codex"}, c.adapter)
 				return
 			}
-			assert.Equal(t, KindNetwork, res.Error.Kind, res.Error.Message)
+			assert.Equal(t, api.KindNetwork, res.Error.Kind, res.Error.Message)
 			assert.Contains(t, res.Error.Message, c.says)
 		})
 	}
@@ -709,22 +709,22 @@ func TestEveryRealRetryAnnouncementIsARetryEvent(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.capture, func(t *testing.T) {
 			evs, res := realRun(t, c.adapter, c.capture)
-			retries := eventsOf(evs, EventRetry)
+			retries := eventsOf(evs, api.EventRetry)
 			require.Len(t, retries, len(c.attempts))
 			for i, r := range retries {
 				assert.Equal(t, c.attempts[i], r.Attempt)
 				assert.Equal(t, c.max, r.MaxAttempts)
-				assert.Equal(t, KindRateLimit, r.cause)
+				assert.Equal(t, api.KindRateLimit, r.cause)
 				assert.Contains(t, r.Error, c.says)
 			}
 			if res.Error != nil {
-				assert.Equal(t, KindRateLimit, res.Error.Kind, res.Error.Message)
+				assert.Equal(t, api.KindRateLimit, res.Error.Kind, res.Error.Message)
 			}
 			assert.Empty(t, res.Answer)
 		})
 	}
 	evs, res := realRun(t, "gemini", "gemini-stream-429-waiting")
-	retries := eventsOf(evs, EventRetry)
+	retries := eventsOf(evs, api.EventRetry)
 	assert.Equal(t, []int64{5681, 11216}, []int64{retries[0].DelayMs, retries[1].DelayMs}, "the wait Gemini announced")
 	assert.NotContains(t, retries[0].Error, "Retrying", "the API's words only")
 	require.NotNil(t, res.Error)
@@ -751,10 +751,10 @@ func TestCodexReconnectLinesAreRetriesAndTheRestAreErrors(t *testing.T) {
 		cause     string
 		unbounded bool
 	}{
-		{"Reconnecting... 2/5 (unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:38317/v1/responses)", true, 2, 5, KindAuth, false},
-		{"Reconnecting... 1/3 (exceeded retry limit, last status: 429 Too Many Requests)", true, 1, 3, KindRateLimit, false},
-		{"Reconnecting... waiting for network (Connection failed: error sending request)", true, 0, 0, KindNetwork, true},
-		{"Reconnecting... 1/5 (stream disconnected before completion: 500 Internal Server Error)", true, 1, 5, KindAPI, false},
+		{"Reconnecting... 2/5 (unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:38317/v1/responses)", true, 2, 5, api.KindAuth, false},
+		{"Reconnecting... 1/3 (exceeded retry limit, last status: 429 Too Many Requests)", true, 1, 3, api.KindRateLimit, false},
+		{"Reconnecting... waiting for network (Connection failed: error sending request)", true, 0, 0, api.KindNetwork, true},
+		{"Reconnecting... 1/5 (stream disconnected before completion: 500 Internal Server Error)", true, 1, 5, api.KindAPI, false},
 		{"exceeded retry limit, last status: 429 Too Many Requests", false, 0, 0, "", false},
 	}
 	for _, c := range cases {
@@ -773,16 +773,16 @@ func TestCodexReconnectLinesAreRetriesAndTheRestAreErrors(t *testing.T) {
 
 func TestErrorMessagesAreClassifiedWithNetworkAsTheAPINeverAnswering(t *testing.T) {
 	cases := map[string]string{
-		"API Error: Unable to connect to API (ConnectionRefused)": KindNetwork,
-		"exception TypeError: fetch failed sending request":       KindNetwork,
-		"Connection error.": KindNetwork,
-		"Could not connect to local model provider at http://127.0.0.1:9.":                               KindNetwork,
-		"Connection failed: error sending request":                                                       KindNetwork,
-		"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:45123/v1": KindAuth,
-		`429 {"error":{"message":"Number of request tokens has exceeded your per-minute rate limit"}}`:   KindRateLimit,
-		"stream disconnected before completion: 500 Internal Server Error":                               KindAPI,
-		"connection error after the API answered 503 Service Unavailable":                                KindAPI,
-		"Full report available at: /tmp/gemini-client-error-2026-11-30T23-22-40-442Z.json: fetch failed": KindNetwork,
+		"API Error: Unable to connect to API (ConnectionRefused)": api.KindNetwork,
+		"exception TypeError: fetch failed sending request":       api.KindNetwork,
+		"Connection error.": api.KindNetwork,
+		"Could not connect to local model provider at http://127.0.0.1:9.":                               api.KindNetwork,
+		"Connection failed: error sending request":                                                       api.KindNetwork,
+		"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:45123/v1": api.KindAuth,
+		`429 {"error":{"message":"Number of request tokens has exceeded your per-minute rate limit"}}`:   api.KindRateLimit,
+		"stream disconnected before completion: 500 Internal Server Error":                               api.KindAPI,
+		"connection error after the API answered 503 Service Unavailable":                                api.KindAPI,
+		"Full report available at: /tmp/gemini-client-error-2026-11-30T23-22-40-442Z.json: fetch failed": api.KindNetwork,
 	}
 	for msg, kind := range cases {
 		assert.Equal(t, kind, classifyMessage(msg), msg)
@@ -793,14 +793,14 @@ func TestGeminiStderrRetryNoticesBecomeRetryEvents(t *testing.T) {
 	p := newGeminiParser()
 	evs := p.FeedStderr([]byte(`Attempt 2 failed with status 401. Retrying with backoff... _ApiError: {"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`))
 	require.Len(t, evs, 1)
-	assert.Equal(t, EventRetry, evs[0].Kind)
+	assert.Equal(t, api.EventRetry, evs[0].Kind)
 	assert.Equal(t, 2, evs[0].Attempt)
-	assert.Equal(t, KindAuth, evs[0].cause)
+	assert.Equal(t, api.KindAuth, evs[0].cause)
 	assert.Equal(t, "HTTP 401: Request had invalid authentication credentials.", evs[0].Error)
 
 	evs = p.FeedStderr([]byte("\x1b[33mAttempt 1 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request\x1b[0m"))
 	require.Len(t, evs, 1)
-	assert.Equal(t, KindNetwork, evs[0].cause)
+	assert.Equal(t, api.KindNetwork, evs[0].cause)
 	assert.Equal(t, "exception TypeError: fetch failed sending request", evs[0].Error)
 
 	assert.Empty(t, p.FeedStderr([]byte("    at throwErrorIfNotOK (file:///usr/lib/node_modules/@google/gemini-cli/bundle/chunk.js:1:1)")))
@@ -812,12 +812,12 @@ func TestGeminiStderrRetryNoticesBecomeRetryEvents(t *testing.T) {
 // failure before it.
 func TestCopilotRetriesCarryTheAPIsOwnWords(t *testing.T) {
 	cases := []struct{ capture, says, cause string }{
-		{"copilot-json-401", "HTTP 401: invalid x-api-key", KindAuth},
-		{"copilot-json-429", "HTTP 429: Number of request tokens has exceeded your per-minute rate limit (card stand-in).", KindRateLimit},
+		{"copilot-json-401", "HTTP 401: invalid x-api-key", api.KindAuth},
+		{"copilot-json-429", "HTTP 429: Number of request tokens has exceeded your per-minute rate limit (card stand-in).", api.KindRateLimit},
 	}
 	for _, c := range cases {
 		evs, _ := realRun(t, "copilot", c.capture)
-		retries := eventsOf(evs, EventRetry)
+		retries := eventsOf(evs, api.EventRetry)
 		require.NotEmpty(t, retries, c.capture)
 		for _, r := range retries {
 			assert.Equal(t, c.says, r.Error, c.capture)
@@ -835,7 +835,7 @@ func TestAnIsErrorResultIsNeverASuccessWhateverItsSubtype(t *testing.T) {
 		_, res := feedAll(t, "claude-code", line+"\n", ExitInfo{Code: 1})
 		require.True(t, res.IsError, subtype)
 		require.NotNil(t, res.Error, subtype)
-		assert.Equal(t, KindAPI, res.Error.Kind, subtype)
+		assert.Equal(t, api.KindAPI, res.Error.Kind, subtype)
 		assert.Equal(t, "API Error: 500 boom", res.Error.Message)
 		assert.Empty(t, res.Answer, "an error message is not an answer")
 	}
@@ -847,12 +847,12 @@ func TestAnIsErrorResultIsNeverASuccessWhateverItsSubtype(t *testing.T) {
 func TestClaudesBudgetStopIsBudgetWithTheTokensOfItsModelUsage(t *testing.T) {
 	evs, res := feedAll(t, "claude-code", fixture(t, "claude-stream-budget.jsonl"), ExitInfo{Code: 1})
 	require.True(t, res.IsError)
-	assert.Equal(t, KindBudget, res.Error.Kind)
+	assert.Equal(t, api.KindBudget, res.Error.Kind)
 	assert.Equal(t, "Reached maximum budget ($0.01)", res.Error.Message)
-	assert.Equal(t, Usage{InputTokens: 1_000_000, OutputTokens: 1000}, res.Usage)
+	assert.Equal(t, api.Usage{InputTokens: 1_000_000, OutputTokens: 1000}, res.Usage)
 	require.NotNil(t, res.CostUSD)
 	assert.InDelta(t, 3.015, *res.CostUSD, 1e-9)
-	assert.Equal(t, EventUsage, evs[len(evs)-1].Kind)
+	assert.Equal(t, api.EventUsage, evs[len(evs)-1].Kind)
 }
 
 // A stream a token a line is most of what Claude Code prints: a text delta

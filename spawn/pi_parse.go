@@ -3,6 +3,8 @@ package spawn
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/card-dev/card/api"
 )
 
 // piParser reads `pi --mode json` (0.73.1): a `session` header, then agent,
@@ -18,7 +20,7 @@ type piParser struct {
 	answer    string
 	turns     int
 	toolCalls int
-	usage     Usage
+	usage     api.Usage
 	cost      float64
 	errMsg    string
 	aborted   bool
@@ -74,13 +76,13 @@ func (p *piParser) Feed(line []byte) []Event {
 	switch l.Type {
 	case "session":
 		p.sessionID = l.ID
-		return []Event{{Kind: EventSession, SessionID: l.ID}}
+		return []Event{{Kind: api.EventSession, SessionID: l.ID}}
 	case "agent_start", "agent_end", "turn_start", "turn_end", "message_start", "tool_execution_update":
 		// Lifecycle and partial states already covered by the events below.
 		return nil
 	case "message_update":
 		if l.Event != nil && l.Event.Type == "text_delta" && l.Event.Delta != "" {
-			return []Event{{Kind: EventText, Text: l.Event.Delta, Delta: true}}
+			return []Event{{Kind: api.EventText, Text: l.Event.Delta, Delta: true}}
 		}
 		return nil
 	case "message_end":
@@ -90,15 +92,15 @@ func (p *piParser) Feed(line []byte) []Event {
 		return p.assistantEnd(l.Message)
 	case "tool_execution_start":
 		p.toolCalls++
-		return []Event{{Kind: EventToolUse, Tool: &Tool{Name: l.ToolName, ID: l.ToolCallID, Input: validRaw(l.Args)}}}
+		return []Event{{Kind: api.EventToolUse, Tool: &api.Tool{Name: l.ToolName, ID: l.ToolCallID, Input: validRaw(l.Args)}}}
 	case "tool_execution_end":
-		return []Event{{Kind: EventToolResult, Tool: &Tool{Name: l.ToolName, ID: l.ToolCallID}, Output: clip(piResultText(l.ToolResult), maxOutput), IsError: l.IsError}}
+		return []Event{{Kind: api.EventToolResult, Tool: &api.Tool{Name: l.ToolName, ID: l.ToolCallID}, Output: clip(piResultText(l.ToolResult), maxOutput), IsError: l.IsError}}
 	case "auto_retry_start":
 		// The failed call before it (a message_end with stopReason error)
 		// is being retried: it decides nothing unless the retries run out.
 		p.errMsg = ""
 		why := clip(l.ErrorMessage, 2048)
-		return []Event{{Kind: EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, DelayMs: l.DelayMs, Error: why, cause: classifyMessage(why)}}
+		return []Event{{Kind: api.EventRetry, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, DelayMs: l.DelayMs, Error: why, cause: classifyMessage(why)}}
 	case "auto_retry_end":
 		if !l.Success && p.errMsg == "" {
 			p.errMsg = clip(strings.TrimSpace(l.FinalError), 2048)
@@ -128,7 +130,7 @@ func (p *piParser) assistantEnd(m *piMessage) []Event {
 		p.usage.OutputTokens += u.Output
 		p.usage.CachedInputTokens += u.CacheRead
 		p.cost += u.Cost.Total
-		evs = append(evs, Event{Kind: EventUsage, Model: m.Model, Usage: &Usage{InputTokens: u.Input, OutputTokens: u.Output, CachedInputTokens: u.CacheRead},
+		evs = append(evs, Event{Kind: api.EventUsage, Model: m.Model, Usage: &api.Usage{InputTokens: u.Input, OutputTokens: u.Output, CachedInputTokens: u.CacheRead},
 			perCall: true, costUSD: u.Cost.Total})
 	}
 	switch m.StopReason {
@@ -137,7 +139,7 @@ func (p *piParser) assistantEnd(m *piMessage) []Event {
 		if p.errMsg == "" {
 			p.errMsg = "the model call failed (stopReason error) with no message"
 		}
-		evs = append(evs, Event{Kind: EventError, Error: p.errMsg})
+		evs = append(evs, Event{Kind: api.EventError, Error: p.errMsg})
 	case "aborted":
 		p.aborted = true
 	}
@@ -167,8 +169,8 @@ func piResultText(raw json.RawMessage) string {
 // provider has no credentials.
 const piNoKey = "No API key found"
 
-func (p *piParser) Finish(exit ExitInfo) Result {
-	res := Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
+func (p *piParser) Finish(exit ExitInfo) api.Result {
+	res := api.Result{Answer: p.answer, SessionID: p.sessionID, Turns: p.turns, ToolCalls: p.toolCalls, Usage: p.usage}
 	if p.cost > 0 {
 		c := p.cost
 		res.CostUSD = &c
@@ -182,11 +184,11 @@ func (p *piParser) Finish(exit ExitInfo) Result {
 		}
 		res.IsError, res.Error = true, failure(kind, clip(msg, 2048))
 	case strings.Contains(exit.StderrTail, piNoKey):
-		res.IsError, res.Error = true, failure(KindAuth, "pi: "+lineWith(exit.StderrTail, piNoKey)+" — set a provider key (for example ANTHROPIC_API_KEY) for the daemon, run /login in interactive `pi`, or name a provider and model in card.toml [adapters.pi]")
+		res.IsError, res.Error = true, failure(api.KindAuth, "pi: "+lineWith(exit.StderrTail, piNoKey)+" — set a provider key (for example ANTHROPIC_API_KEY) for the daemon, run /login in interactive `pi`, or name a provider and model in card.toml [adapters.pi]")
 	case p.aborted:
-		res.IsError, res.Error = true, failure(KindCancelled, "pi: the model call was aborted")
+		res.IsError, res.Error = true, failure(api.KindCancelled, "pi: the model call was aborted")
 	case p.turns == 0 && exit.Code == 0 && exit.StdoutBytes > 0:
-		res.IsError, res.Error = true, failure(KindBadOutput, "pi exited 0 without an assistant message; its JSON output was cut short or changed shape")
+		res.IsError, res.Error = true, failure(api.KindBadOutput, "pi exited 0 without an assistant message; its JSON output was cut short or changed shape")
 	}
 	return res
 }

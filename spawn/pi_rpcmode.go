@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // ProtocolPiRPC is Pi's RPC mode (`pi --mode rpc`), as Pi 0.73.1 speaks
@@ -297,7 +298,7 @@ drain:
 	}
 }
 
-func (p *piRPC) finish(t *turn, exit *ExitInfo) Result {
+func (p *piRPC) finish(t *turn, exit *ExitInfo) api.Result {
 	x := exitOrAlive(exit)
 	parsed := x
 	if t.isCompleted() {
@@ -305,13 +306,13 @@ func (p *piRPC) finish(t *turn, exit *ExitInfo) Result {
 		parsed = ExitInfo{}
 	}
 	res := p.turnOf(t).Finish(parsed)
-	return t.outcome(res, x, agent.Pi, piWords, func(exit ExitInfo) *Failure {
+	return t.outcome(res, x, agent.Pi, piWords, func(exit ExitInfo) *api.RunError {
 		switch {
 		case res.Error != nil:
 			// The parser read the failure in Pi's own events.
 			return res.Error
 		case strings.Contains(exit.StderrTail, piNoKey):
-			return failure(KindAuth, clip("pi: "+lineWith(exit.StderrTail, piNoKey), 2048))
+			return failure(api.KindAuth, clip("pi: "+lineWith(exit.StderrTail, piNoKey), 2048))
 		}
 		return nil
 	}, "")

@@ -123,7 +123,7 @@ func fakePiTurn(in *bufio.Scanner, say func(string), said string) {
 	say(`{"type":"agent_end","messages":[]}`)
 }
 
-func piRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (Result, []Event, string, error) {
+func piRun(t *testing.T, ctx context.Context, script string, approver Approver, lim Limits, images ...Image) (api.Result, []Event, string, error) {
 	p := piProtocol.plan(script)
 	p.Input.Images = images
 	return sessionRun(t, ctx, p, approver, lim)
@@ -139,11 +139,11 @@ func TestAPiTurnPutsTheGatesQuestionToTheApproverAndAnswersConfirmed(t *testing.
 		require.Len(t, r.asked, 1, "the read ran unasked")
 		q := r.asked[0]
 		assert.Equal(t, Question{Tool: "bash", Input: json.RawMessage(`{"command":"echo hello > made.txt"}`), ToolUseID: "t-1", Summary: "bash: echo hello > made.txt"}, q)
-		assert.Equal(t, []string{EventOther, EventToolUse, EventToolResult, EventUsage, EventToolUse, EventToolResult, EventText, EventUsage}, kinds(evs))
+		assert.Equal(t, []string{api.EventOther, api.EventToolUse, api.EventToolResult, api.EventUsage, api.EventToolUse, api.EventToolResult, api.EventText, api.EventUsage}, kinds(evs))
 		assert.Equal(t, "a log line that is not JSON", evs[0].Text)
 		assert.Equal(t, 2, res.ToolCalls)
 		assert.Equal(t, 2, res.Turns)
-		assert.Equal(t, Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
+		assert.Equal(t, api.Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}, res.Usage)
 		if allow {
 			assert.FileExists(t, filepath.Join(work, "made.txt"))
 			assert.Equal(t, "DONE | (no output) | Please create the file.", res.Answer, "the prompt went in the prompt command")

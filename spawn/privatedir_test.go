@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/card-dev/card/api"
 )
 
 // A temporary directory another user could rename entries in is refused
@@ -68,7 +70,7 @@ func TestAPrivateDirIsRefusedInATempDirOthersCanSwapItsEntriesIn(t *testing.T) {
 	plan.Files = []PlanFile{{Path: "system-prompt.md", Content: []byte("x")}}
 	_, err := Run(context.Background(), RunSpec{Plan: plan, TempDir: parent})
 	e := runErr(t, err)
-	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, api.KindSpawn, e.Kind)
 	assert.Contains(t, e.Message, "no sticky bit")
 }
 
@@ -237,6 +239,6 @@ func TestTheImageBudgetHoldsBackWhatDoesNotFit(t *testing.T) {
 	defer stop()
 	_, err = Run(runCtx, RunSpec{Plan: plan, ImageMemory: b})
 	e := runErr(t, err)
-	assert.Equal(t, KindTimeout, e.Kind)
+	assert.Equal(t, api.KindTimeout, e.Kind)
 	assert.True(t, strings.Contains(e.Message, "max_bytes_in_flight"), e.Message)
 }

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 )
 
 // Qwen Code (`qwen --acp`), as checked against Qwen Code 0.24.4 with a
@@ -76,7 +77,7 @@ var qwenDriver = Driver{
 // _meta, and card answers its questions by the session's mode.
 var qwenACP = acpDialect{
 	toolName:    acpMetaToolName,
-	exitFailure: func(ExitInfo) *Failure { return nil },
+	exitFailure: func(ExitInfo) *api.RunError { return nil },
 	authHint:    "give Qwen Code a provider in card.toml [adapters.qwen-code] env (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL) or in ~/.qwen/settings.json",
 	byMode:      true,
 	fs:          true,

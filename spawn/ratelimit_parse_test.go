@@ -43,13 +43,13 @@ func TestClaudesRateLimitEventsBecomeRateLimitWindows(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			evs := newClaudeParser().Feed([]byte(c.line))
 			require.Len(t, evs, 1)
-			assert.Equal(t, EventRateLimit, evs[0].Kind)
+			assert.Equal(t, api.EventRateLimit, evs[0].Kind)
 			assert.Equal(t, []api.RateLimitWindow{c.want}, evs[0].RateLimits)
 		})
 	}
 	evs := newClaudeParser().Feed([]byte(`{"type":"rate_limit_event"}`))
 	require.Len(t, evs, 1)
-	assert.Equal(t, EventOther, evs[0].Kind, "a report that names nothing stays other")
+	assert.Equal(t, api.EventOther, evs[0].Kind, "a report that names nothing stays other")
 }
 
 // The real Codex 0.171.0's app-server, against a stand-in sending
@@ -59,7 +59,7 @@ func TestCodexsRateLimitNotificationBecomesItsTwoWindows(t *testing.T) {
 	raw := json.RawMessage(`{"rateLimits":{"credits":null,"individualLimit":null,"limitId":"codex","limitName":null,"normalModelSlug":null,"planType":null,"primary":{"resetsAt":1796169475,"usedPercent":42,"windowDurationMins":300},"rateLimitReachedType":null,"secondary":{"resetsAt":1796425075,"usedPercent":30,"windowDurationMins":10080},"spendControlReached":null}}`)
 	ev, ok := codexRateLimitEvent(raw)
 	require.True(t, ok)
-	assert.Equal(t, EventRateLimit, ev.Kind)
+	assert.Equal(t, api.EventRateLimit, ev.Kind)
 	assert.Equal(t, []api.RateLimitWindow{
 		{Window: "primary", UsedPercent: pct(42), WindowMinutes: 300, ResetsAt: at(1796169475)},
 		{Window: "secondary", UsedPercent: pct(30), WindowMinutes: 10080, ResetsAt: at(1796425075)},

@@ -225,9 +225,9 @@ func TestRealCLIsSignedOutAreReportedAsAuth(t *testing.T) {
 				OnEvent:  func(ev Event) { evs = append(evs, ev) }})
 			var e *Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, KindAuth, e.Kind, "%v", err)
+			assert.Equal(t, api.KindAuth, e.Kind, "%v", err)
 			require.NotNil(t, res.Error)
-			assert.Equal(t, KindAuth, res.Error.Kind)
+			assert.Equal(t, api.KindAuth, res.Error.Kind)
 			assert.Contains(t, res.Error.Message, c.says)
 			assert.NotContains(t, e.Command, "say pong")
 		})

@@ -73,7 +73,7 @@ type Request struct {
 	// previous run of it reported (Result.SessionUsage): a CLI that reports
 	// its session's running total, earlier processes' turns included, has
 	// this run charged the difference. Zero for a new session.
-	UsageBase Usage
+	UsageBase api.Usage
 	// NoSession discards the session instead of leaving a resumable one.
 	NoSession bool
 	// AgentSessionDir is a private directory of card's (in its 0700
@@ -410,15 +410,15 @@ func (r Request) checkWatchdog() error {
 	stall := DefaultStallSecs
 	if r.StallSecs != nil {
 		stall = *r.StallSecs
-		if stall < 1 || stall > MaxStallSecs {
-			return &api.FieldError{Field: "stall_secs", Message: fmt.Sprintf("must be between 1 and %d seconds of silence (default %d)", MaxStallSecs, DefaultStallSecs)}
+		if stall < 1 || stall > api.MaxInvokeTimeoutSecs {
+			return &api.FieldError{Field: "stall_secs", Message: fmt.Sprintf("must be between 1 and %d seconds of silence (default %d)", api.MaxInvokeTimeoutSecs, DefaultStallSecs)}
 		}
 	}
 	if r.StallKillSecs == nil || *r.StallKillSecs == 0 {
 		return nil
 	}
-	if k := *r.StallKillSecs; k < 0 || k > MaxStallSecs {
-		return &api.FieldError{Field: "stall_kill_secs", Message: fmt.Sprintf("must be 0 (never end a run for its silence) or between stall_secs and %d seconds", MaxStallSecs)}
+	if k := *r.StallKillSecs; k < 0 || k > api.MaxInvokeTimeoutSecs {
+		return &api.FieldError{Field: "stall_kill_secs", Message: fmt.Sprintf("must be 0 (never end a run for its silence) or between stall_secs and %d seconds", api.MaxInvokeTimeoutSecs)}
 	} else if k <= stall {
 		return &api.FieldError{Field: "stall_kill_secs", Message: fmt.Sprintf("%d must be more than stall_secs (%d): the run is marked stalled before it is ended", k, stall)}
 	}

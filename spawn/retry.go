@@ -3,6 +3,8 @@ package spawn
 import (
 	"fmt"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // Bounds of a request's max_api_retries: how many times an agent may retry
@@ -44,7 +46,7 @@ type retryGuard struct {
 // found unreachable (the runner then starts the network grace) or reached
 // again (it stops it).
 type verdict struct {
-	end         *Failure
+	end         *api.RunError
 	unreachable bool
 	progress    bool
 }
@@ -60,10 +62,10 @@ func (g *retryGuard) observe(ev *Event) verdict {
 		return verdict{}
 	}
 	switch ev.Kind {
-	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
+	case api.EventText, api.EventThinking, api.EventToolUse, api.EventToolResult, api.EventUsage:
 		g.streak, g.refused = 0, 0
 		return verdict{progress: true}
-	case EventRetry:
+	case api.EventRetry:
 	default:
 		return verdict{}
 	}
@@ -77,7 +79,7 @@ func (g *retryGuard) observe(ev *Event) verdict {
 	if msg == "" {
 		msg = "the agent's model call failed"
 	}
-	if ev.cause == KindAuth {
+	if ev.cause == api.KindAuth {
 		// A refused credential runs under its own bound of one retry, so
 		// the event counts against that bound, not max_api_retries: "attempt
 		// 1 of 1", never "2 of 3" for a run that ends at the next refusal.
@@ -85,26 +87,26 @@ func (g *retryGuard) observe(ev *Event) verdict {
 		ev.Attempt, ev.MaxAttempts = g.refused, 1
 	}
 	switch {
-	case ev.cause == KindAuth && g.refused > 1:
-		return verdict{end: failure(KindAuth, clip(msg+" — the API refused the agent's credentials again after a retry; card ended the run "+
+	case ev.cause == api.KindAuth && g.refused > 1:
+		return verdict{end: failure(api.KindAuth, clip(msg+" — the API refused the agent's credentials again after a retry; card ended the run "+
 			"instead of waiting out the agent's other retries. Check the API key or sign-in the agent uses", 2048))}
 	case ev.unbounded:
-		return verdict{end: failure(KindNetwork, clip(msg+" — the agent has used up its own retries and would wait for the network without end; card ended the run", 2048))}
+		return verdict{end: failure(api.KindNetwork, clip(msg+" — the agent has used up its own retries and would wait for the network without end; card ended the run", 2048))}
 	case n > g.max:
 		kind := ev.cause
 		if kind == "" {
-			kind = KindAPI
+			kind = api.KindAPI
 		}
 		return verdict{end: failure(kind, clip(fmt.Sprintf("%s — card ended the run after %d retries (max_api_retries)", msg, g.max), 2048))}
 	}
-	return verdict{unreachable: ev.cause == KindNetwork}
+	return verdict{unreachable: ev.cause == api.KindNetwork}
 }
 
 // unreachableFailure is the end of a run whose API stayed out of reach for
 // the whole grace period; msg is the agent's own word for it.
-func unreachableFailure(msg string, grace time.Duration) *Failure {
+func unreachableFailure(msg string, grace time.Duration) *api.RunError {
 	if msg == "" {
 		msg = "the agent could not reach its API"
 	}
-	return failure(KindNetwork, clip(fmt.Sprintf("%s — the API could not be reached for %s; card ended the run", msg, grace), 2048))
+	return failure(api.KindNetwork, clip(fmt.Sprintf("%s — the API could not be reached for %s; card ended the run", msg, grace), 2048))
 }

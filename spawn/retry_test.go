@@ -12,11 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
 func retryEv(attempt int, cause, why string) Event {
-	return Event{Kind: EventRetry, Attempt: attempt, Error: why, cause: cause}
+	return Event{Kind: api.EventRetry, Attempt: attempt, Error: why, cause: cause}
 }
 
 func TestTheRetryGuardEndsARunOnlyWhenTheAgentsRetryingMustStop(t *testing.T) {
@@ -29,24 +30,24 @@ func TestTheRetryGuardEndsARunOnlyWhenTheAgentsRetryingMustStop(t *testing.T) {
 		endAt int
 		kind  string
 	}{
-		{"a refused key gets one retry", 3, []Event{retryEv(1, KindAuth, "authentication_failed (HTTP 401)")}, -1, ""},
-		{"a key refused again ends the run", 10, []Event{retryEv(1, KindAuth, "authentication_failed (HTTP 401)"), retryEv(2, KindAuth, "authentication_failed (HTTP 401)")}, 1, KindAuth},
-		{"a refresh that worked starts the count again", 10, []Event{retryEv(1, KindAuth, "401"), {Kind: EventText, Text: "hi"}, retryEv(1, KindAuth, "401")}, -1, ""},
-		{"a refused key with no retries allowed ends at once", 0, []Event{retryEv(1, KindAuth, "401")}, 0, KindAuth},
-		{"retries within the bound go on", 3, []Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")}, -1, ""},
-		{"the retry past the bound ends it", 2, []Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")}, 2, KindRateLimit},
-		{"no retries allowed", 0, []Event{retryEv(1, KindAPI, "overloaded (HTTP 529)")}, 0, KindAPI},
-		{"an agent that gives no attempt is counted", 1, []Event{retryEv(0, KindNetwork, "refused"), retryEv(0, KindNetwork, "refused")}, 1, KindNetwork},
-		{"progress starts the count again", 1, []Event{retryEv(0, KindRateLimit, "429"), {Kind: EventText, Text: "hi"}, retryEv(0, KindRateLimit, "429"), {Kind: EventToolUse}, retryEv(0, KindRateLimit, "429")}, -1, ""},
-		{"a session or other event is not progress", 1, []Event{retryEv(0, KindRateLimit, "429"), {Kind: EventOther}, {Kind: EventWarning}, retryEv(0, KindRateLimit, "429")}, 3, KindRateLimit},
-		{"a retry without a cause past the bound is api", 0, []Event{retryEv(1, "", "")}, 0, KindAPI},
-		{"an agent that will wait without end is stopped", 10, []Event{{Kind: EventRetry, Error: "Connection failed", cause: KindNetwork, unbounded: true}}, 0, KindNetwork},
+		{"a refused key gets one retry", 3, []Event{retryEv(1, api.KindAuth, "authentication_failed (HTTP 401)")}, -1, ""},
+		{"a key refused again ends the run", 10, []Event{retryEv(1, api.KindAuth, "authentication_failed (HTTP 401)"), retryEv(2, api.KindAuth, "authentication_failed (HTTP 401)")}, 1, api.KindAuth},
+		{"a refresh that worked starts the count again", 10, []Event{retryEv(1, api.KindAuth, "401"), {Kind: api.EventText, Text: "hi"}, retryEv(1, api.KindAuth, "401")}, -1, ""},
+		{"a refused key with no retries allowed ends at once", 0, []Event{retryEv(1, api.KindAuth, "401")}, 0, api.KindAuth},
+		{"retries within the bound go on", 3, []Event{retryEv(1, api.KindRateLimit, "429"), retryEv(2, api.KindRateLimit, "429"), retryEv(3, api.KindRateLimit, "429")}, -1, ""},
+		{"the retry past the bound ends it", 2, []Event{retryEv(1, api.KindRateLimit, "429"), retryEv(2, api.KindRateLimit, "429"), retryEv(3, api.KindRateLimit, "429")}, 2, api.KindRateLimit},
+		{"no retries allowed", 0, []Event{retryEv(1, api.KindAPI, "overloaded (HTTP 529)")}, 0, api.KindAPI},
+		{"an agent that gives no attempt is counted", 1, []Event{retryEv(0, api.KindNetwork, "refused"), retryEv(0, api.KindNetwork, "refused")}, 1, api.KindNetwork},
+		{"progress starts the count again", 1, []Event{retryEv(0, api.KindRateLimit, "429"), {Kind: api.EventText, Text: "hi"}, retryEv(0, api.KindRateLimit, "429"), {Kind: api.EventToolUse}, retryEv(0, api.KindRateLimit, "429")}, -1, ""},
+		{"a session or other event is not progress", 1, []Event{retryEv(0, api.KindRateLimit, "429"), {Kind: api.EventOther}, {Kind: api.EventWarning}, retryEv(0, api.KindRateLimit, "429")}, 3, api.KindRateLimit},
+		{"a retry without a cause past the bound is api", 0, []Event{retryEv(1, "", "")}, 0, api.KindAPI},
+		{"an agent that will wait without end is stopped", 10, []Event{{Kind: api.EventRetry, Error: "Connection failed", cause: api.KindNetwork, unbounded: true}}, 0, api.KindNetwork},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := newRetryGuard(c.max)
 			end := -1
-			var got *Failure
+			var got *api.RunError
 			for i := range c.events {
 				if v := g.observe(&c.events[i]); v.end != nil && end < 0 {
 					end, got = i, v.end
@@ -65,17 +66,17 @@ func TestTheRetryGuardEndsARunOnlyWhenTheAgentsRetryingMustStop(t *testing.T) {
 
 func TestARetryEventCarriesItsAttemptAndTheBoundItRunsUnder(t *testing.T) {
 	g := newRetryGuard(3)
-	ev := Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 10, cause: KindRateLimit}
+	ev := Event{Kind: api.EventRetry, Attempt: 1, MaxAttempts: 10, cause: api.KindRateLimit}
 	g.observe(&ev)
 	assert.Equal(t, 1, ev.Attempt)
 	assert.Equal(t, 3, ev.MaxAttempts, "card's bound, not the agent's own ten")
 
-	ev = Event{Kind: EventRetry, cause: KindRateLimit}
+	ev = Event{Kind: api.EventRetry, cause: api.KindRateLimit}
 	g.observe(&ev)
 	assert.Equal(t, 2, ev.Attempt, "counted when the agent gives none")
 	assert.Equal(t, 3, ev.MaxAttempts)
 
-	ev = Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 2, cause: KindRateLimit}
+	ev = Event{Kind: api.EventRetry, Attempt: 1, MaxAttempts: 2, cause: api.KindRateLimit}
 	newRetryGuard(5).observe(&ev)
 	assert.Equal(t, 2, ev.MaxAttempts, "the agent's own bound when it is the smaller")
 
@@ -83,9 +84,9 @@ func TestARetryEventCarriesItsAttemptAndTheBoundItRunsUnder(t *testing.T) {
 	// the run ends at the next refusal, so the one retry it gets is 1 of 1.
 	g = newRetryGuard(3)
 	for range 2 {
-		g.observe(&Event{Kind: EventRetry, cause: KindRateLimit})
+		g.observe(&Event{Kind: api.EventRetry, cause: api.KindRateLimit})
 	}
-	ev = Event{Kind: EventRetry, Attempt: 3, MaxAttempts: 10, cause: KindAuth}
+	ev = Event{Kind: api.EventRetry, Attempt: 3, MaxAttempts: 10, cause: api.KindAuth}
 	g.observe(&ev)
 	assert.Equal(t, 1, ev.Attempt, "a refused credential counts its own retries")
 	assert.Equal(t, 1, ev.MaxAttempts, "and runs under its own bound of one")
@@ -95,12 +96,12 @@ func TestARetryEventCarriesItsAttemptAndTheBoundItRunsUnder(t *testing.T) {
 type emitRecorder struct {
 	mu   sync.Mutex
 	evs  []Event
-	ends []*Failure
+	ends []*api.RunError
 	at   time.Time
 }
 
 func (r *emitRecorder) event(ev Event) { r.mu.Lock(); r.evs = append(r.evs, ev); r.mu.Unlock() }
-func (r *emitRecorder) end(f *Failure) {
+func (r *emitRecorder) end(f *api.RunError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ends == nil {
@@ -108,10 +109,10 @@ func (r *emitRecorder) end(f *Failure) {
 	}
 	r.ends = append(r.ends, f)
 }
-func (r *emitRecorder) ended() []*Failure {
+func (r *emitRecorder) ended() []*api.RunError {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*Failure(nil), r.ends...)
+	return append([]*api.RunError(nil), r.ends...)
 }
 
 func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
@@ -119,11 +120,11 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 	e := newEmitter(rec.event, nil, 10, nil, rec.end)
 	e.grace = 100 * time.Millisecond
 	start := time.Now()
-	e.emit([]Event{retryEv(1, KindNetwork, "Connection error.")})
-	e.emit([]Event{retryEv(2, KindNetwork, "Connection error.")})
+	e.emit([]Event{retryEv(1, api.KindNetwork, "Connection error.")})
+	e.emit([]Event{retryEv(2, api.KindNetwork, "Connection error.")})
 	require.Eventually(t, func() bool { return len(rec.ended()) == 1 }, 5*time.Second, 5*time.Millisecond)
 	f := rec.ended()[0]
-	assert.Equal(t, KindNetwork, f.Kind)
+	assert.Equal(t, api.KindNetwork, f.Kind)
 	assert.True(t, strings.HasPrefix(f.Message, "Connection error."), f.Message)
 	assert.GreaterOrEqual(t, rec.at.Sub(start), e.grace, "not before the grace is over")
 	e.stop()
@@ -132,7 +133,7 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 	rec = &emitRecorder{}
 	e = newEmitter(rec.event, nil, 10, nil, rec.end)
 	e.grace = 100 * time.Millisecond
-	e.emit([]Event{retryEv(1, KindNetwork, "Connection error."), {Kind: EventText, Text: "back", Delta: true}})
+	e.emit([]Event{retryEv(1, api.KindNetwork, "Connection error."), {Kind: api.EventText, Text: "back", Delta: true}})
 	time.Sleep(3 * e.grace)
 	assert.Empty(t, rec.ended(), "an API that answered again does not end the run")
 	e.stop()
@@ -141,7 +142,7 @@ func TestAnAPIOutOfReachEndsTheRunAfterTheGraceUnlessItComesBack(t *testing.T) {
 	rec = &emitRecorder{}
 	e = newEmitter(rec.event, nil, 10, nil, rec.end)
 	e.grace = 100 * time.Millisecond
-	e.emit([]Event{retryEv(1, KindNetwork, "Connection error.")})
+	e.emit([]Event{retryEv(1, api.KindNetwork, "Connection error.")})
 	e.stop()
 	time.Sleep(3 * e.grace)
 	assert.Empty(t, rec.ended())
@@ -166,7 +167,7 @@ func replayPlan(t *testing.T, stdout, stderr string, maxRetries int) Plan {
 	return p
 }
 
-func runCapture(t *testing.T, adapter string, plan Plan) (Result, *Error, []Event, time.Duration) {
+func runCapture(t *testing.T, adapter string, plan Plan) (api.Result, *Error, []Event, time.Duration) {
 	t.Helper()
 	a, _ := Lookup(adapter)
 	rec := &emitRecorder{}
@@ -187,13 +188,13 @@ func runCapture(t *testing.T, adapter string, plan Plan) (Result, *Error, []Even
 // Claude's ten retries.
 func TestARefusedKeyEndsTheRunWhenItIsRefusedAgain(t *testing.T) {
 	res, e, evs, took := runCapture(t, "claude-code", replayPlan(t, "testdata/claude-stream-401-retrying.jsonl", "", 3))
-	assert.Equal(t, KindAuth, e.Kind)
+	assert.Equal(t, api.KindAuth, e.Kind)
 	assert.Less(t, took, 5*time.Second)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindAuth, res.Error.Kind)
+	assert.Equal(t, api.KindAuth, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "authentication_failed (HTTP 401)")
 	assert.Equal(t, "56c43050-8590-4abf-97d1-807436f5e7e0", res.SessionID)
-	retries := eventsOf(evs, EventRetry)
+	retries := eventsOf(evs, api.EventRetry)
 	require.Len(t, retries, 1, "one retry; the refusal after it ends the run and is not sent as a retry")
 	assert.Equal(t, 1, retries[0].Attempt)
 	assert.Equal(t, 1, retries[0].MaxAttempts, "a refused key's own bound of one retry, not max_api_retries")
@@ -203,24 +204,24 @@ func TestARefusedKeyEndsTheRunWhenItIsRefusedAgain(t *testing.T) {
 // with the kind and the words of the retry that went over.
 func TestRetriesPastTheBoundEndTheRunWithTheAgentsOwnMessage(t *testing.T) {
 	res, e, evs, took := runCapture(t, "codex", replayPlan(t, "../e2e/fixtures/cli/codex-exec-json-429-reconnecting.jsonl", "", 1))
-	assert.Equal(t, KindRateLimit, e.Kind)
+	assert.Equal(t, api.KindRateLimit, e.Kind)
 	assert.Less(t, took, 5*time.Second)
 	assert.True(t, strings.HasPrefix(res.Error.Message, "exceeded retry limit, last status: 429 Too Many Requests"), res.Error.Message)
 	assert.Contains(t, res.Error.Message, "after 1 retries")
-	retries := eventsOf(evs, EventRetry)
+	retries := eventsOf(evs, api.EventRetry)
 	require.Len(t, retries, 1, "the retry that went over the bound ends the run and is not sent")
 	assert.Equal(t, 1, retries[0].Attempt)
 	assert.Equal(t, 1, retries[0].MaxAttempts)
-	assert.Len(t, eventsOf(evs, EventWarning), 1, "Codex's model-metadata notice is a warning")
+	assert.Len(t, eventsOf(evs, api.EventWarning), 1, "Codex's model-metadata notice is a warning")
 }
 
 // Gemini announces retries only on stderr; card reads them there.
 func TestRetriesAnnouncedOnStderrAreBoundedToo(t *testing.T) {
 	res, e, evs, _ := runCapture(t, "gemini", replayPlan(t, "../e2e/fixtures/cli/gemini-stream-429-retrying.jsonl",
 		"../e2e/fixtures/cli/gemini-stream-429-retrying.stderr", 1))
-	assert.Equal(t, KindRateLimit, e.Kind)
+	assert.Equal(t, api.KindRateLimit, e.Kind)
 	assert.Contains(t, res.Error.Message, "You exceeded your current quota")
-	retries := eventsOf(evs, EventRetry)
+	retries := eventsOf(evs, api.EventRetry)
 	require.Len(t, retries, 1, "the retry that went over the bound ends the run and is not sent")
 	assert.Equal(t, 1, retries[0].Attempt)
 	assert.Equal(t, 1, retries[0].MaxAttempts)
@@ -231,7 +232,7 @@ func TestRetriesAnnouncedOnStderrAreBoundedToo(t *testing.T) {
 // then it waits without end: card ends the run there.
 func TestAnAgentWaitingForTheNetworkWithoutEndIsEnded(t *testing.T) {
 	res, e, _, took := runCapture(t, "codex", replayPlan(t, "../e2e/fixtures/cli/codex-exec-json-unreachable.jsonl", "", 3))
-	assert.Equal(t, KindNetwork, e.Kind)
+	assert.Equal(t, api.KindNetwork, e.Kind)
 	assert.Less(t, took, 5*time.Second)
 	assert.True(t, strings.HasPrefix(res.Error.Message, "Connection failed: error sending request"), res.Error.Message)
 }
@@ -272,11 +273,11 @@ func TestStripANSIRemovesEveryKindOfEscape(t *testing.T) {
 func TestNothingIsSentAfterTheGuardEndsTheRun(t *testing.T) {
 	rec := &emitRecorder{}
 	e := newEmitter(rec.event, nil, 1, nil, rec.end)
-	e.emit([]Event{retryEv(1, KindRateLimit, "429"), retryEv(2, KindRateLimit, "429"), retryEv(3, KindRateLimit, "429")})
-	e.emit([]Event{{Kind: EventText, Text: "late"}})
+	e.emit([]Event{retryEv(1, api.KindRateLimit, "429"), retryEv(2, api.KindRateLimit, "429"), retryEv(3, api.KindRateLimit, "429")})
+	e.emit([]Event{{Kind: api.EventText, Text: "late"}})
 	e.stop()
 	require.Len(t, rec.ended(), 1)
-	assert.Equal(t, []string{EventRetry}, kinds(rec.evs), "the retry within the bound is the last event sent")
+	assert.Equal(t, []string{api.EventRetry}, kinds(rec.evs), "the retry within the bound is the last event sent")
 	assert.Equal(t, 1, rec.evs[0].Attempt)
 	assert.Equal(t, 1, rec.evs[0].MaxAttempts)
 }

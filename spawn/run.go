@@ -113,8 +113,8 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // result is the Result of a run that failed with e before its child ran.
-func (e *Error) result() Result {
-	return Result{IsError: true, Error: &Failure{Kind: e.Kind, Message: e.Message}}
+func (e *Error) result() api.Result {
+	return api.Result{IsError: true, Error: &api.RunError{Kind: e.Kind, Message: e.Message}}
 }
 
 // Run starts the plan's program and runs its one turn: the prompt on
@@ -128,7 +128,7 @@ func (e *Error) result() Result {
 // Deadline and cancel both end the whole group: SIGTERM, then SIGKILL after
 // KillGrace. A group member left behind after the leader exits is ended the
 // same way, so no grandchild outlives the run.
-func Run(ctx context.Context, spec RunSpec) (Result, error) {
+func Run(ctx context.Context, spec RunSpec) (api.Result, error) {
 	plan := spec.Plan
 	if b, ok := spec.Parser.(usageBaser); ok {
 		b.setUsageBase(plan.UsageBase)
@@ -145,7 +145,7 @@ func Run(ctx context.Context, spec RunSpec) (Result, error) {
 }
 
 // run is Run's agent opened for its one turn.
-func (a *runner) run(ctx context.Context, spec RunSpec) (Result, error) {
+func (a *runner) run(ctx context.Context, spec RunSpec) (api.Result, error) {
 	c := a.child
 	if e := c.prepare(ctx); e != nil {
 		c.cleanup()
@@ -157,7 +157,7 @@ func (a *runner) run(ctx context.Context, spec RunSpec) (Result, error) {
 		var err error
 		if proto, err = protocolOf(a.plan); err != nil {
 			c.cleanup()
-			e := c.early(KindSpawn, err.Error(), err)
+			e := c.early(api.KindSpawn, err.Error(), err)
 			return e.result(), e
 		}
 		// The protocol carries the images inside its prompt.
@@ -223,9 +223,9 @@ func (p *printMode) sessionID() string { return "" }
 
 // finish is the parser's result, failed by what the child came to when the
 // parser saw nothing wrong: a non-zero exit, or an answer of nothing.
-func (p *printMode) finish(_ *turn, exit *ExitInfo) Result {
+func (p *printMode) finish(_ *turn, exit *ExitInfo) api.Result {
 	x := exitOrAlive(exit)
-	var res Result
+	var res api.Result
 	if p.parser != nil {
 		res = p.parser.Finish(x)
 	}
@@ -237,9 +237,9 @@ func (p *printMode) finish(_ *turn, exit *ExitInfo) Result {
 	switch {
 	case res.Error != nil:
 	case x.Code != 0:
-		res.Error = failure(KindExit, exitMessage(program, x.Code, c.waitErr, c.cmd.ProcessState))
+		res.Error = failure(api.KindExit, exitMessage(program, x.Code, c.waitErr, c.cmd.ProcessState))
 	case x.StdoutBytes == 0 || (p.parser != nil && strings.TrimSpace(res.Answer) == "" && !hasOutput(res)):
-		res.Error = failure(KindEmpty, fmt.Sprintf("%s exited 0 and printed nothing", program))
+		res.Error = failure(api.KindEmpty, fmt.Sprintf("%s exited 0 and printed nothing", program))
 	}
 	return res
 }
@@ -266,7 +266,7 @@ func exitMessage(program string, exitCode int, waitErr error, state *os.ProcessS
 
 // hasOutput is true when a parsed result carries something besides text, so
 // a run that only called tools is not "empty".
-func hasOutput(r Result) bool { return r.ToolCalls > 0 || r.SessionID != "" }
+func hasOutput(r api.Result) bool { return r.ToolCalls > 0 || r.SessionID != "" }
 
 // stderrExcerpt is the end of stderr as a person reads it: colour and
 // cursor codes removed (a CLI that thinks it has a terminal writes them),
@@ -277,7 +277,7 @@ func stderrExcerpt(tail string) string {
 
 func ctxKind(ctx context.Context) (string, string) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return KindTimeout, "the run hit its deadline and the agent's process group was ended"
+		return api.KindTimeout, "the run hit its deadline and the agent's process group was ended"
 	}
 	// The kind says "cancelled" already; the message says why and what
 	// became of the agent.
@@ -285,5 +285,5 @@ func ctxKind(ctx context.Context) (string, string) {
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 		msg = c.Error() + "; " + msg
 	}
-	return KindCancelled, msg
+	return api.KindCancelled, msg
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -27,7 +28,7 @@ func (p *rawParser) Feed(line []byte) []Event {
 	p.b.WriteByte('\n')
 	return nil
 }
-func (p *rawParser) Finish(ExitInfo) Result { return Result{Answer: p.b.String()} }
+func (p *rawParser) Finish(ExitInfo) api.Result { return api.Result{Answer: p.b.String()} }
 
 func shPlan(t *testing.T, script string) Plan {
 	t.Helper()
@@ -61,11 +62,11 @@ func TestCatEchoesThePromptFromStdin(t *testing.T) {
 func TestNonZeroExitIsAnExitFailureWithStderr(t *testing.T) {
 	res, err := Run(context.Background(), RunSpec{Plan: shPlan(t, "echo 'no such model' >&2; exit 3"), Parser: &rawParser{}})
 	e := runErr(t, err)
-	assert.Equal(t, KindExit, e.Kind)
+	assert.Equal(t, api.KindExit, e.Kind)
 	assert.Equal(t, 3, e.ExitCode)
 	assert.Contains(t, e.StderrExcerpt, "no such model")
 	require.NotNil(t, res.Error)
-	assert.Equal(t, KindExit, res.Error.Kind)
+	assert.Equal(t, api.KindExit, res.Error.Kind)
 	require.NotNil(t, res.Error.ExitCode)
 	assert.Equal(t, 3, *res.Error.ExitCode)
 	assert.True(t, res.IsError)
@@ -81,7 +82,7 @@ func TestACrashNamesTheSignalAndKeepsTheStderr(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Run(context.Background(), RunSpec{Plan: shPlan(t, tc.script), Parser: &rawParser{}})
 			e := runErr(t, err)
-			assert.Equal(t, KindExit, e.Kind)
+			assert.Equal(t, api.KindExit, e.Kind)
 			assert.Equal(t, tc.says, e.Message)
 			require.NotNil(t, res.Error)
 			assert.Equal(t, "Segmentation fault at 0x0", res.Error.StderrExcerpt)
@@ -91,13 +92,13 @@ func TestACrashNamesTheSignalAndKeepsTheStderr(t *testing.T) {
 
 func TestEmptyOutputIsAnError(t *testing.T) {
 	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "true"), Dir: t.TempDir()}, Prompt: "x", Parser: &rawParser{}})
-	assert.Equal(t, KindEmpty, runErr(t, err).Kind)
+	assert.Equal(t, api.KindEmpty, runErr(t, err).Kind)
 }
 
 func TestMissingProgramIsASpawnFailureNamingTheCommand(t *testing.T) {
 	_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "/nonexistent/definitely-not-an-agent", Args: []string{"-p"}, Dir: t.TempDir()}, Prompt: "secret task"})
 	e := runErr(t, err)
-	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, api.KindSpawn, e.Kind)
 	assert.Equal(t, "/nonexistent/definitely-not-an-agent -p", e.Command)
 	assert.NotContains(t, e.Error(), "secret task", "the prompt never appears in an error")
 }
@@ -106,7 +107,7 @@ func TestWorkingDirMustBeAbsoluteAndExisting(t *testing.T) {
 	for _, dir := range []string{"", "relative/dir", "/nonexistent/card/dir", "/etc/hostname"} {
 		_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "pwd"), Dir: dir}})
 		e := runErr(t, err)
-		assert.Equal(t, KindSpawn, e.Kind, dir)
+		assert.Equal(t, api.KindSpawn, e.Kind, dir)
 		assert.Contains(t, e.Message, "working directory", dir)
 	}
 }
@@ -143,7 +144,7 @@ func TestTheChildNeverStartsWhereTheCheckedDirNoLongerLeads(t *testing.T) {
 		p := &rawParser{}
 		_, err := Run(context.Background(), RunSpec{Plan: Plan{Program: "/bin/sh", Args: []string{"-c", "pwd -P; : > wrote-here"}, Dir: dir}, Parser: p})
 		e := runErr(t, err)
-		assert.Equal(t, KindSpawn, e.Kind, dir)
+		assert.Equal(t, api.KindSpawn, e.Kind, dir)
 		assert.Contains(t, e.Message, "changed after it was checked", dir)
 		assert.Empty(t, p.b.String(), "the child ran in %s", dir)
 	}
@@ -157,8 +158,8 @@ func TestCancelKillsTheChildPromptly(t *testing.T) {
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
 	res, err := Run(ctx, RunSpec{Plan: Plan{Program: tool(t, "sleep"), Args: []string{"600"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
-	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
-	assert.Equal(t, KindCancelled, res.Error.Kind)
+	assert.Equal(t, api.KindCancelled, runErr(t, err).Kind)
+	assert.Equal(t, api.KindCancelled, res.Error.Kind)
 	assert.Less(t, time.Since(start), 3*time.Second, "child was not killed promptly")
 }
 
@@ -167,7 +168,7 @@ func TestCancelCauseIsNamed(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, func() { cancel(errors.New("daemon shutting down")) })
 	_, err := Run(ctx, RunSpec{Plan: Plan{Program: tool(t, "sleep"), Args: []string{"600"}, Dir: t.TempDir()}})
 	e := runErr(t, err)
-	assert.Equal(t, KindCancelled, e.Kind)
+	assert.Equal(t, api.KindCancelled, e.Kind)
 	assert.Contains(t, e.Message, "daemon shutting down")
 }
 
@@ -176,7 +177,7 @@ func TestDeadlineKillsTheChildPromptlyAndIsATimeout(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := Run(ctx, RunSpec{Plan: Plan{Program: tool(t, "sleep"), Args: []string{"30"}, Dir: t.TempDir()}, Limits: Limits{KillGrace: time.Second}})
-	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
+	assert.Equal(t, api.KindTimeout, runErr(t, err).Kind)
 	assert.Less(t, time.Since(start), 3*time.Second)
 }
 
@@ -186,7 +187,7 @@ func TestAChildIgnoringSIGTERMIsKilledAfterTheGrace(t *testing.T) {
 	start := time.Now()
 	_, err := Run(ctx, RunSpec{Plan: shPlan(t, "trap '' TERM; echo started; while :; do sleep 0.05; done"),
 		Parser: &rawParser{}, Limits: Limits{KillGrace: 300 * time.Millisecond}})
-	assert.Equal(t, KindTimeout, runErr(t, err).Kind)
+	assert.Equal(t, api.KindTimeout, runErr(t, err).Kind)
 	assert.Less(t, time.Since(start), 3*time.Second)
 }
 
@@ -205,7 +206,7 @@ func TestAGrandchildInTheGroupIsGoneAfterACancel(t *testing.T) {
 		},
 		Limits: Limits{KillGrace: time.Second},
 	})
-	assert.Equal(t, KindCancelled, runErr(t, err).Kind)
+	assert.Equal(t, api.KindCancelled, runErr(t, err).Kind)
 	require.Len(t, pids, 1)
 	assert.False(t, proc.Alive(pids[0]), "grandchild %d survived the cancel", pids[0])
 	members, _ := proc.GroupMembers(pgid)
@@ -244,8 +245,8 @@ func TestOutputBeyondTheLimitEndsTheRunWithOutputLimit(t *testing.T) {
 	start := time.Now()
 	res, err := Run(context.Background(), RunSpec{Plan: Plan{Program: tool(t, "yes"), Args: []string{"spam"}, Dir: t.TempDir()},
 		Parser: &rawParser{}, Limits: Limits{MaxOutput: 1 << 20, KillGrace: time.Second}})
-	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
-	assert.Equal(t, KindOutputLimit, res.Error.Kind)
+	assert.Equal(t, api.KindOutputLimit, runErr(t, err).Kind)
+	assert.Equal(t, api.KindOutputLimit, res.Error.Kind)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
@@ -269,7 +270,7 @@ func TestAnOverlongLineIsSkippedAndTheRestStillParses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "PONG from fake anthropic", res.Answer)
 	require.NotEmpty(t, evs)
-	assert.Equal(t, EventOther, evs[0].Kind)
+	assert.Equal(t, api.EventOther, evs[0].Kind)
 	assert.Contains(t, evs[0].Text, "line limit")
 }
 
@@ -305,7 +306,7 @@ func TestABareProgramIsFoundOnTheChildsPathNotTheDaemons(t *testing.T) {
 	_, err = Run(context.Background(), RunSpec{Plan: Plan{Program: "card-fake-agent", Dir: t.TempDir()}, Parser: &rawParser{},
 		BaseEnv: []string{"PATH=/usr/bin:/bin"}})
 	e := runErr(t, err)
-	assert.Equal(t, KindSpawn, e.Kind)
+	assert.Equal(t, api.KindSpawn, e.Kind)
 	assert.Contains(t, e.Message, "agent's PATH", "the daemon's live PATH is not consulted")
 }
 
@@ -353,7 +354,7 @@ func TestAPlaceholderOfAFileThePlanDoesNotWriteIsRefusedNotExpanded(t *testing.T
 			}
 			_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: &rawParser{}})
 			e := runErr(t, err)
-			assert.Equal(t, KindSpawn, e.Kind)
+			assert.Equal(t, api.KindSpawn, e.Kind)
 			assert.Contains(t, e.Message, "refers to a file the plan does not write")
 			_, statErr := os.Stat(marker)
 			assert.True(t, os.IsNotExist(statErr), "the child started")

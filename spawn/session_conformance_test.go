@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 )
 
@@ -103,7 +104,7 @@ func TestEverySessionProtocolRunsTheConformanceSuite(t *testing.T) {
 // sessionRun runs plan's fake session agent through the real runner as an
 // ask plan, and gives the run's result, its events in order and its
 // working dir.
-func sessionRun(t *testing.T, ctx context.Context, plan Plan, approver Approver, lim Limits) (Result, []Event, string, error) {
+func sessionRun(t *testing.T, ctx context.Context, plan Plan, approver Approver, lim Limits) (api.Result, []Event, string, error) {
 	t.Helper()
 	o := runSession(t, ctx, plan, approver, lim)
 	return o.res, o.evs, o.work, o.err
@@ -111,7 +112,7 @@ func sessionRun(t *testing.T, ctx context.Context, plan Plan, approver Approver,
 
 // sessionOutcome is what one run of a fake session agent came to.
 type sessionOutcome struct {
-	res  Result
+	res  api.Result
 	evs  []Event
 	work string
 	pgid int
@@ -151,8 +152,8 @@ func TestASessionAgentsNoiseDoesNotEndTheConversation(t *testing.T) {
 			require.NoError(t, o.err)
 			assert.Equal(t, p.answer, o.res.Answer)
 			require.GreaterOrEqual(t, len(o.evs), 2)
-			assert.Equal(t, Event{Kind: EventOther, Text: "a stdout line of more than 1024 bytes was skipped (line limit)"}, o.evs[0])
-			assert.Equal(t, Event{Kind: EventOther, Text: "Ripgrep is not available. Falling back to GrepTool."}, o.evs[1])
+			assert.Equal(t, Event{Kind: api.EventOther, Text: "a stdout line of more than 1024 bytes was skipped (line limit)"}, o.evs[0])
+			assert.Equal(t, Event{Kind: api.EventOther, Text: "Ripgrep is not available. Falling back to GrepTool."}, o.evs[1])
 			assert.FileExists(t, filepath.Join(o.work, "made.txt"))
 			assertGroupGone(t, o)
 		})
@@ -166,7 +167,7 @@ func TestASessionAgentThatDiesMidTurnIsAnExitFailureNamingTheStep(t *testing.T) 
 			defer cancel()
 			o := runSession(t, ctx, p.plan("die"), &recorder{}, Limits{})
 			e := runErr(t, o.err)
-			assert.Equal(t, KindExit, e.Kind)
+			assert.Equal(t, api.KindExit, e.Kind)
 			assert.Equal(t, 3, e.ExitCode)
 			assert.Contains(t, e.Message, p.dieStep)
 			assert.Contains(t, e.Message, p.dieStderr)
@@ -174,7 +175,7 @@ func TestASessionAgentThatDiesMidTurnIsAnExitFailureNamingTheStep(t *testing.T) 
 				assert.Equal(t, p.sessionID, o.res.SessionID, "what the turn got before the agent died is kept")
 			}
 			require.NotNil(t, o.res.Error)
-			assert.Equal(t, KindExit, o.res.Error.Kind)
+			assert.Equal(t, api.KindExit, o.res.Error.Kind)
 			require.NotNil(t, o.res.Error.ExitCode)
 			assert.Equal(t, 3, *o.res.Error.ExitCode)
 			assertGroupGone(t, o)
@@ -189,7 +190,7 @@ func TestASessionAgentThatNeverAnswersIsEndedAtTheDeadlineWithItsGroup(t *testin
 			defer cancel()
 			start := time.Now()
 			o := runSession(t, ctx, p.plan("silent"), &recorder{}, Limits{KillGrace: 300 * time.Millisecond})
-			assert.Equal(t, KindTimeout, runErr(t, o.err).Kind)
+			assert.Equal(t, api.KindTimeout, runErr(t, o.err).Kind)
 			assert.Less(t, time.Since(start), 10*time.Second)
 			b, rerr := os.ReadFile(filepath.Join(o.work, "grandchild.pid"))
 			require.NoError(t, rerr)
@@ -213,7 +214,7 @@ func TestCancellingASessionRunEndsTheQuestionItIsWaitingOn(t *testing.T) {
 				cancel()
 			}()
 			o := runSession(t, ctx, p.plan("turn"), approver, Limits{KillGrace: 300 * time.Millisecond})
-			assert.Equal(t, KindCancelled, runErr(t, o.err).Kind)
+			assert.Equal(t, api.KindCancelled, runErr(t, o.err).Kind)
 			select {
 			case <-ended:
 			case <-time.After(5 * time.Second):

@@ -1,6 +1,10 @@
 package spawn
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/card-dev/card/api"
+)
 
 // maxSessionTools bounds how many tool calls one session turn tracks, so an
 // agent that invents call ids without end cannot grow the daemon's memory
@@ -50,5 +54,5 @@ func (s *sessionTools) announce(id string, t *sessionTool) []Event {
 	}
 	t.announced = true
 	s.calls++
-	return []Event{{Kind: EventToolUse, Tool: &Tool{Name: t.name, ID: id, Input: validRaw(t.input)}}}
+	return []Event{{Kind: api.EventToolUse, Tool: &api.Tool{Name: t.name, ID: id, Input: validRaw(t.input)}}}
 }

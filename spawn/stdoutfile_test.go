@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/internal/proc"
 	"github.com/card-dev/card/internal/testskip"
 )
@@ -89,8 +90,8 @@ func TestTheOutputLimitHoldsOnTheStdoutFileWhileTheReaderIsBusy(t *testing.T) {
 				fd1 = f
 			}
 		}})
-	assert.Equal(t, KindOutputLimit, runErr(t, err).Kind)
-	assert.Equal(t, KindOutputLimit, res.Error.Kind)
+	assert.Equal(t, api.KindOutputLimit, runErr(t, err).Kind)
+	assert.Equal(t, api.KindOutputLimit, res.Error.Kind)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	if fd1 == nil {
 		t.Skip("no /proc to measure the file by")
@@ -179,7 +180,7 @@ func TestAStdoutFileRunStreamsLiveAndLeavesNoProcessOrFileBehind(t *testing.T) {
 			},
 			Limits: Limits{KillGrace: time.Second},
 		})
-		assert.Equal(t, KindCancelled, runErr(t, err).Kind)
+		assert.Equal(t, api.KindCancelled, runErr(t, err).Kind)
 		members, _ := proc.GroupMembers(pgid)
 		assert.Empty(t, members, "process group %d survived", pgid)
 	})

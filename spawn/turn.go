@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/card-dev/card/api"
 )
 
 // turn is one prompt and its answer on an agent, as the runner and the
@@ -35,8 +37,8 @@ type turn struct {
 	step      string // the call card waits on, for an agent that stops
 	completed bool   // the turn ended as the protocol says it ends
 	closing   bool   // no new question is taken
-	failure   *Failure
-	verdict   *Failure
+	failure   *api.RunError
+	verdict   *api.RunError
 
 	// asks are the questions waiting on the approver, off the reader;
 	// qctx ends with the turn, and those still waiting are denied.
@@ -66,7 +68,7 @@ func (t *turn) complete() {
 }
 
 // setFailure records why the turn fails; the first failure wins.
-func (t *turn) setFailure(f *Failure) {
+func (t *turn) setFailure(f *api.RunError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.failure == nil {
@@ -75,7 +77,7 @@ func (t *turn) setFailure(f *Failure) {
 }
 
 // fail records f and ends the turn.
-func (t *turn) fail(f *Failure) {
+func (t *turn) fail(f *api.RunError) {
 	t.setFailure(f)
 	t.end()
 }
@@ -88,7 +90,7 @@ func (t *turn) isCompleted() bool {
 }
 
 // failed is the failure recorded, nil for none.
-func (t *turn) failed() *Failure {
+func (t *turn) failed() *api.RunError {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.failure
@@ -111,7 +113,7 @@ func (t *turn) setStep(step string) {
 
 // judge is the emitter's and the watchdog's ending: the run's own guards
 // (retries, caps, silence) decided the turn cannot succeed.
-func (t *turn) judge(f *Failure) {
+func (t *turn) judge(f *api.RunError) {
 	t.vOnce.Do(func() {
 		t.mu.Lock()
 		t.verdict = f
@@ -180,7 +182,7 @@ var rpcWords = stopWords{verb: "finished", firstStep: "the first request", cutSh
 // protocol says succeeds; otherwise the agent stopped early, and explain
 // (the protocol's reading of the exit and stderr, nil when it has nothing
 // to add) or the words say how, with the last error the agent reported.
-func (t *turn) outcome(res Result, exit ExitInfo, adapter string, words stopWords, explain func(ExitInfo) *Failure, lastError string) Result {
+func (t *turn) outcome(res api.Result, exit ExitInfo, adapter string, words stopWords, explain func(ExitInfo) *api.RunError, lastError string) api.Result {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -188,7 +190,7 @@ func (t *turn) outcome(res Result, exit ExitInfo, adapter string, words stopWord
 		res.IsError, res.Error = true, t.failure
 	case t.completed:
 	default:
-		var f *Failure
+		var f *api.RunError
 		if explain != nil {
 			f = explain(exit)
 		}
@@ -204,17 +206,17 @@ func (t *turn) outcome(res Result, exit ExitInfo, adapter string, words stopWord
 }
 
 // stopped explains an agent whose stdout ended before the turn did.
-func stopped(exit ExitInfo, adapter, step string, words stopWords) *Failure {
+func stopped(exit ExitInfo, adapter, step string, words stopWords) *api.RunError {
 	if step == "" {
 		step = words.firstStep
 	}
 	var msg string
-	kind := KindExit
+	kind := api.KindExit
 	switch {
 	case exit.Code > 0:
 		msg = fmt.Sprintf("%s exited with status %d before it %s %s", adapter, exit.Code, words.verb, step)
 	case exit.Code == 0:
-		kind = KindBadOutput
+		kind = api.KindBadOutput
 		msg = fmt.Sprintf("%s exited 0 before it %s %s; %s", adapter, words.verb, step, words.cutShort)
 	default:
 		msg = fmt.Sprintf("%s was killed before it %s %s", adapter, words.verb, step)
@@ -236,15 +238,15 @@ func exitOrAlive(exit *ExitInfo) ExitInfo {
 
 // usageMinus is a's tokens less b's, none below zero: a turn's part of a
 // total an agent reports for its whole session.
-func usageMinus(a, b Usage) Usage {
-	return Usage{InputTokens: max(a.InputTokens-b.InputTokens, 0), OutputTokens: max(a.OutputTokens-b.OutputTokens, 0),
+func usageMinus(a, b api.Usage) api.Usage {
+	return api.Usage{InputTokens: max(a.InputTokens-b.InputTokens, 0), OutputTokens: max(a.OutputTokens-b.OutputTokens, 0),
 		CachedInputTokens: max(a.CachedInputTokens-b.CachedInputTokens, 0)}
 }
 
 // totalOf is a session's running total as a result reports it: nil when
 // the CLI reported none.
-func totalOf(u Usage) *Usage {
-	if u == (Usage{}) {
+func totalOf(u api.Usage) *api.Usage {
+	if u == (api.Usage{}) {
 		return nil
 	}
 	return &u

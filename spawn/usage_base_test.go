@@ -8,26 +8,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/acp"
+	"github.com/card-dev/card/api"
 )
 
 // The CLI session's total before the turn, and the one it reports at the
 // turn's end: the turn added 10 in, 5 out and 1 cached.
 var (
-	sessionBefore = Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}
-	sessionAfter  = Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}
-	turnsOwn      = Usage{InputTokens: 10, OutputTokens: 5, CachedInputTokens: 1}
+	sessionBefore = api.Usage{InputTokens: 20, OutputTokens: 10, CachedInputTokens: 2}
+	sessionAfter  = api.Usage{InputTokens: 30, OutputTokens: 15, CachedInputTokens: 3}
+	turnsOwn      = api.Usage{InputTokens: 10, OutputTokens: 5, CachedInputTokens: 1}
 )
 
 // A run resuming a Codex thread in `codex exec resume --json` is charged
 // only what it added to the thread's total.
 func TestACodexExecRunResumingAThreadIsChargedOnlyItsPart(t *testing.T) {
-	for _, base := range []Usage{sessionBefore, {}} {
+	for _, base := range []api.Usage{sessionBefore, {}} {
 		p := newCodexParser()
 		p.setUsageBase(base)
 		evs := p.Feed([]byte(`{"type":"turn.completed","usage":{"input_tokens":30,"cached_input_tokens":3,"output_tokens":15}}`))
 		res := p.Finish(ExitInfo{})
 		want := sessionAfter
-		if base != (Usage{}) {
+		if base != (api.Usage{}) {
 			want = turnsOwn
 		}
 		require.Len(t, evs, 1)
@@ -83,9 +84,9 @@ func TestARunResumingASessionThatReportsItsRunningTotalIsChargedOnlyItsPart(t *t
 				assert.Equal(t, want, res.Usage, "the run's usage")
 				require.NotNil(t, res.SessionUsage)
 				assert.Equal(t, sessionAfter, *res.SessionUsage, "the session's total, the next turn's base")
-				var last *Usage
+				var last *api.Usage
 				for _, e := range evs {
-					if e.Kind == EventUsage {
+					if e.Kind == api.EventUsage {
 						last = e.Usage
 					}
 				}
@@ -109,7 +110,7 @@ func TestAnACPRunResumingASessionIsChargedWhatTheAgentReports(t *testing.T) {
 		c.(*acpClient).endTurn(tu, acp.PromptResponse{StopReason: acp.StopEndTurn, Usage: &acp.PromptUsage{InputTokens: 10, OutputTokens: 5},
 			Meta: acp.Meta(`{"quota":{"token_count":{"input_tokens":10,"output_tokens":5}}}`)})
 		res := c.finish(tu, &ExitInfo{})
-		assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, adapter)
+		assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, adapter)
 		assert.Nil(t, res.SessionUsage, adapter)
 	}
 }
@@ -123,7 +124,7 @@ func TestTheUsageBaseReachesThePlansAndAWarmAgentResumingTheSession(t *testing.T
 			req := Request{Adapter: adapter, Mode: ModeAsk, Cwd: t.TempDir(), Resume: resume, UsageBase: sessionBefore}
 			want := sessionBefore
 			if resume == "" {
-				want = Usage{} // a new session has no total from before
+				want = api.Usage{} // a new session has no total from before
 			}
 			one, err := Build("/bin/"+adapter, req)
 			require.NoError(t, err, adapter)
@@ -131,7 +132,7 @@ func TestTheUsageBaseReachesThePlansAndAWarmAgentResumingTheSession(t *testing.T
 			plan, err := BuildWarm("/bin/"+adapter, req)
 			require.NoError(t, err, adapter)
 			assert.Equal(t, want, plan.UsageBase, adapter)
-			var used Usage
+			var used api.Usage
 			switch a := lookupWarm(t, adapter, plan).(type) {
 			case *codexApp:
 				used = a.used

@@ -149,9 +149,9 @@ func StartWarm(ctx context.Context, spec WarmSpec) (*Warm, error) {
 // it, with Run's meaning for the result and the error. ctx is the turn's
 // deadline and cancel: a cancelled turn ends as KindCancelled (the agent
 // may be ended with it; Alive says whether it can take another turn).
-func (w *Warm) Turn(ctx context.Context, t TurnSpec) (Result, error) {
+func (w *Warm) Turn(ctx context.Context, t TurnSpec) (api.Result, error) {
 	if w == nil || w.a == nil {
-		return Result{}, ErrNoWarmChannel
+		return api.Result{}, ErrNoWarmChannel
 	}
 	return w.a.turn(ctx, t)
 }

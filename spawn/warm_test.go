@@ -72,7 +72,7 @@ func startFake(t *testing.T, plan Plan, lim Limits) (*Warm, *warmExit) {
 	return w, x
 }
 
-func doTurn(t *testing.T, w *Warm, ctx context.Context, prompt string) (Result, []Event, error) {
+func doTurn(t *testing.T, w *Warm, ctx context.Context, prompt string) (api.Result, []Event, error) {
 	t.Helper()
 	var mu sync.Mutex
 	var evs []Event
@@ -101,7 +101,7 @@ func TestAWarmAgentAnswersEachTurnInTheSameProcess(t *testing.T) {
 				res, evs, err := doTurn(t, w, within(t, 20*time.Second), prompt)
 				require.NoError(t, err)
 				assert.Equal(t, "You said: "+prompt+" (turn "+strconv.Itoa(i+1)+", pid "+pid+")", res.Answer)
-				assert.Contains(t, kinds(evs), EventText)
+				assert.Contains(t, kinds(evs), api.EventText)
 				if res.CostUSD != nil {
 					assert.InDelta(t, 0.25, *res.CostUSD, 1e-9, "a turn's cost is its part of the process's")
 				}
@@ -127,8 +127,8 @@ func TestACancelledWarmTurnIsStoppedInsideTheProtocolAndTheAgentStaysUp(t *testi
 			res, _, err := doTurn(t, w, ctx, "wait for me")
 			var e *Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, KindCancelled, e.Kind)
-			assert.Equal(t, KindCancelled, res.Error.Kind)
+			assert.Equal(t, api.KindCancelled, e.Kind)
+			assert.Equal(t, api.KindCancelled, res.Error.Kind)
 			assert.Contains(t, e.Message, "stays up")
 			assert.Less(t, time.Since(start), 4*time.Second, "the agent's own stop, not the grace")
 			require.True(t, w.Alive(), "a turn the protocol stopped leaves the agent warm")
@@ -148,7 +148,7 @@ func TestAWarmTurnTheAgentWillNotStopEndsTheAgentAndItsGroup(t *testing.T) {
 			_, _, err := doTurn(t, w, ctx, "deaf to you")
 			var e *Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, KindTimeout, e.Kind)
+			assert.Equal(t, api.KindTimeout, e.Kind)
 			assert.False(t, w.Alive())
 			select {
 			case <-w.Done():
@@ -178,7 +178,7 @@ func TestTheOutputLimitCountsEachWarmTurn(t *testing.T) {
 			_, _, err := doTurn(t, w, within(t, 20*time.Second), "flood the pipe")
 			var e *Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, KindOutputLimit, e.Kind)
+			assert.Equal(t, api.KindOutputLimit, e.Kind)
 			assert.False(t, w.Alive())
 			<-w.Done()
 			assert.False(t, proc.GroupAlive(w.Pid()))
@@ -205,7 +205,7 @@ func TestAWarmAgentThatDiesBetweenTurnsIsNoLongerAlive(t *testing.T) {
 			x.mu.Unlock()
 			res, err := w.Turn(context.Background(), TurnSpec{Prompt: "still there?"})
 			assert.ErrorIs(t, err, ErrAgentGone)
-			assert.Equal(t, KindExit, res.Error.Kind)
+			assert.Equal(t, api.KindExit, res.Error.Kind)
 		})
 	}
 }
@@ -393,7 +393,7 @@ func TestCodexAndPiSteerTheRunningTurn(t *testing.T) {
 
 func steerFake(t *testing.T, plan Plan) {
 	w, _ := startFake(t, plan, Limits{KillGrace: 5 * time.Second})
-	got := make(chan Result, 1)
+	got := make(chan api.Result, 1)
 	go func() {
 		res, _, _ := doTurn(t, w, within(t, 20*time.Second), "wait for more")
 		got <- res
@@ -406,7 +406,7 @@ func steerFake(t *testing.T, plan Plan) {
 	require.NoError(t, err)
 	assert.Contains(t, res.Answer, "(turn 2, pid")
 	if plan.Session.Protocol == ProtocolCodexApp {
-		assert.Equal(t, Usage{InputTokens: 10, OutputTokens: 2}, res.Usage, "a turn's part of the thread's total")
+		assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 2}, res.Usage, "a turn's part of the thread's total")
 	}
 }
 
@@ -456,11 +456,11 @@ func TestASilentWarmTurnIsStalledAndEndedByItsWatchdog(t *testing.T) {
 			}})
 			var e *Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, KindStalled, e.Kind)
+			assert.Equal(t, api.KindStalled, e.Kind)
 			assert.False(t, w.Alive())
 			mu.Lock()
 			defer mu.Unlock()
-			assert.Contains(t, kinds(evs), EventStalled)
+			assert.Contains(t, kinds(evs), api.EventStalled)
 			assert.Contains(t, states, api.StateWorking)
 			assert.Contains(t, states, api.StateStalled)
 		})
@@ -513,7 +513,7 @@ func TestAWarmTurnsImagesAreRefusedForAnAgentThatTakesNone(t *testing.T) {
 	_, err := w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "look", Images: testImages()})
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	assert.Equal(t, KindBadInput, e.Kind)
+	assert.Equal(t, api.KindBadInput, e.Kind)
 	assert.Contains(t, e.Message, "attachments")
 	assert.True(t, w.Alive(), "a refused turn never reached the agent")
 	_, _, err = doTurn(t, w, within(t, 20*time.Second), "hello")
@@ -534,7 +534,7 @@ func warmDeltasMerge(t *testing.T, plan Plan) {
 	var texts []Event
 	var joined strings.Builder
 	for _, e := range evs {
-		if e.Kind == EventText {
+		if e.Kind == api.EventText {
 			texts = append(texts, e)
 			joined.WriteString(e.Text)
 		}
@@ -548,7 +548,7 @@ func warmDeltasMerge(t *testing.T, plan Plan) {
 	var mu sync.Mutex
 	var got []string
 	res, err = w.Turn(within(t, 20*time.Second), TurnSpec{Prompt: "gate " + gate, OnEvent: func(e Event) {
-		if e.Kind != EventText {
+		if e.Kind != api.EventText {
 			return
 		}
 		mu.Lock()
@@ -571,7 +571,7 @@ func warmDeltasMerge(t *testing.T, plan Plan) {
 func sessionCommands(evs []Event) [][]api.SlashCommand {
 	var out [][]api.SlashCommand
 	for _, e := range evs {
-		if e.Kind == EventSession && e.Commands != nil {
+		if e.Kind == api.EventSession && e.Commands != nil {
 			out = append(out, e.Commands)
 		}
 	}

@@ -34,10 +34,6 @@ import (
 // neither the request nor card.toml says.
 const DefaultStallSecs = 300
 
-// MaxStallSecs bounds stall_secs and stall_kill_secs: a run's deadline is at
-// most an hour, so a longer silence could never be reached.
-const MaxStallSecs = api.MaxInvokeTimeoutSecs
-
 // Watchdog is a run's two limits on its agent's silence.
 type Watchdog struct {
 	// After is the silence after which the run is stalled and a stalled
@@ -69,7 +65,7 @@ type watchdog struct {
 
 	// emit and end are the run's, set before the first tick.
 	emit func(Event)
-	end  func(*Failure)
+	end  func(*api.RunError)
 }
 
 func newWatchdog(cfg Watchdog, onState func(api.RunState)) *watchdog {
@@ -121,12 +117,12 @@ func (w *watchdog) event(ev *Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch ev.Kind {
-	case EventRetry:
+	case api.EventRetry:
 		w.retrying = true
 		if ev.DelayMs > 0 {
 			w.retryUntil = now.Add(time.Duration(ev.DelayMs) * time.Millisecond)
 		}
-	case EventText, EventThinking, EventToolUse, EventToolResult, EventUsage:
+	case api.EventText, api.EventThinking, api.EventToolUse, api.EventToolResult, api.EventUsage:
 		w.retryUntil, w.retrying = time.Time{}, false
 	}
 	w.setStateLocked(now)
@@ -149,7 +145,7 @@ func (w *watchdog) asked(d int) {
 func (w *watchdog) tick(now time.Time) {
 	w.mu.Lock()
 	var send *Event
-	var end *Failure
+	var end *api.RunError
 	from := w.last
 	if w.retryUntil.After(from) {
 		from = w.retryUntil
@@ -160,11 +156,11 @@ func (w *watchdog) tick(now time.Time) {
 	case paused || w.killed:
 	case w.cfg.KillAfter > 0 && quiet >= w.cfg.KillAfter:
 		w.killed = true
-		end = failure(KindStalled, fmt.Sprintf("the agent printed nothing for %s (stall_kill_secs = %d, the request's field or card.toml's key); "+
+		end = failure(api.KindStalled, fmt.Sprintf("the agent printed nothing for %s (stall_kill_secs = %d, the request's field or card.toml's key); "+
 			"card ended the run and its process group", w.cfg.KillAfter.Round(time.Millisecond), int(w.cfg.KillAfter/time.Second)))
 	case w.cfg.After > 0 && quiet >= w.cfg.After && !w.stalled:
 		w.stalled = true
-		send = &Event{Kind: EventStalled, QuietMs: quiet.Milliseconds(), KillAfterMs: w.cfg.KillAfter.Milliseconds(),
+		send = &Event{Kind: api.EventStalled, QuietMs: quiet.Milliseconds(), KillAfterMs: w.cfg.KillAfter.Milliseconds(),
 			Text: fmt.Sprintf("the agent has printed nothing for %s (stall_secs = %d)", quiet.Round(time.Second), int(w.cfg.After/time.Second))}
 	}
 	w.setStateLocked(now)
@@ -183,7 +179,7 @@ func (w *watchdog) tick(now time.Time) {
 // turn readies the watchdog of a warm agent for one turn: the clock starts
 // now, and onState, emit and end are the turn's; nil for all three between
 // turns, when nobody is told.
-func (w *watchdog) turn(onState func(api.RunState), emit func(Event), end func(*Failure)) {
+func (w *watchdog) turn(onState func(api.RunState), emit func(Event), end func(*api.RunError)) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -195,7 +191,7 @@ func (w *watchdog) turn(onState func(api.RunState), emit func(Event), end func(*
 
 // arm readies a run's watchdog for its one turn: emit and end are the
 // turn's, and its state goes on from the start of the run.
-func (w *watchdog) arm(emit func(Event), end func(*Failure)) {
+func (w *watchdog) arm(emit func(Event), end func(*api.RunError)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.emit, w.end = emit, end

@@ -57,15 +57,15 @@ func TestASilentAgentIsStalledThenEndedWithItsGroup(t *testing.T) {
 	_, err := Run(ctx, RunSpec{Plan: plan, OnEvent: w.onEvent, OnState: w.onState, OnStart: func(_, g int) { pgid = g },
 		Limits: Limits{KillGrace: 500 * time.Millisecond}})
 	e := runErr(t, err)
-	assert.Equal(t, KindStalled, e.Kind)
+	assert.Equal(t, api.KindStalled, e.Kind)
 	assert.Contains(t, e.Message, "stall_kill_secs")
 	assert.Less(t, time.Since(start), 10*time.Second)
-	stalled := w.kinds(EventStalled)
+	stalled := w.kinds(api.EventStalled)
 	require.Len(t, stalled, 1, "one stalled event before the end")
 	assert.GreaterOrEqual(t, stalled[0].QuietMs, int64(300))
 	assert.Equal(t, int64(900), stalled[0].KillAfterMs)
 	assert.Equal(t, []api.RunState{api.StateStarting, api.StateWorking, api.StateStalled}, w.states)
-	others := w.kinds(EventOther)
+	others := w.kinds(api.EventOther)
 	require.NotEmpty(t, others)
 	pid, perr := strconv.Atoi(strings.TrimSpace(others[0].Text))
 	require.NoError(t, perr)
@@ -82,7 +82,7 @@ func TestAStalledRunThatPrintsAgainIsWorkingAndSucceeds(t *testing.T) {
 	plan.Stall = Watchdog{After: 200 * time.Millisecond}
 	_, err := Run(context.Background(), RunSpec{Plan: plan, OnEvent: w.onEvent, OnState: w.onState})
 	require.NoError(t, err)
-	assert.Len(t, w.kinds(EventStalled), 1)
+	assert.Len(t, w.kinds(api.EventStalled), 1)
 	assert.Equal(t, []api.RunState{api.StateStarting, api.StateWorking, api.StateStalled, api.StateWorking}, w.states)
 }
 
@@ -94,8 +94,8 @@ func TestASlowButSteadyAgentIsNeverStalled(t *testing.T) {
 	plan.Stall = Watchdog{After: time.Second, KillAfter: 2 * time.Second}
 	_, err := Run(context.Background(), RunSpec{Plan: plan, OnEvent: w.onEvent, OnState: w.onState})
 	require.NoError(t, err)
-	assert.Empty(t, w.kinds(EventStalled))
-	assert.Len(t, w.kinds(EventOther), 10)
+	assert.Empty(t, w.kinds(api.EventStalled))
+	assert.Len(t, w.kinds(api.EventOther), 10)
 	assert.NotContains(t, w.states, api.StateStalled)
 }
 
@@ -107,7 +107,7 @@ func TestStderrOutputKeepsARunFromStalling(t *testing.T) {
 	plan.Stall = Watchdog{After: 500 * time.Millisecond, KillAfter: time.Second}
 	_, err := Run(context.Background(), RunSpec{Plan: plan, OnEvent: w.onEvent})
 	require.NoError(t, err)
-	assert.Empty(t, w.kinds(EventStalled))
+	assert.Empty(t, w.kinds(api.EventStalled))
 }
 
 // A question waiting for its answer longer than the watchdog's limits is
@@ -129,7 +129,7 @@ func TestAQuestionWaitingLongerThanTheLimitsIsNotAStall(t *testing.T) {
 	_, err = Run(ctx, RunSpec{Plan: plan, Prompt: `TOOL Bash {"command":"true"}`, Parser: a.NewParser(), Approver: approver,
 		OnEvent: w.onEvent, OnState: w.onState, BaseEnv: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}})
 	require.NoError(t, err)
-	assert.Empty(t, w.kinds(EventStalled))
+	assert.Empty(t, w.kinds(api.EventStalled))
 	assert.Contains(t, w.states, api.StateWaitingApproval)
 }
 
@@ -142,7 +142,7 @@ func TestAnAnnouncedRetryDelayIsNotAStall(t *testing.T) {
 	plan.MaxAPIRetries = 3
 	_, err := Run(context.Background(), RunSpec{Plan: plan, Parser: retryLineParser{}, OnEvent: w.onEvent, OnState: w.onState})
 	require.NoError(t, err)
-	assert.Empty(t, w.kinds(EventStalled))
+	assert.Empty(t, w.kinds(api.EventStalled))
 	assert.Contains(t, w.states, api.StateWaitingAPI)
 }
 
@@ -152,11 +152,11 @@ type retryLineParser struct{}
 
 func (retryLineParser) Feed(line []byte) []Event {
 	if string(line) == "retry" {
-		return []Event{{Kind: EventRetry, DelayMs: 1500, Error: "overloaded"}}
+		return []Event{{Kind: api.EventRetry, DelayMs: 1500, Error: "overloaded"}}
 	}
-	return []Event{{Kind: EventText, Text: string(line)}}
+	return []Event{{Kind: api.EventText, Text: string(line)}}
 }
-func (retryLineParser) Finish(ExitInfo) Result { return Result{Answer: "answer"} }
+func (retryLineParser) Finish(ExitInfo) api.Result { return api.Result{Answer: "answer"} }
 
 func TestWatchdogLimitsThatMeanNothingAreRefusedNamingTheField(t *testing.T) {
 	n := func(v int) *int { return &v }
@@ -167,9 +167,9 @@ func TestWatchdogLimitsThatMeanNothingAreRefusedNamingTheField(t *testing.T) {
 	}{
 		{"zero stall", n(0), nil, "stall_secs"},
 		{"negative stall", n(-5), nil, "stall_secs"},
-		{"absurd stall", n(MaxStallSecs + 1), nil, "stall_secs"},
+		{"absurd stall", n(api.MaxInvokeTimeoutSecs + 1), nil, "stall_secs"},
 		{"negative kill", nil, n(-1), "stall_kill_secs"},
-		{"absurd kill", n(10), n(MaxStallSecs + 1), "stall_kill_secs"},
+		{"absurd kill", n(10), n(api.MaxInvokeTimeoutSecs + 1), "stall_kill_secs"},
 		{"kill equal to stall", n(30), n(30), "stall_kill_secs"},
 		{"kill under the default stall", nil, n(DefaultStallSecs - 1), "stall_kill_secs"},
 	} {
@@ -178,7 +178,7 @@ func TestWatchdogLimitsThatMeanNothingAreRefusedNamingTheField(t *testing.T) {
 		require.ErrorAs(t, err, &fe, c.name)
 		assert.Equal(t, c.field, fe.Field, c.name)
 	}
-	for _, ok := range []struct{ stall, kill *int }{{nil, nil}, {n(1), n(2)}, {n(60), n(0)}, {nil, n(MaxStallSecs)}} {
+	for _, ok := range []struct{ stall, kill *int }{{nil, nil}, {n(1), n(2)}, {n(60), n(0)}, {nil, n(api.MaxInvokeTimeoutSecs)}} {
 		assert.NoError(t, Request{Adapter: "claude-code", Cwd: "/", StallSecs: ok.stall, StallKillSecs: ok.kill}.Validate())
 	}
 	w := Request{StallSecs: n(2), StallKillSecs: n(5)}.Watchdog()
@@ -215,8 +215,8 @@ type undelayedRetryParser struct{}
 
 func (undelayedRetryParser) Feed(line []byte) []Event {
 	if string(line) == "again" {
-		return []Event{{Kind: EventRetry, Attempt: 1, MaxAttempts: 5, Error: "429 Too Many Requests"}}
+		return []Event{{Kind: api.EventRetry, Attempt: 1, MaxAttempts: 5, Error: "429 Too Many Requests"}}
 	}
-	return []Event{{Kind: EventText, Text: string(line)}}
+	return []Event{{Kind: api.EventText, Text: string(line)}}
 }
-func (undelayedRetryParser) Finish(ExitInfo) Result { return Result{Answer: "answer"} }
+func (undelayedRetryParser) Finish(ExitInfo) api.Result { return api.Result{Answer: "answer"} }

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/spawn"
 )
 
 // Streamed pieces make one line of answer on stdout; a warning is a note on
@@ -21,10 +20,10 @@ func TestFollowRendersPiecesAsOneAnswerAndWarningsAsNotes(t *testing.T) {
 	var out, errb bytes.Buffer
 	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
 	for _, ev := range []api.AgentEvent{
-		{Event: api.Event{Kind: spawn.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
-		{Event: api.Event{Kind: spawn.EventThinking, Text: "hmm", Delta: true}},
-		{Event: api.Event{Kind: spawn.EventText, Text: "PO", Delta: true}},
-		{Event: api.Event{Kind: spawn.EventText, Text: "NG", Delta: true}},
+		{Event: api.Event{Kind: api.EventWarning, Text: "Model metadata for `gpt-5` not found"}},
+		{Event: api.Event{Kind: api.EventThinking, Text: "hmm", Delta: true}},
+		{Event: api.Event{Kind: api.EventText, Text: "PO", Delta: true}},
+		{Event: api.Event{Kind: api.EventText, Text: "NG", Delta: true}},
 	} {
 		f.render(ev)
 	}
@@ -41,8 +40,8 @@ func TestOnATerminalTheAgentsEscapesArePrintedVisiblyAndPipedTheyPass(t *testing
 	hostile := "ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H\tdone\rfake\x7f\u009b2J\r\nnext\n"
 	want := `ok\x1b]52;c;Y3VybCB4fHNo\x07\x1b[2J\x1b[H` + "\tdone" + `\x0dfake\x7f\u009b2J` + "\r\nnext\n"
 	events := []api.AgentEvent{
-		{Event: api.Event{Kind: spawn.EventText, Text: hostile, Delta: true}},
-		{Event: api.Event{Kind: spawn.EventWarning, Text: "see \x1b]0;owned\x07 this"}},
+		{Event: api.Event{Kind: api.EventText, Text: hostile, Delta: true}},
+		{Event: api.Event{Kind: api.EventWarning, Text: "see \x1b]0;owned\x07 this"}},
 	}
 
 	outPTY, outTTY, err := pty.Open()
@@ -131,8 +130,8 @@ func TestTermSafeLeavesPlainTextAloneAndEscapesEveryControl(t *testing.T) {
 func TestRetriesCountAgainstCardsBoundAndTheAgentsSessionIDIsLabelled(t *testing.T) {
 	var out, errb bytes.Buffer
 	f := newFollower(env{stdout: &out, stderr: &errb}, false, "claude-code")
-	f.render(api.AgentEvent{Event: api.Event{Kind: spawn.EventSession, SessionID: "b1955a93"}})
-	f.render(api.AgentEvent{Event: api.Event{Kind: spawn.EventRetry, Attempt: 1, MaxAttempts: 3, Error: "rate_limit (HTTP 429)"}})
+	f.render(api.AgentEvent{Event: api.Event{Kind: api.EventSession, SessionID: "b1955a93"}})
+	f.render(api.AgentEvent{Event: api.Event{Kind: api.EventRetry, Attempt: 1, MaxAttempts: 3, Error: "rate_limit (HTTP 429)"}})
 	assert.Equal(t, "card: claude-code's own session id: b1955a93\n"+
 		"card: the agent is retrying (attempt 1 of 3): rate_limit (HTTP 429)\n", errb.String())
 	assert.Empty(t, out.String())

@@ -235,7 +235,7 @@ func (a *approvals) Approve(ctx context.Context, sq spawn.Question) spawn.Decisi
 	}
 	a.open[id] = q
 	if !a.log.keep(api.EventApprovalRequested, api.AgentEvent{
-		Event:    api.Event{Kind: api.EventApprovalRequested, Tool: &spawn.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
+		Event:    api.Event{Kind: api.EventApprovalRequested, Tool: &api.Tool{Name: tool.Name, ID: tool.ID, Input: boundedInput(tool.Input)}},
 		Approval: &api.Approval{RequestID: id, Summary: sq.Summary, RequestedAt: &now, ExpiresAt: &q.params.ExpiresAt},
 	}) {
 		a.decideLocked(q, api.DecisionDeny, api.ByEventBound, unrecorded)
@@ -361,7 +361,7 @@ func (a *approvals) decideLocked(q *question, decision, by, message string) bool
 	a.closed[id] = q
 	now := a.now().UTC().Truncate(time.Millisecond)
 	a.log.keep(api.EventApprovalDecided, api.AgentEvent{
-		Event:    api.Event{Kind: api.EventApprovalDecided, Tool: &spawn.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
+		Event:    api.Event{Kind: api.EventApprovalDecided, Tool: &api.Tool{Name: q.params.Tool.Name, ID: q.params.Tool.ID}},
 		Approval: &api.Approval{RequestID: id, Decision: decision, By: by, Message: message, DecidedAt: &now},
 	})
 	close(q.done)

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/spawn"
 )
 
 // entry is one event as sent and stored. end is the bytes of the kept
@@ -116,7 +115,7 @@ func (l *eventLog) putLocked(kind string, ev api.AgentEvent, force, terminal boo
 		// sent and what the store keeps.
 		raw, err := json.Marshal(ev)
 		if err != nil {
-			raw, _ = json.Marshal(api.AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: spawn.EventOther, Text: "event could not be encoded"}})
+			raw, _ = json.Marshal(api.AgentEvent{RunID: l.runID, Seq: ev.Seq, Event: api.Event{Kind: api.EventOther, Text: "event could not be encoded"}})
 		}
 		end := l.bytes.Add(int64(len(raw)))
 		l.events = append(l.events, entry{seq: ev.Seq, kind: kind, raw: raw, end: end})

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/api"
-	"github.com/card-dev/card/spawn"
 )
 
 // collector is a subscriber that keeps what it is sent.
@@ -59,12 +58,12 @@ func (c *collector) got() []int64 {
 }
 
 func text(s string) api.AgentEvent {
-	return api.AgentEvent{Event: api.Event{Kind: spawn.EventText, Text: s}}
+	return api.AgentEvent{Event: api.Event{Kind: api.EventText, Text: s}}
 }
 
 func addN(l *eventLog, n int) {
 	for i := 0; i < n; i++ {
-		l.add(spawn.EventText, text("x"), false)
+		l.add(api.EventText, text("x"), false)
 	}
 }
 
@@ -109,7 +108,7 @@ func follows(ctx context.Context, c *collector, l *eventLog, after int64) func(t
 func TestEventsAreNumberedFromOneInTheOrderTheyAreAddedAndCarryTheRunID(t *testing.T) {
 	l := newEventLog("run_1", 100)
 	for _, s := range []string{"a", "b", "c"} {
-		l.add(spawn.EventText, text(s), false)
+		l.add(api.EventText, text(s), false)
 	}
 	evs, ended, _ := l.after(0)
 	require.Equal(t, []int64{1, 2, 3}, seqsOf(evs))

@@ -93,11 +93,11 @@ func TestHowASpawnEndedMapsOntoTheRecordedStatus(t *testing.T) {
 		want  api.Status
 	}{
 		{nil, nil, api.StatusSucceeded},
-		{&spawn.Error{Kind: spawn.KindTimeout}, nil, api.StatusTimedOut},
-		{&spawn.Error{Kind: spawn.KindCancelled}, ErrCancelled, api.StatusCancelled},
-		{&spawn.Error{Kind: spawn.KindCancelled}, ErrDisconnected, api.StatusCancelled},
-		{&spawn.Error{Kind: spawn.KindCancelled}, ErrShutdown, api.StatusInterrupted},
-		{&spawn.Error{Kind: spawn.KindAuth}, nil, api.StatusFailed},
+		{&spawn.Error{Kind: api.KindTimeout}, nil, api.StatusTimedOut},
+		{&spawn.Error{Kind: api.KindCancelled}, ErrCancelled, api.StatusCancelled},
+		{&spawn.Error{Kind: api.KindCancelled}, ErrDisconnected, api.StatusCancelled},
+		{&spawn.Error{Kind: api.KindCancelled}, ErrShutdown, api.StatusInterrupted},
+		{&spawn.Error{Kind: api.KindAuth}, nil, api.StatusFailed},
 		{errors.New("other"), nil, api.StatusFailed},
 	}
 	for _, tc := range cases {

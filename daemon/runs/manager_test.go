@@ -246,9 +246,9 @@ func TestTheHistoryIsPrunedToItsRetentionAfterABurst(t *testing.T) {
 func TestARunsResultTakesTheDurationItsRecordHas(t *testing.T) {
 	m, _ := newManager(t, fakeBinaries{bin: "/bin/true"}, Config{})
 	req := claudeRequest(t, "say pong")
-	req.Exec = func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
+	req.Exec = func(ctx context.Context, spec spawn.RunSpec) (api.Result, error) {
 		time.Sleep(300 * time.Millisecond)
-		return spawn.Result{Answer: "pong", DurationMs: 7}, nil
+		return api.Result{Answer: "pong", DurationMs: 7}, nil
 	}
 	run, err := m.Start(context.Background(), req)
 	require.NoError(t, err)
@@ -269,17 +269,17 @@ func TestARunsResultTakesTheDurationItsRecordHas(t *testing.T) {
 func TestTheTerminalErrorEventSaysWhyInItsErrorField(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		res  spawn.Result
+		res  api.Result
 		want string
 	}{
-		{"the agent's error", spawn.Result{Error: &spawn.Failure{Kind: "exit", Message: "claude exited 1: boom"}}, "claude exited 1: boom"},
-		{"no message", spawn.Result{}, "the run failed"},
+		{"the agent's error", api.Result{Error: &api.RunError{Kind: "exit", Message: "claude exited 1: boom"}}, "claude exited 1: boom"},
+		{"no message", api.Result{}, "the run failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, st := newManager(t, fakeBinaries{bin: "/bin/true"}, Config{})
 			req := claudeRequest(t, "say pong")
-			req.Exec = func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
-				return tc.res, &spawn.Error{Kind: spawn.KindExit, Message: "boom", ExitCode: 1}
+			req.Exec = func(ctx context.Context, spec spawn.RunSpec) (api.Result, error) {
+				return tc.res, &spawn.Error{Kind: api.KindExit, Message: "boom", ExitCode: 1}
 			}
 			run, err := m.Start(context.Background(), req)
 			require.NoError(t, err)

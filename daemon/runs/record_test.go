@@ -31,9 +31,9 @@ func TestRunsGetSaysWhenItListsOnlyTheFirstApprovals(t *testing.T) {
 		for i := 1; i <= questions; i++ {
 			req := fmt.Sprintf("apr_%d", i)
 			for _, ev := range []api.AgentEvent{
-				{Event: api.Event{Kind: api.EventApprovalRequested, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
+				{Event: api.Event{Kind: api.EventApprovalRequested, Tool: &api.Tool{Name: "Bash", ID: "toolu_" + req}},
 					Approval: &api.Approval{RequestID: req, Summary: "Bash: true", RequestedAt: &now, ExpiresAt: &now}},
-				{Event: api.Event{Kind: api.EventApprovalDecided, Tool: &spawn.Tool{Name: "Bash", ID: "toolu_" + req}},
+				{Event: api.Event{Kind: api.EventApprovalDecided, Tool: &api.Tool{Name: "Bash", ID: "toolu_" + req}},
 					Approval: &api.Approval{RequestID: req, Decision: api.DecisionDeny, By: api.ByClient, DecidedAt: &now}},
 			} {
 				ev.RunID, ev.Seq = id, int64(len(evs)+1)

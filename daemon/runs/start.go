@@ -88,7 +88,7 @@ type Request struct {
 	// spawn.Run would have been given (a session's turn over a warm agent);
 	// everything else about the run (gate, record, events, approvals,
 	// cancel, deadline) is as for any run.
-	Exec func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error)
+	Exec func(ctx context.Context, spec spawn.RunSpec) (api.Result, error)
 }
 
 // Release lets go of what the request holds (its attachments' files) when
@@ -320,7 +320,7 @@ func (m *Manager) recordable(atts []api.AttachmentRecord) []api.AttachmentRecord
 
 // execute runs the child and records its events and outcome.
 // release lets go of the run's staged attachments once the child is gone.
-func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string, exec func(context.Context, spawn.RunSpec) (spawn.Result, error), release func()) {
+func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task string, exec func(context.Context, spawn.RunSpec) (api.Result, error), release func()) {
 	a, _ := spawn.Lookup(lr.adapter)
 	persisted := make(chan struct{})
 	go m.persist(lr, persisted)
@@ -344,10 +344,10 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 		OnState: func(s api.RunState) { lr.state.Store(s) },
 		OnEvent: func(ev spawn.Event) {
 			kind := ev.Kind
-			if kind == spawn.EventError {
+			if kind == api.EventError {
 				ev.Kind, kind = api.EventAgentError, api.EventAgentError
 			}
-			if kind == spawn.EventRateLimit {
+			if kind == api.EventRateLimit {
 				m.NoteRateLimits(lr.adapter, lr.id, ev.RateLimits)
 			}
 			lr.log.add(kind, api.AgentEvent{Event: ev.Wire()}, false)
@@ -414,7 +414,7 @@ func (m *Manager) execute(ctx context.Context, lr *Run, plan spawn.Plan, task st
 
 // finish is the recorded outcome of a run. dropped is final here: every
 // event but the terminal one has been added.
-func finish(res spawn.Result, err error, status api.Status, dropped int64) store.Finish {
+func finish(res api.Result, err error, status api.Status, dropped int64) store.Finish {
 	fin := store.Finish{Status: status, SessionID: res.SessionID, Answer: res.Answer, TotalCostUSD: res.CostUSD,
 		Turns: res.Turns, ToolCalls: res.ToolCalls, EventsDropped: dropped, SessionUsage: res.SessionUsage,
 		Usage: &api.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedInputTokens: res.Usage.CachedInputTokens}}
@@ -446,9 +446,9 @@ func outcome(err error, cause error) api.Status {
 	var se *spawn.Error
 	if errors.As(err, &se) {
 		switch se.Kind {
-		case spawn.KindTimeout:
+		case api.KindTimeout:
 			return api.StatusTimedOut
-		case spawn.KindCancelled:
+		case api.KindCancelled:
 			return api.StatusCancelled
 		}
 	}

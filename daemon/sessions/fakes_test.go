@@ -44,7 +44,7 @@ type fakeAgent struct {
 	used api.Usage
 }
 
-func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, error) {
+func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (api.Result, error) {
 	if n := a.w.inTurn.Add(1); n > a.w.maxInTurn.Load() {
 		a.w.maxInTurn.Store(n)
 	}
@@ -54,13 +54,13 @@ func (a *fakeAgent) Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, e
 		select {
 		case <-hold:
 		case <-ctx.Done():
-			return spawn.Result{}, &spawn.Error{Kind: spawn.KindCancelled, Message: "cancelled"}
+			return api.Result{}, &spawn.Error{Kind: api.KindCancelled, Message: "cancelled"}
 		case <-a.done:
-			return spawn.Result{}, errors.New("the agent died")
+			return api.Result{}, errors.New("the agent died")
 		}
 	}
-	t.OnEvent(spawn.Event{Kind: spawn.EventText, Text: fmt.Sprintf("pid %d turn %d: %s", a.pid, n, t.Prompt)})
-	res := spawn.Result{Answer: t.Prompt, SessionID: a.sid}
+	t.OnEvent(spawn.Event{Kind: api.EventText, Text: fmt.Sprintf("pid %d turn %d: %s", a.pid, n, t.Prompt)})
+	res := api.Result{Answer: t.Prompt, SessionID: a.sid}
 	if a.w.sessionTotal {
 		// As a CLI reporting its session's running total, which a new
 		// process resuming the session carries on: the turn's part is

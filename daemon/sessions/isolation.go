@@ -141,7 +141,7 @@ func worktreeTurns(ts []worktree.Turn) []api.WorktreeTurn {
 }
 
 // execFunc runs a turn's agent (runs.Request.Exec).
-type execFunc = func(context.Context, spawn.RunSpec) (spawn.Result, error)
+type execFunc = func(context.Context, spawn.RunSpec) (api.Result, error)
 
 // committing wraps a turn's exec: once the agent is done, and before the
 // run's terminal event, what the turn changed becomes its commit and a
@@ -153,7 +153,7 @@ func (m *Manager) committing(s *session, wt worktree.Worktree, turn int, prompt 
 	if inner == nil {
 		inner = spawn.Run
 	}
-	return func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
+	return func(ctx context.Context, spec spawn.RunSpec) (api.Result, error) {
 		res, err := inner(ctx, spec)
 		changes := m.commitTurn(ctx, wt, turn, prompt)
 		ev := api.AgentEvent{Changes: &changes}

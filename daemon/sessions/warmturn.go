@@ -35,7 +35,7 @@ func endLeftoverGroup(pgid int, sessionID string) int {
 // daemon's side (one agent per conversation, idle timeout, least recently
 // used first out, a dead agent replaced) is proven with a fake.
 type Agent interface {
-	Turn(ctx context.Context, t spawn.TurnSpec) (spawn.Result, error)
+	Turn(ctx context.Context, t spawn.TurnSpec) (api.Result, error)
 	Pid() int
 	Done() <-chan struct{}
 	Alive() bool
@@ -200,12 +200,12 @@ func (m *Manager) warmAtStart(s *session, p api.SessionStartParams) {
 // A warmOnly turn goes over the agent that holds the conversation or not at
 // all: with that agent gone it fails, saying why, rather than start a
 // process that would begin a new conversation unasked.
-func (m *Manager) execFor(s *session, req spawn.Request, warmOnly bool) func(context.Context, spawn.RunSpec) (spawn.Result, error) {
+func (m *Manager) execFor(s *session, req spawn.Request, warmOnly bool) func(context.Context, spawn.RunSpec) (api.Result, error) {
 	if !m.canWarm(s.row.Adapter) {
 		return nil
 	}
 	id := s.row.ID
-	return func(ctx context.Context, spec spawn.RunSpec) (spawn.Result, error) {
+	return func(ctx context.Context, spec spawn.RunSpec) (api.Result, error) {
 		runID := ""
 		for _, kv := range spec.BaseEnv {
 			if v, ok := cutEnv(kv, "CARD_RUN_ID"); ok {
@@ -225,7 +225,7 @@ func (m *Manager) execFor(s *session, req spawn.Request, warmOnly bool) func(con
 		w, err := m.warm.acquire(ctx, s, runID, start)
 		if w == nil && warmOnly {
 			m.log.Info("a session's turn cannot go on without its warm agent", zap.String("session_id", id), zap.Error(err))
-			return spawn.Result{}, &spawn.Error{Kind: spawn.KindSpawn, Message: fmt.Sprintf(
+			return api.Result{}, &spawn.Error{Kind: api.KindSpawn, Message: fmt.Sprintf(
 				"session %s: %v (%s cannot resume this conversation in a new process in %s mode); start a new session, or one in read_only or edit mode, to go on",
 				id, errConversationGone, s.row.Adapter, s.row.PermissionMode)}
 		}

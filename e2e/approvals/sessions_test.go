@@ -12,7 +12,6 @@ import (
 	"github.com/card-dev/card/agent"
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // The adapters that ask inside their own session protocol other than ACP:
@@ -158,7 +157,7 @@ func deniedInSession(t *testing.T, c sessionCase) {
 	if c.deniedResult != "" {
 		var outputs []string
 		for _, e := range a.events.Of(last.RunID) {
-			if e.Kind == spawn.EventToolResult {
+			if e.Kind == api.EventToolResult {
 				outputs = append(outputs, e.Output)
 			}
 		}

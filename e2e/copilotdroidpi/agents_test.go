@@ -278,7 +278,7 @@ func TestTheRealPiAgainstA401ExitsZeroAndIsStillAnAuthFailure(t *testing.T) {
 		Parser: a.NewParser(), OnEvent: func(ev spawn.Event) { evs = append(evs, ev) }})
 	var e *spawn.Error
 	require.ErrorAs(t, err, &e, "result %+v", res)
-	assert.Equal(t, spawn.KindAuth, e.Kind)
+	assert.Equal(t, api.KindAuth, e.Kind)
 	assert.Equal(t, 0, e.ExitCode, "Pi's own exit status on an API error")
 	require.NotNil(t, res.Error)
 	assert.Contains(t, res.Error.Message, "401")

@@ -14,7 +14,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/rpc/rpcclient"
-	"github.com/card-dev/card/spawn"
 )
 
 // The real Pi reports each model call's usage as it ends (message_end),
@@ -72,7 +71,7 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 		require.NoError(t, err)
 		t.Logf("%s without a cap: status %s, %d model calls, usage %+v", id, res.Status, len(srv.ModelCalls()), res.Usage)
 		assert.Greater(t, len(srv.ModelCalls()), 1)
-		assert.Equal(t, spawn.Usage{}, res.Usage, "the CLI reported no tokens, so card cannot count them")
+		assert.Equal(t, api.Usage{}, res.Usage, "the CLI reported no tokens, so card cannot count them")
 		return
 	}
 	p.MaxTokens = &limit
@@ -81,7 +80,7 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 	require.NoError(t, err)
 	t.Logf("%s: status %s in %v, %d model calls, error %+v, usage %+v", id, res.Status, time.Since(start).Round(time.Millisecond), len(srv.ModelCalls()), res.Error, res.Usage)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, spawn.KindBudget, res.Error.Kind)
+	assert.Equal(t, api.KindBudget, res.Error.Kind)
 	assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,400 tokens (input 1,200, output 200)", res.Error.Message)
 	// Pi runs the next tool and starts its next call within milliseconds
 	// of printing a message's usage, so that call may already be under way
@@ -95,7 +94,7 @@ func tokenCapRun(t *testing.T, id, readTool string, limit int64) {
 	require.NoError(t, err)
 	assert.Equal(t, api.StatusFailed, run.Status)
 	require.NotNil(t, run.Error)
-	assert.Equal(t, spawn.KindBudget, run.Error.Kind)
+	assert.Equal(t, api.KindBudget, run.Error.Kind)
 	require.NotNil(t, run.Usage)
 	assert.Equal(t, res.Usage, *run.Usage, "the record keeps the usage the run ended with")
 	assert.GreaterOrEqual(t, run.Usage.OutputTokens, int64(200))
@@ -122,7 +121,7 @@ func TestARealDroidRunPastItsTokenCapEndsBudgetAtTheEndOfTheTurnWithItsAnswer(t 
 	require.NoError(t, err)
 	t.Logf("droid: status %s, %d model calls, error %+v, usage %+v", res.Status, len(srv.ModelCalls()), res.Error, res.Usage)
 	require.NotNil(t, res.Error)
-	assert.Equal(t, spawn.KindBudget, res.Error.Kind)
+	assert.Equal(t, api.KindBudget, res.Error.Kind)
 	assert.Contains(t, res.Error.Message, "max_tokens 1000 passed: the agent reported ")
 	assert.Equal(t, answer, res.Answer, "the answer is kept")
 	assert.Greater(t, res.Usage.InputTokens+res.Usage.OutputTokens, limit)

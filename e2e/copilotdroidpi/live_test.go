@@ -17,7 +17,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // timedRun is one streamed run's events with when each reached the client.
@@ -111,7 +110,7 @@ func TestCopilotPiAndDroidTextReachesTheClientAsTheirGrainAllows(t *testing.T) {
 			t.Parallel()
 			r := streamRun(t, c, params(id, project))
 			require.Equal(t, api.EventDone, r.last().Kind, "%+v", r.last().Result)
-			texts, at := r.of(spawn.EventText)
+			texts, at := r.of(api.EventText)
 			require.NotEmpty(t, texts)
 			var joined strings.Builder
 			for _, ev := range texts {
@@ -141,9 +140,9 @@ func TestCopilotPiAndDroidWithARefusedKeyEndAsAuth(t *testing.T) {
 			r := streamRun(t, c, params(id, project))
 			last := r.last()
 			require.Equal(t, api.EventRunError, last.Kind)
-			assert.Equal(t, spawn.KindAuth, last.Result.Error.Kind, last.Result.Error.Message)
+			assert.Equal(t, api.KindAuth, last.Result.Error.Kind, last.Result.Error.Message)
 			assert.LessOrEqual(t, r.sinceUp(), 10*time.Second)
-			retries, _ := r.of(spawn.EventRetry)
+			retries, _ := r.of(api.EventRetry)
 			assert.LessOrEqual(t, len(retries), 2, "at most one retry, and the refusal after it")
 			t.Logf("%s: auth %v after its first event, %d retry events: %s", id, r.sinceUp().Round(time.Millisecond), len(retries), last.Result.Error.Message)
 		})
@@ -164,9 +163,9 @@ func TestCopilotAndPiRateLimitedWithOneRetryEndAsRateLimit(t *testing.T) {
 			r := streamRun(t, c, p)
 			last := r.last()
 			require.Equal(t, api.EventRunError, last.Kind)
-			assert.Equal(t, spawn.KindRateLimit, last.Result.Error.Kind, last.Result.Error.Message)
+			assert.Equal(t, api.KindRateLimit, last.Result.Error.Kind, last.Result.Error.Message)
 			assert.LessOrEqual(t, r.sinceUp(), 10*time.Second)
-			retries, _ := r.of(spawn.EventRetry)
+			retries, _ := r.of(api.EventRetry)
 			require.Len(t, retries, 2, "one retry allowed; the second is where card ends the run")
 			for i, ev := range retries {
 				assert.Equal(t, i+1, ev.Attempt)
@@ -189,8 +188,8 @@ func TestCopilotPiAndDroidWithAnAPIThatRefusesConnectionsEndAsNetwork(t *testing
 			r := streamRun(t, c, params(id, project))
 			last := r.last()
 			require.Equal(t, api.EventRunError, last.Kind)
-			assert.Equal(t, spawn.KindNetwork, last.Result.Error.Kind, last.Result.Error.Message)
-			retries, at := r.of(spawn.EventRetry)
+			assert.Equal(t, api.KindNetwork, last.Result.Error.Kind, last.Result.Error.Message)
+			retries, at := r.of(api.EventRetry)
 			if len(at) > 0 {
 				assert.LessOrEqual(t, r.at[len(r.at)-1].Sub(at[0]), 10*time.Second, "after the first failed call")
 			}

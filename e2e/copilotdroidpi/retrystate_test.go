@@ -15,7 +15,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // An API that answers 429 and then answers: Copilot (turn_retry, which
@@ -81,7 +80,7 @@ func TestCopilotAndPiRetryingA429ThenAnsweredShowTheRunWaitingForTheAPI(t *testi
 			assert.Contains(t, last.Result.Answer, answer)
 			var retries []api.AgentEvent
 			for _, ev := range evs {
-				if ev.Kind == spawn.EventRetry {
+				if ev.Kind == api.EventRetry {
 					retries = append(retries, ev)
 				}
 			}

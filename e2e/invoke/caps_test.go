@@ -10,7 +10,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // The real Claude Code, given max_cost_usd as its own --max-budget-usd,
@@ -27,7 +26,7 @@ func TestARealClaudeRunIsStoppedByItsCostCap(t *testing.T) {
 	s := tc.newServer(t, bin, script, false)
 	sess := startDaemon(t, s)
 	limit := 0.01
-	evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", MaxCostUSD: &limit}, Task: "read two files, then say DONE"}, spawn.KindBudget)
+	evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code", MaxCostUSD: &limit}, Task: "read two files, then say DONE"}, api.KindBudget)
 	last := evs[len(evs)-1]
 	assert.Contains(t, last.Result.Error.Message, "max_cost_usd 0.01 passed: claude-code reported $")
 	assert.Len(t, s.server.ModelCalls(), 1, "Claude made no model call after the one that passed the cap")
@@ -39,7 +38,7 @@ func TestARealClaudeRunIsStoppedByItsCostCap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, api.StatusFailed, run.Status)
 	require.NotNil(t, run.Error)
-	assert.Equal(t, spawn.KindBudget, run.Error.Kind)
+	assert.Equal(t, api.KindBudget, run.Error.Kind)
 	require.NotNil(t, run.Usage)
 	assert.GreaterOrEqual(t, run.Usage.InputTokens, int64(1_000_000), "the record keeps the usage that passed the cap")
 }
@@ -57,7 +56,7 @@ func TestARealRunPastItsTokenCapAtTheEndOfTheTurnEndsBudgetWithItsAnswer(t *test
 			s := tc.newServer(t, bin, standin.Script{Answer: answer, InputTokens: 800, OutputTokens: 300}, false)
 			sess := startDaemon(t, s)
 			limit := int64(1000)
-			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxTokens: &limit}, Task: "say pong"}, spawn.KindBudget)
+			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxTokens: &limit}, Task: "say pong"}, api.KindBudget)
 			last := evs[len(evs)-1]
 			assert.Equal(t, "max_tokens 1000 passed: the agent reported 1,100 tokens (input 800, output 300)", last.Result.Error.Message)
 			assert.Equal(t, answer, strings.TrimSpace(last.Result.Answer), "the answer is kept")

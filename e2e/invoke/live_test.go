@@ -17,7 +17,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // arrivals notes when each event reached the client.
@@ -78,7 +77,7 @@ func (s *session) failsAs(t *testing.T, p api.InvokeParams, kind string) []api.A
 	assert.Equal(t, kind, last.Result.Error.Kind, last.Result.Error.Message)
 	assert.LessOrEqual(t, took, 10*time.Second)
 	t.Logf("%s: %s %v after the agent's first event, %v after the invoke, %d retry events: %s", p.ID, kind,
-		took.Round(time.Millisecond), total.Round(time.Millisecond), len(ofKind(evs, spawn.EventRetry)), last.Result.Error.Message)
+		took.Round(time.Millisecond), total.Round(time.Millisecond), len(ofKind(evs, api.EventRetry)), last.Result.Error.Message)
 	return evs
 }
 
@@ -115,7 +114,7 @@ func TestTextReachesTheClientAsTheAgentWritesIt(t *testing.T) {
 			evs, start := sess.invoke(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "count to eight"})
 			last := evs[len(evs)-1]
 			require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
-			texts := ofKind(evs, spawn.EventText)
+			texts := ofKind(evs, api.EventText)
 			require.NotEmpty(t, texts)
 			var joined strings.Builder
 			for _, ev := range texts {
@@ -142,7 +141,7 @@ func TestTextReachesTheClientAsTheAgentWritesIt(t *testing.T) {
 			}
 			if tc.adapter == "claude-code" {
 				var thinking strings.Builder
-				for _, ev := range ofKind(evs, spawn.EventThinking) {
+				for _, ev := range ofKind(evs, api.EventThinking) {
 					assert.True(t, ev.Delta)
 					assert.True(t, sess.arrived.of(ev).Before(first), "thinking comes before the answer")
 					thinking.WriteString(ev.Text)
@@ -162,8 +161,8 @@ func TestARefusedKeyEndsTheRunAsAuthWithinTenSeconds(t *testing.T) {
 		t.Run(tc.adapter, func(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: http.StatusUnauthorized}, true))
-			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindAuth)
-			if r := ofKind(evs, spawn.EventRetry); len(r) > 0 {
+			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, api.KindAuth)
+			if r := ofKind(evs, api.EventRetry); len(r) > 0 {
 				sign := sess.arrived.of(r[0])
 				assert.LessOrEqual(t, sess.arrived.of(evs[len(evs)-1]).Sub(sign), 5*time.Second, "within 5 s of the first sign")
 				require.Len(t, r, 1, "one retry; the refusal after it ends the run and is not sent as a retry")
@@ -185,8 +184,8 @@ func TestARateLimitWithOneRetryEndsAsRateLimitWithItsRetryEvents(t *testing.T) {
 			bin := standin.CLI(t, tc.bin)
 			sess := startDaemon(t, tc.newServer(t, bin, standin.Script{Status: http.StatusTooManyRequests, RetryAfter: time.Second}, true))
 			one := 1
-			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxAPIRetries: &one}, Task: "say pong"}, spawn.KindRateLimit)
-			retries := ofKind(evs, spawn.EventRetry)
+			evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter, MaxAPIRetries: &one}, Task: "say pong"}, api.KindRateLimit)
+			retries := ofKind(evs, api.EventRetry)
 			require.NotEmpty(t, retries, daemontest.Kinds(evs))
 			assert.LessOrEqual(t, len(retries), 2, "one retry allowed; the next is where card ends the run")
 			for i, r := range retries {
@@ -208,7 +207,7 @@ func TestAnAPIThatRefusesConnectionsEndsAsNetworkWithinTenSeconds(t *testing.T) 
 			s := tc.newServer(t, bin, standin.Script{}, true)
 			s.server.Close() // its port now refuses connections
 			sess := startDaemon(t, s)
-			sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, spawn.KindNetwork)
+			sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: tc.adapter}, Task: "say pong"}, api.KindNetwork)
 		})
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // The windows the stand-ins report: one five-hour window at 80 % (past
@@ -93,7 +92,7 @@ func TestRealAgentsThatReportRateLimitWindowsShowThemInUsageAndHealth(t *testing
 			evs, _ := sess.invoke(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: c.adapter, PermissionMode: c.mode}, Task: "say pong"})
 			last := evs[len(evs)-1]
 			require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result)
-			reports := ofKind(evs, spawn.EventRateLimit)
+			reports := ofKind(evs, api.EventRateLimit)
 			require.NotEmpty(t, reports, daemontest.Kinds(evs))
 			assert.Equal(t, c.want, reports[len(reports)-1].RateLimits)
 
@@ -169,8 +168,8 @@ func TestARealClaudeOverItsSubscriptionLimitShowsTheWindowRejectedWithItsReset(t
 	h.Set("anthropic-ratelimit-unified-5h-utilization", "1.0")
 	h.Set("anthropic-ratelimit-unified-5h-reset", strconv.FormatInt(fiveHourReset.Unix(), 10))
 	sess := startDaemon(t, onSubscription(claudeCase(t).newServer(t, bin, standin.Script{Status: http.StatusTooManyRequests, Headers: h}, false)))
-	evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"}, spawn.KindRateLimit)
-	assert.Empty(t, ofKind(evs, spawn.EventRetry), "Claude does not retry a limit the API says is reached")
+	evs := sess.failsAs(t, api.InvokeParams{AgentSettings: api.AgentSettings{ID: "claude-code"}, Task: "say pong"}, api.KindRateLimit)
+	assert.Empty(t, ofKind(evs, api.EventRetry), "Claude does not retry a limit the API says is reached")
 	last := evs[len(evs)-1]
 	assert.Contains(t, last.Result.Error.Message, "limit", "Claude's own words")
 	sum, err := sess.c.UsageSummary(daemontest.Context(t), api.UsageParams{})

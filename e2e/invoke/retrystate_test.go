@@ -14,7 +14,6 @@ import (
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
-	"github.com/card-dev/card/spawn"
 )
 
 // watchStates polls runs.get for the run's state until it has ended, and
@@ -59,7 +58,7 @@ func TestAnAPIThatFailsOnceThenAnswersShowsTheRunWaitingForTheAPI(t *testing.T) 
 			last := evs[len(evs)-1]
 			require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 			assert.Equal(t, answer, last.Result.Answer)
-			retries := ofKind(evs, spawn.EventRetry)
+			retries := ofKind(evs, api.EventRetry)
 			require.NotEmpty(t, retries, daemontest.Kinds(evs))
 			i := slices.Index(seen, api.StateWaitingAPI)
 			require.GreaterOrEqual(t, i, 0, "runs.get never said waiting_api: %v", seen)

@@ -11,7 +11,6 @@ import (
 	"github.com/card-dev/card/daemon/daemontest"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/internal/proc"
-	"github.com/card-dev/card/spawn"
 )
 
 // claudeCase is the Claude Code case of cases().
@@ -67,9 +66,9 @@ func TestASilentAPIStallsTheRealClaudeThenEndsItWithItsGroup(t *testing.T) {
 	last := evs[len(evs)-1]
 	require.Equal(t, api.EventRunError, last.Kind, daemontest.Kinds(evs))
 	require.NotNil(t, last.Result.Error)
-	assert.Equal(t, spawn.KindStalled, last.Result.Error.Kind, last.Result.Error.Message)
+	assert.Equal(t, api.KindStalled, last.Result.Error.Kind, last.Result.Error.Message)
 	assert.Contains(t, last.Result.Error.Message, "stall_kill_secs = 8")
-	stalled := ofKind(evs, spawn.EventStalled)
+	stalled := ofKind(evs, api.EventStalled)
 	require.NotEmpty(t, stalled, daemontest.Kinds(evs))
 	assert.LessOrEqual(t, len(stalled), 2, "one stalled event per silence: %s", daemontest.Kinds(evs))
 	assert.EqualValues(t, 8000, stalled[len(stalled)-1].KillAfterMs)
@@ -103,6 +102,6 @@ func TestASlowButSteadyAPINeverStallsTheRealClaude(t *testing.T) {
 	last := evs[len(evs)-1]
 	require.Equal(t, api.EventDone, last.Kind, "%s: %+v", daemontest.Kinds(evs), last.Result.Error)
 	assert.Equal(t, answer, last.Result.Answer)
-	assert.Empty(t, ofKind(evs, spawn.EventStalled), daemontest.Kinds(evs))
+	assert.Empty(t, ofKind(evs, api.EventStalled), daemontest.Kinds(evs))
 	assert.Greater(t, took, time.Duration(kill)*time.Second, "the run must outlast stall_kill_secs for the test to mean anything")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/card-dev/card/agent"
+	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/spawn"
 )
@@ -61,7 +62,7 @@ func TestWarmFollowUpAgainstAColdTurn(t *testing.T) {
 				var at time.Duration
 				start := time.Now()
 				require.NoError(t, run(func(e spawn.Event) {
-					if e.Kind == spawn.EventText {
+					if e.Kind == api.EventText {
 						once.Do(func() { at = time.Since(start) })
 					}
 				}))

@@ -135,7 +135,7 @@ func startAgent(t *testing.T, c cli, script standin.Script, mode spawn.Mode) *ag
 	return a
 }
 
-func (a *agentUp) turn(t *testing.T, ctx context.Context, prompt string, onEvent func(spawn.Event)) (spawn.Result, error) {
+func (a *agentUp) turn(t *testing.T, ctx context.Context, prompt string, onEvent func(spawn.Event)) (api.Result, error) {
 	t.Helper()
 	var mu sync.Mutex
 	return a.w.Turn(ctx, spawn.TurnSpec{Prompt: prompt, OnEvent: func(e spawn.Event) {
@@ -173,7 +173,7 @@ func TestASecondTurnRunsInTheSameProcessAndCarriesTheFirst(t *testing.T) {
 			if c.id != agent.ClaudeCode {
 				// The stand-in's usage is the same each turn: so is a
 				// turn's, though Copilot and Droid report the session's.
-				assert.Equal(t, spawn.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "a turn's usage is its own")
+				assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "a turn's usage is its own")
 			}
 			if firstCost != nil && res.CostUSD != nil {
 				// The stand-in's usage is the same each turn: so is a
@@ -212,14 +212,14 @@ func TestACancelledRealTurnEndsAndTheAgentTakesTheNext(t *testing.T) {
 			var once sync.Once
 			start := time.Now()
 			_, err := a.turn(t, ctx, "Count to twelve.", func(e spawn.Event) {
-				if e.Kind == spawn.EventText {
+				if e.Kind == api.EventText {
 					once.Do(cancel)
 				}
 			})
 			cancel()
 			var e *spawn.Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, spawn.KindCancelled, e.Kind, "%v", err)
+			assert.Equal(t, api.KindCancelled, e.Kind, "%v", err)
 			took := time.Since(start)
 			t.Logf("%s: cancelled turn took %s, agent alive after: %v (%s)", c.id, took, a.w.Alive(), e.Message)
 			require.True(t, a.w.Alive(), "the cancel was taken inside the protocol: %v", err)
@@ -377,7 +377,7 @@ func TestSteerJoinsTheRunningTurnWhereTheCLIHasAWay(t *testing.T) {
 			var once sync.Once
 			steered := make(chan error, 1)
 			res, err := a.turn(t, timeout(t, 120*time.Second), "Count to eight.", func(e spawn.Event) {
-				if e.Kind == spawn.EventText {
+				if e.Kind == api.EventText {
 					// Off the event callback: Steer waits for the
 					// agent's answer, which the callback's reader brings.
 					once.Do(func() { go func() { steered <- a.w.Steer(context.Background(), "Also say BANANA-THREE.") }() })
