@@ -342,16 +342,17 @@ export function buildCard(dir) {
 
 /**
  * Starts `card serve` on a random loopback port in a new private home and
- * resolves once it has written daemon.json.
+ * resolves once it has written daemon.json; args go after serve's own
+ * (`--fake-agents` for the tests that drive card's fake agents).
  * @param {string} card
- * @param {{ home?: string, env?: NodeJS.ProcessEnv, config?: string }} [opts]
+ * @param {{ home?: string, env?: NodeJS.ProcessEnv, config?: string, args?: string[] }} [opts]
  */
 export async function serve(card, opts = {}) {
   const home = opts.home ?? join(mkdtempSync(join(tmpdir(), 'card-ts-')), 'home');
   const { mkdirSync } = await import('node:fs');
   mkdirSync(home, { recursive: true, mode: 0o700 });
   if (opts.config !== undefined) writeFileSync(join(home, 'card.toml'), opts.config, { mode: 0o600 });
-  const child = spawn(card, ['serve', '--home', home, '--addr', '127.0.0.1:0', '--log-level', 'warn'], {
+  const child = spawn(card, ['serve', '--home', home, '--addr', '127.0.0.1:0', '--log-level', 'warn', ...(opts.args ?? [])], {
     env: opts.env ?? { PATH: '/usr/bin:/bin', HOME: home },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

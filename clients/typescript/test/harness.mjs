@@ -88,6 +88,38 @@ export async function startDaemon(t, o = {}) {
   return { ...d, env, card, restart };
 }
 
+/**
+ * Starts `card serve --fake-agents` for the test, as an app's own tests
+ * would: a temp home, login_shell_path off and a bare PATH, so the agents
+ * it serves are card's fake ones (`fake`, `fake-2`) and no agent CLI of the
+ * machine. Stopped after the test; restart brings it up again on the same
+ * home, where the fake agents keep their sessions.
+ * @param {import('node:test').TestContext} t
+ */
+export async function startFakeAgents(t) {
+  const { card } = binaries();
+  const dir = mkdtempSync(join(tmpdir(), 'card-ts-fake-'));
+  const home = join(dir, 'home');
+  const stops = [];
+  t.after(async () => {
+    for (const stop of stops) await stop();
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
+  });
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const env = { PATH: '/usr/bin:/bin', HOME: home };
+  const args = ['--fake-agents'];
+  const d = await serve(card, { home, env, args, config: 'login_shell_path = false\n' });
+  daemons.add(d.child);
+  stops.push(() => d.stop());
+  const restart = async () => {
+    const again = await serve(card, { home, env, args });
+    daemons.add(again.child);
+    stops.push(() => again.stop());
+    return again;
+  };
+  return { ...d, env, card, restart };
+}
+
 /** Runs fn with CARD_HOME set to home, restoring it after. */
 export async function withHome(home, fn) {
   const prev = process.env.CARD_HOME;
