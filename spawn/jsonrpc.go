@@ -213,16 +213,18 @@ func (r *rpcClient) notServed(hctx context.Context, req *jsonrpc2.Request, what 
 
 // running is the turn a message of the agent's belongs to, with the
 // message's params; between turns it is answered there (a question with
-// its no, in questions) and there is none.
+// its no, in questions) and there is none, but the params still come: a
+// notification between turns (ACP's list of slash commands, sent right
+// after session/new) can say what the next turn needs.
 func (r *rpcClient) running(hctx context.Context, req *jsonrpc2.Request, questions map[string]any) (*turn, json.RawMessage) {
-	t := r.a.current()
-	if t == nil {
-		r.between(hctx, req, questions)
-		return nil, nil
-	}
 	var params json.RawMessage
 	if req.Params != nil {
 		params = *req.Params
+	}
+	t := r.a.current()
+	if t == nil {
+		r.between(hctx, req, questions)
+		return nil, params
 	}
 	return t, params
 }
