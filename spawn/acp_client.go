@@ -414,7 +414,7 @@ func (c *acpClient) usageUpdate(t *turn, st *acpTurn, u *acp.UsageUpdate) {
 	}
 	st.cost = &spent
 	us := st.usage
-	t.emit(Event{Kind: api.EventUsage, Usage: &us, costUSD: spent})
+	t.emit(Event{Kind: api.EventUsage, Usage: &us, costUSD: spent, capsOnly: true})
 }
 
 // acpMetaUsage reads tokens from a _meta's "usage" in the field names of

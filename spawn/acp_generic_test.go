@@ -277,7 +277,7 @@ func (f *fakeAgent) startWarm(t *testing.T, mode Mode, lim Limits) *Warm {
 // its part since its prompt, reported in its result and fed to its budget
 // as it comes (the run ends once it passes max_cost_usd); a warm turn's is
 // its own part. Its token counts are the context window's and are not
-// counted as spent.
+// counted as spent, nor sent as a usage of zero tokens.
 func TestAUsageUpdatesCostIsTheTurnsPartAndHeldByTheBudget(t *testing.T) {
 	withDialect(t, genericDialect(func(*acpDialect) {}))
 	f := newFakeAgent(t, nil)
@@ -286,7 +286,14 @@ func TestAUsageUpdatesCostIsTheTurnsPartAndHeldByTheBudget(t *testing.T) {
 	require.NotNil(t, res.CostUSD)
 	assert.InDelta(t, 0.75, *res.CostUSD, 1e-9)
 	assert.Equal(t, api.Usage{InputTokens: 10, OutputTokens: 5}, res.Usage, "tokens from the result, not the context fill")
-	assert.Contains(t, kinds(evs), api.EventUsage)
+	var usages []api.Usage
+	for _, ev := range evs {
+		if ev.Kind == api.EventUsage {
+			usages = append(usages, *ev.Usage)
+		}
+	}
+	assert.Equal(t, []api.Usage{{InputTokens: 10, OutputTokens: 5}}, usages,
+		"one usage event, the turn's: a usage_update tells the budget its cost, not the client a usage of nothing")
 
 	p := f.plan(ModeReadOnly, "")
 	p.Caps = &PlanCaps{MaxCostUSD: 0.5, Program: "fake"}

@@ -141,7 +141,7 @@ func (e *emitter) emitLocked(evs []Event) {
 			continue
 		}
 		e.flushLocked()
-		if e.onEvent != nil && (v.end == nil || ev.Kind != api.EventRetry) {
+		if e.onEvent != nil && (v.end == nil || ev.Kind != api.EventRetry) && !ev.capsOnly {
 			e.onEvent(*ev)
 		}
 		if v.end == nil {

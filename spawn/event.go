@@ -57,6 +57,11 @@ type Event struct {
 	// without it carries the run's total so far.
 	perCall bool
 	costUSD float64
+	// capsOnly marks a usage event that only tells card's caps the turn's
+	// cost so far (an ACP usage_update, which says nothing of the turn's
+	// tokens): it is not sent, as a usage of zero tokens would mislead a
+	// client; the turn's usage and cost come in its last usage event.
+	capsOnly bool
 }
 
 // Wire is e as it goes on the wire: the same fields, less the parser's
