@@ -600,9 +600,11 @@ func (st *session) configOptions() []acp.SessionConfigOption {
 	st.mu.Lock()
 	model, effort, adapter, agents, wt := st.model, st.effort, st.adapter, st.agents, st.worktree
 	st.mu.Unlock()
-	name := adapter
+	name, takesModel := adapter, true
 	if facts, ok := agent.Lookup(adapter); ok {
-		name = facts.DisplayName
+		// An agent declared in card.toml runs as declared: card sends it
+		// no model, so it offers no model to pick.
+		name, takesModel = facts.DisplayName, facts.Declared == nil
 	}
 	def := acp.SessionConfigSelectOption{Value: api.ConfigureDefault, Name: "Default", Description: ptr(name + " chooses (card passes no flag)")}
 	models := []acp.SessionConfigSelectOption{def}
@@ -613,9 +615,11 @@ func (st *session) configOptions() []acp.SessionConfigOption {
 	if len(agents) > 0 {
 		opts = append(opts, agentOption(adapter, agents))
 	}
-	opts = append(opts, acp.SessionConfigOption{ID: configModel, Name: "Model", Category: ptr("model"), Type: "select",
-		Description:  ptr("From the next turn. Any model id " + name + " takes may be set; card does not list the CLI's models."),
-		CurrentValue: orDefault(model), Options: mustJSON(models)})
+	if takesModel {
+		opts = append(opts, acp.SessionConfigOption{ID: configModel, Name: "Model", Category: ptr("model"), Type: "select",
+			Description:  ptr("From the next turn. Any model id " + name + " takes may be set; card does not list the CLI's models."),
+			CurrentValue: orDefault(model), Options: mustJSON(models)})
+	}
 	if levels := effortLevels(adapter); len(levels) > 0 {
 		efforts := []acp.SessionConfigSelectOption{def}
 		for _, l := range levels {

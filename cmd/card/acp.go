@@ -70,7 +70,7 @@ func (e env) acp(args []string) int {
 	adapter := ""
 	if len(pos) == 1 {
 		if _, known := agent.Lookup(pos[0]); !known {
-			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of claude-code, codex, gemini, copilot, droid or pi, an agent card.toml declares ([agents.<id>]), or none", pos[0]))
+			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of %s (an agent card.toml declares is one of them once declared), or none", pos[0], strings.Join(agent.IDs(), ", ")))
 		}
 		adapter = pos[0]
 	}
@@ -150,7 +150,7 @@ func (e env) printACPConfig(editor string, pos []string, npx bool, home, mode st
 	var adapters []string
 	if len(pos) == 1 {
 		if _, known := agent.Lookup(pos[0]); !known {
-			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of claude-code, codex, gemini, copilot, droid or pi", pos[0]))
+			return e.usageError(acpDoc, fmt.Sprintf("no adapter %q: name one of %s", pos[0], strings.Join(agent.IDs(), ", ")))
 		}
 		adapters = pos
 	} else {

@@ -160,10 +160,51 @@ func (p *acpPeer) call(method string, params, out any) {
 // its config option, resumed and closed.
 func TestCardACPPassesTheRegistrysChecksOfAnAgent(t *testing.T) {
 	d := replayDaemon(t)
+	registryChecks(t, d.Home, true, func(p *acpPeer, sessionID string, agents []string) {
+		assert.Equal(t, []string{"claude-code"}, agents)
+	})
+}
+
+// The same checks against a daemon whose only agents are the fake ones,
+// declared in card.toml (where `card acp`, a process of its own, reads
+// them too): they are the agents `card acp` offers, and a prompt in the
+// session the checks made is answered by one.
+func TestCardACPWithTheFakeAgentsPassesTheRegistrysChecksAndAnswers(t *testing.T) {
+	bin := daemontest.Build(t)
+	home := t.TempDir()
+	// card acp runs in this process and declares what card.toml declares
+	// here, for the other tests to see unless taken back.
+	t.Cleanup(func() { agent.Forget("fake"); agent.Forget("fake-2") })
+	config := "login_shell_path = false\n"
+	for _, d := range fakeAgentDecls(bin, home) {
+		config += fmt.Sprintf("\n[agents.%s]\nname = %q\ncommand = [%q, %q, %q, %q, %q]\nversion_args = [%q, %q]\n",
+			d.ID, d.Name, d.Command[0], d.Command[1], d.Command[2], d.Command[3], d.Command[4], d.VersionArgs[0], d.VersionArgs[1])
+	}
+	// Pinned, as --fake-agents pins them: detection does not take a
+	// binary from a temp dir it meets on a search path.
+	p := daemontest.Serve(t, bin, daemontest.Options{Home: home, Config: config, Environ: fakeAgentPins(bin, fakeAgentDecls(bin, home))})
+	registryChecks(t, p.Home, false, func(peer *acpPeer, sessionID string, agents []string) {
+		assert.Equal(t, []string{"fake", "fake-2"}, agents)
+		var answer struct {
+			StopReason string `json:"stopReason"`
+		}
+		peer.call("session/prompt", map[string]any{"sessionId": sessionID, "prompt": []any{map[string]any{"type": "text", "text": "Remember the word heron."}}}, &answer)
+		assert.Equal(t, "end_turn", answer.StopReason)
+		assert.Contains(t, peer.out.String(), "heron", "the fake agent's answer reached the editor")
+	})
+}
+
+// registryChecks runs the registry's checks against `card acp` on the
+// daemon of home; during runs in the session the checks made, with the
+// ids the session's agent option offers, before it is closed. An agent
+// that takes no model (one declared in card.toml) offers no model option,
+// and the model step checks that instead.
+func registryChecks(t *testing.T, home string, takesModel bool, during func(p *acpPeer, sessionID string, agents []string)) {
+	t.Helper()
 	in, feed := io.Pipe()
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run([]string{"acp", "--home", d.Home}, in, out, errOut) }()
+	go func() { done <- run([]string{"acp", "--home", home}, in, out, errOut) }()
 	p := &acpPeer{t: t, feed: feed, out: out}
 
 	var init struct {
@@ -175,7 +216,7 @@ func TestCardACPPassesTheRegistrysChecksOfAnAgent(t *testing.T) {
 	}
 	p.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, &init)
 	assert.Equal(t, 1, init.ProtocolVersion)
-	require.NotEmpty(t, init.AuthMethods)
+	require.NotEmpty(t, init.AuthMethods, "%s\n%s", out.String(), errOut.String())
 	for _, m := range init.AuthMethods {
 		assert.Contains(t, []string{"agent", "terminal"}, m.Type, "auth method %s", m.ID)
 	}
@@ -186,15 +227,27 @@ func TestCardACPPassesTheRegistrysChecksOfAnAgent(t *testing.T) {
 		ConfigOptions []struct {
 			ID           string `json:"id"`
 			CurrentValue any    `json:"currentValue"`
+			Options      []struct {
+				Value string `json:"value"`
+			} `json:"options"`
 		} `json:"configOptions"`
 	}
 	p.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}, &created)
 	require.NotEmpty(t, created.SessionID)
-	var ids []string
+	var ids, agents []string
 	for _, o := range created.ConfigOptions {
 		ids = append(ids, o.ID)
+		if o.ID == "agent" {
+			for _, v := range o.Options {
+				agents = append(agents, v.Value)
+			}
+		}
 	}
-	assert.Equal(t, []string{"agent", "model", "effort", "isolation"}, ids)
+	if !takesModel {
+		assert.Equal(t, []string{"agent", "isolation"}, ids)
+	} else {
+		assert.Equal(t, []string{"agent", "model", "effort", "isolation"}, ids)
+	}
 
 	var listed struct {
 		Sessions []struct {
@@ -208,19 +261,22 @@ func TestCardACPPassesTheRegistrysChecksOfAnAgent(t *testing.T) {
 	}
 	assert.True(t, found, "session/list lists the new session")
 
-	var set struct {
-		ConfigOptions []struct {
-			ID           string `json:"id"`
-			CurrentValue any    `json:"currentValue"`
-		} `json:"configOptions"`
-	}
-	p.call("session/set_config_option", map[string]any{"sessionId": created.SessionID, "configId": "model", "value": "claude-sonnet-4-5"}, &set)
-	for _, o := range set.ConfigOptions {
-		if o.ID == "model" {
-			assert.Equal(t, "claude-sonnet-4-5", o.CurrentValue)
+	if takesModel {
+		var set struct {
+			ConfigOptions []struct {
+				ID           string `json:"id"`
+				CurrentValue any    `json:"currentValue"`
+			} `json:"configOptions"`
+		}
+		p.call("session/set_config_option", map[string]any{"sessionId": created.SessionID, "configId": "model", "value": "claude-sonnet-4-5"}, &set)
+		for _, o := range set.ConfigOptions {
+			if o.ID == "model" {
+				assert.Equal(t, "claude-sonnet-4-5", o.CurrentValue)
+			}
 		}
 	}
 	p.call("session/resume", map[string]any{"sessionId": created.SessionID, "cwd": cwd}, nil)
+	during(p, created.SessionID, agents)
 	p.call("session/close", map[string]any{"sessionId": created.SessionID}, nil)
 	require.NoError(t, feed.Close())
 	assert.Equal(t, exitOK, exitOf(t, done), errOut.String())
