@@ -23,13 +23,13 @@ import (
 )
 
 // The deterministic sequence that killed the daemon every time with SIGFPE:
-// the six real CLIs on its PATH, card.toml giving Codex and Gemini provider
+// the real CLIs on its PATH, card.toml giving Codex and Gemini provider
 // args, the stand-ins' environment; one agents.detect; each CLI's --version
 // run by hand (about ten seconds, well past the moment the daemon used to
 // advise away pages of its own mappings); then agents.detect with refresh,
 // whose probes start the threads that died.
 func TestDetectingAgainAfterTheCLIsRanNeverKillsTheDaemon(t *testing.T) {
-	names := []string{"claude", "codex", "gemini", "copilot", "droid", "pi"}
+	names := []string{"claude", "codex", "gemini", "copilot", "droid", "pi", "opencode", "qwen"}
 	var binDir string
 	for _, n := range names {
 		binDir = filepath.Dir(standin.CLI(t, n))
@@ -57,7 +57,7 @@ func TestDetectingAgainAfterTheCLIsRanNeverKillsTheDaemon(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		specs, err := p.Client.Detect(ctx, api.DetectParams{})
 		require.NoError(t, err)
-		assert.Len(t, specs, len(names), "round %d: the six CLIs are found", round)
+		assert.Len(t, specs, len(names), "round %d: every installed CLI is found", round)
 		for _, name := range names {
 			cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), "--version")
 			cmd.Env, cmd.Dir = environ, home
