@@ -317,68 +317,11 @@ func (a *agent) prompt(sid, _ string, blocks []struct {
 	metaUsage := false
 	for i, line := range strings.Split(text, "\n") {
 		word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
-		callID := fmt.Sprintf("call-%d", i)
 		switch word {
 		case "WRITE", "RUN":
-			kind, title, locs := "edit", "write "+rest, []any{}
-			path, body, _ := strings.Cut(rest, " ")
-			if word == "RUN" {
-				kind, title = "execute", rest
-			} else {
-				locs = append(locs, map[string]any{"path": path})
-			}
-			a.update(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": callID, "title": title, "kind": kind, "status": "pending", "locations": locs})
-			res := a.call("session/request_permission", map[string]any{"sessionId": sid,
-				"toolCall": map[string]any{"toolCallId": callID, "title": title, "kind": kind, "locations": locs},
-				"options":  []any{map[string]any{"optionId": "yes", "name": "Allow", "kind": "allow_once"}, map[string]any{"optionId": "no", "name": "Reject", "kind": "reject_once"}}})
-			var r struct {
-				Outcome struct {
-					Outcome  string `json:"outcome"`
-					OptionID string `json:"optionId"`
-				} `json:"outcome"`
-			}
-			_ = json.Unmarshal(res, &r)
-			if r.Outcome.OptionID != "yes" {
-				outcomes = append(outcomes, word+" denied")
-				a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": callID, "status": "failed"})
-				continue
-			}
-			var err error
-			if word == "WRITE" {
-				err = os.WriteFile(path, []byte(body), 0o644)
-			} else {
-				err = exec.Command("sh", "-c", rest).Run()
-			}
-			outcomes = append(outcomes, fmt.Sprintf("%s done (%v)", word, err))
-			a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": callID, "status": "completed"})
+			outcomes = append(outcomes, a.tool(sid, fmt.Sprintf("call-%d", i), word, rest))
 		case "READ", "FSWRITE":
-			a.mu.Lock()
-			declared := a.fs
-			a.mu.Unlock()
-			if !declared {
-				outcomes = append(outcomes, word+" skipped: the client declared no fs")
-				continue
-			}
-			if word == "FSWRITE" {
-				path, body, _ := strings.Cut(rest, " ")
-				r := a.callFull("fs/write_text_file", map[string]any{"sessionId": sid, "path": path, "content": body})
-				if r.err != "" {
-					outcomes = append(outcomes, "FSWRITE error: "+r.err)
-				} else {
-					outcomes = append(outcomes, "FSWRITE ok")
-				}
-				continue
-			}
-			r := a.callFull("fs/read_text_file", map[string]any{"sessionId": sid, "path": rest})
-			var c struct {
-				Content string `json:"content"`
-			}
-			_ = json.Unmarshal(r.result, &c)
-			if r.err != "" {
-				outcomes = append(outcomes, "READ error: "+r.err)
-			} else {
-				outcomes = append(outcomes, "READ "+c.Content)
-			}
+			outcomes = append(outcomes, a.fsCall(sid, word, rest))
 		case "MODE":
 			a.mu.Lock()
 			outcomes = append(outcomes, "MODE "+a.modes[sid])
@@ -423,4 +366,67 @@ func (a *agent) prompt(sid, _ string, blocks []struct {
 		return map[string]any{"stopReason": "end_turn"}
 	}
 	return map[string]any{"stopReason": "end_turn", "usage": usage}
+}
+
+// tool runs a WRITE or RUN line as an agent's own tool call: announced,
+// asked for through session/request_permission, done only when allowed.
+func (a *agent) tool(sid, callID, word, rest string) string {
+	kind, title, locs := "edit", "write "+rest, []any{}
+	path, body, _ := strings.Cut(rest, " ")
+	if word == "RUN" {
+		kind, title = "execute", rest
+	} else {
+		locs = append(locs, map[string]any{"path": path})
+	}
+	a.update(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": callID, "title": title, "kind": kind, "status": "pending", "locations": locs})
+	res := a.call("session/request_permission", map[string]any{"sessionId": sid,
+		"toolCall": map[string]any{"toolCallId": callID, "title": title, "kind": kind, "locations": locs},
+		"options":  []any{map[string]any{"optionId": "yes", "name": "Allow", "kind": "allow_once"}, map[string]any{"optionId": "no", "name": "Reject", "kind": "reject_once"}}})
+	var r struct {
+		Outcome struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+	}
+	_ = json.Unmarshal(res, &r)
+	if r.Outcome.OptionID != "yes" {
+		a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": callID, "status": "failed"})
+		return word + " denied"
+	}
+	var err error
+	if word == "WRITE" {
+		err = os.WriteFile(path, []byte(body), 0o644)
+	} else {
+		err = exec.Command("sh", "-c", rest).Run()
+	}
+	a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": callID, "status": "completed"})
+	return fmt.Sprintf("%s done (%v)", word, err)
+}
+
+// fsCall runs a READ or FSWRITE line through the client's fs methods, which
+// it may call only when the client declared them.
+func (a *agent) fsCall(sid, word, rest string) string {
+	a.mu.Lock()
+	declared := a.fs
+	a.mu.Unlock()
+	if !declared {
+		return word + " skipped: the client declared no fs"
+	}
+	if word == "FSWRITE" {
+		path, body, _ := strings.Cut(rest, " ")
+		r := a.callFull("fs/write_text_file", map[string]any{"sessionId": sid, "path": path, "content": body})
+		if r.err != "" {
+			return "FSWRITE error: " + r.err
+		}
+		return "FSWRITE ok"
+	}
+	r := a.callFull("fs/read_text_file", map[string]any{"sessionId": sid, "path": rest})
+	var c struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(r.result, &c)
+	if r.err != "" {
+		return "READ error: " + r.err
+	}
+	return "READ " + c.Content
 }
