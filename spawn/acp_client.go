@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -136,6 +137,11 @@ type acpTurn struct {
 	// metaUsage is the turn's tokens as the last chunk's _meta had them,
 	// for a dialect that reads them there.
 	metaUsage *api.Usage
+	// allowedWrites counts, by cleaned path, the edits the client allowed
+	// this turn in ask mode that the agent has not yet written through
+	// card's fs: an agent that asks and then writes through the client
+	// (Qwen Code) would otherwise put one edit to the person twice.
+	allowedWrites map[string]int
 }
 
 // acpClientOf is the Session.New of an adapter run over ACP in dialect d.
@@ -707,7 +713,35 @@ func (c *acpClient) permission(ctx context.Context, t *turn, p acp.RequestPermis
 	}
 
 	d := t.approve(ctx, Question{Tool: name, Input: input, ToolUseID: call.ToolCallID, Summary: acpSummary(name, call, input)})
+	if d.Allow && c.mode == ModeAsk && c.dialect.fs && call.Kind == acp.ToolEdit {
+		c.mu.Lock()
+		st = c.turnOf(t)
+		for _, l := range call.Locations {
+			if filepath.IsAbs(l.Path) {
+				if st.allowedWrites == nil {
+					st.allowedWrites = map[string]int{}
+				}
+				st.allowedWrites[filepath.Clean(l.Path)]++
+			}
+		}
+		c.mu.Unlock()
+	}
 	return acpAnswer(p.Options, d.Allow)
+}
+
+// takeAllowedWrite says whether the client already allowed, this turn, an
+// edit of path the agent has not yet written, and uses that answer up: one
+// question answers one write.
+func (c *acpClient) takeAllowedWrite(t *turn, path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turnOf(t)
+	p := filepath.Clean(path)
+	if st.allowedWrites[p] == 0 {
+		return false
+	}
+	st.allowedWrites[p]--
+	return true
 }
 
 // acpAnswer is the outcome for a decision: the agent's allow-once option

@@ -28,7 +28,9 @@ import (
 //   - read_only: refused.
 //   - edit: allowed when the path resolves, symlinks followed, under the
 //     cwd (underDir, the rule the permission answers use).
-//   - ask: put to the client (agents.approve), as a question.
+//   - ask: put to the client (agents.approve), as a question, unless the
+//     client allowed this turn the agent's edit of that same path and the
+//     agent now writes it: that write is the edit already answered.
 //   - bypass: allowed.
 //
 // A write replaces the file whole through a temp file (a reader never
@@ -160,6 +162,9 @@ func (c *acpClient) writeFile(ctx context.Context, t *turn, p acp.WriteTextFileR
 			return refuse("card's edit mode refused the agent's write: " + err.Error())
 		}
 	case ModeAsk:
+		if c.takeAllowedWrite(t, p.Path) {
+			break
+		}
 		in, _ := json.Marshal(map[string]any{"file_path": p.Path, "content": clip(p.Content, maxRaw)})
 		d := t.approve(ctx, Question{Tool: "write_text_file", Input: in, Summary: "write_text_file: " + p.Path})
 		if !d.Allow {

@@ -167,6 +167,54 @@ func TestCardServesTheAgentsFileReadsAndWritesUnderTheSessionsMode(t *testing.T)
 	}
 }
 
+// An agent that asks to edit a file and then writes it through card's fs
+// (as Qwen Code does) puts one question to the person, not two; the answer
+// covers that one write of that path only: a second write of it, or a write
+// of another path, is asked again.
+func TestAnEditTheClientAllowedIsWrittenThroughCardsFSWithoutASecondQuestion(t *testing.T) {
+	withDialect(t, genericDialect(func(d *acpDialect) { d.fs = true }))
+	for _, tc := range []struct {
+		name    string
+		script  func(a, b string) string
+		asked   int
+		written []string
+	}{
+		{"one edit asked once and written", func(a, _ string) string {
+			return "ASKFSWRITE " + a + " hello\nedit it"
+		}, 1, []string{"a"}},
+		{"a second write of the same path is asked again", func(a, _ string) string {
+			return "ASKFSWRITE " + a + " hello\nFSWRITE " + a + " again\nedit it"
+		}, 2, []string{"a"}},
+		{"an answer about one path does not cover another", func(a, b string) string {
+			return "ASKFSWRITE " + a + " hello\nFSWRITE " + b + " other\nedit it"
+		}, 2, []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t, nil)
+			a, b := filepath.Join(f.cwd, "a.txt"), filepath.Join(f.cwd, "b.txt")
+			allow := &recorder{answer: func(Question) Decision { return Decision{Allow: true} }}
+			res, _, err := f.run(t, ModeAsk, "", tc.script(a, b), allow, Limits{})
+			require.NoError(t, err)
+			assert.Len(t, allow.asked, tc.asked, "questions put to the client")
+			for _, name := range tc.written {
+				assert.FileExists(t, filepath.Join(f.cwd, name+".txt"))
+			}
+			assert.NotContains(t, res.Answer, "error")
+		})
+	}
+
+	t.Run("a denied edit is not written and its write is asked again", func(t *testing.T) {
+		f := newFakeAgent(t, nil)
+		a := filepath.Join(f.cwd, "a.txt")
+		deny := &recorder{answer: func(Question) Decision { return Decision{} }}
+		res, _, err := f.run(t, ModeAsk, "", "ASKFSWRITE "+a+" hello\nFSWRITE "+a+" sneaky\nedit it", deny, Limits{})
+		require.NoError(t, err)
+		assert.Len(t, deny.asked, 2)
+		assert.NoFileExists(t, a)
+		assert.Contains(t, res.Answer, "ASKFSWRITE denied")
+	})
+}
+
 // A missing file is ACP's resource-not-found, which agents read as "no
 // such file"; a relative path is refused naming the field; a line window
 // reads the lines asked for.

@@ -423,3 +423,39 @@ func TestAskModesQuestionReachesTheClientAndADenialHolds(t *testing.T) {
 		})
 	}
 }
+
+// An edit the client allows in ask mode is asked once: Qwen Code asks and
+// then writes through card's fs/write_text_file, which card takes as the
+// edit already answered (it was two questions before); OpenCode asks and
+// writes the file itself.
+func TestAskModesAllowedEditIsWrittenAfterOneQuestion(t *testing.T) {
+	for _, c := range clis {
+		t.Run(c.id, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var qs []api.ApproveParams
+			allow := func(_ context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
+				mu.Lock()
+				qs = append(qs, q)
+				mu.Unlock()
+				return api.ApproveAnswer{Decision: api.DecisionAllow}, nil
+			}
+			placeholder := filepath.Join(t.TempDir(), "x")
+			script := standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(placeholder)}}
+			r := serve(t, c, script, client.Options{OnApprove: allow}, nil)
+			target := filepath.Join(r.project, "asked.txt")
+			r.server.SetScript(standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(target)}})
+			res, err := r.proc.Client.Invoke(ctxFor(t, 4*time.Minute), api.InvokeParams{
+				AgentSettings: api.AgentSettings{ID: c.id, Cwd: r.project, PermissionMode: "ask", TimeoutSecs: 180}, Task: "write it"})
+			require.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			for i, q := range qs {
+				t.Logf("%s: question %d: %s %s", c.id, i+1, q.Tool.Name, q.Summary)
+			}
+			t.Logf("%s: status %s, answer %q", c.id, res.Status, res.Answer)
+			assert.FileExists(t, target, "an allowed write did not happen")
+			assert.Len(t, qs, 1, "one edit, one question")
+		})
+	}
+}

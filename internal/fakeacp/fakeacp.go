@@ -12,6 +12,7 @@
 //	                      $HOME/.fakeacp/cancelled-<session id>)
 //	READ <path>           read path through the client (fs/read_text_file)
 //	FSWRITE <path> <text> write path through the client (fs/write_text_file), unasked
+//	ASKFSWRITE <path> <text> ask permission to edit path, then write it through the client if allowed
 //	MODE                  say the session's mode (session/set_mode sets it)
 //	HOW                   say how the session was opened: new, load or resume
 //	COST <usd>            send a usage_update with the session's cost so far
@@ -33,6 +34,7 @@ package fakeacp
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -318,7 +320,7 @@ func (a *agent) prompt(sid, _ string, blocks []struct {
 	for i, line := range strings.Split(text, "\n") {
 		word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch word {
-		case "WRITE", "RUN":
+		case "WRITE", "RUN", "ASKFSWRITE":
 			outcomes = append(outcomes, a.tool(sid, fmt.Sprintf("call-%d", i), word, rest))
 		case "READ", "FSWRITE":
 			outcomes = append(outcomes, a.fsCall(sid, word, rest))
@@ -370,6 +372,8 @@ func (a *agent) prompt(sid, _ string, blocks []struct {
 
 // tool runs a WRITE or RUN line as an agent's own tool call: announced,
 // asked for through session/request_permission, done only when allowed.
+// ASKFSWRITE is an edit asked for the same way and then written through
+// the client's fs/write_text_file, as Qwen Code does.
 func (a *agent) tool(sid, callID, word, rest string) string {
 	kind, title, locs := "edit", "write "+rest, []any{}
 	path, body, _ := strings.Cut(rest, " ")
@@ -394,9 +398,14 @@ func (a *agent) tool(sid, callID, word, rest string) string {
 		return word + " denied"
 	}
 	var err error
-	if word == "WRITE" {
+	switch word {
+	case "ASKFSWRITE":
+		if r := a.callFull("fs/write_text_file", map[string]any{"sessionId": sid, "path": path, "content": body}); r.err != "" {
+			err = errors.New(r.err)
+		}
+	case "WRITE":
 		err = os.WriteFile(path, []byte(body), 0o644)
-	} else {
+	default:
 		err = exec.Command("sh", "-c", rest).Run()
 	}
 	a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": callID, "status": "completed"})
