@@ -154,7 +154,7 @@ func phaseBurst(ctx context.Context, h *harness) *result {
 	return r
 }
 
-// phaseRestart: a restarted daemon's first agents.detect with the six real
+// phaseRestart: a restarted daemon's first agents.detect with the real
 // CLIs installed, against the slowest single `--version` and against the
 // first start's, side by side. It needs e2e/agents/node_modules (npm ci in
 // e2e/agents) and node.
@@ -166,7 +166,7 @@ func phaseRestart(ctx context.Context, h *harness) *result {
 		return r.skip("node is not on PATH")
 	}
 	var bins []string
-	for _, b := range []string{"claude", "codex", "gemini", "copilot", "droid", "pi"} {
+	for _, b := range []string{"claude", "codex", "gemini", "copilot", "droid", "pi", "opencode", "qwen"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return r.skip("the real agent CLIs are not installed in " + binDir + " (npm ci in e2e/agents)")
 		}

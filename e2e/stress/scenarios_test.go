@@ -19,7 +19,9 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
+	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
+	"github.com/card-dev/card/internal/proc"
 )
 
 // The deterministic sequence that killed the daemon every time with SIGFPE:
@@ -34,6 +36,7 @@ func TestDetectingAgainAfterTheCLIsRanNeverKillsTheDaemon(t *testing.T) {
 	for _, n := range names {
 		binDir = filepath.Dir(standin.CLI(t, n))
 	}
+	binDir = outsideScratch(t, binDir, names)
 	bin := card(t)
 	busy(t)
 	anthropic := standin.NewAnthropic(t, standin.Script{})
@@ -142,4 +145,27 @@ func TestQueuedPromptsNeverKillTheDaemonAndRunInTheOrderSent(t *testing.T) {
 		}
 	}
 	t.Logf("queued-prompt scenario: %d rounds, %d deaths", n, died)
+}
+
+// outsideScratch is a directory of the named CLIs detection will take: dir
+// itself, or, when the checkout sits in a world-writable scratch directory
+// (a clone under /tmp), one outside it holding a script for each that execs
+// the real CLI, since detection never takes a binary from a scratch
+// directory, and a daemon finding none would prove nothing here.
+func outsideScratch(t *testing.T, dir string, names []string) string {
+	t.Helper()
+	inScratch := false
+	for _, s := range detect.DefaultScratchDirs {
+		inScratch = inScratch || strings.HasPrefix(filepath.Clean(dir)+"/", s)
+	}
+	if !inScratch {
+		return dir
+	}
+	out := filepath.Join(daemontest.UserHome(t), "bin")
+	require.NoError(t, os.MkdirAll(out, 0o700))
+	for _, n := range names {
+		script := fmt.Sprintf("#!/bin/sh\nexec %q \"$@\"\n", filepath.Join(dir, n))
+		require.NoError(t, proc.WriteExecutable(filepath.Join(out, n), []byte(script)))
+	}
+	return out
 }
