@@ -365,7 +365,7 @@ func UserHome(t testing.TB) string {
 		candidates = append(candidates, filepath.Join(u.HomeDir, ".cache"))
 	}
 	for _, c := range candidates {
-		if !inScratch(c) {
+		if !InScratch(c) {
 			base = c
 			break
 		}
@@ -384,7 +384,9 @@ func UserHome(t testing.TB) string {
 	return dir
 }
 
-func inScratch(dir string) bool {
+// InScratch says whether dir lies in one of the world-writable scratch
+// directories detection never takes a binary from.
+func InScratch(dir string) bool {
 	for _, s := range detect.DefaultScratchDirs {
 		if strings.HasPrefix(filepath.Clean(dir)+"/", s) {
 			return true

@@ -19,7 +19,6 @@ import (
 	"github.com/card-dev/card/api"
 	"github.com/card-dev/card/client"
 	"github.com/card-dev/card/daemon/daemontest"
-	"github.com/card-dev/card/detect"
 	"github.com/card-dev/card/e2e/standin"
 	"github.com/card-dev/card/internal/proc"
 )
@@ -154,11 +153,7 @@ func TestQueuedPromptsNeverKillTheDaemonAndRunInTheOrderSent(t *testing.T) {
 // directory, and a daemon finding none would prove nothing here.
 func outsideScratch(t *testing.T, dir string, names []string) string {
 	t.Helper()
-	inScratch := false
-	for _, s := range detect.DefaultScratchDirs {
-		inScratch = inScratch || strings.HasPrefix(filepath.Clean(dir)+"/", s)
-	}
-	if !inScratch {
+	if !daemontest.InScratch(dir) {
 		return dir
 	}
 	out := filepath.Join(daemontest.UserHome(t), "bin")
