@@ -392,31 +392,43 @@ func TestReadOnlyRunsNoShellCommand(t *testing.T) {
 	}
 }
 
+// askToWrite runs c in ask mode on a model that writes asked.txt in the
+// project, the client answering every question with decision; it gives
+// the file's path and the questions asked, in order.
+func askToWrite(t *testing.T, c cli, decision string) (string, []api.ApproveParams) {
+	t.Helper()
+	var mu sync.Mutex
+	var qs []api.ApproveParams
+	answer := func(_ context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
+		mu.Lock()
+		qs = append(qs, q)
+		mu.Unlock()
+		return api.ApproveAnswer{Decision: decision}, nil
+	}
+	placeholder := filepath.Join(t.TempDir(), "x") // replaced below, once the rig's project exists
+	script := standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(placeholder)}}
+	r := serve(t, c, script, client.Options{OnApprove: answer}, nil)
+	target := filepath.Join(r.project, "asked.txt")
+	r.server.SetScript(standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(target)}})
+	res, err := r.proc.Client.Invoke(ctxFor(t, 4*time.Minute), api.InvokeParams{
+		AgentSettings: api.AgentSettings{ID: c.id, Cwd: r.project, PermissionMode: "ask", TimeoutSecs: 180}, Task: "write it"})
+	require.NoError(t, err)
+	t.Logf("%s: status %s, answer %q, error %+v", c.id, res.Status, res.Answer, res.Error)
+	mu.Lock()
+	defer mu.Unlock()
+	for i, q := range qs {
+		t.Logf("%s: question %d: %s %s", c.id, i+1, q.Tool.Name, q.Summary)
+	}
+	return target, slices.Clone(qs)
+}
+
 // In ask mode the agent's question about a write reaches card's client as
 // agents.approve, and the client's denial holds: no file.
 func TestAskModesQuestionReachesTheClientAndADenialHolds(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
-			var mu sync.Mutex
-			var qs []api.ApproveParams
-			deny := func(_ context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
-				mu.Lock()
-				qs = append(qs, q)
-				mu.Unlock()
-				return api.ApproveAnswer{Decision: api.DecisionDeny}, nil
-			}
-			placeholder := filepath.Join(t.TempDir(), "x") // replaced below, once the rig's project exists
-			script := standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(placeholder)}}
-			r := serve(t, c, script, client.Options{OnApprove: deny}, nil)
-			target := filepath.Join(r.project, "asked.txt")
-			r.server.SetScript(standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(target)}})
-			res, err := r.proc.Client.Invoke(ctxFor(t, 4*time.Minute), api.InvokeParams{
-				AgentSettings: api.AgentSettings{ID: c.id, Cwd: r.project, PermissionMode: "ask", TimeoutSecs: 180}, Task: "write it"})
-			require.NoError(t, err)
-			t.Logf("%s: status %s, answer %q, error %+v", c.id, res.Status, res.Answer, res.Error)
-			mu.Lock()
-			defer mu.Unlock()
+			target, qs := askToWrite(t, c, api.DecisionDeny)
 			require.NotEmpty(t, qs, "no question reached the client")
 			assert.Contains(t, qs[0].Summary+string(qs[0].Tool.Input), "asked.txt", "the question names the file: %+v", qs[0])
 			assert.NoFileExists(t, target, "a denied write happened")
@@ -432,28 +444,7 @@ func TestAskModesAllowedEditIsWrittenAfterOneQuestion(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
-			var mu sync.Mutex
-			var qs []api.ApproveParams
-			allow := func(_ context.Context, q api.ApproveParams) (api.ApproveAnswer, error) {
-				mu.Lock()
-				qs = append(qs, q)
-				mu.Unlock()
-				return api.ApproveAnswer{Decision: api.DecisionAllow}, nil
-			}
-			placeholder := filepath.Join(t.TempDir(), "x")
-			script := standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(placeholder)}}
-			r := serve(t, c, script, client.Options{OnApprove: allow}, nil)
-			target := filepath.Join(r.project, "asked.txt")
-			r.server.SetScript(standin.Script{Answer: "DONE", ToolCalls: []standin.ToolCall{c.write(target)}})
-			res, err := r.proc.Client.Invoke(ctxFor(t, 4*time.Minute), api.InvokeParams{
-				AgentSettings: api.AgentSettings{ID: c.id, Cwd: r.project, PermissionMode: "ask", TimeoutSecs: 180}, Task: "write it"})
-			require.NoError(t, err)
-			mu.Lock()
-			defer mu.Unlock()
-			for i, q := range qs {
-				t.Logf("%s: question %d: %s %s", c.id, i+1, q.Tool.Name, q.Summary)
-			}
-			t.Logf("%s: status %s, answer %q", c.id, res.Status, res.Answer)
+			target, qs := askToWrite(t, c, api.DecisionAllow)
 			assert.FileExists(t, target, "an allowed write did not happen")
 			assert.Len(t, qs, 1, "one edit, one question")
 		})
