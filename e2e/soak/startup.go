@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -272,8 +271,8 @@ func phaseRestart(ctx context.Context, h *harness) *result {
 	r.add("restart: start to agents.detect answered (median)", ms(m)+" (all "+msList(fromStart)+")", "<= 100 ms", m <= 100*time.Millisecond)
 	r.info("restart: of which after daemon.json (median)", ms(median(fromReady)))
 	r.info("restart / slowest --version", fmt.Sprintf("%.3fx", float64(m)/float64(slowest)))
-	all := fmt.Sprintf("all %d equal", len(bins))
-	r.add("restart: every version equals --version", match, "all "+strconv.Itoa(len(bins)), match == all)
+	goal := fmt.Sprintf("all %d", len(bins))
+	r.add("restart: every version equals --version", match, goal, match == goal+" equal")
 	return r
 }
 
